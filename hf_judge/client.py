@@ -1,0 +1,349 @@
+"""The transport: one aiohttp session to an OpenAI-compatible server.
+
+What is retried and what is not is decided here, once (:func:`classify`):
+
+* transient, retried with backoff: 429, 408, 409, 5xx, timeouts, connection
+  errors, a 200 whose body is not a completion, and invalid replies (bad JSON,
+  wrong keys, out of range, truncated, empty). Invalid replies also raise the
+  temperature (doubling, capped at 1.0), as seed 004 asks.
+* permanent, straight to ``errors``: 400 (context length and the like), 422,
+  other 4xx, ``content_filter``.
+* fatal, the run stops at once keeping what is finished: 401/403 (key) and
+  404 (model name or base URL).
+
+Structured output is negotiated once per client: requests go out with
+``response_format={"type": "json_schema", ...}``; if the server rejects that
+before any such request has succeeded, the client switches to
+``{"type": "json_object", "schema": ...}`` (llama.cpp's form) for good and says
+so in the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import logging
+import random
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from . import constants
+from .errors import AuthenticationError, BudgetExceededError, CircuitOpenError, ModelNotFoundError, RunStopped
+from .limits import AdaptiveLimiter
+from .metrics import Metric
+from .redact import register, scrub
+from .validate import ReplyError, parse_reply
+
+logger = logging.getLogger("hf_judge")
+
+TRANSIENT_STATUS = {408, 409, 425, 429}
+INVALID_REPLY = {"invalid_json", "schema", "out_of_range", "truncated", "empty", "unparseable"}
+
+
+@dataclass
+class Outcome:
+    """The end of one request: a validated reply, or an error with its kind."""
+
+    value: dict[str, Any] | None
+    raw: str | None
+    kind: str | None = None
+    message: str | None = None
+    attempts: int = 0
+    cached: bool = False
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: Counter = field(default_factory=Counter)
+    statuses: Counter = field(default_factory=Counter)
+    structured_output: str = "json_schema"
+    notes: list[str] = field(default_factory=list)
+
+
+def _retry_after(headers) -> float | None:
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(ra)
+            return max(0.0, when.timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def _error_message(status: int, raw: bytes) -> str:
+    try:
+        err = orjson.loads(raw)
+        if isinstance(err, dict):
+            e = err.get("error", err)
+            msg = e.get("message") if isinstance(e, dict) else e
+            if msg:
+                return scrub(str(msg))[:500]
+    except orjson.JSONDecodeError:
+        pass
+    return scrub(raw[:300].decode("utf-8", "replace")) or f"HTTP {status}"
+
+
+class JudgeClient:
+    """Sends chat-completion requests for metrics; bounded, retried, validated."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        concurrency: int = constants.DEFAULT_CONCURRENCY,
+        timeout: float = constants.DEFAULT_TIMEOUT,
+        retries: int = constants.DEFAULT_RETRIES,
+        top_p: float | None = constants.DEFAULT_TOP_P,
+        max_tokens: int | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_requests_per_minute: float | None = None,
+        max_tokens_per_minute: float | None = None,
+        max_total_tokens: int | None = None,
+        circuit_window: int = 200,
+        circuit_threshold: float = 0.5,
+        extra_headers: dict[str, str] | None = None,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        self.model = model
+        self.timeout = timeout
+        self.retries = retries
+        self.top_p = top_p
+        self.max_tokens = max_tokens
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_total_tokens = max_total_tokens
+        self.limiter = AdaptiveLimiter(concurrency)
+        self.stats = Stats()
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            register(api_key)
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._headers.update(extra_headers or {})
+        self._mode = "json_schema"
+        self._schema_ok = False
+        self._rf_cache: dict[tuple[int, str], dict] = {}
+        self._recent: deque[bool] = deque(maxlen=circuit_window)
+        self._recent_failures = 0
+        self._circuit_threshold = circuit_threshold
+        self._rpm = self._tpm = None
+        if max_requests_per_minute or max_tokens_per_minute:
+            from aiolimiter import AsyncLimiter
+
+            if max_requests_per_minute:
+                self._rpm = AsyncLimiter(max_requests_per_minute, 60)
+            if max_tokens_per_minute:
+                self._tpm = AsyncLimiter(max_tokens_per_minute, 60)
+        self._session: aiohttp.ClientSession | None = None
+        self.stopped: RunStopped | None = None
+
+    async def open(self) -> None:
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+            headers=self._headers,
+            skip_auto_headers=("User-Agent",),
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # -- request building ------------------------------------------------
+    def response_format(self, metric: Metric, mode: str | None = None) -> dict:
+        mode = mode or self._mode
+        key = (id(metric), mode)
+        rf = self._rf_cache.get(key)
+        if rf is None:
+            if mode == "json_schema":
+                rf = {"type": "json_schema", "json_schema": {"name": metric.schema_name, "schema": metric.json_schema, "strict": True}}
+            else:
+                rf = {"type": "json_object", "schema": metric.json_schema}
+            self._rf_cache[key] = rf
+        return rf
+
+    def body(self, metric: Metric, messages: list, temperature: float, mode: str | None = None) -> bytes:
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        if self.top_p is not None:
+            payload["top_p"] = self.top_p
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
+        payload["response_format"] = self.response_format(metric, mode)
+        return orjson.dumps(payload)
+
+    def request_key(self, metric: Metric, messages: list, temperature: float) -> bytes:
+        """The cache key: a hash of the canonical request and the server it goes to."""
+        h = hashlib.blake2b(self.base_url.encode(), digest_size=16)
+        h.update(b"\0")
+        h.update(self.body(metric, messages, temperature, "json_schema"))
+        return h.digest()
+
+    # -- the call ------------------------------------------------------------
+    def _record(self, ok: bool) -> None:
+        recent = self._recent
+        if len(recent) == recent.maxlen and not recent[0]:
+            self._recent_failures -= 1
+        recent.append(ok)
+        if not ok:
+            self._recent_failures += 1
+            if len(recent) == recent.maxlen and self._recent_failures >= self._circuit_threshold * len(recent):
+                raise CircuitOpenError(
+                    f"{self._recent_failures} of the last {len(recent)} requests failed "
+                    f"({', '.join(f'{k}: {n}' for k, n in self.stats.failures.most_common(4))}). "
+                    "Check the server, then run the same command again: finished rows are cached."
+                )
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after + random.uniform(0, min(1.0, retry_after * 0.1 + 0.01))
+        return random.uniform(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+
+    async def call(self, metric: Metric, messages: list, temperature: float, *, have_slot: bool = False) -> Outcome:
+        """One request with its retries. ``have_slot``: the caller already holds a limiter slot."""
+        attempt = 0
+        kind = message = raw = None
+        limiter = self.limiter
+        session = self._session
+        while True:
+            if not have_slot:
+                await limiter.acquire()
+            have_slot = False
+            attempt += 1
+            if self._rpm is not None:
+                await self._rpm.acquire()
+            mode = self._mode
+            body = self.body(metric, messages, temperature, mode)
+            if self._tpm is not None:
+                await self._tpm.acquire(min(self._tpm.max_rate, len(body) / 4 + (self.max_tokens or 256)))
+            self.stats.requests += 1
+            if attempt > 1:
+                self.stats.retries += 1
+            sent_at = time.monotonic()
+            retry_after = None
+            throttled = False
+            try:
+                async with session.post(self.url, data=body) as resp:
+                    status = resp.status
+                    data = await resp.read()
+                    if status != 200:
+                        retry_after = _retry_after(resp.headers)
+            except asyncio.TimeoutError:
+                status, kind, message = 0, "timeout", f"no reply within {self.timeout:g} s"
+            except aiohttp.ClientError as e:
+                status, kind, message = 0, "connection", scrub(f"{type(e).__name__}: {e}")[:300]
+            if status == 200:
+                limiter.release(sent_at=sent_at)
+                self.stats.statuses[200] += 1
+                outcome = self._handle_ok(metric, data)
+                if outcome.value is not None:
+                    if mode == "json_schema":
+                        self._schema_ok = True
+                    outcome.attempts = attempt
+                    self._record(True)
+                    self._check_budget()
+                    return outcome
+                kind, message, raw = outcome.kind, outcome.message, outcome.raw
+                self._check_budget()
+            elif status:
+                self.stats.statuses[status] += 1
+                throttled = status == 429
+                limiter.release(throttled=throttled, sent_at=sent_at)
+                message = _error_message(status, data)
+                kind = f"http_{status}"
+                raw = None
+                if mode == "json_schema" and not self._schema_ok and status in (400, 422, 500, 501) and self._schema_rejected(status, message):
+                    attempt -= 1
+                    continue
+                if status in (401, 403):
+                    raise AuthenticationError(
+                        f"the server at {self.base_url} refused the API key (HTTP {status}: {message}). "
+                        "Check --api-key-env / OPENAI_API_KEY and the base URL."
+                    )
+                if status == 404:
+                    raise ModelNotFoundError(
+                        f"HTTP 404 from {self.url}: {message}. Check the model name ({self.model!r}) and the base URL "
+                        "(it usually ends in /v1)."
+                    )
+            else:
+                limiter.release(sent_at=sent_at)
+            self.stats.failures[kind] += 1
+            if not throttled:
+                self._record(False)
+            transient = kind in INVALID_REPLY or kind in ("timeout", "connection", "bad_response") or (
+                kind.startswith("http_") and (int(kind[5:]) in TRANSIENT_STATUS or int(kind[5:]) >= 500)
+            )
+            if not transient or attempt > self.retries:
+                return Outcome(None, raw, kind, message, attempt)
+            if kind in INVALID_REPLY:
+                temperature = min(
+                    constants.MAX_ESCALATED_TEMPERATURE,
+                    max(temperature * 2, constants.ESCALATION_FLOOR),
+                )
+            await asyncio.sleep(self._backoff(attempt, retry_after))
+
+    def _schema_rejected(self, status: int, message: str) -> bool:
+        """Switch to json_object + schema, once, when json_schema is refused."""
+        text = message.lower()
+        if any(w in text for w in ("response_format", "json_schema", "schema", "structured", "grammar")):
+            if self._mode == "json_schema":
+                self._mode = "json_object"
+                self.stats.structured_output = "json_object"
+                note = f"server rejected response_format json_schema (HTTP {status}); switched to json_object with the schema"
+                self.stats.notes.append(note)
+                logger.warning(note)
+            return True
+        return False
+
+    def _handle_ok(self, metric: Metric, data: bytes) -> Outcome:
+        try:
+            doc = orjson.loads(data)
+            choice = doc["choices"][0]
+            content = choice["message"].get("content")
+            finish = choice.get("finish_reason")
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+            return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), "bad_response", "the server's 200 reply is not a chat completion")
+        usage = doc.get("usage") if isinstance(doc, dict) else None
+        if isinstance(usage, dict):
+            self.stats.prompt_tokens += usage.get("prompt_tokens") or 0
+            self.stats.completion_tokens += usage.get("completion_tokens") or 0
+        try:
+            value = parse_reply(metric, content, finish)
+        except ReplyError as e:
+            return Outcome(None, content, e.kind, e.message)
+        return Outcome(value, content)
+
+    def _check_budget(self) -> None:
+        if self.max_total_tokens is not None:
+            used = self.stats.prompt_tokens + self.stats.completion_tokens
+            if used >= self.max_total_tokens:
+                raise BudgetExceededError(
+                    f"the token budget max_total_tokens={self.max_total_tokens} is used up ({used} tokens). "
+                    "Raise it and run the same command again: finished rows are cached."
+                )

@@ -1,0 +1,51 @@
+"""Settings read from the environment, and the defaults, in one place.
+
+| variable | meaning |
+| --- | --- |
+| ``OPENAI_API_KEY`` | API key when ``api_key`` is not given |
+| ``OPENAI_BASE_URL`` | server URL when ``base_url`` is not given |
+| ``HF_JUDGE_CACHE`` | cache folder (default: ``$HF_DATASETS_CACHE/hf_judge``) |
+| ``HF_JUDGE_DEBUG`` | ``1``: debug logging and full tracebacks in the CLI |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_CONCURRENCY = 256
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_RETRIES = 3
+DEFAULT_TOP_P = 1.0
+# Temperature escalation (seed 004): each retry after an invalid reply doubles
+# the temperature, capped here; a temperature of 0 starts from the floor.
+MAX_ESCALATED_TEMPERATURE = 1.0
+ESCALATION_FLOOR = 0.1
+# Bumped whenever the meaning of a cached entry changes.
+CACHE_VERSION = "1"
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def debug_enabled() -> bool:
+    return env_flag("HF_JUDGE_DEBUG")
+
+
+def default_api_key() -> str | None:
+    return os.environ.get("OPENAI_API_KEY") or None
+
+
+def default_base_url() -> str:
+    return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+
+def default_cache_dir() -> Path:
+    """``HF_JUDGE_CACHE``, else ``hf_judge/`` inside the datasets cache."""
+    if os.environ.get("HF_JUDGE_CACHE"):
+        return Path(os.environ["HF_JUDGE_CACHE"]).expanduser()
+    from datasets import config
+
+    return Path(config.HF_DATASETS_CACHE) / "hf_judge"

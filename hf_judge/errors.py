@@ -1,0 +1,71 @@
+"""Exceptions raised by hf_judge.
+
+```
+HfJudgeError
+├── ConfigError              bad input, found before any request is sent (CLI exit 2)
+│   ├── UnknownMetricError   no prompt file of that name
+│   ├── PromptFileError      a prompt file whose front matter or outputs are malformed
+│   ├── TemplateError        a template that fails to compile or render (undefined variable, sandbox)
+│   └── MissingColumnError   a template variable with no column to read it from
+└── RunStopped               the run stopped early; every finished reply is kept (CLI exit 1)
+    ├── AuthenticationError  the server refused the key (401/403)
+    ├── ModelNotFoundError   the model or the endpoint does not exist (404)
+    ├── CircuitOpenError     most recent requests failed
+    ├── BudgetExceededError  ``max_total_tokens`` reached
+    └── InterruptedRun       Ctrl-C or SIGTERM
+```
+
+Every message names the problem and the next step. None of them ever holds a
+secret: keys are scrubbed by :func:`hf_judge.redact.scrub` before a message is
+built from a server's reply.
+"""
+
+from __future__ import annotations
+
+
+class HfJudgeError(Exception):
+    """Base class of every error hf_judge raises on purpose."""
+
+
+class ConfigError(HfJudgeError, ValueError):
+    """Bad input found before any request was sent."""
+
+
+class UnknownMetricError(ConfigError):
+    """No built-in or user prompt file has that name."""
+
+
+class PromptFileError(ConfigError):
+    """A prompt file's front matter or output declaration is malformed."""
+
+
+class TemplateError(ConfigError):
+    """A template failed to compile or render."""
+
+
+class MissingColumnError(ConfigError):
+    """A template variable has no column to read it from."""
+
+
+class RunStopped(HfJudgeError):
+    """The run stopped before the end. Everything finished is cached: run the same call again to resume."""
+
+
+class AuthenticationError(RunStopped):
+    """The server answered 401 or 403."""
+
+
+class ModelNotFoundError(RunStopped):
+    """The server answered 404: wrong model name or base URL."""
+
+
+class CircuitOpenError(RunStopped):
+    """Most of the recent requests failed."""
+
+
+class BudgetExceededError(RunStopped):
+    """The ``max_total_tokens`` budget was reached."""
+
+
+class InterruptedRun(RunStopped, KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM stopped the run."""

@@ -1,0 +1,473 @@
+"""Metrics: a prompt file and the declaration of what its reply holds.
+
+One declaration (the ``outputs`` of a prompt file's front matter) gives the
+JSON schema sent as structured output, the validator and the output columns.
+See CONTRIBUTING.md for the file format. Built-in files live in the package's
+``prompts`` folder; files in a user's ``prompts_dir`` work the same way and
+take precedence over built-ins of the same name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from datasets import Value
+
+from .errors import MissingColumnError, PromptFileError, TemplateError, UnknownMetricError
+from .render import (
+    SeedTemplate,
+    compile_template,
+    render,
+    seed_template_variables,
+    template_variables,
+)
+
+TEMPLATE_SUFFIXES = (".jinja", ".j2", ".jinja2")
+SEED_SUFFIX = ".txt"
+KINDS = ("score", "binary", "pairwise")
+TYPES = ("integer", "number", "string", "boolean")
+# The seed spells it "Meaningness"; both names work.
+ALIASES = {"Meaningness": "Meaningfulness"}
+# The variables the seed's .txt prompt files may use.
+SEED_VARIABLES = {"instruction", "output"}
+_DIFFICULTY = re.compile(r"difficulty", re.I)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def builtin_prompts_dir() -> Path:
+    """Where the built-in prompt files are: inside the wheel, or the checkout."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "prompts"
+    return packaged if packaged.is_dir() else here.parent / "prompts"
+
+
+@dataclass(frozen=True)
+class Output:
+    """One key of a metric's reply and the column it fills."""
+
+    key: str
+    type: str
+    column: str
+    minimum: float | None = None
+    maximum: float | None = None
+    enum: tuple | None = None
+    description: str | None = None
+
+    def schema(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": self.type}
+        if self.enum is not None:
+            s["enum"] = list(self.enum)
+        if self.minimum is not None:
+            s["minimum"] = self.minimum
+        if self.maximum is not None:
+            s["maximum"] = self.maximum
+        if self.description:
+            s["description"] = self.description
+        return s
+
+    @property
+    def feature(self) -> Value:
+        return Value({"integer": "int64", "number": "float64", "string": "string", "boolean": "bool"}[self.type])
+
+
+@dataclass(frozen=True, eq=False)
+class Metric:
+    """A metric loaded from a prompt file. Build one with :func:`load_metric`.
+
+    Example:
+        >>> m = load_metric("QA_Clarity")
+        >>> [o.column for o in m.outputs]
+        ['QA_Clarity_reason', 'QA_Clarity']
+    """
+
+    name: str
+    description: str
+    kind: str
+    temperature: float
+    outputs: tuple[Output, ...]
+    params: dict[str, Any]
+    variables: tuple[str, ...]
+    optional: tuple[str, ...]
+    swap: tuple[str, str] | None
+    text: str
+    path: Path | None = None
+    seed_style: bool = False
+    system_source: str | None = None
+    _template: Any = field(default=None, repr=False)
+    _system: Any = field(default=None, repr=False)
+
+    @property
+    def mode(self) -> str | None:
+        head = self.name.split("_", 1)[0]
+        return head if head in ("Q", "QA") else None
+
+    @cached_property
+    def prompt_hash(self) -> str:
+        """sha256 of the prompt file's text and the parameters it was loaded with."""
+        h = hashlib.sha256(self.text.encode())
+        h.update(json.dumps(self.params, sort_keys=True, default=str).encode())
+        return h.hexdigest()
+
+    @cached_property
+    def json_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {o.key: o.schema() for o in self.outputs},
+            "required": [o.key for o in self.outputs],
+            "additionalProperties": False,
+        }
+
+    @cached_property
+    def schema_name(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_-]", "_", self.name)[:64]
+
+    @cached_property
+    def features(self) -> dict[str, Value]:
+        """Output column name -> datasets feature, in column order."""
+        cols: dict[str, Value] = {}
+        if self.kind == "binary":
+            cols[self.name] = Value("bool")
+            cols.update({o.column: o.feature for o in self.outputs})
+        elif self.kind == "pairwise":
+            score_type = Value("float64") if self.swap else Value("int64")
+            for o in self.outputs:
+                cols[o.column] = score_type if o.type == "integer" else o.feature
+            cols[f"{self.name}_winner"] = Value("string")
+            if self.swap:
+                for o in self.outputs:
+                    if o.type == "string":
+                        cols[f"{o.column}_swapped"] = Value("string")
+                cols[f"{self.name}_disagree"] = Value("bool")
+        else:
+            cols.update({o.column: o.feature for o in self.outputs})
+        return cols
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.features)
+
+    def messages(self, values: dict[str, Any]) -> list[dict[str, str]]:
+        """The chat messages for one row's variable values."""
+        if self.seed_style:
+            user = self._template.render(values)
+        else:
+            user = render(self._template, {**self.params, **values}, f"prompt {self.name}")
+        msgs = [{"role": "user", "content": user}]
+        if self._system is not None:
+            msgs.insert(0, {"role": "system", "content": render(self._system, {**self.params, **values}, f"system prompt of {self.name}")})
+        return msgs
+
+    def resolve_columns(self, mapping: dict[str, str], available: Sequence[str]) -> dict[str, str | None]:
+        """Variable -> dataset column for this metric, or a clear error."""
+        resolved: dict[str, str | None] = {}
+        missing = []
+        for var in self.variables:
+            col = mapping.get(var, var)
+            if col not in available:
+                missing.append((var, col))
+            resolved[var] = col
+        for var in self.optional:
+            col = mapping.get(var, var)
+            resolved[var] = col if col in available else None
+        if missing:
+            what = ", ".join(f"{v!r}" + (f" (mapped to column {c!r})" if c != v else "") for v, c in missing)
+            raise MissingColumnError(
+                f"metric {self.name} needs {what}, but the dataset has no such column. "
+                f"Available columns: {', '.join(available) or '(none)'}. "
+                f"Map variables to columns with columns={{'{missing[0][0]}': '<column>'}} (CLI: --column {missing[0][0]}=<column>)."
+            )
+        return resolved
+
+
+def _render_front_matter(raw: str, params: dict[str, Any], where: str) -> dict[str, Any]:
+    try:
+        text = compile_template(raw, where).render(params)
+        data = yaml.safe_load(text) or {}
+    except (jinja2.UndefinedError, TemplateError) as e:
+        raise PromptFileError(f"{where}: front matter: {e}") from None
+    except yaml.YAMLError as e:
+        raise PromptFileError(f"{where}: front matter is not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise PromptFileError(f"{where}: front matter must be a YAML mapping")
+    return data
+
+
+def _default_params(raw: str, where: str) -> dict[str, Any]:
+    """Read ``params`` from front matter that may itself use the params."""
+    lenient = jinja2.Environment(undefined=jinja2.Undefined)
+    lenient.filters["tojson"] = lambda v: "null" if isinstance(v, jinja2.Undefined) else json.dumps(v)
+    try:
+        data = yaml.safe_load(lenient.from_string(raw).render()) or {}
+    except Exception as e:  # noqa: BLE001 - any failure here is a malformed file
+        raise PromptFileError(f"{where}: front matter is malformed: {e}") from None
+    params = data.get("params") if isinstance(data, dict) else None
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise PromptFileError(f"{where}: 'params' must be a mapping of name: default")
+    return params
+
+
+def _parse_outputs(name: str, decl: Any, where: str) -> tuple[Output, ...]:
+    if not isinstance(decl, dict) or not decl:
+        raise PromptFileError(f"{where}: 'outputs' must be a non-empty mapping of reply key -> {{type: ...}}")
+    outs = []
+    for key, spec in decl.items():
+        if not isinstance(key, str) or not _NAME.match(key):
+            raise PromptFileError(f"{where}: output key {key!r} must be an identifier")
+        if not isinstance(spec, dict):
+            raise PromptFileError(f"{where}: output {key!r} must be a mapping like {{type: integer, minimum: 1, maximum: 10}}")
+        unknown = set(spec) - {"type", "minimum", "maximum", "enum", "column", "description"}
+        if unknown:
+            raise PromptFileError(f"{where}: output {key!r} has unknown field(s) {sorted(unknown)}; allowed: type, minimum, maximum, enum, column, description")
+        typ = spec.get("type")
+        if typ not in TYPES:
+            raise PromptFileError(f"{where}: output {key!r} has type {typ!r}; use one of {', '.join(TYPES)}")
+        lo, hi = spec.get("minimum"), spec.get("maximum")
+        for bound, label in ((lo, "minimum"), (hi, "maximum")):
+            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))):
+                raise PromptFileError(f"{where}: output {key!r}: {label} must be a number, got {bound!r}")
+            if bound is not None and typ not in ("integer", "number"):
+                raise PromptFileError(f"{where}: output {key!r}: {label} only applies to integer or number outputs")
+        if lo is not None and hi is not None and lo > hi:
+            raise PromptFileError(f"{where}: output {key!r}: minimum {lo} is above maximum {hi}")
+        enum = spec.get("enum")
+        if enum is not None and (not isinstance(enum, list) or not enum):
+            raise PromptFileError(f"{where}: output {key!r}: enum must be a non-empty list")
+        column = spec.get("column") or (name if key == "score" else f"{name}_{key}")
+        if not isinstance(column, str) or not column:
+            raise PromptFileError(f"{where}: output {key!r}: column must be a string")
+        outs.append(Output(key, typ, column, lo, hi, tuple(enum) if enum else None, spec.get("description")))
+    columns = [o.column for o in outs]
+    if len(set(columns)) != len(columns):
+        raise PromptFileError(f"{where}: two outputs write the same column")
+    return tuple(outs)
+
+
+def _parse_jinja_file(name: str, path: Path, text: str, overrides: dict[str, Any]) -> Metric:
+    where = str(path)
+    if not text.startswith("---"):
+        raise PromptFileError(f"{where}: a prompt file starts with YAML front matter between '---' lines (see CONTRIBUTING.md)")
+    parts = re.split(r"^---[ \t]*$\n?", text, maxsplit=2, flags=re.M)
+    if len(parts) < 3:
+        raise PromptFileError(f"{where}: front matter is not closed by a '---' line")
+    raw_front, body = parts[1], parts[2]
+    defaults = _default_params(raw_front, where)
+    unknown = set(overrides) - set(defaults)
+    if unknown:
+        known = ", ".join(sorted(defaults)) or "none"
+        raise PromptFileError(f"{where}: unknown parameter(s) {sorted(unknown)} for metric {name}; it takes: {known}")
+    params = {**defaults, **overrides}
+    front = _render_front_matter(raw_front, params, where)
+    allowed = {"description", "temperature", "system", "kind", "params", "outputs", "optional", "swap"}
+    extra = set(front) - allowed
+    if extra:
+        raise PromptFileError(f"{where}: unknown front matter key(s) {sorted(extra)}; allowed: {', '.join(sorted(allowed))}")
+    kind = front.get("kind", "score")
+    if kind not in KINDS:
+        raise PromptFileError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    outputs = _parse_outputs(name, front.get("outputs"), where)
+    temperature = front.get("temperature", 0.1)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+        raise PromptFileError(f"{where}: temperature must be a number between 0 and 2")
+    optional = tuple(front.get("optional") or ())
+    swap = front.get("swap")
+    if kind == "binary":
+        verdicts = [o for o in outputs if o.enum]
+        if len(verdicts) != 1 or "positive" not in params or "negative" not in params:
+            raise PromptFileError(f"{where}: a binary metric declares one enum output and params positive/negative")
+    if kind == "pairwise":
+        if swap is not None and (not isinstance(swap, list) or len(swap) != 2):
+            raise PromptFileError(f"{where}: swap must name the two response variables, e.g. [response1, response2]")
+        ints = [o for o in outputs if o.type == "integer"]
+        if len(ints) != 2:
+            raise PromptFileError(f"{where}: a pairwise metric declares two integer score outputs")
+    template = compile_template(body.strip("\n"), where)
+    system_source = front.get("system")
+    system = compile_template(system_source, where + " (system)") if system_source else None
+    used = template_variables(body) | (template_variables(system_source) if system_source else set())
+    variables = tuple(sorted(used - set(params) - set(optional)))
+    return Metric(
+        name=name,
+        description=str(front.get("description", "")).strip(),
+        kind=kind,
+        temperature=float(temperature),
+        outputs=outputs,
+        params=params,
+        variables=variables,
+        optional=optional,
+        swap=tuple(swap) if swap else None,
+        text=text,
+        path=path,
+        system_source=system_source,
+        _template=template,
+        _system=system,
+    )
+
+
+def _find_json_objects(text: str) -> list[dict]:
+    dec = json.JSONDecoder()
+    found = []
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = dec.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj:
+            found.append(obj)
+    return found
+
+
+def _parse_seed_file(name: str, path: Path, text: str, overrides: dict[str, Any]) -> Metric:
+    """A seed-004 prompt: ``{instruction}``/``{output}`` placeholders and a JSON example reply."""
+    where = str(path)
+    if overrides:
+        raise PromptFileError(f"{where}: seed-style .txt prompts take no parameters")
+    examples = _find_json_objects(text)
+    if not examples:
+        raise PromptFileError(f"{where}: a seed-style prompt must show the reply as a JSON example, e.g. {{\"score\": 8}}")
+    example = examples[-1]
+    mode = name.split("_", 1)[0]
+    decl = {}
+    for key, value in example.items():
+        if key == "score":
+            column = name
+        elif mode in ("Q", "QA") and name.endswith("_All"):
+            column = f"{mode}_{ALIASES.get(key, key)}"
+        else:
+            column = f"{name}_{key}"
+        if isinstance(value, bool):
+            decl[key] = {"type": "boolean", "column": column}
+        elif isinstance(value, (int, float)):
+            decl[key] = {"type": "integer", "minimum": 1, "maximum": 10, "column": column}
+        else:
+            decl[key] = {"type": "string", "column": column}
+    outputs = _parse_outputs(name, decl, where)
+    variables = seed_template_variables(text, SEED_VARIABLES)
+    return Metric(
+        name=name,
+        description=f"seed-style prompt {path.name}",
+        kind="score",
+        temperature=1.0 if _DIFFICULTY.search(name) else 0.1,
+        outputs=outputs,
+        params={},
+        variables=tuple(sorted(variables)),
+        optional=(),
+        swap=None,
+        text=text,
+        path=path,
+        seed_style=True,
+        _template=SeedTemplate(text, variables),
+    )
+
+
+def canonical_name(name: str) -> str:
+    """Apply the seed's aliases: ``QA_Meaningness`` -> ``QA_Meaningfulness``."""
+    head, _, tail = name.rpartition("_")
+    tail = ALIASES.get(tail, tail)
+    return f"{head}_{tail}" if head else tail
+
+
+def _search_dirs(prompts_dir: str | os.PathLike | Iterable | None) -> list[Path]:
+    dirs: list[Path] = []
+    if prompts_dir is not None:
+        items = [prompts_dir] if isinstance(prompts_dir, (str, os.PathLike)) else list(prompts_dir)
+        for d in items:
+            p = Path(d).expanduser()
+            if not p.is_dir():
+                raise PromptFileError(f"prompts_dir {str(p)!r} is not a folder. Pass the folder that holds your Mode_Metric.jinja files.")
+            dirs.append(p)
+    dirs.append(builtin_prompts_dir())
+    return dirs
+
+
+def available_metrics(prompts_dir: str | os.PathLike | Iterable | None = None) -> dict[str, Path]:
+    """Every metric name that can be loaded -> its prompt file (user files first).
+
+    Example:
+        >>> "QA_All" in available_metrics()
+        True
+    """
+    found: dict[str, Path] = {}
+    for d in _search_dirs(prompts_dir):
+        for p in sorted(d.iterdir()):
+            if p.suffix in TEMPLATE_SUFFIXES + (SEED_SUFFIX,) and p.stem not in found and _NAME.match(p.stem):
+                found[p.stem] = p
+    return found
+
+
+def load_metric(name: str, *, prompts_dir: str | os.PathLike | Iterable | None = None, **params: Any) -> Metric:
+    """Load a metric by name, with optional parameters.
+
+    Example:
+        >>> judge = load_metric("Binary", positive="yes", negative="no")
+        >>> judge.params["positive"]
+        'yes'
+    """
+    if isinstance(name, Metric):
+        return name
+    name = canonical_name(str(name))
+    files = available_metrics(prompts_dir)
+    path = files.get(name)
+    if path is None:
+        known = ", ".join(sorted(files))
+        raise UnknownMetricError(f"unknown metric {name!r}. Known metrics: {known}. Add your own as {name}.jinja in a prompts_dir.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PromptFileError(f"{path}: cannot read the prompt file: {e}") from None
+    if path.suffix == SEED_SUFFIX:
+        return _parse_seed_file(name, path, text, params)
+    return _parse_jinja_file(name, path, text, params)
+
+
+MetricSpec = "str | Metric | dict"
+
+
+def resolve_metrics(metrics: Any, prompts_dir: Any = None, metric_params: dict[str, dict] | None = None) -> list[Metric]:
+    """Turn the user's ``metrics`` argument into loaded metrics, checking for clashes.
+
+    Accepts a name, a :class:`Metric`, a dict ``{"name": ..., "params": {...}}``,
+    or a list of these.
+    """
+    if isinstance(metrics, (str, Metric, dict)):
+        metrics = [metrics]
+    if not metrics:
+        raise UnknownMetricError("no metrics given. Pass metrics=['QA_All'] or see `hf-judge metrics` for the list.")
+    metric_params = metric_params or {}
+    loaded: list[Metric] = []
+    for spec in metrics:
+        if isinstance(spec, Metric):
+            loaded.append(spec)
+            continue
+        if isinstance(spec, dict):
+            spec = dict(spec)
+            name = spec.pop("name", None)
+            params = spec.pop("params", None) or {}
+            if name is None or spec:
+                raise UnknownMetricError(f"a metric given as a mapping needs 'name' and optional 'params', got {sorted(spec) or 'no name'}")
+        else:
+            name, params = spec, {}
+        for n in str(name).split(","):
+            n = n.strip()
+            if n:
+                loaded.append(load_metric(n, prompts_dir=prompts_dir, **{**metric_params.get(canonical_name(n), {}), **params}))
+    seen: dict[str, str] = {}
+    for m in loaded:
+        for col in m.columns:
+            if col in seen:
+                raise UnknownMetricError(
+                    f"metrics {seen[col]} and {m.name} both write column {col!r}. Score them in separate runs, or keep one of them."
+                )
+            seen[col] = m.name
+    return loaded

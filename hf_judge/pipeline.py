@@ -1,0 +1,320 @@
+"""The row pipeline between a split and ``Dataset.map``.
+
+A feeder coroutine reads the split ahead of the map, renders every (row,
+metric) request, serves what the reply store already holds, and sends the rest
+through the client, keeping at most ``window`` rows between the map's position
+and its own. The map function (main thread) waits only for the rows of its own
+batch. Requests therefore flow continuously over the whole split: a slow
+request holds back nothing but its own row's write, and memory is bounded by
+the window, not by the dataset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from datasets import Dataset
+
+from .client import JudgeClient, Outcome
+from .errors import RunStopped, TemplateError
+from .metrics import Metric
+from .render import format_value
+from .store import ReplyStore
+from .validate import ReplyError, parse_reply
+
+
+class LoopThread:
+    """An asyncio event loop in a daemon thread, for the duration of a run."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="hf_judge-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro, timeout: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def submit(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+@dataclass
+class Plan:
+    """One metric of a split: how to read its variables from a row."""
+
+    metric: Metric
+    columns: dict[str, str | None]  # variable -> column (None: optional, absent)
+    temperature: float
+
+
+class _Job:
+    """One (row, metric): one request, or two for a swapped pairwise judge."""
+
+    __slots__ = ("row", "plan", "outcomes", "pending", "keys")
+
+    def __init__(self, row: int, plan: Plan, n: int):
+        self.row = row
+        self.plan = plan
+        self.outcomes: list[Outcome | None] = [None] * n
+        self.pending = n
+        self.keys: list[bytes] = [b""] * n
+
+
+class SplitRun:
+    """Scores one split; ``consume`` is the ``Dataset.map`` function."""
+
+    def __init__(
+        self,
+        split: str,
+        ds: Dataset,
+        plans: Sequence[Plan],
+        client: JudgeClient,
+        store: ReplyStore | None,
+        *,
+        window: int,
+        read_batch: int = 256,
+        max_input_chars: int | None = None,
+    ):
+        self.split = split
+        self.ds = ds
+        self.plans = plans
+        self.client = client
+        self.store = store
+        self.window = max(window, read_batch)
+        self.read_batch = read_batch
+        self.max_input_chars = max_input_chars
+        self.columns = [c for p in plans for c in p.metric.columns]
+        self.values: dict[int, dict[str, Any]] = {}
+        self.row_pending: dict[int, int] = {}
+        self.errors: list[dict[str, Any]] = []
+        self.frontier = 0  # every row below it is finished
+        self.consumed = 0  # rows handed to Dataset.map
+        self.want = 0
+        self.ready = threading.Event()
+        self.failure: BaseException | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.scored_rows = 0
+
+    # -- feeder (event loop thread) ------------------------------------------
+    async def feed(self) -> None:
+        try:
+            await self._feed()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        if self.failure is None:
+            self.failure = e
+        for t in list(self.tasks):
+            t.cancel()
+        self.ready.set()
+
+    async def _feed(self) -> None:
+        needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
+        source = self.ds.select_columns(needed) if needed else self.ds
+        n = len(self.ds)
+        row = 0
+        store = self.store
+        for batch in source.iter(batch_size=self.read_batch):
+            while row - self.consumed >= self.window and self.failure is None:
+                await asyncio.sleep(0.005)
+            if self.failure is not None:
+                return
+            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+            sends: list[tuple[_Job, int, list, float]] = []
+            for i in range(size):
+                r = row + i
+                self.values[r] = {}
+                self.row_pending[r] = len(self.plans)
+                for plan in self.plans:
+                    self._prepare(r, plan, batch, i, sends)
+            row += size
+            if store is not None and sends:
+                found = store.get_many([job.keys[part] for job, part, _, _ in sends])
+                if found:
+                    remaining = []
+                    for item in sends:
+                        job, part = item[0], item[1]
+                        hit = found.get(job.keys[part])
+                        outcome = self._from_cache(job.plan.metric, hit) if hit else None
+                        if outcome is None:
+                            remaining.append(item)
+                        else:
+                            self.client.stats.cache_hits += 1
+                            self._finish_part(job, part, outcome)
+                    sends = remaining
+            limiter = self.client.limiter
+            for job, part, messages, temperature in sends:
+                if not limiter.try_acquire():
+                    await limiter.acquire()
+                if self.failure is not None:
+                    limiter.release()
+                    return
+                t = asyncio.get_running_loop().create_task(self._send(job, part, messages, temperature))
+                self.tasks.add(t)
+                t.add_done_callback(self.tasks.discard)
+            # yield once per batch so replies are handled between batches
+            await asyncio.sleep(0)
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
+        metric = plan.metric
+        values: dict[str, Any] = {}
+        for var, col in plan.columns.items():
+            v = batch[col][i] if col is not None else None
+            if v is None and var not in metric.optional:
+                return self._job_error(r, plan, "null_input", f"column {col!r} is null in this row; nothing was sent")
+            values[var] = format_value(v)
+        if self.max_input_chars is not None:
+            size = sum(len(v) for v in values.values() if isinstance(v, str))
+            if size > self.max_input_chars:
+                return self._job_error(
+                    r, plan, "input_too_long", f"the row's template values hold {size} characters, over max_input_chars={self.max_input_chars}"
+                )
+        orders = [values]
+        if metric.kind == "pairwise" and metric.swap:
+            a, b = metric.swap
+            orders.append({**values, a: values[b], b: values[a]})
+        try:
+            rendered = [metric.messages(vals) for vals in orders]
+        except TemplateError as e:
+            return self._job_error(r, plan, "template", str(e))
+        job = _Job(r, plan, len(orders))
+        for part, messages in enumerate(rendered):
+            job.keys[part] = self.client.request_key(metric, messages, plan.temperature)
+            sends.append((job, part, messages, plan.temperature))
+
+    def _from_cache(self, metric: Metric, hit: tuple[str, str | None]) -> Outcome | None:
+        content, _usage = hit
+        try:
+            return Outcome(parse_reply(metric, content, "stop"), content, cached=True)
+        except ReplyError:
+            return None  # a damaged or outdated entry: score it again
+
+    async def _send(self, job: _Job, part: int, messages: list, temperature: float) -> None:
+        try:
+            outcome = await self.client.call(job.plan.metric, messages, temperature, have_slot=True)
+        except asyncio.CancelledError:
+            raise
+        except RunStopped as e:
+            self._fail(e)
+            return
+        except BaseException as e:  # noqa: BLE001 - an unexpected bug must not hang the map
+            self._fail(e)
+            return
+        if outcome.value is not None and self.store is not None:
+            self.store.put(job.keys[part], outcome.raw)
+        self._finish_part(job, part, outcome)
+
+    def _job_error(self, r: int, plan: Plan, kind: str, message: str, raw: str | None = None, attempts: int = 0) -> None:
+        self.errors.append(
+            {"split": self.split, "row": r, "metric": plan.metric.name, "kind": kind, "message": message, "raw": raw, "attempts": attempts}
+        )
+        self._row_done(r)
+
+    def _finish_part(self, job: _Job, part: int, outcome: Outcome) -> None:
+        job.outcomes[part] = outcome
+        job.pending -= 1
+        if job.pending:
+            return
+        metric = job.plan.metric
+        failed = [o for o in job.outcomes if o.value is None]
+        if failed:
+            o = failed[0]
+            attempts = sum(x.attempts for x in job.outcomes)
+            return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
+        row_values = self.values[job.row]
+        if metric.kind == "pairwise":
+            row_values.update(combine_pairwise(metric, [o.value for o in job.outcomes]))
+        else:
+            value = job.outcomes[0].value
+            for o in metric.outputs:
+                row_values[o.column] = value[o.key]
+            if metric.kind == "binary":
+                verdict = next(o for o in metric.outputs if o.enum)
+                row_values[metric.name] = value[verdict.key] == metric.params["positive"]
+        self._row_done(job.row)
+
+    def _row_done(self, r: int) -> None:
+        left = self.row_pending[r] - 1
+        self.row_pending[r] = left
+        if left:
+            return
+        del self.row_pending[r]
+        if r == self.frontier:
+            f = r + 1
+            pending = self.row_pending
+            while f in self.values and f not in pending:
+                f += 1
+            self.frontier = f
+            if f >= self.want:
+                self.ready.set()
+
+    # -- consumer (main thread, inside Dataset.map) ---------------------------
+    def consume(self, indices: list[int]) -> dict[str, list]:
+        if not indices:
+            return {c: [] for c in self.columns}
+        start, stop = indices[0], indices[-1] + 1
+        self.want = stop
+        while self.frontier < stop:
+            if self.failure is not None:
+                raise self.failure
+            self.ready.clear()
+            if self.frontier >= stop:
+                break
+            self.ready.wait(0.1)
+        if self.failure is not None:
+            raise self.failure
+        values = self.values
+        rows = [values.pop(r) for r in range(start, stop)]
+        self.consumed = stop
+        self.scored_rows += len(rows)
+        return {c: [row.get(c) for row in rows] for c in self.columns}
+
+    async def cancel(self) -> None:
+        self._fail(self.failure or asyncio.CancelledError())
+        if self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def combine_pairwise(metric: Metric, values: list[dict[str, Any]]) -> dict[str, Any]:
+    """Columns of a pairwise judge from one order, or from both orders (swap)."""
+    ints = [o for o in metric.outputs if o.type == "integer"]
+    texts = [o for o in metric.outputs if o.type == "string"]
+    k1, k2 = ints[0].key, ints[1].key
+    first = values[0]
+
+    def winner(s1: float, s2: float) -> str:
+        return "1" if s1 > s2 else "2" if s2 > s1 else "tie"
+
+    out: dict[str, Any] = {}
+    if len(values) == 1:
+        out[ints[0].column], out[ints[1].column] = first[k1], first[k2]
+        out[f"{metric.name}_winner"] = winner(first[k1], first[k2])
+        for o in texts:
+            out[o.column] = first[o.key]
+        return out
+    second = values[1]  # responses swapped: its k1 scores response 2
+    s1 = (first[k1] + second[k2]) / 2
+    s2 = (first[k2] + second[k1]) / 2
+    out[ints[0].column], out[ints[1].column] = s1, s2
+    out[f"{metric.name}_winner"] = winner(s1, s2)
+    for o in texts:
+        out[o.column] = first[o.key]
+        out[f"{o.column}_swapped"] = second[o.key]
+    out[f"{metric.name}_disagree"] = winner(first[k1], first[k2]) != winner(second[k2], second[k1])
+    return out
+

@@ -1,0 +1,319 @@
+"""``score_dataset``: the main entry point."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
+
+from . import constants
+from .client import JudgeClient
+from .errors import ConfigError, InterruptedRun, MissingColumnError, RunStopped, TemplateError
+from .metrics import Metric, resolve_metrics
+from .pipeline import LoopThread, Plan, SplitRun
+from .redact import install_log_filter, register
+from .settings import client_settings
+from .store import ReplyStore
+from .summary import RunSummary
+
+logger = logging.getLogger("hf_judge")
+
+ERRORS_SPLIT = "errors"
+ERROR_FEATURES = Features(
+    {
+        "split": Value("string"),
+        "row": Value("int64"),
+        "metric": Value("string"),
+        "kind": Value("string"),
+        "message": Value("string"),
+        "raw": Value("string"),
+        "attempts": Value("int64"),
+    }
+)
+
+
+class ScoredDatasetDict(DatasetDict):
+    """A ``DatasetDict`` of the scored splits plus ``errors``, with the run's ``summary``."""
+
+    summary: RunSummary
+
+
+def _as_splits(ds: Dataset | DatasetDict) -> dict[str, Dataset]:
+    if isinstance(ds, Dataset):
+        return {"train": ds}
+    if isinstance(ds, DatasetDict):
+        if ERRORS_SPLIT in ds:
+            raise ConfigError(f"the input already has a split named {ERRORS_SPLIT!r}; drop it first (ds.pop('errors')), hf_judge adds its own")
+        return dict(ds)
+    raise ConfigError(
+        f"score_dataset takes a datasets.Dataset or DatasetDict, got {type(ds).__name__}. "
+        "Load files with datasets.load_dataset('json', data_files=...) first."
+    )
+
+
+def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient, max_input_chars: int | None) -> str:
+    state = {
+        "v": constants.CACHE_VERSION,
+        "data": ds._fingerprint,
+        "split": split,
+        "metrics": [
+            [p.metric.name, p.metric.prompt_hash, p.metric.json_schema, p.metric.columns, p.columns, p.temperature] for p in plans
+        ],
+        "model": client.model,
+        "base_url": client.base_url,
+        "top_p": client.top_p,
+        "max_tokens": client.max_tokens,
+        "max_input_chars": max_input_chars,
+    }
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
+    """Render every metric on the split's first row, so template errors surface before any request."""
+    if len(ds) == 0:
+        return
+    needed = sorted({c for p in plans for c in p.columns.values() if c})
+    first = ds.select_columns(needed)[0] if needed else {}
+    from .render import format_value
+
+    for p in plans:
+        values = {v: format_value(first[c]) if c else None for v, c in p.columns.items()}
+        values = {k: ("" if v is None and k not in p.metric.optional else v) for k, v in values.items()}
+        try:
+            p.metric.messages(values)
+        except TemplateError as e:
+            raise TemplateError(f"{e} (split {split!r}, row 0)") from None
+
+
+def score_dataset(
+    ds: Dataset | DatasetDict,
+    metrics: Any,
+    *,
+    model: str,
+    columns: dict[str, str] | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    concurrency: int = constants.DEFAULT_CONCURRENCY,
+    timeout: float = constants.DEFAULT_TIMEOUT,
+    retries: int = constants.DEFAULT_RETRIES,
+    temperature: float | None = None,
+    top_p: float | None = constants.DEFAULT_TOP_P,
+    max_tokens: int | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    max_input_chars: int | None = None,
+    max_requests_per_minute: float | None = None,
+    max_tokens_per_minute: float | None = None,
+    max_total_tokens: int | None = None,
+    backoff_base: float = 0.5,
+    backoff_max: float = 30.0,
+    window: int | None = None,
+) -> ScoredDatasetDict:
+    """Score every row of ``ds`` with LLM-as-judge ``metrics``.
+
+    Returns the input splits (a bare ``Dataset`` becomes ``train``) with one
+    column per declared output, rows in their original order and null where a
+    metric failed, plus an ``errors`` split with one row per failed (split,
+    row, metric). ``result.summary`` holds the run's numbers.
+
+    Replies are cached: a repeated call sends no request, and an interrupted
+    run resumes where it stopped when called again.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> ds = Dataset.from_dict({"question": ["2+2?"], "answer": ["4"]})
+        >>> scored = score_dataset(  # doctest: +SKIP
+        ...     ds, ["QA_All"], model="gpt-4.1-nano",
+        ...     columns={"instruction": "question", "output": "answer"},
+        ... )
+        >>> scored["train"]["QA_Correctness"]  # doctest: +SKIP
+        [9]
+    """
+    install_log_filter()
+    settings = client_settings(
+        model=model,
+        base_url=base_url,
+        concurrency=concurrency,
+        timeout=timeout,
+        retries=retries,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        max_requests_per_minute=max_requests_per_minute,
+        max_tokens_per_minute=max_tokens_per_minute,
+        max_total_tokens=max_total_tokens,
+        max_input_chars=max_input_chars,
+        backoff_base=backoff_base,
+        backoff_max=backoff_max,
+    )
+    splits = _as_splits(ds)
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    columns = dict(columns or {})
+    for var, col in columns.items():
+        if not isinstance(var, str) or not isinstance(col, str):
+            raise ConfigError(f"columns maps template variables to column names (strings), got {var!r}: {col!r}")
+
+    plans_by_split: dict[str, list[Plan]] = {}
+    for split, d in splits.items():
+        clash = [c for m in loaded for c in m.columns if c in d.column_names]
+        if clash:
+            raise ConfigError(
+                f"split {split!r} already has column(s) {clash}; remove them first (ds.remove_columns({clash!r})) or score into a copy"
+            )
+        plans = [Plan(m, m.resolve_columns(columns, d.column_names), m.temperature if temperature is None else temperature) for m in loaded]
+        used = {v for m in loaded for v in (*m.variables, *m.optional)}
+        unused = sorted(set(columns) - used)
+        if unused:
+            raise MissingColumnError(
+                f"columns maps {unused} but no chosen metric uses {'it' if len(unused) == 1 else 'them'}. "
+                f"The metrics use: {', '.join(sorted(used))}"
+            )
+        _preflight(split, d, plans)
+        plans_by_split[split] = plans
+
+    api_key = api_key if api_key is not None else constants.default_api_key()
+    register(api_key)
+    client = JudgeClient(
+        base_url=settings.base_url or constants.default_base_url(),
+        api_key=api_key,
+        model=settings.model,
+        concurrency=settings.concurrency,
+        timeout=settings.timeout,
+        retries=settings.retries,
+        top_p=settings.top_p,
+        max_tokens=settings.max_tokens,
+        backoff_base=settings.backoff_base,
+        backoff_max=settings.backoff_max,
+        max_requests_per_minute=settings.max_requests_per_minute,
+        max_tokens_per_minute=settings.max_tokens_per_minute,
+        max_total_tokens=settings.max_total_tokens,
+    )
+    cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    summary = RunSummary(
+        model=settings.model,
+        base_url_host=urlparse(client.base_url).netloc,
+        metrics={m.name: m.prompt_hash for m in loaded},
+        sampling={
+            "temperature": temperature if temperature is not None else {m.name: m.temperature for m in loaded},
+            "top_p": settings.top_p,
+            "max_tokens": settings.max_tokens,
+        },
+    )
+    started = time.perf_counter()
+    results: dict[str, Dataset] = {}
+    errors: list[dict] = []
+    store: ReplyStore | None = None
+    loop: LoopThread | None = None
+    run: SplitRun | None = None
+    win = window or max(4096, 64 * settings.concurrency)
+    try:
+        for split, d in splits.items():
+            plans = plans_by_split[split]
+            fp = _fingerprint(d, split, plans, client, settings.max_input_chars)
+            features = Features({c: f for p in plans for c, f in p.metric.features.items()})
+            map_kwargs: dict[str, Any] = dict(
+                batched=True,
+                with_indices=True,
+                input_columns=[],
+                remove_columns=d.column_names,
+                features=features,
+                new_fingerprint=fp,
+                desc=f"Scoring {split}",
+            )
+            cache_file = cache_root / "results" / f"{fp}.arrow"
+            if use_cache:
+                cache_file.parent.mkdir(parents=True, exist_ok=True)
+                map_kwargs.update(cache_file_name=str(cache_file), load_from_cache_file=True)
+                if cache_file.exists():
+                    scores = d.map(_never_called, **map_kwargs)
+                    results[split] = concatenate_datasets([d.flatten_indices() if d._indices is not None else d, scores], axis=1)
+                    summary.cached_splits.append(split)
+                    summary.rows[split] = len(d)
+                    continue
+            else:
+                map_kwargs.update(keep_in_memory=True, load_from_cache_file=False)
+            if loop is None:
+                loop = LoopThread()
+                loop.run(client.open())
+                if use_cache:
+                    store = ReplyStore(cache_root / "replies.sqlite3")
+            run = SplitRun(split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars)
+            feeder = loop.submit(run.feed())
+            try:
+                scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
+            finally:
+                if not feeder.done():
+                    loop.run(run.cancel())
+                    feeder.cancel()
+            errors.extend(sorted(run.errors, key=lambda e: e["row"]))
+            if run.errors and use_cache:
+                # Not a finished result: keep it out of the fingerprint cache so
+                # that the next run retries exactly the failed (row, metric) pairs.
+                partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
+                os.replace(cache_file, partial)
+                scores = Dataset.from_file(str(partial))
+            base = d.flatten_indices() if d._indices is not None else d
+            results[split] = concatenate_datasets([base, scores], axis=1)
+            summary.rows[split] = len(d)
+            run = None
+    except KeyboardInterrupt:
+        raise InterruptedRun(
+            f"interrupted. {store.written if store else 0:,} replies of this run are saved in the cache; "
+            "run the same command again to resume where it stopped."
+        ) from None
+    except RunStopped as e:
+        logger.error("%s", e)
+        raise
+    finally:
+        if run is not None and loop is not None:
+            try:
+                loop.run(run.cancel(), timeout=10)
+            except Exception:  # noqa: BLE001 - best effort while stopping
+                pass
+        if loop is not None:
+            try:
+                loop.run(client.close(), timeout=10)
+            except Exception:  # noqa: BLE001
+                pass
+            loop.stop()
+        if store is not None:
+            store.flush(30)
+            store.close()
+        _fill_summary(summary, client, errors, started)
+
+    out = ScoredDatasetDict(results)
+    out[ERRORS_SPLIT] = Dataset.from_list(errors, features=ERROR_FEATURES) if errors else Dataset.from_dict(
+        {k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES
+    )
+    out.summary = summary
+    logger.info("hf_judge run summary\n%s", summary)
+    return out
+
+
+def _never_called(_indices):  # pragma: no cover - only reached if the cache file vanished mid-call
+    raise RuntimeError("the cached result disappeared while it was being loaded; run again")
+
+
+def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], started: float) -> None:
+    s = client.stats
+    summary.requests = s.requests
+    summary.retries = s.retries
+    summary.cache_hits = s.cache_hits
+    summary.prompt_tokens = s.prompt_tokens
+    summary.completion_tokens = s.completion_tokens
+    summary.failed_attempts = dict(s.failures)
+    summary.errors = dict(Counter(e["kind"] for e in errors))
+    summary.structured_output = s.structured_output
+    summary.notes = list(s.notes)
+    summary.elapsed_s = time.perf_counter() - started

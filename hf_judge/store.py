@@ -1,0 +1,151 @@
+"""The durable reply store: every accepted reply, persisted as it arrives.
+
+One SQLite database (WAL mode) under the cache folder maps the hash of a
+rendered request to the reply's content and token usage. A writer thread
+commits whatever has accumulated since its last commit (group commit), so a
+``kill -9`` loses at most the replies of one commit window, typically a
+handful. Only accepted replies are stored: failures are retried on the next
+run. Several processes may write the same store at once (SQLite locking).
+
+A damaged database is moved aside with a warning and a fresh one started:
+the affected rows are scored again, never read wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+logger = logging.getLogger("hf_judge")
+
+_SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key BLOB PRIMARY KEY, content TEXT NOT NULL, usage TEXT) WITHOUT ROWID"
+_STOP = object()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=60000")
+    conn.execute(_SCHEMA)
+    return conn
+
+
+class ReplyStore:
+    """Request-hash -> reply content, durable across crashes and processes."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._read = _connect(self.path)
+            self._read.execute("SELECT count(*) FROM (SELECT 1 FROM replies LIMIT 1)").fetchone()
+            # A full check reads every page: affordable for small stores only.
+            # Damage found later costs a warning and a re-score, never a crash.
+            if self.path.stat().st_size < 64 << 20 and self._read.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("quick_check failed")
+        except sqlite3.DatabaseError as e:
+            self._quarantine(e)
+            self._read = _connect(self.path)
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write_loop, name="hf_judge-store", daemon=True)
+        self._write_conn = _connect(self.path)
+        self._error: BaseException | None = None
+        self.written = 0
+        self._writer.start()
+
+    def _quarantine(self, error: Exception) -> None:
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+        logger.warning(
+            "the reply cache %s is damaged (%s); moved it to %s and starting a fresh one. "
+            "Rows whose replies it held will be scored again.",
+            self.path, error, aside,
+        )
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                p.rename(Path(str(aside) + suffix))
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, tuple[str, str | None]]:
+        """The stored replies among ``keys``."""
+        found: dict[bytes, tuple[str, str | None]] = {}
+        if not keys:
+            return found
+        with self._lock:
+            try:
+                for i in range(0, len(keys), 500):
+                    chunk = keys[i : i + 500]
+                    q = f"SELECT key, content, usage FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
+                    for k, content, usage in self._read.execute(q, chunk):
+                        found[k] = (content, usage)
+            except sqlite3.DatabaseError as e:
+                logger.warning("could not read the reply cache (%s); those rows will be scored again", e)
+        return found
+
+    def put(self, key: bytes, content: str, usage: str | None = None) -> None:
+        """Queue one accepted reply for the next commit."""
+        self._queue.put((key, content, usage))
+
+    def _write_loop(self) -> None:
+        q = self._queue
+        conn = self._write_conn
+        while True:
+            item = q.get()
+            batch = []
+            stop = False
+            while True:
+                if item is _STOP:
+                    stop = True
+                elif isinstance(item, threading.Event):
+                    batch.append(item)
+                else:
+                    batch.append(item)
+                try:
+                    item = q.get_nowait()
+                except queue.Empty:
+                    break
+            rows = [b for b in batch if not isinstance(b, threading.Event)]
+            if rows:
+                try:
+                    conn.execute("BEGIN")
+                    conn.executemany("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", rows)
+                    conn.execute("COMMIT")
+                    self.written += len(rows)
+                except sqlite3.Error as e:  # keep running: a lost write only costs a re-score
+                    self._error = e
+                    logger.warning("could not write to the reply cache %s: %s", self.path, e)
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+            for b in batch:
+                if isinstance(b, threading.Event):
+                    b.set()
+            if stop:
+                return
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything queued so far is committed."""
+        ev = threading.Event()
+        self._queue.put(ev)
+        ev.wait(timeout)
+
+    def close(self) -> None:
+        if self._writer.is_alive():
+            self._queue.put(_STOP)
+            self._writer.join()
+        for c in (self._read, self._write_conn):
+            try:
+                c.close()
+            except sqlite3.Error:
+                pass
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._read.execute("SELECT count(*) FROM replies").fetchone()[0]

@@ -1,0 +1,182 @@
+"""Strict validation of judge replies, and the free-text parsers of the seed-001 judges.
+
+A reply is accepted only when it is a JSON object with exactly the declared
+keys and every value of the declared type and range: ``7.9``, ``"8"`` and
+``true`` are not integers. Nothing is ever coerced, rounded or defaulted.
+
+Free text (servers or prompts without structured output) is parsed by strict
+rules, never by searching for a substring:
+
+* binary verdict: the reply's last non-empty line, with surrounding markdown
+  (``*``, ``_``, backticks, quotes), a leading ``Answer:``/``Verdict:`` label
+  and a trailing ``.`` removed, compared case-insensitively with the
+  positive/negative token. If the last line is not exactly a token, the first
+  line is tried the same way (``"0\\nThe answer 12 is wrong"`` is negative).
+  Anything else, ``"Yes, but no."`` included, is ``unparseable``.
+* pairwise scores: the first non-empty line must hold exactly two numbers and
+  nothing but separators (spaces, commas, ``/``, ``;``), both integers in the
+  score range. ``"Assistant 1: 8, Assistant 2: 7"`` and ``"8/10 7/10"`` are
+  therefore ``unparseable``, never (1, 8) or (8, 10).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from .metrics import Metric
+
+
+class ReplyError(Exception):
+    """A reply that cannot be accepted; ``kind`` is the errors-split kind."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def check_value(metric: Metric, output, value: Any) -> None:
+    t = output.type
+    if t == "integer":
+        if type(value) is not int:
+            raise ReplyError("schema", f"{output.key} must be an integer, got {value!r}")
+    elif t == "number":
+        if type(value) not in (int, float):
+            raise ReplyError("schema", f"{output.key} must be a number, got {value!r}")
+    elif t == "string":
+        if type(value) is not str:
+            raise ReplyError("schema", f"{output.key} must be a string, got {value!r}")
+    elif type(value) is not bool:
+        raise ReplyError("schema", f"{output.key} must be a boolean, got {value!r}")
+    if output.enum is not None and value not in output.enum:
+        raise ReplyError("out_of_range", f"{output.key} must be one of {list(output.enum)}, got {value!r}")
+    if output.minimum is not None and value < output.minimum:
+        raise ReplyError("out_of_range", f"{output.key}={value} is below the minimum {output.minimum}")
+    if output.maximum is not None and value > output.maximum:
+        raise ReplyError("out_of_range", f"{output.key}={value} is above the maximum {output.maximum}")
+
+
+def validate_object(metric: Metric, obj: Any) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ReplyError("schema", f"the reply is a JSON {type(obj).__name__}, not an object")
+    outputs = metric.outputs
+    if len(obj) != len(outputs) or any(o.key not in obj for o in outputs):
+        declared = [o.key for o in outputs]
+        missing = [k for k in declared if k not in obj]
+        extra = [k for k in obj if k not in declared]
+        raise ReplyError("schema", f"keys must be exactly {declared}; missing {missing}, unexpected {extra}")
+    for o in outputs:
+        check_value(metric, o, obj[o.key])
+    return obj
+
+
+def parse_reply(metric: Metric, content: str | None, finish_reason: str | None) -> dict[str, Any]:
+    """Validate one reply; returns the reply object keyed by output key."""
+    if finish_reason == "length":
+        raise ReplyError("truncated", "the reply was cut off (finish_reason=length); raise max_tokens")
+    if finish_reason == "content_filter":
+        raise ReplyError("content_filter", "the server's content filter withheld the reply")
+    if content is None or not content.strip():
+        raise ReplyError("empty", "the reply has no content")
+    try:
+        obj = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        obj = _strip_fence(content)
+        if obj is None:
+            if metric.kind == "binary":
+                return {_verdict_key(metric): parse_binary_verdict(content, metric.params["positive"], metric.params["negative"])}
+            if metric.kind == "pairwise":
+                return _pair_from_text(metric, content)
+            raise ReplyError("invalid_json", "the reply is not valid JSON") from None
+    return validate_object(metric, obj)
+
+
+def _strip_fence(content: str) -> Any:
+    """Accept a JSON object wrapped in a markdown code fence, nothing looser."""
+    m = re.fullmatch(r"\s*```(?:json)?\s*\n(.*)\n\s*```\s*", content, re.S)
+    if not m:
+        return None
+    try:
+        return orjson.loads(m.group(1))
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _verdict_key(metric: Metric) -> str:
+    return next(o.key for o in metric.outputs if o.enum)
+
+
+_DECOR = re.compile(r"^[\s*_`\"'>#]+|[\s*_`\"']+$")
+_LABEL = re.compile(r"^(final answer|answer|verdict|judgement|judgment|output|result)\s*[:\-]\s*", re.I)
+
+
+def _clean_token(line: str) -> str:
+    s = _DECOR.sub("", line)
+    s = _LABEL.sub("", s)
+    s = _DECOR.sub("", s)
+    if s.endswith("."):
+        s = s[:-1]
+    return _DECOR.sub("", s).strip()
+
+
+def parse_binary_verdict(text: str, positive: str, negative: str) -> str:
+    """The exact verdict token of a free-text binary judge reply (see module docstring).
+
+    Example:
+        >>> parse_binary_verdict("0\\nThe answer 12 is wrong", "1", "0")
+        '0'
+        >>> parse_binary_verdict("**Yes**", "yes", "no")
+        'yes'
+    """
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        raise ReplyError("empty", "the reply has no content")
+    pos, neg = str(positive).strip().lower(), str(negative).strip().lower()
+    for line in (lines[-1], lines[0]):
+        token = _clean_token(line).lower()
+        if token == pos:
+            return positive
+        if token == neg:
+            return negative
+    raise ReplyError("unparseable", f"no verdict: the reply's final line is not exactly {positive!r} or {negative!r}")
+
+
+_PAIR = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:[\s,;/|]\s*)\s*(-?\d+(?:\.\d+)?)\s*$")
+
+
+def parse_pair_scores(text: str, minimum: float, maximum: float) -> tuple[int, int]:
+    """The two scores on the first line of a free-text pairwise reply.
+
+    Example:
+        >>> parse_pair_scores("8 7\\nAssistant 1 was more precise", 1, 10)
+        (8, 7)
+    """
+    first = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    m = _PAIR.match(_DECOR.sub("", first))
+    if not m:
+        raise ReplyError("unparseable", f"the first line must hold exactly two scores, got {first[:80]!r}")
+    values = []
+    for g in m.groups():
+        if "." in g:
+            raise ReplyError("unparseable", f"scores must be integers, got {g}")
+        v = int(g)
+        if not minimum <= v <= maximum:
+            raise ReplyError("out_of_range", f"score {v} is outside {minimum}-{maximum}")
+        values.append(v)
+    return values[0], values[1]
+
+
+def _pair_from_text(metric: Metric, text: str) -> dict[str, Any]:
+    ints = [o for o in metric.outputs if o.type == "integer"]
+    lo = ints[0].minimum if ints[0].minimum is not None else float("-inf")
+    hi = ints[0].maximum if ints[0].maximum is not None else float("inf")
+    a, b = parse_pair_scores(text, lo, hi)
+    obj: dict[str, Any] = {ints[0].key: a, ints[1].key: b}
+    rest = text.strip().split("\n", 1)
+    for o in metric.outputs:
+        if o.type == "string":
+            obj[o.key] = rest[1].strip() if len(rest) > 1 else ""
+    return validate_object(metric, obj)
