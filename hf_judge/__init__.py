@@ -21,7 +21,10 @@ from .errors import (
     TemplateError,
     UnknownMetricError,
 )
+from .filter import filter_by_scores
+from .hub import push_scored
 from .metrics import Metric, Output, available_metrics, load_metric
+from .recipes import Recipe, load_recipe
 from .score import ScoredDatasetDict, score_dataset
 from .summary import RunSummary
 from .validate import parse_binary_verdict, parse_pair_scores
@@ -40,14 +43,18 @@ __all__ = [
     "ModelNotFoundError",
     "Output",
     "PromptFileError",
+    "Recipe",
     "RunStopped",
     "RunSummary",
     "ScoredDatasetDict",
     "TemplateError",
     "UnknownMetricError",
     "available_metrics",
+    "filter_by_scores",
     "load_metric",
+    "load_recipe",
     "parse_binary_verdict",
     "parse_pair_scores",
+    "push_scored",
     "score_dataset",
 ]

@@ -204,6 +204,7 @@ def score_dataset(
         model=settings.model,
         base_url_host=urlparse(client.base_url).netloc,
         metrics={m.name: m.prompt_hash for m in loaded},
+        columns=[c for m in loaded for c in m.columns],
         sampling={
             "temperature": temperature if temperature is not None else {m.name: m.temperature for m in loaded},
             "top_p": settings.top_p,

@@ -26,6 +26,7 @@ class RunSummary:
     structured_output: str = "json_schema"
     notes: list[str] = field(default_factory=list)
     metrics: dict[str, str] = field(default_factory=dict)
+    columns: list[str] = field(default_factory=list)
     sampling: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,0 +1,80 @@
+"""``filter_by_scores``: keep the rows whose scores pass thresholds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from datasets import Dataset, DatasetDict
+
+from .errors import ConfigError
+
+_SCORE_TYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
+
+
+def score_columns(ds: Dataset) -> list[str]:
+    """Numeric and boolean columns: the ones thresholds apply to."""
+    return [name for name, f in ds.features.items() if getattr(f, "dtype", None) in _SCORE_TYPES]
+
+
+def _check(ds: Dataset, names: list[str], split: str) -> None:
+    missing = [n for n in names if n not in ds.column_names]
+    if missing:
+        present = ", ".join(score_columns(ds)) or "(none)"
+        raise ConfigError(f"no score column {missing[0]!r} in split {split!r}. Score columns present: {present}")
+    bad = [n for n in names if n not in score_columns(ds)]
+    if bad:
+        raise ConfigError(f"column {bad[0]!r} in split {split!r} is not numeric or boolean; thresholds apply to score columns")
+
+
+def filter_by_scores(
+    ds: Dataset | DatasetDict,
+    min: Mapping[str, float] | None = None,  # noqa: A002 - the natural name for users
+    max: Mapping[str, float] | None = None,  # noqa: A002
+    keep_missing: bool = False,
+) -> Dataset | DatasetDict:
+    """Keep rows with ``min[col] <= row[col] <= max[col]`` for every threshold (inclusive).
+
+    A row whose score is null (the metric failed) is dropped unless
+    ``keep_missing``. On a ``DatasetDict`` every split is filtered except
+    ``errors``, which passes through untouched. Booleans compare as 0/1.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> ds = Dataset.from_dict({"QA_Correctness": [9, 3, None]})
+        >>> list(filter_by_scores(ds, min={"QA_Correctness": 8})["QA_Correctness"])
+        [9]
+    """
+    lo = dict(min or {})
+    hi = dict(max or {})
+    if not lo and not hi:
+        raise ConfigError("give at least one threshold: min={'QA_Correctness': 8} (CLI: --min QA_Correctness=8)")
+    for name, v in [*lo.items(), *hi.items()]:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(f"threshold for {name!r} must be a number, got {v!r}")
+    names = sorted(set(lo) | set(hi))
+    if isinstance(ds, DatasetDict):
+        for split, d in ds.items():
+            if split != "errors":
+                _check(d, names, split)
+        return DatasetDict({split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()})
+    _check(ds, names, "train")
+    return _filter(ds, lo, hi, names, keep_missing)
+
+
+def _filter(ds: Dataset, lo: dict, hi: dict, names: list[str], keep_missing: bool) -> Dataset:
+    def keep(batch: dict) -> list[bool]:
+        n = len(batch[names[0]])
+        out = [True] * n
+        for name in names:
+            col = batch[name]
+            a, b = lo.get(name), hi.get(name)
+            for i in range(n):
+                v = col[i]
+                if v is None:
+                    if not keep_missing:
+                        out[i] = False
+                elif (a is not None and v < a) or (b is not None and v > b):
+                    out[i] = False
+        return out
+
+    return ds.filter(keep, batched=True, input_columns=None, desc="Filtering")

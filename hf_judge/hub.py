@@ -1,0 +1,59 @@
+"""Pushing a scored dataset and its card to the Hub.
+
+Layout: the scored splits form the default config, so
+``load_dataset(repo)`` gives them with their score columns; the errors form a
+config of their own, ``load_dataset(repo, "errors")``, because all splits of
+one config must share features.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from datasets import DatasetDict
+from huggingface_hub import DatasetCard, HfApi
+from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+from .card import merge_card_text, render_section
+from .redact import register
+from .summary import RunSummary
+
+logger = logging.getLogger("hf_judge")
+
+
+def push_scored(
+    scored: DatasetDict,
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    summary: RunSummary | None = None,
+    revision: str | None = None,
+) -> str:
+    """Push scored splits, the errors and a dataset card; returns the repo URL.
+
+    Example:
+        >>> push_scored(scored, "me/gsm8k-judged", private=True)  # doctest: +SKIP
+        'https://huggingface.co/datasets/me/gsm8k-judged'
+    """
+    register(token)
+    summary = summary if summary is not None else getattr(scored, "summary", None)
+    data = DatasetDict({k: v for k, v in scored.items() if k != "errors"})
+    errors = scored.get("errors")
+    data.push_to_hub(repo_id, private=private, token=token, revision=revision)
+    if errors is not None and len(errors):
+        DatasetDict({"errors": errors}).push_to_hub(repo_id, config_name="errors", token=token, revision=revision)
+    api = HfApi(token=token)
+    try:
+        card = DatasetCard.load(repo_id, repo_type="dataset", token=token)
+        text = str(card)
+    except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
+        text = "---\n---\n"
+    card = DatasetCard(merge_card_text(text, render_section(data, summary)))
+    tags = list(card.data.get("tags") or [])
+    if "hf-judge" not in tags:
+        card.data["tags"] = [*tags, "hf-judge"]
+    card.push_to_hub(repo_id, repo_type="dataset", token=token, revision=revision, commit_message="Update dataset card (hf-judge)")
+    url = f"{api.endpoint}/datasets/{repo_id}"
+    logger.info("pushed to %s", url)
+    return url

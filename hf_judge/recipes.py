@@ -1,0 +1,160 @@
+"""Recipes: a whole scoring job in one YAML file, validated by pydantic.
+
+Built-in recipes live in the package's ``recipes`` folder; ``--recipe NAME``
+finds them by name, ``--recipe path.yaml`` reads any file. Secrets are never
+written in a recipe: ``api_key: env:OPENAI_API_KEY`` names the variable that
+holds the key.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+from .settings import config_error
+
+
+def builtin_recipes_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    packaged = here / "recipes"
+    return packaged if packaged.is_dir() else here.parent / "recipes"
+
+
+class DatasetSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    subset: str | None = None
+    split: list[str] | str | None = None
+    revision: str | None = None
+
+
+class MetricItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    params: dict[str, Any] = {}
+
+
+class Filters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    min: dict[str, float] = {}
+    max: dict[str, float] = {}
+    keep_missing: bool = False
+
+
+class PushSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    repo: str
+    private: bool | None = None
+
+
+class Recipe(BaseModel):
+    """A scoring job. Unknown keys are errors.
+
+    Example:
+        >>> Recipe(metrics=["QA_All"], model="gpt-4.1-nano").metrics
+        ['QA_All']
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = ""
+    dataset: DatasetSpec | None = None
+    metrics: list[str | MetricItem]
+    columns: dict[str, str] = {}
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    prompts_dir: str | None = None
+    concurrency: Annotated[int, Field(ge=1)] | None = None
+    timeout: Annotated[float, Field(gt=0)] | None = None
+    retries: Annotated[int, Field(ge=0)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_requests_per_minute: Annotated[float, Field(gt=0)] | None = None
+    max_tokens_per_minute: Annotated[float, Field(gt=0)] | None = None
+    max_total_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_input_chars: Annotated[int, Field(ge=1)] | None = None
+    limit: Annotated[int, Field(ge=1)] | None = None
+    filters: Filters | None = None
+    output_dir: str | None = None
+    push_to_hub: PushSpec | None = None
+
+    def metric_specs(self) -> list[Any]:
+        return [m if isinstance(m, str) else {"name": m.name, "params": m.params} for m in self.metrics]
+
+    def client_kwargs(self) -> dict[str, Any]:
+        keys = (
+            "concurrency", "timeout", "retries", "temperature", "top_p", "max_tokens",
+            "max_requests_per_minute", "max_tokens_per_minute", "max_total_tokens", "max_input_chars",
+        )
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+
+
+def resolve_secret(value: str | None, what: str = "api_key") -> str | None:
+    """``env:NAME`` -> the variable's value; anything else as it is."""
+    if value is None or not value.startswith("env:"):
+        return value
+    name = value[4:].strip()
+    found = os.environ.get(name)
+    if not found:
+        raise ConfigError(f"{what} says env:{name}, but the environment variable {name} is not set. Export it, e.g. export {name}=...")
+    return found
+
+
+def find_recipe(name_or_path: str | os.PathLike) -> Path:
+    p = Path(name_or_path).expanduser()
+    if p.is_file():
+        return p
+    for suffix in ("", ".yaml", ".yml"):
+        q = builtin_recipes_dir() / f"{name_or_path}{suffix}"
+        if q.is_file():
+            return q
+    known = ", ".join(sorted(x.stem for x in builtin_recipes_dir().glob("*.yaml")))
+    raise ConfigError(f"no recipe file or built-in recipe named {str(name_or_path)!r}. Built-in recipes: {known}")
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a recipe is a YAML mapping of keys to values")
+    return data
+
+
+def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
+    """Read and validate a recipe by file path or built-in name.
+
+    Example:
+        >>> load_recipe("quality").metrics
+        ['Q_All', 'QA_All']
+    """
+    path = find_recipe(name_or_path)
+    data = read_yaml(path)
+    try:
+        recipe = Recipe(**data)
+    except ValidationError as e:
+        raise config_error(e, f"recipe {path}") from None
+    if recipe.prompts_dir and not os.path.isabs(recipe.prompts_dir):
+        recipe.prompts_dir = str((path.parent / recipe.prompts_dir).resolve())
+    return recipe
+
+
+def list_recipes() -> dict[str, str]:
+    """Built-in recipe name -> description."""
+    out = {}
+    for p in sorted(builtin_recipes_dir().glob("*.yaml")):
+        try:
+            out[p.stem] = load_recipe(p).description
+        except ConfigError as e:
+            out[p.stem] = f"(invalid: {e})"
+    return out
