@@ -158,6 +158,7 @@ class JudgeClient:
                 self._rpm = AsyncLimiter(max_requests_per_minute, 60)
             if max_tokens_per_minute:
                 self._tpm = AsyncLimiter(max_tokens_per_minute, 60)
+        self._key_prefix = hashlib.blake2b(self.base_url.encode() + b"\0", digest_size=16)
         self._session: aiohttp.ClientSession | None = None
         self.stopped: RunStopped | None = None
 
@@ -198,11 +199,10 @@ class JudgeClient:
         payload["response_format"] = self.response_format(metric, mode)
         return orjson.dumps(payload)
 
-    def request_key(self, metric: Metric, messages: list, temperature: float) -> bytes:
-        """The cache key: a hash of the canonical request and the server it goes to."""
-        h = hashlib.blake2b(self.base_url.encode(), digest_size=16)
-        h.update(b"\0")
-        h.update(self.body(metric, messages, temperature, "json_schema"))
+    def request_key(self, body: bytes) -> bytes:
+        """The cache key: a hash of the canonical (json_schema) request body and the server it goes to."""
+        h = self._key_prefix.copy()
+        h.update(body)
         return h.digest()
 
     # -- the call ------------------------------------------------------------
@@ -225,8 +225,16 @@ class JudgeClient:
             return retry_after + random.uniform(0, min(1.0, retry_after * 0.1 + 0.01))
         return random.uniform(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
 
-    async def call(self, metric: Metric, messages: list, temperature: float, *, have_slot: bool = False) -> Outcome:
-        """One request with its retries. ``have_slot``: the caller already holds a limiter slot."""
+    async def call(
+        self, metric: Metric, messages: list, temperature: float, *, have_slot: bool = False, body: bytes | None = None
+    ) -> Outcome:
+        """One request with its retries.
+
+        ``have_slot``: the caller already holds a limiter slot. ``body``: the
+        canonical (json_schema, first-attempt) body, already serialised.
+        """
+        first_body = body
+        first_temperature = temperature
         attempt = 0
         kind = message = raw = None
         limiter = self.limiter
@@ -239,7 +247,10 @@ class JudgeClient:
             if self._rpm is not None:
                 await self._rpm.acquire()
             mode = self._mode
-            body = self.body(metric, messages, temperature, mode)
+            if first_body is not None and mode == "json_schema" and temperature == first_temperature:
+                body = first_body
+            else:
+                body = self.body(metric, messages, temperature, mode)
             if self._tpm is not None:
                 await self._tpm.acquire(min(self._tpm.max_rate, len(body) / 4 + (self.max_tokens or 256)))
             self.stats.requests += 1

@@ -133,7 +133,7 @@ class SplitRun:
             if self.failure is not None:
                 return
             size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
-            sends: list[tuple[_Job, int, list, float]] = []
+            sends: list[tuple[_Job, int, list, bytes]] = []
             for i in range(size):
                 r = row + i
                 self.values[r] = {}
@@ -156,13 +156,14 @@ class SplitRun:
                             self._finish_part(job, part, outcome)
                     sends = remaining
             limiter = self.client.limiter
-            for job, part, messages, temperature in sends:
+            loop = asyncio.get_running_loop()
+            for job, part, messages, body in sends:
                 if not limiter.try_acquire():
                     await limiter.acquire()
                 if self.failure is not None:
                     limiter.release()
                     return
-                t = asyncio.get_running_loop().create_task(self._send(job, part, messages, temperature))
+                t = loop.create_task(self._send(job, part, messages, body))
                 self.tasks.add(t)
                 t.add_done_callback(self.tasks.discard)
             # yield once per batch so replies are handled between batches
@@ -193,9 +194,11 @@ class SplitRun:
         except TemplateError as e:
             return self._job_error(r, plan, "template", str(e))
         job = _Job(r, plan, len(orders))
+        client = self.client
         for part, messages in enumerate(rendered):
-            job.keys[part] = self.client.request_key(metric, messages, plan.temperature)
-            sends.append((job, part, messages, plan.temperature))
+            body = client.body(metric, messages, plan.temperature, "json_schema")
+            job.keys[part] = client.request_key(body)
+            sends.append((job, part, messages, body))
 
     def _from_cache(self, metric: Metric, hit: tuple[str, str | None]) -> Outcome | None:
         content, _usage = hit
@@ -204,9 +207,9 @@ class SplitRun:
         except ReplyError:
             return None  # a damaged or outdated entry: score it again
 
-    async def _send(self, job: _Job, part: int, messages: list, temperature: float) -> None:
+    async def _send(self, job: _Job, part: int, messages: list, body: bytes) -> None:
         try:
-            outcome = await self.client.call(job.plan.metric, messages, temperature, have_slot=True)
+            outcome = await self.client.call(job.plan.metric, messages, job.plan.temperature, have_slot=True, body=body)
         except asyncio.CancelledError:
             raise
         except RunStopped as e:

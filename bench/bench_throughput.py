@@ -1,0 +1,243 @@
+"""Throughput and memory of score_dataset against the floor and the openai SDK.
+
+Starts the loopback judge server (tests/judge_server.py) in its own process,
+then runs each client in a fresh subprocess against it, in the same run:
+
+* floor    - a bare aiohttp request loop with the same concurrency and bodies
+* hf_judge - score_dataset end to end (Dataset in, DatasetDict out, cache on, fresh cache dir)
+* openai   - the openai SDK's AsyncOpenAI loop (default transport)
+
+and prints requests/s, client CPU ms per request, peak RSS and the ratios.
+
+    python bench/bench_throughput.py            # every scenario (a)-(e), ~15 min
+    python bench/bench_throughput.py --quick    # a few thousand requests: checks it works
+    python bench/bench_throughput.py --only a,c # some scenarios
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = ROOT / "tests" / "judge_server.py"
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"}, "score": {"type": "integer", "minimum": 1, "maximum": 10}},
+    "required": ["reason", "score"],
+    "additionalProperties": False,
+}
+
+
+def body_for(i: int) -> dict:
+    return {
+        "model": "judge",
+        "messages": [{"role": "user", "content": f"Rate the clarity of answer {i} to question {i}."}],
+        "temperature": 0.1,
+        "top_p": 1.0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "QA_Clarity", "schema": SCHEMA, "strict": True}},
+    }
+
+
+# -- clients (each runs in its own process) --------------------------------------
+def child_floor(url: str, n: int, concurrency: int) -> None:
+    import asyncio
+
+    import aiohttp
+    import orjson
+
+    async def main():
+        sem = asyncio.Semaphore(concurrency)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+            async def one(i):
+                async with sem:
+                    async with s.post(url + "/chat/completions", data=orjson.dumps(body_for(i)), headers={"Content-Type": "application/json", "Authorization": "Bearer x"}) as r:
+                        d = orjson.loads(await r.read())
+                        assert d["choices"][0]["message"]["content"]
+
+            await asyncio.gather(*(one(i) for i in range(n)))
+
+    asyncio.run(main())
+
+
+def child_openai(url: str, n: int, concurrency: int) -> None:
+    import asyncio
+
+    from openai import AsyncOpenAI
+
+    async def main():
+        client = AsyncOpenAI(base_url=url, api_key="x", max_retries=0)
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(i):
+            async with sem:
+                b = body_for(i)
+                r = await client.chat.completions.create(model=b["model"], messages=b["messages"], temperature=0.1, top_p=1.0, response_format=b["response_format"])
+                assert r.choices[0].message.content
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+        await client.close()
+
+    asyncio.run(main())
+
+
+def make_dataset(n: int, where: str):
+    from datasets import Dataset
+
+    def gen():
+        for i in range(n):
+            yield {"question": f"question {i}: what is {i} squared?", "answer": f"answer {i}: {i * i}"}
+
+    return Dataset.from_generator(gen, cache_dir=where)
+
+
+def child_hf_judge(url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> None:
+    import datasets
+
+    datasets.disable_progress_bars()
+    from hf_judge import score_dataset
+
+    work = tempfile.mkdtemp(prefix="hfj-bench-")
+    ds = make_dataset(n, os.path.join(work, "data"))
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    out = score_dataset(ds, [metric], model="judge", base_url=url, api_key="x", concurrency=concurrency,
+                        columns={"instruction": "question", "output": "answer"}, cache_dir=os.path.join(work, "cache"))
+    dt = time.perf_counter() - t0
+    assert len(out["errors"]) == 0, out["errors"][:3]
+    assert len(out["train"]) == n
+    print(json.dumps({"inner_s": dt, "inner_cpu": time.process_time() - cpu0}))
+
+
+def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> dict:
+    code = (
+        "import resource, sys, time, json; sys.path.insert(0, %r); import bench_throughput as b; "
+        "t=time.perf_counter(); c=time.process_time(); b.child_%s(%r, %d, %d%s); "
+        "print(json.dumps({'wall': time.perf_counter()-t, 'cpu': time.process_time()-c, "
+        "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024}))"
+    ) % (str(Path(__file__).parent), kind, url, n, concurrency, f", {metric!r}" if kind == "hf_judge" else "")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        raise SystemExit(f"{kind} failed:\n{p.stderr[-3000:]}")
+    lines = [json.loads(x) for x in p.stdout.strip().splitlines() if x.startswith("{")]
+    res = lines[-1]
+    if kind == "hf_judge" and len(lines) > 1:
+        # time the scoring itself, not the interpreter start and the dataset build
+        res["wall"] = lines[0]["inner_s"]
+        res["cpu"] = lines[0]["inner_cpu"]
+    res["rps"] = n / res["wall"]
+    res["cpu_ms_per_req"] = 1000 * res["cpu"] / n
+    return res
+
+
+# -- the server ---------------------------------------------------------------------
+class Server:
+    def __init__(self):
+        self.p = subprocess.Popen([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def admin(self, path: str, cfg: dict | None = None) -> dict:
+        data = json.dumps(cfg or {}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/_admin/{path}", data=data if path != "stats" else None, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req) as r:
+            return json.loads(r.read())
+
+    def configure(self, **cfg):
+        self.admin("reset", {})
+        self.admin("config", cfg)
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait(10)
+
+
+def scenario(server: Server, name: str, n: int, conc: int, cfg: dict, clients=("floor", "hf_judge", "openai"), metric="QA_Clarity") -> dict:
+    out = {}
+    for kind in clients:
+        server.configure(**cfg)
+        out[kind] = run_child(kind, server.url, n, conc, metric)
+        got = server.admin("stats")["requests"]
+        out[kind]["server_requests"] = got
+    return out
+
+
+def fmt_row(label: str, r: dict) -> str:
+    return f"  {label:<9} {r['rps']:>9,.0f} req/s  {r['cpu_ms_per_req']:>6.3f} CPU ms/req  peak RSS {r['rss_mb']:>7,.0f} MB"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a few thousand requests per scenario: checks that it works")
+    ap.add_argument("--only", default="a,b,c,d,e", help="comma list of scenarios")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    q = args.quick
+    server = Server()
+    results = {}
+    lines = []
+    try:
+        if "a" in only:
+            n = 2000 if q else 20000
+            r = scenario(server, "a", n, 64, {})
+            results["a"] = r
+            lines.append(f"(a) zero latency, 64 in flight, {n:,} requests")
+            lines += [fmt_row(k, v) for k, v in r.items()]
+            lines.append(f"  ratio hf_judge/floor {r['hf_judge']['rps'] / r['floor']['rps']:.2f} (target >= 0.70)")
+        for key, conc in (("b", 256), ("c", 1024)):
+            if key in only:
+                n = 2048 if q else (10000 if conc == 256 else 20000)
+                r = scenario(server, key, n, conc, {"latency": 0.2})
+                results[key] = r
+                ideal = conc / 0.2
+                lines.append(f"({key}) 200 ms latency, {conc} in flight, {n:,} requests (ideal {ideal:,.0f} req/s)")
+                lines += [fmt_row(k, v) for k, v in r.items()]
+                lines.append(
+                    f"  ratio hf_judge/ideal {r['hf_judge']['rps'] / ideal:.2f} (target >= 0.90), "
+                    f"hf_judge/floor {r['hf_judge']['rps'] / r['floor']['rps']:.2f} (target >= 0.90), "
+                    f"hf_judge/openai {r['hf_judge']['rps'] / r['openai']['rps']:.1f}x"
+                )
+        if "d" in only:
+            n = 2000 if q else 20000
+            base = scenario(server, "d0", n, 256, {"latency": 0.05}, clients=("floor", "hf_judge"))
+            tail = scenario(server, "d", n, 256, {"latency": 0.05, "tail": {"rate": 0.01, "seconds": 5.0}}, clients=("floor", "hf_judge"))
+            results["d0"], results["d"] = base, tail
+            ideal_tail = 256 / (0.99 * 0.05 + 0.01 * 5.0)
+            lines.append(f"(d) heavy tail: 1% of requests take 5 s, the rest 50 ms, 256 in flight, {n:,} requests")
+            lines += [fmt_row(k + " notail", v) for k, v in base.items()] + [fmt_row(k + " tail", v) for k, v in tail.items()]
+            lines.append(
+                f"  ratio hf_judge(tail)/hf_judge(no tail) {tail['hf_judge']['rps'] / base['hf_judge']['rps']:.2f}; "
+                f"hf_judge(tail)/ideal-with-tail ({ideal_tail:,.0f} req/s by Little's law) {tail['hf_judge']['rps'] / ideal_tail:.2f} (target >= 0.80); "
+                f"hf_judge(tail)/floor(tail) {tail['hf_judge']['rps'] / tail['floor']['rps']:.2f}"
+            )
+        if "e" in only:
+            sizes = (2000, 20000) if q else (100_000, 1_000_000)
+            mem = {}
+            for n in sizes:
+                server.configure()
+                mem[n] = run_child("hf_judge", server.url, n, 256, "QA_All")
+            results["e"] = {str(k): v for k, v in mem.items()}
+            small, big = sizes
+            lines.append(f"(e) memory, QA_All at zero latency, 256 in flight")
+            lines += [fmt_row(f"{n:,}", mem[n]) for n in sizes]
+            lines.append(f"  peak RSS ratio {big:,}/{small:,} rows: {mem[big]['rss_mb'] / mem[small]['rss_mb']:.2f} (target <= 1.30)")
+    finally:
+        server.stop()
+    print("\n".join(lines))
+    out = os.environ.get("HF_JUDGE_BENCH_JSON")
+    if out:
+        Path(out).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

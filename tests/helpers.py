@@ -1,0 +1,23 @@
+"""Small helpers shared by the tests."""
+
+from __future__ import annotations
+
+from datasets import Dataset
+
+
+def qa_dataset(n: int, prefix: str = "row") -> Dataset:
+    return Dataset.from_dict(
+        {
+            "question": [f"{prefix}-{i}: what is {i} + {i}? Use $\\frac{{a}}{{b}}$ and {{x}}." for i in range(n)],
+            "answer": [f"{prefix}-{i}: it is {2 * i}" for i in range(n)],
+        }
+    )
+
+
+def score(ds, metrics, judge, tmp_path, **kw):
+    from hf_judge import score_dataset
+
+    kw.setdefault("columns", {"instruction": "question", "output": "answer"})
+    kw.setdefault("backoff_base", 0.001)
+    kw.setdefault("backoff_max", 0.01)
+    return score_dataset(ds, metrics, model="judge", base_url=judge.base_url, api_key="sk-test", cache_dir=tmp_path / "cache", **kw)
