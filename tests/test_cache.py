@@ -1,0 +1,204 @@
+"""Fingerprint caching and resume: no finished call is ever paid twice."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from datasets import Dataset, concatenate_datasets, load_from_disk
+from helpers import qa_dataset, score
+
+HERE = Path(__file__).parent
+
+
+def test_repeat_sends_nothing_and_returns_the_same(judge, tmp_path):
+    ds = qa_dataset(50)
+    first = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path)
+    n = judge.stats()["requests"]
+    assert n == 100
+    second = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path)
+    assert judge.stats()["requests"] == n
+    assert second["train"].to_list() == first["train"].to_list()
+    assert second.summary.cached_splits == ["train"] and second.summary.requests == 0
+
+
+def test_arrow_backed_dataset(judge, tmp_path):
+    qa_dataset(30).save_to_disk(tmp_path / "data")
+    ds = load_from_disk(tmp_path / "data")
+    first = score(ds, ["QA_Clarity"], judge, tmp_path)
+    second = score(load_from_disk(tmp_path / "data"), ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == 30
+    assert first["train"].to_list() == second["train"].to_list()
+
+
+def test_new_metric_new_rows_and_shuffle_cost_only_new_work(judge, tmp_path):
+    ds = qa_dataset(40)
+    score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == 40
+    score(ds, ["QA_Clarity", "QA_Relevance"], judge, tmp_path)
+    assert judge.stats()["requests"] == 80  # only the new metric
+    bigger = concatenate_datasets([ds, qa_dataset(50).select(range(40, 50))])
+    out = score(bigger, ["QA_Clarity", "QA_Relevance"], judge, tmp_path)
+    assert judge.stats()["requests"] == 100  # only the 10 new rows x 2 metrics
+    shuffled = bigger.shuffle(seed=3)
+    out2 = score(shuffled, ["QA_Clarity", "QA_Relevance"], judge, tmp_path)
+    assert judge.stats()["requests"] == 100  # every answer reused
+    assert out2.summary.cache_hits == 100
+    by_q = dict(zip(out["train"]["question"], out["train"]["QA_Clarity"]))
+    assert all(by_q[q] == s for q, s in zip(out2["train"]["question"], out2["train"]["QA_Clarity"]))
+    filtered = shuffled.filter(lambda r: "1" in r["question"])
+    score(filtered, ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == 100
+
+
+def test_changing_temperature_or_model_rescores(judge, tmp_path):
+    ds = qa_dataset(10)
+    score(ds, ["QA_Clarity"], judge, tmp_path)
+    score(ds, ["QA_Clarity"], judge, tmp_path, temperature=0.5)
+    assert judge.stats()["requests"] == 20
+    from hf_judge import score_dataset
+
+    score_dataset(ds, ["QA_Clarity"], model="other", base_url=judge.base_url, api_key="k", cache_dir=tmp_path / "cache",
+                  columns={"instruction": "question", "output": "answer"})
+    assert judge.stats()["requests"] == 30
+
+
+def test_system_prompt_is_part_of_the_key(judge, tmp_path):
+    pdir = tmp_path / "p"
+    pdir.mkdir()
+    f = pdir / "Q_Sys.jinja"
+    f.write_text("---\nsystem: You are strict.\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
+    ds = qa_dataset(5)
+    score(ds, ["Q_Sys"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
+    f.write_text("---\nsystem: You are lenient.\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
+    score(ds, ["Q_Sys"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
+    assert judge.stats()["requests"] == 10
+
+
+def test_use_cache_false_turns_both_layers_off(judge, tmp_path):
+    ds = qa_dataset(10)
+    score(ds, ["QA_Clarity"], judge, tmp_path, use_cache=False)
+    score(ds, ["QA_Clarity"], judge, tmp_path, use_cache=False)
+    assert judge.stats()["requests"] == 20
+    assert not (tmp_path / "cache").exists()
+
+
+def test_failures_are_retried_exactly_on_rerun(judge, tmp_path):
+    ds = qa_dataset(400)
+    judge.configure(faults=[{"fault": "malformed_json", "rate": 0.05}])
+    first = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
+    failed = len(first["errors"])
+    assert 5 <= failed <= 45
+    assert first["train"]["QA_Clarity"].count(None) == failed
+    judge.reset()  # healthy now
+    second = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
+    assert judge.stats()["requests"] == failed
+    assert len(second["errors"]) == 0 and None not in second["train"]["QA_Clarity"]
+    third = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == failed and third.summary.cached_splits == ["train"]
+
+
+def test_corrupted_store_warns_and_rescores(judge, tmp_path, caplog):
+    ds = qa_dataset(20)
+    good = score(ds, ["QA_Clarity"], judge, tmp_path)
+    cache = tmp_path / "cache"
+    for p in (cache / "results").iterdir():
+        p.unlink()
+    db = cache / "replies.sqlite3"
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 3] + b"\x00garbage" * 100)  # half-written
+    for suffix in ("-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    with caplog.at_level("WARNING", logger="hf_judge"):
+        again = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert "damaged" in caplog.text or "could not read" in caplog.text
+    assert again["train"].to_list() == good["train"].to_list()
+    assert 1 <= judge.stats()["requests"] - 20 <= 20
+
+
+def _job(judge, cache, n, concurrency, out):
+    env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "score_job.py"), judge.base_url, str(cache), str(n), str(concurrency), str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def reference(judge_server_proc, tmp_path_factory):
+    """The uninterrupted result, computed once."""
+    judge_server_proc.reset()
+    judge_server_proc.configure(latency=0.02)
+    tmp = tmp_path_factory.mktemp("ref")
+    p = _job(judge_server_proc, tmp / "cache", 5000, 64, tmp / "out")
+    assert p.wait(120) == 0, p.stderr.read()
+    return load_from_disk(tmp / "out")
+
+
+@pytest.mark.parametrize("fraction", [0.15, 0.45, 0.8])
+def test_kill_9_resumes_paying_only_for_unfinished(judge, tmp_path, reference, fraction):
+    judge.configure(latency=0.02)
+    p = _job(judge, tmp_path / "cache", 5000, 64, tmp_path / "out")
+    assert p.stdout.readline().strip() == "started"
+    # the run takes ~2.5 s at 64 in flight and 20 ms per request
+    deadline = time.monotonic() + 60
+    while judge.stats()["ok"] < fraction * 5000 * random.uniform(0.9, 1.1) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(10)
+    answered = judge.stats()["ok"]
+    assert 0 < answered < 5000
+    judge.reset()
+    judge.configure(latency=0.02)
+    q = _job(judge, tmp_path / "cache", 5000, 64, tmp_path / "out")
+    assert q.wait(120) == 0, q.stderr.read()
+    resent = judge.stats()["requests"]
+    print(f"kill at {answered} answered: rerun sent {resent} (bound {5000 - answered + 64})")
+    assert resent <= (5000 - answered) + 64
+    assert load_from_disk(tmp_path / "out")["train"].to_list() == reference["train"].to_list()
+
+
+def test_ctrl_c_stops_cleanly_and_resumes(judge, tmp_path, reference):
+    judge.configure(latency=0.02)
+    p = _job(judge, tmp_path / "cache", 5000, 64, tmp_path / "out")
+    assert p.stdout.readline().strip() == "started"
+    while judge.stats()["ok"] < 1500:
+        time.sleep(0.01)
+    t = time.monotonic()
+    os.kill(p.pid, signal.SIGINT)
+    rc = p.wait(10)
+    took = time.monotonic() - t
+    err = p.stderr.read()
+    assert rc != 0 and took < 5
+    assert "run the same command again to resume" in err
+    answered = judge.stats()["ok"]
+    judge.reset()
+    judge.configure(latency=0.02)
+    q = _job(judge, tmp_path / "cache", 5000, 64, tmp_path / "out")
+    assert q.wait(120) == 0, q.stderr.read()
+    assert judge.stats()["requests"] <= (5000 - answered) + 64
+    assert load_from_disk(tmp_path / "out")["train"].to_list() == reference["train"].to_list()
+
+
+def test_in_memory_dataset_fingerprint_is_stable_across_processes(judge, tmp_path):
+    code = (
+        "import sys; sys.path.insert(0, %r); from helpers import qa_dataset; print(qa_dataset(100)._fingerprint)" % str(HERE)
+    )
+    fps = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() for _ in range(2)}
+    assert len(fps) == 1 and "" not in fps
+
+
+def test_two_processes_share_one_cache(judge, tmp_path):
+    judge.configure(latency=0.005)
+    a = _job(judge, tmp_path / "cache", 1500, 32, tmp_path / "a")
+    b = _job(judge, tmp_path / "cache", 1500, 32, tmp_path / "b")
+    assert a.wait(120) == 0, a.stderr.read()
+    assert b.wait(120) == 0, b.stderr.read()
+    assert load_from_disk(tmp_path / "a")["train"].to_list() == load_from_disk(tmp_path / "b")["train"].to_list()
+    assert Dataset is not None

@@ -1,0 +1,166 @@
+"""Reliability: faults, rate limits, circuit breaker, budget, secrets, sandbox."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from helpers import qa_dataset, score
+
+from hf_judge import AuthenticationError, BudgetExceededError, CircuitOpenError, ModelNotFoundError, TemplateError
+
+
+def _invariant(out, n_rows, metrics=1):
+    scored = sum(v is not None for v in out["train"]["QA_Clarity"])
+    errored = len(out["errors"])
+    assert scored + errored == n_rows * metrics
+    assert len({(e["row"], e["metric"]) for e in out["errors"]}) == errored
+
+
+@pytest.mark.parametrize(
+    "rule, attempts, outcome",
+    [
+        ({"fault": "status", "status": 429, "retry_after": 0.05, "attempts": 2}, 3, "scored"),
+        ({"fault": "status", "status": 429, "attempts": 2}, 3, "scored"),
+        ({"fault": "status", "status": 500, "attempts": 2}, 3, "scored"),
+        ({"fault": "status", "status": 502, "attempts": 1}, 2, "scored"),
+        ({"fault": "status", "status": 503, "attempts": 3}, 4, "scored"),
+        ({"fault": "reset", "attempts": 1}, 2, "scored"),
+        ({"fault": "delay", "seconds": 1.5, "attempts": 1}, 2, "scored"),
+        ({"fault": "malformed_json", "attempts": 2}, 3, "scored"),
+        ({"fault": "status", "status": 500}, 4, "http_500"),
+        ({"fault": "reset"}, 4, "connection"),
+        ({"fault": "delay", "seconds": 1.5}, 4, "timeout"),
+        ({"fault": "malformed_json"}, 4, "invalid_json"),
+        ({"fault": "wrong_keys"}, 4, "schema"),
+        ({"fault": "out_of_range"}, 4, "out_of_range"),
+        ({"fault": "finish_length"}, 4, "truncated"),
+        ({"fault": "content_filter"}, 1, "content_filter"),
+        ({"fault": "status", "status": 400}, 1, "http_400"),
+        ({"fault": "status", "status": 422}, 1, "http_422"),
+    ],
+)
+def test_fault_matrix(judge, tmp_path, rule, attempts, outcome):
+    judge.configure(faults=[{**rule, "match": "row-1:"}])
+    out = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path, retries=3, timeout=0.5)
+    _invariant(out, 3)
+    hits = [b for b in range(1)]  # noqa: F841 - readability
+    st = judge.stats()
+    assert st["requests"] == 2 + attempts
+    if outcome == "scored":
+        assert out["train"]["QA_Clarity"][1] is not None and len(out["errors"]) == 0
+    else:
+        assert out["errors"]["kind"] == [outcome] and out["errors"]["attempts"] == [attempts]
+        assert out["train"]["QA_Clarity"][1] is None
+
+
+@pytest.mark.parametrize("status, error", [(401, AuthenticationError), (403, AuthenticationError), (404, ModelNotFoundError)])
+def test_fatal_statuses_stop_the_run_keeping_finished_work(judge, tmp_path, status, error):
+    ds = qa_dataset(30)
+    score(ds.select(range(10)), ["QA_Clarity"], judge, tmp_path)
+    judge.configure(faults=[{"fault": "status", "status": status}])
+    with pytest.raises(error) as e:
+        score(ds, ["QA_Clarity"], judge, tmp_path, concurrency=4)
+    assert "sk-test" not in str(e.value)
+    judge.reset()
+    score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == 20  # the 10 finished rows were kept
+
+
+def test_wrong_key_is_reported_without_the_key(judge, tmp_path):
+    judge.configure(require_key="sk-right")
+    with pytest.raises(AuthenticationError, match="API key") as e:
+        score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path)
+    assert "sk-test" not in str(e.value)
+
+
+def test_unknown_model_stops_with_the_fix(judge, tmp_path):
+    judge.configure(models=["real-model"])
+    with pytest.raises(ModelNotFoundError, match="model name"):
+        score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path)
+
+
+def test_circuit_breaker(judge, tmp_path):
+    judge.configure(faults=[{"fault": "status", "status": 500, "rate": 0.9}])
+    t = time.monotonic()
+    with pytest.raises(CircuitOpenError, match="run the same command again"):
+        score(qa_dataset(2000), ["QA_Clarity"], judge, tmp_path, retries=5, concurrency=32)
+    assert time.monotonic() - t < 30
+    assert judge.stats()["requests"] < 1000
+
+
+def test_token_budget_stops_cleanly(judge, tmp_path):
+    with pytest.raises(BudgetExceededError, match="max_total_tokens"):
+        score(qa_dataset(500), ["QA_Clarity"], judge, tmp_path, max_total_tokens=2000, concurrency=4)
+    sent = judge.stats()["requests"]
+    assert sent < 500
+    judge.reset()
+    out = score(qa_dataset(500), ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] <= 500 - sent + 4 and len(out["errors"]) == 0
+
+
+def test_retry_after_is_honoured_and_sleepers_hold_no_slot(judge, tmp_path):
+    judge.configure(record=True, latency=0.01, faults=[{"fault": "status", "status": 429, "retry_after": 1.0, "attempts": 1, "match": "row-0:"}])
+    t0 = time.monotonic()
+    out = score(qa_dataset(200), ["QA_Clarity"], judge, tmp_path, concurrency=1)
+    assert len(out["errors"]) == 0
+    events = judge.stats()["events"]
+    # row 0's 429 came first; the other 199 rows were all served while it slept (one slot!)
+    assert events[0][1] == 429
+    assert [e[1] for e in events[1:200]] == [200] * 199
+    retry = events[-1]
+    assert retry[0] - events[0][0] >= 1.0
+    assert time.monotonic() - t0 < 5
+
+
+def test_retry_after_ms(judge, tmp_path):
+    judge.configure(faults=[{"fault": "status", "status": 429, "retry_after_ms": 300, "attempts": 1}])
+    t0 = time.monotonic()
+    score(qa_dataset(1), ["QA_Clarity"], judge, tmp_path)
+    assert time.monotonic() - t0 >= 0.3
+
+
+def test_429_storm_settles_near_server_capacity(judge, tmp_path):
+    judge.configure(latency=0.05, max_concurrent=20, over_limit_retry_after=0.2)
+    out = score(qa_dataset(3000), ["QA_Clarity"], judge, tmp_path, concurrency=512, retries=50)
+    assert len(out["errors"]) == 0
+    events = judge.stats()["events"]
+    start = events[0][0]
+    late = [e for e in events if e[0] - start > 2.0]
+    late_429 = sum(1 for e in late if e[1] == 429)
+    inflight = sorted(e[2] for e in late if e[1] == 200)
+    print(f"storm: {len(events)} requests, {sum(e[1] == 429 for e in events)} 429s; after 2 s: {late_429}/{len(late)} 429s, "
+          f"median in flight at arrival {inflight[len(inflight) // 2]}")
+    assert late and late_429 < 0.10 * len(late)
+    assert 8 <= inflight[len(inflight) // 2] <= 21
+
+
+def test_soak(judge, tmp_path):
+    judge.configure(
+        latency_range=[0.0, 0.3],
+        faults=[
+            {"fault": "status", "status": 429, "rate": 0.04, "random": True, "retry_after": 0.05},
+            {"fault": "status", "status": 503, "rate": 0.04, "random": True},
+            {"fault": "reset", "rate": 0.03, "random": True},
+            {"fault": "malformed_json", "rate": 0.04, "random": True},
+        ],
+    )
+    n = 20000
+    out = score(qa_dataset(n), ["QA_Clarity"], judge, tmp_path, concurrency=1024, retries=8)
+    st = judge.stats()
+    _invariant(out, n)
+    print(f"soak: {n} rows, {st['requests']} requests, {out.summary.retries} retries, errors {len(out['errors'])}, {out.summary.elapsed_s:.1f} s")
+    assert len(out["errors"]) == 0
+    assert None not in out["train"]["QA_Clarity"]
+    assert st["duplicates"] == 0
+
+
+def test_sandbox_blocks_python_internals(judge, tmp_path):
+    pdir = tmp_path / "p"
+    pdir.mkdir()
+    for i, body in enumerate(["{{ ''.__class__.__mro__[1].__subclasses__() }}", "{{ instruction.__class__.__init__.__globals__ }}",
+                              "{% include '/etc/passwd' %}", "{{ cycler.__init__.__globals__.os.popen('id').read() }}"]):
+        (pdir / f"Q_Evil{i}.jinja").write_text(f"---\noutputs:\n  score: {{type: integer, minimum: 1, maximum: 10}}\n---\n{{{{ instruction }}}} {body}\n")
+        with pytest.raises(TemplateError):
+            score(qa_dataset(1), [f"Q_Evil{i}"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
+    assert judge.stats()["requests"] == 0
