@@ -171,13 +171,14 @@ def _default_output_dir(dataset: str) -> str:
 
 def _write(result, args: argparse.Namespace, dataset: str, summary=None) -> None:
     from .hub import push_scored
+    from .score import shards_for
 
     if args.push_to_hub:
         url = push_scored(result, args.push_to_hub, private=args.private, token=args.token, summary=summary)
         print(f"pushed to {url}")
     if args.output_dir or not args.push_to_hub:
         out = args.output_dir or _default_output_dir(dataset)
-        result.save_to_disk(out)
+        result.save_to_disk(out, num_shards=shards_for(result))
         print(f"saved to {out}")
 
 

@@ -1,8 +1,10 @@
 """Concurrency and rate control: an adaptive (AIMD) limit on requests in flight.
 
-The limit starts at ``concurrency``. A 429 halves it, at most once per
-round trip (only a request sent after the last cut can cut again, as TCP does);
-each success grows it by ``1/limit``, about one more slot per round trip, never
+The limit starts at ``concurrency``. A burst of 429s (at least 20 % of the
+recent replies to requests sent since the last cut) halves it, at most
+once per round trip, as TCP does; the odd 429 of a provider's random throttling does
+not. Each success grows the limit by ``max(1/limit, 0.02)``: one more slot per
+round trip while the limit is small, 2 % per round trip when it is large, never
 above ``concurrency``. Sleeping retries hold no slot.
 """
 
@@ -23,6 +25,8 @@ class AdaptiveLimiter:
         self.peak = 0
         self.cuts = 0
         self._last_cut = 0.0
+        self._recent: deque[bool] = deque(maxlen=50)
+        self._recent_throttled = 0
         self._waiters: deque[asyncio.Future] = deque()
 
     def try_acquire(self) -> bool:
@@ -45,15 +49,23 @@ class AdaptiveLimiter:
                 self.release()
             raise
 
-    def release(self, *, throttled: bool = False, sent_at: float = 0.0) -> None:
+    def release(self, *, throttled: bool = False, sent_at: float | None = None) -> None:
         self.in_flight -= 1
-        if throttled:
-            if sent_at >= self._last_cut:
-                self.limit = max(1.0, self.limit / 2)
-                self._last_cut = time.monotonic()
-                self.cuts += 1
-        elif self.limit < self.maximum:
-            self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+        if sent_at is not None and sent_at >= self._last_cut:
+            recent = self._recent
+            if len(recent) == recent.maxlen and recent[0]:
+                self._recent_throttled -= 1
+            recent.append(throttled)
+            if throttled:
+                self._recent_throttled += 1
+                if len(recent) >= 10 and self._recent_throttled >= 0.2 * len(recent):
+                    self.limit = max(1.0, self.limit * 0.5)
+                    self._last_cut = time.monotonic()
+                    self.cuts += 1
+                    recent.clear()
+                    self._recent_throttled = 0
+        if not throttled and self.limit < self.maximum:
+            self.limit = min(float(self.maximum), self.limit + max(1.0 / self.limit, 0.02))
         self._wake()
 
     def _wake(self) -> None:

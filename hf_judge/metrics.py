@@ -207,9 +207,13 @@ def _default_params(raw: str, where: str) -> dict[str, Any]:
     lenient = jinja2.Environment(undefined=jinja2.Undefined)
     lenient.filters["tojson"] = lambda v: "null" if isinstance(v, jinja2.Undefined) else json.dumps(v)
     try:
-        data = yaml.safe_load(lenient.from_string(raw).render()) or {}
-    except Exception as e:  # noqa: BLE001 - any failure here is a malformed file
-        raise PromptFileError(f"{where}: front matter is malformed: {e}") from None
+        text = lenient.from_string(raw).render()
+    except jinja2.TemplateError as e:
+        raise PromptFileError(f"{where}: front matter is not a valid template: {e}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise PromptFileError(f"{where}: front matter is not valid YAML: {e}") from None
     params = data.get("params") if isinstance(data, dict) else None
     if params is None:
         return {}

@@ -49,6 +49,8 @@ def render(template: jinja2.Template, values: dict[str, Any], where: str) -> str
         raise TemplateError(f"{where}: the template tried something the sandbox forbids ({e}).") from None
     except jinja2.TemplateError as e:
         raise TemplateError(f"{where}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - e.g. {% include %} with no loader: a template error all the same
+        raise TemplateError(f"{where}: the template failed: {type(e).__name__}: {e}") from None
 
 
 def format_value(value: Any) -> Any:

@@ -42,9 +42,24 @@ ERROR_FEATURES = Features(
 
 
 class ScoredDatasetDict(DatasetDict):
-    """A ``DatasetDict`` of the scored splits plus ``errors``, with the run's ``summary``."""
+    """A ``DatasetDict`` of the scored splits plus ``errors``, with the run's ``summary``.
+
+    Example:
+        >>> scored = score_dataset(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
+        >>> print(scored.summary)  # doctest: +SKIP
+    """
 
     summary: RunSummary
+
+    def save_to_disk(self, dataset_dict_path, *args, **kwargs):
+        kwargs.setdefault("num_shards", shards_for(self))
+        return super().save_to_disk(dataset_dict_path, *args, **kwargs)
+
+
+def shards_for(dd: DatasetDict) -> dict[str, int | None]:
+    """``num_shards`` for ``save_to_disk``: one shard for an empty split, which
+    datasets would otherwise write without a data file and then fail to load."""
+    return {k: (1 if len(v) == 0 else None) for k, v in dd.items()}
 
 
 def _as_splits(ds: Dataset | DatasetDict) -> dict[str, Dataset]:
@@ -175,10 +190,7 @@ def score_dataset(
         used = {v for m in loaded for v in (*m.variables, *m.optional)}
         unused = sorted(set(columns) - used)
         if unused:
-            raise MissingColumnError(
-                f"columns maps {unused} but no chosen metric uses {'it' if len(unused) == 1 else 'them'}. "
-                f"The metrics use: {', '.join(sorted(used))}"
-            )
+            logger.warning("columns maps %s, which no chosen metric uses (they use: %s)", unused, ", ".join(sorted(used)))
         _preflight(split, d, plans)
         plans_by_split[split] = plans
 

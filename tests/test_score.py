@@ -37,7 +37,11 @@ def test_builtin_metric_declares_its_outputs(name):
     assert set(m.variables) == ({"instruction"} if m.mode == "Q" else {"instruction", "output"})
 
 
-@pytest.mark.parametrize("metrics", [Q_METRICS, QA_METRICS])
+@pytest.mark.parametrize(
+    "metrics",
+    [Q_METRICS[:-1], QA_METRICS[:-1], ["Q_All", "QA_All"]],
+    ids=["Q-singles", "QA-singles", "All"],
+)
 def test_every_metric_end_to_end(judge, tmp_path, metrics):
     ds = qa_dataset(4)
     out = score(ds, metrics, judge, tmp_path)
@@ -84,6 +88,12 @@ def test_user_prompt_file_works_like_a_builtin(judge, tmp_path):
     schema = body["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["score"] == {"type": "integer", "minimum": 0, "maximum": 5}
     assert list(schema["properties"]) == ["reason", "score"]
+
+
+def test_all_and_its_single_metric_clash_before_any_request(judge, tmp_path):
+    with pytest.raises(UnknownMetricError, match="both write column 'QA_Clarity'"):
+        score(qa_dataset(2), ["QA_All", "QA_Clarity"], judge, tmp_path)
+    _assert_no_requests(judge)
 
 
 def test_column_mapping_and_alias(judge, tmp_path):
@@ -182,10 +192,16 @@ def test_missing_column_lists_available(judge, tmp_path):
 def test_undefined_template_variable(judge, tmp_path):
     pdir = tmp_path / "p"
     pdir.mkdir()
-    (pdir / "Q_Odd.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {{ context.title }}\n")
+    (pdir / "Q_Odd.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {{ reference }}\n")
+    with pytest.raises(MissingColumnError, match="reference"):
+        score(qa_dataset(2), ["Q_Odd"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
+    (pdir / "Q_Odd2.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {{ context.missing_attr }}\n")
     ds = qa_dataset(2).add_column("context", ["x", "y"])
-    with pytest.raises(TemplateError, match="title"):
-        score(ds, ["Q_Odd"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
+    with pytest.raises(TemplateError, match="missing_attr"):
+        score(ds, ["Q_Odd2"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
+    (pdir / "Q_Odd3.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {% if %}\n")
+    with pytest.raises(TemplateError, match="syntax"):
+        score(ds, ["Q_Odd3"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
     _assert_no_requests(judge)
 
 

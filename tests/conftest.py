@@ -1,0 +1,1 @@
+from judge_fixture import *  # noqa: F401,F403

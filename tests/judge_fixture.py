@@ -1,0 +1,68 @@
+"""Pytest fixtures for the loopback judge server (tests/judge_server.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+SERVER = Path(__file__).with_name("judge_server.py")
+
+
+class JudgeServer:
+    """The judge server in a subprocess on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("PORT "):
+            self.proc.kill()
+            raise RuntimeError(f"judge server did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.base_url = self.url + "/v1"
+
+    def _admin(self, path: str, payload: dict | None = None) -> dict:
+        data = None if payload is None else json.dumps(payload).encode()
+        req = urllib.request.Request(f"{self.url}/_admin/{path}", data=data, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+
+    def configure(self, **cfg) -> dict:
+        return self._admin("config", cfg)
+
+    def reset(self) -> None:
+        self._admin("reset", {})
+
+    def stats(self) -> dict:
+        return self._admin("stats")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+@pytest.fixture(scope="session")
+def judge_server_proc():
+    server = JudgeServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def judge(judge_server_proc):
+    judge_server_proc.reset()
+    yield judge_server_proc

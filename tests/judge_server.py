@@ -1,0 +1,320 @@
+"""An OpenAI-compatible judge server for tests and benchmarks, with fault injection.
+
+    python tests/judge_server.py --host 127.0.0.1 --port 0   # prints "PORT <n>"
+
+It answers ``/v1/chat/completions`` with a JSON object that has exactly the
+requested schema's keys, whose values are a deterministic function of the
+messages, so the same prompt always gets the same scores. ``POST
+/_admin/config`` changes its behaviour (latency, admission limit, faults, see
+``DEFAULTS``), ``POST /_admin/reset`` restores the defaults and clears the
+stats, ``GET /_admin/stats`` returns what it received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import hashlib
+import random
+import sys
+import time
+
+import orjson
+from aiohttp import web
+
+DEFAULTS: dict = {
+    "latency": 0.0,
+    "latency_range": None,
+    "tail": None,  # {"rate": 0.01, "seconds": 5.0}
+    "max_concurrent": None,
+    "over_limit_status": 429,
+    "over_limit_retry_after": 1,
+    "reject_json_schema": False,
+    "reject_json_schema_status": 400,
+    "models": None,
+    "require_key": None,
+    "overrides": {},
+    "text_reply": "ok",
+    "record": False,
+    "faults": [],
+}
+MAX_EVENTS = 200_000
+
+
+def _new_stats() -> dict:
+    return {
+        "requests": 0, "ok": 0, "by_status": {}, "by_fault": {}, "max_inflight": 0, "inflight": 0,
+        "events": [], "prompts": 0, "duplicates": 0, "bodies": [], "auth": [],
+    }
+
+
+class Judge:
+    def __init__(self, config: dict | None = None):
+        self.config = copy.deepcopy(DEFAULTS)
+        self.config.update(config or {})
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        self.stats = _new_stats()
+        self.attempts: dict[bytes, int] = {}
+        self.answered: set[bytes] = set()
+        self.t0 = time.monotonic()
+
+    # -- helpers --------------------------------------------------------------
+    @staticmethod
+    def _value(text: str, key: str, spec: dict):
+        h = int.from_bytes(hashlib.blake2b((text + "\x00" + key).encode(), digest_size=8).digest(), "big")
+        if "enum" in spec:
+            return spec["enum"][h % len(spec["enum"])]
+        t = spec.get("type")
+        if t == "integer":
+            lo, hi = int(spec.get("minimum", 1)), int(spec.get("maximum", 10))
+            return lo + h % (hi - lo + 1)
+        if t == "number":
+            lo, hi = float(spec.get("minimum", 0)), float(spec.get("maximum", 1))
+            return lo + (h % 10_000) / 10_000 * (hi - lo)
+        if t == "boolean":
+            return bool(h % 2)
+        return f"reason {h & 0xFFFFFFFF:08x}"
+
+    def _reply_object(self, text: str, schema: dict) -> dict:
+        props = schema.get("properties", {})
+        overrides = self.config["overrides"]
+        return {k: overrides[k] if k in overrides else self._value(text, k, s) for k, s in props.items()}
+
+    @staticmethod
+    def _error(status: int, message: str, code: str | None = None, headers: dict | None = None) -> web.Response:
+        err = {"message": message, "type": "invalid_request_error" if status < 500 else "server_error"}
+        if code:
+            err["code"] = code
+        return web.Response(status=status, body=orjson.dumps({"error": err}), content_type="application/json", headers=headers)
+
+    def _completion(self, model: str, content, finish: str = "stop", prompt_len: int = 0) -> web.Response:
+        n_out = max(1, len(content or "") // 4)
+        n_in = max(1, prompt_len // 4)
+        body = {
+            "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+        }
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+    def _select_fault(self, text: str, phash: bytes, attempt: int):
+        for rule in self.config["faults"]:
+            match = rule.get("match")
+            if match is not None and match not in text:
+                continue
+            rate = rule.get("rate", 1.0)
+            if rule.get("random"):
+                if random.random() >= rate:
+                    continue
+            elif rate < 1.0 and int.from_bytes(phash[:8], "big") / 2**64 >= rate:
+                continue
+            limit = rule.get("attempts")
+            if limit is not None and attempt > limit:
+                continue
+            return rule
+        return None
+
+    def _event(self, status: int, inflight: int) -> None:
+        st = self.stats
+        st["by_status"][str(status)] = st["by_status"].get(str(status), 0) + 1
+        if len(st["events"]) < MAX_EVENTS:
+            st["events"].append([round(time.monotonic() - self.t0, 4), status, inflight])
+
+    # -- the endpoint -----------------------------------------------------------
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        st = self.stats
+        cfg = self.config
+        st["requests"] += 1
+        st["inflight"] += 1
+        inflight = st["inflight"]
+        if inflight > st["max_inflight"]:
+            st["max_inflight"] = inflight
+        try:
+            raw = await request.read()
+            if cfg["max_concurrent"] is not None and inflight > cfg["max_concurrent"]:
+                self._event(cfg["over_limit_status"], inflight)
+                return self._error(cfg["over_limit_status"], "Rate limit reached: too many concurrent requests",
+                                   headers={"Retry-After": str(cfg["over_limit_retry_after"])})
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                self._event(400, inflight)
+                return self._error(400, "invalid JSON body")
+            auth = request.headers.get("Authorization", "")
+            if cfg["record"] and len(st["bodies"]) < 100_000:
+                st["bodies"].append(body)
+                st["auth"].append(auth)
+            if cfg["require_key"] is not None and auth != f"Bearer {cfg['require_key']}":
+                self._event(401, inflight)
+                return self._error(401, "Incorrect API key provided", code="invalid_api_key")
+            model = body.get("model", "")
+            if cfg["models"] is not None and model not in cfg["models"]:
+                self._event(404, inflight)
+                return self._error(404, f"The model `{model}` does not exist", code="model_not_found")
+            text = "".join(str(m.get("content") or "") for m in body.get("messages", []))
+            phash = hashlib.blake2b(text.encode(), digest_size=16).digest()
+            attempt = self.attempts.get(phash, 0) + 1
+            self.attempts[phash] = attempt
+            rf = body.get("response_format") or {}
+            if rf.get("type") == "json_schema" and cfg["reject_json_schema"]:
+                self._event(cfg["reject_json_schema_status"], inflight)
+                return self._error(cfg["reject_json_schema_status"], "response_format json_schema is not supported")
+            delay = cfg["latency"]
+            if cfg["latency_range"]:
+                delay = random.uniform(*cfg["latency_range"])
+            tail = cfg["tail"]
+            if tail and random.random() < tail.get("rate", 0):
+                delay = tail["seconds"]
+            rule = self._select_fault(text, phash, attempt)
+            if rule is not None:
+                kind = rule["fault"]
+                st["by_fault"][kind] = st["by_fault"].get(kind, 0) + 1
+                if kind == "delay":
+                    delay = rule.get("seconds", 1.0)
+                    rule = None
+            if delay:
+                await asyncio.sleep(delay)
+            schema = (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
+            if rule is not None:
+                return self._fault(rule, model, text, schema, inflight, request)
+            if schema is None:
+                content = cfg["text_reply"]
+            else:
+                content = orjson.dumps(self._reply_object(text, schema)).decode()
+            self._event(200, inflight)
+            st["ok"] += 1
+            if phash in self.answered:
+                st["duplicates"] += 1
+            else:
+                self.answered.add(phash)
+                st["prompts"] = len(self.answered)
+            return self._completion(model, content, "stop", len(text))
+        finally:
+            st["inflight"] -= 1
+
+    def _fault(self, rule: dict, model: str, text: str, schema: dict | None, inflight: int, request: web.Request):
+        kind = rule["fault"]
+        if kind == "status":
+            status = rule.get("status", 500)
+            headers = {}
+            if rule.get("retry_after") is not None:
+                headers["Retry-After"] = str(rule["retry_after"])
+            if rule.get("retry_after_ms") is not None:
+                headers["retry-after-ms"] = str(rule["retry_after_ms"])
+            default = "This model's maximum context length is 8192 tokens" if status == 400 else f"error {status}"
+            self._event(status, inflight)
+            return self._error(status, rule.get("message", default), headers=headers)
+        if kind == "reset":
+            self._event(0, inflight)
+            request.transport.close()
+            raise ConnectionResetError("reset by fault injection")
+        if kind == "invalid_body":
+            self._event(200, inflight)
+            return web.Response(body=b"<html>gateway</html>", content_type="text/html")
+        if kind == "no_choices":
+            self._event(200, inflight)
+            return web.Response(body=orjson.dumps({"id": "x", "choices": []}), content_type="application/json")
+        obj = self._reply_object(text, schema or {"properties": {"score": {"type": "integer"}}})
+        ints = [k for k, s in (schema or {}).get("properties", {}).items() if s.get("type") == "integer"]
+        finish = "stop"
+        if kind == "malformed_json":
+            content = '{"score": 7, "reason": '
+        elif kind == "wrong_keys":
+            content = orjson.dumps({f"x_{k}": v for k, v in obj.items()}).decode()
+        elif kind == "extra_key":
+            content = orjson.dumps({**obj, "extra": 1}).decode()
+        elif kind == "missing_key":
+            content = orjson.dumps(dict(list(obj.items())[:-1])).decode()
+        elif kind in ("out_of_range", "float_score", "string_score", "bool_score"):
+            props = (schema or {}).get("properties", {})
+            for k in ints:
+                obj[k] = {"out_of_range": props[k].get("maximum", 10) + 1, "float_score": 7.9, "string_score": "8", "bool_score": True}[kind]
+            content = orjson.dumps(obj).decode()
+        elif kind == "finish_length":
+            full = orjson.dumps(obj).decode()
+            content, finish = full[: len(full) // 2], "length"
+        elif kind == "content_filter":
+            content, finish = "", "content_filter"
+        elif kind == "empty":
+            content = None
+        elif kind == "text":
+            content = rule.get("text", "")
+        else:
+            return self._error(500, f"unknown fault {kind}")
+        self._event(200, inflight)
+        return self._completion(model, content, finish, len(text))
+
+    # -- admin ------------------------------------------------------------------
+    async def models(self, request: web.Request) -> web.Response:
+        names = self.config["models"] or ["judge"]
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"} for m in names]})
+
+    async def admin_config(self, request: web.Request) -> web.Response:
+        self.config.update(await request.json() if request.can_read_body else {})
+        return web.Response(body=orjson.dumps(self.config), content_type="application/json")
+
+    async def admin_reset(self, request: web.Request) -> web.Response:
+        self.config = copy.deepcopy(DEFAULTS)
+        self.reset_stats()
+        return web.json_response({"ok": True})
+
+    async def admin_stats(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(self.stats), content_type="application/json")
+
+
+def make_app(config: dict | None = None) -> web.Application:
+    judge = Judge(config)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    for prefix in ("/v1", ""):
+        app.router.add_post(prefix + "/chat/completions", judge.completions)
+        app.router.add_get(prefix + "/models", judge.models)
+    app.router.add_post("/_admin/config", judge.admin_config)
+    app.router.add_post("/_admin/reset", judge.admin_reset)
+    app.router.add_get("/_admin/stats", judge.admin_stats)
+    return app
+
+
+async def _serve(host: str, port: int, config: dict) -> None:
+    runner = web.AppRunner(make_app(config), access_log=None, handle_signals=True)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - the port the OS picked
+    print(f"PORT {bound}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--latency", type=float, default=0.0)
+    ap.add_argument("--config", default="{}", help="initial config as JSON")
+    args = ap.parse_args()
+    config = orjson.loads(args.config)
+    config.setdefault("latency", args.latency)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    import logging
+    import signal
+
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # the reset fault is on purpose
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        asyncio.run(_serve(args.host, args.port, config))
+    except (KeyboardInterrupt, SystemExit):
+        pass
+
+
+if __name__ == "__main__":
+    main()
