@@ -1,0 +1,285 @@
+"""Seed parity: the seed tool's ``config.yaml``, JSONL layout, id tracking and score merging.
+
+People moving over from the tool that seed 004 describes keep their files:
+
+* ``hf-judge run config.yaml`` (or ``python -m hf_judge --config-path config.yaml``)
+  reads the seed's config as written, scores ``input_path`` (JSONL lines with
+  ``id``, ``instruction``, ``output``) through the same engine, with caching and
+  resume, and writes ``<stem>_scored.jsonl`` and ``<stem>_errors.jsonl`` in
+  ``output_path``.
+* ``<stem>_scored.jsonl``: one line per fully scored item, in input order:
+  ``{"id": ..., "scores": {"Q": {"All": {"Clarity": 8, ...}}, "QA": {"Correctness": {"reason": "...", "score": 7}}}}``.
+  The ``id`` is kept exactly as given (the original overwrote it with line numbers).
+* ``<stem>_errors.jsonl``: one line per failed (item, metric):
+  ``{"id", "item", "mode", "metric", "error": {"kind", "message", "raw", "attempts"}}``.
+* With ``id_track_file``, an item counts as done only when every metric
+  succeeded (the original marked items done with a metric missing); done ids
+  are skipped next time and newly done items are appended to the scored file,
+  so an id never appears twice. Without it, both files are rewritten each run
+  (and the cache makes that free).
+* ``chunk_size`` is accepted and ignored: rows stream continuously.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+from .recipes import read_yaml, resolve_secret
+from .settings import config_error
+from .summary import RunSummary
+
+logger = logging.getLogger("hf_judge")
+
+
+class _OpenAI(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    api_key: str | None = None
+    base_url: str | None = None
+
+
+class _Metrics(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    Q: list[str] | None = None
+    QA: list[str] | None = None
+
+
+class SeedConfig(BaseModel):
+    """The seed's ``config.yaml``, key for key. Unknown keys are errors.
+
+    Example:
+        >>> SeedConfig(model="gpt-4.1-nano", input_path="data.jsonl", metrics={"QA": ["All"]}).retry
+        3
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    openai: _OpenAI = _OpenAI()
+    model: str
+    concurrency: Annotated[int, Field(ge=1)] = 1024
+    timeout: Annotated[float, Field(gt=0)] = 30
+    retry: Annotated[int, Field(ge=0)] = 3
+    chunk_size: Annotated[int, Field(ge=1)] = 2048
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    input_path: str
+    output_path: str = "output"
+    prompts_dir: str | None = None
+    id_track_file: str | None = None
+    metrics: _Metrics
+
+    def metric_names(self) -> list[tuple[str, str, str]]:
+        """(mode, seed metric name, hf-judge metric name)."""
+        out = []
+        for mode in ("Q", "QA"):
+            for name in getattr(self.metrics, mode) or []:
+                out.append((mode, name, f"{mode}_{name}"))
+        return out
+
+
+def is_seed_config(data: dict) -> bool:
+    """True for a seed-004 ``config.yaml`` (as opposed to an hf-judge recipe).
+
+    Example:
+        >>> is_seed_config({"input_path": "x.jsonl", "metrics": {"Q": ["All"]}})
+        True
+    """
+    metrics = data.get("metrics")
+    return "input_path" in data or "openai" in data or (isinstance(metrics, dict) and bool({"Q", "QA"} & set(metrics)))
+
+
+def load_seed_config(path: str | os.PathLike) -> SeedConfig:
+    """Read and validate a seed config; relative paths resolve against its folder."""
+    path = Path(path)
+    data = read_yaml(path)
+    try:
+        cfg = SeedConfig(**data)
+    except ValidationError as e:
+        raise config_error(e, f"config {path}") from None
+    base = path.resolve().parent
+    for key in ("input_path", "output_path", "prompts_dir", "id_track_file"):
+        value = getattr(cfg, key)
+        if value is not None and not os.path.isabs(value):
+            setattr(cfg, key, str(base / value))
+    if not cfg.metric_names():
+        raise ConfigError(f"config {path}: metrics.Q and metrics.QA are both empty; list at least one metric")
+    return cfg
+
+
+def _read_ids(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    with path.open(encoding="utf-8") as f:
+        return {line.rstrip("\n") for line in f if line.strip()}
+
+
+def _id_key(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _items(path: str, stamp: tuple, skip: frozenset):  # noqa: ARG001 - stamp busts the datasets cache when the file changes
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{path}, line {n + 1}: not valid JSON ({e}); fix or remove that line") from None
+            if "id" not in item:
+                raise ConfigError(f"{path}, line {n + 1}: no 'id' field; every item needs a unique id")
+            if _id_key(item["id"]) in skip:
+                continue
+            yield {
+                "_id": json.dumps(item["id"]),
+                "_line": line.rstrip("\n"),
+                "instruction": item.get("instruction"),
+                "output": item.get("output"),
+            }
+
+
+def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None) -> RunSummary:
+    """Run a seed-004 ``config.yaml`` and write the seed's output files.
+
+    Example:
+        >>> summary = run_seed_config("config.yaml")  # doctest: +SKIP
+        >>> print(summary)  # doctest: +SKIP
+    """
+    from datasets import Dataset, Features, Value
+
+    from .score import score_dataset
+
+    cfg = load_seed_config(path)
+    src = Path(cfg.input_path)
+    if not src.is_file():
+        raise ConfigError(f"input_path {src} does not exist; point it at your JSONL file")
+    api_key = resolve_secret(cfg.openai.api_key, "openai.api_key")
+    track = Path(cfg.id_track_file) if cfg.id_track_file else None
+    done = frozenset(_read_ids(track)) if track else frozenset()
+    st = src.stat()
+    names = cfg.metric_names()
+    out_dir = Path(cfg.output_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scored_path = out_dir / f"{src.stem}_scored.jsonl"
+    errors_path = out_dir / f"{src.stem}_errors.jsonl"
+    gen_kwargs = {"path": str(src), "stamp": (st.st_size, st.st_mtime_ns), "skip": done}
+    if next(_items(**gen_kwargs), None) is None:
+        summary = RunSummary(model=cfg.model, notes=["nothing to score: every item is in the id track file"])
+        if not track:
+            scored_path.write_text("")
+        errors_path.write_text("")
+        return summary
+    features = Features({k: Value("string") for k in ("_id", "_line", "instruction", "output")})
+    ds = Dataset.from_generator(
+        _items, features=features, gen_kwargs=gen_kwargs, cache_dir=str(Path(cache_dir) / "seed-input") if cache_dir else None
+    )
+    result = score_dataset(
+        ds,
+        [n for _, _, n in names],
+        model=cfg.model,
+        base_url=cfg.openai.base_url,
+        api_key=api_key,
+        concurrency=cfg.concurrency,
+        timeout=cfg.timeout,
+        retries=cfg.retry,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        prompts_dir=cfg.prompts_dir,
+        cache_dir=cache_dir,
+    )
+    _write_seed_files(result, names, scored_path, errors_path, track, append=track is not None)
+    return result.summary
+
+
+def _write_seed_files(result, names, scored_path: Path, errors_path: Path, track: Path | None, append: bool) -> None:
+    from .metrics import load_metric
+
+    train, errors = result["train"], result["errors"]
+    failed: dict[int, list[dict]] = {}
+    for e in errors:
+        failed.setdefault(e["row"], []).append(e)
+    metrics = [(mode, seed_name, load_metric(name)) for mode, seed_name, name in names]
+    columns = ["_id"] + [o.column for _, _, m in metrics for o in m.outputs]
+    by_name = {m.name: (mode, seed_name) for mode, seed_name, m in metrics}
+    done_ids = []
+    with scored_path.open("a" if append else "w", encoding="utf-8") as out:
+        for start in range(0, len(train), 1000):
+            batch = train.select_columns(columns)[start : start + 1000]
+            for i in range(len(batch["_id"])):
+                row = start + i
+                if row in failed:
+                    continue
+                scores: dict[str, dict] = {}
+                for mode, seed_name, m in metrics:
+                    scores.setdefault(mode, {})[seed_name] = {o.key: batch[o.column][i] for o in m.outputs}
+                ident = json.loads(batch["_id"][i])
+                out.write(json.dumps({"id": ident, "scores": scores}, ensure_ascii=False) + "\n")
+                done_ids.append(_id_key(ident))
+    with errors_path.open("w", encoding="utf-8") as out:
+        lines = train.select_columns(["_id", "_line"])
+        for e in errors:
+            row = lines[e["row"]]
+            mode, seed_name = by_name[e["metric"]]
+            out.write(json.dumps({
+                "id": json.loads(row["_id"]), "item": json.loads(row["_line"]), "mode": mode, "metric": seed_name,
+                "error": {"kind": e["kind"], "message": e["message"], "raw": e["raw"], "attempts": e["attempts"]},
+            }, ensure_ascii=False) + "\n")
+    if track is not None and done_ids:
+        track.parent.mkdir(parents=True, exist_ok=True)
+        with track.open("a", encoding="utf-8") as f:
+            f.write("".join(i + "\n" for i in done_ids))
+
+
+def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, output_file: str | os.PathLike) -> dict[str, Any]:
+    """Merge a ``*_scored.jsonl`` file into the original data file by ``id``, streaming.
+
+    Each output line is the data line with a ``scores`` field (every metric of
+    every mode; ``null`` for an item without scores). Memory holds one
+    id -> byte offset index of the scores file, never either file whole. Ids in
+    the scores file that are not in the data are reported.
+
+    Example:
+        >>> merge_scores("out/data_scored.jsonl", "data.jsonl", "data_merged.jsonl")  # doctest: +SKIP
+        {'items': 1000, 'with_scores': 998, 'without_scores': 2, 'unknown_ids': []}
+    """
+    index: dict[str, int] = {}
+    with open(scores_file, "rb") as f:
+        offset = 0
+        for line in f:
+            if line.strip():
+                try:
+                    ident = json.loads(line)["id"]
+                except (json.JSONDecodeError, KeyError):
+                    raise ConfigError(f"{scores_file}: a line at byte {offset} is not a scores record with an 'id'") from None
+                index[_id_key(ident)] = offset
+            offset += len(line)
+    seen: set[str] = set()
+    items = with_scores = 0
+    with open(scores_file, "rb") as scores, open(data_file, encoding="utf-8") as data, open(output_file, "w", encoding="utf-8") as out:
+        for n, line in enumerate(data):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{data_file}, line {n + 1}: not valid JSON ({e})") from None
+            key = _id_key(item.get("id"))
+            items += 1
+            pos = index.get(key)
+            if pos is None:
+                item["scores"] = None
+            else:
+                scores.seek(pos)
+                item["scores"] = json.loads(scores.readline())["scores"]
+                with_scores += 1
+                seen.add(key)
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+    unknown = [k for k in index if k not in seen]
+    if unknown:
+        logger.warning("%d id(s) in %s are not in %s, e.g. %s", len(unknown), scores_file, data_file, unknown[:5])
+    return {"items": items, "with_scores": with_scores, "without_scores": items - with_scores, "unknown_ids": unknown}

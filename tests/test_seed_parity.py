@@ -1,0 +1,161 @@
+"""Seed parity: the seed tool's config.yaml, JSONL layout, id tracking and merge."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_judge.errors import ConfigError
+from hf_judge.seed import merge_scores, run_seed_config
+
+SEED_CONFIG = """\
+# API and Model Configuration
+openai:
+  api_key: "env:OPENAI_API_KEY" # or use "env:OPENAI_API_KEY" to read from environment variables
+  base_url: "{base_url}" # or your custom base url
+model: "gpt-4.1-nano"
+concurrency: 1024 # Number of concurrent requests to the API, 128 ~ 1024 is recommended
+timeout: 30 # Timeout for each API request in seconds
+retry: 3 # Number of retries for failed API calls
+chunk_size: 2048 # Number of items to read from the input file at once
+temperature: 0.1 # The sampling temperature, between 0 and 2
+top_p: 1.0 # The nucleus sampling probability
+# Directory Configuration
+input_path: "data/example_input_add_key.jsonl"
+output_path: "output"
+prompts_dir: "{prompts_dir}"
+id_track_file: "output/scored_ids.txt" # Add this line to enable ID tracking
+metrics:
+  Q: # Metrics for Question-only evaluation
+    - "All"
+    # - "Clarity"
+  QA: # Metrics for Question-Answer evaluation
+    - "All"
+    # - "Meaningness"
+"""
+
+
+def _write_items(path: Path, ids) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for i in ids:
+            f.write(json.dumps({"id": i, "instruction": f"seed question {i}: \\frac{{1}}{{2}}?", "output": f"answer {i}", "extra": i}) + "\n")
+
+
+@pytest.fixture
+def project(tmp_path, judge, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    ids = [f"item-{i}" for i in range(15)] + list(range(100, 105))  # string and integer ids, kept as they are
+    _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ids)
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (tmp_path / "config.yaml").write_text(SEED_CONFIG.format(base_url=judge.base_url, prompts_dir="prompts"))
+    return tmp_path, ids
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_seed_config_runs_unchanged(project, judge):
+    root, ids = project
+    run_seed_config(root / "config.yaml", cache_dir=root / "cache")
+    scored = _read(root / "output" / "example_input_add_key_scored.jsonl")
+    assert [r["id"] for r in scored] == ids  # input order, ids as given
+    first = scored[0]["scores"]
+    assert set(first) == {"Q", "QA"}
+    assert set(first["Q"]["All"]) == {"Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness"}
+    assert "Relevance" in first["QA"]["All"]
+    assert _read(root / "output" / "example_input_add_key_errors.jsonl") == []
+    assert (root / "output" / "scored_ids.txt").read_text().split() == [str(i) if isinstance(i, str) else json.dumps(i) for i in ids]
+    assert judge.stats()["requests"] == 40
+    run_seed_config(root / "config.yaml", cache_dir=root / "cache2")  # fresh cache: only id tracking can save us
+    assert judge.stats()["requests"] == 40
+    _write_items(root / "data" / "example_input_add_key.jsonl", [f"new-{i}" for i in range(10)])
+    run_seed_config(root / "config.yaml", cache_dir=root / "cache3")
+    assert judge.stats()["requests"] == 60  # only the 10 new items x 2 metrics
+    scored = _read(root / "output" / "example_input_add_key_scored.jsonl")
+    assert len(scored) == 30 and len({json.dumps(r["id"]) for r in scored}) == 30
+
+
+def test_failed_metric_is_not_tracked_and_is_retried(project, judge):
+    root, ids = project
+    judge.configure(faults=[{"fault": "out_of_range", "match": "seed question item-3:"}])
+    run_seed_config(root / "config.yaml", cache_dir=root / "cache")
+    errors = _read(root / "output" / "example_input_add_key_errors.jsonl")
+    assert {(e["id"], e["mode"], e["metric"]) for e in errors} == {("item-3", "Q", "All"), ("item-3", "QA", "All")}
+    assert errors[0]["item"]["extra"] == "item-3" and errors[0]["error"]["kind"] == "out_of_range"
+    assert "item-3" not in (root / "output" / "scored_ids.txt").read_text().split()
+    judge.reset()
+    run_seed_config(root / "config.yaml", cache_dir=root / "cache")
+    assert judge.stats()["requests"] == 2
+    scored = _read(root / "output" / "example_input_add_key_scored.jsonl")
+    assert [r["id"] for r in scored].count("item-3") == 1
+    assert _read(root / "output" / "example_input_add_key_errors.jsonl") == []
+
+
+def test_seed_style_prompt_file_with_latex(tmp_path, judge, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["a", "b"])
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "QA_Correctness.txt").write_text(
+        "Judge the answer. Formulas like \\frac{a}{b} and sets {x | x > 0} stay as they are.\n"
+        "Question: {instruction}\nAnswer: {output}\n"
+        'Reply as JSON: {"reason": "why", "score": 7}\n'
+    )
+    cfg = SEED_CONFIG.format(base_url=judge.base_url, prompts_dir="prompts").replace('    - "All"\n    # - "Meaningness"', '    - "Correctness"')
+    cfg = cfg.replace('  Q: # Metrics for Question-only evaluation\n    - "All"\n', "  Q: []\n")
+    (tmp_path / "config.yaml").write_text(cfg)
+    judge.configure(record=True)
+    run_seed_config(tmp_path / "config.yaml", cache_dir=tmp_path / "cache")
+    text = judge.stats()["bodies"][0]["messages"][-1]["content"]
+    assert "\\frac{a}{b} and sets {x | x > 0}" in text and "Question: seed question a: \\frac{1}{2}?" in text
+    scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
+    assert set(scored[0]["scores"]["QA"]["Correctness"]) == {"reason", "score"}
+
+
+def test_config_errors(tmp_path, judge, monkeypatch):
+    _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["a"])
+    (tmp_path / "prompts").mkdir()
+    cfg = SEED_CONFIG.format(base_url=judge.base_url, prompts_dir="prompts")
+    (tmp_path / "config.yaml").write_text(cfg + "colour: blue\n")
+    with pytest.raises(ConfigError, match="colour"):
+        run_seed_config(tmp_path / "config.yaml")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    (tmp_path / "config.yaml").write_text(cfg)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        run_seed_config(tmp_path / "config.yaml")
+    assert judge.stats()["requests"] == 0
+
+
+def test_merge(tmp_path):
+    scores = tmp_path / "s.jsonl"
+    data = tmp_path / "d.jsonl"
+    scores.write_text("\n".join(json.dumps({"id": i, "scores": {"QA": {"Clarity": {"reason": "r", "score": i}}, "Q": {"All": {"Clarity": 5}}}}) for i in (1, 3, 99)) + "\n")
+    data.write_text("\n".join(json.dumps({"id": i, "text": f"t{i}"}) for i in (1, 2, 3)) + "\n")
+    report = merge_scores(scores, data, tmp_path / "out.jsonl")
+    out = _read(tmp_path / "out.jsonl")
+    assert [r["id"] for r in out] == [1, 2, 3] and out[1]["scores"] is None
+    assert out[0]["scores"]["QA"]["Clarity"]["score"] == 1 and out[2]["scores"]["Q"]["All"]["Clarity"] == 5
+    assert out[0]["text"] == "t1"
+    assert report == {"items": 3, "with_scores": 2, "without_scores": 1, "unknown_ids": ["99"]}
+
+
+def test_python_m_hf_judge_and_merge_cli(project, judge):
+    root, ids = project
+    env = {**os.environ, "OPENAI_API_KEY": "sk-seed-test"}
+    p = subprocess.run([sys.executable, "-m", "hf_judge", "--config-path", str(root / "config.yaml"), "--cache-dir", str(root / "c")],
+                       capture_output=True, text=True, env=env, cwd=root)
+    assert p.returncode == 0, p.stderr
+    assert "requests       40" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "hf_judge.cli", "merge", "--scores", str(root / "output" / "example_input_add_key_scored.jsonl"),
+                        "--data", str(root / "data" / "example_input_add_key.jsonl"), "--output", str(root / "merged.jsonl")],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    merged = _read(root / "merged.jsonl")
+    assert len(merged) == 20 and all(r["scores"]["QA"]["All"] for r in merged)
