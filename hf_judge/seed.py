@@ -239,47 +239,68 @@ def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, o
     """Merge a ``*_scored.jsonl`` file into the original data file by ``id``, streaming.
 
     Each output line is the data line with a ``scores`` field (every metric of
-    every mode; ``null`` for an item without scores). Memory holds one
-    id -> byte offset index of the scores file, never either file whole. Ids in
-    the scores file that are not in the data are reported.
+    every mode; ``null`` for an item without scores). Neither file is loaded:
+    the id -> byte offset index of the scores file lives in a temporary SQLite
+    file, so memory stays flat however large the files grow. Ids in the scores
+    file that are not in the data are reported.
 
     Example:
         >>> merge_scores("out/data_scored.jsonl", "data.jsonl", "data_merged.jsonl")  # doctest: +SKIP
         {'items': 1000, 'with_scores': 998, 'without_scores': 2, 'unknown_ids': []}
     """
-    index: dict[str, int] = {}
-    with open(scores_file, "rb") as f:
-        offset = 0
-        for line in f:
-            if line.strip():
+    import sqlite3
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hf_judge-merge-") as tmp:
+        db = sqlite3.connect(os.path.join(tmp, "index.sqlite3"), isolation_level=None)
+        db.execute("PRAGMA journal_mode=OFF")
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("CREATE TABLE ix (id TEXT PRIMARY KEY, pos INTEGER, seen INTEGER DEFAULT 0) WITHOUT ROWID")
+        db.execute("BEGIN")
+        with open(scores_file, "rb") as f:
+            offset = 0
+            rows: list[tuple[str, int]] = []
+            for line in f:
+                if line.strip():
+                    try:
+                        ident = json.loads(line)["id"]
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        raise ConfigError(f"{scores_file}: the line at byte {offset} is not a scores record with an 'id'") from None
+                    rows.append((_id_key(ident), offset))
+                    if len(rows) >= 10_000:
+                        db.executemany("INSERT OR REPLACE INTO ix (id, pos) VALUES (?, ?)", rows)
+                        rows.clear()
+                offset += len(line)
+            db.executemany("INSERT OR REPLACE INTO ix (id, pos) VALUES (?, ?)", rows)
+        db.execute("COMMIT")
+        items = with_scores = 0
+        seen: list[tuple[str]] = []
+        with open(scores_file, "rb") as scores, open(data_file, encoding="utf-8") as data, open(output_file, "w", encoding="utf-8") as out:
+            for n, line in enumerate(data):
+                if not line.strip():
+                    continue
                 try:
-                    ident = json.loads(line)["id"]
-                except (json.JSONDecodeError, KeyError):
-                    raise ConfigError(f"{scores_file}: a line at byte {offset} is not a scores record with an 'id'") from None
-                index[_id_key(ident)] = offset
-            offset += len(line)
-    seen: set[str] = set()
-    items = with_scores = 0
-    with open(scores_file, "rb") as scores, open(data_file, encoding="utf-8") as data, open(output_file, "w", encoding="utf-8") as out:
-        for n, line in enumerate(data):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{data_file}, line {n + 1}: not valid JSON ({e})") from None
-            key = _id_key(item.get("id"))
-            items += 1
-            pos = index.get(key)
-            if pos is None:
-                item["scores"] = None
-            else:
-                scores.seek(pos)
-                item["scores"] = json.loads(scores.readline())["scores"]
-                with_scores += 1
-                seen.add(key)
-            out.write(json.dumps(item, ensure_ascii=False) + "\n")
-    unknown = [k for k in index if k not in seen]
-    if unknown:
-        logger.warning("%d id(s) in %s are not in %s, e.g. %s", len(unknown), scores_file, data_file, unknown[:5])
+                    item = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ConfigError(f"{data_file}, line {n + 1}: not valid JSON ({e})") from None
+                key = _id_key(item.get("id"))
+                items += 1
+                hit = db.execute("SELECT pos FROM ix WHERE id = ?", (key,)).fetchone()
+                if hit is None:
+                    item["scores"] = None
+                else:
+                    scores.seek(hit[0])
+                    item["scores"] = json.loads(scores.readline())["scores"]
+                    with_scores += 1
+                    seen.append((key,))
+                    if len(seen) >= 10_000:
+                        db.executemany("UPDATE ix SET seen = 1 WHERE id = ?", seen)
+                        seen.clear()
+                out.write(json.dumps(item, ensure_ascii=False) + "\n")
+        db.executemany("UPDATE ix SET seen = 1 WHERE id = ?", seen)
+        unknown_count = db.execute("SELECT count(*) FROM ix WHERE seen = 0").fetchone()[0]
+        unknown = [r[0] for r in db.execute("SELECT id FROM ix WHERE seen = 0 LIMIT 1000")]
+        db.close()
+    if unknown_count:
+        logger.warning("%d id(s) in %s are not in %s, e.g. %s", unknown_count, scores_file, data_file, unknown[:5])
     return {"items": items, "with_scores": with_scores, "without_scores": items - with_scores, "unknown_ids": unknown}
