@@ -9,7 +9,7 @@ then runs each client in a fresh subprocess against it, in the same run:
 
 and prints requests/s, client CPU ms per request, peak RSS and the ratios.
 
-    python bench/bench_throughput.py            # every scenario (a)-(e), ~15 min
+    python bench/bench_throughput.py            # every scenario (a)-(e) and (r), ~15 min
     python bench/bench_throughput.py --quick    # a few thousand requests: checks it works
     python bench/bench_throughput.py --only a,c # some scenarios
 """
@@ -117,19 +117,40 @@ def child_hf_judge(url: str, n: int, concurrency: int, metric: str = "QA_Clarity
     print(json.dumps({"inner_s": dt, "inner_cpu": time.process_time() - cpu0}))
 
 
+def child_repeat(url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> None:
+    """Score n rows, then time the identical second call (it must send nothing)."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    from hf_judge import score_dataset
+
+    work = tempfile.mkdtemp(prefix="hfj-bench-")
+    ds = make_dataset(n, os.path.join(work, "data"))
+    kw = dict(model="judge", base_url=url, api_key="x", concurrency=concurrency,
+              columns={"instruction": "question", "output": "answer"}, cache_dir=os.path.join(work, "cache"))
+    first = score_dataset(ds, [metric], **kw)
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    second = score_dataset(ds, [metric], **kw)
+    dt = time.perf_counter() - t0
+    assert second.summary.requests == 0 and len(second["train"]) == n
+    assert second["train"][-1] == first["train"][-1]
+    print(json.dumps({"inner_s": dt, "inner_cpu": time.process_time() - cpu0}))
+
+
 def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> dict:
     code = (
         "import resource, sys, time, json; sys.path.insert(0, %r); import bench_throughput as b; "
         "t=time.perf_counter(); c=time.process_time(); b.child_%s(%r, %d, %d%s); "
         "print(json.dumps({'wall': time.perf_counter()-t, 'cpu': time.process_time()-c, "
         "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024}))"
-    ) % (str(Path(__file__).parent), kind, url, n, concurrency, f", {metric!r}" if kind == "hf_judge" else "")
+    ) % (str(Path(__file__).parent), kind, url, n, concurrency, f", {metric!r}" if kind in ("hf_judge", "repeat") else "")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{p.stderr[-3000:]}")
     lines = [json.loads(x) for x in p.stdout.strip().splitlines() if x.startswith("{")]
     res = lines[-1]
-    if kind == "hf_judge" and len(lines) > 1:
+    if kind in ("hf_judge", "repeat") and len(lines) > 1:
         # time the scoring itself, not the interpreter start and the dataset build
         res["wall"] = lines[0]["inner_s"]
         res["cpu"] = lines[0]["inner_cpu"]
@@ -178,7 +199,7 @@ def fmt_row(label: str, r: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few thousand requests per scenario: checks that it works")
-    ap.add_argument("--only", default="a,b,c,d,e", help="comma list of scenarios")
+    ap.add_argument("--only", default="a,b,c,d,e,r", help="comma list of scenarios (r: repeat of an identical call)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
@@ -219,6 +240,12 @@ def main() -> int:
                 f"hf_judge(tail)/ideal-with-tail ({ideal_tail:,.0f} req/s by Little's law) {tail['hf_judge']['rps'] / ideal_tail:.2f} (target >= 0.80); "
                 f"hf_judge(tail)/floor(tail) {tail['hf_judge']['rps'] / tail['floor']['rps']:.2f}"
             )
+        if "r" in only:
+            n = 5000 if q else 100_000
+            server.configure()
+            r = run_child("repeat", server.url, n, 256)
+            results["r"] = r
+            lines.append(f"(r) repeat: the identical second call over {n:,} rows sent 0 requests and took {r['wall']:.2f} s (target < 2 s)")
         if "e" in only:
             sizes = (2000, 20000) if q else (100_000, 1_000_000)
             mem = {}

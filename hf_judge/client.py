@@ -154,10 +154,11 @@ class JudgeClient:
         if max_requests_per_minute or max_tokens_per_minute:
             from aiolimiter import AsyncLimiter
 
+            # per-second buckets: a minute's quota is not spent in one burst
             if max_requests_per_minute:
-                self._rpm = AsyncLimiter(max_requests_per_minute, 60)
+                self._rpm = AsyncLimiter(max(1.0, max_requests_per_minute / 60), 1)
             if max_tokens_per_minute:
-                self._tpm = AsyncLimiter(max_tokens_per_minute, 60)
+                self._tpm = AsyncLimiter(max(1.0, max_tokens_per_minute / 60), 1)
         self._key_prefix = hashlib.blake2b(self.base_url.encode() + b"\0", digest_size=16)
         self._session: aiohttp.ClientSession | None = None
         self.stopped: RunStopped | None = None
@@ -305,6 +306,7 @@ class JudgeClient:
             else:
                 limiter.release(sent_at=sent_at)
             self.stats.failures[kind] += 1
+            logger.debug("attempt %d of %s failed: %s: %s", attempt, metric.name, kind, message)
             if not throttled:
                 self._record(False)
             transient = kind in INVALID_REPLY or kind in ("timeout", "connection", "bad_response") or (

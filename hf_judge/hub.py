@@ -41,15 +41,27 @@ def push_scored(
     data = DatasetDict({k: v for k, v in scored.items() if k != "errors"})
     errors = scored.get("errors")
     data.push_to_hub(repo_id, private=private, token=token, revision=revision)
+    api = HfApi(token=token)
+    stale_errors = False
     if errors is not None and len(errors):
         DatasetDict({"errors": errors}).push_to_hub(repo_id, config_name="errors", token=token, revision=revision)
-    api = HfApi(token=token)
+    else:
+        # no errors this time: drop those of an earlier push rather than leave them standing
+        files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
+        if any(f.startswith("errors/") for f in files):
+            api.delete_folder("errors", repo_id=repo_id, repo_type="dataset", revision=revision, commit_message="Remove stale errors (hf-judge)")
+        stale_errors = True
     try:
         card = DatasetCard.load(repo_id, repo_type="dataset", token=token)
         text = str(card)
     except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
         text = "---\n---\n"
     card = DatasetCard(merge_card_text(text, render_section(data, summary)))
+    if stale_errors:
+        for key in ("configs", "dataset_info"):
+            items = card.data.get(key)
+            if isinstance(items, list):
+                card.data[key] = [c for c in items if not (isinstance(c, dict) and c.get("config_name") == "errors")]
     tags = list(card.data.get("tags") or [])
     if "hf-judge" not in tags:
         card.data["tags"] = [*tags, "hf-judge"]

@@ -76,10 +76,15 @@ def test_hub_round_trip_score_filter_push(judge, hub, tmp_path, env):
     card2.text = "My own notes stay.\n\n" + card2.text
     card2.data["license"] = "mit"
     card2.push_to_hub("tester/scored", repo_type="dataset")
+    judge.reset()  # healthy: the re-push has no errors, and the Hub must say so
     cli("score", "tester/src", "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
         "--model", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/scored", env=env, check=0)
     card3 = DatasetCard.load("tester/scored", repo_type="dataset")
     assert "My own notes stay." in card3.text and card3.data["license"] == "mit" and card3.text.count("hf-judge:start") == 1
+    from datasets import get_dataset_config_names
+
+    assert get_dataset_config_names("tester/scored", download_mode="force_redownload") == ["default"]  # stale errors gone
+    assert load_dataset("tester/scored", split="train", download_mode="force_redownload")["QA_Clarity"][3] is not None
 
 
 @pytest.mark.parametrize(
@@ -168,3 +173,13 @@ def test_secrets_never_leave_the_process(judge, hub, tmp_path):
         assert KEY.encode() not in blob and token.encode() not in blob, f
     errors = load_from_disk(tmp_path / "out")["errors"]
     assert errors["kind"] == ["http_400"] and "***" in errors["message"][0]
+
+
+@pytest.mark.parametrize("metric, columns", [("Correctness", ["question=question", "answer=answer", "prediction=answer"]),
+                                              ("Binary", ["question=question", "answer=answer", "prediction=answer"])])
+def test_score_with_a_judge(judge, tmp_path, env, metric, columns):
+    data = _jsonl(tmp_path / "d.jsonl", 5)
+    args = [a for c in columns for a in ("--column", c)]
+    cli("score", data, "--metrics", metric, *args, "--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o", env=env, check=0)
+    out = load_from_disk(tmp_path / "o")["train"]
+    assert out.features[metric].dtype == "bool" and None not in out[metric]

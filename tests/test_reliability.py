@@ -164,3 +164,21 @@ def test_sandbox_blocks_python_internals(judge, tmp_path):
         with pytest.raises(TemplateError):
             score(qa_dataset(1), [f"Q_Evil{i}"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
     assert judge.stats()["requests"] == 0
+
+
+def test_requests_per_minute_limit(judge, tmp_path):
+    t0 = time.monotonic()
+    score(qa_dataset(30), ["QA_Clarity"], judge, tmp_path, max_requests_per_minute=600)  # 10/s
+    assert time.monotonic() - t0 >= 1.8
+    events = judge.stats()["events"]
+    per_second = {}
+    for t, _, _ in events:
+        per_second[int(t)] = per_second.get(int(t), 0) + 1
+    assert max(per_second.values()) <= 21
+
+
+def test_tokens_per_minute_limit(judge, tmp_path):
+    t0 = time.monotonic()
+    out = score(qa_dataset(20), ["QA_Clarity"], judge, tmp_path, max_tokens_per_minute=60 * 2000, max_tokens=100)
+    assert len(out["errors"]) == 0
+    assert time.monotonic() - t0 >= 1.0  # ~20 x (prompt/4 + 100) tokens at 2,000 tokens/s
