@@ -49,7 +49,7 @@ def main() -> int:
         res = {}
         for n in (small, big):
             data, scores = make_files(d, n)
-            t = time.perf_counter()
+            time.perf_counter()
             res[n] = run(data, scores, d / f"out_{n}.jsonl")
             size = (data.stat().st_size + scores.stat().st_size) / 2**20
             print(f"merge {n:>7,} items ({size:6.1f} MB in): {res[n][0]:5.2f} s, peak RSS above the interpreter {res[n][1]:6.1f} MB")

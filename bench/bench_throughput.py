@@ -254,7 +254,7 @@ def main() -> int:
                 mem[n] = run_child("hf_judge", server.url, n, 256, "QA_All")
             results["e"] = {str(k): v for k, v in mem.items()}
             small, big = sizes
-            lines.append(f"(e) memory, QA_All at zero latency, 256 in flight")
+            lines.append("(e) memory, QA_All at zero latency, 256 in flight")
             lines += [fmt_row(f"{n:,}", mem[n]) for n in sizes]
             lines.append(f"  peak RSS ratio {big:,}/{small:,} rows: {mem[big]['rss_mb'] / mem[small]['rss_mb']:.2f} (target <= 1.30)")
     finally:

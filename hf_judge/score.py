@@ -17,8 +17,8 @@ from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 
 from . import constants
 from .client import JudgeClient
-from .errors import ConfigError, InterruptedRun, MissingColumnError, RunStopped, TemplateError
-from .metrics import Metric, resolve_metrics
+from .errors import ConfigError, InterruptedRun, RunStopped, TemplateError
+from .metrics import resolve_metrics
 from .pipeline import LoopThread, Plan, SplitRun
 from .redact import install_log_filter, register
 from .settings import client_settings

@@ -292,7 +292,7 @@ def make_app(data_dir: Path) -> web.Application:
         r.add_post(f"/api/{rt}{repo}/paths-info/{{rev}}", hub.paths_info)
         r.add_route("*", f"/{rt}{repo}/resolve/{{rev}}/{{path:.*}}", hub.resolve)
         r.add_post(f"/{rt}{repo}.git/info/lfs/objects/batch", hub.lfs_batch)
-    r.add_route("*", f"/{{ns}}/{{name}}/resolve/{{rev}}/{{path:.*}}", hub.resolve)
+    r.add_route("*", "/{ns}/{name}/resolve/{rev}/{path:.*}", hub.resolve)
     r.add_put("/_lfs/upload/{oid}", hub.lfs_upload)
     r.add_post("/_lfs/upload/{oid}", hub.lfs_upload)
     r.add_get("/_admin/auth", hub.admin_auth)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from datasets import Dataset, concatenate_datasets, load_from_disk
+from datasets import concatenate_datasets, load_from_disk
 from helpers import qa_dataset, score
 
 HERE = Path(__file__).parent
@@ -201,4 +201,3 @@ def test_two_processes_share_one_cache(judge, tmp_path):
     assert a.wait(120) == 0, a.stderr.read()
     assert b.wait(120) == 0, b.stderr.read()
     assert load_from_disk(tmp_path / "a")["train"].to_list() == load_from_disk(tmp_path / "b")["train"].to_list()
-    assert Dataset is not None

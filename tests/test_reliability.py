@@ -44,7 +44,6 @@ def test_fault_matrix(judge, tmp_path, rule, attempts, outcome):
     judge.configure(faults=[{**rule, "match": "row-1:"}])
     out = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path, retries=3, timeout=0.5)
     _invariant(out, 3)
-    hits = [b for b in range(1)]  # noqa: F841 - readability
     st = judge.stats()
     assert st["requests"] == 2 + attempts
     if outcome == "scored":
