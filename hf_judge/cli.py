@@ -71,6 +71,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tpm", type=float, dest="max_tokens_per_minute", help="max tokens per minute")
     g.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    g.add_argument("--token-columns", action="store_true", default=None, help="add per-row judge_prompt_tokens / judge_completion_tokens columns")
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
@@ -214,9 +215,10 @@ def _score(dataset: str, args: argparse.Namespace, recipe=None) -> int:
         raise ConfigError("no model: pass --model NAME (the model name your server serves)")
     limit = args.limit if args.limit is not None else (recipe.limit if recipe else None)
     ds = load_input(dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=limit)
+    token_columns = args.token_columns if args.token_columns is not None else bool(recipe and recipe.token_columns)
     scored = score_dataset(
         ds, metrics, columns=columns, prompts_dir=prompts_dir, api_key=_api_key(args, recipe.api_key if recipe else None),
-        cache_dir=args.cache_dir, use_cache=not args.no_cache, **kwargs,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=token_columns, **kwargs,
     )
     print(scored.summary)
     result: DatasetDict = scored

@@ -56,6 +56,7 @@ class Outcome:
     message: str | None = None
     attempts: int = 0
     cached: bool = False
+    usage: tuple[int, int] | None = None  # (prompt, completion) tokens of this reply, where the server reports them
 
 
 @dataclass
@@ -89,6 +90,10 @@ def _retry_after(headers) -> float | None:
             return max(0.0, when.timestamp() - time.time())
         except (TypeError, ValueError):
             return None
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def _error_message(status: int, raw: bytes) -> str:
@@ -343,14 +348,16 @@ class JudgeClient:
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), "bad_response", "the server's 200 reply is not a chat completion")
         usage = doc.get("usage") if isinstance(doc, dict) else None
+        tokens = None
         if isinstance(usage, dict):
-            self.stats.prompt_tokens += usage.get("prompt_tokens") or 0
-            self.stats.completion_tokens += usage.get("completion_tokens") or 0
+            tokens = (_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
+            self.stats.prompt_tokens += tokens[0]
+            self.stats.completion_tokens += tokens[1]
         try:
             value = parse_reply(metric, content, finish)
         except ReplyError as e:
             return Outcome(None, content, e.kind, e.message)
-        return Outcome(value, content)
+        return Outcome(value, content, usage=tokens)
 
     def _check_budget(self) -> None:
         if self.max_total_tokens is not None:

@@ -27,6 +27,15 @@ from .store import ReplyStore
 from .validate import ReplyError, parse_reply
 
 
+# Per-row token columns (token_columns=True): the usage the server reported for
+# the replies that scored the row, summed over its metrics. Failed attempts are
+# counted in the run summary only, so that a resumed run and an uninterrupted
+# one give the same rows.
+PROMPT_TOKENS = "judge_prompt_tokens"
+COMPLETION_TOKENS = "judge_completion_tokens"
+TOKEN_COLUMNS = [PROMPT_TOKENS, COMPLETION_TOKENS]
+
+
 class LoopThread:
     """An asyncio event loop in a daemon thread, for the duration of a run."""
 
@@ -89,6 +98,7 @@ class SplitRun:
         window: int,
         read_batch: int = 256,
         max_input_chars: int | None = None,
+        token_columns: bool = False,
     ):
         self.split = split
         self.ds = ds
@@ -99,6 +109,9 @@ class SplitRun:
         self.read_batch = read_batch
         self.max_input_chars = max_input_chars
         self.columns = [c for p in plans for c in p.metric.columns]
+        self.token_columns = token_columns
+        if token_columns:
+            self.columns += TOKEN_COLUMNS
         self.values: dict[int, dict[str, Any]] = {}
         self.row_pending: dict[int, int] = {}
         self.errors: list[dict[str, Any]] = []
@@ -206,9 +219,9 @@ class SplitRun:
             sends.append((job, part, messages, body))
 
     def _from_cache(self, metric: Metric, hit: tuple[str, str | None]) -> Outcome | None:
-        content, _usage = hit
+        content, usage = hit
         try:
-            return Outcome(parse_reply(metric, content, "stop"), content, cached=True)
+            return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage)
         except ReplyError:
             return None  # a damaged or outdated entry: score it again
 
@@ -224,7 +237,7 @@ class SplitRun:
             self._fail(e)
             return
         if outcome.value is not None and self.store is not None:
-            self.store.put(job.keys[part], outcome.raw)
+            self.store.put(job.keys[part], outcome.raw, outcome.usage)
         self._finish_part(job, part, outcome)
 
     def _job_error(self, r: int, plan: Plan, kind: str, message: str, raw: str | None = None, attempts: int = 0) -> None:
@@ -254,6 +267,11 @@ class SplitRun:
             if metric.kind == "binary":
                 verdict = next(o for o in metric.outputs if o.enum)
                 row_values[metric.name] = value[verdict.key] == metric.params["positive"]
+        if self.token_columns:
+            for o in job.outcomes:
+                if o.usage is not None:
+                    row_values[PROMPT_TOKENS] = row_values.get(PROMPT_TOKENS, 0) + o.usage[0]
+                    row_values[COMPLETION_TOKENS] = row_values.get(COMPLETION_TOKENS, 0) + o.usage[1]
         self._row_done(job.row)
 
     def _row_done(self, r: int) -> None:

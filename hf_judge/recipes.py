@@ -81,6 +81,7 @@ class Recipe(BaseModel):
     max_total_tokens: Annotated[int, Field(ge=1)] | None = None
     max_input_chars: Annotated[int, Field(ge=1)] | None = None
     limit: Annotated[int, Field(ge=1)] | None = None
+    token_columns: bool = False
     filters: Filters | None = None
     output_dir: str | None = None
     push_to_hub: PushSpec | None = None

@@ -19,7 +19,7 @@ from . import constants
 from .client import JudgeClient
 from .errors import ConfigError, InterruptedRun, RunStopped, TemplateError
 from .metrics import resolve_metrics
-from .pipeline import LoopThread, Plan, SplitRun
+from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun
 from .redact import install_log_filter, register
 from .settings import client_settings
 from .store import ReplyStore
@@ -75,7 +75,7 @@ def _as_splits(ds: Dataset | DatasetDict) -> dict[str, Dataset]:
     )
 
 
-def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient, max_input_chars: int | None) -> str:
+def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient, max_input_chars: int | None, token_columns: bool) -> str:
     state = {
         "v": constants.CACHE_VERSION,
         "data": ds._fingerprint,
@@ -88,6 +88,7 @@ def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient
         "top_p": client.top_p,
         "max_tokens": client.max_tokens,
         "max_input_chars": max_input_chars,
+        "token_columns": token_columns,
     }
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -131,6 +132,7 @@ def score_dataset(
     max_requests_per_minute: float | None = None,
     max_tokens_per_minute: float | None = None,
     max_total_tokens: int | None = None,
+    token_columns: bool = False,
     backoff_base: float = 0.5,
     backoff_max: float = 30.0,
     window: int | None = None,
@@ -144,6 +146,10 @@ def score_dataset(
 
     Replies are cached: a repeated call sends no request, and an interrupted
     run resumes where it stopped when called again.
+
+    ``token_columns=True`` adds ``judge_prompt_tokens`` and
+    ``judge_completion_tokens``: per row, the tokens of the replies that scored
+    it, as the server reported them (null where it reports no usage).
 
     Example:
         >>> from datasets import Dataset
@@ -182,6 +188,7 @@ def score_dataset(
     plans_by_split: dict[str, list[Plan]] = {}
     for split, d in splits.items():
         clash = [c for m in loaded for c in m.columns if c in d.column_names]
+        clash += [c for c in TOKEN_COLUMNS if token_columns and c in d.column_names]
         if clash:
             raise ConfigError(
                 f"split {split!r} already has column(s) {clash}; remove them first (ds.remove_columns({clash!r})) or score into a copy"
@@ -233,8 +240,10 @@ def score_dataset(
     try:
         for split, d in splits.items():
             plans = plans_by_split[split]
-            fp = _fingerprint(d, split, plans, client, settings.max_input_chars)
+            fp = _fingerprint(d, split, plans, client, settings.max_input_chars, token_columns)
             features = Features({c: f for p in plans for c, f in p.metric.features.items()})
+            if token_columns:
+                features.update({c: Value("int64") for c in TOKEN_COLUMNS})
             map_kwargs: dict[str, Any] = dict(
                 batched=True,
                 with_indices=True,
@@ -261,7 +270,9 @@ def score_dataset(
                 loop.run(client.open())
                 if use_cache:
                     store = ReplyStore(cache_root / "replies.sqlite3")
-            run = SplitRun(split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars)
+            run = SplitRun(
+                split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars, token_columns=token_columns
+            )
             feeder = loop.submit(run.feed())
             try:
                 scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)

@@ -36,6 +36,14 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _decode_usage(text: str | None) -> tuple[int, int] | None:
+    try:
+        p, c = text.split()
+        return int(p), int(c)
+    except (AttributeError, ValueError):
+        return None
+
+
 class ReplyStore:
     """Request-hash -> reply content, durable across crashes and processes."""
 
@@ -72,9 +80,9 @@ class ReplyStore:
             if p.exists():
                 p.rename(Path(str(aside) + suffix))
 
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, tuple[str, str | None]]:
-        """The stored replies among ``keys``."""
-        found: dict[bytes, tuple[str, str | None]] = {}
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, tuple[str, tuple[int, int] | None]]:
+        """The stored replies among ``keys``: key -> (content, (prompt, completion) tokens or None)."""
+        found: dict[bytes, tuple[str, tuple[int, int] | None]] = {}
         if not keys:
             return found
         with self._lock:
@@ -83,14 +91,14 @@ class ReplyStore:
                     chunk = keys[i : i + 500]
                     q = f"SELECT key, content, usage FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
                     for k, content, usage in self._read.execute(q, chunk):
-                        found[k] = (content, usage)
+                        found[k] = (content, _decode_usage(usage))
             except sqlite3.DatabaseError as e:
                 logger.warning("could not read the reply cache (%s); those rows will be scored again", e)
         return found
 
-    def put(self, key: bytes, content: str, usage: str | None = None) -> None:
-        """Queue one accepted reply for the next commit."""
-        self._queue.put((key, content, usage))
+    def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None) -> None:
+        """Queue one accepted reply (and its token usage, if known) for the next commit."""
+        self._queue.put((key, content, None if usage is None else f"{usage[0]} {usage[1]}"))
 
     def _write_loop(self) -> None:
         q = self._queue

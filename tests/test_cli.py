@@ -175,11 +175,19 @@ def test_secrets_never_leave_the_process(judge, hub, tmp_path):
     assert errors["kind"] == ["http_400"] and "***" in errors["message"][0]
 
 
-@pytest.mark.parametrize("metric, columns", [("Correctness", ["question=question", "answer=answer", "prediction=answer"]),
-                                              ("Binary", ["question=question", "answer=answer", "prediction=answer"])])
-def test_score_with_a_judge(judge, tmp_path, env, metric, columns):
+@pytest.mark.parametrize("metric, columns, column", [
+    ("Correctness", ["question=question", "answer=answer", "prediction=answer"], "Correctness"),
+    ("Binary", ["question=question", "answer=answer", "prediction=answer"], "Binary"),
+    ("Comparative", ["question=question", "response1=answer", "response2=question"], "Comparative_winner"),
+])
+def test_score_with_a_judge(judge, tmp_path, env, metric, columns, column):
     data = _jsonl(tmp_path / "d.jsonl", 5)
     args = [a for c in columns for a in ("--column", c)]
-    cli("score", data, "--metrics", metric, *args, "--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o", env=env, check=0)
+    cli("score", data, "--metrics", metric, *args, "--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o",
+        "--token-columns", env=env, check=0)
     out = load_from_disk(tmp_path / "o")["train"]
-    assert out.features[metric].dtype == "bool" and None not in out[metric]
+    assert None not in out[column] and None not in out["judge_prompt_tokens"]
+    if metric == "Comparative":
+        assert set(out[column]) <= {"1", "2", "tie"} and judge.stats()["requests"] == 10  # both orders
+    else:
+        assert out.features[column].dtype == "bool"

@@ -269,3 +269,22 @@ def test_public_api_is_sorted_and_documented():
         assert obj.__doc__, name
         if callable(obj) and not isinstance(obj, type):
             assert "Example" in obj.__doc__, name
+
+
+def test_token_columns_per_row(judge, tmp_path):
+    ds = qa_dataset(20)
+    plain = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path)
+    assert "judge_prompt_tokens" not in plain["train"].column_names
+    assert plain.summary.prompt_tokens > 0 and plain.summary.requests == 40
+    # usage was stored with each reply: a run that asks for the columns is served from the store
+    out = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, token_columns=True)
+    assert out.summary.requests == 0 and out.summary.cache_hits == 40
+    train = out["train"]
+    assert train.features["judge_prompt_tokens"].dtype == "int64"
+    assert sum(train["judge_prompt_tokens"]) == plain.summary.prompt_tokens
+    assert sum(train["judge_completion_tokens"]) == plain.summary.completion_tokens
+    assert all(p > 0 for p in train["judge_prompt_tokens"])
+    # a row whose metrics all failed has no accepted reply: null, not 0
+    judge.configure(faults=[{"fault": "status", "status": 400, "match": "row-3:"}])
+    failed = score(qa_dataset(5), ["QA_Clarity"], judge, tmp_path, token_columns=True, use_cache=False)
+    assert failed["train"]["judge_prompt_tokens"][3] is None and failed["train"]["judge_prompt_tokens"][2] > 0
