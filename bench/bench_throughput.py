@@ -250,7 +250,8 @@ def main() -> int:
                     f"hf_judge/openai {r['hf_judge']['rps'] / r['openai']['rps']:.1f}x"
                 )
         if "d" in only:
-            n = 2000 if q else 20000
+            # enough requests that the final drain (the last 5 s requests) is a small part of the run
+            n = 2000 if q else 100_000
             base = scenario(server, "d0", n, 256, {"latency": 0.05}, clients=("floor", "hf_judge"))
             tail = scenario(server, "d", n, 256, {"latency": 0.05, "tail": {"rate": 0.01, "seconds": 5.0}}, clients=("floor", "hf_judge"))
             results["d0"], results["d"] = base, tail

@@ -12,6 +12,8 @@ the window, not by the dataset.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +36,25 @@ from .validate import ReplyError, parse_reply
 PROMPT_TOKENS = "judge_prompt_tokens"
 COMPLETION_TOKENS = "judge_completion_tokens"
 TOKEN_COLUMNS = [PROMPT_TOKENS, COMPLETION_TOKENS]
+
+
+@contextlib.contextmanager
+def sparse_gc(threshold: int = 100_000):
+    """Run the cyclic garbage collector less often for the duration of a run.
+
+    Every request allocates a few container objects that live until its reply
+    (a task, futures, dicts); at CPython's default threshold of 700 the
+    collector ran so often that it took about a fifth of the event loop's time
+    on a 100,000-row run. One young collection per 100,000 allocations keeps
+    cyclic garbage bounded and costs next to nothing. The previous thresholds
+    are restored afterwards.
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(max(threshold, old[0]), max(50, old[1]), max(100, old[2]))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 class LoopThread:

@@ -11,9 +11,14 @@ _registered: set[str] = set()
 _PATTERNS = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|hf_[A-Za-z0-9]{8,}|Bearer\s+\S+)")
 
 
+# Shorter values are placeholders that local servers accept ("none", "EMPTY",
+# "x"), not secrets; masking them would garble every log line that contains them.
+MIN_SECRET_LEN = 8
+
+
 def register(secret: str | None) -> None:
     """Remember a secret so :func:`scrub` removes it from any text."""
-    if secret and len(secret) >= 4:
+    if secret and len(secret) >= MIN_SECRET_LEN:
         _registered.add(secret)
 
 

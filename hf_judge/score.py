@@ -19,7 +19,7 @@ from . import constants
 from .client import JudgeClient
 from .errors import ConfigError, InterruptedRun, RunStopped, TemplateError
 from .metrics import resolve_metrics
-from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun
+from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, sparse_gc
 from .redact import install_log_filter, register
 from .settings import client_settings
 from .store import ReplyStore
@@ -237,84 +237,85 @@ def score_dataset(
     loop: LoopThread | None = None
     run: SplitRun | None = None
     win = window or max(4096, 64 * settings.concurrency)
-    try:
-        for split, d in splits.items():
-            plans = plans_by_split[split]
-            fp = _fingerprint(d, split, plans, client, settings.max_input_chars, token_columns)
-            features = Features({c: f for p in plans for c, f in p.metric.features.items()})
-            if token_columns:
-                features.update({c: Value("int64") for c in TOKEN_COLUMNS})
-            map_kwargs: dict[str, Any] = dict(
-                batched=True,
-                with_indices=True,
-                input_columns=[],
-                remove_columns=d.column_names,
-                features=features,
-                new_fingerprint=fp,
-                desc=f"Scoring {split}",
-            )
-            cache_file = cache_root / "results" / f"{fp}.arrow"
-            if use_cache:
-                cache_file.parent.mkdir(parents=True, exist_ok=True)
-                map_kwargs.update(cache_file_name=str(cache_file), load_from_cache_file=True)
-                if cache_file.exists():
-                    scores = d.map(_never_called, **map_kwargs)
-                    results[split] = concatenate_datasets([d.flatten_indices() if d._indices is not None else d, scores], axis=1)
-                    summary.cached_splits.append(split)
-                    summary.rows[split] = len(d)
-                    continue
-            else:
-                map_kwargs.update(keep_in_memory=True, load_from_cache_file=False)
-            if loop is None:
-                loop = LoopThread()
-                loop.run(client.open())
+    with sparse_gc():
+        try:
+            for split, d in splits.items():
+                plans = plans_by_split[split]
+                fp = _fingerprint(d, split, plans, client, settings.max_input_chars, token_columns)
+                features = Features({c: f for p in plans for c, f in p.metric.features.items()})
+                if token_columns:
+                    features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+                map_kwargs: dict[str, Any] = dict(
+                    batched=True,
+                    with_indices=True,
+                    input_columns=[],
+                    remove_columns=d.column_names,
+                    features=features,
+                    new_fingerprint=fp,
+                    desc=f"Scoring {split}",
+                )
+                cache_file = cache_root / "results" / f"{fp}.arrow"
                 if use_cache:
-                    store = ReplyStore(cache_root / "replies.sqlite3")
-            run = SplitRun(
-                split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars, token_columns=token_columns
-            )
-            feeder = loop.submit(run.feed())
-            try:
-                scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
-            finally:
-                if not feeder.done():
-                    loop.run(run.cancel())
-                    feeder.cancel()
-            errors.extend(sorted(run.errors, key=lambda e: e["row"]))
-            if run.errors and use_cache:
-                # Not a finished result: keep it out of the fingerprint cache so
-                # that the next run retries exactly the failed (row, metric) pairs.
-                partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
-                os.replace(cache_file, partial)
-                scores = Dataset.from_file(str(partial))
-            base = d.flatten_indices() if d._indices is not None else d
-            results[split] = concatenate_datasets([base, scores], axis=1)
-            summary.rows[split] = len(d)
-            run = None
-    except KeyboardInterrupt:
-        raise InterruptedRun(
-            f"interrupted. {store.written if store else 0:,} replies of this run are saved in the cache; "
-            "run the same command again to resume where it stopped."
-        ) from None
-    except RunStopped as e:
-        logger.error("%s", e)
-        raise
-    finally:
-        if run is not None and loop is not None:
-            try:
-                loop.run(run.cancel(), timeout=10)
-            except Exception:  # noqa: BLE001 - best effort while stopping
-                pass
-        if loop is not None:
-            try:
-                loop.run(client.close(), timeout=10)
-            except Exception:  # noqa: BLE001
-                pass
-            loop.stop()
-        if store is not None:
-            store.flush(30)
-            store.close()
-        _fill_summary(summary, client, errors, started)
+                    cache_file.parent.mkdir(parents=True, exist_ok=True)
+                    map_kwargs.update(cache_file_name=str(cache_file), load_from_cache_file=True)
+                    if cache_file.exists():
+                        scores = d.map(_never_called, **map_kwargs)
+                        results[split] = concatenate_datasets([d.flatten_indices() if d._indices is not None else d, scores], axis=1)
+                        summary.cached_splits.append(split)
+                        summary.rows[split] = len(d)
+                        continue
+                else:
+                    map_kwargs.update(keep_in_memory=True, load_from_cache_file=False)
+                if loop is None:
+                    loop = LoopThread()
+                    loop.run(client.open())
+                    if use_cache:
+                        store = ReplyStore(cache_root / "replies.sqlite3")
+                run = SplitRun(
+                    split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars, token_columns=token_columns
+                )
+                feeder = loop.submit(run.feed())
+                try:
+                    scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
+                finally:
+                    if not feeder.done():
+                        loop.run(run.cancel())
+                        feeder.cancel()
+                errors.extend(sorted(run.errors, key=lambda e: e["row"]))
+                if run.errors and use_cache:
+                    # Not a finished result: keep it out of the fingerprint cache so
+                    # that the next run retries exactly the failed (row, metric) pairs.
+                    partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
+                    os.replace(cache_file, partial)
+                    scores = Dataset.from_file(str(partial))
+                base = d.flatten_indices() if d._indices is not None else d
+                results[split] = concatenate_datasets([base, scores], axis=1)
+                summary.rows[split] = len(d)
+                run = None
+        except KeyboardInterrupt:
+            raise InterruptedRun(
+                f"interrupted. {store.written if store else 0:,} replies of this run are saved in the cache; "
+                "run the same command again to resume where it stopped."
+            ) from None
+        except RunStopped as e:
+            logger.error("%s", e)
+            raise
+        finally:
+            if run is not None and loop is not None:
+                try:
+                    loop.run(run.cancel(), timeout=10)
+                except Exception:  # noqa: BLE001 - best effort while stopping
+                    pass
+            if loop is not None:
+                try:
+                    loop.run(client.close(), timeout=10)
+                except Exception:  # noqa: BLE001
+                    pass
+                loop.stop()
+            if store is not None:
+                store.flush(30)
+                store.close()
+            _fill_summary(summary, client, errors, started)
 
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = Dataset.from_list(errors, features=ERROR_FEATURES) if errors else Dataset.from_dict(

@@ -13,6 +13,7 @@ the affected rows are scored again, never read wrong.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import sqlite3
@@ -42,6 +43,26 @@ def _decode_usage(text: str | None) -> tuple[int, int] | None:
         return int(p), int(c)
     except (AttributeError, ValueError):
         return None
+
+
+# Rows per INSERT statement: 768 parameters, under every SQLite's limit (999
+# before 3.32). sqlite3 releases the GIL around each step, once per statement;
+# executemany steps once per row, and with the event loop and Dataset.map busy
+# in other threads each of those releases waits up to a GIL switch interval to
+# get it back: the writer then fell ever further behind on large runs.
+_ROWS_PER_INSERT = 256
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_sql(n: int) -> str:
+    return "INSERT OR REPLACE INTO replies VALUES " + ",".join(["(?,?,?)"] * n)
+
+
+def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    n = _ROWS_PER_INSERT
+    for i in range(0, len(rows), n):
+        chunk = rows[i : i + n]
+        conn.execute(_insert_sql(len(chunk)), [v for row in chunk for v in row])
 
 
 class ReplyStore:
@@ -122,7 +143,7 @@ class ReplyStore:
             if rows:
                 try:
                     conn.execute("BEGIN")
-                    conn.executemany("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", rows)
+                    _insert(conn, rows)
                     conn.execute("COMMIT")
                     self.written += len(rows)
                 except sqlite3.Error as e:  # keep running: a lost write only costs a re-score

@@ -41,9 +41,9 @@ def test_binary_judges_end_to_end(judge, tmp_path, name):
     assert train.features[name].dtype == "bool"
     assert set(train[f"{name}_verdict"]) <= {"1", "0"}
     assert train[name] == [v == "1" for v in train[f"{name}_verdict"]]
-    body = judge.stats()["bodies"][0]
-    assert body["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == ["1", "0"]
-    assert "\\boxed{1}" in body["messages"][-1]["content"]
+    bodies = judge.stats()["bodies"]
+    assert all(b["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == ["1", "0"] for b in bodies)
+    assert any("\\boxed{1}" in b["messages"][-1]["content"] for b in bodies)  # row 0's prediction, LaTeX intact
 
 
 def test_binary_tokens_are_configurable(judge, tmp_path):

@@ -20,9 +20,16 @@ pytestmark = pytest.mark.real_server
 KNOWN_KINDS = {"invalid_json", "schema", "out_of_range", "truncated", "empty", "unparseable", "timeout"}
 
 
-def _check(out, ds_len: int, metrics: list[str]) -> None:
+def _check(out, ds_len: int, metrics: list[str], server) -> None:
     """Every (row, metric) is scored with in-range values, or in errors with a precise kind."""
     train, errors = out["train"], out["errors"]
+    if "connection" in errors["kind"]:
+        tail = "\n".join(server.log_path.read_text(errors="replace").splitlines()[-15:])
+        pytest.fail(
+            "the llama.cpp server stopped answering (did it crash? a build with AMX instructions dies in some sandboxes: "
+            "see .ci/run for the build flags)\n--- server log tail ---\n" + tail,
+            pytrace=False,
+        )
     failed = {(e["row"], e["metric"]) for e in errors}
     assert len(failed) == len(errors)
     for e in errors:
@@ -55,7 +62,7 @@ def test_scores_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
         columns={"instruction": "question", "output": "answer"}, concurrency=2, timeout=120, retries=0, max_tokens=96,
         cache_dir=tmp_path / "cache",
     )
-    _check(out, 5, ["Q_All", "QA_Relevance"])
+    _check(out, 5, ["Q_All", "QA_Relevance"], llama_server)
     s = out.summary
     print(s)
     # json_schema is refused by this server (HTTP 500); the client switched once, by itself
@@ -74,7 +81,7 @@ def test_binary_judge_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
         columns={"question": "question", "answer": "answer", "prediction": "prediction"},
         concurrency=2, timeout=120, retries=0, max_tokens=16, cache_dir=tmp_path / "cache",
     )
-    _check(out, 3, ["Binary"])
+    _check(out, 3, ["Binary"], llama_server)
     scored = [v for v in out["train"]["Binary"] if v is not None]
     assert len(scored) + len(out["errors"]) == 3
     assert out.summary.structured_output == "json_object"

@@ -181,3 +181,12 @@ def test_tokens_per_minute_limit(judge, tmp_path):
     out = score(qa_dataset(20), ["QA_Clarity"], judge, tmp_path, max_tokens_per_minute=60 * 2000, max_tokens=100)
     assert len(out["errors"]) == 0
     assert time.monotonic() - t0 >= 1.0  # ~20 x (prompt/4 + 100) tokens at 2,000 tokens/s
+
+
+def test_placeholder_keys_are_not_masked_but_real_ones_are():
+    from hf_judge.redact import register, scrub
+
+    register("none")  # what llama.cpp users pass: masking it would turn "errors none" into "errors ***"
+    register("hfj-real-secret-0123456789")
+    assert scrub("errors         none") == "errors         none"
+    assert scrub("key hfj-real-secret-0123456789 refused") == "key *** refused"
