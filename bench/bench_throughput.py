@@ -47,6 +47,32 @@ def body_for(i: int) -> dict:
     }
 
 
+# -- memory ----------------------------------------------------------------------
+# Peak RSS (ru_maxrss) counts the file-backed pages of the memory-mapped Arrow
+# files that datasets maps and touches: the input as it is read, and the result
+# file, which Dataset.from_file touches whole at the end of every Dataset.map.
+# Those pages are the OS page cache (shared, reclaimable) and grow with the
+# files. Peak anonymous RSS is the memory the process itself allocates.
+ANON_PEAK = [0]
+
+
+def watch_anon(every: float = 0.05) -> None:
+    """Sample RssAnon (kB) in a daemon thread; the maximum goes to ANON_PEAK."""
+    import threading
+
+    def sample():
+        while True:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("RssAnon:"):
+                        ANON_PEAK[0] = max(ANON_PEAK[0], int(line.split()[1]))
+                        break
+            time.sleep(every)
+
+    if os.path.exists("/proc/self/status"):
+        threading.Thread(target=sample, daemon=True).start()
+
+
 # -- clients (each runs in its own process) --------------------------------------
 def child_floor(url: str, n: int, concurrency: int) -> None:
     """The floor: `concurrency` workers, each posting requests back to back on one
@@ -151,10 +177,10 @@ def child_repeat(url: str, n: int, concurrency: int, metric: str = "QA_Clarity")
 
 def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> dict:
     code = (
-        "import resource, sys, time, json; sys.path.insert(0, %r); import bench_throughput as b; "
+        "import resource, sys, time, json; sys.path.insert(0, %r); import bench_throughput as b; b.watch_anon(); "
         "t=time.perf_counter(); c=time.process_time(); b.child_%s(%r, %d, %d%s); "
         "print(json.dumps({'wall': time.perf_counter()-t, 'cpu': time.process_time()-c, "
-        "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024}))"
+        "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024, 'anon_mb': b.ANON_PEAK[0]/1024}))"
     ) % (str(Path(__file__).parent), kind, url, n, concurrency, f", {metric!r}" if kind in ("hf_judge", "repeat") else "")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
@@ -204,7 +230,8 @@ def scenario(server: Server, name: str, n: int, conc: int, cfg: dict, clients=("
 
 
 def fmt_row(label: str, r: dict) -> str:
-    return f"  {label:<9} {r['rps']:>9,.0f} req/s  {r['cpu_ms_per_req']:>6.3f} CPU ms/req  peak RSS {r['rss_mb']:>7,.0f} MB"
+    return (f"  {label:<9} {r['rps']:>9,.0f} req/s  {r['cpu_ms_per_req']:>6.3f} CPU ms/req  "
+            f"peak RSS {r['rss_mb']:>5,.0f} MB (anonymous {r['anon_mb']:>4,.0f} MB)")
 
 
 def main() -> int:
@@ -279,7 +306,11 @@ def main() -> int:
             small, big = sizes
             lines.append("(e) memory, QA_All at zero latency, 256 in flight")
             lines += [fmt_row(f"{n:,}", mem[n]) for n in sizes]
-            lines.append(f"  peak RSS ratio {big:,}/{small:,} rows: {mem[big]['rss_mb'] / mem[small]['rss_mb']:.2f} (target <= 1.30)")
+            lines.append(
+                f"  peak RSS ratio {big:,}/{small:,} rows: {mem[big]['rss_mb'] / mem[small]['rss_mb']:.2f} (target <= 1.30; "
+                "includes datasets' memory-mapped Arrow pages), "
+                f"peak anonymous RSS ratio {mem[big]['anon_mb'] / mem[small]['anon_mb']:.2f}"
+            )
     finally:
         server.stop()
     out = os.environ.get("HF_JUDGE_BENCH_JSON")
