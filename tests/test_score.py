@@ -288,3 +288,15 @@ def test_token_columns_per_row(judge, tmp_path):
     judge.configure(faults=[{"fault": "status", "status": 400, "match": "row-3:"}])
     failed = score(qa_dataset(5), ["QA_Clarity"], judge, tmp_path, token_columns=True, use_cache=False)
     assert failed["train"]["judge_prompt_tokens"][3] is None and failed["train"]["judge_prompt_tokens"][2] > 0
+
+
+def test_collector_thresholds_are_restored_after_a_run(judge, tmp_path):
+    import gc
+
+    before = gc.get_threshold()
+    score(qa_dataset(5), ["QA_Clarity"], judge, tmp_path)
+    assert gc.get_threshold() == before
+    judge.configure(faults=[{"fault": "status", "status": 401}])
+    with pytest.raises(Exception):
+        score(qa_dataset(5), ["QA_Clarity"], judge, tmp_path, use_cache=False)
+    assert gc.get_threshold() == before
