@@ -297,6 +297,8 @@ def test_collector_thresholds_are_restored_after_a_run(judge, tmp_path):
     score(qa_dataset(5), ["QA_Clarity"], judge, tmp_path)
     assert gc.get_threshold() == before
     judge.configure(faults=[{"fault": "status", "status": 401}])
-    with pytest.raises(Exception):
+    from hf_judge import AuthenticationError
+
+    with pytest.raises(AuthenticationError):
         score(qa_dataset(5), ["QA_Clarity"], judge, tmp_path, use_cache=False)
     assert gc.get_threshold() == before
