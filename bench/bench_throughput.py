@@ -255,6 +255,9 @@ def main() -> int:
             return self
 
     lines = _Lines()
+    if q:
+        lines.append("quick mode: a few thousand requests per scenario, to check that every client runs; "
+                     "start-up and drain dominate, so the ratios below are not the targets' measure")
     try:
         if "a" in only:
             n = 2000 if q else 20000
