@@ -117,7 +117,11 @@ class SplitRun:
         store: ReplyStore | None,
         *,
         window: int,
-        read_batch: int = 256,
+        # Rows rendered, looked up and sent per step of the feeder. Small, so
+        # that rendering a batch holds up the replies waiting on the event loop
+        # for a fraction of a millisecond: at 256 rows (~5 ms) the queued
+        # replies cost ~2 % of the throughput at 1,024 in flight (bench/, c).
+        read_batch: int = 32,
         max_input_chars: int | None = None,
         token_columns: bool = False,
     ):

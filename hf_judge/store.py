@@ -8,6 +8,15 @@ window: a few dozen at several thousand replies a second. Only accepted
 replies are stored: failures are retried on the next run. Several processes
 may write the same store at once (SQLite locking).
 
+Replies are appended to a ``pending`` table and merged into the keyed
+``replies`` table, in key order and in one transaction, when the store is next
+opened (after a crash too). Keys are hashes, so inserting each reply into the
+keyed table as it came dirtied one random page per reply: about 4 KB written
+per reply and ten times the CPU of an append. The merge costs ~2 us a reply.
+The price: lookups see the replies of earlier runs, not those of the run in
+progress (nor those of a run going on beside it in another process), so two
+identical rows of one run are both sent.
+
 A damaged database is moved aside with a warning and a fresh one started:
 the affected rows are scored again, never read wrong.
 """
@@ -25,7 +34,10 @@ from pathlib import Path
 
 logger = logging.getLogger("hf_judge")
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key BLOB PRIMARY KEY, content TEXT NOT NULL, usage TEXT) WITHOUT ROWID"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS replies (key BLOB PRIMARY KEY, content TEXT NOT NULL, usage TEXT) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS pending (key BLOB NOT NULL, content TEXT NOT NULL, usage TEXT)"
+)
 _STOP = object()
 # Group commit: at most one commit per window, so a kill -9 loses at most the
 # replies of one window plus one commit (a handful at usual rates).
@@ -37,8 +49,22 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=60000")
-    conn.execute(_SCHEMA)
+    conn.executescript(_SCHEMA)
     return conn
+
+
+def _merge(conn: sqlite3.Connection) -> None:
+    """Move the appended replies into the keyed table, in key order, atomically."""
+    if conn.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is None:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("INSERT OR REPLACE INTO replies SELECT key, content, usage FROM pending ORDER BY key")
+        conn.execute("DELETE FROM pending")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _decode_usage(text: str | None) -> tuple[int, int] | None:
@@ -59,7 +85,7 @@ _ROWS_PER_INSERT = 256
 
 @functools.lru_cache(maxsize=8)
 def _insert_sql(n: int) -> str:
-    return "INSERT OR REPLACE INTO replies VALUES " + ",".join(["(?,?,?)"] * n)
+    return "INSERT INTO pending VALUES " + ",".join(["(?,?,?)"] * n)
 
 
 def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
@@ -82,6 +108,7 @@ class ReplyStore:
             # Damage found later costs a warning and a re-score, never a crash.
             if self.path.stat().st_size < 64 << 20 and self._read.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
+            _merge(self._read)  # what earlier runs left behind
         except sqlite3.DatabaseError as e:
             self._quarantine(e)
             self._read = _connect(self.path)
@@ -177,6 +204,7 @@ class ReplyStore:
         ev.wait(timeout)
 
     def close(self) -> None:
+        """Commit what is queued and close (the next open merges this run's replies)."""
         if self._writer.is_alive():
             self._queue.put(_STOP)
             self._writer.join()
@@ -188,4 +216,4 @@ class ReplyStore:
 
     def __len__(self) -> int:
         with self._lock:
-            return self._read.execute("SELECT count(*) FROM replies").fetchone()[0]
+            return self._read.execute("SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)").fetchone()[0]

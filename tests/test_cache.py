@@ -201,3 +201,35 @@ def test_two_processes_share_one_cache(judge, tmp_path):
     assert a.wait(120) == 0, a.stderr.read()
     assert b.wait(120) == 0, b.stderr.read()
     assert load_from_disk(tmp_path / "a")["train"].to_list() == load_from_disk(tmp_path / "b")["train"].to_list()
+
+
+def test_store_appends_then_merges_on_next_open(tmp_path):
+    """Replies go to the append-only table; the next open moves them, in one
+    transaction, to the keyed table that lookups read (after a crash too)."""
+    import sqlite3
+
+    from hf_judge.store import ReplyStore
+
+    path = tmp_path / "replies.sqlite3"
+    first = ReplyStore(path)
+    keys = [i.to_bytes(16, "big") for i in range(300)]
+    for i, k in enumerate(keys):
+        first.put(k, f'{{"score": {i % 10 + 1}}}', (10, i))
+    first.flush(10)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 300
+    assert first.get_many(keys) == {}  # a run does not read its own replies back
+    assert len(first) == 300
+    # no close(): as after a kill -9, what was committed is all there is
+    second = ReplyStore(path)
+    assert conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 0
+    found = second.get_many(keys)
+    assert len(found) == 300 and found[keys[7]] == ('{"score": 8}', (10, 7))
+    second.put(keys[0], '{"score": 9}', None)  # a newer reply for a key replaces the old one
+    second.close()
+    third = ReplyStore(path)
+    assert third.get_many([keys[0]]) == {keys[0]: ('{"score": 9}', None)}
+    assert len(third) == 300
+    third.close()
+    first.close()
+    conn.close()

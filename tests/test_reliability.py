@@ -190,3 +190,14 @@ def test_placeholder_keys_are_not_masked_but_real_ones_are():
     register("hfj-real-secret-0123456789")
     assert scrub("errors         none") == "errors         none"
     assert scrub("key hfj-real-secret-0123456789 refused") == "key *** refused"
+
+
+def test_timeout_fires_close_to_its_value(judge, tmp_path):
+    """One task sweeps the deadlines: a hung request ends within a quarter of the timeout past it."""
+    judge.configure(faults=[{"fault": "delay", "seconds": 30, "match": "row-1:"}])
+    t = time.perf_counter()
+    out = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path, retries=1, timeout=1.0)
+    took = time.perf_counter() - t
+    assert out["errors"]["kind"] == ["timeout"] and out["errors"]["attempts"] == [2]
+    assert "no reply within 1 s" in out["errors"]["message"][0]
+    assert 2.0 <= took < 2 * 1.25 + 1.0  # two attempts of 1 s, each cut off by the sweep
