@@ -24,6 +24,7 @@ from datasets import Dataset
 from .client import JudgeClient, Outcome
 from .errors import RunStopped, TemplateError
 from .metrics import Metric
+from .pages import file_paths, release
 from .render import format_value
 from .store import ReplyStore
 from .validate import ReplyError, parse_reply
@@ -36,6 +37,8 @@ from .validate import ReplyError, parse_reply
 PROMPT_TOKENS = "judge_prompt_tokens"
 COMPLETION_TOKENS = "judge_completion_tokens"
 TOKEN_COLUMNS = [PROMPT_TOKENS, COMPLETION_TOKENS]
+# Rows between two releases of the input's mapped pages (see pages.py).
+RELEASE_EVERY = 65_536
 
 
 @contextlib.contextmanager
@@ -147,6 +150,9 @@ class SplitRun:
         self.failure: BaseException | None = None
         self.tasks: set[asyncio.Task] = set()
         self.scored_rows = 0
+        self.input_files = file_paths(ds.cache_files)
+        self._released_at = 0
+        release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
 
     # -- feeder (event loop thread) ------------------------------------------
     async def feed(self) -> None:
@@ -333,6 +339,10 @@ class SplitRun:
         rows = [values.pop(r) for r in range(start, stop)]
         self.consumed = stop
         self.scored_rows += len(rows)
+        if stop - self._released_at >= RELEASE_EVERY:
+            # the feeder has read these rows and more; their pages need not stay resident
+            self._released_at = stop
+            release(self.input_files)
         return {c: [row.get(c) for row in rows] for c in self.columns}
 
     async def cancel(self) -> None:

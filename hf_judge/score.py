@@ -22,6 +22,7 @@ from .metrics import resolve_metrics
 from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, sparse_gc
 from .redact import install_log_filter, register
 from .settings import client_settings
+from .pages import file_paths, release
 from .store import ReplyStore
 from .summary import RunSummary
 
@@ -290,6 +291,7 @@ def score_dataset(
                     scores = Dataset.from_file(str(partial))
                 base = d.flatten_indices() if d._indices is not None else d
                 results[split] = concatenate_datasets([base, scores], axis=1)
+                release(run.input_files | file_paths(scores.cache_files))  # read again only where used
                 summary.rows[split] = len(d)
                 run = None
         except KeyboardInterrupt:
