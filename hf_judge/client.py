@@ -159,9 +159,9 @@ class _Deadlines:
         if task not in self.expired:
             return False
         self.expired.discard(task)
-        if hasattr(task, "uncancel"):  # Python 3.11+
-            task.uncancel()
-        return True
+        # Python 3.11+: undo our cancel; if the run cancelled the task as well
+        # (stopping), that one stands and the CancelledError goes on.
+        return not hasattr(task, "uncancel") or task.uncancel() == 0
 
 
 class JudgeClient:
