@@ -19,10 +19,10 @@ from . import constants
 from .client import JudgeClient
 from .errors import ConfigError, InterruptedRun, RunStopped, TemplateError
 from .metrics import resolve_metrics
+from .pages import file_paths, release
 from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, sparse_gc
 from .redact import install_log_filter, register
 from .settings import client_settings
-from .pages import file_paths, release
 from .store import ReplyStore
 from .summary import RunSummary
 
