@@ -502,7 +502,8 @@ def _settle_columns(loaded: list[Metric]) -> list[Metric]:
     for m in loaded:
         if _is_all(m) and singles.intersection(m.columns):
             outputs = tuple(
-                replace(o, column=f"{m.name}_{o.column.removeprefix(m.mode + '_')}") if o.column in singles else o for o in m.outputs
+                replace(o, column=f"{m.name}_{o.column.removeprefix(m.mode + '_')}") if o.column in singles else o
+                for o in m.outputs
             )
             m = replace(m, outputs=outputs)
         settled.append(m)

@@ -202,9 +202,8 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
         return summary
     features = Features({k: Value("string") for k in ("_id", "_line", "instruction", "output")})
     try:
-        ds = Dataset.from_generator(
-            _items, features=features, gen_kwargs=gen_kwargs, cache_dir=str(Path(cache_dir) / "seed-input") if cache_dir else None
-        )
+        input_cache = str(Path(cache_dir) / "seed-input") if cache_dir else None
+        ds = Dataset.from_generator(_items, features=features, gen_kwargs=gen_kwargs, cache_dir=input_cache)
     except DatasetGenerationError as e:
         cause = e.__cause__
         while cause is not None and not isinstance(cause, ConfigError):

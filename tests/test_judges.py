@@ -59,8 +59,8 @@ def test_binary_tokens_are_configurable(judge, tmp_path):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("0\nThe answer 12 is wrong", False), ("**1**", True), ("Reasoning...\nFinal answer: 1.", True), ("Yes, but no.", None), ("The answer 12 is wrong", None),
-     ("1", True), ("0", False), ('"1"', True), ("2", None)],
+    [("0\nThe answer 12 is wrong", False), ("**1**", True), ("Reasoning...\nFinal answer: 1.", True),
+     ("Yes, but no.", None), ("The answer 12 is wrong", None), ("1", True), ("0", False), ('"1"', True), ("2", None)],
 )
 def test_binary_free_text_replies(judge, tmp_path, text, expected):
     judge.configure(faults=[{"fault": "text", "text": text}])

@@ -111,8 +111,9 @@ def test_two_metrics_writing_one_column_is_an_error_that_says_how_to_fix_it(judg
     pdir = tmp_path / "prompts"
     pdir.mkdir()
     for name in ("QA_Mine", "QA_Yours"):
-        (pdir / f"{name}.jinja").write_text(f"---\noutputs:\n  score: {{type: integer, column: QA_Shared}}\n---\n{name} {{{{ output }}}}\n")
-    with pytest.raises(UnknownMetricError, match="QA_Mine and QA_Yours both write column 'QA_Shared'.*its own `column:`"):
+        front = "---\noutputs:\n  score: {type: integer, column: QA_Shared}\n---\n"
+        (pdir / f"{name}.jinja").write_text(front + name + " {{ output }}\n")
+    with pytest.raises(UnknownMetricError, match="QA_Mine and QA_Yours both write column 'QA_Shared'.*own `column:`"):
         score(qa_dataset(2), ["QA_Mine", "QA_Yours"], judge, tmp_path, prompts_dir=pdir)
     with pytest.raises(UnknownMetricError, match="list QA_All once"):
         score(qa_dataset(2), ["QA_All", "QA_All"], judge, tmp_path)

@@ -72,7 +72,8 @@ def test_seed_config_runs_unchanged(project, judge):
     assert set(first["Q"]["All"]) == {"Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness"}
     assert "Relevance" in first["QA"]["All"]
     assert _read(root / "output" / "example_input_add_key_errors.jsonl") == []
-    assert (root / "output" / "scored_ids.txt").read_text().split() == [json.dumps(i) for i in ids]  # JSON: "7" is not 7
+    # one JSON id per line: "7" is not 7
+    assert (root / "output" / "scored_ids.txt").read_text().split() == [json.dumps(i) for i in ids]
     assert judge.stats()["requests"] == 40
     run_seed_config(root / "config.yaml", cache_dir=root / "cache2")  # fresh cache: only id tracking can save us
     assert judge.stats()["requests"] == 40
@@ -178,15 +179,18 @@ def test_all_and_a_single_metric_of_one_mode_both_run(tmp_path, judge, monkeypat
     # the seed README's config with one single metric uncommented
     monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
     _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["a", "b", 3])
-    config = _seed_project(tmp_path, judge, 'metrics:\n  Q:\n    - "All"\n    - "Clarity"\n  QA:\n    - "All"\n    - "Meaningness"\n')
+    metrics = 'metrics:\n  Q:\n    - "All"\n    - "Clarity"\n  QA:\n    - "All"\n    - "Meaningness"\n'
+    config = _seed_project(tmp_path, judge, metrics)
     run_seed_config(config, cache_dir=tmp_path / "cache")
     assert judge.stats()["requests"] == 12
     scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
     assert [r["id"] for r in scored] == ["a", "b", 3]
     for r in scored:
         qa, q = r["scores"]["QA"], r["scores"]["Q"]
-        assert set(qa) == {"All", "Meaningness"} and set(q) == {"All", "Clarity"}  # the config's own spelling, as for any single metric
-        assert set(qa["All"]) == {"Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness"}
+        # a single metric is keyed by the config's own spelling, as before
+        assert set(qa) == {"All", "Meaningness"} and set(q) == {"All", "Clarity"}
+        assert set(qa["All"]) == {"Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness",
+                                  "Meaningfulness"}
         assert set(qa["Meaningness"]) == {"reason", "score"} and set(q["Clarity"]) == {"reason", "score"}
         assert all(isinstance(v, int) and 1 <= v <= 10 for v in [*qa["All"].values(), *q["All"].values()])
         assert isinstance(qa["Meaningness"]["score"], int) and isinstance(qa["Meaningness"]["reason"], str)
@@ -196,7 +200,8 @@ def test_all_and_a_single_metric_of_one_mode_both_run(tmp_path, judge, monkeypat
     _write_items(alone / "data" / "example_input_add_key.jsonl", ["a", "b", 3])
     run_seed_config(_seed_project(alone, judge, 'metrics:\n  QA:\n    - "All"\n'), cache_dir=tmp_path / "cache")
     assert judge.stats()["requests"] == 12  # same requests: all from the reply store
-    by_id = {json.dumps(r["id"]): r["scores"]["QA"]["All"] for r in _read(alone / "output" / "example_input_add_key_scored.jsonl")}
+    alone_scored = _read(alone / "output" / "example_input_add_key_scored.jsonl")
+    by_id = {json.dumps(r["id"]): r["scores"]["QA"]["All"] for r in alone_scored}
     assert all(r["scores"]["QA"]["All"] == by_id[json.dumps(r["id"])] for r in scored)
 
 
@@ -250,7 +255,8 @@ def test_bad_input_line_is_a_config_error_naming_it(tmp_path, judge, monkeypatch
     assert str(data) in str(e.value)
     env = {**os.environ, "OPENAI_API_KEY": "sk-seed-test"}
     for argv in (["-m", "hf_judge", "--config-path", str(config)], ["-m", "hf_judge.cli", "run", str(config)]):
-        p = subprocess.run([sys.executable, *argv, "--cache-dir", str(tmp_path / "c")], capture_output=True, text=True, env=env)
+        p = subprocess.run([sys.executable, *argv, "--cache-dir", str(tmp_path / "c")],
+                           capture_output=True, text=True, env=env)
         assert p.returncode == 2, p.stderr
         assert message in p.stderr and "Traceback" not in p.stderr and "DatasetGenerationError" not in p.stderr
     assert judge.stats()["requests"] == 0
@@ -258,7 +264,8 @@ def test_bad_input_line_is_a_config_error_naming_it(tmp_path, judge, monkeypatch
 
 def test_merge_keeps_id_types(tmp_path):
     scores, data = tmp_path / "s.jsonl", tmp_path / "d.jsonl"
-    _write_lines(scores, [json.dumps({"id": "7", "scores": {"QA": {"All": {"Clarity": 2}}}}), json.dumps({"id": 8, "scores": {}})])
+    _write_lines(scores, [json.dumps({"id": "7", "scores": {"QA": {"All": {"Clarity": 2}}}}),
+                          json.dumps({"id": 8, "scores": {}})])
     _write_lines(data, [json.dumps({"id": 7}), json.dumps({"id": "7"})])
     report = merge_scores(scores, data, tmp_path / "out.jsonl")
     assert [r["scores"] for r in _read(tmp_path / "out.jsonl")] == [None, {"QA": {"All": {"Clarity": 2}}}]
