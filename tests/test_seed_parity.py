@@ -270,3 +270,15 @@ def test_merge_keeps_id_types(tmp_path):
     report = merge_scores(scores, data, tmp_path / "out.jsonl")
     assert [r["scores"] for r in _read(tmp_path / "out.jsonl")] == [None, {"QA": {"All": {"Clarity": 2}}}]
     assert report["unknown_ids"] == [8]
+
+
+def test_own_seed_style_metric_is_written(tmp_path, judge, monkeypatch):
+    # the seed files are written with the metrics the run scored, from prompts_dir, not re-read from the built-ins
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["a", 2])
+    config = _seed_project(tmp_path, judge, 'metrics:\n  QA:\n    - "Depth"\n')
+    (tmp_path / "prompts" / "QA_Depth.txt").write_text('How deep is {output}? Reply as JSON: {"why": "...", "score": 7}\n')
+    run_seed_config(config, cache_dir=tmp_path / "cache")
+    scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
+    assert [r["id"] for r in scored] == ["a", 2]
+    assert all(set(r["scores"]["QA"]["Depth"]) == {"why", "score"} for r in scored)
