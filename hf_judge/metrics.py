@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -448,7 +448,15 @@ def resolve_metrics(metrics: Any, prompts_dir: Any = None, metric_params: dict[s
     """Turn the user's ``metrics`` argument into loaded metrics, checking for clashes.
 
     Accepts a name, a :class:`Metric`, a dict ``{"name": ..., "params": {...}}``,
-    or a list of these.
+    or a list of these. ``Mode_All`` next to a single metric of its mode is
+    allowed: the single metric keeps its columns and the All's clashing ones
+    become ``<Mode>_All_<Metric>``.
+
+    Example:
+        >>> [m.columns for m in resolve_metrics(["QA_Meaningfulness", "QA_All"])][0]
+        ['QA_Meaningfulness_reason', 'QA_Meaningfulness']
+        >>> resolve_metrics("QA_All,QA_Meaningfulness")[0].columns[-1]
+        'QA_All_Meaningfulness'
     """
     if isinstance(metrics, (str, Metric, dict)):
         metrics = [metrics]
@@ -472,12 +480,43 @@ def resolve_metrics(metrics: Any, prompts_dir: Any = None, metric_params: dict[s
             n = n.strip()
             if n:
                 loaded.append(load_metric(n, prompts_dir=prompts_dir, **{**metric_params.get(canonical_name(n), {}), **params}))
-    seen: dict[str, str] = {}
+    return _settle_columns(loaded)
+
+
+def _is_all(metric: Metric) -> bool:
+    return metric.mode is not None and metric.name == f"{metric.mode}_All"
+
+
+def _settle_columns(loaded: list[Metric]) -> list[Metric]:
+    """Give every output its own column, or say how to get there.
+
+    ``Mode_All`` writes the columns of the single metrics of its mode
+    (``QA_Meaningfulness``), so asking for both is a clash by construction.
+    The single metric keeps its columns whatever else is asked (a filter on
+    ``QA_Meaningfulness`` means the dedicated judge's score), and only the
+    All's clashing outputs move to ``<Mode>_All_<Metric>`` (``QA_All_Meaningfulness``).
+    The request (prompt, schema keys) is unchanged, so no reply is paid for twice.
+    """
+    singles = {c for m in loaded if not _is_all(m) for c in m.columns}
+    settled = []
     for m in loaded:
+        if _is_all(m) and singles.intersection(m.columns):
+            outputs = tuple(
+                replace(o, column=f"{m.name}_{o.column.removeprefix(m.mode + '_')}") if o.column in singles else o
+                for o in m.outputs
+            )
+            m = replace(m, outputs=outputs)
+        settled.append(m)
+    seen: dict[str, str] = {}
+    for m in settled:
         for col in m.columns:
             if col in seen:
-                raise UnknownMetricError(
-                    f"metrics {seen[col]} and {m.name} both write column {col!r}. Score them in separate runs, or keep one of them."
+                fix = (
+                    f"list {m.name} once"
+                    if seen[col] == m.name
+                    else "keep one of them, score them in separate runs, or copy one's prompt file into your "
+                    f"prompts_dir and give that output its own `column:`"
                 )
+                raise UnknownMetricError(f"metrics {seen[col]} and {m.name} both write column {col!r}: {fix}.")
             seen[col] = m.name
-    return loaded
+    return settled

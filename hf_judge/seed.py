@@ -17,6 +17,13 @@ People moving over from the tool that seed 004 describes keep their files:
   are skipped next time and newly done items are appended to the scored file,
   so an id never appears twice. Without it, both files are rewritten each run
   (and the cache makes that free).
+* Ids keep their JSON type everywhere: ``7`` and ``"7"`` are two items. The
+  track file holds one id per line as JSON (``"item-3"``, ``7``); a line that
+  is not JSON is read as a bare string id, as the seed tool wrote them.
+* Every input line must be a JSON object with an ``id``; the first one that is
+  not stops the run before any request, naming its line (a :class:`ConfigError`).
+* ``All`` and single metrics of one mode can be listed together
+  (``QA: ["All", "Meaningness"]``): each lands under its own key of ``scores.QA``.
 * ``chunk_size`` is accepted and ignored: rows stream continuously.
 """
 
@@ -112,14 +119,25 @@ def load_seed_config(path: str | os.PathLike) -> SeedConfig:
 
 
 def _read_ids(path: Path) -> set[str]:
+    """The id keys in a track file: JSON per line; a line that is not JSON is a bare string (seed-tool files)."""
     if not path.exists():
         return set()
+    keys = set()
     with path.open(encoding="utf-8") as f:
-        return {line.rstrip("\n") for line in f if line.strip()}
+        for line in f:
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            try:
+                keys.add(_id_key(json.loads(line)))
+            except json.JSONDecodeError:
+                keys.add(_id_key(line))
+    return keys
 
 
 def _id_key(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    """One text per id that keeps its JSON type: ``7`` and ``"7"`` are different items."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _items(path: str, stamp: tuple, skip: frozenset):  # noqa: ARG001 - stamp busts the datasets cache when the file changes
@@ -131,12 +149,16 @@ def _items(path: str, stamp: tuple, skip: frozenset):  # noqa: ARG001 - stamp bu
                 item = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ConfigError(f"{path}, line {n + 1}: not valid JSON ({e}); fix or remove that line") from None
+            if not isinstance(item, dict):
+                raise ConfigError(f"{path}, line {n + 1}: not a JSON object; every line is one item like "
+                                  '{"id": ..., "instruction": ..., "output": ...}')
             if "id" not in item:
                 raise ConfigError(f"{path}, line {n + 1}: no 'id' field; every item needs a unique id")
-            if _id_key(item["id"]) in skip:
+            key = _id_key(item["id"])
+            if key in skip:
                 continue
             yield {
-                "_id": json.dumps(item["id"]),
+                "_id": key,
                 "_line": line.rstrip("\n"),
                 "instruction": item.get("instruction"),
                 "output": item.get("output"),
@@ -151,7 +173,9 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
         >>> print(summary)  # doctest: +SKIP
     """
     from datasets import Dataset, Features, Value
+    from datasets.exceptions import DatasetGenerationError
 
+    from .metrics import resolve_metrics
     from .score import score_dataset
 
     cfg = load_seed_config(path)
@@ -159,10 +183,12 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
     if not src.is_file():
         raise ConfigError(f"input_path {src} does not exist; point it at your JSONL file")
     api_key = resolve_secret(cfg.openai.api_key, "openai.api_key")
+    names = cfg.metric_names()
+    # resolved once, here: the seed files need the columns score_dataset writes (QA_All next to QA_Clarity moves)
+    metrics = resolve_metrics([n for _, _, n in names], cfg.prompts_dir)
     track = Path(cfg.id_track_file) if cfg.id_track_file else None
     done = frozenset(_read_ids(track)) if track else frozenset()
     st = src.stat()
-    names = cfg.metric_names()
     out_dir = Path(cfg.output_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     scored_path = out_dir / f"{src.stem}_scored.jsonl"
@@ -175,12 +201,19 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
         errors_path.write_text("")
         return summary
     features = Features({k: Value("string") for k in ("_id", "_line", "instruction", "output")})
-    ds = Dataset.from_generator(
-        _items, features=features, gen_kwargs=gen_kwargs, cache_dir=str(Path(cache_dir) / "seed-input") if cache_dir else None
-    )
+    try:
+        input_cache = str(Path(cache_dir) / "seed-input") if cache_dir else None
+        ds = Dataset.from_generator(_items, features=features, gen_kwargs=gen_kwargs, cache_dir=input_cache)
+    except DatasetGenerationError as e:
+        cause = e.__cause__
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__
+        if cause is None:
+            raise
+        raise cause from None
     result = score_dataset(
         ds,
-        [n for _, _, n in names],
+        metrics,
         model=cfg.model,
         base_url=cfg.openai.base_url,
         api_key=api_key,
@@ -192,18 +225,16 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
         prompts_dir=cfg.prompts_dir,
         cache_dir=cache_dir,
     )
-    _write_seed_files(result, names, scored_path, errors_path, track, append=track is not None)
+    triples = [(mode, seed_name, m) for (mode, seed_name, _), m in zip(names, metrics)]
+    _write_seed_files(result, triples, scored_path, errors_path, track, append=track is not None)
     return result.summary
 
 
-def _write_seed_files(result, names, scored_path: Path, errors_path: Path, track: Path | None, append: bool) -> None:
-    from .metrics import load_metric
-
+def _write_seed_files(result, metrics, scored_path: Path, errors_path: Path, track: Path | None, append: bool) -> None:
     train, errors = result["train"], result["errors"]
     failed: dict[int, list[dict]] = {}
     for e in errors:
         failed.setdefault(e["row"], []).append(e)
-    metrics = [(mode, seed_name, load_metric(name)) for mode, seed_name, name in names]
     columns = ["_id"] + [o.column for _, _, m in metrics for o in m.outputs]
     by_name = {m.name: (mode, seed_name) for mode, seed_name, m in metrics}
     done_ids = []
@@ -217,9 +248,8 @@ def _write_seed_files(result, names, scored_path: Path, errors_path: Path, track
                 scores: dict[str, dict] = {}
                 for mode, seed_name, m in metrics:
                     scores.setdefault(mode, {})[seed_name] = {o.key: batch[o.column][i] for o in m.outputs}
-                ident = json.loads(batch["_id"][i])
-                out.write(json.dumps({"id": ident, "scores": scores}, ensure_ascii=False) + "\n")
-                done_ids.append(_id_key(ident))
+                out.write(json.dumps({"id": json.loads(batch["_id"][i]), "scores": scores}, ensure_ascii=False) + "\n")
+                done_ids.append(batch["_id"][i])
     with errors_path.open("w", encoding="utf-8") as out:
         lines = train.select_columns(["_id", "_line"])
         for e in errors:
@@ -241,8 +271,9 @@ def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, o
     Each output line is the data line with a ``scores`` field (every metric of
     every mode; ``null`` for an item without scores). Neither file is loaded:
     the id -> byte offset index of the scores file lives in a temporary SQLite
-    file, so memory stays flat however large the files grow. Ids in the scores
-    file that are not in the data are reported.
+    file, so memory stays flat however large the files grow. Ids match with
+    their JSON type (``7`` is not ``"7"``). Ids in the scores file that are not
+    in the data are reported, as they are written there.
 
     Example:
         >>> merge_scores("out/data_scored.jsonl", "data.jsonl", "data_merged.jsonl")  # doctest: +SKIP
@@ -299,7 +330,7 @@ def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, o
                 out.write(json.dumps(item, ensure_ascii=False) + "\n")
         db.executemany("UPDATE ix SET seen = 1 WHERE id = ?", seen)
         unknown_count = db.execute("SELECT count(*) FROM ix WHERE seen = 0").fetchone()[0]
-        unknown = [r[0] for r in db.execute("SELECT id FROM ix WHERE seen = 0 LIMIT 1000")]
+        unknown = [json.loads(r[0]) for r in db.execute("SELECT id FROM ix WHERE seen = 0 LIMIT 1000")]
         db.close()
     if unknown_count:
         logger.warning("%d id(s) in %s are not in %s, e.g. %s", unknown_count, scores_file, data_file, unknown[:5])

@@ -17,6 +17,14 @@ rules, never by searching for a substring:
   nothing but separators (spaces, commas, ``/``, ``;``), both integers in the
   score range. ``"Assistant 1: 8, Assistant 2: 7"`` and ``"8/10 7/10"`` are
   therefore ``unparseable``, never (1, 8) or (8, 10).
+
+A binary or pairwise reply that is valid JSON but not an object is what those
+prompts ask for, so it gets the same free-text rules: for a binary judge a bare
+``1``, ``"1"`` or ``"**1**"`` (the rules run on the scalar's text, or on the
+string's value), for a pairwise judge ``"8 7"`` or ``[8, 7]`` (the array's
+numbers joined by a space, so ``[8.5, 7]`` is ``unparseable`` and ``[11, 7]``
+``out_of_range``). Score metrics get no such leniency: a bare ``7`` is a
+``schema`` error.
 """
 
 from __future__ import annotations
@@ -74,35 +82,75 @@ def validate_object(metric: Metric, obj: Any) -> dict[str, Any]:
 
 
 def parse_reply(metric: Metric, content: str | None, finish_reason: str | None) -> dict[str, Any]:
-    """Validate one reply; returns the reply object keyed by output key."""
+    """Validate one reply; returns the reply object keyed by output key.
+
+    Also used on a reply store hit, so a cached reply is judged by exactly the
+    rules that accepted it.
+
+    Example:
+        >>> from hf_judge import load_metric
+        >>> parse_reply(load_metric("Binary"), "1", "stop")
+        {'verdict': '1'}
+        >>> parse_reply(load_metric("Comparative", swap=False), "[8, 7]", "stop")
+        {'score_1': 8, 'score_2': 7, 'explanation': ''}
+    """
     if finish_reason == "length":
         raise ReplyError("truncated", "the reply was cut off (finish_reason=length); raise max_tokens")
     if finish_reason == "content_filter":
         raise ReplyError("content_filter", "the server's content filter withheld the reply")
     if content is None or not content.strip():
         raise ReplyError("empty", "the reply has no content")
-    try:
-        obj = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        obj = _strip_fence(content)
-        if obj is None:
-            if metric.kind == "binary":
-                return {_verdict_key(metric): parse_binary_verdict(content, metric.params["positive"], metric.params["negative"])}
-            if metric.kind == "pairwise":
-                return _pair_from_text(metric, content)
-            raise ReplyError("invalid_json", "the reply is not valid JSON") from None
+    loaded = _load_json(content)
+    if loaded is None:
+        if metric.kind in ("binary", "pairwise"):
+            return _from_text(metric, content)
+        raise ReplyError("invalid_json", "the reply is not valid JSON")
+    obj, text = loaded
+    if metric.kind in ("binary", "pairwise") and not isinstance(obj, dict):
+        # A judge asked for "1" or "8 7" may answer exactly that, which happens
+        # to be valid JSON: it gets the free-text rules, never a looser path.
+        text = _scalar_text(metric, obj, text)
+        if text is not None:
+            return _from_text(metric, text)
     return validate_object(metric, obj)
 
 
-def _strip_fence(content: str) -> Any:
-    """Accept a JSON object wrapped in a markdown code fence, nothing looser."""
+def _load_json(content: str) -> tuple[Any, str] | None:
+    """(value, its JSON text) of a JSON reply, bare or in a markdown code fence; None for anything else."""
+    try:
+        return orjson.loads(content), content.strip()
+    except orjson.JSONDecodeError:
+        pass
     m = re.fullmatch(r"\s*```(?:json)?\s*\n(.*)\n\s*```\s*", content, re.S)
     if not m:
         return None
     try:
-        return orjson.loads(m.group(1))
+        return orjson.loads(m.group(1)), m.group(1).strip()
     except orjson.JSONDecodeError:
         return None
+
+
+def _scalar_text(metric: Metric, obj: Any, text: str) -> str | None:
+    """The free-text form of a non-object JSON reply of a binary or pairwise judge, or None (then: schema)."""
+    if isinstance(obj, str):
+        return obj
+    if metric.kind == "binary":
+        return None if isinstance(obj, list) else text
+    if isinstance(obj, list):
+        if obj and all(type(v) in (int, float) for v in obj):
+            return " ".join(orjson.dumps(v).decode() for v in obj)
+        return None
+    return text if type(obj) in (int, float) else None
+
+
+def _from_text(metric: Metric, text: str) -> dict[str, Any]:
+    if metric.kind == "pairwise":
+        return _pair_from_text(metric, text)
+    key = _verdict_key(metric)
+    obj: dict[str, Any] = {key: parse_binary_verdict(text, metric.params["positive"], metric.params["negative"])}
+    # A judge's own binary metric may also declare, say, a reason: free text can only fill strings.
+    obj.update({o.key: text.strip() for o in metric.outputs if o.key != key and o.type == "string"})
+    return validate_object(metric, obj)
 
 
 def _verdict_key(metric: Metric) -> str:

@@ -59,7 +59,8 @@ def test_binary_tokens_are_configurable(judge, tmp_path):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("0\nThe answer 12 is wrong", False), ("**1**", True), ("Reasoning...\nFinal answer: 1.", True), ("Yes, but no.", None), ("The answer 12 is wrong", None)],
+    [("0\nThe answer 12 is wrong", False), ("**1**", True), ("Reasoning...\nFinal answer: 1.", True),
+     ("Yes, but no.", None), ("The answer 12 is wrong", None), ("1", True), ("0", False), ('"1"', True), ("2", None)],
 )
 def test_binary_free_text_replies(judge, tmp_path, text, expected):
     judge.configure(faults=[{"fault": "text", "text": text}])
@@ -122,6 +123,10 @@ def test_optional_context_section(judge, tmp_path):
         ("Assistant 1: 8, Assistant 2: 7", None, "unparseable"),
         ("8/10 7/10", None, "unparseable"),
         ("11 7", None, "out_of_range"),
+        ("[8, 7]", (8, 7), None),
+        ('"8 7"', (8, 7), None),
+        ("[8.5, 7]", None, "unparseable"),
+        ("[8, 11]", None, "out_of_range"),
     ],
 )
 def test_comparative_free_text(judge, tmp_path, text, scores, kind):
@@ -133,3 +138,13 @@ def test_comparative_free_text(judge, tmp_path, text, scores, kind):
         assert (train["Comparative_score_1"][0], train["Comparative_score_2"][0]) == scores
     else:
         assert train["Comparative_score_1"] == [None] and out["errors"]["kind"] == [kind]
+
+
+def test_bare_verdict_is_read_the_same_from_the_reply_store(judge, tmp_path):
+    # the store keeps the raw reply and validates it again on a hit: "1" must pass there too, not be paid for twice
+    judge.configure(faults=[{"fault": "text", "text": "1"}])
+    first = score(_grading(3), ["Binary"], judge, tmp_path, columns=BINARY_COLS, retries=0)
+    assert first["train"]["Binary"] == [True] * 3 and judge.stats()["requests"] == 3
+    judge.reset()
+    again = score(_grading(3).map(lambda r: r), ["Binary"], judge, tmp_path, columns=BINARY_COLS, retries=0)
+    assert again["train"]["Binary"] == [True] * 3 and judge.stats()["requests"] == 0

@@ -90,9 +90,33 @@ def test_user_prompt_file_works_like_a_builtin(judge, tmp_path):
     assert list(schema["properties"]) == ["reason", "score"]
 
 
-def test_all_and_its_single_metric_clash_before_any_request(judge, tmp_path):
-    with pytest.raises(UnknownMetricError, match="both write column 'QA_Clarity'"):
-        score(qa_dataset(2), ["QA_All", "QA_Clarity"], judge, tmp_path)
+def test_all_next_to_its_single_metric_writes_both(judge, tmp_path):
+    alone = score(qa_dataset(3), ["QA_All"], judge, tmp_path)["train"]
+    assert judge.stats()["requests"] == 3
+    both = score(qa_dataset(3), ["QA_All", "QA_Clarity"], judge, tmp_path)["train"]
+    assert judge.stats()["requests"] == 6  # the All's replies come from the store: adding the single pays only for it
+    single = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path)["train"]
+    assert judge.stats()["requests"] == 6
+    # the single metric keeps its own columns; only the All's clashing output moves to QA_All_Clarity
+    assert both["QA_Clarity"] == single["QA_Clarity"] and both["QA_Clarity_reason"] == single["QA_Clarity_reason"]
+    assert both["QA_All_Clarity"] == alone["QA_Clarity"]
+    assert both["QA_Relevance"] == alone["QA_Relevance"]
+    assert None not in both["QA_All_Clarity"] and None not in both["QA_Clarity"]
+    reordered = score(qa_dataset(3), ["QA_Clarity", "QA_All"], judge, tmp_path)["train"]
+    assert sorted(reordered.column_names) == sorted(both.column_names)
+    assert reordered["QA_All_Clarity"] == both["QA_All_Clarity"]
+
+
+def test_two_metrics_writing_one_column_is_an_error_that_says_how_to_fix_it(judge, tmp_path):
+    pdir = tmp_path / "prompts"
+    pdir.mkdir()
+    for name in ("QA_Mine", "QA_Yours"):
+        front = "---\noutputs:\n  score: {type: integer, column: QA_Shared}\n---\n"
+        (pdir / f"{name}.jinja").write_text(front + name + " {{ output }}\n")
+    with pytest.raises(UnknownMetricError, match="QA_Mine and QA_Yours both write column 'QA_Shared'.*own `column:`"):
+        score(qa_dataset(2), ["QA_Mine", "QA_Yours"], judge, tmp_path, prompts_dir=pdir)
+    with pytest.raises(UnknownMetricError, match="list QA_All once"):
+        score(qa_dataset(2), ["QA_All", "QA_All"], judge, tmp_path)
     _assert_no_requests(judge)
 
 

@@ -72,7 +72,8 @@ def test_seed_config_runs_unchanged(project, judge):
     assert set(first["Q"]["All"]) == {"Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness"}
     assert "Relevance" in first["QA"]["All"]
     assert _read(root / "output" / "example_input_add_key_errors.jsonl") == []
-    assert (root / "output" / "scored_ids.txt").read_text().split() == [str(i) if isinstance(i, str) else json.dumps(i) for i in ids]
+    # one JSON id per line: "7" is not 7
+    assert (root / "output" / "scored_ids.txt").read_text().split() == [json.dumps(i) for i in ids]
     assert judge.stats()["requests"] == 40
     run_seed_config(root / "config.yaml", cache_dir=root / "cache2")  # fresh cache: only id tracking can save us
     assert judge.stats()["requests"] == 40
@@ -143,7 +144,7 @@ def test_merge(tmp_path):
     assert [r["id"] for r in out] == [1, 2, 3] and out[1]["scores"] is None
     assert out[0]["scores"]["QA"]["Clarity"]["score"] == 1 and out[2]["scores"]["Q"]["All"]["Clarity"] == 5
     assert out[0]["text"] == "t1"
-    assert report == {"items": 3, "with_scores": 2, "without_scores": 1, "unknown_ids": ["99"]}
+    assert report == {"items": 3, "with_scores": 2, "without_scores": 1, "unknown_ids": [99]}
 
 
 def test_python_m_hf_judge_and_merge_cli(project, judge):
@@ -159,3 +160,125 @@ def test_python_m_hf_judge_and_merge_cli(project, judge):
     assert p.returncode == 0, p.stderr
     merged = _read(root / "merged.jsonl")
     assert len(merged) == 20 and all(r["scores"]["QA"]["All"] for r in merged)
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines))
+
+
+def _seed_project(root: Path, judge, metrics: str) -> Path:
+    (root / "prompts").mkdir(exist_ok=True)
+    cfg = SEED_CONFIG.format(base_url=judge.base_url, prompts_dir="prompts")
+    cfg = cfg[: cfg.index("metrics:")] + metrics
+    (root / "config.yaml").write_text(cfg)
+    return root / "config.yaml"
+
+
+def test_all_and_a_single_metric_of_one_mode_both_run(tmp_path, judge, monkeypatch):
+    # the seed README's config with one single metric uncommented
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["a", "b", 3])
+    metrics = 'metrics:\n  Q:\n    - "All"\n    - "Clarity"\n  QA:\n    - "All"\n    - "Meaningness"\n'
+    config = _seed_project(tmp_path, judge, metrics)
+    run_seed_config(config, cache_dir=tmp_path / "cache")
+    assert judge.stats()["requests"] == 12
+    scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
+    assert [r["id"] for r in scored] == ["a", "b", 3]
+    for r in scored:
+        qa, q = r["scores"]["QA"], r["scores"]["Q"]
+        # a single metric is keyed by the config's own spelling, as before
+        assert set(qa) == {"All", "Meaningness"} and set(q) == {"All", "Clarity"}
+        assert set(qa["All"]) == {"Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness",
+                                  "Meaningfulness"}
+        assert set(qa["Meaningness"]) == {"reason", "score"} and set(q["Clarity"]) == {"reason", "score"}
+        assert all(isinstance(v, int) and 1 <= v <= 10 for v in [*qa["All"].values(), *q["All"].values()])
+        assert isinstance(qa["Meaningness"]["score"], int) and isinstance(qa["Meaningness"]["reason"], str)
+    assert _read(tmp_path / "output" / "example_input_add_key_errors.jsonl") == []
+    # the All's Meaningfulness is the All call's own answer, not the single metric's
+    alone = tmp_path / "alone"
+    _write_items(alone / "data" / "example_input_add_key.jsonl", ["a", "b", 3])
+    run_seed_config(_seed_project(alone, judge, 'metrics:\n  QA:\n    - "All"\n'), cache_dir=tmp_path / "cache")
+    assert judge.stats()["requests"] == 12  # same requests: all from the reply store
+    alone_scored = _read(alone / "output" / "example_input_add_key_scored.jsonl")
+    by_id = {json.dumps(r["id"]): r["scores"]["QA"]["All"] for r in alone_scored}
+    assert all(r["scores"]["QA"]["All"] == by_id[json.dumps(r["id"])] for r in scored)
+
+
+def test_string_and_integer_ids_are_two_items(tmp_path, judge, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    _write_lines(tmp_path / "data" / "example_input_add_key.jsonl", [
+        json.dumps({"id": 7, "instruction": "integer seven", "output": "x"}),
+        json.dumps({"id": "7", "instruction": "string seven", "output": "y"}),
+    ])
+    config = _seed_project(tmp_path, judge, 'metrics:\n  QA:\n    - "All"\n')
+    judge.configure(faults=[{"fault": "out_of_range", "match": "integer seven"}])
+    run_seed_config(config, cache_dir=tmp_path / "cache")
+    assert [r["id"] for r in _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")] == ["7"]
+    assert [e["id"] for e in _read(tmp_path / "output" / "example_input_add_key_errors.jsonl")] == [7]
+    judge.reset()
+    run_seed_config(config, cache_dir=tmp_path / "cache")  # the integer 7 failed: it is scored now, not skipped as "7"
+    assert judge.stats()["requests"] == 1
+    scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
+    assert [r["id"] for r in scored] == ["7", 7] and [type(r["id"]) for r in scored] == [str, int]
+    assert (tmp_path / "output" / "scored_ids.txt").read_text() == '"7"\n7\n'
+    run_seed_config(config, cache_dir=tmp_path / "cache2")  # a fresh cache: only the track file skips them
+    assert judge.stats()["requests"] == 1
+    assert len(_read(tmp_path / "output" / "example_input_add_key_scored.jsonl")) == 2
+
+
+def test_track_file_written_by_the_seed_tool_is_read(tmp_path, judge, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["item-1", "item-2", 3])
+    (tmp_path / "output").mkdir()
+    (tmp_path / "output" / "scored_ids.txt").write_text("item-1\n3\n")  # bare strings, as the seed wrote them
+    run_seed_config(_seed_project(tmp_path, judge, 'metrics:\n  QA:\n    - "All"\n'), cache_dir=tmp_path / "cache")
+    assert judge.stats()["requests"] == 1
+    assert [r["id"] for r in _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")] == ["item-2"]
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ('{"instruction": "no id here", "output": "x"}', "line 3: no 'id' field"),
+        ('{"id": 3, "instruction": "cut', "line 3: not valid JSON"),
+        ('[3, "not an object"]', "line 3: not a JSON object"),
+    ],
+)
+def test_bad_input_line_is_a_config_error_naming_it(tmp_path, judge, monkeypatch, bad, message):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    data = tmp_path / "data" / "example_input_add_key.jsonl"
+    _write_lines(data, [json.dumps({"id": i, "instruction": f"q{i}", "output": "a"}) for i in (1, 2)] + [bad])
+    config = _seed_project(tmp_path, judge, 'metrics:\n  QA:\n    - "All"\n')
+    with pytest.raises(ConfigError, match=message) as e:
+        run_seed_config(config, cache_dir=tmp_path / "cache")
+    assert str(data) in str(e.value)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-seed-test"}
+    for argv in (["-m", "hf_judge", "--config-path", str(config)], ["-m", "hf_judge.cli", "run", str(config)]):
+        p = subprocess.run([sys.executable, *argv, "--cache-dir", str(tmp_path / "c")],
+                           capture_output=True, text=True, env=env)
+        assert p.returncode == 2, p.stderr
+        assert message in p.stderr and "Traceback" not in p.stderr and "DatasetGenerationError" not in p.stderr
+    assert judge.stats()["requests"] == 0
+
+
+def test_merge_keeps_id_types(tmp_path):
+    scores, data = tmp_path / "s.jsonl", tmp_path / "d.jsonl"
+    _write_lines(scores, [json.dumps({"id": "7", "scores": {"QA": {"All": {"Clarity": 2}}}}),
+                          json.dumps({"id": 8, "scores": {}})])
+    _write_lines(data, [json.dumps({"id": 7}), json.dumps({"id": "7"})])
+    report = merge_scores(scores, data, tmp_path / "out.jsonl")
+    assert [r["scores"] for r in _read(tmp_path / "out.jsonl")] == [None, {"QA": {"All": {"Clarity": 2}}}]
+    assert report["unknown_ids"] == [8]
+
+
+def test_own_seed_style_metric_is_written(tmp_path, judge, monkeypatch):
+    # the seed files are written with the metrics the run scored, from prompts_dir, not re-read from the built-ins
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["a", 2])
+    config = _seed_project(tmp_path, judge, 'metrics:\n  QA:\n    - "Depth"\n')
+    (tmp_path / "prompts" / "QA_Depth.txt").write_text('How deep is {output}? Reply as JSON: {"why": "...", "score": 7}\n')
+    run_seed_config(config, cache_dir=tmp_path / "cache")
+    scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
+    assert [r["id"] for r in scored] == ["a", 2]
+    assert all(set(r["scores"]["QA"]["Depth"]) == {"why", "score"} for r in scored)

@@ -99,3 +99,59 @@ def test_pair_scores_out_of_range():
     with pytest.raises(ReplyError) as e:
         parse_pair_scores("11 7", 1, 10)
     assert e.value.kind == "out_of_range"
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [("1", "1"), ("0", "0"), ('"1"', "1"), ('"0"', "0"), ('"**1**"', "1"), ("```json\n1\n```", "1"),
+     ('"Reasoning.\\n0"', "0")],
+)
+def test_binary_reply_that_is_a_json_scalar_gets_the_verdict_rules(content, expected):
+    # "1" is what the seed-001 prompt asks for; it is also valid JSON and used to fail the object schema
+    assert parse_reply(load_metric("Binary"), content, "stop") == {"verdict": expected}
+
+
+@pytest.mark.parametrize("content, kind", [("2", "unparseable"), ("1.0", "unparseable"), ("true", "unparseable"),
+                                           ('"yes"', "unparseable"), ("[1]", "schema"), ('{"verdict": 1}', "schema")])
+def test_binary_json_scalar_is_not_coerced(content, kind):
+    with pytest.raises(ReplyError) as e:
+        parse_reply(load_metric("Binary"), content, "stop")
+    assert e.value.kind == kind
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [("[8, 7]", (8, 7, "")), ('"8 7"', (8, 7, "")),
+     ('"8 7\\nAssistant 1 is precise."', (8, 7, "Assistant 1 is precise."))],
+)
+def test_pair_reply_that_is_a_json_array_or_string_gets_the_pair_rules(content, expected):
+    value = parse_reply(load_metric("Comparative", swap=False), content, "stop")
+    assert (value["score_1"], value["score_2"], value["explanation"]) == expected
+
+
+@pytest.mark.parametrize(
+    "content, kind",
+    [("[8.5, 7]", "unparseable"), ("[8.0, 7]", "unparseable"), ("[11, 7]", "out_of_range"), ('"8 11"', "out_of_range"),
+     ("[8]", "unparseable"), ("[8, 7, 6]", "unparseable"), ("8", "unparseable"), ('["8", "7"]', "schema"),
+     ("[true, 7]", "schema")],
+)
+def test_pair_json_forms_are_not_coerced(content, kind):
+    with pytest.raises(ReplyError) as e:
+        parse_reply(load_metric("Comparative", swap=False), content, "stop")
+    assert e.value.kind == kind
+
+
+@pytest.mark.parametrize("content", ["7", '"8"', "[7, 8]", '"7 8"'])
+def test_score_metric_never_takes_a_bare_json_value(clarity, content):
+    with pytest.raises(ReplyError) as e:
+        parse_reply(clarity, content, "stop")
+    assert e.value.kind == "schema"
+
+
+def test_binary_metric_with_a_reason_output_reads_free_text(tmp_path):
+    (tmp_path / "Graded.jinja").write_text(
+        '---\nkind: binary\nparams: {positive: "yes", negative: "no"}\noutputs:\n'
+        '  reason: {type: string}\n  verdict: {type: string, enum: ["yes", "no"]}\n---\n{{ question }}\n'
+    )
+    m = load_metric("Graded", prompts_dir=tmp_path)
+    assert parse_reply(m, "It matches.\nyes", "stop") == {"verdict": "yes", "reason": "It matches.\nyes"}
