@@ -37,7 +37,14 @@ import orjson
 import yarl
 
 from . import constants
-from .errors import AuthenticationError, BudgetExceededError, CircuitOpenError, ConfigError, ModelNotFoundError, RunStopped
+from .errors import (
+    AuthenticationError,
+    BudgetExceededError,
+    CircuitOpenError,
+    ConfigError,
+    ModelNotFoundError,
+    RunStopped,
+)
 from .limits import AdaptiveLimiter
 from .metrics import Metric
 from .redact import register, scrub, scrub_registered
@@ -208,7 +215,8 @@ def _endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, s
     # Without credentials the server's identity is the text given, as it always was: caches stay valid.
     identity = str(url.with_fragment(None)).rstrip("/") if auth else base_url.rstrip("/")
     query = f"?{url.raw_query_string}" if url.raw_query_string else ""
-    request_url = yarl.URL(str(url.with_query(None).with_fragment(None)).rstrip("/") + "/chat/completions" + query, encoded=True)
+    path = str(url.with_query(None).with_fragment(None)).rstrip("/") + "/chat/completions"
+    request_url = yarl.URL(path + query, encoded=True)
     return request_url, shown, identity, auth
 
 
@@ -221,7 +229,7 @@ def _check_api_key(api_key: str | None) -> None:
             "from a file with its line end); strip it, e.g. export OPENAI_API_KEY=$(tr -d '[:space:]' < key.txt)"
         )
     if not api_key.isascii():
-        raise ConfigError("the API key contains non-ASCII characters; an HTTP header cannot carry them. Check the key.")
+        raise ConfigError("the API key contains non-ASCII characters, which an HTTP header cannot carry. Check it.")
 
 
 class JudgeClient:

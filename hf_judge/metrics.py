@@ -273,9 +273,10 @@ def _parse_jinja_file(name: str, path: Path, text: str, overrides: dict[str, Any
         except PromptFileError:
             raise e from None
         given = {**overrides, **({"swap": swap_override} if swap_override is not None else {})}
+        values = ", ".join(f"{k}={v!r}" for k, v in given.items())
         reason = str(e).removeprefix(f"{where}: ")
         raise PromptFileError(
-            f"metric {name}: the parameter(s) {', '.join(f'{k}={v!r}' for k, v in given.items())} do not fit it: {reason}. "
+            f"metric {name}: the parameter(s) {values} do not fit it: {reason}. "
             f"Default: {', '.join(f'{k}={defaults[k]!r}' for k in given if k in defaults) or 'none'}."
         ) from None
 

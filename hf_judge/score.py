@@ -203,7 +203,7 @@ def score_dataset(
         plans_by_split[split] = plans
 
     base = settings.base_url or constants.default_base_url()
-    if api_key is None and not has_credentials(base):  # a URL's user:password@ is its auth: no key from the environment
+    if api_key is None and not has_credentials(base):  # a URL's user:password@ is its auth: no key from the env
         api_key = constants.default_api_key()
     register(api_key)
     client = JudgeClient(

@@ -178,7 +178,8 @@ def test_secrets_never_leave_the_process(judge, hub, tmp_path):
         assert KEY.encode() not in blob and token.encode() not in blob, f
     out = load_from_disk(tmp_path / "out")
     errors = out["errors"]
-    assert errors["kind"] == ["http_400", "invalid_json"] and "***" in errors["message"][0] and "***" in errors["raw"][1]
+    assert errors["kind"] == ["http_400", "invalid_json"]
+    assert "***" in errors["message"][0] and "***" in errors["raw"][1]
     assert set(out["train"]["QA_Clarity_reason"]) == {"you sent *** and ***", None}
 
 
@@ -188,8 +189,8 @@ def test_credentials_in_base_url_never_leave_the_process(judge, hub, tmp_path):
     url = f"http://alice:{password}@127.0.0.1:{judge.port}/v1?api-version=2024-06-01"
     judge.configure(record=True)
     data = _jsonl(tmp_path / "d.jsonl", 3)
-    p = cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--model", "judge", "--base-url", url,
-            "--push-to-hub", "tester/url-secret-check", "--output-dir", tmp_path / "out",
+    p = cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--model", "judge",
+            "--base-url", url, "--push-to-hub", "tester/url-secret-check", "--output-dir", tmp_path / "out",
             env={"HF_JUDGE_CACHE": str(tmp_path / "cache"), "HF_JUDGE_DEBUG": "1"}, check=0)
     stats = judge.stats()
     assert set(stats["paths"]) == {"/v1/chat/completions?api-version=2024-06-01"}
@@ -197,7 +198,8 @@ def test_credentials_in_base_url_never_leave_the_process(judge, hub, tmp_path):
     files = [f for root in (tmp_path / "cache", tmp_path / "out") for f in Path(root).rglob("*") if f.is_file()]
     from huggingface_hub import DatasetCard
 
-    assert f"`judge` at `127.0.0.1:{judge.port}`" in str(DatasetCard.load("tester/url-secret-check", repo_type="dataset"))
+    card = str(DatasetCard.load("tester/url-secret-check", repo_type="dataset"))
+    assert f"`judge` at `127.0.0.1:{judge.port}`" in card
     for blob in [(p.stdout + p.stderr).encode(), *(f.read_bytes() for f in files + hub.uploaded_files())]:
         assert password.encode() not in blob and b"alice" not in blob and b"api-version" not in blob
 

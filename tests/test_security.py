@@ -28,7 +28,8 @@ def score(ds, metrics, judge, tmp_path, **kw):
     kw.setdefault("columns", {"instruction": "question", "output": "answer"})
     kw.setdefault("base_url", judge.base_url)
     kw.setdefault("api_key", "sk-test")
-    return score_dataset(ds, metrics, model="judge", cache_dir=tmp_path / "cache", backoff_base=0.001, backoff_max=0.01, **kw)
+    kw.update(model="judge", cache_dir=tmp_path / "cache", backoff_base=0.001, backoff_max=0.01)
+    return score_dataset(ds, metrics, **kw)
 
 
 # -- prompt files -------------------------------------------------------------------
@@ -102,7 +103,8 @@ def test_param_values_cannot_break_the_front_matter():
         "enum": ['say "yes"', "no: never # \\n"],
         "description": 'say "yes" if fully correct, else no: never # \\n',
     }
-    assert 'Reply say "yes" for a fully correct prediction' in m.messages({"question": "q", "answer": "a", "prediction": "p"})[0]["content"]
+    prompt = m.messages({"question": "q", "answer": "a", "prediction": "p"})[0]["content"]
+    assert 'Reply say "yes" for a fully correct prediction' in prompt
 
 
 def test_a_param_that_does_not_fit_names_the_parameter():
@@ -169,7 +171,8 @@ def test_base_url_userinfo_is_basic_auth_and_never_shown(judge, tmp_path, monkey
     judge.configure(record=True)
     caplog.set_level(logging.DEBUG, logger="hf_judge")
     url = f"http://alice:pw-secret-0123456789@127.0.0.1:{judge.port}/v1"
-    out = score(qa_dataset(2), ["Q_Clarity"], judge, tmp_path, base_url=url, api_key=None, columns={"instruction": "question"})
+    out = score(qa_dataset(2), ["Q_Clarity"], judge, tmp_path, base_url=url, api_key=None,
+                columns={"instruction": "question"})
     basic = "Basic " + base64.b64encode(b"alice:pw-secret-0123456789").decode()
     assert judge.stats()["auth"] == [basic, basic]
     assert out.summary.base_url_host == f"127.0.0.1:{judge.port}"
@@ -215,6 +218,6 @@ def test_thresholds_must_be_finite(value):
 def test_cli_thresholds_must_be_finite(tmp_path, capsys, text):
     Dataset.from_dict({"QA_Correctness": [9, 3]}).to_json(tmp_path / "d.jsonl")
     with pytest.raises(SystemExit) as e:
-        main(["filter", str(tmp_path / "d.jsonl"), "--min", f"QA_Correctness={text}", "--output-dir", str(tmp_path / "o")])
+        main(["filter", str(tmp_path / "d.jsonl"), "--min", f"QA_Correctness={text}", "--output-dir", str(tmp_path)])
     assert e.value.code == 2 and "finite" in capsys.readouterr().err
-    assert not (tmp_path / "o").exists()
+    assert not (tmp_path / "dataset_dict.json").exists()
