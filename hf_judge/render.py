@@ -105,7 +105,7 @@ def render_yaml(source: str, values: dict[str, Any], where: str, *, lenient: boo
     Raises :class:`TemplateError` (naming ``where``) or ``yaml.YAMLError``.
 
     Example:
-        >>> render_yaml('enum: [{{ p|tojson }}]\nnote: "{{ p }} or not"', {"p": 'say "yes"'}, "x")
+        >>> render_yaml('{enum: [{{ p|tojson }}], note: "{{ p }} or not"}', {"p": 'say "yes"'}, "x")
         {'enum': ['say "yes"'], 'note': 'say "yes" or not'}
     """
     env = _yaml_lenient_env if lenient else _yaml_env
