@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict
 
 from .filter import score_columns
+from .redact import scrub
 from .summary import RunSummary
 
 START = "<!-- hf-judge:start -->"
@@ -101,7 +102,7 @@ def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
                 details.append(f"`{c}`\n```\n{_histogram(s['hist'])}\n```")
         out += ["", *details, ""]
     out.append(END)
-    return "\n".join(out)
+    return scrub("\n".join(out))  # the model name and the rest come from the user's settings: no secret goes public
 
 
 def merge_card_text(existing: str, section: str) -> str:

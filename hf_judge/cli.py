@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -49,9 +50,12 @@ def _kv(text: str) -> tuple[str, str]:
 def _threshold(text: str) -> tuple[str, float]:
     key, value = _kv(text)
     try:
-        return key, float(value)
+        number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"threshold {text!r}: {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"threshold {text!r}: {value!r} is not a finite number")
+    return key, number
 
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:
@@ -162,7 +166,7 @@ def _api_key(args: argparse.Namespace, recipe_key: str | None = None) -> str | N
         return value
     if recipe_key:
         return resolve_secret(recipe_key)
-    return constants.default_api_key()
+    return None  # score_dataset reads OPENAI_API_KEY, unless the base URL carries its own credentials
 
 
 def _default_output_dir(dataset: str) -> str:

@@ -21,10 +21,12 @@ so in the summary.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import hashlib
 import logging
 import random
+import re
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -35,10 +37,17 @@ import orjson
 import yarl
 
 from . import constants
-from .errors import AuthenticationError, BudgetExceededError, CircuitOpenError, ModelNotFoundError, RunStopped
+from .errors import (
+    AuthenticationError,
+    BudgetExceededError,
+    CircuitOpenError,
+    ConfigError,
+    ModelNotFoundError,
+    RunStopped,
+)
 from .limits import AdaptiveLimiter
 from .metrics import Metric
-from .redact import register, scrub
+from .redact import register, scrub, scrub_registered
 from .validate import ReplyError, parse_reply
 
 logger = logging.getLogger("hf_judge")
@@ -164,8 +173,72 @@ class _Deadlines:
         return not hasattr(task, "uncancel") or task.uncancel() == 0
 
 
+# Query parameters whose values are credentials on some gateways (``?key=``, ``?sig=``).
+_SECRET_QUERY = re.compile(r"key|token|secret|sig|pass|auth|cred", re.I)
+
+
+def has_credentials(base_url: str) -> bool:
+    """Whether ``base_url`` carries ``user:password@`` (then it is sent as HTTP Basic auth)."""
+    try:
+        url = yarl.URL(base_url.strip())
+    except (TypeError, ValueError):
+        return False
+    return url.user is not None or url.password is not None
+
+
+def _endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, str | None]:
+    """``base_url`` parsed once: the chat-completions URL (its query kept, after the path: Azure-style
+    ``?api-version=`` gateways), the form shown in messages, logs and the card (no credentials, no
+    query), the form that identifies the server in cache keys, and the HTTP Basic Authorization
+    header of a ``user:password@`` in it."""
+    try:
+        url = yarl.URL(base_url.strip())
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"base_url is not a URL ({e}); give one like http://127.0.0.1:8000/v1") from None
+    auth = None
+    if url.user is not None or url.password is not None:
+        register(url.password)
+        if api_key:
+            raise ConfigError(
+                "base_url carries credentials (user:password@) and an API key is set as well; a request holds one "
+                "Authorization. Keep the credentials in the URL (sent as HTTP Basic auth) and drop the key, or drop "
+                "them from the URL and pass the key (api_key=, --api-key-env)."
+            )
+        auth = "Basic " + base64.b64encode(f"{url.user or ''}:{url.password or ''}".encode()).decode()
+        url = url.with_user(None)
+    for name, value in url.query.items():
+        if _SECRET_QUERY.search(name):
+            register(value)
+    shown = str(url.with_query(None).with_fragment(None)).rstrip("/")
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"base_url must be an http:// or https:// URL like http://127.0.0.1:8000/v1, got {shown!r}")
+    # Without credentials the server's identity is the text given, as it always was: caches stay valid.
+    identity = str(url.with_fragment(None)).rstrip("/") if auth else base_url.rstrip("/")
+    query = f"?{url.raw_query_string}" if url.raw_query_string else ""
+    path = str(url.with_query(None).with_fragment(None)).rstrip("/") + "/chat/completions"
+    request_url = yarl.URL(path + query, encoded=True)
+    return request_url, shown, identity, auth
+
+
+def _check_api_key(api_key: str | None) -> None:
+    if not api_key:
+        return
+    if any(c < " " or c == "\x7f" for c in api_key) or api_key != api_key.strip():
+        raise ConfigError(
+            "the API key contains a newline or another control character, or surrounding spaces (as when read "
+            "from a file with its line end); strip it, e.g. export OPENAI_API_KEY=$(tr -d '[:space:]' < key.txt)"
+        )
+    if not api_key.isascii():
+        raise ConfigError("the API key contains non-ASCII characters, which an HTTP header cannot carry. Check it.")
+
+
 class JudgeClient:
-    """Sends chat-completion requests for metrics; bounded, retried, validated."""
+    """Sends chat-completion requests for metrics; bounded, retried, validated.
+
+    ``base_url`` may carry a query string (kept on every request) or
+    ``user:password@`` (sent as HTTP Basic auth, when no ``api_key`` is given);
+    neither is ever shown: :attr:`base_url` is the URL without them.
+    """
 
     def __init__(
         self,
@@ -187,9 +260,9 @@ class JudgeClient:
         circuit_threshold: float = 0.5,
         extra_headers: dict[str, str] | None = None,
     ):
-        self.base_url = base_url.rstrip("/")
+        _check_api_key(api_key)
+        self._url, self.base_url, self.server_id, auth = _endpoint(base_url, api_key)  # parsed once, not per request
         self.url = self.base_url + "/chat/completions"
-        self._url = yarl.URL(self.url)  # parsed once, not on every request
         self.model = model
         self.timeout = timeout
         self.retries = retries
@@ -204,6 +277,8 @@ class JudgeClient:
         if api_key:
             register(api_key)
             self._headers["Authorization"] = f"Bearer {api_key}"
+        if auth is not None:
+            self._headers["Authorization"] = auth
         self._headers.update(extra_headers or {})
         self._mode = "json_schema"
         self._schema_ok = False
@@ -220,7 +295,7 @@ class JudgeClient:
                 self._rpm = AsyncLimiter(max(1.0, max_requests_per_minute / 60), 1)
             if max_tokens_per_minute:
                 self._tpm = AsyncLimiter(max(1.0, max_tokens_per_minute / 60), 1)
-        self._key_prefix = hashlib.blake2b(self.base_url.encode() + b"\0", digest_size=16)
+        self._key_prefix = hashlib.blake2b(self.server_id.encode() + b"\0", digest_size=16)
         self._session: aiohttp.ClientSession | None = None
         self._deadlines = _Deadlines(timeout)
         self.stopped: RunStopped | None = None
@@ -416,6 +491,8 @@ class JudgeClient:
             finish = choice.get("finish_reason")
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), "bad_response", "the server's 200 reply is not a chat completion")
+        if isinstance(content, str):  # a reply quoting the key must not carry it into the store or the columns
+            content = scrub_registered(content)
         usage = doc.get("usage") if isinstance(doc, dict) else None
         tokens = None
         if isinstance(usage, dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from datasets import Dataset, DatasetDict
@@ -51,6 +52,8 @@ def filter_by_scores(
     for name, v in [*lo.items(), *hi.items()]:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ConfigError(f"threshold for {name!r} must be a number, got {v!r}")
+        if not math.isfinite(v):  # nan compares false with everything: it would keep every row
+            raise ConfigError(f"threshold for {name!r} must be a finite number, got {v!r}")
     names = sorted(set(lo) | set(hi))
     if isinstance(ds, DatasetDict):
         for split, d in ds.items():

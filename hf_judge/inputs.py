@@ -7,6 +7,7 @@ from pathlib import Path
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
 from .errors import ConfigError
+from .redact import register
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -26,6 +27,7 @@ def load_input(
         >>> load_input("data/train.jsonl", limit=100)  # doctest: +SKIP
         DatasetDict({train: Dataset({features: [...], num_rows: 100})})
     """
+    register(token)  # before scoring: a judge reply quoting it must not keep it
     path = Path(spec).expanduser()
     if path.is_file():
         builder = _FILE_BUILDERS.get(path.suffix.lower())

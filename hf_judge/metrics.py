@@ -19,15 +19,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import yaml
 from datasets import Value
 
-from .errors import MissingColumnError, PromptFileError, TemplateError, UnknownMetricError
+from .errors import MissingColumnError, PromptFileError, UnknownMetricError
 from .render import (
     SeedTemplate,
     compile_template,
     render,
+    render_yaml,
     seed_template_variables,
     template_variables,
 )
@@ -189,14 +189,13 @@ class Metric:
         return resolved
 
 
-def _render_front_matter(raw: str, params: dict[str, Any], where: str) -> dict[str, Any]:
+def _render_front_matter(raw: str, params: dict[str, Any], where: str, *, lenient: bool = False) -> dict[str, Any]:
     try:
-        text = compile_template(raw, where).render(params)
-        data = yaml.safe_load(text) or {}
-    except (jinja2.UndefinedError, TemplateError) as e:
-        raise PromptFileError(f"{where}: front matter: {e}") from None
+        data = render_yaml(raw, params, f"{where}: front matter", lenient=lenient)
     except yaml.YAMLError as e:
         raise PromptFileError(f"{where}: front matter is not valid YAML: {e}") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
         raise PromptFileError(f"{where}: front matter must be a YAML mapping")
     return data
@@ -204,17 +203,7 @@ def _render_front_matter(raw: str, params: dict[str, Any], where: str) -> dict[s
 
 def _default_params(raw: str, where: str) -> dict[str, Any]:
     """Read ``params`` from front matter that may itself use the params."""
-    lenient = jinja2.Environment(undefined=jinja2.Undefined)
-    lenient.filters["tojson"] = lambda v: "null" if isinstance(v, jinja2.Undefined) else json.dumps(v)
-    try:
-        text = lenient.from_string(raw).render()
-    except jinja2.TemplateError as e:
-        raise PromptFileError(f"{where}: front matter is not a valid template: {e}") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise PromptFileError(f"{where}: front matter is not valid YAML: {e}") from None
-    params = data.get("params") if isinstance(data, dict) else None
+    params = _render_front_matter(raw, {}, where, lenient=True).get("params")
     if params is None:
         return {}
     if not isinstance(params, dict):
@@ -274,6 +263,28 @@ def _parse_jinja_file(name: str, path: Path, text: str, overrides: dict[str, Any
         known = ", ".join(sorted(defaults)) or "none"
         raise PromptFileError(f"{where}: unknown parameter(s) {sorted(unknown)} for metric {name}; it takes: {known}")
     params = {**defaults, **overrides}
+    try:
+        return _build_jinja_metric(name, path, text, raw_front, body, params, swap_override)
+    except PromptFileError as e:
+        if not overrides and swap_override is None:
+            raise
+        try:  # the file itself is fine with its defaults: then the values given are at fault
+            _build_jinja_metric(name, path, text, raw_front, body, defaults, None)
+        except PromptFileError:
+            raise e from None
+        given = {**overrides, **({"swap": swap_override} if swap_override is not None else {})}
+        values = ", ".join(f"{k}={v!r}" for k, v in given.items())
+        reason = str(e).removeprefix(f"{where}: ")
+        raise PromptFileError(
+            f"metric {name}: the parameter(s) {values} do not fit it: {reason}. "
+            f"Default: {', '.join(f'{k}={defaults[k]!r}' for k in given if k in defaults) or 'none'}."
+        ) from None
+
+
+def _build_jinja_metric(
+    name: str, path: Path, text: str, raw_front: str, body: str, params: dict[str, Any], swap_override: Any
+) -> Metric:
+    where = str(path)
     front = _render_front_matter(raw_front, params, where)
     allowed = {"description", "temperature", "system", "kind", "params", "outputs", "optional", "swap"}
     extra = set(front) - allowed

@@ -25,6 +25,7 @@ from .client import JudgeClient, Outcome
 from .errors import RunStopped, TemplateError
 from .metrics import Metric
 from .pages import file_paths, release
+from .redact import scrub, scrub_registered
 from .render import format_value
 from .store import ReplyStore
 from .validate import ReplyError, parse_reply
@@ -251,6 +252,7 @@ class SplitRun:
 
     def _from_cache(self, metric: Metric, hit: tuple[str, str | None]) -> Outcome | None:
         content, usage = hit
+        content = scrub_registered(content)  # an entry written before its secret was registered
         try:
             return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage)
         except ReplyError:
@@ -272,6 +274,8 @@ class SplitRun:
         self._finish_part(job, part, outcome)
 
     def _job_error(self, r: int, plan: Plan, kind: str, message: str, raw: str | None = None, attempts: int = 0) -> None:
+        # The one place error rows are made: whatever a server put in them, no secret goes on.
+        message, raw = scrub(message), (None if raw is None else scrub(raw))
         self.errors.append(
             {"split": self.split, "row": r, "metric": plan.metric.name, "kind": kind, "message": message, "raw": raw, "attempts": attempts}
         )

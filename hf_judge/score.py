@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 
 from . import constants
-from .client import JudgeClient
+from .client import JudgeClient, has_credentials
 from .errors import ConfigError, InterruptedRun, RunStopped, TemplateError
 from .metrics import resolve_metrics
 from .pages import file_paths, release
@@ -85,7 +85,7 @@ def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient
             [p.metric.name, p.metric.prompt_hash, p.metric.json_schema, p.metric.columns, p.columns, p.temperature] for p in plans
         ],
         "model": client.model,
-        "base_url": client.base_url,
+        "base_url": client.server_id,
         "top_p": client.top_p,
         "max_tokens": client.max_tokens,
         "max_input_chars": max_input_chars,
@@ -202,10 +202,12 @@ def score_dataset(
         _preflight(split, d, plans)
         plans_by_split[split] = plans
 
-    api_key = api_key if api_key is not None else constants.default_api_key()
+    base = settings.base_url or constants.default_base_url()
+    if api_key is None and not has_credentials(base):  # a URL's user:password@ is its auth: no key from the env
+        api_key = constants.default_api_key()
     register(api_key)
     client = JudgeClient(
-        base_url=settings.base_url or constants.default_base_url(),
+        base_url=base,
         api_key=api_key,
         model=settings.model,
         concurrency=settings.concurrency,

@@ -45,7 +45,7 @@ MAX_EVENTS = 200_000
 def _new_stats() -> dict:
     return {
         "requests": 0, "ok": 0, "by_status": {}, "by_fault": {}, "max_inflight": 0, "inflight": 0,
-        "events": [], "prompts": 0, "duplicates": 0, "bodies": [], "auth": [],
+        "events": [], "prompts": 0, "duplicates": 0, "bodies": [], "auth": [], "paths": [],
     }
 
 
@@ -147,6 +147,7 @@ class Judge:
             if cfg["record"] and len(st["bodies"]) < 100_000:
                 st["bodies"].append(body)
                 st["auth"].append(auth)
+                st["paths"].append(request.path_qs)
             if cfg["require_key"] is not None and auth != f"Bearer {cfg['require_key']}":
                 self._event(401, inflight)
                 return self._error(401, "Incorrect API key provided", code="invalid_api_key")

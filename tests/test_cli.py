@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -152,14 +153,18 @@ def test_error_paths(judge, tmp_path, env):
 
 
 def test_secrets_never_leave_the_process(judge, hub, tmp_path):
-    """Full score-fail-push cycle with debug logging; the key and the token appear nowhere."""
+    """Full score-fail-push cycle with debug logging, against a server that echoes the key and
+    the token in error replies, in invalid replies and in valid ones; they appear nowhere."""
     token = os.environ["HF_TOKEN"]
     cache = tmp_path / "cache"
     data = _jsonl(tmp_path / "d.jsonl", 10)
-    judge.configure(require_key=KEY, faults=[{"fault": "status", "status": 400, "match": "cli-2:", "message": f"bad request {KEY}"}])
+    judge.configure(require_key=KEY, overrides={"reason": f"you sent {KEY} and {token}"}, faults=[
+        {"fault": "status", "status": 400, "match": "cli-2:", "message": f"bad request {KEY}"},
+        {"fault": "text", "match": "cli-5:", "text": f"not json: Authorization: Bearer {KEY} token={token}"},
+    ])
     p = cli("score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
             "--model", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/secret-check", "--output-dir", tmp_path / "out",
-            "--token", token, env={"HF_JUDGE_CACHE": str(cache), "HF_JUDGE_DEBUG": "1"}, check=0)
+            "--token", token, "--retries", "1", env={"HF_JUDGE_CACHE": str(cache), "HF_JUDGE_DEBUG": "1"}, check=0)
     assert "DEBUG hf_judge: attempt 1 of QA_Clarity failed: http_400: bad request ***" in p.stderr  # debug logging was on
     logs = p.stdout + p.stderr
     assert KEY not in logs and token not in logs
@@ -171,8 +176,32 @@ def test_secrets_never_leave_the_process(judge, hub, tmp_path):
     for f in hub.uploaded_files():
         blob = Path(f).read_bytes()
         assert KEY.encode() not in blob and token.encode() not in blob, f
-    errors = load_from_disk(tmp_path / "out")["errors"]
-    assert errors["kind"] == ["http_400"] and "***" in errors["message"][0]
+    out = load_from_disk(tmp_path / "out")
+    errors = out["errors"]
+    assert errors["kind"] == ["http_400", "invalid_json"]
+    assert "***" in errors["message"][0] and "***" in errors["raw"][1]
+    assert set(out["train"]["QA_Clarity_reason"]) == {"you sent *** and ***", None}
+
+
+def test_credentials_in_base_url_never_leave_the_process(judge, hub, tmp_path):
+    """user:password@ in --base-url is sent as HTTP Basic auth, and shown nowhere: logs, cache, output, card."""
+    password = "pw-in-the-url-0123456789"
+    url = f"http://alice:{password}@127.0.0.1:{judge.port}/v1?api-version=2024-06-01"
+    judge.configure(record=True)
+    data = _jsonl(tmp_path / "d.jsonl", 3)
+    p = cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--model", "judge",
+            "--base-url", url, "--push-to-hub", "tester/url-secret-check", "--output-dir", tmp_path / "out",
+            env={"HF_JUDGE_CACHE": str(tmp_path / "cache"), "HF_JUDGE_DEBUG": "1"}, check=0)
+    stats = judge.stats()
+    assert set(stats["paths"]) == {"/v1/chat/completions?api-version=2024-06-01"}
+    assert set(stats["auth"]) == {"Basic " + base64.b64encode(f"alice:{password}".encode()).decode()}
+    files = [f for root in (tmp_path / "cache", tmp_path / "out") for f in Path(root).rglob("*") if f.is_file()]
+    from huggingface_hub import DatasetCard
+
+    card = str(DatasetCard.load("tester/url-secret-check", repo_type="dataset"))
+    assert f"`judge` at `127.0.0.1:{judge.port}`" in card
+    for blob in [(p.stdout + p.stderr).encode(), *(f.read_bytes() for f in files + hub.uploaded_files())]:
+        assert password.encode() not in blob and b"alice" not in blob and b"api-version" not in blob
 
 
 @pytest.mark.parametrize("metric, columns, column", [
