@@ -250,7 +250,7 @@ def score_dataset(
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     summary = RunSummary(
         model=settings.model,
-        base_url_host=urlparse(client.base_url).netloc,
+        base_url_host=urlparse(client.base_url).netloc.rpartition("@")[2],  # never user:password@
         metrics={m.name: m.prompt_hash for m in loaded},
         columns=[c for m in loaded for c in m.columns],
         sampling={
