@@ -159,7 +159,8 @@ def _provenance(summary: RunSummary) -> list[str]:
         out += [
             "Runs that produced these scores:",
             "",
-            "| run | started (UTC) | split | requests | retries | from cache | prompt tokens | completion tokens | seconds |",
+            "| run | started (UTC) | split | requests | retries | from cache | prompt tokens | completion tokens "
+            "| seconds |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
             *[
                 f"| `{r.get('id', '')}` | {r.get('started', '')} | {r.get('split', '')} | {r.get('requests', 0):,} | "

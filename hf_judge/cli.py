@@ -63,8 +63,8 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, help=f"seconds per request (default {constants.DEFAULT_TIMEOUT:g})")
     g.add_argument("--retries", type=int, help=f"retries per request (default {constants.DEFAULT_RETRIES})")
     g.add_argument("--temperature", type=float, help="override every metric's default temperature")
-    g.add_argument("--top-p", type=float, dest="top_p", help=f"nucleus sampling top_p sent with every request (default {constants.DEFAULT_TOP_P})")
-    g.add_argument("--max-tokens", type=int, dest="max_tokens", help="max completion tokens per reply (default: the metric's own)")
+    g.add_argument("--top-p", type=float, dest="top_p", help=f"top_p of every request (default {constants.DEFAULT_TOP_P})")
+    g.add_argument("--max-tokens", type=int, dest="max_tokens", help="max completion tokens per reply (default: the server's)")
     g.add_argument("--max-total-tokens", type=int, dest="max_total_tokens", help="stop cleanly once this many tokens are used")
     g.add_argument("--max-input-chars", type=int, dest="max_input_chars", help="rows with longer inputs go to errors unsent")
     g.add_argument("--rpm", type=float, dest="max_requests_per_minute", help="max requests per minute")
@@ -76,7 +76,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output")
-    g.add_argument("-o", "--output-dir", help="save_to_disk the result here, with its summary.json (default: a folder named after the input)")
+    g.add_argument("-o", "--output-dir", help="save_to_disk the result and its summary.json here (default: <name>-judged, <name>-filtered)")
     g.add_argument("--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo")
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
@@ -109,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("filter", help="keep rows whose scores pass thresholds", description="Filter DATASET by score thresholds (inclusive); the card keeps how the scores were made.", epilog=FILTER_EXAMPLE, formatter_class=fmt)
     p.add_argument("dataset", help="a scored Hub repo id or the folder hf-judge score saved")
     _add_input_options(p)
-    p.add_argument("--min", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep rows with COLUMN >= V (repeatable)")
-    p.add_argument("--max", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep rows with COLUMN <= V (repeatable)")
+    p.add_argument("--min", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN >= V (repeatable)")
+    p.add_argument("--max", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)")
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
     _add_output_options(p)
     p.set_defaults(func=cmd_filter)
@@ -176,7 +176,7 @@ def _default_output_dir(dataset: str, suffix: str = "judged") -> str:
 def _write(result, args: argparse.Namespace, dataset: str, summary=None, suffix: str = "judged") -> list[str]:
     """Push and/or save ``result``; returns the lines to print once the run's bars are done."""
     from .hub import push_scored
-    from .score import shards_for
+    from .score import ScoredDatasetDict, shards_for
 
     done = []
     if args.push_to_hub:
@@ -184,9 +184,11 @@ def _write(result, args: argparse.Namespace, dataset: str, summary=None, suffix:
         done.append(f"pushed to {url}")
     if args.output_dir or not args.push_to_hub:
         out = args.output_dir or _default_output_dir(dataset, suffix)
-        result.save_to_disk(out, num_shards=shards_for(result))
-        if summary is not None:
-            summary.save(out)  # what a later `hf-judge filter out/` or push puts in the card
+        # ScoredDatasetDict's save: summary.json beside the data (what a later filter or push puts in the card),
+        # and no `0 examples` bar for an empty errors split
+        saved = ScoredDatasetDict(result)
+        saved.summary = summary if summary is not None else getattr(result, "summary", None)
+        saved.save_to_disk(out, num_shards=shards_for(result))
         done.append(f"saved to {out}")
     return done
 

@@ -67,8 +67,12 @@ def push_scored(
     if summary is not None:
         new = provenance_files(summary)
         ops = [CommitOperationAdd(path, content) for path, content in new.items()]
-        ops += [CommitOperationDelete(f) for f in files if f.startswith(f"{FILES_DIR}/") and f not in new]  # an earlier run's
-        api.create_commit(repo_id, ops, repo_type="dataset", revision=revision, commit_message="Add the prompts and recipe that produced the scores (hf-judge)")
+        # an earlier run's prompts that these scores did not use
+        ops += [CommitOperationDelete(f) for f in files if f.startswith(f"{FILES_DIR}/") and f not in new]
+        api.create_commit(
+            repo_id, ops, repo_type="dataset", revision=revision,
+            commit_message="Add the prompts and recipe that produced the scores (hf-judge)",
+        )
     card.push_to_hub(repo_id, repo_type="dataset", token=token, revision=revision, commit_message="Update dataset card (hf-judge)")
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)

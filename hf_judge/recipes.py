@@ -121,7 +121,8 @@ class Recipe(BaseModel):
         """
         from .metrics import resolve_metrics
 
-        return sum(2 if m.kind == "pairwise" and m.swap else 1 for m in resolve_metrics(self.metric_specs(), self.prompts_dir))
+        metrics = resolve_metrics(self.metric_specs(), self.prompts_dir)
+        return sum(2 if m.kind == "pairwise" and m.swap else 1 for m in metrics)
 
     def metric_specs(self) -> list[Any]:
         return [m if isinstance(m, str) else {"name": m.name, "params": m.params} for m in self.metrics]

@@ -55,7 +55,9 @@ class ScoredDatasetDict(DatasetDict):
 
     summary: RunSummary
 
-    def save_to_disk(self, dataset_dict_path, max_shard_size=None, num_shards=None, num_proc=None, storage_options=None):
+    def save_to_disk(
+        self, dataset_dict_path, max_shard_size=None, num_shards=None, num_proc=None, storage_options=None
+    ):
         """``DatasetDict.save_to_disk``, plus the run's ``summary.json`` beside the splits.
 
         ``hf-judge filter`` and a later push read it back, so the card of a

@@ -82,7 +82,9 @@ class RunSummary:
                 seen.add((r.get("id"), r.get("split")))
                 self.runs.append(r)
 
-    def with_filter(self, min: dict, max: dict, keep_missing: bool, rows_before: dict, rows_kept: dict) -> RunSummary:  # noqa: A002
+    def with_filter(  # noqa: A002 - min/max as filter_by_scores names them
+        self, min: dict, max: dict, keep_missing: bool, rows_before: dict, rows_kept: dict
+    ) -> RunSummary:
         """A copy recording the thresholds a filter applied and the rows it kept."""
         out = RunSummary.from_dict(self.to_dict())
         out.filters = {

@@ -158,6 +158,7 @@ def test_filtered_card_keeps_provenance_and_adds_thresholds(judge, hub, tmp_path
     assert (tmp_path / "data-judged" / "summary.json").is_file()
     p = cli("filter", "data-judged", "--min", "QA_Clarity=5")
     assert "saved to data-filtered" in p.out and not (tmp_path / "data-judged-judged").exists()
+    assert "0/0" not in p.err and " 0 examples" not in p.err  # its empty errors split saves silently
     kept = len(load_from_disk(tmp_path / "data-filtered")["train"])
     stored = RunSummary.load(tmp_path / "data-filtered")
     assert stored.filters["rows_kept"] == {"train": kept} and stored.requests == 60
