@@ -76,7 +76,9 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output")
-    g.add_argument("-o", "--output-dir", help="save_to_disk the result and its summary.json here (default: <name>-judged, <name>-filtered)")
+    g.add_argument(
+        "-o", "--output-dir", help="save_to_disk the result and its summary.json here (default: <name>-judged, <name>-filtered)"
+    )
     g.add_argument("--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo")
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")

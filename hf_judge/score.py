@@ -265,7 +265,7 @@ def score_dataset(
     )
     run_id = uuid.uuid4().hex[:12]
     run_started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    current: tuple | None = None  # (split, fp, stats before, time) of the split being scored
+    current: tuple | None = None  # (split, results cache file, counters before, time) of the split being scored
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     errors: list[dict] = []

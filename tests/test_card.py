@@ -15,6 +15,7 @@ from huggingface_hub import DatasetCard, HfApi, hf_hub_download
 
 from hf_judge import RunSummary, filter_by_scores
 from hf_judge.cli import build_parser, main
+from hf_judge.inputs import input_summary
 
 KEY = "sk-test-card-0123456789"
 
@@ -174,6 +175,11 @@ def test_filtered_card_keeps_provenance_and_adds_thresholds(judge, hub, tmp_path
     cli("filter", "tester/card-hubscored", "--min", "QA_Clarity=5", "--push-to-hub", "tester/card-hubbest")
     text = str(_card("tester/card-hubbest"))
     assert f"train: {kept:,} of 60" in text and _card_number(text, "Requests") == "60"
+    # a dataset hf-judge did not push has no summary to keep: filtered, its card has no provenance to invent
+    Dataset.from_dict({"QA_Clarity": [1, 9]}).push_to_hub("tester/card-plain")
+    assert input_summary("tester/card-plain") is None and input_summary("tester/card-nope") is None
+    cli("filter", "tester/card-plain", "--min", "QA_Clarity=5", "--push-to-hub", "tester/card-plainbest")
+    assert "Model:" not in str(_card("tester/card-plainbest"))
 
 
 def test_recipe_and_prompts_uploaded_beside_the_data(judge, hub, tmp_path, cli):
