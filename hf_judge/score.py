@@ -309,7 +309,7 @@ def score_dataset(
                     loop.run(client.open())
                     if use_cache:
                         store = ReplyStore(cache_root / "replies.sqlite3")
-                bar = ProgressBar(split, len(d)) if progress is True else None
+                bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
                 on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
                 run = SplitRun(
                     split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars,
