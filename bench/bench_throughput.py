@@ -140,7 +140,8 @@ def make_dataset(n: int, where: str):
 def child_hf_judge(url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> None:
     import datasets
 
-    datasets.disable_progress_bars()
+    if not os.environ.get("HF_JUDGE_BENCH_PROGRESS"):  # =1 measures the cost of the live bar
+        datasets.disable_progress_bars()
     from hf_judge import score_dataset
 
     work = tempfile.mkdtemp(prefix="hfj-bench-")
@@ -159,7 +160,8 @@ def child_repeat(url: str, n: int, concurrency: int, metric: str = "QA_Clarity")
     """Score n rows, then time the identical second call (it must send nothing)."""
     import datasets
 
-    datasets.disable_progress_bars()
+    if not os.environ.get("HF_JUDGE_BENCH_PROGRESS"):  # =1 measures the cost of the live bar
+        datasets.disable_progress_bars()
     from hf_judge import score_dataset
 
     work = tempfile.mkdtemp(prefix="hfj-bench-")

@@ -24,6 +24,7 @@ from .errors import (
 from .filter import filter_by_scores
 from .hub import push_scored
 from .metrics import Metric, Output, available_metrics, load_metric
+from .progress import Progress
 from .recipes import Recipe, load_recipe
 from .score import ScoredDatasetDict, score_dataset
 from .summary import RunSummary
@@ -42,6 +43,7 @@ __all__ = [
     "MissingColumnError",
     "ModelNotFoundError",
     "Output",
+    "Progress",
     "PromptFileError",
     "Recipe",
     "RunStopped",

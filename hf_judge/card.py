@@ -1,27 +1,39 @@
 """The dataset card: what was scored, how, and what the scores look like.
 
-The card records the model, the server's host (never a key), each metric
-with the sha256 of its prompt text, the sampling parameters, rows scored,
-errors by kind, tokens, and each score column's distribution. hf_judge owns
-only the part between its two markers: text and metadata around it survive a
-second push.
+The card records the source dataset, the model, the server's host (never a
+key), each metric with the full sha256 of its prompt file, the sampling
+parameters, the recipe, rows scored, the thresholds of a filter and the rows
+it kept, the runs that produced the scores (requests and tokens summed over
+them), errors by kind, and each score column's distribution. The prompt
+files, the recipe and ``summary.json`` go to the repo beside the data
+(``provenance_files``), so every hash in the card names a file anyone can
+read and run again. Metadata follows the Hub's conventions
+(``huggingface_hub.DatasetCardData``). hf_judge owns only the part between
+its two markers: text and metadata around it survive a second push.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict
+from huggingface_hub import DatasetCardData
 
 from .filter import score_columns
 from .redact import scrub
-from .summary import RunSummary
+from .summary import RunSummary, describe_thresholds
 
 START = "<!-- hf-judge:start -->"
 END = "<!-- hf-judge:end -->"
 _BAR = 30
+# the Hub's size_categories buckets, by upper bound
+_SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+          (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
+          (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"), (1_000_000_000_000, "100B<n<1T")]
+FILES_DIR = "hf_judge"  # the repo folder of the provenance files
 
 
 def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
@@ -65,25 +77,112 @@ def _fmt(v: Any) -> str:
     return "" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
-def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
-    """The markdown hf_judge owns in the card."""
-    out = [START, "## Scored with hf-judge", ""]
-    if summary is not None:
+def size_category(n: int) -> str:
+    """The Hub's ``size_categories`` bucket for ``n`` rows.
+
+    Example:
+        >>> size_category(164), size_category(8_200)
+        ('n<1K', '1K<n<10K')
+    """
+    return next((label for bound, label in _SIZES if n < bound), "n>1T")
+
+
+def card_metadata(data: DatasetCardData, scored: DatasetDict, summary: RunSummary | None) -> DatasetCardData:
+    """Fill the card's metadata the Hub's way, keeping what the owner set: tags, size, source, annotations."""
+    tags = list(data.get("tags") or [])
+    data.tags = tags + [t for t in ("hf-judge", "llm-as-judge") if t not in tags]
+    data.size_categories = size_category(sum(len(d) for k, d in scored.items() if k != "errors"))
+    creators = data.get("annotations_creators") or []
+    creators = [creators] if isinstance(creators, str) else list(creators)
+    if "machine-generated" not in creators:
+        data.annotations_creators = [*creators, "machine-generated"]
+    if summary is not None and summary.source_on_hub and summary.source_dataset:
+        sources = list(data.get("source_datasets") or [])
+        if summary.source_dataset not in sources:
+            data.source_datasets = [*sources, summary.source_dataset]
+    return data
+
+
+def provenance_files(summary: RunSummary) -> dict[str, bytes]:
+    """Repo path -> content of the files that let anyone check and rerun the scoring:
+    each metric's prompt file, the recipe (when one was used) and ``summary.json``."""
+    files = {f"{FILES_DIR}/prompts/{p['file']}": p["text"].encode() for p in summary.prompts.values() if p.get("text")}
+    if summary.recipe_yaml:
+        files[f"{FILES_DIR}/recipe.yaml"] = summary.recipe_yaml.encode()
+    files[f"{FILES_DIR}/summary.json"] = json.dumps(summary.to_dict(), indent=1, default=str).encode()
+    return files
+
+
+def _host(summary: RunSummary) -> str:
+    return summary.base_url_host.rpartition("@")[2]  # never user:password@ of a URL
+
+
+def _provenance(summary: RunSummary) -> list[str]:
+    t = summary.totals()
+    runs = summary.runs
+    n_runs = len({r.get("id") for r in runs}) or 1
+    source = summary.source_dataset or "unknown"
+    if summary.source_on_hub and summary.source_dataset:
+        source = f"[{source}](https://huggingface.co/datasets/{source})"
+    out = [
+        f"- **Source dataset:** {source}",
+        f"- **Model:** `{summary.model}` at `{_host(summary)}`",
+        f"- **Structured output:** {summary.structured_output}",
+        f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items())}",
+    ]
+    if summary.recipe:
+        out.append(f"- **Recipe:** `{summary.recipe}` ([`{FILES_DIR}/recipe.yaml`]({FILES_DIR}/recipe.yaml))")
+    out.append(f"- **Rows scored:** {', '.join(f'{k}: {v:,}' for k, v in summary.rows.items())}")
+    if summary.filters:
+        f = summary.filters
+        before = f.get("rows_before", {})
+        kept = ", ".join(f"{k}: {v:,} of {before.get(k, v):,}" for k, v in f.get("rows_kept", {}).items())
+        out += [f"- **Filtered:** {describe_thresholds(f)} (inclusive)", f"- **Rows kept:** {kept}"]
+    out += [
+        f"- **Requests:** {t['requests']:,} ({t['retries']:,} retries) over {n_runs} run{'s' if n_runs != 1 else ''}",
+        f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion",
+        f"- **Errors:** {', '.join(f'{k}: {v:,}' for k, v in summary.errors.items()) or 'none'}"
+        + (" (see the `errors` config)" if summary.errors else ""),
+        "",
+        "| metric | prompt file | sha256 of the file | params |",
+        "| --- | --- | --- | --- |",
+    ]
+    for m, h in summary.metrics.items():
+        p = summary.prompts.get(m)
+        if p:
+            path = f"{FILES_DIR}/prompts/{p['file']}"
+            params = json.dumps(p.get("params") or {}, sort_keys=True) if p.get("params") else ""
+            out.append(f"| `{m}` | [`{path}`]({path}) | `{p['sha256']}` | {params} |")
+        else:
+            out.append(f"| `{m}` |  | `{h}` |  |")
+    out.append("")
+    if runs:
         out += [
-            f"- **Model:** `{summary.model}` at `{summary.base_url_host}`",
-            f"- **Structured output:** {summary.structured_output}",
-            f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items())}",
-            f"- **Rows scored:** {', '.join(f'{k}: {v:,}' for k, v in summary.rows.items())}",
-            f"- **Requests:** {summary.requests:,} ({summary.retries:,} retries, {summary.cache_hits:,} from cache)",
-            f"- **Tokens:** {summary.prompt_tokens:,} prompt / {summary.completion_tokens:,} completion",
-            f"- **Errors:** {', '.join(f'{k}: {v:,}' for k, v in summary.errors.items()) or 'none'}"
-            + (" (see the `errors` config)" if summary.errors else ""),
+            "Runs that produced these scores:",
             "",
-            "| metric | prompt sha256 |",
-            "| --- | --- |",
-            *[f"| `{m}` | `{h[:16]}` |" for m, h in summary.metrics.items()],
+            "| run | started (UTC) | split | requests | retries | from cache | prompt tokens | completion tokens "
+            "| seconds |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            *[
+                f"| `{r.get('id', '')}` | {r.get('started', '')} | {r.get('split', '')} | {r.get('requests', 0):,} | "
+                f"{r.get('retries', 0):,} | {r.get('cache_hits', 0):,} | {r.get('prompt_tokens', 0):,} | "
+                f"{r.get('completion_tokens', 0):,} | {r.get('elapsed_s', 0):.1f} |"
+                for r in runs
+            ],
             "",
         ]
+    return out
+
+
+def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
+    """The markdown hf_judge owns in the card: provenance (with the filter, if any) and score distributions.
+
+    Example:
+        >>> print(render_section(scored, scored.summary))  # doctest: +SKIP
+    """
+    out = [START, "## Scored with hf-judge", ""]
+    if summary is not None:
+        out += _provenance(summary)
     out += ["### Score distributions", ""]
     for split, d in scored.items():
         if split == "errors":

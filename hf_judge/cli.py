@@ -60,15 +60,15 @@ def _threshold(text: str) -> tuple[str, float]:
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge server")
-    g.add_argument("--model", help="model name on the server (e.g. gpt-4.1-nano)")
+    g.add_argument("-m", "--model", help="model name on the server (e.g. gpt-4.1-nano)")
     g.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
     g.add_argument("--api-key-env", default=None, metavar="NAME", help="environment variable holding the API key (default: OPENAI_API_KEY)")
     g.add_argument("--concurrency", type=int, help=f"requests in flight (default {constants.DEFAULT_CONCURRENCY})")
     g.add_argument("--timeout", type=float, help=f"seconds per request (default {constants.DEFAULT_TIMEOUT:g})")
     g.add_argument("--retries", type=int, help=f"retries per request (default {constants.DEFAULT_RETRIES})")
     g.add_argument("--temperature", type=float, help="override every metric's default temperature")
-    g.add_argument("--top-p", type=float, dest="top_p")
-    g.add_argument("--max-tokens", type=int, dest="max_tokens")
+    g.add_argument("--top-p", type=float, dest="top_p", help=f"top_p of every request (default {constants.DEFAULT_TOP_P})")
+    g.add_argument("--max-tokens", type=int, dest="max_tokens", help="max completion tokens per reply (default: the server's)")
     g.add_argument("--max-total-tokens", type=int, dest="max_total_tokens", help="stop cleanly once this many tokens are used")
     g.add_argument("--max-input-chars", type=int, dest="max_input_chars", help="rows with longer inputs go to errors unsent")
     g.add_argument("--rpm", type=float, dest="max_requests_per_minute", help="max requests per minute")
@@ -80,17 +80,19 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output")
-    g.add_argument("--output-dir", help="save_to_disk the result here")
+    g.add_argument(
+        "-o", "--output-dir", help="save_to_disk the result and its summary.json here (default: <name>-judged, <name>-filtered)"
+    )
     g.add_argument("--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo")
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--subset", help="dataset config name on the Hub")
+    p.add_argument("--subset", help="dataset config name on the Hub (load_dataset's `name`)")
     p.add_argument("--split", action="append", dest="splits", help="split to use (repeatable; default: all)")
     p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
-    p.add_argument("--limit", type=int, help="only the first N rows of each split (a cheap trial)")
+    p.add_argument("-n", "--limit", type=int, help="only the first N rows of each split (a cheap trial)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,20 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(p)
     p.set_defaults(func=cmd_score)
 
-    p = sub.add_parser("filter", help="keep rows whose scores pass thresholds", description="Filter DATASET by score thresholds (inclusive).", epilog=FILTER_EXAMPLE, formatter_class=fmt)
-    p.add_argument("dataset")
+    p = sub.add_parser("filter", help="keep rows whose scores pass thresholds", description="Filter DATASET by score thresholds (inclusive); the card keeps how the scores were made.", epilog=FILTER_EXAMPLE, formatter_class=fmt)
+    p.add_argument("dataset", help="a scored Hub repo id or the folder hf-judge score saved")
     _add_input_options(p)
-    p.add_argument("--min", action="append", type=_threshold, default=[], metavar="COLUMN=V")
-    p.add_argument("--max", action="append", type=_threshold, default=[], metavar="COLUMN=V")
+    p.add_argument("--min", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN >= V (repeatable)")
+    p.add_argument("--max", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)")
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
     _add_output_options(p)
     p.set_defaults(func=cmd_filter)
 
     p = sub.add_parser("metrics", help="list the metrics", description="List built-in metrics (and yours with --prompts-dir).", epilog="example:\n  hf-judge metrics --prompts-dir my_prompts/", formatter_class=fmt)
-    p.add_argument("--prompts-dir", action="append")
+    p.add_argument("--prompts-dir", action="append", help="also list the prompt files in this folder (repeatable)")
     p.set_defaults(func=cmd_metrics)
 
-    p = sub.add_parser("recipes", help="list the built-in recipes", epilog="example:\n  hf-judge recipes", formatter_class=fmt)
+    p = sub.add_parser("recipes", help="list the built-in recipes", description="List the built-in recipes: when to use each and its cost in calls per row.", epilog="example:\n  hf-judge recipes\n  hf-judge run quality --dataset data.jsonl", formatter_class=fmt)
     p.set_defaults(func=cmd_recipes)
 
     p = sub.add_parser("run", help="run a whole job from a recipe or a seed config.yaml", description="Run the job a YAML file describes.", epilog=RUN_EXAMPLE, formatter_class=fmt)
@@ -134,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("merge", help="merge a seed-style scores file into the data file by id", epilog=MERGE_EXAMPLE, formatter_class=fmt)
+    p = sub.add_parser("merge", help="merge a seed-style scores file into the data file by id", description="Merge a seed-004 <name>_scored.jsonl into the original data file, matching rows by id.", epilog=MERGE_EXAMPLE, formatter_class=fmt)
     p.add_argument("--scores", required=True, help="the <name>_scored.jsonl file")
     p.add_argument("--data", required=True, help="the original JSONL data file")
     p.add_argument("--output", required=True, help="where to write the merged JSONL")
@@ -169,22 +171,32 @@ def _api_key(args: argparse.Namespace, recipe_key: str | None = None) -> str | N
     return None  # score_dataset reads OPENAI_API_KEY, unless the base URL carries its own credentials
 
 
-def _default_output_dir(dataset: str) -> str:
+def _default_output_dir(dataset: str, suffix: str = "judged") -> str:
+    """``data.jsonl`` -> ``data-judged``; ``data-judged`` -> ``data-filtered`` (not ``data-judged-filtered``)."""
     stem = Path(dataset.rstrip("/")).stem if Path(dataset).exists() else dataset.replace("/", "__")
-    return f"{stem}-judged"
+    if suffix != "judged" and stem.endswith("-judged"):
+        stem = stem[: -len("-judged")]
+    return f"{stem}-{suffix}"
 
 
-def _write(result, args: argparse.Namespace, dataset: str, summary=None) -> None:
+def _write(result, args: argparse.Namespace, dataset: str, summary=None, suffix: str = "judged") -> list[str]:
+    """Push and/or save ``result``; returns the lines to print once the run's bars are done."""
     from .hub import push_scored
-    from .score import shards_for
+    from .score import ScoredDatasetDict, shards_for
 
+    done = []
     if args.push_to_hub:
         url = push_scored(result, args.push_to_hub, private=args.private, token=args.token, summary=summary)
-        print(f"pushed to {url}")
+        done.append(f"pushed to {url}")
     if args.output_dir or not args.push_to_hub:
-        out = args.output_dir or _default_output_dir(dataset)
-        result.save_to_disk(out, num_shards=shards_for(result))
-        print(f"saved to {out}")
+        out = args.output_dir or _default_output_dir(dataset, suffix)
+        # ScoredDatasetDict's save: summary.json beside the data (what a later filter or push puts in the card),
+        # and no `0 examples` bar for an empty errors split
+        saved = ScoredDatasetDict(result)
+        saved.summary = summary if summary is not None else getattr(result, "summary", None)
+        saved.save_to_disk(out, num_shards=shards_for(result))
+        done.append(f"saved to {out}")
+    return done
 
 
 def _score(dataset: str, args: argparse.Namespace, recipe=None) -> int:
@@ -224,21 +236,39 @@ def _score(dataset: str, args: argparse.Namespace, recipe=None) -> int:
         ds, metrics, columns=columns, prompts_dir=prompts_dir, api_key=_api_key(args, recipe.api_key if recipe else None),
         cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=token_columns, **kwargs,
     )
-    print(scored.summary)
+    summary = scored.summary
+    summary.source_dataset, summary.source_on_hub = _source(dataset)
+    if recipe is not None:
+        summary.recipe = recipe.name
+        ran = type(recipe)(**{**recipe.model_dump(exclude={"metrics"}), "metrics": metrics, "columns": columns, **kwargs})
+        summary.recipe_yaml = ran.public_yaml()  # as it ran: flags override the file
     result: DatasetDict = scored
     if recipe is not None and recipe.filters is not None:
         f = recipe.filters
         result = filter_by_scores(scored, min=f.min, max=f.max, keep_missing=f.keep_missing)
-        kept = {k: len(v) for k, v in result.items() if k != "errors"}
-        print(f"filtered       kept {', '.join(f'{k}: {v:,}' for k, v in kept.items())}")
+        summary = summary.with_filter(
+            f.min, f.max, f.keep_missing, scored.summary.rows, {k: len(v) for k, v in result.items() if k != "errors"}
+        )
     if recipe is not None and recipe.push_to_hub is not None and not args.push_to_hub:
         args.push_to_hub = recipe.push_to_hub.repo
         if args.private is None:
             args.private = recipe.push_to_hub.private
     if recipe is not None and recipe.output_dir and not args.output_dir:
         args.output_dir = recipe.output_dir
-    _write(result, args, dataset, summary=scored.summary)
+    done: list[str] = []
+    try:
+        done = _write(result, args, dataset, summary=summary)
+    finally:
+        # after every progress bar (scoring, saving, pushing), not in between them
+        sys.stderr.flush()
+        print(summary, *done, sep="\n", flush=True)
     return 0
+
+
+def _source(dataset: str) -> tuple[str, bool]:
+    """The source dataset for the card: a Hub repo id, or only the name of a local file or folder."""
+    path = Path(dataset).expanduser()
+    return (path.name, False) if path.exists() else (dataset, True)
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -276,7 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_filter(args: argparse.Namespace) -> int:
     """hf-judge filter DATASET --min COLUMN=V ..."""
     from .filter import filter_by_scores
-    from .inputs import load_input
+    from .inputs import input_summary, load_input
 
     ds = load_input(args.dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=args.limit)
     if "errors" not in ds and not args.splits and not Path(args.dataset).exists():
@@ -287,9 +317,14 @@ def cmd_filter(args: argparse.Namespace) -> int:
             pass
     before = {k: len(v) for k, v in ds.items() if k != "errors"}
     out = filter_by_scores(ds, min=dict(args.min), max=dict(args.max), keep_missing=args.keep_missing)
+    kept = {k: len(out[k]) for k in before}
+    stored = input_summary(args.dataset, revision=args.revision, token=args.token)
+    summary = stored.with_filter(dict(args.min), dict(args.max), args.keep_missing, before, kept) if stored else None
+    done = _write(out, args, args.dataset, summary=summary, suffix="filtered")
+    sys.stderr.flush()
     for k, n in before.items():
-        print(f"{k}: kept {len(out[k]):,} of {n:,} rows")
-    _write(out, args, args.dataset)
+        print(f"{k}: kept {kept[k]:,} of {n:,} rows")
+    print(*done, sep="\n", flush=True)
     return 0
 
 
@@ -309,13 +344,20 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def cmd_recipes(args: argparse.Namespace) -> int:
-    """hf-judge recipes: name and description of each built-in recipe."""
+    """hf-judge recipes: each built-in recipe, when to use it, and its cost in calls per row."""
     from .recipes import list_recipes
 
-    items = list_recipes()
-    width = max((len(k) for k in items), default=0)
-    for name, desc in items.items():
-        print(f"{name.ljust(width)}  {desc}")
+    for name, r in list_recipes().items():
+        if isinstance(r, ConfigError):
+            print(f"{name}\n  (invalid: {r})\n")
+            continue
+        calls = r.calls_per_row()
+        metrics = ", ".join(m if isinstance(m, str) else m.name for m in r.metrics)
+        print(f"{name}  ({calls} call{'s' if calls != 1 else ''} per row: {metrics})")
+        print(f"  {r.description}")
+        if r.use_when:
+            print(f"  use it to {r.use_when}")
+        print(f"  hf-judge run {name} --dataset DATA --model MODEL\n")
     return 0
 
 

@@ -59,7 +59,15 @@ def filter_by_scores(
         for split, d in ds.items():
             if split != "errors":
                 _check(d, names, split)
-        return DatasetDict({split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()})
+        out = DatasetDict({split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()})
+        summary = getattr(ds, "summary", None)
+        if summary is not None:  # a scored result: its card keeps the provenance and adds the thresholds
+            from .score import ScoredDatasetDict
+
+            out = ScoredDatasetDict(out)
+            rows = {k: len(v) for k, v in ds.items() if k != "errors"}
+            out.summary = summary.with_filter(lo, hi, keep_missing, rows, {k: len(out[k]) for k in rows})
+        return out
     _check(ds, names, "train")
     return _filter(ds, lo, hi, names, keep_missing)
 

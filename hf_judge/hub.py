@@ -3,7 +3,8 @@
 Layout: the scored splits form the default config, so
 ``load_dataset(repo)`` gives them with their score columns; the errors form a
 config of their own, ``load_dataset(repo, "errors")``, because all splits of
-one config must share features.
+one config must share features. The prompt files, the recipe and
+``summary.json`` that produced the scores go to ``hf_judge/`` beside them.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 import logging
 
 from datasets import DatasetDict
-from huggingface_hub import DatasetCard, HfApi
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
-from .card import merge_card_text, render_section
+from .card import FILES_DIR, card_metadata, merge_card_text, provenance_files, render_section
 from .redact import register
 from .summary import RunSummary
 
@@ -30,7 +31,7 @@ def push_scored(
     summary: RunSummary | None = None,
     revision: str | None = None,
 ) -> str:
-    """Push scored splits, the errors and a dataset card; returns the repo URL.
+    """Push scored splits, the errors, the provenance files and a dataset card; returns the repo URL.
 
     Example:
         >>> push_scored(scored, "me/gsm8k-judged", private=True)  # doctest: +SKIP
@@ -43,11 +44,11 @@ def push_scored(
     data.push_to_hub(repo_id, private=private, token=token, revision=revision)
     api = HfApi(token=token)
     stale_errors = False
+    files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
     if errors is not None and len(errors):
         DatasetDict({"errors": errors}).push_to_hub(repo_id, config_name="errors", token=token, revision=revision)
     else:
         # no errors this time: drop those of an earlier push rather than leave them standing
-        files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
         if any(f.startswith("errors/") for f in files):
             api.delete_folder("errors", repo_id=repo_id, repo_type="dataset", revision=revision, commit_message="Remove stale errors (hf-judge)")
         stale_errors = True
@@ -62,9 +63,16 @@ def push_scored(
             items = card.data.get(key)
             if isinstance(items, list):
                 card.data[key] = [c for c in items if not (isinstance(c, dict) and c.get("config_name") == "errors")]
-    tags = list(card.data.get("tags") or [])
-    if "hf-judge" not in tags:
-        card.data["tags"] = [*tags, "hf-judge"]
+    card_metadata(card.data, data, summary)
+    if summary is not None:
+        new = provenance_files(summary)
+        ops = [CommitOperationAdd(path, content) for path, content in new.items()]
+        # an earlier run's prompts that these scores did not use
+        ops += [CommitOperationDelete(f) for f in files if f.startswith(f"{FILES_DIR}/") and f not in new]
+        api.create_commit(
+            repo_id, ops, repo_type="dataset", revision=revision,
+            commit_message="Add the prompts and recipe that produced the scores (hf-judge)",
+        )
     card.push_to_hub(repo_id, repo_type="dataset", token=token, revision=revision, commit_message="Update dataset card (hf-judge)")
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)

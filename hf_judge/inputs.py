@@ -8,6 +8,7 @@ from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
 from .errors import ConfigError
 from .redact import register
+from .summary import SUMMARY_FILE, RunSummary
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -59,3 +60,25 @@ def load_input(
     if limit is not None:
         dd = DatasetDict({s: d.select(range(min(limit, len(d)))) for s, d in dd.items()})
     return dd
+
+
+def input_summary(spec: str, *, revision: str | None = None, token: str | None = None) -> RunSummary | None:
+    """The ``summary.json`` hf-judge saved with ``spec`` (a folder, or ``hf_judge/summary.json`` in a Hub repo).
+
+    None for a dataset hf-judge did not save.
+
+    Example:
+        >>> input_summary("out/").model  # doctest: +SKIP
+        'gpt-4.1-nano'
+    """
+    path = Path(spec).expanduser()
+    if path.exists():
+        return RunSummary.load(path) if path.is_dir() else None
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        local = hf_hub_download(spec, f"hf_judge/{SUMMARY_FILE}", repo_type="dataset", revision=revision, token=token)
+    except (EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError):
+        return None
+    return RunSummary.load(Path(local).parent)

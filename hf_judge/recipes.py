@@ -62,7 +62,9 @@ class Recipe(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    name: str = ""  # default: the file's name without .yaml
     description: str = ""
+    use_when: str = ""  # what `hf-judge recipes` shows: the job the recipe is for
     dataset: DatasetSpec | None = None
     metrics: list[str | MetricItem]
     columns: dict[str, str] = {}
@@ -85,6 +87,42 @@ class Recipe(BaseModel):
     filters: Filters | None = None
     output_dir: str | None = None
     push_to_hub: PushSpec | None = None
+
+    def public_yaml(self) -> str:
+        """The recipe as YAML without secrets or local paths: what the Hub gets beside the scores.
+
+        Example:
+            >>> print(Recipe(metrics=["QA_All"], model="m", api_key="sk-123").public_yaml())
+            metrics:
+            - QA_All
+            model: m
+            api_key: env:OPENAI_API_KEY
+            <BLANKLINE>
+        """
+        d = self.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        d.pop("name", None)
+        if "api_key" in d and not str(d["api_key"]).startswith("env:"):
+            d["api_key"] = "env:OPENAI_API_KEY"  # a key written in the recipe never leaves the machine
+        if "base_url" in d:
+            scheme, sep, rest = d["base_url"].partition("://")
+            d["base_url"] = scheme + sep + rest.rpartition("@")[2] if sep else d["base_url"]
+        if "prompts_dir" in d:
+            d["prompts_dir"] = "prompts"  # the prompt files are uploaded beside the recipe
+        for local in ("output_dir",):
+            d.pop(local, None)
+        return yaml.safe_dump(d, sort_keys=False, allow_unicode=True)
+
+    def calls_per_row(self) -> int:
+        """Requests per row: one per metric, two for a pairwise judge that swaps the responses.
+
+        Example:
+            >>> load_recipe("pairwise").calls_per_row()
+            2
+        """
+        from .metrics import resolve_metrics
+
+        metrics = resolve_metrics(self.metric_specs(), self.prompts_dir)
+        return sum(2 if m.kind == "pairwise" and m.swap else 1 for m in metrics)
 
     def metric_specs(self) -> list[Any]:
         return [m if isinstance(m, str) else {"name": m.name, "params": m.params} for m in self.metrics]
@@ -145,17 +183,23 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
         recipe = Recipe(**data)
     except ValidationError as e:
         raise config_error(e, f"recipe {path}") from None
+    recipe.name = recipe.name or path.stem
     if recipe.prompts_dir and not os.path.isabs(recipe.prompts_dir):
         recipe.prompts_dir = str((path.parent / recipe.prompts_dir).resolve())
     return recipe
 
 
-def list_recipes() -> dict[str, str]:
-    """Built-in recipe name -> description."""
-    out = {}
+def list_recipes() -> dict[str, Recipe | ConfigError]:
+    """Built-in recipe name -> the recipe (or the error that makes it invalid).
+
+    Example:
+        >>> list_recipes()["quality"].calls_per_row()
+        2
+    """
+    out: dict[str, Recipe | ConfigError] = {}
     for p in sorted(builtin_recipes_dir().glob("*.yaml")):
         try:
-            out[p.stem] = load_recipe(p).description
+            out[p.stem] = load_recipe(p)
         except ConfigError as e:
-            out[p.stem] = f"(invalid: {e})"
+            out[p.stem] = e
     return out

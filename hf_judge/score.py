@@ -9,6 +9,8 @@ import os
 import time
 import uuid
 from collections import Counter
+from contextlib import nullcontext
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -21,10 +23,11 @@ from .errors import ConfigError, InterruptedRun, RunStopped, TemplateError
 from .metrics import resolve_metrics
 from .pages import file_paths, release
 from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, sparse_gc
+from .progress import ProgressBar, ProgressCallback, datasets_bars_off
 from .redact import install_log_filter, register
 from .settings import client_settings
 from .store import ReplyStore
-from .summary import RunSummary
+from .summary import SUMMARY_FILE, RunSummary
 
 logger = logging.getLogger("hf_judge")
 
@@ -52,9 +55,31 @@ class ScoredDatasetDict(DatasetDict):
 
     summary: RunSummary
 
-    def save_to_disk(self, dataset_dict_path, *args, **kwargs):
-        kwargs.setdefault("num_shards", shards_for(self))
-        return super().save_to_disk(dataset_dict_path, *args, **kwargs)
+    def save_to_disk(
+        self, dataset_dict_path, max_shard_size=None, num_shards=None, num_proc=None, storage_options=None
+    ):
+        """``DatasetDict.save_to_disk``, plus the run's ``summary.json`` beside the splits.
+
+        ``hf-judge filter`` and a later push read it back, so the card of a
+        result saved here still tells how its scores were made.
+        """
+        shards = {**shards_for(self), **(num_shards or {})}
+        for split, d in self.items():
+            # one DatasetDict per split keeps datasets' own layout; the empty errors split draws no `0 examples` bar
+            with datasets_bars_off() if len(d) == 0 else nullcontext():
+                DatasetDict({split: d}).save_to_disk(
+                    dataset_dict_path, max_shard_size=max_shard_size, num_shards={split: shards.get(split)},
+                    num_proc=num_proc, storage_options=storage_options,
+                )
+        from fsspec.core import url_to_fs
+
+        fs, root = url_to_fs(os.fspath(dataset_dict_path), **(storage_options or {}))
+        with fs.open(f"{root}/dataset_dict.json", "w", encoding="utf-8") as f:
+            json.dump({"splits": list(self)}, f)
+        summary = getattr(self, "summary", None)
+        if summary is not None:
+            with fs.open(f"{root}/{SUMMARY_FILE}", "w", encoding="utf-8") as f:
+                json.dump(summary.to_dict(), f, indent=1, default=str)
 
 
 def shards_for(dd: DatasetDict) -> dict[str, int | None]:
@@ -137,6 +162,7 @@ def score_dataset(
     backoff_base: float = 0.5,
     backoff_max: float = 30.0,
     window: int | None = None,
+    progress: bool | ProgressCallback = True,
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
 
@@ -151,6 +177,10 @@ def score_dataset(
     ``token_columns=True`` adds ``judge_prompt_tokens`` and
     ``judge_completion_tokens``: per row, the tokens of the replies that scored
     it, as the server reported them (null where it reports no usage).
+
+    ``progress`` draws a bar per split that follows the replies as they
+    arrive (off with ``datasets.disable_progress_bars()``); ``False`` draws
+    none; a callable receives a ``hf_judge.Progress`` a few times a second.
 
     Example:
         >>> from datasets import Dataset
@@ -224,7 +254,7 @@ def score_dataset(
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     summary = RunSummary(
         model=settings.model,
-        base_url_host=urlparse(client.base_url).netloc,
+        base_url_host=urlparse(client.base_url).netloc.rpartition("@")[2],  # never user:password@
         metrics={m.name: m.prompt_hash for m in loaded},
         columns=[c for m in loaded for c in m.columns],
         sampling={
@@ -232,7 +262,12 @@ def score_dataset(
             "top_p": settings.top_p,
             "max_tokens": settings.max_tokens,
         },
+        source_dataset=_source_name(splits),
+        prompts={m.name: _prompt_record(m) for m in loaded},
     )
+    run_id = uuid.uuid4().hex[:12]
+    run_started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    current: tuple | None = None  # (split, results cache file, counters before, time) of the split being scored
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     errors: list[dict] = []
@@ -262,10 +297,12 @@ def score_dataset(
                     cache_file.parent.mkdir(parents=True, exist_ok=True)
                     map_kwargs.update(cache_file_name=str(cache_file), load_from_cache_file=True)
                     if cache_file.exists():
-                        scores = d.map(_never_called, **map_kwargs)
+                        with datasets_bars_off():
+                            scores = d.map(_never_called, **map_kwargs)
                         results[split] = concatenate_datasets([d.flatten_indices() if d._indices is not None else d, scores], axis=1)
                         summary.cached_splits.append(split)
                         summary.rows[split] = len(d)
+                        summary.add_runs(_read_runs(cache_file))
                         continue
                 else:
                     map_kwargs.update(keep_in_memory=True, load_from_cache_file=False)
@@ -274,16 +311,27 @@ def score_dataset(
                     loop.run(client.open())
                     if use_cache:
                         store = ReplyStore(cache_root / "replies.sqlite3")
+                bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
+                on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
                 run = SplitRun(
-                    split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars, token_columns=token_columns
+                    split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars,
+                    token_columns=token_columns, on_progress=on_progress,
                 )
+                current = (split, cache_file if use_cache else None, _counters(client), time.perf_counter())
                 feeder = loop.submit(run.feed())
                 try:
-                    scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
+                    with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
+                        scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
                 finally:
                     if not feeder.done():
                         loop.run(run.cancel())
                         feeder.cancel()
+                    if bar is not None:
+                        try:
+                            feeder.result(30)  # its last report reaches the bar before the bar closes
+                        except BaseException:  # noqa: BLE001 - the map has raised it already
+                            pass
+                        bar.close()
                 errors.extend(sorted(run.errors, key=lambda e: e["row"]))
                 if run.errors and use_cache:
                     # Not a finished result: keep it out of the fingerprint cache so
@@ -295,6 +343,8 @@ def score_dataset(
                 results[split] = concatenate_datasets([base, scores], axis=1)
                 release(run.input_files | file_paths(scores.cache_files))  # read again only where used
                 summary.rows[split] = len(d)
+                _record_run(summary, current, client, run_id, run_started)
+                current = None
                 run = None
         except KeyboardInterrupt:
             raise InterruptedRun(
@@ -305,6 +355,8 @@ def score_dataset(
             logger.error("%s", e)
             raise
         finally:
+            if current is not None:  # stopped mid-split: what it paid for counts when a later run resumes
+                _record_run(summary, current, client, run_id, run_started)
             if run is not None and loop is not None:
                 try:
                     loop.run(run.cancel(), timeout=10)
@@ -332,6 +384,60 @@ def score_dataset(
 
 def _never_called(_indices):  # pragma: no cover - only reached if the cache file vanished mid-call
     raise RuntimeError("the cached result disappeared while it was being loaded; run again")
+
+
+def _source_name(splits: dict[str, Dataset]) -> str:
+    """The dataset's name as ``datasets`` knows it (the CLI passes the exact Hub id instead)."""
+    for d in splits.values():
+        name = getattr(d.info, "dataset_name", None) or getattr(d.info, "builder_name", None)
+        if name and name not in ("json", "csv", "parquet", "text", "arrow", "generator", "dataset"):
+            return str(name)
+    return ""
+
+
+def _prompt_record(metric) -> dict[str, Any]:
+    """The prompt file a metric was loaded from: name, full sha256 of its text, params, text (for the Hub)."""
+    return {
+        "file": metric.path.name if metric.path is not None else f"{metric.name}.jinja",
+        "sha256": hashlib.sha256(metric.text.encode()).hexdigest(),
+        "params": metric.params,
+        "text": metric.text,
+    }
+
+
+_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens")
+
+
+def _counters(client: JudgeClient) -> dict[str, int]:
+    return {k: getattr(client.stats, k) for k in _COUNTERS}
+
+
+def _runs_file(cache_file: Path) -> Path:
+    return cache_file.with_name(f"{cache_file.stem}.runs.json")
+
+
+def _read_runs(cache_file: Path) -> list[dict[str, Any]]:
+    try:
+        return json.loads(_runs_file(cache_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+
+
+def _record_run(summary: RunSummary, current: tuple, client: JudgeClient, run_id: str, started: str) -> None:
+    """Add this run's share of one split to the summary, after the earlier runs that worked on the same
+    result (an interrupted run, one whose failed rows this run retried); keep the list beside the results cache."""
+    split, cache_file, before, t0 = current
+    now = _counters(client)
+    entry: dict[str, Any] = {"id": run_id, "started": started, "split": split}
+    entry.update({k: now[k] - before[k] for k in _COUNTERS})
+    entry["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    earlier = _read_runs(cache_file) if cache_file is not None else []
+    summary.add_runs([*earlier, entry])
+    if cache_file is not None:
+        runs = [r for r in earlier if r.get("id") != run_id] + [entry]
+        tmp = _runs_file(cache_file).with_suffix(f".tmp-{run_id}")
+        tmp.write_text(json.dumps(runs), encoding="utf-8")
+        os.replace(tmp, _runs_file(cache_file))
 
 
 def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], started: float) -> None:

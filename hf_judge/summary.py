@@ -1,15 +1,29 @@
-"""The run summary printed at the end of a run and recorded in the dataset card."""
+"""The run summary printed at the end of a run, saved as ``summary.json`` beside
+the data, and recorded in the dataset card.
+
+A result can be built by several runs (a run interrupted and resumed, a run
+whose failed rows a second run retried, a run served whole from the cache):
+``runs`` lists the runs that produced its scores, one entry per (run, split),
+and ``totals()`` sums them. The top-level counters are this run's own.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
+
+SUMMARY_FILE = "summary.json"
+# the counters of one run entry that add up over runs
+RUN_COUNTERS = ("requests", "retries", "prompt_tokens", "completion_tokens", "elapsed_s")
 
 
 @dataclass
 class RunSummary:
-    """What a run did: rows, requests, failures by kind, tokens, time."""
+    """What a run did: rows, requests, failures by kind, tokens, time, and where the scores came from."""
 
     model: str = ""
     base_url_host: str = ""
@@ -28,6 +42,14 @@ class RunSummary:
     metrics: dict[str, str] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
     sampling: dict[str, Any] = field(default_factory=dict)
+    # provenance: what was scored, with which prompts and recipe, what was kept
+    source_dataset: str = ""  # a Hub repo id, or a local file or folder name
+    source_on_hub: bool = False
+    recipe: str = ""  # the recipe's name, when one was used
+    recipe_yaml: str = ""  # the recipe as run, without secrets
+    prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric -> file, sha256, params, text
+    filters: dict[str, Any] = field(default_factory=dict)  # min, max, keep_missing, rows_before, rows_kept
+    runs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def requests_per_s(self) -> float:
@@ -37,23 +59,110 @@ class RunSummary:
     def error_count(self) -> int:
         return sum(self.errors.values())
 
+    @property
+    def cached_rows(self) -> int:
+        return sum(self.rows.get(s, 0) for s in self.cached_splits)
+
+    def totals(self) -> dict[str, float]:
+        """Requests, retries, tokens and seconds summed over the runs that produced the scores.
+
+        Example:
+            >>> RunSummary(runs=[{"requests": 3}, {"requests": 2}]).totals()["requests"]
+            5
+        """
+        if not self.runs:
+            return {k: getattr(self, k) for k in RUN_COUNTERS}
+        return {k: sum(r.get(k, 0) for r in self.runs) for k in RUN_COUNTERS}
+
+    def add_runs(self, runs: list[dict[str, Any]]) -> None:
+        """Add run entries not yet listed (the same run and split counts once)."""
+        seen = {(r.get("id"), r.get("split")) for r in self.runs}
+        for r in runs:
+            if (r.get("id"), r.get("split")) not in seen:
+                seen.add((r.get("id"), r.get("split")))
+                self.runs.append(r)
+
+    def with_filter(  # noqa: A002 - min/max as filter_by_scores names them
+        self, min: dict, max: dict, keep_missing: bool, rows_before: dict, rows_kept: dict
+    ) -> RunSummary:
+        """A copy recording the thresholds a filter applied and the rows it kept."""
+        out = RunSummary.from_dict(self.to_dict())
+        out.filters = {
+            "min": dict(min), "max": dict(max), "keep_missing": keep_missing,
+            "rows_before": dict(rows_before), "rows_kept": dict(rows_kept),
+        }
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["requests_per_s"] = round(self.requests_per_s, 1)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSummary:
+        """The inverse of ``to_dict``; keys it does not know (a newer hf-judge's) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``summary.json`` into ``folder`` (beside a saved dataset); returns its path."""
+        path = Path(folder) / SUMMARY_FILE
+        path.write_text(json.dumps(self.to_dict(), indent=1, default=str) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> RunSummary | None:
+        """Read ``folder/summary.json``; None where there is none.
+
+        Example:
+            >>> RunSummary.load("out/")  # doctest: +SKIP
+        """
+        path = Path(folder) / SUMMARY_FILE
+        if not path.is_file():
+            return None
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
     def __str__(self) -> str:
         rows = ", ".join(f"{k}: {v:,}" for k, v in self.rows.items()) or "0"
         errs = ", ".join(f"{k}: {v:,}" for k, v in Counter(self.errors).most_common()) or "none"
         lines = [
             f"rows           {rows}",
-            f"requests       {self.requests:,} ({self.retries:,} retries, {self.cache_hits:,} served from cache)",
+            f"requests       {self.requests:,} ({self.retries:,} retries)",
+        ]
+        cached = []
+        if self.cached_splits:
+            # a split found whole in the results cache: its rows are served, no reply is looked up
+            which = ", ".join(f"{s}: {self.rows.get(s, 0):,}" for s in self.cached_splits)
+            cached.append(f"{self.cached_rows:,} rows ({which}; no request sent)")
+        if self.cache_hits:
+            cached.append(f"{self.cache_hits:,} replies from the reply store")
+        if cached:
+            lines.append(f"from cache     {'; '.join(cached)}")
+        lines += [
             f"errors         {errs}",
             f"tokens         {self.prompt_tokens:,} in / {self.completion_tokens:,} out",
             f"elapsed        {self.elapsed_s:.1f} s ({self.requests_per_s:,.0f} requests/s)",
             f"output format  {self.structured_output}",
         ]
-        if self.cached_splits:
-            lines.append(f"from cache     {', '.join(self.cached_splits)} (no request sent)")
+        if len({r.get("id") for r in self.runs}) > 1 or (self.runs and self.requests == 0 and self.cached_splits):
+            t = self.totals()
+            n = len({r.get("id") for r in self.runs})
+            lines.append(
+                f"scores from    {n} run{'s' if n != 1 else ''}: {t['requests']:,} requests, "
+                f"{t['prompt_tokens']:,} in / {t['completion_tokens']:,} out tokens in all"
+            )
+        if self.filters:
+            kept = ", ".join(f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"
+                             for k, v in self.filters.get("rows_kept", {}).items())
+            lines.append(f"filtered       {describe_thresholds(self.filters)}; kept {kept}")
         lines += [f"note           {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def describe_thresholds(filters: dict[str, Any]) -> str:
+    """``QA_Correctness >= 8, Q_Clarity <= 9`` from a summary's ``filters``."""
+    parts = [f"{k} >= {v:g}" for k, v in filters.get("min", {}).items()]
+    parts += [f"{k} <= {v:g}" for k, v in filters.get("max", {}).items()]
+    if filters.get("keep_missing"):
+        parts.append("null scores kept")
+    return ", ".join(parts) or "none"

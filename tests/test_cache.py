@@ -14,6 +14,8 @@ import pytest
 from datasets import concatenate_datasets, load_from_disk
 from helpers import qa_dataset, score
 
+from hf_judge import RunSummary
+
 HERE = Path(__file__).parent
 
 
@@ -178,12 +180,17 @@ def test_ctrl_c_stops_cleanly_and_resumes(judge, tmp_path, reference):
     assert rc != 0 and took < 5
     assert "run the same command again to resume" in err
     answered = judge.stats()["ok"]
+    received = judge.stats()["requests"]
     judge.reset()
     judge.configure(latency=0.02)
     q = _job(judge, tmp_path / "cache", 5000, 64, tmp_path / "out")
     assert q.wait(120) == 0, q.stderr.read()
     assert judge.stats()["requests"] <= (5000 - answered) + 64
     assert load_from_disk(tmp_path / "out")["train"].to_list() == reference["train"].to_list()
+    # the result's summary counts both runs: what the interrupted one paid for is not forgotten
+    runs = RunSummary.load(tmp_path / "out").runs
+    assert len(runs) == 2 and runs[1]["requests"] == judge.stats()["requests"]
+    assert received <= runs[0]["requests"] <= received + 64  # counted when sent: a few never arrived
 
 
 def test_in_memory_dataset_fingerprint_is_stable_across_processes(judge, tmp_path):
