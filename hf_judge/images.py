@@ -43,6 +43,10 @@ _BYTES = ("binary", "large_binary")
 # spell by chance (a per-process nonce), split out after rendering.
 _NONCE = f"{secrets.randbits(60):018d}"  # digits: no filter changes their case
 _MARK = re.compile(f"\x1eimage-{_NONCE}-(\\d+)\x1e")
+_DATA_URL = re.compile(rb"data:image/[a-z]+;base64,[A-Za-z0-9+/=]*")
+# Tokens an image costs a judge, for the tokens-per-minute limit: OpenAI's
+# high-detail image of up to 2048 px is 85 + 170 per 512 px tile, at most ~1,100.
+IMAGE_TOKENS = 1_000
 
 
 class ImageValueError(ValueError):
@@ -63,7 +67,9 @@ def mime_type(data: bytes, path: str | None = None) -> str | None:
 def _data_url(data: bytes, path: str | None) -> str:
     mime = mime_type(data, path)
     if mime is None:
-        raise ImageValueError(f"the image is not PNG, JPEG, GIF or WEBP (it starts with {data[:8]!r}); convert it before scoring")
+        raise ImageValueError(
+            f"the image is not PNG, JPEG, GIF or WEBP (it starts with {data[:8]!r}); convert it before scoring"
+        )
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
@@ -88,7 +94,9 @@ def image_url(value: Any) -> str:
             except OSError as e:
                 raise ImageValueError(f"cannot read the image file {path!r}: {e.strerror or e}") from None
         raise ImageValueError("the image has neither bytes nor a path")
-    raise ImageValueError(f"a {type(value).__name__} is not an image (expected image bytes, a datasets.Image value or a URL)")
+    raise ImageValueError(
+        f"a {type(value).__name__} is not an image (expected image bytes, a datasets.Image value or a URL)"
+    )
 
 
 def image_urls(value: Any) -> list[str]:
@@ -96,6 +104,18 @@ def image_urls(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [image_url(v) for v in value if v is not None]
     return [image_url(value)]
+
+
+def prompt_tokens_estimate(body: bytes) -> float:
+    """The prompt tokens of a request body, roughly: a token per 4 bytes of text, IMAGE_TOKENS per image.
+
+    An image's base64 bytes are not text: counted as such, one photo would take
+    a whole second's budget of a tokens-per-minute limit.
+    """
+    if b'"image_url"' not in body:
+        return len(body) / 4
+    images = body.count(b'"image_url":{')
+    return len(_DATA_URL.sub(b"", body)) / 4 + images * IMAGE_TOKENS
 
 
 def _kind(feature: Any) -> str | None:
@@ -127,7 +147,8 @@ def image_variables(metric: Any, columns: dict[str, str | None], features: dict[
         if var in metric.images:
             if kind is None:
                 raise ConfigError(
-                    f"metric {metric.name} sends {var!r} as an image, but column {col!r} holds {_describe(features.get(col))}. "
+                    f"metric {metric.name} sends {var!r} as an image, but column {col!r} holds "
+                    f"{_describe(features.get(col))}. "
                     f"Map {var!r} to a datasets.Image column, a column of http(s) URLs or of image bytes "
                     f"(columns={{'{var}': '<column>'}})."
                 )
@@ -165,9 +186,10 @@ def split_parts(text: str, marks: list[str], where: str) -> str | list[dict[str,
     With no image in it the message stays a plain string, as a text-only one is.
     """
     pieces = _MARK.split(text)
+    changed = f"{where}: an image variable was changed by the template; write it as {{{{ name }}}} alone"
     if len(pieces) == 1:
         if _NONCE in text:
-            raise TemplateError(f"{where}: an image variable was changed by the template; write it as {{{{ name }}}} alone")
+            raise TemplateError(changed)
         return text
     parts: list[dict[str, Any]] = []
     for i, piece in enumerate(pieces):
@@ -175,6 +197,6 @@ def split_parts(text: str, marks: list[str], where: str) -> str | list[dict[str,
             parts.append({"type": "image_url", "image_url": {"url": marks[int(piece)]}})
         elif piece.strip():
             if _NONCE in piece:
-                raise TemplateError(f"{where}: an image variable was changed by the template; write it as {{{{ name }}}} alone")
+                raise TemplateError(changed)
             parts.append({"type": "text", "text": piece})
     return parts

@@ -337,14 +337,21 @@ def _parse_jinja_file(name: str, path: Path, text: str, overrides: dict[str, Any
         raise PromptFileError(f"{where}: 'images' must be a list of variable names, e.g. images: [image]")
     for var in images:
         if var not in variables and var not in optional:
-            raise PromptFileError(f"{where}: images names {var!r}, which is not a variable of the template; write {{{{ {var} }}}} where it goes")
+            raise PromptFileError(
+                f"{where}: images names {var!r}, which is not a variable of the template; "
+                f"write {{{{ {var} }}}} where it goes"
+            )
     inputs = set(variables) | set(optional)
     misuse = marker_misuse(body, inputs)
     if system_source:
-        misuse.update({v: "in the system prompt (images go in the user message)" for v in template_variables(system_source) & inputs})
+        in_system = template_variables(system_source) & inputs
+        misuse.update({v: "in the system prompt (images go in the user message)" for v in in_system})
     for var in images:
         if var in misuse:
-            raise PromptFileError(f"{where}: image variable {var!r} is used {misuse[var]}; write {{{{ {var} }}}} alone where the image goes")
+            raise PromptFileError(
+                f"{where}: image variable {var!r} is used {misuse[var]}; "
+                f"write {{{{ {var} }}}} alone where the image goes"
+            )
     return Metric(
         name=name,
         description=str(front.get("description", "")).strip(),

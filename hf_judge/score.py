@@ -83,7 +83,11 @@ def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient
         "data": ds._fingerprint,
         "split": split,
         "metrics": [
-            [p.metric.name, p.metric.prompt_hash, p.metric.json_schema, p.metric.columns, p.columns, p.temperature] for p in plans
+            # images only where there are some: text-only fingerprints stay what they were, and
+            # results of runs from before images were sent as images are not reused
+            [p.metric.name, p.metric.prompt_hash, p.metric.json_schema, p.metric.columns, p.columns, p.temperature]
+            + ([sorted(p.images)] if p.images else [])
+            for p in plans
         ],
         "model": client.model,
         "base_url": client.base_url,
@@ -114,8 +118,9 @@ def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
             except ImageValueError as e:
                 if isinstance(first[col], str):  # a text column that does not hold URLs
                     raise ConfigError(
-                        f"metric {p.metric.name} sends {var!r} as an image, but column {col!r} holds text: row 0 of split "
-                        f"{split!r}: {e}. Map {var!r} to a datasets.Image column or a column of http(s) URLs."
+                        f"metric {p.metric.name} sends {var!r} as an image, but column {col!r} holds text: "
+                        f"row 0 of split {split!r}: {e}. "
+                        f"Map {var!r} to a datasets.Image column or a column of http(s) URLs."
                     ) from None
                 values[var] = ["data:,"]  # a bad image is that row's error, found when it is sent
         try:

@@ -41,7 +41,10 @@ JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 20 + b"\xff\xd9"
 def image_dataset() -> Dataset:
     """Three rows with a ``datasets.Image`` column, built without Pillow."""
     ds = Dataset.from_dict(
-        {"image": [{"bytes": png(c), "path": None} for c in COLORS], "question": [f"what colour is {i}?" for i in range(3)]}
+        {
+            "image": [{"bytes": png(c), "path": None} for c in COLORS],
+            "question": [f"what colour is {i}?" for i in range(3)],
+        }
     )
     return ds.cast_column("image", Image())
 
@@ -100,7 +103,8 @@ def test_image_column_goes_as_content_parts_and_is_cached_by_its_bytes(judge, tm
     ds.to_parquet(str(tmp_path / "images.parquet"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "-c", FRESH, str(tmp_path / "images.parquet"), str(tmp_path / "cache"), judge.base_url, str(pdir)],
+        [sys.executable, "-c", FRESH, str(tmp_path / "images.parquet"), str(tmp_path / "cache"), judge.base_url,
+         str(pdir)],
         capture_output=True, text=True, timeout=300, env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -117,7 +121,8 @@ def test_declared_image_variable_on_a_url_column_sends_the_url(judge, tmp_path):
     score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
     bodies = judge.stats()["bodies"]
     assert [b["messages"][0]["content"] for b in bodies] == [
-        [{"type": "text", "text": q + "\n"}, {"type": "image_url", "image_url": {"url": u}}] for q, u in zip(["q0", "q1"], urls)
+        [{"type": "text", "text": q + "\n"}, {"type": "image_url", "image_url": {"url": u}}]
+        for q, u in zip(["q0", "q1"], urls)
     ]
 
 
@@ -126,13 +131,15 @@ def test_path_only_image_list_of_images_and_jpeg(judge, tmp_path):
     f = tmp_path / "photo.jpg"
     f.write_bytes(JPEG)
     pdir = prompt(tmp_path, "VQA", "{{ image }}{{ question }}")
-    ds = Dataset.from_dict({"image": [{"bytes": None, "path": str(f)}], "question": ["q"]}).cast_column("image", Image())
+    ds = Dataset.from_dict({"image": [{"bytes": None, "path": str(f)}], "question": ["q"]})
+    ds = ds.cast_column("image", Image())
     score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
     many = Dataset.from_dict({"image": [[{"bytes": png(c), "path": None} for c in COLORS]], "question": ["q"]})
     many = many.cast_column("image", List(Image()))
     score(many, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
     contents = [b["messages"][0]["content"] for b in judge.stats()["bodies"]]
-    assert contents[0] == [{"type": "image_url", "image_url": {"url": data_url(JPEG, "image/jpeg")}}, {"type": "text", "text": "q"}]
+    jpeg = {"type": "image_url", "image_url": {"url": data_url(JPEG, "image/jpeg")}}
+    assert contents[0] == [jpeg, {"type": "text", "text": "q"}]
     assert contents[1] == [{"type": "image_url", "image_url": {"url": data_url(png(c))}} for c in COLORS] + [
         {"type": "text", "text": "q"}
     ]
@@ -154,7 +161,8 @@ def test_a_row_without_a_readable_image_is_an_error_row_and_nothing_else_stops(j
 def test_image_variable_on_a_text_or_number_column_is_a_config_error(judge, tmp_path):
     pdir = prompt(tmp_path, "VQA", "{{ question }}\n{{ picture }}", front="images: [picture]\n")
     with pytest.raises(ConfigError, match=r"'picture'.*column 'n'.*int64"):
-        score(Dataset.from_dict({"n": [1], "question": ["q"]}), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={"picture": "n"})
+        numbers = Dataset.from_dict({"n": [1], "question": ["q"]})
+        score(numbers, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={"picture": "n"})
     with pytest.raises(ConfigError, match=r"'picture'.*column 'question'.*not an http\(s\) or data: URL"):
         score(qa_dataset(2), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={"picture": "question"})
     assert judge.stats()["requests"] == 0
@@ -187,9 +195,8 @@ def test_conditional_image_and_if_test_are_allowed(judge, tmp_path):
     ds = Dataset.from_dict({"image": [{"bytes": png(COLORS[0]), "path": None}, None], "question": ["a", "b"]})
     score(ds.cast_column("image", Image()), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
     contents = [b["messages"][0]["content"] for b in judge.stats()["bodies"]]
-    assert sorted(contents, key=str) == sorted(
-        [[{"type": "image_url", "image_url": {"url": data_url(png(COLORS[0]))}}, {"type": "text", "text": " a"}], "no picture b"], key=str
-    )
+    red = {"type": "image_url", "image_url": {"url": data_url(png(COLORS[0]))}}
+    assert sorted(contents, key=str) == sorted([[red, {"type": "text", "text": " a"}], "no picture b"], key=str)
 
 
 def test_text_only_request_bodies_are_unchanged(tmp_path):
@@ -202,6 +209,19 @@ def test_text_only_request_bodies_are_unchanged(tmp_path):
     values = {"instruction": "What is $\\frac{1}{2}$ + {x}?", "output": "a half"}
     body = client.body(m, m.messages(values), 0.1, "json_schema")
     assert hashlib.sha256(body).hexdigest() == TEXT_BODY_SHA256, body
+
+
+def test_token_estimate_counts_an_image_as_image_tokens_not_its_base64():
+    """max_tokens_per_minute: a 300 KB photo is ~1,000 tokens, not 100,000 (which held every request a second)."""
+    from hf_judge.images import IMAGE_TOKENS, image_urls, prompt_tokens_estimate
+
+    photo = b"\x89PNG\r\n\x1a\n" + os.urandom(300_000)
+    parts = [{"type": "text", "text": "x" * 400}, {"type": "image_url", "image_url": {"url": image_urls(photo)[0]}}]
+    body = orjson.dumps({"model": "judge", "messages": [{"role": "user", "content": parts}]})
+    text_only = orjson.dumps({"model": "judge", "messages": [{"role": "user", "content": "x" * 400}]})
+    assert len(body) > 400_000
+    assert prompt_tokens_estimate(text_only) == len(text_only) / 4
+    assert IMAGE_TOKENS + 100 < prompt_tokens_estimate(body) < IMAGE_TOKENS + 200
 
 
 # sha256 of the body above, taken on main before image variables existed
