@@ -4,6 +4,7 @@ Values are rendered like this: strings as they are (LaTeX braces and all),
 numbers with ``str()``, booleans as ``true``/``false``, lists and dicts as
 compact JSON. A null value of a required variable is not rendered at all: the
 row gets an ``errors`` entry of kind ``null_input`` and no request is sent.
+Image variables are not text: see :mod:`hf_judge.images`.
 """
 
 from __future__ import annotations
