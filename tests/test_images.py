@@ -110,7 +110,11 @@ def test_image_column_goes_as_content_parts_and_is_cached_by_its_bytes(judge, tm
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = json.loads(proc.stdout.strip().splitlines()[-1])
     assert again == {"requests": 0, "cache_hits": 3, "cached_splits": [], "scores": list(first["train"]["VQA"])}
-    assert judge.stats()["requests"] == 3
+    # shuffled: each row's image still goes with its own question (else the prompts would be new)
+    shuffled = score(ds.shuffle(seed=1), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["requests"] == 3 and shuffled.summary.cache_hits == 3
+    by_question = dict(zip(first["train"]["question"], first["train"]["VQA"]))
+    assert list(shuffled["train"]["VQA"]) == [by_question[q] for q in shuffled["train"]["question"]]
 
 
 def test_declared_image_variable_on_a_url_column_sends_the_url(judge, tmp_path):
