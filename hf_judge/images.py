@@ -24,7 +24,7 @@ import re
 import secrets
 from typing import Any
 
-from datasets import Image, LargeList, List, Value
+from datasets import Image, Value
 
 from .errors import ConfigError, TemplateError
 
@@ -54,7 +54,12 @@ class ImageValueError(ValueError):
 
 
 def mime_type(data: bytes, path: str | None = None) -> str | None:
-    """The image type of ``data`` from its magic bytes (or the file name), if a judge can take it."""
+    """The image type of ``data`` from its magic bytes (or the file name), if a judge can take it.
+
+    Example:
+        >>> mime_type(b"GIF89a..."), mime_type(b"BM...")
+        ('image/gif', None)
+    """
     for magic, mime in _MAGIC:
         if data.startswith(magic):
             return mime
@@ -100,7 +105,12 @@ def image_url(value: Any) -> str:
 
 
 def image_urls(value: Any) -> list[str]:
-    """The URLs of one row's value: one image, or each image of a list of them."""
+    """The URLs of one row's value: one image, or each image of a list of them.
+
+    Example:
+        >>> image_urls(["https://example.org/a.png", None, "https://example.org/b.png"])
+        ['https://example.org/a.png', 'https://example.org/b.png']
+    """
     if isinstance(value, (list, tuple)):
         return [image_url(v) for v in value if v is not None]
     return [image_url(value)]
@@ -111,6 +121,10 @@ def prompt_tokens_estimate(body: bytes) -> float:
 
     An image's base64 bytes are not text: counted as such, one photo would take
     a whole second's budget of a tokens-per-minute limit.
+
+    Example:
+        >>> prompt_tokens_estimate(b'{"content":"' + b"x" * 400 + b'"}')
+        103.5
     """
     if b'"image_url"' not in body:
         return len(body) / 4
@@ -120,8 +134,9 @@ def prompt_tokens_estimate(body: bytes) -> float:
 
 def _kind(feature: Any) -> str | None:
     """'image' for an image feature or a list of them; 'text'/'bytes' for columns that may hold images; else None."""
-    if isinstance(feature, (List, LargeList)):
-        feature = feature.feature
+    inner = getattr(feature, "feature", None)  # List, LargeList, Sequence (datasets 3)
+    if inner is not None:
+        feature = inner
     if isinstance(feature, Image):
         return "image"
     if isinstance(feature, Value) and feature.dtype in _TEXT:
@@ -184,6 +199,11 @@ def split_parts(text: str, marks: list[str], where: str) -> str | list[dict[str,
     """The rendered user message as content parts: text and images in template order.
 
     With no image in it the message stays a plain string, as a text-only one is.
+
+    Example:
+        >>> marks = []
+        >>> split_parts("See " + mark(["https://x/a.png"], marks), marks, "prompt P")
+        [{'type': 'text', 'text': 'See '}, {'type': 'image_url', 'image_url': {'url': 'https://x/a.png'}}]
     """
     pieces = _MARK.split(text)
     changed = f"{where}: an image variable was changed by the template; write it as {{{{ name }}}} alone"

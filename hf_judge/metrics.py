@@ -23,8 +23,8 @@ import jinja2
 import yaml
 from datasets import Value
 
-from .errors import MissingColumnError, PromptFileError, TemplateError, UnknownMetricError
 from . import images as _images
+from .errors import MissingColumnError, PromptFileError, TemplateError, UnknownMetricError
 from .render import (
     SeedTemplate,
     compile_template,

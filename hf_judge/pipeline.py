@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import gc
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -359,7 +359,7 @@ class SplitRun:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
 
-def read_batches(ds: Dataset, batch_size: int, raw_images: bool):
+def read_batches(ds: Dataset, batch_size: int, raw_images: bool) -> Iterator[dict[str, list]]:
     """Batches of ``ds`` as dicts of lists; with ``raw_images``, image columns
     come undecoded, as ``{"bytes", "path"}`` dicts (the Arrow rows as they are),
     so sending an image neither needs Pillow nor re-encodes it."""

@@ -230,3 +230,14 @@ def test_token_estimate_counts_an_image_as_image_tokens_not_its_base64():
 
 # sha256 of the body above, taken on main before image variables existed
 TEXT_BODY_SHA256 = "2b16cf90b6e8a1615facbdd913007208dee536e1eb900200ae9a4e09d48ce0cd"
+
+
+def test_mime_type_from_magic_bytes_or_file_name():
+    from hf_judge.images import mime_type
+
+    webp = b"RIFF\x10\x00\x00\x00WEBPVP8 "
+    assert [mime_type(png(COLORS[0])), mime_type(JPEG), mime_type(b"GIF87a.."), mime_type(webp)] == [
+        "image/png", "image/jpeg", "image/gif", "image/webp"
+    ]
+    assert mime_type(b"\x00\x01", "scan.webp") == "image/webp"
+    assert mime_type(b"BM\x00\x00", "scan.bmp") is None and mime_type(b"\x00") is None
