@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from datasets import Dataset, Image, List, load_dataset
+from datasets import Dataset, Image, List
 from helpers import qa_dataset, score
 
 from hf_judge import ConfigError, PromptFileError, TemplateError, load_metric
