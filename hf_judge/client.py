@@ -45,6 +45,7 @@ from .errors import (
     ModelNotFoundError,
     RunStopped,
 )
+from .images import prompt_tokens_estimate
 from .limits import AdaptiveLimiter
 from .metrics import Metric
 from .redact import register, scrub, scrub_registered
@@ -395,7 +396,8 @@ class JudgeClient:
             else:
                 body = self.body(metric, messages, temperature, mode)
             if self._tpm is not None:
-                await self._tpm.acquire(min(self._tpm.max_rate, len(body) / 4 + (self.max_tokens or 256)))
+                tokens = prompt_tokens_estimate(body) + (self.max_tokens or 256)
+                await self._tpm.acquire(min(self._tpm.max_rate, tokens))
             self.stats.requests += 1
             if attempt > 1:
                 self.stats.retries += 1

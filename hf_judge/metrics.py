@@ -22,10 +22,12 @@ from typing import Any
 import yaml
 from datasets import Value
 
-from .errors import MissingColumnError, PromptFileError, UnknownMetricError
+from . import images as _images
+from .errors import MissingColumnError, PromptFileError, TemplateError, UnknownMetricError
 from .render import (
     SeedTemplate,
     compile_template,
+    marker_misuse,
     render,
     render_yaml,
     seed_template_variables,
@@ -103,6 +105,11 @@ class Metric:
     path: Path | None = None
     seed_style: bool = False
     system_source: str | None = None
+    # Variables declared as images (front matter ``images:``); variables bound to
+    # a datasets.Image column are images too (see images.image_variables).
+    images: tuple[str, ...] = ()
+    # variable -> where the template uses it so that an image could not be placed there
+    image_misuse: dict[str, str] = field(default_factory=dict, repr=False)
     _template: Any = field(default=None, repr=False)
     _system: Any = field(default=None, repr=False)
 
@@ -156,13 +163,31 @@ class Metric:
     def columns(self) -> list[str]:
         return list(self.features)
 
-    def messages(self, values: dict[str, Any]) -> list[dict[str, str]]:
-        """The chat messages for one row's variable values."""
+    def messages(self, values: dict[str, Any], images: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """The chat messages for one row's variable values.
+
+        ``images``: the variables whose values are lists of image URLs (see
+        :mod:`hf_judge.images`). The user message then becomes content parts,
+        text and images in the order the template places them; without images
+        it is a plain string.
+
+        Example:
+            >>> m = load_metric("Q_Clarity")
+            >>> m.messages({"instruction": "Why is the sky blue?"})[0]["role"]
+            'user'
+        """
+        marks: list[str] = []
+        if images:
+            values = dict(values)
+            for var in images:
+                urls = values.get(var)
+                values[var] = _images.mark(urls, marks) if urls else ""
         if self.seed_style:
             user = self._template.render(values)
         else:
             user = render(self._template, {**self.params, **values}, f"prompt {self.name}")
-        msgs = [{"role": "user", "content": user}]
+        content: Any = _images.split_parts(user, marks, f"prompt {self.name}") if images else user
+        msgs = [{"role": "user", "content": content}]
         if self._system is not None:
             msgs.insert(0, {"role": "system", "content": render(self._system, {**self.params, **values}, f"system prompt of {self.name}")})
         return msgs
@@ -286,7 +311,7 @@ def _build_jinja_metric(
 ) -> Metric:
     where = str(path)
     front = _render_front_matter(raw_front, params, where)
-    allowed = {"description", "temperature", "system", "kind", "params", "outputs", "optional", "swap"}
+    allowed = {"description", "temperature", "system", "kind", "params", "outputs", "optional", "swap", "images"}
     extra = set(front) - allowed
     if extra:
         raise PromptFileError(f"{where}: unknown front matter key(s) {sorted(extra)}; allowed: {', '.join(sorted(allowed))}")
@@ -318,6 +343,26 @@ def _build_jinja_metric(
     system = compile_template(system_source, where + " (system)") if system_source else None
     used = template_variables(body) | (template_variables(system_source) if system_source else set())
     variables = tuple(sorted(used - set(params) - set(optional)))
+    images = front.get("images") or []
+    if not isinstance(images, list) or not all(isinstance(v, str) for v in images):
+        raise PromptFileError(f"{where}: 'images' must be a list of variable names, e.g. images: [image]")
+    for var in images:
+        if var not in variables and var not in optional:
+            raise PromptFileError(
+                f"{where}: images names {var!r}, which is not a variable of the template; "
+                f"write {{{{ {var} }}}} where it goes"
+            )
+    inputs = set(variables) | set(optional)
+    misuse = marker_misuse(body, inputs)
+    if system_source:
+        in_system = template_variables(system_source) & inputs
+        misuse.update({v: "in the system prompt (images go in the user message)" for v in in_system})
+    for var in images:
+        if var in misuse:
+            raise PromptFileError(
+                f"{where}: image variable {var!r} is used {misuse[var]}; "
+                f"write {{{{ {var} }}}} alone where the image goes"
+            )
     return Metric(
         name=name,
         description=str(front.get("description", "")).strip(),
@@ -331,6 +376,8 @@ def _build_jinja_metric(
         text=text,
         path=path,
         system_source=system_source,
+        images=tuple(images),
+        image_misuse=misuse,
         _template=template,
         _system=system,
     )

@@ -16,7 +16,7 @@ import contextlib
 import gc
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +24,11 @@ from datasets import Dataset
 
 from .client import JudgeClient, Outcome
 from .errors import RunStopped, TemplateError
+from .images import ImageValueError, image_urls
 from .metrics import Metric
 from .pages import file_paths, release
-from .redact import scrub, scrub_registered
 from .progress import INTERVAL, Progress, ProgressCallback
+from .redact import scrub, scrub_registered
 from .render import format_value
 from .store import ReplyStore
 from .validate import ReplyError, parse_reply
@@ -96,6 +97,7 @@ class Plan:
     metric: Metric
     columns: dict[str, str | None]  # variable -> column (None: optional, absent)
     temperature: float
+    images: frozenset[str] = frozenset()  # variables sent as images (images.image_variables)
 
 
 class _Job:
@@ -206,7 +208,7 @@ class SplitRun:
         n = len(self.ds)
         row = 0
         store = self.store
-        for batch in source.iter(batch_size=self.read_batch):
+        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
             while row - self.consumed >= self.window and self.failure is None:
                 await asyncio.sleep(0.005)
             if self.failure is not None:
@@ -257,7 +259,13 @@ class SplitRun:
             v = batch[col][i] if col is not None else None
             if v is None and var not in metric.optional:
                 return self._job_error(r, plan, "null_input", f"column {col!r} is null in this row; nothing was sent")
-            values[var] = format_value(v)
+            if var in plan.images and v is not None:
+                try:
+                    values[var] = image_urls(v)
+                except ImageValueError as e:
+                    return self._job_error(r, plan, "bad_image", f"column {col!r}: {e}; nothing was sent")
+            else:
+                values[var] = format_value(v)
         if self.max_input_chars is not None:
             size = sum(len(v) for v in values.values() if isinstance(v, str))
             if size > self.max_input_chars:
@@ -269,7 +277,7 @@ class SplitRun:
             a, b = metric.swap
             orders.append({**values, a: values[b], b: values[a]})
         try:
-            rendered = [metric.messages(vals) for vals in orders]
+            rendered = [metric.messages(vals, plan.images) for vals in orders]
         except TemplateError as e:
             return self._job_error(r, plan, "template", str(e))
         job = _Job(r, plan, len(orders))
@@ -383,6 +391,17 @@ class SplitRun:
         self._fail(self.failure or asyncio.CancelledError())
         if self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def read_batches(ds: Dataset, batch_size: int, raw_images: bool) -> Iterator[dict[str, list]]:
+    """Batches of ``ds`` as dicts of lists; with ``raw_images``, image columns
+    come undecoded, as ``{"bytes", "path"}`` dicts (the Arrow rows as they are),
+    so sending an image neither needs Pillow nor re-encodes it."""
+    if not raw_images:
+        yield from ds.iter(batch_size=batch_size)
+        return
+    for table in ds.with_format("arrow").iter(batch_size=batch_size):
+        yield table.to_pydict()
 
 
 def combine_pairwise(metric: Metric, values: list[dict[str, Any]]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ row gets an ``errors`` entry of kind ``null_input`` and no request is sent.
 Every template hf_judge renders, a prompt file's YAML front matter included,
 goes through the one sandboxed environment below (:func:`render_yaml` for the
 front matter).
+Image variables are not text: see :mod:`hf_judge.images`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import jinja2
 import orjson
 import yaml
-from jinja2 import meta
+from jinja2 import meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import TemplateError
@@ -45,6 +46,31 @@ def compile_template(source: str, where: str) -> jinja2.Template:
 def template_variables(source: str) -> set[str]:
     """The undeclared variables a template reads."""
     return meta.find_undeclared_variables(_env.parse(source))
+
+
+# Where an image variable's marker (see images.py) comes out of rendering intact:
+# on its own in an output, joined with text, or as a truth value in a test.
+_KEEPS_MARKER = (nodes.Output, nodes.Concat, nodes.CondExpr, nodes.If, nodes.Test, nodes.Not, nodes.And, nodes.Or)
+
+
+def marker_misuse(source: str, names: set[str]) -> dict[str, str]:
+    """Variables of ``names`` that ``source`` uses where an image cannot be placed -> where.
+
+    Example:
+        >>> marker_misuse("{{ image }} {{ image | upper }}", {"image"})
+        {'image': 'inside an expression on template line 1'}
+    """
+    found: dict[str, str] = {}
+
+    def walk(node: nodes.Node, parent: nodes.Node | None) -> None:
+        if isinstance(node, nodes.Name) and node.name in names and node.name not in found:
+            if not isinstance(parent, _KEEPS_MARKER):
+                found[node.name] = f"inside an expression on template line {node.lineno}"
+        for child in node.iter_child_nodes():
+            walk(child, node)
+
+    walk(_env.parse(source), None)
+    return found
 
 
 def render(template: jinja2.Template, values: dict[str, Any], where: str) -> str:

@@ -20,9 +20,10 @@ from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 from . import constants
 from .client import JudgeClient, has_credentials
 from .errors import ConfigError, InterruptedRun, RunStopped, TemplateError
+from .images import ImageValueError, image_urls, image_variables
 from .metrics import resolve_metrics
 from .pages import file_paths, release
-from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, sparse_gc
+from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, read_batches, sparse_gc
 from .progress import ProgressBar, ProgressCallback, datasets_bars_off
 from .redact import install_log_filter, register
 from .settings import client_settings
@@ -107,7 +108,11 @@ def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient
         "data": ds._fingerprint,
         "split": split,
         "metrics": [
-            [p.metric.name, p.metric.prompt_hash, p.metric.json_schema, p.metric.columns, p.columns, p.temperature] for p in plans
+            # images only where there are some: text-only fingerprints stay what they were, and
+            # results of runs from before images were sent as images are not reused
+            [p.metric.name, p.metric.prompt_hash, p.metric.json_schema, p.metric.columns, p.columns, p.temperature]
+            + ([sorted(p.images)] if p.images else [])
+            for p in plans
         ],
         "model": client.model,
         "base_url": client.server_id,
@@ -124,14 +129,27 @@ def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
     if len(ds) == 0:
         return
     needed = sorted({c for p in plans for c in p.columns.values() if c})
-    first = ds.select_columns(needed)[0] if needed else {}
+    raw_images = any(p.images for p in plans)
+    first = {c: v[0] for c, v in next(read_batches(ds.select_columns(needed), 1, raw_images)).items()} if needed else {}
     from .render import format_value
 
     for p in plans:
-        values = {v: format_value(first[c]) if c else None for v, c in p.columns.items()}
+        values = {v: format_value(first[c]) if c and v not in p.images else None for v, c in p.columns.items()}
         values = {k: ("" if v is None and k not in p.metric.optional else v) for k, v in values.items()}
+        for var in p.images:
+            col = p.columns[var]
+            try:
+                values[var] = image_urls(first[col]) if first[col] is not None else None
+            except ImageValueError as e:
+                if isinstance(first[col], str):  # a text column that does not hold URLs
+                    raise ConfigError(
+                        f"metric {p.metric.name} sends {var!r} as an image, but column {col!r} holds text: "
+                        f"row 0 of split {split!r}: {e}. "
+                        f"Map {var!r} to a datasets.Image column or a column of http(s) URLs."
+                    ) from None
+                values[var] = ["data:,"]  # a bad image is that row's error, found when it is sent
         try:
-            p.metric.messages(values)
+            p.metric.messages(values, p.images)
         except TemplateError as e:
             raise TemplateError(f"{e} (split {split!r}, row 0)") from None
 
@@ -225,6 +243,8 @@ def score_dataset(
                 f"split {split!r} already has column(s) {clash}; remove them first (ds.remove_columns({clash!r})) or score into a copy"
             )
         plans = [Plan(m, m.resolve_columns(columns, d.column_names), m.temperature if temperature is None else temperature) for m in loaded]
+        for p in plans:
+            p.images = image_variables(p.metric, p.columns, d.features)
         used = {v for m in loaded for v in (*m.variables, *m.optional)}
         unused = sorted(set(columns) - used)
         if unused:

@@ -45,7 +45,7 @@ MAX_EVENTS = 200_000
 def _new_stats() -> dict:
     return {
         "requests": 0, "ok": 0, "by_status": {}, "by_fault": {}, "max_inflight": 0, "inflight": 0,
-        "events": [], "prompts": 0, "duplicates": 0, "bodies": [], "auth": [], "paths": [],
+        "events": [], "prompts": 0, "duplicates": 0, "bodies": [], "auth": [], "paths": [], "image_parts": 0,
     }
 
 
@@ -82,6 +82,20 @@ class Judge:
         props = schema.get("properties", {})
         overrides = self.config["overrides"]
         return {k: overrides[k] if k in overrides else self._value(text, k, s) for k, s in props.items()}
+
+    @staticmethod
+    def _text(content, st: dict) -> str:
+        """A message's text; OpenAI content parts count their images and stand for them by URL."""
+        if not isinstance(content, list):
+            return str(content or "")
+        out = []
+        for part in content:
+            if part.get("type") == "image_url":
+                st["image_parts"] += 1
+                out.append(part["image_url"]["url"])
+            else:
+                out.append(part.get("text", ""))
+        return "".join(out)
 
     @staticmethod
     def _error(status: int, message: str, code: str | None = None, headers: dict | None = None) -> web.Response:
@@ -155,7 +169,7 @@ class Judge:
             if cfg["models"] is not None and model not in cfg["models"]:
                 self._event(404, inflight)
                 return self._error(404, f"The model `{model}` does not exist", code="model_not_found")
-            text = "".join(str(m.get("content") or "") for m in body.get("messages", []))
+            text = "".join(self._text(m.get("content"), st) for m in body.get("messages", []))
             phash = hashlib.blake2b(text.encode(), digest_size=16).digest()
             attempt = self.attempts.get(phash, 0) + 1
             self.attempts[phash] = attempt

@@ -1,0 +1,222 @@
+"""Image variables: which template variables are images, and how an image becomes a request.
+
+An image goes to the judge the OpenAI way, as a content part of the user
+message, ``{"type": "image_url", "image_url": {"url": ...}}``: a ``data:`` URL
+holding the image's own bytes (base64), or the http(s) URL a column holds. The
+request body, and so the cache key, is then a function of the image bytes,
+whatever process read them. A variable is an image when the prompt file
+declares it (``images: [image]``) or when its column is a ``datasets.Image``
+(or a list of them); image columns are read undecoded (``{"bytes", "path"}``),
+so Pillow is not needed and no image is decoded and encoded again.
+
+Example:
+    >>> image_url({"bytes": b"\\x89PNG\\r\\n\\x1a\\n...", "path": None})[:22]
+    'data:image/png;base64,'
+    >>> image_url("https://example.org/cat.jpg")
+    'https://example.org/cat.jpg'
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import re
+import secrets
+from typing import Any
+
+from datasets import Image, Value
+
+from .errors import ConfigError, TemplateError
+
+# Magic bytes of the formats OpenAI-compatible servers take as image parts.
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+SENDABLE = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+_URL = re.compile(r"^(https?://|data:image/)", re.I)
+_TEXT = ("string", "large_string")
+_BYTES = ("binary", "large_binary")
+# Where an image goes in the rendered user message: a marker no row value can
+# spell by chance (a per-process nonce), split out after rendering.
+_NONCE = f"{secrets.randbits(60):018d}"  # digits: no filter changes their case
+_MARK = re.compile(f"\x1eimage-{_NONCE}-(\\d+)\x1e")
+_DATA_URL = re.compile(rb"data:image/[a-z]+;base64,[A-Za-z0-9+/=]*")
+# Tokens an image costs a judge, for the tokens-per-minute limit: OpenAI's
+# high-detail image of up to 2048 px is 85 + 170 per 512 px tile, at most ~1,100.
+IMAGE_TOKENS = 1_000
+
+
+class ImageValueError(ValueError):
+    """A row's value of an image variable that cannot be sent as an image."""
+
+
+def mime_type(data: bytes, path: str | None = None) -> str | None:
+    """The image type of ``data`` from its magic bytes (or the file name), if a judge can take it.
+
+    Example:
+        >>> mime_type(b"GIF89a..."), mime_type(b"BM...")
+        ('image/gif', None)
+    """
+    for magic, mime in _MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    guess = mimetypes.guess_type(path)[0] if path else None
+    return guess if guess in SENDABLE else None
+
+
+def _data_url(data: bytes, path: str | None) -> str:
+    mime = mime_type(data, path)
+    if mime is None:
+        raise ImageValueError(
+            f"the image is not PNG, JPEG, GIF or WEBP (it starts with {data[:8]!r}); convert it before scoring"
+        )
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def image_url(value: Any) -> str:
+    """The URL to send for one image value: a ``datasets.Image`` dict, image bytes or a URL string."""
+    if isinstance(value, str):
+        if _URL.match(value):
+            return value
+        raise ImageValueError(f"{value[:60]!r} is not an http(s) or data: URL")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _data_url(bytes(value), None)
+    if isinstance(value, dict) and ("bytes" in value or "path" in value):
+        data, path = value.get("bytes"), value.get("path")
+        if data is not None:
+            return _data_url(bytes(data), path)
+        if isinstance(path, str) and _URL.match(path):
+            return path
+        if path:
+            try:
+                with open(path, "rb") as f:
+                    return _data_url(f.read(), path)
+            except OSError as e:
+                raise ImageValueError(f"cannot read the image file {path!r}: {e.strerror or e}") from None
+        raise ImageValueError("the image has neither bytes nor a path")
+    raise ImageValueError(
+        f"a {type(value).__name__} is not an image (expected image bytes, a datasets.Image value or a URL)"
+    )
+
+
+def image_urls(value: Any) -> list[str]:
+    """The URLs of one row's value: one image, or each image of a list of them.
+
+    Example:
+        >>> image_urls(["https://example.org/a.png", None, "https://example.org/b.png"])
+        ['https://example.org/a.png', 'https://example.org/b.png']
+    """
+    if isinstance(value, (list, tuple)):
+        return [image_url(v) for v in value if v is not None]
+    return [image_url(value)]
+
+
+def prompt_tokens_estimate(body: bytes) -> float:
+    """The prompt tokens of a request body, roughly: a token per 4 bytes of text, IMAGE_TOKENS per image.
+
+    An image's base64 bytes are not text: counted as such, one photo would take
+    a whole second's budget of a tokens-per-minute limit.
+
+    Example:
+        >>> prompt_tokens_estimate(b'{"content":"' + b"x" * 400 + b'"}')
+        103.5
+    """
+    if b'"image_url"' not in body:
+        return len(body) / 4
+    images = body.count(b'"image_url":{')
+    return len(_DATA_URL.sub(b"", body)) / 4 + images * IMAGE_TOKENS
+
+
+def _kind(feature: Any) -> str | None:
+    """'image' for an image feature or a list of them; 'text'/'bytes' for columns that may hold images; else None."""
+    inner = getattr(feature, "feature", None)  # List, LargeList, Sequence (datasets 3)
+    if inner is not None:
+        feature = inner
+    if isinstance(feature, Image):
+        return "image"
+    if isinstance(feature, Value) and feature.dtype in _TEXT:
+        return "text"
+    if isinstance(feature, Value) and feature.dtype in _BYTES:
+        return "bytes"
+    return None
+
+
+def image_variables(metric: Any, columns: dict[str, str | None], features: dict[str, Any]) -> frozenset[str]:
+    """The variables of ``metric`` to send as images on a split with ``features``.
+
+    Declared ones (``images:`` in the front matter) and every variable bound to
+    a ``datasets.Image`` column. Raises a ConfigError when a declared image is
+    bound to a column that cannot hold one, or when an image variable is used
+    where the renderer cannot place it (a filter, an expression, the system prompt).
+    """
+    found = set()
+    for var, col in columns.items():
+        if col is None:
+            continue
+        kind = _kind(features.get(col))
+        if var in metric.images:
+            if kind is None:
+                raise ConfigError(
+                    f"metric {metric.name} sends {var!r} as an image, but column {col!r} holds "
+                    f"{_describe(features.get(col))}. "
+                    f"Map {var!r} to a datasets.Image column, a column of http(s) URLs or of image bytes "
+                    f"(columns={{'{var}': '<column>'}})."
+                )
+            found.add(var)
+        elif kind == "image":
+            found.add(var)
+    for var in sorted(found):
+        problem = metric.image_misuse.get(var)
+        if problem:
+            raise TemplateError(
+                f"prompt {metric.name}: image variable {var!r} is used {problem}. An image can only stand on its own, "
+                f"as {{{{ {var} }}}} where it goes in the user message (or in a test like {{% if {var} %}})."
+            )
+    return frozenset(found)
+
+
+def _describe(feature: Any) -> str:
+    if isinstance(feature, Value):
+        return feature.dtype
+    return type(feature).__name__ if feature is not None else "nothing"
+
+
+def mark(urls: list[str], marks: list[str]) -> str:
+    """The text that stands for ``urls`` while the template renders; ``marks`` collects them."""
+    out = []
+    for url in urls:
+        out.append(f"\x1eimage-{_NONCE}-{len(marks)}\x1e")
+        marks.append(url)
+    return "".join(out)
+
+
+def split_parts(text: str, marks: list[str], where: str) -> str | list[dict[str, Any]]:
+    """The rendered user message as content parts: text and images in template order.
+
+    With no image in it the message stays a plain string, as a text-only one is.
+
+    Example:
+        >>> marks = []
+        >>> split_parts("See " + mark(["https://x/a.png"], marks), marks, "prompt P")
+        [{'type': 'text', 'text': 'See '}, {'type': 'image_url', 'image_url': {'url': 'https://x/a.png'}}]
+    """
+    pieces = _MARK.split(text)
+    changed = f"{where}: an image variable was changed by the template; write it as {{{{ name }}}} alone"
+    if len(pieces) == 1:
+        if _NONCE in text:
+            raise TemplateError(changed)
+        return text
+    parts: list[dict[str, Any]] = []
+    for i, piece in enumerate(pieces):
+        if i % 2:
+            parts.append({"type": "image_url", "image_url": {"url": marks[int(piece)]}})
+        elif piece.strip():
+            if _NONCE in piece:
+                raise TemplateError(changed)
+            parts.append({"type": "text", "text": piece})
+    return parts

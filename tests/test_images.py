@@ -1,0 +1,243 @@
+"""Image variables: sent as OpenAI image content parts, cached by the image bytes, never as a repr."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import orjson
+import pytest
+from datasets import Dataset, Image, List
+from helpers import qa_dataset, score
+
+from hf_judge import ConfigError, PromptFileError, TemplateError, load_metric
+
+HERE = Path(__file__).parent
+OUTPUTS = "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n"
+
+
+def png(rgb: tuple[int, int, int], size: int = 2) -> bytes:
+    """A tiny RGB PNG, written by hand (Pillow is not a dependency)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\x00" + bytes(rgb) * size for _ in range(size))
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+COLORS = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 20 + b"\xff\xd9"
+
+
+def image_dataset() -> Dataset:
+    """Three rows with a ``datasets.Image`` column, built without Pillow."""
+    ds = Dataset.from_dict(
+        {
+            "image": [{"bytes": png(c), "path": None} for c in COLORS],
+            "question": [f"what colour is {i}?" for i in range(3)],
+        }
+    )
+    return ds.cast_column("image", Image())
+
+
+def data_url(data: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+
+def prompt(tmp_path: Path, name: str, body: str, front: str = "") -> Path:
+    pdir = tmp_path / "prompts"
+    pdir.mkdir(exist_ok=True)
+    (pdir / f"{name}.jinja").write_text(f"---\n{front}{OUTPUTS}---\n{body}")
+    return pdir
+
+
+VQA = "Look at the picture.\n{{ image }}\nQuestion: {{ question }}\n"
+
+# A fresh process scores the same images read back from parquet: a new dataset
+# fingerprint (so the results cache cannot answer) and freshly read image values.
+FRESH = """
+import json, sys
+import datasets
+datasets.disable_progress_bars()
+from hf_judge import score_dataset
+ds = datasets.load_dataset("parquet", data_files=sys.argv[1], split="train", cache_dir=sys.argv[2] + "/hf")
+out = score_dataset(ds, ["VQA"], model="judge", base_url=sys.argv[3], api_key="sk-test", cache_dir=sys.argv[2],
+                    prompts_dir=sys.argv[4])
+print(json.dumps({"requests": out.summary.requests, "cache_hits": out.summary.cache_hits,
+                  "cached_splits": out.summary.cached_splits, "scores": list(out["train"]["VQA"])}))
+"""
+
+
+def test_image_column_goes_as_content_parts_and_is_cached_by_its_bytes(judge, tmp_path):
+    judge.configure(record=True)
+    pdir = prompt(tmp_path, "VQA", VQA)
+    ds = image_dataset()
+    first = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    st = judge.stats()
+    assert st["requests"] == 3 and st["image_parts"] == 3
+    assert not first["errors"].num_rows and None not in first["train"]["VQA"]
+    for i, body in enumerate(st["bodies"]):
+        assert body["messages"] == [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Look at the picture.\n"},
+                    {"type": "image_url", "image_url": {"url": data_url(png(COLORS[i]))}},
+                    {"type": "text", "text": f"\nQuestion: what colour is {i}?"},
+                ],
+            }
+        ]
+        raw = json.dumps(body)
+        assert "PIL" not in raw and " at 0x" not in raw and "{'bytes'" not in raw
+
+    # a second run in a fresh process, on a dataset read back from disk: every reply comes from the store
+    ds.to_parquet(str(tmp_path / "images.parquet"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH, str(tmp_path / "images.parquet"), str(tmp_path / "cache"), judge.base_url,
+         str(pdir)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert again == {"requests": 0, "cache_hits": 3, "cached_splits": [], "scores": list(first["train"]["VQA"])}
+    # shuffled: each row's image still goes with its own question (else the prompts would be new)
+    shuffled = score(ds.shuffle(seed=1), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["requests"] == 3 and shuffled.summary.cache_hits == 3
+    by_question = dict(zip(first["train"]["question"], first["train"]["VQA"]))
+    assert list(shuffled["train"]["VQA"]) == [by_question[q] for q in shuffled["train"]["question"]]
+
+
+def test_declared_image_variable_on_a_url_column_sends_the_url(judge, tmp_path):
+    judge.configure(record=True)
+    pdir = prompt(tmp_path, "VQA", "{{ question }}\n{{ picture }}", front="images: [picture]\n")
+    urls = ["https://example.org/a.png", "http://example.org/b.jpg"]
+    ds = Dataset.from_dict({"picture": urls, "question": ["q0", "q1"]})
+    score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    bodies = judge.stats()["bodies"]
+    assert [b["messages"][0]["content"] for b in bodies] == [
+        [{"type": "text", "text": q + "\n"}, {"type": "image_url", "image_url": {"url": u}}]
+        for q, u in zip(["q0", "q1"], urls)
+    ]
+
+
+def test_path_only_image_list_of_images_and_jpeg(judge, tmp_path):
+    judge.configure(record=True)
+    f = tmp_path / "photo.jpg"
+    f.write_bytes(JPEG)
+    pdir = prompt(tmp_path, "VQA", "{{ image }}{{ question }}")
+    ds = Dataset.from_dict({"image": [{"bytes": None, "path": str(f)}], "question": ["q"]})
+    ds = ds.cast_column("image", Image())
+    score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    many = Dataset.from_dict({"image": [[{"bytes": png(c), "path": None} for c in COLORS]], "question": ["q"]})
+    many = many.cast_column("image", List(Image()))
+    score(many, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    contents = [b["messages"][0]["content"] for b in judge.stats()["bodies"]]
+    jpeg = {"type": "image_url", "image_url": {"url": data_url(JPEG, "image/jpeg")}}
+    assert contents[0] == [jpeg, {"type": "text", "text": "q"}]
+    assert contents[1] == [{"type": "image_url", "image_url": {"url": data_url(png(c))}} for c in COLORS] + [
+        {"type": "text", "text": "q"}
+    ]
+
+
+def test_a_row_without_a_readable_image_is_an_error_row_and_nothing_else_stops(judge, tmp_path):
+    pdir = prompt(tmp_path, "VQA", VQA)
+    rows = [{"bytes": png(COLORS[0]), "path": None}, {"bytes": None, "path": str(tmp_path / "gone.png")},
+            {"bytes": b"BM not an image we can send", "path": None}]
+    ds = Dataset.from_dict({"image": rows, "question": ["a", "b", "c"]}).cast_column("image", Image())
+    out = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["requests"] == 1
+    assert out["train"]["VQA"][0] is not None and out["train"]["VQA"][1:] == [None, None]
+    errors = out["errors"].to_list()
+    assert [(e["row"], e["kind"]) for e in errors] == [(1, "bad_image"), (2, "bad_image")]
+    assert "gone.png" in errors[0]["message"] and "PNG, JPEG, GIF or WEBP" in errors[1]["message"]
+
+
+def test_image_variable_on_a_text_or_number_column_is_a_config_error(judge, tmp_path):
+    pdir = prompt(tmp_path, "VQA", "{{ question }}\n{{ picture }}", front="images: [picture]\n")
+    with pytest.raises(ConfigError, match=r"'picture'.*column 'n'.*int64"):
+        numbers = Dataset.from_dict({"n": [1], "question": ["q"]})
+        score(numbers, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={"picture": "n"})
+    with pytest.raises(ConfigError, match=r"'picture'.*column 'question'.*not an http\(s\) or data: URL"):
+        score(qa_dataset(2), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={"picture": "question"})
+    assert judge.stats()["requests"] == 0
+
+
+def test_image_inside_an_expression_is_refused_before_any_request(judge, tmp_path):
+    pdir = prompt(tmp_path, "VQA", "{{ question }} {{ image | upper }}")
+    with pytest.raises(TemplateError, match=r"image variable 'image'.*line 1.*\{\{ image \}\}"):
+        score(image_dataset(), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    pdir = prompt(tmp_path, "VQA2", "{{ question }}", front="system: '{% raw %}see {{ image }}{% endraw %}'\n")
+    with pytest.raises(TemplateError, match=r"image variable 'image'.*system prompt"):
+        score(image_dataset(), ["VQA2"], judge, tmp_path, prompts_dir=pdir, columns={})
+    pdir = prompt(tmp_path, "VQA5", "{% filter upper %}{{ question }} {{ image }}{% endfilter %}")
+    with pytest.raises(TemplateError, match=r"image variable was changed by the template"):
+        score(image_dataset(), ["VQA5"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["requests"] == 0
+    # a declared image used in an expression is refused when the file is loaded
+    bad = prompt(tmp_path, "VQA3", "{{ picture | truncate(5) }}", front="images: [picture]\n")
+    with pytest.raises(PromptFileError, match="picture"):
+        load_metric("VQA3", prompts_dir=bad)
+    bad = prompt(tmp_path, "VQA4", "{{ question }}", front="images: [picture]\n")
+    with pytest.raises(PromptFileError, match=r"images.*'picture'.*not a variable"):
+        load_metric("VQA4", prompts_dir=bad)
+
+
+def test_conditional_image_and_if_test_are_allowed(judge, tmp_path):
+    judge.configure(record=True)
+    pdir = prompt(tmp_path, "VQA", "{% if image %}{{ image }}{% else %}no picture{% endif %} {{ question }}",
+                  front="optional: [image]\n")
+    ds = Dataset.from_dict({"image": [{"bytes": png(COLORS[0]), "path": None}, None], "question": ["a", "b"]})
+    score(ds.cast_column("image", Image()), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    contents = [b["messages"][0]["content"] for b in judge.stats()["bodies"]]
+    red = {"type": "image_url", "image_url": {"url": data_url(png(COLORS[0]))}}
+    assert sorted(contents, key=str) == sorted([[red, {"type": "text", "text": " a"}], "no picture b"], key=str)
+
+
+def test_text_only_request_bodies_are_unchanged(tmp_path):
+    """Cache keys of text-only metrics must not move: the body is byte-identical to the one before images."""
+    from hf_judge.client import JudgeClient
+
+    pdir = prompt(tmp_path, "Q_Text", "Question: {{ instruction }}\nAnswer: {{ output }}", front="system: Be strict.\n")
+    client = JudgeClient(base_url="http://127.0.0.1:9/v1", api_key=None, model="judge")
+    m = load_metric("Q_Text", prompts_dir=pdir)
+    values = {"instruction": "What is $\\frac{1}{2}$ + {x}?", "output": "a half"}
+    body = client.body(m, m.messages(values), 0.1, "json_schema")
+    assert hashlib.sha256(body).hexdigest() == TEXT_BODY_SHA256, body
+
+
+def test_token_estimate_counts_an_image_as_image_tokens_not_its_base64():
+    """max_tokens_per_minute: a 300 KB photo is ~1,000 tokens, not 100,000 (which held every request a second)."""
+    from hf_judge.images import IMAGE_TOKENS, image_urls, prompt_tokens_estimate
+
+    photo = b"\x89PNG\r\n\x1a\n" + os.urandom(300_000)
+    parts = [{"type": "text", "text": "x" * 400}, {"type": "image_url", "image_url": {"url": image_urls(photo)[0]}}]
+    body = orjson.dumps({"model": "judge", "messages": [{"role": "user", "content": parts}]})
+    text_only = orjson.dumps({"model": "judge", "messages": [{"role": "user", "content": "x" * 400}]})
+    assert len(body) > 400_000
+    assert prompt_tokens_estimate(text_only) == len(text_only) / 4
+    assert IMAGE_TOKENS + 100 < prompt_tokens_estimate(body) < IMAGE_TOKENS + 200
+
+
+# sha256 of the body above, taken on main before image variables existed
+TEXT_BODY_SHA256 = "2b16cf90b6e8a1615facbdd913007208dee536e1eb900200ae9a4e09d48ce0cd"
+
+
+def test_mime_type_from_magic_bytes_or_file_name():
+    from hf_judge.images import mime_type
+
+    webp = b"RIFF\x10\x00\x00\x00WEBPVP8 "
+    assert [mime_type(png(COLORS[0])), mime_type(JPEG), mime_type(b"GIF87a.."), mime_type(webp)] == [
+        "image/png", "image/jpeg", "image/gif", "image/webp"
+    ]
+    assert mime_type(b"\x00\x01", "scan.webp") == "image/webp"
+    assert mime_type(b"BM\x00\x00", "scan.bmp") is None and mime_type(b"\x00") is None
