@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Mapping, Sequence
 
 from datasets import Dataset, DatasetDict
 
@@ -16,11 +17,24 @@ def score_columns(ds: Dataset) -> list[str]:
     return [name for name, f in ds.features.items() if getattr(f, "dtype", None) in _SCORE_TYPES]
 
 
+def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where: str) -> None:
+    """A ConfigError for the first of ``names`` not in ``columns``, with a did-you-mean.
+
+    Example:
+        >>> check_threshold_columns(["QA_Corectness"], ["QA_Correctness"], "recipe filters")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hf_judge.errors.ConfigError: no score column 'QA_Corectness' in recipe filters; did you mean 'QA_Correctness'? ...
+    """
+    for name in names:
+        if name not in columns:
+            close = difflib.get_close_matches(name, list(columns), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"no score column {name!r} in {where}; {hint}Score columns: {', '.join(columns) or '(none)'}")
+
+
 def _check(ds: Dataset, names: list[str], split: str) -> None:
-    missing = [n for n in names if n not in ds.column_names]
-    if missing:
-        present = ", ".join(score_columns(ds)) or "(none)"
-        raise ConfigError(f"no score column {missing[0]!r} in split {split!r}. Score columns present: {present}")
+    check_threshold_columns(names, score_columns(ds) + [n for n in names if n in ds.column_names], f"split {split!r}")
     bad = [n for n in names if n not in score_columns(ds)]
     if bad:
         raise ConfigError(f"column {bad[0]!r} in split {split!r} is not numeric or boolean; thresholds apply to score columns")
@@ -36,7 +50,9 @@ def filter_by_scores(
 
     A row whose score is null (the metric failed) is dropped unless
     ``keep_missing``. On a ``DatasetDict`` every split is filtered except
-    ``errors``, which passes through untouched. Booleans compare as 0/1.
+    ``errors``, which passes through untouched. Booleans compare as 0/1. The
+    result of ``score_dataset`` stays a ``ScoredDatasetDict`` with its
+    ``summary``, so ``.push_to_hub(repo)`` pushes it with its errors and card.
 
     Example:
         >>> from datasets import Dataset
@@ -56,7 +72,14 @@ def filter_by_scores(
         for split, d in ds.items():
             if split != "errors":
                 _check(d, names, split)
-        return DatasetDict({split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()})
+        out = {split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()}
+        from .score import ScoredDatasetDict
+
+        if isinstance(ds, ScoredDatasetDict):
+            result = ScoredDatasetDict(out)
+            result.summary = ds.summary
+            return result
+        return DatasetDict(out)
     _check(ds, names, "train")
     return _filter(ds, lo, hi, names, keep_missing)
 
