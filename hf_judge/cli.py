@@ -289,7 +289,7 @@ def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
 
 def _score(args: argparse.Namespace, job: Job) -> int:
     """Everything is checked before the first request; the full result is saved before any filter runs."""
-    from .filter import filter_by_scores
+    from .filter import SCORE_TYPES, filter_by_scores
     from .inputs import load_input
     from .metrics import resolve_metrics
     from .output import check_output, source_of
@@ -302,10 +302,10 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         raise ConfigError("no model: pass --model NAME (the model name your server serves)")
     api_key = _api_key(args, job.recipe_api_key)
     ds = load_input(job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit)
-    produced = [c for m in resolve_metrics(job.metrics, job.prompts_dir) for c in m.columns]
-    produced += TOKEN_COLUMNS if job.token_columns else []
+    loaded = resolve_metrics(job.metrics, job.prompts_dir)
+    produced = [c for m in loaded for c in m.columns] + (TOKEN_COLUMNS if job.token_columns else [])
     if job.filters is not None:
-        _check_filters(job, ds, produced)
+        _check_filters(job, ds, [c for m in loaded for c, f in m.features.items() if getattr(f, "dtype", None) in SCORE_TYPES])
     source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
     if out:

@@ -9,12 +9,12 @@ from datasets import Dataset, DatasetDict
 
 from .errors import ConfigError
 
-_SCORE_TYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
+SCORE_TYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
 
 
 def score_columns(ds: Dataset) -> list[str]:
     """Numeric and boolean columns: the ones thresholds apply to."""
-    return [name for name, f in ds.features.items() if getattr(f, "dtype", None) in _SCORE_TYPES]
+    return [name for name, f in ds.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
 
 
 def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where: str) -> None:

@@ -95,6 +95,8 @@ def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None) 
     if shape is None:
         return None
     for split, (rows, columns) in old_shape.items():
+        if split == "errors":
+            continue  # describes the nulls of this run's result: fewer errors lose nothing
         if split not in shape:
             return f"split {split!r}, which this result does not have"
         new_rows, new_columns = shape[split]

@@ -446,5 +446,5 @@ def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], 
     summary.failed_attempts = dict(s.failures)
     summary.errors = dict(Counter(e["kind"] for e in errors))
     summary.structured_output = s.structured_output
-    summary.notes = list(s.notes)
+    summary.notes = [*summary.notes, *s.notes]
     summary.elapsed_s = time.perf_counter() - started
