@@ -259,7 +259,9 @@ def _rows(dd) -> str:
     return ", ".join(f"{k}: {len(v):,} rows" for k, v in dd.items() if k != "errors")
 
 
-def _write(result, args: argparse.Namespace, out: str | None, repo: str | None, *, source: str, kind: str, summary=None) -> None:
+def _write(
+    result, args: argparse.Namespace, out: str | None, repo: str | None, *, source: str, kind: str, summary=None
+) -> None:
     """Push to ``repo`` and/or save to ``out`` (never over a different result, see output.py)."""
     from .hub import push_scored
     from .output import save_result
@@ -301,11 +303,14 @@ def _score(args: argparse.Namespace, job: Job) -> int:
     if "model" not in job.client:
         raise ConfigError("no model: pass --model NAME (the model name your server serves)")
     api_key = _api_key(args, job.recipe_api_key)
-    ds = load_input(job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit)
+    ds = load_input(
+        job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
+    )
     loaded = resolve_metrics(job.metrics, job.prompts_dir)
     produced = [c for m in loaded for c in m.columns] + (TOKEN_COLUMNS if job.token_columns else [])
     if job.filters is not None:
-        _check_filters(job, ds, [c for m in loaded for c, f in m.features.items() if getattr(f, "dtype", None) in SCORE_TYPES])
+        numeric = [c for m in loaded for c, f in m.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
+        _check_filters(job, ds, numeric)
     source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
     if out:
@@ -457,9 +462,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except KeyboardInterrupt:
         if getattr(args, "no_cache", False):
-            print("hf-judge: interrupted. The cache is off (--no-cache): nothing of this run was kept.", file=sys.stderr)
+            hint = "The cache is off (--no-cache): nothing of this run was kept."
         else:
-            print("hf-judge: interrupted. Run the same command again to resume: finished replies are cached.", file=sys.stderr)
+            hint = "Run the same command again to resume: finished replies are cached."
+        print(f"hf-judge: interrupted. {hint}", file=sys.stderr)
         return 130
     except ConfigError as e:
         _maybe_traceback()

@@ -30,7 +30,8 @@ def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where:
         if name not in columns:
             close = difflib.get_close_matches(name, list(columns), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"no score column {name!r} in {where}; {hint}Score columns: {', '.join(columns) or '(none)'}")
+            have = ", ".join(columns) or "(none)"
+            raise ConfigError(f"no score column {name!r} in {where}; {hint}Score columns: {have}")
 
 
 def _check(ds: Dataset, names: list[str], split: str) -> None:

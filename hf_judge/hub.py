@@ -47,7 +47,7 @@ def push_scored(
     from .score import ERROR_FEATURES, ERRORS_SPLIT
 
     if "config_name" in push_kwargs or "data_dir" in push_kwargs:
-        raise ConfigError("push_scored chooses the configs itself: the scored splits in 'default', the errors in 'errors'")
+        raise ConfigError("push_scored chooses the configs: the scored splits go to 'default', the errors to 'errors'")
     register(token)
     summary = summary if summary is not None else getattr(scored, "summary", None)
     data = DatasetDict({k: v for k, v in scored.items() if k != ERRORS_SPLIT})
@@ -58,7 +58,8 @@ def push_scored(
     api = HfApi(token=token)
     # One shard even when empty: datasets writes one parquet file for it, so the config loads as 0 rows.
     DatasetDict({ERRORS_SPLIT: errors}).push_to_hub(
-        repo_id, config_name=ERRORS_SPLIT, token=token, revision=revision, num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
+        repo_id, config_name=ERRORS_SPLIT, token=token, revision=revision,
+        num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
     )
     try:
         card = DatasetCard.load(repo_id, repo_type="dataset", token=token)

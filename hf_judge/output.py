@@ -60,7 +60,9 @@ def shape_of(dd: DatasetDict) -> Shape:
     return {k: (len(v), list(v.column_names)) for k, v in dd.items()}
 
 
-def check_output(folder: str | os.PathLike, source: str, kind: str, shape: Shape | None, overwrite: bool = False) -> None:
+def check_output(
+    folder: str | os.PathLike, source: str, kind: str, shape: Shape | None, overwrite: bool = False
+) -> None:
     """Raise OutputExistsError if writing ``shape`` to ``folder`` would lose something there.
 
     ``shape`` is None for a filtered result: it may hold any rows of the same source.
@@ -118,7 +120,9 @@ def _saved_shape(out: Path) -> Shape:
         return {"?": (1 << 62, [])}
 
 
-def save_result(dd: DatasetDict, folder: str | os.PathLike, *, source: str, kind: str = "scored", overwrite: bool = False) -> None:
+def save_result(
+    dd: DatasetDict, folder: str | os.PathLike, *, source: str, kind: str = "scored", overwrite: bool = False
+) -> None:
     """``save_to_disk`` into ``folder`` with its manifest, replacing the old folder only once complete.
 
     Example:

@@ -56,7 +56,9 @@ class ScoredDatasetDict(DatasetDict):
         kwargs.setdefault("num_shards", shards_for(self))
         return super().save_to_disk(dataset_dict_path, *args, **kwargs)
 
-    def push_to_hub(self, repo_id: str, *, private: bool | None = None, token: str | None = None, revision: str | None = None, **kwargs):
+    def push_to_hub(
+        self, repo_id: str, *, private: bool | None = None, token: str | None = None, revision: str | None = None, **kwargs
+    ) -> str:
         """Push as :func:`hf_judge.push_scored` does: the scored splits in the default config,
         ``errors`` in a config of its own (always present, empty when nothing failed), and the card.
 
@@ -69,7 +71,9 @@ class ScoredDatasetDict(DatasetDict):
         """
         from .hub import push_scored
 
-        return push_scored(self, repo_id, private=private, token=token, revision=revision, summary=self.summary, **kwargs)
+        return push_scored(
+            self, repo_id, private=private, token=token, revision=revision, summary=self.summary, **kwargs
+        )
 
 
 def shards_for(dd: DatasetDict) -> dict[str, int | None]:
@@ -174,14 +178,14 @@ def score_dataset(
     ``judge_completion_tokens``: per row, the tokens of the replies that scored
     it, as the server reported them (null where it reports no usage).
 
-    ``if_exists`` says what to do with a metric whose columns a split already
-    has (a scored dataset, ``errors`` split included, may be scored again to add
-    metrics): ``"keep"`` (default) keeps them and does not score that metric
-    again, rows left null by an earlier failure included (``"overwrite"``
-    re-scores them; replies already in the cache cost nothing);
-    ``"overwrite"`` scores the metric again and replaces its columns;
-    ``"error"`` raises. A split that has only some of a metric's columns, or
-    one of another type, is a conflict that only ``"overwrite"`` resolves.
+    ``if_exists`` decides what happens to a metric whose columns a split
+    already has (a scored result, its ``errors`` split included, can be scored
+    again to add metrics): ``"keep"`` (default) keeps those columns as they
+    are, nulls of an earlier failure included, and does not score the metric;
+    ``"overwrite"`` scores it again and replaces them (replies already in the
+    cache cost nothing, so only the rows that failed are sent); ``"error"``
+    raises. A split with only some of a metric's columns, or one of another
+    type, is a conflict that only ``"overwrite"`` resolves.
 
     Example:
         >>> from datasets import Dataset
@@ -226,7 +230,10 @@ def score_dataset(
         if drop:
             splits[split] = splits[split].remove_columns(drop)
         d = splits[split]
-        plans = [Plan(m, m.resolve_columns(columns, d.column_names), m.temperature if temperature is None else temperature) for m in todo]
+        plans = [
+            Plan(m, m.resolve_columns(columns, d.column_names), m.temperature if temperature is None else temperature)
+            for m in todo
+        ]
         used = {v for m in loaded for v in (*m.variables, *m.optional)}
         unused = sorted(set(columns) - used)
         if unused:
@@ -343,7 +350,9 @@ def score_dataset(
                 run = None
         except KeyboardInterrupt:
             if not use_cache:
-                raise InterruptedRun("interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept.") from None
+                raise InterruptedRun(
+                    "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
+                ) from None
             raise InterruptedRun(
                 f"interrupted. {store.written if store else 0:,} replies of this run are saved in the cache; "
                 "run the same command again to resume where it stopped."
@@ -387,7 +396,9 @@ def _kind(feature: Any) -> str | None:
     return "bool" if dtype == "bool" else "number" if dtype.startswith(("int", "uint", "float")) else dtype
 
 
-def _existing_columns(split: str, d: Dataset, loaded: list, if_exists: str, token_columns: bool) -> tuple[list, list[str], list[str]]:
+def _existing_columns(
+    split: str, d: Dataset, loaded: list, if_exists: str, token_columns: bool
+) -> tuple[list, list[str], list[str]]:
     """(metrics to score, names of metrics kept, columns to drop first) for one split."""
     todo, kept, drop, conflicts = [], [], [], []
     for m in loaded:
