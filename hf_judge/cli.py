@@ -176,7 +176,9 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
-def _api_key(args: argparse.Namespace, recipe_key: str | None = None) -> str | None:
+def _api_key(args: argparse.Namespace, recipe_key: str | None = None, base_url: str | None = None) -> str | None:
+    from urllib.parse import urlparse
+
     from .recipes import resolve_secret
 
     if args.api_key_env:
@@ -185,7 +187,14 @@ def _api_key(args: argparse.Namespace, recipe_key: str | None = None) -> str | N
             raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
         return value
     if recipe_key:
-        return resolve_secret(recipe_key)
+        try:
+            return resolve_secret(recipe_key)
+        except ConfigError:
+            # a recipe written for OpenAI, run against a local server (--base-url): that one usually
+            # needs no key, and one that does answers 401, which stops the run with its own message
+            if urlparse(base_url or constants.default_base_url()).hostname == "api.openai.com":
+                raise
+            return None
     return constants.default_api_key()
 
 
@@ -302,7 +311,7 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`) or --recipe quality")
     if "model" not in job.client:
         raise ConfigError("no model: pass --model NAME (the model name your server serves)")
-    api_key = _api_key(args, job.recipe_api_key)
+    api_key = _api_key(args, job.recipe_api_key, job.client.get("base_url"))
     ds = load_input(
         job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
     )

@@ -116,6 +116,15 @@ def test_run_takes_scores_flags_and_flags_override_the_recipe(judge, tmp_path, c
     assert code == 2 and "'QA_Correctness' in the recipe's filters" in err  # --metrics replaced the recipe's metrics
 
 
+def test_recipe_for_openai_runs_against_a_local_server_without_a_key(judge, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    data = jsonl(tmp_path / "d.jsonl", 2)
+    code, out, err = run(capsys, "run", "quality", "--dataset", data, *server(judge), "--output-dir", tmp_path / "o")
+    assert code == 0, err  # the recipe says api_key: env:OPENAI_API_KEY, for OpenAI's server
+    code, out, err = run(capsys, "run", "quality", "--dataset", data, "--output-dir", tmp_path / "o2")
+    assert code == 2 and "OPENAI_API_KEY" in err
+
+
 def test_old_recipe_path_works_from_any_folder(judge, tmp_path, capsys, monkeypatch):
     data = jsonl(tmp_path / "d.jsonl", 2)
     monkeypatch.chdir(tmp_path)
