@@ -26,6 +26,7 @@ SCORE_EXAMPLE = """examples:
       --column instruction=question --column output=answer --push-to-hub me/gsm8k-judged
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
   hf-judge score data.jsonl --recipe quality --base-url http://127.0.0.1:8000/v1 --model my-model
+  hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
 """
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
