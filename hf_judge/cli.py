@@ -13,6 +13,7 @@ import math
 import os
 import signal
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +27,18 @@ SCORE_EXAMPLE = """examples:
       --column instruction=question --column output=answer --push-to-hub me/gsm8k-judged
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
   hf-judge score data.jsonl --recipe quality --base-url http://127.0.0.1:8000/v1 --model my-model
+  hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
 """
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
   hf-judge filter out/ --min Q_Clarity=6 --max Q_Complexity=9 --output-dir best/
 """
 RUN_EXAMPLE = """examples:
-  hf-judge run recipes/quality.yaml --dataset data.jsonl --output-dir out/
+  hf-judge run quality --dataset data.jsonl --output-dir out/      # a built-in recipe, by name
+  hf-judge run my_recipe.yaml --model my-model --base-url http://127.0.0.1:8000/v1 --limit 20
   hf-judge run config.yaml          # a seed-004 config.yaml works unchanged
+
+Flags override the recipe; the recipe overrides the defaults.
 """
 MERGE_EXAMPLE = """example:
   hf-judge merge --scores output/data_scored.jsonl --data data.jsonl --output data_with_scores.jsonl
@@ -45,6 +50,16 @@ def _kv(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
 
 
 def _threshold(text: str) -> tuple[str, float]:
@@ -86,13 +101,24 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo")
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
+    g.add_argument("--overwrite", action="store_true", help="replace an output folder that holds a different result")
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subset", help="dataset config name on the Hub (load_dataset's `name`)")
     p.add_argument("--split", action="append", dest="splits", help="split to use (repeatable; default: all)")
     p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
-    p.add_argument("-n", "--limit", type=int, help="only the first N rows of each split (a cheap trial)")
+    p.add_argument("-n", "--limit", type=_positive_int, help="only the first N rows of each split (a cheap trial)")
+
+
+def _add_scoring_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics", action="append", help="metric names (repeatable or comma list); see `hf-judge metrics`")
+    p.add_argument("--column", action="append", type=_kv, default=[], metavar="VAR=COLUMN", help="map a template variable to a column (repeatable)")
+    p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
+    p.add_argument(
+        "--overwrite-scores", action="store_true",
+        help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,9 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("score", help="score a dataset", description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv file).", epilog=SCORE_EXAMPLE, formatter_class=fmt)
     p.add_argument("dataset", help="Hub repo id, local folder, or data file")
     _add_input_options(p)
-    p.add_argument("--metrics", action="append", help="metric names (repeatable or comma list); see `hf-judge metrics`")
-    p.add_argument("--column", action="append", type=_kv, default=[], metavar="VAR=COLUMN", help="map a template variable to a column (repeatable)")
-    p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
+    _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
     _add_client_options(p)
     _add_output_options(p)
@@ -132,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="recipe name, recipe YAML, or seed-004 config.yaml")
     p.add_argument("--dataset", help="override the recipe's dataset")
     _add_input_options(p)
+    _add_scoring_options(p)
     _add_client_options(p)
     _add_output_options(p)
     p.set_defaults(func=cmd_run)
@@ -158,7 +183,9 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
-def _api_key(args: argparse.Namespace, recipe_key: str | None = None) -> str | None:
+def _api_key(args: argparse.Namespace, recipe_key: str | None = None, base_url: str | None = None) -> str | None:
+    from urllib.parse import urlparse
+
     from .recipes import resolve_secret
 
     if args.api_key_env:
@@ -167,8 +194,77 @@ def _api_key(args: argparse.Namespace, recipe_key: str | None = None) -> str | N
             raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
         return value
     if recipe_key:
-        return resolve_secret(recipe_key)
+        try:
+            return resolve_secret(recipe_key)
+        except ConfigError:
+            # a recipe written for OpenAI, run against a local server (--base-url): that one usually
+            # needs no key, and one that does answers 401, which stops the run with its own message
+            if urlparse(base_url or constants.default_base_url()).hostname == "api.openai.com":
+                raise
+            return None
     return None  # score_dataset reads OPENAI_API_KEY, unless the base URL carries its own credentials
+
+
+@dataclass
+class Job:
+    """One scoring job, as :func:`resolve_job` assembles it."""
+
+    dataset: str | None = None
+    subset: str | None = None
+    splits: list[str] | None = None
+    revision: str | None = None
+    limit: int | None = None
+    metrics: Any = None
+    columns: dict[str, str] = field(default_factory=dict)
+    prompts_dir: Any = None
+    client: dict[str, Any] = field(default_factory=dict)
+    recipe_api_key: str | None = None
+    token_columns: bool = False
+    filters: Any = None
+    output_dir: str | None = None
+    push_to_hub: str | None = None
+    private: bool | None = None
+    recipe: Any = None
+
+
+def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = None) -> Job:
+    """The job to run: the defaults, overridden by the recipe, overridden by the flags.
+
+    This is the one place that precedence is applied, for ``score --recipe``
+    and ``run`` alike. ``--column`` adds to the recipe's columns (a flag wins
+    for its variable). A dataset given on the command line replaces the
+    recipe's dataset together with its subset, splits and revision.
+    """
+    job = Job(recipe=recipe)
+    if recipe is not None:
+        if recipe.dataset is not None and dataset is None:
+            split = recipe.dataset.split
+            job.dataset, job.subset, job.revision = recipe.dataset.name, recipe.dataset.subset, recipe.dataset.revision
+            job.splits = [split] if isinstance(split, str) else split
+        job.limit = recipe.limit
+        job.metrics = recipe.metric_specs()
+        job.columns = dict(recipe.columns)
+        job.prompts_dir = recipe.prompts_dir
+        job.client.update(recipe.client_kwargs())
+        job.client.update({k: v for k, v in (("model", recipe.model), ("base_url", recipe.base_url)) if v})
+        job.recipe_api_key = recipe.api_key
+        job.token_columns = recipe.token_columns
+        job.filters = recipe.filters
+        job.output_dir = recipe.output_dir
+        if recipe.push_to_hub is not None:
+            job.push_to_hub, job.private = recipe.push_to_hub.repo, recipe.push_to_hub.private
+    if dataset is not None:
+        job.dataset = dataset
+    for name in ("subset", "revision", "limit", "output_dir", "push_to_hub", "private", "token_columns", "prompts_dir"):
+        if getattr(args, name, None) is not None:
+            setattr(job, name, getattr(args, name))
+    if args.splits:
+        job.splits = args.splits
+    if args.metrics:
+        job.metrics = [m.strip() for item in args.metrics for m in item.split(",") if m.strip()]
+    job.columns.update(dict(args.column or []))
+    job.client.update(_client_kwargs(args))
+    return job
 
 
 def _default_output_dir(dataset: str, suffix: str = "judged") -> str:
@@ -179,85 +275,110 @@ def _default_output_dir(dataset: str, suffix: str = "judged") -> str:
     return f"{stem}-{suffix}"
 
 
-def _write(result, args: argparse.Namespace, dataset: str, summary=None, suffix: str = "judged") -> list[str]:
-    """Push and/or save ``result``; returns the lines to print once the run's bars are done."""
-    from .hub import push_scored
-    from .score import ScoredDatasetDict, shards_for
+def _rows(dd) -> str:
+    return ", ".join(f"{k}: {len(v):,} rows" for k, v in dd.items() if k != "errors")
 
+
+def _write(
+    result, args: argparse.Namespace, out: str | None, repo: str | None, *, source: str, kind: str, summary=None
+) -> list[str]:
+    """Push to ``repo`` and/or save to ``out`` (never over a different result, see output.py).
+
+    Returns the lines to print once every progress bar is done.
+    """
+    from .hub import push_scored
+    from .output import save_result
+    from .score import ScoredDatasetDict
+
+    summary = summary if summary is not None else getattr(result, "summary", None)
     done = []
-    if args.push_to_hub:
-        url = push_scored(result, args.push_to_hub, private=args.private, token=args.token, summary=summary)
-        done.append(f"pushed to {url}")
-    if args.output_dir or not args.push_to_hub:
-        out = args.output_dir or _default_output_dir(dataset, suffix)
+    if out:
         # ScoredDatasetDict's save: summary.json beside the data (what a later filter or push puts in the card),
         # and no `0 examples` bar for an empty errors split
         saved = ScoredDatasetDict(result)
-        saved.summary = summary if summary is not None else getattr(result, "summary", None)
-        saved.save_to_disk(out, num_shards=shards_for(result))
-        done.append(f"saved to {out}")
+        saved.summary = summary
+        save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite)
+        done.append(f"saved to {out} ({_rows(result)})")
+    if repo:
+        url = push_scored(result, repo, private=args.private, token=args.token, summary=summary)
+        done.append(f"pushed to {url} ({_rows(result)})")
     return done
 
 
-def _score(dataset: str, args: argparse.Namespace, recipe=None) -> int:
-    from datasets import DatasetDict
+def _filtered_name(target: str) -> str:
+    return target.rstrip("/") + "-filtered"
 
-    from .filter import filter_by_scores
+
+def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
+    """The recipe's filter columns must be columns this run writes or score columns the data already has."""
+    from .filter import check_threshold_columns, score_columns
+
+    names = sorted({*job.filters.min, *job.filters.max})
+    for split, d in ds.items():
+        if split != "errors":
+            have = list(dict.fromkeys([*metric_columns, *score_columns(d)]))
+            check_threshold_columns(names, have, f"the recipe's filters (split {split!r})")
+
+
+def _score(args: argparse.Namespace, job: Job) -> int:
+    """Everything is checked before the first request; the full result is saved before any filter runs."""
+    from .filter import SCORE_TYPES, filter_by_scores
     from .inputs import load_input
+    from .metrics import resolve_metrics
+    from .output import check_output, source_of
+    from .pipeline import TOKEN_COLUMNS
     from .score import score_dataset
 
-    kwargs: dict[str, Any] = {}
-    metrics: Any = None
-    columns: dict[str, str] = {}
-    prompts_dir: Any = None
-    if recipe is not None:
-        kwargs.update(recipe.client_kwargs())
-        if recipe.model:
-            kwargs["model"] = recipe.model
-        if recipe.base_url:
-            kwargs["base_url"] = recipe.base_url
-        metrics = recipe.metric_specs()
-        columns = dict(recipe.columns)
-        prompts_dir = recipe.prompts_dir
-    kwargs.update(_client_kwargs(args))
-    if getattr(args, "metrics", None):
-        metrics = [m for item in args.metrics for m in item.split(",") if m.strip()]
-    columns.update(dict(getattr(args, "column", []) or []))
-    if getattr(args, "prompts_dir", None):
-        prompts_dir = args.prompts_dir
-    if not metrics:
+    if not job.metrics:
         raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`) or --recipe quality")
-    if "model" not in kwargs:
+    if "model" not in job.client:
         raise ConfigError("no model: pass --model NAME (the model name your server serves)")
-    limit = args.limit if args.limit is not None else (recipe.limit if recipe else None)
-    ds = load_input(dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=limit)
-    token_columns = args.token_columns if args.token_columns is not None else bool(recipe and recipe.token_columns)
+    api_key = _api_key(args, job.recipe_api_key, job.client.get("base_url"))
+    ds = load_input(
+        job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
+    )
+    loaded = resolve_metrics(job.metrics, job.prompts_dir)
+    produced = [c for m in loaded for c in m.columns] + (TOKEN_COLUMNS if job.token_columns else [])
+    if job.filters is not None:
+        numeric = [c for m in loaded for c, f in m.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
+        _check_filters(job, ds, numeric)
+    source = source_of(job.dataset, job.subset, job.revision)
+    out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
+    if out:
+        shape = {k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"}
+        check_output(out, source, "scored", shape, args.overwrite)
+        if job.filters is not None:
+            check_output(_filtered_name(out), source, "filtered", None, args.overwrite)
     scored = score_dataset(
-        ds, metrics, columns=columns, prompts_dir=prompts_dir, api_key=_api_key(args, recipe.api_key if recipe else None),
-        cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=token_columns, **kwargs,
+        ds, job.metrics, columns=job.columns, prompts_dir=job.prompts_dir, api_key=api_key,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=job.token_columns,
+        if_exists="overwrite" if args.overwrite_scores else "keep", **job.client,
     )
     summary = scored.summary
-    summary.source_dataset, summary.source_on_hub = _source(dataset)
-    if recipe is not None:
+    summary.source_dataset, summary.source_on_hub = _source(job.dataset)
+    if job.recipe is not None:
+        recipe = job.recipe
         summary.recipe = recipe.name
-        ran = type(recipe)(**{**recipe.model_dump(exclude={"metrics"}), "metrics": metrics, "columns": columns, **kwargs})
-        summary.recipe_yaml = ran.public_yaml()  # as it ran: flags override the file
-    result: DatasetDict = scored
-    if recipe is not None and recipe.filters is not None:
-        f = recipe.filters
-        result = filter_by_scores(scored, min=f.min, max=f.max, keep_missing=f.keep_missing)
-        summary = summary.with_filter(
-            f.min, f.max, f.keep_missing, scored.summary.rows, {k: len(v) for k, v in result.items() if k != "errors"}
+        ran = type(recipe)(
+            **{**recipe.model_dump(exclude={"metrics"}), "metrics": job.metrics, "columns": job.columns, **job.client}
         )
-    if recipe is not None and recipe.push_to_hub is not None and not args.push_to_hub:
-        args.push_to_hub = recipe.push_to_hub.repo
-        if args.private is None:
-            args.private = recipe.push_to_hub.private
-    if recipe is not None and recipe.output_dir and not args.output_dir:
-        args.output_dir = recipe.output_dir
+        summary.recipe_yaml = ran.public_yaml()  # as it ran: flags override the file
     done: list[str] = []
     try:
-        done = _write(result, args, dataset, summary=summary)
+        done += _write(scored, args, out, job.push_to_hub, source=source, kind="scored", summary=summary)
+        if job.filters is not None:
+            f = job.filters
+            good = filter_by_scores(scored, min=f.min, max=f.max, keep_missing=f.keep_missing)
+            rule = ", ".join([*(f"{k} >= {v:g}" for k, v in f.min.items()), *(f"{k} <= {v:g}" for k, v in f.max.items())])
+            kept = ", ".join(f"{k}: {len(good[k]):,} of {len(v):,} rows" for k, v in scored.items() if k != "errors")
+            done.append(f"filtered       {kept} pass the recipe's filters ({rule})")
+            filtered = summary.with_filter(
+                f.min, f.max, f.keep_missing, summary.rows, {k: len(v) for k, v in good.items() if k != "errors"}
+            )
+            done += _write(
+                good, args, out and _filtered_name(out), job.push_to_hub and _filtered_name(job.push_to_hub),
+                source=source, kind="filtered", summary=filtered,
+            )
     finally:
         # after every progress bar (scoring, saving, pushing), not in between them
         sys.stderr.flush()
@@ -278,11 +399,11 @@ def cmd_score(args: argparse.Namespace) -> int:
         from .recipes import load_recipe
 
         recipe = load_recipe(args.recipe)
-    return _score(args.dataset, args, recipe)
+    return _score(args, resolve_job(args, recipe, dataset=args.dataset))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """hf-judge run FILE: a recipe, or a seed-004 config.yaml."""
+    """hf-judge run FILE: a recipe (by name or path), or a seed-004 config.yaml."""
     from .recipes import find_recipe, load_recipe, read_yaml
     from .seed import is_seed_config, run_seed_config
 
@@ -291,23 +412,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = run_seed_config(path, cache_dir=args.cache_dir)
         print(summary)
         return 0
-    recipe = load_recipe(path)
-    dataset = args.dataset or (recipe.dataset.name if recipe.dataset else None)
-    if dataset is None:
-        raise ConfigError(f"{path} names no dataset: add `dataset: {{name: ...}}` to it or pass --dataset")
-    if recipe.dataset is not None and not args.dataset:
-        args.subset = args.subset or recipe.dataset.subset
-        args.revision = args.revision or recipe.dataset.revision
-        if not args.splits and recipe.dataset.split:
-            args.splits = [recipe.dataset.split] if isinstance(recipe.dataset.split, str) else recipe.dataset.split
-    return _score(dataset, args, recipe)
+    job = resolve_job(args, load_recipe(path), dataset=args.dataset)
+    if job.dataset is None:
+        raise ConfigError(f"{path} names no dataset: pass --dataset data.jsonl or add `dataset: {{name: ...}}` to it")
+    return _score(args, job)
 
 
 def cmd_filter(args: argparse.Namespace) -> int:
     """hf-judge filter DATASET --min COLUMN=V ..."""
     from .filter import filter_by_scores
     from .inputs import input_summary, load_input
+    from .output import check_output, source_of
 
+    source = source_of(args.dataset, args.subset, args.revision)
+    out = args.output_dir or (None if args.push_to_hub else _default_output_dir(args.dataset, "filtered"))
+    if out:
+        check_output(out, source, "filtered", None, args.overwrite)
     ds = load_input(args.dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=args.limit)
     if "errors" not in ds and not args.splits and not Path(args.dataset).exists():
         try:
@@ -316,11 +436,11 @@ def cmd_filter(args: argparse.Namespace) -> int:
         except Exception:  # noqa: BLE001 - a repo without an errors config is fine
             pass
     before = {k: len(v) for k, v in ds.items() if k != "errors"}
-    out = filter_by_scores(ds, min=dict(args.min), max=dict(args.max), keep_missing=args.keep_missing)
-    kept = {k: len(out[k]) for k in before}
+    out_ds = filter_by_scores(ds, min=dict(args.min), max=dict(args.max), keep_missing=args.keep_missing)
+    kept = {k: len(out_ds[k]) for k in before}
     stored = input_summary(args.dataset, revision=args.revision, token=args.token)
     summary = stored.with_filter(dict(args.min), dict(args.max), args.keep_missing, before, kept) if stored else None
-    done = _write(out, args, args.dataset, summary=summary, suffix="filtered")
+    done = _write(out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary)
     sys.stderr.flush()
     for k, n in before.items():
         print(f"{k}: kept {kept[k]:,} of {n:,} rows")
@@ -375,9 +495,13 @@ def _setup_logging() -> None:
 
     install_log_filter()
     level = logging.DEBUG if constants.debug_enabled() else logging.WARNING
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("hf_judge")
+    # one handler, on the current stderr, however often main() runs in one process (tests call it in-process)
+    for old in [h for h in root.handlers if getattr(h, "_hf_judge_cli", False)]:
+        root.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler._hf_judge_cli = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root.setLevel(level)
     root.addHandler(handler)
 
@@ -394,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     _setup_logging()
-    signal.signal(signal.SIGTERM, _sigterm)
+    previous = signal.signal(signal.SIGTERM, _sigterm)
     from .redact import scrub
 
     try:
@@ -403,7 +527,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hf-judge: {scrub(e)}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
-        print("hf-judge: interrupted. Run the same command again to resume: finished replies are cached.", file=sys.stderr)
+        if getattr(args, "no_cache", False):
+            hint = "The cache is off (--no-cache): nothing of this run was kept."
+        else:
+            hint = "Run the same command again to resume: finished replies are cached."
+        print(f"hf-judge: interrupted. {hint}", file=sys.stderr)
         return 130
     except ConfigError as e:
         _maybe_traceback()
@@ -421,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
         _maybe_traceback()
         print(f"hf-judge: error: {type(e).__name__}: {scrub(e)} (set HF_JUDGE_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _maybe_traceback() -> None:

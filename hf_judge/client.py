@@ -27,6 +27,7 @@ import hashlib
 import logging
 import random
 import re
+import socket
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from .errors import (
     ConfigError,
     ModelNotFoundError,
     RunStopped,
+    ServerUnreachableError,
 )
 from .images import prompt_tokens_estimate
 from .limits import AdaptiveLimiter
@@ -241,6 +243,12 @@ class JudgeClient:
     neither is ever shown: :attr:`base_url` is the URL without them.
     """
 
+    # Whether finished replies are kept (score_dataset sets it from use_cache):
+    # a stop message must not promise a resume that the run cannot give.
+    caching: bool = True
+    # The last connection failure, for the message when the server was never reached.
+    _connect_error: str | None = None
+
     def __init__(
         self,
         *,
@@ -347,6 +355,32 @@ class JudgeClient:
         return h.digest()
 
     # -- the call ------------------------------------------------------------
+    def resume_hint(self) -> str:
+        """The next step after a stop, true to whether replies are cached."""
+        if self.caching:
+            return "run the same command again: finished rows are cached."
+        return "run again; with the cache off (use_cache=False, --no-cache) nothing of this run was kept."
+
+    def _connection_message(self, e: aiohttp.ClientError) -> str:
+        """``connection refused at <url>``: the cause and the URL, which aiohttp's text hides."""
+        cause = getattr(e, "os_error", None)
+        if isinstance(cause, ConnectionRefusedError):
+            text = "connection refused"
+        elif isinstance(e, aiohttp.ClientConnectorDNSError) or isinstance(cause, socket.gaierror):
+            text = "host not found"
+        elif cause is not None:
+            text = cause.strerror or type(cause).__name__
+        else:
+            text = f"{type(e).__name__}: {e}"
+        return scrub(f"{text} at {self.url}")[:300]
+
+    def _unreachable(self) -> None:
+        """Stop the run when nothing has ever answered and connections fail: a wrong URL or a server that is down."""
+        if not self.stats.statuses and self._connect_error is not None:
+            raise ServerUnreachableError(
+                f"cannot reach the server: {self._connect_error}. Check the base URL and that the server is running."
+            )
+
     def _record(self, ok: bool) -> None:
         recent = self._recent
         if len(recent) == recent.maxlen and not recent[0]:
@@ -355,10 +389,11 @@ class JudgeClient:
         if not ok:
             self._recent_failures += 1
             if len(recent) == recent.maxlen and self._recent_failures >= self._circuit_threshold * len(recent):
+                self._unreachable()
                 raise CircuitOpenError(
                     f"{self._recent_failures} of the last {len(recent)} requests failed "
                     f"({', '.join(f'{k}: {n}' for k, n in self.stats.failures.most_common(4))}). "
-                    "Check the server, then run the same command again: finished rows are cached."
+                    f"Check the server, then {self.resume_hint()}"
                 )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -418,7 +453,8 @@ class JudgeClient:
             except asyncio.TimeoutError:
                 status, kind, message = 0, "timeout", f"no reply within {self.timeout:g} s"
             except aiohttp.ClientError as e:
-                status, kind, message = 0, "connection", scrub(f"{type(e).__name__}: {e}")[:300]
+                status, kind, message = 0, "connection", self._connection_message(e)
+                self._connect_error = message
             finally:
                 due.pop(task, None)
             if status == 200:
@@ -464,6 +500,8 @@ class JudgeClient:
                 kind.startswith("http_") and (int(kind[5:]) in TRANSIENT_STATUS or int(kind[5:]) >= 500)
             )
             if not transient or attempt > self.retries:
+                if kind == "connection":
+                    self._unreachable()
                 return Outcome(None, raw, kind, message, attempt)
             if kind in INVALID_REPLY:
                 temperature = min(
@@ -513,5 +551,5 @@ class JudgeClient:
             if used >= self.max_total_tokens:
                 raise BudgetExceededError(
                     f"the token budget max_total_tokens={self.max_total_tokens} is used up ({used} tokens). "
-                    "Raise it and run the same command again: finished rows are cached."
+                    f"Raise it, then {self.resume_hint()}"
                 )

@@ -6,12 +6,14 @@ HfJudgeError
 │   ├── UnknownMetricError   no prompt file of that name
 │   ├── PromptFileError      a prompt file whose front matter or outputs are malformed
 │   ├── TemplateError        a template that fails to compile or render (undefined variable, sandbox)
-│   └── MissingColumnError   a template variable with no column to read it from
+│   ├── MissingColumnError   a template variable with no column to read it from
+│   └── OutputExistsError    the output folder holds a different result (CLI: --overwrite)
 └── RunStopped               the run stopped early; every finished reply is kept (CLI exit 1)
     ├── AuthenticationError  the server refused the key (401/403)
     ├── ModelNotFoundError   the model or the endpoint does not exist (404)
     ├── CircuitOpenError     most recent requests failed
     ├── BudgetExceededError  ``max_total_tokens`` reached
+    ├── ServerUnreachableError  no connection to the server before any reply
     └── InterruptedRun       Ctrl-C or SIGTERM
 ```
 
@@ -47,6 +49,10 @@ class MissingColumnError(ConfigError):
     """A template variable has no column to read it from."""
 
 
+class OutputExistsError(ConfigError):
+    """The output folder already holds a result that this one would not contain (CLI: ``--overwrite``)."""
+
+
 class RunStopped(HfJudgeError):
     """The run stopped before the end. Everything finished is cached: run the same call again to resume."""
 
@@ -65,6 +71,10 @@ class CircuitOpenError(RunStopped):
 
 class BudgetExceededError(RunStopped):
     """The ``max_total_tokens`` budget was reached."""
+
+
+class ServerUnreachableError(RunStopped):
+    """Every attempt of the first requests failed to connect (refused, unknown host), before any reply."""
 
 
 class InterruptedRun(RunStopped, KeyboardInterrupt):

@@ -2,26 +2,41 @@
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from datasets import Dataset, DatasetDict
 
 from .errors import ConfigError
 
-_SCORE_TYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
+SCORE_TYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
 
 
 def score_columns(ds: Dataset) -> list[str]:
     """Numeric and boolean columns: the ones thresholds apply to."""
-    return [name for name, f in ds.features.items() if getattr(f, "dtype", None) in _SCORE_TYPES]
+    return [name for name, f in ds.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
+
+
+def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where: str) -> None:
+    """A ConfigError for the first of ``names`` not in ``columns``, with a did-you-mean.
+
+    Example:
+        >>> check_threshold_columns(["QA_Corectness"], ["QA_Correctness"], "recipe filters")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hf_judge.errors.ConfigError: no score column 'QA_Corectness' in recipe filters; did you mean 'QA_Correctness'? ...
+    """
+    for name in names:
+        if name not in columns:
+            close = difflib.get_close_matches(name, list(columns), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            have = ", ".join(columns) or "(none)"
+            raise ConfigError(f"no score column {name!r} in {where}; {hint}Score columns: {have}")
 
 
 def _check(ds: Dataset, names: list[str], split: str) -> None:
-    missing = [n for n in names if n not in ds.column_names]
-    if missing:
-        present = ", ".join(score_columns(ds)) or "(none)"
-        raise ConfigError(f"no score column {missing[0]!r} in split {split!r}. Score columns present: {present}")
+    check_threshold_columns(names, score_columns(ds) + [n for n in names if n in ds.column_names], f"split {split!r}")
     bad = [n for n in names if n not in score_columns(ds)]
     if bad:
         raise ConfigError(f"column {bad[0]!r} in split {split!r} is not numeric or boolean; thresholds apply to score columns")
@@ -37,7 +52,9 @@ def filter_by_scores(
 
     A row whose score is null (the metric failed) is dropped unless
     ``keep_missing``. On a ``DatasetDict`` every split is filtered except
-    ``errors``, which passes through untouched. Booleans compare as 0/1.
+    ``errors``, which passes through untouched. Booleans compare as 0/1. The
+    result of ``score_dataset`` stays a ``ScoredDatasetDict`` with its
+    ``summary``, so ``.push_to_hub(repo)`` pushes it with its errors and card.
 
     Example:
         >>> from datasets import Dataset

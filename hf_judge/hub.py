@@ -3,19 +3,22 @@
 Layout: the scored splits form the default config, so
 ``load_dataset(repo)`` gives them with their score columns; the errors form a
 config of their own, ``load_dataset(repo, "errors")``, because all splits of
-one config must share features. The prompt files, the recipe and
-``summary.json`` that produced the scores go to ``hf_judge/`` beside them.
+one config must share features. The errors config is pushed every time, empty
+when nothing failed, so that it always exists and never holds the errors of an
+earlier push. The prompt files, the recipe and ``summary.json`` that produced
+the scores go to ``hf_judge/`` beside them.
 """
 
 from __future__ import annotations
 
 import logging
 
-from datasets import DatasetDict
+from datasets import Dataset, DatasetDict
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
 from .card import FILES_DIR, card_metadata, merge_card_text, provenance_files, render_section
+from .errors import ConfigError
 from .redact import register
 from .summary import RunSummary
 
@@ -30,39 +33,42 @@ def push_scored(
     token: str | None = None,
     summary: RunSummary | None = None,
     revision: str | None = None,
+    **push_kwargs,
 ) -> str:
     """Push scored splits, the errors, the provenance files and a dataset card; returns the repo URL.
+
+    ``push_kwargs`` (``max_shard_size``, ``commit_message``, ...) go to the
+    scored splits' ``DatasetDict.push_to_hub``. ``scored.push_to_hub(repo)`` on
+    the result of ``score_dataset`` or ``filter_by_scores`` does the same.
 
     Example:
         >>> push_scored(scored, "me/gsm8k-judged", private=True)  # doctest: +SKIP
         'https://huggingface.co/datasets/me/gsm8k-judged'
     """
+    from .score import ERROR_FEATURES, ERRORS_SPLIT
+
+    if "config_name" in push_kwargs or "data_dir" in push_kwargs:
+        raise ConfigError("push_scored chooses the configs: the scored splits go to 'default', the errors to 'errors'")
     register(token)
     summary = summary if summary is not None else getattr(scored, "summary", None)
-    data = DatasetDict({k: v for k, v in scored.items() if k != "errors"})
-    errors = scored.get("errors")
-    data.push_to_hub(repo_id, private=private, token=token, revision=revision)
+    data = DatasetDict({k: v for k, v in scored.items() if k != ERRORS_SPLIT})
+    errors = scored.get(ERRORS_SPLIT)
+    if errors is None:
+        errors = Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    data.push_to_hub(repo_id, private=private, token=token, revision=revision, **push_kwargs)
     api = HfApi(token=token)
-    stale_errors = False
     files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
-    if errors is not None and len(errors):
-        DatasetDict({"errors": errors}).push_to_hub(repo_id, config_name="errors", token=token, revision=revision)
-    else:
-        # no errors this time: drop those of an earlier push rather than leave them standing
-        if any(f.startswith("errors/") for f in files):
-            api.delete_folder("errors", repo_id=repo_id, repo_type="dataset", revision=revision, commit_message="Remove stale errors (hf-judge)")
-        stale_errors = True
+    # One shard even when empty: datasets writes one parquet file for it, so the config loads as 0 rows.
+    DatasetDict({ERRORS_SPLIT: errors}).push_to_hub(
+        repo_id, config_name=ERRORS_SPLIT, token=token, revision=revision,
+        num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
+    )
     try:
         card = DatasetCard.load(repo_id, repo_type="dataset", token=token)
         text = str(card)
     except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
         text = "---\n---\n"
     card = DatasetCard(merge_card_text(text, render_section(data, summary)))
-    if stale_errors:
-        for key in ("configs", "dataset_info"):
-            items = card.data.get(key)
-            if isinstance(items, list):
-                card.data[key] = [c for c in items if not (isinstance(c, dict) and c.get("config_name") == "errors")]
     card_metadata(card.data, data, summary)
     if summary is not None:
         new = provenance_files(summary)

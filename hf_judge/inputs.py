@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+from datasets.exceptions import DatasetGenerationError
 
 from .errors import ConfigError
 from .redact import register
@@ -34,7 +36,7 @@ def load_input(
         builder = _FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
             raise ConfigError(f"{spec}: unsupported file type {path.suffix!r}; use .jsonl, .json, .parquet or .csv")
-        dd = load_dataset(builder, data_files={"train": str(path)})
+        dd = _load_file(path, builder)
     elif path.is_dir():
         if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
             loaded = load_from_disk(str(path))
@@ -57,6 +59,8 @@ def load_input(
         if unknown:
             raise ConfigError(f"no split {unknown[0]!r} in {spec}; it has: {', '.join(dd)}")
         dd = DatasetDict({s: dd[s] for s in splits})
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be a positive number of rows, got {limit}")
     if limit is not None:
         dd = DatasetDict({s: d.select(range(min(limit, len(d)))) for s, d in dd.items()})
     return dd
@@ -82,3 +86,32 @@ def input_summary(spec: str, *, revision: str | None = None, token: str | None =
     except (EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError):
         return None
     return RunSummary.load(Path(local).parent)
+
+
+def _load_file(path: Path, builder: str) -> DatasetDict:
+    """One data file as a ``train`` split; an empty or malformed file is a ConfigError naming it."""
+    if path.stat().st_size < 4096 and not path.read_bytes().strip():
+        raise ConfigError(f"{path} is empty: no rows to score")
+    try:
+        return load_dataset(builder, data_files={"train": str(path)})
+    except DatasetGenerationError as e:
+        bad = _bad_json_line(path) if path.suffix.lower() == ".jsonl" else None
+        if bad is not None:
+            raise ConfigError(f"{path}, line {bad[0]}: {bad[1]}. Each line must be one JSON object.") from None
+        cause = e.__cause__ or e
+        raise ConfigError(f"{path}: cannot read it ({type(cause).__name__}: {cause})") from None
+
+
+def _bad_json_line(path: Path) -> tuple[int, str] | None:
+    """(line number, what is wrong) of the first line that is not a JSON object; read only when loading failed."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as e:
+                return n, f"not valid JSON ({e})"
+            if not isinstance(value, dict):
+                return n, f"a JSON {type(value).__name__}, not an object"
+    return None

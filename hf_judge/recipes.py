@@ -150,8 +150,10 @@ def find_recipe(name_or_path: str | os.PathLike) -> Path:
     p = Path(name_or_path).expanduser()
     if p.is_file():
         return p
+    # "quality", or "recipes/quality.yaml" as older docs wrote it, from any folder
+    name = p.stem if p.parent.name == "recipes" else str(name_or_path)
     for suffix in ("", ".yaml", ".yml"):
-        q = builtin_recipes_dir() / f"{name_or_path}{suffix}"
+        q = builtin_recipes_dir() / f"{name}{suffix}"
         if q.is_file():
             return q
     known = ", ".join(sorted(x.stem for x in builtin_recipes_dir().glob("*.yaml")))

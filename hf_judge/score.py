@@ -54,7 +54,7 @@ class ScoredDatasetDict(DatasetDict):
         >>> print(scored.summary)  # doctest: +SKIP
     """
 
-    summary: RunSummary
+    summary: RunSummary | None = None
 
     def save_to_disk(
         self, dataset_dict_path, max_shard_size=None, num_shards=None, num_proc=None, storage_options=None
@@ -82,6 +82,25 @@ class ScoredDatasetDict(DatasetDict):
             with fs.open(f"{root}/{SUMMARY_FILE}", "w", encoding="utf-8") as f:
                 json.dump(summary.to_dict(), f, indent=1, default=str)
 
+    def push_to_hub(
+        self, repo_id: str, *, private: bool | None = None, token: str | None = None, revision: str | None = None, **kwargs
+    ) -> str:
+        """Push as :func:`hf_judge.push_scored` does: the scored splits in the default config,
+        ``errors`` in a config of its own (always present, empty when nothing failed), and the card.
+
+        A plain ``DatasetDict.push_to_hub`` cannot: all splits of one config must share features.
+        Other keyword arguments (``max_shard_size``, ``commit_message``, ...) go to the data's push.
+
+        Example:
+            >>> good = filter_by_scores(scored, min={"QA_Correctness": 8})  # doctest: +SKIP
+            >>> good.push_to_hub("me/gsm8k-judged")  # doctest: +SKIP
+        """
+        from .hub import push_scored
+
+        return push_scored(
+            self, repo_id, private=private, token=token, revision=revision, summary=self.summary, **kwargs
+        )
+
 
 def shards_for(dd: DatasetDict) -> dict[str, int | None]:
     """``num_shards`` for ``save_to_disk``: one shard for an empty split, which
@@ -89,13 +108,19 @@ def shards_for(dd: DatasetDict) -> dict[str, int | None]:
     return {k: (1 if len(v) == 0 else None) for k, v in dd.items()}
 
 
-def _as_splits(ds: Dataset | DatasetDict) -> dict[str, Dataset]:
+def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset | None]:
+    """The splits to score, and the ``errors`` split of an earlier run (a scored input), if any."""
     if isinstance(ds, Dataset):
-        return {"train": ds}
+        return {"train": ds}, None
     if isinstance(ds, DatasetDict):
-        if ERRORS_SPLIT in ds:
-            raise ConfigError(f"the input already has a split named {ERRORS_SPLIT!r}; drop it first (ds.pop('errors')), hf_judge adds its own")
-        return dict(ds)
+        splits = dict(ds)
+        earlier = splits.pop(ERRORS_SPLIT, None)
+        if earlier is not None and set(earlier.column_names) != set(ERROR_FEATURES):
+            raise ConfigError(
+                f"the input has a split named {ERRORS_SPLIT!r} that is not an hf_judge errors split "
+                f"(columns {earlier.column_names}); hf_judge writes its own: rename that split"
+            )
+        return splits, earlier
     raise ConfigError(
         f"score_dataset takes a datasets.Dataset or DatasetDict, got {type(ds).__name__}. "
         "Load files with datasets.load_dataset('json', data_files=...) first."
@@ -181,6 +206,7 @@ def score_dataset(
     backoff_max: float = 30.0,
     window: int | None = None,
     progress: bool | ProgressCallback = True,
+    if_exists: str = "keep",
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
 
@@ -200,6 +226,15 @@ def score_dataset(
     arrive (off with ``datasets.disable_progress_bars()``); ``False`` draws
     none; a callable receives a ``hf_judge.Progress`` a few times a second.
 
+    ``if_exists`` decides what happens to a metric whose columns a split
+    already has (a scored result, its ``errors`` split included, can be scored
+    again to add metrics): ``"keep"`` (default) keeps those columns as they
+    are, nulls of an earlier failure included, and does not score the metric;
+    ``"overwrite"`` scores it again and replaces them (replies already in the
+    cache cost nothing, so only the rows that failed are sent); ``"error"``
+    raises. A split with only some of a metric's columns, or one of another
+    type, is a conflict that only ``"overwrite"`` resolves.
+
     Example:
         >>> from datasets import Dataset
         >>> ds = Dataset.from_dict({"question": ["2+2?"], "answer": ["4"]})
@@ -211,9 +246,11 @@ def score_dataset(
         [9]
     """
     install_log_filter()
+    if if_exists not in _IF_EXISTS:
+        raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
     settings = client_settings(
         model=model,
-        base_url=base_url,
+        base_url=base_url or constants.default_base_url(),
         concurrency=concurrency,
         timeout=timeout,
         retries=retries,
@@ -227,7 +264,7 @@ def score_dataset(
         backoff_base=backoff_base,
         backoff_max=backoff_max,
     )
-    splits = _as_splits(ds)
+    splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     columns = dict(columns or {})
     for var, col in columns.items():
@@ -235,14 +272,16 @@ def score_dataset(
             raise ConfigError(f"columns maps template variables to column names (strings), got {var!r}: {col!r}")
 
     plans_by_split: dict[str, list[Plan]] = {}
-    for split, d in splits.items():
-        clash = [c for m in loaded for c in m.columns if c in d.column_names]
-        clash += [c for c in TOKEN_COLUMNS if token_columns and c in d.column_names]
-        if clash:
-            raise ConfigError(
-                f"split {split!r} already has column(s) {clash}; remove them first (ds.remove_columns({clash!r})) or score into a copy"
-            )
-        plans = [Plan(m, m.resolve_columns(columns, d.column_names), m.temperature if temperature is None else temperature) for m in loaded]
+    kept: dict[str, list[str]] = {}
+    for split in list(splits):
+        todo, kept[split], drop = _existing_columns(split, splits[split], loaded, if_exists, token_columns)
+        if drop:
+            splits[split] = splits[split].remove_columns(drop)
+        d = splits[split]
+        plans = [
+            Plan(m, m.resolve_columns(columns, d.column_names), m.temperature if temperature is None else temperature)
+            for m in todo
+        ]
         for p in plans:
             p.images = image_variables(p.metric, p.columns, d.features)
         used = {v for m in loaded for v in (*m.variables, *m.optional)}
@@ -255,6 +294,13 @@ def score_dataset(
     base = settings.base_url or constants.default_base_url()
     if api_key is None and not has_credentials(base):  # a URL's user:password@ is its auth: no key from the env
         api_key = constants.default_api_key()
+    if not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com" and any(
+        plans_by_split.values()
+    ):
+        raise ConfigError(
+            f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
+            "or point base_url (--base-url) at your own server"
+        )
     register(api_key)
     client = JudgeClient(
         base_url=base,
@@ -271,6 +317,7 @@ def score_dataset(
         max_tokens_per_minute=settings.max_tokens_per_minute,
         max_total_tokens=settings.max_total_tokens,
     )
+    client.caching = use_cache
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     summary = RunSummary(
         model=settings.model,
@@ -288,9 +335,14 @@ def score_dataset(
     run_id = uuid.uuid4().hex[:12]
     run_started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     current: tuple | None = None  # (split, results cache file, counters before, time) of the split being scored
+    summary.notes += [
+        f"kept the existing columns of {', '.join(names)} in {split} (not scored again; if_exists='overwrite', "
+        "CLI --overwrite-scores, scores them again)"
+        for split, names in kept.items() if names
+    ]
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
-    errors: list[dict] = []
+    errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
     store: ReplyStore | None = None
     loop: LoopThread | None = None
     run: SplitRun | None = None
@@ -299,6 +351,10 @@ def score_dataset(
         try:
             for split, d in splits.items():
                 plans = plans_by_split[split]
+                if not plans:  # every metric's columns were kept
+                    results[split] = d.flatten_indices() if d._indices is not None else d
+                    summary.rows[split] = len(d)
+                    continue
                 fp = _fingerprint(d, split, plans, client, settings.max_input_chars, token_columns)
                 features = Features({c: f for p in plans for c, f in p.metric.features.items()})
                 if token_columns:
@@ -367,12 +423,16 @@ def score_dataset(
                 current = None
                 run = None
         except KeyboardInterrupt:
+            if not use_cache:
+                raise InterruptedRun(
+                    "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
+                ) from None
             raise InterruptedRun(
                 f"interrupted. {store.written if store else 0:,} replies of this run are saved in the cache; "
                 "run the same command again to resume where it stopped."
             ) from None
         except RunStopped as e:
-            logger.error("%s", e)
+            logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
             raise
         finally:
             if current is not None:  # stopped mid-split: what it paid for counts when a later run resumes
@@ -400,6 +460,63 @@ def score_dataset(
     out.summary = summary
     logger.info("hf_judge run summary\n%s", summary)
     return out
+
+
+_IF_EXISTS = ("keep", "overwrite", "error")
+
+
+def _kind(feature: Any) -> str | None:
+    dtype = getattr(feature, "dtype", None)
+    if dtype is None:
+        return None
+    return "bool" if dtype == "bool" else "number" if dtype.startswith(("int", "uint", "float")) else dtype
+
+
+def _existing_columns(
+    split: str, d: Dataset, loaded: list, if_exists: str, token_columns: bool
+) -> tuple[list, list[str], list[str]]:
+    """(metrics to score, names of metrics kept, columns to drop first) for one split."""
+    todo, kept, drop, conflicts = [], [], [], []
+    for m in loaded:
+        present = [c for c in m.columns if c in d.column_names]
+        if not present:
+            todo.append(m)
+        elif if_exists == "overwrite":
+            todo.append(m)
+            drop += present
+        elif if_exists == "error":
+            conflicts.append(f"{m.name} ({', '.join(present)})")
+        elif len(present) < len(m.columns):
+            missing = [c for c in m.columns if c not in present]
+            conflicts.append(f"{m.name} (has {', '.join(present)} but not {', '.join(missing)})")
+        else:
+            odd = [c for c in present if _kind(d.features[c]) != _kind(m.features[c])]
+            if odd:
+                conflicts.append(f"{m.name} ({odd[0]} is {d.features[odd[0]]}, {m.name} writes {m.features[odd[0]]})")
+            else:
+                kept.append(m.name)
+    tokens = [c for c in TOKEN_COLUMNS if token_columns and c in d.column_names]
+    if tokens and if_exists == "overwrite":
+        drop += tokens
+    elif tokens and todo:
+        conflicts.append(f"token columns ({', '.join(tokens)}) that this run's token_columns would replace")
+    if conflicts:
+        raise ConfigError(
+            f"split {split!r} already has columns of {'; '.join(conflicts)}. Score them again and replace those columns "
+            "with --overwrite-scores (library: if_exists='overwrite')"
+        )
+    return todo, kept, drop
+
+
+def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: dict[str, list[Plan]]) -> list[dict]:
+    """The error rows of a scored input that still describe its nulls: those of metrics not scored again."""
+    if earlier is None or len(earlier) == 0:
+        return []
+    rescored = {(s, p.metric.name) for s, ps in plans.items() for p in ps}
+    return [
+        e for e in earlier.to_list()
+        if e["split"] in splits and (e["split"], e["metric"]) not in rescored and e["row"] < len(splits[e["split"]])
+    ]
 
 
 def _never_called(_indices):  # pragma: no cover - only reached if the cache file vanished mid-call
@@ -470,5 +587,5 @@ def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], 
     summary.failed_attempts = dict(s.failures)
     summary.errors = dict(Counter(e["kind"] for e in errors))
     summary.structured_output = s.structured_output
-    summary.notes = list(s.notes)
+    summary.notes = [*summary.notes, *s.notes]
     summary.elapsed_s = time.perf_counter() - started

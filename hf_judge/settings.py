@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import constants
 from .errors import ConfigError
@@ -35,6 +35,28 @@ class ClientSettings(BaseModel):
     backoff_base: Annotated[float, Field(ge=0)] = 0.5
     backoff_max: Annotated[float, Field(ge=0)] = 30.0
 
+    @field_validator("base_url")
+    @classmethod
+    def _has_scheme(cls, v: str | None) -> str | None:
+        return None if v is None else check_base_url(v)
+
+
+def check_base_url(url: str) -> str:
+    """``url`` if it is an http(s) URL with a host; else a ConfigError that shows the fix.
+
+    Without a scheme, ``127.0.0.1:8000/v1`` would be sent as a request to nowhere and
+    every row would fail as ``connection``.
+
+    Example:
+        >>> check_base_url("http://127.0.0.1:8000/v1")
+        'http://127.0.0.1:8000/v1'
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest.strip("/"):
+        fix = f"http://{url}" if not sep else "http://127.0.0.1:8000/v1"
+        raise ConfigError(f"base_url {url!r} is not an http(s) URL; write it with its scheme, e.g. {fix!r}")
+    return url
+
 
 def config_error(e: ValidationError, where: str = "settings") -> ConfigError:
     """A pydantic error as one readable line per field."""
@@ -43,6 +65,8 @@ def config_error(e: ValidationError, where: str = "settings") -> ConfigError:
         loc = ".".join(str(x) for x in err["loc"]) or "(root)"
         if err["type"] == "extra_forbidden":
             parts.append(f"unknown key {loc!r}")
+        elif err["type"] == "value_error" and isinstance(err.get("ctx", {}).get("error"), ConfigError):
+            parts.append(str(err["ctx"]["error"]))  # our own check: its message is already complete
         else:
             parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
     return ConfigError(f"invalid {where}: " + "; ".join(parts))

@@ -84,7 +84,9 @@ def test_hub_round_trip_score_filter_push(judge, hub, tmp_path, env):
     assert "My own notes stay." in card3.text and card3.data["license"] == "mit" and card3.text.count("hf-judge:start") == 1
     from datasets import get_dataset_config_names
 
-    assert get_dataset_config_names("tester/scored", download_mode="force_redownload") == ["default"]  # stale errors gone
+    assert get_dataset_config_names("tester/scored", download_mode="force_redownload") == ["default", "errors"]
+    # stale errors gone; streaming, because datasets cannot load a 0-row split (huggingface/datasets#8401)
+    assert list(load_dataset("tester/scored", "errors", split="errors", streaming=True)) == []
     assert load_dataset("tester/scored", split="train", download_mode="force_redownload")["QA_Clarity"][3] is not None
 
 

@@ -1,0 +1,152 @@
+"""Saving a result folder without ever destroying a different result.
+
+A folder written here holds the saved ``DatasetDict`` and ``hf_judge.json``, a
+small manifest of what it was made from (``source``), what it is (``kind``:
+``scored`` or ``filtered``) and what it holds (rows and columns per split).
+
+Writing over an existing folder is allowed when nothing in it would be lost:
+the same command again, metrics added, more rows. Anything else (another
+dataset, fewer rows or splits, other metrics, a folder hf-judge did not write)
+is an :class:`~hf_judge.errors.OutputExistsError` unless ``overwrite=True``
+(CLI ``--overwrite``). The check runs before the first request, from what the
+run will produce, so a mistake costs nothing. The data is written to a hidden
+sibling folder that replaces the old one only once complete: a crash while
+saving leaves the old result as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from datasets import DatasetDict
+
+from .errors import OutputExistsError
+
+MANIFEST = "hf_judge.json"
+# split -> (rows, columns)
+Shape = dict[str, tuple[int, list[str]]]
+
+
+def read_manifest(folder: str | os.PathLike) -> dict | None:
+    """The manifest of a folder written by hf-judge, or None."""
+    try:
+        data = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def source_of(spec: str, subset: str | None = None, revision: str | None = None) -> str:
+    """What a result is made from: a scored folder's own source, a local path made absolute, or a Hub id.
+
+    Example:
+        >>> source_of("me/data", subset="main")
+        'hub:me/data:main'
+    """
+    path = Path(spec).expanduser()
+    if path.exists():
+        earlier = read_manifest(path) if path.is_dir() else None
+        if earlier and earlier.get("source"):
+            return earlier["source"]  # scoring a result again (adding metrics) keeps its source
+        return str(path.resolve())
+    return "hub:" + spec + (f":{subset}" if subset else "") + (f"@{revision}" if revision else "")
+
+
+def shape_of(dd: DatasetDict) -> Shape:
+    return {k: (len(v), list(v.column_names)) for k, v in dd.items()}
+
+
+def check_output(
+    folder: str | os.PathLike, source: str, kind: str, shape: Shape | None, overwrite: bool = False
+) -> None:
+    """Raise OutputExistsError if writing ``shape`` to ``folder`` would lose something there.
+
+    ``shape`` is None for a filtered result: it may hold any rows of the same source.
+    """
+    out = Path(folder)
+    if overwrite or not out.exists():
+        return
+    if out.is_dir() and not any(out.iterdir()):
+        return
+    lost = _what_would_be_lost(out, source, kind, shape)
+    if lost:
+        raise OutputExistsError(
+            f"{out} already holds {lost}. Pass --overwrite to replace it (library: overwrite=True), "
+            "or choose another --output-dir"
+        )
+
+
+def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None) -> str | None:
+    manifest = read_manifest(out)
+    if manifest is None:
+        if not (out / "dataset_dict.json").is_file():
+            return "files that hf-judge did not write"
+        old_shape = _saved_shape(out)
+        old_kind, old_source = "scored", None
+    else:
+        old_shape = {k: (v[0], v[1]) for k, v in manifest.get("splits", {}).items()}
+        old_kind, old_source = manifest.get("kind"), manifest.get("source")
+    if old_source is not None and old_source != source:
+        return f"the result of {old_source}, not of {source}"
+    if old_kind != kind:
+        return f"a {old_kind} result, and this one is {kind}"
+    if shape is None:
+        return None
+    for split, (rows, columns) in old_shape.items():
+        if split == "errors":
+            continue  # describes the nulls of this run's result: fewer errors lose nothing
+        if split not in shape:
+            return f"split {split!r}, which this result does not have"
+        new_rows, new_columns = shape[split]
+        if new_rows < rows:
+            return f"{rows:,} rows of split {split!r}, and this result has {new_rows:,}"
+        missing = [c for c in columns if c not in new_columns]
+        if missing:
+            return f"columns {', '.join(missing)} in split {split!r}, which this result does not have"
+    return None
+
+
+def _saved_shape(out: Path) -> Shape:
+    """Rows and columns of a saved DatasetDict without a manifest (written before manifests existed)."""
+    from datasets import load_from_disk
+
+    try:
+        return shape_of(load_from_disk(str(out)))
+    except Exception:  # noqa: BLE001 - unreadable: treated as holding something
+        return {"?": (1 << 62, [])}
+
+
+def save_result(
+    dd: DatasetDict, folder: str | os.PathLike, *, source: str, kind: str = "scored", overwrite: bool = False
+) -> None:
+    """``save_to_disk`` into ``folder`` with its manifest, replacing the old folder only once complete.
+
+    Example:
+        >>> save_result(scored, "out/", source=source_of("data.jsonl"))  # doctest: +SKIP
+    """
+    from .score import shards_for
+
+    out = Path(folder)
+    check_output(out, source, kind, None if kind == "filtered" else shape_of(dd), overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    tmp = out.with_name(f".{out.name}.tmp-{tag}")
+    try:
+        # a fresh folder: datasets refuses to save over files it has mapped (the input may be this folder)
+        dd.save_to_disk(str(tmp), num_shards=shards_for(dd))
+        manifest = {"source": source, "kind": kind, "splits": {k: [n, c] for k, (n, c) in shape_of(dd).items()}}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{tag}")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)  # mapped files stay readable until unmapped
+        else:
+            os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
