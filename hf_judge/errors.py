@@ -12,6 +12,8 @@ HfJudgeError
     ├── ModelNotFoundError   the model or the endpoint does not exist (404)
     ├── CircuitOpenError     most recent requests failed
     ├── BudgetExceededError  ``max_total_tokens`` reached
+    ├── QuotaExceededError   the account's quota or billing limit is used up (429 insufficient_quota)
+    ├── RateLimitedError     nothing but 429 for ``max_throttle_s``
     └── InterruptedRun       Ctrl-C or SIGTERM
 ```
 
@@ -65,6 +67,14 @@ class CircuitOpenError(RunStopped):
 
 class BudgetExceededError(RunStopped):
     """The ``max_total_tokens`` budget was reached."""
+
+
+class QuotaExceededError(RunStopped):
+    """The server answered 429 with a quota or billing code (``insufficient_quota``): retrying cannot help."""
+
+
+class RateLimitedError(RunStopped):
+    """Every request was answered 429 for ``max_throttle_s`` seconds."""
 
 
 class InterruptedRun(RunStopped, KeyboardInterrupt):

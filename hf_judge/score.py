@@ -137,6 +137,8 @@ def score_dataset(
     backoff_base: float = 0.5,
     backoff_max: float = 30.0,
     window: int | None = None,
+    max_reply_bytes: int = constants.DEFAULT_MAX_REPLY_BYTES,
+    max_throttle_s: float = constants.DEFAULT_MAX_THROTTLE_S,
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
 
@@ -151,6 +153,12 @@ def score_dataset(
     ``token_columns=True`` adds ``judge_prompt_tokens`` and
     ``judge_completion_tokens``: per row, the tokens of the replies that scored
     it, as the server reported them (null where it reports no usage).
+
+    A misbehaving server cannot stall or swamp the run: a ``Retry-After`` wait
+    is capped at ``backoff_max`` seconds, a reply body over ``max_reply_bytes``
+    (default 1 MiB, compressed or not) is an error (``bad_response``), and a
+    server that answers nothing but 429 for ``max_throttle_s`` seconds (default
+    300) stops the run with :class:`RateLimitedError`.
 
     Example:
         >>> from datasets import Dataset
@@ -178,6 +186,8 @@ def score_dataset(
         max_input_chars=max_input_chars,
         backoff_base=backoff_base,
         backoff_max=backoff_max,
+        max_reply_bytes=max_reply_bytes,
+        max_throttle_s=max_throttle_s,
     )
     splits = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
@@ -218,6 +228,8 @@ def score_dataset(
         max_requests_per_minute=settings.max_requests_per_minute,
         max_tokens_per_minute=settings.max_tokens_per_minute,
         max_total_tokens=settings.max_total_tokens,
+        max_reply_bytes=settings.max_reply_bytes,
+        max_throttle_s=settings.max_throttle_s,
     )
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     summary = RunSummary(
@@ -337,6 +349,7 @@ def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], 
     summary.requests = s.requests
     summary.retries = s.retries
     summary.cache_hits = s.cache_hits
+    summary.capped_waits = s.capped_waits
     summary.prompt_tokens = s.prompt_tokens
     summary.completion_tokens = s.completion_tokens
     summary.failed_attempts = dict(s.failures)

@@ -17,6 +17,7 @@ class RunSummary:
     requests: int = 0
     retries: int = 0
     cache_hits: int = 0
+    capped_waits: int = 0
     cached_splits: list[str] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     failed_attempts: dict[str, int] = field(default_factory=dict)
@@ -53,6 +54,8 @@ class RunSummary:
             f"elapsed        {self.elapsed_s:.1f} s ({self.requests_per_s:,.0f} requests/s)",
             f"output format  {self.structured_output}",
         ]
+        if self.capped_waits:
+            lines.append(f"capped waits   {self.capped_waits:,} (Retry-After longer than backoff_max; waited backoff_max)")
         if self.cached_splits:
             lines.append(f"from cache     {', '.join(self.cached_splits)} (no request sent)")
         lines += [f"note           {n}" for n in self.notes]
