@@ -190,11 +190,13 @@ def child_hostile(url: str, n: int, concurrency: int, metric: str = "QA_Clarity"
     cpu0 = time.process_time()
     try:
         out = score_dataset(ds, [metric], model="judge", base_url=url, api_key="x", concurrency=concurrency,
-                            columns={"instruction": "question", "output": "answer"}, cache_dir=os.path.join(work, "cache"))
+                            columns={"instruction": "question", "output": "answer"},
+                            cache_dir=os.path.join(work, "cache"))
         outcome = f"finished, {len(out['errors']):,} error rows"
     except RunStopped as e:
         outcome = f"stopped: {type(e).__name__}"
-    print(json.dumps({"inner_s": time.perf_counter() - t0, "inner_cpu": time.process_time() - cpu0, "outcome": outcome}))
+    took = {"inner_s": time.perf_counter() - t0, "inner_cpu": time.process_time() - cpu0}
+    print(json.dumps({**took, "outcome": outcome}))
 
 
 def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> dict:
@@ -203,7 +205,8 @@ def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_C
         "t=time.perf_counter(); c=time.process_time(); b.child_%s(%r, %d, %d%s); "
         "print(json.dumps({'wall': time.perf_counter()-t, 'cpu': time.process_time()-c, "
         "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024, 'anon_mb': b.ANON_PEAK[0]/1024}))"
-    ) % (str(Path(__file__).parent), kind, url, n, concurrency, f", {metric!r}" if kind in ("hf_judge", "repeat", "hostile") else "")
+    ) % (str(Path(__file__).parent), kind, url, n, concurrency,
+         f", {metric!r}" if kind in ("hf_judge", "repeat", "hostile") else "")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{p.stderr[-3000:]}")

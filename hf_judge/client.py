@@ -305,7 +305,7 @@ class JudgeClient:
         self.stopped: RunStopped | None = None
         self.max_reply_bytes = max_reply_bytes
         self.max_throttle_s = max_throttle_s
-        self._through_at = time.monotonic()  # when a reply other than 429 last came
+        self._through_at = time.monotonic()  # when an attempt last ended other than in a 429
 
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)

@@ -55,7 +55,7 @@ class RunSummary:
             f"output format  {self.structured_output}",
         ]
         if self.capped_waits:
-            lines.append(f"capped waits   {self.capped_waits:,} (Retry-After longer than backoff_max; waited backoff_max)")
+            lines.append(f"capped waits   {self.capped_waits:,} (Retry-After over backoff_max; waited backoff_max)")
         if self.cached_splits:
             lines.append(f"from cache     {', '.join(self.cached_splits)} (no request sent)")
         lines += [f"note           {n}" for n in self.notes]

@@ -106,7 +106,8 @@ class Judge:
         return orjson.dumps(body)
 
     def _completion(self, model: str, content, finish: str = "stop", prompt_len: int = 0) -> web.Response:
-        return web.Response(body=self._completion_body(model, content, finish, prompt_len), content_type="application/json")
+        body = self._completion_body(model, content, finish, prompt_len)
+        return web.Response(body=body, content_type="application/json")
 
     async def _huge(self, request: web.BaseRequest, rule: dict, completion: bytes) -> web.StreamResponse:
         """A valid completion after ``size`` bytes of JSON whitespace, written 64 kB at a time (the server
@@ -254,7 +255,8 @@ class Judge:
                 headers["retry-after-ms"] = str(rule["retry_after_ms"])
             default = "This model's maximum context length is 8192 tokens" if status == 400 else f"error {status}"
             self._event(status, inflight)
-            return self._error(status, rule.get("message", default), code=rule.get("code"), headers=headers, type_=rule.get("type"))
+            return self._error(status, rule.get("message", default), code=rule.get("code"), headers=headers,
+                               type_=rule.get("type"))
         if kind == "reset":
             self._event(0, inflight)
             request.transport.close()
@@ -292,7 +294,8 @@ class Judge:
             content = rule.get("text", "")
         elif kind == "list_content":  # the valid reply as content parts
             full = orjson.dumps(obj).decode()
-            content = [{"type": "text", "text": full[: len(full) // 2]}, {"type": "text", "text": full[len(full) // 2:]}]
+            half = len(full) // 2
+            content = [{"type": "text", "text": full[:half]}, {"type": "text", "text": full[half:]}]
         elif kind == "raw_content":  # message.content exactly as given: a dict, an int, a list of anything
             content = rule.get("content")
         elif kind == "raw_message":  # choices[0].message exactly as given
