@@ -189,3 +189,24 @@ def test_any_content_shape_is_a_reply_or_an_error_row(judge, tmp_path, rule, kin
     else:
         assert out["errors"]["kind"] == [kind] * 4 and out["errors"]["attempts"] == [2] * 4
         assert out["train"]["QA_Clarity"] == [None] * 4
+
+
+def test_cli_max_reply_bytes_and_quota_exit_code(judge, tmp_path):
+    """``--max-reply-bytes`` reaches the client; a used-up quota is a stopped run (exit 1) that says what to do."""
+    import json
+    import subprocess
+    import sys
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"cli-{i}?", "answer": str(i)}) + "\n" for i in range(3)))
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(tmp_path / "cache")}
+    args = [sys.executable, "-m", "hf_judge.cli", "score", str(data), "--metrics", "QA_Clarity", "--column",
+            "instruction=question", "--column", "output=answer", "--model", "judge", "--base-url", judge.base_url,
+            "--retries", "0", "--output-dir", str(tmp_path / "out")]
+    judge.configure(faults=[{"fault": "huge_body", "size": 300_000, "match": "cli-1?"}])
+    p = subprocess.run([*args, "--max-reply-bytes", "100000"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "bad_response: 1" in p.stdout
+    judge.configure(faults=[{"fault": "status", "status": 429, "code": "insufficient_quota", "message": "quota"}])
+    p = subprocess.run([*args, "--no-cache"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 1 and "billing settings" in p.stderr and "sk-test" not in p.stderr
