@@ -9,7 +9,7 @@ then runs each client in a fresh subprocess against it, in the same run:
 
 and prints requests/s, client CPU ms per request, peak RSS and the ratios.
 
-    python bench/bench_throughput.py            # every scenario (a)-(e) and (r), ~20 min
+    python bench/bench_throughput.py            # every scenario (a)-(e), (r) and (h), ~20 min
     python bench/bench_throughput.py --quick    # a few thousand requests: checks it works
     python bench/bench_throughput.py --only a,c # some scenarios
 """
@@ -178,22 +178,47 @@ def child_repeat(url: str, n: int, concurrency: int, metric: str = "QA_Clarity")
     print(json.dumps({"inner_s": dt, "inner_cpu": time.process_time() - cpu0}))
 
 
+def child_hostile(url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> None:
+    """score_dataset with default settings against whatever the server sends; a stop (the circuit
+    breaker, once most replies are over max_reply_bytes) is an outcome here, not a failure."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    from hf_judge import RunStopped, score_dataset
+
+    work = tempfile.mkdtemp(prefix="hfj-bench-")
+    ds = make_dataset(n, os.path.join(work, "data"))
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    try:
+        out = score_dataset(ds, [metric], model="judge", base_url=url, api_key="x", concurrency=concurrency,
+                            columns={"instruction": "question", "output": "answer"},
+                            cache_dir=os.path.join(work, "cache"))
+        outcome = f"finished, {len(out['errors']):,} error rows"
+    except RunStopped as e:
+        outcome = f"stopped: {type(e).__name__}"
+    took = {"inner_s": time.perf_counter() - t0, "inner_cpu": time.process_time() - cpu0}
+    print(json.dumps({**took, "outcome": outcome}))
+
+
 def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> dict:
     code = (
         "import resource, sys, time, json; sys.path.insert(0, %r); import bench_throughput as b; b.watch_anon(); "
         "t=time.perf_counter(); c=time.process_time(); b.child_%s(%r, %d, %d%s); "
         "print(json.dumps({'wall': time.perf_counter()-t, 'cpu': time.process_time()-c, "
         "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024, 'anon_mb': b.ANON_PEAK[0]/1024}))"
-    ) % (str(Path(__file__).parent), kind, url, n, concurrency, f", {metric!r}" if kind in ("hf_judge", "repeat") else "")
+    ) % (str(Path(__file__).parent), kind, url, n, concurrency,
+         f", {metric!r}" if kind in ("hf_judge", "repeat", "hostile") else "")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{p.stderr[-3000:]}")
     lines = [json.loads(x) for x in p.stdout.strip().splitlines() if x.startswith("{")]
     res = lines[-1]
-    if kind in ("hf_judge", "repeat") and len(lines) > 1:
+    if kind in ("hf_judge", "repeat", "hostile") and len(lines) > 1:
         # time the scoring itself, not the interpreter start and the dataset build
         res["wall"] = lines[0]["inner_s"]
         res["cpu"] = lines[0]["inner_cpu"]
+        res["outcome"] = lines[0].get("outcome")
     res["rps"] = n / res["wall"]
     res["cpu_ms_per_req"] = 1000 * res["cpu"] / n
     return res
@@ -243,7 +268,8 @@ def fmt_row(label: str, r: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few thousand requests per scenario: checks that it works")
-    ap.add_argument("--only", default="a,b,c,d,e,r", help="comma list of scenarios (r: repeat of an identical call)")
+    ap.add_argument("--only", default="a,b,c,d,e,r,h",
+                    help="comma list of scenarios (r: repeat of an identical call, h: hostile replies)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
@@ -325,6 +351,28 @@ def main() -> int:
                 "includes datasets' memory-mapped Arrow pages), "
                 f"peak anonymous RSS ratio {mem[big]['anon_mb'] / mem[small]['anon_mb']:.2f}"
             )
+        if "h" in only:
+            # 100 MB replies at 256 in flight would hold 25 GB if read whole; read up to max_reply_bytes, the
+            # client's peak should stay near its peak against normal replies
+            n = 1000 if q else 5000
+            hostile = {
+                "normal": {},
+                "100 MB, Content-Length": {"faults": [{"fault": "huge_body", "size": 100_000_000}]},
+                "100 MB, chunked": {"faults": [{"fault": "huge_body", "size": 100_000_000, "chunked": True}]},
+                "1 MB gzip -> 1 GB": {"faults": [{"fault": "gzip_bomb", "size": 1_000_000_000}]},
+            }
+            mem = {}
+            for label, cfg in hostile.items():
+                server.configure(**cfg)
+                mem[label] = run_child("hostile", server.url, n, 256)
+                mem[label]["server_requests"] = server.admin("stats")["requests"]
+            results["h"] = mem
+            base = mem["normal"]
+            lines.append(f"(h) hostile replies, 256 in flight, {n:,} rows, default max_reply_bytes")
+            for label, r in mem.items():
+                lines.append(f"  {label:<22} peak RSS {r['rss_mb']:>5,.0f} MB (anonymous {r['anon_mb']:>4,.0f} MB), "
+                             f"x{r['rss_mb'] / base['rss_mb']:.2f} (anonymous x{r['anon_mb'] / base['anon_mb']:.2f}) "
+                             f"of normal; {r['outcome']}, {r['server_requests']:,} requests")
     finally:
         server.stop()
     out = os.environ.get("HF_JUDGE_BENCH_JSON")

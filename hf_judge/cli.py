@@ -86,6 +86,8 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-tokens", type=int, dest="max_tokens", help="max completion tokens per reply (default: the server's)")
     g.add_argument("--max-total-tokens", type=int, dest="max_total_tokens", help="stop cleanly once this many tokens are used")
     g.add_argument("--max-input-chars", type=int, dest="max_input_chars", help="rows with longer inputs go to errors unsent")
+    g.add_argument("--max-reply-bytes", type=int, dest="max_reply_bytes",
+                   help=f"larger replies are errors (default {constants.DEFAULT_MAX_REPLY_BYTES:,}; e.g. 4194304)")
     g.add_argument("--rpm", type=float, dest="max_requests_per_minute", help="max requests per minute")
     g.add_argument("--tpm", type=float, dest="max_tokens_per_minute", help="max tokens per minute")
     g.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
@@ -179,6 +181,7 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
         "model", "base_url", "concurrency", "timeout", "retries", "temperature", "top_p", "max_tokens",
         "max_total_tokens", "max_input_chars", "max_requests_per_minute", "max_tokens_per_minute",
+        "max_reply_bytes",
     )
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 

@@ -8,8 +8,14 @@ What is retried and what is not is decided here, once (:func:`classify`):
   temperature (doubling, capped at 1.0), as seed 004 asks.
 * permanent, straight to ``errors``: 400 (context length and the like), 422,
   other 4xx, ``content_filter``.
-* fatal, the run stops at once keeping what is finished: 401/403 (key) and
-  404 (model name or base URL).
+* fatal, the run stops at once keeping what is finished: 401/403 (key),
+  404 (model name or base URL), a 429 that says the quota or billing limit
+  is used up, and nothing but 429 for ``max_throttle_s``.
+
+A server cannot stall or swamp a run: a ``Retry-After`` wait is capped at
+``backoff_max``, a reply body over ``max_reply_bytes`` (compressed or not) is
+cut off as ``bad_response``, and a reply of any shape ends as a reply or an
+error row, never as an exception.
 
 Structured output is negotiated once per client: requests go out with
 ``response_format={"type": "json_schema", ...}``; if the server rejects that
@@ -25,6 +31,7 @@ import base64
 import email.utils
 import hashlib
 import logging
+import math
 import random
 import re
 import socket
@@ -44,6 +51,8 @@ from .errors import (
     CircuitOpenError,
     ConfigError,
     ModelNotFoundError,
+    QuotaExceededError,
+    RateLimitedError,
     RunStopped,
     ServerUnreachableError,
 )
@@ -57,6 +66,8 @@ logger = logging.getLogger("hf_judge")
 
 TRANSIENT_STATUS = {408, 409, 425, 429}
 INVALID_REPLY = {"invalid_json", "schema", "out_of_range", "truncated", "empty", "unparseable"}
+# 429 codes (OpenAI's) that mean the account cannot pay: retrying never helps.
+QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
 
 
 @dataclass
@@ -77,6 +88,7 @@ class Stats:
     requests: int = 0
     retries: int = 0
     cache_hits: int = 0
+    capped_waits: int = 0  # Retry-After waits cut to backoff_max
     prompt_tokens: int = 0
     completion_tokens: int = 0
     failures: Counter = field(default_factory=Counter)
@@ -86,23 +98,70 @@ class Stats:
 
 
 def _retry_after(headers) -> float | None:
+    """Seconds the server asks us to wait, uncapped (``inf`` stays ``inf``); None when absent or unreadable."""
     ms = headers.get("retry-after-ms")
     if ms:
         try:
-            return max(0.0, float(ms) / 1000)
+            v = float(ms) / 1000
+            if not math.isnan(v):
+                return max(0.0, v)
         except ValueError:
             pass
     ra = headers.get("retry-after")
     if not ra:
         return None
     try:
-        return max(0.0, float(ra))
+        v = float(ra)
+        return None if math.isnan(v) else max(0.0, v)
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(ra)
             return max(0.0, when.timestamp() - time.time())
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
+
+
+class _ReplyTooLarge(Exception):
+    pass
+
+
+async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, or :class:`_ReplyTooLarge` as soon as it passes ``limit`` bytes.
+
+    Both sizes are bounded: the bytes on the wire (``Content-Length`` up front,
+    then as they come) and the bytes after aiohttp's decompression, which it
+    does a bounded piece at a time, so a gzip bomb never expands in one go.
+    """
+    declared = resp.content_length
+    if declared is not None and declared > limit:
+        raise _ReplyTooLarge(f"Content-Length {declared:,}")
+    content = resp.content
+    chunks = []
+    size = 0
+    while True:
+        chunk = await content.readany()
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limit or content.total_raw_bytes > limit:
+            raise _ReplyTooLarge(f"over {limit:,} bytes read")
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _error_code(raw: bytes) -> str | None:
+    """The quota/billing code of an OpenAI-style error body (``error.code`` or ``error.type``), if any."""
+    try:
+        err = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    e = err.get("error", err) if isinstance(err, dict) else None
+    if not isinstance(e, dict):
+        return None
+    for key in ("code", "type"):
+        if isinstance(e.get(key), str) and e[key] in QUOTA_CODES:
+            return e[key]
+    return None
 
 
 def _int(v: Any) -> int:
@@ -120,6 +179,18 @@ def _error_message(status: int, raw: bytes) -> str:
     except orjson.JSONDecodeError:
         pass
     return scrub(raw[:300].decode("utf-8", "replace")) or f"HTTP {status}"
+
+
+def _text_of(content: Any) -> str | None:
+    """``message.content`` given as a list of text parts (``[{"type": "text", "text": ...}]``), joined; else None."""
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("type", "text") != "text" or not isinstance(part.get("text"), str):
+            return None
+        texts.append(part["text"])
+    return "".join(texts)
 
 
 class _Deadlines:
@@ -268,6 +339,8 @@ class JudgeClient:
         circuit_window: int = 200,
         circuit_threshold: float = 0.5,
         extra_headers: dict[str, str] | None = None,
+        max_reply_bytes: int = constants.DEFAULT_MAX_REPLY_BYTES,
+        max_throttle_s: float = constants.DEFAULT_MAX_THROTTLE_S,
     ):
         _check_api_key(api_key)
         self._url, self.base_url, self.server_id, auth = _endpoint(base_url, api_key)  # parsed once, not per request
@@ -308,6 +381,9 @@ class JudgeClient:
         self._session: aiohttp.ClientSession | None = None
         self._deadlines = _Deadlines(timeout)
         self.stopped: RunStopped | None = None
+        self.max_reply_bytes = max_reply_bytes
+        self.max_throttle_s = max_throttle_s
+        self._through_at = time.monotonic()  # when an attempt last ended other than in a 429
 
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
@@ -319,6 +395,7 @@ class JudgeClient:
             cookie_jar=aiohttp.DummyCookieJar(),
         )
         self._deadlines.start()
+        self._through_at = time.monotonic()
 
     async def close(self) -> None:
         self._deadlines.stop()
@@ -397,9 +474,13 @@ class JudgeClient:
                 )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return retry_after + random.uniform(0, min(1.0, retry_after * 0.1 + 0.01))
-        return random.uniform(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+        """Seconds to sleep before the next attempt; never more than ``backoff_max``, whatever the server asks."""
+        if retry_after is None:
+            return random.uniform(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+        if retry_after > self.backoff_max:  # Retry-After: 3600, a date hours ahead, inf
+            self.stats.capped_waits += 1
+            return self.backoff_max
+        return min(self.backoff_max, retry_after + random.uniform(0, min(1.0, retry_after * 0.1 + 0.01)))
 
     async def call(
         self, metric: Metric, messages: list, temperature: float, *, have_slot: bool = False, body: bytes | None = None
@@ -443,7 +524,15 @@ class JudgeClient:
             try:
                 async with session.post(self._url, data=body) as resp:
                     status = resp.status
-                    data = await resp.read()
+                    try:
+                        data = await _read_limited(resp, self.max_reply_bytes)
+                    except _ReplyTooLarge as e:
+                        resp.close()  # drop the connection rather than drain the rest
+                        status, kind = 0, "bad_response"
+                        message = (
+                            f"the reply (HTTP {resp.status}) is larger than max_reply_bytes={self.max_reply_bytes:,} "
+                            f"({e}); raise max_reply_bytes (--max-reply-bytes) if the server's replies are that big"
+                        )
                     if status != 200:
                         retry_after = _retry_after(resp.headers)
             except asyncio.CancelledError:
@@ -457,6 +546,8 @@ class JudgeClient:
                 self._connect_error = message
             finally:
                 due.pop(task, None)
+            if status != 429:
+                self._through_at = time.monotonic()
             if status == 200:
                 limiter.release(sent_at=sent_at)
                 self.stats.statuses[200] += 1
@@ -490,6 +581,8 @@ class JudgeClient:
                         f"HTTP 404 from {self.url}: {message}. Check the model name ({self.model!r}) and the base URL "
                         "(it usually ends in /v1)."
                     )
+                if throttled:
+                    self._check_throttle(data, message)
             else:
                 limiter.release(sent_at=sent_at)
             self.stats.failures[kind] += 1
@@ -509,6 +602,23 @@ class JudgeClient:
                     max(temperature * 2, constants.ESCALATION_FLOOR),
                 )
             await asyncio.sleep(self._backoff(attempt, retry_after))
+
+    def _check_throttle(self, data: bytes, message: str) -> None:
+        """Stop on a 429 that retrying cannot cure: a used-up quota, or a storm that lets nothing through."""
+        code = _error_code(data)
+        if code is not None:
+            raise QuotaExceededError(
+                f"the server at {self.base_url} says the account cannot pay for more requests (HTTP 429 {code}: "
+                f"{message}). Add credit or raise the limit in the account's billing settings (or use another key), "
+                "then run the same command again: finished rows are cached."
+            )
+        quiet = time.monotonic() - self._through_at
+        if quiet >= self.max_throttle_s:
+            raise RateLimitedError(
+                f"the server at {self.base_url} answered every request with 429 for {quiet:.0f} s "
+                f"(max_throttle_s={self.max_throttle_s:g}): {message}. Lower --concurrency or set --rpm/--tpm under "
+                "the account's limits, then run the same command again: finished rows are cached."
+            )
 
     def _schema_rejected(self, status: int, message: str) -> bool:
         """Switch to json_object + schema, once, when json_schema is refused."""
@@ -531,6 +641,13 @@ class JudgeClient:
             finish = choice.get("finish_reason")
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), "bad_response", "the server's 200 reply is not a chat completion")
+        if not isinstance(content, str) and content is not None:
+            content = _text_of(content)
+            if content is None:
+                return Outcome(
+                    None, scrub(data[:2000].decode("utf-8", "replace")), "bad_response",
+                    "the reply's message.content is neither a string nor a list of text parts",
+                )
         if isinstance(content, str):  # a reply quoting the key must not carry it into the store or the columns
             content = scrub_registered(content)
         usage = doc.get("usage") if isinstance(doc, dict) else None

@@ -18,6 +18,11 @@ DEFAULT_CONCURRENCY = 256
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 3
 DEFAULT_TOP_P = 1.0
+# A judge reply is a few kB. Every request in flight may buffer up to this much,
+# so peak memory for replies is at most concurrency x this (256 MiB at 256).
+DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
+# A server that answers nothing but 429 for this long stops the run.
+DEFAULT_MAX_THROTTLE_S = 300.0
 # Temperature escalation (seed 004): each retry after an invalid reply doubles
 # the temperature, capped here; a temperature of 0 starts from the floor.
 MAX_ESCALATED_TEMPERATURE = 1.0

@@ -14,6 +14,8 @@ HfJudgeError
     ├── CircuitOpenError     most recent requests failed
     ├── BudgetExceededError  ``max_total_tokens`` reached
     ├── ServerUnreachableError  no connection to the server before any reply
+    ├── QuotaExceededError   the account's quota or billing limit is used up (429 insufficient_quota)
+    ├── RateLimitedError     nothing but 429 for ``max_throttle_s``
     └── InterruptedRun       Ctrl-C or SIGTERM
 ```
 
@@ -75,6 +77,14 @@ class BudgetExceededError(RunStopped):
 
 class ServerUnreachableError(RunStopped):
     """Every attempt of the first requests failed to connect (refused, unknown host), before any reply."""
+
+
+class QuotaExceededError(RunStopped):
+    """The server answered 429 with a quota or billing code (``insufficient_quota``): retrying cannot help."""
+
+
+class RateLimitedError(RunStopped):
+    """Every request was answered 429 for ``max_throttle_s`` seconds."""
 
 
 class InterruptedRun(RunStopped, KeyboardInterrupt):

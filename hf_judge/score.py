@@ -207,6 +207,8 @@ def score_dataset(
     window: int | None = None,
     progress: bool | ProgressCallback = True,
     if_exists: str = "keep",
+    max_reply_bytes: int = constants.DEFAULT_MAX_REPLY_BYTES,
+    max_throttle_s: float = constants.DEFAULT_MAX_THROTTLE_S,
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
 
@@ -234,6 +236,12 @@ def score_dataset(
     cache cost nothing, so only the rows that failed are sent); ``"error"``
     raises. A split with only some of a metric's columns, or one of another
     type, is a conflict that only ``"overwrite"`` resolves.
+
+    A misbehaving server cannot stall or swamp the run: a ``Retry-After`` wait
+    is capped at ``backoff_max`` seconds, a reply body over ``max_reply_bytes``
+    (default 1 MiB, compressed or not) is an error (``bad_response``), and a
+    server that answers nothing but 429 for ``max_throttle_s`` seconds (default
+    300) stops the run with :class:`RateLimitedError`.
 
     Example:
         >>> from datasets import Dataset
@@ -263,6 +271,8 @@ def score_dataset(
         max_input_chars=max_input_chars,
         backoff_base=backoff_base,
         backoff_max=backoff_max,
+        max_reply_bytes=max_reply_bytes,
+        max_throttle_s=max_throttle_s,
     )
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
@@ -316,6 +326,8 @@ def score_dataset(
         max_requests_per_minute=settings.max_requests_per_minute,
         max_tokens_per_minute=settings.max_tokens_per_minute,
         max_total_tokens=settings.max_total_tokens,
+        max_reply_bytes=settings.max_reply_bytes,
+        max_throttle_s=settings.max_throttle_s,
     )
     client.caching = use_cache
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
@@ -582,6 +594,7 @@ def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], 
     summary.requests = s.requests
     summary.retries = s.retries
     summary.cache_hits = s.cache_hits
+    summary.capped_waits = s.capped_waits
     summary.prompt_tokens = s.prompt_tokens
     summary.completion_tokens = s.completion_tokens
     summary.failed_attempts = dict(s.failures)

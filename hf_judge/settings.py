@@ -34,6 +34,8 @@ class ClientSettings(BaseModel):
     max_input_chars: Annotated[int, Field(ge=1)] | None = None
     backoff_base: Annotated[float, Field(ge=0)] = 0.5
     backoff_max: Annotated[float, Field(ge=0)] = 30.0
+    max_reply_bytes: Annotated[int, Field(ge=1024)] = constants.DEFAULT_MAX_REPLY_BYTES
+    max_throttle_s: Annotated[float, Field(gt=0)] = constants.DEFAULT_MAX_THROTTLE_S
 
     @field_validator("base_url")
     @classmethod

@@ -31,6 +31,7 @@ class RunSummary:
     requests: int = 0
     retries: int = 0
     cache_hits: int = 0
+    capped_waits: int = 0
     cached_splits: list[str] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     failed_attempts: dict[str, int] = field(default_factory=dict)
@@ -144,6 +145,8 @@ class RunSummary:
             f"elapsed        {self.elapsed_s:.1f} s ({self.requests_per_s:,.0f} requests/s)",
             f"output format  {self.structured_output}",
         ]
+        if self.capped_waits:
+            lines.append(f"capped waits   {self.capped_waits:,} (Retry-After over backoff_max; waited backoff_max)")
         if len({r.get("id") for r in self.runs}) > 1 or (self.runs and self.requests == 0 and self.cached_splits):
             t = self.totals()
             n = len({r.get("id") for r in self.runs})

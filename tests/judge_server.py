@@ -19,6 +19,7 @@ import hashlib
 import random
 import sys
 import time
+import zlib
 
 import orjson
 from aiohttp import web
@@ -40,6 +41,7 @@ DEFAULTS: dict = {
     "faults": [],
 }
 MAX_EVENTS = 200_000
+CHUNK = 64 * 1024
 
 
 def _new_stats() -> dict:
@@ -53,6 +55,7 @@ class Judge:
     def __init__(self, config: dict | None = None):
         self.config = copy.deepcopy(DEFAULTS)
         self.config.update(config or {})
+        self._bombs: dict[int, bytes] = {}
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -98,21 +101,66 @@ class Judge:
         return "".join(out)
 
     @staticmethod
-    def _error(status: int, message: str, code: str | None = None, headers: dict | None = None) -> web.Response:
-        err = {"message": message, "type": "invalid_request_error" if status < 500 else "server_error"}
+    def _error(status: int, message: str, code: str | None = None, headers: dict | None = None,
+               type_: str | None = None) -> web.Response:
+        err = {"message": message, "type": type_ or ("invalid_request_error" if status < 500 else "server_error")}
         if code:
             err["code"] = code
         return web.Response(status=status, body=orjson.dumps({"error": err}), content_type="application/json", headers=headers)
 
-    def _completion(self, model: str, content, finish: str = "stop", prompt_len: int = 0) -> web.Response:
-        n_out = max(1, len(content or "") // 4)
+    @staticmethod
+    def _completion_body(model: str, content, finish: str = "stop", prompt_len: int = 0) -> bytes:
+        n_out = max(1, len(content) // 4 if isinstance(content, str) else 1)
         n_in = max(1, prompt_len // 4)
         body = {
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
         }
-        return web.Response(body=orjson.dumps(body), content_type="application/json")
+        return orjson.dumps(body)
+
+    def _completion(self, model: str, content, finish: str = "stop", prompt_len: int = 0) -> web.Response:
+        body = self._completion_body(model, content, finish, prompt_len)
+        return web.Response(body=body, content_type="application/json")
+
+    async def _huge(self, request: web.BaseRequest, rule: dict, completion: bytes) -> web.StreamResponse:
+        """A valid completion after ``size`` bytes of JSON whitespace, written 64 kB at a time (the server
+        holds one shared buffer, not a copy per request); ``chunked``: no Content-Length; ``endless``: whitespace
+        until the client hangs up."""
+        size = int(rule.get("size", 100 * 1024 * 1024))
+        endless = rule["fault"] == "endless_chunks"
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        if endless or rule.get("chunked"):
+            resp.enable_chunked_encoding()
+        else:
+            resp.content_length = size + len(completion)
+        pad = memoryview(b" " * CHUNK)
+        try:
+            await resp.prepare(request)
+            sent = 0
+            while endless or sent < size:
+                n = CHUNK if endless else min(CHUNK, size - sent)
+                await resp.write(pad[:n])
+                sent += n
+            await resp.write(completion)
+            await resp.write_eof()
+        except (ConnectionError, RuntimeError):  # the client hung up: what a capped client does
+            pass
+        return resp
+
+    def _gzip_bomb(self, rule: dict, completion: bytes) -> web.Response:
+        """A small gzip body that expands to ``size`` bytes of whitespace, then a valid completion
+        (two gzip members: the padding, made once per size, and the completion)."""
+        size = int(rule.get("size", 1024 * 1024 * 1024))
+        bomb = self._bombs.get(size)
+        if bomb is None:
+            z = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: gzip framing
+            pad = b" " * (1024 * 1024)
+            parts = [z.compress(pad) for _ in range(size // len(pad))]
+            parts += [z.compress(pad[: size % len(pad)]), z.flush()]
+            bomb = self._bombs[size] = b"".join(parts)
+        body = bomb + zlib.compress(completion, 9, wbits=31)
+        return web.Response(body=body, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
 
     def _select_fault(self, text: str, phash: bytes, attempt: int):
         for rule in self.config["faults"]:
@@ -194,7 +242,8 @@ class Judge:
                 await asyncio.sleep(delay)
             schema = (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
             if rule is not None:
-                return self._fault(rule, model, text, schema, inflight, request)
+                resp = self._fault(rule, model, text, schema, inflight, request)
+                return await resp if asyncio.iscoroutine(resp) else resp
             if schema is None:
                 content = cfg["text_reply"]
             else:
@@ -221,7 +270,8 @@ class Judge:
                 headers["retry-after-ms"] = str(rule["retry_after_ms"])
             default = "This model's maximum context length is 8192 tokens" if status == 400 else f"error {status}"
             self._event(status, inflight)
-            return self._error(status, rule.get("message", default), headers=headers)
+            return self._error(status, rule.get("message", default), code=rule.get("code"), headers=headers,
+                               type_=rule.get("type"))
         if kind == "reset":
             self._event(0, inflight)
             request.transport.close()
@@ -257,6 +307,22 @@ class Judge:
             content = None
         elif kind == "text":
             content = rule.get("text", "")
+        elif kind == "list_content":  # the valid reply as content parts
+            full = orjson.dumps(obj).decode()
+            half = len(full) // 2
+            content = [{"type": "text", "text": full[:half]}, {"type": "text", "text": full[half:]}]
+        elif kind == "raw_content":  # message.content exactly as given: a dict, an int, a list of anything
+            content = rule.get("content")
+        elif kind == "raw_message":  # choices[0].message exactly as given
+            self._event(200, inflight)
+            body = {"choices": [{"index": 0, "message": rule.get("message"), "finish_reason": "stop"}]}
+            return web.Response(body=orjson.dumps(body), content_type="application/json")
+        elif kind in ("huge_body", "endless_chunks", "gzip_bomb"):
+            self._event(200, inflight)
+            completion = self._completion_body(model, orjson.dumps(obj).decode(), finish, len(text))
+            if kind == "gzip_bomb":
+                return self._gzip_bomb(rule, completion)
+            return self._huge(request, rule, completion)
         else:
             return self._error(500, f"unknown fault {kind}")
         self._event(200, inflight)

@@ -193,10 +193,12 @@ def test_recipe_and_prompts_uploaded_beside_the_data(judge, hub, tmp_path, cli):
 
     ran = load_recipe(recipe)
     assert ran.model == "judge" and ran.metrics == ["Q_All", "QA_All"] and ran.api_key == "env:OPENAI_API_KEY"
-    text = str(_card("tester/card-recipe"))
-    assert "**Recipe:** `quality`" in text and "**Filtered:** QA_Correctness >= 7, Q_Clarity >= 6" in text
-    assert KEY not in text and KEY not in recipe.read_text()
-    assert re.search(r"\*\*Rows kept:\*\* train: \d+ of 8", text)
+    text = str(_card("tester/card-recipe"))  # every scored row: the recipe's filters go to a second repo
+    assert "**Recipe:** `quality`" in text and "**Filtered:**" not in text
+    filtered = str(_card("tester/card-recipe-filtered"))
+    assert "**Recipe:** `quality`" in filtered and "**Filtered:** QA_Correctness >= 7, Q_Clarity >= 6" in filtered
+    assert KEY not in text and KEY not in filtered and KEY not in recipe.read_text()
+    assert re.search(r"\*\*Rows kept:\*\* train: \d+ of 8", filtered)
 
 
 # -- the command line --------------------------------------------------------------------

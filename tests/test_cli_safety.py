@@ -67,7 +67,8 @@ def test_readme_library_example_pushes_scores_errors_and_card(judge, hub, tmp_pa
         columns={"instruction": "question", "output": "answer"},
     )
     good = filter_by_scores(scored, min={"QA_Correctness": 5})
-    assert good.summary is scored.summary
+    assert good.summary.requests == scored.summary.requests and good.summary.model == scored.summary.model
+    assert good.summary.filters["min"] == {"QA_Correctness": 5}  # provenance kept, thresholds added
     good.push_to_hub("tester/readme-good")  # a plain DatasetDict push raises: the errors split has other features
     kept = [v for v in scored["train"]["QA_Correctness"] if v is not None and v >= 5]
     train = load_dataset("tester/readme-good", split="train")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import time
 
 import pytest
@@ -38,6 +39,19 @@ def _invariant(out, n_rows, metrics=1):
         ({"fault": "content_filter"}, 1, "content_filter"),
         ({"fault": "status", "status": 400}, 1, "http_400"),
         ({"fault": "status", "status": 422}, 1, "http_422"),
+        # servers that misbehave (tests/test_hostile_servers.py): waits capped, bodies bounded, any content shape
+        ({"fault": "status", "status": 429, "retry_after": 3600, "attempts": 1}, 2, "scored"),
+        ({"fault": "status", "status": 429, "retry_after": "inf", "attempts": 1}, 2, "scored"),
+        ({"fault": "status", "status": 429, "retry_after": email.utils.formatdate(time.time() + 7200, usegmt=True),
+          "attempts": 1}, 2, "scored"),
+        ({"fault": "huge_body", "size": 5_000_000}, 4, "bad_response"),
+        ({"fault": "huge_body", "size": 5_000_000, "chunked": True}, 4, "bad_response"),
+        ({"fault": "endless_chunks"}, 4, "bad_response"),
+        ({"fault": "gzip_bomb", "size": 50_000_000}, 4, "bad_response"),
+        ({"fault": "gzip_bomb", "size": 100_000}, 1, "scored"),
+        ({"fault": "list_content"}, 1, "scored"),
+        ({"fault": "raw_content", "content": {"reason": "r", "score": 5}}, 4, "bad_response"),
+        ({"fault": "raw_content", "content": 7}, 4, "bad_response"),
     ],
 )
 def test_fault_matrix(judge, tmp_path, rule, attempts, outcome):
@@ -101,7 +115,7 @@ def test_token_budget_stops_cleanly(judge, tmp_path):
 def test_retry_after_is_honoured_and_sleepers_hold_no_slot(judge, tmp_path):
     judge.configure(record=True, latency=0.01, faults=[{"fault": "status", "status": 429, "retry_after": 1.0, "attempts": 1, "match": "row-0:"}])
     t0 = time.monotonic()
-    out = score(qa_dataset(200), ["QA_Clarity"], judge, tmp_path, concurrency=1)
+    out = score(qa_dataset(200), ["QA_Clarity"], judge, tmp_path, concurrency=1, backoff_max=5)
     assert len(out["errors"]) == 0
     events = judge.stats()["events"]
     # row 0's 429 came first; the other 199 rows were all served while it slept (one slot!)
@@ -115,13 +129,13 @@ def test_retry_after_is_honoured_and_sleepers_hold_no_slot(judge, tmp_path):
 def test_retry_after_ms(judge, tmp_path):
     judge.configure(faults=[{"fault": "status", "status": 429, "retry_after_ms": 300, "attempts": 1}])
     t0 = time.monotonic()
-    score(qa_dataset(1), ["QA_Clarity"], judge, tmp_path)
+    score(qa_dataset(1), ["QA_Clarity"], judge, tmp_path, backoff_max=5)
     assert time.monotonic() - t0 >= 0.3
 
 
 def test_429_storm_settles_near_server_capacity(judge, tmp_path):
     judge.configure(latency=0.05, max_concurrent=20, over_limit_retry_after=0.2)
-    out = score(qa_dataset(3000), ["QA_Clarity"], judge, tmp_path, concurrency=512, retries=50)
+    out = score(qa_dataset(3000), ["QA_Clarity"], judge, tmp_path, concurrency=512, retries=50, backoff_max=1)
     assert len(out["errors"]) == 0
     events = judge.stats()["events"]
     start = events[0][0]
