@@ -32,6 +32,7 @@ _SUBMODULE_ATTRS = {
     ],
     "filter": ["filter_by_scores"],
     "hub": ["push_scored"],
+    "local": ["local_judge"],
     "metrics": ["Metric", "Output", "available_metrics", "load_metric"],
     "recipes": ["Recipe", "load_recipe"],
     "score": ["ScoredDatasetDict", "score_dataset"],
@@ -57,6 +58,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     )
     from .filter import filter_by_scores
     from .hub import push_scored
+    from .local import local_judge
     from .metrics import Metric, Output, available_metrics, load_metric
     from .recipes import Recipe, load_recipe
     from .score import ScoredDatasetDict, score_dataset
@@ -87,6 +89,7 @@ __all__ = [
     "filter_by_scores",
     "load_metric",
     "load_recipe",
+    "local_judge",
     "parse_binary_verdict",
     "parse_pair_scores",
     "push_scored",

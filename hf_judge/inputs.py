@@ -57,3 +57,13 @@ def load_input(
     if limit is not None:
         dd = DatasetDict({s: d.select(range(min(limit, len(d)))) for s, d in dd.items()})
     return dd
+
+
+def example_dataset_path() -> Path:
+    """The small example dataset shipped in the package: JSON lines with ``instruction`` and ``output``.
+
+    Example:
+        >>> example_dataset_path().name
+        'example.jsonl'
+    """
+    return Path(__file__).resolve().parent / "examples" / "example.jsonl"

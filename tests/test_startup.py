@@ -53,6 +53,7 @@ def test_quick_commands_import_nothing_heavy():
 def test_lazy_public_api():
     r = _modules_after("""
         import hf_judge
+        assert sorted(hf_judge._ATTR_TO_SUBMODULE) == hf_judge.__all__  # a new public name needs both
         assert sorted(dir(hf_judge)) == dir(hf_judge) and set(hf_judge.__all__) <= set(dir(hf_judge))
         try:
             hf_judge.no_such_name
