@@ -179,15 +179,23 @@ def stop_server(proc: subprocess.Popen) -> None:
     """SIGTERM to the server's process group, SIGKILL if it is still there after 10 s; waits for it."""
     if proc.poll() is not None:
         return
+    killpg = getattr(os, "killpg", None)  # POSIX; elsewhere the process alone
     try:
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                if killpg:
+                    killpg(proc.pid, signal.SIGTERM)
+                else:
+                    proc.terminate()
             proc.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             pass
     finally:  # also when a second Ctrl-C lands while waiting
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            if killpg:
+                killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
         proc.wait()
 
 
@@ -288,12 +296,12 @@ def local_judge(
             from .constants import default_cache_dir
 
             models_dir = default_cache_dir() / "models"
-        model_path = ensure_bundled_model(Path(models_dir))
+        model_path = ensure_bundled_model(Path(models_dir).expanduser().absolute())
         alias = BUNDLED_MODEL_NAME
         # The packaged GGUF has no chat template: llama.cpp's gemma format supplies it.
         args = ["--chat_format", "gemma", "--n_ctx", str(n_ctx), *server_args]
     else:
-        model_path = Path(model_path).expanduser()
+        model_path = Path(model_path).expanduser().absolute()
         alias = model_path.stem
         args = ["--n_ctx", str(n_ctx), *server_args]  # the GGUF's own chat template
     own_log = log_path is None
