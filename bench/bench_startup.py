@@ -4,7 +4,8 @@
     python bench/bench_startup.py -n 21 --check 3
 
 Each command runs as `python -m hf_judge.cli ARGS` (the `hf-judge` script does the
-same import), with the bare interpreter measured in the same run, interleaved, so
+same import; `-m` imports hf_judge from the current folder first: run it from the
+checkout root to measure the checkout), with the bare interpreter measured in the same run, interleaved, so
 CPU contention hits both alike. `--check R` exits 1 when a command's median is more
 than R times the interpreter's median: `--help`, `--version`, `metrics` and
 `recipes` must not import datasets, pyarrow or aiohttp.
