@@ -200,12 +200,14 @@ def test_ctrl_c_while_the_server_starts_stops_it(tmp_path):
 
 
 @pytest.mark.real_server
-def test_local_judge_stops_the_server_when_the_block_raises(tmp_path):
+def test_local_judge_stops_the_server_when_the_block_raises(tmp_path, monkeypatch):
     model = _model_in(tmp_path / "cache")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET-never-in-the-server-0123")
     with pytest.raises(RuntimeError, match="boom"), local_judge(models_dir=model.parent) as judge:
         pid = judge.pid
         assert judge.model == "gemma-3-270m-q4_k_m" and judge.base_url == f"http://127.0.0.1:{judge.port}/v1"
         assert _servers_with(str(model)) == [pid]
+        assert b"SECRET" not in Path(f"/proc/{pid}/environ").read_bytes()  # the server gets no keys
         raise RuntimeError("boom")
     _assert_gone(pid)
     assert not judge.log_path.exists()  # a server that ran fine leaves no log behind
