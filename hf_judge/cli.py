@@ -250,6 +250,7 @@ def _score(dataset: str, args: argparse.Namespace, recipe=None) -> int:
 def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
     """``--model local[:PATH]``: a context manager that runs a llama.cpp judge; otherwise one that does nothing."""
     import contextlib
+    import functools
 
     from .local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
 
@@ -269,13 +270,13 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
 
         models_dir = Path(cache_dir).expanduser() / "models" if cache_dir else constants.default_cache_dir() / "models"
         started = time.perf_counter()
-        print(f"hf-judge: starting a local llama.cpp judge ({model_path or BUNDLED_MODEL_NAME})", file=sys.stderr, flush=True)
+        say = functools.partial(print, file=sys.stderr, flush=True)
+        say(f"hf-judge: starting a local llama.cpp judge ({model_path or BUNDLED_MODEL_NAME})")
         with local_judge(model_path, models_dir=models_dir) as judge:
-            print(f"hf-judge: local judge {judge.model} ready at {judge.base_url} in {time.perf_counter() - started:.1f} s "
-                  f"(pid {judge.pid})", file=sys.stderr, flush=True)
+            elapsed = time.perf_counter() - started
+            say(f"hf-judge: local judge {judge.model} ready at {judge.base_url} in {elapsed:.1f} s (pid {judge.pid})")
             if model_path is None:
-                print("hf-judge: Gemma 3 270M shows the mechanics; its scores mean little. Real scores need a real judge.",
-                      file=sys.stderr, flush=True)
+                say("hf-judge: Gemma 3 270M shows the mechanics; its scores mean little. Real scores need a real judge")
             yield judge
 
     return run()

@@ -79,7 +79,9 @@ def parse_local_model(model: str | None) -> tuple[bool, Path | None]:
     if model and model.startswith("local:"):
         path = model.removeprefix("local:").strip()
         if not path:
-            raise ConfigError("--model local: needs a path after the colon, e.g. local:/path/to/model.gguf (or just `local`)")
+            raise ConfigError(
+                "--model local: needs a path after the colon, e.g. local:/path/to/model.gguf (or just `local`)"
+            )
         return True, Path(path).expanduser()
     return False, None
 
@@ -199,7 +201,9 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _start(model_path: Path, alias: str, args: Sequence[str], log_path: Path, timeout: float) -> tuple[subprocess.Popen, int]:
+def _start(
+    model_path: Path, alias: str, args: Sequence[str], log_path: Path, timeout: float
+) -> tuple[subprocess.Popen, int]:
     env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
     ports = [_preferred_port(model_path), _free_port(), _free_port()]
     for attempt, port in enumerate(ports):
@@ -249,7 +253,8 @@ def _start(model_path: Path, alias: str, args: Sequence[str], log_path: Path, ti
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """While the server runs, SIGTERM unwinds like Ctrl-C (so the server is stopped) instead of killing us."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    in_main = threading.current_thread() is threading.main_thread()
+    if not in_main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield  # someone else handles SIGTERM (the CLI turns it into KeyboardInterrupt too)
         return
 

@@ -75,7 +75,8 @@ def llama_server(tmp_path_factory):
                 local_judge(models_dir=models_dir(), server_args=("--n_threads", "2"), log_path=log_path)
             )
         except LocalServerError as e:
-            pytest.fail(f"{e}\n(if it could not load the model, delete {models_dir()} to have it assembled again)", pytrace=False)
+            hint = f"(if it could not load the model, delete {models_dir()} to have it assembled again)"
+            pytest.fail(f"{e}\n{hint}", pytrace=False)
         yield LlamaServer(
             base_url=judge.base_url,
             model=judge.model,

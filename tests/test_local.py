@@ -21,13 +21,15 @@ from datasets import load_from_disk
 from hf_judge.inputs import example_dataset_path
 from hf_judge.local import BUNDLED_MODEL_FILE, local_judge
 
-QA_ALL = ["QA_Relevance", "QA_Clarity", "QA_Coherence", "QA_Completeness", "QA_Complexity", "QA_Correctness", "QA_Meaningfulness"]
+QA_ALL = [f"QA_{m}" for m in ("Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness",
+                               "Meaningfulness")]
 EXAMPLE_ROWS = 8
 
 
 def _env(tmp_path: Path, **extra) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HF_JUDGE_DEBUG")}
-    return {**env, "HF_JUDGE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **extra}
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return {**env, "HF_JUDGE_CACHE": str(tmp_path / "cache"), **offline, **extra}
 
 
 def cli(*args, tmp_path: Path, pre: str = "", timeout: float = 600) -> subprocess.CompletedProcess:
@@ -75,8 +77,8 @@ def test_local_with_a_missing_gguf_is_a_config_error(tmp_path):
     ("args", "message"),
     [
         (["score", "--model", "judge"], "no dataset: pass a Hub repo id, a folder or a data file, or --example"),
-        (["score", "data.jsonl", "--example", "--model", "judge"], "--example scores the bundled example dataset: drop 'data.jsonl'"),
-        (["score", "--example", "--model", "local", "--base-url", "http://127.0.0.1:9/v1"], "starts its own server: drop --base-url"),
+        (["score", "data.jsonl", "--example", "--model", "judge"], "--example scores the bundled example dataset"),
+        (["score", "--example", "--model", "local", "--base-url", "http://127.0.0.1:9/v1"], "starts its own server"),
         (["score", "--example", "--model", "local:"], "needs a path after the colon"),
     ],
 )
@@ -124,11 +126,11 @@ def _assert_gone(pid: int) -> None:
 class _Run:
     """`hf-judge score --example --model local` in the background, its stderr collected line by line."""
 
-    def __init__(self, tmp_path: Path, *extra: str) -> None:
+    def __init__(self, tmp_path: Path) -> None:
         self.model = _model_in(tmp_path / "cache")
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hf_judge.cli", "score", "--example", "--model", "local", "--cache-dir", "cache", *extra],
+            [sys.executable, "-m", "hf_judge.cli", "score", "--example", "--model", "local", "--cache-dir", "cache"],
             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
@@ -139,7 +141,7 @@ class _Run:
             hit = next((x for x in self.lines if text in x), None)
             if hit:
                 return hit
-            assert self.proc.poll() is None, f"hf-judge exited {self.proc.returncode} before {text!r}:\n{''.join(self.lines)}"
+            assert self.proc.poll() is None, f"exit {self.proc.returncode} before {text!r}:\n{''.join(self.lines)}"
             time.sleep(0.05)
         raise AssertionError(f"no {text!r} within {timeout} s:\n{''.join(self.lines)}")
 

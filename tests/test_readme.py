@@ -31,7 +31,7 @@ NOT_RUN = {
     'pip install -e ".[test,local]" && python -m pytest -q': "the test command itself: CI runs it",
     "--push-to-hub me/gsm8k-judged": "needs an OpenAI key and write access to the Hub",
     "hf-judge run config.yaml": "needs the seed tool's config.yaml and data files",
-    "python -m llama_cpp.server --model gemma.gguf": "needs your data.jsonl; runs a server of your own in the background",
+    "python -m llama_cpp.server --model gemma.gguf": "needs your data.jsonl; runs a server of yours in the background",
 }
 # blocks that start the local llama.cpp judge: slow, and they need the `local` extra
 REAL_SERVER = {"hf-judge score --example --model local"}
@@ -51,7 +51,8 @@ def test_every_bash_block_is_classified():
     blocks = bash_blocks()
     assert blocks
     unclassified = [b for b in blocks if not any(k in b for k in (*RUN, *NOT_RUN))]
-    assert not unclassified, "add these README blocks to RUN or NOT_RUN in tests/test_readme.py:\n" + "\n".join(unclassified)
+    hint = "add these README blocks to RUN or NOT_RUN in tests/test_readme.py:\n"
+    assert not unclassified, hint + "\n".join(unclassified)
     keys = [_key(b) for b in blocks]
     stale = sorted((set(RUN) | set(NOT_RUN)) - set(keys))
     assert not stale, f"no README block matches {stale}: update tests/test_readme.py"
