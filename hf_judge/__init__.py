@@ -7,32 +7,73 @@ Example:
     >>> good = filter_by_scores(scored, min={"QA_Correctness": 8})  # doctest: +SKIP
 """
 
-from .errors import (
-    AuthenticationError,
-    BudgetExceededError,
-    CircuitOpenError,
-    ConfigError,
-    HfJudgeError,
-    InterruptedRun,
-    MissingColumnError,
-    ModelNotFoundError,
-    OutputExistsError,
-    PromptFileError,
-    QuotaExceededError,
-    RateLimitedError,
-    RunStopped,
-    ServerUnreachableError,
-    TemplateError,
-    UnknownMetricError,
-)
-from .filter import filter_by_scores
-from .hub import push_scored
-from .metrics import Metric, Output, available_metrics, load_metric
-from .progress import Progress
-from .recipes import Recipe, load_recipe
-from .score import ScoredDatasetDict, score_dataset
-from .summary import RunSummary
-from .validate import parse_binary_verdict, parse_pair_scores
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# Importing the package imports nothing heavy (datasets alone takes about a second):
+# each public name is loaded from its submodule on first use (PEP 562), so
+# `hf-judge --help`, `metrics` and `recipes` start fast.
+_SUBMODULE_ATTRS = {
+    "errors": [
+        "AuthenticationError",
+        "BudgetExceededError",
+        "CircuitOpenError",
+        "ConfigError",
+        "HfJudgeError",
+        "InterruptedRun",
+        "MissingColumnError",
+        "ModelNotFoundError",
+        "OutputExistsError",
+        "PromptFileError",
+        "QuotaExceededError",
+        "RateLimitedError",
+        "RunStopped",
+        "ServerUnreachableError",
+        "TemplateError",
+        "UnknownMetricError",
+    ],
+    "filter": ["filter_by_scores"],
+    "hub": ["push_scored"],
+    "local": ["local_judge"],
+    "metrics": ["Metric", "Output", "available_metrics", "load_metric"],
+    "progress": ["Progress"],
+    "recipes": ["Recipe", "load_recipe"],
+    "score": ["ScoredDatasetDict", "score_dataset"],
+    "summary": ["RunSummary"],
+    "validate": ["parse_binary_verdict", "parse_pair_scores"],
+}
+_ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
+    from .errors import (
+        AuthenticationError,
+        BudgetExceededError,
+        CircuitOpenError,
+        ConfigError,
+        HfJudgeError,
+        InterruptedRun,
+        MissingColumnError,
+        ModelNotFoundError,
+        OutputExistsError,
+        PromptFileError,
+        QuotaExceededError,
+        RateLimitedError,
+        RunStopped,
+        ServerUnreachableError,
+        TemplateError,
+        UnknownMetricError,
+    )
+    from .filter import filter_by_scores
+    from .hub import push_scored
+    from .local import local_judge
+    from .metrics import Metric, Output, available_metrics, load_metric
+    from .progress import Progress
+    from .recipes import Recipe, load_recipe
+    from .score import ScoredDatasetDict, score_dataset
+    from .summary import RunSummary
+    from .validate import parse_binary_verdict, parse_pair_scores
 
 __version__ = "0.1.0"
 
@@ -63,8 +104,22 @@ __all__ = [
     "filter_by_scores",
     "load_metric",
     "load_recipe",
+    "local_judge",
     "parse_binary_verdict",
     "parse_pair_scores",
     "push_scored",
     "score_dataset",
 ]
+
+
+def __getattr__(name: str):
+    submodule = _ATTR_TO_SUBMODULE.get(name)
+    if submodule is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{submodule}", __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

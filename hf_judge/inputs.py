@@ -115,3 +115,13 @@ def _bad_json_line(path: Path) -> tuple[int, str] | None:
             if not isinstance(value, dict):
                 return n, f"a JSON {type(value).__name__}, not an object"
     return None
+
+
+def example_dataset_path() -> Path:
+    """The small example dataset shipped in the package: JSON lines with ``instruction`` and ``output``.
+
+    Example:
+        >>> example_dataset_path().name
+        'example.jsonl'
+    """
+    return Path(__file__).resolve().parent / "examples" / "example.jsonl"

@@ -17,10 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from datasets import Value
 
 from . import images as _images
 from .errors import MissingColumnError, PromptFileError, TemplateError, UnknownMetricError
@@ -33,6 +32,9 @@ from .render import (
     seed_template_variables,
     template_variables,
 )
+
+if TYPE_CHECKING:  # datasets takes about a second to import: `hf-judge metrics` never needs it
+    from datasets import Value
 
 TEMPLATE_SUFFIXES = (".jinja", ".j2", ".jinja2")
 SEED_SUFFIX = ".txt"
@@ -79,6 +81,8 @@ class Output:
 
     @property
     def feature(self) -> Value:
+        from datasets import Value
+
         return Value({"integer": "int64", "number": "float64", "string": "string", "boolean": "bool"}[self.type])
 
 
@@ -141,6 +145,8 @@ class Metric:
     @cached_property
     def features(self) -> dict[str, Value]:
         """Output column name -> datasets feature, in column order."""
+        from datasets import Value
+
         cols: dict[str, Value] = {}
         if self.kind == "binary":
             cols[self.name] = Value("bool")

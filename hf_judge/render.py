@@ -121,6 +121,8 @@ _yaml_env = _env.overlay(finalize=_to_slot)
 _yaml_lenient_env = _env.overlay(finalize=_to_slot, undefined=jinja2.Undefined)
 _yaml_lenient_env.filters = {**_env.filters, "tojson": _tojson_lenient}  # a copy: overlays share the dict
 # The tags a substituted value may take on its own (no !!python/..., no !!binary).
+# libyaml's parser where PyYAML has it: front matter is parsed ~3x faster (hf-judge metrics loads every file)
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _VALUE_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map")}
 
 
@@ -148,8 +150,8 @@ def render_yaml(source: str, values: dict[str, Any], where: str, *, lenient: boo
     finally:
         _slots.reset(reset)
     if not texts:
-        return yaml.safe_load(text)
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
+        return yaml.load(text, Loader=_YAML_LOADER)
+    node = yaml.compose(text, Loader=_YAML_LOADER)
     if node is None:
         return None
     filler = _Filler(re.compile(re.escape(prefix) + r"(\d+)x"), texts)
@@ -186,7 +188,7 @@ class _Filler:
         if whole and node.style is None:
             text = self.texts[int(whole.group(1))]
             try:
-                own = yaml.compose(text, Loader=yaml.SafeLoader)
+                own = yaml.compose(text, Loader=_YAML_LOADER)
             except yaml.YAMLError:
                 own = None
             else:

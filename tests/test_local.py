@@ -1,0 +1,215 @@
+"""The offline first run: `--example` (a dataset shipped in the package) and `--model local`
+(a llama.cpp judge hf-judge starts and stops itself).
+
+The tests marked real_server start the real server with Gemma 3 270M (the `local` extra;
+CI runs them). The others need no model: the loopback judge, or a missing extra/GGUF.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from datasets import load_from_disk
+
+from hf_judge.inputs import example_dataset_path
+from hf_judge.local import BUNDLED_MODEL_FILE, local_judge
+
+QA_ALL = [f"QA_{m}" for m in ("Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness",
+                               "Meaningfulness")]
+EXAMPLE_ROWS = 8
+
+
+def _env(tmp_path: Path, **extra) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HF_JUDGE_DEBUG")}
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return {**env, "HF_JUDGE_CACHE": str(tmp_path / "cache"), **offline, **extra}
+
+
+def cli(*args, tmp_path: Path, pre: str = "", timeout: float = 600) -> subprocess.CompletedProcess:
+    """`hf-judge ARGS` in a real process, in tmp_path (outside the checkout); `pre` runs first in it."""
+    code = f"import sys\n{pre}\nfrom hf_judge.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          cwd=tmp_path, env=_env(tmp_path), timeout=timeout)  # fmt: skip
+
+
+# --- no model needed ---------------------------------------------------------------------------
+
+
+def test_example_dataset_is_in_the_package():
+    path = example_dataset_path()
+    assert path.is_file() and path.parent.parent.name == "hf_judge"
+    lines = path.read_text().splitlines()
+    assert len(lines) == EXAMPLE_ROWS and all('"instruction"' in x and '"output"' in x for x in lines)
+
+
+def test_example_scores_with_any_judge_and_no_other_flag(judge, tmp_path):
+    p = cli("score", "--example", "--model", "judge", "--base-url", judge.base_url, tmp_path=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = load_from_disk(tmp_path / "example-judged")
+    assert len(out["train"]) == EXAMPLE_ROWS and len(out["errors"]) == 0
+    assert out["train"].column_names == ["instruction", "output", *QA_ALL]  # QA_All by default, columns mapped by name
+    assert judge.stats()["requests"] == EXAMPLE_ROWS
+
+
+def test_local_without_the_extra_is_a_config_error(tmp_path):
+    # as if llama-cpp-python were not installed: find_spec() answers None for a module set to None
+    p = cli("score", "--example", "--model", "local", tmp_path=tmp_path, pre="sys.modules['llama_cpp'] = None")
+    assert p.returncode == 2, p.stderr
+    assert 'pip install "hf-judge[local]"' in p.stderr and "llama_cpp" in p.stderr
+    assert "starting" not in p.stderr and not (tmp_path / "cache" / "models").exists()
+
+
+def test_local_with_a_missing_gguf_is_a_config_error(tmp_path):
+    missing = tmp_path / "nowhere" / "model.gguf"
+    p = cli("score", "--example", "--model", f"local:{missing}", tmp_path=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"local model '{missing}': no such file" in p.stderr and "starting" not in p.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["score", "--model", "judge"], "no dataset: pass a Hub repo id, a folder or a data file, or --example"),
+        (["score", "data.jsonl", "--example", "--model", "judge"], "--example scores the bundled example dataset"),
+        (["score", "--example", "--model", "local", "--base-url", "http://127.0.0.1:9/v1"], "starts its own server"),
+        (["score", "--example", "--model", "local:"], "needs a path after the colon"),
+    ],
+)
+def test_example_and_local_usage_errors(args, message, tmp_path):
+    p = cli(*args, tmp_path=tmp_path)
+    assert p.returncode == 2 and message in p.stderr, p.stderr
+
+
+# --- the real server (the `local` extra) ---------------------------------------------------------
+
+
+def _model_in(cache: Path) -> Path:
+    """Put the GGUF the llama fixture assembled (once per machine) where `--cache-dir cache` looks for it."""
+    from llama_fixture import ensure_model
+
+    target = cache / "models" / BUNDLED_MODEL_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.symlink_to(ensure_model())
+    return target
+
+
+def _servers_with(marker: str) -> list[int]:
+    """Pids of live (not zombie) llama.cpp servers whose command line holds `marker`."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if "llama_cpp.server" in cmd and marker in cmd and state != "Z":
+            pids.append(int(d.name))
+    return pids
+
+
+def _assert_gone(pid: int) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the server's process group (its own session): nothing of it is left
+
+
+class _Run:
+    """`hf-judge score --example --model local` in the background, its stderr collected line by line."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.model = _model_in(tmp_path / "cache")
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hf_judge.cli", "score", "--example", "--model", "local", "--cache-dir", "cache"],
+            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
+
+    def wait_for(self, text: str, timeout: float = 240) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hit = next((x for x in self.lines if text in x), None)
+            if hit:
+                return hit
+            assert self.proc.poll() is None, f"exit {self.proc.returncode} before {text!r}:\n{''.join(self.lines)}"
+            time.sleep(0.05)
+        raise AssertionError(f"no {text!r} within {timeout} s:\n{''.join(self.lines)}")
+
+    def server_pid(self) -> int:
+        line = self.wait_for("(pid ")
+        return int(line.rsplit("(pid ", 1)[1].split(")")[0])
+
+    def stop_with(self, sig: int) -> int:
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=120)
+        time.sleep(0.2)  # the reader thread drains stderr
+        return rc
+
+
+@pytest.mark.real_server
+def test_score_example_with_the_local_judge(tmp_path):
+    model = _model_in(tmp_path / "cache")
+    p = cli("score", "--example", "--model", "local", "--limit", "3", "--cache-dir", "cache", tmp_path=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "local judge gemma-3-270m-q4_k_m ready at http://127.0.0.1:" in p.stderr
+    assert "Real scores need a real judge" in p.stderr
+    out = load_from_disk(tmp_path / "example-judged")
+    train, errors = out["train"], out["errors"]
+    assert len(train) == 3 and train.column_names == ["instruction", "output", *QA_ALL]
+    failed = set(errors["row"])
+    for col in QA_ALL:  # every row scored in range, or in errors with its kind
+        for row, v in enumerate(train[col]):
+            assert (v is None) if row in failed else (1 <= v <= 10), (col, row, v, errors.to_list())
+    assert "rows           train: 3" in p.stdout
+    assert _servers_with(str(model)) == []
+
+
+@pytest.mark.real_server
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_while_scoring_stops_the_server(tmp_path, sig):
+    run = _Run(tmp_path)
+    pid = run.server_pid()
+    run.wait_for("Scoring train")  # requests are on their way
+    time.sleep(1.0)
+    assert run.stop_with(sig) == 130, "".join(run.lines)
+    assert "interrupted" in "".join(run.lines)
+    _assert_gone(pid)
+    assert _servers_with(str(run.model)) == []
+
+
+@pytest.mark.real_server
+def test_ctrl_c_while_the_server_starts_stops_it(tmp_path):
+    run = _Run(tmp_path)
+    run.wait_for("starting a local llama.cpp judge")
+    deadline = time.monotonic() + 60
+    while not _servers_with(str(run.model)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pids = _servers_with(str(run.model))
+    assert pids, "".join(run.lines)
+    assert run.stop_with(signal.SIGINT) == 130, "".join(run.lines)
+    for pid in pids:
+        _assert_gone(pid)
+
+
+@pytest.mark.real_server
+def test_local_judge_stops_the_server_when_the_block_raises(tmp_path, monkeypatch):
+    model = _model_in(tmp_path / "cache")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET-never-in-the-server-0123")
+    with pytest.raises(RuntimeError, match="boom"), local_judge(models_dir=model.parent) as judge:
+        pid = judge.pid
+        assert judge.model == "gemma-3-270m-q4_k_m" and judge.base_url == f"http://127.0.0.1:{judge.port}/v1"
+        assert _servers_with(str(model)) == [pid]
+        assert b"SECRET" not in Path(f"/proc/{pid}/environ").read_bytes()  # the server gets no keys
+        raise RuntimeError("boom")
+    _assert_gone(pid)
+    assert not judge.log_path.exists()  # a server that ran fine leaves no log behind

@@ -1,0 +1,109 @@
+"""The README's shell examples run as written, from a folder outside the checkout.
+
+Every ```bash block of README.md is either run (RUN) or listed with the reason it
+is not (NOT_RUN): a new block fails test_every_bash_block_is_classified until it is
+put in one of them. Blocks run with `bash -euo pipefail`, no API key, the Hub
+switched off, and a fresh cache. A leading `pip install ... &&` is the one step not
+run: the test environment is that install (`.ci/run` installs `.[test,local]`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+# key: a piece of the block that names it -> what its output must contain
+RUN = {
+    "hf-judge metrics && hf-judge recipes": ["QA_All", "Binary", "quality", "pairwise"],
+    "hf-judge score --example --model local": ["saved to example-judged"],
+}
+# key: a piece of the block -> why the test does not run it
+NOT_RUN = {
+    "OPENAI_API_KEY=sk-... hf-judge score openai/gsm8k": "needs an OpenAI key and the Hub",
+    'pip install -e ".[test,local]" && python -m pytest -q': "the test command itself: CI runs it",
+    "--push-to-hub me/gsm8k-judged": "needs an OpenAI key and write access to the Hub",
+    "hf-judge run config.yaml": "needs the seed tool's config.yaml and data files",
+    "python -m llama_cpp.server --model gemma.gguf": "needs your data.jsonl; runs a server of yours in the background",
+}
+# blocks that start the local llama.cpp judge: slow, and they need the `local` extra
+REAL_SERVER = {"hf-judge score --example --model local"}
+
+
+def bash_blocks() -> list[str]:
+    return re.findall(r"^```bash\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
+def _key(block: str) -> str:
+    keys = [k for k in (*RUN, *NOT_RUN) if k in block]
+    assert len(keys) == 1, f"README block matches {len(keys)} keys of RUN/NOT_RUN, not 1: {keys}\n{block}"
+    return keys[0]
+
+
+def test_every_bash_block_is_classified():
+    blocks = bash_blocks()
+    assert blocks
+    unclassified = [b for b in blocks if not any(k in b for k in (*RUN, *NOT_RUN))]
+    hint = "add these README blocks to RUN or NOT_RUN in tests/test_readme.py:\n"
+    assert not unclassified, hint + "\n".join(unclassified)
+    keys = [_key(b) for b in blocks]
+    stale = sorted((set(RUN) | set(NOT_RUN)) - set(keys))
+    assert not stale, f"no README block matches {stale}: update tests/test_readme.py"
+
+
+def _without_install(block: str) -> str:
+    """Drop a leading `pip install ... &&` (each line of the block)."""
+    lines = []
+    for line in block.splitlines():
+        if line.startswith("pip install "):
+            head, sep, rest = line.partition(" && ")
+            assert sep, f"a `pip install` line with nothing after it: {line}"
+            assert shlex.split(head)[:2] == ["pip", "install"]
+            line = rest
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _blocks_to_run():
+    for key in RUN:
+        marks = [pytest.mark.real_server, pytest.mark.timeout(900)] if key in REAL_SERVER else []
+        yield pytest.param(key, marks=marks, id=key.split(" && ")[0])
+
+
+@pytest.mark.parametrize("key", list(_blocks_to_run()))
+def test_readme_block_runs_as_written(key, tmp_path):
+    (block,) = [b for b in bash_blocks() if key in b]
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HF_TOKEN")}
+    env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # this environment's hf-judge
+        HF_JUDGE_CACHE=str(tmp_path / "cache"),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+    )
+    if key in REAL_SERVER:
+        from llama_fixture import ensure_model
+
+        from hf_judge.local import BUNDLED_MODEL_FILE
+
+        # the GGUF this machine already assembled, so the block does not spend 250 MB on its own copy
+        models = tmp_path / "cache" / "models"
+        models.mkdir(parents=True)
+        (models / BUNDLED_MODEL_FILE).symlink_to(ensure_model())
+    work = tmp_path / "work"  # outside the checkout
+    work.mkdir()
+    p = subprocess.run(["bash", "-euo", "pipefail", "-c", _without_install(block)], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=840)  # fmt: skip
+    assert p.returncode == 0, f"exit {p.returncode}\n$ {block}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    for text in RUN[key]:
+        assert text in p.stdout, f"{text!r} not in the output of\n$ {block}\n{p.stdout}"
+    if (work / "example-judged").exists():
+        from datasets import load_from_disk
+
+        assert len(load_from_disk(work / "example-judged")["train"]) == 8  # every row of the example
