@@ -24,8 +24,6 @@ import re
 import secrets
 from typing import Any
 
-from datasets import Image, Value
-
 from .errors import ConfigError, TemplateError
 
 # Magic bytes of the formats OpenAI-compatible servers take as image parts.
@@ -134,6 +132,8 @@ def prompt_tokens_estimate(body: bytes) -> float:
 
 def _kind(feature: Any) -> str | None:
     """'image' for an image feature or a list of them; 'text'/'bytes' for columns that may hold images; else None."""
+    from datasets import Image, Value  # here, not at import: `hf-judge metrics` must not load datasets
+
     inner = getattr(feature, "feature", None)  # List, LargeList, Sequence (datasets 3)
     if inner is not None:
         feature = inner
@@ -181,6 +181,8 @@ def image_variables(metric: Any, columns: dict[str, str | None], features: dict[
 
 
 def _describe(feature: Any) -> str:
+    from datasets import Value
+
     if isinstance(feature, Value):
         return feature.dtype
     return type(feature).__name__ if feature is not None else "nothing"

@@ -80,10 +80,15 @@ class Output:
         return s
 
     @property
+    def dtype(self) -> str:
+        """The column's Arrow type name (``int64``, ``float64``, ``string``, ``bool``)."""
+        return {"integer": "int64", "number": "float64", "string": "string", "boolean": "bool"}[self.type]
+
+    @property
     def feature(self) -> Value:
         from datasets import Value
 
-        return Value({"integer": "int64", "number": "float64", "string": "string", "boolean": "bool"}[self.type])
+        return Value(self.dtype)
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,31 +148,36 @@ class Metric:
         return re.sub(r"[^A-Za-z0-9_-]", "_", self.name)[:64]
 
     @cached_property
+    def column_types(self) -> dict[str, str]:
+        """Output column name -> Arrow type name, in column order (no datasets import: `hf-judge metrics` stays fast)."""
+        cols: dict[str, str] = {}
+        if self.kind == "binary":
+            cols[self.name] = "bool"
+            cols.update({o.column: o.dtype for o in self.outputs})
+        elif self.kind == "pairwise":
+            score_type = "float64" if self.swap else "int64"
+            for o in self.outputs:
+                cols[o.column] = score_type if o.type == "integer" else o.dtype
+            cols[f"{self.name}_winner"] = "string"
+            if self.swap:
+                for o in self.outputs:
+                    if o.type == "string":
+                        cols[f"{o.column}_swapped"] = "string"
+                cols[f"{self.name}_disagree"] = "bool"
+        else:
+            cols.update({o.column: o.dtype for o in self.outputs})
+        return cols
+
+    @cached_property
     def features(self) -> dict[str, Value]:
         """Output column name -> datasets feature, in column order."""
         from datasets import Value
 
-        cols: dict[str, Value] = {}
-        if self.kind == "binary":
-            cols[self.name] = Value("bool")
-            cols.update({o.column: o.feature for o in self.outputs})
-        elif self.kind == "pairwise":
-            score_type = Value("float64") if self.swap else Value("int64")
-            for o in self.outputs:
-                cols[o.column] = score_type if o.type == "integer" else o.feature
-            cols[f"{self.name}_winner"] = Value("string")
-            if self.swap:
-                for o in self.outputs:
-                    if o.type == "string":
-                        cols[f"{o.column}_swapped"] = Value("string")
-                cols[f"{self.name}_disagree"] = Value("bool")
-        else:
-            cols.update({o.column: o.feature for o in self.outputs})
-        return cols
+        return {c: Value(t) for c, t in self.column_types.items()}
 
     @property
     def columns(self) -> list[str]:
-        return list(self.features)
+        return list(self.column_types)
 
     def messages(self, values: dict[str, Any], images: Iterable[str] = ()) -> list[dict[str, Any]]:
         """The chat messages for one row's variable values.

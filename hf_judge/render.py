@@ -151,7 +151,7 @@ def render_yaml(source: str, values: dict[str, Any], where: str, *, lenient: boo
         _slots.reset(reset)
     if not texts:
         return yaml.load(text, Loader=_YAML_LOADER)
-    node = yaml.compose(text, Loader=_YAML_LOADER)
+    node = yaml.compose(text, Loader=yaml.SafeLoader)  # _Filler reads plain-scalar styles as the Python loader sets them
     if node is None:
         return None
     filler = _Filler(re.compile(re.escape(prefix) + r"(\d+)x"), texts)
@@ -188,7 +188,7 @@ class _Filler:
         if whole and node.style is None:
             text = self.texts[int(whole.group(1))]
             try:
-                own = yaml.compose(text, Loader=_YAML_LOADER)
+                own = yaml.compose(text, Loader=yaml.SafeLoader)
             except yaml.YAMLError:
                 own = None
             else:
