@@ -10,8 +10,11 @@ Example:
 from .errors import (
     AuthenticationError,
     BudgetExceededError,
+    CacheError,
+    CacheLockedError,
     CircuitOpenError,
     ConfigError,
+    DiskFullError,
     HfJudgeError,
     InterruptedRun,
     MissingColumnError,
@@ -34,8 +37,11 @@ __version__ = "0.1.0"
 __all__ = [
     "AuthenticationError",
     "BudgetExceededError",
+    "CacheError",
+    "CacheLockedError",
     "CircuitOpenError",
     "ConfigError",
+    "DiskFullError",
     "HfJudgeError",
     "InterruptedRun",
     "Metric",

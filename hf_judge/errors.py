@@ -12,6 +12,9 @@ HfJudgeError
     ├── ModelNotFoundError   the model or the endpoint does not exist (404)
     ├── CircuitOpenError     most recent requests failed
     ├── BudgetExceededError  ``max_total_tokens`` reached
+    ├── CacheError           the cache cannot be opened or written; it is left as it is
+    │   ├── CacheLockedError another process holds the reply store's write lock
+    │   └── DiskFullError    no space left where the cache is written
     └── InterruptedRun       Ctrl-C or SIGTERM
 ```
 
@@ -65,6 +68,18 @@ class CircuitOpenError(RunStopped):
 
 class BudgetExceededError(RunStopped):
     """The ``max_total_tokens`` budget was reached."""
+
+
+class CacheError(RunStopped):
+    """The cache (reply store or results folder) could not be opened or written; it is left as it is."""
+
+
+class CacheLockedError(CacheError):
+    """Another process held the reply store's write lock for longer than the wait allowed."""
+
+
+class DiskFullError(CacheError):
+    """No space was left on the disk that holds the cache. The message names the path and the space needed."""
 
 
 class InterruptedRun(RunStopped, KeyboardInterrupt):
