@@ -1,0 +1,105 @@
+"""Durability: a healthy cache is never discarded, a paid reply never lost, a request never paid twice."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hf_judge import CacheLockedError, DiskFullError
+from hf_judge.store import ReplyStore
+
+KEYS = [i.to_bytes(16, "big") for i in range(200)]
+
+
+def _store_with_pending(path: Path) -> None:
+    """A store whose last run's replies still wait in ``pending`` (the next open must write to merge them)."""
+    s = ReplyStore(path)
+    for i, k in enumerate(KEYS):
+        s.put(k, f'{{"score": {i % 10 + 1}}}')
+    s.close()
+
+
+def test_a_locked_store_is_waited_for_then_reported_never_quarantined(tmp_path, caplog):
+    path = tmp_path / "replies.sqlite3"
+    _store_with_pending(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's run, stuck holding the write lock
+    with caplog.at_level("WARNING", logger="hf_judge"), pytest.raises(CacheLockedError) as info:
+        ReplyStore(path, lock_wait=0.3)
+    assert str(path) in str(info.value) and "another process" in str(info.value)
+    assert "waiting up to" in caplog.text and "damaged" not in caplog.text
+    assert [p.name for p in tmp_path.iterdir() if "corrupt" in p.name] == []
+    holder.execute("ROLLBACK")
+    holder.close()
+    store = ReplyStore(path, lock_wait=0.3)  # the lock released: every reply is still there
+    assert len(store.get_many(KEYS)) == 200
+    store.close()
+
+
+def test_a_lock_released_within_the_wait_is_waited_for(tmp_path):
+    path = tmp_path / "replies.sqlite3"
+    _store_with_pending(path)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    import threading
+
+    threading.Timer(1.5, lambda: holder.execute("ROLLBACK")).start()  # after the first, short wait
+    store = ReplyStore(path, lock_wait=30)
+    assert len(store.get_many(KEYS)) == 200
+    store.close()
+    holder.close()
+
+
+def test_corruption_is_still_moved_aside(tmp_path, caplog):
+    path = tmp_path / "replies.sqlite3"
+    path.write_bytes(b"not a database at all " * 200)
+    with caplog.at_level("WARNING", logger="hf_judge"):
+        store = ReplyStore(path)
+    assert "damaged" in caplog.text
+    assert len([p for p in tmp_path.iterdir() if ".corrupt-" in p.name]) == 1
+    store.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on a 1 MB tmpfs: a real full disk (needs root, skipped elsewhere)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for size in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError:
+                pass
+    return filler
+
+
+def test_a_full_disk_at_open_is_reported_and_the_store_untouched(small_disk):
+    path = small_disk / "replies.sqlite3"
+    _store_with_pending(path)
+    before = path.read_bytes()
+    filler = _fill(small_disk)
+    with pytest.raises(DiskFullError) as info:
+        ReplyStore(path)
+    assert str(path) in str(info.value) and "Free at least" in str(info.value)
+    assert [p.name for p in small_disk.iterdir() if "corrupt" in p.name] == []
+    assert path.read_bytes()[:100] == before[:100]
+    filler.unlink()
+    store = ReplyStore(path)
+    assert len(store.get_many(KEYS)) == 200
+    store.close()
