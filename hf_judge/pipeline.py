@@ -7,6 +7,12 @@ and its own. The map function (main thread) waits only for the rows of its own
 batch. Requests therefore flow continuously over the whole split: a slow
 request holds back nothing but its own row's write, and memory is bounded by
 the window, not by the dataset.
+
+Identical requests (same key) are sent once per run: a request whose key is in
+flight waits for that reply, and one whose key was answered recently (within
+four windows of requests) reuses it; both count as cache hits. A request that
+failed (after its retries) fails every row that shares it, each with its own
+error row; the next run retries them, as failures are not stored.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import asyncio
 import contextlib
 import gc
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,6 +157,11 @@ class SplitRun:
         self.failure: BaseException | None = None
         self.tasks: set[asyncio.Task] = set()
         self.scored_rows = 0
+        # Identical requests of this run: key -> the (job, part)s waiting for the
+        # one in flight, and key -> recent accepted reply (bounded, oldest out).
+        self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
+        self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
+        self.recent_max = 4 * self.window
         self.input_files = file_paths(ds.cache_files)
         self._released_at = 0
         release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
@@ -176,6 +188,12 @@ class SplitRun:
         n = len(self.ds)
         row = 0
         store = self.store
+        if store is not None:
+            # A store that cannot write stops the run: every further reply would be paid and lost.
+            loop = asyncio.get_running_loop()
+            store.on_failure = lambda _e: loop.call_soon_threadsafe(self._store_failed)
+            if store.failure is not None:
+                return self._store_failed()
         for batch in source.iter(batch_size=self.read_batch):
             while row - self.consumed >= self.window and self.failure is None:
                 await asyncio.sleep(0.005)
@@ -206,7 +224,20 @@ class SplitRun:
                     sends = remaining
             limiter = self.client.limiter
             loop = asyncio.get_running_loop()
+            inflight, recent, stats = self.inflight, self.recent, self.client.stats
             for job, part, messages, body in sends:
+                key = job.keys[part]
+                waiting = inflight.get(key)
+                if waiting is not None:
+                    waiting.append((job, part))
+                    stats.cache_hits += 1
+                    continue
+                shared = recent.get(key)
+                if shared is not None:
+                    stats.cache_hits += 1
+                    self._finish_part(job, part, shared)
+                    continue
+                inflight[key] = []
                 if not limiter.try_acquire():
                     await limiter.acquire()
                 if self.failure is not None:
@@ -267,9 +298,20 @@ class SplitRun:
         except BaseException as e:  # noqa: BLE001 - an unexpected bug must not hang the map
             self._fail(e)
             return
+        key = job.keys[part]
         if outcome.value is not None and self.store is not None:
-            self.store.put(job.keys[part], outcome.raw, outcome.usage)
+            self.store.put(key, outcome.raw, outcome.usage)
+        recent = self.recent  # a failure too: the same request already had its retries
+        recent[key] = outcome
+        if len(recent) > self.recent_max:
+            recent.popitem(last=False)
         self._finish_part(job, part, outcome)
+        for waiter, waiter_part in self.inflight.pop(key, ()):
+            self._finish_part(waiter, waiter_part, outcome)
+
+    def _store_failed(self) -> None:
+        parts = sum(2 if p.metric.kind == "pairwise" and p.metric.swap else 1 for p in self.plans)
+        self._fail(self.store.stop_error((len(self.ds) - self.frontier) * parts))
 
     def _job_error(self, r: int, plan: Plan, kind: str, message: str, raw: str | None = None, attempts: int = 0) -> None:
         self.errors.append(

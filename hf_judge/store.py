@@ -251,10 +251,18 @@ class ReplyStore:
             "--cache-dir at a larger disk) and run the same command again."
         )
 
-    def space_needed(self, replies: int) -> int:
-        """About the disk space ``replies`` more replies take, judged by those stored so far, plus WAL headroom."""
+    def stop_error(self, requests_left: int) -> CacheError | None:
+        """``failure`` as the error a run stops with, a full disk with the space the ``requests_left`` need."""
+        if not isinstance(self.failure, DiskFullError):
+            return self.failure
         per_reply = self._bytes / self.written if self.written else 1024
-        return int(replies * per_reply * 2) + _WAL_HEADROOM
+        need = int(requests_left * per_reply * 2) + _WAL_HEADROOM  # pages are rarely full; the WAL doubles writes
+        return DiskFullError(
+            f"the disk that holds the reply cache {self.path} is full ({human_bytes(free_space(self.path))} free), "
+            f"so the run stopped sending; {self.written:,} replies of this run are saved. The {requests_left:,} "
+            f"requests left need about {human_bytes(need)} more: free that much there (or point cache_dir= / "
+            "--cache-dir at a larger disk) and run the same command again to resume."
+        )
 
     def _quarantine(self, error: Exception) -> None:
         aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
@@ -341,7 +349,10 @@ class ReplyStore:
                 self.failure = self._not_usable(e)
                 logger.warning("could not write to the reply cache %s: %s", self.path, e)
                 if self.on_failure is not None:
-                    self.on_failure(self.failure)
+                    try:
+                        self.on_failure(self.failure)
+                    except RuntimeError:  # the run's event loop is already closed
+                        pass
             return
         self._unsaved = []
         self.written += len(rows)

@@ -103,3 +103,22 @@ def test_a_full_disk_at_open_is_reported_and_the_store_untouched(small_disk):
     store = ReplyStore(path)
     assert len(store.get_many(KEYS)) == 200
     store.close()
+
+
+def test_identical_requests_of_one_run_are_sent_once(judge, tmp_path):
+    from datasets import concatenate_datasets
+    from helpers import qa_dataset, score
+
+    judge.configure(latency=0.02, faults=[{"fault": "status", "status": 400, "match": "row-7:"}])
+    ds = concatenate_datasets([qa_dataset(164)] * 50)  # 164 distinct prompts, each 50 times
+    out = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, concurrency=64)
+    assert judge.stats()["requests"] == 2 * 164  # once per distinct (prompt, metric)
+    assert out.summary.requests == 328 and out.summary.cache_hits == 2 * 8200 - 328
+    rows = out["train"].to_list()
+    for i, row in enumerate(rows):
+        assert row == rows[i % 164]
+    errors = out["errors"].to_list()  # the failed request fails each row that waited on it, once per metric
+    assert sorted((e["row"], e["metric"]) for e in errors) == sorted(
+        (r, m) for r in range(7, 8200, 164) for m in ("QA_Clarity", "Q_All")
+    )
+    assert len({e["kind"] for e in errors}) == 1
