@@ -122,3 +122,45 @@ def test_identical_requests_of_one_run_are_sent_once(judge, tmp_path):
         (r, m) for r in range(7, 8200, 164) for m in ("QA_Clarity", "Q_All")
     )
     assert len({e["kind"] for e in errors}) == 1
+
+
+def test_a_damaged_results_file_is_moved_aside_and_rebuilt_from_the_store(judge, tmp_path, caplog):
+    from helpers import qa_dataset, score
+
+    ds = qa_dataset(60)
+    good = score(ds, ["QA_Clarity"], judge, tmp_path)["train"].to_list()  # before its file is overwritten
+    (result,) = (tmp_path / "cache" / "results").glob("*.arrow")
+    for damage in (b"\x00garbage" * 50, result.read_bytes()[:300]):  # overwritten; cut short
+        result.write_bytes(damage)
+        judge.reset()
+        with caplog.at_level("WARNING", logger="hf_judge"):
+            again = score(ds, ["QA_Clarity"], judge, tmp_path)
+        assert "damaged" in caplog.text and str(result) in caplog.text
+        assert judge.stats()["requests"] == 0  # every reply came from the store
+        assert again["train"].to_list() == good
+        assert again.summary.cache_hits == 60
+        del again
+    assert len(list(result.parent.glob("*.corrupt-*"))) >= 1
+    assert score(ds, ["QA_Clarity"], judge, tmp_path).summary.cached_splits == ["train"]  # rebuilt
+
+
+def test_no_partial_results_file_is_left_behind(judge, tmp_path):
+    import gc
+
+    from helpers import qa_dataset, score
+
+    judge.configure(faults=[{"fault": "status", "status": 400, "match": "row-3:"}])
+    ds = qa_dataset(40)
+    results = tmp_path / "cache" / "results"
+    first = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert len(first["errors"]) == 1 and len(list(results.glob("*.partial-*"))) == 1  # while `first` reads it
+    second = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert len(second["errors"]) == 1
+    assert len(list(results.glob("*.partial-*"))) == 1  # the first run's is gone, the second's in use
+    first.save_to_disk(tmp_path / "first")  # still readable
+    from datasets import load_from_disk
+
+    assert load_from_disk(tmp_path / "first")["train"].to_list() == second["train"].to_list()
+    del first, second
+    gc.collect()
+    assert list(results.glob("*.partial-*")) == [] and list(results.glob("tmp*")) == []
