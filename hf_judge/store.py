@@ -131,7 +131,8 @@ def _merge(conn: sqlite3.Connection) -> None:
         conn.execute("DELETE FROM pending")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
+            conn.execute("ROLLBACK")
         raise
 
 
@@ -340,10 +341,11 @@ class ReplyStore:
             _insert(conn, rows)
             conn.execute("COMMIT")
         except sqlite3.Error as e:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
             self._unsaved = rows
             if self.failure is None:
                 self.failure = self._not_usable(e)

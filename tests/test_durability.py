@@ -77,6 +77,10 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+def _resize(disk: Path, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], check=True)
+
+
 def _fill(folder: Path) -> Path:
     filler = folder / "filler"
     with open(filler, "wb", buffering=0) as f:
@@ -164,3 +168,51 @@ def test_no_partial_results_file_is_left_behind(judge, tmp_path):
     del first, second
     gc.collect()
     assert list(results.glob("*.partial-*")) == [] and list(results.glob("tmp*")) == []
+
+
+def test_a_disk_full_mid_run_stops_sending_and_keeps_what_it_has(judge, small_disk):
+    from helpers import qa_dataset, score
+
+    n, concurrency = 20_000, 32
+    judge.configure(latency=0.002)
+    ds = qa_dataset(n)
+    with pytest.raises(DiskFullError) as info:
+        score(ds, ["QA_Clarity"], judge, small_disk, concurrency=concurrency)
+    message = str(info.value)
+    db = small_disk / "cache" / "replies.sqlite3"
+    assert str(db) in message and "need about" in message and "run the same command again" in message
+    sent = judge.stats()["requests"]
+    assert sent < n // 2  # it stopped sending
+    results = small_disk / "cache" / "results"
+    assert [p.name for p in results.iterdir()] == []  # no temporary file, no run folder, no partial result
+    assert [p.name for p in db.parent.iterdir() if "corrupt" in p.name] == []
+
+    _resize(small_disk, "64m")  # space again
+    store = ReplyStore(db)
+    kept = len(store)
+    store.close()
+    assert sent - kept <= 3 * concurrency  # lost: at most those in flight and one failed commit
+    judge.reset()
+    out = score(ds, ["QA_Clarity"], judge, small_disk, concurrency=concurrency)
+    assert judge.stats()["requests"] == n - kept  # pays only for what was not stored
+    assert len(out["errors"]) == 0 and None not in out["train"]["QA_Clarity"]
+
+
+def test_a_full_disk_while_writing_the_scores_leaves_no_temporary_file(judge, small_disk):
+    from helpers import qa_dataset, score
+
+    _resize(small_disk, "64m")
+    ds = qa_dataset(10_000)
+    results = small_disk / "cache" / "results"
+    for _ in range(2):  # every reply stored, and merged by the second run's open
+        score(ds, ["QA_Clarity"], judge, small_disk)
+        for p in results.iterdir():
+            p.unlink()
+    filler = _fill(small_disk)
+    filler.write_bytes(filler.read_bytes()[: -(128 << 10)])  # room for the store's index, not for the scores
+    judge.reset()
+    with pytest.raises(DiskFullError) as info:
+        score(ds, ["QA_Clarity"], judge, small_disk)
+    assert str(results) in str(info.value) and "run the same command again" in str(info.value)
+    assert judge.stats()["requests"] == 0
+    assert [p.name for p in results.iterdir()] == []  # no tmp*.arrow left
