@@ -9,8 +9,8 @@ request holds back nothing but its own row's write, and memory is bounded by
 the window, not by the dataset.
 
 Identical requests (same key) are sent once per run: a request whose key is in
-flight waits for that reply, and one whose key was answered recently (within
-four windows of requests) reuses it; both count as cache hits. A request that
+flight waits for that reply, and one whose key was among the last ``window``
+replies reuses it; both count as cache hits. A request that
 failed (after its retries) fails every row that shares it, each with its own
 error row; the next run retries them, as failures are not stored.
 """
@@ -158,10 +158,10 @@ class SplitRun:
         self.tasks: set[asyncio.Task] = set()
         self.scored_rows = 0
         # Identical requests of this run: key -> the (job, part)s waiting for the
-        # one in flight, and key -> recent accepted reply (bounded, oldest out).
+        # one in flight, and key -> a recent final outcome (bounded, oldest out).
         self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
         self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
-        self.recent_max = 4 * self.window
+        self.recent_max = self.window  # as many replies as rows in the window: memory stays bounded by it
         self.input_files = file_paths(ds.cache_files)
         self._released_at = 0
         release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
