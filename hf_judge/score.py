@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import time
+import traceback
 import uuid
 import weakref
 from collections import Counter
@@ -301,6 +302,7 @@ def score_dataset(
                 except OSError as e:
                     if not is_disk_full(e):
                         raise
+                    _close_left_open(e, run_dir)
                     if isinstance(run.failure, DiskFullError):
                         raise run.failure from None
                     raise _results_disk_full(cache_file.parent, e, _results_needed(run_dir, run, len(d))) from None
@@ -379,6 +381,27 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def _close_left_open(error: BaseException, folder: Path | None) -> None:
+    """Close the files in ``folder`` that a map stopped by a full disk left open.
+
+    When the disk is full, finalizing the map's writer fails again, and datasets
+    then leaves its temporary file (and the writer's stream) open: their last
+    flush, at garbage collection, would print an ignored-exception traceback.
+    """
+    if folder is None:
+        return
+    prefix = str(folder)
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        for v in list(frame.f_locals.values()):
+            for f in (v, getattr(v, "stream", None)):
+                name = getattr(f, "name", None) or getattr(f, "path", None)
+                if isinstance(name, str) and name.startswith(prefix) and callable(getattr(f, "close", None)):
+                    try:
+                        f.close()
+                    except (OSError, ValueError):
+                        pass
 
 
 def _results_needed(run_dir: Path | None, run: SplitRun, rows: int) -> int | None:

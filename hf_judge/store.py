@@ -167,9 +167,9 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
 class ReplyStore:
     """Request-hash -> reply content, durable across crashes and processes."""
 
-    def __init__(self, path: Path, *, lock_wait: float = LOCK_WAIT_S):
+    def __init__(self, path: Path, *, lock_wait: float | None = None):
         self.path = Path(path)
-        self.lock_wait = lock_wait
+        self.lock_wait = lock_wait = LOCK_WAIT_S if lock_wait is None else lock_wait
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:

@@ -180,7 +180,9 @@ def test_a_disk_full_mid_run_stops_sending_and_keeps_what_it_has(judge, small_di
         score(ds, ["QA_Clarity"], judge, small_disk, concurrency=concurrency)
     message = str(info.value)
     db = small_disk / "cache" / "replies.sqlite3"
-    assert str(db) in message and "need about" in message and "run the same command again" in message
+    # the reply cache or the results folder, whichever found the disk full first
+    assert "the disk that holds the " in message and str(small_disk / "cache") in message
+    assert "more" in message and "run the same command again" in message
     sent = judge.stats()["requests"]
     assert sent < n // 2  # it stopped sending
     results = small_disk / "cache" / "results"
@@ -216,3 +218,48 @@ def test_a_full_disk_while_writing_the_scores_leaves_no_temporary_file(judge, sm
     assert str(results) in str(info.value) and "run the same command again" in str(info.value)
     assert judge.stats()["requests"] == 0
     assert [p.name for p in results.iterdir()] == []  # no tmp*.arrow left
+
+
+def test_a_run_on_a_locked_cache_stops_without_paying_again(judge, tmp_path, monkeypatch):
+    """The measured case: a store quarantined because another process held its lock, every reply paid again."""
+    from helpers import qa_dataset, score
+
+    import hf_judge.store
+
+    ds = qa_dataset(300)
+    score(ds, ["QA_Clarity"], judge, tmp_path)  # its replies wait in `pending`: the next open merges them
+    cache = tmp_path / "cache"
+    for p in (cache / "results").iterdir():
+        p.unlink()
+    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 0.5)
+    holder = sqlite3.connect(cache / "replies.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    judge.reset()
+    with pytest.raises(CacheLockedError):
+        score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == 0
+    holder.execute("ROLLBACK")
+    holder.close()
+    again = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == 0 and again.summary.cache_hits == 300
+    assert [p.name for p in cache.iterdir() if "corrupt" in p.name] == []
+
+
+def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path):
+    import json
+    import os
+    import sys
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(20_000)))
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(small_disk / "cache")}
+    p = subprocess.run(
+        [sys.executable, "-m", "hf_judge.cli", "score", str(data), "--metrics", "QA_Clarity", "--column", "instruction=question",
+         "--column", "output=answer", "--model", "judge", "--base-url", judge.base_url, "--output-dir", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert p.returncode == 1, p.stderr
+    # the reply cache or the results folder, whichever found the disk full first
+    assert "hf-judge: stopped: the disk that holds the " in p.stderr and str(small_disk / "cache") in p.stderr
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert judge.stats()["requests"] < 20_000 // 2
