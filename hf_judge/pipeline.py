@@ -9,8 +9,8 @@ request holds back nothing but its own row's write, and memory is bounded by
 the window, not by the dataset.
 
 Identical requests (same key) are sent once per run: a request whose key is in
-flight waits for that reply, and one whose key was among the last ``window``
-replies reuses it; both count as cache hits. A request that
+flight waits for that reply, and one whose key was among the last
+``RECENT_REPLIES`` replies reuses it; both count as cache hits. A request that
 failed (after its retries) fails every row that shares it, each with its own
 error row; the next run retries them, as failures are not stored.
 """
@@ -46,6 +46,10 @@ COMPLETION_TOKENS = "judge_completion_tokens"
 TOKEN_COLUMNS = [PROMPT_TOKENS, COMPLETION_TOKENS]
 # Rows between two releases of the input's mapped pages (see pages.py).
 RELEASE_EVERY = 65_536
+# Recent replies kept to serve identical requests of the same run: ~0.6 KB each
+# for a short reply, ~1.5 KB for a reasoned one; 65,536 (a 1,024-slot window)
+# took ~40-100 MB. Repeats further apart are sent again (the store has them next run).
+RECENT_REPLIES = 4096
 
 
 @contextlib.contextmanager
@@ -161,7 +165,7 @@ class SplitRun:
         # one in flight, and key -> a recent final outcome (bounded, oldest out).
         self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
         self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
-        self.recent_max = self.window  # as many replies as rows in the window: memory stays bounded by it
+        self.recent_max = RECENT_REPLIES
         self.input_files = file_paths(ds.cache_files)
         self._released_at = 0
         release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
