@@ -265,7 +265,8 @@ def score_dataset(
                     _remove_partials(cache_file)
                     saved = _load_result(cache_file, len(d), features) if cache_file.exists() else None
                     if saved is not None:
-                        results[split] = concatenate_datasets([d.flatten_indices() if d._indices is not None else d, saved], axis=1)
+                        base = d.flatten_indices() if d._indices is not None else d
+                        results[split] = concatenate_datasets([base, saved], axis=1)
                         summary.cached_splits.append(split)
                         summary.rows[split] = len(d)
                         continue
@@ -294,7 +295,8 @@ def score_dataset(
                     if use_cache:
                         # A result with errors is not a finished one: keep it out of the fingerprint
                         # cache so that the next run retries exactly the failed (row, metric) pairs.
-                        done = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow") if run.errors else cache_file
+                        partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
+                        done = partial if run.errors else cache_file
                         os.replace(run_dir / cache_file.name, done)
                         scores = Dataset.from_file(str(done))
                         if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
@@ -358,7 +360,9 @@ def _load_result(path: Path, rows: int, features: Features) -> Dataset | None:
         scores = Dataset.from_file(str(path))
         if len(scores) == rows and scores.features == features:
             return scores
-        problem = f"{len(scores):,} rows of columns {sorted(scores.column_names)} where {rows:,} of {sorted(features)} belong"
+        problem = (
+            f"{len(scores):,} rows of columns {sorted(scores.column_names)} where {rows:,} of {sorted(features)} belong"
+        )
     except (pa.ArrowException, OSError) as e:
         problem = str(e)
     aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")

@@ -99,6 +99,7 @@ def free_space(path: Path) -> int | None:
 
 
 def human_bytes(n: float | None) -> str:
+    """``n`` bytes for a message, e.g. ``human_bytes(7_300_000) == "7 MB"``."""
     if n is None:
         return "unknown"
     for unit in ("B", "KB", "MB", "GB"):
@@ -247,7 +248,8 @@ class ReplyStore:
 
     def _disk_full(self, e: BaseException) -> DiskFullError:
         return DiskFullError(
-            f"the disk that holds the reply cache {self.path} is full ({human_bytes(free_space(self.path))} free): {e}. "
+            f"the disk that holds the reply cache {self.path} is full "
+            f"({human_bytes(free_space(self.path))} free): {e}. "
             f"The cache is untouched. Free at least {human_bytes(_WAL_HEADROOM)} there (or point cache_dir= / "
             "--cache-dir at a larger disk) and run the same command again."
         )
@@ -374,7 +376,10 @@ class ReplyStore:
         if self._unsaved:
             self._commit([])  # a last try: the disk may have room again
         if self._unsaved:
-            logger.warning("%s replies of this run could not be saved in %s; they will be asked again", len(self._unsaved), self.path)
+            logger.warning(
+                "%s replies of this run could not be saved in %s; they will be asked again",
+                len(self._unsaved), self.path,
+            )
         for c in (self._read, self._write_conn):
             try:
                 c.close()

@@ -251,11 +251,13 @@ def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path)
     import sys
 
     data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(20_000)))
+    rows = (json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(20_000))
+    data.write_text("".join(rows))
     env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(small_disk / "cache")}
     p = subprocess.run(
-        [sys.executable, "-m", "hf_judge.cli", "score", str(data), "--metrics", "QA_Clarity", "--column", "instruction=question",
-         "--column", "output=answer", "--model", "judge", "--base-url", judge.base_url, "--output-dir", str(tmp_path / "out")],
+        [sys.executable, "-m", "hf_judge.cli", "score", str(data), "--metrics", "QA_Clarity",
+         "--column", "instruction=question", "--column", "output=answer", "--model", "judge",
+         "--base-url", judge.base_url, "--output-dir", str(tmp_path / "out")],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert p.returncode == 1, p.stderr
