@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import gc
+import json
+import os
 import sqlite3
 import subprocess
-import time
+import sys
+import threading
 from pathlib import Path
 
 import pytest
+from datasets import concatenate_datasets, load_from_disk
+from helpers import qa_dataset, score
 
+import hf_judge.store
 from hf_judge import CacheLockedError, DiskFullError
 from hf_judge.store import ReplyStore
 
@@ -45,8 +52,6 @@ def test_a_lock_released_within_the_wait_is_waited_for(tmp_path):
     _store_with_pending(path)
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
-    import threading
-
     threading.Timer(1.5, lambda: holder.execute("ROLLBACK")).start()  # after the first, short wait
     store = ReplyStore(path, lock_wait=30)
     assert len(store.get_many(KEYS)) == 200
@@ -110,9 +115,6 @@ def test_a_full_disk_at_open_is_reported_and_the_store_untouched(small_disk):
 
 
 def test_identical_requests_of_one_run_are_sent_once(judge, tmp_path):
-    from datasets import concatenate_datasets
-    from helpers import qa_dataset, score
-
     judge.configure(latency=0.02, faults=[{"fault": "status", "status": 400, "match": "row-7:"}])
     ds = concatenate_datasets([qa_dataset(164)] * 50)  # 164 distinct prompts, each 50 times
     out = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, concurrency=64)
@@ -129,8 +131,6 @@ def test_identical_requests_of_one_run_are_sent_once(judge, tmp_path):
 
 
 def test_a_damaged_results_file_is_moved_aside_and_rebuilt_from_the_store(judge, tmp_path, caplog):
-    from helpers import qa_dataset, score
-
     ds = qa_dataset(60)
     good = score(ds, ["QA_Clarity"], judge, tmp_path)["train"].to_list()  # before its file is overwritten
     (result,) = (tmp_path / "cache" / "results").glob("*.arrow")
@@ -149,10 +149,6 @@ def test_a_damaged_results_file_is_moved_aside_and_rebuilt_from_the_store(judge,
 
 
 def test_no_partial_results_file_is_left_behind(judge, tmp_path):
-    import gc
-
-    from helpers import qa_dataset, score
-
     judge.configure(faults=[{"fault": "status", "status": 400, "match": "row-3:"}])
     ds = qa_dataset(40)
     results = tmp_path / "cache" / "results"
@@ -162,8 +158,6 @@ def test_no_partial_results_file_is_left_behind(judge, tmp_path):
     assert len(second["errors"]) == 1
     assert len(list(results.glob("*.partial-*"))) == 1  # the first run's is gone, the second's in use
     first.save_to_disk(tmp_path / "first")  # still readable
-    from datasets import load_from_disk
-
     assert load_from_disk(tmp_path / "first")["train"].to_list() == second["train"].to_list()
     del first, second
     gc.collect()
@@ -171,8 +165,6 @@ def test_no_partial_results_file_is_left_behind(judge, tmp_path):
 
 
 def test_a_disk_full_mid_run_stops_sending_and_keeps_what_it_has(judge, small_disk):
-    from helpers import qa_dataset, score
-
     n, concurrency = 20_000, 32
     judge.configure(latency=0.002)
     ds = qa_dataset(n)
@@ -201,8 +193,6 @@ def test_a_disk_full_mid_run_stops_sending_and_keeps_what_it_has(judge, small_di
 
 
 def test_a_full_disk_while_writing_the_scores_leaves_no_temporary_file(judge, small_disk):
-    from helpers import qa_dataset, score
-
     _resize(small_disk, "64m")
     ds = qa_dataset(10_000)
     results = small_disk / "cache" / "results"
@@ -222,10 +212,6 @@ def test_a_full_disk_while_writing_the_scores_leaves_no_temporary_file(judge, sm
 
 def test_a_run_on_a_locked_cache_stops_without_paying_again(judge, tmp_path, monkeypatch):
     """The measured case: a store quarantined because another process held its lock, every reply paid again."""
-    from helpers import qa_dataset, score
-
-    import hf_judge.store
-
     ds = qa_dataset(300)
     score(ds, ["QA_Clarity"], judge, tmp_path)  # its replies wait in `pending`: the next open merges them
     cache = tmp_path / "cache"
@@ -246,10 +232,6 @@ def test_a_run_on_a_locked_cache_stops_without_paying_again(judge, tmp_path, mon
 
 
 def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path):
-    import json
-    import os
-    import sys
-
     data = tmp_path / "data.jsonl"
     rows = (json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(20_000))
     data.write_text("".join(rows))
