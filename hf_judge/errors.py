@@ -16,6 +16,9 @@ HfJudgeError
     ├── ServerUnreachableError  no connection to the server before any reply
     ├── QuotaExceededError   the account's quota or billing limit is used up (429 insufficient_quota)
     ├── RateLimitedError     nothing but 429 for ``max_throttle_s``
+    ├── CacheError           the cache cannot be opened or written; it is left as it is
+    │   ├── CacheLockedError another process holds the reply store's write lock
+    │   └── DiskFullError    no space left where the cache is written
     └── InterruptedRun       Ctrl-C or SIGTERM
 ```
 
@@ -85,6 +88,18 @@ class QuotaExceededError(RunStopped):
 
 class RateLimitedError(RunStopped):
     """Every request was answered 429 for ``max_throttle_s`` seconds."""
+
+
+class CacheError(RunStopped):
+    """The cache (reply store or results folder) could not be opened or written; it is left as it is."""
+
+
+class CacheLockedError(CacheError):
+    """Another process held the reply store's write lock for longer than the wait allowed."""
+
+
+class DiskFullError(CacheError):
+    """No space was left on the disk that holds the cache. The message names the path and the space needed."""
 
 
 class InterruptedRun(RunStopped, KeyboardInterrupt):

@@ -7,6 +7,12 @@ and its own. The map function (main thread) waits only for the rows of its own
 batch. Requests therefore flow continuously over the whole split: a slow
 request holds back nothing but its own row's write, and memory is bounded by
 the window, not by the dataset.
+
+Identical requests (same key) are sent once per run: a request whose key is in
+flight waits for that reply, and one whose key was among the last
+``RECENT_REPLIES`` replies reuses it; both count as cache hits. A request that
+failed (after its retries) fails every row that shares it, each with its own
+error row; the next run retries them, as failures are not stored.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import contextlib
 import gc
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +50,10 @@ COMPLETION_TOKENS = "judge_completion_tokens"
 TOKEN_COLUMNS = [PROMPT_TOKENS, COMPLETION_TOKENS]
 # Rows between two releases of the input's mapped pages (see pages.py).
 RELEASE_EVERY = 65_536
+# Recent replies kept to serve identical requests of the same run: ~0.6 KB each
+# for a short reply, ~1.5 KB for a reasoned one; 65,536 (a 1,024-slot window)
+# took ~40-100 MB. Repeats further apart are sent again (the store has them next run).
+RECENT_REPLIES = 4096
 
 
 @contextlib.contextmanager
@@ -158,6 +169,11 @@ class SplitRun:
         self.scored_rows = 0
         self.rows_done = 0  # rows whose every metric has finished, in any order
         self.on_progress = on_progress
+        # Identical requests of this run: key -> the (job, part)s waiting for the
+        # one in flight, and key -> a recent final outcome (bounded, oldest out).
+        self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
+        self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
+        self.recent_max = RECENT_REPLIES
         self.input_files = file_paths(ds.cache_files)
         self._released_at = 0
         release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
@@ -208,6 +224,12 @@ class SplitRun:
         n = len(self.ds)
         row = 0
         store = self.store
+        if store is not None:
+            # A store that cannot write stops the run: every further reply would be paid and lost.
+            loop = asyncio.get_running_loop()
+            store.on_failure = lambda _e: loop.call_soon_threadsafe(self._store_failed)
+            if store.failure is not None:
+                return self._store_failed()
         for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
             while row - self.consumed >= self.window and self.failure is None:
                 await asyncio.sleep(0.005)
@@ -238,7 +260,20 @@ class SplitRun:
                     sends = remaining
             limiter = self.client.limiter
             loop = asyncio.get_running_loop()
+            inflight, recent, stats = self.inflight, self.recent, self.client.stats
             for job, part, messages, body in sends:
+                key = job.keys[part]
+                waiting = inflight.get(key)
+                if waiting is not None:
+                    waiting.append((job, part))
+                    stats.cache_hits += 1
+                    continue
+                shared = recent.get(key)
+                if shared is not None:
+                    stats.cache_hits += 1
+                    self._finish_part(job, part, shared)
+                    continue
+                inflight[key] = []
                 if not limiter.try_acquire():
                     await limiter.acquire()
                 if self.failure is not None:
@@ -306,9 +341,20 @@ class SplitRun:
         except BaseException as e:  # noqa: BLE001 - an unexpected bug must not hang the map
             self._fail(e)
             return
+        key = job.keys[part]
         if outcome.value is not None and self.store is not None:
-            self.store.put(job.keys[part], outcome.raw, outcome.usage)
+            self.store.put(key, outcome.raw, outcome.usage)
+        recent = self.recent  # a failure too: the same request already had its retries
+        recent[key] = outcome
+        if len(recent) > self.recent_max:
+            recent.popitem(last=False)
         self._finish_part(job, part, outcome)
+        for waiter, waiter_part in self.inflight.pop(key, ()):
+            self._finish_part(waiter, waiter_part, outcome)
+
+    def _store_failed(self) -> None:
+        parts = sum(2 if p.metric.kind == "pairwise" and p.metric.swap else 1 for p in self.plans)
+        self._fail(self.store.stop_error((len(self.ds) - self.frontier) * parts))
 
     def _job_error(self, r: int, plan: Plan, kind: str, message: str, raw: str | None = None, attempts: int = 0) -> None:
         # The one place error rows are made: whatever a server put in them, no secret goes on.

@@ -6,8 +6,11 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import time
+import traceback
 import uuid
+import weakref
 from collections import Counter
 from contextlib import nullcontext
 from datetime import datetime, timezone
@@ -15,11 +18,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 
 from . import constants
 from .client import JudgeClient, has_credentials
-from .errors import ConfigError, InterruptedRun, RunStopped, TemplateError
+from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
 from .images import ImageValueError, image_urls, image_variables
 from .metrics import resolve_metrics
 from .pages import file_paths, release
@@ -27,7 +31,7 @@ from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, read_batches, s
 from .progress import ProgressBar, ProgressCallback, datasets_bars_off
 from .redact import install_log_filter, register
 from .settings import client_settings
-from .store import ReplyStore
+from .store import ReplyStore, free_space, human_bytes, is_disk_full
 from .summary import SUMMARY_FILE, RunSummary
 
 logger = logging.getLogger("hf_judge")
@@ -381,17 +385,25 @@ def score_dataset(
                     desc=f"Scoring {split}",
                 )
                 cache_file = cache_root / "results" / f"{fp}.arrow"
+                run_dir: Path | None = None
                 if use_cache:
-                    cache_file.parent.mkdir(parents=True, exist_ok=True)
-                    map_kwargs.update(cache_file_name=str(cache_file), load_from_cache_file=True)
-                    if cache_file.exists():
-                        with datasets_bars_off():
-                            scores = d.map(_never_called, **map_kwargs)
-                        results[split] = concatenate_datasets([d.flatten_indices() if d._indices is not None else d, scores], axis=1)
+                    _remove_partials(cache_file)
+                    saved = _load_result(cache_file, len(d), features) if cache_file.exists() else None
+                    if saved is not None:
+                        base = d.flatten_indices() if d._indices is not None else d
+                        results[split] = concatenate_datasets([base, saved], axis=1)
                         summary.cached_splits.append(split)
                         summary.rows[split] = len(d)
                         summary.add_runs(_read_runs(cache_file))
                         continue
+                    # The map writes into a folder of its own, so that whatever it leaves
+                    # behind (a temporary file on a full disk) goes with the folder.
+                    run_dir = cache_file.with_name(f"{fp}.run-{uuid.uuid4().hex[:8]}")
+                    try:
+                        run_dir.mkdir(parents=True)
+                    except OSError as e:
+                        raise (_results_disk_full(cache_file.parent, e, None) if is_disk_full(e) else e) from None
+                    map_kwargs.update(cache_file_name=str(run_dir / cache_file.name), load_from_cache_file=False)
                 else:
                     map_kwargs.update(keep_in_memory=True, load_from_cache_file=False)
                 if loop is None:
@@ -410,6 +422,23 @@ def score_dataset(
                 try:
                     with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
                         scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
+                    errors.extend(sorted(run.errors, key=lambda e: e["row"]))
+                    if use_cache:
+                        # A result with errors is not a finished one: keep it out of the fingerprint
+                        # cache so that the next run retries exactly the failed (row, metric) pairs.
+                        partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
+                        done = partial if run.errors else cache_file
+                        os.replace(run_dir / cache_file.name, done)
+                        scores = Dataset.from_file(str(done))
+                        if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
+                            weakref.finalize(scores.data, _unlink, done)
+                except OSError as e:
+                    if not is_disk_full(e):
+                        raise
+                    _close_left_open(e, run_dir)
+                    if isinstance(run.failure, DiskFullError):
+                        raise run.failure from None
+                    raise _results_disk_full(cache_file.parent, e, _results_needed(run_dir, run, len(d))) from None
                 finally:
                     if not feeder.done():
                         loop.run(run.cancel())
@@ -420,13 +449,8 @@ def score_dataset(
                         except BaseException:  # noqa: BLE001 - the map has raised it already
                             pass
                         bar.close()
-                errors.extend(sorted(run.errors, key=lambda e: e["row"]))
-                if run.errors and use_cache:
-                    # Not a finished result: keep it out of the fingerprint cache so
-                    # that the next run retries exactly the failed (row, metric) pairs.
-                    partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
-                    os.replace(cache_file, partial)
-                    scores = Dataset.from_file(str(partial))
+                    if run_dir is not None:
+                        shutil.rmtree(run_dir, ignore_errors=True)
                 base = d.flatten_indices() if d._indices is not None else d
                 results[split] = concatenate_datasets([base, scores], axis=1)
                 release(run.input_files | file_paths(scores.cache_files))  # read again only where used
@@ -531,8 +555,76 @@ def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: 
     ]
 
 
-def _never_called(_indices):  # pragma: no cover - only reached if the cache file vanished mid-call
-    raise RuntimeError("the cached result disappeared while it was being loaded; run again")
+def _load_result(path: Path, rows: int, features: Features) -> Dataset | None:
+    """A split's saved scores, or None when the file is damaged: then it is moved aside with a warning,
+    and the split is scored again from the reply cache (no request for a reply it holds)."""
+    try:
+        scores = Dataset.from_file(str(path))
+        if len(scores) == rows and scores.features == features:
+            return scores
+        problem = (
+            f"{len(scores):,} rows of columns {sorted(scores.column_names)} where {rows:,} of {sorted(features)} belong"
+        )
+    except (pa.ArrowException, OSError) as e:
+        problem = str(e)
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    os.replace(path, aside)
+    logger.warning(
+        "the saved scores %s are damaged (%s); moved them to %s and scoring the split again from the reply cache",
+        path, problem, aside,
+    )
+    return None
+
+
+def _remove_partials(cache_file: Path) -> None:
+    """Remove the partial results earlier runs of this fingerprint left (a kill -9 skips their clean-up)."""
+    for p in cache_file.parent.glob(f"{cache_file.stem}.partial-*.arrow"):
+        _unlink(p)  # a dataset of this process that still maps one keeps reading it (Linux)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _close_left_open(error: BaseException, folder: Path | None) -> None:
+    """Close the files in ``folder`` that a map stopped by a full disk left open.
+
+    When the disk is full, finalizing the map's writer fails again, and datasets
+    then leaves its temporary file (and the writer's stream) open: their last
+    flush, at garbage collection, would print an ignored-exception traceback.
+    """
+    if folder is None:
+        return
+    prefix = str(folder)
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        for v in list(frame.f_locals.values()):
+            for f in (v, getattr(v, "stream", None)):
+                name = getattr(f, "name", None) or getattr(f, "path", None)
+                if isinstance(name, str) and name.startswith(prefix) and callable(getattr(f, "close", None)):
+                    try:
+                        f.close()
+                    except (OSError, ValueError):
+                        pass
+
+
+def _results_needed(run_dir: Path | None, run: SplitRun, rows: int) -> int | None:
+    """About the space the rest of a split's scores take, judged by what the map had written."""
+    if run_dir is None or not run.consumed:
+        return None
+    written = sum(p.stat().st_size for p in run_dir.iterdir() if p.is_file())
+    return int(written / run.consumed * (rows - run.consumed) * 1.2) if written else None
+
+
+def _results_disk_full(folder: Path, error: OSError, needed: int | None) -> DiskFullError:
+    need = f"about {human_bytes(needed)} more" if needed else "more space"
+    return DiskFullError(
+        f"the disk that holds the results folder {folder} is full ({human_bytes(free_space(folder))} free): {error}. "
+        f"Every reply received is kept in the reply cache; the scores of this split need {need}. Free it there "
+        "(or point cache_dir= / --cache-dir at a larger disk) and run the same command again."
+    )
 
 
 def _source_name(splits: dict[str, Dataset]) -> str:

@@ -14,23 +14,35 @@ opened (after a crash too). Keys are hashes, so inserting each reply into the
 keyed table as it came dirtied one random page per reply: about 4 KB written
 per reply and ten times the CPU of an append. The merge costs ~2 us a reply.
 The price: lookups see the replies of earlier runs, not those of the run in
-progress (nor those of a run going on beside it in another process), so two
-identical rows of one run are both sent.
+progress (nor those of a run going on beside it in another process); the
+pipeline shares the replies of identical requests within a run itself.
 
-A damaged database is moved aside with a warning and a fresh one started:
-the affected rows are scored again, never read wrong.
+Only real damage (SQLite reports the file corrupt or not a database, or
+``quick_check`` fails) moves the database aside, with a warning, for a fresh
+one: the affected rows are scored again, never read wrong. A store that cannot
+be opened or written for any other reason is left as it is and reported:
+another process holding the write lock is waited for (``lock_wait`` seconds,
+with a warning) and then named in a :class:`CacheLockedError`; a full disk
+raises :class:`DiskFullError` naming the path. A write that fails during a run
+is kept in memory, retried with the next commit and at ``close``, and recorded
+in ``failure`` (and handed to ``on_failure``) so that the run stops sending.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import queue
+import shutil
 import sqlite3
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Callable
+
+from .errors import CacheError, CacheLockedError, DiskFullError
 
 logger = logging.getLogger("hf_judge")
 
@@ -42,14 +54,71 @@ _STOP = object()
 # Group commit: at most one commit per window, so a kill -9 loses at most the
 # replies of one window plus one commit (a handful at usual rates).
 COMMIT_WINDOW_S = 0.005
+# How long opening or writing the store waits for another process's write lock.
+LOCK_WAIT_S = 60.0
+# SQLite primary result codes (an extended code keeps its primary one in the low byte).
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 5, 6, 10, 11, 13, 26
+# The WAL grows up to ~1,000 pages before each checkpoint: headroom a write needs beyond the replies.
+_WAL_HEADROOM = 4 << 20
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=60000")
-    conn.executescript(_SCHEMA)
+class _Damaged(sqlite3.DatabaseError):
+    """quick_check found the database inconsistent."""
+
+
+def _code(e: BaseException) -> int:
+    return (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
+
+
+def is_disk_full(e: BaseException, path: Path | None = None) -> bool:
+    """Whether ``e`` (an OSError, an Arrow IO error or a SQLite error) means that no space was left.
+
+    SQLite reports ENOSPC as SQLITE_FULL when it grows a file, but as a bare
+    I/O error when it sizes the WAL index (``-shm``): that one counts as a full
+    disk when the disk that holds ``path`` has less than a WAL's headroom free.
+    """
+    if isinstance(e, sqlite3.Error):
+        code = _code(e)
+        if code == _SQLITE_FULL:
+            return True
+        if code == _SQLITE_IOERR and path is not None:
+            free = free_space(path)
+            return free is not None and free < _WAL_HEADROOM
+        return False
+    return isinstance(e, OSError) and (e.errno == errno.ENOSPC or "No space left on device" in str(e))
+
+
+def free_space(path: Path) -> int | None:
+    """Bytes free on the disk that holds ``path`` (or its nearest existing parent)."""
+    for p in (path, *path.parents):
+        try:
+            return shutil.disk_usage(p).free
+        except OSError:
+            continue
+    return None
+
+
+def human_bytes(n: float | None) -> str:
+    """``n`` bytes for a message, e.g. ``human_bytes(7_300_000) == "7 MB"``."""
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:,.0f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} TB"
+
+
+def _connect(path: Path, lock_wait: float = LOCK_WAIT_S) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=lock_wait, check_same_thread=False, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(lock_wait * 1000)}")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -63,7 +132,8 @@ def _merge(conn: sqlite3.Connection) -> None:
         conn.execute("DELETE FROM pending")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
+            conn.execute("ROLLBACK")
         raise
 
 
@@ -98,27 +168,104 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
 class ReplyStore:
     """Request-hash -> reply content, durable across crashes and processes."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, lock_wait: float | None = None):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock_wait = lock_wait = LOCK_WAIT_S if lock_wait is None else lock_wait
         try:
-            self._read = _connect(self.path)
-            self._read.execute("SELECT count(*) FROM (SELECT 1 FROM replies LIMIT 1)").fetchone()
-            # A full check reads every page: affordable for small stores only.
-            # Damage found later costs a warning and a re-score, never a crash.
-            if self.path.stat().st_size < 64 << 20 and self._read.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                raise sqlite3.DatabaseError("quick_check failed")
-            _merge(self._read)  # what earlier runs left behind
-        except sqlite3.DatabaseError as e:
-            self._quarantine(e)
-            self._read = _connect(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise (self._disk_full(e) if is_disk_full(e) else e) from None
+        self._read = self._open()
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write_loop, name="hf_judge-store", daemon=True)
-        self._write_conn = _connect(self.path)
-        self._error: BaseException | None = None
+        try:
+            self._write_conn = _connect(self.path, lock_wait)
+        except sqlite3.Error as e:
+            self._read.close()
+            raise self._not_usable(e) from None
+        self.failure: CacheError | None = None
+        # Called from the writer thread with ``failure`` when a commit fails.
+        self.on_failure: Callable[[CacheError], None] | None = None
+        self._unsaved: list[tuple] = []
         self.written = 0
+        self._bytes = 0
         self._writer.start()
+
+    def _open(self) -> sqlite3.Connection:
+        """Open, check and merge: wait for a lock, report a full disk, move only a damaged file aside."""
+        deadline = time.monotonic() + self.lock_wait
+        first = True
+        while True:
+            # A short first wait, so that a long one is announced before it starts.
+            wait = min(1.0, self.lock_wait / 2) if first else max(0.0, deadline - time.monotonic())
+            conn = None
+            try:
+                conn = _connect(self.path, wait)
+                conn.execute("SELECT count(*) FROM (SELECT 1 FROM replies LIMIT 1)").fetchone()
+                # A full check reads every page: affordable for small stores only.
+                # Damage found later costs a warning and a re-score, never a crash.
+                if self.path.stat().st_size < 64 << 20 and conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                    raise _Damaged("quick_check failed")
+                _merge(conn)  # what earlier runs left behind
+                conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
+                return conn
+            except sqlite3.Error as e:
+                if conn is not None:
+                    conn.close()
+                code = _code(e)
+                if code in (_SQLITE_BUSY, _SQLITE_LOCKED) and first and deadline > time.monotonic():
+                    logger.warning(
+                        "another process holds the write lock on the reply cache %s; waiting up to %.0f s for it",
+                        self.path, max(0.0, deadline - time.monotonic()),
+                    )
+                    first = False
+                    continue
+                if isinstance(e, _Damaged) or code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                    self._quarantine(e)
+                    try:
+                        return _connect(self.path, self.lock_wait)
+                    except sqlite3.Error as e2:
+                        raise self._not_usable(e2) from None
+                raise self._not_usable(e) from None
+
+    def _not_usable(self, e: sqlite3.Error) -> CacheError:
+        """The error to stop with when the store cannot be used for a reason other than damage."""
+        code = _code(e)
+        logger.debug("reply cache error %s (%s)", getattr(e, "sqlite_errorname", None), e)
+        if is_disk_full(e, self.path):
+            return self._disk_full(e)
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return CacheLockedError(
+                f"another process has held the write lock on the reply cache {self.path} for over "
+                f"{self.lock_wait:.0f} s ({e}); the cache is untouched. Let that run finish (or stop it), "
+                "or give this run its own cache_dir= (--cache-dir), then run the same command again."
+            )
+        return CacheError(
+            f"could not use the reply cache {self.path}: {e}; it is left as it is. "
+            "Check the folder's permissions and disk, or give this run another cache_dir= (--cache-dir)."
+        )
+
+    def _disk_full(self, e: BaseException) -> DiskFullError:
+        return DiskFullError(
+            f"the disk that holds the reply cache {self.path} is full "
+            f"({human_bytes(free_space(self.path))} free): {e}. "
+            f"The cache is untouched. Free at least {human_bytes(_WAL_HEADROOM)} there (or point cache_dir= / "
+            "--cache-dir at a larger disk) and run the same command again."
+        )
+
+    def stop_error(self, requests_left: int) -> CacheError | None:
+        """``failure`` as the error a run stops with, a full disk with the space the ``requests_left`` need."""
+        if not isinstance(self.failure, DiskFullError):
+            return self.failure
+        per_reply = self._bytes / self.written if self.written else 1024
+        need = int(requests_left * per_reply * 2) + _WAL_HEADROOM  # pages are rarely full; the WAL doubles writes
+        return DiskFullError(
+            f"the disk that holds the reply cache {self.path} is full ({human_bytes(free_space(self.path))} free), "
+            f"so the run stopped sending; {self.written:,} replies of this run are saved. The {requests_left:,} "
+            f"requests left need about {human_bytes(need)} more: free that much there (or point cache_dir= / "
+            "--cache-dir at a larger disk) and run the same command again to resume."
+        )
 
     def _quarantine(self, error: Exception) -> None:
         aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
@@ -172,18 +319,7 @@ class ReplyStore:
                     break
             rows = [b for b in batch if not isinstance(b, threading.Event)]
             if rows:
-                try:
-                    conn.execute("BEGIN")
-                    _insert(conn, rows)
-                    conn.execute("COMMIT")
-                    self.written += len(rows)
-                except sqlite3.Error as e:  # keep running: a lost write only costs a re-score
-                    self._error = e
-                    logger.warning("could not write to the reply cache %s: %s", self.path, e)
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
+                self._commit(rows)
             for b in batch:
                 if isinstance(b, threading.Event):
                     b.set()
@@ -197,6 +333,35 @@ class ReplyStore:
                 # the run's throughput. The window bounds what a kill -9 loses.
                 time.sleep(COMMIT_WINDOW_S)
 
+    def _commit(self, rows: list[tuple]) -> None:
+        """Commit ``rows`` with the replies an earlier failed commit kept; keep them all if this one fails too."""
+        if self._unsaved:
+            rows = self._unsaved + rows
+        conn = self._write_conn
+        try:
+            conn.execute("BEGIN")
+            _insert(conn, rows)
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            self._unsaved = rows
+            if self.failure is None:
+                self.failure = self._not_usable(e)
+                logger.warning("could not write to the reply cache %s: %s", self.path, e)
+                if self.on_failure is not None:
+                    try:
+                        self.on_failure(self.failure)
+                    except RuntimeError:  # the run's event loop is already closed
+                        pass
+            return
+        self._unsaved = []
+        self.written += len(rows)
+        self._bytes += sum(len(k) + len(c) + len(u or "") + 16 for k, c, u in rows)
+
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything queued so far is committed."""
         ev = threading.Event()
@@ -208,6 +373,13 @@ class ReplyStore:
         if self._writer.is_alive():
             self._queue.put(_STOP)
             self._writer.join()
+        if self._unsaved:
+            self._commit([])  # a last try: the disk may have room again
+        if self._unsaved:
+            logger.warning(
+                "%s replies of this run could not be saved in %s; they will be asked again",
+                len(self._unsaved), self.path,
+            )
         for c in (self._read, self._write_conn):
             try:
                 c.close()

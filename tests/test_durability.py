@@ -1,0 +1,249 @@
+"""Durability: a healthy cache is never discarded, a paid reply never lost, a request never paid twice."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from datasets import concatenate_datasets, load_from_disk
+from helpers import qa_dataset, score
+
+import hf_judge.store
+from hf_judge import CacheLockedError, DiskFullError
+from hf_judge.store import ReplyStore
+
+KEYS = [i.to_bytes(16, "big") for i in range(200)]
+
+
+def _store_with_pending(path: Path) -> None:
+    """A store whose last run's replies still wait in ``pending`` (the next open must write to merge them)."""
+    s = ReplyStore(path)
+    for i, k in enumerate(KEYS):
+        s.put(k, f'{{"score": {i % 10 + 1}}}')
+    s.close()
+
+
+def test_a_locked_store_is_waited_for_then_reported_never_quarantined(tmp_path, caplog):
+    path = tmp_path / "replies.sqlite3"
+    _store_with_pending(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's run, stuck holding the write lock
+    with caplog.at_level("WARNING", logger="hf_judge"), pytest.raises(CacheLockedError) as info:
+        ReplyStore(path, lock_wait=0.3)
+    assert str(path) in str(info.value) and "another process" in str(info.value)
+    assert "waiting up to" in caplog.text and "damaged" not in caplog.text
+    assert [p.name for p in tmp_path.iterdir() if "corrupt" in p.name] == []
+    holder.execute("ROLLBACK")
+    holder.close()
+    store = ReplyStore(path, lock_wait=0.3)  # the lock released: every reply is still there
+    assert len(store.get_many(KEYS)) == 200
+    store.close()
+
+
+def test_a_lock_released_within_the_wait_is_waited_for(tmp_path):
+    path = tmp_path / "replies.sqlite3"
+    _store_with_pending(path)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    threading.Timer(1.5, lambda: holder.execute("ROLLBACK")).start()  # after the first, short wait
+    store = ReplyStore(path, lock_wait=30)
+    assert len(store.get_many(KEYS)) == 200
+    store.close()
+    holder.close()
+
+
+def test_corruption_is_still_moved_aside(tmp_path, caplog):
+    path = tmp_path / "replies.sqlite3"
+    path.write_bytes(b"not a database at all " * 200)
+    with caplog.at_level("WARNING", logger="hf_judge"):
+        store = ReplyStore(path)
+    assert "damaged" in caplog.text
+    assert len([p for p in tmp_path.iterdir() if ".corrupt-" in p.name]) == 1
+    store.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on a 1 MB tmpfs: a real full disk (needs root, skipped elsewhere)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _resize(disk: Path, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], check=True)
+
+
+def _fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for size in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError:
+                pass
+    return filler
+
+
+def test_a_full_disk_at_open_is_reported_and_the_store_untouched(small_disk):
+    path = small_disk / "replies.sqlite3"
+    _store_with_pending(path)
+    before = path.read_bytes()
+    filler = _fill(small_disk)
+    with pytest.raises(DiskFullError) as info:
+        ReplyStore(path)
+    assert str(path) in str(info.value) and "Free at least" in str(info.value)
+    assert [p.name for p in small_disk.iterdir() if "corrupt" in p.name] == []
+    assert path.read_bytes()[:100] == before[:100]
+    filler.unlink()
+    store = ReplyStore(path)
+    assert len(store.get_many(KEYS)) == 200
+    store.close()
+
+
+def test_identical_requests_of_one_run_are_sent_once(judge, tmp_path):
+    judge.configure(latency=0.02, faults=[{"fault": "status", "status": 400, "match": "row-7:"}])
+    ds = concatenate_datasets([qa_dataset(164)] * 50)  # 164 distinct prompts, each 50 times
+    out = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, concurrency=64)
+    assert judge.stats()["requests"] == 2 * 164  # once per distinct (prompt, metric)
+    assert out.summary.requests == 328 and out.summary.cache_hits == 2 * 8200 - 328
+    rows = out["train"].to_list()
+    for i, row in enumerate(rows):
+        assert row == rows[i % 164]
+    errors = out["errors"].to_list()  # the failed request fails each row that waited on it, once per metric
+    assert sorted((e["row"], e["metric"]) for e in errors) == sorted(
+        (r, m) for r in range(7, 8200, 164) for m in ("QA_Clarity", "Q_All")
+    )
+    assert len({e["kind"] for e in errors}) == 1
+
+
+def test_a_damaged_results_file_is_moved_aside_and_rebuilt_from_the_store(judge, tmp_path, caplog):
+    ds = qa_dataset(60)
+    good = score(ds, ["QA_Clarity"], judge, tmp_path)["train"].to_list()  # before its file is overwritten
+    (result,) = (tmp_path / "cache" / "results").glob("*.arrow")
+    for damage in (b"\x00garbage" * 50, result.read_bytes()[:300]):  # overwritten; cut short
+        result.write_bytes(damage)
+        judge.reset()
+        with caplog.at_level("WARNING", logger="hf_judge"):
+            again = score(ds, ["QA_Clarity"], judge, tmp_path)
+        assert "damaged" in caplog.text and str(result) in caplog.text
+        assert judge.stats()["requests"] == 0  # every reply came from the store
+        assert again["train"].to_list() == good
+        assert again.summary.cache_hits == 60
+        del again
+    assert len(list(result.parent.glob("*.corrupt-*"))) >= 1
+    assert score(ds, ["QA_Clarity"], judge, tmp_path).summary.cached_splits == ["train"]  # rebuilt
+
+
+def test_no_partial_results_file_is_left_behind(judge, tmp_path):
+    judge.configure(faults=[{"fault": "status", "status": 400, "match": "row-3:"}])
+    ds = qa_dataset(40)
+    results = tmp_path / "cache" / "results"
+    first = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert len(first["errors"]) == 1 and len(list(results.glob("*.partial-*"))) == 1  # while `first` reads it
+    second = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert len(second["errors"]) == 1
+    assert len(list(results.glob("*.partial-*"))) == 1  # the first run's is gone, the second's in use
+    first.save_to_disk(tmp_path / "first")  # still readable
+    assert load_from_disk(tmp_path / "first")["train"].to_list() == second["train"].to_list()
+    del first, second
+    gc.collect()
+    assert list(results.glob("*.partial-*")) == [] and list(results.glob("tmp*")) == []
+
+
+def test_a_disk_full_mid_run_stops_sending_and_keeps_what_it_has(judge, small_disk):
+    n, concurrency = 20_000, 32
+    judge.configure(latency=0.002)
+    ds = qa_dataset(n)
+    with pytest.raises(DiskFullError) as info:
+        score(ds, ["QA_Clarity"], judge, small_disk, concurrency=concurrency)
+    message = str(info.value)
+    db = small_disk / "cache" / "replies.sqlite3"
+    # the reply cache or the results folder, whichever found the disk full first
+    assert "the disk that holds the " in message and str(small_disk / "cache") in message
+    assert "more" in message and "run the same command again" in message
+    sent = judge.stats()["requests"]
+    assert sent < n // 2  # it stopped sending
+    results = small_disk / "cache" / "results"
+    assert [p.name for p in results.iterdir()] == []  # no temporary file, no run folder, no partial result
+    assert [p.name for p in db.parent.iterdir() if "corrupt" in p.name] == []
+
+    _resize(small_disk, "64m")  # space again
+    store = ReplyStore(db)
+    kept = len(store)
+    store.close()
+    assert sent - kept <= 3 * concurrency  # lost: at most those in flight and one failed commit
+    judge.reset()
+    out = score(ds, ["QA_Clarity"], judge, small_disk, concurrency=concurrency)
+    assert judge.stats()["requests"] == n - kept  # pays only for what was not stored
+    assert len(out["errors"]) == 0 and None not in out["train"]["QA_Clarity"]
+
+
+def test_a_full_disk_while_writing_the_scores_leaves_no_temporary_file(judge, small_disk):
+    _resize(small_disk, "64m")
+    ds = qa_dataset(10_000)
+    results = small_disk / "cache" / "results"
+    for _ in range(2):  # every reply stored, and merged by the second run's open
+        score(ds, ["QA_Clarity"], judge, small_disk)
+        for p in results.iterdir():
+            p.unlink()
+    filler = _fill(small_disk)
+    filler.write_bytes(filler.read_bytes()[: -(128 << 10)])  # room for the store's index, not for the scores
+    judge.reset()
+    with pytest.raises(DiskFullError) as info:
+        score(ds, ["QA_Clarity"], judge, small_disk)
+    assert str(results) in str(info.value) and "run the same command again" in str(info.value)
+    assert judge.stats()["requests"] == 0
+    assert [p.name for p in results.iterdir()] == []  # no tmp*.arrow left
+
+
+def test_a_run_on_a_locked_cache_stops_without_paying_again(judge, tmp_path, monkeypatch):
+    """The measured case: a store quarantined because another process held its lock, every reply paid again."""
+    ds = qa_dataset(300)
+    score(ds, ["QA_Clarity"], judge, tmp_path)  # its replies wait in `pending`: the next open merges them
+    cache = tmp_path / "cache"
+    for p in (cache / "results").iterdir():
+        p.unlink()
+    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 0.5)
+    holder = sqlite3.connect(cache / "replies.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    judge.reset()
+    with pytest.raises(CacheLockedError):
+        score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == 0
+    holder.execute("ROLLBACK")
+    holder.close()
+    again = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert judge.stats()["requests"] == 0 and again.summary.cache_hits == 300
+    assert [p.name for p in cache.iterdir() if "corrupt" in p.name] == []
+
+
+def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path):
+    data = tmp_path / "data.jsonl"
+    rows = (json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(20_000))
+    data.write_text("".join(rows))
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(small_disk / "cache")}
+    p = subprocess.run(
+        [sys.executable, "-m", "hf_judge.cli", "score", str(data), "--metrics", "QA_Clarity",
+         "--column", "instruction=question", "--column", "output=answer", "--model", "judge",
+         "--base-url", judge.base_url, "--output-dir", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert p.returncode == 1, p.stderr
+    # the reply cache or the results folder, whichever found the disk full first
+    assert "hf-judge: stopped: the disk that holds the " in p.stderr and str(small_disk / "cache") in p.stderr
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert judge.stats()["requests"] < 20_000 // 2
