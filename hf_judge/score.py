@@ -677,8 +677,12 @@ def _record_run(summary: RunSummary, current: tuple, client: JudgeClient, run_id
     if cache_file is not None:
         runs = [r for r in earlier if r.get("id") != run_id] + [entry]
         tmp = _runs_file(cache_file).with_suffix(f".tmp-{run_id}")
-        tmp.write_text(json.dumps(runs), encoding="utf-8")
-        os.replace(tmp, _runs_file(cache_file))
+        try:
+            tmp.write_text(json.dumps(runs), encoding="utf-8")
+            os.replace(tmp, _runs_file(cache_file))
+        except OSError as e:  # a full disk: the history is a nicety, the run's own error must show
+            _unlink(tmp)
+            logger.debug("could not record the run history beside %s: %s", cache_file, e)
 
 
 def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], started: float) -> None:

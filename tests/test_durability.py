@@ -178,7 +178,8 @@ def test_a_disk_full_mid_run_stops_sending_and_keeps_what_it_has(judge, small_di
     sent = judge.stats()["requests"]
     assert sent < n // 2  # it stopped sending
     results = small_disk / "cache" / "results"
-    assert [p.name for p in results.iterdir()] == []  # no temporary file, no run folder, no partial result
+    left = [p.name for p in results.iterdir() if not p.name.endswith(".runs.json")]  # the run history may stay
+    assert left == []  # no temporary file, no run folder, no partial result
     assert [p.name for p in db.parent.iterdir() if "corrupt" in p.name] == []
 
     _resize(small_disk, "64m")  # space again
@@ -207,7 +208,7 @@ def test_a_full_disk_while_writing_the_scores_leaves_no_temporary_file(judge, sm
         score(ds, ["QA_Clarity"], judge, small_disk)
     assert str(results) in str(info.value) and "run the same command again" in str(info.value)
     assert judge.stats()["requests"] == 0
-    assert [p.name for p in results.iterdir()] == []  # no tmp*.arrow left
+    assert [p.name for p in results.iterdir() if not p.name.endswith(".runs.json")] == []  # no tmp*.arrow left
 
 
 def test_a_run_on_a_locked_cache_stops_without_paying_again(judge, tmp_path, monkeypatch):
