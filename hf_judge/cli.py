@@ -372,6 +372,9 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         )
     summary = scored.summary
     summary.source_dataset, summary.source_on_hub = _source(job.dataset)
+    earlier = _earlier_summary(job, args.token)
+    if earlier is not None:  # metrics added to a scored result: the card keeps how its other scores were made
+        summary.include(earlier)
     if job.recipe is not None:
         recipe = job.recipe
         summary.recipe = recipe.name
@@ -400,6 +403,16 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
     return 0
+
+
+def _earlier_summary(job: Job, token: str | None):
+    """The ``summary.json`` of a scored input (a folder or Hub repo hf-judge wrote), or None."""
+    from .inputs import input_summary
+
+    try:
+        return input_summary(job.dataset, revision=job.revision, token=token)
+    except Exception:  # noqa: BLE001 - no summary (offline, not ours, unreadable) only means no earlier provenance
+        return None
 
 
 def _source(dataset: str) -> tuple[str, bool]:

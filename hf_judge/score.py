@@ -287,7 +287,11 @@ def score_dataset(
 
     plans_by_split: dict[str, list[Plan]] = {}
     kept: dict[str, list[str]] = {}
+    renamed: dict[str, dict[str, str]] = {}
     for split in list(splits):
+        renamed[split] = _free_single_metric_columns(splits[split], loaded)
+        if renamed[split]:
+            splits[split] = splits[split].rename_columns(renamed[split])
         todo, kept[split], drop = _existing_columns(split, splits[split], loaded, if_exists, token_columns)
         if drop:
             splits[split] = splits[split].remove_columns(drop)
@@ -355,6 +359,11 @@ def score_dataset(
         f"kept the existing columns of {', '.join(names)} in {split} (not scored again; if_exists='overwrite', "
         "CLI --overwrite-scores, scores them again)"
         for split, names in kept.items() if names
+    ]
+    summary.notes += [
+        f"renamed {', '.join(f'{a} to {b}' for a, b in names.items())} in {split}: the score an All metric wrote, "
+        "beside the single metric's own columns"
+        for split, names in renamed.items() if names
     ]
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
@@ -506,6 +515,34 @@ def _kind(feature: Any) -> str | None:
     if dtype is None:
         return None
     return "bool" if dtype == "bool" else "number" if dtype.startswith(("int", "uint", "float")) else dtype
+
+
+def _free_single_metric_columns(d: Dataset, loaded: list) -> dict[str, str]:
+    """Columns of an earlier ``<Mode>_All`` run that a single metric asked for now needs: old -> new name.
+
+    ``QA_All`` wrote ``QA_Clarity``; scoring ``QA_Clarity`` later needs that name for its own score. The All's
+    score moves to ``QA_All_Clarity``, the name it gets when both run together (see metrics.resolve_metrics),
+    so adding a single metric to a scored dataset keeps every score. Only when the dataset holds every column
+    of the All metric and none of the single metric's other columns: anything else is a real conflict.
+    """
+    from .metrics import load_metric
+
+    names = set(d.column_names)
+    renames: dict[str, str] = {}
+    for m in loaded:
+        if m.mode is None or m.name.endswith("_All") or m.name not in names:
+            continue
+        others = [c for c in m.columns if c != m.name]
+        if not others or any(c in names for c in others):
+            continue
+        try:
+            all_columns = load_metric(f"{m.mode}_All").columns
+        except ConfigError:
+            continue
+        target = f"{m.mode}_All_{m.name.removeprefix(m.mode + '_')}"
+        if m.name in all_columns and names.issuperset(all_columns) and target not in names:
+            renames[m.name] = target
+    return renames
 
 
 def _existing_columns(
