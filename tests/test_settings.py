@@ -7,6 +7,7 @@ import hashlib
 import orjson
 from helpers import qa_dataset, score
 
+from hf_judge import Settings
 from hf_judge.client import JudgeClient
 from hf_judge.metrics import resolve_metrics
 from hf_judge.pipeline import Plan
@@ -25,7 +26,7 @@ FINGERPRINT_CAPPED_TOKENS = "226d604514b5a4406f5fb2f9a65ecbd7"  # max_input_char
 
 
 def _client(base_url: str) -> JudgeClient:
-    return JudgeClient(base_url=base_url, api_key=None, model="judge")
+    return JudgeClient(Settings(model="judge", base_url=base_url), api_key=None)
 
 
 def _plans(ds):
