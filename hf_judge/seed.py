@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError
 from .recipes import read_yaml, resolve_secret
-from .settings import config_error
+from .settings import Concurrency, Retries, Temperature, Timeout, TopP, config_error, resolve_settings
 from .summary import RunSummary
 
 logger = logging.getLogger("hf_judge")
@@ -67,18 +67,24 @@ class SeedConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     openai: _OpenAI = _OpenAI()
-    model: str
-    concurrency: Annotated[int, Field(ge=1)] = 1024
-    timeout: Annotated[float, Field(gt=0)] = 30
-    retry: Annotated[int, Field(ge=0)] = 3
+    # the seed's own keys and defaults, with the limits of hf_judge.Settings (settings() maps them onto it)
+    model: Annotated[str, Field(min_length=1)]
+    concurrency: Concurrency = 1024
+    timeout: Timeout = 30
+    retry: Retries = 3
     chunk_size: Annotated[int, Field(ge=1)] = 2048
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    temperature: Temperature | None = None
+    top_p: TopP = 1.0
     input_path: str
     output_path: str = "output"
     prompts_dir: str | None = None
     id_track_file: str | None = None
     metrics: _Metrics
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings in hf_judge's names (``retry`` -> ``retries``, ``openai.base_url`` -> ``base_url``)."""
+        keep = ("model", "concurrency", "timeout", "temperature", "top_p")
+        return {**{k: getattr(self, k) for k in keep}, "retries": self.retry, "base_url": self.openai.base_url}
 
     def metric_names(self) -> list[tuple[str, str, str]]:
         """(mode, seed metric name, hf-judge metric name)."""
@@ -212,18 +218,8 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
             raise
         raise cause from None
     result = score_dataset(
-        ds,
-        metrics,
-        model=cfg.model,
-        base_url=cfg.openai.base_url,
-        api_key=api_key,
-        concurrency=cfg.concurrency,
-        timeout=cfg.timeout,
-        retries=cfg.retry,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        prompts_dir=cfg.prompts_dir,
-        cache_dir=cache_dir,
+        ds, metrics, api_key=api_key, prompts_dir=cfg.prompts_dir, cache_dir=cache_dir,
+        settings=resolve_settings(cfg.settings(), where=f"config {path}"),
     )
     triples = [(mode, seed_name, m) for (mode, seed_name, _), m in zip(names, metrics)]
     _write_seed_files(result, triples, scored_path, errors_path, track, append=track is not None)

