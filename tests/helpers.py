@@ -21,8 +21,9 @@ def score(ds, metrics, judge, tmp_path, **kw):
 
     kw.setdefault("columns", {"instruction": "question", "output": "answer"})
     # the knobs only tests turn (fast retries, small windows) go in a Settings object
-    knobs = {k: kw.pop(k) for k in ("backoff_base", "backoff_max", "window") if k in kw}
-    fast = Settings(model="judge", backoff_base=0.001, backoff_max=0.01, **knobs)
+    knobs = {"backoff_base": 0.001, "backoff_max": 0.01}
+    knobs.update({k: kw.pop(k) for k in ("backoff_base", "backoff_max", "window") if k in kw})
+    fast = Settings(model="judge", **knobs)
     return score_dataset(
         ds, metrics, settings=fast, base_url=judge.base_url, api_key="sk-test", cache_dir=tmp_path / "cache", **kw
     )
