@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError
-from .settings import SettingsOverrides, config_error, public_fields
+from .settings import SettingsOverrides, public_fields, validated
 
 
 def builtin_recipes_dir() -> Path:
@@ -171,10 +171,7 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     """
     path = find_recipe(name_or_path)
     data = read_yaml(path)
-    try:
-        recipe = Recipe(**data)
-    except ValidationError as e:
-        raise config_error(e, f"recipe {path}") from None
+    recipe = validated(Recipe, data, f"recipe {path}")
     recipe.name = recipe.name or path.stem
     if recipe.prompts_dir and not os.path.isabs(recipe.prompts_dir):
         recipe.prompts_dir = str((path.parent / recipe.prompts_dir).resolve())

@@ -32,14 +32,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError
 from .recipes import read_yaml, resolve_secret
-from .settings import Concurrency, Retries, Temperature, Timeout, TopP, config_error, resolve_settings
+from .settings import Concurrency, Retries, Temperature, Timeout, TopP, resolve_settings, validated
 from .summary import RunSummary
 
 logger = logging.getLogger("hf_judge")
@@ -110,10 +111,7 @@ def load_seed_config(path: str | os.PathLike) -> SeedConfig:
     """Read and validate a seed config; relative paths resolve against its folder."""
     path = Path(path)
     data = read_yaml(path)
-    try:
-        cfg = SeedConfig(**data)
-    except ValidationError as e:
-        raise config_error(e, f"config {path}") from None
+    cfg = validated(SeedConfig, data, f"config {path}")
     base = path.resolve().parent
     for key in ("input_path", "output_path", "prompts_dir", "id_track_file"):
         value = getattr(cfg, key)
@@ -146,20 +144,26 @@ def _id_key(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def _json_lines(f, path) -> Iterator[tuple[int, str, Any]]:
+    """(line number, line, its JSON value) for each line of ``f`` that is not blank."""
+    for n, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}, line {n}: not valid JSON ({e}); fix or remove that line") from None
+        yield n, line, value
+
+
 def _items(path: str, stamp: tuple, skip: frozenset):  # noqa: ARG001 - stamp busts the datasets cache when the file changes
     with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path}, line {n + 1}: not valid JSON ({e}); fix or remove that line") from None
+        for n, line, item in _json_lines(f, path):
             if not isinstance(item, dict):
-                raise ConfigError(f"{path}, line {n + 1}: not a JSON object; every line is one item like "
+                raise ConfigError(f"{path}, line {n}: not a JSON object; every line is one item like "
                                   '{"id": ..., "instruction": ..., "output": ...}')
             if "id" not in item:
-                raise ConfigError(f"{path}, line {n + 1}: no 'id' field; every item needs a unique id")
+                raise ConfigError(f"{path}, line {n}: no 'id' field; every item needs a unique id")
             key = _id_key(item["id"])
             if key in skip:
                 continue
@@ -303,13 +307,7 @@ def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, o
         items = with_scores = 0
         seen: list[tuple[str]] = []
         with open(scores_file, "rb") as scores, open(data_file, encoding="utf-8") as data, open(output_file, "w", encoding="utf-8") as out:
-            for n, line in enumerate(data):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ConfigError(f"{data_file}, line {n + 1}: not valid JSON ({e})") from None
+            for _, _, item in _json_lines(data, data_file):
                 key = _id_key(item.get("id"))
                 items += 1
                 hit = db.execute("SELECT pos FROM ix WHERE id = ?", (key,)).fetchone()

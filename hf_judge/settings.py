@@ -14,13 +14,14 @@ a recipe or seed config, then flags / keyword arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from . import constants
 from .errors import ConfigError
 
+M = TypeVar("M", bound=BaseModel)
 # Historical CLI spellings; any other flag is the field name with dashes (``--max-reply-bytes``).
 CLI_FLAGS = {"model": ("-m", "--model"), "max_requests_per_minute": ("--rpm",), "max_tokens_per_minute": ("--tpm",)}
 
@@ -131,6 +132,14 @@ def config_error(e: ValidationError, where: str = "settings") -> ConfigError:
     return ConfigError(f"invalid {where}: " + "; ".join(parts))
 
 
+def validated(model: type[M], data: Mapping[str, Any], where: str) -> M:
+    """``model(**data)``, or a ConfigError that names ``where`` and every bad field (see :func:`config_error`)."""
+    try:
+        return model(**data)
+    except ValidationError as e:
+        raise config_error(e, where) from None
+
+
 def merge_layers(*layers: Settings | Mapping[str, Any] | None) -> dict[str, Any]:
     """The settings given by ``layers``, later ones winning, not yet validated (see :func:`resolve_settings`)."""
     merged: dict[str, Any] = {}
@@ -152,7 +161,4 @@ def resolve_settings(*layers: Settings | Mapping[str, Any] | None, where: str = 
         >>> resolve_settings({"model": "m", "concurrency": 8}, {"concurrency": 2}).concurrency
         2
     """
-    try:
-        return Settings(**merge_layers(*layers))
-    except ValidationError as e:
-        raise config_error(e, where) from None
+    return validated(Settings, merge_layers(*layers), where)
