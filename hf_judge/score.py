@@ -301,11 +301,15 @@ def score_dataset(
 
 
 def _settings_doc() -> str:
+    """The keyword arguments' list in the docstring, from the fields of :class:`Settings`."""
+    import textwrap
+
     lines = []
     for name, f in public_fields().items():
-        default = "required" if f.is_required() else f"default {f.default!r}"
-        lines.append(f"    * ``{name}`` ({default}): {f.description}")
-    return "\n".join(lines).lstrip()
+        default = " (required)" if f.is_required() else "" if f.default is None else f" (default {f.default!r})"
+        item = f"* ``{name}``{default}: {f.description}"
+        lines.append(textwrap.fill(item, 100, subsequent_indent="  ", break_on_hyphens=False))
+    return textwrap.indent("\n".join(lines), "    ").lstrip()
 
 
 score_dataset.__doc__ = score_dataset.__doc__.format(settings=_settings_doc())
