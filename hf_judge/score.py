@@ -399,7 +399,7 @@ def _new_summary(
     return summary
 
 
-class _RunResources:
+class _RunResources(ExitStack):
     """What a run holds while it sends requests: the reply store, the event loop thread and the client's
     session. Opened when the first split needs them; closed once, each best effort, however the run ends:
     the split in flight cancelled, the session closed, the loop stopped, then the store flushed and closed."""
@@ -410,7 +410,7 @@ class _RunResources:
         self.store: ReplyStore | None = None
         self.loop: LoopThread | None = None
         self.active: SplitRun | None = None  # the split being scored, cancelled if the run stops
-        self._stack = ExitStack()
+        super().__init__()
 
     @property
     def written(self) -> int:
@@ -421,12 +421,16 @@ class _RunResources:
             return
         if self.store_path is not None:
             self.store = ReplyStore(self.store_path)
-            self._stack.callback(self._close_store, self.store)
+            self.callback(self._close_store, self.store)
         self.loop = loop = LoopThread()
-        self._stack.callback(loop.stop)
-        self._stack.callback(self._quietly, lambda: loop.run(self.client.close(), timeout=10))
-        self._stack.callback(self._quietly, lambda: self.active and loop.run(self.active.cancel(), timeout=10))
+        self.callback(loop.stop)
+        self.callback(self._quietly, lambda: loop.run(self.client.close(), timeout=10))
+        self.callback(self._quietly, self._cancel_active)
         loop.run(self.client.open())
+
+    def _cancel_active(self) -> None:
+        if self.active is not None:
+            self.loop.run(self.active.cancel(), timeout=10)
 
     @staticmethod
     def _close_store(store: ReplyStore) -> None:
@@ -439,12 +443,6 @@ class _RunResources:
             step()
         except Exception:  # noqa: BLE001 - best effort while stopping
             pass
-
-    def __enter__(self) -> _RunResources:
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        return self._stack.__exit__(*exc)
 
 
 @dataclass
