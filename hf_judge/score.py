@@ -747,12 +747,8 @@ def _record_run(summary: RunSummary, current: tuple, client: JudgeClient, run_id
 
 def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], started: float) -> None:
     s = client.stats
-    summary.requests = s.requests
-    summary.retries = s.retries
-    summary.cache_hits = s.cache_hits
-    summary.capped_waits = s.capped_waits
-    summary.prompt_tokens = s.prompt_tokens
-    summary.completion_tokens = s.completion_tokens
+    for name in (*_COUNTERS, "capped_waits"):
+        setattr(summary, name, getattr(s, name))
     summary.failed_attempts = dict(s.failures)
     summary.errors = dict(Counter(e["kind"] for e in errors))
     summary.structured_output = s.structured_output
