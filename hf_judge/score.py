@@ -31,7 +31,7 @@ from .pages import file_paths, release
 from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, read_batches, sparse_gc
 from .progress import ProgressBar, ProgressCallback, datasets_bars_off
 from .redact import install_log_filter, register
-from .settings import Settings, public_fields, resolve_settings
+from .settings import Settings, check_base_url, public_fields, resolve_settings
 from .store import ReplyStore, free_space, human_bytes, is_disk_full
 from .summary import SUMMARY_FILE, RunSummary
 
@@ -362,7 +362,7 @@ def _build_plans(
 
 def _api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
     """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials."""
-    base = settings.base_url or constants.default_base_url()
+    base = settings.base_url or check_base_url(constants.default_base_url())
     if api_key is None and not has_credentials(base):  # a URL's user:password@ is its auth: no key from the env
         api_key = constants.default_api_key()
     if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
