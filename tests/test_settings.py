@@ -148,3 +148,13 @@ def test_seed_config_maps_its_keys_onto_the_settings():
     cfg = SeedConfig(model="m", input_path="x", metrics={"QA": ["All"]}, retry=7, openai={"base_url": "http://h:1/v1"})
     s = resolve_settings(cfg.settings())
     assert (s.retries, s.base_url, s.concurrency, s.timeout, s.top_p) == (7, "http://h:1/v1", 1024, 30.0, 1.0)
+
+
+def test_a_base_url_from_the_environment_is_checked_like_one_given(monkeypatch):
+    import pytest
+
+    from hf_judge import ConfigError, score_dataset
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "127.0.0.1:8000/v1")
+    with pytest.raises(ConfigError, match="write it with its scheme, e.g. 'http://127.0.0.1:8000/v1'"):
+        score_dataset(qa_dataset(1), ["QA_Clarity"], model="m", columns=COLUMNS)
