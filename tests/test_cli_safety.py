@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from datasets import Dataset, load_dataset, load_from_disk
 
-from hf_judge import ConfigError, ServerUnreachableError, filter_by_scores, score_dataset
+from hf_judge import ConfigError, ServerUnreachableError, Settings, filter_by_scores, score_dataset
 from hf_judge.cli import main
 
 KEY = "sk-test-SECRETKEY-safety-0123456789"
@@ -278,7 +278,8 @@ def test_unreachable_server_stops_before_writing_and_says_so_once(tmp_path, caps
 def test_unreachable_server_in_the_library(tmp_path):
     ds = Dataset.from_dict({"instruction": ["a", "b"]})
     with pytest.raises(ServerUnreachableError, match="connection refused at http://127.0.0.1"):
-        score_dataset(ds, ["Q_Clarity"], model="m", base_url=dead_url(), cache_dir=tmp_path / "c", backoff_base=0.001)
+        fast = Settings(model="m", base_url=dead_url(), backoff_base=0.001)
+        score_dataset(ds, ["Q_Clarity"], settings=fast, cache_dir=tmp_path / "c")
 
 
 def test_no_key_for_openai_is_an_error_before_sending(tmp_path, capsys, monkeypatch):

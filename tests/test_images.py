@@ -17,7 +17,7 @@ import pytest
 from datasets import Dataset, Image, List
 from helpers import qa_dataset, score
 
-from hf_judge import ConfigError, PromptFileError, TemplateError, load_metric
+from hf_judge import ConfigError, PromptFileError, Settings, TemplateError, load_metric
 
 HERE = Path(__file__).parent
 OUTPUTS = "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n"
@@ -208,7 +208,7 @@ def test_text_only_request_bodies_are_unchanged(tmp_path):
     from hf_judge.client import JudgeClient
 
     pdir = prompt(tmp_path, "Q_Text", "Question: {{ instruction }}\nAnswer: {{ output }}", front="system: Be strict.\n")
-    client = JudgeClient(base_url="http://127.0.0.1:9/v1", api_key=None, model="judge")
+    client = JudgeClient(Settings(model="judge", base_url="http://127.0.0.1:9/v1"), api_key=None)
     m = load_metric("Q_Text", prompts_dir=pdir)
     values = {"instruction": "What is $\\frac{1}{2}$ + {x}?", "output": "a half"}
     body = client.body(m, m.messages(values), 0.1, "json_schema")
