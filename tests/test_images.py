@@ -232,12 +232,32 @@ def test_token_estimate_counts_an_image_as_image_tokens_not_its_base64():
 TEXT_BODY_SHA256 = "2b16cf90b6e8a1615facbdd913007208dee536e1eb900200ae9a4e09d48ce0cd"
 
 
-def test_mime_type_from_magic_bytes_or_file_name():
+def test_mime_type_from_magic_bytes_only():
     from hf_judge.images import mime_type
 
     webp = b"RIFF\x10\x00\x00\x00WEBPVP8 "
     assert [mime_type(png(COLORS[0])), mime_type(JPEG), mime_type(b"GIF87a.."), mime_type(webp)] == [
         "image/png", "image/jpeg", "image/gif", "image/webp"
     ]
-    assert mime_type(b"\x00\x01", "scan.webp") == "image/webp"
-    assert mime_type(b"BM\x00\x00", "scan.bmp") is None and mime_type(b"\x00") is None
+    assert mime_type(b"BM\x00\x00") is None and mime_type(b"\x00") is None and mime_type(b"not a png") is None
+
+
+def test_a_file_named_png_that_is_not_an_image_is_bad_image_not_sent(judge, tmp_path):
+    """The name is no evidence: `pics/bad.png` holding `not a png` was sent as data:image/png."""
+    judge.configure(record=True)
+    pdir = prompt(tmp_path, "VQA", VQA)
+    (tmp_path / "good.png").write_bytes(png(COLORS[0]))
+    (tmp_path / "bad.png").write_bytes(b"not a png")
+    (tmp_path / "scan.webp").write_bytes(b"BM\x00\x00 a bitmap")
+    rows = [{"bytes": None, "path": str(tmp_path / n)} for n in ("good.png", "bad.png", "scan.webp")]
+    rows.append({"bytes": b"not a png", "path": "inline.png"})
+    ds = Dataset.from_dict({"image": rows, "question": list("abcd")}).cast_column("image", Image())
+    out = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    st = judge.stats()
+    assert st["requests"] == 1 and st["image_parts"] == 1
+    assert st["bodies"][0]["messages"][0]["content"][1]["image_url"]["url"] == data_url(png(COLORS[0]))
+    assert out["train"]["VQA"][0] is not None and out["train"]["VQA"][1:] == [None, None, None]
+    errors = out["errors"].to_list()
+    assert [(e["row"], e["kind"]) for e in errors] == [(1, "bad_image"), (2, "bad_image"), (3, "bad_image")]
+    assert "bad.png" in errors[0]["message"] and "not PNG, JPEG, GIF or WEBP" in errors[0]["message"]
+    assert "b'not a pn'" in errors[0]["message"] and "scan.webp" in errors[1]["message"]
