@@ -261,3 +261,61 @@ def test_a_file_named_png_that_is_not_an_image_is_bad_image_not_sent(judge, tmp_
     assert [(e["row"], e["kind"]) for e in errors] == [(1, "bad_image"), (2, "bad_image"), (3, "bad_image")]
     assert "bad.png" in errors[0]["message"] and "not PNG, JPEG, GIF or WEBP" in errors[0]["message"]
     assert "b'not a pn'" in errors[0]["message"] and "scan.webp" in errors[1]["message"]
+
+
+def path_only_parquet(tmp_path: Path) -> Path:
+    """The stranger's file: a parquet whose Image column holds relative paths only, and pics/tmp.png is gone."""
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "a.png").write_bytes(png(COLORS[0]))
+    (tmp_path / "pics" / "c.png").write_bytes(png(COLORS[2]))
+    (tmp_path / "pics" / "tmp.png").write_bytes(png(COLORS[1]))  # to_parquet reads the files' sizes
+    rows = [{"bytes": None, "path": f"pics/{n}.png"} for n in ("a", "tmp", "c")]
+    ds = Dataset.from_dict({"image": rows, "question": ["a?", "b?", "c?"]}).cast_column("image", Image())
+    ds.to_parquet(str(tmp_path / "v.parquet"))
+    os.remove(tmp_path / "pics" / "tmp.png")
+    return tmp_path / "v.parquet"
+
+
+def test_a_missing_image_file_does_not_lose_the_saved_result(judge, tmp_path, monkeypatch, caplog):
+    """save_to_disk embeds path-only images; a deleted file failed it (FileNotFoundError) after the run was paid."""
+    from datasets import load_dataset, load_from_disk
+
+    monkeypatch.chdir(tmp_path)
+    pdir = prompt(tmp_path, "VQA", VQA)
+    ds = load_dataset("parquet", data_files=str(path_only_parquet(tmp_path)), split="train", cache_dir=str(tmp_path))
+    out = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["requests"] == 2 and [e["kind"] for e in out["errors"].to_list()] == ["bad_image"]
+    out.save_to_disk(str(tmp_path / "saved"))
+    assert "pics/tmp.png" in caplog.text and "1 image file(s)" in caplog.text
+    back = load_from_disk(str(tmp_path / "saved"))
+    assert back["train"]["VQA"] == out["train"]["VQA"] and back["train"]["VQA"][1] is None
+    images = back["train"].cast_column("image", Image(decode=False))["image"]
+    assert [i and i["bytes"] for i in images] == [png(COLORS[0]), None, png(COLORS[2])]  # the others are embedded
+    assert back["errors"].to_list() == out["errors"].to_list()
+    assert "pics/tmp.png" in back["errors"][0]["message"]
+
+
+def test_cli_saves_the_result_when_an_image_file_is_missing(judge, tmp_path, monkeypatch, capsys, caplog):
+    """`hf-judge score v.parquet -o vp2`: printed the summary, then exit 1 with no vp2/ (issue: stranger's trial)."""
+    from datasets import load_from_disk
+
+    from hf_judge.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    path_only_parquet(tmp_path)
+    prompt(tmp_path, "VQA_Fit", VQA)
+    args = ["score", "v.parquet", "--metrics", "VQA_Fit", "--prompts-dir", "prompts", "--base-url", judge.base_url,
+            "-m", "judge", "-o", "vp2"]
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert code == 0, err[-3000:]
+    assert "FileNotFoundError" not in err and "pics/tmp.png" in err + caplog.text
+    saved = load_from_disk(str(tmp_path / "vp2"))
+    assert saved["train"].num_rows == 3 and saved["train"]["question"] == ["a?", "b?", "c?"]
+    assert [s is None for s in saved["train"]["VQA_Fit"]] == [False, True, False]
+    assert [(e["row"], e["kind"]) for e in saved["errors"].to_list()] == [(1, "bad_image")]
+    assert judge.stats()["requests"] == 2
+    # a rerun reuses what was paid for, and saves again
+    assert main(args + ["--overwrite"]) == 0 and judge.stats()["requests"] == 2
