@@ -319,3 +319,18 @@ def test_cli_saves_the_result_when_an_image_file_is_missing(judge, tmp_path, mon
     assert judge.stats()["requests"] == 2
     # a rerun reuses what was paid for, and saves again
     assert main(args + ["--overwrite"]) == 0 and judge.stats()["requests"] == 2
+
+
+def test_push_with_a_missing_image_file_pushes_the_result(judge, hub, tmp_path, monkeypatch):
+    """push_to_hub embeds path-only images as save_to_disk does: a gone file failed the push the same way."""
+    from datasets import load_dataset
+
+    monkeypatch.chdir(tmp_path)
+    pdir = prompt(tmp_path, "VQA", VQA)
+    ds = load_dataset("parquet", data_files=str(path_only_parquet(tmp_path)), split="train", cache_dir=str(tmp_path))
+    score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={}).push_to_hub("tester/vqa-missing")
+    back = load_dataset("tester/vqa-missing", split="train", cache_dir=str(tmp_path / "back"))
+    assert [s is None for s in back["VQA"]] == [False, True, False]
+    images = back.cast_column("image", Image(decode=False))["image"]
+    assert [i and i["bytes"] for i in images] == [png(COLORS[0]), None, png(COLORS[2])]
+    assert load_dataset("tester/vqa-missing", "errors", split="errors", cache_dir=str(tmp_path / "back"))["row"] == [1]
