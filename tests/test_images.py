@@ -334,3 +334,26 @@ def test_push_with_a_missing_image_file_pushes_the_result(judge, hub, tmp_path, 
     images = back.cast_column("image", Image(decode=False))["image"]
     assert [i and i["bytes"] for i in images] == [png(COLORS[0]), None, png(COLORS[2])]
     assert load_dataset("tester/vqa-missing", "errors", split="errors", cache_dir=str(tmp_path / "back"))["row"] == [1]
+
+
+def test_saveable_nulls_only_gone_files_in_lists_and_selections(tmp_path, caplog):
+    from datasets import load_from_disk
+
+    from hf_judge.images import missing_image_files, saveable
+
+    (tmp_path / "a.png").write_bytes(png(COLORS[0]))
+    a, gone = {"bytes": None, "path": str(tmp_path / "a.png")}, {"bytes": None, "path": str(tmp_path / "gone.png")}
+    inline = {"bytes": png(COLORS[1]), "path": "nowhere.png"}  # has its bytes: nothing to read
+    ds = Dataset.from_dict({"pics": [[a, gone], None, [inline, gone, None]], "one": [a, inline, gone], "n": [0, 1, 2]})
+    ds = ds.cast_column("pics", List(Image())).cast_column("one", Image())
+    assert missing_image_files(ds) == {str(tmp_path / "gone.png")}
+    assert saveable(ds.select([0, 1])).num_rows == 2
+    picked = ds.select([2, 0])  # indices over the table: the scan and the copy follow them
+    saveable(picked).save_to_disk(str(tmp_path / "x"))
+    back = load_from_disk(str(tmp_path / "x")).cast_column("one", Image(decode=False))
+    back = back.cast_column("pics", List(Image(decode=False)))
+    assert back["n"] == [2, 0] and "gone.png" in caplog.text
+    assert back["one"] == [None, {"bytes": png(COLORS[0]), "path": "a.png"}]
+    assert back["pics"] == [[inline, None, None], [{"bytes": png(COLORS[0]), "path": "a.png"}, None]]
+    whole = image_dataset()  # every image has its bytes: returned as it is, nothing copied
+    assert saveable(whole) is whole and missing_image_files(whole) == set()
