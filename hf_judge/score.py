@@ -25,7 +25,7 @@ from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 from . import constants
 from .client import JudgeClient, has_credentials
 from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
-from .images import ImageValueError, image_urls, image_variables
+from .images import ImageValueError, image_urls, image_variables, saveable
 from .metrics import resolve_metrics
 from .pages import file_paths, release
 from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, read_batches, sparse_gc
@@ -73,7 +73,8 @@ class ScoredDatasetDict(DatasetDict):
         for split, d in self.items():
             # one DatasetDict per split keeps datasets' own layout; the empty errors split draws no `0 examples` bar
             with datasets_bars_off() if len(d) == 0 else nullcontext():
-                DatasetDict({split: d}).save_to_disk(
+                # a path-only image whose file is gone would fail datasets' embedding of it (see images.saveable)
+                DatasetDict({split: saveable(d)}).save_to_disk(
                     dataset_dict_path, max_shard_size=max_shard_size, num_shards={split: shards.get(split)},
                     num_proc=num_proc, storage_options=storage_options,
                 )
