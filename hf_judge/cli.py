@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hf-judge {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("score", help="score a dataset", description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv file).", epilog=SCORE_EXAMPLE, formatter_class=fmt)
+    p = sub.add_parser("score", help="score a dataset", description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv/.arrow file).", epilog=SCORE_EXAMPLE, formatter_class=fmt)
     p.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
     p.add_argument("--example", action="store_true", help="score the small example dataset shipped with hf-judge "
                    "(instruction/output columns; default metrics QA_All) instead of DATASET")

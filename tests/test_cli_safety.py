@@ -310,3 +310,45 @@ def test_empty_and_malformed_input_files_are_usage_errors(tmp_path, capsys):
     assert code == 2 and f"{empty} is empty" in err
     code, out, err = run(capsys, "score", bad, *base)
     assert code == 2 and f"{bad}, line 2: not valid JSON" in err
+
+
+# -- what DATASET names: a path is never looked up on the Hub -----------------------------
+
+
+@pytest.mark.parametrize("spec", ["nonexist.jsonl", "sub/nonexist.parquet", "nonexist.CSV", "a/b/c", "./nonexist"])
+def test_a_missing_local_path_is_a_usage_error_at_once(spec, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "score", spec, "--metrics", "QA_All", "--model", "m", "--base-url", dead_url())
+    assert code == 2 and f"{spec}: no such file or folder" in err, err
+    assert "Hub" not in err
+
+
+def test_what_looks_like_a_path():
+    from hf_judge.inputs import looks_like_path
+
+    for spec in ("d.jsonl", "d.json", "d.parquet", "d.csv", "d.arrow", "./d", "../d", "/d", "~/d", "a/b/c"):
+        assert looks_like_path(spec), spec
+    for spec in ("gsm8k", "openai/gsm8k", "me/data.v2", "me/my-data_1"):
+        assert not looks_like_path(spec), spec
+
+
+@pytest.mark.parametrize("files", [[], ["notes.md"], ["blob.bin", "sub/more.bin"]])
+def test_a_folder_without_data_files_is_a_usage_error(files, tmp_path, capsys):
+    folder = tmp_path / "emptydir"
+    folder.mkdir()
+    for name in files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"\x00\x01 not data")
+    code, out, err = run(capsys, "score", folder, "--metrics", "QA_All", "--model", "m", "--base-url", dead_url())
+    assert code == 2, err
+    assert f"{folder}: " in err and "data files (.jsonl, .json, .parquet, .csv, .arrow)" in err and "save_to_disk" in err
+    assert ("the folder is empty" in err) == (not files)
+
+
+def test_an_arrow_file_is_scored(judge, tmp_path, capsys):
+    saved = tmp_path / "saved"
+    Dataset.from_dict({"instruction": ["a?", "b?", "c?"]}).save_to_disk(str(saved))
+    arrow = next(saved.glob("*.arrow"))
+    code, out, err = run(capsys, "score", arrow, "--metrics", "Q_Clarity", *server(judge), "-o", tmp_path / "out")
+    assert code == 0, err
+    assert load_from_disk(tmp_path / "out")["train"]["instruction"] == ["a?", "b?", "c?"]
