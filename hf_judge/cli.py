@@ -293,7 +293,8 @@ def _rows(dd) -> str:
 
 
 def _write(
-    result, args: argparse.Namespace, out: str | None, repo: str | None, *, source: str, kind: str, summary=None
+    result, args: argparse.Namespace, out: str | None, repo: str | None, *, source: str, kind: str, summary=None,
+    filters: dict | None = None,
 ) -> list[str]:
     """Push to ``repo`` and/or save to ``out`` (never over a different result, see output.py).
 
@@ -310,7 +311,7 @@ def _write(
         # and no `0 examples` bar for an empty errors split
         saved = ScoredDatasetDict(result)
         saved.summary = summary
-        save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite)
+        save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
         done.append(f"saved to {out} ({_rows(result)})")
     if repo:
         url = push_scored(result, repo, private=args.private, token=args.token, summary=summary)
@@ -338,7 +339,7 @@ def _score(args: argparse.Namespace, job: Job) -> int:
     from .filter import SCORE_TYPES, filter_by_scores
     from .inputs import load_input
     from .metrics import resolve_metrics
-    from .output import check_output, source_of
+    from .output import check_output, source_of, thresholds
     from .pipeline import TOKEN_COLUMNS
     from .score import score_dataset
 
@@ -365,7 +366,8 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         shape = {k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"}
         check_output(out, source, "scored", shape, args.overwrite)
         if job.filters is not None:
-            check_output(_filtered_name(out), source, "filtered", None, args.overwrite)
+            f = job.filters
+            check_output(_filtered_name(out), source, "filtered", None, args.overwrite, thresholds(f.min, f.max, f.keep_missing))
     with local as judge:
         client = dict(job.client)
         if judge is not None:
@@ -401,7 +403,7 @@ def _score(args: argparse.Namespace, job: Job) -> int:
             )
             done += _write(
                 good, args, out and _filtered_name(out), job.push_to_hub and _filtered_name(job.push_to_hub),
-                source=source, kind="filtered", summary=filtered,
+                source=source, kind="filtered", summary=filtered, filters=thresholds(f.min, f.max, f.keep_missing),
             )
     finally:
         # after every progress bar (scoring, saving, pushing), not in between them
@@ -502,12 +504,13 @@ def cmd_filter(args: argparse.Namespace) -> int:
     """hf-judge filter DATASET --min COLUMN=V ..."""
     from .filter import filter_by_scores
     from .inputs import input_summary, load_input
-    from .output import check_output, source_of
+    from .output import check_output, source_of, thresholds
 
     source = source_of(args.dataset, args.subset, args.revision)
+    rule = thresholds(dict(args.min), dict(args.max), args.keep_missing)
     out = args.output_dir or (None if args.push_to_hub else _default_output_dir(args.dataset, "filtered"))
     if out:
-        check_output(out, source, "filtered", None, args.overwrite)
+        check_output(out, source, "filtered", None, args.overwrite, rule)
     ds = load_input(args.dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=args.limit)
     if "errors" not in ds and not args.splits and not Path(args.dataset).exists():
         try:
@@ -520,7 +523,7 @@ def cmd_filter(args: argparse.Namespace) -> int:
     kept = {k: len(out_ds[k]) for k in before}
     stored = input_summary(args.dataset, revision=args.revision, token=args.token)
     summary = stored.with_filter(dict(args.min), dict(args.max), args.keep_missing, before, kept) if stored else None
-    done = _write(out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary)
+    done = _write(out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary, filters=rule)
     sys.stderr.flush()
     for k, n in before.items():
         print(f"{k}: kept {kept[k]:,} of {n:,} rows")

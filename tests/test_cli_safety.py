@@ -352,3 +352,53 @@ def test_an_arrow_file_is_scored(judge, tmp_path, capsys):
     code, out, err = run(capsys, "score", arrow, "--metrics", "Q_Clarity", *server(judge), "-o", tmp_path / "out")
     assert code == 0, err
     assert load_from_disk(tmp_path / "out")["train"]["instruction"] == ["a?", "b?", "c?"]
+
+
+# -- filter over an earlier filtered result ------------------------------------------------
+
+
+def test_filter_with_other_thresholds_or_fewer_rows_needs_overwrite(judge, tmp_path, capsys):
+    from hf_judge.output import read_manifest
+
+    data = jsonl(tmp_path / "d.jsonl", 20)
+    judged, best = tmp_path / "d-judged", tmp_path / "best"
+    assert run(capsys, "score", data, "--metrics", "QA_Correctness", *server(judge), "-o", judged)[0] == 0
+    scores = load_from_disk(judged)["train"]["QA_Correctness"]
+    lo, hi = min(scores), max(scores)
+    assert lo < hi and None not in scores
+    loose, strict = ["--min", f"QA_Correctness={lo}"], ["--min", f"QA_Correctness={hi}"]
+
+    code, out, err = run(capsys, "filter", judged, *loose, "-o", best)
+    assert code == 0 and f"saved to {best} (train: 20 rows)" in out, err
+    assert read_manifest(best)["filters"] == {"min": {"QA_Correctness": float(lo)}, "max": {}, "keep_missing": False}
+    before = load_from_disk(best)
+    assert run(capsys, "filter", judged, *loose, "-o", best)[0] == 0  # the same filter again: a rerun
+    code, out, err = run(capsys, "filter", judged, *strict, "-o", best)
+    assert code == 2 and f"the rows that pass QA_Correctness >= {lo:g}" in err and "--overwrite" in err, err
+    assert same(best, before)
+    code, out, err = run(capsys, "filter", judged, *loose, "--limit", "5", "-o", best)  # same filter, fewer rows
+    assert code == 2 and "20 rows of split 'train', and this result has 5" in err and "--overwrite" in err, err
+    assert same(best, before)
+
+    code, out, err = run(capsys, "filter", judged, *strict, "-o", best, "--overwrite")
+    assert code == 0 and f"saved to {best} (train: {scores.count(hi)} rows)" in out, err
+    assert read_manifest(best)["filters"]["min"] == {"QA_Correctness": float(hi)}
+    kept = load_from_disk(best)
+    code, out, err = run(capsys, "filter", judged, *loose, "-o", best)  # more rows, but another filter's
+    assert code == 2 and f"QA_Correctness >= {hi:g}" in err, err
+    assert same(best, kept)
+
+
+def test_recipe_filters_again_are_a_rerun_and_other_filters_need_overwrite(judge, tmp_path, capsys):
+    data = jsonl(tmp_path / "d.jsonl", 10)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("metrics: [QA_Correctness]\nmodel: judge\nfilters:\n  min:\n    QA_Correctness: 5\n")
+    args = ["run", recipe, "--dataset", data, "--base-url", judge.base_url, "--output-dir", tmp_path / "out"]
+    assert run(capsys, *args)[0] == 0
+    before = load_from_disk(tmp_path / "out-filtered")
+    assert run(capsys, *args)[0] == 0
+    judge.reset()
+    recipe.write_text("metrics: [QA_Correctness]\nmodel: judge\nfilters:\n  min:\n    QA_Correctness: 9\n")
+    code, out, err = run(capsys, *args)
+    assert code == 2 and "out-filtered already holds the rows that pass QA_Correctness >= 5" in err, err
+    assert judge.stats()["requests"] == 0 and same(tmp_path / "out-filtered", before)
