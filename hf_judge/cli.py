@@ -103,11 +103,10 @@ def _scalar_type(annotation: Any) -> type:
     return annotation
 
 
-def _add_output_options(p: argparse.ArgumentParser) -> None:
+def _add_output_options(p: argparse.ArgumentParser, default: str) -> None:
+    """``default``: where the command saves without ``--output-dir``, as its help shows it."""
     g = p.add_argument_group("output")
-    g.add_argument(
-        "-o", "--output-dir", help="save_to_disk the result and its summary.json here (default: <name>-judged, <name>-filtered)"
-    )
+    g.add_argument("-o", "--output-dir", help=f"save_to_disk the result and its summary.json here (default: {default})")
     g.add_argument("--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo")
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
@@ -145,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
     _add_client_options(p)
-    _add_output_options(p)
+    _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("filter", help="keep rows whose scores pass thresholds", description="Filter DATASET by score thresholds (inclusive); the card keeps how the scores were made.", epilog=FILTER_EXAMPLE, formatter_class=fmt)
@@ -154,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN >= V (repeatable)")
     p.add_argument("--max", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)")
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
-    _add_output_options(p)
+    _add_output_options(p, "<name>-filtered")
     p.set_defaults(func=cmd_filter)
 
     p = sub.add_parser("metrics", help="list the metrics", description="List built-in metrics (and yours with --prompts-dir).", epilog="example:\n  hf-judge metrics --prompts-dir my_prompts/", formatter_class=fmt)
@@ -170,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_options(p)
     _add_scoring_options(p)
     _add_client_options(p)
-    _add_output_options(p)
+    _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("merge", help="merge a seed-style scores file into the data file by id", description="Merge a seed-004 <name>_scored.jsonl into the original data file, matching rows by id.", epilog=MERGE_EXAMPLE, formatter_class=fmt)

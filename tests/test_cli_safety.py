@@ -402,3 +402,36 @@ def test_recipe_filters_again_are_a_rerun_and_other_filters_need_overwrite(judge
     code, out, err = run(capsys, *args)
     assert code == 2 and "out-filtered already holds the rows that pass QA_Correctness >= 5" in err, err
     assert judge.stats()["requests"] == 0 and same(tmp_path / "out-filtered", before)
+
+
+# -- help and summary say what is true -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("command", "default", "not_default"), [
+    ("score", "(default: <name>-judged;", "<name>-filtered"),
+    ("filter", "(default: <name>-filtered)", "-judged"),
+    ("run", "(default: <name>-judged;", "<name>-filtered"),
+])
+def test_each_command_shows_its_own_output_default(command, default, not_default, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--output-dir OUTPUT_DIR")
+    help_o = text[start:text.index("--push-to-hub", start)]
+    assert default in help_o and not_default not in help_o, help_o
+
+
+def test_duplicates_within_a_run_are_not_reported_as_cache_hits(judge, tmp_path, capsys):
+    data = tmp_path / "dup.jsonl"
+    with data.open("w") as f:
+        for i in range(1000):
+            f.write(json.dumps({"instruction": f"dup-{i % 20}: what is {i % 20}*2?"}) + "\n")
+    code, out, err = run(capsys, "score", data, "--metrics", "Q_Clarity", *server(judge), "-o", tmp_path / "out")
+    assert code == 0, err
+    assert judge.stats()["requests"] == 20
+    assert "requests       20 (0 retries)" in out
+    assert "duplicates     980 requests identical to another of this run: sent once, reply reused" in out
+    assert "from cache" not in out and "reply store" not in out, out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["cache_hits"], summary["shared"]) == (0, 980)
