@@ -325,7 +325,8 @@ def test_cli_on_a_cache_locked_mid_run_exits_1_naming_the_file(judge, tmp_path, 
     monkeypatch.setenv("HF_JUDGE_CACHE", str(cache))
     monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 1.0)
     data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(400)))
+    rows = (json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(400))
+    data.write_text("".join(rows))
     holder = _hold_write_lock(cache / "replies.sqlite3")
     judge.configure(latency=0.05)
     code = main([
@@ -347,7 +348,8 @@ def test_a_sidecar_is_imported_once_even_into_a_fresh_store(tmp_path, caplog):
     path = tmp_path / "replies.sqlite3"
     path.write_bytes(b"not a database at all " * 200)  # moved aside: the sidecar's replies go to the fresh store
     sidecar = tmp_path / "replies.sqlite3.unsaved-1-2.jsonl"
-    lines = [json.dumps({"key": k.hex(), "content": f'{{"score": {i}}}', "usage": "10 2"}) for i, k in enumerate(KEYS[:3])]
+    lines = [json.dumps({"key": k.hex(), "content": f'{{"score": {i}}}', "usage": "10 2"})
+             for i, k in enumerate(KEYS[:3])]
     sidecar.write_text("\n".join(lines) + '\n{"key": "00ff", "cont')  # cut short by a crash
     with caplog.at_level("WARNING", logger="hf_judge"):
         store = ReplyStore(path)
