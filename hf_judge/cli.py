@@ -106,7 +106,9 @@ def _scalar_type(annotation: Any) -> type:
 def _add_output_options(p: argparse.ArgumentParser, default: str) -> None:
     """``default``: where the command saves without ``--output-dir``, as its help shows it."""
     g = p.add_argument_group("output")
-    g.add_argument("-o", "--output-dir", help=f"save_to_disk the result and its summary.json here (default: {default})")
+    g.add_argument(
+        "-o", "--output-dir", help=f"save_to_disk the result and its summary.json here (default: {default})"
+    )
     g.add_argument("--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo")
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
@@ -365,8 +367,8 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         shape = {k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"}
         check_output(out, source, "scored", shape, args.overwrite)
         if job.filters is not None:
-            f = job.filters
-            check_output(_filtered_name(out), source, "filtered", None, args.overwrite, thresholds(f.min, f.max, f.keep_missing))
+            applied = thresholds(job.filters.min, job.filters.max, job.filters.keep_missing)
+            check_output(_filtered_name(out), source, "filtered", None, args.overwrite, applied)
     with local as judge:
         client = dict(job.client)
         if judge is not None:

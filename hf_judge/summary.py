@@ -159,7 +159,9 @@ class RunSummary:
         if cached:
             lines.append(f"from cache     {'; '.join(cached)}")
         if self.shared:
-            lines.append(f"duplicates     {self.shared:,} requests identical to another of this run: sent once, reply reused")
+            # identical requests of this run (repeated rows): sent once, not read from the reply store
+            lines.append(f"duplicates     {self.shared:,} requests identical to another of this run: sent once, "
+                         "reply reused")
         lines += [
             f"errors         {errs}",
             f"tokens         {self.prompt_tokens:,} in / {self.completion_tokens:,} out",
