@@ -159,7 +159,6 @@ class RunSummary:
         if cached:
             lines.append(f"from cache     {'; '.join(cached)}")
         if self.shared:
-            # identical requests of this run (repeated rows): sent once, not read from the reply store
             lines.append(f"duplicates     {self.shared:,} requests identical to another of this run: sent once, "
                          "reply reused")
         lines += [
