@@ -89,6 +89,7 @@ class Stats:
     requests: int = 0
     retries: int = 0
     cache_hits: int = 0
+    shared: int = 0  # requests not sent: an identical request of this run was (its reply is reused)
     capped_waits: int = 0  # Retry-After waits cut to backoff_max
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -8,6 +8,7 @@ HfJudgeError
 │   ├── TemplateError        a template that fails to compile or render (undefined variable, sandbox)
 │   ├── MissingColumnError   a template variable with no column to read it from
 │   └── OutputExistsError    the output folder holds a different result (CLI: --overwrite)
+├── HubUnreachableError      no connection to the Hub to load the input; also a ConnectionError (CLI exit 1)
 └── RunStopped               the run stopped early; every finished reply is kept (CLI exit 1)
     ├── AuthenticationError  the server refused the key (401/403)
     ├── ModelNotFoundError   the model or the endpoint does not exist (404)
@@ -56,6 +57,10 @@ class MissingColumnError(ConfigError):
 
 class OutputExistsError(ConfigError):
     """The output folder already holds a result that this one would not contain (CLI: ``--overwrite``)."""
+
+
+class HubUnreachableError(HfJudgeError, ConnectionError):
+    """The input is a Hub dataset and the Hub cannot be reached (no network, ``HF_HUB_OFFLINE``); nothing was sent."""
 
 
 class RunStopped(HfJudgeError):

@@ -266,11 +266,11 @@ class SplitRun:
                 waiting = inflight.get(key)
                 if waiting is not None:
                     waiting.append((job, part))
-                    stats.cache_hits += 1
+                    stats.shared += 1
                     continue
                 shared = recent.get(key)
                 if shared is not None:
-                    stats.cache_hits += 1
+                    stats.shared += 1
                     self._finish_part(job, part, shared)
                     continue
                 inflight[key] = []

@@ -794,3 +794,4 @@ def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], 
     summary.structured_output = s.structured_output
     summary.notes = [*summary.notes, *s.notes]
     summary.elapsed_s = time.perf_counter() - started
+    summary.shared = s.shared

@@ -154,6 +154,26 @@ def test_error_paths(judge, tmp_path, env):
     assert "Traceback" in cli("score", data, "--metrics", "QA_Nope", *base, env={**env, "HF_JUDGE_DEBUG": "1"}).stderr
 
 
+def test_hub_offline_is_one_line_at_exit_1(tmp_path, env):
+    p = cli("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+            env={**env, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
+    _one_line_error(p, 1, "cannot load 'someone/data': HF_HUB_OFFLINE is set", "use a local file")
+    assert "ConnectionError" not in p.stderr
+
+
+def test_hub_unreachable_is_one_line_at_exit_1(tmp_path, env):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there: connection refused, as with no network (the Hub client retries ~20 s)
+    p = cli("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+            env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"}, cwd=tmp_path)
+    _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
+    assert "ConnectionError" not in p.stderr
+
+
 def test_secrets_never_leave_the_process(judge, hub, tmp_path):
     """Full score-fail-push cycle with debug logging, against a server that echoes the key and
     the token in error replies, in invalid replies and in valid ones; they appear nowhere."""

@@ -119,7 +119,7 @@ def test_identical_requests_of_one_run_are_sent_once(judge, tmp_path):
     ds = concatenate_datasets([qa_dataset(164)] * 50)  # 164 distinct prompts, each 50 times
     out = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, concurrency=64)
     assert judge.stats()["requests"] == 2 * 164  # once per distinct (prompt, metric)
-    assert out.summary.requests == 328 and out.summary.cache_hits == 2 * 8200 - 328
+    assert out.summary.requests == 328 and out.summary.shared == 2 * 8200 - 328 and out.summary.cache_hits == 0
     rows = out["train"].to_list()
     for i, row in enumerate(rows):
         assert row == rows[i % 164]
