@@ -134,6 +134,7 @@ def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset |
 def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient, max_input_chars: int | None, token_columns: bool) -> str:
     state = {
         "v": constants.CACHE_VERSION,
+        # private, but datasets (5.2) has no public getter, and the fingerprint is what names the data's state
         "data": ds._fingerprint,
         "split": split,
         "metrics": [
@@ -368,6 +369,8 @@ def score_dataset(
             for split, d in splits.items():
                 plans = plans_by_split[split]
                 if not plans:  # every metric's columns were kept
+                    # `_indices`: datasets has no public test for an indices mapping (select, shuffle), and
+                    # flatten_indices() rewrites the whole table even when there is none
                     results[split] = d.flatten_indices() if d._indices is not None else d
                     summary.rows[split] = len(d)
                     continue

@@ -548,3 +548,12 @@ def test_reply_error_is_in_the_tree_and_exported():
     with pytest.raises(hf_judge.ReplyError) as e:
         hf_judge.parse_pair_scores("8/10 7/10", 1, 10)
     assert e.value.kind == ErrorKind.UNPARSEABLE and e.value.kind == "unparseable"
+
+
+def test_card_stats_of_a_selected_dataset_count_only_its_rows():
+    from hf_judge.card import column_stats
+
+    ds = Dataset.from_dict({"s": [1, 2, 3, 4, None, 10]})
+    picked = ds.select([5, 0, 4])  # an indices mapping, read through the public arrow format
+    assert column_stats(picked, "s") == column_stats(picked.flatten_indices(), "s")
+    assert column_stats(picked, "s")["count"] == 2 and column_stats(picked, "s")["hist"] == {1: 1, 10: 1}
