@@ -633,7 +633,7 @@ class JudgeClient:
                 outcome.raw = raw
             if status == 429:
                 self._check_storm(message)
-            stats.failures[kind] += 1
+            stats.failures[str(kind)] += 1  # plain str keys: the summary is serialised by any JSON library
             logger.debug("attempt %d of %s failed: %s: %s", attempt, metric.name, kind, message)
             if status != 429:
                 self._record(False)

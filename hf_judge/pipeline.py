@@ -356,8 +356,8 @@ class SplitRun:
     def _job_error(self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0) -> None:
         # The one place error rows are made: whatever a server put in them, no secret goes on.
         message, raw = scrub(message), (None if raw is None else scrub(raw))
-        self.errors.append(
-            {"split": self.split, "row": r, "metric": plan.metric.name, "kind": kind, "message": message, "raw": raw, "attempts": attempts}
+        self.errors.append(  # str(kind): a plain str, which any serialiser takes (orjson refuses enum dict keys)
+            {"split": self.split, "row": r, "metric": plan.metric.name, "kind": str(kind), "message": message, "raw": raw, "attempts": attempts}
         )
         self._row_done(r)
 

@@ -557,3 +557,21 @@ def test_card_stats_of_a_selected_dataset_count_only_its_rows():
     picked = ds.select([5, 0, 4])  # an indices mapping, read through the public arrow format
     assert column_stats(picked, "s") == column_stats(picked.flatten_indices(), "s")
     assert column_stats(picked, "s")["count"] == 2 and column_stats(picked, "s")["hist"] == {1: 1, 10: 1}
+
+
+def test_failure_counts_are_keyed_by_plain_strings():
+    _, _, client, _, _ = run([completion("not json"), status(503), completion()])
+    assert client.stats.failures == {"invalid_json": 1, "http_503": 1}
+    assert all(type(k) is str for k in client.stats.failures)
+    assert orjson.loads(orjson.dumps(dict(client.stats.failures))) == {"invalid_json": 1, "http_503": 1}
+
+
+def test_errors_rows_and_summary_hold_plain_strings(judge, tmp_path):
+    from helpers import qa_dataset, score
+
+    judge.configure(faults=[{"fault": "malformed_json", "match": "row-1:"}])
+    out = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path, retries=1)
+    assert out["errors"]["kind"] == ["invalid_json"]
+    summary = out.summary.to_dict()
+    assert summary["errors"] == {"invalid_json": 1} and summary["failed_attempts"] == {"invalid_json": 2}
+    orjson.dumps(summary)  # raised "Dict key must be str" on enum keys
