@@ -619,10 +619,8 @@ class JudgeClient:
                 self._record(True)
                 return outcome
             kind, message = outcome.kind, outcome.message
-            if status in SCHEMA_STATUSES and mode == "json_schema" and not self._schema_ok and self._schema_rejected(
-                status, message
-            ):
-                attempt -= 1
+            if status in SCHEMA_STATUSES and self._renegotiated(mode, status, message):
+                attempt -= 1  # the server refused the request's form, not its content: not an attempt
                 continue
             decision = classify(kind) if status in (0, 200) else classify(status)
             if decision is Decision.STOP:
@@ -738,6 +736,11 @@ class JudgeClient:
                 f"(max_throttle_s={self.max_throttle_s:g}): {message}. Lower --concurrency or set --rpm/--tpm under "
                 "the account's limits, then run the same command again: finished rows are cached."
             )
+
+    def _renegotiated(self, mode: str, status: int, message: str) -> bool:
+        """Whether a request sent in ``mode`` was refused for its json_schema, before any json_schema request
+        succeeded: then the client has switched to json_object and the request is to be sent again."""
+        return mode == "json_schema" and not self._schema_ok and self._schema_rejected(status, message)
 
     def _schema_rejected(self, status: int, message: str) -> bool:
         """Switch to json_object + schema, once, when json_schema is refused."""

@@ -170,6 +170,8 @@ def _clean_token(line: str) -> str:
 def parse_binary_verdict(text: str, positive: str, negative: str) -> str:
     """The exact verdict token of a free-text binary judge reply (see module docstring).
 
+    Raises :class:`~hf_judge.ReplyError` (kind ``empty`` or ``unparseable``) when there is none.
+
     Example:
         >>> parse_binary_verdict("0\\nThe answer 12 is wrong", "1", "0")
         '0'
@@ -194,6 +196,8 @@ _PAIR = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:[\s,;/|]\s*)\s*(-?\d+(?:\.\d+)?)
 
 def parse_pair_scores(text: str, minimum: float, maximum: float) -> tuple[int, int]:
     """The two scores on the first line of a free-text pairwise reply.
+
+    Raises :class:`~hf_judge.ReplyError` (kind ``unparseable`` or ``out_of_range``) when they are not there.
 
     Example:
         >>> parse_pair_scores("8 7\\nAssistant 1 was more precise", 1, 10)
