@@ -435,6 +435,7 @@ class JudgeClient:
         """``clock`` and ``transport`` replace the real time and the aiohttp POST (tests; see the module docstring)."""
         _check_api_key(api_key)
         self._clock = clock = clock or SYSTEM_CLOCK
+        self._now = clock.now
         self._transport: Transport = transport or self._post
         self._own_transport = transport is None
         self._url, self.base_url, self.server_id, auth = _endpoint(base_url, api_key)  # parsed once, not per request
@@ -593,6 +594,7 @@ class JudgeClient:
         raw = None  # the last reply received: a later attempt that gets none keeps it in its errors row
         limiter = self.limiter
         stats = self.stats
+        task = asyncio.current_task()
         while True:
             if not have_slot:
                 await limiter.acquire()
@@ -611,7 +613,7 @@ class JudgeClient:
             stats.requests += 1
             if attempt > 1:
                 stats.retries += 1
-            outcome, status, retry_after = await self._attempt(metric, body)
+            outcome, status, retry_after = await self._attempt(metric, body, task)
             if outcome.value is not None:
                 if mode == "json_schema":
                     self._schema_ok = True
@@ -647,13 +649,12 @@ class JudgeClient:
                 )
             await self._clock.sleep(self._backoff(attempt, retry_after))
 
-    async def _attempt(self, metric: Metric, body: bytes) -> tuple[Outcome, int, float | None]:
+    async def _attempt(self, metric: Metric, body: bytes, task: asyncio.Task) -> tuple[Outcome, int, float | None]:
         """Send ``body`` once, holding a limiter slot that it releases: (the outcome, the HTTP status or 0 when
         no reply came, the server's Retry-After). Raises on a 429 that says the quota is used up, and on the
         token budget."""
-        now = self._clock.now
+        now = self._now
         deadlines = self._deadlines
-        task = asyncio.current_task()
         sent_at = now()
         deadlines.due[task] = sent_at + self.timeout
         retry_after = None
