@@ -61,7 +61,9 @@ class OutputType(enum.StrEnum):
 KINDS = tuple(k.value for k in MetricKind)
 TYPES = tuple(t.value for t in OutputType)
 # The Arrow type of each output type's column.
-_DTYPES = {OutputType.INTEGER: "int64", OutputType.NUMBER: "float64", OutputType.STRING: "string", OutputType.BOOLEAN: "bool"}
+_DTYPES = {
+    OutputType.INTEGER: "int64", OutputType.NUMBER: "float64", OutputType.STRING: "string", OutputType.BOOLEAN: "bool"
+}
 # The seed spells it "Meaningness"; both names work.
 ALIASES = {"Meaningness": "Meaningfulness"}
 # The variables the seed's .txt prompt files may use.

@@ -109,12 +109,16 @@ class FakeClock:
 
 
 def completion(content: str | None = VALID, finish: str = "stop") -> tuple[int, dict, bytes]:
-    doc = {"choices": [{"message": {"content": content}, "finish_reason": finish}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+    doc = {
+        "choices": [{"message": {"content": content}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+    }
     return 200, {}, orjson.dumps(doc)
 
 
 def status(code: int, headers: dict | None = None, body: dict | None = None) -> tuple[int, dict, bytes]:
-    return code, {k.lower(): v for k, v in (headers or {}).items()}, orjson.dumps(body or {"error": {"message": f"status {code}"}})
+    body = body or {"error": {"message": f"status {code}"}}
+    return code, {k.lower(): v for k, v in (headers or {}).items()}, orjson.dumps(body)
 
 
 class Server:
@@ -152,7 +156,9 @@ def run(replies: list, *, calls: int = 1, jitter: str = "max", concurrent: bool 
     clock = FakeClock(loop, jitter)
     server = Server(clock, replies)
     settings = {"retries": 3, "backoff_base": 0.5, "backoff_max": 30.0, **settings}
-    client = JudgeClient(base_url="http://judge.test/v1", api_key=None, model="m", clock=clock, transport=server, **settings)
+    client = JudgeClient(
+        base_url="http://judge.test/v1", api_key=None, model="m", clock=clock, transport=server, **settings
+    )
 
     async def main():
         await client.open()
@@ -198,7 +204,8 @@ def test_every_error_kind_has_a_decision():
         (401, Decision.STOP), (403, Decision.STOP), (404, Decision.STOP),
         (ErrorKind.SCHEMA, Decision.RETRY_HOTTER), ("invalid_json", Decision.RETRY_HOTTER),
         (ErrorKind.TRUNCATED, Decision.RETRY_HOTTER), (ErrorKind.UNPARSEABLE, Decision.RETRY_HOTTER),
-        (ErrorKind.TIMEOUT, Decision.RETRY), (ErrorKind.CONNECTION, Decision.RETRY), (ErrorKind.BAD_RESPONSE, Decision.RETRY),
+        (ErrorKind.TIMEOUT, Decision.RETRY), (ErrorKind.CONNECTION, Decision.RETRY),
+        (ErrorKind.BAD_RESPONSE, Decision.RETRY),
         (ErrorKind.CONTENT_FILTER, Decision.GIVE_UP), (ErrorKind.NULL_INPUT, Decision.GIVE_UP),
         ("something_new", Decision.GIVE_UP),
     ],
@@ -269,7 +276,8 @@ def test_429_storm_stops_at_exactly_max_throttle_s():
 
 
 def test_a_reply_other_than_429_restarts_the_storm_clock():
-    replies = [status(429, {"Retry-After": "4"})] * 2 + [status(503, {"Retry-After": "4"})] + [status(429, {"Retry-After": "4"})] * 3
+    throttled, failed = status(429, {"Retry-After": "4"}), status(503, {"Retry-After": "4"})
+    replies = [throttled] * 2 + [failed] + [throttled] * 3
     out, server, _, _, end = run(replies + [completion()], jitter="min", retries=10, max_throttle_s=10.0)
     # 429s at 0 and 4, a 503 at 8 (through: the storm clock restarts), 429s at 12, 16, 20 (quiet 12 >= 10: stop)
     assert isinstance(out, RateLimitedError) and end == 20.0 and len(server.sent) == 6
@@ -281,7 +289,9 @@ def test_quota_429_stops_at_once():
     assert isinstance(err, QuotaExceededError) and len(server.sent) == 1 and end == 0.0
 
 
-@pytest.mark.parametrize("code, error", [(401, AuthenticationError), (403, AuthenticationError), (404, ModelNotFoundError)])
+@pytest.mark.parametrize(
+    "code, error", [(401, AuthenticationError), (403, AuthenticationError), (404, ModelNotFoundError)]
+)
 def test_fatal_statuses_stop_the_run_after_one_request(code, error):
     err, server, _, _, _ = run([status(code)])
     assert isinstance(err, error) and len(server.sent) == 1
@@ -405,7 +415,7 @@ def _limiter(maximum: int = 10):
 
 
 def _settle(lim: AdaptiveLimiter, *throttled: bool, sent_at: float = 0.0) -> None:
-    """Replies (429 or not) to requests sent at ``sent_at``, one after another: each holds a slot, then gives it back."""
+    """Replies (429 or not) to requests sent at ``sent_at``, one by one: each holds a slot, then gives it back."""
     for t in throttled:
         lim.in_flight += 1
         lim.release(throttled=t, sent_at=sent_at)
@@ -535,7 +545,7 @@ def test_output_types_and_metric_kinds_keep_request_bodies_and_values():
         "additionalProperties": False,
     }
     props = orjson.loads(body)["response_format"]["json_schema"]["schema"]["properties"]
-    assert {k: {"type": v["type"]} for k, v in props.items()} == {k: {"type": v["type"]} for k, v in schema["properties"].items()}
+    assert {k: v["type"] for k, v in props.items()} == {k: v["type"] for k, v in schema["properties"].items()}
     assert b'"type":"integer"' in body and b'"type":"string"' in body
 
 
