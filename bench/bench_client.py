@@ -66,7 +66,12 @@ class _Session:
 async def main(n: int, workers: int = 8) -> float:
     metric = load_metric("QA_Clarity")
     messages = [{"role": "user", "content": "Rate it."}]
-    client = JudgeClient(base_url="http://x.test/v1", api_key=None, model="m", concurrency=64)
+    try:
+        from hf_judge.settings import Settings
+
+        client = JudgeClient(Settings(model="m", base_url="http://x.test/v1", concurrency=64), api_key=None)
+    except TypeError:  # a version from before Settings, to compare with
+        client = JudgeClient(base_url="http://x.test/v1", api_key=None, model="m", concurrency=64)
     await client.open()
     await client._session.close()
     client._session = _Session()  # the aiohttp path runs as it is, on a stub session

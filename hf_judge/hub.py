@@ -45,13 +45,15 @@ def push_scored(
         >>> push_scored(scored, "me/gsm8k-judged", private=True)  # doctest: +SKIP
         'https://huggingface.co/datasets/me/gsm8k-judged'
     """
+    from .images import saveable
     from .score import ERROR_FEATURES, ERRORS_SPLIT
 
     if "config_name" in push_kwargs or "data_dir" in push_kwargs:
         raise ConfigError("push_scored chooses the configs: the scored splits go to 'default', the errors to 'errors'")
     register(token)
     summary = summary if summary is not None else getattr(scored, "summary", None)
-    data = DatasetDict({k: v for k, v in scored.items() if k != ERRORS_SPLIT})
+    # saveable: a path-only image whose file is gone would fail the push's embedding of it
+    data = DatasetDict({k: saveable(v) for k, v in scored.items() if k != ERRORS_SPLIT})
     errors = scored.get(ERRORS_SPLIT)
     if errors is None:
         errors = Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)

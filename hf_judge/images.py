@@ -19,12 +19,15 @@ Example:
 from __future__ import annotations
 
 import base64
-import mimetypes
+import logging
+import os
 import re
 import secrets
 from typing import Any
 
 from .errors import ConfigError, TemplateError
+
+logger = logging.getLogger("hf_judge")
 
 # Magic bytes of the formats OpenAI-compatible servers take as image parts.
 _MAGIC = (
@@ -33,7 +36,6 @@ _MAGIC = (
     (b"GIF87a", "image/gif"),
     (b"GIF89a", "image/gif"),
 )
-SENDABLE = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 _URL = re.compile(r"^(https?://|data:image/)", re.I)
 _TEXT = ("string", "large_string")
 _BYTES = ("binary", "large_binary")
@@ -51,27 +53,29 @@ class ImageValueError(ValueError):
     """A row's value of an image variable that cannot be sent as an image."""
 
 
-def mime_type(data: bytes, path: str | None = None) -> str | None:
-    """The image type of ``data`` from its magic bytes (or the file name), if a judge can take it.
+def mime_type(data: bytes) -> str | None:
+    """The image type of ``data`` from its magic bytes, if a judge can take it.
+
+    Only the bytes count: a file named ``x.png`` that holds anything else is not
+    a PNG, and a judge sent it as one would fail or answer about nothing.
 
     Example:
-        >>> mime_type(b"GIF89a..."), mime_type(b"BM...")
-        ('image/gif', None)
+        >>> mime_type(b"GIF89a..."), mime_type(b"BM..."), mime_type(b"not a png")
+        ('image/gif', None, None)
     """
     for magic, mime in _MAGIC:
         if data.startswith(magic):
             return mime
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
-    guess = mimetypes.guess_type(path)[0] if path else None
-    return guess if guess in SENDABLE else None
+    return None
 
 
-def _data_url(data: bytes, path: str | None) -> str:
-    mime = mime_type(data, path)
+def _data_url(data: bytes, what: str = "the image") -> str:
+    mime = mime_type(data)
     if mime is None:
         raise ImageValueError(
-            f"the image is not PNG, JPEG, GIF or WEBP (it starts with {data[:8]!r}); convert it before scoring"
+            f"{what} is not PNG, JPEG, GIF or WEBP (it starts with {data[:8]!r}); convert it before scoring"
         )
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
@@ -83,19 +87,20 @@ def image_url(value: Any) -> str:
             return value
         raise ImageValueError(f"{value[:60]!r} is not an http(s) or data: URL")
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return _data_url(bytes(value), None)
+        return _data_url(bytes(value))
     if isinstance(value, dict) and ("bytes" in value or "path" in value):
         data, path = value.get("bytes"), value.get("path")
         if data is not None:
-            return _data_url(bytes(data), path)
+            return _data_url(bytes(data))
         if isinstance(path, str) and _URL.match(path):
             return path
         if path:
             try:
                 with open(path, "rb") as f:
-                    return _data_url(f.read(), path)
+                    data = f.read()
             except OSError as e:
                 raise ImageValueError(f"cannot read the image file {path!r}: {e.strerror or e}") from None
+            return _data_url(data, f"the image file {path!r}")
         raise ImageValueError("the image has neither bytes nor a path")
     raise ImageValueError(
         f"a {type(value).__name__} is not an image (expected image bytes, a datasets.Image value or a URL)"
@@ -222,3 +227,92 @@ def split_parts(text: str, marks: list[str], where: str) -> str | list[dict[str,
                 raise TemplateError(changed)
             parts.append({"type": "text", "text": piece})
     return parts
+
+
+def _image_columns(features: Any) -> list[str]:
+    return [c for c, f in features.items() if _kind(f) == "image"]
+
+
+def _gone(arr: Any, missing: set[str] | None) -> Any:
+    """Per image of ``arr`` (an Image column's struct storage): path-only, and in ``missing`` (any, if None)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path_only = pc.and_(pc.and_(arr.is_valid(), arr.field("bytes").is_null()), arr.field("path").is_valid())
+    if missing is None:
+        return path_only
+    return pc.and_(path_only, pc.is_in(arr.field("path"), value_set=pa.array(sorted(missing), pa.string())))
+
+
+def _nulled(arr: Any, missing: set[str]) -> Any:
+    """``arr`` with each path-only image whose file is in ``missing`` set to null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        return type(arr).from_arrays(arr.offsets, _nulled(arr.values, missing), type=arr.type, mask=arr.is_null())
+    null = pc.or_(arr.is_null(), _gone(arr, missing))
+    return pa.StructArray.from_arrays([arr.field(i) for i in range(arr.type.num_fields)], fields=list(arr.type),
+                                      mask=null)
+
+
+def missing_image_files(ds: Any, batch_size: int = 10_000) -> set[str]:
+    """The local files of path-only images of ``ds``'s Image columns that cannot be read.
+
+    Only images without bytes are looked at (a dataset from the Hub has its
+    bytes inside), and each distinct file once.
+
+    Example:
+        >>> missing_image_files(ds)  # doctest: +SKIP
+        {'pics/tmp.png'}
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from datasets.utils.file_utils import is_local_path
+
+    cols = _image_columns(ds.features)
+    if not cols or len(ds) == 0:
+        return set()
+    seen: dict[str, bool] = {}
+    for table in ds.select_columns(cols).with_format("arrow").iter(batch_size):
+        for col in cols:
+            arr = table[col].combine_chunks()
+            while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+                arr = arr.flatten()
+            for path in pc.unique(pc.filter(arr.field("path"), _gone(arr, None))).to_pylist():
+                if path not in seen:
+                    seen[path] = not is_local_path(path) or (os.path.isfile(path) and os.access(path, os.R_OK))
+    return {p for p, ok in seen.items() if not ok}
+
+
+def saveable(ds: Any) -> Any:
+    """``ds`` as ``save_to_disk`` can write it: path-only images whose file cannot be read set to null.
+
+    ``save_to_disk`` embeds each path-only image's file into the saved copy, and
+    one file gone would fail the save and lose every score of the run. That
+    row's image could not be sent either: it has a ``bad_image`` error row.
+    A warning names the files. Nothing is copied when every file is there.
+
+    Example:
+        >>> saveable(scored["train"]).save_to_disk("out/train")  # doctest: +SKIP
+    """
+    missing = missing_image_files(ds)
+    if not missing:
+        return ds
+    cols = _image_columns(ds.features)
+    names = sorted(missing)
+    logger.warning(
+        "%d image file(s) of column(s) %s cannot be read, e.g. %s; the saved copy holds no image there "
+        "(the rows' scores and error rows are saved)", len(names), ", ".join(cols), ", ".join(names[:5]),
+    )
+
+    def null_missing(table: Any) -> Any:
+        for col in cols:
+            i = table.schema.get_field_index(col)
+            table = table.set_column(i, col, _nulled(table[col].combine_chunks(), missing))
+        return table
+
+    fmt = ds.format
+    out = ds.with_format("arrow").map(null_missing, batched=True, features=ds.features, desc="Dropping missing images")
+    return out.with_format(fmt["type"], columns=fmt["columns"], output_all_columns=fmt["output_all_columns"],
+                           **fmt["format_kwargs"])

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError
-from .settings import config_error
+from .settings import SettingsOverrides, public_fields, validated
 
 
 def builtin_recipes_dir() -> Path:
@@ -52,8 +52,11 @@ class PushSpec(BaseModel):
     private: bool | None = None
 
 
-class Recipe(BaseModel):
+class Recipe(SettingsOverrides):
     """A scoring job. Unknown keys are errors.
+
+    Its settings (``model``, ``concurrency``, ...) are those of :class:`hf_judge.Settings`,
+    each optional, with the same limits; flags override them (:func:`resolve_settings`).
 
     Example:
         >>> Recipe(metrics=["QA_All"], model="gpt-4.1-nano").metrics
@@ -68,20 +71,8 @@ class Recipe(BaseModel):
     dataset: DatasetSpec | None = None
     metrics: list[str | MetricItem]
     columns: dict[str, str] = {}
-    model: str | None = None
-    base_url: str | None = None
     api_key: str | None = None
     prompts_dir: str | None = None
-    concurrency: Annotated[int, Field(ge=1)] | None = None
-    timeout: Annotated[float, Field(gt=0)] | None = None
-    retries: Annotated[int, Field(ge=0)] | None = None
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    max_tokens: Annotated[int, Field(ge=1)] | None = None
-    max_requests_per_minute: Annotated[float, Field(gt=0)] | None = None
-    max_tokens_per_minute: Annotated[float, Field(gt=0)] | None = None
-    max_total_tokens: Annotated[int, Field(ge=1)] | None = None
-    max_input_chars: Annotated[int, Field(ge=1)] | None = None
     limit: Annotated[int, Field(ge=1)] | None = None
     token_columns: bool = False
     filters: Filters | None = None
@@ -101,6 +92,8 @@ class Recipe(BaseModel):
         """
         d = self.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         d.pop("name", None)
+        job = {k: d.pop(k) for k in ("description", "use_when", "dataset", "metrics", "columns") if k in d}
+        d = {**job, **d}  # the job first, then its settings
         if "api_key" in d and not str(d["api_key"]).startswith("env:"):
             d["api_key"] = "env:OPENAI_API_KEY"  # a key written in the recipe never leaves the machine
         if "base_url" in d:
@@ -127,12 +120,9 @@ class Recipe(BaseModel):
     def metric_specs(self) -> list[Any]:
         return [m if isinstance(m, str) else {"name": m.name, "params": m.params} for m in self.metrics]
 
-    def client_kwargs(self) -> dict[str, Any]:
-        keys = (
-            "concurrency", "timeout", "retries", "temperature", "top_p", "max_tokens",
-            "max_requests_per_minute", "max_tokens_per_minute", "max_total_tokens", "max_input_chars",
-        )
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+    def settings(self) -> dict[str, Any]:
+        """The settings this recipe gives (a layer for :func:`hf_judge.settings.resolve_settings`)."""
+        return {k: v for k in public_fields() if (v := getattr(self, k)) is not None}
 
 
 def resolve_secret(value: str | None, what: str = "api_key") -> str | None:
@@ -181,10 +171,7 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     """
     path = find_recipe(name_or_path)
     data = read_yaml(path)
-    try:
-        recipe = Recipe(**data)
-    except ValidationError as e:
-        raise config_error(e, f"recipe {path}") from None
+    recipe = validated(Recipe, data, f"recipe {path}")
     recipe.name = recipe.name or path.stem
     if recipe.prompts_dir and not os.path.isabs(recipe.prompts_dir):
         recipe.prompts_dir = str((path.parent / recipe.prompts_dir).resolve())

@@ -12,10 +12,11 @@ import traceback
 import uuid
 import weakref
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -24,13 +25,13 @@ from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 from . import constants
 from .client import JudgeClient, has_credentials
 from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
-from .images import ImageValueError, image_urls, image_variables
+from .images import ImageValueError, image_urls, image_variables, saveable
 from .metrics import resolve_metrics
 from .pages import file_paths, release
 from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, read_batches, sparse_gc
 from .progress import ProgressBar, ProgressCallback, datasets_bars_off
 from .redact import install_log_filter, register
-from .settings import client_settings
+from .settings import Settings, check_base_url, public_fields, resolve_settings
 from .store import ReplyStore, free_space, human_bytes, is_disk_full
 from .summary import SUMMARY_FILE, RunSummary
 
@@ -72,7 +73,8 @@ class ScoredDatasetDict(DatasetDict):
         for split, d in self.items():
             # one DatasetDict per split keeps datasets' own layout; the empty errors split draws no `0 examples` bar
             with datasets_bars_off() if len(d) == 0 else nullcontext():
-                DatasetDict({split: d}).save_to_disk(
+                # a path-only image whose file is gone would fail datasets' embedding of it (see images.saveable)
+                DatasetDict({split: saveable(d)}).save_to_disk(
                     dataset_dict_path, max_shard_size=max_shard_size, num_shards={split: shards.get(split)},
                     num_proc=num_proc, storage_options=storage_options,
                 )
@@ -188,32 +190,17 @@ def score_dataset(
     ds: Dataset | DatasetDict,
     metrics: Any,
     *,
-    model: str,
     columns: dict[str, str] | None = None,
-    base_url: str | None = None,
     api_key: str | None = None,
-    concurrency: int = constants.DEFAULT_CONCURRENCY,
-    timeout: float = constants.DEFAULT_TIMEOUT,
-    retries: int = constants.DEFAULT_RETRIES,
-    temperature: float | None = None,
-    top_p: float | None = constants.DEFAULT_TOP_P,
-    max_tokens: int | None = None,
     prompts_dir: str | os.PathLike | list | None = None,
     metric_params: dict[str, dict[str, Any]] | None = None,
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
-    max_input_chars: int | None = None,
-    max_requests_per_minute: float | None = None,
-    max_tokens_per_minute: float | None = None,
-    max_total_tokens: int | None = None,
     token_columns: bool = False,
-    backoff_base: float = 0.5,
-    backoff_max: float = 30.0,
-    window: int | None = None,
     progress: bool | ProgressCallback = True,
     if_exists: str = "keep",
-    max_reply_bytes: int = constants.DEFAULT_MAX_REPLY_BYTES,
-    max_throttle_s: float = constants.DEFAULT_MAX_THROTTLE_S,
+    settings: Settings | None = None,
+    **setting_values: Any,
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
 
@@ -221,6 +208,12 @@ def score_dataset(
     column per declared output, rows in their original order and null where a
     metric failed, plus an ``errors`` split with one row per failed (split,
     row, metric). ``result.summary`` holds the run's numbers.
+
+    How requests are sent is set by keyword arguments named after the fields
+    of :class:`hf_judge.Settings` (``model=`` is required), or by a whole
+    ``settings=Settings(...)``; keyword arguments override it:
+
+    {settings}
 
     Replies are cached: a repeated call sends no request, and an interrupted
     run resumes where it stopped when called again.
@@ -243,17 +236,18 @@ def score_dataset(
     type, is a conflict that only ``"overwrite"`` resolves.
 
     A misbehaving server cannot stall or swamp the run: a ``Retry-After`` wait
-    is capped at ``backoff_max`` seconds, a reply body over ``max_reply_bytes``
-    (default 1 MiB, compressed or not) is an error (``bad_response``), and a
-    server that answers nothing but 429 for ``max_throttle_s`` seconds (default
-    300) stops the run with :class:`RateLimitedError`.
+    is capped at ``Settings.backoff_max`` seconds (30), a reply body over
+    ``max_reply_bytes`` (default 1 MiB, compressed or not) is an error
+    (``bad_response``), and a server that answers nothing but 429 for
+    ``max_throttle_s`` seconds (default 300) stops the run with
+    :class:`RateLimitedError`.
 
     Example:
         >>> from datasets import Dataset
-        >>> ds = Dataset.from_dict({"question": ["2+2?"], "answer": ["4"]})
+        >>> ds = Dataset.from_dict({{"question": ["2+2?"], "answer": ["4"]}})
         >>> scored = score_dataset(  # doctest: +SKIP
         ...     ds, ["QA_All"], model="gpt-4.1-nano",
-        ...     columns={"instruction": "question", "output": "answer"},
+        ...     columns={{"instruction": "question", "output": "answer"}},
         ... )
         >>> scored["train"]["QA_Correctness"]  # doctest: +SKIP
         [9]
@@ -261,34 +255,99 @@ def score_dataset(
     install_log_filter()
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
-    settings = client_settings(
-        model=model,
-        base_url=base_url or constants.default_base_url(),
-        concurrency=concurrency,
-        timeout=timeout,
-        retries=retries,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        max_requests_per_minute=max_requests_per_minute,
-        max_tokens_per_minute=max_tokens_per_minute,
-        max_total_tokens=max_total_tokens,
-        max_input_chars=max_input_chars,
-        backoff_base=backoff_base,
-        backoff_max=backoff_max,
-        max_reply_bytes=max_reply_bytes,
-        max_throttle_s=max_throttle_s,
-    )
+    settings = _settings(settings, setting_values)
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    plans_by_split, kept, renamed = _build_plans(splits, loaded, columns, settings.temperature, if_exists, token_columns)
+    api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()))
+    client = JudgeClient(settings, api_key=api_key)
+    client.caching = use_cache
+    cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    summary = _new_summary(settings, client, loaded, splits, kept, renamed)
+    ctx = _SplitContext(
+        client=client, summary=summary, use_cache=use_cache, cache_root=cache_root, token_columns=token_columns,
+        progress=progress, window=settings.window or max(4096, 64 * settings.concurrency),
+        max_input_chars=settings.max_input_chars,
+    )
+    started = time.perf_counter()
+    results: dict[str, Dataset] = {}
+    errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
+    try:
+        with sparse_gc(), _RunResources(client, cache_root / "replies.sqlite3" if use_cache else None) as res:
+            ctx.resources = res
+            for split, d in splits.items():
+                results[split] = _score_split(ctx, split, d, plans_by_split[split], errors)
+                summary.rows[split] = len(d)
+    except KeyboardInterrupt:
+        if not use_cache:
+            raise InterruptedRun(
+                "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
+            ) from None
+        raise InterruptedRun(
+            f"interrupted. {ctx.resources.written if ctx.resources else 0:,} replies of this run are saved in the "
+            "cache; run the same command again to resume where it stopped."
+        ) from None
+    except RunStopped as e:
+        logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
+        raise
+    finally:
+        _fill_summary(summary, client, errors, started)
+
+    out = ScoredDatasetDict(results)
+    out[ERRORS_SPLIT] = Dataset.from_list(errors, features=ERROR_FEATURES) if errors else Dataset.from_dict(
+        {k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES
+    )
+    out.summary = summary
+    logger.info("hf_judge run summary\n%s", summary)
+    return out
+
+
+def _settings_doc() -> str:
+    """The keyword arguments' list in the docstring, from the fields of :class:`Settings`."""
+    import textwrap
+
+    lines = []
+    for name, f in public_fields().items():
+        default = " (required)" if f.is_required() else "" if f.default is None else f" (default {f.default!r})"
+        item = f"* ``{name}``{default}: {f.description}"
+        lines.append(textwrap.fill(item, 100, subsequent_indent="  ", break_on_hyphens=False))
+    return textwrap.indent("\n".join(lines), "    ").lstrip()
+
+
+score_dataset.__doc__ = score_dataset.__doc__.format(settings=_settings_doc())
+
+
+def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
+    """``settings`` overridden by the keyword arguments, which must name public settings."""
+    unknown = sorted(set(values) - set(public_fields()))
+    if unknown:
+        internal = [k for k in unknown if k in Settings.model_fields]
+        how = f"; set {', '.join(internal)} through settings=Settings(...)" if internal else ""
+        raise TypeError(
+            f"score_dataset() got unexpected keyword argument(s) {', '.join(unknown)}{how}. "
+            f"Its settings are: {', '.join(public_fields())}"
+        )
+    return resolve_settings(settings, values)
+
+
+def _build_plans(
+    splits: dict[str, Dataset], loaded: list, columns: dict[str, str] | None, temperature: float | None,
+    if_exists: str, token_columns: bool,
+) -> tuple[dict[str, list[Plan]], dict[str, list[str]], dict[str, dict[str, str]]]:
+    """Per split, the metrics to score and how each reads its variables (checked on the first row), the
+    names of the metrics whose columns are kept, and the columns renamed to make room for a single metric
+    (see _free_single_metric_columns). Drops the columns ``if_exists='overwrite'`` replaces."""
     columns = dict(columns or {})
     for var, col in columns.items():
         if not isinstance(var, str) or not isinstance(col, str):
             raise ConfigError(f"columns maps template variables to column names (strings), got {var!r}: {col!r}")
-
     plans_by_split: dict[str, list[Plan]] = {}
     kept: dict[str, list[str]] = {}
+    renamed: dict[str, dict[str, str]] = {}
     for split in list(splits):
+        renamed[split] = _free_single_metric_columns(splits[split], loaded)
+        if renamed[split]:
+            splits[split] = splits[split].rename_columns(renamed[split])
         todo, kept[split], drop = _existing_columns(split, splits[split], loaded, if_exists, token_columns)
         if drop:
             splits[split] = splits[split].remove_columns(drop)
@@ -305,200 +364,213 @@ def score_dataset(
             logger.warning("columns maps %s, which no chosen metric uses (they use: %s)", unused, ", ".join(sorted(used)))
         _preflight(split, d, plans)
         plans_by_split[split] = plans
+    return plans_by_split, kept, renamed
 
-    base = settings.base_url or constants.default_base_url()
+
+def _api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
+    """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials."""
+    base = settings.base_url or check_base_url(constants.default_base_url())
     if api_key is None and not has_credentials(base):  # a URL's user:password@ is its auth: no key from the env
         api_key = constants.default_api_key()
-    if not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com" and any(
-        plans_by_split.values()
-    ):
+    if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
         raise ConfigError(
             f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
             "or point base_url (--base-url) at your own server"
         )
     register(api_key)
-    client = JudgeClient(
-        base_url=base,
-        api_key=api_key,
-        model=settings.model,
-        concurrency=settings.concurrency,
-        timeout=settings.timeout,
-        retries=settings.retries,
-        top_p=settings.top_p,
-        max_tokens=settings.max_tokens,
-        backoff_base=settings.backoff_base,
-        backoff_max=settings.backoff_max,
-        max_requests_per_minute=settings.max_requests_per_minute,
-        max_tokens_per_minute=settings.max_tokens_per_minute,
-        max_total_tokens=settings.max_total_tokens,
-        max_reply_bytes=settings.max_reply_bytes,
-        max_throttle_s=settings.max_throttle_s,
-    )
-    client.caching = use_cache
-    cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    return api_key
+
+
+def _new_summary(
+    settings: Settings, client: JudgeClient, loaded: list, splits: dict[str, Dataset], kept: dict[str, list[str]],
+    renamed: dict[str, dict[str, str]],
+) -> RunSummary:
     summary = RunSummary(
         model=settings.model,
         base_url_host=urlparse(client.base_url).netloc.rpartition("@")[2],  # never user:password@
         metrics={m.name: m.prompt_hash for m in loaded},
         columns=[c for m in loaded for c in m.columns],
         sampling={
-            "temperature": temperature if temperature is not None else {m.name: m.temperature for m in loaded},
+            "temperature": settings.temperature if settings.temperature is not None
+            else {m.name: m.temperature for m in loaded},
             "top_p": settings.top_p,
             "max_tokens": settings.max_tokens,
         },
         source_dataset=_source_name(splits),
         prompts={m.name: _prompt_record(m) for m in loaded},
     )
-    run_id = uuid.uuid4().hex[:12]
-    run_started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    current: tuple | None = None  # (split, results cache file, counters before, time) of the split being scored
     summary.notes += [
         f"kept the existing columns of {', '.join(names)} in {split} (not scored again; if_exists='overwrite', "
         "CLI --overwrite-scores, scores them again)"
         for split, names in kept.items() if names
     ]
-    started = time.perf_counter()
-    results: dict[str, Dataset] = {}
-    errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
-    store: ReplyStore | None = None
-    loop: LoopThread | None = None
-    run: SplitRun | None = None
-    win = window or max(4096, 64 * settings.concurrency)
-    with sparse_gc():
-        try:
-            for split, d in splits.items():
-                plans = plans_by_split[split]
-                if not plans:  # every metric's columns were kept
-                    # `_indices`: datasets has no public test for an indices mapping (select, shuffle), and
-                    # flatten_indices() rewrites the whole table even when there is none
-                    results[split] = d.flatten_indices() if d._indices is not None else d
-                    summary.rows[split] = len(d)
-                    continue
-                fp = _fingerprint(d, split, plans, client, settings.max_input_chars, token_columns)
-                features = Features({c: f for p in plans for c, f in p.metric.features.items()})
-                if token_columns:
-                    features.update({c: Value("int64") for c in TOKEN_COLUMNS})
-                map_kwargs: dict[str, Any] = dict(
-                    batched=True,
-                    with_indices=True,
-                    input_columns=[],
-                    remove_columns=d.column_names,
-                    features=features,
-                    new_fingerprint=fp,
-                    desc=f"Scoring {split}",
-                )
-                cache_file = cache_root / "results" / f"{fp}.arrow"
-                run_dir: Path | None = None
-                if use_cache:
-                    _remove_partials(cache_file)
-                    saved = _load_result(cache_file, len(d), features) if cache_file.exists() else None
-                    if saved is not None:
-                        base = d.flatten_indices() if d._indices is not None else d
-                        results[split] = concatenate_datasets([base, saved], axis=1)
-                        summary.cached_splits.append(split)
-                        summary.rows[split] = len(d)
-                        summary.add_runs(_read_runs(cache_file))
-                        continue
-                    # The map writes into a folder of its own, so that whatever it leaves
-                    # behind (a temporary file on a full disk) goes with the folder.
-                    run_dir = cache_file.with_name(f"{fp}.run-{uuid.uuid4().hex[:8]}")
-                    try:
-                        run_dir.mkdir(parents=True)
-                    except OSError as e:
-                        raise (_results_disk_full(cache_file.parent, e, None) if is_disk_full(e) else e) from None
-                    map_kwargs.update(cache_file_name=str(run_dir / cache_file.name), load_from_cache_file=False)
-                else:
-                    map_kwargs.update(keep_in_memory=True, load_from_cache_file=False)
-                if loop is None:
-                    loop = LoopThread()
-                    loop.run(client.open())
-                    if use_cache:
-                        store = ReplyStore(cache_root / "replies.sqlite3")
-                bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
-                on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
-                run = SplitRun(
-                    split, d, plans, client, store, window=win, max_input_chars=settings.max_input_chars,
-                    token_columns=token_columns, on_progress=on_progress,
-                )
-                current = (split, cache_file if use_cache else None, _counters(client), time.perf_counter())
-                feeder = loop.submit(run.feed())
-                try:
-                    with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
-                        scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
-                    errors.extend(sorted(run.errors, key=lambda e: e["row"]))
-                    if use_cache:
-                        # A result with errors is not a finished one: keep it out of the fingerprint
-                        # cache so that the next run retries exactly the failed (row, metric) pairs.
-                        partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
-                        done = partial if run.errors else cache_file
-                        os.replace(run_dir / cache_file.name, done)
-                        scores = Dataset.from_file(str(done))
-                        if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
-                            weakref.finalize(scores.data, _unlink, done)
-                except OSError as e:
-                    if not is_disk_full(e):
-                        raise
-                    _close_left_open(e, run_dir)
-                    if isinstance(run.failure, DiskFullError):
-                        raise run.failure from None
-                    raise _results_disk_full(cache_file.parent, e, _results_needed(run_dir, run, len(d))) from None
-                finally:
-                    if not feeder.done():
-                        loop.run(run.cancel())
-                        feeder.cancel()
-                    if bar is not None:
-                        try:
-                            feeder.result(30)  # its last report reaches the bar before the bar closes
-                        except BaseException:  # noqa: BLE001 - the map has raised it already
-                            pass
-                        bar.close()
-                    if run_dir is not None:
-                        shutil.rmtree(run_dir, ignore_errors=True)
-                base = d.flatten_indices() if d._indices is not None else d
-                results[split] = concatenate_datasets([base, scores], axis=1)
-                release(run.input_files | file_paths(scores.cache_files))  # read again only where used
-                summary.rows[split] = len(d)
-                _record_run(summary, current, client, run_id, run_started)
-                current = None
-                run = None
-        except KeyboardInterrupt:
-            if not use_cache:
-                raise InterruptedRun(
-                    "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
-                ) from None
-            raise InterruptedRun(
-                f"interrupted. {store.written if store else 0:,} replies of this run are saved in the cache; "
-                "run the same command again to resume where it stopped."
-            ) from None
-        except RunStopped as e:
-            logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
-            raise
-        finally:
-            if current is not None:  # stopped mid-split: what it paid for counts when a later run resumes
-                _record_run(summary, current, client, run_id, run_started)
-            if run is not None and loop is not None:
-                try:
-                    loop.run(run.cancel(), timeout=10)
-                except Exception:  # noqa: BLE001 - best effort while stopping
-                    pass
-            if loop is not None:
-                try:
-                    loop.run(client.close(), timeout=10)
-                except Exception:  # noqa: BLE001
-                    pass
-                loop.stop()
-            if store is not None:
-                store.flush(30)
-                store.close()
-            _fill_summary(summary, client, errors, started)
+    summary.notes += [
+        f"renamed {', '.join(f'{a} to {b}' for a, b in names.items())} in {split}: the score an All metric wrote, "
+        "beside the single metric's own columns"
+        for split, names in renamed.items() if names
+    ]
+    return summary
 
-    out = ScoredDatasetDict(results)
-    out[ERRORS_SPLIT] = Dataset.from_list(errors, features=ERROR_FEATURES) if errors else Dataset.from_dict(
-        {k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES
+
+class _RunResources(ExitStack):
+    """What a run holds while it sends requests: the reply store, the event loop thread and the client's
+    session. Opened when the first split needs them; closed once, each best effort, however the run ends:
+    the split in flight cancelled, the session closed, the loop stopped, then the store flushed and closed."""
+
+    def __init__(self, client: JudgeClient, store_path: Path | None):
+        self.client = client
+        self.store_path = store_path
+        self.store: ReplyStore | None = None
+        self.loop: LoopThread | None = None
+        self.active: SplitRun | None = None  # the split being scored, cancelled if the run stops
+        super().__init__()
+
+    @property
+    def written(self) -> int:
+        return self.store.written if self.store is not None else 0
+
+    def open(self) -> None:
+        if self.loop is not None:
+            return
+        if self.store_path is not None:
+            self.store = ReplyStore(self.store_path)
+            self.callback(self._close_store, self.store)
+        self.loop = loop = LoopThread()
+        self.callback(loop.stop)
+        self.callback(self._quietly, lambda: loop.run(self.client.close(), timeout=10))
+        self.callback(self._quietly, self._cancel_active)
+        loop.run(self.client.open())
+
+    def _cancel_active(self) -> None:
+        if self.active is not None:
+            self.loop.run(self.active.cancel(), timeout=10)
+
+    @staticmethod
+    def _close_store(store: ReplyStore) -> None:
+        store.flush(30)
+        store.close()
+
+    @staticmethod
+    def _quietly(step: Callable[[], Any]) -> None:
+        try:
+            step()
+        except Exception:  # noqa: BLE001 - best effort while stopping
+            pass
+
+
+@dataclass
+class _SplitContext:
+    """What every split of one run shares."""
+
+    client: JudgeClient
+    summary: RunSummary
+    use_cache: bool
+    cache_root: Path
+    token_columns: bool
+    progress: bool | ProgressCallback
+    window: int
+    max_input_chars: int | None
+    resources: _RunResources | None = None
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], errors: list[dict]) -> Dataset:
+    """One split, scored: its columns kept as they are, its result reused from the cache, or a fresh run
+    (which saves a finished result to the cache and keeps a result with errors out of it)."""
+    summary = ctx.summary
+    # `_indices`: datasets has no public test for an indices mapping (select, shuffle), and
+    # flatten_indices() rewrites the whole table even when there is none
+    base = d.flatten_indices() if d._indices is not None else d
+    if not plans:  # every metric's columns were kept
+        return base
+    fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns)
+    features = Features({c: f for p in plans for c, f in p.metric.features.items()})
+    if ctx.token_columns:
+        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    cache_file = ctx.cache_root / "results" / f"{fp}.arrow"
+    if ctx.use_cache:
+        _remove_partials(cache_file)
+        saved = _load_result(cache_file, len(d), features) if cache_file.exists() else None
+        if saved is not None:
+            summary.cached_splits.append(split)
+            summary.add_runs(_read_runs(cache_file))
+            return concatenate_datasets([base, saved], axis=1)
+    scores = _fresh_run(ctx, split, d, plans, fp, features, cache_file, errors)
+    return concatenate_datasets([base, scores], axis=1)
+
+
+def _fresh_run(
+    ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], fp: str, features: Features, cache_file: Path,
+    errors: list[dict],
+) -> Dataset:
+    """Send the split's requests through ``Dataset.map``; the scores, as a dataset of their own."""
+    map_kwargs: dict[str, Any] = dict(
+        batched=True, with_indices=True, input_columns=[], remove_columns=d.column_names, features=features,
+        new_fingerprint=fp, desc=f"Scoring {split}", load_from_cache_file=False,
     )
-    out.summary = summary
-    logger.info("hf_judge run summary\n%s", summary)
-    return out
+    run_dir: Path | None = None
+    if ctx.use_cache:
+        # The map writes into a folder of its own, so that whatever it leaves
+        # behind (a temporary file on a full disk) goes with the folder.
+        run_dir = cache_file.with_name(f"{fp}.run-{uuid.uuid4().hex[:8]}")
+        try:
+            run_dir.mkdir(parents=True)
+        except OSError as e:
+            raise (_results_disk_full(cache_file.parent, e, None) if is_disk_full(e) else e) from None
+        map_kwargs.update(cache_file_name=str(run_dir / cache_file.name))
+    else:
+        map_kwargs.update(keep_in_memory=True)
+    res = ctx.resources
+    res.open()
+    client, progress = ctx.client, ctx.progress
+    bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
+    on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
+    run = res.active = SplitRun(
+        split, d, plans, client, res.store, window=ctx.window, max_input_chars=ctx.max_input_chars,
+        token_columns=ctx.token_columns, on_progress=on_progress,
+    )
+    current = (split, cache_file if ctx.use_cache else None, _counters(client), time.perf_counter())
+    try:
+        feeder = res.loop.submit(run.feed())
+        try:
+            with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
+                scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
+            errors.extend(sorted(run.errors, key=lambda e: e["row"]))
+            if ctx.use_cache:
+                # A result with errors is not a finished one: keep it out of the fingerprint
+                # cache so that the next run retries exactly the failed (row, metric) pairs.
+                partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
+                done = partial if run.errors else cache_file
+                os.replace(run_dir / cache_file.name, done)
+                scores = Dataset.from_file(str(done))
+                if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
+                    weakref.finalize(scores.data, _unlink, done)
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            _close_left_open(e, run_dir)
+            if isinstance(run.failure, DiskFullError):
+                raise run.failure from None
+            raise _results_disk_full(cache_file.parent, e, _results_needed(run_dir, run, len(d))) from None
+        finally:
+            if not feeder.done():
+                res.loop.run(run.cancel())
+                feeder.cancel()
+            if bar is not None:
+                try:
+                    feeder.result(30)  # its last report reaches the bar before the bar closes
+                except BaseException:  # noqa: BLE001 - the map has raised it already
+                    pass
+                bar.close()
+            if run_dir is not None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        release(run.input_files | file_paths(scores.cache_files))  # read again only where used
+        res.active = None
+    finally:
+        # also when stopped mid-split: what it paid for counts when a later run resumes
+        _record_run(ctx.summary, current, client, ctx.run_id, ctx.run_started)
+    return scores
 
 
 _IF_EXISTS = ("keep", "overwrite", "error")
@@ -509,6 +581,34 @@ def _kind(feature: Any) -> str | None:
     if dtype is None:
         return None
     return "bool" if dtype == "bool" else "number" if dtype.startswith(("int", "uint", "float")) else dtype
+
+
+def _free_single_metric_columns(d: Dataset, loaded: list) -> dict[str, str]:
+    """Columns of an earlier ``<Mode>_All`` run that a single metric asked for now needs: old -> new name.
+
+    ``QA_All`` wrote ``QA_Clarity``; scoring ``QA_Clarity`` later needs that name for its own score. The All's
+    score moves to ``QA_All_Clarity``, the name it gets when both run together (see metrics.resolve_metrics),
+    so adding a single metric to a scored dataset keeps every score. Only when the dataset holds every column
+    of the All metric and none of the single metric's other columns: anything else is a real conflict.
+    """
+    from .metrics import load_metric
+
+    names = set(d.column_names)
+    renames: dict[str, str] = {}
+    for m in loaded:
+        if m.mode is None or m.name.endswith("_All") or m.name not in names:
+            continue
+        others = [c for c in m.columns if c != m.name]
+        if not others or any(c in names for c in others):
+            continue
+        try:
+            all_columns = load_metric(f"{m.mode}_All").columns
+        except ConfigError:
+            continue
+        target = f"{m.mode}_All_{m.name.removeprefix(m.mode + '_')}"
+        if m.name in all_columns and names.issuperset(all_columns) and target not in names:
+            renames[m.name] = target
+    return renames
 
 
 def _existing_columns(
@@ -690,12 +790,8 @@ def _record_run(summary: RunSummary, current: tuple, client: JudgeClient, run_id
 
 def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], started: float) -> None:
     s = client.stats
-    summary.requests = s.requests
-    summary.retries = s.retries
-    summary.cache_hits = s.cache_hits
-    summary.capped_waits = s.capped_waits
-    summary.prompt_tokens = s.prompt_tokens
-    summary.completion_tokens = s.completion_tokens
+    for name in (*_COUNTERS, "capped_waits"):
+        setattr(summary, name, getattr(s, name))
     summary.failed_attempts = dict(s.failures)
     summary.errors = dict(Counter(e["kind"] for e in errors))
     summary.structured_output = s.structured_output

@@ -32,14 +32,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError
 from .recipes import read_yaml, resolve_secret
-from .settings import config_error
+from .settings import Concurrency, Retries, Temperature, Timeout, TopP, resolve_settings, validated
 from .summary import RunSummary
 
 logger = logging.getLogger("hf_judge")
@@ -67,18 +68,24 @@ class SeedConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     openai: _OpenAI = _OpenAI()
-    model: str
-    concurrency: Annotated[int, Field(ge=1)] = 1024
-    timeout: Annotated[float, Field(gt=0)] = 30
-    retry: Annotated[int, Field(ge=0)] = 3
+    # the seed's own keys and defaults, with the limits of hf_judge.Settings (settings() maps them onto it)
+    model: Annotated[str, Field(min_length=1)]
+    concurrency: Concurrency = 1024
+    timeout: Timeout = 30
+    retry: Retries = 3
     chunk_size: Annotated[int, Field(ge=1)] = 2048
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    temperature: Temperature | None = None
+    top_p: TopP = 1.0
     input_path: str
     output_path: str = "output"
     prompts_dir: str | None = None
     id_track_file: str | None = None
     metrics: _Metrics
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings in hf_judge's names (``retry`` -> ``retries``, ``openai.base_url`` -> ``base_url``)."""
+        keep = ("model", "concurrency", "timeout", "temperature", "top_p")
+        return {**{k: getattr(self, k) for k in keep}, "retries": self.retry, "base_url": self.openai.base_url}
 
     def metric_names(self) -> list[tuple[str, str, str]]:
         """(mode, seed metric name, hf-judge metric name)."""
@@ -104,10 +111,7 @@ def load_seed_config(path: str | os.PathLike) -> SeedConfig:
     """Read and validate a seed config; relative paths resolve against its folder."""
     path = Path(path)
     data = read_yaml(path)
-    try:
-        cfg = SeedConfig(**data)
-    except ValidationError as e:
-        raise config_error(e, f"config {path}") from None
+    cfg = validated(SeedConfig, data, f"config {path}")
     base = path.resolve().parent
     for key in ("input_path", "output_path", "prompts_dir", "id_track_file"):
         value = getattr(cfg, key)
@@ -140,20 +144,26 @@ def _id_key(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def _json_lines(f, path) -> Iterator[tuple[int, str, Any]]:
+    """(line number, line, its JSON value) for each line of ``f`` that is not blank."""
+    for n, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}, line {n}: not valid JSON ({e}); fix or remove that line") from None
+        yield n, line, value
+
+
 def _items(path: str, stamp: tuple, skip: frozenset):  # noqa: ARG001 - stamp busts the datasets cache when the file changes
     with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path}, line {n + 1}: not valid JSON ({e}); fix or remove that line") from None
+        for n, line, item in _json_lines(f, path):
             if not isinstance(item, dict):
-                raise ConfigError(f"{path}, line {n + 1}: not a JSON object; every line is one item like "
+                raise ConfigError(f"{path}, line {n}: not a JSON object; every line is one item like "
                                   '{"id": ..., "instruction": ..., "output": ...}')
             if "id" not in item:
-                raise ConfigError(f"{path}, line {n + 1}: no 'id' field; every item needs a unique id")
+                raise ConfigError(f"{path}, line {n}: no 'id' field; every item needs a unique id")
             key = _id_key(item["id"])
             if key in skip:
                 continue
@@ -212,18 +222,8 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
             raise
         raise cause from None
     result = score_dataset(
-        ds,
-        metrics,
-        model=cfg.model,
-        base_url=cfg.openai.base_url,
-        api_key=api_key,
-        concurrency=cfg.concurrency,
-        timeout=cfg.timeout,
-        retries=cfg.retry,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        prompts_dir=cfg.prompts_dir,
-        cache_dir=cache_dir,
+        ds, metrics, api_key=api_key, prompts_dir=cfg.prompts_dir, cache_dir=cache_dir,
+        settings=resolve_settings(cfg.settings(), where=f"config {path}"),
     )
     triples = [(mode, seed_name, m) for (mode, seed_name, _), m in zip(names, metrics)]
     _write_seed_files(result, triples, scored_path, errors_path, track, append=track is not None)
@@ -307,13 +307,7 @@ def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, o
         items = with_scores = 0
         seen: list[tuple[str]] = []
         with open(scores_file, "rb") as scores, open(data_file, encoding="utf-8") as data, open(output_file, "w", encoding="utf-8") as out:
-            for n, line in enumerate(data):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ConfigError(f"{data_file}, line {n + 1}: not valid JSON ({e})") from None
+            for _, _, item in _json_lines(data, data_file):
                 key = _id_key(item.get("id"))
                 items += 1
                 hit = db.execute("SELECT pos FROM ix WHERE id = ?", (key,)).fetchone()

@@ -1,46 +1,104 @@
-"""Validated run settings: one pydantic model shared by the library, recipes and the CLI."""
+"""Run settings: one pydantic model, declared once, that the library, recipes, seed configs and the CLI share.
+
+A setting is one field of :class:`Settings`: its type and limits, its default
+and its ``description`` (the CLI help). Everything else is derived from it:
+the ``hf-judge score``/``run`` flag (``--max-tokens`` for ``max_tokens``), the
+recipe key, the ``score_dataset`` keyword argument. Fields marked
+``internal=True`` (test knobs) are only reachable through a ``Settings``
+object.
+
+Precedence, applied in one place (:func:`resolve_settings`): the defaults, then
+a recipe or seed config, then flags / keyword arguments.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from . import constants
 from .errors import ConfigError
 
+M = TypeVar("M", bound=BaseModel)
+# Historical CLI spellings; any other flag is the field name with dashes (``--max-reply-bytes``).
+CLI_FLAGS = {"model": ("-m", "--model"), "max_requests_per_minute": ("--rpm",), "max_tokens_per_minute": ("--tpm",)}
 
-class ClientSettings(BaseModel):
-    """How requests are sent. Every field is checked; a bad value names its field.
+
+def _setting(default: Any = ..., description: str = "", internal: bool = False, **limits: Any) -> Any:
+    return Field(default, description=description, json_schema_extra={"internal": True} if internal else None, **limits)
+
+
+# Field types shared with models that spell a setting their own way (seed.SeedConfig's ``retry``).
+Concurrency = Annotated[int, Field(ge=1, le=100_000)]
+Timeout = Annotated[float, Field(gt=0)]
+Retries = Annotated[int, Field(ge=0, le=100)]
+Temperature = Annotated[float, Field(ge=0, le=2)]
+TopP = Annotated[float, Field(gt=0, le=1)]
+
+
+class Settings(BaseModel):
+    """How a run sends its requests. Every field is checked; a bad value names its field.
 
     Example:
-        >>> ClientSettings(model="gpt-4.1-nano", concurrency=64).concurrency
+        >>> Settings(model="gpt-4.1-nano", concurrency=64).concurrency
         64
+        >>> score_dataset(ds, ["QA_All"], settings=Settings(model="m"), concurrency=8)  # doctest: +SKIP
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: Annotated[str, Field(min_length=1)]
-    base_url: str | None = None
-    concurrency: Annotated[int, Field(ge=1, le=100_000)] = constants.DEFAULT_CONCURRENCY
-    timeout: Annotated[float, Field(gt=0)] = constants.DEFAULT_TIMEOUT
-    retries: Annotated[int, Field(ge=0, le=100)] = constants.DEFAULT_RETRIES
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = constants.DEFAULT_TOP_P
-    max_tokens: Annotated[int, Field(ge=1)] | None = None
-    max_requests_per_minute: Annotated[float, Field(gt=0)] | None = None
-    max_tokens_per_minute: Annotated[float, Field(gt=0)] | None = None
-    max_total_tokens: Annotated[int, Field(ge=1)] | None = None
-    max_input_chars: Annotated[int, Field(ge=1)] | None = None
-    backoff_base: Annotated[float, Field(ge=0)] = 0.5
-    backoff_max: Annotated[float, Field(ge=0)] = 30.0
-    max_reply_bytes: Annotated[int, Field(ge=1024)] = constants.DEFAULT_MAX_REPLY_BYTES
-    max_throttle_s: Annotated[float, Field(gt=0)] = constants.DEFAULT_MAX_THROTTLE_S
+    # -- the server
+    model: str = _setting(
+        description="model name on the server (e.g. gpt-4.1-nano); in the CLI, `local` (or local:PATH.gguf) starts a "
+        'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"', min_length=1,
+    )
+    base_url: Optional[str] = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
+    # -- limits
+    concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight")
+    timeout: Timeout = _setting(constants.DEFAULT_TIMEOUT, "seconds per request")
+    retries: Retries = _setting(constants.DEFAULT_RETRIES, "retries per request")
+    max_requests_per_minute: Optional[float] = _setting(None, "max requests per minute", gt=0)
+    max_tokens_per_minute: Optional[float] = _setting(None, "max tokens per minute", gt=0)
+    max_total_tokens: Optional[int] = _setting(None, "stop cleanly once this many tokens are used", ge=1)
+    max_input_chars: Optional[int] = _setting(None, "rows with longer inputs go to errors unsent", ge=1)
+    max_reply_bytes: int = _setting(
+        constants.DEFAULT_MAX_REPLY_BYTES, "replies larger than this many bytes are errors (bad_response)", ge=1024
+    )
+    max_throttle_s: float = _setting(
+        constants.DEFAULT_MAX_THROTTLE_S, "seconds of nothing but 429 replies after which the run stops", gt=0
+    )
+    # -- sampling
+    temperature: Optional[Temperature] = _setting(None, "override every metric's default temperature")
+    top_p: Optional[TopP] = _setting(constants.DEFAULT_TOP_P, "top_p of every request (library: None sends none)")
+    max_tokens: Optional[int] = _setting(None, "max completion tokens per reply (default: the server's)", ge=1)
+    # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
+    backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
+    backoff_max: float = _setting(30.0, "cap of a retry wait, Retry-After included", internal=True, ge=0)
+    window: Optional[int] = _setting(None, "rows in flight (default max(4096, 64 x concurrency))", internal=True, ge=1)
 
     @field_validator("base_url")
     @classmethod
     def _has_scheme(cls, v: str | None) -> str | None:
         return None if v is None else check_base_url(v)
+
+
+def public_fields() -> dict[str, Any]:
+    """The fields a recipe, a flag or a ``score_dataset`` keyword argument may set, name -> FieldInfo."""
+    return {k: f for k, f in Settings.model_fields.items() if not (f.json_schema_extra or {}).get("internal")}
+
+
+def _overrides_model() -> type[BaseModel]:
+    """Every public setting, optional (None: not given), with the limits of :class:`Settings`."""
+    fields = {}
+    for name, f in public_fields().items():
+        inner = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+        fields[name] = (Optional[inner], Field(None, description=f.description))
+    return create_model("SettingsOverrides", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+SettingsOverrides = _overrides_model()
 
 
 def check_base_url(url: str) -> str:
@@ -74,8 +132,33 @@ def config_error(e: ValidationError, where: str = "settings") -> ConfigError:
     return ConfigError(f"invalid {where}: " + "; ".join(parts))
 
 
-def client_settings(**kwargs) -> ClientSettings:
+def validated(model: type[M], data: Mapping[str, Any], where: str) -> M:
+    """``model(**data)``, or a ConfigError that names ``where`` and every bad field (see :func:`config_error`)."""
     try:
-        return ClientSettings(**kwargs)
+        return model(**data)
     except ValidationError as e:
-        raise config_error(e) from None
+        raise config_error(e, where) from None
+
+
+def merge_layers(*layers: Settings | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings given by ``layers``, later ones winning, not yet validated (see :func:`resolve_settings`)."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if isinstance(layer, BaseModel):
+            layer = layer.model_dump(exclude_unset=True)
+        merged.update(layer or {})
+    return merged
+
+
+def resolve_settings(*layers: Settings | Mapping[str, Any] | None, where: str = "settings") -> Settings:
+    """The settings of a run: the defaults, overridden by each layer in turn (later wins).
+
+    This is the one place precedence is applied: ``resolve_settings(recipe_or_seed, flags_or_kwargs)``.
+    A ``Settings`` layer counts only the fields it was given; a mapping counts every key it has
+    (``top_p=None`` means "send no top_p"; leave a key out to keep the layer below).
+
+    Example:
+        >>> resolve_settings({"model": "m", "concurrency": 8}, {"concurrency": 2}).concurrency
+        2
+    """
+    return validated(Settings, merge_layers(*layers), where)

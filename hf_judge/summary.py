@@ -83,6 +83,24 @@ class RunSummary:
                 seen.add((r.get("id"), r.get("split")))
                 self.runs.append(r)
 
+    def include(self, earlier: RunSummary) -> None:
+        """Keep the provenance of the scored result this run added metrics to: its metrics, prompts,
+        columns, source and runs stay beside this run's own.
+
+        Example:
+            >>> now = RunSummary(metrics={"Q_Clarity": "b"}, columns=["Q_Clarity"])
+            >>> now.include(RunSummary(metrics={"QA_All": "a"}, columns=["QA_Clarity"], source_dataset="d.jsonl"))
+            >>> sorted(now.metrics), now.source_dataset
+            (['QA_All', 'Q_Clarity'], 'd.jsonl')
+        """
+        self.metrics = {**earlier.metrics, **self.metrics}
+        self.prompts = {**earlier.prompts, **self.prompts}
+        self.columns = [*earlier.columns, *(c for c in self.columns if c not in earlier.columns)]
+        if earlier.source_dataset:
+            self.source_dataset, self.source_on_hub = earlier.source_dataset, earlier.source_on_hub
+        runs, self.runs = self.runs, []
+        self.add_runs([*earlier.runs, *runs])
+
     def with_filter(  # noqa: A002 - min/max as filter_by_scores names them
         self, min: dict, max: dict, keep_missing: bool, rows_before: dict, rows_kept: dict
     ) -> RunSummary:

@@ -17,7 +17,13 @@ def qa_dataset(n: int, prefix: str = "row") -> Dataset:
 def score(ds, metrics, judge, tmp_path, **kw):
     from hf_judge import score_dataset
 
+    from hf_judge import Settings
+
     kw.setdefault("columns", {"instruction": "question", "output": "answer"})
-    kw.setdefault("backoff_base", 0.001)
-    kw.setdefault("backoff_max", 0.01)
-    return score_dataset(ds, metrics, model="judge", base_url=judge.base_url, api_key="sk-test", cache_dir=tmp_path / "cache", **kw)
+    # the knobs only tests turn (fast retries, small windows) go in a Settings object
+    knobs = {"backoff_base": 0.001, "backoff_max": 0.01}
+    knobs.update({k: kw.pop(k) for k in ("backoff_base", "backoff_max", "window") if k in kw})
+    fast = Settings(model="judge", **knobs)
+    return score_dataset(
+        ds, metrics, settings=fast, base_url=judge.base_url, api_key="sk-test", cache_dir=tmp_path / "cache", **kw
+    )

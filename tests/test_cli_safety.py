@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from datasets import Dataset, load_dataset, load_from_disk
 
-from hf_judge import ConfigError, ServerUnreachableError, filter_by_scores, score_dataset
+from hf_judge import ConfigError, ServerUnreachableError, Settings, filter_by_scores, score_dataset
 from hf_judge.cli import main
 
 KEY = "sk-test-SECRETKEY-safety-0123456789"
@@ -179,6 +179,27 @@ def test_adding_metrics_keeps_existing_scores_and_errors(judge, tmp_path, capsys
     assert "kept the existing columns of Q_Clarity" in stdout
 
 
+def test_adding_a_single_metric_to_an_all_result_keeps_every_score_and_the_provenance(judge, tmp_path, capsys):
+    """QA_All wrote QA_Clarity; adding QA_Clarity later moves the All's score to QA_All_Clarity (the name it gets
+    when both run together) instead of refusing, and summary.json keeps both metrics and both runs."""
+    data = jsonl(tmp_path / "d.jsonl", 5)
+    out = tmp_path / "out"
+    assert run(capsys, "score", data, "--metrics", "QA_All", *server(judge), "--output-dir", out)[0] == 0
+    first = load_from_disk(out)
+    judge.reset()
+    code, stdout, err = run(capsys, "score", out, "--metrics", "QA_Clarity", *server(judge), "--output-dir", out)
+    assert code == 0, err
+    assert judge.stats()["requests"] == 5  # the single metric only
+    train = load_from_disk(out)["train"]
+    assert train["QA_All_Clarity"] == first["train"]["QA_Clarity"]
+    assert train["QA_Relevance"] == first["train"]["QA_Relevance"]
+    assert None not in train["QA_Clarity"] and None not in train["QA_Clarity_reason"]
+    assert "renamed QA_Clarity to QA_All_Clarity" in stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["metrics"]) == {"QA_All", "QA_Clarity"} and summary["source_dataset"] == "d.jsonl"
+    assert sum(r["requests"] for r in summary["runs"]) == 10  # both runs that produced the scores
+
+
 def test_a_real_column_conflict_names_the_flag(judge, tmp_path, capsys):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"instruction": f"c{i}", "Q_Clarity": i}) + "\n" for i in range(3)))
@@ -257,7 +278,8 @@ def test_unreachable_server_stops_before_writing_and_says_so_once(tmp_path, caps
 def test_unreachable_server_in_the_library(tmp_path):
     ds = Dataset.from_dict({"instruction": ["a", "b"]})
     with pytest.raises(ServerUnreachableError, match="connection refused at http://127.0.0.1"):
-        score_dataset(ds, ["Q_Clarity"], model="m", base_url=dead_url(), cache_dir=tmp_path / "c", backoff_base=0.001)
+        fast = Settings(model="m", base_url=dead_url(), backoff_base=0.001)
+        score_dataset(ds, ["Q_Clarity"], settings=fast, cache_dir=tmp_path / "c")
 
 
 def test_no_key_for_openai_is_an_error_before_sending(tmp_path, capsys, monkeypatch):

@@ -43,6 +43,7 @@ from hf_judge.images import prompt_tokens_estimate
 from hf_judge.limits import AdaptiveLimiter
 from hf_judge.metrics import MetricKind, OutputType, load_metric
 from hf_judge.pipeline import combine_pairwise
+from hf_judge.settings import Settings
 
 METRIC = load_metric("QA_Clarity")
 MESSAGES = [{"role": "user", "content": "Rate it."}]
@@ -157,7 +158,7 @@ def run(replies: list, *, calls: int = 1, jitter: str = "max", concurrent: bool 
     server = Server(clock, replies)
     settings = {"retries": 3, "backoff_base": 0.5, "backoff_max": 30.0, **settings}
     client = JudgeClient(
-        base_url="http://judge.test/v1", api_key=None, model="m", clock=clock, transport=server, **settings
+        Settings(model="m", base_url="http://judge.test/v1", **settings), api_key=None, clock=clock, transport=server
     )
 
     async def main():
@@ -347,8 +348,8 @@ def test_connection_error_after_a_reply_is_an_errors_row_that_keeps_the_last_rep
 def test_a_reply_over_max_reply_bytes_is_bad_response():
     too_big = _ReplyTooLarge("Content-Length 99")
     too_big.status = 200
-    out, _, _, _, _ = run([too_big], retries=0, max_reply_bytes=10)
-    assert out[0].kind == "bad_response" and "(HTTP 200) is larger than max_reply_bytes=10" in out[0].message
+    out, _, _, _, _ = run([too_big], retries=0, max_reply_bytes=2048)
+    assert out[0].kind == "bad_response" and "(HTTP 200) is larger than max_reply_bytes=2,048" in out[0].message
 
 
 def test_deadlines_sweep_cancels_only_overdue_tasks():
@@ -400,7 +401,7 @@ def test_requests_per_minute_allow_a_seconds_worth_at_once():
 
 def test_tokens_per_minute_pace_by_estimated_tokens():
     # a request counts its estimated prompt tokens + max_tokens (256 when unset); a bucket of two requests' worth
-    body = JudgeClient(base_url="http://judge.test/v1", api_key=None, model="m").body(METRIC, MESSAGES, 0.1)
+    body = JudgeClient(Settings(model="m", base_url="http://judge.test/v1"), api_key=None).body(METRIC, MESSAGES, 0.1)
     tokens = prompt_tokens_estimate(body) + 256
     _, server, _, _, _ = run([completion()], calls=4, max_tokens_per_minute=60 * 2 * tokens)
     # two fit at once; then each waits for one request's worth to leak out, at two per second
@@ -536,7 +537,7 @@ def test_output_types_and_metric_kinds_keep_request_bodies_and_values():
     assert [o.type for o in METRIC.outputs] == ["string", "integer"]
     assert METRIC.kind == "score" and METRIC.kind is MetricKind.SCORE
     assert all(type(s["type"]) is str for s in METRIC.json_schema["properties"].values())
-    client = JudgeClient(base_url="http://judge.test/v1", api_key=None, model="m")
+    client = JudgeClient(Settings(model="m", base_url="http://judge.test/v1"), api_key=None)
     body = client.body(METRIC, MESSAGES, 0.1)
     schema = {
         "type": "object",

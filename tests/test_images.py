@@ -17,7 +17,7 @@ import pytest
 from datasets import Dataset, Image, List
 from helpers import qa_dataset, score
 
-from hf_judge import ConfigError, PromptFileError, TemplateError, load_metric
+from hf_judge import ConfigError, PromptFileError, Settings, TemplateError, load_metric
 
 HERE = Path(__file__).parent
 OUTPUTS = "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n"
@@ -208,7 +208,7 @@ def test_text_only_request_bodies_are_unchanged(tmp_path):
     from hf_judge.client import JudgeClient
 
     pdir = prompt(tmp_path, "Q_Text", "Question: {{ instruction }}\nAnswer: {{ output }}", front="system: Be strict.\n")
-    client = JudgeClient(base_url="http://127.0.0.1:9/v1", api_key=None, model="judge")
+    client = JudgeClient(Settings(model="judge", base_url="http://127.0.0.1:9/v1"), api_key=None)
     m = load_metric("Q_Text", prompts_dir=pdir)
     values = {"instruction": "What is $\\frac{1}{2}$ + {x}?", "output": "a half"}
     body = client.body(m, m.messages(values), 0.1, "json_schema")
@@ -232,12 +232,128 @@ def test_token_estimate_counts_an_image_as_image_tokens_not_its_base64():
 TEXT_BODY_SHA256 = "2b16cf90b6e8a1615facbdd913007208dee536e1eb900200ae9a4e09d48ce0cd"
 
 
-def test_mime_type_from_magic_bytes_or_file_name():
+def test_mime_type_from_magic_bytes_only():
     from hf_judge.images import mime_type
 
     webp = b"RIFF\x10\x00\x00\x00WEBPVP8 "
     assert [mime_type(png(COLORS[0])), mime_type(JPEG), mime_type(b"GIF87a.."), mime_type(webp)] == [
         "image/png", "image/jpeg", "image/gif", "image/webp"
     ]
-    assert mime_type(b"\x00\x01", "scan.webp") == "image/webp"
-    assert mime_type(b"BM\x00\x00", "scan.bmp") is None and mime_type(b"\x00") is None
+    assert mime_type(b"BM\x00\x00") is None and mime_type(b"\x00") is None and mime_type(b"not a png") is None
+
+
+def test_a_file_named_png_that_is_not_an_image_is_bad_image_not_sent(judge, tmp_path):
+    """The name is no evidence: `pics/bad.png` holding `not a png` was sent as data:image/png."""
+    judge.configure(record=True)
+    pdir = prompt(tmp_path, "VQA", VQA)
+    (tmp_path / "good.png").write_bytes(png(COLORS[0]))
+    (tmp_path / "bad.png").write_bytes(b"not a png")
+    (tmp_path / "scan.webp").write_bytes(b"BM\x00\x00 a bitmap")
+    rows = [{"bytes": None, "path": str(tmp_path / n)} for n in ("good.png", "bad.png", "scan.webp")]
+    rows.append({"bytes": b"not a png", "path": "inline.png"})
+    ds = Dataset.from_dict({"image": rows, "question": list("abcd")}).cast_column("image", Image())
+    out = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    st = judge.stats()
+    assert st["requests"] == 1 and st["image_parts"] == 1
+    assert st["bodies"][0]["messages"][0]["content"][1]["image_url"]["url"] == data_url(png(COLORS[0]))
+    assert out["train"]["VQA"][0] is not None and out["train"]["VQA"][1:] == [None, None, None]
+    errors = out["errors"].to_list()
+    assert [(e["row"], e["kind"]) for e in errors] == [(1, "bad_image"), (2, "bad_image"), (3, "bad_image")]
+    assert "bad.png" in errors[0]["message"] and "not PNG, JPEG, GIF or WEBP" in errors[0]["message"]
+    assert "b'not a pn'" in errors[0]["message"] and "scan.webp" in errors[1]["message"]
+
+
+def path_only_parquet(tmp_path: Path) -> Path:
+    """The stranger's file: a parquet whose Image column holds relative paths only, and pics/tmp.png is gone."""
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "a.png").write_bytes(png(COLORS[0]))
+    (tmp_path / "pics" / "c.png").write_bytes(png(COLORS[2]))
+    (tmp_path / "pics" / "tmp.png").write_bytes(png(COLORS[1]))  # to_parquet reads the files' sizes
+    rows = [{"bytes": None, "path": f"pics/{n}.png"} for n in ("a", "tmp", "c")]
+    ds = Dataset.from_dict({"image": rows, "question": ["a?", "b?", "c?"]}).cast_column("image", Image())
+    ds.to_parquet(str(tmp_path / "v.parquet"))
+    os.remove(tmp_path / "pics" / "tmp.png")
+    return tmp_path / "v.parquet"
+
+
+def test_a_missing_image_file_does_not_lose_the_saved_result(judge, tmp_path, monkeypatch, caplog):
+    """save_to_disk embeds path-only images; a deleted file failed it (FileNotFoundError) after the run was paid."""
+    from datasets import load_dataset, load_from_disk
+
+    monkeypatch.chdir(tmp_path)
+    pdir = prompt(tmp_path, "VQA", VQA)
+    ds = load_dataset("parquet", data_files=str(path_only_parquet(tmp_path)), split="train", cache_dir=str(tmp_path))
+    out = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["requests"] == 2 and [e["kind"] for e in out["errors"].to_list()] == ["bad_image"]
+    out.save_to_disk(str(tmp_path / "saved"))
+    assert "pics/tmp.png" in caplog.text and "1 image file(s)" in caplog.text
+    back = load_from_disk(str(tmp_path / "saved"))
+    assert back["train"]["VQA"] == out["train"]["VQA"] and back["train"]["VQA"][1] is None
+    images = back["train"].cast_column("image", Image(decode=False))["image"]
+    assert [i and i["bytes"] for i in images] == [png(COLORS[0]), None, png(COLORS[2])]  # the others are embedded
+    assert back["errors"].to_list() == out["errors"].to_list()
+    assert "pics/tmp.png" in back["errors"][0]["message"]
+
+
+def test_cli_saves_the_result_when_an_image_file_is_missing(judge, tmp_path, monkeypatch, capsys, caplog):
+    """`hf-judge score v.parquet -o vp2`: printed the summary, then exit 1 with no vp2/ (issue: stranger's trial)."""
+    from datasets import load_from_disk
+
+    from hf_judge.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    path_only_parquet(tmp_path)
+    prompt(tmp_path, "VQA_Fit", VQA)
+    args = ["score", "v.parquet", "--metrics", "VQA_Fit", "--prompts-dir", "prompts", "--base-url", judge.base_url,
+            "-m", "judge", "-o", "vp2"]
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert code == 0, err[-3000:]
+    assert "FileNotFoundError" not in err and "pics/tmp.png" in err + caplog.text
+    saved = load_from_disk(str(tmp_path / "vp2"))
+    assert saved["train"].num_rows == 3 and saved["train"]["question"] == ["a?", "b?", "c?"]
+    assert [s is None for s in saved["train"]["VQA_Fit"]] == [False, True, False]
+    assert [(e["row"], e["kind"]) for e in saved["errors"].to_list()] == [(1, "bad_image")]
+    assert judge.stats()["requests"] == 2
+    # a rerun reuses what was paid for, and saves again
+    assert main(args + ["--overwrite"]) == 0 and judge.stats()["requests"] == 2
+
+
+def test_push_with_a_missing_image_file_pushes_the_result(judge, hub, tmp_path, monkeypatch):
+    """push_to_hub embeds path-only images as save_to_disk does: a gone file failed the push the same way."""
+    from datasets import load_dataset
+
+    monkeypatch.chdir(tmp_path)
+    pdir = prompt(tmp_path, "VQA", VQA)
+    ds = load_dataset("parquet", data_files=str(path_only_parquet(tmp_path)), split="train", cache_dir=str(tmp_path))
+    score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={}).push_to_hub("tester/vqa-missing")
+    back = load_dataset("tester/vqa-missing", split="train", cache_dir=str(tmp_path / "back"))
+    assert [s is None for s in back["VQA"]] == [False, True, False]
+    images = back.cast_column("image", Image(decode=False))["image"]
+    assert [i and i["bytes"] for i in images] == [png(COLORS[0]), None, png(COLORS[2])]
+    assert load_dataset("tester/vqa-missing", "errors", split="errors", cache_dir=str(tmp_path / "back"))["row"] == [1]
+
+
+def test_saveable_nulls_only_gone_files_in_lists_and_selections(tmp_path, caplog):
+    from datasets import load_from_disk
+
+    from hf_judge.images import missing_image_files, saveable
+
+    (tmp_path / "a.png").write_bytes(png(COLORS[0]))
+    a, gone = {"bytes": None, "path": str(tmp_path / "a.png")}, {"bytes": None, "path": str(tmp_path / "gone.png")}
+    inline = {"bytes": png(COLORS[1]), "path": "nowhere.png"}  # has its bytes: nothing to read
+    ds = Dataset.from_dict({"pics": [[a, gone], None, [inline, gone, None]], "one": [a, inline, gone], "n": [0, 1, 2]})
+    ds = ds.cast_column("pics", List(Image())).cast_column("one", Image())
+    assert missing_image_files(ds) == {str(tmp_path / "gone.png")}
+    assert saveable(ds.select([0, 1])).num_rows == 2
+    picked = ds.select([2, 0])  # indices over the table: the scan and the copy follow them
+    saveable(picked).save_to_disk(str(tmp_path / "x"))
+    back = load_from_disk(str(tmp_path / "x")).cast_column("one", Image(decode=False))
+    back = back.cast_column("pics", List(Image(decode=False)))
+    assert back["n"] == [2, 0] and "gone.png" in caplog.text
+    assert back["one"] == [None, {"bytes": png(COLORS[0]), "path": "a.png"}]
+    assert back["pics"] == [[inline, None, None], [{"bytes": png(COLORS[0]), "path": "a.png"}, None]]
+    whole = image_dataset()  # every image has its bytes: returned as it is, nothing copied
+    assert saveable(whole) is whole and missing_image_files(whole) == set()

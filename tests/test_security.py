@@ -12,7 +12,7 @@ import yaml
 from datasets import Dataset
 from helpers import qa_dataset
 
-from hf_judge import filter_by_scores, load_metric, score_dataset
+from hf_judge import Settings, filter_by_scores, load_metric, score_dataset
 from hf_judge.card import render_section
 from hf_judge.cli import main
 from hf_judge.errors import ConfigError, PromptFileError
@@ -28,7 +28,7 @@ def score(ds, metrics, judge, tmp_path, **kw):
     kw.setdefault("columns", {"instruction": "question", "output": "answer"})
     kw.setdefault("base_url", judge.base_url)
     kw.setdefault("api_key", "sk-test")
-    kw.update(model="judge", cache_dir=tmp_path / "cache", backoff_base=0.001, backoff_max=0.01)
+    kw.update(settings=Settings(model="judge", backoff_base=0.001, backoff_max=0.01), cache_dir=tmp_path / "cache")
     return score_dataset(ds, metrics, **kw)
 
 
