@@ -388,9 +388,7 @@ class ReplyStore:
             while True:
                 if item is _STOP:
                     stop = True
-                elif isinstance(item, threading.Event):
-                    batch.append(item)
-                else:
+                else:  # a reply, or a flush's Event (set once what came before it is committed)
                     batch.append(item)
                 try:
                     item = q.get_nowait()
