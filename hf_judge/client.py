@@ -556,9 +556,10 @@ class JudgeClient:
             self._recent_failures += 1
             if len(recent) == recent.maxlen and self._recent_failures >= self._circuit_threshold * len(recent):
                 self._unreachable()
+                last = f" The last connection failure: {self._connect_error}." if self._connect_error else ""
                 raise CircuitOpenError(
                     f"{self._recent_failures} of the last {len(recent)} requests failed "
-                    f"({', '.join(f'{k}: {n}' for k, n in self.stats.failures.most_common(4))}). "
+                    f"({', '.join(f'{k}: {n}' for k, n in self.stats.failures.most_common(4))}).{last} "
                     f"Check the server, then {self.resume_hint()}"
                 )
 
@@ -568,6 +569,11 @@ class JudgeClient:
         if retry_after is None:
             return jitter(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
         if retry_after > self.backoff_max:  # Retry-After: 3600, a date hours ahead, inf
+            if not self.stats.capped_waits:  # said once, while it happens: the bar alone looks frozen
+                logger.warning(
+                    "the server asks to wait %g s before retrying (Retry-After); waiting backoff_max=%g s instead",
+                    retry_after, self.backoff_max,
+                )
             self.stats.capped_waits += 1
             return self.backoff_max
         return min(self.backoff_max, retry_after + jitter(0, min(1.0, retry_after * 0.1 + 0.01)))

@@ -20,7 +20,7 @@ from hf_judge import QuotaExceededError, RateLimitedError, RunStopped
 # -- Retry-After has a cap ---------------------------------------------------------------------------------------
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("value", ["3600", "inf", "1e308", "date"])
-def test_retry_after_is_capped_at_backoff_max_and_counted(judge, tmp_path, value):
+def test_retry_after_is_capped_at_backoff_max_and_counted(judge, tmp_path, value, caplog):
     if value == "date":
         value = email.utils.formatdate(time.time() + 3 * 3600, usegmt=True)
     judge.configure(faults=[{"fault": "status", "status": 429, "retry_after": value, "attempts": 1, "match": "row-1:"}])
@@ -32,6 +32,9 @@ def test_retry_after_is_capped_at_backoff_max_and_counted(judge, tmp_path, value
     assert out.summary.capped_waits == 1 and out.summary.to_dict()["capped_waits"] == 1
     assert "capped waits   1 " in str(out.summary)
     assert 0.5 <= took < 30
+    # said while it happens, once: a bar that does not move for backoff_max seconds is explained
+    said = [r.getMessage() for r in caplog.records if "Retry-After" in r.getMessage()]
+    assert len(said) == 1 and "waiting backoff_max=0.5 s instead" in said[0]
 
 
 @pytest.mark.timeout(60)

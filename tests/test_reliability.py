@@ -102,6 +102,16 @@ def test_circuit_breaker(judge, tmp_path):
     assert judge.stats()["requests"] < 1000
 
 
+def test_circuit_breaker_on_dropped_connections_names_the_cause(judge, tmp_path):
+    """A server reached at first that then drops most connections: the stop says what failed and where."""
+    judge.configure(faults=[{"fault": "reset", "rate": 0.95}])
+    with pytest.raises(CircuitOpenError) as e:
+        score(qa_dataset(2000), ["QA_Clarity"], judge, tmp_path, retries=5, concurrency=32)
+    message = str(e.value)
+    assert "connection:" in message and "The last connection failure:" in message
+    assert f"{judge.base_url}/chat/completions" in message
+
+
 def test_token_budget_stops_cleanly(judge, tmp_path):
     with pytest.raises(BudgetExceededError, match="max_total_tokens"):
         score(qa_dataset(500), ["QA_Clarity"], judge, tmp_path, max_total_tokens=2000, concurrency=4)
