@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import time
 import traceback
 import uuid
@@ -513,7 +514,7 @@ def _fresh_run(
     if ctx.use_cache:
         # The map writes into a folder of its own, so that whatever it leaves
         # behind (a temporary file on a full disk) goes with the folder.
-        run_dir = cache_file.with_name(f"{fp}.run-{uuid.uuid4().hex[:8]}")
+        run_dir = cache_file.with_name(f"{fp}.run-{_RUN_DIR_OWNER}-{uuid.uuid4().hex[:8]}")
         try:
             run_dir.mkdir(parents=True)
         except OSError as e:
@@ -679,10 +680,31 @@ def _load_result(path: Path, rows: int, features: Features) -> Dataset | None:
     return None
 
 
+# A run folder's name says which process writes it (host and pid), so that the folder a killed run left
+# behind is recognised and removed by the next run, and the folder of a live run beside it is left alone.
+_RUN_DIR_OWNER = f"{socket.gethostname()}_{os.getpid()}".replace("-", "_")
+
+
 def _remove_partials(cache_file: Path) -> None:
-    """Remove the partial results earlier runs of this fingerprint left (a kill -9 skips their clean-up)."""
+    """Remove the partial results and run folders earlier runs of this fingerprint left (a kill -9 skips
+    their clean-up)."""
     for p in cache_file.parent.glob(f"{cache_file.stem}.partial-*.arrow"):
         _unlink(p)  # a dataset of this process that still maps one keeps reading it (Linux)
+    host = _RUN_DIR_OWNER.rsplit("_", 1)[0]
+    for p in cache_file.parent.glob(f"{cache_file.stem}.run-{host}_*-*"):
+        pid = p.name.rsplit("-", 1)[0].rsplit("_", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def _unlink(path: Path) -> None:
