@@ -132,8 +132,11 @@ def _add_scoring_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``commands``, the server options (built from :class:`hf_judge.Settings`,
+    which imports pydantic: ~0.1 s) only for those, so `--help`, `metrics` and `recipes` start fast."""
     fmt = argparse.RawDescriptionHelpFormatter
+    full = commands is None
     parser = argparse.ArgumentParser(prog="hf-judge", description="Score Hugging Face datasets with LLM-as-judge metrics.")
     parser.add_argument("--version", action="version", version=f"hf-judge {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -145,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_options(p)
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
-    _add_client_options(p)
+    if full or "score" in commands:
+        _add_client_options(p)
     _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_score)
 
@@ -170,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="override the recipe's dataset")
     _add_input_options(p)
     _add_scoring_options(p)
-    _add_client_options(p)
+    if full or "run" in commands:
+        _add_client_options(p)
     _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_run)
 
@@ -574,10 +579,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _setup_logging() -> None:
+def _setup_logging(hub_login: bool = True) -> None:
     from .redact import install_log_filter
 
-    install_log_filter()
+    install_log_filter(hub_login=hub_login)
     level = logging.DEBUG if constants.debug_enabled() else logging.WARNING
     root = logging.getLogger("hf_judge")
     # one handler, on the current stderr, however often main() runs in one process (tests call it in-process)
@@ -596,12 +601,14 @@ def _sigterm(signum, frame):  # noqa: ARG001
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hf-judge`` console script."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    command = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser({command} if command else set())
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    _setup_logging()
+    _setup_logging(hub_login=args.command in ("score", "run", "filter"))
     previous = signal.signal(signal.SIGTERM, _sigterm)
     from .redact import scrub
 

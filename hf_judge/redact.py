@@ -81,13 +81,19 @@ class ScrubFilter(logging.Filter):
         return True
 
 
-def install_log_filter() -> None:
-    """Scrub hf_judge's logs, and register the keys and Hub tokens the environment holds."""
+def install_log_filter(hub_login: bool = True) -> None:
+    """Scrub hf_judge's logs, and register the keys and Hub tokens the environment holds.
+
+    ``hub_login``: also the token of the saved Hub login (reading it imports huggingface_hub, ~30 ms: the
+    CLI skips it for commands that reach no server).
+    """
     logger = logging.getLogger("hf_judge")
     if not any(isinstance(f, ScrubFilter) for f in logger.filters):
         logger.addFilter(ScrubFilter())
     for name in ("HF_TOKEN", "OPENAI_API_KEY", "HUGGING_FACE_HUB_TOKEN"):
         register(os.environ.get(name))
+    if not hub_login:
+        return
     try:  # the token of `hf auth login`, which the Hub calls use when none is given
         from huggingface_hub import get_token
 
