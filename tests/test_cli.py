@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
-
-from hf_judge.cli import main
+from helpers import run_cli
 
 KEY = "sk-test-SECRETKEY-hfjudge-0123456789"
 
@@ -31,10 +30,7 @@ class Result:
 
 @pytest.fixture
 def cli(capfd, monkeypatch):
-    """Run ``hf-judge ARGS`` in this process: exit code, stdout, stderr, like subprocess.run.
-
-    capfd, not capsys: what a library writes to the real file descriptors (its own log handlers)
-    is captured too, so the secrets tests see everything a subprocess would have printed."""
+    """Run ``hf-judge ARGS`` in this process (helpers.run_cli), with the key set: a Result like subprocess.run's."""
 
     def run(*args, env=None, check=None) -> Result:
         with monkeypatch.context() as m:
@@ -43,12 +39,7 @@ def cli(capfd, monkeypatch):
             m.delenv("HF_JUDGE_DEBUG", raising=False)
             for k, v in (env or {}).items():
                 m.setenv(k, v)
-            capfd.readouterr()
-            try:
-                code = main([str(a) for a in args])
-            except SystemExit as e:  # argparse: --help, usage errors
-                code = e.code if isinstance(e.code, int) else 2
-            out, err = capfd.readouterr()
+            code, out, err = run_cli(capfd, *args)
         p = Result(code, out, err)
         if check is not None:
             assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
