@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -96,7 +95,8 @@ def test_failures_are_retried_exactly_on_rerun(judge, tmp_path):
     judge.configure(faults=[{"fault": "malformed_json", "rate": 0.05}])
     first = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
     failed = len(first["errors"])
-    assert 5 <= failed <= 45
+    # the server picks the failing prompts by their hash: exactly those, once each (retries=0)
+    assert failed == judge.stats()["by_fault"]["malformed_json"] > 0
     assert first["train"]["QA_Clarity"].count(None) == failed
     judge.reset()  # healthy now
     second = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
@@ -119,9 +119,11 @@ def test_corrupted_store_warns_and_rescores(judge, tmp_path, caplog):
         Path(str(db) + suffix).unlink(missing_ok=True)
     with caplog.at_level("WARNING", logger="hf_judge"):
         again = score(ds, ["QA_Clarity"], judge, tmp_path)
-    assert "damaged" in caplog.text or "could not read" in caplog.text
+    assert "is damaged (database disk image is malformed); moved it to" in caplog.text
     assert again["train"].to_list() == good["train"].to_list()
-    assert 1 <= judge.stats()["requests"] - 20 <= 20
+    # the damaged file is moved aside whole (kept for inspection), so all 20 rows are asked again: no more, no fewer
+    assert judge.stats()["requests"] == 40
+    assert len(list(cache.glob("replies.sqlite3.corrupt-*"))) == 1
 
 
 def _job(judge, cache, n, concurrency, out):
@@ -148,9 +150,10 @@ def test_kill_9_resumes_paying_only_for_unfinished(judge, tmp_path, reference, f
     judge.configure(latency=0.02)
     p = _job(judge, tmp_path / "cache", 5000, 64, tmp_path / "out")
     assert p.stdout.readline().strip() == "started"
-    # the run takes ~2.5 s at 64 in flight and 20 ms per request
+    # the run takes ~2.5 s at 64 in flight and 20 ms per request; the kill lands after a fixed number of
+    # answers (the parameter), not a random one, so a failure reproduces
     deadline = time.monotonic() + 60
-    while judge.stats()["ok"] < fraction * 5000 * random.uniform(0.9, 1.1) and time.monotonic() < deadline:
+    while judge.stats()["ok"] < fraction * 5000 and time.monotonic() < deadline:
         time.sleep(0.01)
     answered = judge.stats()["ok"]  # answered when the kill lands
     os.kill(p.pid, signal.SIGKILL)
@@ -174,10 +177,10 @@ def test_ctrl_c_stops_cleanly_and_resumes(judge, tmp_path, reference):
         time.sleep(0.01)
     t = time.monotonic()
     os.kill(p.pid, signal.SIGINT)
-    rc = p.wait(10)
+    rc = p.wait(60)
     took = time.monotonic() - t
     err = p.stderr.read()
-    assert rc != 0 and took < 5
+    assert rc != 0 and took < 15  # typically well under a second: it stops, it does not finish the 5,000 rows
     assert "run the same command again to resume" in err
     answered = judge.stats()["ok"]
     received = judge.stats()["requests"]
