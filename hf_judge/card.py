@@ -195,7 +195,8 @@ def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
         for c in cols:
             s = column_stats(d, c)
             out.append(
-                f"| `{c}` | {s['count']:,} | {s['null']:,} | {_fmt(s.get('mean'))} | {_fmt(s.get('p10'))} | {_fmt(s.get('p50'))} | {_fmt(s.get('p90'))} |"
+                f"| `{c}` | {s['count']:,} | {s['null']:,} | {_fmt(s.get('mean'))} | {_fmt(s.get('p10'))} | "
+                f"{_fmt(s.get('p50'))} | {_fmt(s.get('p90'))} |"
             )
             if s.get("hist"):
                 details.append(f"`{c}`\n```\n{_histogram(s['hist'])}\n```")

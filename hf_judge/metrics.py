@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import images as _images
-from .errors import MissingColumnError, PromptFileError, TemplateError, UnknownMetricError
+from .errors import MissingColumnError, PromptFileError, UnknownMetricError
 from .render import (
     SeedTemplate,
     compile_template,
@@ -149,7 +149,7 @@ class Metric:
 
     @cached_property
     def column_types(self) -> dict[str, str]:
-        """Output column name -> Arrow type name, in column order (no datasets import: `hf-judge metrics` stays fast)."""
+        """Output column name -> Arrow type name, in column order (no datasets import: `hf-judge metrics` is fast)."""
         cols: dict[str, str] = {}
         if self.kind == "binary":
             cols[self.name] = "bool"
@@ -225,7 +225,8 @@ class Metric:
             raise MissingColumnError(
                 f"metric {self.name} needs {what}, but the dataset has no such column. "
                 f"Available columns: {', '.join(available) or '(none)'}. "
-                f"Map variables to columns with columns={{'{missing[0][0]}': '<column>'}} (CLI: --column {missing[0][0]}=<column>)."
+                f"Map variables to columns with columns={{'{missing[0][0]}': '<column>'}} "
+                f"(CLI: --column {missing[0][0]}=<column>)."
             )
         return resolved
 
@@ -263,7 +264,10 @@ def _parse_outputs(name: str, decl: Any, where: str) -> tuple[Output, ...]:
             raise PromptFileError(f"{where}: output {key!r} must be a mapping like {{type: integer, minimum: 1, maximum: 10}}")
         unknown = set(spec) - {"type", "minimum", "maximum", "enum", "column", "description"}
         if unknown:
-            raise PromptFileError(f"{where}: output {key!r} has unknown field(s) {sorted(unknown)}; allowed: type, minimum, maximum, enum, column, description")
+            raise PromptFileError(
+                f"{where}: output {key!r} has unknown field(s) {sorted(unknown)}; "
+                "allowed: type, minimum, maximum, enum, column, description"
+            )
         typ = spec.get("type")
         if typ not in TYPES:
             raise PromptFileError(f"{where}: output {key!r} has type {typ!r}; use one of {', '.join(TYPES)}")
@@ -589,7 +593,7 @@ def _settle_columns(loaded: list[Metric]) -> list[Metric]:
                     f"list {m.name} once"
                     if seen[col] == m.name
                     else "keep one of them, score them in separate runs, or copy one's prompt file into your "
-                    f"prompts_dir and give that output its own `column:`"
+                    "prompts_dir and give that output its own `column:`"
                 )
                 raise UnknownMetricError(f"metrics {seen[col]} and {m.name} both write column {col!r}: {fix}.")
             seen[col] = m.name

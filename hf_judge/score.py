@@ -12,11 +12,12 @@ import traceback
 import uuid
 import weakref
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -638,7 +639,8 @@ def _existing_columns(
         conflicts.append(f"token columns ({', '.join(tokens)}) that this run's token_columns would replace")
     if conflicts:
         raise ConfigError(
-            f"split {split!r} already has columns of {'; '.join(conflicts)}. Score them again and replace those columns "
+            f"split {split!r} already has columns of {'; '.join(conflicts)}. "
+            "Score them again and replace those columns "
             "with --overwrite-scores (library: if_exists='overwrite')"
         )
     return todo, kept, drop

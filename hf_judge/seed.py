@@ -225,7 +225,7 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
         ds, metrics, api_key=api_key, prompts_dir=cfg.prompts_dir, cache_dir=cache_dir,
         settings=resolve_settings(cfg.settings(), where=f"config {path}"),
     )
-    triples = [(mode, seed_name, m) for (mode, seed_name, _), m in zip(names, metrics)]
+    triples = [(mode, seed_name, m) for (mode, seed_name, _), m in zip(names, metrics, strict=True)]
     _write_seed_files(result, triples, scored_path, errors_path, track, append=track is not None)
     return result.summary
 

@@ -15,9 +15,7 @@ def qa_dataset(n: int, prefix: str = "row") -> Dataset:
 
 
 def score(ds, metrics, judge, tmp_path, **kw):
-    from hf_judge import score_dataset
-
-    from hf_judge import Settings
+    from hf_judge import Settings, score_dataset
 
     kw.setdefault("columns", {"instruction": "question", "output": "answer"})
     # the knobs only tests turn (fast retries, small windows) go in a Settings object

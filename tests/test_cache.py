@@ -51,8 +51,8 @@ def test_new_metric_new_rows_and_shuffle_cost_only_new_work(judge, tmp_path):
     out2 = score(shuffled, ["QA_Clarity", "QA_Relevance"], judge, tmp_path)
     assert judge.stats()["requests"] == 100  # every answer reused
     assert out2.summary.cache_hits == 100
-    by_q = dict(zip(out["train"]["question"], out["train"]["QA_Clarity"]))
-    assert all(by_q[q] == s for q, s in zip(out2["train"]["question"], out2["train"]["QA_Clarity"]))
+    by_q = dict(zip(out["train"]["question"], out["train"]["QA_Clarity"], strict=True))
+    assert all(by_q[q] == s for q, s in zip(out2["train"]["question"], out2["train"]["QA_Clarity"], strict=True))
     filtered = shuffled.filter(lambda r: "1" in r["question"])
     score(filtered, ["QA_Clarity"], judge, tmp_path)
     assert judge.stats()["requests"] == 100
@@ -74,10 +74,12 @@ def test_system_prompt_is_part_of_the_key(judge, tmp_path):
     pdir = tmp_path / "p"
     pdir.mkdir()
     f = pdir / "Q_Sys.jinja"
-    f.write_text("---\nsystem: You are strict.\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
+    f.write_text("---\nsystem: You are strict.\n"
+                 "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
     ds = qa_dataset(5)
     score(ds, ["Q_Sys"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
-    f.write_text("---\nsystem: You are lenient.\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
+    f.write_text("---\nsystem: You are lenient.\n"
+                 "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
     score(ds, ["Q_Sys"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
     assert judge.stats()["requests"] == 10
 
@@ -198,7 +200,8 @@ def test_ctrl_c_stops_cleanly_and_resumes(judge, tmp_path, reference):
 
 def test_in_memory_dataset_fingerprint_is_stable_across_processes(judge, tmp_path):
     code = (
-        "import sys; sys.path.insert(0, %r); from helpers import qa_dataset; print(qa_dataset(100)._fingerprint)" % str(HERE)
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); from helpers import qa_dataset; "
+        "print(qa_dataset(100)._fingerprint)"
     )
     fps = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() for _ in range(2)}
     assert len(fps) == 1 and "" not in fps

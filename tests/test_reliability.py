@@ -144,7 +144,8 @@ def test_429_storm_settles_near_server_capacity(judge, tmp_path):
     late = [e for e in events if e[0] - start > 2.0]
     late_429 = sum(1 for e in late if e[1] == 429)
     inflight = sorted(e[2] for e in late if e[1] == 200)
-    print(f"storm: {len(events)} requests, {sum(e[1] == 429 for e in events)} 429s; after 2 s: {late_429}/{len(late)} 429s, "
+    print(f"storm: {len(events)} requests, {sum(e[1] == 429 for e in events)} 429s; "
+          f"after 2 s: {late_429}/{len(late)} 429s, "
           f"median in flight at arrival {inflight[len(inflight) // 2]}")
     assert late and late_429 < 0.10 * len(late)
     assert 8 <= inflight[len(inflight) // 2] <= 21
@@ -164,7 +165,8 @@ def test_soak(judge, tmp_path):
     out = score(qa_dataset(n), ["QA_Clarity"], judge, tmp_path, concurrency=1024, retries=8)
     st = judge.stats()
     _invariant(out, n)
-    print(f"soak: {n} rows, {st['requests']} requests, {out.summary.retries} retries, errors {len(out['errors'])}, {out.summary.elapsed_s:.1f} s")
+    print(f"soak: {n} rows, {st['requests']} requests, {out.summary.retries} retries, "
+          f"errors {len(out['errors'])}, {out.summary.elapsed_s:.1f} s")
     assert len(out["errors"]) == 0
     assert None not in out["train"]["QA_Clarity"]
     assert st["duplicates"] == 0
