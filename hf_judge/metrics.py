@@ -426,7 +426,7 @@ def _parse_seed_file(name: str, path: Path, text: str, overrides: dict[str, Any]
         raise PromptFileError(f"{where}: a seed-style prompt must show the reply as a JSON example, e.g. {{\"score\": 8}}")
     example = examples[-1]
     mode = name.split("_", 1)[0]
-    decl = {}
+    decl: dict[str, dict[str, Any]] = {}
     for key, value in example.items():
         if key == "score":
             column = name
@@ -580,7 +580,7 @@ def _settle_columns(loaded: list[Metric]) -> list[Metric]:
     for m in loaded:
         if _is_all(m) and singles.intersection(m.columns):
             outputs = tuple(
-                replace(o, column=f"{m.name}_{o.column.removeprefix(m.mode + '_')}") if o.column in singles else o
+                replace(o, column=f"{m.name}_{o.column.removeprefix(f'{m.mode}_')}") if o.column in singles else o
                 for o in m.outputs
             )
             m = replace(m, outputs=outputs)

@@ -86,14 +86,19 @@ class Settings(BaseModel):
 
 def public_fields() -> dict[str, Any]:
     """The fields a recipe, a flag or a ``score_dataset`` keyword argument may set, name -> FieldInfo."""
-    return {k: f for k, f in Settings.model_fields.items() if not (f.json_schema_extra or {}).get("internal")}
+    return {k: f for k, f in Settings.model_fields.items() if not _extra(f).get("internal")}
+
+
+def _extra(f: Any) -> dict:
+    return f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
 
 
 def _overrides_model() -> type[BaseModel]:
     """Every public setting, optional (None: not given), with the limits of :class:`Settings`."""
-    fields = {}
+    fields: dict[str, Any] = {}
     for name, f in public_fields().items():
-        inner = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+        args = (f.annotation, *f.metadata)
+        inner = Annotated[args] if f.metadata else f.annotation
         fields[name] = (Optional[inner], Field(None, description=f.description))  # noqa: UP045 - a run-time type
     return create_model("SettingsOverrides", __config__=ConfigDict(extra="forbid"), **fields)
 
