@@ -113,8 +113,10 @@ def test_seed_style_prompt_file_with_latex(tmp_path, judge, monkeypatch):
     (tmp_path / "config.yaml").write_text(cfg)
     judge.configure(record=True)
     run_seed_config(tmp_path / "config.yaml", cache_dir=tmp_path / "cache")
-    text = judge.stats()["bodies"][0]["messages"][-1]["content"]
-    assert "\\frac{a}{b} and sets {x | x > 0}" in text and "Question: seed question a: \\frac{1}{2}?" in text
+    # both items are in flight at once: the server may receive b's request first
+    texts = sorted(b["messages"][-1]["content"] for b in judge.stats()["bodies"])
+    assert len(texts) == 2 and all("\\frac{a}{b} and sets {x | x > 0}" in t for t in texts)
+    assert "Question: seed question a: \\frac{1}{2}?" in texts[0] and "Question: seed question b: \\frac{1}{2}?" in texts[1]
     scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
     assert set(scored[0]["scores"]["QA"]["Correctness"]) == {"reason", "score"}
 
