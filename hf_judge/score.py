@@ -314,7 +314,8 @@ def _settings_doc() -> str:
     return textwrap.indent("\n".join(lines), "    ").lstrip()
 
 
-score_dataset.__doc__ = score_dataset.__doc__.format(settings=_settings_doc())
+if score_dataset.__doc__:  # None under python -OO
+    score_dataset.__doc__ = score_dataset.__doc__.format(settings=_settings_doc())
 
 
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
@@ -442,7 +443,7 @@ class _RunResources(ExitStack):
         loop.run(self.client.open())
 
     def _cancel_active(self) -> None:
-        if self.active is not None:
+        if self.active is not None and self.loop is not None:
             self.loop.run(self.active.cancel(), timeout=10)
 
     @staticmethod
