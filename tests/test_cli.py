@@ -157,7 +157,8 @@ def test_python_dash_m_and_the_console_script_run_as_processes(tmp_path):
     """The two real entry points: ``python -m hf_judge.cli`` and the installed ``hf-judge`` script,
     with their exit codes (0, and 2 for a config error) and the one-line error on stderr."""
     e = {**os.environ, "OPENAI_API_KEY": KEY, "HF_JUDGE_CACHE": str(tmp_path / "cache")}
-    p = subprocess.run([sys.executable, "-m", "hf_judge.cli", "metrics"], capture_output=True, text=True, env=e, timeout=300)
+    p = subprocess.run([sys.executable, "-m", "hf_judge.cli", "metrics"], capture_output=True, text=True, env=e,
+                       timeout=300)
     assert p.returncode == 0 and "Q_Math_Difficulty" in p.stdout, p.stderr
     p = subprocess.run([sys.executable, "-m", "hf_judge", "--config-path", tmp_path / "missing.yaml"],
                        capture_output=True, text=True, env=e, timeout=300)

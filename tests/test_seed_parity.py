@@ -116,7 +116,8 @@ def test_seed_style_prompt_file_with_latex(tmp_path, judge, monkeypatch):
     # both items are in flight at once: the server may receive b's request first
     texts = sorted(b["messages"][-1]["content"] for b in judge.stats()["bodies"])
     assert len(texts) == 2 and all("\\frac{a}{b} and sets {x | x > 0}" in t for t in texts)
-    assert "Question: seed question a: \\frac{1}{2}?" in texts[0] and "Question: seed question b: \\frac{1}{2}?" in texts[1]
+    assert "Question: seed question a: \\frac{1}{2}?" in texts[0]
+    assert "Question: seed question b: \\frac{1}{2}?" in texts[1]
     scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
     assert set(scored[0]["scores"]["QA"]["Correctness"]) == {"reason", "score"}
 
