@@ -170,6 +170,8 @@ def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
         values = {k: ("" if v is None and k not in p.metric.optional else v) for k, v in values.items()}
         for var in p.images:
             col = p.columns[var]
+            if not col:  # an optional image variable left unmapped: sent as nothing, like a text one
+                continue
             try:
                 values[var] = image_urls(first[col]) if first[col] is not None else None
             except ImageValueError as e:
@@ -521,7 +523,10 @@ def _fresh_run(
     else:
         map_kwargs.update(keep_in_memory=True)
     res = ctx.resources
+    assert res is not None  # set by score_dataset before the first split
     res.open()
+    loop = res.loop
+    assert loop is not None  # open() started it
     client, progress = ctx.client, ctx.progress
     bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
     on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
@@ -531,7 +536,7 @@ def _fresh_run(
     )
     current = (split, cache_file if ctx.use_cache else None, _counters(client), time.perf_counter())
     try:
-        feeder = res.loop.submit(run.feed())
+        feeder = loop.submit(run.feed())
         try:
             with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
                 scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
@@ -541,6 +546,7 @@ def _fresh_run(
                 # cache so that the next run retries exactly the failed (row, metric) pairs.
                 partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
                 done = partial if run.errors else cache_file
+                assert run_dir is not None  # made above whenever the cache is on
                 os.replace(run_dir / cache_file.name, done)
                 scores = Dataset.from_file(str(done))
                 if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
@@ -554,7 +560,7 @@ def _fresh_run(
             raise _results_disk_full(cache_file.parent, e, _results_needed(run_dir, run, len(d))) from None
         finally:
             if not feeder.done():
-                res.loop.run(run.cancel())
+                loop.run(run.cancel())
                 feeder.cancel()
             if bar is not None:
                 try:
@@ -705,6 +711,8 @@ def _close_left_open(error: BaseException, folder: Path | None) -> None:
     for frame, _ in traceback.walk_tb(error.__traceback__):
         for v in list(frame.f_locals.values()):
             for f in (v, getattr(v, "stream", None)):
+                if f is None:
+                    continue
                 name = getattr(f, "name", None) or getattr(f, "path", None)
                 if isinstance(name, str) and name.startswith(prefix) and callable(getattr(f, "close", None)):
                     try:
