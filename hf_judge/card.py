@@ -38,9 +38,7 @@ FILES_DIR = "hf_judge"  # the repo folder of the provenance files
 
 def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
     """Count, nulls, mean, quantiles and a histogram of one score column."""
-    arr = ds.data.column(column).combine_chunks() if hasattr(ds.data.column(column), "combine_chunks") else ds.data.column(column)
-    if ds._indices is not None:
-        arr = ds.flatten_indices().data.column(column)
+    arr = ds.with_format("arrow")[column].combine_chunks()  # the rows a select/shuffle kept, in their order
     valid = pc.drop_null(arr)
     n = len(valid)
     stats: dict[str, Any] = {"count": n, "null": len(arr) - n}

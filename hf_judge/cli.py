@@ -103,10 +103,11 @@ def _scalar_type(annotation: Any) -> type:
     return annotation
 
 
-def _add_output_options(p: argparse.ArgumentParser) -> None:
+def _add_output_options(p: argparse.ArgumentParser, default: str) -> None:
+    """``default``: where the command saves without ``--output-dir``, as its help shows it."""
     g = p.add_argument_group("output")
     g.add_argument(
-        "-o", "--output-dir", help="save_to_disk the result and its summary.json here (default: <name>-judged, <name>-filtered)"
+        "-o", "--output-dir", help=f"save_to_disk the result and its summary.json here (default: {default})"
     )
     g.add_argument("--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo")
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
@@ -137,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hf-judge {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("score", help="score a dataset", description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv file).", epilog=SCORE_EXAMPLE, formatter_class=fmt)
+    p = sub.add_parser("score", help="score a dataset", description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv/.arrow file).", epilog=SCORE_EXAMPLE, formatter_class=fmt)
     p.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
     p.add_argument("--example", action="store_true", help="score the small example dataset shipped with hf-judge "
                    "(instruction/output columns; default metrics QA_All) instead of DATASET")
@@ -145,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
     _add_client_options(p)
-    _add_output_options(p)
+    _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("filter", help="keep rows whose scores pass thresholds", description="Filter DATASET by score thresholds (inclusive); the card keeps how the scores were made.", epilog=FILTER_EXAMPLE, formatter_class=fmt)
@@ -154,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN >= V (repeatable)")
     p.add_argument("--max", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)")
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
-    _add_output_options(p)
+    _add_output_options(p, "<name>-filtered")
     p.set_defaults(func=cmd_filter)
 
     p = sub.add_parser("metrics", help="list the metrics", description="List built-in metrics (and yours with --prompts-dir).", epilog="example:\n  hf-judge metrics --prompts-dir my_prompts/", formatter_class=fmt)
@@ -170,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_options(p)
     _add_scoring_options(p)
     _add_client_options(p)
-    _add_output_options(p)
+    _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("merge", help="merge a seed-style scores file into the data file by id", description="Merge a seed-004 <name>_scored.jsonl into the original data file, matching rows by id.", epilog=MERGE_EXAMPLE, formatter_class=fmt)
@@ -293,7 +294,8 @@ def _rows(dd) -> str:
 
 
 def _write(
-    result, args: argparse.Namespace, out: str | None, repo: str | None, *, source: str, kind: str, summary=None
+    result, args: argparse.Namespace, out: str | None, repo: str | None, *, source: str, kind: str, summary=None,
+    filters: dict | None = None,
 ) -> list[str]:
     """Push to ``repo`` and/or save to ``out`` (never over a different result, see output.py).
 
@@ -310,7 +312,7 @@ def _write(
         # and no `0 examples` bar for an empty errors split
         saved = ScoredDatasetDict(result)
         saved.summary = summary
-        save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite)
+        save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
         done.append(f"saved to {out} ({_rows(result)})")
     if repo:
         url = push_scored(result, repo, private=args.private, token=args.token, summary=summary)
@@ -338,7 +340,7 @@ def _score(args: argparse.Namespace, job: Job) -> int:
     from .filter import SCORE_TYPES, filter_by_scores
     from .inputs import load_input
     from .metrics import resolve_metrics
-    from .output import check_output, source_of
+    from .output import check_output, source_of, thresholds
     from .pipeline import TOKEN_COLUMNS
     from .score import score_dataset
 
@@ -365,7 +367,8 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         shape = {k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"}
         check_output(out, source, "scored", shape, args.overwrite)
         if job.filters is not None:
-            check_output(_filtered_name(out), source, "filtered", None, args.overwrite)
+            applied = thresholds(job.filters.min, job.filters.max, job.filters.keep_missing)
+            check_output(_filtered_name(out), source, "filtered", None, args.overwrite, applied)
     with local as judge:
         client = dict(job.client)
         if judge is not None:
@@ -401,7 +404,7 @@ def _score(args: argparse.Namespace, job: Job) -> int:
             )
             done += _write(
                 good, args, out and _filtered_name(out), job.push_to_hub and _filtered_name(job.push_to_hub),
-                source=source, kind="filtered", summary=filtered,
+                source=source, kind="filtered", summary=filtered, filters=thresholds(f.min, f.max, f.keep_missing),
             )
     finally:
         # after every progress bar (scoring, saving, pushing), not in between them
@@ -502,12 +505,13 @@ def cmd_filter(args: argparse.Namespace) -> int:
     """hf-judge filter DATASET --min COLUMN=V ..."""
     from .filter import filter_by_scores
     from .inputs import input_summary, load_input
-    from .output import check_output, source_of
+    from .output import check_output, source_of, thresholds
 
     source = source_of(args.dataset, args.subset, args.revision)
+    rule = thresholds(dict(args.min), dict(args.max), args.keep_missing)
     out = args.output_dir or (None if args.push_to_hub else _default_output_dir(args.dataset, "filtered"))
     if out:
-        check_output(out, source, "filtered", None, args.overwrite)
+        check_output(out, source, "filtered", None, args.overwrite, rule)
     ds = load_input(args.dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=args.limit)
     if "errors" not in ds and not args.splits and not Path(args.dataset).exists():
         try:
@@ -520,7 +524,7 @@ def cmd_filter(args: argparse.Namespace) -> int:
     kept = {k: len(out_ds[k]) for k in before}
     stored = input_summary(args.dataset, revision=args.revision, token=args.token)
     summary = stored.with_filter(dict(args.min), dict(args.max), args.keep_missing, before, kept) if stored else None
-    done = _write(out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary)
+    done = _write(out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary, filters=rule)
     sys.stderr.flush()
     for k, n in before.items():
         print(f"{k}: kept {kept[k]:,} of {n:,} rows")

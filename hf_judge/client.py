@@ -1,6 +1,7 @@
 """The transport: one aiohttp session to an OpenAI-compatible server.
 
-What is retried and what is not is decided here, once (:func:`classify`):
+What is retried and what is not is decided here, once, by :func:`classify`
+(a table keyed by error kind, and the class of an HTTP status):
 
 * transient, retried with backoff: 429, 408, 409, 5xx, timeouts, connection
   errors, a 200 whose body is not a completion, and invalid replies (bad JSON,
@@ -22,6 +23,12 @@ Structured output is negotiated once per client: requests go out with
 before any such request has succeeded, the client switches to
 ``{"type": "json_object", "schema": ...}`` (llama.cpp's form) for good and says
 so in the summary.
+
+Two seams make the timing testable without waiting: ``clock`` (monotonic time,
+sleeps, wall time for HTTP dates, the jitter of backoff; :class:`SystemClock`
+by default) and ``transport`` (``await transport(body) -> (status, headers,
+body)``; one aiohttp POST by default). tests/test_client_unit.py drives
+:meth:`JudgeClient.call` with a scripted server and a clock that jumps.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
+import enum
 import hashlib
 import logging
 import math
@@ -37,8 +45,9 @@ import re
 import socket
 import time
 from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -50,11 +59,13 @@ from .errors import (
     BudgetExceededError,
     CircuitOpenError,
     ConfigError,
+    ErrorKind,
     ModelNotFoundError,
     QuotaExceededError,
     RateLimitedError,
     RunStopped,
     ServerUnreachableError,
+    http_kind,
 )
 from .images import prompt_tokens_estimate
 from .limits import AdaptiveLimiter
@@ -65,10 +76,82 @@ from .validate import ReplyError, parse_reply
 
 logger = logging.getLogger("hf_judge")
 
-TRANSIENT_STATUS = {408, 409, 425, 429}
-INVALID_REPLY = {"invalid_json", "schema", "out_of_range", "truncated", "empty", "unparseable"}
 # 429 codes (OpenAI's) that mean the account cannot pay: retrying never helps.
 QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
+# Statuses with which a server may refuse response_format json_schema (see _schema_rejected).
+SCHEMA_STATUSES = frozenset({400, 422, 500, 501})
+
+
+class Decision(enum.Enum):
+    """What a failed attempt leads to."""
+
+    RETRY = "retry"  # transient: wait, then send it again
+    RETRY_HOTTER = "retry_hotter"  # an invalid reply: send it again at a higher temperature (seed 004)
+    GIVE_UP = "give_up"  # permanent: the row gets an errors entry
+    STOP = "stop"  # fatal: the run stops, keeping what is finished
+
+
+# The decision for each error kind that is not an HTTP status (those go by class: see classify).
+RETRY_POLICY: dict[str, Decision] = {
+    ErrorKind.INVALID_JSON: Decision.RETRY_HOTTER,
+    ErrorKind.SCHEMA: Decision.RETRY_HOTTER,
+    ErrorKind.OUT_OF_RANGE: Decision.RETRY_HOTTER,
+    ErrorKind.TRUNCATED: Decision.RETRY_HOTTER,
+    ErrorKind.EMPTY: Decision.RETRY_HOTTER,
+    ErrorKind.UNPARSEABLE: Decision.RETRY_HOTTER,
+    ErrorKind.CONTENT_FILTER: Decision.GIVE_UP,
+    ErrorKind.BAD_RESPONSE: Decision.RETRY,
+    ErrorKind.TIMEOUT: Decision.RETRY,
+    ErrorKind.CONNECTION: Decision.RETRY,
+    # never sent: nothing a retry could change
+    ErrorKind.NULL_INPUT: Decision.GIVE_UP,
+    ErrorKind.BAD_IMAGE: Decision.GIVE_UP,
+    ErrorKind.INPUT_TOO_LONG: Decision.GIVE_UP,
+    ErrorKind.TEMPLATE: Decision.GIVE_UP,
+}
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429})  # and every 5xx
+FATAL_STATUS = frozenset({401, 403, 404})  # the key, the model name or the base URL is wrong
+
+
+def classify(failure: int | str) -> Decision:
+    """The decision for a failed attempt: its HTTP status (an int), or its error kind.
+
+    Example:
+        >>> [classify(f).name for f in (503, 400, 401, "schema", "content_filter")]
+        ['RETRY', 'GIVE_UP', 'STOP', 'RETRY_HOTTER', 'GIVE_UP']
+    """
+    if isinstance(failure, int):
+        if failure in FATAL_STATUS:
+            return Decision.STOP
+        if failure in TRANSIENT_STATUS or failure >= 500:
+            return Decision.RETRY
+        return Decision.GIVE_UP
+    return RETRY_POLICY.get(failure, Decision.GIVE_UP)
+
+
+class Clock(Protocol):
+    """Where the client reads time, sleeps and draws jitter (see :class:`SystemClock`)."""
+
+    def now(self) -> float: ...  # monotonic seconds
+    async def sleep(self, seconds: float) -> None: ...
+    def wall(self) -> float: ...  # seconds since the epoch, for Retry-After dates
+    def jitter(self, low: float, high: float) -> float: ...  # a uniform draw
+
+
+class SystemClock:
+    """The real clock: ``time.monotonic``, ``asyncio.sleep``, ``time.time``, ``random.uniform``."""
+
+    now = staticmethod(time.monotonic)
+    sleep = staticmethod(asyncio.sleep)
+    wall = staticmethod(time.time)
+    jitter = staticmethod(random.uniform)
+
+
+SYSTEM_CLOCK = SystemClock()
+
+# ``await transport(body)`` -> (HTTP status, headers (case-insensitive, or lower-case keys), reply body).
+# It raises aiohttp.ClientError (connection), asyncio.TimeoutError, or _ReplyTooLarge.
+Transport = Callable[[bytes], Awaitable[tuple[int, Mapping[str, str], bytes]]]
 
 
 @dataclass
@@ -77,7 +160,7 @@ class Outcome:
 
     value: dict[str, Any] | None
     raw: str | None
-    kind: str | None = None
+    kind: ErrorKind | str | None = None  # an ErrorKind, or http_<status>
     message: str | None = None
     attempts: int = 0
     cached: bool = False
@@ -89,6 +172,7 @@ class Stats:
     requests: int = 0
     retries: int = 0
     cache_hits: int = 0
+    shared: int = 0  # requests not sent: an identical request of this run was (its reply is reused)
     capped_waits: int = 0  # Retry-After waits cut to backoff_max
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -98,8 +182,11 @@ class Stats:
     notes: list[str] = field(default_factory=list)
 
 
-def _retry_after(headers) -> float | None:
-    """Seconds the server asks us to wait, uncapped (``inf`` stays ``inf``); None when absent or unreadable."""
+def _retry_after(headers: Mapping[str, str], wall: Callable[[], float] = time.time) -> float | None:
+    """Seconds the server asks us to wait, uncapped (``inf`` stays ``inf``); None when absent or unreadable.
+
+    ``wall``: the current time since the epoch, for a Retry-After that is an HTTP date.
+    """
     ms = headers.get("retry-after-ms")
     if ms:
         try:
@@ -117,13 +204,14 @@ def _retry_after(headers) -> float | None:
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(ra)
-            return max(0.0, when.timestamp() - time.time())
+            return max(0.0, when.timestamp() - wall())
         except (TypeError, ValueError, OverflowError):
             return None
 
 
 class _ReplyTooLarge(Exception):
-    pass
+    status = 0  # the HTTP status of the reply that was cut off, and its headers
+    headers: Mapping[str, str] | None = None
 
 
 async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
@@ -203,20 +291,20 @@ class _Deadlines:
     insertion-ordered dict (every request has the same timeout, so insertion
     order is deadline order) and one task, waking four times per timeout,
     cancels the overdue ones. A request overruns its timeout by at most a
-    quarter of it, and by at most 0.5 s.
+    quarter of it, and by at most 0.5 s. Deadlines are ``clock.now()`` times.
     """
 
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, clock: Clock = SYSTEM_CLOCK):
         self.timeout = timeout
         self.period = min(0.5, timeout / 4)
         self.due: dict[asyncio.Task, float] = {}
         self.expired: set[asyncio.Task] = set()
         self._sweeper: asyncio.Task | None = None
+        self.clock = clock
+        self.now = clock.now
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.now = loop.time
-        self._sweeper = loop.create_task(self._sweep())
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     def stop(self) -> None:
         if self._sweeper is not None:
@@ -225,8 +313,9 @@ class _Deadlines:
 
     async def _sweep(self) -> None:
         due = self.due
+        sleep = self.clock.sleep
         while True:
-            await asyncio.sleep(self.period)
+            await sleep(self.period)
             now = self.now()
             late = []
             for task, when in due.items():
@@ -329,8 +418,15 @@ class JudgeClient:
         circuit_window: int = 200,
         circuit_threshold: float = 0.5,
         extra_headers: dict[str, str] | None = None,
+        clock: Clock | None = None,
+        transport: Transport | None = None,
     ):
+        """``clock`` and ``transport`` replace the real time and the aiohttp POST (tests; see the module docstring)."""
         _check_api_key(api_key)
+        self._clock = clock = clock or SYSTEM_CLOCK
+        self._now = clock.now
+        self._transport: Transport = transport or self._post
+        self._own_transport = transport is None
         base_url = settings.base_url or constants.default_base_url()
         self._url, self.base_url, self.server_id, auth = _endpoint(base_url, api_key)  # parsed once, not per request
         self.url = self.base_url + "/chat/completions"
@@ -343,7 +439,7 @@ class JudgeClient:
         self.backoff_base = settings.backoff_base
         self.backoff_max = settings.backoff_max
         self.max_total_tokens = settings.max_total_tokens
-        self.limiter = AdaptiveLimiter(settings.concurrency)
+        self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
         self.stats = Stats()
         self._headers = {"Content-Type": "application/json"}
         if api_key:
@@ -370,13 +466,17 @@ class JudgeClient:
                 self._tpm = AsyncLimiter(max(1.0, tpm / 60), 1)
         self._key_prefix = hashlib.blake2b(self.server_id.encode() + b"\0", digest_size=16)
         self._session: aiohttp.ClientSession | None = None
-        self._deadlines = _Deadlines(settings.timeout)
+        self._deadlines = _Deadlines(settings.timeout, clock)
         self.stopped: RunStopped | None = None
         self.max_reply_bytes = settings.max_reply_bytes
         self.max_throttle_s = settings.max_throttle_s
-        self._through_at = time.monotonic()  # when an attempt last ended other than in a 429
+        self._through_at = clock.now()  # when an attempt last ended other than in a 429
 
     async def open(self) -> None:
+        self._deadlines.start()
+        self._through_at = self._clock.now()
+        if not self._own_transport:
+            return
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         self._session = aiohttp.ClientSession(
             connector=connector,
@@ -385,8 +485,6 @@ class JudgeClient:
             skip_auto_headers=("User-Agent",),
             cookie_jar=aiohttp.DummyCookieJar(),
         )
-        self._deadlines.start()
-        self._through_at = time.monotonic()
 
     async def close(self) -> None:
         self._deadlines.stop()
@@ -466,17 +564,18 @@ class JudgeClient:
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to sleep before the next attempt; never more than ``backoff_max``, whatever the server asks."""
+        jitter = self._clock.jitter
         if retry_after is None:
-            return random.uniform(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+            return jitter(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
         if retry_after > self.backoff_max:  # Retry-After: 3600, a date hours ahead, inf
             self.stats.capped_waits += 1
             return self.backoff_max
-        return min(self.backoff_max, retry_after + random.uniform(0, min(1.0, retry_after * 0.1 + 0.01)))
+        return min(self.backoff_max, retry_after + jitter(0, min(1.0, retry_after * 0.1 + 0.01)))
 
     async def call(
         self, metric: Metric, messages: list, temperature: float, *, have_slot: bool = False, body: bytes | None = None
     ) -> Outcome:
-        """One request with its retries.
+        """One request with its retries: attempts (:meth:`_attempt`) until one succeeds or :func:`classify` says stop.
 
         ``have_slot``: the caller already holds a limiter slot. ``body``: the
         canonical (json_schema, first-attempt) body, already serialised.
@@ -484,11 +583,9 @@ class JudgeClient:
         first_body = body
         first_temperature = temperature
         attempt = 0
-        kind = message = raw = None
+        raw = None  # the last reply received: a later attempt that gets none keeps it in its errors row
         limiter = self.limiter
-        session = self._session
-        deadlines = self._deadlines
-        due = deadlines.due
+        stats = self.stats
         task = asyncio.current_task()
         while True:
             if not have_slot:
@@ -505,97 +602,116 @@ class JudgeClient:
             if self._tpm is not None:
                 tokens = prompt_tokens_estimate(body) + (self.max_tokens or 256)
                 await self._tpm.acquire(min(self._tpm.max_rate, tokens))
-            self.stats.requests += 1
+            stats.requests += 1
             if attempt > 1:
-                self.stats.retries += 1
-            sent_at = time.monotonic()
-            retry_after = None
-            throttled = False
-            due[task] = deadlines.now() + self.timeout
-            try:
-                async with session.post(self._url, data=body) as resp:
-                    status = resp.status
-                    try:
-                        data = await _read_limited(resp, self.max_reply_bytes)
-                    except _ReplyTooLarge as e:
-                        resp.close()  # drop the connection rather than drain the rest
-                        status, kind = 0, "bad_response"
-                        message = (
-                            f"the reply (HTTP {resp.status}) is larger than max_reply_bytes={self.max_reply_bytes:,} "
-                            f"({e}); raise max_reply_bytes (--max-reply-bytes) if the server's replies are that big"
-                        )
-                    if status != 200:
-                        retry_after = _retry_after(resp.headers)
-            except asyncio.CancelledError:
-                if not deadlines.timed_out(task):
-                    raise
-                status, kind, message = 0, "timeout", f"no reply within {self.timeout:g} s"
-            except asyncio.TimeoutError:
-                status, kind, message = 0, "timeout", f"no reply within {self.timeout:g} s"
-            except aiohttp.ClientError as e:
-                status, kind, message = 0, "connection", self._connection_message(e)
-                self._connect_error = message
-            finally:
-                due.pop(task, None)
-            if status != 429:
-                self._through_at = time.monotonic()
-            if status == 200:
-                limiter.release(sent_at=sent_at)
-                self.stats.statuses[200] += 1
-                outcome = self._handle_ok(metric, data)
-                if outcome.value is not None:
-                    if mode == "json_schema":
-                        self._schema_ok = True
-                    outcome.attempts = attempt
-                    self._record(True)
-                    self._check_budget()
-                    return outcome
-                kind, message, raw = outcome.kind, outcome.message, outcome.raw
-                self._check_budget()
-            elif status:
-                self.stats.statuses[status] += 1
-                throttled = status == 429
-                limiter.release(throttled=throttled, sent_at=sent_at)
-                message = _error_message(status, data)
-                kind = f"http_{status}"
-                raw = None
-                if mode == "json_schema" and not self._schema_ok and status in (400, 422, 500, 501) and self._schema_rejected(status, message):
-                    attempt -= 1
-                    continue
-                if status in (401, 403):
-                    raise AuthenticationError(
-                        f"the server at {self.base_url} refused the API key (HTTP {status}: {message}). "
-                        "Check --api-key-env / OPENAI_API_KEY and the base URL."
-                    )
-                if status == 404:
-                    raise ModelNotFoundError(
-                        f"HTTP 404 from {self.url}: {message}. Check the model name ({self.model!r}) and the base URL "
-                        "(it usually ends in /v1)."
-                    )
-                if throttled:
-                    self._check_throttle(data, message)
+                stats.retries += 1
+            outcome, status, retry_after = await self._attempt(metric, body, task)
+            if outcome.value is not None:
+                if mode == "json_schema":
+                    self._schema_ok = True
+                outcome.attempts = attempt
+                self._record(True)
+                return outcome
+            kind, message = outcome.kind, outcome.message
+            if status in SCHEMA_STATUSES and self._renegotiated(mode, status, message):
+                attempt -= 1  # the server refused the request's form, not its content: not an attempt
+                continue
+            decision = classify(kind) if status in (0, 200) else classify(status)
+            if decision is Decision.STOP:
+                self._stop(status, message)
+            if status:
+                raw = outcome.raw
             else:
-                limiter.release(sent_at=sent_at)
-            self.stats.failures[kind] += 1
+                outcome.raw = raw
+            if status == 429:
+                self._check_storm(message)
+            stats.failures[str(kind)] += 1  # plain str keys: the summary is serialised by any JSON library
             logger.debug("attempt %d of %s failed: %s: %s", attempt, metric.name, kind, message)
-            if not throttled:
+            if status != 429:
                 self._record(False)
-            transient = kind in INVALID_REPLY or kind in ("timeout", "connection", "bad_response") or (
-                kind.startswith("http_") and (int(kind[5:]) in TRANSIENT_STATUS or int(kind[5:]) >= 500)
-            )
-            if not transient or attempt > self.retries:
-                if kind == "connection":
+            if decision is Decision.GIVE_UP or attempt > self.retries:
+                if kind == ErrorKind.CONNECTION:
                     self._unreachable()
-                return Outcome(None, raw, kind, message, attempt)
-            if kind in INVALID_REPLY:
+                outcome.attempts = attempt
+                return outcome
+            if decision is Decision.RETRY_HOTTER:
                 temperature = min(
                     constants.MAX_ESCALATED_TEMPERATURE,
                     max(temperature * 2, constants.ESCALATION_FLOOR),
                 )
-            await asyncio.sleep(self._backoff(attempt, retry_after))
+            await self._clock.sleep(self._backoff(attempt, retry_after))
 
-    def _check_throttle(self, data: bytes, message: str) -> None:
-        """Stop on a 429 that retrying cannot cure: a used-up quota, or a storm that lets nothing through."""
+    async def _attempt(self, metric: Metric, body: bytes, task: asyncio.Task) -> tuple[Outcome, int, float | None]:
+        """Send ``body`` once, holding a limiter slot that it releases: (the outcome, the HTTP status or 0 when
+        no reply came, the server's Retry-After). Raises on a 429 that says the quota is used up, and on the
+        token budget."""
+        now = self._now
+        deadlines = self._deadlines
+        sent_at = now()
+        deadlines.due[task] = sent_at + self.timeout
+        retry_after = None
+        try:
+            status, headers, data = await self._transport(body)
+        except _ReplyTooLarge as e:
+            if e.status != 200 and e.headers is not None:
+                retry_after = _retry_after(e.headers, self._clock.wall)
+            status, outcome = 0, Outcome(None, None, ErrorKind.BAD_RESPONSE, (
+                f"the reply (HTTP {e.status}) is larger than max_reply_bytes={self.max_reply_bytes:,} "
+                f"({e}); raise max_reply_bytes (--max-reply-bytes) if the server's replies are that big"
+            ))
+        except asyncio.CancelledError:
+            if not deadlines.timed_out(task):
+                raise
+            status, outcome = 0, Outcome(None, None, ErrorKind.TIMEOUT, f"no reply within {self.timeout:g} s")
+        except asyncio.TimeoutError:
+            status, outcome = 0, Outcome(None, None, ErrorKind.TIMEOUT, f"no reply within {self.timeout:g} s")
+        except aiohttp.ClientError as e:
+            self._connect_error = message = self._connection_message(e)
+            status, outcome = 0, Outcome(None, None, ErrorKind.CONNECTION, message)
+        finally:
+            deadlines.due.pop(task, None)
+        if status != 429:
+            self._through_at = now()
+        if status == 200:
+            self.limiter.release(sent_at=sent_at)
+            self.stats.statuses[200] += 1
+            outcome = self._handle_ok(metric, data)
+            self._check_budget()
+            return outcome, 200, None
+        if not status:
+            self.limiter.release(sent_at=sent_at)
+            return outcome, 0, retry_after
+        self.stats.statuses[status] += 1
+        self.limiter.release(throttled=status == 429, sent_at=sent_at)
+        message = _error_message(status, data)
+        if status == 429:
+            self._check_quota(data, message)
+        return Outcome(None, None, http_kind(status), message), status, _retry_after(headers, self._clock.wall)
+
+    async def _post(self, body: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        """The default transport: one POST on the client's aiohttp session."""
+        async with self._session.post(self._url, data=body) as resp:
+            try:
+                return resp.status, resp.headers, await _read_limited(resp, self.max_reply_bytes)
+            except _ReplyTooLarge as e:
+                resp.close()  # drop the connection rather than drain the rest
+                e.status, e.headers = resp.status, resp.headers
+                raise
+
+    def _stop(self, status: int, message: str) -> None:
+        """Raise the error that stops the run for a fatal status (:data:`FATAL_STATUS`)."""
+        if status in (401, 403):
+            raise AuthenticationError(
+                f"the server at {self.base_url} refused the API key (HTTP {status}: {message}). "
+                "Check --api-key-env / OPENAI_API_KEY and the base URL."
+            )
+        raise ModelNotFoundError(
+            f"HTTP {status} from {self.url}: {message}. Check the model name ({self.model!r}) and the base URL "
+            "(it usually ends in /v1)."
+        )
+
+    def _check_quota(self, data: bytes, message: str) -> None:
+        """Stop on a 429 that says the account cannot pay: retrying never helps."""
         code = _error_code(data)
         if code is not None:
             raise QuotaExceededError(
@@ -603,13 +719,21 @@ class JudgeClient:
                 f"{message}). Add credit or raise the limit in the account's billing settings (or use another key), "
                 "then run the same command again: finished rows are cached."
             )
-        quiet = time.monotonic() - self._through_at
+
+    def _check_storm(self, message: str) -> None:
+        """Stop when nothing but 429 has come back for ``max_throttle_s``: lowering the rate is the user's call."""
+        quiet = self._clock.now() - self._through_at
         if quiet >= self.max_throttle_s:
             raise RateLimitedError(
                 f"the server at {self.base_url} answered every request with 429 for {quiet:.0f} s "
                 f"(max_throttle_s={self.max_throttle_s:g}): {message}. Lower --concurrency or set --rpm/--tpm under "
                 "the account's limits, then run the same command again: finished rows are cached."
             )
+
+    def _renegotiated(self, mode: str, status: int, message: str) -> bool:
+        """Whether a request sent in ``mode`` was refused for its json_schema, before any json_schema request
+        succeeded: then the client has switched to json_object and the request is to be sent again."""
+        return mode == "json_schema" and not self._schema_ok and self._schema_rejected(status, message)
 
     def _schema_rejected(self, status: int, message: str) -> bool:
         """Switch to json_object + schema, once, when json_schema is refused."""
@@ -631,12 +755,12 @@ class JudgeClient:
             content = choice["message"].get("content")
             finish = choice.get("finish_reason")
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
-            return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), "bad_response", "the server's 200 reply is not a chat completion")
+            return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), ErrorKind.BAD_RESPONSE, "the server's 200 reply is not a chat completion")
         if not isinstance(content, str) and content is not None:
             content = _text_of(content)
             if content is None:
                 return Outcome(
-                    None, scrub(data[:2000].decode("utf-8", "replace")), "bad_response",
+                    None, scrub(data[:2000].decode("utf-8", "replace")), ErrorKind.BAD_RESPONSE,
                     "the reply's message.content is neither a string nor a list of text parts",
                 )
         if isinstance(content, str):  # a reply quoting the key must not carry it into the store or the columns

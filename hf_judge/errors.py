@@ -8,6 +8,8 @@ HfJudgeError
 │   ├── TemplateError        a template that fails to compile or render (undefined variable, sandbox)
 │   ├── MissingColumnError   a template variable with no column to read it from
 │   └── OutputExistsError    the output folder holds a different result (CLI: --overwrite)
+├── HubUnreachableError      no connection to the Hub to load the input; also a ConnectionError (CLI exit 1)
+├── ReplyError               a judge reply that cannot be accepted; ``kind`` names why (an ErrorKind)
 └── RunStopped               the run stopped early; every finished reply is kept (CLI exit 1)
     ├── AuthenticationError  the server refused the key (401/403)
     ├── ModelNotFoundError   the model or the endpoint does not exist (404)
@@ -25,9 +27,61 @@ HfJudgeError
 Every message names the problem and the next step. None of them ever holds a
 secret: keys are scrubbed by :func:`hf_judge.redact.scrub` before a message is
 built from a server's reply.
+
+:class:`ErrorKind` is the vocabulary of the ``kind`` column of the ``errors``
+split; an HTTP failure's kind is ``http_<status>`` (:func:`http_kind`).
 """
 
 from __future__ import annotations
+
+import enum
+import sys
+
+if sys.version_info >= (3, 11):
+    StrEnum = enum.StrEnum
+else:  # pragma: no cover - Python 3.10: the same behaviour, spelled out
+
+    class StrEnum(str, enum.Enum):
+        """A str whose members print and format as their value (``enum.StrEnum`` of Python 3.11)."""
+
+        def __str__(self) -> str:
+            return str.__str__(self)
+
+
+class ErrorKind(StrEnum):
+    """Why a request ended without a score: the ``kind`` of an ``errors`` row.
+
+    A ``str`` enum: a member is equal to, hashes like, and is written to Arrow
+    and JSON as its value, so the errors split reads ``"schema"`` as it always did.
+    """
+
+    # the reply came but cannot be accepted (validate.py)
+    INVALID_JSON = "invalid_json"
+    SCHEMA = "schema"
+    OUT_OF_RANGE = "out_of_range"
+    TRUNCATED = "truncated"
+    EMPTY = "empty"
+    UNPARSEABLE = "unparseable"
+    CONTENT_FILTER = "content_filter"
+    # the exchange failed (client.py)
+    BAD_RESPONSE = "bad_response"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    # nothing was sent for the row (pipeline.py)
+    NULL_INPUT = "null_input"
+    BAD_IMAGE = "bad_image"
+    INPUT_TOO_LONG = "input_too_long"
+    TEMPLATE = "template"
+
+
+def http_kind(status: int) -> str:
+    """The errors-split kind of a request that ended with HTTP ``status``.
+
+    Example:
+        >>> http_kind(503)
+        'http_503'
+    """
+    return f"http_{status}"
 
 
 class HfJudgeError(Exception):
@@ -56,6 +110,22 @@ class MissingColumnError(ConfigError):
 
 class OutputExistsError(ConfigError):
     """The output folder already holds a result that this one would not contain (CLI: ``--overwrite``)."""
+
+
+class HubUnreachableError(HfJudgeError, ConnectionError):
+    """The input is a Hub dataset and the Hub cannot be reached (no network, ``HF_HUB_OFFLINE``); nothing was sent."""
+
+
+class ReplyError(HfJudgeError, ValueError):
+    """A judge reply that cannot be accepted; ``kind`` is its errors-split kind (an :class:`ErrorKind`).
+
+    Raised by :func:`hf_judge.parse_binary_verdict` and :func:`hf_judge.parse_pair_scores`.
+    """
+
+    def __init__(self, kind: ErrorKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
 
 
 class RunStopped(HfJudgeError):

@@ -6,13 +6,19 @@ import json
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
-from datasets.exceptions import DatasetGenerationError
+from datasets import config as datasets_config
+from datasets.data_files import EmptyDatasetError
+from datasets.exceptions import DataFilesNotFoundError, DatasetGenerationError
 
-from .errors import ConfigError
+from .errors import ConfigError, HubUnreachableError
 from .redact import register
 from .summary import SUMMARY_FILE, RunSummary
 
-_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
+# what a folder to score must hold, for the message when it holds nothing loadable
+_FOLDER_CONTENTS = (
+    "data files (.jsonl, .json, .parquet, .csv, .arrow), or be a folder saved by hf-judge or Dataset.save_to_disk"
+)
 
 
 def load_input(
@@ -35,23 +41,16 @@ def load_input(
     if path.is_file():
         builder = _FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
-            raise ConfigError(f"{spec}: unsupported file type {path.suffix!r}; use .jsonl, .json, .parquet or .csv")
+            raise ConfigError(
+                f"{spec}: unsupported file type {path.suffix!r}; use .jsonl, .json, .parquet, .csv or .arrow"
+            )
         dd = _load_file(path, builder)
     elif path.is_dir():
-        if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
-            loaded = load_from_disk(str(path))
-            dd = loaded if isinstance(loaded, DatasetDict) else DatasetDict({"train": loaded})
-        else:
-            dd = load_dataset(str(path))
-    elif spec.count("/") <= 1 and not spec.startswith((".", "/", "~")):
-        try:
-            dd = load_dataset(spec, subset, revision=revision, token=token)
-        except FileNotFoundError as e:
-            raise ConfigError(f"dataset {spec!r} was not found on the Hub or on disk ({e}). Check the name, --subset and --token.") from None
-        except ValueError as e:
-            raise ConfigError(f"cannot load {spec!r}: {e}") from None
-    else:
+        dd = _load_folder(spec, path)
+    elif looks_like_path(spec):
         raise ConfigError(f"{spec}: no such file or folder")
+    else:
+        dd = _load_hub(spec, subset, revision, token)
     if isinstance(dd, Dataset):
         dd = DatasetDict({"train": dd})
     if splits:
@@ -64,6 +63,59 @@ def load_input(
     if limit is not None:
         dd = DatasetDict({s: d.select(range(min(limit, len(d)))) for s, d in dd.items()})
     return dd
+
+
+def looks_like_path(spec: str) -> bool:
+    """True for a spec that can only be a local path, never a Hub repo id.
+
+    A data-file suffix, a leading ``./``, ``../``, ``/`` or ``~``, or more
+    than one slash (a Hub id is ``name`` or ``owner/name``): a mistyped file
+    name fails at once instead of being looked up on the Hub.
+
+    Example:
+        >>> looks_like_path("nonexist.jsonl"), looks_like_path("data/x/y"), looks_like_path("openai/gsm8k")
+        (True, True, False)
+    """
+    return (
+        Path(spec).suffix.lower() in _FILE_BUILDERS
+        or spec.startswith((".", "/", "~"))
+        or spec.count("/") > 1
+    )
+
+
+def _load_folder(spec: str, path: Path) -> DatasetDict | Dataset:
+    """A folder saved by ``save_to_disk``, or one that ``load_dataset`` reads (data files, images)."""
+    if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
+        loaded = load_from_disk(str(path))
+        return loaded if isinstance(loaded, DatasetDict) else DatasetDict({"train": loaded})
+    try:
+        return load_dataset(str(path))
+    except (EmptyDatasetError, DataFilesNotFoundError):
+        if not any(path.iterdir()):
+            raise ConfigError(f"{spec}: the folder is empty; it should hold {_FOLDER_CONTENTS}") from None
+        raise ConfigError(f"{spec}: no data files in this folder; it should hold {_FOLDER_CONTENTS}") from None
+
+
+def _load_hub(spec: str, subset: str | None, revision: str | None, token: str | None) -> DatasetDict:
+    """``load_dataset`` from the Hub; a missing repo is a ConfigError, no connection a HubUnreachableError."""
+    try:
+        return load_dataset(spec, subset, revision=revision, token=token)
+    except ConnectionError as e:  # datasets' own: "Couldn't reach 'x' on the Hub (<cause>)", after its retries
+        cause = str(e).rpartition("(")[2].rstrip(")") or type(e).__name__
+        if cause == "OfflineModeIsEnabled" or datasets_config.HF_HUB_OFFLINE:
+            raise HubUnreachableError(
+                f"cannot load {spec!r}: HF_HUB_OFFLINE is set and it is not in the local cache; "
+                "unset HF_HUB_OFFLINE, or use a local file or folder"
+            ) from None
+        raise HubUnreachableError(
+            f"cannot reach the Hub to load {spec!r} ({cause}); check the network, or use a local file or folder"
+        ) from None
+    except FileNotFoundError as e:
+        raise ConfigError(
+            f"dataset {spec!r} was not found on the Hub or on disk ({e}). Check the name, --subset and --token."
+        ) from None
+    except ValueError as e:
+        raise ConfigError(f"cannot load {spec!r}: {e}") from None
 
 
 def input_summary(spec: str, *, revision: str | None = None, token: str | None = None) -> RunSummary | None:

@@ -13,10 +13,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from typing import Callable
 
 
 class AdaptiveLimiter:
-    def __init__(self, maximum: int):
+    """An AIMD limit on requests in flight (see the module docstring).
+
+    ``now``: the clock that ``sent_at`` times are read from (the client's).
+
+    Example:
+        >>> lim = AdaptiveLimiter(4)
+        >>> lim.try_acquire(), lim.in_flight
+        (True, 1)
+        >>> lim.release(); lim.in_flight
+        0
+    """
+
+    def __init__(self, maximum: int, *, now: Callable[[], float] = time.monotonic):
         if maximum < 1:
             raise ValueError("concurrency must be at least 1")
         self.maximum = maximum
@@ -28,6 +41,7 @@ class AdaptiveLimiter:
         self._recent: deque[bool] = deque(maxlen=50)
         self._recent_throttled = 0
         self._waiters: deque[asyncio.Future] = deque()
+        self._now = now
 
     def try_acquire(self) -> bool:
         if self.in_flight < max(1, int(self.limit)) and not self._waiters:
@@ -60,7 +74,7 @@ class AdaptiveLimiter:
                 self._recent_throttled += 1
                 if len(recent) >= 10 and self._recent_throttled >= 0.2 * len(recent):
                     self.limit = max(1.0, self.limit * 0.5)
-                    self._last_cut = time.monotonic()
+                    self._last_cut = self._now()
                     self.cuts += 1
                     recent.clear()
                     self._recent_throttled = 0

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import images as _images
-from .errors import MissingColumnError, PromptFileError, UnknownMetricError
+from .errors import MissingColumnError, PromptFileError, StrEnum, UnknownMetricError
 from .render import (
     SeedTemplate,
     compile_template,
@@ -38,8 +38,31 @@ if TYPE_CHECKING:  # datasets takes about a second to import: `hf-judge metrics`
 
 TEMPLATE_SUFFIXES = (".jinja", ".j2", ".jinja2")
 SEED_SUFFIX = ".txt"
-KINDS = ("score", "binary", "pairwise")
-TYPES = ("integer", "number", "string", "boolean")
+
+
+class MetricKind(StrEnum):
+    """What a metric's reply is read as (front matter ``kind:``); the values are what prompt files write."""
+
+    SCORE = "score"  # a JSON object of the declared outputs
+    BINARY = "binary"  # a verdict token (free text allowed), plus a boolean column
+    PAIRWISE = "pairwise"  # two scores (free text allowed), a winner column, optionally both orders
+
+
+class OutputType(StrEnum):
+    """The JSON schema type of one output (front matter ``outputs: {key: {type: ...}}``)."""
+
+    INTEGER = "integer"
+    NUMBER = "number"
+    STRING = "string"
+    BOOLEAN = "boolean"
+
+
+KINDS = tuple(k.value for k in MetricKind)
+TYPES = tuple(t.value for t in OutputType)
+# The Arrow type of each output type's column.
+_DTYPES = {
+    OutputType.INTEGER: "int64", OutputType.NUMBER: "float64", OutputType.STRING: "string", OutputType.BOOLEAN: "bool"
+}
 # The seed spells it "Meaningness"; both names work.
 ALIASES = {"Meaningness": "Meaningfulness"}
 # The variables the seed's .txt prompt files may use.
@@ -60,7 +83,7 @@ class Output:
     """One key of a metric's reply and the column it fills."""
 
     key: str
-    type: str
+    type: OutputType
     column: str
     minimum: float | None = None
     maximum: float | None = None
@@ -68,7 +91,7 @@ class Output:
     description: str | None = None
 
     def schema(self) -> dict[str, Any]:
-        s: dict[str, Any] = {"type": self.type}
+        s: dict[str, Any] = {"type": str(self.type)}  # a plain str: request bodies and cache keys unchanged
         if self.enum is not None:
             s["enum"] = list(self.enum)
         if self.minimum is not None:
@@ -82,7 +105,7 @@ class Output:
     @property
     def dtype(self) -> str:
         """The column's Arrow type name (``int64``, ``float64``, ``string``, ``bool``)."""
-        return {"integer": "int64", "number": "float64", "string": "string", "boolean": "bool"}[self.type]
+        return _DTYPES[self.type]
 
     @property
     def feature(self) -> Value:
@@ -103,7 +126,7 @@ class Metric:
 
     name: str
     description: str
-    kind: str
+    kind: MetricKind
     temperature: float
     outputs: tuple[Output, ...]
     params: dict[str, Any]
@@ -151,17 +174,17 @@ class Metric:
     def column_types(self) -> dict[str, str]:
         """Output column name -> Arrow type name, in column order (no datasets import: `hf-judge metrics` is fast)."""
         cols: dict[str, str] = {}
-        if self.kind == "binary":
+        if self.kind == MetricKind.BINARY:
             cols[self.name] = "bool"
             cols.update({o.column: o.dtype for o in self.outputs})
-        elif self.kind == "pairwise":
+        elif self.kind == MetricKind.PAIRWISE:
             score_type = "float64" if self.swap else "int64"
             for o in self.outputs:
-                cols[o.column] = score_type if o.type == "integer" else o.dtype
+                cols[o.column] = score_type if o.type == OutputType.INTEGER else o.dtype
             cols[f"{self.name}_winner"] = "string"
             if self.swap:
                 for o in self.outputs:
-                    if o.type == "string":
+                    if o.type == OutputType.STRING:
                         cols[f"{o.column}_swapped"] = "string"
                 cols[f"{self.name}_disagree"] = "bool"
         else:
@@ -275,7 +298,7 @@ def _parse_outputs(name: str, decl: Any, where: str) -> tuple[Output, ...]:
         for bound, label in ((lo, "minimum"), (hi, "maximum")):
             if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))):
                 raise PromptFileError(f"{where}: output {key!r}: {label} must be a number, got {bound!r}")
-            if bound is not None and typ not in ("integer", "number"):
+            if bound is not None and typ not in (OutputType.INTEGER, OutputType.NUMBER):
                 raise PromptFileError(f"{where}: output {key!r}: {label} only applies to integer or number outputs")
         if lo is not None and hi is not None and lo > hi:
             raise PromptFileError(f"{where}: output {key!r}: minimum {lo} is above maximum {hi}")
@@ -285,7 +308,7 @@ def _parse_outputs(name: str, decl: Any, where: str) -> tuple[Output, ...]:
         column = spec.get("column") or (name if key == "score" else f"{name}_{key}")
         if not isinstance(column, str) or not column:
             raise PromptFileError(f"{where}: output {key!r}: column must be a string")
-        outs.append(Output(key, typ, column, lo, hi, tuple(enum) if enum else None, spec.get("description")))
+        outs.append(Output(key, OutputType(typ), column, lo, hi, tuple(enum) if enum else None, spec.get("description")))
     columns = [o.column for o in outs]
     if len(set(columns)) != len(columns):
         raise PromptFileError(f"{where}: two outputs write the same column")
@@ -335,9 +358,10 @@ def _build_jinja_metric(
     extra = set(front) - allowed
     if extra:
         raise PromptFileError(f"{where}: unknown front matter key(s) {sorted(extra)}; allowed: {', '.join(sorted(allowed))}")
-    kind = front.get("kind", "score")
+    kind = front.get("kind", MetricKind.SCORE.value)
     if kind not in KINDS:
         raise PromptFileError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    kind = MetricKind(kind)
     outputs = _parse_outputs(name, front.get("outputs"), where)
     temperature = front.get("temperature", 0.1)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
@@ -345,17 +369,17 @@ def _build_jinja_metric(
     optional = tuple(front.get("optional") or ())
     swap = front.get("swap")
     if swap_override is not None:
-        if kind != "pairwise" or not swap:
+        if kind != MetricKind.PAIRWISE or not swap:
             raise PromptFileError(f"{where}: swap= applies only to pairwise metrics that declare their two response variables")
         swap = swap if swap_override else None
-    if kind == "binary":
+    if kind == MetricKind.BINARY:
         verdicts = [o for o in outputs if o.enum]
         if len(verdicts) != 1 or "positive" not in params or "negative" not in params:
             raise PromptFileError(f"{where}: a binary metric declares one enum output and params positive/negative")
-    if kind == "pairwise":
+    if kind == MetricKind.PAIRWISE:
         if swap is not None and (not isinstance(swap, list) or len(swap) != 2):
             raise PromptFileError(f"{where}: swap must name the two response variables, e.g. [response1, response2]")
-        ints = [o for o in outputs if o.type == "integer"]
+        ints = [o for o in outputs if o.type == OutputType.INTEGER]
         if len(ints) != 2:
             raise PromptFileError(f"{where}: a pairwise metric declares two integer score outputs")
     template = compile_template(body.strip("\n"), where)
@@ -445,7 +469,7 @@ def _parse_seed_file(name: str, path: Path, text: str, overrides: dict[str, Any]
     return Metric(
         name=name,
         description=f"seed-style prompt {path.name}",
-        kind="score",
+        kind=MetricKind.SCORE,
         temperature=1.0 if _DIFFICULTY.search(name) else 0.1,
         outputs=outputs,
         params={},
@@ -517,9 +541,6 @@ def load_metric(name: str, *, prompts_dir: str | os.PathLike | Iterable | None =
     if path.suffix == SEED_SUFFIX:
         return _parse_seed_file(name, path, text, params)
     return _parse_jinja_file(name, path, text, params)
-
-
-MetricSpec = "str | Metric | dict"
 
 
 def resolve_metrics(metrics: Any, prompts_dir: Any = None, metric_params: dict[str, dict] | None = None) -> list[Metric]:

@@ -2,12 +2,13 @@
 
 A folder written here holds the saved ``DatasetDict`` and ``hf_judge.json``, a
 small manifest of what it was made from (``source``), what it is (``kind``:
-``scored`` or ``filtered``) and what it holds (rows and columns per split).
+``scored`` or ``filtered``, with the ``filters`` applied) and what it holds
+(rows and columns per split).
 
 Writing over an existing folder is allowed when nothing in it would be lost:
 the same command again, metrics added, more rows. Anything else (another
-dataset, fewer rows or splits, other metrics, a folder hf-judge did not write)
-is an :class:`~hf_judge.errors.OutputExistsError` unless ``overwrite=True``
+dataset, fewer rows or splits, other metrics, other filter thresholds, a folder
+hf-judge did not write) is an :class:`~hf_judge.errors.OutputExistsError` unless ``overwrite=True``
 (CLI ``--overwrite``). The check runs before the first request, from what the
 run will produce, so a mistake costs nothing. The data is written to a hidden
 sibling folder that replaces the old one only once complete: a crash while
@@ -25,6 +26,7 @@ from pathlib import Path
 from datasets import DatasetDict
 
 from .errors import OutputExistsError
+from .summary import describe_thresholds
 
 MANIFEST = "hf_judge.json"
 # split -> (rows, columns)
@@ -60,19 +62,41 @@ def shape_of(dd: DatasetDict) -> Shape:
     return {k: (len(v), list(v.column_names)) for k, v in dd.items()}
 
 
+def thresholds(min: dict, max: dict, keep_missing: bool) -> dict:  # noqa: A002 - as filter_by_scores names them
+    """The filter a filtered result records in its manifest, in one form however the numbers were written.
+
+    Example:
+        >>> thresholds({"QA_Correctness": 8}, {}, False)
+        {'min': {'QA_Correctness': 8.0}, 'max': {}, 'keep_missing': False}
+    """
+    return {
+        "min": {k: float(v) for k, v in sorted(min.items())},
+        "max": {k: float(v) for k, v in sorted(max.items())},
+        "keep_missing": bool(keep_missing),
+    }
+
+
 def check_output(
-    folder: str | os.PathLike, source: str, kind: str, shape: Shape | None, overwrite: bool = False
+    folder: str | os.PathLike,
+    source: str,
+    kind: str,
+    shape: Shape | None,
+    overwrite: bool = False,
+    filters: dict | None = None,
 ) -> None:
     """Raise OutputExistsError if writing ``shape`` to ``folder`` would lose something there.
 
-    ``shape`` is None for a filtered result: it may hold any rows of the same source.
+    ``shape`` is None when the rows are not known yet (a filter checks before it
+    runs, then again with the rows). ``filters`` (:func:`thresholds`) are a
+    filtered result's: the same filter again is a rerun, another one a different
+    result, even with more rows.
     """
     out = Path(folder)
     if overwrite or not out.exists():
         return
     if out.is_dir() and not any(out.iterdir()):
         return
-    lost = _what_would_be_lost(out, source, kind, shape)
+    lost = _what_would_be_lost(out, source, kind, shape, filters)
     if lost:
         raise OutputExistsError(
             f"{out} already holds {lost}. Pass --overwrite to replace it (library: overwrite=True), "
@@ -80,7 +104,7 @@ def check_output(
         )
 
 
-def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None) -> str | None:
+def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None, filters: dict | None) -> str | None:
     manifest = read_manifest(out)
     if manifest is None:
         if not (out / "dataset_dict.json").is_file():
@@ -94,6 +118,10 @@ def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None) 
         return f"the result of {old_source}, not of {source}"
     if old_kind != kind:
         return f"a {old_kind} result, and this one is {kind}"
+    old_filters = (manifest or {}).get("filters")  # None: saved before manifests had them; the rows decide
+    if filters is not None and old_filters is not None and old_filters != filters:
+        old, new = describe_thresholds(old_filters), describe_thresholds(filters)
+        return f"the rows that pass {old}, and this result keeps those that pass {new}"
     if shape is None:
         return None
     for split, (rows, columns) in old_shape.items():
@@ -121,9 +149,17 @@ def _saved_shape(out: Path) -> Shape:
 
 
 def save_result(
-    dd: DatasetDict, folder: str | os.PathLike, *, source: str, kind: str = "scored", overwrite: bool = False
+    dd: DatasetDict,
+    folder: str | os.PathLike,
+    *,
+    source: str,
+    kind: str = "scored",
+    overwrite: bool = False,
+    filters: dict | None = None,
 ) -> None:
     """``save_to_disk`` into ``folder`` with its manifest, replacing the old folder only once complete.
+
+    ``filters`` (:func:`thresholds`) are recorded for a filtered result.
 
     Example:
         >>> save_result(scored, "out/", source=source_of("data.jsonl"))  # doctest: +SKIP
@@ -131,7 +167,7 @@ def save_result(
     from .score import shards_for
 
     out = Path(folder)
-    check_output(out, source, kind, None if kind == "filtered" else shape_of(dd), overwrite)
+    check_output(out, source, kind, shape_of(dd), overwrite, filters)
     out.parent.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
     tmp = out.with_name(f".{out.name}.tmp-{tag}")
@@ -139,6 +175,8 @@ def save_result(
         # a fresh folder: datasets refuses to save over files it has mapped (the input may be this folder)
         dd.save_to_disk(str(tmp), num_shards=shards_for(dd))
         manifest = {"source": source, "kind": kind, "splits": {k: [n, c] for k, (n, c) in shape_of(dd).items()}}
+        if filters is not None:
+            manifest["filters"] = filters
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         if out.exists():
             old = out.with_name(f".{out.name}.old-{tag}")

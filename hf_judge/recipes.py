@@ -112,10 +112,10 @@ class Recipe(SettingsOverrides):  # type: ignore[valid-type,misc]  # a model bui
             >>> load_recipe("pairwise").calls_per_row()
             2
         """
-        from .metrics import resolve_metrics
+        from .metrics import MetricKind, resolve_metrics
 
         metrics = resolve_metrics(self.metric_specs(), self.prompts_dir)
-        return sum(2 if m.kind == "pairwise" and m.swap else 1 for m in metrics)
+        return sum(2 if m.kind == MetricKind.PAIRWISE and m.swap else 1 for m in metrics)
 
     def metric_specs(self) -> list[Any]:
         return [m if isinstance(m, str) else {"name": m.name, "params": m.params} for m in self.metrics]

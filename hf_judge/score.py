@@ -137,6 +137,7 @@ def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset |
 def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient, max_input_chars: int | None, token_columns: bool) -> str:
     state = {
         "v": constants.CACHE_VERSION,
+        # private, but datasets (5.2) has no public getter, and the fingerprint is what names the data's state
         "data": ds._fingerprint,
         "split": split,
         "metrics": [
@@ -482,6 +483,8 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
     """One split, scored: its columns kept as they are, its result reused from the cache, or a fresh run
     (which saves a finished result to the cache and keeps a result with errors out of it)."""
     summary = ctx.summary
+    # `_indices`: datasets has no public test for an indices mapping (select, shuffle), and
+    # flatten_indices() rewrites the whole table even when there is none
     base = d.flatten_indices() if d._indices is not None else d
     if not plans:  # every metric's columns were kept
         return base
@@ -805,3 +808,4 @@ def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], 
     summary.structured_output = s.structured_output
     summary.notes = [*summary.notes, *s.notes]
     summary.elapsed_s = time.perf_counter() - started
+    summary.shared = s.shared

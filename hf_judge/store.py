@@ -23,16 +23,28 @@ one: the affected rows are scored again, never read wrong. A store that cannot
 be opened or written for any other reason is left as it is and reported:
 another process holding the write lock is waited for (``lock_wait`` seconds,
 with a warning) and then named in a :class:`CacheLockedError`; a full disk
-raises :class:`DiskFullError` naming the path. A write that fails during a run
-is kept in memory, retried with the next commit and at ``close``, and recorded
-in ``failure`` (and handed to ``on_failure``) so that the run stops sending.
+raises :class:`DiskFullError` naming the path.
+
+During a run the writer never waits silently. WAL lets a run open and read a
+store whose write lock another process holds, so the lock shows only when a
+commit cannot take it: each try waits ``LOCK_TRY_S`` at most, the first one
+that fails says so, and the replies stay in memory and go with the next try.
+A lock held past ``lock_wait``, or any other failed write, is recorded in
+``failure`` (and handed to ``on_failure``) so that the run stops sending.
+Whatever is still unwritten at ``close`` goes to a sidecar file beside the
+store (``replies.sqlite3.unsaved-<pid>-<time>.jsonl``: key, content and usage,
+nothing the store would not hold), which the next open imports and deletes:
+only a full disk that cannot take the sidecar either loses a paid reply.
 """
 
 from __future__ import annotations
 
 import errno
 import functools
+import glob
+import json
 import logging
+import os
 import queue
 import shutil
 import sqlite3
@@ -56,6 +68,11 @@ _STOP = object()
 COMMIT_WINDOW_S = 0.005
 # How long opening or writing the store waits for another process's write lock.
 LOCK_WAIT_S = 60.0
+# The longest one try of the writer waits for the lock (less for a short lock_wait), so that a lock
+# held longer is reported while it lasts; another process's group commits hold it for milliseconds.
+LOCK_TRY_S = 1.0
+# How soon the writer tries again to commit the replies a locked store kept out.
+_RETRY_S = 0.05
 # SQLite primary result codes (an extended code keeps its primary one in the low byte).
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 5, 6, 10, 11, 13, 26
 # The WAL grows up to ~1,000 pages before each checkpoint: headroom a write needs beyond the replies.
@@ -122,12 +139,14 @@ def _connect(path: Path, lock_wait: float = LOCK_WAIT_S) -> sqlite3.Connection:
     return conn
 
 
-def _merge(conn: sqlite3.Connection) -> None:
-    """Move the appended replies into the keyed table, in key order, atomically."""
-    if conn.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is None:
+def _merge(conn: sqlite3.Connection, extra: list[tuple] | None = None) -> None:
+    """Move the appended replies, and ``extra`` rows, into the keyed table, in key order, atomically."""
+    if not extra and conn.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is None:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if extra:
+            _insert(conn, extra)
         conn.execute("INSERT OR REPLACE INTO replies SELECT key, content, usage FROM pending ORDER BY key")
         conn.execute("DELETE FROM pending")
         conn.execute("COMMIT")
@@ -175,12 +194,14 @@ class ReplyStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise (self._disk_full(e) if is_disk_full(e) else e) from None
+        self._sidecar: Path | None = None
         self._read = self._open()
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write_loop, name="hf_judge-store", daemon=True)
         try:
             self._write_conn = _connect(self.path, lock_wait)
+            self._write_conn.execute(f"PRAGMA busy_timeout={int(min(LOCK_TRY_S, lock_wait / 4) * 1000)}")
         except sqlite3.Error as e:
             self._read.close()
             raise self._not_usable(e) from None
@@ -188,12 +209,15 @@ class ReplyStore:
         # Called from the writer thread with ``failure`` when a commit fails.
         self.on_failure: Callable[[CacheError], None] | None = None
         self._unsaved: list[tuple] = []
+        self._locked_since: float | None = None  # when a commit first found the lock taken
+        self._last_error = ""
         self.written = 0
         self._bytes = 0
         self._writer.start()
 
     def _open(self) -> sqlite3.Connection:
         """Open, check and merge: wait for a lock, report a full disk, move only a damaged file aside."""
+        sidecars, extra = self._read_sidecars()
         deadline = time.monotonic() + self.lock_wait
         first = True
         while True:
@@ -207,8 +231,9 @@ class ReplyStore:
                 # Damage found later costs a warning and a re-score, never a crash.
                 if self.path.stat().st_size < 64 << 20 and conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                     raise _Damaged("quick_check failed")
-                _merge(conn)  # what earlier runs left behind
+                _merge(conn, extra)  # what earlier runs left behind
                 conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
+                self._imported(sidecars, extra)
                 return conn
             except sqlite3.Error as e:
                 if conn is not None:
@@ -223,11 +248,61 @@ class ReplyStore:
                     continue
                 if isinstance(e, _Damaged) or code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
                     self._quarantine(e)
+                    conn = None
                     try:
-                        return _connect(self.path, self.lock_wait)
+                        conn = _connect(self.path, self.lock_wait)
+                        _merge(conn, extra)
                     except sqlite3.Error as e2:
+                        if conn is not None:
+                            conn.close()
                         raise self._not_usable(e2) from None
+                    self._imported(sidecars, extra)
+                    return conn
                 raise self._not_usable(e) from None
+
+    def _read_sidecars(self) -> tuple[list[Path], list[tuple]]:
+        """The replies that earlier runs could not write to the store, and the files that hold them."""
+        files = sorted(self.path.parent.glob(glob.escape(self.path.name) + ".unsaved-*.jsonl"))
+        read, rows = [], []
+        for p in files:
+            try:
+                lines = p.read_text(encoding="utf-8").splitlines()
+            except FileNotFoundError:  # another process imported it first
+                continue
+            except (OSError, UnicodeDecodeError) as e:
+                logger.warning("could not read %s (%s); left it for a later run", p, e)
+                continue
+            bad = 0
+            for line in lines:
+                try:
+                    d = json.loads(line)
+                    row = (bytes.fromhex(d["key"]), d["content"], d["usage"])
+                except (ValueError, KeyError, TypeError):
+                    row = None
+                if row is None or not isinstance(row[1], str) or not isinstance(row[2], (str, type(None))):
+                    bad += 1
+                    continue
+                rows.append(row)
+            if bad:
+                logger.warning("%s: skipped %s damaged lines; those rows will be scored again", p, bad)
+            read.append(p)
+        return read, rows
+
+    def _imported(self, files: list[Path], rows: list[tuple]) -> None:
+        for p in files:
+            p.unlink(missing_ok=True)
+        if files:
+            logger.info("imported %s replies that an earlier run kept in %s", len(rows), ", ".join(map(str, files)))
+
+    def _sidecar_path(self) -> Path:
+        """The file beside the store that takes this run's unwritten replies at ``close``."""
+        if self._sidecar is None:
+            stem = f"{self.path.name}.unsaved-{os.getpid()}-{int(time.time())}"
+            p, i = self.path.with_name(stem + ".jsonl"), 1
+            while p.exists():
+                p, i = self.path.with_name(f"{stem}-{i}.jsonl"), i + 1
+            self._sidecar = p
+        return self._sidecar
 
     def _not_usable(self, e: sqlite3.Error) -> CacheError:
         """The error to stop with when the store cannot be used for a reason other than damage."""
@@ -301,17 +376,19 @@ class ReplyStore:
 
     def _write_loop(self) -> None:
         q = self._queue
-        conn = self._write_conn
         while True:
-            item = q.get()
+            try:
+                # While a lock keeps replies out, try again without waiting for new ones.
+                item = q.get(timeout=_RETRY_S if self._unsaved and self.failure is None else None)
+            except queue.Empty:
+                self._commit([])
+                continue
             batch = []
             stop = False
             while True:
                 if item is _STOP:
                     stop = True
-                elif isinstance(item, threading.Event):
-                    batch.append(item)
-                else:
+                else:  # a reply, or a flush's Event (set once what came before it is committed)
                     batch.append(item)
                 try:
                     item = q.get_nowait()
@@ -337,9 +414,12 @@ class ReplyStore:
         """Commit ``rows`` with the replies an earlier failed commit kept; keep them all if this one fails too."""
         if self._unsaved:
             rows = self._unsaved + rows
+        if not rows:
+            return
         conn = self._write_conn
+        started = time.monotonic()
         try:
-            conn.execute("BEGIN")
+            conn.execute("BEGIN IMMEDIATE")
             _insert(conn, rows)
             conn.execute("COMMIT")
         except sqlite3.Error as e:
@@ -349,42 +429,97 @@ class ReplyStore:
                 except sqlite3.Error:
                     pass
             self._unsaved = rows
-            if self.failure is None:
-                self.failure = self._not_usable(e)
+            self._last_error = str(e)
+            if _code(e) in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                self._still_locked(started)
+            elif self.failure is None:
                 logger.warning("could not write to the reply cache %s: %s", self.path, e)
-                if self.on_failure is not None:
-                    try:
-                        self.on_failure(self.failure)
-                    except RuntimeError:  # the run's event loop is already closed
-                        pass
+                self._fail(self._not_usable(e))
             return
+        if self._locked_since is not None:
+            logger.info("the reply cache %s is free again; saved the replies kept in memory", self.path)
+            self._locked_since = None
         self._unsaved = []
         self.written += len(rows)
         self._bytes += sum(len(k) + len(c) + len(u or "") + 16 for k, c, u in rows)
 
+    def _still_locked(self, tried_at: float) -> None:
+        """A commit found the write lock taken: say so the first time, stop the run once ``lock_wait`` is over."""
+        if self._locked_since is None:
+            self._locked_since = tried_at
+            logger.warning(
+                "the reply cache %s is locked by another process; waiting up to %.0f s (replies are kept in memory)",
+                self.path, self.lock_wait,
+            )
+        if self.failure is None and time.monotonic() - self._locked_since >= self.lock_wait:
+            self._fail(CacheLockedError(
+                f"another process has held the write lock on the reply cache {self.path} for over "
+                f"{self.lock_wait:.0f} s, so the run stopped sending. The replies it could not write there are "
+                f"kept in {self._sidecar_path()}, which the next run imports: none is lost. Let that process "
+                "finish (or stop it), then run the same command again to resume."
+            ))
+
+    def _fail(self, failure: CacheError) -> None:
+        self.failure = failure
+        if self.on_failure is not None:
+            try:
+                self.on_failure(failure)
+            except RuntimeError:  # the run's event loop is already closed
+                pass
+
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until everything queued so far is committed."""
+        """Wait until everything queued so far is committed (or kept for a retry)."""
         ev = threading.Event()
         self._queue.put(ev)
         ev.wait(timeout)
 
     def close(self) -> None:
-        """Commit what is queued and close (the next open merges this run's replies)."""
+        """Commit what is queued and close (the next open merges this run's replies).
+
+        Replies that still cannot be written (a lock, an I/O error) go to a
+        sidecar file beside the store, which the next open imports.
+        """
         if self._writer.is_alive():
             self._queue.put(_STOP)
             self._writer.join()
         if self._unsaved:
-            self._commit([])  # a last try: the disk may have room again
+            self._commit([])  # a last try: the lock may be gone, the disk may have room again
         if self._unsaved:
-            logger.warning(
-                "%s replies of this run could not be saved in %s; they will be asked again",
-                len(self._unsaved), self.path,
-            )
+            self._set_aside()
         for c in (self._read, self._write_conn):
             try:
                 c.close()
             except sqlite3.Error:
                 pass
+
+    def _set_aside(self) -> None:
+        """Write the unwritten replies to the sidecar file, whole or not at all (a temporary file, then a rename)."""
+        path = self._sidecar_path()
+        tmp = path.with_name(path.name + ".tmp")
+        n = len(self._unsaved)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                for k, c, u in self._unsaved:
+                    f.write(json.dumps({"key": k.hex(), "content": c, "usage": u}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            logger.warning(
+                "%s replies of this run could not be saved in %s (%s) nor in %s (%s); they will be asked again",
+                n, self.path, self._last_error, path, e,
+            )
+            return
+        self._unsaved = []
+        logger.warning(
+            "%s replies of this run could not be written to the reply cache %s (%s); kept them in %s, "
+            "which the next run imports",
+            n, self.path, self._last_error, path,
+        )
 
     def __len__(self) -> int:
         with self._lock:

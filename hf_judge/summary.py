@@ -30,7 +30,8 @@ class RunSummary:
     rows: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     retries: int = 0
-    cache_hits: int = 0
+    cache_hits: int = 0  # replies found in the reply store
+    shared: int = 0  # requests identical to another of this run: sent once, the reply reused
     capped_waits: int = 0
     cached_splits: list[str] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
@@ -157,6 +158,9 @@ class RunSummary:
             cached.append(f"{self.cache_hits:,} replies from the reply store")
         if cached:
             lines.append(f"from cache     {'; '.join(cached)}")
+        if self.shared:
+            lines.append(f"duplicates     {self.shared:,} requests identical to another of this run: sent once, "
+                         "reply reused")
         lines += [
             f"errors         {errs}",
             f"tokens         {self.prompt_tokens:,} in / {self.completion_tokens:,} out",

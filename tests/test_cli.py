@@ -21,6 +21,13 @@ from helpers import run_cli
 KEY = "sk-test-SECRETKEY-hfjudge-0123456789"
 
 
+def cli_process(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    """``python -m hf_judge.cli ARGS`` in a fresh process: for settings a library reads once, at import."""
+    e = {**os.environ, "OPENAI_API_KEY": KEY, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "hf_judge.cli", *map(str, args)], capture_output=True, text=True,
+                          env=e, cwd=cwd, timeout=300)
+
+
 @dataclass
 class Result:
     returncode: int
@@ -198,6 +205,28 @@ def test_error_paths(cli, judge, tmp_path, env):
     _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--model", "judge",
                         "--base-url", judge.base_url, "--api-key-env", "NOPE_NOT_SET", env=env), 2, "NOPE_NOT_SET")
     assert "Traceback" in cli("score", data, "--metrics", "QA_Nope", *base, env={**env, "HF_JUDGE_DEBUG": "1"}).stderr
+
+
+# The Hub client reads HF_HUB_OFFLINE and HF_ENDPOINT when it is imported: these two need a fresh process.
+def test_hub_offline_is_one_line_at_exit_1(tmp_path, env):
+    p = cli_process("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m",
+                    "--base-url", "http://127.0.0.1:9/v1", env={**env, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
+    _one_line_error(p, 1, "cannot load 'someone/data': HF_HUB_OFFLINE is set", "use a local file")
+    assert "ConnectionError" not in p.stderr
+
+
+def test_hub_unreachable_is_one_line_at_exit_1(tmp_path, env):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there: connection refused, as with no network (the Hub client retries ~20 s)
+    p = cli_process("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m",
+                    "--base-url", "http://127.0.0.1:9/v1", env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"},
+                    cwd=tmp_path)
+    _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
+    assert "ConnectionError" not in p.stderr
 
 
 def test_secrets_never_leave_the_process(cli, judge, hub, tmp_path):

@@ -310,3 +310,128 @@ def test_empty_and_malformed_input_files_are_usage_errors(tmp_path, capsys):
     assert code == 2 and f"{empty} is empty" in err
     code, out, err = run(capsys, "score", bad, *base)
     assert code == 2 and f"{bad}, line 2: not valid JSON" in err
+
+
+# -- what DATASET names: a path is never looked up on the Hub -----------------------------
+
+
+@pytest.mark.parametrize("spec", ["nonexist.jsonl", "sub/nonexist.parquet", "nonexist.CSV", "a/b/c", "./nonexist"])
+def test_a_missing_local_path_is_a_usage_error_at_once(spec, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "score", spec, "--metrics", "QA_All", "--model", "m", "--base-url", dead_url())
+    assert code == 2 and f"{spec}: no such file or folder" in err, err
+    assert "Hub" not in err
+
+
+def test_what_looks_like_a_path():
+    from hf_judge.inputs import looks_like_path
+
+    for spec in ("d.jsonl", "d.json", "d.parquet", "d.csv", "d.arrow", "./d", "../d", "/d", "~/d", "a/b/c"):
+        assert looks_like_path(spec), spec
+    for spec in ("gsm8k", "openai/gsm8k", "me/data.v2", "me/my-data_1"):
+        assert not looks_like_path(spec), spec
+
+
+@pytest.mark.parametrize("files", [[], ["notes.md"], ["blob.bin", "sub/more.bin"]])
+def test_a_folder_without_data_files_is_a_usage_error(files, tmp_path, capsys):
+    folder = tmp_path / "emptydir"
+    folder.mkdir()
+    for name in files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"\x00\x01 not data")
+    code, out, err = run(capsys, "score", folder, "--metrics", "QA_All", "--model", "m", "--base-url", dead_url())
+    assert code == 2, err
+    assert f"{folder}: " in err and "data files (.jsonl, .json, .parquet, .csv, .arrow)" in err and "save_to_disk" in err
+    assert ("the folder is empty" in err) == (not files)
+
+
+def test_an_arrow_file_is_scored(judge, tmp_path, capsys):
+    saved = tmp_path / "saved"
+    Dataset.from_dict({"instruction": ["a?", "b?", "c?"]}).save_to_disk(str(saved))
+    arrow = next(saved.glob("*.arrow"))
+    code, out, err = run(capsys, "score", arrow, "--metrics", "Q_Clarity", *server(judge), "-o", tmp_path / "out")
+    assert code == 0, err
+    assert load_from_disk(tmp_path / "out")["train"]["instruction"] == ["a?", "b?", "c?"]
+
+
+# -- filter over an earlier filtered result ------------------------------------------------
+
+
+def test_filter_with_other_thresholds_or_fewer_rows_needs_overwrite(judge, tmp_path, capsys):
+    from hf_judge.output import read_manifest
+
+    data = jsonl(tmp_path / "d.jsonl", 20)
+    judged, best = tmp_path / "d-judged", tmp_path / "best"
+    assert run(capsys, "score", data, "--metrics", "QA_Correctness", *server(judge), "-o", judged)[0] == 0
+    scores = load_from_disk(judged)["train"]["QA_Correctness"]
+    lo, hi = min(scores), max(scores)
+    assert lo < hi and None not in scores
+    loose, strict = ["--min", f"QA_Correctness={lo}"], ["--min", f"QA_Correctness={hi}"]
+
+    code, out, err = run(capsys, "filter", judged, *loose, "-o", best)
+    assert code == 0 and f"saved to {best} (train: 20 rows)" in out, err
+    assert read_manifest(best)["filters"] == {"min": {"QA_Correctness": float(lo)}, "max": {}, "keep_missing": False}
+    before = load_from_disk(best)
+    assert run(capsys, "filter", judged, *loose, "-o", best)[0] == 0  # the same filter again: a rerun
+    code, out, err = run(capsys, "filter", judged, *strict, "-o", best)
+    assert code == 2 and f"the rows that pass QA_Correctness >= {lo:g}" in err and "--overwrite" in err, err
+    assert same(best, before)
+    code, out, err = run(capsys, "filter", judged, *loose, "--limit", "5", "-o", best)  # same filter, fewer rows
+    assert code == 2 and "20 rows of split 'train', and this result has 5" in err and "--overwrite" in err, err
+    assert same(best, before)
+
+    code, out, err = run(capsys, "filter", judged, *strict, "-o", best, "--overwrite")
+    assert code == 0 and f"saved to {best} (train: {scores.count(hi)} rows)" in out, err
+    assert read_manifest(best)["filters"]["min"] == {"QA_Correctness": float(hi)}
+    kept = load_from_disk(best)
+    code, out, err = run(capsys, "filter", judged, *loose, "-o", best)  # more rows, but another filter's
+    assert code == 2 and f"QA_Correctness >= {hi:g}" in err, err
+    assert same(best, kept)
+
+
+def test_recipe_filters_again_are_a_rerun_and_other_filters_need_overwrite(judge, tmp_path, capsys):
+    data = jsonl(tmp_path / "d.jsonl", 10)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("metrics: [QA_Correctness]\nmodel: judge\nfilters:\n  min:\n    QA_Correctness: 5\n")
+    args = ["run", recipe, "--dataset", data, "--base-url", judge.base_url, "--output-dir", tmp_path / "out"]
+    assert run(capsys, *args)[0] == 0
+    before = load_from_disk(tmp_path / "out-filtered")
+    assert run(capsys, *args)[0] == 0
+    judge.reset()
+    recipe.write_text("metrics: [QA_Correctness]\nmodel: judge\nfilters:\n  min:\n    QA_Correctness: 9\n")
+    code, out, err = run(capsys, *args)
+    assert code == 2 and "out-filtered already holds the rows that pass QA_Correctness >= 5" in err, err
+    assert judge.stats()["requests"] == 0 and same(tmp_path / "out-filtered", before)
+
+
+# -- help and summary say what is true -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("command", "default", "not_default"), [
+    ("score", "(default: <name>-judged;", "<name>-filtered"),
+    ("filter", "(default: <name>-filtered)", "-judged"),
+    ("run", "(default: <name>-judged;", "<name>-filtered"),
+])
+def test_each_command_shows_its_own_output_default(command, default, not_default, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--output-dir OUTPUT_DIR")
+    help_o = text[start:text.index("--push-to-hub", start)]
+    assert default in help_o and not_default not in help_o, help_o
+
+
+def test_duplicates_within_a_run_are_not_reported_as_cache_hits(judge, tmp_path, capsys):
+    data = tmp_path / "dup.jsonl"
+    with data.open("w") as f:
+        for i in range(1000):
+            f.write(json.dumps({"instruction": f"dup-{i % 20}: what is {i % 20}*2?"}) + "\n")
+    code, out, err = run(capsys, "score", data, "--metrics", "Q_Clarity", *server(judge), "-o", tmp_path / "out")
+    assert code == 0, err
+    assert judge.stats()["requests"] == 20
+    assert "requests       20 (0 retries)" in out
+    assert "duplicates     980 requests identical to another of this run: sent once, reply reused" in out
+    assert "from cache" not in out and "reply store" not in out, out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["cache_hits"], summary["shared"]) == (0, 980)

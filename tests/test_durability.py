@@ -119,7 +119,7 @@ def test_identical_requests_of_one_run_are_sent_once(judge, tmp_path):
     ds = concatenate_datasets([qa_dataset(164)] * 50)  # 164 distinct prompts, each 50 times
     out = score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, concurrency=64)
     assert judge.stats()["requests"] == 2 * 164  # once per distinct (prompt, metric)
-    assert out.summary.requests == 328 and out.summary.cache_hits == 2 * 8200 - 328
+    assert out.summary.requests == 328 and out.summary.shared == 2 * 8200 - 328 and out.summary.cache_hits == 0
     rows = out["train"].to_list()
     for i, row in enumerate(rows):
         assert row == rows[i % 164]
@@ -248,3 +248,111 @@ def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path)
     assert "hf-judge: stopped: the disk that holds the " in p.stderr and str(small_disk / "cache") in p.stderr
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
     assert judge.stats()["requests"] < 20_000 // 2
+
+
+def _hold_write_lock(path: Path) -> sqlite3.Connection:
+    """Another process's connection holding the write lock of a WAL store (a run can still open and read it)."""
+    ReplyStore(path, lock_wait=5).close()  # the store exists, nothing to merge: its open needs no write
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    return holder
+
+
+def _sidecars(cache: Path) -> list[Path]:
+    return sorted(cache.glob("replies.sqlite3.unsaved-*.jsonl"))
+
+
+def test_a_cache_locked_mid_run_stops_the_run_and_loses_no_paid_reply(judge, tmp_path, monkeypatch, caplog):
+    """The stranger's trial: replies were dropped after a silent wait, the run exited 0 and paid again next time."""
+    n, concurrency = 400, 8
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 1.0)
+    holder = _hold_write_lock(cache / "replies.sqlite3")
+    judge.configure(latency=0.05)  # ~2.5 s of requests: the lock outlasts the wait mid-run
+    ds = qa_dataset(n)
+    with caplog.at_level("WARNING", logger="hf_judge"), pytest.raises(CacheLockedError) as info:
+        score(ds, ["QA_Clarity"], judge, tmp_path, concurrency=concurrency)
+    sent = judge.stats()["requests"]
+    (sidecar,) = _sidecars(cache)
+    assert str(cache / "replies.sqlite3") in str(info.value) and str(sidecar) in str(info.value)
+    assert "run the same command again" in str(info.value)
+    messages = [r.getMessage() for r in caplog.records]
+    waiting = [i for i, m in enumerate(messages) if "is locked by another process; waiting up to 1 s" in m]
+    kept = [i for i, m in enumerate(messages) if f"kept them in {sidecar}" in m]
+    assert len(waiting) == 1 and len(kept) == 1 and waiting[0] < kept[0]  # said while waiting, not after
+    text = sidecar.read_text()
+    answered = len(text.splitlines())
+    assert sent - concurrency <= answered <= sent < n  # it stopped sending; at most those in flight are cut off
+    assert "sk-test" not in text
+    holder.execute("ROLLBACK")
+    holder.close()
+    judge.reset()
+    out = score(ds, ["QA_Clarity"], judge, tmp_path, concurrency=concurrency)
+    assert judge.stats()["requests"] == n - answered  # every reply the first run got is imported, none paid twice
+    assert out.summary.cache_hits == answered and len(out["errors"]) == 0
+    assert _sidecars(cache) == []
+
+
+def test_a_cache_lock_released_within_the_wait_is_waited_for_mid_run(judge, tmp_path, monkeypatch, caplog):
+    n, concurrency = 300, 8
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 30.0)
+    holder = _hold_write_lock(cache / "replies.sqlite3")
+    threading.Timer(2.5, lambda: holder.execute("ROLLBACK")).start()
+    judge.configure(latency=0.1)  # ~4 s of requests: the lock is released mid-run
+    ds = qa_dataset(n)
+    with caplog.at_level("WARNING", logger="hf_judge"):
+        out = score(ds, ["QA_Clarity"], judge, tmp_path, concurrency=concurrency)
+    assert "is locked by another process; waiting up to 30 s (replies are kept in memory)" in caplog.text
+    assert judge.stats()["requests"] == n and len(out["errors"]) == 0
+    assert _sidecars(cache) == []  # committed once the lock was free
+    holder.close()
+    for p in (cache / "results").iterdir():
+        p.unlink()
+    judge.reset()
+    again = score(ds, ["QA_Clarity"], judge, tmp_path, concurrency=concurrency)
+    assert judge.stats()["requests"] == 0 and again.summary.cache_hits == n
+
+
+def test_cli_on_a_cache_locked_mid_run_exits_1_naming_the_file(judge, tmp_path, monkeypatch, capsys):
+    from hf_judge.cli import main
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(cache))
+    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 1.0)
+    data = tmp_path / "data.jsonl"
+    rows = (json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(400))
+    data.write_text("".join(rows))
+    holder = _hold_write_lock(cache / "replies.sqlite3")
+    judge.configure(latency=0.05)
+    code = main([
+        "score", str(data), "--metrics", "QA_Clarity", "--column", "instruction=question", "--column",
+        "output=answer", "--model", "judge", "--base-url", judge.base_url, "--concurrency", "8",
+        "--output-dir", str(tmp_path / "out"),
+    ])
+    err = capsys.readouterr().err
+    holder.close()
+    assert code == 1, err[-3000:]
+    (sidecar,) = _sidecars(cache)
+    assert "hf-judge: stopped: another process has held the write lock on the reply cache " in err
+    assert str(cache / "replies.sqlite3") in err and str(sidecar) in err
+    assert "is locked by another process; waiting up to 1 s" in err and "Traceback" not in err
+    assert len(sidecar.read_text().splitlines()) > 0
+
+
+def test_a_sidecar_is_imported_once_even_into_a_fresh_store(tmp_path, caplog):
+    path = tmp_path / "replies.sqlite3"
+    path.write_bytes(b"not a database at all " * 200)  # moved aside: the sidecar's replies go to the fresh store
+    sidecar = tmp_path / "replies.sqlite3.unsaved-1-2.jsonl"
+    lines = [json.dumps({"key": k.hex(), "content": f'{{"score": {i}}}', "usage": "10 2"})
+             for i, k in enumerate(KEYS[:3])]
+    sidecar.write_text("\n".join(lines) + '\n{"key": "00ff", "cont')  # cut short by a crash
+    with caplog.at_level("WARNING", logger="hf_judge"):
+        store = ReplyStore(path)
+    assert store.get_many(KEYS) == {k: (f'{{"score": {i}}}', (10, 2)) for i, k in enumerate(KEYS[:3])}
+    assert "skipped 1 damaged lines" in caplog.text and not sidecar.exists()
+    store.close()
