@@ -52,7 +52,8 @@ def main() -> int:
             time.perf_counter()
             res[n] = run(data, scores, d / f"out_{n}.jsonl")
             size = (data.stat().st_size + scores.stat().st_size) / 2**20
-            print(f"merge {n:>7,} items ({size:6.1f} MB in): {res[n][0]:5.2f} s, peak RSS above the interpreter {res[n][1]:6.1f} MB")
+            print(f"merge {n:>7,} items ({size:6.1f} MB in): {res[n][0]:5.2f} s, "
+                  f"peak RSS above the interpreter {res[n][1]:6.1f} MB")
         print(f"peak RSS growth ratio {big:,}/{small:,} items: {(res[big][1] + 1) / (res[small][1] + 1):.2f} "
               "(target: about 1, flat)")
     return 0

@@ -203,7 +203,8 @@ def child_hostile(url: str, n: int, concurrency: int, metric: str = "QA_Clarity"
 
 def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> dict:
     code = (
-        "import resource, sys, time, json; sys.path.insert(0, %r); import bench_throughput as b; b.watch_anon(); "
+        "import resource, sys, time, json; sys.path.insert(0, %r); "  # noqa: UP031 - Python source full of braces
+        "import bench_throughput as b; b.watch_anon(); "
         "t=time.perf_counter(); c=time.process_time(); b.child_%s(%r, %d, %d%s); "
         "print(json.dumps({'wall': time.perf_counter()-t, 'cpu': time.process_time()-c, "
         "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024, 'anon_mb': b.ANON_PEAK[0]/1024}))"
@@ -247,9 +248,11 @@ class Server:
         self.p.wait(10)
 
 
-def scenario(server: Server, name: str, n: int, conc: int, cfg: dict, clients=("floor", "hf_judge", "openai"), metric="QA_Clarity",
-             n_for: dict | None = None) -> dict:
-    """Each client against the same server; ``n_for`` gives some client a different number of requests."""
+def scenario(server: Server, _label: str, n: int, conc: int, cfg: dict, clients=("floor", "hf_judge", "openai"),
+             metric="QA_Clarity", n_for: dict | None = None) -> dict:
+    """Each client against the same server; ``n_for`` gives some client a different number of requests.
+
+    ``_label`` names the scenario at the call site only."""
     out = {}
     for kind in clients:
         server.configure(**cfg)
@@ -327,7 +330,8 @@ def main() -> int:
             lines += [fmt_row(k + " notail", v) for k, v in base.items()] + [fmt_row(k + " tail", v) for k, v in tail.items()]
             lines.append(
                 f"  ratio hf_judge(tail)/hf_judge(no tail) {tail['hf_judge']['rps'] / base['hf_judge']['rps']:.2f}; "
-                f"hf_judge(tail)/ideal-with-tail ({ideal_tail:,.0f} req/s by Little's law) {tail['hf_judge']['rps'] / ideal_tail:.2f} (target >= 0.80); "
+                f"hf_judge(tail)/ideal-with-tail ({ideal_tail:,.0f} req/s by Little's law) "
+                f"{tail['hf_judge']['rps'] / ideal_tail:.2f} (target >= 0.80); "
                 f"hf_judge(tail)/floor(tail) {tail['hf_judge']['rps'] / tail['floor']['rps']:.2f}"
             )
         if "r" in only:
@@ -335,7 +339,8 @@ def main() -> int:
             server.configure()
             r = run_child("repeat", server.url, n, 256)
             results["r"] = r
-            lines.append(f"(r) repeat: the identical second call over {n:,} rows sent 0 requests and took {r['wall']:.2f} s (target < 2 s)")
+            lines.append(f"(r) repeat: the identical second call over {n:,} rows sent 0 requests "
+                         f"and took {r['wall']:.2f} s (target < 2 s)")
         if "e" in only:
             sizes = (2000, 20000) if q else (100_000, 1_000_000)
             mem = {}
@@ -347,7 +352,8 @@ def main() -> int:
             lines.append("(e) memory, QA_All at zero latency, 256 in flight")
             lines += [fmt_row(f"{n:,}", mem[n]) for n in sizes]
             lines.append(
-                f"  peak RSS ratio {big:,}/{small:,} rows: {mem[big]['rss_mb'] / mem[small]['rss_mb']:.2f} (target <= 1.30; "
+                f"  peak RSS ratio {big:,}/{small:,} rows: "
+                f"{mem[big]['rss_mb'] / mem[small]['rss_mb']:.2f} (target <= 1.30; "
                 "includes datasets' memory-mapped Arrow pages), "
                 f"peak anonymous RSS ratio {mem[big]['anon_mb'] / mem[small]['anon_mb']:.2f}"
             )

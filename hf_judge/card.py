@@ -88,7 +88,7 @@ def size_category(n: int) -> str:
 def card_metadata(data: DatasetCardData, scored: DatasetDict, summary: RunSummary | None) -> DatasetCardData:
     """Fill the card's metadata the Hub's way, keeping what the owner set: tags, size, source, annotations."""
     tags = list(data.get("tags") or [])
-    data.tags = tags + [t for t in ("hf-judge", "llm-as-judge") if t not in tags]
+    data["tags"] = tags + [t for t in ("hf-judge", "llm-as-judge") if t not in tags]
     data.size_categories = size_category(sum(len(d) for k, d in scored.items() if k != "errors"))
     creators = data.get("annotations_creators") or []
     creators = [creators] if isinstance(creators, str) else list(creators)
@@ -193,7 +193,8 @@ def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
         for c in cols:
             s = column_stats(d, c)
             out.append(
-                f"| `{c}` | {s['count']:,} | {s['null']:,} | {_fmt(s.get('mean'))} | {_fmt(s.get('p10'))} | {_fmt(s.get('p50'))} | {_fmt(s.get('p90'))} |"
+                f"| `{c}` | {s['count']:,} | {s['null']:,} | {_fmt(s.get('mean'))} | {_fmt(s.get('p10'))} | "
+                f"{_fmt(s.get('p50'))} | {_fmt(s.get('p90'))} |"
             )
             if s.get("hist"):
                 details.append(f"`{c}`\n```\n{_histogram(s['hist'])}\n```")

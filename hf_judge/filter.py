@@ -22,10 +22,10 @@ def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where:
     """A ConfigError for the first of ``names`` not in ``columns``, with a did-you-mean.
 
     Example:
-        >>> check_threshold_columns(["QA_Corectness"], ["QA_Correctness"], "recipe filters")  # doctest: +ELLIPSIS
+        >>> check_threshold_columns(["QA_Corectness"], ["QA_Correctness"], "filters")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        hf_judge.errors.ConfigError: no score column 'QA_Corectness' in recipe filters; did you mean 'QA_Correctness'? ...
+        hf_judge.errors.ConfigError: no score column 'QA_Corectness' in filters; did you mean 'QA_Correctness'? ...
     """
     for name in names:
         if name not in columns:

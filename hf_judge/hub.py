@@ -12,9 +12,10 @@ the scores go to ``hf_judge/`` beside them.
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from datasets import Dataset, DatasetDict
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, DatasetCardData, HfApi
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
 from .card import FILES_DIR, card_metadata, merge_card_text, provenance_files, render_section
@@ -71,10 +72,12 @@ def push_scored(
     except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
         text = "---\n---\n"
     card = DatasetCard(merge_card_text(text, render_section(data, summary)))
-    card_metadata(card.data, data, summary)
+    card_metadata(cast(DatasetCardData, card.data), data, summary)  # a DatasetCard's data is one
     if summary is not None:
         new = provenance_files(summary)
-        ops = [CommitOperationAdd(path, content) for path, content in new.items()]
+        ops: list[CommitOperationAdd | CommitOperationDelete] = [
+            CommitOperationAdd(path, content) for path, content in new.items()
+        ]
         # an earlier run's prompts that these scores did not use
         ops += [CommitOperationDelete(f) for f in files if f.startswith(f"{FILES_DIR}/") and f not in new]
         api.create_commit(

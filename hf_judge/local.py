@@ -310,7 +310,7 @@ def local_judge(
         alias = model_path.stem
         args = ["--n_ctx", str(n_ctx), *server_args]  # the GGUF's own chat template
     own_log = log_path is None
-    if own_log:
+    if log_path is None:
         fd, name = tempfile.mkstemp(prefix="hf-judge-llama-", suffix=".log")
         os.close(fd)
         log_path = name

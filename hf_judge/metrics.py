@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import images as _images
-from .errors import MissingColumnError, PromptFileError, StrEnum, TemplateError, UnknownMetricError
+from .errors import MissingColumnError, PromptFileError, StrEnum, UnknownMetricError
 from .render import (
     SeedTemplate,
     compile_template,
@@ -172,7 +172,7 @@ class Metric:
 
     @cached_property
     def column_types(self) -> dict[str, str]:
-        """Output column name -> Arrow type name, in column order (no datasets import: `hf-judge metrics` stays fast)."""
+        """Output column name -> Arrow type name, in column order (no datasets import: `hf-judge metrics` is fast)."""
         cols: dict[str, str] = {}
         if self.kind == MetricKind.BINARY:
             cols[self.name] = "bool"
@@ -248,7 +248,8 @@ class Metric:
             raise MissingColumnError(
                 f"metric {self.name} needs {what}, but the dataset has no such column. "
                 f"Available columns: {', '.join(available) or '(none)'}. "
-                f"Map variables to columns with columns={{'{missing[0][0]}': '<column>'}} (CLI: --column {missing[0][0]}=<column>)."
+                f"Map variables to columns with columns={{'{missing[0][0]}': '<column>'}} "
+                f"(CLI: --column {missing[0][0]}=<column>)."
             )
         return resolved
 
@@ -286,7 +287,10 @@ def _parse_outputs(name: str, decl: Any, where: str) -> tuple[Output, ...]:
             raise PromptFileError(f"{where}: output {key!r} must be a mapping like {{type: integer, minimum: 1, maximum: 10}}")
         unknown = set(spec) - {"type", "minimum", "maximum", "enum", "column", "description"}
         if unknown:
-            raise PromptFileError(f"{where}: output {key!r} has unknown field(s) {sorted(unknown)}; allowed: type, minimum, maximum, enum, column, description")
+            raise PromptFileError(
+                f"{where}: output {key!r} has unknown field(s) {sorted(unknown)}; "
+                "allowed: type, minimum, maximum, enum, column, description"
+            )
         typ = spec.get("type")
         if typ not in TYPES:
             raise PromptFileError(f"{where}: output {key!r} has type {typ!r}; use one of {', '.join(TYPES)}")
@@ -446,7 +450,7 @@ def _parse_seed_file(name: str, path: Path, text: str, overrides: dict[str, Any]
         raise PromptFileError(f"{where}: a seed-style prompt must show the reply as a JSON example, e.g. {{\"score\": 8}}")
     example = examples[-1]
     mode = name.split("_", 1)[0]
-    decl = {}
+    decl: dict[str, dict[str, Any]] = {}
     for key, value in example.items():
         if key == "score":
             column = name
@@ -597,7 +601,7 @@ def _settle_columns(loaded: list[Metric]) -> list[Metric]:
     for m in loaded:
         if _is_all(m) and singles.intersection(m.columns):
             outputs = tuple(
-                replace(o, column=f"{m.name}_{o.column.removeprefix(m.mode + '_')}") if o.column in singles else o
+                replace(o, column=f"{m.name}_{o.column.removeprefix(f'{m.mode}_')}") if o.column in singles else o
                 for o in m.outputs
             )
             m = replace(m, outputs=outputs)
@@ -610,7 +614,7 @@ def _settle_columns(loaded: list[Metric]) -> list[Metric]:
                     f"list {m.name} once"
                     if seen[col] == m.name
                     else "keep one of them, score them in separate runs, or copy one's prompt file into your "
-                    f"prompts_dir and give that output its own `column:`"
+                    "prompts_dir and give that output its own `column:`"
                 )
                 raise UnknownMetricError(f"metrics {seen[col]} and {m.name} both write column {col!r}: {fix}.")
             seen[col] = m.name

@@ -52,7 +52,7 @@ class PushSpec(BaseModel):
     private: bool | None = None
 
 
-class Recipe(SettingsOverrides):
+class Recipe(SettingsOverrides):  # type: ignore[valid-type,misc]  # a model built at import from Settings
     """A scoring job. Unknown keys are errors.
 
     Its settings (``model``, ``concurrency``, ...) are those of :class:`hf_judge.Settings`,

@@ -63,9 +63,9 @@ def marker_misuse(source: str, names: set[str]) -> dict[str, str]:
     found: dict[str, str] = {}
 
     def walk(node: nodes.Node, parent: nodes.Node | None) -> None:
-        if isinstance(node, nodes.Name) and node.name in names and node.name not in found:
-            if not isinstance(parent, _KEEPS_MARKER):
-                found[node.name] = f"inside an expression on template line {node.lineno}"
+        if (isinstance(node, nodes.Name) and node.name in names and node.name not in found
+                and not isinstance(parent, _KEEPS_MARKER)):
+            found[node.name] = f"inside an expression on template line {node.lineno}"
         for child in node.iter_child_nodes():
             walk(child, node)
 

@@ -13,11 +13,12 @@ import traceback
 import uuid
 import weakref
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -171,6 +172,8 @@ def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
         values = {k: ("" if v is None and k not in p.metric.optional else v) for k, v in values.items()}
         for var in p.images:
             col = p.columns[var]
+            if not col:  # an optional image variable left unmapped: sent as nothing, like a text one
+                continue
             try:
                 values[var] = image_urls(first[col]) if first[col] is not None else None
             except ImageValueError as e:
@@ -315,7 +318,8 @@ def _settings_doc() -> str:
     return textwrap.indent("\n".join(lines), "    ").lstrip()
 
 
-score_dataset.__doc__ = score_dataset.__doc__.format(settings=_settings_doc())
+if score_dataset.__doc__:  # None under python -OO
+    score_dataset.__doc__ = score_dataset.__doc__.format(settings=_settings_doc())
 
 
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
@@ -443,7 +447,7 @@ class _RunResources(ExitStack):
         loop.run(self.client.open())
 
     def _cancel_active(self) -> None:
-        if self.active is not None:
+        if self.active is not None and self.loop is not None:
             self.loop.run(self.active.cancel(), timeout=10)
 
     @staticmethod
@@ -523,7 +527,10 @@ def _fresh_run(
     else:
         map_kwargs.update(keep_in_memory=True)
     res = ctx.resources
+    assert res is not None  # set by score_dataset before the first split
     res.open()
+    loop = res.loop
+    assert loop is not None  # open() started it
     client, progress = ctx.client, ctx.progress
     bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
     on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
@@ -533,7 +540,7 @@ def _fresh_run(
     )
     current = (split, cache_file if ctx.use_cache else None, _counters(client), time.perf_counter())
     try:
-        feeder = res.loop.submit(run.feed())
+        feeder = loop.submit(run.feed())
         try:
             with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
                 scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
@@ -543,6 +550,7 @@ def _fresh_run(
                 # cache so that the next run retries exactly the failed (row, metric) pairs.
                 partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
                 done = partial if run.errors else cache_file
+                assert run_dir is not None  # made above whenever the cache is on
                 os.replace(run_dir / cache_file.name, done)
                 scores = Dataset.from_file(str(done))
                 if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
@@ -556,7 +564,7 @@ def _fresh_run(
             raise _results_disk_full(cache_file.parent, e, _results_needed(run_dir, run, len(d))) from None
         finally:
             if not feeder.done():
-                res.loop.run(run.cancel())
+                loop.run(run.cancel())
                 feeder.cancel()
             if bar is not None:
                 try:
@@ -642,7 +650,8 @@ def _existing_columns(
         conflicts.append(f"token columns ({', '.join(tokens)}) that this run's token_columns would replace")
     if conflicts:
         raise ConfigError(
-            f"split {split!r} already has columns of {'; '.join(conflicts)}. Score them again and replace those columns "
+            f"split {split!r} already has columns of {'; '.join(conflicts)}. "
+            "Score them again and replace those columns "
             "with --overwrite-scores (library: if_exists='overwrite')"
         )
     return todo, kept, drop
@@ -727,6 +736,8 @@ def _close_left_open(error: BaseException, folder: Path | None) -> None:
     for frame, _ in traceback.walk_tb(error.__traceback__):
         for v in list(frame.f_locals.values()):
             for f in (v, getattr(v, "stream", None)):
+                if f is None:
+                    continue
                 name = getattr(f, "name", None) or getattr(f, "path", None)
                 if isinstance(name, str) and name.startswith(prefix) and callable(getattr(f, "close", None)):
                     try:

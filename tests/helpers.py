@@ -15,9 +15,7 @@ def qa_dataset(n: int, prefix: str = "row") -> Dataset:
 
 
 def score(ds, metrics, judge, tmp_path, **kw):
-    from hf_judge import score_dataset
-
-    from hf_judge import Settings
+    from hf_judge import Settings, score_dataset
 
     kw.setdefault("columns", {"instruction": "question", "output": "answer"})
     # the knobs only tests turn (fast retries, small windows) go in a Settings object
@@ -27,3 +25,19 @@ def score(ds, metrics, judge, tmp_path, **kw):
     return score_dataset(
         ds, metrics, settings=fast, base_url=judge.base_url, api_key="sk-test", cache_dir=tmp_path / "cache", **kw
     )
+
+
+def run_cli(capfd, *args, entry=None) -> tuple[int, str, str]:
+    """``hf-judge ARGS`` in this process: (exit code, stdout, stderr), as a subprocess would give them.
+
+    A subprocess costs ~2.5 s of imports; capfd (not capsys) also captures what libraries write to
+    the real file descriptors. ``entry``: another ``main`` (``hf_judge.__main__.main``)."""
+    if entry is None:
+        from hf_judge.cli import main as entry
+    capfd.readouterr()
+    try:
+        code = entry([str(a) for a in args])
+    except SystemExit as e:  # argparse: --help, usage errors
+        code = e.code if isinstance(e.code, int) else 2
+    out, err = capfd.readouterr()
+    return code, out, err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -52,8 +51,8 @@ def test_new_metric_new_rows_and_shuffle_cost_only_new_work(judge, tmp_path):
     out2 = score(shuffled, ["QA_Clarity", "QA_Relevance"], judge, tmp_path)
     assert judge.stats()["requests"] == 100  # every answer reused
     assert out2.summary.cache_hits == 100
-    by_q = dict(zip(out["train"]["question"], out["train"]["QA_Clarity"]))
-    assert all(by_q[q] == s for q, s in zip(out2["train"]["question"], out2["train"]["QA_Clarity"]))
+    by_q = dict(zip(out["train"]["question"], out["train"]["QA_Clarity"], strict=True))
+    assert all(by_q[q] == s for q, s in zip(out2["train"]["question"], out2["train"]["QA_Clarity"], strict=True))
     filtered = shuffled.filter(lambda r: "1" in r["question"])
     score(filtered, ["QA_Clarity"], judge, tmp_path)
     assert judge.stats()["requests"] == 100
@@ -75,10 +74,12 @@ def test_system_prompt_is_part_of_the_key(judge, tmp_path):
     pdir = tmp_path / "p"
     pdir.mkdir()
     f = pdir / "Q_Sys.jinja"
-    f.write_text("---\nsystem: You are strict.\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
+    f.write_text("---\nsystem: You are strict.\n"
+                 "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
     ds = qa_dataset(5)
     score(ds, ["Q_Sys"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
-    f.write_text("---\nsystem: You are lenient.\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
+    f.write_text("---\nsystem: You are lenient.\n"
+                 "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
     score(ds, ["Q_Sys"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
     assert judge.stats()["requests"] == 10
 
@@ -96,7 +97,8 @@ def test_failures_are_retried_exactly_on_rerun(judge, tmp_path):
     judge.configure(faults=[{"fault": "malformed_json", "rate": 0.05}])
     first = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
     failed = len(first["errors"])
-    assert 5 <= failed <= 45
+    # the server picks the failing prompts by their hash: exactly those, once each (retries=0)
+    assert failed == judge.stats()["by_fault"]["malformed_json"] > 0
     assert first["train"]["QA_Clarity"].count(None) == failed
     judge.reset()  # healthy now
     second = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
@@ -119,9 +121,11 @@ def test_corrupted_store_warns_and_rescores(judge, tmp_path, caplog):
         Path(str(db) + suffix).unlink(missing_ok=True)
     with caplog.at_level("WARNING", logger="hf_judge"):
         again = score(ds, ["QA_Clarity"], judge, tmp_path)
-    assert "damaged" in caplog.text or "could not read" in caplog.text
+    assert "is damaged (database disk image is malformed); moved it to" in caplog.text
     assert again["train"].to_list() == good["train"].to_list()
-    assert 1 <= judge.stats()["requests"] - 20 <= 20
+    # the damaged file is moved aside whole (kept for inspection), so all 20 rows are asked again: no more, no fewer
+    assert judge.stats()["requests"] == 40
+    assert len(list(cache.glob("replies.sqlite3.corrupt-*"))) == 1
 
 
 def _job(judge, cache, n, concurrency, out):
@@ -143,14 +147,20 @@ def reference(judge_server_proc, tmp_path_factory):
     return load_from_disk(tmp / "out")
 
 
+# The last row's request is held 60 s, so the interrupted run cannot finish before the signal lands,
+# however slowly a loaded machine polls the server's counters; the rerun (faults reset) is healthy.
+HOLD_LAST_ROW = [{"fault": "delay", "seconds": 60, "match": "row-4999:"}]
+
+
 @pytest.mark.parametrize("fraction", [0.15, 0.45, 0.8])
 def test_kill_9_resumes_paying_only_for_unfinished(judge, tmp_path, reference, fraction):
-    judge.configure(latency=0.02)
+    judge.configure(latency=0.02, faults=HOLD_LAST_ROW)
     p = _job(judge, tmp_path / "cache", 5000, 64, tmp_path / "out")
     assert p.stdout.readline().strip() == "started"
-    # the run takes ~2.5 s at 64 in flight and 20 ms per request
+    # the run takes ~2.5 s at 64 in flight and 20 ms per request; the kill lands after a fixed number of
+    # answers (the parameter), not a random one, so a failure reproduces
     deadline = time.monotonic() + 60
-    while judge.stats()["ok"] < fraction * 5000 * random.uniform(0.9, 1.1) and time.monotonic() < deadline:
+    while judge.stats()["ok"] < fraction * 5000 and time.monotonic() < deadline:
         time.sleep(0.01)
     answered = judge.stats()["ok"]  # answered when the kill lands
     os.kill(p.pid, signal.SIGKILL)
@@ -167,17 +177,17 @@ def test_kill_9_resumes_paying_only_for_unfinished(judge, tmp_path, reference, f
 
 
 def test_ctrl_c_stops_cleanly_and_resumes(judge, tmp_path, reference):
-    judge.configure(latency=0.02)
+    judge.configure(latency=0.02, faults=HOLD_LAST_ROW)
     p = _job(judge, tmp_path / "cache", 5000, 64, tmp_path / "out")
     assert p.stdout.readline().strip() == "started"
     while judge.stats()["ok"] < 1500:
         time.sleep(0.01)
     t = time.monotonic()
     os.kill(p.pid, signal.SIGINT)
-    rc = p.wait(10)
+    rc = p.wait(60)
     took = time.monotonic() - t
     err = p.stderr.read()
-    assert rc != 0 and took < 5
+    assert rc != 0 and took < 15  # typically well under a second: it stops, it does not finish the 5,000 rows
     assert "run the same command again to resume" in err
     answered = judge.stats()["ok"]
     received = judge.stats()["requests"]
@@ -195,7 +205,8 @@ def test_ctrl_c_stops_cleanly_and_resumes(judge, tmp_path, reference):
 
 def test_in_memory_dataset_fingerprint_is_stable_across_processes(judge, tmp_path):
     code = (
-        "import sys; sys.path.insert(0, %r); from helpers import qa_dataset; print(qa_dataset(100)._fingerprint)" % str(HERE)
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); from helpers import qa_dataset; "
+        "print(qa_dataset(100)._fingerprint)"
     )
     fps = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() for _ in range(2)}
     assert len(fps) == 1 and "" not in fps

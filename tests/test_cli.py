@@ -1,4 +1,8 @@
-"""The hf-judge CLI through real subprocesses, against the loopback judge and Hub servers."""
+"""The hf-judge CLI against the loopback judge and Hub servers.
+
+Commands run in-process through ``hf_judge.cli.main`` (a subprocess costs ~2.5 s of
+imports); two tests keep a real process: ``python -m hf_judge`` and the console script.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +11,48 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+from helpers import run_cli
 
 KEY = "sk-test-SECRETKEY-hfjudge-0123456789"
 
 
-def cli(*args, env=None, cwd=None, check=None):
+def cli_process(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    """``python -m hf_judge.cli ARGS`` in a fresh process: for settings a library reads once, at import."""
     e = {**os.environ, "OPENAI_API_KEY": KEY, **(env or {})}
-    p = subprocess.run([sys.executable, "-m", "hf_judge.cli", *map(str, args)], capture_output=True, text=True, env=e, cwd=cwd, timeout=300)
-    if check is not None:
-        assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    return p
+    return subprocess.run([sys.executable, "-m", "hf_judge.cli", *map(str, args)], capture_output=True, text=True,
+                          env=e, cwd=cwd, timeout=300)
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capfd, monkeypatch):
+    """Run ``hf-judge ARGS`` in this process (helpers.run_cli), with the key set: a Result like subprocess.run's."""
+
+    def run(*args, env=None, check=None) -> Result:
+        with monkeypatch.context() as m:
+            m.setenv("OPENAI_API_KEY", KEY)
+            m.delenv("OPENAI_BASE_URL", raising=False)
+            m.delenv("HF_JUDGE_DEBUG", raising=False)
+            for k, v in (env or {}).items():
+                m.setenv(k, v)
+            code, out, err = run_cli(capfd, *args)
+        p = Result(code, out, err)
+        if check is not None:
+            assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+        return p
+
+    return run
 
 
 def _jsonl(path: Path, n: int, **extra) -> Path:
@@ -35,7 +67,7 @@ def env(tmp_path):
     return {"HF_JUDGE_CACHE": str(tmp_path / "cache")}
 
 
-def test_score_local_jsonl_with_limit(judge, tmp_path, env):
+def test_score_local_jsonl_with_limit(cli, judge, tmp_path, env):
     data = _jsonl(tmp_path / "data.jsonl", 30)
     p = cli("score", data, "--metrics", "QA_Clarity,Q_All", "--column", "instruction=question", "--column", "output=answer",
             "--model", "judge", "--base-url", judge.base_url, "--limit", "12", "--output-dir", tmp_path / "out", env=env, check=0)
@@ -45,7 +77,7 @@ def test_score_local_jsonl_with_limit(judge, tmp_path, env):
     assert judge.stats()["requests"] == 24
 
 
-def test_score_save_to_disk_folder(judge, tmp_path, env):
+def test_score_save_to_disk_folder(cli, judge, tmp_path, env):
     DatasetDict({"train": Dataset.from_dict({"instruction": ["a", "b"]}), "test": Dataset.from_dict({"instruction": ["c"]})}).save_to_disk(tmp_path / "dd")
     cli("score", tmp_path / "dd", "--metrics", "Q_Clarity", "--model", "judge", "--base-url", judge.base_url, "--split", "test",
         "--output-dir", tmp_path / "out", env=env, check=0)
@@ -53,7 +85,7 @@ def test_score_save_to_disk_folder(judge, tmp_path, env):
     assert set(out) == {"test", "errors"} and len(out["test"]) == 1
 
 
-def test_hub_round_trip_score_filter_push(judge, hub, tmp_path, env):
+def test_hub_round_trip_score_filter_push(cli, judge, hub, tmp_path, env):
     src = Dataset.from_dict({"question": [f"hub-{i}?" for i in range(20)], "answer": [str(i) for i in range(20)]})
     src.push_to_hub("tester/src")
     judge.configure(faults=[{"fault": "out_of_range", "match": "hub-3?"}])
@@ -99,7 +131,7 @@ def test_hub_round_trip_score_filter_push(judge, hub, tmp_path, env):
         ("pairwise", {"question": "q {i}", "response1": "r1 {i}", "response2": "r2 {i}"}),
     ],
 )
-def test_run_each_shipped_recipe(judge, tmp_path, env, recipe, data):
+def test_run_each_shipped_recipe(cli, judge, tmp_path, env, recipe, data):
     path = tmp_path / "d.jsonl"
     with path.open("w") as f:
         for i in range(4):
@@ -110,19 +142,40 @@ def test_run_each_shipped_recipe(judge, tmp_path, env, recipe, data):
     assert load_from_disk(tmp_path / "out")["errors"].num_rows == 0
 
 
-def test_metrics_and_recipes_commands():
+def test_metrics_and_recipes_commands(cli):
     p = cli("metrics", check=0)
     assert "QA_All" in p.stdout and "Q_Math_Difficulty" in p.stdout and "Binary" in p.stdout
-    assert "1" in p.stdout.splitlines()[[i for i, ln in enumerate(p.stdout.splitlines()) if ln.startswith("Q_Math_Difficulty")][0]]
+    rows = {ln.split()[0]: ln.split() for ln in p.stdout.splitlines()[1:]}
+    # name, mode, variables, temperature: the difficulty metrics sample at 1, the quality ones at 0.1
+    assert rows["Q_Math_Difficulty"][:4] == ["Q_Math_Difficulty", "Q", "instruction", "1"]
+    assert rows["QA_Clarity"][:5] == ["QA_Clarity", "QA", "instruction,", "output", "0.1"]
     p = cli("recipes", check=0)
     for name in ("quality", "difficulty", "correctness", "pairwise"):
         assert name in p.stdout
 
 
 @pytest.mark.parametrize("command", ["score", "filter", "metrics", "recipes", "run", "merge"])
-def test_every_command_has_help_with_an_example(command):
+def test_every_command_has_help_with_an_example(cli, command):
     p = cli(command, "--help", check=0)
     assert "example" in p.stdout.lower()
+
+
+def test_python_dash_m_and_the_console_script_run_as_processes(tmp_path):
+    """The two real entry points: ``python -m hf_judge.cli`` and the installed ``hf-judge`` script,
+    with their exit codes (0, and 2 for a config error) and the one-line error on stderr."""
+    e = {**os.environ, "OPENAI_API_KEY": KEY, "HF_JUDGE_CACHE": str(tmp_path / "cache")}
+    p = subprocess.run([sys.executable, "-m", "hf_judge.cli", "metrics"], capture_output=True, text=True, env=e,
+                       timeout=300)
+    assert p.returncode == 0 and "Q_Math_Difficulty" in p.stdout, p.stderr
+    p = subprocess.run([sys.executable, "-m", "hf_judge", "--config-path", tmp_path / "missing.yaml"],
+                       capture_output=True, text=True, env=e, timeout=300)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "missing.yaml" in p.stderr, p.stderr
+    script = Path(sys.executable).parent / ("hf-judge.exe" if sys.platform == "win32" else "hf-judge")
+    if not script.exists():
+        pytest.skip("the hf-judge console script is not installed in this environment")
+    p = subprocess.run([script, "score", tmp_path / "missing.jsonl", "--metrics", "Q_Clarity", "--model", "judge",
+                        "--base-url", "http://127.0.0.1:9/v1"], capture_output=True, text=True, env=e, timeout=300)
+    _one_line_error(p, 2, "no such file")
 
 
 def _one_line_error(p, code, *words):
@@ -134,7 +187,7 @@ def _one_line_error(p, code, *words):
     assert KEY not in p.stderr + p.stdout
 
 
-def test_error_paths(judge, tmp_path, env):
+def test_error_paths(cli, judge, tmp_path, env):
     data = _jsonl(tmp_path / "d.jsonl", 3)
     base = ["--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o"]
     _one_line_error(cli("score", data, "--metrics", "QA_Nope", *base, env=env), 2, "unknown metric", "Known metrics")
@@ -154,9 +207,10 @@ def test_error_paths(judge, tmp_path, env):
     assert "Traceback" in cli("score", data, "--metrics", "QA_Nope", *base, env={**env, "HF_JUDGE_DEBUG": "1"}).stderr
 
 
+# The Hub client reads HF_HUB_OFFLINE and HF_ENDPOINT when it is imported: these two need a fresh process.
 def test_hub_offline_is_one_line_at_exit_1(tmp_path, env):
-    p = cli("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-            env={**env, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
+    p = cli_process("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m",
+                    "--base-url", "http://127.0.0.1:9/v1", env={**env, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
     _one_line_error(p, 1, "cannot load 'someone/data': HF_HUB_OFFLINE is set", "use a local file")
     assert "ConnectionError" not in p.stderr
 
@@ -168,13 +222,14 @@ def test_hub_unreachable_is_one_line_at_exit_1(tmp_path, env):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there: connection refused, as with no network (the Hub client retries ~20 s)
-    p = cli("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-            env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"}, cwd=tmp_path)
+    p = cli_process("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m",
+                    "--base-url", "http://127.0.0.1:9/v1", env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"},
+                    cwd=tmp_path)
     _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
     assert "ConnectionError" not in p.stderr
 
 
-def test_secrets_never_leave_the_process(judge, hub, tmp_path):
+def test_secrets_never_leave_the_process(cli, judge, hub, tmp_path):
     """Full score-fail-push cycle with debug logging, against a server that echoes the key and
     the token in error replies, in invalid replies and in valid ones; they appear nowhere."""
     token = os.environ["HF_TOKEN"]
@@ -205,7 +260,7 @@ def test_secrets_never_leave_the_process(judge, hub, tmp_path):
     assert set(out["train"]["QA_Clarity_reason"]) == {"you sent *** and ***", None}
 
 
-def test_credentials_in_base_url_never_leave_the_process(judge, hub, tmp_path):
+def test_credentials_in_base_url_never_leave_the_process(cli, judge, hub, tmp_path):
     """user:password@ in --base-url is sent as HTTP Basic auth, and shown nowhere: logs, cache, output, card."""
     password = "pw-in-the-url-0123456789"
     url = f"http://alice:{password}@127.0.0.1:{judge.port}/v1?api-version=2024-06-01"
@@ -231,7 +286,7 @@ def test_credentials_in_base_url_never_leave_the_process(judge, hub, tmp_path):
     ("Binary", ["question=question", "answer=answer", "prediction=answer"], "Binary"),
     ("Comparative", ["question=question", "response1=answer", "response2=question"], "Comparative_winner"),
 ])
-def test_score_with_a_judge(judge, tmp_path, env, metric, columns, column):
+def test_score_with_a_judge(cli, judge, tmp_path, env, metric, columns, column):
     data = _jsonl(tmp_path / "d.jsonl", 5)
     args = [a for c in columns for a in ("--column", c)]
     cli("score", data, "--metrics", metric, *args, "--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o",

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from helpers import qa_dataset, score
+from helpers import qa_dataset, run_cli, score
 
 from hf_judge import QuotaExceededError, RateLimitedError, RunStopped
 
@@ -194,22 +194,20 @@ def test_any_content_shape_is_a_reply_or_an_error_row(judge, tmp_path, rule, kin
         assert out["train"]["QA_Clarity"] == [None] * 4
 
 
-def test_cli_max_reply_bytes_and_quota_exit_code(judge, tmp_path):
+def test_cli_max_reply_bytes_and_quota_exit_code(judge, tmp_path, capfd, monkeypatch):
     """``--max-reply-bytes`` reaches the client; a used-up quota is a stopped run (exit 1) that says what to do."""
     import json
-    import subprocess
-    import sys
 
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"question": f"cli-{i}?", "answer": str(i)}) + "\n" for i in range(3)))
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(tmp_path / "cache")}
-    args = [sys.executable, "-m", "hf_judge.cli", "score", str(data), "--metrics", "QA_Clarity", "--column",
-            "instruction=question", "--column", "output=answer", "--model", "judge", "--base-url", judge.base_url,
-            "--retries", "0", "--output-dir", str(tmp_path / "out")]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
+            "--model", "judge", "--base-url", judge.base_url, "--retries", "0", "--output-dir", tmp_path / "out"]
     judge.configure(faults=[{"fault": "huge_body", "size": 300_000, "match": "cli-1?"}])
-    p = subprocess.run([*args, "--max-reply-bytes", "100000"], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert "bad_response: 1" in p.stdout
+    code, out, err = run_cli(capfd, *args, "--max-reply-bytes", "100000")
+    assert code == 0, err
+    assert "bad_response: 1" in out
     judge.configure(faults=[{"fault": "status", "status": 429, "code": "insufficient_quota", "message": "quota"}])
-    p = subprocess.run([*args, "--no-cache"], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 1 and "billing settings" in p.stderr and "sk-test" not in p.stderr
+    code, out, err = run_cli(capfd, *args, "--no-cache")
+    assert code == 1 and "billing settings" in err and "sk-test" not in err

@@ -113,7 +113,7 @@ def test_image_column_goes_as_content_parts_and_is_cached_by_its_bytes(judge, tm
     # shuffled: each row's image still goes with its own question (else the prompts would be new)
     shuffled = score(ds.shuffle(seed=1), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
     assert judge.stats()["requests"] == 3 and shuffled.summary.cache_hits == 3
-    by_question = dict(zip(first["train"]["question"], first["train"]["VQA"]))
+    by_question = dict(zip(first["train"]["question"], first["train"]["VQA"], strict=True))
     assert list(shuffled["train"]["VQA"]) == [by_question[q] for q in shuffled["train"]["question"]]
 
 
@@ -126,7 +126,7 @@ def test_declared_image_variable_on_a_url_column_sends_the_url(judge, tmp_path):
     bodies = judge.stats()["bodies"]
     assert [b["messages"][0]["content"] for b in bodies] == [
         [{"type": "text", "text": q + "\n"}, {"type": "image_url", "image_url": {"url": u}}]
-        for q, u in zip(["q0", "q1"], urls)
+        for q, u in zip(["q0", "q1"], urls, strict=True)
     ]
 
 

@@ -26,7 +26,8 @@ def _check(out, ds_len: int, metrics: list[str], server) -> None:
     if "connection" in errors["kind"]:
         tail = "\n".join(server.log_path.read_text(errors="replace").splitlines()[-15:])
         pytest.fail(
-            "the llama.cpp server stopped answering (did it crash? a build with AMX instructions dies in some sandboxes: "
+            "the llama.cpp server stopped answering "
+            "(did it crash? a build with AMX instructions dies in some sandboxes: "
             "see .ci/run for the build flags)\n--- server log tail ---\n" + tail,
             pytrace=False,
         )

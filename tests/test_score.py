@@ -219,7 +219,8 @@ def test_undefined_template_variable(judge, tmp_path):
     (pdir / "Q_Odd.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {{ reference }}\n")
     with pytest.raises(MissingColumnError, match="reference"):
         score(qa_dataset(2), ["Q_Odd"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
-    (pdir / "Q_Odd2.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {{ context.missing_attr }}\n")
+    (pdir / "Q_Odd2.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n"
+                                       "{{ instruction }} {{ context.missing_attr }}\n")
     ds = qa_dataset(2).add_column("context", ["x", "y"])
     with pytest.raises(TemplateError, match="missing_attr"):
         score(ds, ["Q_Odd2"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})

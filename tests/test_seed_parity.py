@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_cli
 
+from hf_judge.__main__ import main as seed_main
 from hf_judge.errors import ConfigError
 from hf_judge.seed import merge_scores, run_seed_config
 
@@ -114,8 +113,11 @@ def test_seed_style_prompt_file_with_latex(tmp_path, judge, monkeypatch):
     (tmp_path / "config.yaml").write_text(cfg)
     judge.configure(record=True)
     run_seed_config(tmp_path / "config.yaml", cache_dir=tmp_path / "cache")
-    text = judge.stats()["bodies"][0]["messages"][-1]["content"]
-    assert "\\frac{a}{b} and sets {x | x > 0}" in text and "Question: seed question a: \\frac{1}{2}?" in text
+    # both items are in flight at once: the server may receive b's request first
+    texts = sorted(b["messages"][-1]["content"] for b in judge.stats()["bodies"])
+    assert len(texts) == 2 and all("\\frac{a}{b} and sets {x | x > 0}" in t for t in texts)
+    assert "Question: seed question a: \\frac{1}{2}?" in texts[0]
+    assert "Question: seed question b: \\frac{1}{2}?" in texts[1]
     scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
     assert set(scored[0]["scores"]["QA"]["Correctness"]) == {"reason", "score"}
 
@@ -147,17 +149,16 @@ def test_merge(tmp_path):
     assert report == {"items": 3, "with_scores": 2, "without_scores": 1, "unknown_ids": [99]}
 
 
-def test_python_m_hf_judge_and_merge_cli(project, judge):
+def test_python_m_hf_judge_and_merge_cli(project, judge, capfd, monkeypatch):
     root, ids = project
-    env = {**os.environ, "OPENAI_API_KEY": "sk-seed-test"}
-    p = subprocess.run([sys.executable, "-m", "hf_judge", "--config-path", str(root / "config.yaml"), "--cache-dir", str(root / "c")],
-                       capture_output=True, text=True, env=env, cwd=root)
-    assert p.returncode == 0, p.stderr
-    assert "requests       40" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "hf_judge.cli", "merge", "--scores", str(root / "output" / "example_input_add_key_scored.jsonl"),
-                        "--data", str(root / "data" / "example_input_add_key.jsonl"), "--output", str(root / "merged.jsonl")],
-                       capture_output=True, text=True, env=env)
-    assert p.returncode == 0, p.stderr
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    monkeypatch.chdir(root)
+    code, out, err = run_cli(capfd, "--config-path", root / "config.yaml", "--cache-dir", root / "c", entry=seed_main)
+    assert code == 0, err
+    assert "requests       40" in out
+    code, out, err = run_cli(capfd, "merge", "--scores", root / "output" / "example_input_add_key_scored.jsonl",
+                             "--data", root / "data" / "example_input_add_key.jsonl", "--output", root / "merged.jsonl")
+    assert code == 0, err
     merged = _read(root / "merged.jsonl")
     assert len(merged) == 20 and all(r["scores"]["QA"]["All"] for r in merged)
 
@@ -245,7 +246,7 @@ def test_track_file_written_by_the_seed_tool_is_read(tmp_path, judge, monkeypatc
         ('[3, "not an object"]', "line 3: not a JSON object"),
     ],
 )
-def test_bad_input_line_is_a_config_error_naming_it(tmp_path, judge, monkeypatch, bad, message):
+def test_bad_input_line_is_a_config_error_naming_it(tmp_path, judge, monkeypatch, capfd, bad, message):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
     data = tmp_path / "data" / "example_input_add_key.jsonl"
     _write_lines(data, [json.dumps({"id": i, "instruction": f"q{i}", "output": "a"}) for i in (1, 2)] + [bad])
@@ -253,12 +254,10 @@ def test_bad_input_line_is_a_config_error_naming_it(tmp_path, judge, monkeypatch
     with pytest.raises(ConfigError, match=message) as e:
         run_seed_config(config, cache_dir=tmp_path / "cache")
     assert str(data) in str(e.value)
-    env = {**os.environ, "OPENAI_API_KEY": "sk-seed-test"}
-    for argv in (["-m", "hf_judge", "--config-path", str(config)], ["-m", "hf_judge.cli", "run", str(config)]):
-        p = subprocess.run([sys.executable, *argv, "--cache-dir", str(tmp_path / "c")],
-                           capture_output=True, text=True, env=env)
-        assert p.returncode == 2, p.stderr
-        assert message in p.stderr and "Traceback" not in p.stderr and "DatasetGenerationError" not in p.stderr
+    for entry, argv in ((seed_main, ["--config-path", config]), (None, ["run", config])):
+        code, _, err = run_cli(capfd, *argv, "--cache-dir", tmp_path / "c", entry=entry)
+        assert code == 2, err
+        assert message in err and "Traceback" not in err and "DatasetGenerationError" not in err
     assert judge.stats()["requests"] == 0
 
 

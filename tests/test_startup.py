@@ -71,3 +71,11 @@ def test_lazy_public_api():
         assert hf_judge.score_dataset is score_dataset and callable(filter_by_scores)
     """)
     assert "datasets" in r["heavy"]
+
+
+def test_imports_under_python_OO_where_docstrings_are_gone():
+    """``python -OO`` strips docstrings: score.py formats score_dataset's docstring at import and must not fail."""
+    code = "import hf_judge.score, hf_judge.cli; hf_judge.cli.build_parser(); "
+    code += "print(hf_judge.score.score_dataset.__doc__)"
+    p = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout == "None\n", p.stderr

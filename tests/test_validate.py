@@ -10,7 +10,8 @@ from hf_judge.validate import ReplyError, parse_reply
 def clarity(tmp_path_factory):
     d = tmp_path_factory.mktemp("p")
     (d / "QA_Clar.jinja").write_text(
-        "---\noutputs:\n  reason: {type: string}\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {{ output }}\n"
+        "---\noutputs:\n  reason: {type: string}\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n"
+        "{{ instruction }} {{ output }}\n"
     )
     return load_metric("QA_Clar", prompts_dir=d)
 
