@@ -18,10 +18,12 @@ import orjson
 from hf_judge.client import JudgeClient
 from hf_judge.metrics import load_metric
 
-DATA = orjson.dumps({
-    "choices": [{"message": {"content": '{"reason": "clear", "score": 7}'}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-})
+DATA = orjson.dumps(
+    {
+        "choices": [{"message": {"content": '{"reason": "clear", "score": 7}'}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+    }
+)
 
 
 class _Content:

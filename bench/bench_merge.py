@@ -1,7 +1,7 @@
 """Peak memory of `hf-judge merge` (merge_scores) as the files grow: it must stay flat.
 
-    python bench/bench_merge.py            # 10,000 vs 100,000 items
-    python bench/bench_merge.py --quick    # 2,000 vs 20,000
+python bench/bench_merge.py            # 10,000 vs 100,000 items
+python bench/bench_merge.py --quick    # 2,000 vs 20,000
 """
 
 from __future__ import annotations
@@ -19,10 +19,24 @@ def make_files(d: Path, n: int) -> tuple[Path, Path]:
     data, scores = d / f"data_{n}.jsonl", d / f"scores_{n}.jsonl"
     with data.open("w") as f:
         for i in range(n):
-            f.write(json.dumps({"id": f"id-{i}", "instruction": f"question {i} " * 20, "output": f"answer {i} " * 40}) + "\n")
+            f.write(
+                json.dumps({"id": f"id-{i}", "instruction": f"question {i} " * 20, "output": f"answer {i} " * 40})
+                + "\n"
+            )
     with scores.open("w") as f:
         for i in range(n - 1, -1, -1):  # reverse order: the merge must not rely on order
-            f.write(json.dumps({"id": f"id-{i}", "scores": {"Q": {"All": {"Clarity": i % 10 + 1}}, "QA": {"Correctness": {"reason": "r" * 200, "score": 7}}}}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"id-{i}",
+                        "scores": {
+                            "Q": {"All": {"Clarity": i % 10 + 1}},
+                            "QA": {"Correctness": {"reason": "r" * 200, "score": 7}},
+                        },
+                    }
+                )
+                + "\n"
+            )
     return data, scores
 
 
@@ -52,10 +66,14 @@ def main() -> int:
             time.perf_counter()
             res[n] = run(data, scores, d / f"out_{n}.jsonl")
             size = (data.stat().st_size + scores.stat().st_size) / 2**20
-            print(f"merge {n:>7,} items ({size:6.1f} MB in): {res[n][0]:5.2f} s, "
-                  f"peak RSS above the interpreter {res[n][1]:6.1f} MB")
-        print(f"peak RSS growth ratio {big:,}/{small:,} items: {(res[big][1] + 1) / (res[small][1] + 1):.2f} "
-              "(target: about 1, flat)")
+            print(
+                f"merge {n:>7,} items ({size:6.1f} MB in): {res[n][0]:5.2f} s, "
+                f"peak RSS above the interpreter {res[n][1]:6.1f} MB"
+            )
+        print(
+            f"peak RSS growth ratio {big:,}/{small:,} items: {(res[big][1] + 1) / (res[small][1] + 1):.2f} "
+            "(target: about 1, flat)"
+        )
     return 0
 
 

@@ -43,7 +43,10 @@ def body_for(i: int) -> dict:
         "messages": [{"role": "user", "content": f"Rate the clarity of answer {i} to question {i}."}],
         "temperature": 0.1,
         "top_p": 1.0,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "QA_Clarity", "schema": SCHEMA, "strict": True}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "QA_Clarity", "schema": SCHEMA, "strict": True},
+        },
     }
 
 
@@ -94,6 +97,7 @@ def child_floor(url: str, n: int, concurrency: int) -> None:
         counter = iter(range(n))
         headers = {"Content-Type": "application/json", "Authorization": "Bearer x"}
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+
             async def worker():
                 for i in counter:
                     async with s.post(url + "/chat/completions", data=orjson.dumps(body_for(i)), headers=headers) as r:
@@ -118,7 +122,13 @@ def child_openai(url: str, n: int, concurrency: int) -> None:
         async def one(i):
             async with sem:
                 b = body_for(i)
-                r = await client.chat.completions.create(model=b["model"], messages=b["messages"], temperature=0.1, top_p=1.0, response_format=b["response_format"])
+                r = await client.chat.completions.create(
+                    model=b["model"],
+                    messages=b["messages"],
+                    temperature=0.1,
+                    top_p=1.0,
+                    response_format=b["response_format"],
+                )
                 assert r.choices[0].message.content
 
         await asyncio.gather(*(one(i) for i in range(n)))
@@ -148,8 +158,16 @@ def child_hf_judge(url: str, n: int, concurrency: int, metric: str = "QA_Clarity
     ds = make_dataset(n, os.path.join(work, "data"))
     t0 = time.perf_counter()
     cpu0 = time.process_time()
-    out = score_dataset(ds, [metric], model="judge", base_url=url, api_key="x", concurrency=concurrency,
-                        columns={"instruction": "question", "output": "answer"}, cache_dir=os.path.join(work, "cache"))
+    out = score_dataset(
+        ds,
+        [metric],
+        model="judge",
+        base_url=url,
+        api_key="x",
+        concurrency=concurrency,
+        columns={"instruction": "question", "output": "answer"},
+        cache_dir=os.path.join(work, "cache"),
+    )
     dt = time.perf_counter() - t0
     assert len(out["errors"]) == 0, out["errors"][:3]
     assert len(out["train"]) == n
@@ -166,8 +184,14 @@ def child_repeat(url: str, n: int, concurrency: int, metric: str = "QA_Clarity")
 
     work = tempfile.mkdtemp(prefix="hfj-bench-")
     ds = make_dataset(n, os.path.join(work, "data"))
-    kw = dict(model="judge", base_url=url, api_key="x", concurrency=concurrency,
-              columns={"instruction": "question", "output": "answer"}, cache_dir=os.path.join(work, "cache"))
+    kw = dict(
+        model="judge",
+        base_url=url,
+        api_key="x",
+        concurrency=concurrency,
+        columns={"instruction": "question", "output": "answer"},
+        cache_dir=os.path.join(work, "cache"),
+    )
     first = score_dataset(ds, [metric], **kw)
     t0 = time.perf_counter()
     cpu0 = time.process_time()
@@ -191,9 +215,16 @@ def child_hostile(url: str, n: int, concurrency: int, metric: str = "QA_Clarity"
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     try:
-        out = score_dataset(ds, [metric], model="judge", base_url=url, api_key="x", concurrency=concurrency,
-                            columns={"instruction": "question", "output": "answer"},
-                            cache_dir=os.path.join(work, "cache"))
+        out = score_dataset(
+            ds,
+            [metric],
+            model="judge",
+            base_url=url,
+            api_key="x",
+            concurrency=concurrency,
+            columns={"instruction": "question", "output": "answer"},
+            cache_dir=os.path.join(work, "cache"),
+        )
         outcome = f"finished, {len(out['errors']):,} error rows"
     except RunStopped as e:
         outcome = f"stopped: {type(e).__name__}"
@@ -208,8 +239,14 @@ def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_C
         "t=time.perf_counter(); c=time.process_time(); b.child_%s(%r, %d, %d%s); "
         "print(json.dumps({'wall': time.perf_counter()-t, 'cpu': time.process_time()-c, "
         "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024, 'anon_mb': b.ANON_PEAK[0]/1024}))"
-    ) % (str(Path(__file__).parent), kind, url, n, concurrency,
-         f", {metric!r}" if kind in ("hf_judge", "repeat", "hostile") else "")
+    ) % (
+        str(Path(__file__).parent),
+        kind,
+        url,
+        n,
+        concurrency,
+        f", {metric!r}" if kind in ("hf_judge", "repeat", "hostile") else "",
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{p.stderr[-3000:]}")
@@ -228,14 +265,20 @@ def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_C
 # -- the server ---------------------------------------------------------------------
 class Server:
     def __init__(self):
-        self.p = subprocess.Popen([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(
+            [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True
+        )
         line = self.p.stdout.readline()
         self.port = int(line.split()[1])
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def admin(self, path: str, cfg: dict | None = None) -> dict:
         data = json.dumps(cfg or {}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/_admin/{path}", data=data if path != "stats" else None, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/_admin/{path}",
+            data=data if path != "stats" else None,
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req) as r:
             return json.loads(r.read())
 
@@ -248,8 +291,16 @@ class Server:
         self.p.wait(10)
 
 
-def scenario(server: Server, _label: str, n: int, conc: int, cfg: dict, clients=("floor", "hf_judge", "openai"),
-             metric="QA_Clarity", n_for: dict | None = None) -> dict:
+def scenario(
+    server: Server,
+    _label: str,
+    n: int,
+    conc: int,
+    cfg: dict,
+    clients=("floor", "hf_judge", "openai"),
+    metric="QA_Clarity",
+    n_for: dict | None = None,
+) -> dict:
     """Each client against the same server; ``n_for`` gives some client a different number of requests.
 
     ``_label`` names the scenario at the call site only."""
@@ -264,15 +315,20 @@ def scenario(server: Server, _label: str, n: int, conc: int, cfg: dict, clients=
 
 
 def fmt_row(label: str, r: dict) -> str:
-    return (f"  {label:<9} {r['rps']:>9,.0f} req/s  {r['cpu_ms_per_req']:>6.3f} CPU ms/req  "
-            f"peak RSS {r['rss_mb']:>5,.0f} MB (anonymous {r['anon_mb']:>4,.0f} MB)")
+    return (
+        f"  {label:<9} {r['rps']:>9,.0f} req/s  {r['cpu_ms_per_req']:>6.3f} CPU ms/req  "
+        f"peak RSS {r['rss_mb']:>5,.0f} MB (anonymous {r['anon_mb']:>4,.0f} MB)"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few thousand requests per scenario: checks that it works")
-    ap.add_argument("--only", default="a,b,c,d,e,r,h",
-                    help="comma list of scenarios (r: repeat of an identical call, h: hostile replies)")
+    ap.add_argument(
+        "--only",
+        default="a,b,c,d,e,r,h",
+        help="comma list of scenarios (r: repeat of an identical call, h: hostile replies)",
+    )
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
@@ -291,8 +347,10 @@ def main() -> int:
 
     lines = _Lines()
     if q:
-        lines.append("quick mode: a few thousand requests per scenario, to check that every client runs; "
-                     "start-up and drain dominate, so the ratios below are not the targets' measure")
+        lines.append(
+            "quick mode: a few thousand requests per scenario, to check that every client runs; "
+            "start-up and drain dominate, so the ratios below are not the targets' measure"
+        )
     try:
         if "a" in only:
             n = 2000 if q else 20000
@@ -323,11 +381,20 @@ def main() -> int:
             # enough requests that the final drain (the last 5 s requests) is a small part of the run
             n = 2000 if q else 100_000
             base = scenario(server, "d0", n, 256, {"latency": 0.05}, clients=("floor", "hf_judge"))
-            tail = scenario(server, "d", n, 256, {"latency": 0.05, "tail": {"rate": 0.01, "seconds": 5.0}}, clients=("floor", "hf_judge"))
+            tail = scenario(
+                server,
+                "d",
+                n,
+                256,
+                {"latency": 0.05, "tail": {"rate": 0.01, "seconds": 5.0}},
+                clients=("floor", "hf_judge"),
+            )
             results["d0"], results["d"] = base, tail
             ideal_tail = 256 / (0.99 * 0.05 + 0.01 * 5.0)
             lines.append(f"(d) heavy tail: 1% of requests take 5 s, the rest 50 ms, 256 in flight, {n:,} requests")
-            lines += [fmt_row(k + " notail", v) for k, v in base.items()] + [fmt_row(k + " tail", v) for k, v in tail.items()]
+            lines += [fmt_row(k + " notail", v) for k, v in base.items()] + [
+                fmt_row(k + " tail", v) for k, v in tail.items()
+            ]
             lines.append(
                 f"  ratio hf_judge(tail)/hf_judge(no tail) {tail['hf_judge']['rps'] / base['hf_judge']['rps']:.2f}; "
                 f"hf_judge(tail)/ideal-with-tail ({ideal_tail:,.0f} req/s by Little's law) "
@@ -339,8 +406,10 @@ def main() -> int:
             server.configure()
             r = run_child("repeat", server.url, n, 256)
             results["r"] = r
-            lines.append(f"(r) repeat: the identical second call over {n:,} rows sent 0 requests "
-                         f"and took {r['wall']:.2f} s (target < 2 s)")
+            lines.append(
+                f"(r) repeat: the identical second call over {n:,} rows sent 0 requests "
+                f"and took {r['wall']:.2f} s (target < 2 s)"
+            )
         if "e" in only:
             sizes = (2000, 20000) if q else (100_000, 1_000_000)
             mem = {}
@@ -376,9 +445,11 @@ def main() -> int:
             base = mem["normal"]
             lines.append(f"(h) hostile replies, 256 in flight, {n:,} rows, default max_reply_bytes")
             for label, r in mem.items():
-                lines.append(f"  {label:<22} peak RSS {r['rss_mb']:>5,.0f} MB (anonymous {r['anon_mb']:>4,.0f} MB), "
-                             f"x{r['rss_mb'] / base['rss_mb']:.2f} (anonymous x{r['anon_mb'] / base['anon_mb']:.2f}) "
-                             f"of normal; {r['outcome']}, {r['server_requests']:,} requests")
+                lines.append(
+                    f"  {label:<22} peak RSS {r['rss_mb']:>5,.0f} MB (anonymous {r['anon_mb']:>4,.0f} MB), "
+                    f"x{r['rss_mb'] / base['rss_mb']:.2f} (anonymous x{r['anon_mb'] / base['anon_mb']:.2f}) "
+                    f"of normal; {r['outcome']}, {r['server_requests']:,} requests"
+                )
     finally:
         server.stop()
     out = os.environ.get("HF_JUDGE_BENCH_JSON")

@@ -36,7 +36,7 @@ _SUBMODULE_ATTRS = {
         "ReplyError",
         "RunStopped",
         "ServerUnreachableError",
-    "Settings",
+        "Settings",
         "TemplateError",
         "UnknownMetricError",
     ],

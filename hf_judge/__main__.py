@@ -11,8 +11,12 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hf_judge", description="Run a seed-004 config.yaml (see `hf-judge run --help`).",
-                                 epilog="example:\n  python -m hf_judge --config-path config.yaml", formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m hf_judge",
+        description="Run a seed-004 config.yaml (see `hf-judge run --help`).",
+        epilog="example:\n  python -m hf_judge --config-path config.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--config-path", default="config.yaml", help="the seed's config.yaml (default: ./config.yaml)")
     ap.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
     args = ap.parse_args(argv)

@@ -30,9 +30,18 @@ START = "<!-- hf-judge:start -->"
 END = "<!-- hf-judge:end -->"
 _BAR = 30
 # the Hub's size_categories buckets, by upper bound
-_SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
-          (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
-          (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"), (1_000_000_000_000, "100B<n<1T")]
+_SIZES = [
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+    (100_000_000, "10M<n<100M"),
+    (1_000_000_000, "100M<n<1B"),
+    (10_000_000_000, "1B<n<10B"),
+    (100_000_000_000, "10B<n<100B"),
+    (1_000_000_000_000, "100B<n<1T"),
+]
 FILES_DIR = "hf_judge"  # the repo folder of the provenance files
 
 
@@ -50,7 +59,9 @@ def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
         return stats
     num = valid.cast(pa.float64())
     q = pc.quantile(num, q=[0.1, 0.5, 0.9]).to_pylist()
-    stats.update(mean=pc.mean(num).as_py(), min=pc.min(num).as_py(), p10=q[0], p50=q[1], p90=q[2], max=pc.max(num).as_py())
+    stats.update(
+        mean=pc.mean(num).as_py(), min=pc.min(num).as_py(), p10=q[0], p50=q[1], p90=q[2], max=pc.max(num).as_py()
+    )
     if pa.types.is_integer(valid.type):
         vc = pc.value_counts(valid).to_pylist()
         stats["hist"] = {int(d["values"]): d["counts"] for d in sorted(vc, key=lambda d: d["values"])}
@@ -68,7 +79,9 @@ def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
 
 def _histogram(hist: dict) -> str:
     peak = max(hist.values()) or 1
-    return "\n".join(f"{str(k):>6} | {'#' * max(1, round(_BAR * c / peak)) if c else '':<{_BAR}} {c}" for k, c in hist.items())
+    return "\n".join(
+        f"{str(k):>6} | {'#' * max(1, round(_BAR * c / peak)) if c else '':<{_BAR}} {c}" for k, c in hist.items()
+    )
 
 
 def _fmt(v: Any) -> str:
@@ -188,7 +201,12 @@ def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
         cols = [c for c in score_columns(d) if summary is None or not summary.columns or c in summary.columns]
         if not cols:
             continue
-        out += [f"**{split}**", "", "| column | count | null | mean | p10 | p50 | p90 |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        out += [
+            f"**{split}**",
+            "",
+            "| column | count | null | mean | p10 | p50 | p90 |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         details = []
         for c in cols:
             s = column_stats(d, c)

@@ -87,11 +87,20 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
         g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
         if name == "base_url":
-            g.add_argument("--api-key-env", default=None, metavar="NAME",
-                           help="environment variable holding the API key (default: OPENAI_API_KEY)")
+            g.add_argument(
+                "--api-key-env",
+                default=None,
+                metavar="NAME",
+                help="environment variable holding the API key (default: OPENAI_API_KEY)",
+            )
     g.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    g.add_argument("--token-columns", action="store_true", default=None, help="add per-row judge_prompt_tokens / judge_completion_tokens columns")
+    g.add_argument(
+        "--token-columns",
+        action="store_true",
+        default=None,
+        help="add per-row judge_prompt_tokens / judge_completion_tokens columns",
+    )
 
 
 def _scalar_type(annotation: Any) -> type:
@@ -106,10 +115,10 @@ def _scalar_type(annotation: Any) -> type:
 def _add_output_options(p: argparse.ArgumentParser, default: str) -> None:
     """``default``: where the command saves without ``--output-dir``, as its help shows it."""
     g = p.add_argument_group("output")
+    g.add_argument("-o", "--output-dir", help=f"save_to_disk the result and its summary.json here (default: {default})")
     g.add_argument(
-        "-o", "--output-dir", help=f"save_to_disk the result and its summary.json here (default: {default})"
+        "--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo"
     )
-    g.add_argument("--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo")
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
     g.add_argument("--overwrite", action="store_true", help="replace an output folder that holds a different result")
@@ -124,10 +133,18 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
 
 def _add_scoring_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", action="append", help="metric names (repeatable or comma list); see `hf-judge metrics`")
-    p.add_argument("--column", action="append", type=_kv, default=[], metavar="VAR=COLUMN", help="map a template variable to a column (repeatable)")
+    p.add_argument(
+        "--column",
+        action="append",
+        type=_kv,
+        default=[],
+        metavar="VAR=COLUMN",
+        help="map a template variable to a column (repeatable)",
+    )
     p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
     p.add_argument(
-        "--overwrite-scores", action="store_true",
+        "--overwrite-scores",
+        action="store_true",
         help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
     )
 
@@ -137,14 +154,26 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     which imports pydantic: ~0.1 s) only for those, so `--help`, `metrics` and `recipes` start fast."""
     fmt = argparse.RawDescriptionHelpFormatter
     full = commands is None
-    parser = argparse.ArgumentParser(prog="hf-judge", description="Score Hugging Face datasets with LLM-as-judge metrics.")
+    parser = argparse.ArgumentParser(
+        prog="hf-judge", description="Score Hugging Face datasets with LLM-as-judge metrics."
+    )
     parser.add_argument("--version", action="version", version=f"hf-judge {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("score", help="score a dataset", description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv/.arrow file).", epilog=SCORE_EXAMPLE, formatter_class=fmt)
+    p = sub.add_parser(
+        "score",
+        help="score a dataset",
+        description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv/.arrow file).",
+        epilog=SCORE_EXAMPLE,
+        formatter_class=fmt,
+    )
     p.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
-    p.add_argument("--example", action="store_true", help="score the small example dataset shipped with hf-judge "
-                   "(instruction/output columns; default metrics QA_All) instead of DATASET")
+    p.add_argument(
+        "--example",
+        action="store_true",
+        help="score the small example dataset shipped with hf-judge "
+        "(instruction/output columns; default metrics QA_All) instead of DATASET",
+    )
     _add_input_options(p)
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
@@ -153,23 +182,51 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_score)
 
-    p = sub.add_parser("filter", help="keep rows whose scores pass thresholds", description="Filter DATASET by score thresholds (inclusive); the card keeps how the scores were made.", epilog=FILTER_EXAMPLE, formatter_class=fmt)
+    p = sub.add_parser(
+        "filter",
+        help="keep rows whose scores pass thresholds",
+        description="Filter DATASET by score thresholds (inclusive); the card keeps how the scores were made.",
+        epilog=FILTER_EXAMPLE,
+        formatter_class=fmt,
+    )
     p.add_argument("dataset", help="a scored Hub repo id or the folder hf-judge score saved")
     _add_input_options(p)
-    p.add_argument("--min", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN >= V (repeatable)")
-    p.add_argument("--max", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)")
+    p.add_argument(
+        "--min", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN >= V (repeatable)"
+    )
+    p.add_argument(
+        "--max", action="append", type=_threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)"
+    )
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
     _add_output_options(p, "<name>-filtered")
     p.set_defaults(func=cmd_filter)
 
-    p = sub.add_parser("metrics", help="list the metrics", description="List built-in metrics (and yours with --prompts-dir).", epilog="example:\n  hf-judge metrics --prompts-dir my_prompts/", formatter_class=fmt)
+    p = sub.add_parser(
+        "metrics",
+        help="list the metrics",
+        description="List built-in metrics (and yours with --prompts-dir).",
+        epilog="example:\n  hf-judge metrics --prompts-dir my_prompts/",
+        formatter_class=fmt,
+    )
     p.add_argument("--prompts-dir", action="append", help="also list the prompt files in this folder (repeatable)")
     p.set_defaults(func=cmd_metrics)
 
-    p = sub.add_parser("recipes", help="list the built-in recipes", description="List the built-in recipes: when to use each and its cost in calls per row.", epilog="example:\n  hf-judge recipes\n  hf-judge run quality --dataset data.jsonl", formatter_class=fmt)
+    p = sub.add_parser(
+        "recipes",
+        help="list the built-in recipes",
+        description="List the built-in recipes: when to use each and its cost in calls per row.",
+        epilog="example:\n  hf-judge recipes\n  hf-judge run quality --dataset data.jsonl",
+        formatter_class=fmt,
+    )
     p.set_defaults(func=cmd_recipes)
 
-    p = sub.add_parser("run", help="run a whole job from a recipe or a seed config.yaml", description="Run the job a YAML file describes.", epilog=RUN_EXAMPLE, formatter_class=fmt)
+    p = sub.add_parser(
+        "run",
+        help="run a whole job from a recipe or a seed config.yaml",
+        description="Run the job a YAML file describes.",
+        epilog=RUN_EXAMPLE,
+        formatter_class=fmt,
+    )
     p.add_argument("file", help="recipe name, recipe YAML, or seed-004 config.yaml")
     p.add_argument("--dataset", help="override the recipe's dataset")
     _add_input_options(p)
@@ -179,7 +236,13 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("merge", help="merge a seed-style scores file into the data file by id", description="Merge a seed-004 <name>_scored.jsonl into the original data file, matching rows by id.", epilog=MERGE_EXAMPLE, formatter_class=fmt)
+    p = sub.add_parser(
+        "merge",
+        help="merge a seed-style scores file into the data file by id",
+        description="Merge a seed-004 <name>_scored.jsonl into the original data file, matching rows by id.",
+        epilog=MERGE_EXAMPLE,
+        formatter_class=fmt,
+    )
     p.add_argument("--scores", required=True, help="the <name>_scored.jsonl file")
     p.add_argument("--data", required=True, help="the original JSONL data file")
     p.add_argument("--output", required=True, help="where to write the merged JSONL")
@@ -299,7 +362,14 @@ def _rows(dd) -> str:
 
 
 def _write(
-    result, args: argparse.Namespace, out: str | None, repo: str | None, *, source: str, kind: str, summary=None,
+    result,
+    args: argparse.Namespace,
+    out: str | None,
+    repo: str | None,
+    *,
+    source: str,
+    kind: str,
+    summary=None,
     filters: dict | None = None,
 ) -> list[str]:
     """Push to ``repo`` and/or save to ``out`` (never over a different result, see output.py).
@@ -379,9 +449,16 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         if judge is not None:
             client.update(model=judge.model, base_url=judge.base_url)
         scored = score_dataset(
-            ds, job.metrics, columns=job.columns, prompts_dir=job.prompts_dir, api_key=api_key,
-            cache_dir=args.cache_dir, use_cache=not args.no_cache, token_columns=job.token_columns,
-            if_exists="overwrite" if args.overwrite_scores else "keep", **client,
+            ds,
+            job.metrics,
+            columns=job.columns,
+            prompts_dir=job.prompts_dir,
+            api_key=api_key,
+            cache_dir=args.cache_dir,
+            use_cache=not args.no_cache,
+            token_columns=job.token_columns,
+            if_exists="overwrite" if args.overwrite_scores else "keep",
+            **client,
         )
     summary = scored.summary
     summary.source_dataset, summary.source_on_hub = _source(job.dataset)
@@ -401,15 +478,23 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         if job.filters is not None:
             f = job.filters
             good = filter_by_scores(scored, min=f.min, max=f.max, keep_missing=f.keep_missing)
-            rule = ", ".join([*(f"{k} >= {v:g}" for k, v in f.min.items()), *(f"{k} <= {v:g}" for k, v in f.max.items())])
+            rule = ", ".join(
+                [*(f"{k} >= {v:g}" for k, v in f.min.items()), *(f"{k} <= {v:g}" for k, v in f.max.items())]
+            )
             kept = ", ".join(f"{k}: {len(good[k]):,} of {len(v):,} rows" for k, v in scored.items() if k != "errors")
             done.append(f"filtered       {kept} pass the recipe's filters ({rule})")
             filtered = summary.with_filter(
                 f.min, f.max, f.keep_missing, summary.rows, {k: len(v) for k, v in good.items() if k != "errors"}
             )
             done += _write(
-                good, args, out and _filtered_name(out), job.push_to_hub and _filtered_name(job.push_to_hub),
-                source=source, kind="filtered", summary=filtered, filters=thresholds(f.min, f.max, f.keep_missing),
+                good,
+                args,
+                out and _filtered_name(out),
+                job.push_to_hub and _filtered_name(job.push_to_hub),
+                source=source,
+                kind="filtered",
+                summary=filtered,
+                filters=thresholds(f.min, f.max, f.keep_missing),
             )
     finally:
         # after every progress bar (scoring, saving, pushing), not in between them
@@ -517,7 +602,9 @@ def cmd_filter(args: argparse.Namespace) -> int:
     out = args.output_dir or (None if args.push_to_hub else _default_output_dir(args.dataset, "filtered"))
     if out:
         check_output(out, source, "filtered", None, args.overwrite, rule)
-    ds = load_input(args.dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=args.limit)
+    ds = load_input(
+        args.dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=args.limit
+    )
     if "errors" not in ds and not args.splits and not Path(args.dataset).exists():
         try:
             errors = load_input(args.dataset, subset="errors", revision=args.revision, token=args.token)
@@ -544,15 +631,27 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     rows = []
     for name in available_metrics(args.prompts_dir):
         m = load_metric(name, prompts_dir=args.prompts_dir)
-        outs = ", ".join(f"{o.key}:{o.type}" + (f"[{o.minimum:g}-{o.maximum:g}]" if o.minimum is not None and o.maximum is not None else "") for o in m.outputs)
-        rows.append((m.name, m.mode or m.kind, ", ".join(m.variables + tuple(f"{v}?" for v in m.optional)), f"{m.temperature:g}", outs))
+        outs = ", ".join(
+            f"{o.key}:{o.type}"
+            + (f"[{o.minimum:g}-{o.maximum:g}]" if o.minimum is not None and o.maximum is not None else "")
+            for o in m.outputs
+        )
+        rows.append(
+            (
+                m.name,
+                m.mode or m.kind,
+                ", ".join(m.variables + tuple(f"{v}?" for v in m.optional)),
+                f"{m.temperature:g}",
+                outs,
+            )
+        )
     widths = [max(len(r[i]) for r in rows + [("metric", "mode", "variables", "temp", "outputs")]) for i in range(5)]
     for r in [("metric", "mode", "variables", "temp", "outputs"), *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return 0
 
 
-def cmd_recipes(args: argparse.Namespace) -> int:
+def cmd_recipes(args: argparse.Namespace) -> int:  # noqa: ARG001 - every command takes its parsed arguments
     """hf-judge recipes: each built-in recipe, when to use it, and its cost in calls per row."""
     from .recipes import list_recipes
 
@@ -638,7 +737,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Exception as e:  # noqa: BLE001 - one line unless debugging
         _maybe_traceback()
-        print(f"hf-judge: error: {type(e).__name__}: {scrub(e)} (set HF_JUDGE_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"hf-judge: error: {type(e).__name__}: {scrub(e)} (set HF_JUDGE_DEBUG=1 for the traceback)", file=sys.stderr
+        )
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -499,7 +499,10 @@ class JudgeClient:
         rf = self._rf_cache.get(key)
         if rf is None:
             if mode == "json_schema":
-                rf = {"type": "json_schema", "json_schema": {"name": metric.schema_name, "schema": metric.json_schema, "strict": True}}
+                rf = {
+                    "type": "json_schema",
+                    "json_schema": {"name": metric.schema_name, "schema": metric.json_schema, "strict": True},
+                }
             else:
                 rf = {"type": "json_object", "schema": metric.json_schema}
             self._rf_cache[key] = rf
@@ -572,7 +575,8 @@ class JudgeClient:
             if not self.stats.capped_waits:  # said once, while it happens: the bar alone looks frozen
                 logger.warning(
                     "the server asks to wait %g s before retrying (Retry-After); waiting backoff_max=%g s instead",
-                    retry_after, self.backoff_max,
+                    retry_after,
+                    self.backoff_max,
                 )
             self.stats.capped_waits += 1
             return self.backoff_max
@@ -661,10 +665,18 @@ class JudgeClient:
         except _ReplyTooLarge as e:
             if e.status != 200 and e.headers is not None:
                 retry_after = _retry_after(e.headers, self._clock.wall)
-            status, outcome = 0, Outcome(None, None, ErrorKind.BAD_RESPONSE, (
-                f"the reply (HTTP {e.status}) is larger than max_reply_bytes={self.max_reply_bytes:,} "
-                f"({e}); raise max_reply_bytes (--max-reply-bytes) if the server's replies are that big"
-            ))
+            status, outcome = (
+                0,
+                Outcome(
+                    None,
+                    None,
+                    ErrorKind.BAD_RESPONSE,
+                    (
+                        f"the reply (HTTP {e.status}) is larger than max_reply_bytes={self.max_reply_bytes:,} "
+                        f"({e}); raise max_reply_bytes (--max-reply-bytes) if the server's replies are that big"
+                    ),
+                ),
+            )
         except asyncio.CancelledError:
             if not deadlines.timed_out(task):
                 raise
@@ -748,7 +760,10 @@ class JudgeClient:
             if self._mode == "json_schema":
                 self._mode = "json_object"
                 self.stats.structured_output = "json_object"
-                note = f"server rejected response_format json_schema (HTTP {status}); switched to json_object with the schema"
+                note = (
+                    f"server rejected response_format json_schema (HTTP {status}); "
+                    "switched to json_object with the schema"
+                )
                 self.stats.notes.append(note)
                 logger.warning(note)
             return True
@@ -761,12 +776,19 @@ class JudgeClient:
             content = choice["message"].get("content")
             finish = choice.get("finish_reason")
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
-            return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), ErrorKind.BAD_RESPONSE, "the server's 200 reply is not a chat completion")
+            return Outcome(
+                None,
+                scrub(data[:2000].decode("utf-8", "replace")),
+                ErrorKind.BAD_RESPONSE,
+                "the server's 200 reply is not a chat completion",
+            )
         if not isinstance(content, str) and content is not None:
             content = _text_of(content)
             if content is None:
                 return Outcome(
-                    None, scrub(data[:2000].decode("utf-8", "replace")), ErrorKind.BAD_RESPONSE,
+                    None,
+                    scrub(data[:2000].decode("utf-8", "replace")),
+                    ErrorKind.BAD_RESPONSE,
                     "the reply's message.content is neither a string nor a list of text parts",
                 )
         if isinstance(content, str):  # a reply quoting the key must not carry it into the store or the columns

@@ -39,7 +39,9 @@ def _check(ds: Dataset, names: list[str], split: str) -> None:
     check_threshold_columns(names, score_columns(ds) + [n for n in names if n in ds.column_names], f"split {split!r}")
     bad = [n for n in names if n not in score_columns(ds)]
     if bad:
-        raise ConfigError(f"column {bad[0]!r} in split {split!r} is not numeric or boolean; thresholds apply to score columns")
+        raise ConfigError(
+            f"column {bad[0]!r} in split {split!r} is not numeric or boolean; thresholds apply to score columns"
+        )
 
 
 def filter_by_scores(
@@ -76,7 +78,9 @@ def filter_by_scores(
         for split, d in ds.items():
             if split != "errors":
                 _check(d, names, split)
-        out = DatasetDict({split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()})
+        out = DatasetDict(
+            {split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()}
+        )
         summary = getattr(ds, "summary", None)
         if summary is not None:  # a scored result: its card keeps the provenance and adds the thresholds
             from .score import ScoredDatasetDict

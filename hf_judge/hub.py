@@ -63,7 +63,10 @@ def push_scored(
     files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
     # One shard even when empty: datasets writes one parquet file for it, so the config loads as 0 rows.
     DatasetDict({ERRORS_SPLIT: errors}).push_to_hub(
-        repo_id, config_name=ERRORS_SPLIT, token=token, revision=revision,
+        repo_id,
+        config_name=ERRORS_SPLIT,
+        token=token,
+        revision=revision,
         num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
     )
     try:
@@ -81,10 +84,15 @@ def push_scored(
         # an earlier run's prompts that these scores did not use
         ops += [CommitOperationDelete(f) for f in files if f.startswith(f"{FILES_DIR}/") and f not in new]
         api.create_commit(
-            repo_id, ops, repo_type="dataset", revision=revision,
+            repo_id,
+            ops,
+            repo_type="dataset",
+            revision=revision,
             commit_message="Add the prompts and recipe that produced the scores (hf-judge)",
         )
-    card.push_to_hub(repo_id, repo_type="dataset", token=token, revision=revision, commit_message="Update dataset card (hf-judge)")
+    card.push_to_hub(
+        repo_id, repo_type="dataset", token=token, revision=revision, commit_message="Update dataset card (hf-judge)"
+    )
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)
     return url

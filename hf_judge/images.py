@@ -252,8 +252,9 @@ def _nulled(arr: Any, missing: set[str]) -> Any:
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
         return type(arr).from_arrays(arr.offsets, _nulled(arr.values, missing), type=arr.type, mask=arr.is_null())
     null = pc.or_(arr.is_null(), _gone(arr, missing))
-    return pa.StructArray.from_arrays([arr.field(i) for i in range(arr.type.num_fields)], fields=list(arr.type),
-                                      mask=null)
+    return pa.StructArray.from_arrays(
+        [arr.field(i) for i in range(arr.type.num_fields)], fields=list(arr.type), mask=null
+    )
 
 
 def missing_image_files(ds: Any, batch_size: int = 10_000) -> set[str]:
@@ -303,7 +304,10 @@ def saveable(ds: Any) -> Any:
     names = sorted(missing)
     logger.warning(
         "%d image file(s) of column(s) %s cannot be read, e.g. %s; the saved copy holds no image there "
-        "(the rows' scores and error rows are saved)", len(names), ", ".join(cols), ", ".join(names[:5]),
+        "(the rows' scores and error rows are saved)",
+        len(names),
+        ", ".join(cols),
+        ", ".join(names[:5]),
     )
 
     def null_missing(table: Any) -> Any:
@@ -314,5 +318,6 @@ def saveable(ds: Any) -> Any:
 
     fmt = ds.format
     out = ds.with_format("arrow").map(null_missing, batched=True, features=ds.features, desc="Dropping missing images")
-    return out.with_format(fmt["type"], columns=fmt["columns"], output_all_columns=fmt["output_all_columns"],
-                           **fmt["format_kwargs"])
+    return out.with_format(
+        fmt["type"], columns=fmt["columns"], output_all_columns=fmt["output_all_columns"], **fmt["format_kwargs"]
+    )

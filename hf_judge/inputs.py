@@ -76,11 +76,7 @@ def looks_like_path(spec: str) -> bool:
         >>> looks_like_path("nonexist.jsonl"), looks_like_path("data/x/y"), looks_like_path("openai/gsm8k")
         (True, True, False)
     """
-    return (
-        Path(spec).suffix.lower() in _FILE_BUILDERS
-        or spec.startswith((".", "/", "~"))
-        or spec.count("/") > 1
-    )
+    return Path(spec).suffix.lower() in _FILE_BUILDERS or spec.startswith((".", "/", "~")) or spec.count("/") > 1
 
 
 def _load_folder(spec: str, path: Path) -> DatasetDict | Dataset:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 
 class AdaptiveLimiter:

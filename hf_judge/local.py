@@ -326,7 +326,10 @@ def local_judge(
             died = proc.poll() is not None
             stop_server(proc)
             if died:  # it stopped before we asked: keep its log for the post-mortem
-                logger.warning("the local llama.cpp server exited with code %s during the run; its log: %s",
-                               proc.returncode, log_path)
+                logger.warning(
+                    "the local llama.cpp server exited with code %s during the run; its log: %s",
+                    proc.returncode,
+                    log_path,
+                )
             elif own_log:
                 log_path.unlink(missing_ok=True)

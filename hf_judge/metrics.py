@@ -61,7 +61,10 @@ KINDS = tuple(k.value for k in MetricKind)
 TYPES = tuple(t.value for t in OutputType)
 # The Arrow type of each output type's column.
 _DTYPES = {
-    OutputType.INTEGER: "int64", OutputType.NUMBER: "float64", OutputType.STRING: "string", OutputType.BOOLEAN: "bool"
+    OutputType.INTEGER: "int64",
+    OutputType.NUMBER: "float64",
+    OutputType.STRING: "string",
+    OutputType.BOOLEAN: "bool",
 }
 # The seed spells it "Meaningness"; both names work.
 ALIASES = {"Meaningness": "Meaningfulness"}
@@ -228,7 +231,13 @@ class Metric:
         content: Any = _images.split_parts(user, marks, f"prompt {self.name}") if images else user
         msgs = [{"role": "user", "content": content}]
         if self._system is not None:
-            msgs.insert(0, {"role": "system", "content": render(self._system, {**self.params, **values}, f"system prompt of {self.name}")})
+            msgs.insert(
+                0,
+                {
+                    "role": "system",
+                    "content": render(self._system, {**self.params, **values}, f"system prompt of {self.name}"),
+                },
+            )
         return msgs
 
     def resolve_columns(self, mapping: dict[str, str], available: Sequence[str]) -> dict[str, str | None]:
@@ -284,7 +293,9 @@ def _parse_outputs(name: str, decl: Any, where: str) -> tuple[Output, ...]:
         if not isinstance(key, str) or not _NAME.match(key):
             raise PromptFileError(f"{where}: output key {key!r} must be an identifier")
         if not isinstance(spec, dict):
-            raise PromptFileError(f"{where}: output {key!r} must be a mapping like {{type: integer, minimum: 1, maximum: 10}}")
+            raise PromptFileError(
+                f"{where}: output {key!r} must be a mapping like {{type: integer, minimum: 1, maximum: 10}}"
+            )
         unknown = set(spec) - {"type", "minimum", "maximum", "enum", "column", "description"}
         if unknown:
             raise PromptFileError(
@@ -308,7 +319,9 @@ def _parse_outputs(name: str, decl: Any, where: str) -> tuple[Output, ...]:
         column = spec.get("column") or (name if key == "score" else f"{name}_{key}")
         if not isinstance(column, str) or not column:
             raise PromptFileError(f"{where}: output {key!r}: column must be a string")
-        outs.append(Output(key, OutputType(typ), column, lo, hi, tuple(enum) if enum else None, spec.get("description")))
+        outs.append(
+            Output(key, OutputType(typ), column, lo, hi, tuple(enum) if enum else None, spec.get("description"))
+        )
     columns = [o.column for o in outs]
     if len(set(columns)) != len(columns):
         raise PromptFileError(f"{where}: two outputs write the same column")
@@ -318,7 +331,9 @@ def _parse_outputs(name: str, decl: Any, where: str) -> tuple[Output, ...]:
 def _parse_jinja_file(name: str, path: Path, text: str, overrides: dict[str, Any]) -> Metric:
     where = str(path)
     if not text.startswith("---"):
-        raise PromptFileError(f"{where}: a prompt file starts with YAML front matter between '---' lines (see CONTRIBUTING.md)")
+        raise PromptFileError(
+            f"{where}: a prompt file starts with YAML front matter between '---' lines (see CONTRIBUTING.md)"
+        )
     parts = re.split(r"^---[ \t]*$\n?", text, maxsplit=2, flags=re.M)
     if len(parts) < 3:
         raise PromptFileError(f"{where}: front matter is not closed by a '---' line")
@@ -357,7 +372,9 @@ def _build_jinja_metric(
     allowed = {"description", "temperature", "system", "kind", "params", "outputs", "optional", "swap", "images"}
     extra = set(front) - allowed
     if extra:
-        raise PromptFileError(f"{where}: unknown front matter key(s) {sorted(extra)}; allowed: {', '.join(sorted(allowed))}")
+        raise PromptFileError(
+            f"{where}: unknown front matter key(s) {sorted(extra)}; allowed: {', '.join(sorted(allowed))}"
+        )
     kind = front.get("kind", MetricKind.SCORE.value)
     if kind not in KINDS:
         raise PromptFileError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -370,7 +387,9 @@ def _build_jinja_metric(
     swap = front.get("swap")
     if swap_override is not None:
         if kind != MetricKind.PAIRWISE or not swap:
-            raise PromptFileError(f"{where}: swap= applies only to pairwise metrics that declare their two response variables")
+            raise PromptFileError(
+                f"{where}: swap= applies only to pairwise metrics that declare their two response variables"
+            )
         swap = swap if swap_override else None
     if kind == MetricKind.BINARY:
         verdicts = [o for o in outputs if o.enum]
@@ -447,7 +466,9 @@ def _parse_seed_file(name: str, path: Path, text: str, overrides: dict[str, Any]
         raise PromptFileError(f"{where}: seed-style .txt prompts take no parameters")
     examples = _find_json_objects(text)
     if not examples:
-        raise PromptFileError(f"{where}: a seed-style prompt must show the reply as a JSON example, e.g. {{\"score\": 8}}")
+        raise PromptFileError(
+            f'{where}: a seed-style prompt must show the reply as a JSON example, e.g. {{"score": 8}}'
+        )
     example = examples[-1]
     mode = name.split("_", 1)[0]
     decl: dict[str, dict[str, Any]] = {}
@@ -497,7 +518,9 @@ def _search_dirs(prompts_dir: str | os.PathLike | Iterable | None) -> list[Path]
         for d in items:
             p = Path(d).expanduser()
             if not p.is_dir():
-                raise PromptFileError(f"prompts_dir {str(p)!r} is not a folder. Pass the folder that holds your Mode_Metric.jinja files.")
+                raise PromptFileError(
+                    f"prompts_dir {str(p)!r} is not a folder. Pass the folder that holds your Mode_Metric.jinja files."
+                )
             dirs.append(p)
     dirs.append(builtin_prompts_dir())
     return dirs
@@ -533,7 +556,9 @@ def load_metric(name: str, *, prompts_dir: str | os.PathLike | Iterable | None =
     path = files.get(name)
     if path is None:
         known = ", ".join(sorted(files))
-        raise UnknownMetricError(f"unknown metric {name!r}. Known metrics: {known}. Add your own as {name}.jinja in a prompts_dir.")
+        raise UnknownMetricError(
+            f"unknown metric {name!r}. Known metrics: {known}. Add your own as {name}.jinja in a prompts_dir."
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -543,7 +568,9 @@ def load_metric(name: str, *, prompts_dir: str | os.PathLike | Iterable | None =
     return _parse_jinja_file(name, path, text, params)
 
 
-def resolve_metrics(metrics: Any, prompts_dir: Any = None, metric_params: dict[str, dict] | None = None) -> list[Metric]:
+def resolve_metrics(
+    metrics: Any, prompts_dir: Any = None, metric_params: dict[str, dict] | None = None
+) -> list[Metric]:
     """Turn the user's ``metrics`` argument into loaded metrics, checking for clashes.
 
     Accepts a name, a :class:`Metric`, a dict ``{"name": ..., "params": {...}}``,
@@ -572,13 +599,17 @@ def resolve_metrics(metrics: Any, prompts_dir: Any = None, metric_params: dict[s
             name = spec.pop("name", None)
             params = spec.pop("params", None) or {}
             if name is None or spec:
-                raise UnknownMetricError(f"a metric given as a mapping needs 'name' and optional 'params', got {sorted(spec) or 'no name'}")
+                raise UnknownMetricError(
+                    f"a metric given as a mapping needs 'name' and optional 'params', got {sorted(spec) or 'no name'}"
+                )
         else:
             name, params = spec, {}
         for n in str(name).split(","):
             n = n.strip()
             if n:
-                loaded.append(load_metric(n, prompts_dir=prompts_dir, **{**metric_params.get(canonical_name(n), {}), **params}))
+                loaded.append(
+                    load_metric(n, prompts_dir=prompts_dir, **{**metric_params.get(canonical_name(n), {}), **params})
+                )
     return _settle_columns(loaded)
 
 

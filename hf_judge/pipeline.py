@@ -40,7 +40,6 @@ from .render import format_value
 from .store import ReplyStore
 from .validate import ReplyError, parse_reply
 
-
 # Bound to module names for the per-row paths: a member looked up on its enum class costs ~70 ns.
 _BINARY, _PAIRWISE = MetricKind.BINARY, MetricKind.PAIRWISE
 # Per-row token columns (token_columns=True): the usage the server reported for
@@ -206,10 +205,17 @@ class SplitRun:
         if self.on_progress is None:
             return
         try:
-            self.on_progress(Progress(
-                self.split, self.rows_done, len(self.ds), self.client.limiter.in_flight, len(self.errors),
-                self.client.stats.requests - self._requests0, time.perf_counter() - self._started,
-            ))
+            self.on_progress(
+                Progress(
+                    self.split,
+                    self.rows_done,
+                    len(self.ds),
+                    self.client.limiter.in_flight,
+                    len(self.errors),
+                    self.client.stats.requests - self._requests0,
+                    time.perf_counter() - self._started,
+                )
+            )
         except Exception:  # noqa: BLE001 - a broken display must not stop the run
             self.on_progress = None
 
@@ -295,7 +301,9 @@ class SplitRun:
         for var, col in plan.columns.items():
             v = batch[col][i] if col is not None else None
             if v is None and var not in metric.optional:
-                return self._job_error(r, plan, ErrorKind.NULL_INPUT, f"column {col!r} is null in this row; nothing was sent")
+                return self._job_error(
+                    r, plan, ErrorKind.NULL_INPUT, f"column {col!r} is null in this row; nothing was sent"
+                )
             if var in plan.images and v is not None:
                 try:
                     values[var] = image_urls(v)
@@ -307,7 +315,10 @@ class SplitRun:
             size = sum(len(v) for v in values.values() if isinstance(v, str))
             if size > self.max_input_chars:
                 return self._job_error(
-                    r, plan, ErrorKind.INPUT_TOO_LONG, f"the row's template values hold {size} characters, over max_input_chars={self.max_input_chars}"
+                    r,
+                    plan,
+                    ErrorKind.INPUT_TOO_LONG,
+                    f"the row's template values hold {size} characters, over max_input_chars={self.max_input_chars}",
                 )
         orders = [values]
         if metric.kind == _PAIRWISE and metric.swap:
@@ -355,11 +366,21 @@ class SplitRun:
         parts = sum(2 if p.metric.kind == MetricKind.PAIRWISE and p.metric.swap else 1 for p in self.plans)
         self._fail(self.store.stop_error((len(self.ds) - self.frontier) * parts))
 
-    def _job_error(self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0) -> None:
+    def _job_error(
+        self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
+    ) -> None:
         # The one place error rows are made: whatever a server put in them, no secret goes on.
         message, raw = scrub(message), (None if raw is None else scrub(raw))
         self.errors.append(  # str(kind): a plain str, which any serialiser takes (orjson refuses enum dict keys)
-            {"split": self.split, "row": r, "metric": plan.metric.name, "kind": str(kind), "message": message, "raw": raw, "attempts": attempts}
+            {
+                "split": self.split,
+                "row": r,
+                "metric": plan.metric.name,
+                "kind": str(kind),
+                "message": message,
+                "raw": raw,
+                "attempts": attempts,
+            }
         )
         self._row_done(r)
 
@@ -476,4 +497,3 @@ def combine_pairwise(metric: Metric, values: list[dict[str, Any]]) -> dict[str, 
         out[f"{o.column}_swapped"] = second[o.key]
     out[f"{metric.name}_disagree"] = winner(first[k1], first[k2]) != winner(second[k2], second[k1])
     return out
-

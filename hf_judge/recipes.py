@@ -132,7 +132,9 @@ def resolve_secret(value: str | None, what: str = "api_key") -> str | None:
     name = value[4:].strip()
     found = os.environ.get(name)
     if not found:
-        raise ConfigError(f"{what} says env:{name}, but the environment variable {name} is not set. Export it, e.g. export {name}=...")
+        raise ConfigError(
+            f"{what} says env:{name}, but the environment variable {name} is not set. Export it, e.g. export {name}=..."
+        )
     return found
 
 

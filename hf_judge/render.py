@@ -63,8 +63,12 @@ def marker_misuse(source: str, names: set[str]) -> dict[str, str]:
     found: dict[str, str] = {}
 
     def walk(node: nodes.Node, parent: nodes.Node | None) -> None:
-        if (isinstance(node, nodes.Name) and node.name in names and node.name not in found
-                and not isinstance(parent, _KEEPS_MARKER)):
+        if (
+            isinstance(node, nodes.Name)
+            and node.name in names
+            and node.name not in found
+            and not isinstance(parent, _KEEPS_MARKER)
+        ):
             found[node.name] = f"inside an expression on template line {node.lineno}"
         for child in node.iter_child_nodes():
             walk(child, node)
@@ -79,7 +83,9 @@ def render(template: jinja2.Template, values: dict[str, Any], where: str) -> str
     try:
         return template.render(values)
     except jinja2.UndefinedError as e:
-        raise TemplateError(f"{where}: {e.message}. Map it to a column with columns={{...}} or give it in params.") from None
+        raise TemplateError(
+            f"{where}: {e.message}. Map it to a column with columns={{...}} or give it in params."
+        ) from None
     except jinja2.exceptions.SecurityError as e:
         raise TemplateError(f"{where}: the template tried something the sandbox forbids ({e}).") from None
     except jinja2.TemplateError as e:
@@ -151,7 +157,9 @@ def render_yaml(source: str, values: dict[str, Any], where: str, *, lenient: boo
         _slots.reset(reset)
     if not texts:
         return yaml.load(text, Loader=_YAML_LOADER)
-    node = yaml.compose(text, Loader=yaml.SafeLoader)  # _Filler reads plain-scalar styles as the Python loader sets them
+    node = yaml.compose(
+        text, Loader=yaml.SafeLoader
+    )  # _Filler reads plain-scalar styles as the Python loader sets them
     if node is None:
         return None
     filler = _Filler(re.compile(re.escape(prefix) + r"(\d+)x"), texts)
@@ -194,8 +202,10 @@ class _Filler:
             else:
                 if own is None:  # an empty value: null, as ``key:`` with nothing after it
                     return yaml.ScalarNode("tag:yaml.org,2002:null", "", node.start_mark, node.end_mark)
-            if own is not None and own.tag in _VALUE_TAGS and (
-                isinstance(own, yaml.ScalarNode) or text.lstrip()[:1] in ("[", "{")
+            if (
+                own is not None
+                and own.tag in _VALUE_TAGS
+                and (isinstance(own, yaml.ScalarNode) or text.lstrip()[:1] in ("[", "{"))
             ):
                 return own
             return yaml.ScalarNode("tag:yaml.org,2002:str", text, node.start_mark, node.end_mark, style='"')

@@ -77,8 +77,11 @@ class ScoredDatasetDict(DatasetDict):
             with datasets_bars_off() if len(d) == 0 else nullcontext():
                 # a path-only image whose file is gone would fail datasets' embedding of it (see images.saveable)
                 DatasetDict({split: saveable(d)}).save_to_disk(
-                    dataset_dict_path, max_shard_size=max_shard_size, num_shards={split: shards.get(split)},
-                    num_proc=num_proc, storage_options=storage_options,
+                    dataset_dict_path,
+                    max_shard_size=max_shard_size,
+                    num_shards={split: shards.get(split)},
+                    num_proc=num_proc,
+                    storage_options=storage_options,
                 )
         from fsspec.core import url_to_fs
 
@@ -91,7 +94,13 @@ class ScoredDatasetDict(DatasetDict):
                 json.dump(summary.to_dict(), f, indent=1, default=str)
 
     def push_to_hub(
-        self, repo_id: str, *, private: bool | None = None, token: str | None = None, revision: str | None = None, **kwargs
+        self,
+        repo_id: str,
+        *,
+        private: bool | None = None,
+        token: str | None = None,
+        revision: str | None = None,
+        **kwargs,
     ) -> str:
         """Push as :func:`hf_judge.push_scored` does: the scored splits in the default config,
         ``errors`` in a config of its own (always present, empty when nothing failed), and the card.
@@ -135,7 +144,9 @@ def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset |
     )
 
 
-def _fingerprint(ds: Dataset, split: str, plans: list[Plan], client: JudgeClient, max_input_chars: int | None, token_columns: bool) -> str:
+def _fingerprint(
+    ds: Dataset, split: str, plans: list[Plan], client: JudgeClient, max_input_chars: int | None, token_columns: bool
+) -> str:
     state = {
         "v": constants.CACHE_VERSION,
         # private, but datasets (5.2) has no public getter, and the fingerprint is what names the data's state
@@ -262,15 +273,22 @@ def score_dataset(
     settings = _settings(settings, setting_values)
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-    plans_by_split, kept, renamed = _build_plans(splits, loaded, columns, settings.temperature, if_exists, token_columns)
+    plans_by_split, kept, renamed = _build_plans(
+        splits, loaded, columns, settings.temperature, if_exists, token_columns
+    )
     api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()))
     client = JudgeClient(settings, api_key=api_key)
     client.caching = use_cache
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     summary = _new_summary(settings, client, loaded, splits, kept, renamed)
     ctx = _SplitContext(
-        client=client, summary=summary, use_cache=use_cache, cache_root=cache_root, token_columns=token_columns,
-        progress=progress, window=settings.window or max(4096, 64 * settings.concurrency),
+        client=client,
+        summary=summary,
+        use_cache=use_cache,
+        cache_root=cache_root,
+        token_columns=token_columns,
+        progress=progress,
+        window=settings.window or max(4096, 64 * settings.concurrency),
         max_input_chars=settings.max_input_chars,
     )
     started = time.perf_counter()
@@ -298,8 +316,10 @@ def score_dataset(
         _fill_summary(summary, client, errors, started)
 
     out = ScoredDatasetDict(results)
-    out[ERRORS_SPLIT] = Dataset.from_list(errors, features=ERROR_FEATURES) if errors else Dataset.from_dict(
-        {k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES
+    out[ERRORS_SPLIT] = (
+        Dataset.from_list(errors, features=ERROR_FEATURES)
+        if errors
+        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
     )
     out.summary = summary
     logger.info("hf_judge run summary\n%s", summary)
@@ -336,8 +356,12 @@ def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
 
 
 def _build_plans(
-    splits: dict[str, Dataset], loaded: list, columns: dict[str, str] | None, temperature: float | None,
-    if_exists: str, token_columns: bool,
+    splits: dict[str, Dataset],
+    loaded: list,
+    columns: dict[str, str] | None,
+    temperature: float | None,
+    if_exists: str,
+    token_columns: bool,
 ) -> tuple[dict[str, list[Plan]], dict[str, list[str]], dict[str, dict[str, str]]]:
     """Per split, the metrics to score and how each reads its variables (checked on the first row), the
     names of the metrics whose columns are kept, and the columns renamed to make room for a single metric
@@ -366,7 +390,9 @@ def _build_plans(
         used = {v for m in loaded for v in (*m.variables, *m.optional)}
         unused = sorted(set(columns) - used)
         if unused:
-            logger.warning("columns maps %s, which no chosen metric uses (they use: %s)", unused, ", ".join(sorted(used)))
+            logger.warning(
+                "columns maps %s, which no chosen metric uses (they use: %s)", unused, ", ".join(sorted(used))
+            )
         _preflight(split, d, plans)
         plans_by_split[split] = plans
     return plans_by_split, kept, renamed
@@ -387,7 +413,11 @@ def _api_key(settings: Settings, api_key: str | None, needed: bool) -> str | Non
 
 
 def _new_summary(
-    settings: Settings, client: JudgeClient, loaded: list, splits: dict[str, Dataset], kept: dict[str, list[str]],
+    settings: Settings,
+    client: JudgeClient,
+    loaded: list,
+    splits: dict[str, Dataset],
+    kept: dict[str, list[str]],
     renamed: dict[str, dict[str, str]],
 ) -> RunSummary:
     summary = RunSummary(
@@ -396,7 +426,8 @@ def _new_summary(
         metrics={m.name: m.prompt_hash for m in loaded},
         columns=[c for m in loaded for c in m.columns],
         sampling={
-            "temperature": settings.temperature if settings.temperature is not None
+            "temperature": settings.temperature
+            if settings.temperature is not None
             else {m.name: m.temperature for m in loaded},
             "top_p": settings.top_p,
             "max_tokens": settings.max_tokens,
@@ -407,12 +438,14 @@ def _new_summary(
     summary.notes += [
         f"kept the existing columns of {', '.join(names)} in {split} (not scored again; if_exists='overwrite', "
         "CLI --overwrite-scores, scores them again)"
-        for split, names in kept.items() if names
+        for split, names in kept.items()
+        if names
     ]
     summary.notes += [
         f"renamed {', '.join(f'{a} to {b}' for a, b in names.items())} in {split}: the score an All metric wrote, "
         "beside the single metric's own columns"
-        for split, names in renamed.items() if names
+        for split, names in renamed.items()
+        if names
     ]
     return summary
 
@@ -506,13 +539,25 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
 
 
 def _fresh_run(
-    ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], fp: str, features: Features, cache_file: Path,
+    ctx: _SplitContext,
+    split: str,
+    d: Dataset,
+    plans: list[Plan],
+    fp: str,
+    features: Features,
+    cache_file: Path,
     errors: list[dict],
 ) -> Dataset:
     """Send the split's requests through ``Dataset.map``; the scores, as a dataset of their own."""
     map_kwargs: dict[str, Any] = dict(
-        batched=True, with_indices=True, input_columns=[], remove_columns=d.column_names, features=features,
-        new_fingerprint=fp, desc=f"Scoring {split}", load_from_cache_file=False,
+        batched=True,
+        with_indices=True,
+        input_columns=[],
+        remove_columns=d.column_names,
+        features=features,
+        new_fingerprint=fp,
+        desc=f"Scoring {split}",
+        load_from_cache_file=False,
     )
     run_dir: Path | None = None
     if ctx.use_cache:
@@ -535,8 +580,15 @@ def _fresh_run(
     bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
     on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
     run = res.active = SplitRun(
-        split, d, plans, client, res.store, window=ctx.window, max_input_chars=ctx.max_input_chars,
-        token_columns=ctx.token_columns, on_progress=on_progress,
+        split,
+        d,
+        plans,
+        client,
+        res.store,
+        window=ctx.window,
+        max_input_chars=ctx.max_input_chars,
+        token_columns=ctx.token_columns,
+        on_progress=on_progress,
     )
     current = (split, cache_file if ctx.use_cache else None, _counters(client), time.perf_counter())
     try:
@@ -663,7 +715,8 @@ def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: 
         return []
     rescored = {(s, p.metric.name) for s, ps in plans.items() for p in ps}
     return [
-        e for e in earlier.to_list()
+        e
+        for e in earlier.to_list()
         if e["split"] in splits and (e["split"], e["metric"]) not in rescored and e["row"] < len(splits[e["split"]])
     ]
 
@@ -684,7 +737,9 @@ def _load_result(path: Path, rows: int, features: Features) -> Dataset | None:
     os.replace(path, aside)
     logger.warning(
         "the saved scores %s are damaged (%s); moved them to %s and scoring the split again from the reply cache",
-        path, problem, aside,
+        path,
+        problem,
+        aside,
     )
     return None
 

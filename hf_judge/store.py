@@ -50,9 +50,8 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable
 
 from .errors import CacheError, CacheLockedError, DiskFullError
 
@@ -242,7 +241,8 @@ class ReplyStore:
                 if code in (_SQLITE_BUSY, _SQLITE_LOCKED) and first and deadline > time.monotonic():
                     logger.warning(
                         "another process holds the write lock on the reply cache %s; waiting up to %.0f s for it",
-                        self.path, max(0.0, deadline - time.monotonic()),
+                        self.path,
+                        max(0.0, deadline - time.monotonic()),
                     )
                     first = False
                     continue
@@ -347,7 +347,9 @@ class ReplyStore:
         logger.warning(
             "the reply cache %s is damaged (%s); moved it to %s and starting a fresh one. "
             "Rows whose replies it held will be scored again.",
-            self.path, error, aside,
+            self.path,
+            error,
+            aside,
         )
         for suffix in ("", "-wal", "-shm"):
             p = Path(str(self.path) + suffix)
@@ -449,15 +451,18 @@ class ReplyStore:
             self._locked_since = tried_at
             logger.warning(
                 "the reply cache %s is locked by another process; waiting up to %.0f s (replies are kept in memory)",
-                self.path, self.lock_wait,
+                self.path,
+                self.lock_wait,
             )
         if self.failure is None and time.monotonic() - self._locked_since >= self.lock_wait:
-            self._fail(CacheLockedError(
-                f"another process has held the write lock on the reply cache {self.path} for over "
-                f"{self.lock_wait:.0f} s, so the run stopped sending. The replies it could not write there are "
-                f"kept in {self._sidecar_path()}, which the next run imports: none is lost. Let that process "
-                "finish (or stop it), then run the same command again to resume."
-            ))
+            self._fail(
+                CacheLockedError(
+                    f"another process has held the write lock on the reply cache {self.path} for over "
+                    f"{self.lock_wait:.0f} s, so the run stopped sending. The replies it could not write there are "
+                    f"kept in {self._sidecar_path()}, which the next run imports: none is lost. Let that process "
+                    "finish (or stop it), then run the same command again to resume."
+                )
+            )
 
     def _fail(self, failure: CacheError) -> None:
         self.failure = failure
@@ -511,16 +516,25 @@ class ReplyStore:
                 pass
             logger.warning(
                 "%s replies of this run could not be saved in %s (%s) nor in %s (%s); they will be asked again",
-                n, self.path, self._last_error, path, e,
+                n,
+                self.path,
+                self._last_error,
+                path,
+                e,
             )
             return
         self._unsaved = []
         logger.warning(
             "%s replies of this run could not be written to the reply cache %s (%s); kept them in %s, "
             "which the next run imports",
-            n, self.path, self._last_error, path,
+            n,
+            self.path,
+            self._last_error,
+            path,
         )
 
     def __len__(self) -> int:
         with self._lock:
-            return self._read.execute("SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)").fetchone()[0]
+            return self._read.execute(
+                "SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)"
+            ).fetchone()[0]

@@ -102,14 +102,22 @@ class RunSummary:
         runs, self.runs = self.runs, []
         self.add_runs([*earlier.runs, *runs])
 
-    def with_filter(  # noqa: A002 - min/max as filter_by_scores names them
-        self, min: dict, max: dict, keep_missing: bool, rows_before: dict, rows_kept: dict
+    def with_filter(
+        self,
+        min: dict,  # noqa: A002 - min/max as filter_by_scores names them
+        max: dict,  # noqa: A002
+        keep_missing: bool,
+        rows_before: dict,
+        rows_kept: dict,
     ) -> RunSummary:
         """A copy recording the thresholds a filter applied and the rows it kept."""
         out = RunSummary.from_dict(self.to_dict())
         out.filters = {
-            "min": dict(min), "max": dict(max), "keep_missing": keep_missing,
-            "rows_before": dict(rows_before), "rows_kept": dict(rows_kept),
+            "min": dict(min),
+            "max": dict(max),
+            "keep_missing": keep_missing,
+            "rows_before": dict(rows_before),
+            "rows_kept": dict(rows_kept),
         }
         return out
 
@@ -159,8 +167,9 @@ class RunSummary:
         if cached:
             lines.append(f"from cache     {'; '.join(cached)}")
         if self.shared:
-            lines.append(f"duplicates     {self.shared:,} requests identical to another of this run: sent once, "
-                         "reply reused")
+            lines.append(
+                f"duplicates     {self.shared:,} requests identical to another of this run: sent once, reply reused"
+            )
         lines += [
             f"errors         {errs}",
             f"tokens         {self.prompt_tokens:,} in / {self.completion_tokens:,} out",
@@ -177,8 +186,10 @@ class RunSummary:
                 f"{t['prompt_tokens']:,} in / {t['completion_tokens']:,} out tokens in all"
             )
         if self.filters:
-            kept = ", ".join(f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"
-                             for k, v in self.filters.get("rows_kept", {}).items())
+            kept = ", ".join(
+                f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"
+                for k, v in self.filters.get("rows_kept", {}).items()
+            )
             lines.append(f"filtered       {describe_thresholds(self.filters)}; kept {kept}")
         lines += [f"note           {n}" for n in self.notes]
         return "\n".join(lines)

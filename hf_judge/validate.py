@@ -192,7 +192,9 @@ def parse_binary_verdict(text: str, positive: str, negative: str) -> str:
             return positive
         if token == neg:
             return negative
-    raise ReplyError(ErrorKind.UNPARSEABLE, f"no verdict: the reply's final line is not exactly {positive!r} or {negative!r}")
+    raise ReplyError(
+        ErrorKind.UNPARSEABLE, f"no verdict: the reply's final line is not exactly {positive!r} or {negative!r}"
+    )
 
 
 _PAIR = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:[\s,;/|]\s*)\s*(-?\d+(?:\.\d+)?)\s*$")

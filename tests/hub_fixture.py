@@ -40,8 +40,16 @@ class HubServer:
         self.data_dir = data_dir
         self.endpoint = os.environ["HF_ENDPOINT"]
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("hub_server.py")), "--port", str(PORT), "--data-dir", str(data_dir)],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                str(Path(__file__).with_name("hub_server.py")),
+                "--port",
+                str(PORT),
+                "--data-dir",
+                str(data_dir),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         line = self.proc.stdout.readline()
         if not line.startswith("PORT"):

@@ -73,7 +73,8 @@ class Hub:
         state = self.load(rtype, repo)
         if state is None:
             raise web.HTTPNotFound(
-                text=json.dumps({"error": "Repository not found"}), content_type="application/json",
+                text=json.dumps({"error": "Repository not found"}),
+                content_type="application/json",
                 headers={"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"},
             )
         return rtype, repo, state
@@ -86,17 +87,34 @@ class Hub:
 
     def _info(self, rtype: str, repo: str, state: dict) -> dict:
         return {
-            "_id": hashlib.md5(repo.encode()).hexdigest()[:24], "id": repo, "author": repo.split("/")[0],
-            "sha": state["sha"], "lastModified": state["modified"], "private": state["private"], "gated": False,
-            "disabled": False, "downloads": 0, "likes": 0, "tags": [], "cardData": {},
-            "siblings": [{"rfilename": p} for p in sorted(state["files"])], "createdAt": state["created"],
+            "_id": hashlib.md5(repo.encode()).hexdigest()[:24],
+            "id": repo,
+            "author": repo.split("/")[0],
+            "sha": state["sha"],
+            "lastModified": state["modified"],
+            "private": state["private"],
+            "gated": False,
+            "disabled": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "cardData": {},
+            "siblings": [{"rfilename": p} for p in sorted(state["files"])],
+            "createdAt": state["created"],
         }
 
     # -- endpoints -------------------------------------------------------------
     async def whoami(self, request: web.Request) -> web.Response:
         self._note_auth(request)
-        return web.json_response({"type": "user", "name": "tester", "fullname": "Tester", "orgs": [],
-                                  "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": "write"}}})
+        return web.json_response(
+            {
+                "type": "user",
+                "name": "tester",
+                "fullname": "Tester",
+                "orgs": [],
+                "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": "write"}},
+            }
+        )
 
     async def create_repo(self, request: web.Request) -> web.Response:
         self._note_auth(request)
@@ -110,7 +128,18 @@ class Hub:
             return web.json_response({"error": "You already created this repo", "url": url}, status=409)
         now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         sha = hashlib.sha1(f"{repo}{time.time()}".encode()).hexdigest()
-        self.save(rtype, repo, {"files": {}, "sha": sha, "commits": [sha], "private": bool(body.get("private")) or body.get("visibility") == "private", "created": now, "modified": now})
+        self.save(
+            rtype,
+            repo,
+            {
+                "files": {},
+                "sha": sha,
+                "commits": [sha],
+                "private": bool(body.get("private")) or body.get("visibility") == "private",
+                "created": now,
+                "modified": now,
+            },
+        )
         return web.json_response({"url": url, "name": repo, "id": repo})
 
     async def repo_info(self, request: web.Request) -> web.Response:
@@ -120,7 +149,13 @@ class Hub:
 
     async def refs(self, request: web.Request) -> web.Response:
         _, _, state = self._repo(request)
-        return web.json_response({"branches": [{"name": "main", "ref": "refs/heads/main", "targetCommit": state["sha"]}], "tags": [], "converts": []})
+        return web.json_response(
+            {
+                "branches": [{"name": "main", "ref": "refs/heads/main", "targetCommit": state["sha"]}],
+                "tags": [],
+                "converts": [],
+            }
+        )
 
     async def preupload(self, request: web.Request) -> web.Response:
         self._note_auth(request)
@@ -130,8 +165,14 @@ class Hub:
         for f in body.get("files", []):
             ext = f["path"].rsplit(".", 1)[-1]
             lfs = f.get("size", 0) > 10_000 or ext in ("parquet", "arrow", "bin")
-            files.append({"path": f["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False,
-                          "oid": state["files"].get(f["path"], {}).get("oid")})
+            files.append(
+                {
+                    "path": f["path"],
+                    "uploadMode": "lfs" if lfs else "regular",
+                    "shouldIgnore": False,
+                    "oid": state["files"].get(f["path"], {}).get("oid"),
+                }
+            )
         return web.json_response({"files": files, "commitOid": state["sha"]})
 
     async def lfs_batch(self, request: web.Request) -> web.Response:
@@ -144,8 +185,10 @@ class Hub:
             if not (self.dir / "blobs" / o["oid"]).exists():
                 obj["actions"] = {"upload": {"href": f"{base}/_lfs/upload/{o['oid']}", "header": {}}}
             objects.append(obj)
-        return web.json_response({"transfer": "basic", "objects": objects, "hash_algo": "sha256"},
-                                 content_type="application/vnd.git-lfs+json")
+        return web.json_response(
+            {"transfer": "basic", "objects": objects, "hash_algo": "sha256"},
+            content_type="application/vnd.git-lfs+json",
+        )
 
     async def lfs_upload(self, request: web.Request) -> web.Response:
         data = await request.read()
@@ -165,14 +208,23 @@ class Hub:
             item = json.loads(line)
             key, value = item["key"], item["value"]
             if key == "file":
-                data = base64.b64decode(value["content"]) if value.get("encoding") == "base64" else value["content"].encode()
+                data = (
+                    base64.b64decode(value["content"])
+                    if value.get("encoding") == "base64"
+                    else value["content"].encode()
+                )
                 sha = self.put_blob(data)
                 files[value["path"]] = {"oid": _git_oid(data), "size": len(data), "sha256": sha, "lfs": False}
             elif key == "lfsFile":
                 sha = value["oid"]
                 if not (self.dir / "blobs" / sha).exists():
                     return web.json_response({"error": f"LFS object {sha} was not uploaded"}, status=422)
-                files[value["path"]] = {"oid": hashlib.sha1(sha.encode()).hexdigest(), "size": value["size"], "sha256": sha, "lfs": True}
+                files[value["path"]] = {
+                    "oid": hashlib.sha1(sha.encode()).hexdigest(),
+                    "size": value["size"],
+                    "sha256": sha,
+                    "lfs": True,
+                }
             elif key == "deletedFile":
                 files.pop(value["path"], None)
             elif key == "deletedFolder":
@@ -185,7 +237,13 @@ class Hub:
         state["modified"] = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         self.save(rtype, repo, state)
         prefix = "" if rtype == "model" else f"{rtype}s/"
-        return web.json_response({"commitUrl": f"{request.scheme}://{request.host}/{prefix}{repo}/commit/{sha}", "commitOid": sha, "success": True})
+        return web.json_response(
+            {
+                "commitUrl": f"{request.scheme}://{request.host}/{prefix}{repo}/commit/{sha}",
+                "commitOid": sha,
+                "success": True,
+            }
+        )
 
     def _tree(self, state: dict, path: str, recursive: bool) -> list[dict]:
         path = path.strip("/")
@@ -194,14 +252,16 @@ class Hub:
         for p, f in sorted(state["files"].items()):
             if not p.startswith(prefix):
                 continue
-            rest = p[len(prefix):]
+            rest = p[len(prefix) :]
             if "/" in rest:
                 parts = rest.split("/")
                 for i in range(1, len(parts) if recursive else 2):
                     d = prefix + "/".join(parts[:i])
                     if d not in dirs and (recursive or i == 1):
                         dirs.add(d)
-                        out.append({"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d})
+                        out.append(
+                            {"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
+                        )
                 if not recursive:
                     continue
             out.append(self._entry(p, f))
@@ -212,8 +272,14 @@ class Hub:
         _, _, state = self._repo(request)
         path = request.match_info.get("path", "")
         recursive = request.query.get("recursive", "false").lower() in ("1", "true")
-        if path and path not in state["files"] and not any(p.startswith(path.rstrip("/") + "/") for p in state["files"]):
-            return web.json_response({"error": f"{path} does not exist"}, status=404, headers={"X-Error-Code": "EntryNotFound"})
+        if (
+            path
+            and path not in state["files"]
+            and not any(p.startswith(path.rstrip("/") + "/") for p in state["files"])
+        ):
+            return web.json_response(
+                {"error": f"{path} does not exist"}, status=404, headers={"X-Error-Code": "EntryNotFound"}
+            )
         return web.json_response(self._tree(state, path, recursive))
 
     async def paths_info(self, request: web.Request) -> web.Response:
@@ -238,7 +304,11 @@ class Hub:
         path = request.match_info["path"]
         f = state["files"].get(path)
         if f is None:
-            return web.json_response({"error": "Entry not found"}, status=404, headers={"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"})
+            return web.json_response(
+                {"error": "Entry not found"},
+                status=404,
+                headers={"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"},
+            )
         data = self.blob(f["sha256"])
         headers = {"ETag": f'"{f["oid"]}"', "X-Repo-Commit": state["sha"], "Accept-Ranges": "bytes"}
         if f.get("lfs"):

@@ -17,7 +17,9 @@ class JudgeServer:
     """The judge server in a subprocess on 127.0.0.1."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True
+        )
         line = self.proc.stdout.readline()
         if not line.startswith("PORT "):
             self.proc.kill()
@@ -28,7 +30,9 @@ class JudgeServer:
 
     def _admin(self, path: str, payload: dict | None = None) -> dict:
         data = None if payload is None else json.dumps(payload).encode()
-        req = urllib.request.Request(f"{self.url}/_admin/{path}", data=data, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.url}/_admin/{path}", data=data, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read())
 

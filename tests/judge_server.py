@@ -46,8 +46,19 @@ CHUNK = 64 * 1024
 
 def _new_stats() -> dict:
     return {
-        "requests": 0, "ok": 0, "by_status": {}, "by_fault": {}, "max_inflight": 0, "inflight": 0,
-        "events": [], "prompts": 0, "duplicates": 0, "bodies": [], "auth": [], "paths": [], "image_parts": 0,
+        "requests": 0,
+        "ok": 0,
+        "by_status": {},
+        "by_fault": {},
+        "max_inflight": 0,
+        "inflight": 0,
+        "events": [],
+        "prompts": 0,
+        "duplicates": 0,
+        "bodies": [],
+        "auth": [],
+        "paths": [],
+        "image_parts": 0,
     }
 
 
@@ -101,19 +112,25 @@ class Judge:
         return "".join(out)
 
     @staticmethod
-    def _error(status: int, message: str, code: str | None = None, headers: dict | None = None,
-               type_: str | None = None) -> web.Response:
+    def _error(
+        status: int, message: str, code: str | None = None, headers: dict | None = None, type_: str | None = None
+    ) -> web.Response:
         err = {"message": message, "type": type_ or ("invalid_request_error" if status < 500 else "server_error")}
         if code:
             err["code"] = code
-        return web.Response(status=status, body=orjson.dumps({"error": err}), content_type="application/json", headers=headers)
+        return web.Response(
+            status=status, body=orjson.dumps({"error": err}), content_type="application/json", headers=headers
+        )
 
     @staticmethod
     def _completion_body(model: str, content, finish: str = "stop", prompt_len: int = 0) -> bytes:
         n_out = max(1, len(content) // 4 if isinstance(content, str) else 1)
         n_in = max(1, prompt_len // 4)
         body = {
-            "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
         }
@@ -198,8 +215,11 @@ class Judge:
             raw = await request.read()
             if cfg["max_concurrent"] is not None and inflight > cfg["max_concurrent"]:
                 self._event(cfg["over_limit_status"], inflight)
-                return self._error(cfg["over_limit_status"], "Rate limit reached: too many concurrent requests",
-                                   headers={"Retry-After": str(cfg["over_limit_retry_after"])})
+                return self._error(
+                    cfg["over_limit_status"],
+                    "Rate limit reached: too many concurrent requests",
+                    headers={"Retry-After": str(cfg["over_limit_retry_after"])},
+                )
             try:
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError:
@@ -240,7 +260,9 @@ class Judge:
                     rule = None
             if delay:
                 await asyncio.sleep(delay)
-            schema = (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
+            schema = (
+                (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
+            )
             if rule is not None:
                 resp = self._fault(rule, model, text, schema, inflight, request)
                 return await resp if asyncio.iscoroutine(resp) else resp
@@ -270,8 +292,9 @@ class Judge:
                 headers["retry-after-ms"] = str(rule["retry_after_ms"])
             default = "This model's maximum context length is 8192 tokens" if status == 400 else f"error {status}"
             self._event(status, inflight)
-            return self._error(status, rule.get("message", default), code=rule.get("code"), headers=headers,
-                               type_=rule.get("type"))
+            return self._error(
+                status, rule.get("message", default), code=rule.get("code"), headers=headers, type_=rule.get("type")
+            )
         if kind == "reset":
             self._event(0, inflight)
             request.transport.close()
@@ -296,7 +319,12 @@ class Judge:
         elif kind in ("out_of_range", "float_score", "string_score", "bool_score"):
             props = (schema or {}).get("properties", {})
             for k in ints:
-                obj[k] = {"out_of_range": props[k].get("maximum", 10) + 1, "float_score": 7.9, "string_score": "8", "bool_score": True}[kind]
+                obj[k] = {
+                    "out_of_range": props[k].get("maximum", 10) + 1,
+                    "float_score": 7.9,
+                    "string_score": "8",
+                    "bool_score": True,
+                }[kind]
             content = orjson.dumps(obj).decode()
         elif kind == "finish_length":
             full = orjson.dumps(obj).decode()
@@ -331,7 +359,9 @@ class Judge:
     # -- admin ------------------------------------------------------------------
     async def models(self, request: web.BaseRequest) -> web.Response:
         names = self.config["models"] or ["judge"]
-        return web.json_response({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"} for m in names]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"} for m in names]}
+        )
 
     async def admin_config(self, request: web.BaseRequest) -> web.Response:
         self.config.update(await request.json() if request.can_read_body else {})
@@ -351,8 +381,11 @@ def make_server(config: dict | None = None) -> web.Server:
     clients, so the server spends as little as it can per request (the router
     and application layers cost ~5 % of its CPU)."""
     judge = Judge(config)
-    routes = {("POST", "/_admin/config"): judge.admin_config, ("POST", "/_admin/reset"): judge.admin_reset,
-              ("GET", "/_admin/stats"): judge.admin_stats}
+    routes = {
+        ("POST", "/_admin/config"): judge.admin_config,
+        ("POST", "/_admin/reset"): judge.admin_reset,
+        ("GET", "/_admin/stats"): judge.admin_stats,
+    }
     for prefix in ("/v1", ""):
         routes["POST", prefix + "/chat/completions"] = judge.completions
         routes["GET", prefix + "/models"] = judge.models

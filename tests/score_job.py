@@ -1,6 +1,6 @@
 """A scoring job in its own process, for the kill and interrupt tests.
 
-    python tests/score_job.py BASE_URL CACHE_DIR N CONCURRENCY OUT_DIR
+python tests/score_job.py BASE_URL CACHE_DIR N CONCURRENCY OUT_DIR
 """
 
 import sys
@@ -18,8 +18,14 @@ def main() -> None:
     base_url, cache_dir, n, concurrency, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     print("started", flush=True)
     scored = score_dataset(
-        qa_dataset(n), ["QA_Clarity"], model="judge", base_url=base_url, api_key="sk-test", cache_dir=cache_dir,
-        concurrency=concurrency, columns={"instruction": "question", "output": "answer"},
+        qa_dataset(n),
+        ["QA_Clarity"],
+        model="judge",
+        base_url=base_url,
+        api_key="sk-test",
+        cache_dir=cache_dir,
+        concurrency=concurrency,
+        columns={"instruction": "question", "output": "answer"},
     )
     scored.save_to_disk(out)
     print("done", scored.summary.requests, flush=True)

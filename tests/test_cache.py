@@ -65,8 +65,15 @@ def test_changing_temperature_or_model_rescores(judge, tmp_path):
     assert judge.stats()["requests"] == 20
     from hf_judge import score_dataset
 
-    score_dataset(ds, ["QA_Clarity"], model="other", base_url=judge.base_url, api_key="k", cache_dir=tmp_path / "cache",
-                  columns={"instruction": "question", "output": "answer"})
+    score_dataset(
+        ds,
+        ["QA_Clarity"],
+        model="other",
+        base_url=judge.base_url,
+        api_key="k",
+        cache_dir=tmp_path / "cache",
+        columns={"instruction": "question", "output": "answer"},
+    )
     assert judge.stats()["requests"] == 30
 
 
@@ -74,12 +81,16 @@ def test_system_prompt_is_part_of_the_key(judge, tmp_path):
     pdir = tmp_path / "p"
     pdir.mkdir()
     f = pdir / "Q_Sys.jinja"
-    f.write_text("---\nsystem: You are strict.\n"
-                 "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
+    f.write_text(
+        "---\nsystem: You are strict.\n"
+        "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n"
+    )
     ds = qa_dataset(5)
     score(ds, ["Q_Sys"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
-    f.write_text("---\nsystem: You are lenient.\n"
-                 "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n")
+    f.write_text(
+        "---\nsystem: You are lenient.\n"
+        "outputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }}\n"
+    )
     score(ds, ["Q_Sys"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
     assert judge.stats()["requests"] == 10
 
@@ -132,7 +143,10 @@ def _job(judge, cache, n, concurrency, out):
     env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen(
         [sys.executable, str(HERE / "score_job.py"), judge.base_url, str(cache), str(n), str(concurrency), str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
@@ -208,7 +222,9 @@ def test_in_memory_dataset_fingerprint_is_stable_across_processes(judge, tmp_pat
         f"import sys; sys.path.insert(0, {str(HERE)!r}); from helpers import qa_dataset; "
         "print(qa_dataset(100)._fingerprint)"
     )
-    fps = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() for _ in range(2)}
+    fps = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() for _ in range(2)
+    }
     assert len(fps) == 1 and "" not in fps
 
 

@@ -35,7 +35,9 @@ def cli(monkeypatch, tmp_path, capsys):
 
 
 def _jsonl(path: Path, n: int) -> Path:
-    path.write_text("".join(json.dumps({"question": f"card-{i}: what is {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(n)))
+    path.write_text(
+        "".join(json.dumps({"question": f"card-{i}: what is {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(n))
+    )
     return path
 
 
@@ -124,9 +126,23 @@ def test_filter_by_scores_keeps_the_summary_and_adds_the_thresholds(judge, tmp_p
 
 
 def test_score_then_push_card_shows_the_scoring_run(judge, hub, tmp_path, cli):
-    Dataset.from_dict({"question": [f"src-{i}?" for i in range(164)], "answer": [str(i) for i in range(164)]}).push_to_hub("tester/card-src")
-    args = ["score", "tester/card-src", "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
-            "-m", "judge", "--base-url", judge.base_url]
+    Dataset.from_dict(
+        {"question": [f"src-{i}?" for i in range(164)], "answer": [str(i) for i in range(164)]}
+    ).push_to_hub("tester/card-src")
+    args = [
+        "score",
+        "tester/card-src",
+        "--metrics",
+        "QA_Clarity",
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        "-m",
+        "judge",
+        "--base-url",
+        judge.base_url,
+    ]
     p = cli(*args, "-o", tmp_path / "out")
     assert p.out.index("requests       164") < p.out.index("saved to")  # the summary, after the bars, before the paths
     assert " 0 examples" not in p.err
@@ -143,19 +159,37 @@ def test_score_then_push_card_shows_the_scoring_run(judge, hub, tmp_path, cli):
     assert meta.source_datasets == ["tester/card-src"] and meta.annotations_creators == ["machine-generated"]
     assert meta.size_categories == "n<1K" and "hf-judge" in meta.tags
     # the prompt hash names a file in the repo whose sha256 it is
-    sha = re.search(r"\| \[`hf_judge/prompts/QA_Clarity.jinja`\]\(hf_judge/prompts/QA_Clarity.jinja\) \| `([0-9a-f]{64})` \|", text).group(1)
-    prompt = Path(hf_hub_download("tester/card-scored", "hf_judge/prompts/QA_Clarity.jinja", repo_type="dataset")).read_bytes()
+    sha = re.search(
+        r"\| \[`hf_judge/prompts/QA_Clarity.jinja`\]\(hf_judge/prompts/QA_Clarity.jinja\) \| `([0-9a-f]{64})` \|", text
+    ).group(1)
+    prompt = Path(
+        hf_hub_download("tester/card-scored", "hf_judge/prompts/QA_Clarity.jinja", repo_type="dataset")
+    ).read_bytes()
     assert hashlib.sha256(prompt).hexdigest() == sha
     assert sha == hashlib.sha256(Path("prompts/QA_Clarity.jinja").read_bytes()).hexdigest()
-    pushed = json.loads(Path(hf_hub_download("tester/card-scored", "hf_judge/summary.json", repo_type="dataset")).read_text())
+    pushed = json.loads(
+        Path(hf_hub_download("tester/card-scored", "hf_judge/summary.json", repo_type="dataset")).read_text()
+    )
     assert sum(r["requests"] for r in pushed["runs"]) == 164
 
 
 def test_filtered_card_keeps_provenance_and_adds_thresholds(judge, hub, tmp_path, cli, monkeypatch):
     data = _jsonl(tmp_path / "data.jsonl", 60)
     monkeypatch.chdir(tmp_path)
-    cli("score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
-        "-m", "judge", "--base-url", judge.base_url)
+    cli(
+        "score",
+        data,
+        "--metrics",
+        "QA_Clarity",
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        "-m",
+        "judge",
+        "--base-url",
+        judge.base_url,
+    )
     assert (tmp_path / "data-judged" / "summary.json").is_file()
     p = cli("filter", "data-judged", "--min", "QA_Clarity=5")
     assert "saved to data-filtered" in p.out and not (tmp_path / "data-judged-judged").exists()
@@ -170,8 +204,22 @@ def test_filtered_card_keeps_provenance_and_adds_thresholds(judge, hub, tmp_path
     assert "**Filtered:** QA_Clarity >= 5 (inclusive)" in text and f"**Rows kept:** train: {kept:,} of 60" in text
     assert _card_number(text, "Requests") == "60"
     # and from the Hub: a filter of a pushed result keeps it too
-    cli("score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
-        "-m", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/card-hubscored")
+    cli(
+        "score",
+        data,
+        "--metrics",
+        "QA_Clarity",
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        "-m",
+        "judge",
+        "--base-url",
+        judge.base_url,
+        "--push-to-hub",
+        "tester/card-hubscored",
+    )
     cli("filter", "tester/card-hubscored", "--min", "QA_Clarity=5", "--push-to-hub", "tester/card-hubbest")
     text = str(_card("tester/card-hubbest"))
     assert f"train: {kept:,} of 60" in text and _card_number(text, "Requests") == "60"
@@ -185,9 +233,25 @@ def test_filtered_card_keeps_provenance_and_adds_thresholds(judge, hub, tmp_path
 def test_recipe_and_prompts_uploaded_beside_the_data(judge, hub, tmp_path, cli):
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps({"instruction": f"q {i}", "output": f"a {i}"}) + "\n" for i in range(8)))
-    cli("run", "quality", "--dataset", path, "--base-url", judge.base_url, "-m", "judge", "--push-to-hub", "tester/card-recipe")
+    cli(
+        "run",
+        "quality",
+        "--dataset",
+        path,
+        "--base-url",
+        judge.base_url,
+        "-m",
+        "judge",
+        "--push-to-hub",
+        "tester/card-recipe",
+    )
     files = set(HfApi().list_repo_files("tester/card-recipe", repo_type="dataset"))
-    assert {"hf_judge/recipe.yaml", "hf_judge/prompts/Q_All.jinja", "hf_judge/prompts/QA_All.jinja", "hf_judge/summary.json"} <= files
+    assert {
+        "hf_judge/recipe.yaml",
+        "hf_judge/prompts/Q_All.jinja",
+        "hf_judge/prompts/QA_All.jinja",
+        "hf_judge/summary.json",
+    } <= files
     recipe = Path(hf_hub_download("tester/card-recipe", "hf_judge/recipe.yaml", repo_type="dataset"))
     from hf_judge import load_recipe
 

@@ -24,8 +24,14 @@ KEY = "sk-test-SECRETKEY-hfjudge-0123456789"
 def cli_process(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
     """``python -m hf_judge.cli ARGS`` in a fresh process: for settings a library reads once, at import."""
     e = {**os.environ, "OPENAI_API_KEY": KEY, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "hf_judge.cli", *map(str, args)], capture_output=True, text=True,
-                          env=e, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "hf_judge.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 @dataclass
@@ -58,7 +64,17 @@ def cli(capfd, monkeypatch):
 def _jsonl(path: Path, n: int, **extra) -> Path:
     with path.open("w") as f:
         for i in range(n):
-            f.write(json.dumps({"id": i, "question": f"cli-{i}: what is {i}*2?", "answer": f"{2 * i}", **{k: v.format(i=i) for k, v in extra.items()}}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": i,
+                        "question": f"cli-{i}: what is {i}*2?",
+                        "answer": f"{2 * i}",
+                        **{k: v.format(i=i) for k, v in extra.items()},
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -69,18 +85,56 @@ def env(tmp_path):
 
 def test_score_local_jsonl_with_limit(cli, judge, tmp_path, env):
     data = _jsonl(tmp_path / "data.jsonl", 30)
-    p = cli("score", data, "--metrics", "QA_Clarity,Q_All", "--column", "instruction=question", "--column", "output=answer",
-            "--model", "judge", "--base-url", judge.base_url, "--limit", "12", "--output-dir", tmp_path / "out", env=env, check=0)
+    p = cli(
+        "score",
+        data,
+        "--metrics",
+        "QA_Clarity,Q_All",
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        "--model",
+        "judge",
+        "--base-url",
+        judge.base_url,
+        "--limit",
+        "12",
+        "--output-dir",
+        tmp_path / "out",
+        env=env,
+        check=0,
+    )
     assert "requests       24" in p.stdout and "saved to" in p.stdout
     out = load_from_disk(tmp_path / "out")
-    assert len(out["train"]) == 12 and "QA_Clarity" in out["train"].column_names and "Q_Clarity" in out["train"].column_names
+    assert (
+        len(out["train"]) == 12
+        and "QA_Clarity" in out["train"].column_names
+        and "Q_Clarity" in out["train"].column_names
+    )
     assert judge.stats()["requests"] == 24
 
 
 def test_score_save_to_disk_folder(cli, judge, tmp_path, env):
-    DatasetDict({"train": Dataset.from_dict({"instruction": ["a", "b"]}), "test": Dataset.from_dict({"instruction": ["c"]})}).save_to_disk(tmp_path / "dd")
-    cli("score", tmp_path / "dd", "--metrics", "Q_Clarity", "--model", "judge", "--base-url", judge.base_url, "--split", "test",
-        "--output-dir", tmp_path / "out", env=env, check=0)
+    DatasetDict(
+        {"train": Dataset.from_dict({"instruction": ["a", "b"]}), "test": Dataset.from_dict({"instruction": ["c"]})}
+    ).save_to_disk(tmp_path / "dd")
+    cli(
+        "score",
+        tmp_path / "dd",
+        "--metrics",
+        "Q_Clarity",
+        "--model",
+        "judge",
+        "--base-url",
+        judge.base_url,
+        "--split",
+        "test",
+        "--output-dir",
+        tmp_path / "out",
+        env=env,
+        check=0,
+    )
     out = load_from_disk(tmp_path / "out")
     assert set(out) == {"test", "errors"} and len(out["test"]) == 1
 
@@ -89,8 +143,26 @@ def test_hub_round_trip_score_filter_push(cli, judge, hub, tmp_path, env):
     src = Dataset.from_dict({"question": [f"hub-{i}?" for i in range(20)], "answer": [str(i) for i in range(20)]})
     src.push_to_hub("tester/src")
     judge.configure(faults=[{"fault": "out_of_range", "match": "hub-3?"}])
-    p = cli("score", "tester/src", "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
-            "--model", "judge", "--base-url", judge.base_url, "--retries", "0", "--push-to-hub", "tester/scored", env=env, check=0)
+    p = cli(
+        "score",
+        "tester/src",
+        "--metrics",
+        "QA_Clarity",
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        "--model",
+        "judge",
+        "--base-url",
+        judge.base_url,
+        "--retries",
+        "0",
+        "--push-to-hub",
+        "tester/scored",
+        env=env,
+        check=0,
+    )
     assert "pushed to" in p.stdout
     scored = load_dataset("tester/scored", split="train")
     assert len(scored) == 20 and scored["QA_Clarity"][3] is None
@@ -110,10 +182,30 @@ def test_hub_round_trip_score_filter_push(cli, judge, hub, tmp_path, env):
     card2.data["license"] = "mit"
     card2.push_to_hub("tester/scored", repo_type="dataset")
     judge.reset()  # healthy: the re-push has no errors, and the Hub must say so
-    cli("score", "tester/src", "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
-        "--model", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/scored", env=env, check=0)
+    cli(
+        "score",
+        "tester/src",
+        "--metrics",
+        "QA_Clarity",
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        "--model",
+        "judge",
+        "--base-url",
+        judge.base_url,
+        "--push-to-hub",
+        "tester/scored",
+        env=env,
+        check=0,
+    )
     card3 = DatasetCard.load("tester/scored", repo_type="dataset")
-    assert "My own notes stay." in card3.text and card3.data["license"] == "mit" and card3.text.count("hf-judge:start") == 1
+    assert (
+        "My own notes stay." in card3.text
+        and card3.data["license"] == "mit"
+        and card3.text.count("hf-judge:start") == 1
+    )
     from datasets import get_dataset_config_names
 
     assert get_dataset_config_names("tester/scored", download_mode="force_redownload") == ["default", "errors"]
@@ -136,7 +228,20 @@ def test_run_each_shipped_recipe(cli, judge, tmp_path, env, recipe, data):
     with path.open("w") as f:
         for i in range(4):
             f.write(json.dumps({k: v.format(i=i) for k, v in data.items()}) + "\n")
-    p = cli("run", recipe, "--dataset", path, "--base-url", judge.base_url, "--model", "judge", "--output-dir", tmp_path / "out", env=env, check=0)
+    p = cli(
+        "run",
+        recipe,
+        "--dataset",
+        path,
+        "--base-url",
+        judge.base_url,
+        "--model",
+        "judge",
+        "--output-dir",
+        tmp_path / "out",
+        env=env,
+        check=0,
+    )
     calls = {"quality": 8, "difficulty": 8, "correctness": 4, "pairwise": 8}[recipe]
     assert judge.stats()["requests"] == calls, p.stdout
     assert load_from_disk(tmp_path / "out")["errors"].num_rows == 0
@@ -164,17 +269,38 @@ def test_python_dash_m_and_the_console_script_run_as_processes(tmp_path):
     """The two real entry points: ``python -m hf_judge.cli`` and the installed ``hf-judge`` script,
     with their exit codes (0, and 2 for a config error) and the one-line error on stderr."""
     e = {**os.environ, "OPENAI_API_KEY": KEY, "HF_JUDGE_CACHE": str(tmp_path / "cache")}
-    p = subprocess.run([sys.executable, "-m", "hf_judge.cli", "metrics"], capture_output=True, text=True, env=e,
-                       timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "hf_judge.cli", "metrics"], capture_output=True, text=True, env=e, timeout=300
+    )
     assert p.returncode == 0 and "Q_Math_Difficulty" in p.stdout, p.stderr
-    p = subprocess.run([sys.executable, "-m", "hf_judge", "--config-path", tmp_path / "missing.yaml"],
-                       capture_output=True, text=True, env=e, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "hf_judge", "--config-path", tmp_path / "missing.yaml"],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=300,
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr and "missing.yaml" in p.stderr, p.stderr
     script = Path(sys.executable).parent / ("hf-judge.exe" if sys.platform == "win32" else "hf-judge")
     if not script.exists():
         pytest.skip("the hf-judge console script is not installed in this environment")
-    p = subprocess.run([script, "score", tmp_path / "missing.jsonl", "--metrics", "Q_Clarity", "--model", "judge",
-                        "--base-url", "http://127.0.0.1:9/v1"], capture_output=True, text=True, env=e, timeout=300)
+    p = subprocess.run(
+        [
+            script,
+            "score",
+            tmp_path / "missing.jsonl",
+            "--metrics",
+            "Q_Clarity",
+            "--model",
+            "judge",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=300,
+    )
     _one_line_error(p, 2, "no such file")
 
 
@@ -191,26 +317,78 @@ def test_error_paths(cli, judge, tmp_path, env):
     data = _jsonl(tmp_path / "d.jsonl", 3)
     base = ["--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o"]
     _one_line_error(cli("score", data, "--metrics", "QA_Nope", *base, env=env), 2, "unknown metric", "Known metrics")
-    _one_line_error(cli("score", data, "--metrics", "QA_Clarity", *base, env=env), 2, "instruction", "Available columns")
-    _one_line_error(cli("score", tmp_path / "missing.jsonl", "--metrics", "Q_Clarity", *base, env=env), 2, "no such file")
-    _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--concurrency", "-3", *base, env=env), 2, "concurrency")
+    _one_line_error(
+        cli("score", data, "--metrics", "QA_Clarity", *base, env=env), 2, "instruction", "Available columns"
+    )
+    _one_line_error(
+        cli("score", tmp_path / "missing.jsonl", "--metrics", "Q_Clarity", *base, env=env), 2, "no such file"
+    )
+    _one_line_error(
+        cli(
+            "score",
+            data,
+            "--metrics",
+            "Q_Clarity",
+            "--column",
+            "instruction=question",
+            "--concurrency",
+            "-3",
+            *base,
+            env=env,
+        ),
+        2,
+        "concurrency",
+    )
     bad = tmp_path / "bad.yaml"
     bad.write_text("metrics: [Q_All]\nmodel: judge\ncolour: blue\n")
     _one_line_error(cli("run", bad, "--dataset", data, env=env), 2, "colour", str(bad))
     judge.configure(require_key="sk-other")
-    _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", *base, env=env), 1, "API key")
+    _one_line_error(
+        cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", *base, env=env), 1, "API key"
+    )
     judge.reset()
     judge.configure(models=["real"])
-    _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", *base, env=env), 1, "model name")
-    _one_line_error(cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--model", "judge",
-                        "--base-url", judge.base_url, "--api-key-env", "NOPE_NOT_SET", env=env), 2, "NOPE_NOT_SET")
+    _one_line_error(
+        cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", *base, env=env),
+        1,
+        "model name",
+    )
+    _one_line_error(
+        cli(
+            "score",
+            data,
+            "--metrics",
+            "Q_Clarity",
+            "--column",
+            "instruction=question",
+            "--model",
+            "judge",
+            "--base-url",
+            judge.base_url,
+            "--api-key-env",
+            "NOPE_NOT_SET",
+            env=env,
+        ),
+        2,
+        "NOPE_NOT_SET",
+    )
     assert "Traceback" in cli("score", data, "--metrics", "QA_Nope", *base, env={**env, "HF_JUDGE_DEBUG": "1"}).stderr
 
 
 # The Hub client reads HF_HUB_OFFLINE and HF_ENDPOINT when it is imported: these two need a fresh process.
 def test_hub_offline_is_one_line_at_exit_1(tmp_path, env):
-    p = cli_process("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m",
-                    "--base-url", "http://127.0.0.1:9/v1", env={**env, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
+    p = cli_process(
+        "score",
+        "someone/data",
+        "--metrics",
+        "Q_Clarity",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        env={**env, "HF_HUB_OFFLINE": "1"},
+        cwd=tmp_path,
+    )
     _one_line_error(p, 1, "cannot load 'someone/data': HF_HUB_OFFLINE is set", "use a local file")
     assert "ConnectionError" not in p.stderr
 
@@ -222,9 +400,18 @@ def test_hub_unreachable_is_one_line_at_exit_1(tmp_path, env):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there: connection refused, as with no network (the Hub client retries ~20 s)
-    p = cli_process("score", "someone/data", "--metrics", "Q_Clarity", "--model", "m",
-                    "--base-url", "http://127.0.0.1:9/v1", env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"},
-                    cwd=tmp_path)
+    p = cli_process(
+        "score",
+        "someone/data",
+        "--metrics",
+        "Q_Clarity",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"},
+        cwd=tmp_path,
+    )
     _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
     assert "ConnectionError" not in p.stderr
 
@@ -235,14 +422,41 @@ def test_secrets_never_leave_the_process(cli, judge, hub, tmp_path):
     token = os.environ["HF_TOKEN"]
     cache = tmp_path / "cache"
     data = _jsonl(tmp_path / "d.jsonl", 10)
-    judge.configure(require_key=KEY, overrides={"reason": f"you sent {KEY} and {token}"}, faults=[
-        {"fault": "status", "status": 400, "match": "cli-2:", "message": f"bad request {KEY}"},
-        {"fault": "text", "match": "cli-5:", "text": f"not json: Authorization: Bearer {KEY} token={token}"},
-    ])
-    p = cli("score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
-            "--model", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/secret-check", "--output-dir", tmp_path / "out",
-            "--token", token, "--retries", "1", env={"HF_JUDGE_CACHE": str(cache), "HF_JUDGE_DEBUG": "1"}, check=0)
-    assert "DEBUG hf_judge: attempt 1 of QA_Clarity failed: http_400: bad request ***" in p.stderr  # debug logging was on
+    judge.configure(
+        require_key=KEY,
+        overrides={"reason": f"you sent {KEY} and {token}"},
+        faults=[
+            {"fault": "status", "status": 400, "match": "cli-2:", "message": f"bad request {KEY}"},
+            {"fault": "text", "match": "cli-5:", "text": f"not json: Authorization: Bearer {KEY} token={token}"},
+        ],
+    )
+    p = cli(
+        "score",
+        data,
+        "--metrics",
+        "QA_Clarity",
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        "--model",
+        "judge",
+        "--base-url",
+        judge.base_url,
+        "--push-to-hub",
+        "tester/secret-check",
+        "--output-dir",
+        tmp_path / "out",
+        "--token",
+        token,
+        "--retries",
+        "1",
+        env={"HF_JUDGE_CACHE": str(cache), "HF_JUDGE_DEBUG": "1"},
+        check=0,
+    )
+    assert (
+        "DEBUG hf_judge: attempt 1 of QA_Clarity failed: http_400: bad request ***" in p.stderr
+    )  # debug logging was on
     logs = p.stdout + p.stderr
     assert KEY not in logs and token not in logs
     for root in (cache, tmp_path / "out"):
@@ -266,9 +480,24 @@ def test_credentials_in_base_url_never_leave_the_process(cli, judge, hub, tmp_pa
     url = f"http://alice:{password}@127.0.0.1:{judge.port}/v1?api-version=2024-06-01"
     judge.configure(record=True)
     data = _jsonl(tmp_path / "d.jsonl", 3)
-    p = cli("score", data, "--metrics", "Q_Clarity", "--column", "instruction=question", "--model", "judge",
-            "--base-url", url, "--push-to-hub", "tester/url-secret-check", "--output-dir", tmp_path / "out",
-            env={"HF_JUDGE_CACHE": str(tmp_path / "cache"), "HF_JUDGE_DEBUG": "1"}, check=0)
+    p = cli(
+        "score",
+        data,
+        "--metrics",
+        "Q_Clarity",
+        "--column",
+        "instruction=question",
+        "--model",
+        "judge",
+        "--base-url",
+        url,
+        "--push-to-hub",
+        "tester/url-secret-check",
+        "--output-dir",
+        tmp_path / "out",
+        env={"HF_JUDGE_CACHE": str(tmp_path / "cache"), "HF_JUDGE_DEBUG": "1"},
+        check=0,
+    )
     stats = judge.stats()
     assert set(stats["paths"]) == {"/v1/chat/completions?api-version=2024-06-01"}
     assert set(stats["auth"]) == {"Basic " + base64.b64encode(f"alice:{password}".encode()).decode()}
@@ -281,16 +510,33 @@ def test_credentials_in_base_url_never_leave_the_process(cli, judge, hub, tmp_pa
         assert password.encode() not in blob and b"alice" not in blob and b"api-version" not in blob
 
 
-@pytest.mark.parametrize("metric, columns, column", [
-    ("Correctness", ["question=question", "answer=answer", "prediction=answer"], "Correctness"),
-    ("Binary", ["question=question", "answer=answer", "prediction=answer"], "Binary"),
-    ("Comparative", ["question=question", "response1=answer", "response2=question"], "Comparative_winner"),
-])
+@pytest.mark.parametrize(
+    "metric, columns, column",
+    [
+        ("Correctness", ["question=question", "answer=answer", "prediction=answer"], "Correctness"),
+        ("Binary", ["question=question", "answer=answer", "prediction=answer"], "Binary"),
+        ("Comparative", ["question=question", "response1=answer", "response2=question"], "Comparative_winner"),
+    ],
+)
 def test_score_with_a_judge(cli, judge, tmp_path, env, metric, columns, column):
     data = _jsonl(tmp_path / "d.jsonl", 5)
     args = [a for c in columns for a in ("--column", c)]
-    cli("score", data, "--metrics", metric, *args, "--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o",
-        "--token-columns", env=env, check=0)
+    cli(
+        "score",
+        data,
+        "--metrics",
+        metric,
+        *args,
+        "--model",
+        "judge",
+        "--base-url",
+        judge.base_url,
+        "--output-dir",
+        tmp_path / "o",
+        "--token-columns",
+        env=env,
+        check=0,
+    )
     out = load_from_disk(tmp_path / "o")["train"]
     assert None not in out[column] and None not in out["judge_prompt_tokens"]
     if metric == "Comparative":

@@ -63,7 +63,12 @@ def test_readme_library_example_pushes_scores_errors_and_card(judge, hub, tmp_pa
     ds = Dataset.from_dict({"question": [f"readme-{i}?" for i in range(12)], "answer": [str(i) for i in range(12)]})
     judge.configure(faults=[{"fault": "out_of_range", "match": "readme-4?"}])
     scored = score_dataset(
-        ds, metrics=["QA_All"], model="judge", base_url=judge.base_url, retries=0, cache_dir=tmp_path / "cache",
+        ds,
+        metrics=["QA_All"],
+        model="judge",
+        base_url=judge.base_url,
+        retries=0,
+        cache_dir=tmp_path / "cache",
         columns={"instruction": "question", "output": "answer"},
     )
     good = filter_by_scores(scored, min={"QA_Correctness": 5})
@@ -86,8 +91,14 @@ def test_readme_library_example_pushes_scores_errors_and_card(judge, hub, tmp_pa
 
 def test_errors_config_exists_after_a_push_without_errors(judge, hub, tmp_path):
     ds = Dataset.from_dict({"question": ["clean-1?", "clean-2?"], "answer": ["1", "2"]})
-    scored = score_dataset(ds, ["QA_Clarity"], model="judge", base_url=judge.base_url, cache_dir=tmp_path / "cache",
-                           columns={"instruction": "question", "output": "answer"})
+    scored = score_dataset(
+        ds,
+        ["QA_Clarity"],
+        model="judge",
+        base_url=judge.base_url,
+        cache_dir=tmp_path / "cache",
+        columns={"instruction": "question", "output": "answer"},
+    )
     scored.push_to_hub("tester/no-errors")
     from datasets import get_dataset_config_names
 
@@ -107,8 +118,20 @@ def test_run_takes_scores_flags_and_flags_override_the_recipe(judge, tmp_path, c
             f.write(json.dumps({"question": f"run-{i}?", "answer": str(i)}) + "\n")
     monkeypatch.chdir(tmp_path)  # not the checkout: built-in recipes are found by name
     code, out, err = run(
-        capsys, "run", "quality", "--dataset", data, "--column", "instruction=question", "--column", "output=answer",
-        *server(judge), "--limit", "4", "--output-dir", tmp_path / "out",
+        capsys,
+        "run",
+        "quality",
+        "--dataset",
+        data,
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        *server(judge),
+        "--limit",
+        "4",
+        "--output-dir",
+        tmp_path / "out",
     )
     assert code == 0, err
     assert judge.stats()["requests"] == 8  # Q_All + QA_All on 4 rows, from the judge (the recipe says gpt-4.1-nano)
@@ -129,7 +152,9 @@ def test_recipe_for_openai_runs_against_a_local_server_without_a_key(judge, tmp_
 def test_old_recipe_path_works_from_any_folder(judge, tmp_path, capsys, monkeypatch):
     data = jsonl(tmp_path / "d.jsonl", 2)
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, "run", "recipes/quality.yaml", "--dataset", data, *server(judge), "--output-dir", tmp_path / "o")
+    code, out, err = run(
+        capsys, "run", "recipes/quality.yaml", "--dataset", data, *server(judge), "--output-dir", tmp_path / "o"
+    )
     assert code == 0, err
     assert judge.stats()["requests"] == 4
 
@@ -154,7 +179,9 @@ def test_recipe_filter_typo_fails_before_any_request(judge, tmp_path, capsys):
     data = jsonl(tmp_path / "d.jsonl", 5)
     recipe = tmp_path / "r.yaml"
     recipe.write_text("metrics: [Q_All, QA_All]\nmodel: judge\nfilters:\n  min:\n    QA_Corectness: 7\n")
-    code, out, err = run(capsys, "run", recipe, "--dataset", data, "--base-url", judge.base_url, "--output-dir", tmp_path / "out")
+    code, out, err = run(
+        capsys, "run", recipe, "--dataset", data, "--base-url", judge.base_url, "--output-dir", tmp_path / "out"
+    )
     assert code == 2
     assert "QA_Corectness" in err and "did you mean 'QA_Correctness'?" in err
     assert judge.stats()["requests"] == 0 and not (tmp_path / "out").exists()
@@ -170,7 +197,9 @@ def test_adding_metrics_keeps_existing_scores_and_errors(judge, tmp_path, capsys
     assert run(capsys, "score", data, "--metrics", "Q_Clarity", *server(judge), "--output-dir", out)[0] == 0
     first = load_from_disk(out)
     judge.reset()
-    code, stdout, err = run(capsys, "score", out, "--metrics", "Q_Clarity,QA_Clarity", *server(judge), "--output-dir", out)
+    code, stdout, err = run(
+        capsys, "score", out, "--metrics", "Q_Clarity,QA_Clarity", *server(judge), "--output-dir", out
+    )
     assert code == 0, err
     assert judge.stats()["requests"] == 6  # QA_Clarity only: Q_Clarity's columns are kept
     second = load_from_disk(out)
@@ -203,10 +232,21 @@ def test_adding_a_single_metric_to_an_all_result_keeps_every_score_and_the_prove
 def test_a_real_column_conflict_names_the_flag(judge, tmp_path, capsys):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"instruction": f"c{i}", "Q_Clarity": i}) + "\n" for i in range(3)))
-    code, out, err = run(capsys, "score", data, "--metrics", "Q_Clarity", *server(judge), "--output-dir", tmp_path / "o")
+    code, out, err = run(
+        capsys, "score", data, "--metrics", "Q_Clarity", *server(judge), "--output-dir", tmp_path / "o"
+    )
     assert code == 2 and "--overwrite-scores" in err and "Q_Clarity_reason" in err and "remove_columns" not in err
-    code, out, err = run(capsys, "score", data, "--metrics", "Q_Clarity", *server(judge), "--output-dir", tmp_path / "o",
-                         "--overwrite-scores")
+    code, out, err = run(
+        capsys,
+        "score",
+        data,
+        "--metrics",
+        "Q_Clarity",
+        *server(judge),
+        "--output-dir",
+        tmp_path / "o",
+        "--overwrite-scores",
+    )
     assert code == 0, err
     assert judge.stats()["requests"] == 3 and None not in load_from_disk(tmp_path / "o")["train"]["Q_Clarity_reason"]
 
@@ -259,8 +299,19 @@ def test_a_different_result_needs_overwrite(judge, tmp_path, capsys):
 
 def test_base_url_without_scheme_writes_nothing(tmp_path, capsys):
     data = jsonl(tmp_path / "d.jsonl", 3)
-    code, out, err = run(capsys, "score", data, "--metrics", "Q_Clarity", "--model", "m", "--base-url", "127.0.0.1:8000/v1",
-                         "--output-dir", tmp_path / "out")
+    code, out, err = run(
+        capsys,
+        "score",
+        data,
+        "--metrics",
+        "Q_Clarity",
+        "--model",
+        "m",
+        "--base-url",
+        "127.0.0.1:8000/v1",
+        "--output-dir",
+        tmp_path / "out",
+    )
     assert code == 2 and "'http://127.0.0.1:8000/v1'" in err
     assert not (tmp_path / "out").exists()
 
@@ -268,8 +319,22 @@ def test_base_url_without_scheme_writes_nothing(tmp_path, capsys):
 def test_unreachable_server_stops_before_writing_and_says_so_once(tmp_path, capsys):
     data = jsonl(tmp_path / "d.jsonl", 3)
     url = dead_url()
-    code, out, err = run(capsys, "score", data, "--metrics", "Q_Clarity", "--model", "m", "--base-url", url, "--retries", "1",
-                         "--no-cache", "--output-dir", tmp_path / "out")
+    code, out, err = run(
+        capsys,
+        "score",
+        data,
+        "--metrics",
+        "Q_Clarity",
+        "--model",
+        "m",
+        "--base-url",
+        url,
+        "--retries",
+        "1",
+        "--no-cache",
+        "--output-dir",
+        tmp_path / "out",
+    )
     assert code == 1
     assert err.count(f"connection refused at {url}/chat/completions") == 1, err
     assert "cached" not in err and not (tmp_path / "out").exists()
@@ -285,15 +350,30 @@ def test_unreachable_server_in_the_library(tmp_path):
 def test_no_key_for_openai_is_an_error_before_sending(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     data = jsonl(tmp_path / "d.jsonl", 2)
-    code, out, err = run(capsys, "score", data, "--metrics", "Q_Clarity", "--model", "gpt-4.1-nano", "--output-dir", tmp_path / "o")
+    code, out, err = run(
+        capsys, "score", data, "--metrics", "Q_Clarity", "--model", "gpt-4.1-nano", "--output-dir", tmp_path / "o"
+    )
     assert code == 2 and "OPENAI_API_KEY" in err and "--base-url" in err
     assert not (tmp_path / "o").exists()
 
 
 def test_stop_message_under_no_cache_promises_no_cache(judge, tmp_path, capsys):
     data = jsonl(tmp_path / "d.jsonl", 4)
-    code, out, err = run(capsys, "score", data, "--metrics", "Q_Clarity", *server(judge), "--max-total-tokens", "1",
-                         "--no-cache", "--concurrency", "1", "--output-dir", tmp_path / "o")
+    code, out, err = run(
+        capsys,
+        "score",
+        data,
+        "--metrics",
+        "Q_Clarity",
+        *server(judge),
+        "--max-total-tokens",
+        "1",
+        "--no-cache",
+        "--concurrency",
+        "1",
+        "--output-dir",
+        tmp_path / "o",
+    )
     assert code == 1 and "max_total_tokens" in err and "cached" not in err and "nothing of this run was kept" in err
 
 
@@ -341,7 +421,9 @@ def test_a_folder_without_data_files_is_a_usage_error(files, tmp_path, capsys):
         (folder / name).write_bytes(b"\x00\x01 not data")
     code, out, err = run(capsys, "score", folder, "--metrics", "QA_All", "--model", "m", "--base-url", dead_url())
     assert code == 2, err
-    assert f"{folder}: " in err and "data files (.jsonl, .json, .parquet, .csv, .arrow)" in err and "save_to_disk" in err
+    assert (
+        f"{folder}: " in err and "data files (.jsonl, .json, .parquet, .csv, .arrow)" in err and "save_to_disk" in err
+    )
     assert ("the folder is empty" in err) == (not files)
 
 
@@ -407,18 +489,21 @@ def test_recipe_filters_again_are_a_rerun_and_other_filters_need_overwrite(judge
 # -- help and summary say what is true -------------------------------------------------------
 
 
-@pytest.mark.parametrize(("command", "default", "not_default"), [
-    ("score", "(default: <name>-judged;", "<name>-filtered"),
-    ("filter", "(default: <name>-filtered)", "-judged"),
-    ("run", "(default: <name>-judged;", "<name>-filtered"),
-])
+@pytest.mark.parametrize(
+    ("command", "default", "not_default"),
+    [
+        ("score", "(default: <name>-judged;", "<name>-filtered"),
+        ("filter", "(default: <name>-filtered)", "-judged"),
+        ("run", "(default: <name>-judged;", "<name>-filtered"),
+    ],
+)
 def test_each_command_shows_its_own_output_default(command, default, not_default, capsys):
     with pytest.raises(SystemExit) as e:
         main([command, "--help"])
     assert e.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     start = text.index("--output-dir OUTPUT_DIR")
-    help_o = text[start:text.index("--push-to-hub", start)]
+    help_o = text[start : text.index("--push-to-hub", start)]
     assert default in help_o and not_default not in help_o, help_o
 
 

@@ -199,15 +199,28 @@ def test_every_error_kind_has_a_decision():
 @pytest.mark.parametrize(
     "failure, decision",
     [
-        (408, Decision.RETRY), (409, Decision.RETRY), (425, Decision.RETRY), (429, Decision.RETRY),
-        (500, Decision.RETRY), (503, Decision.RETRY), (599, Decision.RETRY),
-        (400, Decision.GIVE_UP), (413, Decision.GIVE_UP), (422, Decision.GIVE_UP),
-        (401, Decision.STOP), (403, Decision.STOP), (404, Decision.STOP),
-        (ErrorKind.SCHEMA, Decision.RETRY_HOTTER), ("invalid_json", Decision.RETRY_HOTTER),
-        (ErrorKind.TRUNCATED, Decision.RETRY_HOTTER), (ErrorKind.UNPARSEABLE, Decision.RETRY_HOTTER),
-        (ErrorKind.TIMEOUT, Decision.RETRY), (ErrorKind.CONNECTION, Decision.RETRY),
+        (408, Decision.RETRY),
+        (409, Decision.RETRY),
+        (425, Decision.RETRY),
+        (429, Decision.RETRY),
+        (500, Decision.RETRY),
+        (503, Decision.RETRY),
+        (599, Decision.RETRY),
+        (400, Decision.GIVE_UP),
+        (413, Decision.GIVE_UP),
+        (422, Decision.GIVE_UP),
+        (401, Decision.STOP),
+        (403, Decision.STOP),
+        (404, Decision.STOP),
+        (ErrorKind.SCHEMA, Decision.RETRY_HOTTER),
+        ("invalid_json", Decision.RETRY_HOTTER),
+        (ErrorKind.TRUNCATED, Decision.RETRY_HOTTER),
+        (ErrorKind.UNPARSEABLE, Decision.RETRY_HOTTER),
+        (ErrorKind.TIMEOUT, Decision.RETRY),
+        (ErrorKind.CONNECTION, Decision.RETRY),
         (ErrorKind.BAD_RESPONSE, Decision.RETRY),
-        (ErrorKind.CONTENT_FILTER, Decision.GIVE_UP), (ErrorKind.NULL_INPUT, Decision.GIVE_UP),
+        (ErrorKind.CONTENT_FILTER, Decision.GIVE_UP),
+        (ErrorKind.NULL_INPUT, Decision.GIVE_UP),
         ("something_new", Decision.GIVE_UP),
     ],
 )
@@ -508,8 +521,12 @@ def test_combine_pairwise_both_orders_average_and_flag_disagreement():
     swapped = {k1.key: 9, k2.key: 6, text.key: "b"}  # swapped: response 2 got 9, response 1 got 6
     out = combine_pairwise(PAIR, [first, swapped])
     assert out == {
-        k1.column: 7.0, k2.column: 8.0, f"{PAIR.name}_winner": "2",
-        text.column: "a", f"{text.column}_swapped": "b", f"{PAIR.name}_disagree": True,
+        k1.column: 7.0,
+        k2.column: 8.0,
+        f"{PAIR.name}_winner": "2",
+        text.column: "a",
+        f"{text.column}_swapped": "b",
+        f"{PAIR.name}_disagree": True,
     }
     assert set(out) == set(PAIR.columns)
     agree = combine_pairwise(PAIR, [first, {k1.key: 6, k2.key: 6, text.key: "c"}])

@@ -259,10 +259,29 @@ def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path)
     data.write_text("".join(rows))
     env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(small_disk / "cache")}
     p = subprocess.run(
-        [sys.executable, "-m", "hf_judge.cli", "score", str(data), "--metrics", "QA_Clarity",
-         "--column", "instruction=question", "--column", "output=answer", "--model", "judge",
-         "--base-url", judge.base_url, "--output-dir", str(tmp_path / "out")],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "hf_judge.cli",
+            "score",
+            str(data),
+            "--metrics",
+            "QA_Clarity",
+            "--column",
+            "instruction=question",
+            "--column",
+            "output=answer",
+            "--model",
+            "judge",
+            "--base-url",
+            judge.base_url,
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert p.returncode == 1, p.stderr
     # the reply cache or the results folder, whichever found the disk full first
@@ -350,11 +369,26 @@ def test_cli_on_a_cache_locked_mid_run_exits_1_naming_the_file(judge, tmp_path, 
     data.write_text("".join(rows))
     holder = _hold_write_lock(cache / "replies.sqlite3")
     judge.configure(latency=0.05)
-    code = main([
-        "score", str(data), "--metrics", "QA_Clarity", "--column", "instruction=question", "--column",
-        "output=answer", "--model", "judge", "--base-url", judge.base_url, "--concurrency", "8",
-        "--output-dir", str(tmp_path / "out"),
-    ])
+    code = main(
+        [
+            "score",
+            str(data),
+            "--metrics",
+            "QA_Clarity",
+            "--column",
+            "instruction=question",
+            "--column",
+            "output=answer",
+            "--model",
+            "judge",
+            "--base-url",
+            judge.base_url,
+            "--concurrency",
+            "8",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     holder.close()
     assert code == 1, err[-3000:]
@@ -369,8 +403,9 @@ def test_a_sidecar_is_imported_once_even_into_a_fresh_store(tmp_path, caplog):
     path = tmp_path / "replies.sqlite3"
     path.write_bytes(b"not a database at all " * 200)  # moved aside: the sidecar's replies go to the fresh store
     sidecar = tmp_path / "replies.sqlite3.unsaved-1-2.jsonl"
-    lines = [json.dumps({"key": k.hex(), "content": f'{{"score": {i}}}', "usage": "10 2"})
-             for i, k in enumerate(KEYS[:3])]
+    lines = [
+        json.dumps({"key": k.hex(), "content": f'{{"score": {i}}}', "usage": "10 2"}) for i, k in enumerate(KEYS[:3])
+    ]
     sidecar.write_text("\n".join(lines) + '\n{"key": "00ff", "cont')  # cut short by a crash
     with caplog.at_level("WARNING", logger="hf_judge"):
         store = ReplyStore(path)

@@ -56,8 +56,11 @@ def test_retry_after_under_the_cap_is_honoured(judge, tmp_path):
 @pytest.mark.parametrize(
     "error",
     [
-        {"code": "insufficient_quota", "type": "insufficient_quota",
-         "message": "You exceeded your current quota, please check your plan and billing details."},
+        {
+            "code": "insufficient_quota",
+            "type": "insufficient_quota",
+            "message": "You exceeded your current quota, please check your plan and billing details.",
+        },
         {"code": "billing_hard_limit_reached", "message": "Billing hard limit has been reached"},
         {"type": "billing_not_active", "message": "Your account is not active, please check your billing details."},
     ],
@@ -94,8 +97,16 @@ def test_429_storm_that_lets_nothing_through_stops_the_run(judge, tmp_path):
 def test_429s_between_successes_do_not_stop_the_run(judge, tmp_path):
     """Throttling that lets requests through is the normal case: the run slows down, it does not stop."""
     judge.configure(latency=0.05, max_concurrent=2, over_limit_retry_after=0.05)
-    out = score(qa_dataset(60), ["QA_Clarity"], judge, tmp_path, concurrency=16, retries=100, backoff_max=0.05,
-                max_throttle_s=0.5)
+    out = score(
+        qa_dataset(60),
+        ["QA_Clarity"],
+        judge,
+        tmp_path,
+        concurrency=16,
+        retries=100,
+        backoff_max=0.05,
+        max_throttle_s=0.5,
+    )
     assert len(out["errors"]) == 0 and judge.stats()["by_status"]["429"] > 0
     assert out.summary.elapsed_s > 1.0  # twice max_throttle_s of 429s, with successes between them
 
@@ -202,8 +213,24 @@ def test_cli_max_reply_bytes_and_quota_exit_code(judge, tmp_path, capfd, monkeyp
     data.write_text("".join(json.dumps({"question": f"cli-{i}?", "answer": str(i)}) + "\n" for i in range(3)))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer",
-            "--model", "judge", "--base-url", judge.base_url, "--retries", "0", "--output-dir", tmp_path / "out"]
+    args = [
+        "score",
+        data,
+        "--metrics",
+        "QA_Clarity",
+        "--column",
+        "instruction=question",
+        "--column",
+        "output=answer",
+        "--model",
+        "judge",
+        "--base-url",
+        judge.base_url,
+        "--retries",
+        "0",
+        "--output-dir",
+        tmp_path / "out",
+    ]
     judge.configure(faults=[{"fault": "huge_body", "size": 300_000, "match": "cli-1?"}])
     code, out, err = run_cli(capfd, *args, "--max-reply-bytes", "100000")
     assert code == 0, err

@@ -85,7 +85,9 @@ def test_image_column_goes_as_content_parts_and_is_cached_by_its_bytes(judge, tm
     st = judge.stats()
     assert st["requests"] == 3 and st["image_parts"] == 3
     assert not first["errors"].num_rows and None not in first["train"]["VQA"]
-    for i, body in enumerate(st["bodies"]):
+    # requests are concurrent: take them in row order by their question, not in arrival order
+    bodies = sorted(st["bodies"], key=lambda b: b["messages"][0]["content"][-1]["text"])
+    for i, body in enumerate(bodies):
         assert body["messages"] == [
             {
                 "role": "user",
@@ -103,9 +105,19 @@ def test_image_column_goes_as_content_parts_and_is_cached_by_its_bytes(judge, tm
     ds.to_parquet(str(tmp_path / "images.parquet"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "-c", FRESH, str(tmp_path / "images.parquet"), str(tmp_path / "cache"), judge.base_url,
-         str(pdir)],
-        capture_output=True, text=True, timeout=300, env=env,
+        [
+            sys.executable,
+            "-c",
+            FRESH,
+            str(tmp_path / "images.parquet"),
+            str(tmp_path / "cache"),
+            judge.base_url,
+            str(pdir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -123,7 +135,7 @@ def test_declared_image_variable_on_a_url_column_sends_the_url(judge, tmp_path):
     urls = ["https://example.org/a.png", "http://example.org/b.jpg"]
     ds = Dataset.from_dict({"picture": urls, "question": ["q0", "q1"]})
     score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
-    bodies = judge.stats()["bodies"]
+    bodies = sorted(judge.stats()["bodies"], key=lambda b: b["messages"][0]["content"][0]["text"])  # not arrival order
     assert [b["messages"][0]["content"] for b in bodies] == [
         [{"type": "text", "text": q + "\n"}, {"type": "image_url", "image_url": {"url": u}}]
         for q, u in zip(["q0", "q1"], urls, strict=True)
@@ -151,8 +163,11 @@ def test_path_only_image_list_of_images_and_jpeg(judge, tmp_path):
 
 def test_a_row_without_a_readable_image_is_an_error_row_and_nothing_else_stops(judge, tmp_path):
     pdir = prompt(tmp_path, "VQA", VQA)
-    rows = [{"bytes": png(COLORS[0]), "path": None}, {"bytes": None, "path": str(tmp_path / "gone.png")},
-            {"bytes": b"BM not an image we can send", "path": None}]
+    rows = [
+        {"bytes": png(COLORS[0]), "path": None},
+        {"bytes": None, "path": str(tmp_path / "gone.png")},
+        {"bytes": b"BM not an image we can send", "path": None},
+    ]
     ds = Dataset.from_dict({"image": rows, "question": ["a", "b", "c"]}).cast_column("image", Image())
     out = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
     assert judge.stats()["requests"] == 1
@@ -194,8 +209,12 @@ def test_image_inside_an_expression_is_refused_before_any_request(judge, tmp_pat
 
 def test_conditional_image_and_if_test_are_allowed(judge, tmp_path):
     judge.configure(record=True)
-    pdir = prompt(tmp_path, "VQA", "{% if image %}{{ image }}{% else %}no picture{% endif %} {{ question }}",
-                  front="optional: [image]\n")
+    pdir = prompt(
+        tmp_path,
+        "VQA",
+        "{% if image %}{{ image }}{% else %}no picture{% endif %} {{ question }}",
+        front="optional: [image]\n",
+    )
     ds = Dataset.from_dict({"image": [{"bytes": png(COLORS[0]), "path": None}, None], "question": ["a", "b"]})
     score(ds.cast_column("image", Image()), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
     contents = [b["messages"][0]["content"] for b in judge.stats()["bodies"]]
@@ -237,7 +256,10 @@ def test_mime_type_from_magic_bytes_only():
 
     webp = b"RIFF\x10\x00\x00\x00WEBPVP8 "
     assert [mime_type(png(COLORS[0])), mime_type(JPEG), mime_type(b"GIF87a.."), mime_type(webp)] == [
-        "image/png", "image/jpeg", "image/gif", "image/webp"
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
     ]
     assert mime_type(b"BM\x00\x00") is None and mime_type(b"\x00") is None and mime_type(b"not a png") is None
 
@@ -306,8 +328,20 @@ def test_cli_saves_the_result_when_an_image_file_is_missing(judge, tmp_path, mon
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     path_only_parquet(tmp_path)
     prompt(tmp_path, "VQA_Fit", VQA)
-    args = ["score", "v.parquet", "--metrics", "VQA_Fit", "--prompts-dir", "prompts", "--base-url", judge.base_url,
-            "-m", "judge", "-o", "vp2"]
+    args = [
+        "score",
+        "v.parquet",
+        "--metrics",
+        "VQA_Fit",
+        "--prompts-dir",
+        "prompts",
+        "--base-url",
+        judge.base_url,
+        "-m",
+        "judge",
+        "-o",
+        "vp2",
+    ]
     code = main(args)
     out, err = capsys.readouterr()
     assert code == 0, err[-3000:]

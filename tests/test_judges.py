@@ -42,13 +42,22 @@ def test_binary_judges_end_to_end(judge, tmp_path, name):
     assert set(train[f"{name}_verdict"]) <= {"1", "0"}
     assert train[name] == [v == "1" for v in train[f"{name}_verdict"]]
     bodies = judge.stats()["bodies"]
-    assert all(b["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == ["1", "0"] for b in bodies)
+    assert all(
+        b["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == ["1", "0"] for b in bodies
+    )
     assert any("\\boxed{1}" in b["messages"][-1]["content"] for b in bodies)  # row 0's prediction, LaTeX intact
 
 
 def test_binary_tokens_are_configurable(judge, tmp_path):
     judge.configure(record=True, overrides={"verdict": "yes"})
-    out = score(_grading(3), ["Binary"], judge, tmp_path, columns=BINARY_COLS, metric_params={"Binary": {"positive": "yes", "negative": "no"}})
+    out = score(
+        _grading(3),
+        ["Binary"],
+        judge,
+        tmp_path,
+        columns=BINARY_COLS,
+        metric_params={"Binary": {"positive": "yes", "negative": "no"}},
+    )
     assert out["train"]["Binary"] == [True] * 3
     body = judge.stats()["bodies"][0]
     assert body["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == ["yes", "no"]
@@ -59,8 +68,17 @@ def test_binary_tokens_are_configurable(judge, tmp_path):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("0\nThe answer 12 is wrong", False), ("**1**", True), ("Reasoning...\nFinal answer: 1.", True),
-     ("Yes, but no.", None), ("The answer 12 is wrong", None), ("1", True), ("0", False), ('"1"', True), ("2", None)],
+    [
+        ("0\nThe answer 12 is wrong", False),
+        ("**1**", True),
+        ("Reasoning...\nFinal answer: 1.", True),
+        ("Yes, but no.", None),
+        ("The answer 12 is wrong", None),
+        ("1", True),
+        ("0", False),
+        ('"1"', True),
+        ("2", None),
+    ],
 )
 def test_binary_free_text_replies(judge, tmp_path, text, expected):
     judge.configure(faults=[{"fault": "text", "text": text}])
@@ -72,7 +90,13 @@ def test_binary_free_text_replies(judge, tmp_path, text, expected):
 
 def test_comparative_swap_sends_both_orders(judge, tmp_path):
     judge.configure(record=True)
-    out = score(_pairs(4), ["Comparative"], judge, tmp_path, columns={"question": "question", "response1": "a", "response2": "b"})
+    out = score(
+        _pairs(4),
+        ["Comparative"],
+        judge,
+        tmp_path,
+        columns={"question": "question", "response1": "a", "response2": "b"},
+    )
     bodies = judge.stats()["bodies"]
     assert len(bodies) == 8
     for i in range(4):
@@ -81,13 +105,25 @@ def test_comparative_swap_sends_both_orders(judge, tmp_path):
         orders = sorted(t.index(f"answer A{i}") < t.index(f"answer B{i}") for t in texts)
         assert orders == [False, True]
     train = out["train"]
-    for col in ("Comparative_score_1", "Comparative_score_2", "Comparative_winner", "Comparative_disagree", "Comparative_explanation"):
+    for col in (
+        "Comparative_score_1",
+        "Comparative_score_2",
+        "Comparative_winner",
+        "Comparative_disagree",
+        "Comparative_explanation",
+    ):
         assert None not in train[col]
 
 
 def test_position_bias_cancels_to_a_tie(judge, tmp_path):
     judge.configure(overrides={"score_1": 9, "score_2": 3})  # always prefers position 1
-    out = score(_pairs(5), ["Comparative"], judge, tmp_path, columns={"question": "question", "response1": "a", "response2": "b"})
+    out = score(
+        _pairs(5),
+        ["Comparative"],
+        judge,
+        tmp_path,
+        columns={"question": "question", "response1": "a", "response2": "b"},
+    )
     train = out["train"]
     assert train["Comparative_winner"] == ["tie"] * 5
     assert train["Comparative_disagree"] == [True] * 5
@@ -96,8 +132,13 @@ def test_position_bias_cancels_to_a_tie(judge, tmp_path):
 
 def test_comparative_without_swap_and_score_range(judge, tmp_path):
     judge.configure(record=True)
-    out = score(_pairs(3), [{"name": "Comparative", "params": {"swap": False, "min_score": 0, "max_score": 5}}], judge, tmp_path,
-                columns={"question": "question", "response1": "a", "response2": "b"})
+    out = score(
+        _pairs(3),
+        [{"name": "Comparative", "params": {"swap": False, "min_score": 0, "max_score": 5}}],
+        judge,
+        tmp_path,
+        columns={"question": "question", "response1": "a", "response2": "b"},
+    )
     assert judge.stats()["requests"] == 3
     assert all(0 <= s <= 5 for s in out["train"]["Comparative_score_1"])
     assert out["train"].features["Comparative_score_1"].dtype == "int64"
@@ -107,8 +148,13 @@ def test_comparative_without_swap_and_score_range(judge, tmp_path):
 
 def test_optional_context_section(judge, tmp_path):
     judge.configure(record=True)
-    score(_pairs(4, context=True), ["Comparative"], judge, tmp_path,
-          columns={"question": "question", "response1": "a", "response2": "b", "context": "ctx"})
+    score(
+        _pairs(4, context=True),
+        ["Comparative"],
+        judge,
+        tmp_path,
+        columns={"question": "question", "response1": "a", "response2": "b", "context": "ctx"},
+    )
     texts = [b["messages"][-1]["content"] for b in judge.stats()["bodies"]]
     with_ctx = [t for t in texts if "CTX-" in t]
     assert len(with_ctx) == 4  # rows 1 and 3, both orders
@@ -131,8 +177,14 @@ def test_optional_context_section(judge, tmp_path):
 )
 def test_comparative_free_text(judge, tmp_path, text, scores, kind):
     judge.configure(faults=[{"fault": "text", "text": text}])
-    out = score(_pairs(1), [{"name": "Comparative", "params": {"swap": False}}], judge, tmp_path,
-                columns={"question": "question", "response1": "a", "response2": "b"}, retries=0)
+    out = score(
+        _pairs(1),
+        [{"name": "Comparative", "params": {"swap": False}}],
+        judge,
+        tmp_path,
+        columns={"question": "question", "response1": "a", "response2": "b"},
+        retries=0,
+    )
     train = out["train"]
     if scores:
         assert (train["Comparative_score_1"][0], train["Comparative_score_2"][0]) == scores

@@ -21,8 +21,10 @@ from datasets import load_from_disk
 from hf_judge.inputs import example_dataset_path
 from hf_judge.local import BUNDLED_MODEL_FILE, local_judge
 
-QA_ALL = [f"QA_{m}" for m in ("Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness",
-                               "Meaningfulness")]
+QA_ALL = [
+    f"QA_{m}"
+    for m in ("Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness")
+]
 EXAMPLE_ROWS = 8
 
 

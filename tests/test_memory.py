@@ -11,7 +11,9 @@ from helpers import score
 
 from hf_judge.pages import file_paths, release
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps; release() is Linux-only")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc/self/smaps; release() is Linux-only"
+)
 
 
 def _resident_kb(path: str) -> int:

@@ -54,13 +54,27 @@ def _check(out, ds_len: int, metrics: list[str], server) -> None:
 def test_scores_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
     ds = Dataset.from_dict(
         {
-            "question": ["What is 2 + 2?", "Name the capital of France.", "Explain photosynthesis briefly.", "Is 7 prime?", "Sort [3,1,2]."],
+            "question": [
+                "What is 2 + 2?",
+                "Name the capital of France.",
+                "Explain photosynthesis briefly.",
+                "Is 7 prime?",
+                "Sort [3,1,2].",
+            ],
             "answer": ["4", "Paris", "Plants turn light into chemical energy.", "Yes", "[1,2,3]"],
         }
     )
     out = score_dataset(
-        ds, ["Q_All", "QA_Relevance"], model="gemma", base_url=llama_server.base_url, api_key="none",
-        columns={"instruction": "question", "output": "answer"}, concurrency=2, timeout=120, retries=0, max_tokens=96,
+        ds,
+        ["Q_All", "QA_Relevance"],
+        model="gemma",
+        base_url=llama_server.base_url,
+        api_key="none",
+        columns={"instruction": "question", "output": "answer"},
+        concurrency=2,
+        timeout=120,
+        retries=0,
+        max_tokens=96,
         cache_dir=tmp_path / "cache",
     )
     _check(out, 5, ["Q_All", "QA_Relevance"], llama_server)
@@ -75,12 +89,24 @@ def test_scores_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
 
 def test_binary_judge_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
     ds = Dataset.from_dict(
-        {"question": ["What is 3 * 3?", "What colour is the sky?", "What is 10 - 4?"], "answer": ["9", "blue", "6"], "prediction": ["9", "green", "The answer is 6."]}
+        {
+            "question": ["What is 3 * 3?", "What colour is the sky?", "What is 10 - 4?"],
+            "answer": ["9", "blue", "6"],
+            "prediction": ["9", "green", "The answer is 6."],
+        }
     )
     out = score_dataset(
-        ds, ["Binary"], model="gemma", base_url=llama_server.base_url, api_key="none",
+        ds,
+        ["Binary"],
+        model="gemma",
+        base_url=llama_server.base_url,
+        api_key="none",
         columns={"question": "question", "answer": "answer", "prediction": "prediction"},
-        concurrency=2, timeout=120, retries=0, max_tokens=16, cache_dir=tmp_path / "cache",
+        concurrency=2,
+        timeout=120,
+        retries=0,
+        max_tokens=16,
+        cache_dir=tmp_path / "cache",
     )
     _check(out, 3, ["Binary"], llama_server)
     scored = [v for v in out["train"]["Binary"] if v is not None]

@@ -42,8 +42,16 @@ def _invariant(out, n_rows, metrics=1):
         # servers that misbehave (tests/test_hostile_servers.py): waits capped, bodies bounded, any content shape
         ({"fault": "status", "status": 429, "retry_after": 3600, "attempts": 1}, 2, "scored"),
         ({"fault": "status", "status": 429, "retry_after": "inf", "attempts": 1}, 2, "scored"),
-        ({"fault": "status", "status": 429, "retry_after": email.utils.formatdate(time.time() + 7200, usegmt=True),
-          "attempts": 1}, 2, "scored"),
+        (
+            {
+                "fault": "status",
+                "status": 429,
+                "retry_after": email.utils.formatdate(time.time() + 7200, usegmt=True),
+                "attempts": 1,
+            },
+            2,
+            "scored",
+        ),
         ({"fault": "huge_body", "size": 5_000_000}, 4, "bad_response"),
         ({"fault": "huge_body", "size": 5_000_000, "chunked": True}, 4, "bad_response"),
         ({"fault": "endless_chunks"}, 4, "bad_response"),
@@ -67,7 +75,9 @@ def test_fault_matrix(judge, tmp_path, rule, attempts, outcome):
         assert out["train"]["QA_Clarity"][1] is None
 
 
-@pytest.mark.parametrize("status, error", [(401, AuthenticationError), (403, AuthenticationError), (404, ModelNotFoundError)])
+@pytest.mark.parametrize(
+    "status, error", [(401, AuthenticationError), (403, AuthenticationError), (404, ModelNotFoundError)]
+)
 def test_fatal_statuses_stop_the_run_keeping_finished_work(judge, tmp_path, status, error):
     ds = qa_dataset(30)
     score(ds.select(range(10)), ["QA_Clarity"], judge, tmp_path)
@@ -125,7 +135,11 @@ def test_token_budget_stops_cleanly(judge, tmp_path):
 
 
 def test_retry_after_is_honoured_and_sleepers_hold_no_slot(judge, tmp_path):
-    judge.configure(record=True, latency=0.01, faults=[{"fault": "status", "status": 429, "retry_after": 1.0, "attempts": 1, "match": "row-0:"}])
+    judge.configure(
+        record=True,
+        latency=0.01,
+        faults=[{"fault": "status", "status": 429, "retry_after": 1.0, "attempts": 1, "match": "row-0:"}],
+    )
     t0 = time.monotonic()
     out = score(qa_dataset(200), ["QA_Clarity"], judge, tmp_path, concurrency=1, backoff_max=5)
     assert len(out["errors"]) == 0
@@ -154,9 +168,11 @@ def test_429_storm_settles_near_server_capacity(judge, tmp_path):
     late = [e for e in events if e[0] - start > 2.0]
     late_429 = sum(1 for e in late if e[1] == 429)
     inflight = sorted(e[2] for e in late if e[1] == 200)
-    print(f"storm: {len(events)} requests, {sum(e[1] == 429 for e in events)} 429s; "
-          f"after 2 s: {late_429}/{len(late)} 429s, "
-          f"median in flight at arrival {inflight[len(inflight) // 2]}")
+    print(
+        f"storm: {len(events)} requests, {sum(e[1] == 429 for e in events)} 429s; "
+        f"after 2 s: {late_429}/{len(late)} 429s, "
+        f"median in flight at arrival {inflight[len(inflight) // 2]}"
+    )
     assert late and late_429 < 0.10 * len(late)
     assert 8 <= inflight[len(inflight) // 2] <= 21
 
@@ -175,8 +191,10 @@ def test_soak(judge, tmp_path):
     out = score(qa_dataset(n), ["QA_Clarity"], judge, tmp_path, concurrency=1024, retries=8)
     st = judge.stats()
     _invariant(out, n)
-    print(f"soak: {n} rows, {st['requests']} requests, {out.summary.retries} retries, "
-          f"errors {len(out['errors'])}, {out.summary.elapsed_s:.1f} s")
+    print(
+        f"soak: {n} rows, {st['requests']} requests, {out.summary.retries} retries, "
+        f"errors {len(out['errors'])}, {out.summary.elapsed_s:.1f} s"
+    )
     assert len(out["errors"]) == 0
     assert None not in out["train"]["QA_Clarity"]
     assert st["duplicates"] == 0
@@ -185,9 +203,17 @@ def test_soak(judge, tmp_path):
 def test_sandbox_blocks_python_internals(judge, tmp_path):
     pdir = tmp_path / "p"
     pdir.mkdir()
-    for i, body in enumerate(["{{ ''.__class__.__mro__[1].__subclasses__() }}", "{{ instruction.__class__.__init__.__globals__ }}",
-                              "{% include '/etc/passwd' %}", "{{ cycler.__init__.__globals__.os.popen('id').read() }}"]):
-        (pdir / f"Q_Evil{i}.jinja").write_text(f"---\noutputs:\n  score: {{type: integer, minimum: 1, maximum: 10}}\n---\n{{{{ instruction }}}} {body}\n")
+    for i, body in enumerate(
+        [
+            "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+            "{{ instruction.__class__.__init__.__globals__ }}",
+            "{% include '/etc/passwd' %}",
+            "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+        ]
+    ):
+        (pdir / f"Q_Evil{i}.jinja").write_text(
+            f"---\noutputs:\n  score: {{type: integer, minimum: 1, maximum: 10}}\n---\n{{{{ instruction }}}} {body}\n"
+        )
         with pytest.raises(TemplateError):
             score(qa_dataset(1), [f"Q_Evil{i}"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
     assert judge.stats()["requests"] == 0

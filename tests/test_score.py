@@ -15,8 +15,27 @@ from hf_judge import (
     load_metric,
 )
 
-Q_METRICS = ["Q_Code_Difficulty", "Q_Math_Difficulty", "Q_Clarity", "Q_Coherence", "Q_Completeness", "Q_Complexity", "Q_Correctness", "Q_Meaningfulness", "Q_All"]
-QA_METRICS = ["QA_Relevance", "QA_Clarity", "QA_Coherence", "QA_Completeness", "QA_Complexity", "QA_Correctness", "QA_Meaningfulness", "QA_All"]
+Q_METRICS = [
+    "Q_Code_Difficulty",
+    "Q_Math_Difficulty",
+    "Q_Clarity",
+    "Q_Coherence",
+    "Q_Completeness",
+    "Q_Complexity",
+    "Q_Correctness",
+    "Q_Meaningfulness",
+    "Q_All",
+]
+QA_METRICS = [
+    "QA_Relevance",
+    "QA_Clarity",
+    "QA_Coherence",
+    "QA_Completeness",
+    "QA_Complexity",
+    "QA_Correctness",
+    "QA_Meaningfulness",
+    "QA_All",
+]
 
 
 def test_every_seed_metric_is_built_in():
@@ -216,15 +235,21 @@ def test_missing_column_lists_available(judge, tmp_path):
 def test_undefined_template_variable(judge, tmp_path):
     pdir = tmp_path / "p"
     pdir.mkdir()
-    (pdir / "Q_Odd.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {{ reference }}\n")
+    (pdir / "Q_Odd.jinja").write_text(
+        "---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {{ reference }}\n"
+    )
     with pytest.raises(MissingColumnError, match="reference"):
         score(qa_dataset(2), ["Q_Odd"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
-    (pdir / "Q_Odd2.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n"
-                                       "{{ instruction }} {{ context.missing_attr }}\n")
+    (pdir / "Q_Odd2.jinja").write_text(
+        "---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n"
+        "{{ instruction }} {{ context.missing_attr }}\n"
+    )
     ds = qa_dataset(2).add_column("context", ["x", "y"])
     with pytest.raises(TemplateError, match="missing_attr"):
         score(ds, ["Q_Odd2"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
-    (pdir / "Q_Odd3.jinja").write_text("---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {% if %}\n")
+    (pdir / "Q_Odd3.jinja").write_text(
+        "---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n{{ instruction }} {% if %}\n"
+    )
     with pytest.raises(TemplateError, match="syntax"):
         score(ds, ["Q_Odd3"], judge, tmp_path, prompts_dir=pdir, columns={"instruction": "question"})
     _assert_no_requests(judge)

@@ -42,10 +42,13 @@ def _prompt(folder: Path, name: str, front: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("front", [
-    f'description: "{EXPLOIT}"\noutputs:\n  score: {{type: integer, minimum: 1, maximum: 10}}',
-    f"params: {{x: 1}}\noutputs:\n  score: {{type: integer, minimum: {EXPLOIT}, maximum: 10}}",
-])
+@pytest.mark.parametrize(
+    "front",
+    [
+        f'description: "{EXPLOIT}"\noutputs:\n  score: {{type: integer, minimum: 1, maximum: 10}}',
+        f"params: {{x: 1}}\noutputs:\n  score: {{type: integer, minimum: {EXPLOIT}, maximum: 10}}",
+    ],
+)
 def test_front_matter_runs_in_the_sandbox(tmp_path, monkeypatch, front):
     monkeypatch.chdir(tmp_path)
     path = _prompt(tmp_path / "prompts", "Q_Evil", front)
@@ -88,12 +91,19 @@ def test_builtin_metrics_with_plain_params_unchanged():
     old = _parse_outputs("Binary", _old_front_matter("Binary", positive="yes", negative="no")["outputs"], "")
     assert b.json_schema["properties"] == {o.key: o.schema() for o in old}
     assert b.json_schema["properties"]["verdict"] == {
-        "type": "string", "enum": ["yes", "no"], "description": "yes if fully correct, else no"}
+        "type": "string",
+        "enum": ["yes", "no"],
+        "description": "yes if fully correct, else no",
+    }
     c = load_metric("Comparative", min_score=0, max_score=5)
     old = _parse_outputs("Comparative", _old_front_matter("Comparative", min_score=0, max_score=5)["outputs"], "")
     assert c.json_schema["properties"] == {o.key: o.schema() for o in old}
     assert c.json_schema["properties"]["score_1"] == {
-        "type": "integer", "minimum": 0, "maximum": 5, "description": "overall score of Assistant 1"}
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 5,
+        "description": "overall score of Assistant 1",
+    }
 
 
 def test_param_values_cannot_break_the_front_matter():
@@ -158,8 +168,14 @@ def test_a_cached_reply_holds_no_secret(judge, tmp_path, monkeypatch):
 
 def test_base_url_query_is_kept_after_the_path(judge, tmp_path):
     judge.configure(record=True)
-    out = score(qa_dataset(2), ["Q_Clarity"], judge, tmp_path, base_url=judge.base_url + "/?api-version=2024-06-01",
-                columns={"instruction": "question"})
+    out = score(
+        qa_dataset(2),
+        ["Q_Clarity"],
+        judge,
+        tmp_path,
+        base_url=judge.base_url + "/?api-version=2024-06-01",
+        columns={"instruction": "question"},
+    )
     assert len(out["errors"]) == 0
     assert judge.stats()["paths"] == ["/v1/chat/completions?api-version=2024-06-01"] * 2
     assert out.summary.base_url_host == f"127.0.0.1:{judge.port}"
@@ -171,8 +187,9 @@ def test_base_url_userinfo_is_basic_auth_and_never_shown(judge, tmp_path, monkey
     judge.configure(record=True)
     caplog.set_level(logging.DEBUG, logger="hf_judge")
     url = f"http://alice:pw-secret-0123456789@127.0.0.1:{judge.port}/v1"
-    out = score(qa_dataset(2), ["Q_Clarity"], judge, tmp_path, base_url=url, api_key=None,
-                columns={"instruction": "question"})
+    out = score(
+        qa_dataset(2), ["Q_Clarity"], judge, tmp_path, base_url=url, api_key=None, columns={"instruction": "question"}
+    )
     basic = "Basic " + base64.b64encode(b"alice:pw-secret-0123456789").decode()
     assert judge.stats()["auth"] == [basic, basic]
     assert out.summary.base_url_host == f"127.0.0.1:{judge.port}"

@@ -43,7 +43,17 @@ def _write_items(path: Path, ids) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
         for i in ids:
-            f.write(json.dumps({"id": i, "instruction": f"seed question {i}: \\frac{{1}}{{2}}?", "output": f"answer {i}", "extra": i}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": i,
+                        "instruction": f"seed question {i}: \\frac{{1}}{{2}}?",
+                        "output": f"answer {i}",
+                        "extra": i,
+                    }
+                )
+                + "\n"
+            )
 
 
 @pytest.fixture
@@ -68,7 +78,14 @@ def test_seed_config_runs_unchanged(project, judge):
     assert [r["id"] for r in scored] == ids  # input order, ids as given
     first = scored[0]["scores"]
     assert set(first) == {"Q", "QA"}
-    assert set(first["Q"]["All"]) == {"Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness"}
+    assert set(first["Q"]["All"]) == {
+        "Clarity",
+        "Coherence",
+        "Completeness",
+        "Complexity",
+        "Correctness",
+        "Meaningfulness",
+    }
     assert "Relevance" in first["QA"]["All"]
     assert _read(root / "output" / "example_input_add_key_errors.jsonl") == []
     # one JSON id per line: "7" is not 7
@@ -108,7 +125,9 @@ def test_seed_style_prompt_file_with_latex(tmp_path, judge, monkeypatch):
         "Question: {instruction}\nAnswer: {output}\n"
         'Reply as JSON: {"reason": "why", "score": 7}\n'
     )
-    cfg = SEED_CONFIG.format(base_url=judge.base_url, prompts_dir="prompts").replace('    - "All"\n    # - "Meaningness"', '    - "Correctness"')
+    cfg = SEED_CONFIG.format(base_url=judge.base_url, prompts_dir="prompts").replace(
+        '    - "All"\n    # - "Meaningness"', '    - "Correctness"'
+    )
     cfg = cfg.replace('  Q: # Metrics for Question-only evaluation\n    - "All"\n', "  Q: []\n")
     (tmp_path / "config.yaml").write_text(cfg)
     judge.configure(record=True)
@@ -139,7 +158,15 @@ def test_config_errors(tmp_path, judge, monkeypatch):
 def test_merge(tmp_path):
     scores = tmp_path / "s.jsonl"
     data = tmp_path / "d.jsonl"
-    scores.write_text("\n".join(json.dumps({"id": i, "scores": {"QA": {"Clarity": {"reason": "r", "score": i}}, "Q": {"All": {"Clarity": 5}}}}) for i in (1, 3, 99)) + "\n")
+    scores.write_text(
+        "\n".join(
+            json.dumps(
+                {"id": i, "scores": {"QA": {"Clarity": {"reason": "r", "score": i}}, "Q": {"All": {"Clarity": 5}}}}
+            )
+            for i in (1, 3, 99)
+        )
+        + "\n"
+    )
     data.write_text("\n".join(json.dumps({"id": i, "text": f"t{i}"}) for i in (1, 2, 3)) + "\n")
     report = merge_scores(scores, data, tmp_path / "out.jsonl")
     out = _read(tmp_path / "out.jsonl")
@@ -156,8 +183,16 @@ def test_python_m_hf_judge_and_merge_cli(project, judge, capfd, monkeypatch):
     code, out, err = run_cli(capfd, "--config-path", root / "config.yaml", "--cache-dir", root / "c", entry=seed_main)
     assert code == 0, err
     assert "requests       40" in out
-    code, out, err = run_cli(capfd, "merge", "--scores", root / "output" / "example_input_add_key_scored.jsonl",
-                             "--data", root / "data" / "example_input_add_key.jsonl", "--output", root / "merged.jsonl")
+    code, out, err = run_cli(
+        capfd,
+        "merge",
+        "--scores",
+        root / "output" / "example_input_add_key_scored.jsonl",
+        "--data",
+        root / "data" / "example_input_add_key.jsonl",
+        "--output",
+        root / "merged.jsonl",
+    )
     assert code == 0, err
     merged = _read(root / "merged.jsonl")
     assert len(merged) == 20 and all(r["scores"]["QA"]["All"] for r in merged)
@@ -190,8 +225,15 @@ def test_all_and_a_single_metric_of_one_mode_both_run(tmp_path, judge, monkeypat
         qa, q = r["scores"]["QA"], r["scores"]["Q"]
         # a single metric is keyed by the config's own spelling, as before
         assert set(qa) == {"All", "Meaningness"} and set(q) == {"All", "Clarity"}
-        assert set(qa["All"]) == {"Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness",
-                                  "Meaningfulness"}
+        assert set(qa["All"]) == {
+            "Relevance",
+            "Clarity",
+            "Coherence",
+            "Completeness",
+            "Complexity",
+            "Correctness",
+            "Meaningfulness",
+        }
         assert set(qa["Meaningness"]) == {"reason", "score"} and set(q["Clarity"]) == {"reason", "score"}
         assert all(isinstance(v, int) and 1 <= v <= 10 for v in [*qa["All"].values(), *q["All"].values()])
         assert isinstance(qa["Meaningness"]["score"], int) and isinstance(qa["Meaningness"]["reason"], str)
@@ -208,10 +250,13 @@ def test_all_and_a_single_metric_of_one_mode_both_run(tmp_path, judge, monkeypat
 
 def test_string_and_integer_ids_are_two_items(tmp_path, judge, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
-    _write_lines(tmp_path / "data" / "example_input_add_key.jsonl", [
-        json.dumps({"id": 7, "instruction": "integer seven", "output": "x"}),
-        json.dumps({"id": "7", "instruction": "string seven", "output": "y"}),
-    ])
+    _write_lines(
+        tmp_path / "data" / "example_input_add_key.jsonl",
+        [
+            json.dumps({"id": 7, "instruction": "integer seven", "output": "x"}),
+            json.dumps({"id": "7", "instruction": "string seven", "output": "y"}),
+        ],
+    )
     config = _seed_project(tmp_path, judge, 'metrics:\n  QA:\n    - "All"\n')
     judge.configure(faults=[{"fault": "out_of_range", "match": "integer seven"}])
     run_seed_config(config, cache_dir=tmp_path / "cache")
@@ -263,8 +308,10 @@ def test_bad_input_line_is_a_config_error_naming_it(tmp_path, judge, monkeypatch
 
 def test_merge_keeps_id_types(tmp_path):
     scores, data = tmp_path / "s.jsonl", tmp_path / "d.jsonl"
-    _write_lines(scores, [json.dumps({"id": "7", "scores": {"QA": {"All": {"Clarity": 2}}}}),
-                          json.dumps({"id": 8, "scores": {}})])
+    _write_lines(
+        scores,
+        [json.dumps({"id": "7", "scores": {"QA": {"All": {"Clarity": 2}}}}), json.dumps({"id": 8, "scores": {}})],
+    )
     _write_lines(data, [json.dumps({"id": 7}), json.dumps({"id": "7"})])
     report = merge_scores(scores, data, tmp_path / "out.jsonl")
     assert [r["scores"] for r in _read(tmp_path / "out.jsonl")] == [None, {"QA": {"All": {"Clarity": 2}}}]
@@ -276,7 +323,9 @@ def test_own_seed_style_metric_is_written(tmp_path, judge, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
     _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["a", 2])
     config = _seed_project(tmp_path, judge, 'metrics:\n  QA:\n    - "Depth"\n')
-    (tmp_path / "prompts" / "QA_Depth.txt").write_text('How deep is {output}? Reply as JSON: {"why": "...", "score": 7}\n')
+    (tmp_path / "prompts" / "QA_Depth.txt").write_text(
+        'How deep is {output}? Reply as JSON: {"why": "...", "score": 7}\n'
+    )
     run_seed_config(config, cache_dir=tmp_path / "cache")
     scored = _read(tmp_path / "output" / "example_input_add_key_scored.jsonl")
     assert [r["id"] for r in scored] == ["a", 2]

@@ -81,7 +81,10 @@ def test_precedence_defaults_then_recipe_then_flags():
     args = build_parser().parse_args(["score", "data.jsonl", "--concurrency", "2", "--tpm", "9000"])
     job = resolve_job(args, recipe, dataset="data.jsonl")
     assert job.client == {
-        "model": "from-recipe", "concurrency": 2, "timeout": 5.0, "max_reply_bytes": 4096,
+        "model": "from-recipe",
+        "concurrency": 2,
+        "timeout": 5.0,
+        "max_reply_bytes": 4096,
         "max_tokens_per_minute": 9000.0,
     }
     s = resolve_settings(job.client)
@@ -122,7 +125,9 @@ def test_every_public_setting_is_a_flag_a_recipe_key_and_a_keyword(judge, tmp_pa
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     for command in ("score", "run"):
         assert set(names) <= {a.dest for a in commands[command]._actions}
-    args = parser.parse_args(["score", "x", "--max-throttle-s", "12", "--max-reply-bytes", "4096", "-m", "j", "--rpm", "6"])
+    args = parser.parse_args(
+        ["score", "x", "--max-throttle-s", "12", "--max-reply-bytes", "4096", "-m", "j", "--rpm", "6"]
+    )
     given = {"model": "j", "max_throttle_s": 12.0, "max_reply_bytes": 4096, "max_requests_per_minute": 6.0}
     assert _client_kwargs(args) == given
     assert set(names) <= set(Recipe.model_fields)

@@ -24,8 +24,15 @@ def test_column_stats_ints_with_nulls():
     # p10 at position 0.4 -> 1.4, p50 at 2 -> 3, p90 at 3.6 -> 4 + 0.6 * 6 = 7.6
     stats = column_stats(_ds([1, 2, None, 3, 4, None, 10], "int64"), "s")
     assert stats == {
-        "count": 5, "null": 2, "mean": 4.0, "min": 1.0, "p10": pytest.approx(1.4), "p50": 3.0,
-        "p90": pytest.approx(7.6), "max": 10.0, "hist": {1: 1, 2: 1, 3: 1, 4: 1, 10: 1},
+        "count": 5,
+        "null": 2,
+        "mean": 4.0,
+        "min": 1.0,
+        "p10": pytest.approx(1.4),
+        "p50": 3.0,
+        "p90": pytest.approx(7.6),
+        "max": 10.0,
+        "hist": {1: 1, 2: 1, 3: 1, 4: 1, 10: 1},
     }
 
 
@@ -61,8 +68,15 @@ def test_column_stats_all_null_has_counts_only(dtype):
 def test_column_stats_of_a_selection_counts_the_selected_rows_only():
     ds = _ds([1, 2, 3, 4, None], "int64").select([0, 3, 4])  # an indices mapping over the full table
     assert column_stats(ds, "s") == {
-        "count": 2, "null": 1, "mean": 2.5, "min": 1.0, "p10": pytest.approx(1.3), "p50": 2.5,
-        "p90": pytest.approx(3.7), "max": 4.0, "hist": {1: 1, 4: 1},
+        "count": 2,
+        "null": 1,
+        "mean": 2.5,
+        "min": 1.0,
+        "p10": pytest.approx(1.3),
+        "p50": 2.5,
+        "p90": pytest.approx(3.7),
+        "max": 4.0,
+        "hist": {1: 1, 4: 1},
     }
 
 
@@ -97,11 +111,13 @@ def test_filter_booleans_compare_as_0_and_1():
 
 def test_filter_dataset_dict_filters_every_split_and_passes_errors_through():
     errors = Dataset.from_dict({"split": ["train"], "row": [1], "metric": ["s"], "kind": ["timeout"]})
-    dd = DatasetDict({
-        "train": _ds([1, None, 9], "int64"),
-        "test": _ds([8, 2], "int64"),
-        "errors": errors,  # no score column: it is not checked, not filtered
-    })
+    dd = DatasetDict(
+        {
+            "train": _ds([1, None, 9], "int64"),
+            "test": _ds([8, 2], "int64"),
+            "errors": errors,  # no score column: it is not checked, not filtered
+        }
+    )
     out = filter_by_scores(dd, min={"s": 5})
     assert isinstance(out, DatasetDict) and list(out) == ["train", "test", "errors"]
     assert out["train"]["s"] == [9] and out["test"]["s"] == [8]

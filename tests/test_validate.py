@@ -74,7 +74,9 @@ def test_binary_yes_no(text, expected):
 @pytest.mark.parametrize("text", ["Yes, but no.", "The answer is 10", "maybe", "10", "yes and no", "Not yes"])
 def test_binary_never_guesses(text):
     with pytest.raises(ReplyError) as e:
-        parse_binary_verdict(text, "yes", "no") if "yes" in text.lower() or "maybe" in text else parse_binary_verdict(text, "1", "0")
+        parse_binary_verdict(text, "yes", "no") if "yes" in text.lower() or "maybe" in text else parse_binary_verdict(
+            text, "1", "0"
+        )
     assert e.value.kind == "unparseable"
 
 
@@ -84,7 +86,9 @@ def test_binary_substring_is_not_a_verdict():
         parse_binary_verdict("The answer 12 is wrong", "1", "0")
 
 
-@pytest.mark.parametrize("text, expected", [("8 7", (8, 7)), ("8 7\nAssistant 1 is better", (8, 7)), ("8, 7", (8, 7)), ("10 1", (10, 1))])
+@pytest.mark.parametrize(
+    "text, expected", [("8 7", (8, 7)), ("8 7\nAssistant 1 is better", (8, 7)), ("8, 7", (8, 7)), ("10 1", (10, 1))]
+)
 def test_pair_scores(text, expected):
     assert parse_pair_scores(text, 1, 10) == expected
 
@@ -104,16 +108,32 @@ def test_pair_scores_out_of_range():
 
 @pytest.mark.parametrize(
     "content, expected",
-    [("1", "1"), ("0", "0"), ('"1"', "1"), ('"0"', "0"), ('"**1**"', "1"), ("```json\n1\n```", "1"),
-     ('"Reasoning.\\n0"', "0")],
+    [
+        ("1", "1"),
+        ("0", "0"),
+        ('"1"', "1"),
+        ('"0"', "0"),
+        ('"**1**"', "1"),
+        ("```json\n1\n```", "1"),
+        ('"Reasoning.\\n0"', "0"),
+    ],
 )
 def test_binary_reply_that_is_a_json_scalar_gets_the_verdict_rules(content, expected):
     # "1" is what the seed-001 prompt asks for; it is also valid JSON and used to fail the object schema
     assert parse_reply(load_metric("Binary"), content, "stop") == {"verdict": expected}
 
 
-@pytest.mark.parametrize("content, kind", [("2", "unparseable"), ("1.0", "unparseable"), ("true", "unparseable"),
-                                           ('"yes"', "unparseable"), ("[1]", "schema"), ('{"verdict": 1}', "schema")])
+@pytest.mark.parametrize(
+    "content, kind",
+    [
+        ("2", "unparseable"),
+        ("1.0", "unparseable"),
+        ("true", "unparseable"),
+        ('"yes"', "unparseable"),
+        ("[1]", "schema"),
+        ('{"verdict": 1}', "schema"),
+    ],
+)
 def test_binary_json_scalar_is_not_coerced(content, kind):
     with pytest.raises(ReplyError) as e:
         parse_reply(load_metric("Binary"), content, "stop")
@@ -122,8 +142,11 @@ def test_binary_json_scalar_is_not_coerced(content, kind):
 
 @pytest.mark.parametrize(
     "content, expected",
-    [("[8, 7]", (8, 7, "")), ('"8 7"', (8, 7, "")),
-     ('"8 7\\nAssistant 1 is precise."', (8, 7, "Assistant 1 is precise."))],
+    [
+        ("[8, 7]", (8, 7, "")),
+        ('"8 7"', (8, 7, "")),
+        ('"8 7\\nAssistant 1 is precise."', (8, 7, "Assistant 1 is precise.")),
+    ],
 )
 def test_pair_reply_that_is_a_json_array_or_string_gets_the_pair_rules(content, expected):
     value = parse_reply(load_metric("Comparative", swap=False), content, "stop")
@@ -132,9 +155,17 @@ def test_pair_reply_that_is_a_json_array_or_string_gets_the_pair_rules(content, 
 
 @pytest.mark.parametrize(
     "content, kind",
-    [("[8.5, 7]", "unparseable"), ("[8.0, 7]", "unparseable"), ("[11, 7]", "out_of_range"), ('"8 11"', "out_of_range"),
-     ("[8]", "unparseable"), ("[8, 7, 6]", "unparseable"), ("8", "unparseable"), ('["8", "7"]', "schema"),
-     ("[true, 7]", "schema")],
+    [
+        ("[8.5, 7]", "unparseable"),
+        ("[8.0, 7]", "unparseable"),
+        ("[11, 7]", "out_of_range"),
+        ('"8 11"', "out_of_range"),
+        ("[8]", "unparseable"),
+        ("[8, 7, 6]", "unparseable"),
+        ("8", "unparseable"),
+        ('["8", "7"]', "schema"),
+        ("[true, 7]", "schema"),
+    ],
 )
 def test_pair_json_forms_are_not_coerced(content, kind):
     with pytest.raises(ReplyError) as e:
