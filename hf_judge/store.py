@@ -156,6 +156,8 @@ def _merge(conn: sqlite3.Connection, extra: list[tuple] | None = None) -> None:
 
 
 def _decode_usage(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
     try:
         p, c = text.split()
         return int(p), int(c)
