@@ -208,7 +208,7 @@ class ReplyStore:
             raise self._not_usable(e) from None
         self.failure: CacheError | None = None
         # Called from the writer thread with ``failure`` when a commit fails.
-        self.on_failure: Callable[[CacheError], None] | None = None
+        self.on_failure: Callable[[CacheError], object] | None = None  # its result is ignored
         self._unsaved: list[tuple] = []
         self._locked_since: float | None = None  # when a commit first found the lock taken
         self._last_error = ""
