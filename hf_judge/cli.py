@@ -153,7 +153,6 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; with ``commands``, the server options (built from :class:`hf_judge.Settings`,
     which imports pydantic: ~0.1 s) only for those, so `--help`, `metrics` and `recipes` start fast."""
     fmt = argparse.RawDescriptionHelpFormatter
-    full = commands is None
     parser = argparse.ArgumentParser(
         prog="hf-judge", description="Score Hugging Face datasets with LLM-as-judge metrics."
     )
@@ -177,7 +176,7 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     _add_input_options(p)
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
-    if full or "score" in commands:
+    if commands is None or "score" in commands:
         _add_client_options(p)
     _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_score)
@@ -231,7 +230,7 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="override the recipe's dataset")
     _add_input_options(p)
     _add_scoring_options(p)
-    if full or "run" in commands:
+    if commands is None or "run" in commands:
         _add_client_options(p)
     _add_output_options(p, "<name>-judged; a recipe's filters also save <dir>-filtered")
     p.set_defaults(func=cmd_run)
@@ -412,6 +411,7 @@ def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
 
 def _score(args: argparse.Namespace, job: Job) -> int:
     """Everything is checked before the first request; the full result is saved before any filter runs."""
+    assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
     from .filter import SCORE_TYPES, filter_by_scores
     from .inputs import load_input
     from .metrics import resolve_metrics
@@ -461,6 +461,7 @@ def _score(args: argparse.Namespace, job: Job) -> int:
             **client,
         )
     summary = scored.summary
+    assert summary is not None  # score_dataset always sets it
     summary.source_dataset, summary.source_on_hub = _source(job.dataset)
     earlier = _earlier_summary(job, args.token)
     if earlier is not None:  # metrics added to a scored result: the card keeps how its other scores were made
@@ -507,6 +508,7 @@ def _earlier_summary(job: Job, token: str | None):
     """The ``summary.json`` of a scored input (a folder or Hub repo hf-judge wrote), or None."""
     from .inputs import input_summary
 
+    assert job.dataset is not None  # only called from _score, which has one
     try:
         return input_summary(job.dataset, revision=job.revision, token=token)
     except Exception:  # noqa: BLE001 - no summary (offline, not ours, unreadable) only means no earlier provenance

@@ -597,6 +597,7 @@ class JudgeClient:
         limiter = self.limiter
         stats = self.stats
         task = asyncio.current_task()
+        assert task is not None  # call() is a coroutine, so it always runs in a task
         while True:
             if not have_slot:
                 await limiter.acquire()
@@ -623,6 +624,7 @@ class JudgeClient:
                 self._record(True)
                 return outcome
             kind, message = outcome.kind, outcome.message
+            assert kind is not None and message is not None  # a failed outcome always has both
             if status in SCHEMA_STATUSES and self._renegotiated(mode, status, message):
                 attempt -= 1  # the server refused the request's form, not its content: not an attempt
                 continue
@@ -708,7 +710,9 @@ class JudgeClient:
 
     async def _post(self, body: bytes) -> tuple[int, Mapping[str, str], bytes]:
         """The default transport: one POST on the client's aiohttp session."""
-        async with self._session.post(self._url, data=body) as resp:
+        session = self._session
+        assert session is not None, "JudgeClient.open() was not called"
+        async with session.post(self._url, data=body) as resp:
             try:
                 return resp.status, resp.headers, await _read_limited(resp, self.max_reply_bytes)
             except _ReplyTooLarge as e:

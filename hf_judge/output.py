@@ -106,6 +106,7 @@ def check_output(
 
 def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None, filters: dict | None) -> str | None:
     manifest = read_manifest(out)
+    old_kind: str | None
     if manifest is None:
         if not (out / "dataset_dict.json").is_file():
             return "files that hf-judge did not write"

@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from datasets import Dataset
 
@@ -80,6 +80,7 @@ class LoopThread:
     """An asyncio event loop in a daemon thread, for the duration of a run."""
 
     def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop
         try:  # uvloop, where installed, makes the transport ~10-20 % cheaper
             import uvloop
 
@@ -335,7 +336,7 @@ class SplitRun:
             job.keys[part] = client.request_key(body)
             sends.append((job, part, messages, body))
 
-    def _from_cache(self, metric: Metric, hit: tuple[str, str | None]) -> Outcome | None:
+    def _from_cache(self, metric: Metric, hit: tuple[str, tuple[int, int] | None]) -> Outcome | None:
         content, usage = hit
         content = scrub_registered(content)  # an entry written before its secret was registered
         try:
@@ -353,6 +354,7 @@ class SplitRun:
             return
         key = job.keys[part]
         if outcome.value is not None and self.store is not None:
+            assert outcome.raw is not None  # a validated reply always keeps its text
             self.store.put(key, outcome.raw, outcome.usage)
         recent = self.recent  # a failure too: the same request already had its retries
         recent[key] = outcome
@@ -363,8 +365,12 @@ class SplitRun:
             self._finish_part(waiter, waiter_part, outcome)
 
     def _store_failed(self) -> None:
+        store = self.store
+        assert store is not None and store.failure is not None  # only called when the store has failed
         parts = sum(2 if p.metric.kind == MetricKind.PAIRWISE and p.metric.swap else 1 for p in self.plans)
-        self._fail(self.store.stop_error((len(self.ds) - self.frontier) * parts))
+        error = store.stop_error((len(self.ds) - self.frontier) * parts)
+        assert error is not None
+        self._fail(error)
 
     def _job_error(
         self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
@@ -390,23 +396,25 @@ class SplitRun:
         if job.pending:
             return
         metric = job.plan.metric
-        failed = [o for o in job.outcomes if o.value is None]
+        outcomes = cast("list[Outcome]", job.outcomes)  # every part has finished
+        failed = [o for o in outcomes if o.value is None]
         if failed:
             o = failed[0]
-            attempts = sum(x.attempts for x in job.outcomes)
+            attempts = sum(x.attempts for x in outcomes)
             return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
+        # none failed: every value is set
         row_values = self.values[job.row]
         if metric.kind == _PAIRWISE:
-            row_values.update(combine_pairwise(metric, [o.value for o in job.outcomes]))
+            row_values.update(combine_pairwise(metric, cast("list[dict[str, Any]]", [o.value for o in outcomes])))
         else:
-            value = job.outcomes[0].value
-            for o in metric.outputs:
-                row_values[o.column] = value[o.key]
+            value = cast("dict[str, Any]", outcomes[0].value)
+            for out in metric.outputs:
+                row_values[out.column] = value[out.key]
             if metric.kind == _BINARY:
                 verdict = next(o for o in metric.outputs if o.enum)
                 row_values[metric.name] = value[verdict.key] == metric.params["positive"]
         if self.token_columns:
-            for o in job.outcomes:
+            for o in outcomes:
                 if o.usage is not None:
                     row_values[PROMPT_TOKENS] = row_values.get(PROMPT_TOKENS, 0) + o.usage[0]
                     row_values[COMPLETION_TOKENS] = row_values.get(COMPLETION_TOKENS, 0) + o.usage[1]

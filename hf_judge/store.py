@@ -156,6 +156,8 @@ def _merge(conn: sqlite3.Connection, extra: list[tuple] | None = None) -> None:
 
 
 def _decode_usage(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
     try:
         p, c = text.split()
         return int(p), int(c)
@@ -206,7 +208,7 @@ class ReplyStore:
             raise self._not_usable(e) from None
         self.failure: CacheError | None = None
         # Called from the writer thread with ``failure`` when a commit fails.
-        self.on_failure: Callable[[CacheError], None] | None = None
+        self.on_failure: Callable[[CacheError], object] | None = None  # its result is ignored
         self._unsaved: list[tuple] = []
         self._locked_since: float | None = None  # when a commit first found the lock taken
         self._last_error = ""

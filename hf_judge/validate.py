@@ -110,9 +110,9 @@ def parse_reply(metric: Metric, content: str | None, finish_reason: str | None) 
     if metric.kind in _FREE_TEXT and not isinstance(obj, dict):
         # A judge asked for "1" or "8 7" may answer exactly that, which happens
         # to be valid JSON: it gets the free-text rules, never a looser path.
-        text = _scalar_text(metric, obj, text)
-        if text is not None:
-            return _from_text(metric, text)
+        scalar = _scalar_text(metric, obj, text)
+        if scalar is not None:
+            return _from_text(metric, scalar)
     return validate_object(metric, obj)
 
 
