@@ -603,6 +603,10 @@ def _fresh_run(
                 partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
                 done = partial if run.errors else cache_file
                 assert run_dir is not None  # made above whenever the cache is on
+                # One resident copy of the result at a time: the map's own mapping has read the whole file,
+                # and the reopened one below reads it again (the peak RSS of a 1,000,000-row run went 1.26x->1.48x).
+                release(file_paths(scores.cache_files))
+                del scores
                 os.replace(run_dir / cache_file.name, done)
                 scores = Dataset.from_file(str(done))
                 if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
