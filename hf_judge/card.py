@@ -77,7 +77,14 @@ def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
     return stats
 
 
-def _histogram(hist: dict) -> str:
+def text_histogram(hist: dict) -> str:
+    """``hist`` (value -> count) as bars of ``#``, for the card and the terminal.
+
+    Example:
+        >>> print(text_histogram({1: 2, 2: 4}))
+             1 | ###############                2
+             2 | ############################## 4
+    """
     peak = max(hist.values()) or 1
     return "\n".join(
         f"{str(k):>6} | {'#' * max(1, round(_BAR * c / peak)) if c else '':<{_BAR}} {c}" for k, c in hist.items()
@@ -215,7 +222,7 @@ def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
                 f"{_fmt(s.get('p50'))} | {_fmt(s.get('p90'))} |"
             )
             if s.get("hist"):
-                details.append(f"`{c}`\n```\n{_histogram(s['hist'])}\n```")
+                details.append(f"`{c}`\n```\n{text_histogram(s['hist'])}\n```")
         out += ["", *details, ""]
     out.append(END)
     return scrub("\n".join(out))  # the model name and the rest come from the user's settings: no secret goes public
