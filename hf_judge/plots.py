@@ -8,7 +8,6 @@ caller. The PNGs carry no timestamp, so the same data gives the same bytes.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
 from collections.abc import Mapping
@@ -33,7 +32,11 @@ def available() -> bool:
         >>> available() in (True, False)
         True
     """
-    return importlib.util.find_spec("matplotlib") is not None
+    try:
+        import matplotlib  # noqa: F401 - imported only to learn whether it can be
+    except ImportError:
+        return False
+    return True
 
 
 def require() -> None:

@@ -1,0 +1,98 @@
+"""Pictures: the card of a pushed run shows its score distributions and agreement reports as PNGs in the
+repo (loopback Hub); the agreement command saves them; without the plots extra, text histograms."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from datasets import Dataset, DatasetDict
+from helpers import qa_dataset, run_cli, score
+from huggingface_hub import DatasetCard, HfApi, hf_hub_download
+
+from hf_judge import ConfigError, agreement, push_scored
+
+mpimg = pytest.importorskip("matplotlib.image")
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _png(repo: str, path: str) -> bytes:
+    return Path(hf_hub_download(repo, path, repo_type="dataset")).read_bytes()
+
+
+def test_pushed_run_card_shows_distributions_and_agreement_pictures(judge, hub, tmp_path):
+    scored = score(qa_dataset(40, "plots"), ["QA_Clarity"], judge, tmp_path)
+    labelled = scored["train"].add_column("human_score", [(i % 10) + 1 for i in range(40)])
+    report = agreement(labelled, score="QA_Clarity", label="human_score", resamples=100)
+    scored.push_to_hub("tester/plots", agreement=report)
+    files = set(HfApi().list_repo_files("tester/plots", repo_type="dataset"))
+    pictures = {f for f in files if f.startswith("hf_judge/plots/")}
+    assert pictures == {
+        "hf_judge/plots/train/QA_Clarity.png",
+        "hf_judge/plots/agreement/0_QA_Clarity_distribution.png",
+        "hf_judge/plots/agreement/0_human_score_distribution.png",
+        "hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_confusion.png",
+        "hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_calibration.png",
+    }
+    text = str(DatasetCard.load("tester/plots", repo_type="dataset"))
+    assert "![QA_Clarity (train)](hf_judge/plots/train/QA_Clarity.png)" in text
+    assert (
+        "![QA_Clarity_vs_human_score_confusion](hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_confusion.png)"
+        in text
+    )
+    assert "### Agreement with labels" in text and "| spearman |" in text and "40 of 40 rows compared" in text
+    for f in pictures:  # every picture is a PNG in the repo that the card shows
+        assert _png("tester/plots", f).startswith(PNG) and f"]({f})" in text
+    (tmp_path / "d.png").write_bytes(_png("tester/plots", "hf_judge/plots/train/QA_Clarity.png"))
+    assert mpimg.imread(tmp_path / "d.png").shape[:2] == (320, 500)
+
+    # pushed again without pictures: the card falls back to text, the old pictures leave the repo
+    scored.push_to_hub("tester/plots", plots=False)
+    files = set(HfApi().list_repo_files("tester/plots", repo_type="dataset"))
+    assert not any(f.startswith("hf_judge/plots/") for f in files) and "hf_judge/summary.json" in files
+    text = str(DatasetCard.load("tester/plots", repo_type="dataset"))
+    assert "![" not in text and "`QA_Clarity`\n```\n" in text and "Agreement with labels" not in text
+
+
+def test_pictures_without_a_summary_replace_only_their_own(hub):
+    ds = Dataset.from_dict({"QA_Clarity": [3, 7, 7, 9], "note": ["a", "b", "c", "d"]})
+    push_scored(ds.train_test_split(test_size=2, shuffle=False), "tester/plots-bare")
+    files = set(HfApi().list_repo_files("tester/plots-bare", repo_type="dataset"))
+    assert {"hf_judge/plots/train/QA_Clarity.png", "hf_judge/plots/test/QA_Clarity.png"} <= files
+
+
+def test_agreement_command_saves_pngs_beside_the_report(tmp_path, capfd):
+    path = tmp_path / "labelled.jsonl"
+    Dataset.from_dict({"QA_Correctness": [9, 7, 3, 8, 2, 6, 6, 10], "human": [8, 7, 2, 9, 3, 5, 7, 9]}).to_json(path)
+    code, out, err = run_cli(
+        capfd, "agreement", path, "--score", "QA_Correctness", "--label", "human", "--out", tmp_path / "r/report.json"
+    )
+    assert code == 0, err
+    saved = sorted(p.name for p in (tmp_path / "r").iterdir())
+    assert saved == [
+        "QA_Correctness_distribution.png",
+        "QA_Correctness_vs_human_calibration.png",
+        "QA_Correctness_vs_human_confusion.png",
+        "human_distribution.png",
+        "report.json",
+    ]
+    assert all((tmp_path / "r" / n).read_bytes().startswith(PNG) for n in saved if n.endswith(".png"))
+    assert "saved " in out and " | #" not in out  # pictures, so no text histogram
+
+
+def test_without_the_plots_extra_the_terminal_and_the_card_show_text(tmp_path, capfd, monkeypatch, hub):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed: `import matplotlib` fails
+    path = tmp_path / "labelled.jsonl"
+    Dataset.from_dict({"QA_Correctness": [9, 7, 3, 8], "human": [8, 7, 2, 9]}).to_json(path)
+    code, out, err = run_cli(capfd, "agreement", path, "--score", "QA_Correctness", "--label", "human")
+    assert code == 0, err
+    assert "QA_Correctness\n     3 | " in out and 'pip install "hf-judge[plots]"' in out
+    code, _, err = run_cli(capfd, "agreement", path, "--score", "QA_Correctness", "--label", "human", "--plots", "p")
+    assert code == 2 and 'pictures need matplotlib: pip install "hf-judge[plots]"' in err
+    push_scored(DatasetDict({"train": Dataset.from_dict({"QA_Correctness": [9, 7]})}), "tester/plots-text")
+    text = str(DatasetCard.load("tester/plots-text", repo_type="dataset"))
+    assert "![" not in text and "`QA_Correctness`\n```\n" in text
+    with pytest.raises(ConfigError, match="matplotlib"):
+        push_scored(DatasetDict({"train": Dataset.from_dict({"x": [1]})}), "tester/plots-text", plots=True)
