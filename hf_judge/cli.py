@@ -732,25 +732,26 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         confidence=args.confidence,
     )
     print(report)
-    written = []
+    done = []
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(report.to_json())
-        written.append(str(out))
+        done.append(f"saved to {out}")
     folder = Path(args.plots) if args.plots else Path(args.out).parent if args.out and plots.available() else None
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
-        for name, png in plots.report_pngs(report).items():
+        pictures = plots.report_pngs(report)
+        for name, png in pictures.items():
             (folder / name).write_bytes(png)
-            written.append(str(folder / name))
+        done.append(f"pictures ({len(pictures)} PNG) in {folder}{os.sep}")
     else:  # no pictures: the distributions as text
         for column, hist in report.histograms.items():
             print(f"\n{column}\n{text_histogram(hist)}")
         if not plots.available():
             print(f"\n(for PNG pictures: {plots.INSTALL_HINT}, then --plots DIR)")
-    if written:
-        print("\nsaved " + ", ".join(written))
+    if done:
+        print("", *done, sep="\n")
     return 0
 
 

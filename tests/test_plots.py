@@ -79,7 +79,7 @@ def test_agreement_command_saves_pngs_beside_the_report(tmp_path, capfd):
         "report.json",
     ]
     assert all((tmp_path / "r" / n).read_bytes().startswith(PNG) for n in saved if n.endswith(".png"))
-    assert "saved " in out and " | #" not in out  # pictures, so no text histogram
+    assert "saved to " in out and "pictures (4 PNG) in " in out and " | #" not in out  # pictures: no text histogram
 
 
 def test_without_the_plots_extra_the_terminal_and_the_card_show_text(tmp_path, capfd, monkeypatch, hub):
