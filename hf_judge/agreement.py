@@ -79,6 +79,20 @@ class AgreementReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AgreementReport:
+        """The report :meth:`to_dict` gave (e.g. read back from ``hf-judge agreement --out``'s JSON).
+
+        Example:
+            >>> report = AgreementReport.from_dict(json.loads(Path("report.json").read_text()))  # doctest: +SKIP
+        """
+        try:
+            report = cls(**data)
+        except TypeError as e:
+            raise ConfigError(f"not an agreement report ({e}): save one with hf-judge agreement --out FILE") from None
+        report.intervals = {k: tuple(v) if v else None for k, v in report.intervals.items()}  # type: ignore[misc]
+        return report
+
     def _rows(self) -> list[tuple[str, str, str]]:
         out = []
         for name, v in self.figures.items():

@@ -128,8 +128,34 @@ def _add_output_options(p: argparse.ArgumentParser, default: str) -> None:
         "--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo"
     )
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
+    g.add_argument(
+        "--agreement",
+        action="append",
+        type=_agreement_report,
+        default=[],
+        metavar="REPORT.json",
+        help="show this report of `hf-judge agreement --out` in the pushed card (repeatable)",
+    )
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
     g.add_argument("--overwrite", action="store_true", help="replace an output folder that holds a different result")
+
+
+def _agreement_report(path: str):
+    """A saved agreement report, read when the flags are parsed: a wrong path fails before any request."""
+    import json
+
+    from .agreement import AgreementReport
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise argparse.ArgumentTypeError(f"{path} is not an agreement report: save one with hf-judge agreement --out")
+    try:
+        return AgreementReport.from_dict(data)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(f"{path}: {e}") from None
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
@@ -422,7 +448,9 @@ def _write(
         save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
         done.append(f"saved to {out} ({_rows(result)})")
     if repo:
-        url = push_scored(result, repo, private=args.private, token=args.token, summary=summary)
+        url = push_scored(
+            result, repo, private=args.private, token=args.token, summary=summary, agreement=args.agreement
+        )
         done.append(f"pushed to {url} ({_rows(result)})")
     return done
 

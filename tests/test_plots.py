@@ -96,3 +96,25 @@ def test_without_the_plots_extra_the_terminal_and_the_card_show_text(tmp_path, c
     assert "![" not in text and "`QA_Correctness`\n```\n" in text
     with pytest.raises(ConfigError, match="matplotlib"):
         push_scored(DatasetDict({"train": Dataset.from_dict({"x": [1]})}), "tester/plots-text", plots=True)
+
+
+def test_score_push_with_a_saved_agreement_report_shows_it_in_the_card(judge, hub, tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-plots")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    labelled = tmp_path / "labelled.jsonl"
+    Dataset.from_dict({"QA_Clarity": [9, 7, 3, 8, 2, 6], "human": [8, 7, 2, 9, 3, 5]}).to_json(labelled)
+    report = tmp_path / "report.json"
+    code, _, err = run_cli(capfd, "agreement", labelled, "--score", "QA_Clarity", "--label", "human", "--out", report)
+    assert code == 0, err
+    data = tmp_path / "d.jsonl"
+    qa_dataset(6, "agree").to_json(data)
+    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer"]
+    args += ["-m", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/plots-cli"]
+    code, _, err = run_cli(capfd, *args, "--agreement", tmp_path / "missing.json")
+    assert code == 2 and "missing.json" in err and judge.stats()["requests"] == 0  # found before any request
+    code, out, err = run_cli(capfd, *args, "--agreement", report)
+    assert code == 0, err
+    text = str(DatasetCard.load("tester/plots-cli", repo_type="dataset"))
+    assert "**`QA_Clarity` vs `human`** (split `train`): numeric, 6 of 6 rows compared" in text
+    assert "| spearman | 0.886 |" in text  # scipy: 0.8857142857142858
+    assert "![QA_Clarity_vs_human_confusion](hf_judge/plots/agreement/0_QA_Clarity_vs_human_confusion.png)" in text
