@@ -249,3 +249,24 @@ def test_cli_agreement_prints_the_table_and_saves_json(tmp_path, capfd):
     assert saved["intervals"] == same.to_dict()["intervals"]
     code, _, err = run_cli(capfd, "agreement", path, "--score", "QA_Correctnes", "--label", "human_score")
     assert code == 2 and "no column 'QA_Correctnes'" in err
+
+
+def test_p_positive_against_boolean_labels_is_a_calibration():
+    p = [0.91, 0.15, 0.62, 0.08, 0.77, 0.55, 0.33, 0.97, 0.41, 0.69, 0.12,
+         0.86, 0.24, 0.58, 0.49, 0.73, 0.05, 0.93, 0.36, 0.81, 0.66, 0.19]  # fmt: skip
+    gold = [v > 0.5 for v in p]
+    gold[5], gold[8], gold[13], gold[20] = False, True, True, False  # the judge's near misses
+    r = agreement(Dataset.from_dict({"Binary_p_positive": p, "gold": gold}), "Binary_p_positive", "gold", resamples=0)
+    assert r.kind == "numeric" and r.confusion is None
+    assert r.figures["pearson"] == pytest.approx(scipy_stats.pointbiserialr(gold, p).statistic)
+    assert r.figures["mae"] == pytest.approx(np.mean(np.abs(np.array(p) - np.array(gold))))  # the Brier-like error
+    bins = r.calibration
+    assert len(bins) <= 10 and sum(b["count"] for b in bins) == 22
+    assert bins[0]["label_mean"] == 0.0 and bins[-1]["label_mean"] == 1.0
+
+
+def test_nothing_to_compare_gives_an_empty_report_not_an_error():
+    ds = Dataset.from_dict({"QA_Correctness": [None, 3, None], "human": [4, None, None]})
+    r = agreement(ds, "QA_Correctness", "human")
+    assert r.pairs == 0 and r.missing == {"score": 1, "label": 1, "both": 1}
+    assert set(r.figures.values()) == {None} and r.intervals == {} and "n/a" in str(r)
