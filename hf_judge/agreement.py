@@ -184,9 +184,10 @@ def agreement(
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
-    ``kind``: "numeric", "binary" or "pairwise" (default: from the columns' types; ``score`` may name a
-    pairwise metric, whose ``<score>_winner`` column is read). ``positive``: the label value that
-    counts as positive for a binary judge, when the labels are not booleans, 0/1, yes/no or true/false.
+    ``kind``: "numeric", "binary" or "pairwise" (default: from the score column's type; ``score`` may
+    name a pairwise metric, whose ``<score>_winner`` column is read). ``positive``: the label value
+    that counts as positive for a binary judge, when the labels are not booleans, 0/1, yes/no or
+    true/false (the judge's own verdicts are read as those).
     ``resamples``, ``seed``, ``confidence``: the bootstrap intervals (``resamples=0``: none).
 
     Example:
@@ -205,9 +206,9 @@ def agreement(
     for col, what in ((score, "score"), (label, "label")):
         if col not in d.column_names:
             raise ConfigError(f"no column {col!r} ({what}) in the dataset; it has: {', '.join(d.column_names)}")
-    table = d.with_format("arrow")[:]  # the rows a select/shuffle kept, in their order
-    s_arr, l_arr = table[score].combine_chunks(), table[label].combine_chunks()
-    kind = kind or _guess_kind(score, s_arr, l_arr)
+    arrow = d.with_format("arrow")  # the rows a select/shuffle kept, in their order; only the two columns
+    s_arr, l_arr = arrow[score].combine_chunks(), arrow[label].combine_chunks()
+    kind = kind or _guess_kind(score, s_arr)
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     s_null, l_null = _nulls(s_arr), _nulls(l_arr)
@@ -235,7 +236,7 @@ def agreement(
         x, y = _numbers(s_kept, score), _numbers(l_kept, label)
         fns = _numeric(report, x, y)
     elif kind == "binary":
-        x, y = _booleans(s_kept, score, positive), _booleans(l_kept, label, positive)
+        x, y = _booleans(s_kept, score, None), _booleans(l_kept, label, positive)
         fns = _binary(report, x, y)
     else:
         x, y = _preferences(s_kept, score), _preferences(l_kept, label)
@@ -270,7 +271,9 @@ def _nulls(arr: pa.Array) -> np.ndarray:
     return null
 
 
-def _guess_kind(score: str, s: pa.Array, lab: pa.Array) -> str:
+def _guess_kind(score: str, s: pa.Array) -> str:
+    """Numeric unless the score column is a verdict or a winner; a boolean label next to numeric scores
+    is read as 0/1 (a calibration of ``p_positive``)."""
     if score.endswith("_winner"):
         return "pairwise"
     if pa.types.is_boolean(s.type):
@@ -284,7 +287,6 @@ def _guess_kind(score: str, s: pa.Array, lab: pa.Array) -> str:
         raise ConfigError(
             f"column {score!r} holds text ({sorted(values)[:5]}...): name a score column, a verdict or a winner"
         )
-    del lab  # numeric scores: a boolean label is read as 0/1 (a calibration of p_positive)
     return "numeric"
 
 
