@@ -57,10 +57,19 @@ def test_pushed_run_card_shows_distributions_and_agreement_pictures(judge, hub, 
 
 
 def test_pictures_without_a_summary_replace_only_their_own(hub):
-    ds = Dataset.from_dict({"QA_Clarity": [3, 7, 7, 9], "note": ["a", "b", "c", "d"]})
+    ds = Dataset.from_dict(
+        {"QA_Clarity": [3, 7, 7, 9], "QA_Clarity_expected": [3.4, 6.9, 7.2, 8.7], "note": ["a", "b", "c", "d"]}
+    )
     push_scored(ds.train_test_split(test_size=2, shuffle=False), "tester/plots-bare")
     files = set(HfApi().list_repo_files("tester/plots-bare", repo_type="dataset"))
-    assert {"hf_judge/plots/train/QA_Clarity.png", "hf_judge/plots/test/QA_Clarity.png"} <= files
+    assert {
+        "hf_judge/plots/train/QA_Clarity.png",
+        "hf_judge/plots/test/QA_Clarity.png",
+        "hf_judge/plots/train/QA_Clarity_expected.png",  # a float column: binned
+    } <= files
+    push_scored(DatasetDict({"train": ds.select_columns(["note", "QA_Clarity"])}), "tester/plots-bare")
+    files = set(HfApi().list_repo_files("tester/plots-bare", repo_type="dataset"))
+    assert {f for f in files if f.startswith("hf_judge/")} == {"hf_judge/plots/train/QA_Clarity.png"}
 
 
 def test_agreement_command_saves_pngs_beside_the_report(tmp_path, capfd):
