@@ -446,6 +446,7 @@ def _write(
         saved = ScoredDatasetDict(result)
         saved.summary = summary
         save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
+        _save_pictures(result, out, summary)
         done.append(f"saved to {out} ({_rows(result)})")
     if repo:
         url = push_scored(
@@ -453,6 +454,18 @@ def _write(
         )
         done.append(f"pushed to {url} ({_rows(result)})")
     return done
+
+
+def _save_pictures(result, out: str, summary) -> None:
+    """Each score column's distribution as a PNG in ``out/plots/<split>/``, when the plots extra is installed."""
+    from . import plots
+    from .card import PLOTS_DIR, picture_files
+
+    if plots.available():
+        for path, png in picture_files(result, summary).items():
+            target = Path(out, "plots", path.removeprefix(f"{PLOTS_DIR}/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(png)
 
 
 def _filtered_name(target: str) -> str:

@@ -127,3 +127,23 @@ def test_score_push_with_a_saved_agreement_report_shows_it_in_the_card(judge, hu
     assert "**`QA_Clarity` vs `human`** (split `train`): numeric, 6 of 6 rows compared" in text
     assert "| spearman | 0.886 |" in text  # scipy: 0.8857142857142858
     assert "![QA_Clarity_vs_human_confusion](hf_judge/plots/agreement/0_QA_Clarity_vs_human_confusion.png)" in text
+
+
+def test_score_output_folder_gets_distribution_pictures(judge, tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-plots")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "d.jsonl"
+    qa_dataset(12, "folder").to_json(data)
+    out = tmp_path / "out"
+    common = ["--column", "instruction=question", "--column", "output=answer", "-m", "judge"]
+    code, _, err = run_cli(
+        capfd, "score", data, "--metrics", "QA_Clarity", *common, "--base-url", judge.base_url, "-o", out
+    )
+    assert code == 0, err
+    assert (out / "plots/train/QA_Clarity.png").read_bytes().startswith(PNG)
+    # the folder is still a result hf-judge reads and adds to: a second metric, both pictures
+    code, _, err = run_cli(
+        capfd, "score", out, "--metrics", "Q_Clarity", *common, "--base-url", judge.base_url, "-o", out
+    )
+    assert code == 0, err
+    assert sorted(p.name for p in (out / "plots/train").iterdir()) == ["QA_Clarity.png", "Q_Clarity.png"]
