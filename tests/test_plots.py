@@ -147,3 +147,29 @@ def test_score_output_folder_gets_distribution_pictures(judge, tmp_path, capfd, 
     )
     assert code == 0, err
     assert sorted(p.name for p in (out / "plots/train").iterdir()) == ["QA_Clarity.png", "Q_Clarity.png"]
+
+
+def test_every_kind_of_report_draws_its_pictures():
+    from hf_judge.plots import report_pngs
+
+    binary = Dataset.from_dict({"Binary": [True, False, True, True], "gold": [1, 0, 0, 1]})
+    pairwise = Dataset.from_dict({"Comparative_winner": ["1", "2", "tie", "1"], "preferred": ["1", "2", "1", "2"]})
+    expected = Dataset.from_dict({"QA_Correctness_expected": [7.5, 2.25, 9.0, 5.5], "human": [8, 2, 9, 6]})
+    names = {
+        "binary": sorted(report_pngs(agreement(binary, "Binary", "gold", resamples=0))),
+        "pairwise": sorted(report_pngs(agreement(pairwise, "Comparative", "preferred", resamples=0))),
+        "expected": sorted(report_pngs(agreement(expected, "QA_Correctness_expected", "human", resamples=0))),
+    }
+    assert names == {
+        "binary": ["Binary_distribution.png", "Binary_vs_gold_confusion.png", "gold_distribution.png"],
+        "pairwise": [
+            "Comparative_winner_distribution.png",
+            "Comparative_winner_vs_preferred_confusion.png",
+            "preferred_distribution.png",
+        ],
+        "expected": [  # not whole numbers: no confusion matrix, a calibration curve
+            "QA_Correctness_expected_distribution.png",
+            "QA_Correctness_expected_vs_human_calibration.png",
+            "human_distribution.png",
+        ],
+    }
