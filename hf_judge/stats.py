@@ -4,8 +4,9 @@ numpy comes with datasets, so the agreement report needs no new dependency:
 scipy is ~110 MB installed, and ``scipy.stats`` ~1 s to import, for the
 handful of formulas used here. Each function matches its scipy / scikit-learn
 counterpart (``tests/test_agreement.py`` compares them on fixed data with ties,
-constant columns and missing values), with one difference: a figure that is undefined (a constant column's correlation, a
-precision with no predicted positive) is ``None``, not ``nan`` and a warning.
+constant columns and missing values), with one difference: a figure that is
+undefined (a constant column's correlation, a precision with no predicted
+positive) is ``None``, not ``nan`` and a warning.
 The inputs hold no missing values: :mod:`hf_judge.agreement` drops them first.
 """
 
