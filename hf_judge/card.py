@@ -5,11 +5,11 @@ key), each metric with the full sha256 of its prompt file, the sampling
 parameters, the recipe, rows scored, the thresholds of a filter and the rows
 it kept, the runs that produced the scores (requests and tokens summed over
 them), errors by kind, each score column's distribution (a PNG with the
-``plots`` extra, else a text histogram) and agreement reports, if given. The prompt
-files, the recipe and ``summary.json`` go to the repo beside the data
+``plots`` extra, else a text histogram) and agreement reports, if given. The
+prompt files, the recipe and ``summary.json`` go to the repo beside the data
 (``provenance_files``), so every hash in the card names a file anyone can
-read and run again; the pictures go to ``hf_judge/plots/`` (``picture_files``). Metadata follows the Hub's conventions
-(``huggingface_hub.DatasetCardData``). hf_judge owns only the part between
+read and run again; the pictures go to ``hf_judge/plots/`` (``picture_files``).
+Metadata follows the Hub's conventions (``huggingface_hub.DatasetCardData``). hf_judge owns only the part between
 its two markers: text and metadata around it survive a second push.
 """
 
