@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 # each public name is loaded from its submodule on first use (PEP 562), so
 # `hf-judge --help`, `metrics` and `recipes` start fast.
 _SUBMODULE_ATTRS = {
+    "agreement": ["AgreementReport", "agreement"],
     "errors": [
         "AuthenticationError",
         "BudgetExceededError",
@@ -54,6 +55,7 @@ _SUBMODULE_ATTRS = {
 _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
+    from .agreement import AgreementReport, agreement
     from .errors import (
         AuthenticationError,
         BudgetExceededError,
