@@ -850,6 +850,13 @@ def main(argv: list[str] | None = None) -> int:
             hint = "Run the same command again to resume: finished replies are cached."
         print(f"hf-judge: interrupted. {hint}", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `hf-judge ... | head`: the reader has gone, which is no error of the run (whatever it saved is
+        # saved). Point stdout at /dev/null so that the interpreter's last flush does not complain again.
+        if sys.stdout is sys.__stdout__:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell pipeline reports a writer whose reader closed
     except ConfigError as e:
         _maybe_traceback()
         print(f"hf-judge: error: {scrub(e)}", file=sys.stderr)
