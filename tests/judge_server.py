@@ -36,6 +36,7 @@ DEFAULTS: dict = {
     "models": None,
     "require_key": None,
     "overrides": {},
+    "attempt_scores": None,  # [4, 9, 9]: the n-th request of a prompt gets integer outputs [n-1 % len] (samples)
     "text_reply": "ok",
     "record": False,
     "faults": [],
@@ -92,9 +93,13 @@ class Judge:
             return bool(h % 2)
         return f"reason {h & 0xFFFFFFFF:08x}"
 
-    def _reply_object(self, text: str, schema: dict) -> dict:
+    def _reply_object(self, text: str, schema: dict, attempt: int = 1) -> dict:
         props = schema.get("properties", {})
-        overrides = self.config["overrides"]
+        overrides = dict(self.config["overrides"])
+        by_attempt = self.config["attempt_scores"]
+        if by_attempt:
+            score = by_attempt[(attempt - 1) % len(by_attempt)]
+            overrides.update({k: score for k, s in props.items() if s.get("type") == "integer" and k not in overrides})
         return {k: overrides[k] if k in overrides else self._value(text, k, s) for k, s in props.items()}
 
     @staticmethod
@@ -269,7 +274,7 @@ class Judge:
             if schema is None:
                 content = cfg["text_reply"]
             else:
-                content = orjson.dumps(self._reply_object(text, schema)).decode()
+                content = orjson.dumps(self._reply_object(text, schema, attempt)).decode()
             self._event(200, inflight)
             st["ok"] += 1
             if phash in self.answered:
