@@ -184,10 +184,12 @@ class Judge:
         body = bomb + zlib.compress(completion, 9, wbits=31)
         return web.Response(body=body, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
 
-    def _select_fault(self, text: str, phash: bytes, attempt: int):
+    def _select_fault(self, text: str, phash: bytes, attempt: int, model: str = ""):
         for rule in self.config["faults"]:
             match = rule.get("match")
             if match is not None and match not in text:
+                continue
+            if rule.get("model") is not None and rule["model"] != model:  # one judge of a panel
                 continue
             rate = rule.get("rate", 1.0)
             if rule.get("random"):
@@ -256,7 +258,7 @@ class Judge:
             tail = cfg["tail"]
             if tail and random.random() < tail.get("rate", 0):
                 delay = tail["seconds"]
-            rule = self._select_fault(text, phash, attempt)
+            rule = self._select_fault(text, phash, attempt, model)
             if rule is not None:
                 kind = rule["fault"]
                 st["by_fault"][kind] = st["by_fault"].get(kind, 0) + 1
