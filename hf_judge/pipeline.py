@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -41,6 +43,7 @@ from .render import format_value
 from .store import ReplyStore
 from .validate import ReplyError, parse_reply
 
+logger = logging.getLogger("hf_judge")
 # Bound to module names for the per-row paths: a member looked up on its enum class costs ~70 ns.
 _BINARY, _PAIRWISE = MetricKind.BINARY, MetricKind.PAIRWISE
 # Per-row token columns (token_columns=True): the usage the server reported for
@@ -282,8 +285,11 @@ class SplitRun:
                     sends = remaining
             loop = asyncio.get_running_loop()
             inflight, recent, clients, down = self.inflight, self.recent, self.clients, self.judge_down
+            claimed: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
             for job, part, messages, body in sends:
                 key = job.keys[part]
+                if claimed and (id(job), part) in claimed:
+                    continue
                 judge = part // job.per_judge
                 if down and judge in down:
                     self._finish_part(job, part, down[judge])
@@ -301,14 +307,13 @@ class SplitRun:
                     self._finish_part(job, part, shared)
                     continue
                 inflight[key] = []
+                followers = self._followers(job, part, client, claimed) if self.layout.samples > 1 else ()
                 if not limiter.try_acquire():
                     await limiter.acquire()
                 if self.failure is not None:
                     limiter.release()
                     return
-                t = loop.create_task(self._send(job, part, messages, body))
-                self.tasks.add(t)
-                t.add_done_callback(self.tasks.discard)
+                self._spawn(self._send(job, part, messages, body, followers))
             # yield once per batch so replies are handled between batches
             await asyncio.sleep(0)
         while self.tasks:
@@ -374,11 +379,46 @@ class SplitRun:
         except ReplyError:
             return None  # a damaged or outdated entry: score it again
 
-    async def _send(self, job: _Job, part: int, messages: list, body: bytes) -> None:
+    def _spawn(self, coro) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+
+    def _followers(self, job: _Job, part: int, client: JudgeClient, claimed: set) -> tuple[int, ...]:
+        """For the first sample of a (judge, order): the other samples not yet answered, to ask for in the same
+        request as its extra choices (``n``), where the server is not known to ignore ``n``."""
+        if client.n_choices is False or (part // job.orders) % self.layout.samples:
+            return ()
+        inflight, recent, out = self.inflight, self.recent, []
+        for sample in range(1, self.layout.samples):
+            other = part + sample * job.orders
+            key = job.keys[other]
+            if job.outcomes[other] is None and key not in inflight and key not in recent:
+                inflight[key] = []
+                claimed.add((id(job), other))
+                out.append(other)
+        return tuple(out)
+
+    async def _send(
+        self,
+        job: _Job,
+        part: int,
+        messages: list,
+        body: bytes,
+        followers: Sequence[int] = (),
+        have_slot: bool = True,
+    ) -> None:
         judge = part // job.per_judge
         client = self.clients[judge]
         try:
-            outcome = await client.call(job.plan.metric, messages, job.plan.temperature, have_slot=True, body=body)
+            outcome = await client.call(
+                job.plan.metric,
+                messages,
+                job.plan.temperature,
+                have_slot=have_slot,
+                body=body,
+                n=1 + len(followers),
+            )
         except asyncio.CancelledError:
             raise
         except (ServerUnreachableError, CircuitOpenError) as e:
@@ -389,6 +429,40 @@ class SplitRun:
         except BaseException as e:  # noqa: BLE001 - a RunStopped, or a bug: either must not hang the map
             self._fail(e)
             return
+        if followers:
+            extra = outcome.extra or []
+            if outcome.choices:  # a completion came, with 1 + len(extra) choices
+                client.n_choices = len(extra) >= len(followers)
+                if not client.n_choices:
+                    self._n_ignored(client, outcome)
+                for other in followers[len(extra) :]:
+                    self._spawn(self._send(job, other, messages, body, have_slot=False))
+                for other, o in zip(followers, extra[: len(followers)], strict=False):
+                    self._deliver(job, other, o)
+            elif client.n_choices is not True and _refuses_n(outcome):
+                client.n_choices = False
+                self._n_ignored(client, outcome)
+                for other in (part, *followers):  # each sample on its own; their waiters are still registered
+                    self._spawn(self._send(job, other, messages, body, have_slot=False))
+                return
+            else:  # no reply came (a connection failure, a timeout, a 5xx): every sample of it failed alike
+                for other in followers:
+                    self._deliver(job, other, outcome)
+        self._deliver(job, part, outcome)
+
+    def _n_ignored(self, client: JudgeClient, outcome: Outcome) -> None:
+        if any("ignores n" in note for note in client.stats.notes):
+            return
+        how = f"refused it ({outcome.kind})" if not outcome.choices else "answered with one choice"
+        note = (
+            f"the server at {client.base_url} ignores n (asked for {self.layout.samples} choices, it {how}): "
+            "each sample is a request of its own"
+        )
+        client.stats.notes.append(note)
+        logger.info(note)
+
+    def _deliver(self, job: _Job, part: int, outcome: Outcome) -> None:
+        """A request's outcome to its part, to the reply store, and to the identical requests waiting for it."""
         key = job.keys[part]
         if outcome.value is not None and self.store is not None:
             assert outcome.raw is not None  # a validated reply always keeps its text
@@ -562,6 +636,14 @@ class SplitRun:
         self._fail(self.failure or asyncio.CancelledError())
         if self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def _refuses_n(outcome: Outcome) -> bool:
+    """A 400/422 whose message is about the ``n`` parameter (``'n' must be 1``), not about the request's content."""
+    return outcome.kind in ("http_400", "http_422") and bool(_N_PARAM.search(outcome.message or ""))
+
+
+_N_PARAM = re.compile(r"(?<![A-Za-z_])n(?![A-Za-z_])")
 
 
 def read_batches(ds: Dataset, batch_size: int, raw_images: bool) -> Iterator[dict[str, list]]:

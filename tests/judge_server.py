@@ -36,6 +36,7 @@ DEFAULTS: dict = {
     "models": None,
     "require_key": None,
     "overrides": {},
+    "n": "ignore",  # a request for n choices: "ignore" (one choice), "honour" (n choices), "refuse" (400)
     "attempt_scores": None,  # [4, 9, 9]: the n-th request of a prompt gets integer outputs [n-1 % len] (samples)
     "text_reply": "ok",
     "record": False,
@@ -244,6 +245,10 @@ class Judge:
             if cfg["models"] is not None and model not in cfg["models"]:
                 self._event(404, inflight)
                 return self._error(404, f"The model `{model}` does not exist", code="model_not_found")
+            n = body.get("n") or 1
+            if n > 1 and cfg["n"] == "refuse":
+                self._event(400, inflight)
+                return self._error(400, "Invalid value for 'n': this model supports only n=1")
             text = "".join(self._text(m.get("content"), st) for m in body.get("messages", []))
             phash = hashlib.blake2b(text.encode(), digest_size=16).digest()
             attempt = self.attempts.get(phash, 0) + 1
@@ -272,7 +277,9 @@ class Judge:
             )
             if rule is not None:
                 resp = self._fault(rule, model, text, schema, inflight, request)
-                return await resp if asyncio.iscoroutine(resp) else resp
+                if asyncio.iscoroutine(resp):
+                    return await resp
+                return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
             if schema is None:
                 content = cfg["text_reply"]
             else:
@@ -284,9 +291,27 @@ class Judge:
             else:
                 self.answered.add(phash)
                 st["prompts"] = len(self.answered)
-            return self._completion(model, content, "stop", len(text))
+            resp = self._completion(model, content, "stop", len(text))
+            return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
         finally:
             st["inflight"] -= 1
+
+    def _more_choices(self, resp, n: int, text: str, schema: dict | None, phash: bytes):
+        """A completion with n choices: the first as answered, each other one the reply to the prompt's next
+        attempt (so `attempt_scores` gives choice i the score of attempt + i)."""
+        if n <= 1 or resp.status != 200 or schema is None:
+            return resp
+        doc = orjson.loads(resp.body)
+        if not isinstance(doc, dict) or not doc.get("choices"):
+            return resp
+        first = self.attempts[phash]
+        for i in range(1, n):
+            content = orjson.dumps(self._reply_object(text, schema, first + i)).decode()
+            doc["choices"].append(
+                {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            )
+        self.attempts[phash] = first + n - 1
+        return web.Response(body=orjson.dumps(doc), content_type="application/json")
 
     def _fault(self, rule: dict, model: str, text: str, schema: dict | None, inflight: int, request: web.BaseRequest):
         kind = rule["fault"]

@@ -131,3 +131,36 @@ def test_cli_samples(capfd, judge, tmp_path, monkeypatch):
     assert code == 0, err
     d = load_from_disk(str(tmp_path / "out"))["train"]
     assert len(d[0]["QA_Correctness_samples"]) == 3 and judge.stats()["requests"] == 9
+
+
+def test_a_server_that_honours_n_answers_k_samples_in_one_request(judge, tmp_path):
+    judge.configure(n="honour", attempt_scores=SCORES, faults=FAULTS[:1], record=True)
+    out = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, samples=3, retries=0, temperature=0.7)
+    assert judge.stats()["requests"] == 4 and {b["n"] for b in judge.stats()["bodies"]} == {3}
+    d = out["train"]
+    assert d["QA_Correctness_samples"] == [[4, 9, 9], [None, 9, 9], [4, 9, 9], [4, 9, 9]]
+    assert d["QA_Correctness"][1] == 9.0 and len(out["errors"]) == 0
+    assert not any("ignores n" in note for note in out.summary.notes)
+
+
+def test_n_resume_sends_only_the_missing_sample(judge, tmp_path):
+    judge.configure(n="honour", attempt_scores=SCORES, faults=FAULTS[:1], record=True)
+    kw = dict(samples=3, min_samples=3, retries=0, temperature=0.7)
+    out = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, **kw)
+    assert [e["row"] for e in out["errors"]] == [1]  # its first choice failed validation: 2 of 3, min_samples=3
+    judge.configure(faults=[])
+    again = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, **kw)
+    assert judge.stats()["requests"] == 5 and "n" not in judge.stats()["bodies"][-1]  # that sample alone
+    assert again.summary.cache_hits == 11 and len(again["errors"]) == 0
+    assert None not in again["train"][1]["QA_Correctness_samples"]
+
+
+@pytest.mark.parametrize("mode", ["ignore", "refuse"])
+def test_a_server_that_ignores_or_refuses_n_gets_k_requests(judge, tmp_path, mode):
+    judge.configure(n=mode, attempt_scores=SCORES)
+    out = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, samples=3, retries=0, temperature=0.7)
+    assert [sorted(s) for s in out["train"]["QA_Correctness_samples"]] == [[4, 9, 9]] * 4
+    assert len(out["errors"]) == 0
+    assert judge.stats()["by_status"]["200"] == 12  # K replies per row
+    assert [n for n in out.summary.notes if "ignores n" in n]  # said once, in the summary
+    assert len([n for n in out.summary.notes if "ignores n" in n]) == 1
