@@ -87,6 +87,12 @@ def test_panel_of_three_with_one_judge_down(judge, judge_b, tmp_path, monkeypatc
     assert pairs["judge_a~c"] == {"rows": 0, "exact": None}
     assert "agreement      train QA_Correctness: " in str(summary)
     assert KEY_B not in str(summary.to_dict()) + str(errors)
+    # the card names every judge; each judge's score column gets its own statistics
+    from hf_judge.card import render_section
+
+    card = render_section(out, summary)
+    assert "- **Judges:** `judge_a`: `judge-a` at `127.0.0.1:" in card and "`c`: `judge-c` at" in card
+    assert "QA_Correctness__judge_b" in card and KEY_B not in card
 
     # Resume per judge: the judges that answered are served from the reply store; only judge c is asked again.
     again = score(qa_dataset(6), ["QA_Correctness"], judge, tmp_path, models=models, retries=0)
