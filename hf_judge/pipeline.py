@@ -283,9 +283,9 @@ class SplitRun:
                             self.clients[part // job.per_judge].stats.cache_hits += 1
                             self._finish_part(job, part, outcome)
                     sends = remaining
-            loop = asyncio.get_running_loop()
             inflight, recent, clients, down = self.inflight, self.recent, self.clients, self.judge_down
             claimed: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
+            several = self.layout.samples > 1
             for job, part, messages, body in sends:
                 key = job.keys[part]
                 if claimed and (id(job), part) in claimed:
@@ -307,7 +307,7 @@ class SplitRun:
                     self._finish_part(job, part, shared)
                     continue
                 inflight[key] = []
-                followers = self._followers(job, part, client, claimed) if self.layout.samples > 1 else ()
+                followers = self._followers(job, part, client, claimed) if several else ()
                 if not limiter.try_acquire():
                     await limiter.acquire()
                 if self.failure is not None:
