@@ -133,6 +133,15 @@ def test_aggregators():
         got = layout.combine_judges(m, judges)
         assert got["QA_Correctness"] == value and got["QA_Correctness__b"] == 3 and "QA_Correctness__c" not in got
     assert Layout(judges=("a", "b"), aggregator=Aggregator.MAX).column_types(m)["QA_Correctness"] == "int64"
+    # a results cache is per layout: another aggregator, judge or K is another result
+    prints = [
+        Layout(judges=("a", "b")),
+        Layout(judges=("a", "b"), aggregator=Aggregator.MEDIAN),
+        Layout(judges=("a", "c")),
+        Layout(samples=3, min_samples=2, judges=("a", "b")),
+        Layout(samples=3, min_samples=3, judges=("a", "b")),
+    ]
+    assert len({str(p.fingerprint()) for p in prints}) == len(prints) and Layout().fingerprint() is None
     binary = load_metric("Binary")
     votes = [{"Binary": True}, {"Binary": False}, {"Binary": True}]
     assert Layout(judges=("a", "b", "c")).combine_judges(binary, votes)["Binary"] is True
