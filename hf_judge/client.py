@@ -444,6 +444,7 @@ class JudgeClient:
         self.backoff_base = settings.backoff_base
         self.backoff_max = settings.backoff_max
         self.max_total_tokens = settings.max_total_tokens
+        self.budget_peers: list[JudgeClient] = [self]  # the clients whose tokens max_total_tokens counts (a panel)
         self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
         self.stats = Stats()
         self._headers = {"Content-Type": "application/json"}
@@ -856,7 +857,7 @@ class JudgeClient:
 
     def _check_budget(self) -> None:
         if self.max_total_tokens is not None:
-            used = self.stats.prompt_tokens + self.stats.completion_tokens
+            used = sum(c.stats.prompt_tokens + c.stats.completion_tokens for c in self.budget_peers)
             if used >= self.max_total_tokens:
                 raise BudgetExceededError(
                     f"the token budget max_total_tokens={self.max_total_tokens} is used up ({used} tokens). "

@@ -449,6 +449,8 @@ def _judge_clients(settings: Settings, api_key: str | None) -> list[JudgeClient]
         if key is None and not has_credentials(base):
             key = api_key
         clients.append(JudgeClient(own, api_key=key))
+    for c in clients:  # max_total_tokens is the run's budget, whichever judge spends it
+        c.budget_peers = clients
     return clients
 
 

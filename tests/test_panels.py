@@ -196,3 +196,15 @@ def test_cli_models(capfd, judge, tmp_path, monkeypatch):
 
     d = load_from_disk(str(tmp_path / "out"))["train"]
     assert d["QA_Correctness__two"] == [1, 1, 1] and d["QA_Correctness"] == d["QA_Correctness__one"]
+
+
+def test_the_token_budget_is_the_panels(judge, tmp_path):
+    """max_total_tokens counts the tokens of every judge: a panel of two stops at the budget, not at twice it."""
+    from hf_judge import BudgetExceededError
+
+    judge.configure(record=True)
+    with pytest.raises(BudgetExceededError, match="max_total_tokens"):
+        score(qa_dataset(500), ["QA_Clarity"], judge, tmp_path, models="a,b", max_total_tokens=2000, concurrency=2)
+    bodies = judge.stats()["bodies"]
+    # ~170 tokens a reply: 12 replies spend the budget, and 2 x 2 more may be in flight; a budget per judge took 24
+    assert {b["model"] for b in bodies} == {"a", "b"} and 12 <= len(bodies) <= 16
