@@ -208,3 +208,29 @@ def test_the_token_budget_is_the_panels(judge, tmp_path):
     bodies = judge.stats()["bodies"]
     # ~170 tokens a reply: 12 replies spend the budget, and 2 x 2 more may be in flight; a budget per judge took 24
     assert {b["model"] for b in bodies} == {"a", "b"} and 12 <= len(bodies) <= 16
+
+
+def test_recipe_panel_runs(capfd, judge, judge_b, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("JUDGE_B_KEY", KEY_B)
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    judge.configure(record=True)
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(f'{{"instruction": "q{i}", "output": "a{i}"}}\n' for i in range(3)))
+    recipe = tmp_path / "panel.yaml"
+    recipe.write_text(
+        "metrics: [QA_Correctness]\n"
+        "models:\n"
+        f"  - {{model: judge-a, name: a, base_url: '{judge.base_url}'}}\n"
+        f"  - {{model: judge-b, name: b, base_url: '{judge_b.base_url}', api_key: 'env:JUDGE_B_KEY'}}\n"
+        "aggregator: min\n"
+    )
+    code, out, err = run_cli(capfd, "run", recipe, "--dataset", data, "-o", tmp_path / "out")
+    assert code == 0, err
+    from datasets import load_from_disk
+
+    d = load_from_disk(str(tmp_path / "out"))["train"]
+    assert d["QA_Correctness__b"] == [3, 3, 3]
+    assert d["QA_Correctness"] == [min(x, 3) for x in d["QA_Correctness__a"]]
+    assert set(judge_b.stats()["auth"]) == {f"Bearer {KEY_B}"} and set(judge.stats()["auth"]) == {"Bearer sk-test"}
+    assert KEY_B not in out + err
