@@ -290,8 +290,7 @@ def score_dataset(
         splits, loaded, columns, settings.temperature, if_exists, token_columns, layout
     )
     _check_samples(settings, plans_by_split)
-    judges = settings.judges
-    api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()) and not all(j.api_key for j in judges))
+    api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()))
     clients = _judge_clients(settings, api_key)
     client = clients[0]
     for c in clients:
@@ -465,15 +464,18 @@ def _agreement(layout: Layout, results: dict[str, Dataset], plans_by_split: dict
 
 
 def _api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
-    """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials."""
+    """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials.
+    In a panel, the key of every judge that names none of its own (``api_key: env:VAR``)."""
     base = settings.base_url or check_base_url(constants.default_base_url())
-    if api_key is None and not has_credentials(base):  # a URL's user:password@ is its auth: no key from the env
+    bases = [j.base_url or base for j in settings.judges if not j.api_key] if settings.models else [base]
+    if api_key is None and any(not has_credentials(b) for b in bases):  # user:password@ is a URL's own auth
         api_key = constants.default_api_key()
-    if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
-        raise ConfigError(
-            f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
-            "or point base_url (--base-url) at your own server"
-        )
+    for base in bases:
+        if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
+            raise ConfigError(
+                f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
+                "or point base_url (--base-url) at your own server"
+            )
     register(api_key)
     return api_key
 

@@ -234,3 +234,18 @@ def test_recipe_panel_runs(capfd, judge, judge_b, tmp_path, monkeypatch):
     assert d["QA_Correctness"] == [min(x, 3) for x in d["QA_Correctness__a"]]
     assert set(judge_b.stats()["auth"]) == {f"Bearer {KEY_B}"} and set(judge.stats()["auth"]) == {"Bearer sk-test"}
     assert KEY_B not in out + err
+
+
+def test_a_panel_of_own_servers_needs_no_openai_key(judge, judge_b, tmp_path, monkeypatch):
+    from hf_judge import Settings, score_dataset
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    fast = Settings(model="unused", backoff_base=0.001, backoff_max=0.01)
+    own = [{"model": "a", "base_url": judge.base_url}, {"model": "b", "base_url": judge_b.base_url}]
+    kw = dict(columns={"instruction": "question", "output": "answer"}, cache_dir=tmp_path / "c", settings=fast)
+    out = score_dataset(qa_dataset(2), ["QA_Correctness"], models=own, **kw)
+    assert out["train"]["QA_Correctness__b"] == [3, 3] and set(judge_b.stats()["auth"]) == {""}
+    # a judge left on the default server (OpenAI) without a key is refused before any request
+    with pytest.raises(ConfigError, match="no API key for https://api.openai.com/v1"):
+        score_dataset(qa_dataset(2), ["QA_Correctness"], models=[own[0], {"model": "gpt-4.1-nano"}], **kw)
