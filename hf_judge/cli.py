@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import constants
 from .errors import ConfigError, HfJudgeError, InterruptedRun, RunStopped
@@ -96,7 +96,11 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
             else f" (default {default})"
         )
         flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
-        g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
+        choices = None
+        if issubclass(kind, enum.Enum):  # `invalid choice: 'avg' (choose from mean, median, ...)`
+            choices = [str(m.value) for m in cast("type[enum.Enum]", kind)]
+            kind = str
+        g.add_argument(*flags, dest=name, type=kind, choices=choices, help=f"{f.description}{shown}")
         if name == "base_url":
             g.add_argument(
                 "--api-key-env",

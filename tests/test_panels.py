@@ -249,3 +249,8 @@ def test_a_panel_of_own_servers_needs_no_openai_key(judge, judge_b, tmp_path, mo
     # a judge left on the default server (OpenAI) without a key is refused before any request
     with pytest.raises(ConfigError, match="no API key for https://api.openai.com/v1"):
         score_dataset(qa_dataset(2), ["QA_Correctness"], models=[own[0], {"model": "gpt-4.1-nano"}], **kw)
+
+
+def test_cli_refuses_an_unknown_aggregator(capfd):
+    code, _, err = run_cli(capfd, "score", "d.jsonl", "--metrics", "QA_All", "--models", "a,b", "--aggregator", "avg")
+    assert code == 2 and "invalid choice: 'avg' (choose from 'mean', 'median', 'majority', 'min', 'max')" in err
