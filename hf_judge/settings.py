@@ -49,7 +49,12 @@ TopP = Annotated[float, Field(gt=0, le=1)]
 
 
 class Aggregator(StrEnum):
-    """How a judge panel's numbers combine into the metric's usual column (``aggregator=``, ``--aggregator``)."""
+    """How a judge panel's numbers combine into the metric's usual column (``aggregator=``, ``--aggregator``).
+
+    Example:
+        >>> Settings(models=["a", "b", "c"], aggregator="median").aggregator
+        <Aggregator.MEDIAN: 'median'>
+    """
 
     MEAN = "mean"
     MEDIAN = "median"
