@@ -48,7 +48,7 @@ _SUBMODULE_ATTRS = {
     "progress": ["Progress"],
     "recipes": ["Recipe", "load_recipe"],
     "score": ["ScoredDatasetDict", "score_dataset"],
-    "settings": ["Settings"],
+    "settings": ["Aggregator", "Judge", "Settings"],
     "summary": ["RunSummary"],
     "validate": ["parse_binary_verdict", "parse_pair_scores"],
 }
@@ -86,7 +86,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .progress import Progress
     from .recipes import Recipe, load_recipe
     from .score import ScoredDatasetDict, score_dataset
-    from .settings import Settings
+    from .settings import Aggregator, Judge, Settings
     from .summary import RunSummary
     from .validate import parse_binary_verdict, parse_pair_scores
 

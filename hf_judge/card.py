@@ -152,8 +152,11 @@ def _provenance(summary: RunSummary) -> list[str]:
         f"- **Source dataset:** {source}",
         f"- **Model:** `{summary.model}` at `{_host(summary)}`",
         f"- **Structured output:** {summary.structured_output}",
-        f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items())}",
+        f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items() if k != 'judges')}",
     ]
+    if summary.sampling.get("judges"):  # a panel: each judge's columns end in __<name>
+        judges = [f"`{j['name']}`: `{j['model']}` at `{j['base_url_host']}`" for j in summary.sampling["judges"]]
+        out.append(f"- **Judges:** {', '.join(judges)}")
     if summary.recipe:
         out.append(f"- **Recipe:** `{summary.recipe}` ([`{FILES_DIR}/recipe.yaml`]({FILES_DIR}/recipe.yaml))")
     out.append(f"- **Rows scored:** {', '.join(f'{k}: {v:,}' for k, v in summary.rows.items())}")

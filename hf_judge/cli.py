@@ -8,6 +8,7 @@ error, 130 interrupted. Set ``HF_JUDGE_DEBUG=1`` for tracebacks and debug logs.
 from __future__ import annotations
 
 import argparse
+import enum
 import logging
 import math
 import os
@@ -16,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import constants
 from .errors import ConfigError, HfJudgeError, InterruptedRun, RunStopped
@@ -90,10 +91,24 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge server")
     for name, f in public_fields().items():
         kind = _scalar_type(f.annotation)
+        if kind not in (int, float, str) and not issubclass(kind, enum.Enum):
+            kind = str  # a list of judges: `--models a,b,c`, split by Settings
         default = f.default if not f.is_required() else None
-        shown = "" if default is None else f" (default {default:,})" if kind is int else f" (default {default:g})"
+        shown = (
+            ""
+            if default is None
+            else f" (default {default:,})"
+            if kind is int
+            else f" (default {default:g})"
+            if kind is float
+            else f" (default {default})"
+        )
         flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
-        g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
+        choices = None
+        if issubclass(kind, enum.Enum):  # `invalid choice: 'avg' (choose from mean, median, ...)`
+            choices = [str(m.value) for m in cast("type[enum.Enum]", kind)]
+            kind = str
+        g.add_argument(*flags, dest=name, type=kind, choices=choices, help=f"{f.description}{shown}")
         if name == "base_url":
             g.add_argument(
                 "--api-key-env",
@@ -486,29 +501,33 @@ def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
 def _score(args: argparse.Namespace, job: Job) -> int:
     """Everything is checked before the first request; the full result is saved before any filter runs."""
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
+    from .ensemble import Layout
     from .filter import SCORE_TYPES, filter_by_scores
     from .inputs import load_input
     from .metrics import resolve_metrics
     from .output import check_output, source_of, thresholds
     from .pipeline import TOKEN_COLUMNS
     from .score import score_dataset
+    from .settings import resolve_settings
 
     if not job.metrics:
         raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`) or --recipe quality")
-    if "model" not in job.client:
+    if "model" not in job.client and not job.client.get("models"):
         raise ConfigError("no model: pass --model NAME (the model name your server serves), or --model local")
     from .local import parse_local_model
 
     local = _local_judge(job.client, args.cache_dir)
-    is_local = parse_local_model(job.client["model"])[0]
+    is_local = parse_local_model(job.client.get("model"))[0]
     api_key = None if is_local else _api_key(args, job.recipe_api_key, job.client.get("base_url"))
     ds = load_input(
         job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
     )
     loaded = resolve_metrics(job.metrics, job.prompts_dir)
-    produced = [c for m in loaded for c in m.columns] + (TOKEN_COLUMNS if job.token_columns else [])
+    layout = Layout.from_settings(resolve_settings(job.client))  # samples and panels add columns
+    produced = [c for m in loaded for c in layout.columns(m)] + (TOKEN_COLUMNS if job.token_columns else [])
     if job.filters is not None:
-        numeric = [c for m in loaded for c, f in m.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
+        features = [(c, f) for m in loaded for c, f in layout.features(m).items()]
+        numeric = [c for c, f in features if getattr(f, "dtype", None) in SCORE_TYPES]
         _check_filters(job, ds, numeric)
     source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
@@ -602,7 +621,7 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
 
     from .local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
 
-    is_local, model_path = parse_local_model(kwargs["model"])
+    is_local, model_path = parse_local_model(kwargs.get("model"))
     if not is_local:
         return contextlib.nullcontext()
     if kwargs.get("base_url"):
