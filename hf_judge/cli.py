@@ -872,9 +872,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # `hf-judge ... | head`: the reader has gone, which is no error of the run (whatever it saved is
         # saved). Point stdout at /dev/null so that the interpreter's last flush does not complain again.
-        if sys.stdout is not None and sys.stdout is sys.__stdout__:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+        out = sys.__stdout__
+        if out is not None and sys.stdout is out:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
         return 141  # 128 + SIGPIPE, as a shell pipeline reports a writer whose reader closed
     except ConfigError as e:
         _maybe_traceback()
