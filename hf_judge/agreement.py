@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict
+from datasets import features as _features
 
 from . import stats
 from .errors import ConfigError
@@ -41,6 +42,7 @@ _TRUE = {"1", "true", "yes", "y", "correct", "pass", "positive"}
 _FALSE = {"0", "false", "no", "n", "incorrect", "fail", "negative"}
 _PREFERENCES = {"1": "1", "a": "1", "model_a": "1", "2": "2", "b": "2", "model_b": "2", "tie": "tie", "draw": "tie"}
 _WINNERS = ["1", "2", "tie"]
+_JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
 _CALIBRATION_BINS = 10  # for scores with more distinct values than this (expected scores)
 
 
@@ -111,6 +113,12 @@ class AgreementReport:
             f"rows {self.rows:,}, compared {self.pairs:,}, dropped: {self._dropped()}",
             "",
         ]
+        if not self.pairs:
+            lines += [
+                f"nothing to compare: no row has both a {self.score} and a {self.label} value "
+                "(a failed metric leaves its score null: see the errors split; label some rows)",
+                "",
+            ]
         ci = f"{self.confidence:.0%} interval ({self.resamples:,} resamples, seed {self.seed})"
         rows = [("figure", "value", ci), *self._rows()]
         w = [max(len(r[i]) for r in rows) for i in range(2)]
@@ -206,8 +214,7 @@ def agreement(
     for col, what in ((score, "score"), (label, "label")):
         if col not in d.column_names:
             raise ConfigError(f"no column {col!r} ({what}) in the dataset; it has: {', '.join(d.column_names)}")
-    arrow = d.with_format("arrow")  # the rows a select/shuffle kept, in their order; only the two columns
-    s_arr, l_arr = arrow[score].combine_chunks(), arrow[label].combine_chunks()
+    s_arr, l_arr = _column(d, score), _column(d, label)
     kind = kind or _guess_kind(score, s_arr)
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -234,7 +241,9 @@ def agreement(
     )
     if kind == "numeric":
         x, y = _numbers(s_kept, score), _numbers(l_kept, label)
-        fns = _numeric(report, x, y)
+        # a 0/1 side (boolean labels, a calibration) has no scale in common with the other: no kappa, no matrix
+        ordinal = not (pa.types.is_boolean(s_arr.type) or pa.types.is_boolean(l_arr.type))
+        fns = _numeric(report, x, y, ordinal)
     elif kind == "binary":
         x, y = _booleans(s_kept, score, None), _booleans(l_kept, label, positive)
         fns = _binary(report, x, y)
@@ -262,6 +271,20 @@ def _pick_split(ds: Dataset | DatasetDict, split: str | None) -> tuple[str | Non
     if split not in ds:
         raise ConfigError(f"no split {split!r}; the dataset has: {', '.join(splits)}")
     return split, ds[split]
+
+
+def _column(d: Dataset, column: str) -> pa.Array:
+    """The column as Arrow, the rows a select/shuffle kept, in their order. A column that mixes JSON types
+    (labels 1, 2 and "tie" in one JSONL file) is a ``Json`` feature, stored as JSON text: its values are
+    read back, as numbers when they all are numbers, else as their text ("tie", "1", "true")."""
+    arr = d.with_format("arrow")[column].combine_chunks()
+    if not isinstance(d.features.get(column), _JSON):
+        return arr
+    values = [None if v is None else json.loads(v) for v in arr.to_pylist()]
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return pa.array(values, pa.float64())
+    return pa.array([None if v is None else json.dumps(v) if not isinstance(v, str) else v for v in values])
 
 
 def _nulls(arr: pa.Array) -> np.ndarray:
@@ -293,9 +316,28 @@ def _guess_kind(score: str, s: pa.Array) -> str:
 def _numbers(arr: pa.Array, column: str) -> np.ndarray:
     if pa.types.is_boolean(arr.type):
         arr = arr.cast(pa.int64())
+    if pa.types.is_null(arr.type):  # a column with no value at all: every row was dropped
+        return np.empty(0)
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        try:  # labels written as text ("7"): numbers all the same
+            arr = pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
+        except pa.ArrowInvalid:
+            bad = sorted({v for v in arr.to_pylist() if not _is_number(v)})
+            raise ConfigError(
+                f"column {column!r} is string, not numbers ({bad[:5]}): a numeric score is compared with numbers "
+                "(or true/false labels); write the labels as numbers, or name a verdict or winner column as --score"
+            ) from None
     if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
         raise ConfigError(f"column {column!r} is {arr.type}, not numbers; a numeric comparison needs two score columns")
     return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False))
+
+
+def _is_number(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
 
 
 def _booleans(arr: pa.Array, column: str, positive: Any) -> np.ndarray:
@@ -345,14 +387,14 @@ def _integers(v: np.ndarray) -> bool:
     return bool(len(v)) and bool(np.all(v == np.round(v)))
 
 
-def _numeric(report: AgreementReport, x: np.ndarray, y: np.ndarray) -> dict[str, stats.Stat]:
+def _numeric(report: AgreementReport, x: np.ndarray, y: np.ndarray, ordinal: bool) -> dict[str, stats.Stat]:
     fns: dict[str, stats.Stat] = {
         "spearman": stats.spearman,
         "kendall_tau_b": stats.kendall_tau_b,
         "pearson": stats.pearson,
         "mae": stats.mae,
     }
-    if _integers(x) and _integers(y):
+    if ordinal and _integers(x) and _integers(y):
         lo, hi = int(min(x.min(), y.min())), int(max(x.max(), y.max()))
         labels = list(range(lo, hi + 1))  # the whole range: a quadratic kappa weighs by distance
 

@@ -46,7 +46,7 @@ Flags override the recipe; the recipe overrides the defaults.
 AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement labelled-judged/ --score QA_Correctness --label human_score --out report.json
   hf-judge agreement me/pairs-judged --score Comparative --label preferred --plots plots/
-  hf-judge agreement out/ --score QA_Correctness_judge_a --label QA_Correctness_judge_b   # judge vs judge
+  hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
