@@ -1,0 +1,40 @@
+"""One judge or a panel: `model` and `models` given together, across layers (recipe < flags), or empty."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import run_cli
+
+from hf_judge import ConfigError
+from hf_judge.settings import resolve_settings
+
+
+def test_a_model_outside_the_panel_in_one_layer_is_refused():
+    with pytest.raises(ConfigError, match=r"both model='x' and a panel.*Drop model \(--model\), or add 'x'"):
+        resolve_settings({"model": "x", "models": ["a", "b"]})
+    with pytest.raises(ConfigError, match="both model='x'"):
+        resolve_settings({"model": "x", "models": "a, b"})
+    # the model named among the judges is no conflict
+    assert [j.model for j in resolve_settings({"model": "b", "models": [{"model": "a"}, "b"]}).judges] == ["a", "b"]
+
+
+def test_the_later_layer_chooses_one_judge_or_a_panel():
+    panel = resolve_settings({"model": "gpt-4.1-nano"}, {"models": "a,b"})  # a recipe's model, --models
+    assert [j.model for j in panel.judges] == ["a", "b"] and panel.model == "a"
+    one = resolve_settings({"models": ["a", "b"]}, {"model": "x"})  # a recipe's panel, --model
+    assert one.models is None and [j.model for j in one.judges] == ["x"]
+
+
+def test_an_empty_panel_says_so():
+    with pytest.raises(ConfigError, match=r"models is empty.*--models a,b"):
+        resolve_settings({"models": " , "})
+
+
+def test_cli_refuses_model_and_models_and_an_empty_panel(capfd, tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"instruction": "q", "output": "a"}\n')
+    common = [data, "--metrics", "QA_Correctness", "--base-url", "http://127.0.0.1:9/v1", "-o", tmp_path / "out"]
+    code, _, err = run_cli(capfd, "score", *common, "--model", "judge-b", "--models", "judge-a")
+    assert code == 2 and "both model='judge-b' and a panel" in err
+    code, _, err = run_cli(capfd, "score", *common, "--models", ",")
+    assert code == 2 and "models is empty" in err
