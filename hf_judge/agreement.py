@@ -29,6 +29,7 @@ from datasets import Dataset, DatasetDict
 from datasets import features as _features
 
 from . import stats
+from .ensemble import JUDGE_SEP
 from .errors import ConfigError
 
 KINDS = ("numeric", "binary", "pairwise")
@@ -192,10 +193,10 @@ def agreement(
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
-    ``kind``: "numeric", "binary" or "pairwise" (default: from the score column's type; ``score`` may
-    name a pairwise metric, whose ``<score>_winner`` column is read). ``positive``: the label value
-    that counts as positive for a binary judge, when the labels are not booleans, 0/1, yes/no or
-    true/false (the judge's own verdicts are read as those).
+    ``kind``: "numeric", "binary" or "pairwise" (default: from the score column's type; ``score`` and
+    ``label`` may name a pairwise metric, whose ``<score>_winner`` column is read, or a panel judge of one,
+    ``Comparative__judge_a``). ``positive``: the label value that counts as positive for a binary judge,
+    when the labels are not booleans, 0/1, yes/no or true/false (the judge's own verdicts are read as those).
     ``resamples``, ``seed``, ``confidence``: the bootstrap intervals (``resamples=0``: none).
 
     Example:
@@ -209,8 +210,7 @@ def agreement(
     if resamples < 0:
         raise ConfigError(f"resamples must be 0 or more, got {resamples}")
     split, d = _pick_split(ds, split)
-    if score not in d.column_names and f"{score}_winner" in d.column_names:
-        score = f"{score}_winner"
+    score, label = _winner(d, score), _winner(d, label)
     for col, what in ((score, "score"), (label, "label")):
         if col not in d.column_names:
             raise ConfigError(f"no column {col!r} ({what}) in the dataset; it has: {', '.join(d.column_names)}")
@@ -273,6 +273,14 @@ def _pick_split(ds: Dataset | DatasetDict, split: str | None) -> tuple[str | Non
     return split, ds[split]
 
 
+def _winner(d: Dataset, name: str) -> str:
+    """A pairwise metric's name stands for its winner column, a panel judge's too: ``Comparative`` ->
+    ``Comparative_winner``, ``Comparative__judge_a`` -> ``Comparative_winner__judge_a``."""
+    base, sep, judge = name.partition(JUDGE_SEP)
+    winner = f"{base}_winner{sep}{judge}"
+    return winner if name not in d.column_names and winner in d.column_names else name
+
+
 def _column(d: Dataset, column: str) -> pa.Array:
     """The column as Arrow, the rows a select/shuffle kept, in their order. A column that mixes JSON types
     (labels 1, 2 and "tie" in one JSONL file) is a ``Json`` feature, stored as JSON text: its values are
@@ -297,7 +305,7 @@ def _nulls(arr: pa.Array) -> np.ndarray:
 def _guess_kind(score: str, s: pa.Array) -> str:
     """Numeric unless the score column is a verdict or a winner; a boolean label next to numeric scores
     is read as 0/1 (a calibration of ``p_positive``)."""
-    if score.endswith("_winner"):
+    if score.partition(JUDGE_SEP)[0].endswith("_winner"):  # Comparative_winner, Comparative_winner__judge_a
         return "pairwise"
     if pa.types.is_boolean(s.type):
         return "binary"
@@ -448,7 +456,8 @@ def _pairwise(
         "label_tie_rate": float((y == "tie").mean()) if len(y) else None,
         "position_bias_rate": None,
     }
-    disagree = score.removesuffix("_winner") + "_disagree"
+    base, sep, judge = score.partition(JUDGE_SEP)
+    disagree = f"{base.removesuffix('_winner')}_disagree{sep}{judge}"
     if disagree in d.column_names:  # written only when the metric judged both orders (swap)
         flags = d.with_format("arrow")[disagree].combine_chunks().filter(pa.array(keep))
         flags = pc.drop_null(flags).to_numpy(zero_copy_only=False)

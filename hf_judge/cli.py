@@ -292,7 +292,11 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     p.add_argument("dataset", help="Hub repo id, local folder, or data file holding both columns")
-    p.add_argument("--score", required=True, help="the judge's column (a pairwise metric's name reads <name>_winner)")
+    p.add_argument(
+        "--score",
+        required=True,
+        help="the judge's column (a pairwise metric's name reads <name>_winner, Comparative__judge_a a panel judge's)",
+    )
     p.add_argument("--label", required=True, help="the column of trusted labels, or a second judge's column")
     p.add_argument("--split", help="the split to compare (needed when the dataset has several)")
     p.add_argument("--subset", help="dataset config name on the Hub (load_dataset's `name`)")

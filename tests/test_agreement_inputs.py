@@ -62,3 +62,18 @@ def test_an_empty_label_column_is_an_empty_report(tmp_path, capfd):
     code, out, err = run_cli(capfd, "agreement", path, "--score", "QA_Correctness", "--label", "human")
     assert code == 0, err
     assert "nothing to compare" in out and "(no values)" in out
+
+
+def test_pairwise_judges_of_a_panel_by_their_metric_name():
+    """`--score Comparative__judge_a` reads that judge's winner, its position bias from its own disagree column;
+    a winner column whose values all look like verdicts ("1") is still a winner."""
+    ds = Dataset.from_dict(
+        {
+            "Comparative_winner__judge_a": ["1", "1", "1", "1"],
+            "Comparative_disagree__judge_a": [True, False, False, False],
+            "Comparative_winner__judge_b": ["1", "2", "1", "tie"],
+        }
+    )
+    r = agreement(ds, score="Comparative__judge_a", label="Comparative__judge_b", resamples=0)
+    assert (r.score, r.label, r.kind) == ("Comparative_winner__judge_a", "Comparative_winner__judge_b", "pairwise")
+    assert r.figures["agreement"] == 0.5 and r.figures["position_bias_rate"] == 0.25
