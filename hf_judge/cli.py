@@ -31,6 +31,8 @@ SCORE_EXAMPLE = """examples:
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
   hf-judge score data.jsonl --recipe quality --base-url http://127.0.0.1:8000/v1 --model my-model
   hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
+  hf-judge score data.jsonl --metrics QA_Correctness --samples 5 --temperature 0.7   # mean, std, majority of 5
+  hf-judge score data.jsonl --metrics QA_Correctness --models gpt-4.1-nano,gpt-4o-mini   # a panel of two judges
 """
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
