@@ -1,9 +1,10 @@
-"""One judge or a panel: `model` and `models` given together, across layers (recipe < flags), or empty."""
+"""One judge or a panel: `model` and `models` given together, across layers (recipe < flags), or empty; what a
+panel's judges on one server report."""
 
 from __future__ import annotations
 
 import pytest
-from helpers import run_cli
+from helpers import qa_dataset, run_cli, score
 
 from hf_judge import ConfigError
 from hf_judge.settings import resolve_settings
@@ -38,3 +39,10 @@ def test_cli_refuses_model_and_models_and_an_empty_panel(capfd, tmp_path):
     assert code == 2 and "both model='judge-b' and a panel" in err
     code, _, err = run_cli(capfd, "score", *common, "--models", ",")
     assert code == 2 and "models is empty" in err
+
+
+def test_two_judges_on_one_server_say_its_note_once(judge, tmp_path):
+    judge.configure(n="ignore")
+    out = score(qa_dataset(2), ["QA_Correctness"], judge, tmp_path, models="m1,m2", samples=3, temperature=0.7)
+    assert len(out["errors"]) == 0 and judge.stats()["requests"] == 12
+    assert len([n for n in out.summary.notes if "ignores n" in n]) == 1
