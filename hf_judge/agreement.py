@@ -120,7 +120,9 @@ class AgreementReport:
                 "(a failed metric leaves its score null: see the errors split; label some rows)",
                 "",
             ]
-        ci = f"{self.confidence:.0%} interval ({self.resamples:,} resamples, seed {self.seed})"
+        ci = (
+            f"{self.confidence:.0%} interval ({self.resamples:,} resamples, seed {self.seed})" if self.resamples else ""
+        )
         rows = [("figure", "value", ci), *self._rows()]
         w = [max(len(r[i]) for r in rows) for i in range(2)]
         lines += [f"{a:<{w[0]}}  {b:>{w[1]}}  {c}".rstrip() for a, b, c in rows]

@@ -77,3 +77,8 @@ def test_pairwise_judges_of_a_panel_by_their_metric_name():
     r = agreement(ds, score="Comparative__judge_a", label="Comparative__judge_b", resamples=0)
     assert (r.score, r.label, r.kind) == ("Comparative_winner__judge_a", "Comparative_winner__judge_b", "pairwise")
     assert r.figures["agreement"] == 0.5 and r.figures["position_bias_rate"] == 0.25
+
+
+def test_no_resamples_no_interval_column():
+    r = agreement(Dataset.from_dict({"s": [1, 2, 3], "h": [1, 3, 2]}), score="s", label="h", resamples=0)
+    assert "interval" not in str(r) and str(r).splitlines()[3].rstrip() == "figure           value"
