@@ -247,7 +247,7 @@ def agreement(
         ordinal = not (pa.types.is_boolean(s_arr.type) or pa.types.is_boolean(l_arr.type))
         fns = _numeric(report, x, y, ordinal)
     elif kind == "binary":
-        x, y = _booleans(s_kept, score, None), _booleans(l_kept, label, positive)
+        x, y = _booleans(s_kept, score, None, judge=True), _booleans(l_kept, label, positive)
         fns = _binary(report, x, y)
     else:
         x, y = _preferences(s_kept, score), _preferences(l_kept, label)
@@ -350,7 +350,7 @@ def _is_number(v: str) -> bool:
     return True
 
 
-def _booleans(arr: pa.Array, column: str, positive: Any) -> np.ndarray:
+def _booleans(arr: pa.Array, column: str, positive: Any, judge: bool = False) -> np.ndarray:
     values = arr.to_pylist()
     if positive is not None and not pa.types.is_boolean(arr.type):
         return np.array([str(v) == str(positive) for v in values], dtype=bool)
@@ -360,6 +360,11 @@ def _booleans(arr: pa.Array, column: str, positive: Any) -> np.ndarray:
     if pa.types.is_floating(arr.type):  # 1.0 / 0.0
         words = [w[:-2] if w.endswith(".0") else w for w in words]
     unknown = sorted({w for w in words if w not in _TRUE and w not in _FALSE})
+    if unknown and judge:  # positive= names a label value: no help for the judge's column
+        raise ConfigError(
+            f"column {column!r} holds {unknown[:5]}, not a judge's verdicts (true/false, 1/0, yes/no): compare "
+            "scores as numbers (leave out kind=binary, --kind binary), or name a verdict column as the score"
+        )
     if unknown:
         raise ConfigError(
             f"column {column!r} holds {unknown[:5]}, not verdicts (true/false, 1/0, yes/no): "

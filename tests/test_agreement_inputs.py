@@ -82,3 +82,10 @@ def test_pairwise_judges_of_a_panel_by_their_metric_name():
 def test_no_resamples_no_interval_column():
     r = agreement(Dataset.from_dict({"s": [1, 2, 3], "h": [1, 3, 2]}), score="s", label="h", resamples=0)
     assert "interval" not in str(r) and str(r).splitlines()[3].rstrip() == "figure           value"
+
+
+def test_kind_binary_on_a_score_column_does_not_suggest_positive():
+    ds = Dataset.from_dict({"QA_Correctness": [3, 7, 9], "gold": [False, True, True]})
+    with pytest.raises(ConfigError, match=r"not a judge's verdicts.*leave out kind=binary") as e:
+        agreement(ds, score="QA_Correctness", label="gold", kind="binary")
+    assert "positive" not in str(e.value)
