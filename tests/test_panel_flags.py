@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers import qa_dataset, run_cli, score
 
-from hf_judge import ConfigError
+from hf_judge import AuthenticationError, ConfigError
 from hf_judge.settings import resolve_settings
 
 
@@ -46,3 +46,13 @@ def test_two_judges_on_one_server_say_its_note_once(judge, tmp_path):
     out = score(qa_dataset(2), ["QA_Correctness"], judge, tmp_path, models="m1,m2", samples=3, temperature=0.7)
     assert len(out["errors"]) == 0 and judge.stats()["requests"] == 12
     assert len([n for n in out.summary.notes if "ignores n" in n]) == 1
+
+
+def test_a_judge_that_refuses_its_key_stops_the_run_naming_it(judge, tmp_path):
+    from judge_fixture import JudgeServer
+
+    with JudgeServer() as other:
+        other.configure(require_key="sk-other")
+        models = [{"model": "judge-a", "base_url": judge.base_url}, {"model": "judge-b", "base_url": other.base_url}]
+        with pytest.raises(AuthenticationError, match=r"^judge 'judge_b': .*refused the API key"):
+            score(qa_dataset(2), ["QA_Correctness"], judge, tmp_path, models=models, retries=0)
