@@ -4,7 +4,8 @@ Three kinds of columns, told apart by their types (or ``kind=``):
 
 * numeric scores (integers, expected scores, a panel's mean): Spearman, Kendall's tau-b, Pearson,
   mean absolute error; for integer values also the quadratic-weighted Cohen's kappa and the
-  confusion matrix; the calibration table (mean label per score) for every numeric score;
+  confusion matrix (not against true/false labels); the calibration table (mean label per score)
+  for every numeric score;
 * binary verdicts (a boolean column, or 0/1, yes/no, true/false): accuracy, precision, recall, F1
   and Cohen's kappa;
 * pairwise judgments (``<metric>_winner``: "1", "2" or "tie"): agreement with the labelled
