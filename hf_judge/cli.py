@@ -165,7 +165,11 @@ def _agreement_report(path: str):
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise argparse.ArgumentTypeError(
+            f"cannot read {path} ({e.strerror or e}): give the file that hf-judge agreement ... --out FILE saved"
+        ) from None
+    except ValueError as e:
         raise argparse.ArgumentTypeError(f"cannot read {path}: {e}") from None
     if not isinstance(data, dict):
         raise argparse.ArgumentTypeError(f"{path} is not an agreement report: save one with hf-judge agreement --out")

@@ -89,3 +89,8 @@ def test_kind_binary_on_a_score_column_does_not_suggest_positive():
     with pytest.raises(ConfigError, match=r"not a judge's verdicts.*leave out kind=binary") as e:
         agreement(ds, score="QA_Correctness", label="gold", kind="binary")
     assert "positive" not in str(e.value)
+
+
+def test_score_agreement_flag_with_a_missing_file_says_where_reports_come_from(capfd, tmp_path):
+    code, _, err = run_cli(capfd, "score", "--example", "--model", "m", "--agreement", tmp_path / "nope.json")
+    assert code == 2 and "nope.json (No such file or directory)" in err and "hf-judge agreement ... --out FILE" in err
