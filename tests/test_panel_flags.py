@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers import qa_dataset, run_cli, score
 
-from hf_judge import AuthenticationError, ConfigError
+from hf_judge import AuthenticationError, ConfigError, Settings
 from hf_judge.settings import resolve_settings
 
 
@@ -15,6 +15,8 @@ def test_a_model_outside_the_panel_in_one_layer_is_refused():
         resolve_settings({"model": "x", "models": ["a", "b"]})
     with pytest.raises(ConfigError, match="both model='x'"):
         resolve_settings({"model": "x", "models": "a, b"})
+    with pytest.raises(ValueError, match="both model='x'"):  # pydantic's ValidationError, built directly
+        Settings(model="x", models=["a"])
     # the model named among the judges is no conflict
     assert [j.model for j in resolve_settings({"model": "b", "models": [{"model": "a"}, "b"]}).judges] == ["a", "b"]
 
