@@ -85,6 +85,9 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         default = f.default if not f.is_required() else None
         shown = "" if default is None else f" (default {default:,})" if kind is int else f" (default {default:g})"
         flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
+        if kind is bool:  # a switch: `--logprobs`, not `--logprobs true`
+            g.add_argument(*flags, dest=name, action="store_true", default=None, help=f.description)
+            continue
         g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
         if name == "base_url":
             g.add_argument(

@@ -29,6 +29,7 @@ from typing import Any, cast
 
 from datasets import Dataset
 
+from . import logprobs
 from .client import JudgeClient, Outcome
 from .errors import ErrorKind, TemplateError
 from .images import ImageValueError, image_urls
@@ -156,6 +157,9 @@ class SplitRun:
         self.read_batch = read_batch
         self.max_input_chars = max_input_chars
         self.columns = [c for p in plans for c in p.metric.columns]
+        self.logprobs = client.settings.logprobs
+        if self.logprobs:
+            self.columns += [c for p in plans for c in logprobs.columns(p.metric)]
         self.token_columns = token_columns
         if token_columns:
             self.columns += TOKEN_COLUMNS
@@ -336,11 +340,11 @@ class SplitRun:
             job.keys[part] = client.request_key(body)
             sends.append((job, part, messages, body))
 
-    def _from_cache(self, metric: Metric, hit: tuple[str, tuple[int, int] | None]) -> Outcome | None:
-        content, usage = hit
+    def _from_cache(self, metric: Metric, hit: tuple[str, tuple[int, int] | None, dict | None]) -> Outcome | None:
+        content, usage, table = hit
         content = scrub_registered(content)  # an entry written before its secret was registered
         try:
-            return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage)
+            return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage, logprobs=table)
         except ReplyError:
             return None  # a damaged or outdated entry: score it again
 
@@ -355,7 +359,7 @@ class SplitRun:
         key = job.keys[part]
         if outcome.value is not None and self.store is not None:
             assert outcome.raw is not None  # a validated reply always keeps its text
-            self.store.put(key, outcome.raw, outcome.usage)
+            self.store.put(key, outcome.raw, outcome.usage, outcome.logprobs)
         recent = self.recent  # a failure too: the same request already had its retries
         recent[key] = outcome
         if len(recent) > self.recent_max:
@@ -413,6 +417,9 @@ class SplitRun:
             if metric.kind == _BINARY:
                 verdict = next(o for o in metric.outputs if o.enum)
                 row_values[metric.name] = value[verdict.key] == metric.params["positive"]
+            if self.logprobs and logprobs.targets(metric):
+                row_values.update(logprobs.row_values(metric, value, outcomes[0].logprobs))
+                logprobs.notice(self.client.stats, metric, outcomes[0].logprobs)
         if self.token_columns:
             for o in outcomes:
                 if o.usage is not None:

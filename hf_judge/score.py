@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 
-from . import constants
+from . import constants, logprobs
 from .client import JudgeClient, has_credentials
 from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
 from .images import ImageValueError, image_urls, image_variables, saveable
@@ -166,6 +166,8 @@ def _fingerprint(
         "max_input_chars": max_input_chars,
         "token_columns": token_columns,
     }
+    if client.settings.logprobs:  # only then: the fingerprints of runs without it stay what they were
+        state["logprobs"] = client.settings.top_logprobs
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -524,6 +526,8 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
         return base
     fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns)
     features = Features({c: f for p in plans for c, f in p.metric.features.items()})
+    if ctx.client.settings.logprobs:  # in the order of SplitRun.columns
+        features.update({c: Value(t) for p in plans for c, t in logprobs.columns(p.metric).items()})
     if ctx.token_columns:
         features.update({c: Value("int64") for c in TOKEN_COLUMNS})
     cache_file = ctx.cache_root / "results" / f"{fp}.arrow"

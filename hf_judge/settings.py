@@ -74,6 +74,12 @@ class Settings(BaseModel):
     temperature: Temperature | None = _setting(None, "override every metric's default temperature")
     top_p: TopP | None = _setting(constants.DEFAULT_TOP_P, "top_p of every request (library: None sends none)")
     max_tokens: int | None = _setting(None, "max completion tokens per reply (default: the server's)", ge=1)
+    logprobs: bool = _setting(
+        False,
+        "ask for the top log-probabilities of score tokens and add <column>_expected (the probability-weighted "
+        "score) and <column>_confidence; binary judges: <metric>_p_positive",
+    )
+    top_logprobs: int = _setting(20, "alternatives per token asked for with logprobs (OpenAI allows 20)", ge=1, le=20)
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
     backoff_max: float = _setting(30.0, "cap of a retry wait, Retry-After included", internal=True, ge=0)
