@@ -258,7 +258,7 @@ class SplitRun:
                     self._prepare(r, plan, batch, i, sends)
             row += size
             if store is not None and sends:
-                found = store.get_many([job.keys[part] for job, part, _, _ in sends])
+                found = store.get_many([job.keys[part] for job, part, _, _ in sends], with_logprobs=self.logprobs)
                 if found:
                     remaining = []
                     for item in sends:
@@ -340,8 +340,9 @@ class SplitRun:
             job.keys[part] = client.request_key(body)
             sends.append((job, part, messages, body))
 
-    def _from_cache(self, metric: Metric, hit: tuple[str, tuple[int, int] | None, dict | None]) -> Outcome | None:
-        content, usage, table = hit
+    def _from_cache(self, metric: Metric, hit: tuple) -> Outcome | None:
+        content, usage = hit[0], hit[1]
+        table = hit[2] if len(hit) > 2 else None  # the log-probability table, read when logprobs are on
         content = scrub_registered(content)  # an entry written before its secret was registered
         try:
             return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage, logprobs=table)

@@ -426,13 +426,16 @@ def _new_summary(
         model=settings.model,
         base_url_host=urlparse(client.base_url).netloc.rpartition("@")[2],  # never user:password@
         metrics={m.name: m.prompt_hash for m in loaded},
-        columns=[c for m in loaded for c in m.columns],
+        columns=[c for m in loaded for c in m.columns]
+        + [c for m in loaded if settings.logprobs for c in logprobs.columns(m)],
         sampling={
             "temperature": settings.temperature
             if settings.temperature is not None
             else {m.name: m.temperature for m in loaded},
             "top_p": settings.top_p,
             "max_tokens": settings.max_tokens,
+            # only when on: the summaries and cards of runs without logprobs stay as they were
+            **({"top_logprobs": settings.top_logprobs} if settings.logprobs else {}),
         },
         source_dataset=_source_name(splits),
         prompts={m.name: _prompt_record(m) for m in loaded},
@@ -691,7 +694,8 @@ def _existing_columns(
             todo.append(m)
         elif if_exists == "overwrite":
             todo.append(m)
-            drop += present
+            # with them the probability-weighted columns of the scores replaced: never beside newer scores
+            drop += present + [c for c in logprobs.columns(m) if c in d.column_names]
         elif if_exists == "error":
             conflicts.append(f"{m.name} ({', '.join(present)})")
         elif len(present) < len(m.columns):

@@ -384,10 +384,10 @@ class ReplyStore:
             if p.exists():
                 p.rename(Path(str(aside) + suffix))
 
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, tuple[str, tuple[int, int] | None, dict | None]]:
-        """The stored replies among ``keys``: key -> (content, (prompt, completion) tokens or None,
-        log-probability table or None)."""
-        found: dict[bytes, tuple[str, tuple[int, int] | None, dict | None]] = {}
+    def get_many(self, keys: Sequence[bytes], *, with_logprobs: bool = False) -> dict[bytes, tuple]:
+        """The stored replies among ``keys``: key -> (content, (prompt, completion) tokens or None), and with
+        ``with_logprobs`` a third item, the reply's log-probability table or None (see :mod:`hf_judge.logprobs`)."""
+        found: dict[bytes, tuple] = {}
         if not keys:
             return found
         with self._lock:
@@ -396,14 +396,13 @@ class ReplyStore:
                     chunk = keys[i : i + 500]
                     q = f"SELECT key, content, usage FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
                     for k, content, usage in self._read.execute(q, chunk):
-                        found[k] = (content, *_decode_meta(usage))
+                        meta = _decode_meta(usage)
+                        found[k] = (content, *meta) if with_logprobs else (content, meta[0])
             except sqlite3.DatabaseError as e:
                 logger.warning("could not read the reply cache (%s); those rows will be scored again", e)
         return found
 
-    def put(
-        self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None
-    ) -> None:
+    def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None) -> None:
         """Queue one accepted reply (and its token usage and log-probability table, if known) for the next commit."""
         self._queue.put((key, content, _encode_meta(usage, logprobs)))
 

@@ -134,7 +134,8 @@ def test_the_store_keeps_tables_and_reads_old_rows(tmp_path):
     db.commit()
     db.close()
     s = ReplyStore(path)
-    got = s.get_many([k * 16 for k in (b"a", b"b", b"c", b"d", b"e")])
+    got = s.get_many([k * 16 for k in (b"a", b"b", b"c", b"d", b"e")], with_logprobs=True)
+    assert s.get_many([b"a" * 16]) == {b"a" * 16: ('{"score": 8}', (12, 5))}  # as before, without
     s.close()
     assert got[b"a" * 16] == ('{"score": 8}', (12, 5), table)
     assert got[b"b" * 16] == ('{"score": 8}', None, table)
@@ -241,3 +242,17 @@ def test_logprobs_is_a_flag_a_recipe_key_and_part_of_the_results_fingerprint(jud
             JudgeClient(Settings(model="j"), api_key=None).body(load_metric("Comparative"), [], 0.0)
         ).digest()
     )
+
+
+def test_scoring_again_replaces_the_weighted_columns_and_the_card_shows_them(judge, tmp_path):
+    from hf_judge.card import render_section
+
+    first = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path, logprobs=True)
+    assert first.summary.sampling["top_logprobs"] == 20
+    assert first.summary.columns == ["QA_Clarity_reason", "QA_Clarity", "QA_Clarity_expected", "QA_Clarity_confidence"]
+    assert "| `QA_Clarity_expected` | 3 | 0 |" in render_section(first, first.summary)
+    again = score(first, ["QA_Clarity"], judge, tmp_path, logprobs=True, if_exists="overwrite")
+    assert again["train"].to_dict() == first["train"].to_dict()
+    plain = score(first, ["QA_Clarity"], judge, tmp_path, if_exists="overwrite")  # no stale weighted columns beside
+    assert plain["train"].column_names == ["question", "answer", "QA_Clarity_reason", "QA_Clarity"]
+    assert "top_logprobs" not in plain.summary.sampling
