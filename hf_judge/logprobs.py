@@ -61,6 +61,7 @@ VERSION = 1
 _DIGITS = re.compile(rb"-?[0-9]+")
 _MORE_DIGITS = re.compile(rb"[0-9]+")
 _NOT_AN_INTEGER = (b".", b"e", b"E")  # what turns the digits before it into a decimal
+_MAX_DIGITS = 40
 _decoder = json.JSONDecoder()
 
 
@@ -374,6 +375,8 @@ def _continued(
     entries: Sequence[Mapping[str, Any]], tokens: Sequence[bytes], j: int, digits: bytes, o: Output
 ) -> dict[int, float]:
     """The number begun with ``digits`` before token ``j``, along the tokens the judge wrote: value -> P(value)."""
+    if len(digits) > _MAX_DIGITS:  # no score is that long; and the recursion stays shallow whatever a server sends
+        return {}
     if j >= len(tokens):
         return {int(digits): 1.0} if _canonical(digits) else {}
     out: dict[int, float] = {}

@@ -256,3 +256,13 @@ def test_scoring_again_replaces_the_weighted_columns_and_the_card_shows_them(jud
     plain = score(first, ["QA_Clarity"], judge, tmp_path, if_exists="overwrite")  # no stale weighted columns beside
     assert plain["train"].column_names == ["question", "answer", "QA_Clarity_reason", "QA_Clarity"]
     assert "top_logprobs" not in plain.summary.sampling
+
+
+def test_a_number_of_many_tokens_is_read_without_deep_recursion():
+    base = load_metric("QA_Clarity")  # unbounded: any integer is valid
+    m = replace(base, outputs=tuple(replace(o, maximum=None) if o.key == "score" else o for o in base.outputs))
+    digits = "1" * 3000
+    logprobs = lp(tok('{"reason":"x","score":', 1.0), *(tok(d, 1.0) for d in digits), tok("}", 1.0))
+    assert distributions(m, {"reason": "x", "score": int(digits)}, logprobs) == {"v": 1}  # nothing read, no crash
+    short = lp(tok('{"reason":"x","score":', 1.0), tok("4", 0.5, ("5", 0.5)), tok("2", 1.0), tok("}", 1.0))
+    assert distributions(m, {"reason": "x", "score": 42}, short)["score"] == {"42": 0.5}  # "5": 5, 50, 51...: left out
