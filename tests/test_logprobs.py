@@ -266,3 +266,21 @@ def test_a_number_of_many_tokens_is_read_without_deep_recursion():
     assert distributions(m, {"reason": "x", "score": int(digits)}, logprobs) == {"v": 1}  # nothing read, no crash
     short = lp(tok('{"reason":"x","score":', 1.0), tok("4", 0.5, ("5", 0.5)), tok("2", 1.0), tok("}", 1.0))
     assert distributions(m, {"reason": "x", "score": 42}, short)["score"] == {"42": 0.5}  # "5": 5, 50, 51...: left out
+
+
+def test_the_cli_flag_adds_the_columns(judge, tmp_path, capfd, monkeypatch):
+    import json
+
+    from datasets import load_from_disk
+    from helpers import run_cli
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"q": f"{i} + 1?", "a": str(i + 1)}) + "\n" for i in range(3)))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    args = ["score", data, "--metrics", "Binary", "--column", "question=q", "--column", "answer=a"]
+    args += ["--column", "prediction=a", "--model", "judge", "--base-url", judge.base_url, "--logprobs"]
+    code, out, err = run_cli(capfd, *args, "--output-dir", tmp_path / "out")
+    assert code == 0, err
+    train = load_from_disk(tmp_path / "out")["train"]
+    assert train["Binary_p_positive"] == pytest.approx([0.6 / 0.7 if v else 0.25 / 0.85 for v in train["Binary"]])

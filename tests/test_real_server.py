@@ -123,8 +123,9 @@ def test_readme_tested_servers_table_is_honest(llama_server):  # noqa: F811
     assert re.search(r"Q_All", row) and "Binary" in row
 
 
-# One integer and nothing else: with logprobs, llama-cpp-python takes about 0.5-1 s a token on 2 cores
-# (it ranks the whole 262,144-token vocabulary per token), so a reason first would cost minutes.
+# One integer and nothing else, on one row: with logprobs, llama-cpp-python sorts the whole 262,144-token
+# vocabulary in Python for every token it writes (about 0.3 s a token on 2 idle cores, several times that on
+# a busy machine), so a reason first would cost minutes.
 NUMBER_PROMPT = """---
 description: how clear a question is, one integer
 temperature: 0.0
@@ -138,11 +139,12 @@ Question: {{ instruction }}
 """
 
 
+@pytest.mark.timeout(900)
 def test_logprobs_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
     """The server sends top_logprobs beside json_object + schema; every scored value gets its weighted columns."""
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "Q_Number.jinja").write_text(NUMBER_PROMPT)
-    ds = Dataset.from_dict({"question": ["What is 2 + 2?", "Name the capital of France."], "answer": ["4", "Paris"]})
+    ds = Dataset.from_dict({"question": ["What is 2 + 2?"], "answer": ["4"]})
     out = score_dataset(
         ds,
         ["Q_Number", "Binary"],
@@ -158,11 +160,11 @@ def test_logprobs_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
         logprobs=True,
         cache_dir=tmp_path / "cache",
     )
-    _check(out, 2, ["Binary"], llama_server)
+    _check(out, 1, ["Binary"], llama_server)
     train = out["train"]
     print(train.to_list())
     assert not any("log-probabilities" in n for n in out.summary.notes), out.summary.notes
-    assert out.summary.requests <= 4 + 1  # and one refused json_schema
+    assert out.summary.requests <= 2 + 1  # and one refused json_schema
     scored = 0
     for v, expected, confidence in zip(
         train["Q_Number"], train["Q_Number_expected"], train["Q_Number_confidence"], strict=True
