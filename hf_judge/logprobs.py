@@ -101,9 +101,10 @@ def request_fields(metric: Metric, top_logprobs: int) -> dict[str, Any]:
 def distributions(metric: Metric, value: Mapping[str, Any], logprobs: Any) -> dict[str, Any] | None:
     """The probability of each valid value of each target output, from a reply's ``choices[0].logprobs``.
 
-    ``value``: the validated reply (output key -> value). None when the reply
-    has no token log-probabilities; an output whose value cannot be found among
-    the tokens is left out. The result is small JSON, kept in the reply store.
+    ``value``: the validated reply (output key -> value). Returns
+    ``{"version": 1, "outputs": {key: {value: probability}}}``, small JSON that
+    the reply store keeps; an output whose value cannot be found among the
+    tokens is left out. None when the reply has no token log-probabilities.
 
     Example:
         >>> from hf_judge import load_metric
@@ -111,7 +112,7 @@ def distributions(metric: Metric, value: Mapping[str, Any], logprobs: Any) -> di
         ...     "top_logprobs": [{"token": a, "logprob": math.log(q)} for a, q in alts]}
         >>> lp = {"content": [tok('{"verdict": "', 1), tok("1", 0.8, [("1", 0.8), ("0", 0.15)]), tok('"}', 1)]}
         >>> d = distributions(load_metric("Binary"), {"verdict": "1"}, lp)
-        >>> {k: round(p, 2) for k, p in d["verdict"].items()}
+        >>> {k: round(p, 2) for k, p in d["outputs"]["verdict"].items()}
         {'1': 0.8, '0': 0.15}
     """
     entries = _entries(logprobs)
@@ -123,7 +124,8 @@ def distributions(metric: Metric, value: Mapping[str, Any], logprobs: Any) -> di
     for t in tokens:
         starts.append(at)
         at += len(t)
-    out: dict[str, Any] = {"v": VERSION}
+    out: dict[str, dict[str, float]] = {}
+    table = {"version": VERSION, "outputs": out}
     if metric.kind == MetricKind.BINARY:
         o = targets(metric)[0]
         where = _verdict_offset(metric, o, doc, value[o.key])
@@ -131,7 +133,7 @@ def distributions(metric: Metric, value: Mapping[str, Any], logprobs: Any) -> di
             dist = _verdict_dist(metric, entries, tokens, starts, *where)
             if dist is not None:
                 out[o.key] = dist
-        return out
+        return table
     spans = _object_values(doc)
     for o in targets(metric):
         start = spans.get(o.key) if spans is not None else None
@@ -144,19 +146,21 @@ def distributions(metric: Metric, value: Mapping[str, Any], logprobs: Any) -> di
         dist = _int_dist(entries, tokens, k, prefix, o)
         if dist and str(written) in dist:
             out[o.key] = dist
-    return out
+    return table
 
 
-def row_values(metric: Metric, value: Mapping[str, Any], dists: Mapping[str, Any] | None) -> dict[str, float | None]:
-    """The logprob columns of one reply: null where there is no table for an output (never a guess).
+def row_values(metric: Metric, value: Mapping[str, Any], table: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """The logprob columns of one reply from its :func:`distributions` table: null where it has none for an
+    output (never a guess).
 
     Example:
         >>> from hf_judge import load_metric
         >>> m = load_metric("QA_Clarity")
-        >>> row_values(m, {"reason": "", "score": 8}, {"score": {"8": 0.75, "9": 0.25}})
+        >>> row_values(m, {"reason": "", "score": 8}, {"version": 1, "outputs": {"score": {"8": 0.75, "9": 0.25}}})
         {'QA_Clarity_expected': 8.25, 'QA_Clarity_confidence': 0.75}
     """
     out: dict[str, float | None] = dict.fromkeys(columns(metric))
+    dists = _outputs(table)
     if not dists:
         return out
     if metric.kind == MetricKind.BINARY:
@@ -173,7 +177,10 @@ def row_values(metric: Metric, value: Mapping[str, Any], dists: Mapping[str, Any
         total = sum(dist.values()) if dist else 0.0
         if not dist or total <= 0:
             continue
-        out[f"{o.column}_expected"] = sum(int(v) * p for v, p in dist.items()) / total
+        try:
+            out[f"{o.column}_expected"] = sum(int(v) * p for v, p in dist.items()) / total
+        except ValueError:  # not a table of integers: nothing to say about this output
+            continue
         out[f"{o.column}_confidence"] = dist.get(str(value[o.key]), 0.0) / total
     return out
 
@@ -192,7 +199,7 @@ def notice(stats: Any, metric: Metric, table: Mapping[str, Any] | None) -> None:
                 "probability-weighted columns (_expected, _confidence, _p_positive) are null where it sends none. "
                 "OpenAI, vLLM and llama.cpp send them; other servers may need their own option.",
             )
-    elif any(o.key not in table for o in targets(metric)):
+    elif any(o.key not in _outputs(table) for o in targets(metric)):
         stats.unplaced_logprobs += 1
         if stats.unplaced_logprobs == 1:
             _say(
@@ -205,6 +212,19 @@ def notice(stats: Any, metric: Metric, table: Mapping[str, Any] | None) -> None:
 def _say(stats: Any, note: str) -> None:
     logger.warning(note)
     stats.notes.append(note)
+
+
+def _outputs(table: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
+    """The distributions of a table, only those of the shape :func:`distributions` writes (a store entry
+    damaged or written by a later version reads as nothing, never as a crash)."""
+    outputs = table.get("outputs") if isinstance(table, Mapping) and table.get("version") == VERSION else None
+    if not isinstance(outputs, dict):
+        return {}
+    return {
+        k: d
+        for k, d in outputs.items()
+        if isinstance(d, dict) and all(type(p) in (int, float) and p >= 0 for p in d.values())
+    }
 
 
 # -- reading the tokens ---------------------------------------------------------------------------------------------

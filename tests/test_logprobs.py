@@ -49,7 +49,7 @@ def test_ten_over_two_tokens_is_p1_times_p0_given_1():
     value = {"reason": "fine", "score": 10}
     d = distributions(m, value, logprobs)
     # 10: .6 x .7; 1: .6 x .2 (a comma ends it); 15: out of range; "2" can only be 2 in 1-10; 0: out of range
-    assert d["score"] == pytest.approx({"10": 0.42, "1": 0.12, "2": 0.25})
+    assert d["outputs"]["score"] == pytest.approx({"10": 0.42, "1": 0.12, "2": 0.25})
     cols = row_values(m, value, d)
     assert cols["QA_Clarity_expected"] == pytest.approx((10 * 0.42 + 1 * 0.12 + 2 * 0.25) / 0.79)
     assert cols["QA_Clarity_confidence"] == pytest.approx(0.42 / 0.79)
@@ -59,7 +59,7 @@ def test_a_1_not_written_is_ambiguous_in_1_to_10_and_left_out():
     m = load_metric("QA_Clarity")
     logprobs = lp(tok('{"reason":"x","score":', 1.0), tok("2", 0.6, ("3", 0.25), ("1", 0.1), (" ", 0.05)), tok("}", 1))
     d = distributions(m, {"reason": "x", "score": 2}, logprobs)
-    assert d["score"] == pytest.approx({"2": 0.6, "3": 0.25})  # "1" could be 1 or 10: no guess
+    assert d["outputs"]["score"] == pytest.approx({"2": 0.6, "3": 0.25})  # "1" could be 1 or 10: no guess
     cols = row_values(m, {"reason": "x", "score": 2}, d)
     assert cols["QA_Clarity_expected"] == pytest.approx((2 * 0.6 + 3 * 0.25) / 0.85)
     assert cols["QA_Clarity_confidence"] == pytest.approx(0.6 / 0.85)
@@ -69,7 +69,8 @@ def test_a_1_is_not_ambiguous_where_the_range_allows_only_1():
     base = load_metric("QA_Clarity")  # as a 1-5 scale: "1" can only be 1
     m = replace(base, outputs=tuple(replace(o, maximum=5) if o.key == "score" else o for o in base.outputs))
     logprobs = lp(tok('{"reason":"x","score":', 1.0), tok("2", 0.5, ("1", 0.5)), tok("}", 1))
-    assert distributions(m, {"reason": "x", "score": 2}, logprobs)["score"] == pytest.approx({"2": 0.5, "1": 0.5})
+    d = distributions(m, {"reason": "x", "score": 2}, logprobs)
+    assert d["outputs"]["score"] == pytest.approx({"2": 0.5, "1": 0.5})
 
 
 def test_one_token_numbers_whitespace_and_merged_prefixes():
@@ -82,7 +83,7 @@ def test_one_token_numbers_whitespace_and_merged_prefixes():
     )
     d = distributions(m, {"reason": "ok", "score": 8}, logprobs)
     # " 10" runs to its token's end but only 10 fits the range; " 9." is a decimal; " 1" is 1 or 10
-    assert d["score"] == pytest.approx({"8": 0.5, "10": 0.2, "7": 0.1})
+    assert d["outputs"]["score"] == pytest.approx({"8": 0.5, "10": 0.2, "7": 0.1})
 
 
 def test_every_integer_output_of_an_all_metric_and_a_fenced_reply():
@@ -105,7 +106,7 @@ def test_binary_p_positive_in_json_and_in_free_text():
     # free text: the verdict is read on the first line here (the last is no verdict), as the parser reads it
     text = "0\nThe answer 12 is wrong"
     d = distributions(m, {"verdict": "0"}, {"content": token_logprobs(text, 20)})
-    assert d["verdict"] == pytest.approx({"0": 0.6, "1": 0.25})  # "9" and " " are no verdict
+    assert d["outputs"]["verdict"] == pytest.approx({"0": 0.6, "1": 0.25})  # "9" and " " are no verdict
     assert row_values(m, {"verdict": "0"}, d) == {"Binary_p_positive": pytest.approx(0.25 / 0.85)}
 
 
@@ -115,14 +116,21 @@ def test_no_guess_without_logprobs_or_when_the_tokens_do_not_spell_the_reply():
     assert distributions(m, value, None) is None
     assert distributions(m, value, {"content": None}) is None
     assert row_values(m, value, None) == {"QA_Clarity_expected": None, "QA_Clarity_confidence": None}
+    for damaged in (
+        {"version": 2, "outputs": {"score": {"7": 1.0}}},
+        {"outputs": 3},
+        {"version": 1, "outputs": {"score": {"seven": 1.0}}},
+        {"version": 1, "outputs": {"score": {"7": "high"}}},
+    ):
+        assert row_values(m, value, damaged) == {"QA_Clarity_expected": None, "QA_Clarity_confidence": None}
     other = distributions(m, value, {"content": token_logprobs('{"reason":"x","score":6}', 20)})
-    assert other == {"v": 1}  # the tokens say 6, the reply 7: nothing read
+    assert other == {"version": 1, "outputs": {}}  # the tokens say 6, the reply 7: nothing read
     assert row_values(m, value, other) == {"QA_Clarity_expected": None, "QA_Clarity_confidence": None}
 
 
 def test_the_store_keeps_tables_and_reads_old_rows(tmp_path):
     path = tmp_path / "replies.sqlite3"
-    table = {"v": 1, "score": {"8": 0.6, "9": 0.25}}
+    table = {"version": 1, "outputs": {"score": {"8": 0.6, "9": 0.25}}}
     s = ReplyStore(path)
     s.put(b"a" * 16, '{"score": 8}', (12, 5), table)
     s.put(b"b" * 16, '{"score": 8}', None, table)
@@ -263,9 +271,12 @@ def test_a_number_of_many_tokens_is_read_without_deep_recursion():
     m = replace(base, outputs=tuple(replace(o, maximum=None) if o.key == "score" else o for o in base.outputs))
     digits = "1" * 3000
     logprobs = lp(tok('{"reason":"x","score":', 1.0), *(tok(d, 1.0) for d in digits), tok("}", 1.0))
-    assert distributions(m, {"reason": "x", "score": int(digits)}, logprobs) == {"v": 1}  # nothing read, no crash
+    nothing = {"version": 1, "outputs": {}}
+    assert distributions(m, {"reason": "x", "score": int(digits)}, logprobs) == nothing  # nothing read, no crash
     short = lp(tok('{"reason":"x","score":', 1.0), tok("4", 0.5, ("5", 0.5)), tok("2", 1.0), tok("}", 1.0))
-    assert distributions(m, {"reason": "x", "score": 42}, short)["score"] == {"42": 0.5}  # "5": 5, 50, 51...: left out
+    assert distributions(m, {"reason": "x", "score": 42}, short)["outputs"]["score"] == {
+        "42": 0.5
+    }  # "5": 5, 50, 51...: left out
 
 
 def test_the_cli_flag_adds_the_columns(judge, tmp_path, capfd, monkeypatch):
