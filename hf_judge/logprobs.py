@@ -53,7 +53,7 @@ from typing import Any
 from .metrics import Metric, MetricKind, Output, OutputType
 from .validate import _clean_token  # the parser's own rule for the verdict of a line
 
-__all__ = ["columns", "distributions", "notice", "request_fields", "row_values", "targets"]
+__all__ = ["columns", "distributions", "notice", "pair_values", "request_fields", "row_values", "targets"]
 
 logger = logging.getLogger("hf_judge")
 # The version of the method behind a stored table: a later, different method can tell old tables apart.
@@ -66,12 +66,11 @@ _decoder = json.JSONDecoder()
 
 
 def targets(metric: Metric) -> tuple[Output, ...]:
-    """The outputs whose token probabilities are read: a score metric's integers, a binary judge's verdict."""
-    if metric.kind == MetricKind.SCORE:
-        return tuple(o for o in metric.outputs if o.type == OutputType.INTEGER)
+    """The outputs whose token probabilities are read: the integers of a score or pairwise metric, a binary
+    judge's verdict."""
     if metric.kind == MetricKind.BINARY:
         return tuple(o for o in metric.outputs if o.enum)
-    return ()  # pairwise: not yet
+    return tuple(o for o in metric.outputs if o.type == OutputType.INTEGER)
 
 
 def columns(metric: Metric) -> dict[str, str]:
@@ -83,13 +82,16 @@ def columns(metric: Metric) -> dict[str, str]:
         {'QA_Clarity_expected': 'float64', 'QA_Clarity_confidence': 'float64'}
         >>> columns(load_metric("Binary"))
         {'Binary_p_positive': 'float64'}
+        >>> columns(load_metric("Comparative"))
+        {'Comparative_score_1_expected': 'float64', 'Comparative_score_2_expected': 'float64'}
     """
     if metric.kind == MetricKind.BINARY:
         return {f"{metric.name}_p_positive": "float64"} if targets(metric) else {}
     cols: dict[str, str] = {}
     for o in targets(metric):
         cols[f"{o.column}_expected"] = "float64"
-        cols[f"{o.column}_confidence"] = "float64"
+        if metric.kind != MetricKind.PAIRWISE:  # a pairwise score may be the mean of two orders: no one value
+            cols[f"{o.column}_confidence"] = "float64"
     return cols
 
 
@@ -135,6 +137,8 @@ def distributions(metric: Metric, value: Mapping[str, Any], logprobs: Any) -> di
                 out[o.key] = dist
         return table
     spans = _object_values(doc)
+    if spans is None and metric.kind == MetricKind.PAIRWISE:
+        spans = _pair_values(doc, targets(metric))
     for o in targets(metric):
         start = spans.get(o.key) if spans is not None else None
         if start is None:
@@ -159,6 +163,8 @@ def row_values(metric: Metric, value: Mapping[str, Any], table: Mapping[str, Any
         >>> row_values(m, {"reason": "", "score": 8}, {"version": 1, "outputs": {"score": {"8": 0.75, "9": 0.25}}})
         {'QA_Clarity_expected': 8.25, 'QA_Clarity_confidence': 0.75}
     """
+    if metric.kind == MetricKind.PAIRWISE:
+        return pair_values(metric, [value], [table])
     out: dict[str, float | None] = dict.fromkeys(columns(metric))
     dists = _outputs(table)
     if not dists:
@@ -173,16 +179,47 @@ def row_values(metric: Metric, value: Mapping[str, Any], table: Mapping[str, Any
                 out[f"{metric.name}_p_positive"] = pos / (pos + neg)
         return out
     for o in targets(metric):
-        dist = dists.get(o.key)
-        total = sum(dist.values()) if dist else 0.0
-        if not dist or total <= 0:
-            continue
-        try:
-            out[f"{o.column}_expected"] = sum(int(v) * p for v, p in dist.items()) / total
-        except ValueError:  # not a table of integers: nothing to say about this output
-            continue
-        out[f"{o.column}_confidence"] = dist.get(str(value[o.key]), 0.0) / total
+        weighted = _weighted(dists.get(o.key), value[o.key])
+        if weighted is not None:
+            out[f"{o.column}_expected"], out[f"{o.column}_confidence"] = weighted
     return out
+
+
+def pair_values(
+    metric: Metric, values: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str, Any] | None]
+) -> dict[str, float | None]:
+    """The ``_expected`` columns of a pairwise judge from the replies of one order, or of both (``swap``): then,
+    as for the scores themselves, the mean of the two orders, each response's score read where it stood.
+
+    Example:
+        >>> from hf_judge import load_metric
+        >>> m = load_metric("Comparative")
+        >>> first = {"version": 1, "outputs": {"score_1": {"8": 0.5, "6": 0.5}, "score_2": {"5": 1.0}}}
+        >>> second = {"version": 1, "outputs": {"score_1": {"4": 1.0}, "score_2": {"8": 1.0}}}  # responses swapped
+        >>> pair_values(m, [{"score_1": 8, "score_2": 5}, {"score_1": 4, "score_2": 8}], [first, second])
+        {'Comparative_score_1_expected': 7.5, 'Comparative_score_2_expected': 4.5}
+    """
+    (a, b), cols = targets(metric), list(columns(metric))
+    seen = []
+    for value, table in zip(values, tables, strict=True):
+        dists = _outputs(table)
+        seen.append([_weighted(dists.get(o.key), value[o.key]) for o in (a, b)])
+    if len(seen) == 1:
+        return {c: w[0] if w else None for c, w in zip(cols, seen[0], strict=True)}
+    (a1, b1), (a2, b2) = seen  # in the second order response 1 was scored as b, response 2 as a
+    return {c: (x[0] + y[0]) / 2 if x and y else None for c, x, y in ((cols[0], a1, b2), (cols[1], b1, a2))}
+
+
+def _weighted(dist: Mapping[str, float] | None, written: Any) -> tuple[float, float] | None:
+    """(expected value, confidence of ``written``) of one output's distribution; None when there is none."""
+    total = sum(dist.values()) if dist else 0.0
+    if not dist or total <= 0:
+        return None
+    try:
+        expected = sum(int(v) * p for v, p in dist.items()) / total
+    except ValueError:  # not a table of integers: nothing to say about this output
+        return None
+    return expected, dist.get(str(written), 0.0) / total
 
 
 def notice(stats: Any, metric: Metric, table: Mapping[str, Any] | None) -> None:
@@ -321,6 +358,18 @@ def _object_values(doc: str) -> dict[str, int] | None:
     except (ValueError, IndexError):
         return None
     return spans
+
+
+def _pair_values(doc: str, outputs: Sequence[Output]) -> dict[str, int] | None:
+    """Offsets of the two scores of a free-text pairwise reply, on its first non-empty line (``8 7``, ``[8, 7]``)
+    as :func:`hf_judge.validate.parse_pair_scores` reads them; None unless there are exactly two numbers."""
+    line = next((m for m in re.finditer(r"[^\n]+", doc) if m.group().strip()), None)
+    if line is None or len(outputs) != 2:
+        return None
+    numbers = list(re.finditer(r"-?[0-9]+(?:\.[0-9]+)?", line.group()))
+    if len(numbers) != 2:
+        return None
+    return {o.key: line.start() + n.start() for o, n in zip(outputs, numbers, strict=True)}
 
 
 def _written_int(doc: str, start: int) -> int | None:

@@ -410,7 +410,12 @@ class SplitRun:
         # none failed: every value is set
         row_values = self.values[job.row]
         if metric.kind == _PAIRWISE:
-            row_values.update(combine_pairwise(metric, cast("list[dict[str, Any]]", [o.value for o in outcomes])))
+            values = cast("list[dict[str, Any]]", [o.value for o in outcomes])
+            row_values.update(combine_pairwise(metric, values))
+            if self.logprobs:
+                row_values.update(logprobs.pair_values(metric, values, [o.logprobs for o in outcomes]))
+                for o in outcomes:
+                    logprobs.notice(self.client.stats, metric, o.logprobs)
         else:
             value = cast("dict[str, Any]", outcomes[0].value)
             for out in metric.outputs:

@@ -10,7 +10,7 @@ from dataclasses import replace
 import orjson
 import pytest
 from helpers import qa_dataset, score
-from judge_server import token_logprobs
+from judge_server import Judge, token_logprobs
 
 from hf_judge import load_metric
 from hf_judge.logprobs import distributions, row_values
@@ -242,14 +242,12 @@ def test_logprobs_is_a_flag_a_recipe_key_and_part_of_the_results_fingerprint(jud
         for kw in ({}, {"logprobs": True}, {"logprobs": True, "top_logprobs": 5})
     }
     assert len(prints) == 3
-    body = JudgeClient(Settings(model="j", logprobs=True), api_key=None).body(load_metric("Comparative"), [], 0.0)
-    assert b"logprobs" not in body  # pairwise judges: no columns, so nothing asked for
-    assert (
-        hashlib.sha256(body).digest()
-        == hashlib.sha256(
-            JudgeClient(Settings(model="j"), api_key=None).body(load_metric("Comparative"), [], 0.0)
-        ).digest()
-    )
+    base = load_metric("QA_Clarity")
+    reason_only = replace(base, outputs=tuple(o for o in base.outputs if o.key == "reason"))
+    body = JudgeClient(Settings(model="j", logprobs=True), api_key=None).body(reason_only, [], 0.0)
+    assert b"logprobs" not in body  # no integer and no verdict: no columns, so nothing asked for
+    plain = JudgeClient(Settings(model="j"), api_key=None).body(reason_only, [], 0.0)
+    assert hashlib.sha256(body).digest() == hashlib.sha256(plain).digest()
 
 
 def test_scoring_again_replaces_the_weighted_columns_and_the_card_shows_them(judge, tmp_path):
@@ -295,3 +293,36 @@ def test_the_cli_flag_adds_the_columns(judge, tmp_path, capfd, monkeypatch):
     assert code == 0, err
     train = load_from_disk(tmp_path / "out")["train"]
     assert train["Binary_p_positive"] == pytest.approx([0.6 / 0.7 if v else 0.25 / 0.85 for v in train["Binary"]])
+
+
+def test_pairwise_in_free_text_and_in_both_orders(judge, tmp_path):
+    from datasets import Dataset
+
+    m = load_metric("Comparative", swap=False)
+    d = distributions(m, {"score_1": 8, "score_2": 7, "explanation": "x"}, {"content": token_logprobs("8 7\nx", 20)})
+    assert d["outputs"] == {
+        "score_1": pytest.approx({"8": 0.6, "9": 0.25, "7": 0.1}),
+        "score_2": pytest.approx({"7": 0.6, "8": 0.25, "6": 0.1}),
+    }
+    # both orders (swap): the server's scores are a function of each prompt, so each order's are known
+    judge.configure(record=True)
+    ds = Dataset.from_dict({"question": [f"q{i}" for i in range(6)], "a": [f"A{i}" for i in range(6)], "b": ["B"] * 6})
+    out = score(ds, ["Comparative"], judge, tmp_path, logprobs=True, columns={"response1": "a", "response2": "b"})
+    bodies = judge.stats()["bodies"]
+    assert len(bodies) == 12 and all(b["logprobs"] for b in bodies)
+    orders: dict[tuple[int, bool], dict] = {}
+    for b in bodies:
+        text = "".join(msg["content"] for msg in b["messages"])
+        props = b["response_format"]["json_schema"]["schema"]["properties"]
+        row = next(i for i in range(6) if f"q{i}" in text)
+        orders[row, text.index(f"A{row}") < text.index("B")] = {k: Judge._value(text, k, props[k]) for k in props}
+    train = out["train"]
+    assert train.column_names[-2:] == ["Comparative_score_1_expected", "Comparative_score_2_expected"]
+    for r in range(6):
+        first, second = orders[r, True], orders[r, False]  # in the second, response 1 is Assistant 2
+        assert train["Comparative_score_1"][r] == (first["score_1"] + second["score_2"]) / 2
+        e1 = (_hand(first["score_1"])[0] + _hand(second["score_2"])[0]) / 2
+        e2 = (_hand(first["score_2"])[0] + _hand(second["score_1"])[0]) / 2
+        assert train["Comparative_score_1_expected"][r] == pytest.approx(e1)
+        assert train["Comparative_score_2_expected"][r] == pytest.approx(e2)
+    assert len({(o["score_1"], o["score_2"]) for o in orders.values()}) > 3  # not one case over and over
