@@ -1,7 +1,7 @@
 """Probability-weighted scores: what a judge's token log-probabilities say about its score.
 
-With ``logprobs=True`` a request for a metric with integer score outputs (or
-a binary verdict) asks the server for ``top_logprobs`` alternatives of every
+With ``logprobs=True`` a request for a metric with integer outputs (a score or
+a pairwise judge) or a binary verdict asks the server for ``top_logprobs`` alternatives of every
 token (:func:`request_fields`). From the reply's ``choices[0].logprobs.content``
 :func:`distributions` reads, for each such output, the probability the model
 gave each valid value at the position where the value was written; that small
@@ -9,14 +9,17 @@ table is what the reply store keeps beside the reply, so a cached rerun gives
 the same columns. :func:`row_values` turns it into the columns
 ``<column>_expected`` (the probability-weighted mean over the valid integers,
 renormalised), ``<column>_confidence`` (the renormalised probability of the
-value the judge wrote) and, for a binary judge, ``<metric>_p_positive``.
+value the judge wrote) and, for a binary judge, ``<metric>_p_positive``. A
+pairwise judge gets ``<column>_expected`` only (:func:`pair_values`): with
+both orders its score is the mean of two replies, as its expected score is.
 
 Finding the value's position. The tokens are joined (their ``bytes`` where
 given, so a character split across tokens stays exact) into the reply's text;
 a JSON reply (bare or in a code fence) is walked key by key to the value of
 each output; a free-text binary reply is read by the rules of
 :func:`hf_judge.validate.parse_binary_verdict` (its last, then its first,
-non-empty line). The value must read the same there as in the validated
+non-empty line), a free-text pairwise one on its first line, as
+:func:`hf_judge.validate.parse_pair_scores` reads it. The value must read the same there as in the validated
 reply, else the output gets no probabilities (never a guess). The value
 starts inside one token; the bytes of that token before the value (``": "``,
 ``"``) are the *prefix* every alternative at that position must start with
