@@ -104,6 +104,9 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
             else f" (default {default})"
         )
         flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
+        if kind is bool:  # a switch: `--logprobs`, not `--logprobs true`
+            g.add_argument(*flags, dest=name, action="store_true", default=None, help=f.description)
+            continue
         choices = None
         if issubclass(kind, enum.Enum):  # `invalid choice: 'avg' (choose from mean, median, ...)`
             choices = [str(m.value) for m in cast("type[enum.Enum]", kind)]
