@@ -1,0 +1,71 @@
+"""Streaming input: score_dataset on an IterableDataset(Dict), against the loopback Hub and judge server."""
+
+from __future__ import annotations
+
+from datasets import load_dataset
+from helpers import qa_dataset, score
+
+from hf_judge import ScoredIterableDatasetDict
+
+METRICS = ["QA_Clarity", "QA_Correctness"]
+
+
+def _faults(judge):
+    # two rows fail for good (one metric each way), so the errors split has rows to compare
+    judge.configure(
+        faults=[{"fault": "status", "status": 400, "match": "row-3:"}, {"fault": "malformed_json", "match": "row-7:"}]
+    )
+
+
+def test_a_stream_is_scored_like_the_dataset_row_for_row(judge, tmp_path):
+    ds = qa_dataset(50)
+    _faults(judge)
+    want = score(ds, METRICS, judge, tmp_path / "a")
+    sent = judge.stats()["requests"]
+    judge.reset()
+    _faults(judge)
+    got = score(ds.to_iterable_dataset(num_shards=3), METRICS, judge, tmp_path / "b", window=64)
+    assert isinstance(got, ScoredIterableDatasetDict)
+    assert judge.stats()["requests"] == 0  # nothing is read before the rows are iterated
+    rows = list(got["train"])
+    assert rows == want["train"].to_list()
+    assert list(got["errors"]) == want["errors"].to_list()
+    assert len(want["errors"]) > 0
+    assert judge.stats()["requests"] == sent
+    assert got.summary.rows == {"train": 50}
+    assert got.summary.errors == want.summary.errors
+
+
+def test_a_hub_dataset_in_shards_streamed_scored_pushed_and_loaded_equals_the_non_streaming_result(
+    judge, hub, tmp_path
+):
+    qa_dataset(120).push_to_hub("tester/stream-src", num_shards=3)
+    _faults(judge)
+    plain = score(load_dataset("tester/stream-src"), METRICS, judge, tmp_path / "a")
+    plain.push_to_hub("tester/stream-plain")
+    sent = judge.stats()["requests"]
+    judge.reset()
+    _faults(judge)
+    source = load_dataset("tester/stream-src", streaming=True)
+    assert source["train"].n_shards == 3
+    streamed = score(source, METRICS, judge, tmp_path / "b", window=32)
+    streamed.push_to_hub("tester/stream-judged")
+    assert judge.stats()["requests"] == sent  # each request once: the push read every split once
+
+    got, want = load_dataset("tester/stream-judged"), load_dataset("tester/stream-plain")
+    assert list(got) == ["train"]
+    assert got["train"].features == want["train"].features
+    assert got["train"].to_list() == want["train"].to_list()
+    got_errors = load_dataset("tester/stream-judged", "errors")["errors"]
+    want_errors = load_dataset("tester/stream-plain", "errors")["errors"]
+    assert len(want_errors) == 4
+    assert got_errors.to_list() == want_errors.to_list()
+    from huggingface_hub import DatasetCard, HfApi
+
+    card = str(DatasetCard.load("tester/stream-judged", repo_type="dataset"))
+    assert "## Scored with hf-judge" in card and "- **Rows scored:** train: 120" in card
+    assert "| `QA_Clarity` | 118 | 2 |" in card
+    plain_card = str(DatasetCard.load("tester/stream-plain", repo_type="dataset"))
+    assert card.partition("### Score distributions")[2] == plain_card.partition("### Score distributions")[2]
+    files = HfApi().list_repo_files("tester/stream-judged", repo_type="dataset")
+    assert "hf_judge/summary.json" in files and "hf_judge/prompts/QA_Clarity.jinja" in files
