@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
 from datasets import load_dataset
 from helpers import qa_dataset, score
 
@@ -69,3 +78,62 @@ def test_a_hub_dataset_in_shards_streamed_scored_pushed_and_loaded_equals_the_no
     assert card.partition("### Score distributions")[2] == plain_card.partition("### Score distributions")[2]
     files = HfApi().list_repo_files("tester/stream-judged", repo_type="dataset")
     assert "hf_judge/summary.json" in files and "hf_judge/prompts/QA_Clarity.jinja" in files
+
+
+HERE = Path(__file__).parent
+N = 2000
+# The last row's request is held 60 s, so the interrupted run cannot finish before the signal lands.
+HOLD_LAST_ROW = [{"fault": "delay", "seconds": 60, "match": f"row-{N - 1}:"}]
+
+
+def _job(judge, cache, out):
+    env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "stream_job.py"), judge.base_url, str(cache), str(N), "64", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _stored(cache) -> int:
+    from hf_judge.store import ReplyStore
+
+    store = ReplyStore(cache / "replies.sqlite3")
+    try:
+        return len(store)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT])
+def test_an_interrupted_stream_resumes_without_paying_twice_for_a_stored_reply(judge, tmp_path, signum):
+    want = score(qa_dataset(N), ["QA_Clarity"], judge, tmp_path / "ref")["train"].to_list()
+    judge.reset()
+    judge.configure(latency=0.02, faults=HOLD_LAST_ROW)
+    p = _job(judge, tmp_path / "cache", tmp_path / "out")
+    assert p.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 60
+    while judge.stats()["ok"] < 0.45 * N and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(p.pid, signum)
+    t = time.monotonic()
+    rc = p.wait(60)
+    print("stopped after", time.monotonic() - t)
+    assert rc != 0
+    if signum == signal.SIGINT:
+        assert "stored replies are not sent again" in p.stderr.read()
+    stored = _stored(tmp_path / "cache")
+    assert 0.4 * N < stored < N
+    judge.reset()
+    judge.configure(latency=0.02)
+    q = _job(judge, tmp_path / "cache", tmp_path / "out")
+    t = time.monotonic()
+    assert q.wait(120) == 0, q.stderr.read()
+    print("rerun took", time.monotonic() - t)
+    assert judge.stats()["requests"] == N - stored  # exactly the replies the store lacked: none paid twice
+    got = load_dataset(str(tmp_path / "out"))
+    assert got["train"].to_list() == want
+    # datasets 5.2 cannot load a config of 0 rows ("corresponds to no data"): read the file itself
+    assert pq.read_table(tmp_path / "out" / "errors" / "errors-00000.parquet").num_rows == 0
