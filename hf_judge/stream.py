@@ -38,6 +38,7 @@ from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDa
 
 from .card import card_metadata, merge_card_text, provenance_files, render_section
 from .errors import ConfigError, InterruptedRun
+from .filter import SCORE_TYPES
 from .pipeline import LoopThread, Plan, SplitRun, sparse_gc
 from .progress import ProgressBar, ProgressCallback
 from .redact import register
@@ -424,7 +425,10 @@ def _card_text(streams: _Streams, files: dict[str, list[Path]], existing: str) -
     wanted = set(summary.columns) if summary is not None else set()
     scores = DatasetDict()
     for split, paths in files.items():
-        names = [n for n in streams.features[split] if n in wanted]
+        # numeric and boolean score columns only (the card's distributions): reasons would grow with the data
+        names = [
+            n for n, f in streams.features[split].items() if n in wanted and getattr(f, "dtype", None) in SCORE_TYPES
+        ]
         scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
     card = DatasetCard(merge_card_text(existing, render_section(scores, summary)))
     card_metadata(card.data, scores, summary)  # type: ignore[arg-type]
