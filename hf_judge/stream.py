@@ -330,6 +330,15 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         limit = convert_file_size_to_int(max_shard_size) if max_shard_size is not None else SHARD_BYTES
         write_result(self._streams, Path(path), limit)
 
+    def rows_and_columns(self) -> dict[str, tuple[int, list[str]]]:
+        """Rows and columns per split (``errors`` included), as far as the splits have been read."""
+        from .score import ERRORS_SPLIT
+
+        streams = self._streams
+        out = {s: (streams.ctx.summary.rows.get(s, 0), list(streams.features[s])) for s in streams.splits}
+        out[ERRORS_SPLIT] = (len(streams.all_errors()), list(self[ERRORS_SPLIT].column_names or []))
+        return out
+
     def push_to_hub(  # type: ignore[override,unused-ignore]
         self,
         repo_id: str,
@@ -347,27 +356,58 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         Example:
             >>> scored.push_to_hub("me/big-judged", private=True)  # doctest: +SKIP
         """
-        from huggingface_hub import HfApi
-
-        register(token)
         with tempfile.TemporaryDirectory(prefix="hf_judge-push-") as tmp:
             self.save_to_disk(tmp, max_shard_size=max_shard_size)
-            api = HfApi(token=token)
-            api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-            readme = Path(tmp) / "README.md"
-            readme.write_text(_merged_card(api, repo_id, readme.read_text(encoding="utf-8")))
-            api.upload_folder(
-                repo_id=repo_id,
-                folder_path=tmp,
-                repo_type="dataset",
-                revision=revision,
-                commit_message=commit_message or "Upload the scored dataset (hf-judge, streaming)",
-                # an earlier push's shards, errors and prompt files go: the repo holds this result only
-                delete_patterns=["data/**", "errors/**", "hf_judge/**"],
+            return push_folder(
+                tmp, repo_id, private=private, token=token, revision=revision, commit_message=commit_message
             )
-        url = f"{api.endpoint}/datasets/{repo_id}"
-        logger.info("pushed to %s", url)
-        return url
+
+
+def push_folder(
+    folder: str | os.PathLike,
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    revision: str | None = None,
+    commit_message: str | None = None,
+) -> str:
+    """Push a folder ``ScoredIterableDatasetDict.save_to_disk`` wrote, in one commit; returns the repo URL.
+    The repo's card keeps its text around hf_judge's section; an earlier push's data and prompt files go.
+
+    Example:
+        >>> push_folder("big-judged/", "me/big-judged")  # doctest: +SKIP
+    """
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    from .output import MANIFEST
+
+    register(token)
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    root = Path(folder)
+    card = _merged_card(api, repo_id, (root / "README.md").read_text(encoding="utf-8"))
+    api.upload_folder(
+        repo_id=repo_id,
+        folder_path=root,
+        repo_type="dataset",
+        revision=revision,
+        commit_message=commit_message or "Upload the scored dataset (hf-judge, streaming)",
+        # the local manifest and summary stay local (the summary goes as hf_judge/summary.json); README: below
+        ignore_patterns=[MANIFEST, "summary.json", "README.md"],
+        # an earlier push's shards, errors and prompt files go: the repo holds this result only
+        delete_patterns=["data/**", "errors/**", "hf_judge/**"],
+    )
+    api.create_commit(
+        repo_id,
+        [CommitOperationAdd("README.md", card.encode())],
+        repo_type="dataset",
+        revision=revision,
+        commit_message="Update dataset card (hf-judge)",
+    )
+    url = f"{api.endpoint}/datasets/{repo_id}"
+    logger.info("pushed to %s", url)
+    return url
 
 
 def write_result(streams: _Streams, root: Path, shard_bytes: int) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
-from helpers import qa_dataset, score
+from helpers import qa_dataset, run_cli, score
 
-from hf_judge import ScoredIterableDatasetDict
+from hf_judge import RunSummary, ScoredIterableDatasetDict
 
 METRICS = ["QA_Clarity", "QA_Correctness"]
 
@@ -137,3 +137,38 @@ def test_an_interrupted_stream_resumes_without_paying_twice_for_a_stored_reply(j
     assert got["train"].to_list() == want
     # datasets 5.2 cannot load a config of 0 rows ("corresponds to no data"): read the file itself
     assert pq.read_table(tmp_path / "out" / "errors" / "errors-00000.parquet").num_rows == 0
+
+
+def test_cli_streaming_scores_a_hub_dataset_into_parquet_shards_then_pushes_the_folder(
+    judge, hub, tmp_path, capfd, monkeypatch
+):
+    qa_dataset(90, "cli").push_to_hub("tester/stream-cli-src", num_shards=3)
+    args = ["score", "tester/stream-cli-src", "--streaming", "--metrics", "QA_Clarity", "-m", "judge"]
+    args += ["--base-url", judge.base_url, "--column", "instruction=question", "--column", "output=answer"]
+    args += ["--cache-dir", tmp_path / "cache", "--api-key-env", "STREAM_KEY"]
+    monkeypatch.setenv("STREAM_KEY", "sk-test")
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(capfd, *args, "-o", out, "--push-to-hub", "tester/stream-cli-judged")
+    assert code == 0, stderr
+    assert "saved to" in stdout and "train: 90 rows" in stdout and "pushed to" in stdout
+    assert judge.stats()["requests"] == 90  # the push uploads the folder: the input is read once
+    assert sorted(p.name for p in (out / "data").iterdir()) == ["train-00000.parquet"]
+    local = load_dataset(str(out))["train"]
+    pushed = load_dataset("tester/stream-cli-judged")["train"]
+    plain = score(qa_dataset(90, "cli"), ["QA_Clarity"], judge, tmp_path / "plain")["train"]
+    assert local.to_list() == pushed.to_list() == plain.to_list()
+    assert RunSummary.load(out).rows == {"train": 90}
+    # the same command again: nothing is sent, and the folder (hf-judge's, same source) is replaced
+    judge.reset()
+    code, stdout, stderr = run_cli(capfd, *args, "-o", out)
+    assert code == 0, stderr
+    assert judge.stats()["requests"] == 0
+
+
+def test_cli_streaming_refuses_a_recipe_with_filters(judge, tmp_path, capfd):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("metrics: [QA_Clarity]\nfilters: {min: {QA_Clarity: 5}}\n")
+    code, _, stderr = run_cli(
+        capfd, "score", "tester/none", "--streaming", "--recipe", recipe, "-m", "judge", "--base-url", judge.base_url
+    )
+    assert code == 2 and "--streaming does not apply a recipe's filters" in stderr
