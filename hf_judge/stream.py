@@ -195,7 +195,7 @@ class _Streams:
         client, summary = ctx.client, ctx.summary
         errors: list[dict[str, Any]] = []
         rows = 0
-        bar = ProgressBar(split, _known_rows(d)) if ctx.progress is True else None
+        bar = ProgressBar(split, _known_rows(d) or None) if ctx.progress is True else None
         on_progress = ctx.progress if callable(ctx.progress) else bar if bar is not None and not bar.disabled else None
         current = (split, None, _counters(client), time.perf_counter())
         inputs = d.with_format("arrow").iter(batch_size=min(STREAM_BATCH, ctx.window))

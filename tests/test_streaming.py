@@ -43,6 +43,11 @@ def test_a_stream_is_scored_like_the_dataset_row_for_row(judge, tmp_path):
     assert judge.stats()["requests"] == sent
     assert got.summary.rows == {"train": 50}
     assert got.summary.errors == want.summary.errors
+    # datasets' own operations work on a scored split; a reading stopped early closes its run
+    assert list(got["train"].take(3)) == want["train"].to_list()[:3]
+    assert [r["n"] for r in got["train"].map(lambda r: {"n": r["QA_Clarity"] or 0})] == [
+        r["QA_Clarity"] or 0 for r in rows
+    ]
 
 
 def test_a_hub_dataset_in_shards_streamed_scored_pushed_and_loaded_equals_the_non_streaming_result(
