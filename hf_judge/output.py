@@ -172,7 +172,9 @@ def save_result(
     check_output(out, source, kind, None if streamed else shape_of(dd), overwrite, filters)
     out.parent.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
-    tmp = out.with_name(f".{out.name}.tmp-{tag}")
+    # a stream's folder has one name, kept when the save stops: the same command again goes on after its last
+    # closed shard (see stream.write_result)
+    tmp = out.with_name(f".{out.name}.partial" if streamed else f".{out.name}.tmp-{tag}")
     try:
         # a fresh folder: datasets refuses to save over files it has mapped (the input may be this folder)
         if streamed:
@@ -193,5 +195,5 @@ def save_result(
         else:
             os.replace(tmp, out)
     finally:
-        if tmp.exists():
+        if tmp.exists() and not streamed:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -185,31 +185,45 @@ class _Streams:
         # its name stands for it, and finds it again in this process while it lives
         return (_live, (self.key,))
 
-    def tables(self, split: str) -> Iterator[tuple[pa.Table, list[dict[str, Any]]]]:
-        """The split's scored rows, as Arrow tables of the output features, with their error rows.
+    def tables(
+        self, split: str, resume: dict[str, Any] | None = None
+    ) -> Iterator[tuple[pa.Table, list[dict[str, Any]], dict[str, Any]]]:
+        """The split's scored rows, as Arrow tables of the output features, with their error rows and the input's
+        ``state_dict()`` after them. ``resume`` (``rows``, ``state``, ``errors``): go on after that many rows.
         One reading is one run: the event loop, client session and reply store are open while it lasts."""
         from .score import _counters, _fill_summary, _record_run, _RunResources
 
         ctx, plans, schema = self.ctx, self.plans[split], self.features[split].arrow_schema
-        d = self.splits[split]
+        d = self.splits[split].with_format("arrow")
+        first, errors = 0, []
+        if resume is not None:
+            d.load_state_dict(resume["state"])
+            first, errors = resume["rows"], list(resume["errors"])
         client, summary = ctx.client, ctx.summary
-        errors: list[dict[str, Any]] = []
-        rows = 0
-        bar = ProgressBar(split, _known_rows(d) or None) if ctx.progress is True else None
+        rows = first
+        known = _known_rows(self.splits[split])
+        bar = ProgressBar(split, known - first if known > first else None) if ctx.progress is True else None
         on_progress = ctx.progress if callable(ctx.progress) else bar if bar is not None and not bar.disabled else None
         current = (split, None, _counters(client), time.perf_counter())
-        inputs = d.with_format("arrow").iter(batch_size=min(STREAM_BATCH, ctx.window))
+        states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
+
+        def inputs() -> Iterator[pa.Table]:
+            for table in d.iter(batch_size=min(STREAM_BATCH, ctx.window)):
+                if table.num_rows:
+                    states.append(d.state_dict())
+                    yield table
+
         try:
             if not plans:  # every metric's columns were kept
-                for table in inputs:
+                for table in inputs():
                     rows += table.num_rows
-                    yield table.cast(schema), []
+                    yield table.cast(schema), [], states.popleft()
             else:
                 with sparse_gc(), _RunResources(client, self.store_path) as res:
                     res.open()
                     assert res.loop is not None  # open() started it
                     for table, scores, errs in score_batches(
-                        inputs,
+                        inputs(),
                         plans,
                         split=split,
                         client=client,
@@ -219,10 +233,11 @@ class _Streams:
                         max_input_chars=ctx.max_input_chars,
                         token_columns=ctx.token_columns,
                         on_progress=on_progress,
+                        first_row=first,
                     ):
                         rows += table.num_rows
                         errors += errs
-                        yield _with_scores(table, scores, schema), errs
+                        yield _with_scores(table, scores, schema), errs, states.popleft()
             self.errors[split] = errors
         except KeyboardInterrupt:
             raise InterruptedRun(
@@ -240,8 +255,38 @@ class _Streams:
             _fill_summary(summary, client, self.all_errors(), self.started)
 
     def rows(self, split: str) -> Iterator[dict[str, Any]]:
-        for table, _ in self.tables(split):
+        for table, _, _ in self.tables(split):
             yield from table.to_pylist()
+
+    def finished(self, split: str, rows: int, errors: list[dict[str, Any]]) -> None:
+        """Record a split an earlier, interrupted save finished writing (see ``write_result``)."""
+        self.errors[split] = errors
+        self.ctx.summary.rows[split] = rows
+
+    def job_key(self) -> str:
+        """What a save's progress file belongs to: the inputs (names, files, features, first row) and what is
+        asked of them. A folder left by another job is not resumed from."""
+        import hashlib
+
+        ctx = self.ctx
+        state: dict[str, Any] = {
+            "model": ctx.client.model,
+            "server": ctx.client.server_id,
+            "max_input_chars": ctx.max_input_chars,
+            "token_columns": ctx.token_columns,
+        }
+        for split, d in self.splits.items():
+            source = getattr(getattr(d, "_ex_iterable", None), "kwargs", None)  # data files, where datasets has them
+            state[split] = [
+                d.info.dataset_name,
+                d.info.config_name,
+                d.n_shards,
+                source,
+                self.features[split].to_dict(),
+                first_row(d, list(d.column_names or [])),
+                [[p.metric.name, p.metric.prompt_hash, p.columns, p.temperature] for p in self.plans[split]],
+            ]
+        return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
     def all_errors(self) -> list[dict[str, Any]]:
         return self.earlier_errors + [e for s in self.splits for e in self.errors.get(s, [])]
@@ -410,47 +455,99 @@ def push_folder(
     return url
 
 
+# A save's progress beside its shards: the splits written, and where to go on after the last closed shard.
+PROGRESS = "hf_judge_progress.json"
+
+
 def write_result(streams: _Streams, root: Path, shard_bytes: int) -> None:
-    """The layout ``save_to_disk`` writes (see there); files of an earlier save in ``data/``/``errors/`` go."""
+    """The layout ``save_to_disk`` writes (see there). A save of the same job that was interrupted is taken
+    up after its last closed shard (the input resumes from its ``state_dict()``); other files in ``data/`` and
+    ``errors/`` go. The progress file goes once the save is complete."""
     from .score import ERROR_FEATURES
 
+    root.mkdir(parents=True, exist_ok=True)
+    progress = _read_progress(root / PROGRESS, streams.job_key())
+    written = {name for entry in progress["splits"].values() for name in entry["shards"]}
     for sub in ("data", "errors"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
+        (root / sub).mkdir(exist_ok=True)
         for old in (root / sub).glob("*.parquet"):
-            old.unlink()
+            if sub == "errors" or old.name not in written:  # a shard open when a run was killed has no footer
+                old.unlink()
+    summary = streams.ctx.summary
+    summary.add_runs(progress["runs"])
     files: dict[str, list[Path]] = {}
     for split in streams.splits:
-        files[split] = _write_split(streams, split, root / "data", shard_bytes)
+        files[split] = _write_split(streams, split, root, shard_bytes, progress)
     errors = pa.Table.from_pylist(streams.all_errors(), schema=ERROR_FEATURES.arrow_schema)
     pq.write_table(errors, root / "errors" / "errors-00000.parquet")
-    summary = streams.ctx.summary
     for name, content in provenance_files(summary).items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(content)
     (root / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1, default=str), encoding="utf-8")
     (root / "README.md").write_text(_card_text(streams, files, "---\n---\n"), encoding="utf-8")
+    (root / PROGRESS).unlink(missing_ok=True)
 
 
-def _write_split(streams: _Streams, split: str, folder: Path, shard_bytes: int) -> list[Path]:
+def _read_progress(path: Path, job: str) -> dict[str, Any]:
+    try:
+        progress = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(progress, dict) and progress.get("job") == job:
+            return progress
+        logger.info("%s belongs to another job: writing the result from the start", path)
+    except (OSError, ValueError):
+        pass
+    return {"job": job, "splits": {}, "runs": []}
+
+
+def _save_progress(path: Path, progress: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(progress, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_split(streams: _Streams, split: str, root: Path, shard_bytes: int, progress: dict[str, Any]) -> list[Path]:
+    """Write one split's shards, recording in ``progress`` each closed shard with the input's state after it."""
     schema = streams.features[split].arrow_schema
-    paths: list[Path] = []
+    entry = progress["splits"].setdefault(split, {"shards": [], "rows": 0, "state": None, "errors": [], "done": False})
+    paths = [root / "data" / name for name in entry["shards"]]
+    if entry["done"]:
+        streams.finished(split, entry["rows"], entry["errors"])
+        return paths
+    rows, errors, state = entry["rows"], list(entry["errors"]), entry["state"]
     writer: pq.ParquetWriter | None = None
     size = 0
+
+    def record(done: bool = False) -> None:
+        entry.update(shards=[p.name for p in paths], rows=rows, state=state, errors=errors, done=done)
+        progress["runs"] = streams.ctx.summary.runs
+        _save_progress(root / PROGRESS, progress)
+
+    resume = entry if entry["rows"] else None
     try:
-        for table, _ in streams.tables(split):
+        for table, errs, after in streams.tables(split, resume):
             if writer is None or size >= shard_bytes:
                 if writer is not None:
                     writer.close()
-                paths.append(folder / f"{split}-{len(paths):05d}.parquet")
+                    record()
+                paths.append(root / "data" / f"{split}-{len(paths):05d}.parquet")
                 writer, size = pq.ParquetWriter(paths[-1], schema), 0
             writer.write_table(table)
             size += table.nbytes
-        if writer is None:  # an empty split still gets a file, so that its config loads as 0 rows
-            paths.append(folder / f"{split}-00000.parquet")
+            rows, state = rows + table.num_rows, after
+            errors += errs
+        if not paths:  # an empty split still gets a file, so that its config loads as 0 rows
+            paths.append(root / "data" / f"{split}-00000.parquet")
             pq.write_table(schema.empty_table(), paths[-1])
+    except BaseException:
+        if writer is not None:  # its rows are complete: keep them for the next save
+            writer.close()
+            writer = None
+            record()
+        raise
     finally:
         if writer is not None:
             writer.close()
+    record(done=True)
     return paths
 
 

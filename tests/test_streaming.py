@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -91,10 +92,10 @@ N = 2000
 HOLD_LAST_ROW = [{"fault": "delay", "seconds": 60, "match": f"row-{N - 1}:"}]
 
 
-def _job(judge, cache, out):
+def _job(judge, cache, out, *extra):
     env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen(
-        [sys.executable, str(HERE / "stream_job.py"), judge.base_url, str(cache), str(N), "64", str(out)],
+        [sys.executable, str(HERE / "stream_job.py"), judge.base_url, str(cache), str(N), "64", str(out), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -117,7 +118,7 @@ def test_an_interrupted_stream_resumes_without_paying_twice_for_a_stored_reply(j
     want = score(qa_dataset(N), ["QA_Clarity"], judge, tmp_path / "ref")["train"].to_list()
     judge.reset()
     judge.configure(latency=0.02, faults=HOLD_LAST_ROW)
-    p = _job(judge, tmp_path / "cache", tmp_path / "out")
+    p = _job(judge, tmp_path / "cache", tmp_path / f"out-{signum}")
     assert p.stdout.readline().strip() == "started"
     deadline = time.monotonic() + 60
     while judge.stats()["ok"] < 0.45 * N and time.monotonic() < deadline:
@@ -133,15 +134,15 @@ def test_an_interrupted_stream_resumes_without_paying_twice_for_a_stored_reply(j
     assert 0.4 * N < stored < N
     judge.reset()
     judge.configure(latency=0.02)
-    q = _job(judge, tmp_path / "cache", tmp_path / "out")
+    q = _job(judge, tmp_path / "cache", tmp_path / f"out-{signum}")
     t = time.monotonic()
     assert q.wait(120) == 0, q.stderr.read()
     print("rerun took", time.monotonic() - t)
     assert judge.stats()["requests"] == N - stored  # exactly the replies the store lacked: none paid twice
-    got = load_dataset(str(tmp_path / "out"))
+    got = load_dataset(str(tmp_path / f"out-{signum}"))
     assert got["train"].to_list() == want
     # datasets 5.2 cannot load a config of 0 rows ("corresponds to no data"): read the file itself
-    assert pq.read_table(tmp_path / "out" / "errors" / "errors-00000.parquet").num_rows == 0
+    assert pq.read_table(tmp_path / f"out-{signum}" / "errors" / "errors-00000.parquet").num_rows == 0
 
 
 def test_cli_streaming_scores_a_hub_dataset_into_parquet_shards_then_pushes_the_folder(
@@ -152,7 +153,8 @@ def test_cli_streaming_scores_a_hub_dataset_into_parquet_shards_then_pushes_the_
     args += ["--base-url", judge.base_url, "--column", "instruction=question", "--column", "output=answer"]
     args += ["--cache-dir", tmp_path / "cache", "--api-key-env", "STREAM_KEY"]
     monkeypatch.setenv("STREAM_KEY", "sk-test")
-    out = tmp_path / "out"
+    # a name of its own: datasets 5.2 caches a local folder whose README lists configs by the folder's name
+    out = tmp_path / "cli-out"
     code, stdout, stderr = run_cli(capfd, *args, "-o", out, "--push-to-hub", "tester/stream-cli-judged")
     assert code == 0, stderr
     assert "saved to" in stdout and "train: 90 rows" in stdout and "pushed to" in stdout
@@ -177,3 +179,34 @@ def test_cli_streaming_refuses_a_recipe_with_filters(judge, tmp_path, capfd):
         capfd, "score", "tester/none", "--streaming", "--recipe", recipe, "-m", "judge", "--base-url", judge.base_url
     )
     assert code == 2 and "--streaming does not apply a recipe's filters" in stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT])
+def test_an_interrupted_save_goes_on_after_its_last_closed_shard(judge, tmp_path, signum):
+    want = score(qa_dataset(N), ["QA_Clarity"], judge, tmp_path / "ref")["train"].to_list()
+    judge.reset()
+    judge.configure(latency=0.02, faults=HOLD_LAST_ROW)
+    out = tmp_path / f"shards-{signum}"
+    p = _job(judge, tmp_path / "cache", out, "8KB")
+    assert p.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 60
+    while judge.stats()["ok"] < 0.45 * N and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(p.pid, signum)
+    assert p.wait(60) != 0
+    progress = json.loads((out / "hf_judge_progress.json").read_text())["splits"]["train"]
+    resumed = progress["rows"]
+    assert 0 < resumed < N and len(progress["shards"]) > 1 and progress["state"] is not None
+    kept = {name: (out / "data" / name).stat().st_mtime_ns for name in progress["shards"]}
+    stored = _stored(tmp_path / "cache")
+    judge.reset()
+    judge.configure(latency=0.02)
+    q = _job(judge, tmp_path / "cache", out, "8KB")
+    stdout, stderr = q.communicate(timeout=120)
+    assert q.returncode == 0, stderr
+    requests, cache_hits = map(int, stdout.split()[-2:])
+    assert requests == judge.stats()["requests"] <= N - stored  # nothing stored is paid again
+    assert requests + cache_hits == N - resumed  # the rows of the closed shards were not read again
+    assert {name: (out / "data" / name).stat().st_mtime_ns for name in kept} == kept  # nor written again
+    assert not (out / "hf_judge_progress.json").exists()
+    assert load_dataset(str(out))["train"].to_list() == want
