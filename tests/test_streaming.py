@@ -212,3 +212,17 @@ def test_an_interrupted_save_goes_on_after_its_last_closed_shard(judge, tmp_path
     assert {name: (out / "data" / name).stat().st_mtime_ns for name in kept} == kept  # nor written again
     assert not (out / "hf_judge_progress.json").exists()
     assert load_dataset(str(out))["train"].to_list() == want
+
+
+def test_a_streamed_image_column_sends_the_same_requests_as_the_dataset(judge, tmp_path):
+    from test_images import VQA, image_dataset, prompt
+
+    pdir = prompt(tmp_path, "VQA", VQA)
+    ds = image_dataset()
+    want = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["image_parts"] == 3
+    judge.reset()
+    got = score(ds.to_iterable_dataset(), ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    streamed = list(got["train"].with_format("arrow").iter(batch_size=10))[0].to_pylist()
+    assert streamed == want["train"].with_format("arrow")[:].to_pylist()  # the image bytes as they came in
+    assert judge.stats()["requests"] == 0  # the same request keys: every reply comes from the store
