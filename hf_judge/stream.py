@@ -46,6 +46,7 @@ from .store import ReplyStore
 
 if TYPE_CHECKING:
     from .client import JudgeClient
+    from .ensemble import Layout
     from .score import _SplitContext
     from .summary import RunSummary
 
@@ -91,13 +92,17 @@ def score_batches(
     max_input_chars: int | None = None,
     token_columns: bool = False,
     on_progress: ProgressCallback | None = None,
+    judges: Sequence[JudgeClient] = (),
+    layout: Layout | None = None,
 ) -> Iterator[tuple[pa.Table, dict[str, list], list[dict[str, Any]]]]:
     """Score ``batches`` of input rows; yield ``(batch, scores, errors)`` per batch, in input order.
 
     ``scores`` maps each score column to the batch's values (null where a
     metric failed); ``errors`` are the batch's error rows (as in the ``errors``
-    split), their ``row`` counted from ``first_row``. The client must be open on
-    ``loop``; a batch holds at most ``window`` rows. At most ``window`` rows are
+    split), their ``row`` counted from ``first_row``. The client (every one of a
+    panel's ``judges``, of which it is the first) must be open on ``loop``;
+    ``layout``: samples and judges per row, as ``SplitRun`` takes it. A batch
+    holds at most ``window`` rows. At most ``window`` rows are
     read beyond the last batch yielded, so memory does not grow with the input.
 
     Example:
@@ -115,6 +120,8 @@ def score_batches(
         max_input_chars=max_input_chars,
         token_columns=token_columns,
         on_progress=on_progress,
+        judges=judges,
+        layout=layout,
     )
     needed = sorted({c for p in plans for c in p.columns.values() if c})
     feeder = loop.submit(run.feed())
@@ -204,7 +211,8 @@ class _Streams:
         known = _known_rows(self.splits[split])
         bar = ProgressBar(split, known - first if known > first else None) if ctx.progress is True else None
         on_progress = ctx.progress if callable(ctx.progress) else bar if bar is not None and not bar.disabled else None
-        current = (split, None, _counters(client), time.perf_counter())
+        clients = ctx.judges or [client]
+        current = (split, None, _counters(clients), time.perf_counter())
         states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
 
         def inputs() -> Iterator[pa.Table]:
@@ -219,7 +227,7 @@ class _Streams:
                     rows += table.num_rows
                     yield table.cast(schema), [], states.popleft()
             else:
-                with sparse_gc(), _RunResources(client, self.store_path) as res:
+                with sparse_gc(), _RunResources(clients, self.store_path) as res:
                     res.open()
                     assert res.loop is not None  # open() started it
                     for table, scores, errs in score_batches(
@@ -234,6 +242,8 @@ class _Streams:
                         token_columns=ctx.token_columns,
                         on_progress=on_progress,
                         first_row=first,
+                        judges=ctx.judges,
+                        layout=ctx.layout,
                     ):
                         rows += table.num_rows
                         errors += errs
@@ -251,8 +261,8 @@ class _Streams:
                 bar.close()
             summary.rows[split] = rows
             if plans:
-                _record_run(summary, current, client, ctx.run_id, ctx.run_started)
-            _fill_summary(summary, client, self.all_errors(), self.started)
+                _record_run(summary, current, clients, ctx.run_id, ctx.run_started)
+            _fill_summary(summary, clients, self.all_errors(), self.started)
 
     def rows(self, split: str) -> Iterator[dict[str, Any]]:
         for table, _, _ in self.tables(split):
@@ -480,11 +490,12 @@ def write_result(streams: _Streams, root: Path, shard_bytes: int) -> None:
         files[split] = _write_split(streams, split, root, shard_bytes, progress)
     errors = pa.Table.from_pylist(streams.all_errors(), schema=ERROR_FEATURES.arrow_schema)
     pq.write_table(errors, root / "errors" / "errors-00000.parquet")
-    for name, content in provenance_files(summary).items():
+    card, pictures = _card_text(streams, files, "---\n---\n")
+    for name, content in {**provenance_files(summary), **pictures}.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(content)
     (root / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1, default=str), encoding="utf-8")
-    (root / "README.md").write_text(_card_text(streams, files, "---\n---\n"), encoding="utf-8")
+    (root / "README.md").write_text(card, encoding="utf-8")
     (root / PROGRESS).unlink(missing_ok=True)
 
 
@@ -551,11 +562,14 @@ def _write_split(streams: _Streams, split: str, root: Path, shard_bytes: int, pr
     return paths
 
 
-def _card_text(streams: _Streams, files: dict[str, list[Path]], existing: str) -> str:
+def _card_text(streams: _Streams, files: dict[str, list[Path]], existing: str) -> tuple[str, dict[str, bytes]]:
     """The card: hf_judge's section (score distributions read back from the shards' score columns only)
-    and the ``configs`` that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``."""
+    and the ``configs`` that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``;
+    with the pictures of the distributions (repo path -> PNG) where the ``plots`` extra is installed."""
     from huggingface_hub import DatasetCard
 
+    from . import plots
+    from .card import picture_files
     from .score import ERRORS_SPLIT
 
     summary = streams.ctx.summary
@@ -567,14 +581,15 @@ def _card_text(streams: _Streams, files: dict[str, list[Path]], existing: str) -
             n for n, f in streams.features[split].items() if n in wanted and getattr(f, "dtype", None) in SCORE_TYPES
         ]
         scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
-    card = DatasetCard(merge_card_text(existing, render_section(scores, summary)))
+    pictures = picture_files(scores, summary) if plots.available() else {}
+    card = DatasetCard(merge_card_text(existing, render_section(scores, summary, (), list(pictures))))
     card_metadata(card.data, scores, summary)  # type: ignore[arg-type]
     card.data["configs"] = [
         {"config_name": "default", "data_files": [{"split": s, "path": f"data/{s}-*"} for s in files]},
         {"config_name": ERRORS_SPLIT, "data_files": [{"split": ERRORS_SPLIT, "path": f"{ERRORS_SPLIT}/*"}]},
     ]
     card.data.pop("dataset_info", None)  # an earlier push's sizes and features would not match these files
-    return str(card)
+    return str(card), pictures
 
 
 def _merged_card(api: Any, repo_id: str, ours: str) -> str:
