@@ -226,3 +226,14 @@ def test_a_streamed_image_column_sends_the_same_requests_as_the_dataset(judge, t
     streamed = list(got["train"].with_format("arrow").iter(batch_size=10))[0].to_pylist()
     assert streamed == want["train"].with_format("arrow")[:].to_pylist()  # the image bytes as they came in
     assert judge.stats()["requests"] == 0  # the same request keys: every reply comes from the store
+
+
+def test_a_stream_scored_with_samples_equals_the_dataset_result(judge, tmp_path):
+    ds = qa_dataset(20)
+    kw = dict(samples=3, retries=0, temperature=0.7)
+    want = score(ds, ["QA_Correctness"], judge, tmp_path / "a", **kw)
+    sent = judge.stats()["requests"]
+    got = score(ds.to_iterable_dataset(num_shards=2), ["QA_Correctness"], judge, tmp_path / "b", **kw)
+    assert list(got["train"]) == want["train"].to_list()
+    assert got["train"].features == want["train"].features
+    assert judge.stats()["requests"] == 2 * sent  # a cache of its own: the same K requests per row again
