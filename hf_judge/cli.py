@@ -469,6 +469,7 @@ def _write(
     summary = summary if summary is not None else getattr(result, "summary", None)
     done = []
     if isinstance(result, ScoredIterableDatasetDict):  # --streaming: each split is read (scored) once, by the save
+        result.agreement = list(getattr(args, "agreement", None) or [])
         if out:
             save_result(result, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
             done.append(f"saved to {out} ({_rows(result)})")

@@ -45,6 +45,7 @@ from .redact import register
 from .store import ReplyStore
 
 if TYPE_CHECKING:
+    from .agreement import AgreementReport
     from .client import JudgeClient
     from .ensemble import Layout
     from .score import _SplitContext
@@ -351,6 +352,8 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
     """
 
     summary: RunSummary | None = None
+    # reports of hf_judge.agreement to show in the card that save_to_disk and push_to_hub write
+    agreement: Sequence[AgreementReport] = ()
     _streams: _Streams
 
     @classmethod
@@ -383,7 +386,7 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         from datasets.utils.py_utils import convert_file_size_to_int
 
         limit = convert_file_size_to_int(max_shard_size) if max_shard_size is not None else SHARD_BYTES
-        write_result(self._streams, Path(path), limit)
+        write_result(self._streams, Path(path), limit, self.agreement)
 
     def rows_and_columns(self) -> dict[str, tuple[int, list[str]]]:
         """Rows and columns per split (``errors`` included), as far as the splits have been read."""
@@ -469,7 +472,7 @@ def push_folder(
 PROGRESS = "hf_judge_progress.json"
 
 
-def write_result(streams: _Streams, root: Path, shard_bytes: int) -> None:
+def write_result(streams: _Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport] = ()) -> None:
     """The layout ``save_to_disk`` writes (see there). A save of the same job that was interrupted is taken
     up after its last closed shard (the input resumes from its ``state_dict()``); other files in ``data/`` and
     ``errors/`` go. The progress file goes once the save is complete."""
@@ -490,7 +493,7 @@ def write_result(streams: _Streams, root: Path, shard_bytes: int) -> None:
         files[split] = _write_split(streams, split, root, shard_bytes, progress)
     errors = pa.Table.from_pylist(streams.all_errors(), schema=ERROR_FEATURES.arrow_schema)
     pq.write_table(errors, root / "errors" / "errors-00000.parquet")
-    card, pictures = _card_text(streams, files, "---\n---\n")
+    card, pictures = _card_text(streams, files, reports)
     for name, content in {**provenance_files(summary), **pictures}.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(content)
@@ -562,7 +565,9 @@ def _write_split(streams: _Streams, split: str, root: Path, shard_bytes: int, pr
     return paths
 
 
-def _card_text(streams: _Streams, files: dict[str, list[Path]], existing: str) -> tuple[str, dict[str, bytes]]:
+def _card_text(
+    streams: _Streams, files: dict[str, list[Path]], reports: Sequence[AgreementReport]
+) -> tuple[str, dict[str, bytes]]:
     """The card: hf_judge's section (score distributions read back from the shards' score columns only)
     and the ``configs`` that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``;
     with the pictures of the distributions (repo path -> PNG) where the ``plots`` extra is installed."""
@@ -581,8 +586,8 @@ def _card_text(streams: _Streams, files: dict[str, list[Path]], existing: str) -
             n for n, f in streams.features[split].items() if n in wanted and getattr(f, "dtype", None) in SCORE_TYPES
         ]
         scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
-    pictures = picture_files(scores, summary) if plots.available() else {}
-    card = DatasetCard(merge_card_text(existing, render_section(scores, summary, (), list(pictures))))
+    pictures = picture_files(scores, summary, reports) if plots.available() else {}
+    card = DatasetCard(merge_card_text("---\n---\n", render_section(scores, summary, reports, list(pictures))))
     card_metadata(card.data, scores, summary)  # type: ignore[arg-type]
     card.data["configs"] = [
         {"config_name": "default", "data_files": [{"split": s, "path": f"data/{s}-*"} for s in files]},

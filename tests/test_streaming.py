@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from datasets import load_dataset
+from datasets import Dataset, load_dataset
 from helpers import qa_dataset, run_cli, score
 
 from hf_judge import RunSummary, ScoredIterableDatasetDict
@@ -237,3 +237,15 @@ def test_a_stream_scored_with_samples_equals_the_dataset_result(judge, tmp_path)
     assert list(got["train"]) == want["train"].to_list()
     assert got["train"].features == want["train"].features
     assert judge.stats()["requests"] == 2 * sent  # a cache of its own: the same K requests per row again
+
+
+def test_a_saved_stream_card_shows_agreement_reports(judge, tmp_path):
+    from hf_judge import agreement
+
+    ds = qa_dataset(30).add_column("human", [i % 10 + 1 for i in range(30)])
+    scored = score(ds.to_iterable_dataset(), ["QA_Correctness"], judge, tmp_path)
+    report = agreement(Dataset.from_list(list(scored["train"])), score="QA_Correctness", label="human")
+    scored.agreement = [report]
+    scored.save_to_disk(tmp_path / "agree-out")
+    card = (tmp_path / "agree-out" / "README.md").read_text()
+    assert "### Agreement with labels" in card and "`QA_Correctness`" in card
