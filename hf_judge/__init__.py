@@ -49,6 +49,7 @@ _SUBMODULE_ATTRS = {
     "recipes": ["Recipe", "load_recipe"],
     "score": ["ScoredDatasetDict", "score_dataset"],
     "settings": ["Aggregator", "Judge", "Settings"],
+    "stream": ["ScoredIterableDatasetDict", "score_batches"],
     "summary": ["RunSummary"],
     "validate": ["parse_binary_verdict", "parse_pair_scores"],
 }
@@ -87,6 +88,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .recipes import Recipe, load_recipe
     from .score import ScoredDatasetDict, score_dataset
     from .settings import Aggregator, Judge, Settings
+    from .stream import ScoredIterableDatasetDict, score_batches
     from .summary import RunSummary
     from .validate import parse_binary_verdict, parse_pair_scores
 

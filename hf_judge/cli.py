@@ -31,6 +31,8 @@ SCORE_EXAMPLE = """examples:
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
   hf-judge score data.jsonl --recipe quality --base-url http://127.0.0.1:8000/v1 --model my-model
   hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
+  hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming --metrics Q_Clarity \
+      --column instruction=text --push-to-hub me/fineweb-judged   # read and scored as it streams
 """
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
@@ -226,6 +228,12 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
         "(instruction/output columns; default metrics QA_All) instead of DATASET",
     )
     _add_input_options(p)
+    p.add_argument(
+        "--streaming",
+        action="store_true",
+        help="read a Hub dataset as it is scored (load_dataset(..., streaming=True)): nothing is downloaded "
+        "ahead, memory stays bounded by --window, and the output is written as Parquet shards as rows arrive",
+    )
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
     if commands is None or "score" in commands:
@@ -434,6 +442,10 @@ def _default_output_dir(dataset: str, suffix: str = "judged") -> str:
 
 
 def _rows(dd) -> str:
+    from .stream import ScoredIterableDatasetDict
+
+    if isinstance(dd, ScoredIterableDatasetDict):  # rows known once read
+        return ", ".join(f"{k}: {n:,} rows" for k, (n, _) in dd.rows_and_columns().items() if k != "errors")
     return ", ".join(f"{k}: {len(v):,} rows" for k, v in dd.items() if k != "errors")
 
 
@@ -455,9 +467,22 @@ def _write(
     from .hub import push_scored
     from .output import save_result
     from .score import ScoredDatasetDict
+    from .stream import ScoredIterableDatasetDict, push_folder
 
     summary = summary if summary is not None else getattr(result, "summary", None)
     done = []
+    if isinstance(result, ScoredIterableDatasetDict):  # --streaming: each split is read (scored) once, by the save
+        result.agreement = list(getattr(args, "agreement", None) or [])
+        if out:
+            save_result(result, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
+            done.append(f"saved to {out} ({_rows(result)})")
+        if repo:
+            if out:  # the folder just written, not a second reading of the input
+                url = push_folder(out, repo, private=args.private, token=args.token)
+            else:
+                url = result.push_to_hub(repo, private=args.private, token=args.token)
+            done.append(f"pushed to {url} ({_rows(result)})")
+        return done
     if out:
         # ScoredDatasetDict's save: summary.json beside the data (what a later filter or push puts in the card),
         # and no `0 examples` bar for an empty errors split
@@ -522,8 +547,20 @@ def _score(args: argparse.Namespace, job: Job) -> int:
     local = _local_judge(job.client, args.cache_dir)
     is_local = parse_local_model(job.client.get("model"))[0]
     api_key = None if is_local else _api_key(args, job.recipe_api_key, job.client.get("base_url"))
+    streaming = bool(getattr(args, "streaming", False))
+    if streaming and job.filters is not None:
+        raise ConfigError(
+            "--streaming does not apply a recipe's filters: score with --streaming --output-dir OUT, "
+            "then run `hf-judge filter OUT --min ...`"
+        )
     ds = load_input(
-        job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
+        job.dataset,
+        subset=job.subset,
+        splits=job.splits,
+        revision=job.revision,
+        token=args.token,
+        limit=job.limit,
+        streaming=streaming,
     )
     loaded = resolve_metrics(job.metrics, job.prompts_dir)
     layout = Layout.from_settings(resolve_settings(job.client))  # samples and panels add columns
@@ -535,7 +572,13 @@ def _score(args: argparse.Namespace, job: Job) -> int:
     source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
     if out:
-        shape = {k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"}
+        shape = (
+            None  # a stream's rows are known once read
+            if streaming
+            else {
+                k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"
+            }
+        )
         check_output(out, source, "scored", shape, args.overwrite)
         if job.filters is not None:
             applied = thresholds(job.filters.min, job.filters.max, job.filters.keep_missing)

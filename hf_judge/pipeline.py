@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -140,7 +140,7 @@ class SplitRun:
     def __init__(
         self,
         split: str,
-        ds: Dataset,
+        ds: Dataset | None,
         plans: Sequence[Plan],
         client: JudgeClient,
         store: ReplyStore | None,
@@ -188,12 +188,13 @@ class SplitRun:
         self.scored_rows = 0
         self.rows_done = 0  # rows whose every metric has finished, in any order
         self.on_progress = on_progress
+        self.total = len(ds) if ds is not None else 0  # rows to score; a stream's grows as it is read
         # Identical requests of this run: key -> the (job, part)s waiting for the
         # one in flight, and key -> a recent final outcome (bounded, oldest out).
         self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
         self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
         self.recent_max = RECENT_REPLIES
-        self.input_files = file_paths(ds.cache_files)
+        self.input_files = file_paths(ds.cache_files) if ds is not None else frozenset()
         self._released_at = 0
         release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
 
@@ -230,7 +231,7 @@ class SplitRun:
                 Progress(
                     self.split,
                     self.rows_done,
-                    len(self.ds),
+                    self.total,
                     sum(c.limiter.in_flight for c in self.clients),
                     len(self.errors),
                     self._requests() - self._requests0,
@@ -247,10 +248,20 @@ class SplitRun:
             t.cancel()
         self.ready.set()
 
-    async def _feed(self) -> None:
+    async def _read(self) -> AsyncIterator[tuple[int, dict[str, list]]]:
+        """The rows to score, in steps of ``read_batch``: (rows, the columns the plans read).
+        A subclass reads another source (``stream.StreamRun``: batches handed over by another thread)."""
+        assert self.ds is not None  # a run without a dataset overrides _read
         needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
         source = self.ds.select_columns(needed) if needed else self.ds
         n = len(self.ds)
+        row = 0
+        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+            row += size
+            yield size, batch
+
+    async def _feed(self) -> None:
         row = 0
         store = self.store
         if store is not None:
@@ -259,12 +270,11 @@ class SplitRun:
             store.on_failure = lambda _e: loop.call_soon_threadsafe(self._store_failed)
             if store.failure is not None:
                 return self._store_failed()
-        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+        async for size, batch in self._read():
             while row - self.consumed >= self.window and self.failure is None:
                 await asyncio.sleep(0.005)
             if self.failure is not None:
                 return
-            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
             sends: list[tuple[_Job, int, list, bytes]] = []
             for i in range(size):
                 r = row + i
@@ -495,7 +505,7 @@ class SplitRun:
         assert store is not None and store.failure is not None  # only called when the store has failed
         parts = sum(2 if p.metric.kind == MetricKind.PAIRWISE and p.metric.swap else 1 for p in self.plans)
         parts *= self.layout.samples * len(self.clients)
-        error = store.stop_error((len(self.ds) - self.frontier) * parts)
+        error = store.stop_error((self.total - self.frontier) * parts)
         assert error is not None
         self._fail(error)
 
@@ -650,6 +660,11 @@ class SplitRun:
             self._released_at = stop
             release(self.input_files)
         return {c: [row.get(c) for row in rows] for c in self.columns}
+
+    def in_order(self, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Error rows by row, then metric as the plans list them: the order they finish in varies from run to run."""
+        order = {p.metric.name: i for i, p in enumerate(self.plans)}
+        return sorted(errors, key=lambda e: (e["row"], order.get(e["metric"], 0)))
 
     async def cancel(self) -> None:
         self._fail(self.failure or asyncio.CancelledError())

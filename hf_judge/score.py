@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
-from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
+from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, Value, concatenate_datasets
 
 from . import constants, logprobs
 from .client import JudgeClient, Stats, has_credentials
@@ -129,6 +129,10 @@ def shards_for(dd: DatasetDict) -> dict[str, int | None]:
 
 def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset | None]:
     """The splits to score, and the ``errors`` split of an earlier run (a scored input), if any."""
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        from .stream import stream_splits
+
+        return stream_splits(ds)  # type: ignore[return-value,unused-ignore]  # a stream split stands for a Dataset
     if isinstance(ds, Dataset):
         return {"train": ds}, None
     if isinstance(ds, DatasetDict):
@@ -141,7 +145,8 @@ def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset |
             )
         return splits, earlier
     raise ConfigError(
-        f"score_dataset takes a datasets.Dataset or DatasetDict, got {type(ds).__name__}. "
+        f"score_dataset takes a datasets.Dataset, DatasetDict, IterableDataset or IterableDatasetDict, "
+        f"got {type(ds).__name__}. "
         "Load files with datasets.load_dataset('json', data_files=...) first."
     )
 
@@ -185,11 +190,21 @@ def _fingerprint(
 
 def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
     """Render every metric on the split's first row, so template errors surface before any request."""
-    if len(ds) == 0:
-        return
     needed = sorted({c for p in plans for c in p.columns.values() if c})
-    raw_images = any(p.images for p in plans)
-    first = {c: v[0] for c, v in next(read_batches(ds.select_columns(needed), 1, raw_images)).items()} if needed else {}
+    if isinstance(ds, IterableDataset):  # a stream: its first row, read now (nothing more)
+        from .stream import first_row
+
+        row = first_row(ds, needed) if plans else None
+        if row is None:
+            return
+        first = row
+    elif len(ds) == 0:
+        return
+    else:
+        raw_images = any(p.images for p in plans)
+        first = (
+            {c: v[0] for c, v in next(read_batches(ds.select_columns(needed), 1, raw_images)).items()} if needed else {}
+        )
     from .render import format_value
 
     for p in plans:
@@ -216,7 +231,7 @@ def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
 
 
 def score_dataset(
-    ds: Dataset | DatasetDict,
+    ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
     metrics: Any,
     *,
     columns: dict[str, str] | None = None,
@@ -246,6 +261,13 @@ def score_dataset(
 
     Replies are cached: a repeated call sends no request, and an interrupted
     run resumes where it stopped when called again.
+
+    An ``IterableDataset`` or ``IterableDatasetDict`` (``load_dataset(...,
+    streaming=True)``) is scored as it is read: the result is a
+    :class:`~hf_judge.stream.ScoredIterableDatasetDict` whose splits score
+    their rows when iterated, memory bounded by the window; its ``errors``
+    split, ``save_to_disk`` (Parquet shards) and ``push_to_hub`` read the
+    splits once.
 
     ``token_columns=True`` adds ``judge_prompt_tokens`` and
     ``judge_completion_tokens``: per row, the tokens of the replies that scored
@@ -311,9 +333,16 @@ def score_dataset(
         layout=layout,
         judges=clients,
     )
+    errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        from .stream import ScoredIterableDatasetDict, _Streams
+
+        features = {s: _stream_features(d, plans_by_split[s], token_columns, layout) for s, d in splits.items()}
+        store_path = cache_root / "replies.sqlite3" if use_cache else None
+        streams = _Streams(ctx, splits, plans_by_split, features, errors, store_path)  # type: ignore[arg-type,unused-ignore]
+        return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
-    errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
     try:
         with sparse_gc(), _RunResources(clients, cache_root / "replies.sqlite3" if use_cache else None) as res:
             ctx.resources = res
@@ -697,7 +726,7 @@ def _fresh_run(
         try:
             with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
                 scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
-            errors.extend(sorted(run.errors, key=lambda e: e["row"]))
+            errors.extend(run.in_order(run.errors))
             if ctx.use_cache:
                 # A result with errors is not a finished one: keep it out of the fingerprint
                 # cache so that the next run retries exactly the failed (row, metric) pairs.
@@ -816,6 +845,15 @@ def _existing_columns(
     return todo, kept, drop
 
 
+def _stream_features(d: IterableDataset, plans: list[Plan], token_columns: bool, layout: Layout) -> Features:
+    """A streamed split's output features: its own, then the score columns (as ``_score_split`` orders them)."""
+    scores = {c: f for p in plans for c, f in layout.features(p.metric).items()}
+    features = Features({**(d.features or {}), **scores})
+    if token_columns and plans:
+        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    return features
+
+
 def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: dict[str, list[Plan]]) -> list[dict]:
     """The error rows of a scored input that still describe its nulls: those of metrics not scored again."""
     if earlier is None or len(earlier) == 0:
@@ -824,7 +862,9 @@ def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: 
     return [
         e
         for e in earlier.to_list()
-        if e["split"] in splits and (e["split"], e["metric"]) not in rescored and e["row"] < len(splits[e["split"]])
+        if e["split"] in splits
+        and (e["split"], e["metric"]) not in rescored
+        and (isinstance(splits[e["split"]], IterableDataset) or e["row"] < len(splits[e["split"]]))
     ]
 
 
