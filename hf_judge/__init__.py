@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 # each public name is loaded from its submodule on first use (PEP 562), so
 # `hf-judge --help`, `metrics` and `recipes` start fast.
 _SUBMODULE_ATTRS = {
-    "agreement": ["AgreementReport", "agreement"],
+    "judge_agreement": ["AgreementReport", "agreement"],
     "errors": [
         "AuthenticationError",
         "BudgetExceededError",
@@ -56,7 +56,6 @@ _SUBMODULE_ATTRS = {
 _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
-    from .agreement import AgreementReport, agreement
     from .errors import (
         AuthenticationError,
         BudgetExceededError,
@@ -82,6 +81,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     )
     from .filter import filter_by_scores
     from .hub import push_scored
+    from .judge_agreement import AgreementReport, agreement
     from .local import local_judge
     from .metrics import Metric, Output, available_metrics, load_metric
     from .progress import Progress

@@ -29,7 +29,7 @@ from .redact import scrub
 from .summary import RunSummary, describe_thresholds
 
 if TYPE_CHECKING:
-    from .agreement import AgreementReport
+    from .judge_agreement import AgreementReport
 
 START = "<!-- hf-judge:start -->"
 END = "<!-- hf-judge:end -->"

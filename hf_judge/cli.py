@@ -93,7 +93,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge server")
     for name, f in public_fields().items():
         kind = _scalar_type(f.annotation)
-        if kind not in (int, float, str) and not issubclass(kind, enum.Enum):
+        if kind not in (bool, int, float, str) and not issubclass(kind, enum.Enum):
             kind = str  # a list of judges: `--models a,b,c`, split by Settings
         default = f.default if not f.is_required() else None
         shown = (
@@ -164,7 +164,7 @@ def _agreement_report(path: str):
     """A saved agreement report, read when the flags are parsed: a wrong path fails before any request."""
     import json
 
-    from .agreement import AgreementReport
+    from .judge_agreement import AgreementReport
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -813,9 +813,9 @@ def cmd_recipes(args: argparse.Namespace) -> int:  # noqa: ARG001 - every comman
 def cmd_agreement(args: argparse.Namespace) -> int:
     """hf-judge agreement DATASET --score COL --label COL [--out report.json] [--plots DIR]."""
     from . import plots
-    from .agreement import agreement
     from .card import text_histogram
     from .inputs import load_input
+    from .judge_agreement import agreement
 
     if args.plots:
         plots.require()  # before the work: the user asked for pictures

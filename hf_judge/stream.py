@@ -45,9 +45,9 @@ from .redact import register
 from .store import ReplyStore
 
 if TYPE_CHECKING:
-    from .agreement import AgreementReport
     from .client import JudgeClient
     from .ensemble import Layout
+    from .judge_agreement import AgreementReport
     from .score import _SplitContext
     from .summary import RunSummary
 

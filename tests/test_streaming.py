@@ -240,7 +240,7 @@ def test_a_stream_scored_with_samples_equals_the_dataset_result(judge, tmp_path)
 
 
 def test_a_saved_stream_card_shows_agreement_reports(judge, tmp_path):
-    from hf_judge.agreement import agreement
+    from hf_judge import agreement
 
     ds = qa_dataset(30).add_column("human", [i % 10 + 1 for i in range(30)])
     scored = score(ds.to_iterable_dataset(), ["QA_Correctness"], judge, tmp_path)
