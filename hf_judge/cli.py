@@ -77,15 +77,26 @@ def _threshold(text: str) -> tuple[str, float]:
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:
     """One flag per public field of :class:`hf_judge.Settings`, its help from the field's description."""
+    import typing
+
     from .settings import CLI_FLAGS, public_fields
 
     g = p.add_argument_group("judge server")
     for name, f in public_fields().items():
         kind = _scalar_type(f.annotation)
+        choices = typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else None
         default = f.default if not f.is_required() else None
-        shown = "" if default is None else f" (default {default:,})" if kind is int else f" (default {default:g})"
+        if default is None:
+            shown = ""
+        elif isinstance(default, str):
+            shown = f" (default {default})"
+        else:
+            shown = f" (default {default:,})" if kind is int else f" (default {default:g})"
         flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
-        g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
+        if choices:
+            g.add_argument(*flags, dest=name, choices=choices, help=f"{f.description}{shown}")
+        else:
+            g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
         if name == "base_url":
             g.add_argument(
                 "--api-key-env",
@@ -103,11 +114,12 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _scalar_type(annotation: Any) -> type:
-    """``int`` for ``Optional[Annotated[int, ...]]``: the type argparse converts a flag's text to."""
+def _scalar_type(annotation: Any) -> Any:
+    """``int`` for ``Optional[Annotated[int, ...]]``: the type argparse converts a flag's text to (a ``Literal``
+    stays one: its values are the flag's choices)."""
     import typing
 
-    while typing.get_origin(annotation) is not None:
+    while typing.get_origin(annotation) not in (None, typing.Literal):
         annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
     return annotation
 

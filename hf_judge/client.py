@@ -508,20 +508,49 @@ class JudgeClient:
             self._rf_cache[key] = rf
         return rf
 
-    def body(self, metric: Metric, messages: list, temperature: float, mode: str | None = None) -> bytes:
+    def body(
+        self, metric: Metric, messages: list, temperature: float, mode: str | None = None, *, max_tokens: bool = True
+    ) -> bytes:
+        """The request body; ``max_tokens=False`` leaves the max_tokens setting out (the body a reply key hashes)."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
         if self.top_p is not None:
             payload["top_p"] = self.top_p
-        if self.max_tokens is not None:
+        if self.max_tokens is not None and max_tokens:
             payload["max_tokens"] = self.max_tokens
         payload["response_format"] = self.response_format(metric, mode)
         return orjson.dumps(payload)
 
     def request_key(self, body: bytes) -> bytes:
-        """The cache key: a hash of the canonical (json_schema) request body and the server it goes to."""
+        """A hash of a request body and the server it goes to: the cache key of ``body`` as it is."""
         h = self._key_prefix.copy()
         h.update(body)
         return h.digest()
+
+    def reply_key(self, metric: Metric, messages: list, temperature: float, body: bytes) -> bytes:
+        """The reply store's key of a request whose canonical (json_schema) body is ``body``.
+
+        ``reuse="compatible"`` keys a reply on what decides it (model, messages, schema, server,
+        temperature, top_p) and leaves max_tokens out, so raising it reuses every cached reply; without
+        max_tokens, as in the default run, that is the key of the whole body, as it always was.
+        ``reuse="strict"`` keys on the whole body. Replies stored under a whole body's key before
+        compatible reuse existed are found too (see :attr:`strict_fallback`).
+        """
+        if self.strict_fallback:
+            return self.request_key(self.body(metric, messages, temperature, "json_schema", max_tokens=False))
+        return self.request_key(body)
+
+    @property
+    def strict_fallback(self) -> bool:
+        """Whether a reply key differs from the key of the whole body: then a lookup tries both."""
+        return self.settings.reuse == "compatible" and self.max_tokens is not None
+
+    def reply_fits(self, usage: tuple[int, int] | None) -> bool:
+        """Whether a cached reply of ``usage`` tokens could have come back under this run's max_tokens.
+
+        A reply that took more completion tokens than max_tokens allows would have been cut off, so it is
+        asked again; one whose usage the server did not report is taken as it is.
+        """
+        return usage is None or self.max_tokens is None or usage[1] <= self.max_tokens
 
     # -- the call ------------------------------------------------------------
     def resume_hint(self) -> str:

@@ -254,7 +254,7 @@ class SplitRun:
                     self._prepare(r, plan, batch, i, sends)
             row += size
             if store is not None and sends:
-                found = store.get_many([job.keys[part] for job, part, _, _ in sends])
+                found = self.cached_replies(store, sends)
                 if found:
                     remaining = []
                     for item in sends:
@@ -333,11 +333,33 @@ class SplitRun:
         client = self.client
         for part, messages in enumerate(rendered):
             body = client.body(metric, messages, plan.temperature, "json_schema")
-            job.keys[part] = client.request_key(body)
+            job.keys[part] = client.reply_key(metric, messages, plan.temperature, body)
             sends.append((job, part, messages, body))
+
+    def cached_replies(
+        self, store: ReplyStore, sends: list, copy_forward: bool = True
+    ) -> dict[bytes, tuple[str, tuple[int, int] | None]]:
+        """The store's replies to ``sends`` (from :meth:`_prepare`), by reply key.
+
+        Where a reply key leaves settings out (compatible reuse), a reply not found under it is looked
+        up under the key of the whole body too: that is where earlier versions, and ``reuse="strict"``,
+        stored it. ``copy_forward`` stores such a reply under its reply key as well, so that a later
+        change of max_tokens still finds it.
+        """
+        found = store.get_many([job.keys[part] for job, part, _, _ in sends])
+        if self.client.strict_fallback and len(found) < len(sends):
+            request_key = self.client.request_key
+            whole = {request_key(body): job.keys[part] for job, part, _, body in sends if job.keys[part] not in found}
+            for key, hit in store.get_many(list(whole)).items():
+                found[whole[key]] = hit
+                if copy_forward:
+                    store.put(whole[key], *hit)
+        return found
 
     def _from_cache(self, metric: Metric, hit: tuple[str, tuple[int, int] | None]) -> Outcome | None:
         content, usage = hit
+        if not self.client.reply_fits(usage):
+            return None  # longer than this run's max_tokens allows: it would have been cut off
         content = scrub_registered(content)  # an entry written before its secret was registered
         try:
             return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage)

@@ -166,6 +166,8 @@ def _fingerprint(
         "max_input_chars": max_input_chars,
         "token_columns": token_columns,
     }
+    if client.settings.reuse == "strict":  # only then: the default run's fingerprint stays what it was
+        state["reuse"] = "strict"
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
