@@ -30,6 +30,7 @@ SCORE_EXAMPLE = """examples:
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
   hf-judge score data.jsonl --recipe quality --base-url http://127.0.0.1:8000/v1 --model my-model
   hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
+  hf-judge score data.jsonl --metrics QA_All --model gpt-4.1-nano --dry-run   # requests, tokens, cost; none sent
 """
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
@@ -158,6 +159,12 @@ def _add_scoring_options(p: argparse.ArgumentParser) -> None:
         "--overwrite-scores",
         action="store_true",
         help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="send nothing to the chat endpoint: print the requests, tokens (the server's /tokenize where it has "
+        "one) and, for a model in the price table (--prices), the cost online and in batch mode",
     )
 
 
@@ -448,6 +455,8 @@ def _score(args: argparse.Namespace, job: Job) -> int:
     if job.filters is not None:
         numeric = [c for m in loaded for c, f in m.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
         _check_filters(job, ds, numeric)
+    if args.dry_run:
+        return _dry_run(args, job, ds, api_key)
     source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
     if out:
@@ -513,6 +522,29 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         # after every progress bar (scoring, saving, pushing), not in between them
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, job: Job, ds, api_key: str | None) -> int:
+    """``--dry-run``: the run's requests, tokens and cost, printed; nothing sent to the chat endpoint."""
+    from .estimate import estimate_cost
+    from .local import parse_local_model
+
+    client = dict(job.client)
+    if parse_local_model(client["model"])[0]:  # no judge is started for a dry run: characters / 4, no price
+        client["model"] = "local"
+    estimate = estimate_cost(
+        ds,
+        job.metrics,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        api_key=api_key,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        if_exists="overwrite" if args.overwrite_scores else "keep",
+        **client,
+    )
+    print(estimate, flush=True)
     return 0
 
 
@@ -596,6 +628,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     path = find_recipe(args.file)
     if is_seed_config(read_yaml(path)):
+        if args.dry_run:
+            raise ConfigError(f"--dry-run works with recipes; {path} is a seed config.yaml")
         summary = run_seed_config(path, cache_dir=args.cache_dir)
         print(summary)
         return 0

@@ -59,6 +59,7 @@ from .errors import (
     BudgetExceededError,
     CircuitOpenError,
     ConfigError,
+    CostExceededError,
     ErrorKind,
     ModelNotFoundError,
     QuotaExceededError,
@@ -70,6 +71,7 @@ from .errors import (
 from .images import prompt_tokens_estimate
 from .limits import AdaptiveLimiter
 from .metrics import Metric
+from .prices import no_price_error, price_of
 from .redact import register, scrub, scrub_registered
 from .settings import Settings
 from .validate import ReplyError, parse_reply
@@ -176,6 +178,7 @@ class Stats:
     capped_waits: int = 0  # Retry-After waits cut to backoff_max
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the server served from its prompt cache (usage.prompt_tokens_details)
     failures: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)
     structured_output: str = "json_schema"
@@ -439,6 +442,11 @@ class JudgeClient:
         self.backoff_base = settings.backoff_base
         self.backoff_max = settings.backoff_max
         self.max_total_tokens = settings.max_total_tokens
+        self.max_cost = settings.max_cost
+        # The model's price (None: not in the table): what max_cost and the summary's cost are counted at.
+        self.price = price_of(settings.model, settings.prices)
+        if self.max_cost is not None and self.price is None:
+            raise no_price_error(settings.model, f"max_cost={self.max_cost:g}")
         self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
         self.stats = Stats()
         self._headers = {"Content-Type": "application/json"}
@@ -631,6 +639,13 @@ class JudgeClient:
             if not have_slot:
                 await limiter.acquire()
             have_slot = False
+            try:
+                # Checked before sending, not when a reply comes: the reply that reaches the budget, and those
+                # already in flight, are paid for and kept; only what would be sent after them is not.
+                self._check_budget()
+            except RunStopped:
+                limiter.release()
+                raise
             attempt += 1
             if self._rpm is not None:
                 await self._rpm.acquire()
@@ -684,8 +699,7 @@ class JudgeClient:
 
     async def _attempt(self, metric: Metric, body: bytes, task: asyncio.Task) -> tuple[Outcome, int, float | None]:
         """Send ``body`` once, holding a limiter slot that it releases: (the outcome, the HTTP status or 0 when
-        no reply came, the server's Retry-After). Raises on a 429 that says the quota is used up, and on the
-        token budget."""
+        no reply came, the server's Retry-After). Raises on a 429 that says the quota is used up."""
         now = self._now
         deadlines = self._deadlines
         sent_at = now()
@@ -725,7 +739,6 @@ class JudgeClient:
             self.limiter.release(sent_at=sent_at)
             self.stats.statuses[200] += 1
             outcome = self._handle_ok(metric, data)
-            self._check_budget()
             return outcome, 200, None
         if not status:
             self.limiter.release(sent_at=sent_at)
@@ -832,13 +845,30 @@ class JudgeClient:
             tokens = (_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
             self.stats.prompt_tokens += tokens[0]
             self.stats.completion_tokens += tokens[1]
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict):  # OpenAI, vLLM: the prefix served from the server's prompt cache
+                self.stats.cached_tokens += _int(details.get("cached_tokens"))
         try:
             value = parse_reply(metric, content, finish)
         except ReplyError as e:
             return Outcome(None, content, e.kind, e.message)
         return Outcome(value, content, usage=tokens)
 
+    def spent(self) -> float | None:
+        """USD of the usage this client's replies reported, at the model's price (None: no price)."""
+        s = self.stats
+        return None if self.price is None else self.price.cost(s.prompt_tokens, s.completion_tokens, s.cached_tokens)
+
     def _check_budget(self) -> None:
+        if self.max_cost is not None:
+            spent = self.spent()
+            assert spent is not None  # __init__ refuses max_cost without a price
+            if spent >= self.max_cost:
+                raise CostExceededError(
+                    f"the cost budget max_cost=${self.max_cost:g} is used up: this run's replies cost ${spent:.4f} "
+                    f"at {self.model}'s price ({self.price.describe() if self.price else ''}). "
+                    f"Raise it, then {self.resume_hint()}"
+                )
         if self.max_total_tokens is not None:
             used = self.stats.prompt_tokens + self.stats.completion_tokens
             if used >= self.max_total_tokens:

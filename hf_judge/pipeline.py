@@ -245,13 +245,7 @@ class SplitRun:
             if self.failure is not None:
                 return
             size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
-            sends: list[tuple[_Job, int, list, bytes]] = []
-            for i in range(size):
-                r = row + i
-                self.values[r] = {}
-                self.row_pending[r] = len(self.plans)
-                for plan in self.plans:
-                    self._prepare(r, plan, batch, i, sends)
+            sends = self.prepare_rows(batch, row, size)
             row += size
             if store is not None and sends:
                 found = self.cached_replies(store, sends)
@@ -295,6 +289,18 @@ class SplitRun:
             await asyncio.sleep(0)
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    def prepare_rows(self, batch: dict, row: int, size: int) -> list[tuple[_Job, int, list, bytes]]:
+        """Render the requests of rows ``row .. row + size`` (``batch`` holds them): (job, part, messages,
+        canonical body) each; a row that sends nothing for a metric gets its error row instead."""
+        sends: list[tuple[_Job, int, list, bytes]] = []
+        for i in range(size):
+            r = row + i
+            self.values[r] = {}
+            self.row_pending[r] = len(self.plans)
+            for plan in self.plans:
+                self._prepare(r, plan, batch, i, sends)
+        return sends
 
     def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
         metric = plan.metric

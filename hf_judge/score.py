@@ -843,7 +843,7 @@ def _prompt_record(metric) -> dict[str, Any]:
     }
 
 
-_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens")
+_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "cached_tokens")
 
 
 def _counters(client: JudgeClient) -> dict[str, int]:
@@ -892,3 +892,4 @@ def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], 
     summary.notes = [*summary.notes, *s.notes]
     summary.elapsed_s = time.perf_counter() - started
     summary.shared = s.shared
+    summary.price = client.price.model_dump() if client.price is not None else None
