@@ -180,3 +180,21 @@ def test_cached_prompt_tokens_are_summed_in_the_summary_and_the_card(judge, tmp_
 def test_settings_reject_a_bad_reuse_value():
     with pytest.raises(ValueError, match="reuse"):
         Settings(model="m", reuse="sometimes")
+
+
+# -- prefix caching: fixed instructions first -------------------------------------------------------------------------
+
+
+def test_every_built_in_prompt_puts_the_rows_data_last():
+    """Servers cache identical prompt prefixes: everything before the first row value is the same for every row,
+    so after it comes only data (values, and the short headings that label them)."""
+    from hf_judge import available_metrics
+
+    for name in available_metrics():
+        m = load_metric(name)
+        values = {v: f"<<{v}>>" for v in (*m.variables, *m.optional)}
+        text = "\n".join(msg["content"] for msg in m.messages(values))
+        first = min(text.index(f"<<{v}>>") for v in m.variables)
+        rest = text[text.rfind("\n", 0, first) + 1 :]
+        for line in rest.splitlines():
+            assert line.startswith("<<") or len(line) <= 40, (name, line)
