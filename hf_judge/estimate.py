@@ -8,11 +8,13 @@ endpoint. Counted per metric:
   Replies found there cost nothing; a request identical to another of the run
   is sent once.
 * input tokens of those requests, counted by the first of these that works:
-  the server's tokenizer (``POST /tokenize`` with the chat messages, as vLLM
-  serves it: its chat template applied, so exact), tiktoken where installed
-  (the model's encoding, else o200k_base, plus 3 tokens per message and 3 for
-  the reply, OpenAI's chat overhead), else a character count divided by 4
-  (plus 4 per message). The request's JSON schema is not counted.
+  the server's tokenizer (vLLM's ``POST /tokenize`` with the chat messages, or
+  llama.cpp's ``/apply-template`` and ``/tokenize``: the chat template applied,
+  so exact; llama-cpp-python's ``/extras/tokenize/count``: the messages' text
+  without the chat template), tiktoken where installed (the model's encoding,
+  else o200k_base, plus 3 tokens per message and 3 for the reply, OpenAI's chat
+  overhead), else a character count divided by 4 (plus 4 per message). The
+  request's JSON schema is not counted.
 * output tokens, projected: the mean completion tokens of the metric's replies
   already in the reply store (a sample of real replies, paid for once), else
   the reply its declared outputs describe (a digit or two per score, the
@@ -298,54 +300,77 @@ def declared_output_tokens(metric: Metric) -> float:
     return len(orjson.dumps(example)) / 4 + free_text * REASON_TOKENS
 
 
+# The token-count endpoints of servers, tried in this order until one answers: (name, how it counts).
+_SERVER_FORMS = (
+    ("vllm", "the server's tokenizer, chat template applied (vLLM's POST /tokenize with the messages)"),
+    ("llama.cpp", "the server's tokenizer, chat template applied (llama.cpp's /apply-template and /tokenize)"),
+    (
+        "llama-cpp-python",
+        "the server's tokenizer on the messages' text, without the chat template "
+        "(llama-cpp-python's /extras/tokenize/count)",
+    ),
+)
+
+
 class _TokenCounter:
-    """Counts the input tokens of chat messages: the server's /tokenize, tiktoken, or characters / 4."""
+    """Counts the input tokens of chat messages: the server's tokenizer, tiktoken, or characters / 4."""
 
     def __init__(self, client: JudgeClient, api_key: str | None, tokenizer: str):
         self.model = client.model
-        root = client.base_url.removesuffix("/v1")  # vLLM and llama.cpp serve /tokenize beside /v1
-        self.url = root + "/tokenize"
+        self.root = client.base_url.removesuffix("/v1")  # vLLM and llama.cpp serve these beside /v1
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.method = ""
+        self.methods: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: Any = None
         self._encoding: Any = None
         host = urlparse(client.base_url).hostname or ""
-        self._try_server = tokenizer in ("auto", "server") and host not in _NO_TOKENIZE_HOSTS
+        offered = tokenizer in ("auto", "server") and host not in _NO_TOKENIZE_HOSTS
+        self._forms = list(_SERVER_FORMS) if offered else []
         self._try_tiktoken = tokenizer in ("auto", "tiktoken")
-        if tokenizer == "server" and not self._try_server:
-            raise ValueError(f"{host} has no /tokenize endpoint; use tokenizer='auto'")
+        if tokenizer == "server" and not offered:
+            raise ValueError(f"{host} has no token-count endpoint; use tokenizer='auto'")
+
+    @property
+    def method(self) -> str:
+        """How the tokens were counted (two ways when the server's tokenizer stopped answering midway)."""
+        return "; then ".join(self.methods) or "nothing (no request to count)"
+
+    def _used(self, method: str) -> None:
+        if not self.methods or self.methods[-1] != method:
+            self.methods.append(method)
 
     def count(self, batch: list[list[dict]]) -> list[int]:
         if not batch:
             return []
-        if self._try_server:
-            counts = self._server(batch)
+        while self._forms:
+            form, method = self._forms[0]
+            counts = self._server(batch, form)
             if counts is not None:
-                self.method = f"the server's tokenizer ({self.url})"
+                self._forms = self._forms[:1]  # this server's form: the others are not tried again
+                self._used(method)
                 return counts
-            self._try_server = False
+            self._forms.pop(0)
         if self._try_tiktoken and self._encoding is None:
             self._encoding = _tiktoken_encoding(self.model)
             self._try_tiktoken = self._encoding is not None
         if self._encoding is not None:
-            self.method = f"tiktoken {self._encoding.name} (+3 per message, +3 per reply)"
+            self._used(f"tiktoken {self._encoding.name} (+3 per message, +3 per reply)")
             enc = self._encoding
             return [3 + sum(3 + len(enc.encode(_text(m))) + 1 for m in msgs) for msgs in batch]
-        self.method = "an estimate: characters / 4, +4 per message (no /tokenize on the server, no tiktoken)"
+        self._used("an estimate: characters / 4, +4 per message (no token count from the server, no tiktoken)")
         return [round(sum(4 + _chars_tokens(m) for m in msgs)) for msgs in batch]
 
-    def _server(self, batch: list[list[dict]]) -> list[int] | None:
-        """Counts from the server, or None (then it is not asked again) when it has no usable /tokenize."""
+    def _server(self, batch: list[list[dict]], form: str) -> list[int] | None:
+        """Counts from the server in ``form``, or None when it does not answer in that form."""
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
         try:
-            return self._loop.run_until_complete(self._server_counts(batch))
+            return self._loop.run_until_complete(self._server_counts(batch, form))
         except Exception as e:  # noqa: BLE001 - any failure means: count another way
-            logger.info("the server's /tokenize is not usable (%s); counting tokens another way", scrub(str(e))[:200])
+            logger.info("no %s token count from the server (%s)", form, scrub(str(e))[:200])
             return None
 
-    async def _server_counts(self, batch: list[list[dict]]) -> list[int]:
+    async def _server_counts(self, batch: list[list[dict]], form: str) -> list[int]:
         import aiohttp
 
         if self._session is None:
@@ -353,15 +378,29 @@ class _TokenCounter:
         session = self._session
         slots = asyncio.Semaphore(_TOKENIZE_IN_FLIGHT)
 
-        async def one(messages: list[dict]) -> int:
-            async with slots, session.post(self.url, json={"model": self.model, "messages": messages}) as r:
+        async def post(path: str, payload: dict, key: str) -> Any:
+            async with session.post(self.root + path, json=payload) as r:
                 if r.status != 200:
-                    raise RuntimeError(f"HTTP {r.status} from {self.url}")
+                    raise RuntimeError(f"HTTP {r.status} from {self.root}{path}")
                 doc = await r.json(content_type=None)
-                n = doc.get("count") if isinstance(doc, dict) else None
-                if not isinstance(n, int) or isinstance(n, bool):
-                    raise RuntimeError(f"{self.url} answered without a token count")
-                return n
+            value = doc.get(key) if isinstance(doc, dict) else None
+            if value is None or isinstance(value, bool):
+                raise RuntimeError(f"{self.root}{path} answered without {key!r}")
+            return value
+
+        async def one(messages: list[dict]) -> int:
+            async with slots:
+                if form == "vllm":
+                    n = await post("/tokenize", {"model": self.model, "messages": messages}, "count")
+                elif form == "llama.cpp":
+                    prompt = await post("/apply-template", {"messages": messages}, "prompt")
+                    n = len(await post("/tokenize", {"content": prompt}, "tokens"))
+                else:
+                    text = "\n".join(_text(m) for m in messages)
+                    n = await post("/extras/tokenize/count", {"input": text, "model": self.model}, "count")
+            if not isinstance(n, int):
+                raise RuntimeError(f"{self.root} answered a token count that is not an integer: {n!r}")
+            return n
 
         return list(await asyncio.gather(*(one(m) for m in batch)))
 

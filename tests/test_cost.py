@@ -198,3 +198,69 @@ def test_every_built_in_prompt_puts_the_rows_data_last():
         rest = text[text.rfind("\n", 0, first) + 1 :]
         for line in rest.splitlines():
             assert line.startswith("<<") or len(line) <= 40, (name, line)
+
+
+@pytest.fixture
+def llama_cpp_like():
+    """A loopback server with llama.cpp's token endpoints only: /apply-template and /tokenize {"content"}."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    async def apply_template(request):
+        body = await request.json()
+        return web.json_response({"prompt": "<turn>" + "<turn>".join(m["content"] for m in body["messages"])})
+
+    async def tokenize(request):
+        body = await request.json()
+        return web.json_response({"tokens": list(range(len(body.get("content", "")) // 3))})
+
+    app = web.Application()
+    app.router.add_post("/apply-template", apply_template)
+    app.router.add_post("/tokenize", tokenize)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/v1"
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def test_llama_cpp_servers_count_with_their_chat_template(llama_cpp_like, tmp_path):
+    ds = qa_dataset(3)
+    est = estimate_cost(ds, ["Q_Clarity"], model="m", base_url=llama_cpp_like, columns=COLUMNS, cache_dir=tmp_path)
+    assert "llama.cpp's /apply-template" in est.token_counter
+    texts = [load_metric("Q_Clarity").messages({"instruction": q})[0]["content"] for q in ds["question"]]
+    assert est.input_tokens == sum(len("<turn>" + t) // 3 for t in texts)
+
+
+def test_tiktoken_counts_where_installed(judge, tmp_path, monkeypatch):
+    import sys
+    import types
+
+    class Encoding:
+        name = "o200k_base"
+
+        @staticmethod
+        def encode(text):
+            return text.split()
+
+    def encoding_for_model(model):
+        raise KeyError(model)
+
+    fake = types.ModuleType("tiktoken")  # datasets' pickler looks for tiktoken.Encoding once tiktoken is imported
+    fake.Encoding, fake.encoding_for_model, fake.get_encoding = Encoding, encoding_for_model, lambda _name: Encoding()
+    monkeypatch.setitem(sys.modules, "tiktoken", fake)
+    judge.configure(tokenize=False)
+    ds = qa_dataset(2)
+    est = _estimate(ds, judge, tmp_path, ["Q_Clarity"])
+    assert est.token_counter.startswith("tiktoken o200k_base")
+    texts = [load_metric("Q_Clarity").messages({"instruction": q})[0]["content"] for q in ds["question"]]
+    assert est.input_tokens == sum(3 + 3 + len(t.split()) + 1 for t in texts)
