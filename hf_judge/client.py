@@ -439,6 +439,8 @@ class JudgeClient:
         self.retries = settings.retries
         self.top_p = settings.top_p
         self.max_tokens = settings.max_tokens
+        # Whether a reply key (see reply_key) differs from the key of the whole body: then a lookup tries both.
+        self.strict_fallback = settings.reuse == "compatible" and settings.max_tokens is not None
         self.backoff_base = settings.backoff_base
         self.backoff_max = settings.backoff_max
         self.max_total_tokens = settings.max_total_tokens
@@ -546,11 +548,6 @@ class JudgeClient:
         if self.strict_fallback:
             return self.request_key(self.body(metric, messages, temperature, "json_schema", max_tokens=False))
         return self.request_key(body)
-
-    @property
-    def strict_fallback(self) -> bool:
-        """Whether a reply key differs from the key of the whole body: then a lookup tries both."""
-        return self.settings.reuse == "compatible" and self.max_tokens is not None
 
     def reply_fits(self, usage: tuple[int, int] | None) -> bool:
         """Whether a cached reply of ``usage`` tokens could have come back under this run's max_tokens.
