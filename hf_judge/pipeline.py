@@ -30,7 +30,7 @@ from typing import Any, cast
 from datasets import Dataset
 
 from .client import JudgeClient, Outcome
-from .errors import ErrorKind, TemplateError
+from .errors import BudgetExceededError, ErrorKind, TemplateError
 from .images import ImageValueError, image_urls
 from .metrics import Metric, MetricKind, OutputType
 from .pages import file_paths, release
@@ -223,8 +223,11 @@ class SplitRun:
     def _fail(self, e: BaseException) -> None:
         if self.failure is None:
             self.failure = e
-        for t in list(self.tasks):
-            t.cancel()
+        # A budget stops what is not sent yet. The requests in flight are paid for: they are awaited (cancel())
+        # and their replies kept; each checks the budget again before any further attempt.
+        if not isinstance(self.failure, BudgetExceededError):
+            for t in list(self.tasks):
+                t.cancel()
         self.ready.set()
 
     async def _feed(self) -> None:

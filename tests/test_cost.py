@@ -144,6 +144,19 @@ def test_max_cost_stops_the_run_cleanly_at_the_spend(judge, tmp_path, prices):
     assert "cost           $" in str(rest.summary)
 
 
+def test_a_budget_stop_keeps_the_replies_in_flight(judge, tmp_path, prices):
+    """They are paid for: the stop sends nothing new, awaits them and keeps their replies."""
+    judge.configure(latency=0.05)
+    ds = qa_dataset(40)
+    with pytest.raises(CostExceededError):
+        score(ds, ["QA_Clarity"], judge, tmp_path, prices=prices, max_cost=0.002, concurrency=8)
+    paid = judge.stats()["requests"]
+    assert 2 < paid < 40
+    judge.reset()
+    rest = score(ds, ["QA_Clarity"], judge, tmp_path)
+    assert (rest.summary.requests, rest.summary.cache_hits) == (40 - paid, paid)
+
+
 def test_max_cost_needs_a_price(judge, tmp_path, capfd):
     with pytest.raises(ConfigError, match="--prices"):
         score(qa_dataset(2), ["QA_Clarity"], judge, tmp_path, max_cost=1.0)
