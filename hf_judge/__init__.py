@@ -24,6 +24,7 @@ _SUBMODULE_ATTRS = {
         "CacheLockedError",
         "CircuitOpenError",
         "ConfigError",
+        "CostExceededError",
         "DiskFullError",
         "HfJudgeError",
         "HubUnreachableError",
@@ -41,10 +42,12 @@ _SUBMODULE_ATTRS = {
         "TemplateError",
         "UnknownMetricError",
     ],
+    "estimate": ["CostEstimate", "estimate_cost"],
     "filter": ["filter_by_scores"],
     "hub": ["push_scored"],
     "local": ["local_judge"],
     "metrics": ["Metric", "Output", "available_metrics", "load_metric"],
+    "prices": ["Price", "load_prices"],
     "progress": ["Progress"],
     "recipes": ["Recipe", "load_recipe"],
     "score": ["ScoredDatasetDict", "score_dataset"],
@@ -63,6 +66,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
         CacheLockedError,
         CircuitOpenError,
         ConfigError,
+        CostExceededError,
         DiskFullError,
         HfJudgeError,
         HubUnreachableError,
@@ -79,11 +83,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
         TemplateError,
         UnknownMetricError,
     )
+    from .estimate import CostEstimate, estimate_cost
     from .filter import filter_by_scores
     from .hub import push_scored
     from .judge_agreement import AgreementReport, agreement
     from .local import local_judge
     from .metrics import Metric, Output, available_metrics, load_metric
+    from .prices import Price, load_prices
     from .progress import Progress
     from .recipes import Recipe, load_recipe
     from .score import ScoredDatasetDict, score_dataset

@@ -33,6 +33,7 @@ SCORE_EXAMPLE = """examples:
   hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
   hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming --metrics Q_Clarity \
       --column instruction=text --push-to-hub me/fineweb-judged   # read and scored as it streams
+  hf-judge score data.jsonl --metrics QA_All --model gpt-4.1-nano --dry-run   # requests, tokens, cost; none sent
 """
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
@@ -88,17 +89,22 @@ def _threshold(text: str) -> tuple[str, float]:
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:
     """One flag per public field of :class:`hf_judge.Settings`, its help from the field's description."""
+    import typing
+
     from .settings import CLI_FLAGS, public_fields
 
     g = p.add_argument_group("judge server")
     for name, f in public_fields().items():
         kind = _scalar_type(f.annotation)
-        if kind not in (bool, int, float, str) and not issubclass(kind, enum.Enum):
+        literal = typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else None
+        if literal is None and kind not in (bool, int, float, str) and not issubclass(kind, enum.Enum):
             kind = str  # a list of judges: `--models a,b,c`, split by Settings
         default = f.default if not f.is_required() else None
         shown = (
             ""
             if default is None
+            else f" (default {default})"
+            if isinstance(default, str)
             else f" (default {default:,})"
             if kind is int
             else f" (default {default:g})"
@@ -109,8 +115,10 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         if kind is bool:  # a switch: `--logprobs`, not `--logprobs true`
             g.add_argument(*flags, dest=name, action="store_true", default=None, help=f.description)
             continue
-        choices = None
-        if issubclass(kind, enum.Enum):  # `invalid choice: 'avg' (choose from mean, median, ...)`
+        choices = list(literal) if literal else None
+        if literal is not None:
+            kind = str
+        elif issubclass(kind, enum.Enum):  # `invalid choice: 'avg' (choose from mean, median, ...)`
             choices = [str(m.value) for m in cast("type[enum.Enum]", kind)]
             kind = str
         g.add_argument(*flags, dest=name, type=kind, choices=choices, help=f"{f.description}{shown}")
@@ -131,11 +139,12 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _scalar_type(annotation: Any) -> type:
-    """``int`` for ``Optional[Annotated[int, ...]]``: the type argparse converts a flag's text to."""
+def _scalar_type(annotation: Any) -> Any:
+    """``int`` for ``Optional[Annotated[int, ...]]``: the type argparse converts a flag's text to (a ``Literal``
+    stays one: its values are the flag's choices)."""
     import typing
 
-    while typing.get_origin(annotation) is not None:
+    while typing.get_origin(annotation) not in (None, typing.Literal):
         annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
     return annotation
 
@@ -200,6 +209,12 @@ def _add_scoring_options(p: argparse.ArgumentParser) -> None:
         "--overwrite-scores",
         action="store_true",
         help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="send nothing to the chat endpoint: print the requests, tokens (the server's /tokenize where it has "
+        "one) and, for a model in the price table (--prices), the cost online and in batch mode",
     )
 
 
@@ -569,6 +584,8 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         features = [(c, f) for m in loaded for c, f in layout.features(m).items()]
         numeric = [c for c, f in features if getattr(f, "dtype", None) in SCORE_TYPES]
         _check_filters(job, ds, numeric)
+    if args.dry_run:
+        return _dry_run(args, job, ds, api_key)
     source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
     if out:
@@ -640,6 +657,29 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         # after every progress bar (scoring, saving, pushing), not in between them
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, job: Job, ds, api_key: str | None) -> int:
+    """``--dry-run``: the run's requests, tokens and cost, printed; nothing sent to the chat endpoint."""
+    from .estimate import estimate_cost
+    from .local import parse_local_model
+
+    client = dict(job.client)
+    if parse_local_model(client["model"])[0]:  # no judge is started for a dry run: characters / 4, no price
+        client["model"] = "local"
+    estimate = estimate_cost(
+        ds,
+        job.metrics,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        api_key=api_key,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        if_exists="overwrite" if args.overwrite_scores else "keep",
+        **client,
+    )
+    print(estimate, flush=True)
     return 0
 
 
@@ -723,6 +763,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     path = find_recipe(args.file)
     if is_seed_config(read_yaml(path)):
+        if args.dry_run:
+            raise ConfigError(f"--dry-run works with recipes; {path} is a seed config.yaml")
         summary = run_seed_config(path, cache_dir=args.cache_dir)
         print(summary)
         return 0

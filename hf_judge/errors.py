@@ -15,6 +15,7 @@ HfJudgeError
     ├── ModelNotFoundError   the model or the endpoint does not exist (404)
     ├── CircuitOpenError     most recent requests failed
     ├── BudgetExceededError  ``max_total_tokens`` reached
+    │   └── CostExceededError  ``max_cost`` reached
     ├── ServerUnreachableError  no connection to the server before any reply
     ├── QuotaExceededError   the account's quota or billing limit is used up (429 insufficient_quota)
     ├── RateLimitedError     nothing but 429 for ``max_throttle_s``
@@ -146,6 +147,10 @@ class CircuitOpenError(RunStopped):
 
 class BudgetExceededError(RunStopped):
     """The ``max_total_tokens`` budget was reached."""
+
+
+class CostExceededError(BudgetExceededError):
+    """The ``max_cost`` budget was reached: the run's reported usage costs that much at the model's price."""
 
 
 class ServerUnreachableError(RunStopped):

@@ -34,7 +34,7 @@ from datasets import Dataset
 from . import logprobs
 from .client import JudgeClient, Outcome
 from .ensemble import Layout, sample_key
-from .errors import CircuitOpenError, ErrorKind, ServerUnreachableError, TemplateError
+from .errors import BudgetExceededError, CircuitOpenError, ErrorKind, ServerUnreachableError, TemplateError
 from .images import ImageValueError, image_urls
 from .metrics import Metric, MetricKind, OutputType
 from .pages import file_paths, release
@@ -244,8 +244,11 @@ class SplitRun:
     def _fail(self, e: BaseException) -> None:
         if self.failure is None:
             self.failure = e
-        for t in list(self.tasks):
-            t.cancel()
+        # A budget stops what is not sent yet. The requests in flight are paid for: they are awaited (cancel())
+        # and their replies kept; each checks the budget again before any further attempt.
+        if not isinstance(self.failure, BudgetExceededError):
+            for t in list(self.tasks):
+                t.cancel()
         self.ready.set()
 
     async def _read(self) -> AsyncIterator[tuple[int, dict[str, list]]]:
@@ -275,16 +278,10 @@ class SplitRun:
                 await asyncio.sleep(0.005)
             if self.failure is not None:
                 return
-            sends: list[tuple[_Job, int, list, bytes]] = []
-            for i in range(size):
-                r = row + i
-                self.values[r] = {}
-                self.row_pending[r] = len(self.plans)
-                for plan in self.plans:
-                    self._prepare(r, plan, batch, i, sends)
+            sends = self.prepare_rows(batch, row, size)
             row += size
             if store is not None and sends:
-                found = store.get_many([job.keys[part] for job, part, _, _ in sends], with_logprobs=self.logprobs)
+                found = self.cached_replies(store, sends)
                 if found:
                     remaining = []
                     for item in sends:
@@ -333,6 +330,18 @@ class SplitRun:
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
+    def prepare_rows(self, batch: dict, row: int, size: int) -> list[tuple[_Job, int, list, bytes]]:
+        """Render the requests of rows ``row .. row + size`` (``batch`` holds them): (job, part, messages,
+        canonical body) each; a row that sends nothing for a metric gets its error row instead."""
+        sends: list[tuple[_Job, int, list, bytes]] = []
+        for i in range(size):
+            r = row + i
+            self.values[r] = {}
+            self.row_pending[r] = len(self.plans)
+            for plan in self.plans:
+                self._prepare(r, plan, batch, i, sends)
+        return sends
+
     def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
         metric = plan.metric
         values: dict[str, Any] = {}
@@ -372,22 +381,51 @@ class SplitRun:
             client = self.client
             for part, messages in enumerate(rendered):
                 body = client.body(metric, messages, plan.temperature, "json_schema")
-                job.keys[part] = client.request_key(body)
+                job.keys[part] = client.reply_key(metric, messages, plan.temperature, body)
                 sends.append((job, part, messages, body))
             return
         job = _Job(r, plan, n_orders * k * len(self.clients), n_orders, n_orders * k)
         for judge, client in enumerate(self.clients):
             for order, messages in enumerate(rendered):
                 body = client.body(metric, messages, plan.temperature, "json_schema")
-                key = client.request_key(body)
+                key = client.reply_key(metric, messages, plan.temperature, body)
                 for sample in range(k):
                     part = (judge * k + sample) * n_orders + order
                     job.keys[part] = sample_key(key, sample)
                     sends.append((job, part, messages, body))
 
+    def _whole_body_key(self, job: _Job, part: int, body: bytes) -> bytes:
+        """The key ``part`` of ``job`` had before compatible reuse: the whole body's, of its judge and sample."""
+        judge, in_judge = divmod(part, job.per_judge)
+        return sample_key(self.clients[judge].request_key(body), in_judge // job.orders)
+
+    def cached_replies(self, store: ReplyStore, sends: list, copy_forward: bool = True) -> dict[bytes, tuple]:
+        """The store's replies to ``sends`` (from :meth:`_prepare`), by reply key.
+
+        Where a reply key leaves settings out (compatible reuse), a reply not found under it is looked
+        up under the key of the whole body too: that is where earlier versions, and ``reuse="strict"``,
+        stored it. ``copy_forward`` stores such a reply under its reply key as well, so that a later
+        change of max_tokens still finds it.
+        """
+        found = store.get_many([job.keys[part] for job, part, _, _ in sends], with_logprobs=self.logprobs)
+        if self.client.strict_fallback and len(found) < len(sends):
+            whole = {
+                self._whole_body_key(job, part, body): job.keys[part]
+                for job, part, _, body in sends
+                if job.keys[part] not in found
+            }
+            for key, hit in store.get_many(list(whole), with_logprobs=self.logprobs).items():
+                found[whole[key]] = hit
+                if copy_forward:
+                    content, usage = hit[0], hit[1]
+                    store.put(whole[key], content, usage, hit[2] if len(hit) > 2 else None)
+        return found
+
     def _from_cache(self, metric: Metric, hit: tuple) -> Outcome | None:
         content, usage = hit[0], hit[1]
         table = hit[2] if len(hit) > 2 else None  # the log-probability table, read when logprobs are on
+        if not self.client.reply_fits(usage):
+            return None  # longer than this run's max_tokens allows: it would have been cut off
         content = scrub_registered(content)  # an entry written before its secret was registered
         try:
             return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage, logprobs=table)

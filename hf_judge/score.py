@@ -185,6 +185,8 @@ def _fingerprint(
         state["ensemble"] = {**ensemble, "servers": [[j.model, j.server_id] for j in judges or [client]]}
     if client.settings.logprobs:  # only then: the fingerprints of runs without it stay what they were
         state["logprobs"] = client.settings.top_logprobs
+    if client.settings.reuse == "strict":  # only then: the default run's fingerprint stays what it was
+        state["reuse"] = "strict"
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -984,7 +986,7 @@ def _prompt_record(metric) -> dict[str, Any]:
     }
 
 
-_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens")
+_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "cached_tokens")
 
 
 def _counters(clients: list[JudgeClient]) -> dict[str, int]:
@@ -1047,3 +1049,7 @@ def _fill_summary(summary: RunSummary, clients: list[JudgeClient], errors: list[
     summary.notes = [*summary.notes, *s.notes]
     summary.elapsed_s = time.perf_counter() - started
     summary.shared = s.shared
+    # one price for the run's tokens: a panel of models priced differently has none (its cost is not one product)
+    prices = {c.price for c in clients}
+    price = prices.pop() if len(prices) == 1 else None
+    summary.price = price.model_dump() if price is not None else None

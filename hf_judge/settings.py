@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Literal, Optional, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -144,6 +144,12 @@ class Settings(BaseModel):
     max_requests_per_minute: float | None = _setting(None, "max requests per minute", gt=0)
     max_tokens_per_minute: float | None = _setting(None, "max tokens per minute", gt=0)
     max_total_tokens: int | None = _setting(None, "stop cleanly once this many tokens are used", ge=1)
+    max_cost: float | None = _setting(
+        None, "stop cleanly once the reported usage costs this many USD at the model's price (see --prices)", gt=0
+    )
+    prices: str | None = _setting(
+        None, "YAML file of model prices (USD per 1M tokens) extending the built-in table (default: $HF_JUDGE_PRICES)"
+    )
     max_input_chars: int | None = _setting(None, "rows with longer inputs go to errors unsent", ge=1)
     max_reply_bytes: int = _setting(
         constants.DEFAULT_MAX_REPLY_BYTES, "replies larger than this many bytes are errors (bad_response)", ge=1024
@@ -174,6 +180,12 @@ class Settings(BaseModel):
         "score) and <column>_confidence; binary judges: <metric>_p_positive",
     )
     top_logprobs: int = _setting(20, "alternatives per token asked for with logprobs (OpenAI allows 20)", ge=1, le=20)
+    # -- the reply cache
+    reuse: Literal["compatible", "strict"] = _setting(
+        "compatible",
+        "compatible: a cached reply serves any request that differs only in max_tokens (when it fits); "
+        "strict: only the identical request",
+    )
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
     backoff_max: float = _setting(30.0, "cap of a retry wait, Retry-After included", internal=True, ge=0)
