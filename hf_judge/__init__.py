@@ -39,6 +39,7 @@ _SUBMODULE_ATTRS = {
         "Settings",
         "TemplateError",
         "UnknownMetricError",
+        "WorkerDiedError",
     ],
     "filter": ["filter_by_scores"],
     "hub": ["push_scored"],
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
         ServerUnreachableError,
         TemplateError,
         UnknownMetricError,
+        WorkerDiedError,
     )
     from .filter import filter_by_scores
     from .hub import push_scored
