@@ -2,8 +2,8 @@
 
 One process sends 5,000-8,000 requests a second from one core; a split whose
 server fleet can take more is cut into ``num_workers`` contiguous shards, one
-per process (``spawn``: a fresh interpreter, its own event loop and connection
-pool). Every worker opens the reply store ``shared=True`` (see
+per process (a fresh process forked from a ``forkserver``, its own event loop
+and connection pool). Every worker opens the reply store ``shared=True`` (see
 :mod:`hf_judge.store`): a request two shards share is sent by one of them only,
 and the other takes the reply from the store. Each worker writes its shard's
 score columns to an Arrow file; the parent joins them in shard order, so the
@@ -95,7 +95,10 @@ def score_split(
     :class:`WorkerDiedError` for a worker that died, ``KeyboardInterrupt``
     once every worker has stopped after a Ctrl-C.
     """
-    ctx = multiprocessing.get_context("spawn")
+    # forkserver: a clean single-threaded server imports hf_judge and datasets once (~2-3 s of CPU), and
+    # each worker is a fork of it; spawn paid those imports in every worker of every run.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["hf_judge.workers", "hf_judge.batchscore"])
     messages = ctx.Queue()
     procs = [ctx.Process(target=_work, args=(job, messages), name=f"hf_judge-worker-{job.index}") for job in jobs]
     done: dict[int, dict[str, Any]] = {}
