@@ -10,7 +10,6 @@ import sqlite3
 import threading
 import time
 
-import pytest
 from datasets import Dataset
 from helpers import score
 
@@ -82,7 +81,11 @@ def test_metrics_pickle_for_worker_processes():
     for m in resolve_metrics(["QA_Clarity", "QA_All", "Binary", "Comparative"]):
         again = pickle.loads(pickle.dumps(m))
         values = {v: "x" for v in (*m.variables, *m.optional)}
-        assert (again.prompt_hash, again.columns, again.messages(values)) == (m.prompt_hash, m.columns, m.messages(values))
+        assert (again.prompt_hash, again.columns, again.messages(values)) == (
+            m.prompt_hash,
+            m.columns,
+            m.messages(values),
+        )
 
 
 def test_shard_bounds_are_contiguous_and_cover_every_row():
@@ -109,7 +112,9 @@ def test_four_workers_send_each_distinct_request_exactly_once(judge, tmp_path):
 
 
 def test_errors_of_workers_merge_in_row_order(judge, tmp_path):
-    ds = Dataset.from_dict({"question": [f"q{i}" for i in range(40)], "answer": [None if i % 7 == 3 else "a" for i in range(40)]})
+    ds = Dataset.from_dict(
+        {"question": [f"q{i}" for i in range(40)], "answer": [None if i % 7 == 3 else "a" for i in range(40)]}
+    )
     scored = score(ds, ["QA_Clarity"], judge, tmp_path, num_workers=3, progress=False)
     assert scored["errors"]["row"] == [3, 10, 17, 24, 31, 38]
     assert set(scored["errors"]["kind"]) == {"null_input"}
