@@ -26,6 +26,8 @@ from .store import ReplyStore
 
 # How often keys that another worker is sending are looked up again.
 POLL_S = 0.02
+# Tries of a claim that does not wait for the lock before one that does (up to the store's lock_wait).
+CLAIM_TRIES = 1000
 
 
 class SharedRun(SplitRun):
@@ -107,7 +109,13 @@ class SharedRun(SplitRun):
             ask.append(key)
         if not local:
             return
-        found, mine = store.claim(ask)
+        got = store.claim(ask, wait=False)
+        tries = 0
+        while got is None:  # another worker's commit holds the lock for a millisecond or so
+            tries += 1
+            await asyncio.sleep(0.001)
+            got = store.claim(ask, wait=tries >= CLAIM_TRIES)
+        found, mine = got
         claimed = set(mine)
         for item in local:
             job, part = item[0], item[1]

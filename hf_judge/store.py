@@ -422,12 +422,15 @@ class ReplyStore:
                 logger.warning("could not read the reply cache (%s); those rows will be scored again", e)
         return found
 
-    def claim(self, keys: Sequence[bytes]) -> tuple[dict[bytes, tuple[str, tuple[int, int] | None]], list[bytes]]:
+    def claim(
+        self, keys: Sequence[bytes], *, wait: bool = True
+    ) -> tuple[dict[bytes, tuple[str, tuple[int, int] | None]], list[bytes]] | None:
         """Shared stores: (the stored replies among ``keys``, the keys now claimed by this store to send).
 
         The rest of ``keys`` are being sent by another live worker: look them up again later (a claim
         whose owner died, or whose lease ran out, is taken over then). One transaction, so two workers
-        never claim one key.
+        never claim one key. ``wait=False``: None at once if another process holds the write lock
+        (an event loop retries after a millisecond, where SQLite's own busy wait sleeps up to 100 ms).
 
         Example:
             >>> found, mine = store.claim(keys)  # doctest: +SKIP
@@ -440,7 +443,18 @@ class ReplyStore:
         host = self.owner.partition(":")[0]
         with self._lock:
             conn = self._read
-            conn.execute("BEGIN IMMEDIATE")
+            if not wait:
+                conn.execute("PRAGMA busy_timeout=0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as e:
+                    if _code(e) in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                        return None
+                    raise
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
+            else:
+                conn.execute("BEGIN IMMEDIATE")
             try:
                 now = time.time()
                 for i in range(0, len(keys), 500):

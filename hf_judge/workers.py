@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import pickle
 import queue
+import resource
 import signal
 import sys
 import time
@@ -140,6 +141,11 @@ def score_split(
     finally:
         _join(procs)
         messages.close()
+    for i, result in sorted(done.items()):
+        if "cpu_s" in result:  # bench/bench_workers.py reads these
+            logger.info(
+                "worker %d of %d: %d requests, %.3f s of CPU", i + 1, len(jobs), result["requests"], result["cpu_s"]
+            )
     _merge_stats(stats, done)
     if on_progress is not None:
         on_progress(_summed(jobs[0].split, progress, total, started))
@@ -319,7 +325,11 @@ def _score_shard(job: ShardJob, report: Callable[[tuple[int, int, int, int]], ob
         errors = sorted(run.errors, key=lambda e: e["row"])
         for e in errors:
             e["row"] += job.start
-        return {"path": scores.cache_files[0]["filename"], "errors": errors, "stats": client.stats}
+        cpu = resource.getrusage(resource.RUSAGE_SELF)
+        result = {"path": scores.cache_files[0]["filename"], "errors": errors, "stats": client.stats}
+        result["cpu_s"] = cpu.ru_utime + cpu.ru_stime
+        result["requests"] = client.stats.requests
+        return result
     finally:
         with contextlib.suppress(Exception):
             loop.run(client.close(), timeout=10)
