@@ -1,0 +1,203 @@
+"""Scoring a Ray Data dataset: hf_judge as a ``map_batches`` stage (``pip install "hf-judge[ray]"``).
+
+:func:`score_ray_dataset` appends the same score columns as :func:`hf_judge.score_dataset`
+to a ``ray.data.Dataset``, with the same metrics, column mapping and reply
+validation. Each of ``concurrency`` actors (a callable class, Ray's convention
+for stateful stages) holds one event loop, one connection pool over the judge
+fleet's ``base_urls`` (each request to the replica with the fewest in flight,
+see :mod:`hf_judge.fleet`) and the reply store opened ``shared=True``. Put the
+store (``cache_dir``) on storage every node reaches: then no request is sent
+twice by two actors, a repeated run sends nothing, and when a node dies the
+batch Ray retries sends only what the dead actor had in flight. Replies are
+committed before a batch is returned.
+
+A (row, metric) that fails gets nulls in its columns and an entry in the
+row's ``judge_errors`` column (a JSON list of ``{metric, kind, message, raw,
+attempts}``; null when every metric scored), the row-level form of the
+``errors`` split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from datasets import Dataset, Features
+
+from . import constants
+from .pipeline import TOKEN_COLUMNS, LoopThread, Plan
+
+if TYPE_CHECKING:
+    import ray.data
+
+    from .settings import Settings
+
+ERRORS_COLUMN = "judge_errors"
+
+
+def score_ray_dataset(
+    ds: ray.data.Dataset,
+    metrics: Any,
+    *,
+    columns: dict[str, str] | None = None,
+    base_urls: list[str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    concurrency: int | tuple[int, int] = 1,
+    in_flight: int | None = None,
+    batch_size: int = 1024,
+    num_cpus: float = 1.0,
+    ray_remote_args: dict[str, Any] | None = None,
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> ray.data.Dataset:
+    """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
+
+    ``base_urls``: the judge fleet (replicas of one model); default: the
+    ``base_url`` setting. ``concurrency``: actors, as ``map_batches`` means it
+    (an int, or ``(min, max)`` to autoscale); ``in_flight``: requests in flight
+    per actor (the ``concurrency`` setting of :func:`hf_judge.score_dataset`).
+    ``cache_dir`` must be a path every node reaches (shared disk) for the
+    actors to share replies. Other keyword arguments are settings, as for
+    :func:`hf_judge.score_dataset`. Template errors and missing columns are
+    found on the first row, before any request.
+
+    Example:
+        >>> import ray  # doctest: +SKIP
+        >>> ds = ray.data.read_parquet("/shared/data")  # doctest: +SKIP
+        >>> scored = score_ray_dataset(  # doctest: +SKIP
+        ...     ds, ["QA_All"], model="judge", columns={"instruction": "question", "output": "answer"},
+        ...     base_urls=["http://gpu1:8000/v1", "http://gpu2:8000/v1"], cache_dir="/shared/hf_judge",
+        ...     concurrency=4, in_flight=256,
+        ... )
+        >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
+    """
+    from .images import image_variables
+    from .metrics import resolve_metrics
+    from .redact import install_log_filter
+    from .score import _api_key, _preflight, _settings
+
+    install_log_filter()
+    if in_flight is not None:
+        setting_values["concurrency"] = in_flight
+    settings = _settings(settings, setting_values)
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    names = ds.schema().names
+    mapping = dict(columns or {})
+    plans = [
+        Plan(
+            m,
+            m.resolve_columns(mapping, names),
+            m.temperature if settings.temperature is None else settings.temperature,
+        )
+        for m in loaded
+    ]
+    clash = sorted({c for p in plans for c in p.metric.columns} & set(names))
+    if clash:
+        from .errors import ConfigError
+
+        raise ConfigError(f"the dataset already has the columns {clash} that these metrics write; drop them first")
+    first = ds.take(1)
+    sample = Dataset.from_list(first) if first else None
+    for p in plans:
+        p.images = image_variables(p.metric, p.columns, sample.features if sample is not None else Features())
+    if sample is not None:
+        _preflight("train", sample, plans)
+    urls = list(base_urls or [settings.base_url or constants.default_base_url()])
+    key = _api_key(settings.model_copy(update={"base_url": urls[0]}), api_key, needed=True)
+    root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    features = Features({c: f for p in plans for c, f in p.metric.features.items()})
+    if token_columns:
+        from datasets import Value
+
+        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    return ds.map_batches(
+        _Scorer,
+        fn_constructor_kwargs={
+            "plans": plans,
+            "settings": settings,
+            "base_urls": urls,
+            "api_key": key,
+            "store_path": str(root / "replies.sqlite3") if use_cache else None,
+            "schema": features.arrow_schema,
+            "token_columns": token_columns,
+        },
+        batch_format="pyarrow",
+        batch_size=batch_size,
+        concurrency=concurrency,
+        num_cpus=num_cpus,
+        **(ray_remote_args or {}),
+    )
+
+
+class _Scorer:
+    """The stage's callable class: one per actor, holding the loop, the fleet client and the shared store."""
+
+    def __init__(
+        self,
+        plans: list[Plan],
+        settings: Settings,
+        base_urls: list[str],
+        api_key: str | None,
+        store_path: str | None,
+        schema: pa.Schema,
+        token_columns: bool,
+    ):
+        from .fleet import FleetClient
+        from .redact import install_log_filter, register
+        from .store import ReplyStore
+
+        install_log_filter()
+        register(api_key)
+        self.plans = plans
+        self.schema = schema
+        self.settings = settings
+        self.token_columns = token_columns
+        self.client = FleetClient(settings, base_urls, api_key=api_key)
+        self.client.caching = store_path is not None
+        self.store = ReplyStore(Path(store_path), shared=True) if store_path is not None else None
+        self.loop = LoopThread()
+        self.loop.run(self.client.open())
+        self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        from .batchscore import score_batch
+
+        batch = {c: table.column(c).to_pylist() for c in self.needed}
+        cols, errors = self.loop.run(
+            score_batch(
+                batch,
+                self.plans,
+                self.client,
+                self.store,
+                max_input_chars=self.settings.max_input_chars,
+                token_columns=self.token_columns,
+            )
+        )
+        if self.store is not None:
+            self.store.flush()  # committed before Ray sees the batch done: a retry after a crash finds them
+        for f in self.schema:
+            table = table.append_column(f, pa.array(cols[f.name], type=f.type))
+        by_row: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for e in errors:
+            by_row[e["row"]].append({k: e[k] for k in ("metric", "kind", "message", "raw", "attempts")})
+        column = [json.dumps(by_row[r]) if r in by_row else None for r in range(table.num_rows)]
+        return table.append_column(pa.field(ERRORS_COLUMN, pa.string()), pa.array(column, type=pa.string()))
+
+    def __del__(self) -> None:
+        try:
+            self.loop.run(self.client.close(), timeout=10)
+            self.loop.stop()
+            if self.store is not None:
+                self.store.flush(30)
+                self.store.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
