@@ -55,7 +55,7 @@ def score_ray_dataset(
     in_flight: int | None = None,
     batch_size: int = 1024,
     num_cpus: float = 1.0,
-    ray_remote_args: dict[str, Any] | None = None,
+    map_batches_kwargs: dict[str, Any] | None = None,
     settings: Settings | None = None,
     **setting_values: Any,
 ) -> ray.data.Dataset:
@@ -67,8 +67,10 @@ def score_ray_dataset(
     per actor (the ``concurrency`` setting of :func:`hf_judge.score_dataset`).
     ``cache_dir`` must be a path every node reaches (shared disk) for the
     actors to share replies. Other keyword arguments are settings, as for
-    :func:`hf_judge.score_dataset`. Template errors and missing columns are
-    found on the first row, before any request.
+    :func:`hf_judge.score_dataset`. ``map_batches_kwargs`` go to
+    ``map_batches`` (``memory=``, ``resources=``, ``runtime_env=``, ...).
+    Template errors and missing columns are found on the first row, before
+    any request.
 
     Example:
         >>> import ray  # doctest: +SKIP
@@ -134,7 +136,7 @@ def score_ray_dataset(
         batch_size=batch_size,
         concurrency=concurrency,
         num_cpus=num_cpus,
-        **(ray_remote_args or {}),
+        **(map_batches_kwargs or {}),
     )
 
 
