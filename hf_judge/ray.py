@@ -26,14 +26,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from datasets import Dataset, Features
+from datasets import Dataset, DatasetDict, Features
 
 from . import constants
+from .errors import ConfigError
 from .pipeline import TOKEN_COLUMNS, LoopThread, Plan
 
 if TYPE_CHECKING:
     import ray.data
 
+    from .score import ScoredDatasetDict
     from .settings import Settings
 
 ERRORS_COLUMN = "judge_errors"
@@ -104,8 +106,6 @@ def score_ray_dataset(
     ]
     clash = sorted({c for p in plans for c in p.metric.columns} & set(names))
     if clash:
-        from .errors import ConfigError
-
         raise ConfigError(f"the dataset already has the columns {clash} that these metrics write; drop them first")
     first = ds.take(1)
     sample = Dataset.from_list(first) if first else None
@@ -203,3 +203,82 @@ class _Scorer:
                 self.store.close()
         except Exception:  # noqa: BLE001 - best effort at interpreter exit
             pass
+
+
+def score_dataset_on_ray(
+    ds: Dataset | DatasetDict,
+    metrics: Any,
+    *,
+    address: str | None = None,
+    concurrency: int | tuple[int, int] | None = None,
+    columns: dict[str, str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    base_urls: list[str] | None = None,
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> ScoredDatasetDict:
+    """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
+
+    Connects to the cluster at ``address`` (default ``$RAY_ADDRESS``; neither: a
+    local one), scores each split with :func:`score_ray_dataset` (``concurrency``
+    actors, default one per CPU of the cluster) and brings the rows back in
+    input order. The summary holds the run's settings; the request counters
+    stay in the actors.
+
+    Example:
+        >>> scored = score_dataset_on_ray(ds, ["QA_All"], model="judge", address="ray://head:10001")  # doctest: +SKIP
+    """
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError(f'scoring on Ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
+
+    from .client import JudgeClient
+    from .metrics import resolve_metrics
+    from .score import ERROR_FEATURES, ERRORS_SPLIT, ScoredDatasetDict, _as_splits, _new_summary, _settings
+
+    if not ray.is_initialized():
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False)
+    ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
+    settings = _settings(settings, setting_values)
+    splits, _ = _as_splits(ds)
+    actors = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    results: dict[str, Dataset] = {}
+    errors: list[dict[str, Any]] = []
+    for split, d in splits.items():
+        scored = score_ray_dataset(
+            ray.data.from_huggingface(d),
+            metrics,
+            columns=columns,
+            base_urls=base_urls,
+            api_key=api_key,
+            prompts_dir=prompts_dir,
+            metric_params=metric_params,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+            token_columns=token_columns,
+            concurrency=actors,
+            settings=settings,
+        )
+        table = pa.concat_tables(ray.get(scored.to_arrow_refs()))
+        for row, text in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
+            for item in json.loads(text) if text else ():
+                errors.append({"split": split, "row": row, **item})
+        results[split] = Dataset(table.drop_columns([ERRORS_COLUMN]))
+    out = ScoredDatasetDict(results)
+    out[ERRORS_SPLIT] = (
+        Dataset.from_list(errors, features=ERROR_FEATURES)
+        if errors
+        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    )
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
+    client = JudgeClient(shown, api_key=None)  # for the summary's server name only: sends nothing
+    out.summary = _new_summary(settings, client, loaded, splits, {s: [] for s in splits}, {s: {} for s in splits})
+    out.summary.notes.append(f"scored on Ray by {actors} actors; their request counters are not summed here")
+    return out

@@ -118,3 +118,22 @@ def test_failed_rows_carry_their_errors_and_validation_is_the_same(cluster, judg
     assert [r["QA_Clarity"] is None for r in got] == [i == 3 for i in range(8)]
     errors = json.loads(got[3]["judge_errors"])
     assert [(e["metric"], e["kind"]) for e in errors] == [("QA_Clarity", "null_input")]
+
+
+def test_cli_score_with_ray_saves_the_same_result(cluster, judge, tmp_path, capfd):
+    from datasets import load_from_disk
+    from helpers import run_cli
+
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "".join(json.dumps({"question": f"q{i}", "answer": "a" if i != 2 else None}) + "\n" for i in range(6))
+    )
+    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer"]
+    args += ["-m", "judge", "--base-url", judge.base_url, "--cache-dir", tmp_path / "cache"]
+    code, out, err = run_cli(capfd, *args, "--ray", "-o", tmp_path / "ray")
+    assert code == 0, err
+    code, out, err = run_cli(capfd, *args, "-o", tmp_path / "single")
+    assert code == 0, err
+    on_ray, single = load_from_disk(tmp_path / "ray"), load_from_disk(tmp_path / "single")
+    assert on_ray["train"]["QA_Clarity"] == single["train"]["QA_Clarity"]
+    assert on_ray["errors"].to_list() == single["errors"].to_list()
