@@ -60,6 +60,7 @@ def child(base_url: str, workers: int, rows: int, concurrency: int) -> None:
         score_dataset(
             ds.select(range(workers)), ["QA_Clarity"], use_cache=False, num_workers=workers, progress=False, **kw
         )
+    cpu_lines.clear()
     with tempfile.TemporaryDirectory() as cache:
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()

@@ -97,7 +97,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         "--ray",
         action="store_true",
         help='score on a Ray cluster (pip install "hf-judge[ray]"): at --ray-address, else $RAY_ADDRESS, else a '
-        "local one; --cache-dir must be a path every node reaches",
+        "local one; --cache-dir is each node's own (local disk, not a network filesystem)",
     )
     g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
     g.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")

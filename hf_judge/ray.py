@@ -5,11 +5,13 @@ to a ``ray.data.Dataset``, with the same metrics, column mapping and reply
 validation. Each of ``concurrency`` actors (a callable class, Ray's convention
 for stateful stages) holds one event loop, one connection pool over the judge
 fleet's ``base_urls`` (each request to the replica with the fewest in flight,
-see :mod:`hf_judge.fleet`) and the reply store opened ``shared=True``. Put the
-store (``cache_dir``) on storage every node reaches: then no request is sent
-twice by two actors, a repeated run sends nothing, and when a node dies the
-batch Ray retries sends only what the dead actor had in flight. Replies are
-committed before a batch is returned.
+see :mod:`hf_judge.fleet`) and the reply store opened ``shared=True``: no
+request is sent twice by two actors of one host, a repeated run sends
+nothing, and the batch Ray retries after an actor died sends only what the
+dead actor had in flight. Replies are committed before a batch is returned.
+SQLite's WAL does not work over a network filesystem: on a cluster of several
+machines, ``cache_dir`` must be a local path of each node (each node then
+shares replies among its own actors only).
 
 A (row, metric) that fails gets nulls in its columns and an entry in the
 row's ``judge_errors`` column (a JSON list of ``{metric, kind, message, raw,
@@ -67,8 +69,8 @@ def score_ray_dataset(
     ``base_url`` setting. ``concurrency``: actors, as ``map_batches`` means it
     (an int, or ``(min, max)`` to autoscale); ``in_flight``: requests in flight
     per actor (the ``concurrency`` setting of :func:`hf_judge.score_dataset`).
-    ``cache_dir`` must be a path every node reaches (shared disk) for the
-    actors to share replies. Other keyword arguments are settings, as for
+    ``cache_dir``: the reply store, a local path of each node (not a network
+    filesystem: see the module docstring). Other keyword arguments are settings, as for
     :func:`hf_judge.score_dataset`. ``map_batches_kwargs`` go to
     ``map_batches`` (``memory=``, ``resources=``, ``runtime_env=``, ...).
     Template errors and missing columns are found on the first row, before
@@ -79,7 +81,7 @@ def score_ray_dataset(
         >>> ds = ray.data.read_parquet("/shared/data")  # doctest: +SKIP
         >>> scored = score_ray_dataset(  # doctest: +SKIP
         ...     ds, ["QA_All"], model="judge", columns={"instruction": "question", "output": "answer"},
-        ...     base_urls=["http://gpu1:8000/v1", "http://gpu2:8000/v1"], cache_dir="/shared/hf_judge",
+        ...     base_urls=["http://gpu1:8000/v1", "http://gpu2:8000/v1"], cache_dir="/local/hf_judge",
         ...     concurrency=4, in_flight=256,
         ... )
         >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
