@@ -7,11 +7,14 @@ import os
 import pickle
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 from datasets import Dataset
-from helpers import score
+from helpers import qa_dataset, score
 
 from hf_judge import WorkerDiedError
 from hf_judge.metrics import resolve_metrics
@@ -159,3 +162,63 @@ def test_workers_flag_sets_num_workers():
 
     args = build_parser().parse_args(["score", "data.jsonl", "--workers", "4", "--metrics", "QA_All", "-m", "j"])
     assert args.num_workers == 4
+
+
+JOB = """
+import sys
+import datasets
+datasets.disable_progress_bars()
+sys.path.insert(0, {tests!r})
+from helpers import qa_dataset
+from hf_judge import InterruptedRun, score_dataset
+print("started", flush=True)
+try:
+    score_dataset(
+        qa_dataset({n}), ["QA_Clarity"], model="judge", base_url={url!r}, api_key="sk-test", cache_dir={cache!r},
+        columns={{"instruction": "question", "output": "answer"}}, concurrency={conc}, num_workers=2, progress=False,
+    )
+except InterruptedRun as e:
+    print("interrupted:", e, flush=True)
+    sys.exit(1)
+print("done", flush=True)
+"""
+
+
+def test_ctrl_c_stops_every_worker_and_a_rerun_pays_at_most_what_was_in_flight(judge, tmp_path):
+    per_worker, n = 8, 2000
+    judge.configure(latency=0.02)
+    script = tmp_path / "job.py"
+    tests = str(Path(__file__).parent)
+    script.write_text(JOB.format(tests=tests, n=n, url=judge.base_url, cache=str(tmp_path / "cache"), conc=per_worker))
+    # its own session, as a terminal's foreground group: Ctrl-C reaches the parent and its workers
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 60
+    while judge.stats()["ok"] < 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 1 and "interrupted:" in out and "run the same command again" in out
+    for _ in range(100):  # the workers and the forkserver end with the parent
+        try:
+            os.killpg(p.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("a process of the interrupted run is still alive")
+    first = judge.stats()["ok"]
+    assert first < n
+
+    scored = score(
+        qa_dataset(n), ["QA_Clarity"], judge, tmp_path, num_workers=2, concurrency=per_worker, progress=False
+    )
+    st = judge.stats()
+    assert st["prompts"] == n and len(scored["errors"]) == 0
+    assert st["duplicates"] <= 2 * per_worker  # at most what both workers had in flight at the Ctrl-C
+
+
+def test_progress_of_the_workers_is_summed(judge, tmp_path):
+    seen = []
+    score(dup_dataset(300, 300), ["QA_Clarity"], judge, tmp_path, num_workers=3, progress=seen.append)
+    assert seen and seen[-1].rows_done == seen[-1].rows_total == 300 and seen[-1].requests == 300
