@@ -20,7 +20,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from .client import JudgeClient
+from .client import JudgeClient, Outcome
 from .pipeline import Plan, SplitRun, _Job, read_batches
 from .store import ReplyStore
 
@@ -31,7 +31,7 @@ CLAIM_TRIES = 1000
 
 
 class SharedRun(SplitRun):
-    """A :class:`SplitRun` that claims its keys in a shared store before sending them."""
+    """A :class:`SplitRun` that claims its keys in a shared store before sending them (one judge, one sample)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -160,12 +160,10 @@ class SharedRun(SplitRun):
             items = [item for key in list(self.waiting) for item in self.waiting.pop(key)]
             await self._dispatch(items)
 
-    async def _send(self, job: _Job, part: int, messages: list, body: bytes) -> None:
-        await super()._send(job, part, messages, body)
-        key = job.keys[part]
-        outcome = self.recent.get(key)
-        if outcome is not None and outcome.value is None and self.store is not None:
-            self.store.release(key)  # failed: another worker waiting on it may try it itself
+    def _deliver(self, job: _Job, part: int, outcome: Outcome) -> None:
+        super()._deliver(job, part, outcome)
+        if outcome.value is None and self.store is not None and self.store.shared:
+            self.store.release(job.keys[part])  # failed: another worker waiting on it may try it itself
 
 
 async def score_batch(

@@ -95,6 +95,7 @@ def score_ray_dataset(
     if in_flight is not None:
         setting_values["concurrency"] = in_flight
     settings = _settings(settings, setting_values)
+    _check_plain(settings)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     names = ds.schema().names
     mapping = dict(columns or {})
@@ -140,6 +141,16 @@ def score_ray_dataset(
         num_cpus=num_cpus,
         **(map_batches_kwargs or {}),
     )
+
+
+def _check_plain(settings: Settings) -> None:
+    from .ensemble import Layout
+
+    if not Layout.from_settings(settings).plain:
+        raise ConfigError(
+            "scoring on Ray runs one judge with one sample per request for now; a panel of judges or samples > 1 "
+            "runs with hf_judge.score_dataset in one process"
+        )
 
 
 class _Scorer:
@@ -248,6 +259,7 @@ def score_dataset_on_ray(
         ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
     settings = _settings(settings, setting_values)
+    _check_plain(settings)
     splits, _ = _as_splits(ds)
     actors = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
     results: dict[str, Dataset] = {}

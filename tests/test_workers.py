@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from datasets import Dataset
 from helpers import qa_dataset, score
 
@@ -222,3 +223,11 @@ def test_progress_of_the_workers_is_summed(judge, tmp_path):
     seen = []
     score(dup_dataset(300, 300), ["QA_Clarity"], judge, tmp_path, num_workers=3, progress=seen.append)
     assert seen and seen[-1].rows_done == seen[-1].rows_total == 300 and seen[-1].requests == 300
+
+
+def test_workers_refuse_a_panel_or_samples_before_any_request(judge, tmp_path):
+    from hf_judge import ConfigError
+
+    with pytest.raises(ConfigError, match="leave num_workers at 1"):
+        score(dup_dataset(10, 10), ["QA_Clarity"], judge, tmp_path, num_workers=2, samples=3, progress=False)
+    assert judge.stats()["requests"] == 0
