@@ -91,8 +91,9 @@ def test_two_nodes_two_endpoints_survive_a_kill_9_of_the_second_node(cluster, ju
     assert st["prompts"] == distinct
     assert at_kill < distinct  # the kill came mid-run
     print(f"killed {len(killed)} processes at {at_kill} replies; paid twice: {st['duplicates']}")
-    # paid twice: at most what the killed actor had in flight (plus its last group commit, see test_workers)
-    assert st["duplicates"] <= IN_FLIGHT + 4
+    # paid twice: at most what the killed actor had sent and not stored (in flight, or not yet committed: see
+    # test_workers)
+    assert st["duplicates"] <= 2 * IN_FLIGHT
     # both endpoints served: the fleet balances by in-flight load
     assert got and all(r["judge_errors"] is None for r in got)
 

@@ -151,10 +151,11 @@ def test_kill_9_of_a_worker_is_reported_and_a_rerun_pays_at_most_what_was_in_fli
     scored = score(ds, ["QA_Clarity"], judge, tmp_path, num_workers=4, concurrency=per_worker, progress=False)
     st = judge.stats()
     assert st["prompts"] == 1500 and len(scored["errors"]) == 0
-    # Paid twice: what the killed worker had in flight (its claims, taken over by the worker that shares its
-    # prompts, or by the rerun), plus the replies it had received but not yet committed: one group-commit
-    # window (5 ms, ~2 replies at this rate), as for any kill -9 (see hf_judge/store.py).
-    assert st["duplicates"] <= per_worker + 4
+    # Paid twice: what the killed worker had sent and not yet stored: its requests in flight (its claims, taken
+    # over by the worker that shares its prompts, or by the rerun) and the replies it had received but not yet
+    # committed, as for any kill -9 (see hf_judge/store.py): one group commit, 5 ms, but on a loaded machine
+    # the writer thread lags; at most as many again as the limiter lets out at once.
+    assert st["duplicates"] <= 2 * per_worker
     assert scored["train"]["QA_Clarity"][:1500] == scored["train"]["QA_Clarity"][1500:]
 
 
