@@ -38,6 +38,7 @@ class SharedRun(SplitRun):
         # key -> the (job, part, messages, body)s waiting for another worker's reply
         self.waiting: dict[bytes, list[tuple[_Job, int, list, bytes]]] = {}
         self.claimed = 0  # keys this worker claimed and sent
+        self.polling = False  # the poller holds items taken out of `waiting`
 
     async def _feed(self) -> None:
         store = self.store
@@ -71,7 +72,7 @@ class SharedRun(SplitRun):
                 if self.failure is not None:
                     return
                 await asyncio.sleep(0)
-            while (self.tasks or self.waiting) and self.failure is None:
+            while (self.tasks or self.waiting or self.polling) and self.failure is None:
                 if self.tasks:
                     await asyncio.wait(list(self.tasks), timeout=POLL_S)
                 else:
@@ -157,8 +158,16 @@ class SharedRun(SplitRun):
             await asyncio.sleep(POLL_S)
             if not self.waiting:
                 continue
-            items = [item for key in list(self.waiting) for item in self.waiting.pop(key)]
-            await self._dispatch(items)
+            self.polling = True
+            try:
+                items = [item for key in list(self.waiting) for item in self.waiting.pop(key)]
+                await self._dispatch(items)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # noqa: BLE001 - a store error: it must stop the run, not hang its rows
+                self._fail(e)
+            finally:
+                self.polling = False
 
     def _deliver(self, job: _Job, part: int, outcome: Outcome) -> None:
         super()._deliver(job, part, outcome)
