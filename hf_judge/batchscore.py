@@ -185,7 +185,7 @@ async def score_batch(
     first_row: int = 0,
     max_input_chars: int | None = None,
     token_columns: bool = False,
-    read_batch: int = 32,
+    read_batch: int = 128,
 ) -> tuple[dict[str, list], list[dict[str, Any]]]:
     """Score a batch of rows in the client's event loop: (score columns in row order, error rows).
 
