@@ -4,7 +4,8 @@ Starts the loopback judge server (tests/judge_server.py) with 200 ms of latency,
 then runs ``score_dataset(num_workers=W, concurrency=256)`` for each W in a fresh
 subprocess (fresh cache, distinct prompts), and prints requests/s (end to end:
 the call's wall time, the forking of the workers included; the forkserver is
-started before), the scaling against one
+started before), the steady rate (between 20 % and 80 % of the requests, from the
+run's progress reports), the scaling against one
 worker, and the CPU ms per request of each worker beside the single-process
 run's (the process's CPU during the call).
 
@@ -61,6 +62,7 @@ def child(base_url: str, workers: int, rows: int, concurrency: int) -> None:
             ds.select(range(workers)), ["QA_Clarity"], use_cache=False, num_workers=workers, progress=False, **kw
         )
     cpu_lines.clear()
+    samples: list[tuple[float, int]] = []  # (seconds, requests) from the run's progress reports
     with tempfile.TemporaryDirectory() as cache:
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
@@ -70,12 +72,15 @@ def child(base_url: str, workers: int, rows: int, concurrency: int) -> None:
             cache_dir=cache,
             concurrency=concurrency,
             num_workers=workers,
-            progress=False,
+            progress=lambda p: samples.append((time.perf_counter(), p.requests)),
             **kw,
         )
         elapsed = time.perf_counter() - t0
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     requests = out.summary.requests
+    # steady state: the rate between 20 % and 80 % of the requests, start-up and the last replies left out
+    inside = [(t, r) for t, r in samples if 0.2 * requests <= r <= 0.8 * requests]
+    steady = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]) if len(inside) > 1 else None
     own = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
     print(
         json.dumps(
@@ -84,12 +89,19 @@ def child(base_url: str, workers: int, rows: int, concurrency: int) -> None:
                 "requests": requests,
                 "errors": len(out["errors"]),
                 "elapsed": elapsed,
+                "steady": steady,
                 "parent_cpu_s": own,
                 "worker_cpu_s": cpu_lines,
             }
         ),
         flush=True,
     )
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -116,6 +128,7 @@ def main() -> int:
         results = []
         for w in [int(x) for x in args.workers.split(",")]:
             rows = int(ideal_per_worker * w * args.seconds)
+            server_cpu0, t0 = _cpu_of(server.pid), time.perf_counter()
             out = subprocess.run(
                 [sys.executable, __file__, "--child", url, str(w), str(rows), str(args.concurrency)],
                 capture_output=True,
@@ -124,6 +137,8 @@ def main() -> int:
             )
             r = json.loads(out.stdout.strip().splitlines()[-1])
             r["ideal"] = ideal_per_worker * w
+            # the loopback server is one Python process: near 1.0 (a whole core) it, not hf_judge, is the limit
+            r["server_cores"] = (_cpu_of(server.pid) - server_cpu0) / (time.perf_counter() - t0)
             results.append(r)
             print(json.dumps(r), file=sys.stderr, flush=True)
     finally:
@@ -134,16 +149,24 @@ def main() -> int:
         f"~{args.seconds:.0f} s of ideal work per configuration; {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f} at the end"
     )
-    print(f"{'workers':>7} {'requests':>9} {'req/s':>8} {'ideal':>7} {'x 1 worker':>10}  CPU ms/request per worker")
-    base = None
+    print(
+        f"{'workers':>7} {'requests':>9} {'req/s':>8} {'steady':>8} {'ideal':>7} {'x 1 worker':>10} {'steady x 1':>10}"
+        f" {'server cores':>12}  CPU ms/request per worker"
+    )
+    base = steady1 = None
     for r in results:
         rps = r["requests"] / r["elapsed"]
         base = base or rps
+        steady = r["steady"] or rps
+        steady1 = steady1 or steady
         if r["worker_cpu_s"]:
             cpu = ", ".join(f"{c / max(n, 1) * 1000:.3f}" for n, c in r["worker_cpu_s"])
         else:
             cpu = f"{r['parent_cpu_s'] / r['requests'] * 1000:.3f} (single process)"
-        print(f"{r['workers']:>7} {r['requests']:>9,} {rps:>8,.0f} {r['ideal']:>7,.0f} {rps / base:>10.2f}  {cpu}")
+        print(
+            f"{r['workers']:>7} {r['requests']:>9,} {rps:>8,.0f} {steady:>8,.0f} {r['ideal']:>7,.0f} "
+            f"{rps / base:>10.2f} {steady / steady1:>10.2f} {r['server_cores']:>12.2f}  {cpu}"
+        )
     return 0
 
 
