@@ -57,6 +57,17 @@ def test_shared_store_claims_each_key_once_and_shows_replies_at_once(tmp_path):
         assert conn.execute("SELECT count(*) FROM claims").fetchone()[0] == 0
 
 
+def test_workers_reuse_the_replies_of_a_single_process_run(tmp_path):
+    plain = ReplyStore(tmp_path / "r.sqlite3")  # today's path: replies appended to `pending`
+    plain.put(b"old", '{"score": 2}', None)
+    plain.close()
+    shared = ReplyStore(tmp_path / "r.sqlite3", shared=True)
+    try:
+        assert shared.claim([b"old", b"new"]) == ({b"old": ('{"score": 2}', None)}, [b"new"])
+    finally:
+        shared.close()
+
+
 def test_claim_of_a_dead_owner_or_an_expired_lease_is_taken_over(tmp_path):
     store = ReplyStore(tmp_path / "r.sqlite3", shared=True)
     try:
