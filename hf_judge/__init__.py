@@ -41,6 +41,7 @@ _SUBMODULE_ATTRS = {
         "Settings",
         "TemplateError",
         "UnknownMetricError",
+        "WorkerDiedError",
     ],
     "estimate": ["CostEstimate", "estimate_cost"],
     "filter": ["filter_by_scores"],
@@ -82,6 +83,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
         ServerUnreachableError,
         TemplateError,
         UnknownMetricError,
+        WorkerDiedError,
     )
     from .estimate import CostEstimate, estimate_cost
     from .filter import filter_by_scores

@@ -129,6 +129,13 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
                 metavar="NAME",
                 help="environment variable holding the API key (default: OPENAI_API_KEY)",
             )
+    g.add_argument(
+        "--ray",
+        action="store_true",
+        help='score on a Ray cluster (pip install "hf-judge[ray]"): at --ray-address, else $RAY_ADDRESS, else a '
+        "local one; --cache-dir is each node's own (local disk, not a network filesystem)",
+    )
+    g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
     g.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument(
@@ -541,6 +548,28 @@ def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
             check_threshold_columns(names, have, f"the recipe's filters (split {split!r})")
 
 
+def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | None, client: dict[str, Any]) -> Any:
+    """``--ray``: the same result as ``score_dataset``, scored by actors of a Ray cluster (hf_judge.ray)."""
+    try:
+        from .ray import score_dataset_on_ray
+    except ImportError as e:  # pragma: no cover - the ray extra is missing
+        raise ConfigError(f'--ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
+    if args.overwrite_scores:
+        raise ConfigError("--overwrite-scores is not supported with --ray: score the columns again without --ray")
+    return score_dataset_on_ray(
+        ds,
+        job.metrics,
+        address=args.ray_address,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        api_key=api_key,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        token_columns=job.token_columns,
+        **client,
+    )
+
+
 def _score(args: argparse.Namespace, job: Job) -> int:
     """Everything is checked before the first request; the full result is saved before any filter runs."""
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
@@ -604,18 +633,21 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         client = dict(job.client)
         if judge is not None:
             client.update(model=judge.model, base_url=judge.base_url)
-        scored = score_dataset(
-            ds,
-            job.metrics,
-            columns=job.columns,
-            prompts_dir=job.prompts_dir,
-            api_key=api_key,
-            cache_dir=args.cache_dir,
-            use_cache=not args.no_cache,
-            token_columns=job.token_columns,
-            if_exists="overwrite" if args.overwrite_scores else "keep",
-            **client,
-        )
+        if args.ray or args.ray_address:
+            scored = _score_on_ray(args, job, ds, api_key, client)
+        else:
+            scored = score_dataset(
+                ds,
+                job.metrics,
+                columns=job.columns,
+                prompts_dir=job.prompts_dir,
+                api_key=api_key,
+                cache_dir=args.cache_dir,
+                use_cache=not args.no_cache,
+                token_columns=job.token_columns,
+                if_exists="overwrite" if args.overwrite_scores else "keep",
+                **client,
+            )
     summary = scored.summary
     assert summary is not None  # score_dataset always sets it
     summary.source_dataset, summary.source_on_hub = _source(job.dataset)

@@ -22,6 +22,7 @@ HfJudgeError
     ├── CacheError           the cache cannot be opened or written; it is left as it is
     │   ├── CacheLockedError another process holds the reply store's write lock
     │   └── DiskFullError    no space left where the cache is written
+    ├── WorkerDiedError      a worker process of ``num_workers`` died (kill -9, out of memory)
     └── InterruptedRun       Ctrl-C or SIGTERM
 ```
 
@@ -175,6 +176,10 @@ class CacheLockedError(CacheError):
 
 class DiskFullError(CacheError):
     """No space was left on the disk that holds the cache. The message names the path and the space needed."""
+
+
+class WorkerDiedError(RunStopped):
+    """A worker process of ``num_workers`` died; what the workers received is saved for the next run."""
 
 
 class InterruptedRun(RunStopped, KeyboardInterrupt):

@@ -310,6 +310,11 @@ def score_dataset(
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
     settings = _settings(settings, setting_values)
     layout = Layout.from_settings(settings)
+    if settings.num_workers > 1 and (not layout.plain or settings.logprobs):
+        raise ConfigError(
+            "num_workers (--workers) runs one judge with one sample per request, without logprobs, for now; a panel "
+            "of judges, samples > 1 or logprobs run in one process: leave num_workers at 1 for this run"
+        )
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     plans_by_split, kept, renamed = _build_plans(
@@ -334,6 +339,7 @@ def score_dataset(
         max_input_chars=settings.max_input_chars,
         layout=layout,
         judges=clients,
+        api_key=api_key,
     )
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
@@ -636,6 +642,7 @@ class _SplitContext:
     max_input_chars: int | None
     layout: Layout = field(default_factory=Layout)
     judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
+    api_key: str | None = None  # for the worker processes of num_workers
     resources: _RunResources | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -664,8 +671,73 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
             summary.cached_splits.append(split)
             summary.add_runs(_read_runs(cache_file))
             return concatenate_datasets([base, saved], axis=1)
-    scores = _fresh_run(ctx, split, d, plans, fp, features, cache_file, errors)
+    fresh = _workers_run if ctx.client.settings.num_workers > 1 and len(d) > 1 else _fresh_run
+    scores = fresh(ctx, split, d, plans, fp, features, cache_file, errors)
     return concatenate_datasets([base, scores], axis=1)
+
+
+def _workers_run(
+    ctx: _SplitContext,
+    split: str,
+    d: Dataset,
+    plans: list[Plan],
+    fp: str,
+    features: Features,
+    cache_file: Path,
+    errors: list[dict],
+) -> Dataset:
+    """:func:`_fresh_run` by ``num_workers`` processes over contiguous shards (see :mod:`hf_judge.workers`)."""
+    import tempfile
+
+    from .workers import ShardJob, concat_arrow, score_split, shard_bounds
+
+    client = ctx.client
+    if ctx.use_cache:
+        folder = cache_file.with_name(f"{fp}.run-{_RUN_DIR_OWNER}-{uuid.uuid4().hex[:8]}")
+        folder.mkdir(parents=True)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="hf_judge-workers-"))
+    jobs = [
+        ShardJob(
+            index=i,
+            start=a,
+            stop=b,
+            split=split,
+            data=d.select(range(a, b)),
+            plans=plans,
+            settings=client.settings,
+            api_key=ctx.api_key,
+            store_path=ctx.cache_root / "replies.sqlite3" if ctx.use_cache else None,
+            features=features,
+            out=folder / f"{fp}-{i}.arrow",
+            window=ctx.window,
+            max_input_chars=ctx.max_input_chars,
+            token_columns=ctx.token_columns,
+        )
+        for i, (a, b) in enumerate(shard_bounds(len(d), client.settings.num_workers))
+    ]
+    progress = ctx.progress
+    bar = ProgressBar(split, len(d)) if progress is True else None
+    on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
+    current = (split, cache_file if ctx.use_cache else None, _counters([client]), time.perf_counter())
+    try:
+        paths, shard_errors = score_split(jobs, client.stats, on_progress)
+        errors.extend(shard_errors)
+        if not ctx.use_cache:
+            concat_arrow(paths, folder / "scores.arrow")
+            return Dataset.from_file(str(folder / "scores.arrow"), in_memory=True)
+        # as _fresh_run: a result with errors stays out of the fingerprint cache, so the next run retries them
+        done = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow") if shard_errors else cache_file
+        concat_arrow(paths, done)
+        scores = Dataset.from_file(str(done))
+        if shard_errors:
+            weakref.finalize(scores.data, _unlink, done)
+        return scores
+    finally:
+        if bar is not None:
+            bar.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        _record_run(ctx.summary, current, [client], ctx.run_id, ctx.run_started)
 
 
 def _fresh_run(

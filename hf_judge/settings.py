@@ -33,7 +33,12 @@ from .errors import ConfigError, StrEnum
 
 M = TypeVar("M", bound=BaseModel)
 # Historical CLI spellings; any other flag is the field name with dashes (``--max-reply-bytes``).
-CLI_FLAGS = {"model": ("-m", "--model"), "max_requests_per_minute": ("--rpm",), "max_tokens_per_minute": ("--tpm",)}
+CLI_FLAGS = {
+    "model": ("-m", "--model"),
+    "max_requests_per_minute": ("--rpm",),
+    "max_tokens_per_minute": ("--tpm",),
+    "num_workers": ("--workers",),
+}
 
 
 def _setting(default: Any = ..., description: str = "", internal: bool = False, **limits: Any) -> Any:
@@ -138,7 +143,10 @@ class Settings(BaseModel):
     )
     base_url: str | None = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
     # -- limits
-    concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight")
+    concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight (per worker)")
+    num_workers: int = _setting(
+        1, "processes that score each split together over contiguous shards, sharing the reply cache", ge=1, le=1024
+    )
     timeout: Timeout = _setting(constants.DEFAULT_TIMEOUT, "seconds per request")
     retries: Retries = _setting(constants.DEFAULT_RETRIES, "retries per request")
     max_requests_per_minute: float | None = _setting(None, "max requests per minute", gt=0)
