@@ -21,7 +21,7 @@ from typing import Any
 from datasets import Dataset
 
 from .client import JudgeClient, Outcome
-from .pipeline import Plan, SplitRun, _Job, read_batches
+from .pipeline import Plan, SplitRun, _Job
 from .store import ReplyStore
 
 # How often keys that another worker is sending are looked up again.
@@ -44,9 +44,6 @@ class SharedRun(SplitRun):
         store = self.store
         if store is None or not store.shared:
             return await super()._feed()
-        needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
-        source = self.ds.select_columns(needed) if needed else self.ds
-        n = len(self.ds)
         row = 0
         loop = asyncio.get_running_loop()
         store.on_failure = lambda _e: loop.call_soon_threadsafe(self._store_failed)
@@ -54,19 +51,12 @@ class SharedRun(SplitRun):
             return self._store_failed()
         poller = loop.create_task(self._poll())
         try:
-            for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+            async for size, batch in self._read():
                 while row - self.consumed >= self.window and self.failure is None:
                     await asyncio.sleep(0.005)
                 if self.failure is not None:
                     return
-                size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
-                sends: list[tuple[_Job, int, list, bytes]] = []
-                for i in range(size):
-                    r = row + i
-                    self.values[r] = {}
-                    self.row_pending[r] = len(self.plans)
-                    for plan in self.plans:
-                        self._prepare(r, plan, batch, i, sends)
+                sends = self.prepare_rows(batch, row, size)
                 row += size
                 await self._dispatch(sends)
                 if self.failure is not None:
