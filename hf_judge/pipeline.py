@@ -25,16 +25,18 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from datasets import Dataset
 
+from . import logprobs
 from .client import JudgeClient, Outcome
 from .ensemble import Layout, sample_key
 from .errors import (
     AuthenticationError,
+    BudgetExceededError,
     CircuitOpenError,
     ErrorKind,
     ModelNotFoundError,
@@ -150,7 +152,7 @@ class SplitRun:
     def __init__(
         self,
         split: str,
-        ds: Dataset,
+        ds: Dataset | None,
         plans: Sequence[Plan],
         client: JudgeClient,
         store: ReplyStore | None,
@@ -180,6 +182,9 @@ class SplitRun:
         self.read_batch = read_batch
         self.max_input_chars = max_input_chars
         self.columns = [c for p in plans for c in layout.columns(p.metric)]
+        self.logprobs = client.settings.logprobs
+        if self.logprobs:
+            self.columns += [c for p in plans for c in logprobs.columns(p.metric)]
         self.token_columns = token_columns
         if token_columns:
             self.columns += TOKEN_COLUMNS
@@ -195,12 +200,13 @@ class SplitRun:
         self.scored_rows = 0
         self.rows_done = 0  # rows whose every metric has finished, in any order
         self.on_progress = on_progress
+        self.total = len(ds) if ds is not None else 0  # rows to score; a stream's grows as it is read
         # Identical requests of this run: key -> the (job, part)s waiting for the
         # one in flight, and key -> a recent final outcome (bounded, oldest out).
         self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
         self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
         self.recent_max = RECENT_REPLIES
-        self.input_files = file_paths(ds.cache_files)
+        self.input_files = file_paths(ds.cache_files) if ds is not None else frozenset()
         self._released_at = 0
         release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
 
@@ -237,7 +243,7 @@ class SplitRun:
                 Progress(
                     self.split,
                     self.rows_done,
-                    len(self.ds),
+                    self.total,
                     sum(c.limiter.in_flight for c in self.clients),
                     len(self.errors),
                     self._requests() - self._requests0,
@@ -250,14 +256,27 @@ class SplitRun:
     def _fail(self, e: BaseException) -> None:
         if self.failure is None:
             self.failure = e
-        for t in list(self.tasks):
-            t.cancel()
+        # A budget stops what is not sent yet. The requests in flight are paid for: they are awaited (cancel())
+        # and their replies kept; each checks the budget again before any further attempt.
+        if not isinstance(self.failure, BudgetExceededError):
+            for t in list(self.tasks):
+                t.cancel()
         self.ready.set()
 
-    async def _feed(self) -> None:
+    async def _read(self) -> AsyncIterator[tuple[int, dict[str, list]]]:
+        """The rows to score, in steps of ``read_batch``: (rows, the columns the plans read).
+        A subclass reads another source (``stream.StreamRun``: batches handed over by another thread)."""
+        assert self.ds is not None  # a run without a dataset overrides _read
         needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
         source = self.ds.select_columns(needed) if needed else self.ds
         n = len(self.ds)
+        row = 0
+        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+            row += size
+            yield size, batch
+
+    async def _feed(self) -> None:
         row = 0
         store = self.store
         if store is not None:
@@ -266,22 +285,15 @@ class SplitRun:
             store.on_failure = lambda _e: loop.call_soon_threadsafe(self._store_failed)
             if store.failure is not None:
                 return self._store_failed()
-        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+        async for size, batch in self._read():
             while row - self.consumed >= self.window and self.failure is None:
                 await asyncio.sleep(0.005)
             if self.failure is not None:
                 return
-            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
-            sends: list[tuple[_Job, int, list, bytes]] = []
-            for i in range(size):
-                r = row + i
-                self.values[r] = {}
-                self.row_pending[r] = len(self.plans)
-                for plan in self.plans:
-                    self._prepare(r, plan, batch, i, sends)
+            sends = self.prepare_rows(batch, row, size)
             row += size
             if store is not None and sends:
-                found = store.get_many([job.keys[part] for job, part, _, _ in sends])
+                found = self.cached_replies(store, sends)
                 if found:
                     remaining = []
                     for item in sends:
@@ -330,6 +342,18 @@ class SplitRun:
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
+    def prepare_rows(self, batch: dict, row: int, size: int) -> list[tuple[_Job, int, list, bytes]]:
+        """Render the requests of rows ``row .. row + size`` (``batch`` holds them): (job, part, messages,
+        canonical body) each; a row that sends nothing for a metric gets its error row instead."""
+        sends: list[tuple[_Job, int, list, bytes]] = []
+        for i in range(size):
+            r = row + i
+            self.values[r] = {}
+            self.row_pending[r] = len(self.plans)
+            for plan in self.plans:
+                self._prepare(r, plan, batch, i, sends)
+        return sends
+
     def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
         metric = plan.metric
         values: dict[str, Any] = {}
@@ -369,24 +393,54 @@ class SplitRun:
             client = self.client
             for part, messages in enumerate(rendered):
                 body = client.body(metric, messages, plan.temperature, "json_schema")
-                job.keys[part] = client.request_key(body)
+                job.keys[part] = client.reply_key(metric, messages, plan.temperature, body)
                 sends.append((job, part, messages, body))
             return
         job = _Job(r, plan, n_orders * k * len(self.clients), n_orders, n_orders * k)
         for judge, client in enumerate(self.clients):
             for order, messages in enumerate(rendered):
                 body = client.body(metric, messages, plan.temperature, "json_schema")
-                key = client.request_key(body)
+                key = client.reply_key(metric, messages, plan.temperature, body)
                 for sample in range(k):
                     part = (judge * k + sample) * n_orders + order
                     job.keys[part] = sample_key(key, sample)
                     sends.append((job, part, messages, body))
 
-    def _from_cache(self, metric: Metric, hit: tuple[str, tuple[int, int] | None]) -> Outcome | None:
-        content, usage = hit
+    def _whole_body_key(self, job: _Job, part: int, body: bytes) -> bytes:
+        """The key ``part`` of ``job`` had before compatible reuse: the whole body's, of its judge and sample."""
+        judge, in_judge = divmod(part, job.per_judge)
+        return sample_key(self.clients[judge].request_key(body), in_judge // job.orders)
+
+    def cached_replies(self, store: ReplyStore, sends: list, copy_forward: bool = True) -> dict[bytes, tuple]:
+        """The store's replies to ``sends`` (from :meth:`_prepare`), by reply key.
+
+        Where a reply key leaves settings out (compatible reuse), a reply not found under it is looked
+        up under the key of the whole body too: that is where earlier versions, and ``reuse="strict"``,
+        stored it. ``copy_forward`` stores such a reply under its reply key as well, so that a later
+        change of max_tokens still finds it.
+        """
+        found = store.get_many([job.keys[part] for job, part, _, _ in sends], with_logprobs=self.logprobs)
+        if self.client.strict_fallback and len(found) < len(sends):
+            whole = {
+                self._whole_body_key(job, part, body): job.keys[part]
+                for job, part, _, body in sends
+                if job.keys[part] not in found
+            }
+            for key, hit in store.get_many(list(whole), with_logprobs=self.logprobs).items():
+                found[whole[key]] = hit
+                if copy_forward:
+                    content, usage = hit[0], hit[1]
+                    store.put(whole[key], content, usage, hit[2] if len(hit) > 2 else None)
+        return found
+
+    def _from_cache(self, metric: Metric, hit: tuple) -> Outcome | None:
+        content, usage = hit[0], hit[1]
+        table = hit[2] if len(hit) > 2 else None  # the log-probability table, read when logprobs are on
+        if not self.client.reply_fits(usage):
+            return None  # longer than this run's max_tokens allows: it would have been cut off
         content = scrub_registered(content)  # an entry written before its secret was registered
         try:
-            return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage)
+            return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage, logprobs=table)
         except ReplyError:
             return None  # a damaged or outdated entry: score it again
 
@@ -480,7 +534,7 @@ class SplitRun:
         key = job.keys[part]
         if outcome.value is not None and self.store is not None:
             assert outcome.raw is not None  # a validated reply always keeps its text
-            self.store.put(key, outcome.raw, outcome.usage)
+            self.store.put(key, outcome.raw, outcome.usage, outcome.logprobs)
         recent = self.recent  # a failure too: the same request already had its retries
         recent[key] = outcome
         if len(recent) > self.recent_max:
@@ -504,7 +558,7 @@ class SplitRun:
         assert store is not None and store.failure is not None  # only called when the store has failed
         parts = sum(2 if p.metric.kind == MetricKind.PAIRWISE and p.metric.swap else 1 for p in self.plans)
         parts *= self.layout.samples * len(self.clients)
-        error = store.stop_error((len(self.ds) - self.frontier) * parts)
+        error = store.stop_error((self.total - self.frontier) * parts)
         assert error is not None
         self._fail(error)
 
@@ -547,6 +601,8 @@ class SplitRun:
                 return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
             # none failed: every value is set
             self._put_values(metric, outcomes, row_values)
+            if self.logprobs:
+                self._put_logprobs(metric, outcomes, row_values)
         elif not self._combine(job, outcomes, row_values):
             return self._row_done(job.row)
         if self.token_columns:
@@ -568,6 +624,18 @@ class SplitRun:
         if metric.kind == _BINARY:
             verdict = next(o for o in metric.outputs if o.enum)
             into[metric.name] = value[verdict.key] == metric.params["positive"]
+
+    def _put_logprobs(self, metric: Metric, outcomes: list[Outcome], into: dict[str, Any]) -> None:
+        """The probability-weighted columns of one reply (both orders of a swapped pairwise judge)."""
+        stats = self.client.stats
+        if metric.kind == _PAIRWISE:
+            values = cast("list[dict[str, Any]]", [o.value for o in outcomes])
+            into.update(logprobs.pair_values(metric, values, [o.logprobs for o in outcomes]))
+            for o in outcomes:
+                logprobs.notice(stats, metric, o.logprobs)
+        elif logprobs.targets(metric):
+            into.update(logprobs.row_values(metric, cast("dict[str, Any]", outcomes[0].value), outcomes[0].logprobs))
+            logprobs.notice(stats, metric, outcomes[0].logprobs)
 
     def _combine(self, job: _Job, outcomes: list[Outcome], row_values: dict[str, Any]) -> bool:
         """Samples and judges of a finished job -> its columns (see ensemble.py), and an error row for each
@@ -645,6 +713,11 @@ class SplitRun:
             self._released_at = stop
             release(self.input_files)
         return {c: [row.get(c) for row in rows] for c in self.columns}
+
+    def in_order(self, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Error rows by row, then metric as the plans list them: the order they finish in varies from run to run."""
+        order = {p.metric.name: i for i, p in enumerate(self.plans)}
+        return sorted(errors, key=lambda e: (e["row"], order.get(e["metric"], 0)))
 
     async def cancel(self) -> None:
         self._fail(self.failure or asyncio.CancelledError())

@@ -8,6 +8,10 @@ messages, so the same prompt always gets the same scores. ``POST
 /_admin/config`` changes its behaviour (latency, admission limit, faults, see
 ``DEFAULTS``), ``POST /_admin/reset`` restores the defaults and clears the
 stats, ``GET /_admin/stats`` returns what it received.
+
+A request with ``logprobs: true`` gets ``choices[0].logprobs.content`` in
+OpenAI's shape (config ``logprobs: false``: ``null``, as from a server without
+them), by a fixed rule that tests can compute by hand (:func:`token_logprobs`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import argparse
 import asyncio
 import copy
 import hashlib
+import math
 import random
+import re
 import sys
 import time
 import zlib
@@ -41,9 +47,42 @@ DEFAULTS: dict = {
     "text_reply": "ok",
     "record": False,
     "faults": [],
+    "logprobs": True,  # False: never send token log-probabilities, even when asked
+    # usage.prompt_tokens_details.cached_tokens: prompt prefixes seen before, in blocks of PREFIX_BLOCK characters
+    "prefix_cache": False,
+    "tokenize": True,  # POST /tokenize, vLLM's form: {"model", "messages"} -> {"count", "tokens", "max_model_len"}
 }
 MAX_EVENTS = 200_000
+PREFIX_BLOCK = 64  # characters: 16 tokens at this server's 4 characters a token
 CHUNK = 64 * 1024
+_TOKEN = re.compile(r"\d|[^\W\d]+|\s+|[^\w\s]")
+
+
+def token_logprobs(content: str, top: int) -> list[dict]:
+    """The reply's tokens and their ``top`` alternatives, by a rule that tests compute by hand.
+
+    Tokens: each digit alone (as Llama and Gemma write numbers), runs of letters, runs of
+    whitespace, any other character alone. A digit that starts a number: itself 0.6, the next
+    digit (mod 10) 0.25, the one before 0.1, a space 0.05. A digit that continues one: itself
+    0.7, ``,`` 0.2, the digit 5 places on 0.1. Any other token: itself, probability 1.
+    """
+
+    def entry(t: str, p: float) -> dict:
+        return {"token": t, "logprob": math.log(p), "bytes": list(t.encode())}
+
+    out, prev = [], ""
+    for tok in _TOKEN.findall(content):
+        if tok.isdigit():
+            d = int(tok)
+            if prev.isdigit():
+                alts = [(tok, 0.7), (",", 0.2), (str((d + 5) % 10), 0.1)]
+            else:
+                alts = [(tok, 0.6), (str((d + 1) % 10), 0.25), (str((d - 1) % 10), 0.1), (" ", 0.05)]
+        else:
+            alts = [(tok, 1.0)]
+        prev = tok[-1]
+        out.append({**entry(*alts[0]), "top_logprobs": [entry(t, p) for t, p in alts[:top]]})
+    return out
 
 
 def _new_stats() -> dict:
@@ -61,6 +100,7 @@ def _new_stats() -> dict:
         "auth": [],
         "paths": [],
         "image_parts": 0,
+        "tokenize": 0,
     }
 
 
@@ -75,6 +115,7 @@ class Judge:
         self.stats = _new_stats()
         self.attempts: dict[bytes, int] = {}
         self.answered: set[bytes] = set()
+        self.prefixes: set[bytes] = set()
         self.t0 = time.monotonic()
 
     # -- helpers --------------------------------------------------------------
@@ -128,8 +169,24 @@ class Judge:
             status=status, body=orjson.dumps({"error": err}), content_type="application/json", headers=headers
         )
 
+    def _cached_tokens(self, text: str) -> int:
+        """The tokens of ``text``'s leading blocks that an earlier prompt began with (a server's prefix cache)."""
+        h = hashlib.blake2b(digest_size=16)
+        hits, hitting = 0, True
+        for i in range(len(text) // PREFIX_BLOCK):
+            h.update(text[i * PREFIX_BLOCK : (i + 1) * PREFIX_BLOCK].encode())
+            d = h.digest()
+            if hitting and d in self.prefixes:
+                hits += 1
+            else:
+                hitting = False
+                self.prefixes.add(d)
+        return hits * PREFIX_BLOCK // 4
+
     @staticmethod
-    def _completion_body(model: str, content, finish: str = "stop", prompt_len: int = 0) -> bytes:
+    def _completion_body(
+        model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None, cached=None
+    ) -> bytes:
         n_out = max(1, len(content) // 4 if isinstance(content, str) else 1)
         n_in = max(1, prompt_len // 4)
         body = {
@@ -140,10 +197,17 @@ class Judge:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
         }
+        if top is not None:  # asked for: the tokens (where there is text and the config allows), else null
+            lp = {"content": token_logprobs(content, top)} if top and isinstance(content, str) else None
+            body["choices"][0]["logprobs"] = lp
+        if cached is not None:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": min(cached, n_in)}
         return orjson.dumps(body)
 
-    def _completion(self, model: str, content, finish: str = "stop", prompt_len: int = 0) -> web.Response:
-        body = self._completion_body(model, content, finish, prompt_len)
+    def _completion(
+        self, model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None, cached=None
+    ) -> web.Response:
+        body = self._completion_body(model, content, finish, prompt_len, top, cached)
         return web.Response(body=body, content_type="application/json")
 
     async def _huge(self, request: web.BaseRequest, rule: dict, completion: bytes) -> web.StreamResponse:
@@ -275,8 +339,11 @@ class Judge:
             schema = (
                 (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
             )
+            top = None  # logprobs not asked for; 0: asked for, none sent
+            if body.get("logprobs"):
+                top = int(body.get("top_logprobs") or 1) if cfg["logprobs"] else 0
             if rule is not None:
-                resp = self._fault(rule, model, text, schema, inflight, request)
+                resp = self._fault(rule, model, text, schema, inflight, request, top)
                 if asyncio.iscoroutine(resp):
                     return await resp
                 return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
@@ -291,7 +358,8 @@ class Judge:
             else:
                 self.answered.add(phash)
                 st["prompts"] = len(self.answered)
-            resp = self._completion(model, content, "stop", len(text))
+            cached = self._cached_tokens(text) if cfg["prefix_cache"] else None
+            resp = self._completion(model, content, "stop", len(text), top, cached)
             return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
         finally:
             st["inflight"] -= 1
@@ -313,7 +381,16 @@ class Judge:
         self.attempts[phash] = first + n - 1
         return web.Response(body=orjson.dumps(doc), content_type="application/json")
 
-    def _fault(self, rule: dict, model: str, text: str, schema: dict | None, inflight: int, request: web.BaseRequest):
+    def _fault(
+        self,
+        rule: dict,
+        model: str,
+        text: str,
+        schema: dict | None,
+        inflight: int,
+        request: web.BaseRequest,
+        top: int | None = None,
+    ):
         kind = rule["fault"]
         if kind == "status":
             status = rule.get("status", 500)
@@ -386,7 +463,17 @@ class Judge:
         else:
             return self._error(500, f"unknown fault {kind}")
         self._event(200, inflight)
-        return self._completion(model, content, finish, len(text))
+        return self._completion(model, content, finish, len(text), top)
+
+    async def tokenize(self, request: web.BaseRequest) -> web.Response:
+        """vLLM's /tokenize for chat messages; the count is this server's usage.prompt_tokens for them."""
+        if not self.config["tokenize"]:
+            return web.Response(status=404, text="no route POST /tokenize")
+        body = orjson.loads(await request.read())
+        self.stats["tokenize"] += 1
+        text = "".join(self._text(m.get("content"), {"image_parts": 0}) for m in body.get("messages", []))
+        n = max(1, len(text) // 4)
+        return web.json_response({"count": n, "max_model_len": 131072, "tokens": list(range(n))})
 
     # -- admin ------------------------------------------------------------------
     async def models(self, request: web.BaseRequest) -> web.Response:
@@ -417,6 +504,7 @@ def make_server(config: dict | None = None) -> web.Server:
         ("POST", "/_admin/config"): judge.admin_config,
         ("POST", "/_admin/reset"): judge.admin_reset,
         ("GET", "/_admin/stats"): judge.admin_stats,
+        ("POST", "/tokenize"): judge.tokenize,
     }
     for prefix in ("/v1", ""):
         routes["POST", prefix + "/chat/completions"] = judge.completions
