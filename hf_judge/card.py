@@ -91,6 +91,8 @@ def text_histogram(hist: dict) -> str:
              1 | ###############                2
              2 | ############################## 4
     """
+    if not hist:
+        return "     (no values)"
     peak = max(hist.values()) or 1
     return "\n".join(
         f"{str(k):>6} | {'#' * max(1, round(_BAR * c / peak)) if c else '':<{_BAR}} {c}" for k, c in hist.items()

@@ -34,6 +34,8 @@ SCORE_EXAMPLE = """examples:
   hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming --metrics Q_Clarity \
       --column instruction=text --push-to-hub me/fineweb-judged   # read and scored as it streams
   hf-judge score data.jsonl --metrics QA_All --model gpt-4.1-nano --dry-run   # requests, tokens, cost; none sent
+  hf-judge score data.jsonl --metrics QA_Correctness --samples 5 --temperature 0.7   # mean, std, majority of 5
+  hf-judge score data.jsonl --metrics QA_Correctness --models gpt-4.1-nano,gpt-4o-mini   # a panel of two judges
 """
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
@@ -49,7 +51,7 @@ Flags override the recipe; the recipe overrides the defaults.
 AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement labelled-judged/ --score QA_Correctness --label human_score --out report.json
   hf-judge agreement me/pairs-judged --score Comparative --label preferred --plots plots/
-  hf-judge agreement out/ --score QA_Correctness_judge_a --label QA_Correctness_judge_b   # judge vs judge
+  hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
@@ -184,7 +186,11 @@ def _agreement_report(path: str):
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise argparse.ArgumentTypeError(
+            f"cannot read {path} ({e.strerror or e}): give the file that hf-judge agreement ... --out FILE saved"
+        ) from None
+    except ValueError as e:
         raise argparse.ArgumentTypeError(f"cannot read {path}: {e}") from None
     if not isinstance(data, dict):
         raise argparse.ArgumentTypeError(f"{path} is not an agreement report: save one with hf-judge agreement --out")
@@ -325,7 +331,11 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     p.add_argument("dataset", help="Hub repo id, local folder, or data file holding both columns")
-    p.add_argument("--score", required=True, help="the judge's column (a pairwise metric's name reads <name>_winner)")
+    p.add_argument(
+        "--score",
+        required=True,
+        help="the judge's column (a pairwise metric's name reads <name>_winner, Comparative__judge_a a panel judge's)",
+    )
     p.add_argument("--label", required=True, help="the column of trusted labels, or a second judge's column")
     p.add_argument("--split", help="the split to compare (needed when the dataset has several)")
     p.add_argument("--subset", help="dataset config name on the Hub (load_dataset's `name`)")

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-from .metrics import Metric
+from .metrics import Metric, MetricKind
 from .settings import Aggregator, Settings
 
 NUMERIC = frozenset({"int64", "float64"})
@@ -154,15 +154,14 @@ class Layout:
 
     def agreement(self, metric: Metric, table: Any) -> dict[str, Any]:
         """Judge-vs-judge agreement on a scored split (a pyarrow Table): per column that holds a judgment
-        (numbers, booleans, enums), per pair of judges, the rows both answered, the share where they gave
-        the same value, and for numbers the mean absolute difference."""
+        (numbers, booleans, enums, a pairwise winner), per pair of judges, the rows both answered, the share
+        where they gave the same value, and for numbers the mean absolute difference."""
         import pyarrow.compute as pc
 
-        judged = [
-            c
-            for c, t in metric.column_types.items()
-            if t in NUMERIC or t == "bool" or c in {o.column for o in metric.outputs if o.enum}
-        ]
+        verdicts = {o.column for o in metric.outputs if o.enum}
+        if metric.kind == MetricKind.PAIRWISE:
+            verdicts.add(f"{metric.name}_winner")  # "1"/"2"/"tie": a pairwise judge's verdict, a plain string
+        judged = [c for c, t in metric.column_types.items() if t in NUMERIC or t == "bool" or c in verdicts]
         out: dict[str, Any] = {}
         for c in judged:
             pairs: dict[str, Any] = {}

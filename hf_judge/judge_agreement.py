@@ -4,7 +4,8 @@ Three kinds of columns, told apart by their types (or ``kind=``):
 
 * numeric scores (integers, expected scores, a panel's mean): Spearman, Kendall's tau-b, Pearson,
   mean absolute error; for integer values also the quadratic-weighted Cohen's kappa and the
-  confusion matrix; the calibration table (mean label per score) for every numeric score;
+  confusion matrix (not against true/false labels); the calibration table (mean label per score)
+  for every numeric score;
 * binary verdicts (a boolean column, or 0/1, yes/no, true/false): accuracy, precision, recall, F1
   and Cohen's kappa;
 * pairwise judgments (``<metric>_winner``: "1", "2" or "tie"): agreement with the labelled
@@ -26,8 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict
+from datasets import features as _features
 
 from . import stats
+from .ensemble import JUDGE_SEP
 from .errors import ConfigError
 
 KINDS = ("numeric", "binary", "pairwise")
@@ -41,6 +44,7 @@ _TRUE = {"1", "true", "yes", "y", "correct", "pass", "positive"}
 _FALSE = {"0", "false", "no", "n", "incorrect", "fail", "negative"}
 _PREFERENCES = {"1": "1", "a": "1", "model_a": "1", "2": "2", "b": "2", "model_b": "2", "tie": "tie", "draw": "tie"}
 _WINNERS = ["1", "2", "tie"]
+_JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
 _CALIBRATION_BINS = 10  # for scores with more distinct values than this (expected scores)
 
 
@@ -111,7 +115,15 @@ class AgreementReport:
             f"rows {self.rows:,}, compared {self.pairs:,}, dropped: {self._dropped()}",
             "",
         ]
-        ci = f"{self.confidence:.0%} interval ({self.resamples:,} resamples, seed {self.seed})"
+        if not self.pairs:
+            lines += [
+                f"nothing to compare: no row has both a {self.score} and a {self.label} value "
+                "(a failed metric leaves its score null: see the errors split; label some rows)",
+                "",
+            ]
+        ci = (
+            f"{self.confidence:.0%} interval ({self.resamples:,} resamples, seed {self.seed})" if self.resamples else ""
+        )
         rows = [("figure", "value", ci), *self._rows()]
         w = [max(len(r[i]) for r in rows) for i in range(2)]
         lines += [f"{a:<{w[0]}}  {b:>{w[1]}}  {c}".rstrip() for a, b, c in rows]
@@ -184,10 +196,10 @@ def agreement(
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
-    ``kind``: "numeric", "binary" or "pairwise" (default: from the score column's type; ``score`` may
-    name a pairwise metric, whose ``<score>_winner`` column is read). ``positive``: the label value
-    that counts as positive for a binary judge, when the labels are not booleans, 0/1, yes/no or
-    true/false (the judge's own verdicts are read as those).
+    ``kind``: "numeric", "binary" or "pairwise" (default: from the score column's type; ``score`` and
+    ``label`` may name a pairwise metric, whose ``<score>_winner`` column is read, or a panel judge of one,
+    ``Comparative__judge_a``). ``positive``: the label value that counts as positive for a binary judge,
+    when the labels are not booleans, 0/1, yes/no or true/false (the judge's own verdicts are read as those).
     ``resamples``, ``seed``, ``confidence``: the bootstrap intervals (``resamples=0``: none).
 
     Example:
@@ -201,13 +213,11 @@ def agreement(
     if resamples < 0:
         raise ConfigError(f"resamples must be 0 or more, got {resamples}")
     split, d = _pick_split(ds, split)
-    if score not in d.column_names and f"{score}_winner" in d.column_names:
-        score = f"{score}_winner"
+    score, label = _winner(d, score), _winner(d, label)
     for col, what in ((score, "score"), (label, "label")):
         if col not in d.column_names:
             raise ConfigError(f"no column {col!r} ({what}) in the dataset; it has: {', '.join(d.column_names)}")
-    arrow = d.with_format("arrow")  # the rows a select/shuffle kept, in their order; only the two columns
-    s_arr, l_arr = arrow[score].combine_chunks(), arrow[label].combine_chunks()
+    s_arr, l_arr = _column(d, score), _column(d, label)
     kind = kind or _guess_kind(score, s_arr)
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -234,9 +244,11 @@ def agreement(
     )
     if kind == "numeric":
         x, y = _numbers(s_kept, score), _numbers(l_kept, label)
-        fns = _numeric(report, x, y)
+        # a 0/1 side (boolean labels, a calibration) has no scale in common with the other: no kappa, no matrix
+        ordinal = not (pa.types.is_boolean(s_arr.type) or pa.types.is_boolean(l_arr.type))
+        fns = _numeric(report, x, y, ordinal)
     elif kind == "binary":
-        x, y = _booleans(s_kept, score, None), _booleans(l_kept, label, positive)
+        x, y = _booleans(s_kept, score, None, judge=True), _booleans(l_kept, label, positive)
         fns = _binary(report, x, y)
     else:
         x, y = _preferences(s_kept, score), _preferences(l_kept, label)
@@ -264,6 +276,28 @@ def _pick_split(ds: Dataset | DatasetDict, split: str | None) -> tuple[str | Non
     return split, ds[split]
 
 
+def _winner(d: Dataset, name: str) -> str:
+    """A pairwise metric's name stands for its winner column, a panel judge's too: ``Comparative`` ->
+    ``Comparative_winner``, ``Comparative__judge_a`` -> ``Comparative_winner__judge_a``."""
+    base, sep, judge = name.partition(JUDGE_SEP)
+    winner = f"{base}_winner{sep}{judge}"
+    return winner if name not in d.column_names and winner in d.column_names else name
+
+
+def _column(d: Dataset, column: str) -> pa.Array:
+    """The column as Arrow, the rows a select/shuffle kept, in their order. A column that mixes JSON types
+    (labels 1, 2 and "tie" in one JSONL file) is a ``Json`` feature, stored as JSON text: its values are
+    read back, as numbers when they all are numbers, else as their text ("tie", "1", "true")."""
+    arr = d.with_format("arrow")[column].combine_chunks()
+    if not isinstance(d.features.get(column), _JSON):
+        return arr
+    values = [None if v is None else json.loads(v) for v in arr.to_pylist()]
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return pa.array(values, pa.float64())
+    return pa.array([None if v is None else json.dumps(v) if not isinstance(v, str) else v for v in values])
+
+
 def _nulls(arr: pa.Array) -> np.ndarray:
     null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_floating(arr.type):
@@ -274,7 +308,7 @@ def _nulls(arr: pa.Array) -> np.ndarray:
 def _guess_kind(score: str, s: pa.Array) -> str:
     """Numeric unless the score column is a verdict or a winner; a boolean label next to numeric scores
     is read as 0/1 (a calibration of ``p_positive``)."""
-    if score.endswith("_winner"):
+    if score.partition(JUDGE_SEP)[0].endswith("_winner"):  # Comparative_winner, Comparative_winner__judge_a
         return "pairwise"
     if pa.types.is_boolean(s.type):
         return "binary"
@@ -293,12 +327,31 @@ def _guess_kind(score: str, s: pa.Array) -> str:
 def _numbers(arr: pa.Array, column: str) -> np.ndarray:
     if pa.types.is_boolean(arr.type):
         arr = arr.cast(pa.int64())
+    if pa.types.is_null(arr.type):  # a column with no value at all: every row was dropped
+        return np.empty(0)
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        try:  # labels written as text ("7"): numbers all the same
+            arr = pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
+        except pa.ArrowInvalid:
+            bad = sorted({v for v in arr.to_pylist() if not _is_number(v)})
+            raise ConfigError(
+                f"column {column!r} is string, not numbers ({bad[:5]}): a numeric score is compared with numbers "
+                "(or true/false labels); write the labels as numbers, or name a verdict or winner column as --score"
+            ) from None
     if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
         raise ConfigError(f"column {column!r} is {arr.type}, not numbers; a numeric comparison needs two score columns")
     return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False))
 
 
-def _booleans(arr: pa.Array, column: str, positive: Any) -> np.ndarray:
+def _is_number(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _booleans(arr: pa.Array, column: str, positive: Any, judge: bool = False) -> np.ndarray:
     values = arr.to_pylist()
     if positive is not None and not pa.types.is_boolean(arr.type):
         return np.array([str(v) == str(positive) for v in values], dtype=bool)
@@ -308,6 +361,11 @@ def _booleans(arr: pa.Array, column: str, positive: Any) -> np.ndarray:
     if pa.types.is_floating(arr.type):  # 1.0 / 0.0
         words = [w[:-2] if w.endswith(".0") else w for w in words]
     unknown = sorted({w for w in words if w not in _TRUE and w not in _FALSE})
+    if unknown and judge:  # positive= names a label value: no help for the judge's column
+        raise ConfigError(
+            f"column {column!r} holds {unknown[:5]}, not a judge's verdicts (true/false, 1/0, yes/no): compare "
+            "scores as numbers (leave out kind=binary, --kind binary), or name a verdict column as the score"
+        )
     if unknown:
         raise ConfigError(
             f"column {column!r} holds {unknown[:5]}, not verdicts (true/false, 1/0, yes/no): "
@@ -345,14 +403,14 @@ def _integers(v: np.ndarray) -> bool:
     return bool(len(v)) and bool(np.all(v == np.round(v)))
 
 
-def _numeric(report: AgreementReport, x: np.ndarray, y: np.ndarray) -> dict[str, stats.Stat]:
+def _numeric(report: AgreementReport, x: np.ndarray, y: np.ndarray, ordinal: bool) -> dict[str, stats.Stat]:
     fns: dict[str, stats.Stat] = {
         "spearman": stats.spearman,
         "kendall_tau_b": stats.kendall_tau_b,
         "pearson": stats.pearson,
         "mae": stats.mae,
     }
-    if _integers(x) and _integers(y):
+    if ordinal and _integers(x) and _integers(y):
         lo, hi = int(min(x.min(), y.min())), int(max(x.max(), y.max()))
         labels = list(range(lo, hi + 1))  # the whole range: a quadratic kappa weighs by distance
 
@@ -406,7 +464,8 @@ def _pairwise(
         "label_tie_rate": float((y == "tie").mean()) if len(y) else None,
         "position_bias_rate": None,
     }
-    disagree = score.removesuffix("_winner") + "_disagree"
+    base, sep, judge = score.partition(JUDGE_SEP)
+    disagree = f"{base.removesuffix('_winner')}_disagree{sep}{judge}"
     if disagree in d.column_names:  # written only when the metric judged both orders (swap)
         flags = d.with_format("arrow")[disagree].combine_chunks().filter(pa.array(keep))
         flags = pc.drop_null(flags).to_numpy(zero_copy_only=False)

@@ -34,7 +34,17 @@ from datasets import Dataset
 from . import logprobs
 from .client import JudgeClient, Outcome
 from .ensemble import Layout, sample_key
-from .errors import BudgetExceededError, CircuitOpenError, ErrorKind, ServerUnreachableError, TemplateError
+from .errors import (
+    AuthenticationError,
+    BudgetExceededError,
+    CircuitOpenError,
+    ErrorKind,
+    ModelNotFoundError,
+    QuotaExceededError,
+    RateLimitedError,
+    ServerUnreachableError,
+    TemplateError,
+)
 from .images import ImageValueError, image_urls
 from .metrics import Metric, MetricKind, OutputType
 from .pages import file_paths, release
@@ -47,6 +57,8 @@ from .validate import ReplyError, parse_reply
 logger = logging.getLogger("hf_judge")
 # Bound to module names for the per-row paths: a member looked up on its enum class costs ~70 ns.
 _BINARY, _PAIRWISE = MetricKind.BINARY, MetricKind.PAIRWISE
+# A judge's own stops (its key, its model name or base URL, its quota): in a panel, the message names the judge.
+_JUDGE_STOPS = (AuthenticationError, ModelNotFoundError, QuotaExceededError, RateLimitedError)
 # Per-row token columns (token_columns=True): the usage the server reported for
 # the replies that scored the row, summed over its metrics. Failed attempts are
 # counted in the run summary only, so that a resumed run and an uninterrupted
@@ -480,6 +492,9 @@ class SplitRun:
                 return
             outcome = self.judge_down[judge]
         except BaseException as e:  # noqa: BLE001 - a RunStopped, or a bug: either must not hang the map
+            where = f"judge {self.layout.judges[judge]!r}: " if self.layout.panel else ""
+            if where and isinstance(e, _JUDGE_STOPS) and e.args and not str(e.args[0]).startswith(where):
+                e.args = (where + str(e.args[0]), *e.args[1:])  # which judge's key, model or quota
             self._fail(e)
             return
         if followers:

@@ -1075,7 +1075,7 @@ def _total_stats(clients: list[JudgeClient]) -> Stats:
         for k in (*_COUNTERS, "shared", "capped_waits"):
             setattr(total, k, getattr(total, k) + getattr(s, k))
         total.failures.update(s.failures)
-        total.notes += s.notes
+        total.notes += [n for n in s.notes if n not in total.notes]  # judges on one server: said once
     return total
 
 

@@ -213,6 +213,10 @@ class Settings(BaseModel):
         models = data["models"]
         if isinstance(models, str):
             models = [m.strip() for m in models.split(",") if m.strip()]
+        if models == []:  # before `model` is missing: that error would send the user the wrong way
+            raise ConfigError("models is empty: give the panel's judges, e.g. models=['a', 'b'] (--models a,b)")
+        if isinstance(models, list):
+            _one_judge_or_a_panel(data.get("model"), models)
         first = models[0] if isinstance(models, list) and models else None
         first = first.model if isinstance(first, Judge) else first.get("model") if isinstance(first, dict) else first
         return {**data, "models": models, **({"model": first} if isinstance(first, str) else {})}
@@ -322,8 +326,27 @@ def merge_layers(*layers: Settings | Mapping[str, Any] | None) -> dict[str, Any]
     for layer in layers:
         if isinstance(layer, BaseModel):
             layer = layer.model_dump(exclude_unset=True)
-        merged.update(layer or {})
+        layer = layer or {}
+        # one judge or a panel, whichever the later layer names: `--models a,b` over a recipe's model (or
+        # `--model x` over a recipe's panel) replaces it rather than being silently outvoted by it
+        if layer.get("models") is not None:
+            merged.pop("model", None)
+        elif layer.get("model") is not None:
+            merged.pop("models", None)
+        merged.update(layer)
     return merged
+
+
+def _one_judge_or_a_panel(model: Any, models: list) -> None:
+    """A ``model`` outside ``models``, given together (in the flags, a recipe, the keyword arguments), asks for
+    two runs at once; the panel would silently replace the model. (:func:`merge_layers` keeps the later of
+    the two when they come from different layers.)"""
+    names = [e.model if isinstance(e, Judge) else e.get("model") if isinstance(e, Mapping) else e for e in models]
+    if model is not None and model not in names:
+        raise ConfigError(
+            f"both model={model!r} and a panel (models) are given: a panel's judges are its models. Drop model "
+            f"(--model), or add {model!r} to models (--models)"
+        )
 
 
 def resolve_settings(*layers: Settings | Mapping[str, Any] | None, where: str = "settings") -> Settings:

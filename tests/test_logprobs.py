@@ -328,7 +328,7 @@ def test_pairwise_in_free_text_and_in_both_orders(judge, tmp_path):
     assert len({(o["score_1"], o["score_2"]) for o in orders.values()}) > 3  # not one case over and over
 
 
-@pytest.mark.parametrize("extra", [{"samples": 3, "temperature": 0.7}, {"models": ["a", "b"]}])
+@pytest.mark.parametrize("extra", [{"samples": 3, "temperature": 0.7}, {"models": ["m", "b"]}])
 def test_logprobs_with_samples_or_a_panel_is_refused_before_any_request(extra):
     """The weighted columns are those of one reply: with K samples or a panel they would be left null, so the
     combination is refused up front (a config error naming both settings), not silently dropped."""
