@@ -141,6 +141,13 @@ def _provenance(summary: RunSummary) -> list[str]:
         f"- **Structured output:** {summary.structured_output}",
         f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items())}",
     ]
+    if summary.batch:
+        b = summary.batch
+        out.append(
+            f"- **Batch mode:** sent through the provider's batch API: {b.get('batches', 0):,} batches, "
+            f"{b.get('collected', 0):,} replies collected, {b.get('prompt_tokens', 0):,} prompt / "
+            f"{b.get('completion_tokens', 0):,} completion tokens as the provider reported them"
+        )
     if summary.recipe:
         out.append(f"- **Recipe:** `{summary.recipe}` ([`{FILES_DIR}/recipe.yaml`]({FILES_DIR}/recipe.yaml))")
     out.append(f"- **Rows scored:** {', '.join(f'{k}: {v:,}' for k, v in summary.rows.items())}")

@@ -83,9 +83,15 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     for name, f in public_fields().items():
         kind = _scalar_type(f.annotation)
         default = f.default if not f.is_required() else None
-        shown = "" if default is None else f" (default {default:,})" if kind is int else f" (default {default:g})"
         flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
-        g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
+        if kind is bool:  # a switch: given or not (None: the recipe's or the default)
+            g.add_argument(*flags, dest=name, action="store_true", default=None, help=f.description)
+        elif isinstance(kind, str):  # a Literal: its values are the choices
+            choices = _literal_values(f.annotation)
+            g.add_argument(*flags, dest=name, choices=choices, help=f"{f.description} (default {default})")
+        else:
+            shown = "" if default is None else f" (default {default:,})" if kind is int else f" (default {default:g})"
+            g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
         if name == "base_url":
             g.add_argument(
                 "--api-key-env",
@@ -101,6 +107,12 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="add per-row judge_prompt_tokens / judge_completion_tokens columns",
     )
+
+
+def _literal_values(annotation: Any) -> list[str]:
+    import typing
+
+    return [str(a) for a in typing.get_args(annotation)]
 
 
 def _scalar_type(annotation: Any) -> type:

@@ -23,7 +23,7 @@ import gc
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -146,6 +146,7 @@ class SplitRun:
         max_input_chars: int | None = None,
         token_columns: bool = False,
         on_progress: ProgressCallback | None = None,
+        unsent: Callable[[bytes], Outcome] | None = None,
     ):
         self.split = split
         self.ds = ds
@@ -171,6 +172,8 @@ class SplitRun:
         self.scored_rows = 0
         self.rows_done = 0  # rows whose every metric has finished, in any order
         self.on_progress = on_progress
+        # Batch mode (batch.py) has already sent what could be sent: a request the store lacks ends as this says.
+        self.unsent = unsent
         # Identical requests of this run: key -> the (job, part)s waiting for the
         # one in flight, and key -> a recent final outcome (bounded, oldest out).
         self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
@@ -244,14 +247,7 @@ class SplitRun:
                 await asyncio.sleep(0.005)
             if self.failure is not None:
                 return
-            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
-            sends: list[tuple[_Job, int, list, bytes]] = []
-            for i in range(size):
-                r = row + i
-                self.values[r] = {}
-                self.row_pending[r] = len(self.plans)
-                for plan in self.plans:
-                    self._prepare(r, plan, batch, i, sends)
+            size, sends = self._render(batch, row, needed, n)
             row += size
             if store is not None and sends:
                 found = store.get_many([job.keys[part] for job, part, _, _ in sends])
@@ -267,6 +263,10 @@ class SplitRun:
                             self.client.stats.cache_hits += 1
                             self._finish_part(job, part, outcome)
                     sends = remaining
+            if self.unsent is not None:
+                for job, part, _, _ in sends:
+                    self._finish_part(job, part, self.unsent(job.keys[part]))
+                sends = []
             limiter = self.client.limiter
             loop = asyncio.get_running_loop()
             inflight, recent, stats = self.inflight, self.recent, self.client.stats
@@ -295,6 +295,35 @@ class SplitRun:
             await asyncio.sleep(0)
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    def _render(self, batch: dict, row: int, needed: list[str], n: int) -> tuple[int, list]:
+        """The requests of one read batch that starts at ``row``: (rows, [(job, part, messages, body)])."""
+        size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+        sends: list[tuple[_Job, int, list, bytes]] = []
+        for i in range(size):
+            r = row + i
+            self.values[r] = {}
+            self.row_pending[r] = len(self.plans)
+            for plan in self.plans:
+                self._prepare(r, plan, batch, i, sends)
+        return size, sends
+
+    def requests(self) -> Iterator[list[tuple[bytes, Metric, bytes]]]:
+        """Every request of the split as the feeder renders it, one read batch at a time: (key, metric, body).
+
+        For batch mode (batch.py), which packs them into files: nothing is sent, no row is finished,
+        and rows that send nothing (a null input, a template error) are left out, as the run reports them.
+        """
+        needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
+        source = self.ds.select_columns(needed) if needed else self.ds
+        row, n = 0, len(self.ds)
+        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+            size, sends = self._render(batch, row, needed, n)
+            row += size
+            self.values.clear()
+            self.row_pending.clear()
+            self.errors.clear()
+            yield [(job.keys[part], job.plan.metric, body) for job, part, _, body in sends]
 
     def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
         metric = plan.metric

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -294,9 +295,15 @@ def score_dataset(
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
+    if (settings.batch or settings.batch_offline) and not use_cache:
+        raise ConfigError(
+            "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
+        )
     try:
         with sparse_gc(), _RunResources(client, cache_root / "replies.sqlite3" if use_cache else None) as res:
             ctx.resources = res
+            if settings.batch or settings.batch_offline:
+                _run_batches(ctx, splits, plans_by_split, api_key)
             for split, d in splits.items():
                 results[split] = _score_split(ctx, split, d, plans_by_split[split], errors)
                 summary.rows[split] = len(d)
@@ -324,6 +331,40 @@ def score_dataset(
     out.summary = summary
     logger.info("hf_judge run summary\n%s", summary)
     return out
+
+
+def _run_batches(
+    ctx: _SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], api_key: str | None
+) -> None:
+    """Batch mode: fill the reply store through the provider's batch API (batch.py) before the splits are
+    built from it; what it could not score ends as the batch book says (``batch_fallback='online'``: sent online)."""
+    from .batch import BatchRunner
+
+    res, client, settings = ctx.resources, ctx.client, ctx.client.settings
+    assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
+    res.open()
+    metrics = {p.metric.name: p.metric for plans in plans_by_split.values() for p in plans}
+    runner = BatchRunner(client, api_key, res.store_path, metrics)
+    res.callback(runner.close)
+    if settings.batch_fallback == "batch" or settings.batch_offline:
+        ctx.unsent = runner.book.failure
+    if settings.batch_offline:
+        return
+    todo: list[Callable[[], Any]] = []
+    for split, d in splits.items():
+        plans = plans_by_split[split]
+        fp = _fingerprint(d, split, plans, client, ctx.max_input_chars, ctx.token_columns)
+        if plans and not (ctx.cache_root / "results" / f"{fp}.arrow").exists():
+            todo.append(functools.partial(_requests, split, d, plans, client))
+    try:
+        runner.run(todo, settings.no_wait)
+    finally:
+        ctx.summary.batch = runner.report.to_dict()
+
+
+def _requests(split: str, d: Dataset, plans: list[Plan], client: JudgeClient):
+    # large read batches: nothing waits on the renderer here, unlike in the online feeder
+    return SplitRun(split, d, plans, client, None, window=1024, read_batch=1024).requests()
 
 
 def _settings_doc() -> str:
@@ -509,6 +550,7 @@ class _SplitContext:
     window: int
     max_input_chars: int | None
     resources: _RunResources | None = None
+    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -589,6 +631,7 @@ def _fresh_run(
         max_input_chars=ctx.max_input_chars,
         token_columns=ctx.token_columns,
         on_progress=on_progress,
+        unsent=ctx.unsent,
     )
     current = (split, cache_file if ctx.use_cache else None, _counters(client), time.perf_counter())
     try:

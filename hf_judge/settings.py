@@ -14,7 +14,7 @@ a recipe or seed config, then flags / keyword arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
@@ -74,10 +74,28 @@ class Settings(BaseModel):
     temperature: Temperature | None = _setting(None, "override every metric's default temperature")
     top_p: TopP | None = _setting(constants.DEFAULT_TOP_P, "top_p of every request (library: None sends none)")
     max_tokens: int | None = _setting(None, "max completion tokens per reply (default: the server's)", ge=1)
+    # -- batch mode (batch.py): the provider's batch API instead of one request per reply
+    batch: bool = _setting(
+        False, "send the requests through the server's batch API (/v1/batches): half the price, replies within 24 h"
+    )
+    batch_max_requests: int = _setting(
+        constants.DEFAULT_BATCH_MAX_REQUESTS, "requests per batch file (batch mode)", ge=1, le=10_000_000
+    )
+    batch_max_bytes: int = _setting(
+        constants.DEFAULT_BATCH_MAX_BYTES, "bytes per batch file (batch mode)", ge=1024, le=10 << 30
+    )
+    batch_fallback: Literal["batch", "online"] = _setting(
+        "batch", "where failed batch lines are retried: batch (a new batch) or online (one request each)"
+    )
+    no_wait: bool = _setting(False, "batch mode: submit the batches and stop; run again to collect them")
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
     backoff_max: float = _setting(30.0, "cap of a retry wait, Retry-After included", internal=True, ge=0)
     window: int | None = _setting(None, "rows in flight (default max(4096, 64 x concurrency))", internal=True, ge=1)
+    batch_poll_s: float = _setting(30.0, "seconds between two looks at the batches in flight", internal=True, gt=0)
+    batch_offline: bool = _setting(
+        False, "send nothing: what the store lacks is an error row (hf-judge batch import)", internal=True
+    )
 
     @field_validator("base_url")
     @classmethod
