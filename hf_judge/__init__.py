@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 # each public name is loaded from its submodule on first use (PEP 562), so
 # `hf-judge --help`, `metrics` and `recipes` start fast.
 _SUBMODULE_ATTRS = {
+    "batch_files": ["export_batch", "import_batch"],
     "errors": [
         "AuthenticationError",
+        "BatchesPending",
         "BudgetExceededError",
         "CacheError",
         "CacheLockedError",
@@ -54,8 +56,10 @@ _SUBMODULE_ATTRS = {
 _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
+    from .batch_files import export_batch, import_batch
     from .errors import (
         AuthenticationError,
+        BatchesPending,
         BudgetExceededError,
         CacheError,
         CacheLockedError,

@@ -127,7 +127,7 @@ class BatchBook:
     def close(self) -> None:
         self.conn.close()
 
-    def _tx(self) -> _Transaction:
+    def transaction(self) -> _Transaction:
         return _Transaction(self.conn)
 
     # -- jobs -----------------------------------------------------------------
@@ -148,21 +148,17 @@ class BatchBook:
 
     def update(self, name: str, **values: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in values)
-        with self._tx():
+        with self.transaction():
             self.conn.execute(f"UPDATE batch_jobs SET {cols} WHERE name = ?", [*values.values(), name])
 
     def add_job(self, name: str, base_url: str, keys: list[tuple[bytes, str]], state: str = "written") -> None:
         """Record a written file and assign its requests (key, metric name) to it, in one transaction."""
-        with self._tx():
+        with self.transaction():
             self.conn.execute(
                 "INSERT INTO batch_jobs (name, server, base_url, state, requests, created) VALUES (?, ?, ?, ?, ?, ?)",
                 (name, self.server, base_url, state, len(keys), time.time()),
             )
-            self.conn.executemany(
-                "INSERT INTO batch_requests (key, metric, job) VALUES (?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET job = excluded.job",
-                [(k, m, name) for k, m in keys],
-            )
+            self._assign(keys, name)
 
     # -- requests -------------------------------------------------------------
     def states(self, keys: list[bytes]) -> dict[bytes, tuple[str | None, int]]:
@@ -204,7 +200,7 @@ class BatchBook:
         if not rows:
             return
         rows.sort()
-        with self._tx():
+        with self.transaction():
             self.conn.executemany("INSERT OR REPLACE INTO replies (key, content, usage) VALUES (?, ?, ?)", rows)
             self.conn.executemany("DELETE FROM batch_requests WHERE key = ?", [(r[0],) for r in rows])
 
@@ -212,7 +208,7 @@ class BatchBook:
         """Record failed tries (key, kind, message, raw): each request is free for its next try."""
         if not rows:
             return
-        with self._tx():
+        with self.transaction():
             self.conn.executemany(
                 "UPDATE batch_requests SET job = NULL, attempts = attempts + 1, kind = ?, message = ?, raw = ? "
                 "WHERE key = ?" + (" AND job = ?" if job is not None else ""),
@@ -221,7 +217,7 @@ class BatchBook:
 
     def close_job(self, job: Job, kind: str, message: str) -> int:
         """Every request still assigned to ``job`` failed with ``kind``; returns how many."""
-        with self._tx():
+        with self.transaction():
             n = self.conn.execute(
                 "UPDATE batch_requests SET job = NULL, attempts = attempts + 1, kind = ?, message = ?, raw = NULL "
                 "WHERE job = ?",
@@ -230,9 +226,21 @@ class BatchBook:
             self.conn.execute("UPDATE batch_jobs SET state = 'collected' WHERE name = ?", (job.name,))
         return n
 
+    def assign(self, keys: list[tuple[bytes, str]], job: str) -> None:
+        """Assign requests (key, metric name) to ``job``, keeping the tries they have had."""
+        with self.transaction():
+            self._assign(keys, job)
+
+    def _assign(self, keys: list[tuple[bytes, str]], job: str) -> None:
+        self.conn.executemany(
+            "INSERT INTO batch_requests (key, metric, job) VALUES (?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET job = excluded.job",
+            [(k, m, job) for k, m in keys],
+        )
+
     def release(self, job: Job) -> None:
         """Forget a job that never reached the provider: its requests are free again, their tries unspent."""
-        with self._tx():
+        with self.transaction():
             self.conn.execute("UPDATE batch_requests SET job = NULL WHERE job = ?", (job.name,))
             self.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (job.name,))
 
@@ -467,6 +475,47 @@ class BatchRunner:
             if no_wait:
                 self._pending()
 
+    # -- files for offline runners (vllm run-batch) ---------------------------------------
+    def export(self, splits: Sequence[Callable[[], Iterator[list[tuple[bytes, Metric, bytes]]]]], path: Path) -> int:
+        """Write every request the store lacks into one batch JSONL file; returns how many.
+
+        The requests are recorded as those of the job ``export:<file name>``, so that :meth:`read_output`
+        can validate their replies and name the lines an output file lacks.
+        """
+        name = f"export:{path.name}"
+        tmp = path.with_name(path.name + ".tmp")
+        n = 0
+        seen: set[bytes] = set()
+        with open(tmp, "wb") as f:
+            with self.book.transaction():
+                self.book.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (name,))
+                self.book.conn.execute(
+                    "INSERT INTO batch_jobs (name, server, base_url, state, requests, created) "
+                    "VALUES (?, ?, ?, 'exported', 0, ?)",
+                    (name, self.book.server, self.client.base_url, time.time()),
+                )
+            for requests in splits:
+                for chunk in _grouped(requests(), 2048):
+                    have = self._stored([k for k, _, _ in chunk])
+                    todo = [(k, m, b) for k, m, b in chunk if k not in have and k not in seen]
+                    seen.update(k for k, _, _ in todo)
+                    f.write(b"".join(line(k, b) for k, _, b in todo))
+                    self.book.assign([(k, m.name) for k, m, _ in todo], name)
+                    n += len(todo)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self.book.update(name, requests=n)
+        return n
+
+    def read_output(self, path: Path) -> tuple[int, int]:
+        """Read a runner's output JSONL into the store: (replies accepted, lines failed or invalid)."""
+        with open(path, "rb") as f:
+            accepted, failed, p_tok, c_tok = self.reader.read(f, None)
+        r = self.report
+        r.collected, r.failed, r.prompt_tokens, r.completion_tokens = accepted, failed, p_tok, c_tok
+        return accepted, failed
+
     def _pending(self) -> None:
         jobs = [j for j in self.book.jobs() if j.state not in ("collected", "exported")]
         ids = ", ".join(j.batch_id or j.name for j in jobs[:5]) + (", ..." if len(jobs) > 5 else "")
@@ -492,6 +541,8 @@ class BatchRunner:
                 state = known.get(key)
                 if state is not None:
                     job, attempts = state
+                    if job is not None and job.startswith("export:"):
+                        job = None  # written for an offline runner: batch mode sends it itself
                     if job is not None or attempts >= self.tries or not retry:
                         continue  # in a batch already, or out of tries: its error row says why
                     self.report.resubmitted += 1

@@ -277,7 +277,7 @@ def score_dataset(
     plans_by_split, kept, renamed = _build_plans(
         splits, loaded, columns, settings.temperature, if_exists, token_columns
     )
-    api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()))
+    api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
     client = JudgeClient(settings, api_key=api_key)
     client.caching = use_cache
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
@@ -295,14 +295,14 @@ def score_dataset(
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
-    if (settings.batch or settings.batch_offline) and not use_cache:
+    if (settings.batch or settings.batch_import) and not use_cache:
         raise ConfigError(
             "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
         )
     try:
         with sparse_gc(), _RunResources(client, cache_root / "replies.sqlite3" if use_cache else None) as res:
             ctx.resources = res
-            if settings.batch or settings.batch_offline:
+            if settings.batch or settings.batch_import:
                 _run_batches(ctx, splits, plans_by_split, api_key)
             for split, d in splits.items():
                 results[split] = _score_split(ctx, split, d, plans_by_split[split], errors)
@@ -346,9 +346,13 @@ def _run_batches(
     metrics = {p.metric.name: p.metric for plans in plans_by_split.values() for p in plans}
     runner = BatchRunner(client, api_key, res.store_path, metrics)
     res.callback(runner.close)
-    if settings.batch_fallback == "batch" or settings.batch_offline:
+    if settings.batch_fallback == "batch" or settings.batch_import:
         ctx.unsent = runner.book.failure
-    if settings.batch_offline:
+    if settings.batch_import:
+        try:
+            runner.read_output(Path(settings.batch_import))
+        finally:
+            ctx.summary.batch = {**runner.report.to_dict(), "imported": Path(settings.batch_import).name}
         return
     todo: list[Callable[[], Any]] = []
     for split, d in splits.items():

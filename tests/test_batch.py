@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from helpers import qa_dataset
 
-from hf_judge import Settings, score_dataset
+from datasets import DatasetDict
 
+from hf_judge import BatchesPending, Settings, export_batch, import_batch, score_dataset
+
+ROOT = Path(__file__).parents[1]
+JOB = Path(__file__).with_name("batch_job.py")
 COLUMNS = {"instruction": "question", "output": "answer"}
 
 
@@ -45,3 +58,216 @@ def test_batch_run_equals_online_row_for_row(batch, tmp_path):
     # everything is in the reply store now: the same call sends nothing, submits nothing
     again = run(ds, batch, tmp_path / "batch", metrics=("QA_All",), batch=True)
     assert rows(again) == rows(online) and batch.stats()["batches"] == 1
+
+
+def test_no_wait_then_rerun_submits_nothing_new_and_collects(batch, tmp_path):
+    ds = qa_dataset(12)
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    batch.configure(delay=0.3)
+    with pytest.raises(BatchesPending, match="Run the same command again"):
+        run(ds, batch, tmp_path / "b", batch=True, no_wait=True)
+    assert batch.stats()["batches"] == 1
+    with pytest.raises(BatchesPending):  # still running: looked at, nothing submitted
+        run(ds, batch, tmp_path / "b", batch=True, no_wait=True)
+    scored = run(ds, batch, tmp_path / "b", batch=True)
+    st = batch.stats()
+    assert (st["batches"], st["uploads"]) == (1, 1)
+    assert sorted(st["paid"].values()) == [1] * 12
+    assert rows(scored) == expected
+    assert scored.summary.batch["submitted"] == 0 and scored.summary.batch["collected"] == 12
+
+
+def test_ctrl_c_while_waiting_then_rerun_collects(batch, tmp_path):
+    ds = qa_dataset(6)
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    batch.configure(delay=30)
+    proc = subprocess.Popen(
+        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "6"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
+    )
+    _until(lambda: batch.stats()["batches"] == 1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err or "interrupted" in err
+    batch.configure(delay=0)
+    assert rows(run(ds, batch, tmp_path / "b", batch=True)) == expected
+    st = batch.stats()
+    assert (st["batches"], st["uploads"]) == (1, 1) and sorted(st["paid"].values()) == [1] * 6
+
+
+@pytest.mark.parametrize("created", [False, True], ids=["create-lost", "create-done-id-lost"])
+def test_kill_9_between_upload_and_create_pays_nothing_twice(batch, tmp_path, created):
+    ds = qa_dataset(8)
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    batch.configure(hold_create=True, drop_held=not created)
+    proc = subprocess.Popen(
+        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "8"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
+    )
+    try:
+        _until(lambda: batch.stats()["creates"] == 1)  # uploaded, and the create is on its way
+    finally:
+        proc.kill()  # SIGKILL: no clean-up runs
+        proc.wait()
+    batch.configure(hold_create=False)
+    if created:
+        _until(lambda: batch.stats()["batches"] == 1)
+    assert batch.stats()["uploads"] == 1
+    assert rows(run(ds, batch, tmp_path / "b", batch=True)) == expected
+    st = batch.stats()
+    assert st["uploads"] == 1  # the upload the kill hid is found by its name, not made again
+    assert st["batches"] == 1  # ... and the batch made from it is adopted, or made once
+    assert sorted(st["paid"].values()) == [1] * 8
+
+
+def test_expired_batch_missing_lines_resubmitted_once(batch, tmp_path):
+    ds = qa_dataset(10)
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    batch.configure(expire=1, expire_done=0.5)
+    scored = run(ds, batch, tmp_path / "b", batch=True)
+    assert rows(scored) == expected
+    st = batch.stats()
+    assert st["batches"] == 2
+    assert sorted(st["paid"].values()) == [1] * 10  # the 5 done were not sent again, the 5 missing once
+    b = scored.summary.batch
+    assert (b["submitted"], b["resubmitted"], b["collected"], b["failed"]) == (15, 5, 10, 5)
+
+
+def test_failed_and_invalid_lines_retried_then_error_rows(batch, tmp_path):
+    ds = qa_dataset(12)
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    batch.configure(fail_lines=3, invalid_lines=4)  # lines 3, 6, 9, 12 fail; 4, 8 are not JSON (first try)
+    assert rows(run(ds, batch, tmp_path / "b", batch=True)) == expected
+    assert batch.stats()["batches"] == 2
+    batch.reset()
+    batch.configure(fail_lines=3, invalid_lines=4)
+    scored = run(ds, batch, tmp_path / "c", batch=True, retries=0)
+    errors = scored["errors"].to_list()
+    kinds = sorted((e["row"], e["kind"], e["attempts"]) for e in errors)
+    assert kinds == [
+        (2, "http_500", 1),
+        (3, "invalid_json", 1),
+        (5, "http_500", 1),
+        (7, "invalid_json", 1),
+        (8, "http_500", 1),
+        (11, "http_500", 1),
+    ]
+    assert errors[0]["message"] and batch.stats()["batches"] == 1
+    assert [v is None for v in scored["train"]["QA_Clarity"]] == [i in (2, 3, 5, 7, 8, 11) for i in range(12)]
+
+
+def test_batch_failed_as_a_whole_reports_the_providers_message(batch, tmp_path):
+    ds = qa_dataset(4)
+    batch.configure(fail_batch="Line 1: the model `judge` does not support the batch API")
+    scored = run(ds, batch, tmp_path / "b", batch=True, retries=0)
+    errors = scored["errors"].to_list()
+    assert [e["kind"] for e in errors] == ["batch_failed"] * 4
+    assert "does not support the batch API" in errors[0]["message"]
+    batch.configure(fail_batch="bad file")  # once more, then a retry in a new batch goes through
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    assert rows(run(ds, batch, tmp_path / "c", batch=True, retries=1)) == expected
+
+
+def test_fallback_online_sends_failed_lines_online(batch, tmp_path):
+    ds = qa_dataset(10)
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    batch.reset()
+    batch.configure(fail_lines=2)
+    scored = run(ds, batch, tmp_path / "b", batch=True, batch_fallback="online")
+    assert rows(scored) == expected
+    st = batch.stats()
+    assert st["batches"] == 1 and st["online"] == 5
+
+
+def test_dataset_over_one_batchs_limits_is_split_and_reassembled_in_order(batch, tmp_path):
+    ds = DatasetDict({"train": qa_dataset(23), "test": qa_dataset(9, "t")})
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    scored = run(ds, batch, tmp_path / "b", batch=True, batch_max_requests=7)
+    assert rows(scored) == expected
+    assert batch.stats()["batches"] == 4 + 2
+    batch.reset()
+    size = len(Path(JOB).read_bytes())  # any few kB: a limit in bytes splits as well
+    scored = run(ds, batch, tmp_path / "c", batch=True, batch_max_bytes=max(size, 4096))
+    assert rows(scored) == expected and batch.stats()["batches"] > 2
+
+
+def test_export_external_runner_import_equals_online(batch, tmp_path):
+    ds = qa_dataset(10)
+    expected = rows(run(ds, batch, tmp_path / "online", metrics=("QA_All",)))
+    requests = tmp_path / "requests.jsonl"
+    cache = tmp_path / "b"
+    assert (
+        export_batch(ds, ["QA_All"], requests, model="judge", base_url=batch.base_url, cache_dir=cache, columns=COLUMNS)
+        == 10
+    )
+    # the external runner (vllm run-batch plays the judge server's part): one output line per request line
+    from batch_server import BatchService
+
+    svc = BatchService()
+    svc.config["invalid_lines"] = 5
+    out = []
+    for i, text in enumerate(requests.read_text().splitlines(), 1):
+        req = json.loads(text)
+        assert (req["method"], req["url"]) == ("POST", "/v1/chat/completions")
+        if i == 7:
+            continue  # a line the runner lost
+        body = svc.reply(req["body"], invalid=i == 5)
+        out.append({"id": f"r{i}", "custom_id": req["custom_id"], "response": {"status_code": 200, "body": body}})
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(o) + "\n" for o in out))
+    scored = import_batch(
+        ds,
+        ["QA_All"],
+        results,
+        model="judge",
+        base_url=batch.base_url,
+        cache_dir=cache,
+        columns=COLUMNS,
+        progress=False,
+    )
+    assert batch.stats()["online"] == 10  # the online reference only: import sends nothing
+    errors = {e["row"]: e["kind"] for e in scored["errors"].to_list()}
+    assert errors == {4: "invalid_json", 6: "batch_missing"}
+    got = rows(scored)["train"]
+    for i, (g, e) in enumerate(zip(got, expected["train"], strict=True)):
+        if i not in errors:
+            assert g == e
+    # the runner's second pass brings the two back: everything equals the online result
+    requests2 = tmp_path / "requests2.jsonl"
+    assert (
+        export_batch(
+            ds, ["QA_All"], requests2, model="judge", base_url=batch.base_url, cache_dir=cache, columns=COLUMNS
+        )
+        == 2
+    )
+    out2 = [
+        {
+            "custom_id": json.loads(t)["custom_id"],
+            "response": {"status_code": 200, "body": svc.reply(json.loads(t)["body"])},
+        }
+        for t in requests2.read_text().splitlines()
+    ]
+    results.write_text("".join(json.dumps(o) + "\n" for o in out2))
+    scored = import_batch(
+        ds,
+        ["QA_All"],
+        results,
+        model="judge",
+        base_url=batch.base_url,
+        cache_dir=cache,
+        columns=COLUMNS,
+        progress=False,
+    )
+    assert rows(scored) == expected
+
+
+def _until(cond, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
