@@ -36,7 +36,16 @@ from typing import Any
 import orjson
 
 from .client import JudgeClient, Outcome
-from .errors import BatchesPending, ConfigError, ErrorKind, http_kind
+from .errors import (
+    AuthenticationError,
+    BatchesPending,
+    ConfigError,
+    ErrorKind,
+    ModelNotFoundError,
+    RunStopped,
+    ServerUnreachableError,
+    http_kind,
+)
 from .metrics import Metric
 from .redact import scrub, scrub_registered
 from .store import LOCK_WAIT_S
@@ -394,6 +403,24 @@ class Reader:
         return len(good), len(bad), p_tok, c_tok
 
 
+def _api_error(e: Any, base_url: str) -> RunStopped:
+    """An error of the batch endpoints as the run's stop, with the next step."""
+    status = e.status_code
+    said = scrub(getattr(e, "message", "") or str(e))
+    if status in (401, 403):
+        return AuthenticationError(f"the batch API at {base_url} refused the key (HTTP {status}: {said})")
+    if status in (404, 405):
+        return ModelNotFoundError(
+            f"{base_url} has no batch API (HTTP {status} from /files or /batches: {said}); use a server that offers "
+            "one (OpenAI and several gateways do), export the requests for an offline runner "
+            "(hf-judge batch export), or score without --batch"
+        )
+    return RunStopped(
+        f"the batch API at {base_url} answered HTTP {status}: {said}. What was submitted is recorded in the reply "
+        "cache: run the same command again to carry on."
+    )
+
+
 def _stop_content(body: dict) -> str | None:
     try:
         choice = body["choices"][0]
@@ -461,6 +488,19 @@ class BatchRunner:
 
         ``splits``: per split, a function that renders its requests afresh (pipeline.SplitRun.requests).
         """
+        import openai
+
+        try:
+            self._run(splits, no_wait)
+        except openai.APIStatusError as e:
+            raise _api_error(e, self.client.base_url) from None
+        except openai.APIConnectionError as e:
+            raise ServerUnreachableError(
+                f"cannot reach the batch API at {self.client.base_url} ({e}). Batches already submitted are "
+                "recorded in the reply cache: run the same command again once the server is back."
+            ) from None
+
+    def _run(self, splits: Sequence[Callable[[], Iterator[list[tuple[bytes, Metric, bytes]]]]], no_wait: bool) -> None:
         resubmit = self.settings.batch_fallback == "batch"
         first = True
         while True:
@@ -587,14 +627,7 @@ class BatchRunner:
             self.book.update(job.name, file_id=file_id, state="uploaded")
             job.file_id, job.state = file_id, "uploaded"
         if job.state == "uploaded":
-            batch = self._find_batch(job)
-            if batch is None:
-                batch = self.api.batches.create(
-                    input_file_id=job.file_id,
-                    endpoint=ENDPOINT,
-                    completion_window="24h",
-                    metadata={"hf_judge": job.name},
-                )
+            batch = self._find_batch(job) or self._create(job)
             self.book.update(job.name, batch_id=batch.id, state=batch.status)
             self.report.batches += 1
             self.report.batch_ids.append(batch.id)
@@ -604,6 +637,29 @@ class BatchRunner:
                 path.unlink()
             except OSError:
                 pass
+
+    def _create(self, job: Job) -> Any:
+        """Create the batch of an uploaded file. Not retried blindly: a create whose reply was lost may have made
+        a batch, so before each new try the provider's list is searched for it (a second one would be paid twice)."""
+        import openai
+
+        api = self.api.with_options(max_retries=0)
+        for attempt in range(6):
+            try:
+                return api.batches.create(
+                    input_file_id=job.file_id,
+                    endpoint=ENDPOINT,
+                    completion_window="24h",
+                    metadata={"hf_judge": job.name},
+                )
+            except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError):
+                if attempt == 5:
+                    raise
+            self.sleep(min(30.0, self.settings.backoff_base * 2**attempt))
+            found = self._find_batch(job)
+            if found is not None:
+                return found
+        raise AssertionError("unreachable")
 
     def _upload(self, job: Job) -> str:
         path = self.folder / f"{job.name}.jsonl"

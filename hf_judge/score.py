@@ -312,9 +312,14 @@ def score_dataset(
             raise InterruptedRun(
                 "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
             ) from None
+        batches = (
+            " The batches submitted are recorded there too: the next run collects them, submitting nothing twice."
+            if settings.batch
+            else ""
+        )
         raise InterruptedRun(
             f"interrupted. {ctx.resources.written if ctx.resources else 0:,} replies of this run are saved in the "
-            "cache; run the same command again to resume where it stopped."
+            f"cache; run the same command again to resume where it stopped.{batches}"
         ) from None
     except RunStopped as e:
         logger.debug("run stopped: %s", e)  # the exception carries the message; say it once

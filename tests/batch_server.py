@@ -145,7 +145,7 @@ class BatchService:
             cfg["expire"] -= 1
             b["_expire"] = cfg["expire_done"]
         b["_lines"] = lines
-        b["_due"] = time.monotonic() + cfg["delay"]
+        b["_created"] = time.monotonic()
         self.batches[bid] = b
         self.stats["batches"] += 1
         return web.json_response(_public(b))
@@ -156,7 +156,7 @@ class BatchService:
         if b["status"] == "cancelling":
             b["status"] = "cancelled"
             return
-        if time.monotonic() < b["_due"]:
+        if time.monotonic() < b["_created"] + self.config["delay"]:  # the delay as configured now
             b["status"] = "in_progress"
             return
         lines = b["_lines"]
