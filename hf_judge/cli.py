@@ -263,7 +263,7 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
         epilog=BATCH_EXAMPLE,
         formatter_class=fmt,
     )
-    bsub = p.add_subparsers(dest="batch_command", metavar="ACTION", required=True)
+    bsub = p.add_subparsers(dest="batch_command", metavar="ACTION", required=True, help="what to do")
     full = commands is None or "batch" in commands
     b = bsub.add_parser(
         "export",
