@@ -289,6 +289,8 @@ class Packer:
         self.max_bytes = max_bytes
         self.on_file = on_file
         self.keys: list[tuple[bytes, str]] = []
+        self.seen: set[bytes] = set()  # the keys of the file being written (a custom_id is unique per file)
+        self.files = 0
         self.size = 0
         self._f: Any = None
         self._path: Path | None = None
@@ -309,6 +311,7 @@ class Packer:
         self._f.write(data)
         self.size += len(data)
         self.keys.append((key, metric))
+        self.seen.add(key)
 
     def flush(self) -> None:
         if self._f is None:
@@ -317,9 +320,10 @@ class Packer:
         os.fsync(self._f.fileno())
         self._f.close()
         path, keys = self._path, self.keys
-        self._f, self._path, self.keys, self.size = None, None, [], 0
+        self._f, self._path, self.keys, self.size, self.seen = None, None, [], 0, set()
         assert path is not None
         self.on_file(path, keys)
+        self.files += 1
 
 
 def _tokens(usage: Any) -> tuple[int, int]:
@@ -525,9 +529,10 @@ class BatchRunner:
         name = f"export:{path.name}"
         tmp = path.with_name(path.name + ".tmp")
         n = 0
-        seen: set[bytes] = set()
         with open(tmp, "wb") as f:
             with self.book.transaction():
+                # an earlier export to the same file name is replaced: its requests are written again
+                self.book.conn.execute("UPDATE batch_requests SET job = NULL WHERE job = ?", (name,))
                 self.book.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (name,))
                 self.book.conn.execute(
                     "INSERT INTO batch_jobs (name, server, base_url, state, requests, created) "
@@ -536,9 +541,11 @@ class BatchRunner:
                 )
             for requests in splits:
                 for chunk in _grouped(requests(), 2048):
-                    have = self._stored([k for k, _, _ in chunk])
-                    todo = [(k, m, b) for k, m, b in chunk if k not in have and k not in seen]
-                    seen.update(k for k, _, _ in todo)
+                    keys = [k for k, _, _ in chunk]
+                    have = self._stored(keys)
+                    # an identical request earlier in the file is assigned to this export already
+                    have.update(k for k, (job, _) in self.book.states(keys).items() if job == name)
+                    todo = list({k: (k, m, b) for k, m, b in chunk if k not in have}.values())
                     f.write(b"".join(line(k, b) for k, _, b in todo))
                     self.book.assign([(k, m.name) for k, m, _ in todo], name)
                     n += len(todo)
@@ -570,13 +577,16 @@ class BatchRunner:
         """Pack the requests that need a (new) try into files and submit each as it is full. Returns how many."""
         packer = Packer(self.folder, self.settings.batch_max_requests, self.settings.batch_max_bytes, self._new_file)
         n = 0
-        seen: set[bytes] = set()  # identical requests of this pass go once (as online: the pipeline shares them)
         for chunk in _grouped(requests, 2048):
             keys = [k for k, _, _ in chunk]
             have = self._stored(keys)
+            # a request assigned to a file written earlier in this pass is in the book already (committed with it)
             known = self.book.states([k for k in keys if k not in have])
+            files = packer.files
             for key, metric, body in chunk:
-                if key in have or key in seen:
+                if packer.files != files:  # a file was just recorded: its keys are in the book now
+                    known, files = self.book.states([k for k in keys if k not in have]), packer.files
+                if key in have or key in packer.seen:  # identical requests go once, as the online pipeline shares them
                     continue
                 state = known.get(key)
                 if state is not None:
@@ -586,11 +596,8 @@ class BatchRunner:
                     if job is not None or attempts >= self.tries or not retry:
                         continue  # in a batch already, or out of tries: its error row says why
                     self.report.resubmitted += 1
-                seen.add(key)
                 packer.add(key, metric.name, body)
                 n += 1
-            if len(seen) > 1_000_000:  # bounded memory; the book catches the rare repeat further apart
-                seen.clear()
         packer.flush()
         self.report.submitted += n
         return n

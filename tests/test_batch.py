@@ -341,3 +341,15 @@ def test_server_without_batch_api_is_a_clear_stop(judge, tmp_path):
 def test_batch_needs_the_cache(batch, tmp_path):
     with pytest.raises(ConfigError, match="batch mode keeps its batches"):
         run(qa_dataset(2), batch, tmp_path / "c", batch=True, use_cache=False)
+
+
+def test_identical_requests_go_once_even_across_files(batch, tmp_path):
+    from datasets import concatenate_datasets
+
+    ds = concatenate_datasets([qa_dataset(5)] * 3)  # each request three times, in files of 4 lines
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    batch.reset()
+    scored = run(ds, batch, tmp_path / "b", batch=True, batch_max_requests=4)
+    assert rows(scored) == expected
+    st = batch.stats()
+    assert sorted(st["paid"].values()) == [1] * 5 and st["batches"] == 2
