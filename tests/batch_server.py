@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import copy
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -46,40 +49,47 @@ class BatchService:
         self.reset()
 
     def reset(self) -> None:
+        if getattr(self, "dir", None) is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
         self.config = copy.deepcopy(DEFAULTS)
         self.files: dict[str, dict] = {}
-        self.content: dict[str, bytes] = {}
+        # file contents live on disk: a benchmark's million lines would not fit in memory twice
+        self.dir = Path(tempfile.mkdtemp(prefix="batch-server-"))
+        self.content: dict[str, Path] = {}
         self.batches: dict[str, dict] = {}
         self.tries: dict[str, int] = {}
         self.stats: dict = {"uploads": 0, "creates": 0, "batches": 0, "paid": {}, "deleted": 0, "cancels": 0}
         self.judge.reset_stats()
 
     # -- files ------------------------------------------------------------------
-    def _file(self, name: str, data: bytes, purpose: str) -> dict:
+    def _file(self, name: str, path: Path, purpose: str) -> dict:
         fid = f"file-{uuid.uuid4().hex[:24]}"
         self.files[fid] = {
             "id": fid,
             "object": "file",
-            "bytes": len(data),
+            "bytes": path.stat().st_size,
             "created_at": int(time.time()),
             "filename": name,
             "purpose": purpose,
             "status": "processed",
         }
-        self.content[fid] = data
+        self.content[fid] = path
         return self.files[fid]
 
     async def upload(self, request: web.Request) -> web.Response:
         reader = await request.multipart()
-        name, data, purpose = "upload.jsonl", b"", ""
+        name, purpose = "upload.jsonl", ""
+        path = self.dir / uuid.uuid4().hex
         async for part in reader:
             if part.name == "file":
                 name = part.filename or name
-                data = bytes(await part.read())
+                with open(path, "wb") as f:
+                    while chunk := await part.read_chunk():
+                        f.write(chunk)
             elif part.name == "purpose":
                 purpose = await part.text()
         self.stats["uploads"] += 1
-        return web.json_response(self._file(name, data, purpose))
+        return web.json_response(self._file(name, path, purpose))
 
     async def list_files(self, request: web.Request) -> web.Response:
         purpose = request.query.get("purpose")
@@ -94,13 +104,13 @@ class BatchService:
         fid = request.match_info["id"]
         if fid not in self.content:
             return _error(404, "No such File object")
-        return web.Response(body=self.content[fid], content_type="application/octet-stream")
+        return web.FileResponse(self.content[fid], headers={"Content-Type": "application/octet-stream"})
 
     async def delete_file(self, request: web.Request) -> web.Response:
         fid = request.match_info["id"]
         if self.files.pop(fid, None) is None:
             return _error(404, "No such File object")
-        self.content.pop(fid, None)
+        self.content.pop(fid).unlink()
         self.stats["deleted"] += 1
         return web.json_response({"id": fid, "object": "file", "deleted": True})
 
@@ -118,7 +128,8 @@ class BatchService:
         if fid not in self.content:
             return _error(400, f"no input file {fid}")
         bid = f"batch_{uuid.uuid4().hex[:24]}"
-        lines = [orjson.loads(x) for x in self.content[fid].splitlines() if x.strip()]
+        with open(self.content[fid], "rb") as f:
+            total = sum(1 for x in f if x.strip())
         b = {
             "id": bid,
             "object": "batch",
@@ -130,7 +141,7 @@ class BatchService:
             "output_file_id": None,
             "error_file_id": None,
             "created_at": int(time.time()),
-            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+            "request_counts": {"total": total, "completed": 0, "failed": 0},
             "metadata": body.get("metadata"),
         }
         cfg = self.config
@@ -144,7 +155,6 @@ class BatchService:
         elif cfg["expire"] > 0:
             cfg["expire"] -= 1
             b["_expire"] = cfg["expire_done"]
-        b["_lines"] = lines
         b["_created"] = time.monotonic()
         self.batches[bid] = b
         self.stats["batches"] += 1
@@ -159,30 +169,42 @@ class BatchService:
         if time.monotonic() < b["_created"] + self.config["delay"]:  # the delay as configured now
             b["status"] = "in_progress"
             return
-        lines = b["_lines"]
-        n = len(lines)
-        if "_expire" in b:
-            n = int(len(lines) * b["_expire"])
-        out, err = [], []
+        total = b["request_counts"]["total"]
+        n = int(total * b["_expire"]) if "_expire" in b else total
         cfg = self.config
-        for i, ln in enumerate(lines[:n], 1):
-            cid = ln["custom_id"]
-            self.tries[cid] = tries = self.tries.get(cid, 0) + 1
-            self.stats["paid"][cid] = self.stats["paid"].get(cid, 0) + 1
-            rid = f"batch_req_{uuid.uuid4().hex[:16]}"
-            if cfg["fail_lines"] and i % cfg["fail_lines"] == 0 and tries == 1:
-                body = {"error": {"message": "The server had an error processing your request", "type": "server"}}
-                err.append({"id": rid, "custom_id": cid, "response": {"status_code": 500, "body": body}, "error": None})
-                continue
-            invalid = bool(cfg["invalid_lines"] and i % cfg["invalid_lines"] == 0 and tries == 1)
-            reply = self.reply(ln["body"], invalid)
-            out.append({"id": rid, "custom_id": cid, "response": {"status_code": 200, "body": reply}, "error": None})
-        if out:
-            b["output_file_id"] = self._file(f"{b['id']}_output.jsonl", _jsonl(out), "batch_output")["id"]
-        if err:
-            b["error_file_id"] = self._file(f"{b['id']}_error.jsonl", _jsonl(err), "batch_output")["id"]
-        b["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(err)}
+        out_path, err_path = self.dir / uuid.uuid4().hex, self.dir / uuid.uuid4().hex
+        done = failed = 0
+        with (
+            open(self.content[b["input_file_id"]], "rb") as src,
+            open(out_path, "wb") as out,
+            open(err_path, "wb") as err,
+        ):
+            for i, raw in enumerate((x for x in src if x.strip()), 1):
+                if i > n:
+                    break
+                ln = orjson.loads(raw)
+                line = self._run_line(ln, i, cfg)
+                (out if line["response"]["status_code"] == 200 else err).write(orjson.dumps(line) + b"\n")
+                done, failed = (done + 1, failed) if line["response"]["status_code"] == 200 else (done, failed + 1)
+        if done:
+            b["output_file_id"] = self._file(f"{b['id']}_output.jsonl", out_path, "batch_output")["id"]
+        if failed:
+            b["error_file_id"] = self._file(f"{b['id']}_error.jsonl", err_path, "batch_output")["id"]
+        b["request_counts"] = {"total": total, "completed": done, "failed": failed}
         b["status"] = "expired" if "_expire" in b else "completed"
+
+    def _run_line(self, ln: dict, i: int, cfg: dict) -> dict:
+        """One request line run: its output line (status 200) or its error line."""
+        cid = ln["custom_id"]
+        self.tries[cid] = tries = self.tries.get(cid, 0) + 1
+        self.stats["paid"][cid] = self.stats["paid"].get(cid, 0) + 1
+        rid = f"batch_req_{uuid.uuid4().hex[:16]}"
+        if cfg["fail_lines"] and i % cfg["fail_lines"] == 0 and tries == 1:
+            body = {"error": {"message": "The server had an error processing your request", "type": "server"}}
+            return {"id": rid, "custom_id": cid, "response": {"status_code": 500, "body": body}, "error": None}
+        invalid = bool(cfg["invalid_lines"] and i % cfg["invalid_lines"] == 0 and tries == 1)
+        reply = self.reply(ln["body"], invalid)
+        return {"id": rid, "custom_id": cid, "response": {"status_code": 200, "body": reply}, "error": None}
 
     def reply(self, body: dict, invalid: bool = False) -> dict:
         """The judge server's reply to ``body`` (tests/judge_server.py), as a chat completion."""
@@ -245,6 +267,7 @@ def _error(status: int, message: str) -> web.Response:
 
 def make_app() -> web.Application:
     svc = BatchService()
+    atexit.register(lambda: shutil.rmtree(svc.dir, ignore_errors=True))
     app = web.Application(client_max_size=1 << 30)
     app.add_routes(
         [
