@@ -459,6 +459,7 @@ class BatchRunner:
         *,
         sleep: Callable[[float], None] = time.sleep,
         api: Any = None,
+        on_status: Callable[[str], None] | None = None,
     ):
         self.client = client
         self.settings = client.settings
@@ -470,6 +471,8 @@ class BatchRunner:
         self.sleep = sleep
         self._api = api
         self._api_key = api_key
+        self.on_status = on_status  # progress: a line on each change of the batches' states
+        self._said = ""
 
     @property
     def api(self) -> Any:
@@ -709,12 +712,20 @@ class BatchRunner:
                 return
             if no_wait:
                 self._pending()
-            logger.info(
-                "batch: %d batch(es) in flight: %s",
-                len(left),
-                ", ".join(f"{j.batch_id} {j.state} {j.done}/{j.requests}" for j in left),
-            )
+            self._status(left)
             self.sleep(self.settings.batch_poll_s)
+
+    def _status(self, live: list[Job]) -> None:
+        by_state: dict[str, int] = {}
+        for j in live:
+            by_state[j.state] = by_state.get(j.state, 0) + 1
+        states = ", ".join(f"{n} {state}" for state, n in sorted(by_state.items()))
+        done, total = sum(j.done for j in live), sum(j.requests for j in live)
+        line = f"batches in flight: {states}; {done:,} of {total:,} requests done"
+        logger.info("batch: %s", line)
+        if line != self._said and self.on_status is not None:
+            self._said = line
+            self.on_status(line)
 
     def _collect(self, job: Job, batch: Any) -> None:
         accepted = failed = p_tok = c_tok = 0

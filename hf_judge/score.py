@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import time
 import traceback
 import uuid
@@ -349,7 +350,8 @@ def _run_batches(
     assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
     res.open()
     metrics = {p.metric.name: p.metric for plans in plans_by_split.values() for p in plans}
-    runner = BatchRunner(client, api_key, res.store_path, metrics)
+    on_status = _say if ctx.progress is True else None  # a callback gets no batch news: its Progress is per split
+    runner = BatchRunner(client, api_key, res.store_path, metrics, on_status=on_status)
     res.callback(runner.close)
     if settings.batch_fallback == "batch" or settings.batch_import:
         ctx.unsent = runner.book.failure
@@ -369,6 +371,10 @@ def _run_batches(
         runner.run(todo, settings.no_wait)
     finally:
         ctx.summary.batch = runner.report.to_dict()
+
+
+def _say(text: str) -> None:
+    print(f"hf-judge: {text}", file=sys.stderr, flush=True)
 
 
 def _requests(split: str, d: Dataset, plans: list[Plan], client: JudgeClient):
