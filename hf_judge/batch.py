@@ -737,6 +737,7 @@ class BatchRunner:
         message = _batch_message(batch)
         undone = self.book.close_job(job, _UNDONE_KIND.get(batch.status, ErrorKind.BATCH_FAILED), message)
         self.book.update(job.name, prompt_tokens=p_tok, completion_tokens=c_tok, message=message, done=accepted)
+        self._delete(batch.input_file_id, batch.output_file_id, batch.error_file_id)
         r = self.report
         r.collected += accepted
         r.failed += failed + undone
@@ -752,6 +753,17 @@ class BatchRunner:
                 undone,
                 message,
             )
+
+    def _delete(self, *file_ids: str | None) -> None:
+        """Delete a collected batch's files at the provider (its storage is limited); best effort, they expire too."""
+        import openai
+
+        for file_id in file_ids:
+            if file_id:
+                try:
+                    self.api.files.delete(file_id)
+                except openai.OpenAIError as e:
+                    logger.debug("could not delete the batch file %s: %s", file_id, e)
 
     def _lines(self, file_id: str) -> Iterator[bytes]:
         """The file's lines, streamed through a local copy: a 200 MB output is never held in memory."""

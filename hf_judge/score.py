@@ -296,6 +296,8 @@ def score_dataset(
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
+    if settings.no_wait and not settings.batch:
+        raise ConfigError("no_wait (--no-wait) submits batches and stops: it needs batch=True (--batch)")
     if (settings.batch or settings.batch_import) and not use_cache:
         raise ConfigError(
             "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"

@@ -59,6 +59,7 @@ def test_batch_run_equals_online_row_for_row(batch, tmp_path):
     st = batch.stats()
     assert st["online"] == 40 and st["batches"] == 1 and st["uploads"] == 1
     assert sorted(st["paid"].values()) == [1] * 40
+    assert st["files"] == 0  # the collected batch's input, output (and error) files are deleted at the provider
     assert batched.summary.batch["collected"] == 40 and batched.summary.batch["batches"] == 1
     assert batched.summary.batch["prompt_tokens"] > 0
     assert "batch mode" in str(batched.summary)
@@ -338,9 +339,12 @@ def test_server_without_batch_api_is_a_clear_stop(judge, tmp_path):
         run(qa_dataset(2), judge, tmp_path / "c", batch=True)
 
 
-def test_batch_needs_the_cache(batch, tmp_path):
+def test_batch_needs_the_cache_and_no_wait_needs_batch(batch, tmp_path):
     with pytest.raises(ConfigError, match="batch mode keeps its batches"):
         run(qa_dataset(2), batch, tmp_path / "c", batch=True, use_cache=False)
+    with pytest.raises(ConfigError, match="needs batch=True"):
+        run(qa_dataset(2), batch, tmp_path / "c", no_wait=True)
+    assert batch.stats()["online"] == 0
 
 
 def test_identical_requests_go_once_even_across_files(batch, tmp_path):
