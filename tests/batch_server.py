@@ -38,6 +38,7 @@ DEFAULTS: dict = {
     "expire": 0,  # this many of the next batches expire, with `expire_done` of their lines run
     "expire_done": 0.5,
     "fail_batch": None,  # a message: the next batch fails validation as a whole
+    "hold_upload": False,  # an upload is stored, then its reply waits while this is true
     "hold_create": False,  # a batch create waits while this is true...
     "drop_held": True,  # ...and then makes no batch (the caller died first) or, false, makes it
 }
@@ -89,7 +90,10 @@ class BatchService:
             elif part.name == "purpose":
                 purpose = await part.text()
         self.stats["uploads"] += 1
-        return web.json_response(self._file(name, path, purpose))
+        stored = self._file(name, path, purpose)
+        while self.config["hold_upload"]:  # stored, but the caller has not heard so yet
+            await asyncio.sleep(0.02)
+        return web.json_response(stored)
 
     async def list_files(self, request: web.Request) -> web.Response:
         purpose = request.query.get("purpose")

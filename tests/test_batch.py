@@ -133,6 +133,27 @@ def test_kill_9_between_upload_and_create_pays_nothing_twice(batch, tmp_path, cr
     assert sorted(st["paid"].values()) == [1] * 8
 
 
+def test_kill_9_while_uploading_reuses_the_upload(batch, tmp_path):
+    ds = qa_dataset(5)
+    expected = rows(run(ds, batch, tmp_path / "online"))
+    batch.configure(hold_upload=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "5"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
+    )
+    try:
+        _until(lambda: batch.stats()["uploads"] == 1)  # stored at the provider; the id never reached the book
+    finally:
+        proc.kill()
+        proc.wait()
+    batch.configure(hold_upload=False)
+    assert rows(run(ds, batch, tmp_path / "b", batch=True)) == expected
+    st = batch.stats()
+    assert (st["uploads"], st["batches"]) == (1, 1) and sorted(st["paid"].values()) == [1] * 5
+
+
 def test_expired_batch_missing_lines_resubmitted_once(batch, tmp_path):
     ds = qa_dataset(10)
     expected = rows(run(ds, batch, tmp_path / "online"))
