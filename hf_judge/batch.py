@@ -479,8 +479,8 @@ class BatchRunner:
         if self._api is None:
             from openai import OpenAI
 
-            # The SDK retries its own calls (connection errors, 429, 5xx); uploads and creates are recorded
-            # before and after, so a retried call never makes a second paid batch (see _submit).
+            # The SDK retries its calls (connection errors, 429, 5xx): harmless for reads, and a repeated upload
+            # costs nothing; a batch create is never retried blindly (see _create).
             self._api = OpenAI(base_url=self.client.base_url, api_key=self._api_key or "none", max_retries=5)
         return self._api
 
