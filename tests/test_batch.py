@@ -378,3 +378,16 @@ def test_identical_requests_go_once_even_across_files(batch, tmp_path):
     assert rows(scored) == expected
     st = batch.stats()
     assert sorted(st["paid"].values()) == [1] * 5 and st["batches"] == 2
+
+
+def test_card_and_summary_say_batch_mode_with_the_providers_tokens(batch, tmp_path):
+    from hf_judge.card import render_section
+
+    scored = run(qa_dataset(3), batch, tmp_path / "b", batch=True)
+    b = scored.summary.batch
+    assert b["prompt_tokens"] > 0 and b["completion_tokens"] > 0
+    card = render_section(scored, scored.summary)
+    assert f"{b['prompt_tokens']:,} prompt / {b['completion_tokens']:,} completion tokens as the provider" in card
+    assert "Batch mode" in card and "batch mode" in str(scored.summary)
+    scored.save_to_disk(tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["batch"]["collected"] == 3
