@@ -391,3 +391,12 @@ def test_card_and_summary_say_batch_mode_with_the_providers_tokens(batch, tmp_pa
     assert "Batch mode" in card and "batch mode" in str(scored.summary)
     scored.save_to_disk(tmp_path / "out")
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["batch"]["collected"] == 3
+
+
+def test_replies_of_an_online_run_are_not_submitted(batch, tmp_path):
+    ds = qa_dataset(6)
+    online = run(ds, batch, tmp_path / "c")  # a cache as online runs (and earlier versions) write it
+    scored = run(qa_dataset(8), batch, tmp_path / "c", batch=True)  # two more rows
+    assert rows(scored)["train"][:6] == rows(online)["train"]
+    st = batch.stats()
+    assert st["batches"] == 1 and len(st["paid"]) == 2  # only the two new rows went in the batch
