@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 # each public name is loaded from its submodule on first use (PEP 562), so
 # `hf-judge --help`, `metrics` and `recipes` start fast.
 _SUBMODULE_ATTRS = {
+    "agreement": ["AgreementReport", "agreement"],
     "batch_files": ["export_batch", "import_batch"],
     "errors": [
         "AuthenticationError",
@@ -49,13 +50,14 @@ _SUBMODULE_ATTRS = {
     "progress": ["Progress"],
     "recipes": ["Recipe", "load_recipe"],
     "score": ["ScoredDatasetDict", "score_dataset"],
-    "settings": ["Settings"],
+    "settings": ["Aggregator", "Judge", "Settings"],
     "summary": ["RunSummary"],
     "validate": ["parse_binary_verdict", "parse_pair_scores"],
 }
 _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
+    from .agreement import AgreementReport, agreement
     from .batch_files import export_batch, import_batch
     from .errors import (
         AuthenticationError,
@@ -88,7 +90,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .progress import Progress
     from .recipes import Recipe, load_recipe
     from .score import ScoredDatasetDict, score_dataset
-    from .settings import Settings
+    from .settings import Aggregator, Judge, Settings
     from .summary import RunSummary
     from .validate import parse_binary_verdict, parse_pair_scores
 

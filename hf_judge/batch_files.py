@@ -17,6 +17,7 @@ from datasets import Dataset, DatasetDict
 from . import constants
 from .batch import BatchRunner
 from .client import JudgeClient
+from .errors import ConfigError
 from .metrics import resolve_metrics
 from .settings import Settings, merge_layers, validated
 from .store import ReplyStore
@@ -44,19 +45,23 @@ def export_batch(
         1000
         >>> # vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
     """
+    from .ensemble import Layout
     from .score import _as_splits, _build_plans, _requests, _settings
 
     s = _settings(settings, setting_values)
+    if s.models:
+        raise ConfigError("a batch file is for one model: export one per judge (--model each), not a panel")
+    layout = Layout.from_settings(s)
     splits, _ = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-    plans_by_split, _, _ = _build_plans(splits, loaded, columns, s.temperature, "keep", False)
+    plans_by_split, _, _ = _build_plans(splits, loaded, columns, s.temperature, "keep", False, layout)
     client = JudgeClient(s, api_key=None)
     store_path = _store_path(cache_dir)
     ReplyStore(store_path).close()  # the tables, and the replies earlier runs left to merge
     runner = BatchRunner(client, None, store_path, {m.name: m for m in loaded})
     try:
         todo = [
-            (lambda split=split, d=d: _requests(split, d, plans_by_split[split], client))
+            (lambda split=split, d=d: _requests(split, d, plans_by_split[split], client, layout))
             for split, d in splits.items()
             if plans_by_split[split]
         ]
@@ -88,8 +93,6 @@ def import_batch(
 
     path = Path(output_file)
     if not path.is_file():
-        from .errors import ConfigError
-
         raise ConfigError(f"no batch output file {path}: give the JSONL the batch runner wrote (-o of vllm run-batch)")
     model = kwargs.pop("model", None)
     layers = merge_layers(settings, {"batch_import": str(path.resolve())} | ({"model": model} if model else {}))

@@ -4,18 +4,20 @@ The card records the source dataset, the model, the server's host (never a
 key), each metric with the full sha256 of its prompt file, the sampling
 parameters, the recipe, rows scored, the thresholds of a filter and the rows
 it kept, the runs that produced the scores (requests and tokens summed over
-them), errors by kind, and each score column's distribution. The prompt
-files, the recipe and ``summary.json`` go to the repo beside the data
+them), errors by kind, each score column's distribution (a PNG with the
+``plots`` extra, else a text histogram) and agreement reports, if given. The
+prompt files, the recipe and ``summary.json`` go to the repo beside the data
 (``provenance_files``), so every hash in the card names a file anyone can
-read and run again. Metadata follows the Hub's conventions
-(``huggingface_hub.DatasetCardData``). hf_judge owns only the part between
+read and run again; the pictures go to ``hf_judge/plots/`` (``picture_files``).
+Metadata follows the Hub's conventions (``huggingface_hub.DatasetCardData``). hf_judge owns only the part between
 its two markers: text and metadata around it survive a second push.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +27,9 @@ from huggingface_hub import DatasetCardData
 from .filter import score_columns
 from .redact import scrub
 from .summary import RunSummary, describe_thresholds
+
+if TYPE_CHECKING:
+    from .agreement import AgreementReport
 
 START = "<!-- hf-judge:start -->"
 END = "<!-- hf-judge:end -->"
@@ -43,6 +48,7 @@ _SIZES = [
     (1_000_000_000_000, "100B<n<1T"),
 ]
 FILES_DIR = "hf_judge"  # the repo folder of the provenance files
+PLOTS_DIR = f"{FILES_DIR}/plots"  # the card's pictures (the plots extra)
 
 
 def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
@@ -77,7 +83,14 @@ def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
     return stats
 
 
-def _histogram(hist: dict) -> str:
+def text_histogram(hist: dict) -> str:
+    """``hist`` (value -> count) as bars of ``#``, for the card and the terminal.
+
+    Example:
+        >>> print(text_histogram({1: 2, 2: 4}))
+             1 | ###############                2
+             2 | ############################## 4
+    """
     peak = max(hist.values()) or 1
     return "\n".join(
         f"{str(k):>6} | {'#' * max(1, round(_BAR * c / peak)) if c else '':<{_BAR}} {c}" for k, c in hist.items()
@@ -139,7 +152,7 @@ def _provenance(summary: RunSummary) -> list[str]:
         f"- **Source dataset:** {source}",
         f"- **Model:** `{summary.model}` at `{_host(summary)}`",
         f"- **Structured output:** {summary.structured_output}",
-        f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items())}",
+        f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items() if k != 'judges')}",
     ]
     if summary.batch:
         b = summary.batch
@@ -148,6 +161,9 @@ def _provenance(summary: RunSummary) -> list[str]:
             f"{b.get('collected', 0):,} replies collected, {b.get('prompt_tokens', 0):,} prompt / "
             f"{b.get('completion_tokens', 0):,} completion tokens as the provider reported them"
         )
+    if summary.sampling.get("judges"):  # a panel: each judge's columns end in __<name>
+        judges = [f"`{j['name']}`: `{j['model']}` at `{j['base_url_host']}`" for j in summary.sampling["judges"]]
+        out.append(f"- **Judges:** {', '.join(judges)}")
     if summary.recipe:
         out.append(f"- **Recipe:** `{summary.recipe}` ([`{FILES_DIR}/recipe.yaml`]({FILES_DIR}/recipe.yaml))")
     out.append(f"- **Rows scored:** {', '.join(f'{k}: {v:,}' for k, v in summary.rows.items())}")
@@ -192,8 +208,63 @@ def _provenance(summary: RunSummary) -> list[str]:
     return out
 
 
-def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
-    """The markdown hf_judge owns in the card: provenance (with the filter, if any) and score distributions.
+def _card_columns(d: Dataset, summary: RunSummary | None) -> list[str]:
+    return [c for c in score_columns(d) if summary is None or not summary.columns or c in summary.columns]
+
+
+def distribution_path(split: str, column: str) -> str:
+    """The repo path of a score column's distribution picture.
+
+    Example:
+        >>> distribution_path("train", "QA_Clarity")
+        'hf_judge/plots/train/QA_Clarity.png'
+    """
+    from .plots import file_name
+
+    return f"{PLOTS_DIR}/{file_name(split)}/{file_name(column)}.png"
+
+
+def _report_pictures(index: int, report: AgreementReport) -> dict[str, bytes]:
+    from .plots import report_pngs
+
+    return {f"{PLOTS_DIR}/agreement/{index}_{name}": png for name, png in report_pngs(report).items()}
+
+
+def picture_files(
+    scored: DatasetDict, summary: RunSummary | None, reports: Sequence[AgreementReport] = ()
+) -> dict[str, bytes]:
+    """Repo path -> PNG for the card: each score column's distribution per split, and the pictures of each
+    agreement report (needs the ``plots`` extra).
+
+    Example:
+        >>> sorted(picture_files(scored, scored.summary))  # doctest: +SKIP
+        ['hf_judge/plots/train/QA_Clarity.png']
+    """
+    from .plots import histogram_png, require
+
+    require()
+    files = {}
+    for split, d in scored.items():
+        if split == "errors":
+            continue
+        for c in _card_columns(d, summary):
+            hist = column_stats(d, c).get("hist")
+            if hist:
+                files[distribution_path(split, c)] = histogram_png(hist, f"{c} ({split})")
+    for i, r in enumerate(reports):
+        files.update(_report_pictures(i, r))
+    return files
+
+
+def render_section(
+    scored: DatasetDict,
+    summary: RunSummary | None,
+    reports: Sequence[AgreementReport] = (),
+    pictures: Collection[str] = (),
+) -> str:
+    """The markdown hf_judge owns in the card: provenance (with the filter, if any), score distributions
+    and agreement reports. ``pictures``: the repo paths of the PNGs pushed beside the card
+    (:func:`picture_files`); a distribution with a picture shows it in place of its text histogram.
 
     Example:
         >>> print(render_section(scored, scored.summary))  # doctest: +SKIP
@@ -205,7 +276,7 @@ def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
     for split, d in scored.items():
         if split == "errors":
             continue
-        cols = [c for c in score_columns(d) if summary is None or not summary.columns or c in summary.columns]
+        cols = _card_columns(d, summary)
         if not cols:
             continue
         out += [
@@ -221,9 +292,18 @@ def render_section(scored: DatasetDict, summary: RunSummary | None) -> str:
                 f"| `{c}` | {s['count']:,} | {s['null']:,} | {_fmt(s.get('mean'))} | {_fmt(s.get('p10'))} | "
                 f"{_fmt(s.get('p50'))} | {_fmt(s.get('p90'))} |"
             )
-            if s.get("hist"):
-                details.append(f"`{c}`\n```\n{_histogram(s['hist'])}\n```")
+            picture = distribution_path(split, c)
+            if picture in pictures:
+                details.append(f"![{c} ({split})]({picture})")
+            elif s.get("hist"):
+                details.append(f"`{c}`\n```\n{text_histogram(s['hist'])}\n```")
         out += ["", *details, ""]
+    if reports:
+        out += ["### Agreement with labels", ""]
+        for i, r in enumerate(reports):
+            prefix = f"{PLOTS_DIR}/agreement/{i}_"
+            images = {p.removeprefix(prefix).removesuffix(".png"): p for p in sorted(pictures) if p.startswith(prefix)}
+            out += [r.to_markdown(images), ""]
     out.append(END)
     return scrub("\n".join(out))  # the model name and the rest come from the user's settings: no secret goes public
 

@@ -8,6 +8,7 @@ error, 130 interrupted. Set ``HF_JUDGE_DEBUG=1`` for tracebacks and debug logs.
 from __future__ import annotations
 
 import argparse
+import enum
 import logging
 import math
 import os
@@ -16,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import constants
 from .errors import ConfigError, HfJudgeError, InterruptedRun, RunStopped
@@ -50,6 +51,14 @@ BATCH_EXAMPLE = """examples:
   hf-judge batch export data.jsonl --metrics QA_All -m Qwen/Qwen3-8B -o requests.jsonl
   vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
   hf-judge batch import data.jsonl results.jsonl --metrics QA_All -m Qwen/Qwen3-8B -o out/
+"""
+AGREEMENT_EXAMPLE = """examples:
+  hf-judge agreement labelled-judged/ --score QA_Correctness --label human_score --out report.json
+  hf-judge agreement me/pairs-judged --score Comparative --label preferred --plots plots/
+  hf-judge agreement out/ --score QA_Correctness_judge_a --label QA_Correctness_judge_b   # judge vs judge
+
+Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
+verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
 """
 MERGE_EXAMPLE = """example:
   hf-judge merge --scores output/data_scored.jsonl --data data.jsonl --output data_with_scores.jsonl
@@ -91,16 +100,28 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge server")
     for name, f in public_fields().items():
         kind = _scalar_type(f.annotation)
-        default = f.default if not f.is_required() else None
-        flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
-        if kind is bool:  # a switch: given or not (None: the recipe's or the default)
+        if kind is bool:  # a switch: given or not (None: the recipe's value or the default)
+            flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
             g.add_argument(*flags, dest=name, action="store_true", default=None, help=f.description)
-        elif isinstance(kind, str):  # a Literal: its values are the choices
-            choices = _literal_values(f.annotation)
-            g.add_argument(*flags, dest=name, choices=choices, help=f"{f.description} (default {default})")
-        else:
-            shown = "" if default is None else f" (default {default:,})" if kind is int else f" (default {default:g})"
-            g.add_argument(*flags, dest=name, type=kind, help=f"{f.description}{shown}")
+            continue
+        if kind not in (int, float, str) and not issubclass(kind, enum.Enum):
+            kind = str  # a list of judges: `--models a,b,c`, split by Settings
+        default = f.default if not f.is_required() else None
+        shown = (
+            ""
+            if default is None
+            else f" (default {default:,})"
+            if kind is int
+            else f" (default {default:g})"
+            if kind is float
+            else f" (default {default})"
+        )
+        flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
+        choices = None
+        if issubclass(kind, enum.Enum):  # `invalid choice: 'avg' (choose from mean, median, ...)`
+            choices = [str(m.value) for m in cast("type[enum.Enum]", kind)]
+            kind = str
+        g.add_argument(*flags, dest=name, type=kind, choices=choices, help=f"{f.description}{shown}")
         if name == "base_url":
             g.add_argument(
                 "--api-key-env",
@@ -116,12 +137,6 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="add per-row judge_prompt_tokens / judge_completion_tokens columns",
     )
-
-
-def _literal_values(annotation: Any) -> list[str]:
-    import typing
-
-    return [str(a) for a in typing.get_args(annotation)]
 
 
 def _scalar_type(annotation: Any) -> type:
@@ -141,8 +156,34 @@ def _add_output_options(p: argparse.ArgumentParser, default: str) -> None:
         "--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo"
     )
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
+    g.add_argument(
+        "--agreement",
+        action="append",
+        type=_agreement_report,
+        default=[],
+        metavar="REPORT.json",
+        help="show this report of `hf-judge agreement --out` in the pushed card (repeatable)",
+    )
     g.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
     g.add_argument("--overwrite", action="store_true", help="replace an output folder that holds a different result")
+
+
+def _agreement_report(path: str):
+    """A saved agreement report, read when the flags are parsed: a wrong path fails before any request."""
+    import json
+
+    from .agreement import AgreementReport
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise argparse.ArgumentTypeError(f"{path} is not an agreement report: save one with hf-judge agreement --out")
+    try:
+        return AgreementReport.from_dict(data)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(f"{path}: {e}") from None
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
@@ -325,6 +366,31 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_batch_cancel)
 
     p = sub.add_parser(
+        "agreement",
+        help="check a judge's scores against labels (or another judge)",
+        description="Compare a score column of DATASET with a label column: a table, JSON and pictures.",
+        epilog=AGREEMENT_EXAMPLE,
+        formatter_class=fmt,
+    )
+    p.add_argument("dataset", help="Hub repo id, local folder, or data file holding both columns")
+    p.add_argument("--score", required=True, help="the judge's column (a pairwise metric's name reads <name>_winner)")
+    p.add_argument("--label", required=True, help="the column of trusted labels, or a second judge's column")
+    p.add_argument("--split", help="the split to compare (needed when the dataset has several)")
+    p.add_argument("--subset", help="dataset config name on the Hub (load_dataset's `name`)")
+    p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    p.add_argument("--token", help="Hub token (default: $HF_TOKEN or the saved login)")
+    p.add_argument("--kind", choices=["numeric", "binary", "pairwise"], help="default: from the columns' types")
+    p.add_argument("--positive", help="the label value counted as positive, for verdicts not true/false, 1/0, yes/no")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 0: none (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
+    p.add_argument("--confidence", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
+    p.add_argument(
+        "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
+    )
+    p.add_argument("--plots", metavar="DIR", help='save the PNG pictures here (needs pip install "hf-judge[plots]")')
+    p.set_defaults(func=cmd_agreement)
+
+    p = sub.add_parser(
         "merge",
         help="merge a seed-style scores file into the data file by id",
         description="Merge a seed-004 <name>_scored.jsonl into the original data file, matching rows by id.",
@@ -476,11 +542,26 @@ def _write(
         saved = ScoredDatasetDict(result)
         saved.summary = summary
         save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
+        _save_pictures(result, out, summary)
         done.append(f"saved to {out} ({_rows(result)})")
     if repo:
-        url = push_scored(result, repo, private=args.private, token=args.token, summary=summary)
+        url = push_scored(
+            result, repo, private=args.private, token=args.token, summary=summary, agreement=args.agreement
+        )
         done.append(f"pushed to {url} ({_rows(result)})")
     return done
+
+
+def _save_pictures(result, out: str, summary) -> None:
+    """Each score column's distribution as a PNG in ``out/plots/<split>/``, when the plots extra is installed."""
+    from . import plots
+    from .card import PLOTS_DIR, picture_files
+
+    if plots.available():
+        for path, png in picture_files(result, summary).items():
+            target = Path(out, "plots", path.removeprefix(f"{PLOTS_DIR}/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(png)
 
 
 def _filtered_name(target: str) -> str:
@@ -501,29 +582,33 @@ def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
 def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) -> int:
     """Everything is checked before the first request; the full result is saved before any filter runs."""
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
+    from .ensemble import Layout
     from .filter import SCORE_TYPES, filter_by_scores
     from .inputs import load_input
     from .metrics import resolve_metrics
     from .output import check_output, source_of, thresholds
     from .pipeline import TOKEN_COLUMNS
     from .score import score_dataset
+    from .settings import resolve_settings
 
     if not job.metrics:
         raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`) or --recipe quality")
-    if "model" not in job.client:
+    if "model" not in job.client and not job.client.get("models"):
         raise ConfigError("no model: pass --model NAME (the model name your server serves), or --model local")
     from .local import parse_local_model
 
     local = _local_judge(job.client, args.cache_dir)
-    is_local = parse_local_model(job.client["model"])[0]
+    is_local = parse_local_model(job.client.get("model"))[0]
     api_key = None if is_local else _api_key(args, job.recipe_api_key, job.client.get("base_url"))
     ds = load_input(
         job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
     )
     loaded = resolve_metrics(job.metrics, job.prompts_dir)
-    produced = [c for m in loaded for c in m.columns] + (TOKEN_COLUMNS if job.token_columns else [])
+    layout = Layout.from_settings(resolve_settings(job.client))  # samples and panels add columns
+    produced = [c for m in loaded for c in layout.columns(m)] + (TOKEN_COLUMNS if job.token_columns else [])
     if job.filters is not None:
-        numeric = [c for m in loaded for c, f in m.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
+        features = [(c, f) for m in loaded for c, f in layout.features(m).items()]
+        numeric = [c for c, f in features if getattr(f, "dtype", None) in SCORE_TYPES]
         _check_filters(job, ds, numeric)
     source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
@@ -617,7 +702,7 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
 
     from .local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
 
-    is_local, model_path = parse_local_model(kwargs["model"])
+    is_local, model_path = parse_local_model(kwargs.get("model"))
     if not is_local:
         return contextlib.nullcontext()
     if kwargs.get("base_url"):
@@ -877,6 +962,57 @@ def cmd_recipes(args: argparse.Namespace) -> int:  # noqa: ARG001 - every comman
     return 0
 
 
+def cmd_agreement(args: argparse.Namespace) -> int:
+    """hf-judge agreement DATASET --score COL --label COL [--out report.json] [--plots DIR]."""
+    from . import plots
+    from .agreement import agreement
+    from .card import text_histogram
+    from .inputs import load_input
+
+    if args.plots:
+        plots.require()  # before the work: the user asked for pictures
+    ds = load_input(
+        args.dataset,
+        subset=args.subset,
+        splits=[args.split] if args.split else None,
+        revision=args.revision,
+        token=args.token,
+    )
+    report = agreement(
+        ds,
+        args.score,
+        args.label,
+        split=args.split,
+        kind=args.kind,
+        positive=args.positive,
+        resamples=args.resamples,
+        seed=args.seed,
+        confidence=args.confidence,
+    )
+    print(report)
+    done = []
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report.to_json())
+        done.append(f"saved to {out}")
+    folder = Path(args.plots) if args.plots else Path(args.out).parent if args.out and plots.available() else None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        pictures = plots.report_pngs(report)
+        for name, png in pictures.items():
+            (folder / name).write_bytes(png)
+        done.append(f"pictures ({len(pictures)} PNG) in {folder}{os.sep}")
+    else:  # no pictures: the distributions as text
+        for column, hist in report.histograms.items():
+            print(f"\n{column}\n{text_histogram(hist)}")
+        if not plots.available():
+            print(f"\n(for PNG pictures: {plots.INSTALL_HINT}, then --plots DIR)")
+    if done:
+        print("", *done, sep="\n")
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     """hf-judge merge --scores F --data F --output F."""
     from .seed import merge_scores
@@ -931,6 +1067,13 @@ def main(argv: list[str] | None = None) -> int:
             hint = "Run the same command again to resume: finished replies are cached."
         print(f"hf-judge: interrupted. {hint}", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `hf-judge ... | head`: the reader has gone, which is no error of the run (whatever it saved is
+        # saved). Point stdout at /dev/null so that the interpreter's last flush does not complain again.
+        out = sys.__stdout__
+        if out is not None and sys.stdout is out:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        return 141  # 128 + SIGPIPE, as a shell pipeline reports a writer whose reader closed
     except ConfigError as e:
         _maybe_traceback()
         print(f"hf-judge: error: {scrub(e)}", file=sys.stderr)

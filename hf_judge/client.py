@@ -170,6 +170,9 @@ class Outcome:
     attempts: int = 0
     cached: bool = False
     usage: tuple[int, int] | None = None  # (prompt, completion) tokens of this reply, where the server reports them
+    # a request for n > 1 choices (repeated samples): the reply's other choices, and how many it held
+    extra: list[Outcome] | None = None
+    choices: int = 0
 
 
 @dataclass
@@ -414,6 +417,8 @@ class JudgeClient:
     caching: bool = True
     # The last connection failure, for the message when the server was never reached.
     _connect_error: str | None = None
+    # Whether the server answers a request for n choices with n (repeated samples; the pipeline finds out)
+    n_choices: bool | None = None
 
     def __init__(
         self,
@@ -444,6 +449,7 @@ class JudgeClient:
         self.backoff_base = settings.backoff_base
         self.backoff_max = settings.backoff_max
         self.max_total_tokens = settings.max_total_tokens
+        self.budget_peers: list[JudgeClient] = [self]  # the clients whose tokens max_total_tokens counts (a panel)
         self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
         self.stats = Stats()
         self._headers = {"Content-Type": "application/json"}
@@ -513,12 +519,14 @@ class JudgeClient:
             self._rf_cache[key] = rf
         return rf
 
-    def body(self, metric: Metric, messages: list, temperature: float, mode: str | None = None) -> bytes:
+    def body(self, metric: Metric, messages: list, temperature: float, mode: str | None = None, n: int = 1) -> bytes:
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
         if self.top_p is not None:
             payload["top_p"] = self.top_p
         if self.max_tokens is not None:
             payload["max_tokens"] = self.max_tokens
+        if n > 1:
+            payload["n"] = n
         payload["response_format"] = self.response_format(metric, mode)
         return orjson.dumps(payload)
 
@@ -588,12 +596,21 @@ class JudgeClient:
         return min(self.backoff_max, retry_after + jitter(0, min(1.0, retry_after * 0.1 + 0.01)))
 
     async def call(
-        self, metric: Metric, messages: list, temperature: float, *, have_slot: bool = False, body: bytes | None = None
+        self,
+        metric: Metric,
+        messages: list,
+        temperature: float,
+        *,
+        have_slot: bool = False,
+        body: bytes | None = None,
+        n: int = 1,
     ) -> Outcome:
         """One request with its retries: attempts (:meth:`_attempt`) until one succeeds or :func:`classify` says stop.
 
         ``have_slot``: the caller already holds a limiter slot. ``body``: the
-        canonical (json_schema, first-attempt) body, already serialised.
+        canonical (json_schema, first-attempt) body, already serialised. ``n`` > 1
+        asks for that many choices: the first decides as always, the others come
+        back in ``Outcome.extra`` (those of the last attempt).
         """
         first_body = body
         first_temperature = temperature
@@ -611,17 +628,17 @@ class JudgeClient:
             if self._rpm is not None:
                 await self._rpm.acquire()
             mode = self._mode
-            if first_body is not None and mode == "json_schema" and temperature == first_temperature:
+            if first_body is not None and n == 1 and mode == "json_schema" and temperature == first_temperature:
                 body = first_body
             else:
-                body = self.body(metric, messages, temperature, mode)
+                body = self.body(metric, messages, temperature, mode, n)
             if self._tpm is not None:
                 tokens = prompt_tokens_estimate(body) + (self.max_tokens or 256)
                 await self._tpm.acquire(min(self._tpm.max_rate, tokens))
             stats.requests += 1
             if attempt > 1:
                 stats.retries += 1
-            outcome, status, retry_after = await self._attempt(metric, body, task)
+            outcome, status, retry_after = await self._attempt(metric, body, task, n)
             if outcome.value is not None:
                 if mode == "json_schema":
                     self._schema_ok = True
@@ -658,7 +675,9 @@ class JudgeClient:
                 )
             await self._clock.sleep(self._backoff(attempt, retry_after))
 
-    async def _attempt(self, metric: Metric, body: bytes, task: asyncio.Task) -> tuple[Outcome, int, float | None]:
+    async def _attempt(
+        self, metric: Metric, body: bytes, task: asyncio.Task, n: int = 1
+    ) -> tuple[Outcome, int, float | None]:
         """Send ``body`` once, holding a limiter slot that it releases: (the outcome, the HTTP status or 0 when
         no reply came, the server's Retry-After). Raises on a 429 that says the quota is used up, and on the
         token budget."""
@@ -701,6 +720,8 @@ class JudgeClient:
             self.limiter.release(sent_at=sent_at)
             self.stats.statuses[200] += 1
             outcome = self._handle_ok(metric, data)
+            if n > 1:
+                outcome.extra, outcome.choices = self._other_choices(metric, data)
             self._check_budget()
             return outcome, 200, None
         if not status:
@@ -778,6 +799,31 @@ class JudgeClient:
             return True
         return False
 
+    def _other_choices(self, metric: Metric, data: bytes) -> tuple[list[Outcome], int]:
+        """The choices after the first of a reply to a request for n > 1, each validated (a failed one is an
+        Outcome with its kind), and how many choices the reply held (1: the server ignored ``n``)."""
+        try:
+            choices = orjson.loads(data)["choices"]
+            if not isinstance(choices, list):
+                return [], 0
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return [], 0
+        out = []
+        for choice in choices[1:]:
+            message = choice.get("message") if isinstance(choice, dict) else None
+            content = message.get("content") if isinstance(message, dict) else None
+            if not isinstance(content, str) and content is not None:
+                content = _text_of(content)
+            if isinstance(content, str):
+                content = scrub_registered(content)
+            try:
+                out.append(Outcome(parse_reply(metric, content, choice.get("finish_reason")), content, attempts=1))
+            except ReplyError as e:
+                out.append(Outcome(None, content, e.kind, e.message, attempts=1))
+            except AttributeError:  # a choice that is not an object
+                out.append(Outcome(None, None, ErrorKind.BAD_RESPONSE, "a choice of the reply is not an object"))
+        return out, len(choices)
+
     def _handle_ok(self, metric: Metric, data: bytes) -> Outcome:
         try:
             doc = orjson.loads(data)
@@ -816,7 +862,7 @@ class JudgeClient:
 
     def _check_budget(self) -> None:
         if self.max_total_tokens is not None:
-            used = self.stats.prompt_tokens + self.stats.completion_tokens
+            used = sum(c.stats.prompt_tokens + c.stats.completion_tokens for c in self.budget_peers)
             if used >= self.max_total_tokens:
                 raise BudgetExceededError(
                     f"the token budget max_total_tokens={self.max_total_tokens} is used up ({used} tokens). "

@@ -6,22 +6,35 @@ config of their own, ``load_dataset(repo, "errors")``, because all splits of
 one config must share features. The errors config is pushed every time, empty
 when nothing failed, so that it always exists and never holds the errors of an
 earlier push. The prompt files, the recipe and ``summary.json`` that produced
-the scores go to ``hf_judge/`` beside them.
+the scores go to ``hf_judge/`` beside them, the card's pictures (the ``plots``
+extra) to ``hf_judge/plots/``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 from datasets import Dataset, DatasetDict
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, DatasetCardData, HfApi
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
-from .card import FILES_DIR, card_metadata, merge_card_text, provenance_files, render_section
+from .card import (
+    FILES_DIR,
+    PLOTS_DIR,
+    card_metadata,
+    merge_card_text,
+    picture_files,
+    provenance_files,
+    render_section,
+)
 from .errors import ConfigError
 from .redact import register
 from .summary import RunSummary
+
+if TYPE_CHECKING:
+    from .agreement import AgreementReport
 
 logger = logging.getLogger("hf_judge")
 
@@ -34,6 +47,8 @@ def push_scored(
     token: str | None = None,
     summary: RunSummary | None = None,
     revision: str | None = None,
+    agreement: AgreementReport | Sequence[AgreementReport] = (),
+    plots: bool | None = None,
     **push_kwargs,
 ) -> str:
     """Push scored splits, the errors, the provenance files and a dataset card; returns the repo URL.
@@ -41,12 +56,19 @@ def push_scored(
     ``push_kwargs`` (``max_shard_size``, ``commit_message``, ...) go to the
     scored splits' ``DatasetDict.push_to_hub``. ``scored.push_to_hub(repo)`` on
     the result of ``score_dataset`` or ``filter_by_scores`` does the same.
+    ``agreement``: reports of :func:`hf_judge.agreement` to show in the card. ``plots``: push PNG
+    pictures of the distributions (and of the reports) to ``hf_judge/plots/`` and show them in the
+    card; default: when the ``plots`` extra (matplotlib) is installed.
 
     Example:
         >>> push_scored(scored, "me/gsm8k-judged", private=True)  # doctest: +SKIP
         'https://huggingface.co/datasets/me/gsm8k-judged'
+        >>> report = agreement(scored["train"], score="QA_Correctness", label="human_score")  # doctest: +SKIP
+        >>> push_scored(scored, "me/gsm8k-judged", agreement=report)  # doctest: +SKIP
     """
+    from .agreement import AgreementReport
     from .images import saveable
+    from .plots import available
     from .score import ERROR_FEATURES, ERRORS_SPLIT
 
     if "config_name" in push_kwargs or "data_dir" in push_kwargs:
@@ -58,6 +80,8 @@ def push_scored(
     errors = scored.get(ERRORS_SPLIT)
     if errors is None:
         errors = Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    reports = [agreement] if isinstance(agreement, AgreementReport) else list(agreement)
+    pictures = picture_files(data, summary, reports) if (available() if plots is None else plots) else {}
     data.push_to_hub(repo_id, private=private, token=token, revision=revision, **push_kwargs)
     api = HfApi(token=token)
     files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
@@ -74,21 +98,22 @@ def push_scored(
         text = str(card)
     except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
         text = "---\n---\n"
-    card = DatasetCard(merge_card_text(text, render_section(data, summary)))
+    card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures)))
     card_metadata(cast(DatasetCardData, card.data), data, summary)  # a DatasetCard's data is one
-    if summary is not None:
-        new = provenance_files(summary)
+    if summary is not None or pictures:
+        new = {**(provenance_files(summary) if summary is not None else {}), **pictures}
         ops: list[CommitOperationAdd | CommitOperationDelete] = [
             CommitOperationAdd(path, content) for path, content in new.items()
         ]
-        # an earlier run's prompts that these scores did not use
-        ops += [CommitOperationDelete(f) for f in files if f.startswith(f"{FILES_DIR}/") and f not in new]
+        # an earlier run's prompts and pictures that these scores did not use
+        ours = f"{FILES_DIR}/" if summary is not None else f"{PLOTS_DIR}/"
+        ops += [CommitOperationDelete(f) for f in files if f.startswith(ours) and f not in new]
         api.create_commit(
             repo_id,
             ops,
             repo_type="dataset",
             revision=revision,
-            commit_message="Add the prompts and recipe that produced the scores (hf-judge)",
+            commit_message="Add the prompts, recipe and pictures of the scores (hf-judge)",
         )
     card.push_to_hub(
         repo_id, repo_type="dataset", token=token, revision=revision, commit_message="Update dataset card (hf-judge)"

@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -30,7 +32,8 @@ from typing import Any, cast
 from datasets import Dataset
 
 from .client import JudgeClient, Outcome
-from .errors import ErrorKind, TemplateError
+from .ensemble import Layout, sample_key
+from .errors import CircuitOpenError, ErrorKind, ServerUnreachableError, TemplateError
 from .images import ImageValueError, image_urls
 from .metrics import Metric, MetricKind, OutputType
 from .pages import file_paths, release
@@ -40,6 +43,7 @@ from .render import format_value
 from .store import ReplyStore
 from .validate import ReplyError, parse_reply
 
+logger = logging.getLogger("hf_judge")
 # Bound to module names for the per-row paths: a member looked up on its enum class costs ~70 ns.
 _BINARY, _PAIRWISE = MetricKind.BINARY, MetricKind.PAIRWISE
 # Per-row token columns (token_columns=True): the usage the server reported for
@@ -114,16 +118,19 @@ class Plan:
 
 
 class _Job:
-    """One (row, metric): one request, or two for a swapped pairwise judge."""
+    """One (row, metric): one request, or two for a swapped pairwise judge; times K samples, times the judges
+    of a panel. Part ``(judge * K + sample) * orders + order`` is one request."""
 
-    __slots__ = ("row", "plan", "outcomes", "pending", "keys")
+    __slots__ = ("row", "plan", "outcomes", "pending", "keys", "orders", "per_judge")
 
-    def __init__(self, row: int, plan: Plan, n: int):
+    def __init__(self, row: int, plan: Plan, n: int, orders: int = 1, per_judge: int | None = None):
         self.row = row
         self.plan = plan
         self.outcomes: list[Outcome | None] = [None] * n
         self.pending = n
         self.keys: list[bytes] = [b""] * n
+        self.orders = orders
+        self.per_judge = per_judge or n
 
 
 class SplitRun:
@@ -146,17 +153,23 @@ class SplitRun:
         max_input_chars: int | None = None,
         token_columns: bool = False,
         on_progress: ProgressCallback | None = None,
+        judges: Sequence[JudgeClient] = (),
+        layout: Layout | None = None,
         unsent: Callable[[bytes], Outcome] | None = None,
     ):
         self.split = split
         self.ds = ds
         self.plans = plans
         self.client = client
+        # a panel: one client per judge, in the layout's judge order (the first is `client`)
+        self.clients = list(judges) or [client]
+        self.layout = layout = layout or Layout()
+        self.judge_down: dict[int, Outcome] = {}  # judge -> the outcome of each of its requests from now on
         self.store = store
         self.window = max(window, read_batch)
         self.read_batch = read_batch
         self.max_input_chars = max_input_chars
-        self.columns = [c for p in plans for c in p.metric.columns]
+        self.columns = [c for p in plans for c in layout.columns(p.metric)]
         self.token_columns = token_columns
         if token_columns:
             self.columns += TOKEN_COLUMNS
@@ -186,7 +199,7 @@ class SplitRun:
     # -- feeder (event loop thread) ------------------------------------------
     async def feed(self) -> None:
         self._started = time.perf_counter()
-        self._requests0 = self.client.stats.requests
+        self._requests0 = self._requests()
         ticker = asyncio.get_running_loop().create_task(self._tick()) if self.on_progress else None
         try:
             await self._feed()
@@ -205,6 +218,9 @@ class SplitRun:
             self._report()
             await asyncio.sleep(INTERVAL)
 
+    def _requests(self) -> int:
+        return sum(c.stats.requests for c in self.clients)
+
     def _report(self) -> None:
         if self.on_progress is None:
             return
@@ -214,9 +230,9 @@ class SplitRun:
                     self.split,
                     self.rows_done,
                     len(self.ds),
-                    self.client.limiter.in_flight,
+                    sum(c.limiter.in_flight for c in self.clients),
                     len(self.errors),
-                    self.client.stats.requests - self._requests0,
+                    self._requests() - self._requests0,
                     time.perf_counter() - self._started,
                 )
             )
@@ -260,18 +276,26 @@ class SplitRun:
                         if outcome is None:
                             remaining.append(item)
                         else:
-                            self.client.stats.cache_hits += 1
+                            self.clients[part // job.per_judge].stats.cache_hits += 1
                             self._finish_part(job, part, outcome)
                     sends = remaining
             if self.unsent is not None:
                 for job, part, _, _ in sends:
                     self._finish_part(job, part, self.unsent(job.keys[part]))
                 sends = []
-            limiter = self.client.limiter
-            loop = asyncio.get_running_loop()
-            inflight, recent, stats = self.inflight, self.recent, self.client.stats
+            inflight, recent, clients, down = self.inflight, self.recent, self.clients, self.judge_down
+            claimed: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
+            several = self.layout.samples > 1
             for job, part, messages, body in sends:
                 key = job.keys[part]
+                if claimed and (id(job), part) in claimed:
+                    continue
+                judge = part // job.per_judge
+                if down and judge in down:
+                    self._finish_part(job, part, down[judge])
+                    continue
+                client = clients[judge]
+                stats, limiter = client.stats, client.limiter
                 waiting = inflight.get(key)
                 if waiting is not None:
                     waiting.append((job, part))
@@ -283,14 +307,13 @@ class SplitRun:
                     self._finish_part(job, part, shared)
                     continue
                 inflight[key] = []
+                followers = self._followers(job, part, client, claimed) if several else ()
                 if not limiter.try_acquire():
                     await limiter.acquire()
                 if self.failure is not None:
                     limiter.release()
                     return
-                t = loop.create_task(self._send(job, part, messages, body))
-                self.tasks.add(t)
-                t.add_done_callback(self.tasks.discard)
+                self._spawn(self._send(job, part, messages, body, followers))
             # yield once per batch so replies are handled between batches
             await asyncio.sleep(0)
         while self.tasks:
@@ -358,12 +381,24 @@ class SplitRun:
             rendered = [metric.messages(vals, plan.images) for vals in orders]
         except TemplateError as e:
             return self._job_error(r, plan, ErrorKind.TEMPLATE, str(e))
-        job = _Job(r, plan, len(orders))
-        client = self.client
-        for part, messages in enumerate(rendered):
-            body = client.body(metric, messages, plan.temperature, "json_schema")
-            job.keys[part] = client.request_key(body)
-            sends.append((job, part, messages, body))
+        n_orders, k = len(rendered), self.layout.samples
+        if k == 1 and len(self.clients) == 1:
+            job = _Job(r, plan, n_orders)
+            client = self.client
+            for part, messages in enumerate(rendered):
+                body = client.body(metric, messages, plan.temperature, "json_schema")
+                job.keys[part] = client.request_key(body)
+                sends.append((job, part, messages, body))
+            return
+        job = _Job(r, plan, n_orders * k * len(self.clients), n_orders, n_orders * k)
+        for judge, client in enumerate(self.clients):
+            for order, messages in enumerate(rendered):
+                body = client.body(metric, messages, plan.temperature, "json_schema")
+                key = client.request_key(body)
+                for sample in range(k):
+                    part = (judge * k + sample) * n_orders + order
+                    job.keys[part] = sample_key(key, sample)
+                    sends.append((job, part, messages, body))
 
     def _from_cache(self, metric: Metric, hit: tuple[str, tuple[int, int] | None]) -> Outcome | None:
         content, usage = hit
@@ -373,14 +408,90 @@ class SplitRun:
         except ReplyError:
             return None  # a damaged or outdated entry: score it again
 
-    async def _send(self, job: _Job, part: int, messages: list, body: bytes) -> None:
+    def _spawn(self, coro) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+
+    def _followers(self, job: _Job, part: int, client: JudgeClient, claimed: set) -> tuple[int, ...]:
+        """For the first sample of a (judge, order): the other samples not yet answered, to ask for in the same
+        request as its extra choices (``n``), where the server is not known to ignore ``n``."""
+        if client.n_choices is False or (part // job.orders) % self.layout.samples:
+            return ()
+        inflight, recent, out = self.inflight, self.recent, []
+        for sample in range(1, self.layout.samples):
+            other = part + sample * job.orders
+            key = job.keys[other]
+            if job.outcomes[other] is None and key not in inflight and key not in recent:
+                inflight[key] = []
+                claimed.add((id(job), other))
+                out.append(other)
+        return tuple(out)
+
+    async def _send(
+        self,
+        job: _Job,
+        part: int,
+        messages: list,
+        body: bytes,
+        followers: Sequence[int] = (),
+        have_slot: bool = True,
+    ) -> None:
+        judge = part // job.per_judge
+        client = self.clients[judge]
         try:
-            outcome = await self.client.call(job.plan.metric, messages, job.plan.temperature, have_slot=True, body=body)
+            outcome = await client.call(
+                job.plan.metric,
+                messages,
+                job.plan.temperature,
+                have_slot=have_slot,
+                body=body,
+                n=1 + len(followers),
+            )
         except asyncio.CancelledError:
             raise
+        except (ServerUnreachableError, CircuitOpenError) as e:
+            if not self._judge_failed(judge, e):
+                self._fail(e)
+                return
+            outcome = self.judge_down[judge]
         except BaseException as e:  # noqa: BLE001 - a RunStopped, or a bug: either must not hang the map
             self._fail(e)
             return
+        if followers:
+            extra = outcome.extra or []
+            if outcome.choices:  # a completion came, with 1 + len(extra) choices
+                client.n_choices = len(extra) >= len(followers)
+                if not client.n_choices:
+                    self._n_ignored(client, outcome)
+                for other in followers[len(extra) :]:
+                    self._spawn(self._send(job, other, messages, body, have_slot=False))
+                for other, o in zip(followers, extra[: len(followers)], strict=False):
+                    self._deliver(job, other, o)
+            elif client.n_choices is not True and _refuses_n(outcome):
+                client.n_choices = False
+                self._n_ignored(client, outcome)
+                for other in (part, *followers):  # each sample on its own; their waiters are still registered
+                    self._spawn(self._send(job, other, messages, body, have_slot=False))
+                return
+            else:  # no reply came (a connection failure, a timeout, a 5xx): every sample of it failed alike
+                for other in followers:
+                    self._deliver(job, other, outcome)
+        self._deliver(job, part, outcome)
+
+    def _n_ignored(self, client: JudgeClient, outcome: Outcome) -> None:
+        if any("ignores n" in note for note in client.stats.notes):
+            return
+        how = f"refused it ({outcome.kind})" if not outcome.choices else "answered with one choice"
+        note = (
+            f"the server at {client.base_url} ignores n (asked for {self.layout.samples} choices, it {how}): "
+            "each sample is a request of its own"
+        )
+        client.stats.notes.append(note)
+        logger.info(note)
+
+    def _deliver(self, job: _Job, part: int, outcome: Outcome) -> None:
+        """A request's outcome to its part, to the reply store, and to the identical requests waiting for it."""
         key = job.keys[part]
         if outcome.value is not None and self.store is not None:
             assert outcome.raw is not None  # a validated reply always keeps its text
@@ -393,15 +504,32 @@ class SplitRun:
         for waiter, waiter_part in self.inflight.pop(key, ()):
             self._finish_part(waiter, waiter_part, outcome)
 
+    def _judge_failed(self, judge: int, e: BaseException) -> bool:
+        """A panel's judge whose server is down or failing: its requests end as errors, the others go on.
+        False when no judge is left (or there is no panel): then the run stops, as with one judge."""
+        if len(self.clients) == 1:
+            return False
+        if judge not in self.judge_down:
+            kind = ErrorKind.CONNECTION if isinstance(e, ServerUnreachableError) else ErrorKind.BAD_RESPONSE
+            self.judge_down[judge] = Outcome(None, None, kind, f"the judge stopped: {e}")
+        return len(self.judge_down) < len(self.clients)
+
     def _store_failed(self) -> None:
         store = self.store
         assert store is not None and store.failure is not None  # only called when the store has failed
         parts = sum(2 if p.metric.kind == MetricKind.PAIRWISE and p.metric.swap else 1 for p in self.plans)
+        parts *= self.layout.samples * len(self.clients)
         error = store.stop_error((len(self.ds) - self.frontier) * parts)
         assert error is not None
         self._fail(error)
 
     def _job_error(
+        self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
+    ) -> None:
+        self._error_row(r, plan, kind, message, raw, attempts)
+        self._row_done(r)
+
+    def _error_row(
         self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
     ) -> None:
         # The one place error rows are made: whatever a server put in them, no secret goes on.
@@ -417,7 +545,6 @@ class SplitRun:
                 "attempts": attempts,
             }
         )
-        self._row_done(r)
 
     def _finish_part(self, job: _Job, part: int, outcome: Outcome) -> None:
         job.outcomes[part] = outcome
@@ -426,28 +553,72 @@ class SplitRun:
             return
         metric = job.plan.metric
         outcomes = cast("list[Outcome]", job.outcomes)  # every part has finished
-        failed = [o for o in outcomes if o.value is None]
-        if failed:
-            o = failed[0]
-            attempts = sum(x.attempts for x in outcomes)
-            return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
-        # none failed: every value is set
         row_values = self.values[job.row]
-        if metric.kind == _PAIRWISE:
-            row_values.update(combine_pairwise(metric, cast("list[dict[str, Any]]", [o.value for o in outcomes])))
-        else:
-            value = cast("dict[str, Any]", outcomes[0].value)
-            for out in metric.outputs:
-                row_values[out.column] = value[out.key]
-            if metric.kind == _BINARY:
-                verdict = next(o for o in metric.outputs if o.enum)
-                row_values[metric.name] = value[verdict.key] == metric.params["positive"]
+        if job.per_judge == len(outcomes) and self.layout.samples == 1:
+            failed = [o for o in outcomes if o.value is None]
+            if failed:
+                o = failed[0]
+                attempts = sum(x.attempts for x in outcomes)
+                return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
+            # none failed: every value is set
+            self._put_values(metric, outcomes, row_values)
+        elif not self._combine(job, outcomes, row_values):
+            return self._row_done(job.row)
         if self.token_columns:
             for o in outcomes:
                 if o.usage is not None:
                     row_values[PROMPT_TOKENS] = row_values.get(PROMPT_TOKENS, 0) + o.usage[0]
                     row_values[COMPLETION_TOKENS] = row_values.get(COMPLETION_TOKENS, 0) + o.usage[1]
         self._row_done(job.row)
+
+    @staticmethod
+    def _put_values(metric: Metric, outcomes: list[Outcome], into: dict[str, Any]) -> None:
+        """The metric's columns from one reply (both orders of a swapped pairwise judge)."""
+        if metric.kind == _PAIRWISE:
+            into.update(combine_pairwise(metric, cast("list[dict[str, Any]]", [o.value for o in outcomes])))
+            return
+        value = cast("dict[str, Any]", outcomes[0].value)
+        for out in metric.outputs:
+            into[out.column] = value[out.key]
+        if metric.kind == _BINARY:
+            verdict = next(o for o in metric.outputs if o.enum)
+            into[metric.name] = value[verdict.key] == metric.params["positive"]
+
+    def _combine(self, job: _Job, outcomes: list[Outcome], row_values: dict[str, Any]) -> bool:
+        """Samples and judges of a finished job -> its columns (see ensemble.py), and an error row for each
+        judge with fewer than ``min_samples`` good samples. False when no judge has a value."""
+        metric, layout, orders = job.plan.metric, self.layout, job.orders
+        k = layout.samples
+        judges: list[dict[str, Any] | None] = []
+        for judge in range(len(self.clients)):
+            samples: list[dict[str, Any] | None] = []
+            failures: list[Outcome] = []
+            for sample in range(k):
+                start = (judge * k + sample) * orders
+                parts = outcomes[start : start + orders]
+                failed = next((o for o in parts if o.value is None), None)
+                if failed is None:
+                    values: dict[str, Any] = {}
+                    self._put_values(metric, parts, values)
+                    samples.append(values)
+                else:
+                    samples.append(None)
+                    failures.append(failed)
+            good = k - len(failures)
+            if good < layout.min_samples:
+                o = failures[0]
+                where = f"judge {layout.judges[judge]!r}: " if layout.panel else ""
+                missing = f"{len(failures)} of {k} samples failed (min_samples={layout.min_samples}); " if k > 1 else ""
+                attempts = sum(x.attempts for x in outcomes[judge * job.per_judge : (judge + 1) * job.per_judge])
+                message = f"{where}{missing}{o.message or ''}"
+                self._error_row(job.row, job.plan, o.kind or "error", message, o.raw, attempts)
+                judges.append(None)
+            else:
+                judges.append(samples[0] if k == 1 else layout.combine_samples(metric, samples))
+        if all(j is None for j in judges):
+            return False
+        row_values.update(layout.combine_judges(metric, judges) if layout.panel else cast("dict", judges[0]))
+        return True
 
     def _row_done(self, r: int) -> None:
         left = self.row_pending[r] - 1
@@ -494,6 +665,14 @@ class SplitRun:
         self._fail(self.failure or asyncio.CancelledError())
         if self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def _refuses_n(outcome: Outcome) -> bool:
+    """A 400/422 whose message is about the ``n`` parameter (``'n' must be 1``), not about the request's content."""
+    return outcome.kind in ("http_400", "http_422") and bool(_N_PARAM.search(outcome.message or ""))
+
+
+_N_PARAM = re.compile(r"(?<![A-Za-z_])n(?![A-Za-z_])")
 
 
 def read_batches(ds: Dataset, batch_size: int, raw_images: bool) -> Iterator[dict[str, list]]:

@@ -96,9 +96,10 @@ class Recipe(SettingsOverrides):  # type: ignore[valid-type,misc]  # a model bui
         d = {**job, **d}  # the job first, then its settings
         if "api_key" in d and not str(d["api_key"]).startswith("env:"):
             d["api_key"] = "env:OPENAI_API_KEY"  # a key written in the recipe never leaves the machine
-        if "base_url" in d:
-            scheme, sep, rest = d["base_url"].partition("://")
-            d["base_url"] = scheme + sep + rest.rpartition("@")[2] if sep else d["base_url"]
+        for server in [d, *(j for j in d.get("models", []) if isinstance(j, dict))]:
+            if "base_url" in server:
+                scheme, sep, rest = server["base_url"].partition("://")
+                server["base_url"] = scheme + sep + rest.rpartition("@")[2] if sep else server["base_url"]
         if "prompts_dir" in d:
             d["prompts_dir"] = "prompts"  # the prompt files are uploaded beside the recipe
         for local in ("output_dir",):

@@ -27,7 +27,8 @@ import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 
 from . import constants
-from .client import JudgeClient, has_credentials
+from .client import JudgeClient, Stats, has_credentials
+from .ensemble import Layout
 from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
 from .images import ImageValueError, image_urls, image_variables, saveable
 from .metrics import resolve_metrics
@@ -147,7 +148,14 @@ def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset |
 
 
 def _fingerprint(
-    ds: Dataset, split: str, plans: list[Plan], client: JudgeClient, max_input_chars: int | None, token_columns: bool
+    ds: Dataset,
+    split: str,
+    plans: list[Plan],
+    client: JudgeClient,
+    max_input_chars: int | None,
+    token_columns: bool,
+    layout: Layout | None = None,
+    judges: list[JudgeClient] | None = None,
 ) -> str:
     state = {
         "v": constants.CACHE_VERSION,
@@ -168,6 +176,9 @@ def _fingerprint(
         "max_input_chars": max_input_chars,
         "token_columns": token_columns,
     }
+    ensemble = layout.fingerprint() if layout is not None else None
+    if ensemble is not None:  # only then: the fingerprints of one-reply runs stay what they were
+        state["ensemble"] = {**ensemble, "servers": [[j.model, j.server_id] for j in judges or [client]]}
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -273,16 +284,20 @@ def score_dataset(
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
     settings = _settings(settings, setting_values)
+    layout = Layout.from_settings(settings)
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     plans_by_split, kept, renamed = _build_plans(
-        splits, loaded, columns, settings.temperature, if_exists, token_columns
+        splits, loaded, columns, settings.temperature, if_exists, token_columns, layout
     )
+    _check_samples(settings, plans_by_split)
     api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
-    client = JudgeClient(settings, api_key=api_key)
-    client.caching = use_cache
+    clients = _judge_clients(settings, api_key)
+    client = clients[0]
+    for c in clients:
+        c.caching = use_cache
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
-    summary = _new_summary(settings, client, loaded, splits, kept, renamed)
+    summary = _new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
     ctx = _SplitContext(
         client=client,
         summary=summary,
@@ -292,10 +307,17 @@ def score_dataset(
         progress=progress,
         window=settings.window or max(4096, 64 * settings.concurrency),
         max_input_chars=settings.max_input_chars,
+        layout=layout,
+        judges=clients,
     )
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
+    if (settings.batch or settings.batch_import) and settings.models:
+        raise ConfigError(
+            "batch mode sends to one model on one server, and a panel has several (models=): score the panel "
+            "online, or run one --batch run per judge (--model each)"
+        )
     if settings.no_wait and not settings.batch:
         raise ConfigError("no_wait (--no-wait) submits batches and stops: it needs batch=True (--batch)")
     if (settings.batch or settings.batch_import) and not use_cache:
@@ -303,7 +325,7 @@ def score_dataset(
             "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
         )
     try:
-        with sparse_gc(), _RunResources(client, cache_root / "replies.sqlite3" if use_cache else None) as res:
+        with sparse_gc(), _RunResources(clients, cache_root / "replies.sqlite3" if use_cache else None) as res:
             ctx.resources = res
             if settings.batch or settings.batch_import:
                 _run_batches(ctx, splits, plans_by_split, api_key)
@@ -328,7 +350,9 @@ def score_dataset(
         logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
         raise
     finally:
-        _fill_summary(summary, client, errors, started)
+        _fill_summary(summary, clients, errors, started)
+    if layout.panel:
+        summary.agreement = _agreement(layout, results, plans_by_split)
 
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = (
@@ -366,9 +390,9 @@ def _run_batches(
     todo: list[Callable[[], Any]] = []
     for split, d in splits.items():
         plans = plans_by_split[split]
-        fp = _fingerprint(d, split, plans, client, ctx.max_input_chars, ctx.token_columns)
+        fp = _fingerprint(d, split, plans, client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
         if plans and not (ctx.cache_root / "results" / f"{fp}.arrow").exists():
-            todo.append(functools.partial(_requests, split, d, plans, client))
+            todo.append(functools.partial(_requests, split, d, plans, client, ctx.layout))
     try:
         runner.run(todo, settings.no_wait)
     finally:
@@ -379,9 +403,10 @@ def _say(text: str) -> None:
     print(f"hf-judge: {text}", file=sys.stderr, flush=True)
 
 
-def _requests(split: str, d: Dataset, plans: list[Plan], client: JudgeClient):
-    # large read batches: nothing waits on the renderer here, unlike in the online feeder
-    return SplitRun(split, d, plans, client, None, window=1024, read_batch=1024).requests()
+def _requests(split: str, d: Dataset, plans: list[Plan], client: JudgeClient, layout: Layout | None = None):
+    # large read batches: nothing waits on the renderer here, unlike in the online feeder.
+    # K samples are K lines with the same body (their keys differ): a batch asks for no `n`.
+    return SplitRun(split, d, plans, client, None, window=1024, read_batch=1024, layout=layout).requests()
 
 
 def _settings_doc() -> str:
@@ -420,6 +445,7 @@ def _build_plans(
     temperature: float | None,
     if_exists: str,
     token_columns: bool,
+    layout: Layout | None = None,
 ) -> tuple[dict[str, list[Plan]], dict[str, list[str]], dict[str, dict[str, str]]]:
     """Per split, the metrics to score and how each reads its variables (checked on the first row), the
     names of the metrics whose columns are kept, and the columns renamed to make room for a single metric
@@ -435,7 +461,9 @@ def _build_plans(
         renamed[split] = _free_single_metric_columns(splits[split], loaded)
         if renamed[split]:
             splits[split] = splits[split].rename_columns(renamed[split])
-        todo, kept[split], drop = _existing_columns(split, splits[split], loaded, if_exists, token_columns)
+        todo, kept[split], drop = _existing_columns(
+            split, splits[split], loaded, if_exists, token_columns, layout or Layout()
+        )
         if drop:
             splits[split] = splits[split].remove_columns(drop)
         d = splits[split]
@@ -456,16 +484,61 @@ def _build_plans(
     return plans_by_split, kept, renamed
 
 
-def _api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
-    """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials."""
-    base = settings.base_url or check_base_url(constants.default_base_url())
-    if api_key is None and not has_credentials(base):  # a URL's user:password@ is its auth: no key from the env
-        api_key = constants.default_api_key()
-    if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
+def _check_samples(settings: Settings, plans_by_split: dict[str, list[Plan]]) -> None:
+    """K samples at temperature 0 are the same reply K times, each paid for: refuse them."""
+    if settings.samples == 1:
+        return
+    cold = sorted({p.metric.name for plans in plans_by_split.values() for p in plans if p.temperature == 0})
+    if cold:
         raise ConfigError(
-            f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
-            "or point base_url (--base-url) at your own server"
+            f"samples={settings.samples} at temperature 0 ({', '.join(cold)}): the {settings.samples} replies would "
+            "be the same reply paid for each time. Sample at a temperature above 0: temperature=0.7 (--temperature 0.7)"
         )
+
+
+def _judge_clients(settings: Settings, api_key: str | None) -> list[JudgeClient]:
+    """One client per judge (one for a run without a panel): its model, its server, its key."""
+    if not settings.models:
+        return [JudgeClient(settings, api_key=api_key)]
+    from .recipes import resolve_secret
+
+    clients = []
+    for judge in settings.judges:
+        own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
+        base = own.base_url or constants.default_base_url()
+        key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
+        register(key)
+        if key is None and not has_credentials(base):
+            key = api_key
+        clients.append(JudgeClient(own, api_key=key))
+    for c in clients:  # max_total_tokens is the run's budget, whichever judge spends it
+        c.budget_peers = clients
+    return clients
+
+
+def _agreement(layout: Layout, results: dict[str, Dataset], plans_by_split: dict[str, list[Plan]]) -> dict:
+    """Judge-vs-judge agreement of a panel, per split and metric (see ensemble.Layout.agreement)."""
+    out: dict[str, Any] = {}
+    for split, plans in plans_by_split.items():
+        if split in results and plans:
+            table = results[split].data.table
+            out[split] = {p.metric.name: layout.agreement(p.metric, table) for p in plans}
+    return out
+
+
+def _api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
+    """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials.
+    In a panel, the key of every judge that names none of its own (``api_key: env:VAR``)."""
+    base = settings.base_url or check_base_url(constants.default_base_url())
+    bases = [j.base_url or base for j in settings.judges if not j.api_key] if settings.models else [base]
+    if api_key is None and any(not has_credentials(b) for b in bases):  # user:password@ is a URL's own auth
+        api_key = constants.default_api_key()
+    for base in bases:
+        if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
+            raise ConfigError(
+                f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
+                "or point base_url (--base-url) at your own server"
+            )
     register(api_key)
     return api_key
 
@@ -477,19 +550,31 @@ def _new_summary(
     splits: dict[str, Dataset],
     kept: dict[str, list[str]],
     renamed: dict[str, dict[str, str]],
+    layout: Layout | None = None,
+    clients: list[JudgeClient] | None = None,
 ) -> RunSummary:
+    layout = layout or Layout()
+    sampling: dict[str, Any] = {
+        "temperature": settings.temperature
+        if settings.temperature is not None
+        else {m.name: m.temperature for m in loaded},
+        "top_p": settings.top_p,
+        "max_tokens": settings.max_tokens,
+    }
+    if layout.samples > 1:
+        sampling.update(samples=layout.samples, min_samples=layout.min_samples)
+    if layout.panel:
+        sampling["aggregator"] = str(layout.aggregator)
+        sampling["judges"] = [
+            {"name": name, "model": c.model, "base_url_host": _host(c)}
+            for name, c in zip(layout.judges, clients or [], strict=True)
+        ]
     summary = RunSummary(
         model=settings.model,
-        base_url_host=urlparse(client.base_url).netloc.rpartition("@")[2],  # never user:password@
+        base_url_host=_host(client),
         metrics={m.name: m.prompt_hash for m in loaded},
-        columns=[c for m in loaded for c in m.columns],
-        sampling={
-            "temperature": settings.temperature
-            if settings.temperature is not None
-            else {m.name: m.temperature for m in loaded},
-            "top_p": settings.top_p,
-            "max_tokens": settings.max_tokens,
-        },
+        columns=[c for m in loaded for c in layout.columns(m)],
+        sampling=sampling,
         source_dataset=_source_name(splits),
         prompts={m.name: _prompt_record(m) for m in loaded},
     )
@@ -508,13 +593,17 @@ def _new_summary(
     return summary
 
 
+def _host(client: JudgeClient) -> str:
+    return urlparse(client.base_url).netloc.rpartition("@")[2]  # never user:password@
+
+
 class _RunResources(ExitStack):
     """What a run holds while it sends requests: the reply store, the event loop thread and the client's
     session. Opened when the first split needs them; closed once, each best effort, however the run ends:
     the split in flight cancelled, the session closed, the loop stopped, then the store flushed and closed."""
 
-    def __init__(self, client: JudgeClient, store_path: Path | None):
-        self.client = client
+    def __init__(self, clients: list[JudgeClient], store_path: Path | None):
+        self.clients = clients
         self.store_path = store_path
         self.store: ReplyStore | None = None
         self.loop: LoopThread | None = None
@@ -533,9 +622,15 @@ class _RunResources(ExitStack):
             self.callback(self._close_store, self.store)
         self.loop = loop = LoopThread()
         self.callback(loop.stop)
-        self.callback(self._quietly, lambda: loop.run(self.client.close(), timeout=10))
+        for client in self.clients:
+            self.callback(self._quietly, functools.partial(self._close_client, loop, client))
         self.callback(self._quietly, self._cancel_active)
-        loop.run(self.client.open())
+        for client in self.clients:
+            loop.run(client.open())
+
+    @staticmethod
+    def _close_client(loop: LoopThread, client: JudgeClient) -> None:
+        loop.run(client.close(), timeout=10)
 
     def _cancel_active(self) -> None:
         if self.active is not None and self.loop is not None:
@@ -566,6 +661,8 @@ class _SplitContext:
     progress: bool | ProgressCallback
     window: int
     max_input_chars: int | None
+    layout: Layout = field(default_factory=Layout)
+    judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
     resources: _RunResources | None = None
     unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -581,8 +678,8 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
     base = d.flatten_indices() if d._indices is not None else d
     if not plans:  # every metric's columns were kept
         return base
-    fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns)
-    features = Features({c: f for p in plans for c, f in p.metric.features.items()})
+    fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
+    features = Features({c: f for p in plans for c, f in ctx.layout.features(p.metric).items()})
     if ctx.token_columns:
         features.update({c: Value("int64") for c in TOKEN_COLUMNS})
     cache_file = ctx.cache_root / "results" / f"{fp}.arrow"
@@ -649,8 +746,10 @@ def _fresh_run(
         token_columns=ctx.token_columns,
         on_progress=on_progress,
         unsent=ctx.unsent,
+        judges=ctx.judges,
+        layout=ctx.layout,
     )
-    current = (split, cache_file if ctx.use_cache else None, _counters(client), time.perf_counter())
+    current = (split, cache_file if ctx.use_cache else None, _counters(ctx.judges or [client]), time.perf_counter())
     try:
         feeder = loop.submit(run.feed())
         try:
@@ -694,7 +793,7 @@ def _fresh_run(
         res.active = None
     finally:
         # also when stopped mid-split: what it paid for counts when a later run resumes
-        _record_run(ctx.summary, current, client, ctx.run_id, ctx.run_started)
+        _record_run(ctx.summary, current, ctx.judges or [client], ctx.run_id, ctx.run_started)
     return scores
 
 
@@ -737,12 +836,13 @@ def _free_single_metric_columns(d: Dataset, loaded: list) -> dict[str, str]:
 
 
 def _existing_columns(
-    split: str, d: Dataset, loaded: list, if_exists: str, token_columns: bool
+    split: str, d: Dataset, loaded: list, if_exists: str, token_columns: bool, layout: Layout
 ) -> tuple[list, list[str], list[str]]:
     """(metrics to score, names of metrics kept, columns to drop first) for one split."""
     todo, kept, drop, conflicts = [], [], [], []
     for m in loaded:
-        present = [c for c in m.columns if c in d.column_names]
+        features = layout.features(m)
+        present = [c for c in features if c in d.column_names]
         if not present:
             todo.append(m)
         elif if_exists == "overwrite":
@@ -750,13 +850,13 @@ def _existing_columns(
             drop += present
         elif if_exists == "error":
             conflicts.append(f"{m.name} ({', '.join(present)})")
-        elif len(present) < len(m.columns):
-            missing = [c for c in m.columns if c not in present]
+        elif len(present) < len(features):
+            missing = [c for c in features if c not in present]
             conflicts.append(f"{m.name} (has {', '.join(present)} but not {', '.join(missing)})")
         else:
-            odd = [c for c in present if _kind(d.features[c]) != _kind(m.features[c])]
+            odd = [c for c in present if _kind(d.features[c]) != _kind(features[c])]
             if odd:
-                conflicts.append(f"{m.name} ({odd[0]} is {d.features[odd[0]]}, {m.name} writes {m.features[odd[0]]})")
+                conflicts.append(f"{m.name} ({odd[0]} is {d.features[odd[0]]}, {m.name} writes {features[odd[0]]})")
             else:
                 kept.append(m.name)
     tokens = [c for c in TOKEN_COLUMNS if token_columns and c in d.column_names]
@@ -904,8 +1004,22 @@ def _prompt_record(metric) -> dict[str, Any]:
 _COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens")
 
 
-def _counters(client: JudgeClient) -> dict[str, int]:
-    return {k: getattr(client.stats, k) for k in _COUNTERS}
+def _counters(clients: list[JudgeClient]) -> dict[str, int]:
+    return {k: sum(getattr(c.stats, k) for c in clients) for k in _COUNTERS}
+
+
+def _total_stats(clients: list[JudgeClient]) -> Stats:
+    """The stats of a run: its one client's, or those of a panel's judges added up."""
+    if len(clients) == 1:
+        return clients[0].stats
+    total = Stats(structured_output=", ".join(dict.fromkeys(c.stats.structured_output for c in clients)))
+    for c in clients:
+        s = c.stats
+        for k in (*_COUNTERS, "shared", "capped_waits"):
+            setattr(total, k, getattr(total, k) + getattr(s, k))
+        total.failures.update(s.failures)
+        total.notes += s.notes
+    return total
 
 
 def _runs_file(cache_file: Path) -> Path:
@@ -919,11 +1033,11 @@ def _read_runs(cache_file: Path) -> list[dict[str, Any]]:
         return []
 
 
-def _record_run(summary: RunSummary, current: tuple, client: JudgeClient, run_id: str, started: str) -> None:
+def _record_run(summary: RunSummary, current: tuple, clients: list[JudgeClient], run_id: str, started: str) -> None:
     """Add this run's share of one split to the summary, after the earlier runs that worked on the same
     result (an interrupted run, one whose failed rows this run retried); keep the list beside the results cache."""
     split, cache_file, before, t0 = current
-    now = _counters(client)
+    now = _counters(clients)
     entry: dict[str, Any] = {"id": run_id, "started": started, "split": split}
     entry.update({k: now[k] - before[k] for k in _COUNTERS})
     entry["elapsed_s"] = round(time.perf_counter() - t0, 3)
@@ -940,8 +1054,8 @@ def _record_run(summary: RunSummary, current: tuple, client: JudgeClient, run_id
             logger.debug("could not record the run history beside %s: %s", cache_file, e)
 
 
-def _fill_summary(summary: RunSummary, client: JudgeClient, errors: list[dict], started: float) -> None:
-    s = client.stats
+def _fill_summary(summary: RunSummary, clients: list[JudgeClient], errors: list[dict], started: float) -> None:
+    s = _total_stats(clients)
     for name in (*_COUNTERS, "capped_waits"):
         setattr(summary, name, getattr(s, name))
     summary.failed_attempts = dict(s.failures)

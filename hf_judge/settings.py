@@ -13,13 +13,23 @@ a recipe or seed config, then flags / keyword arguments.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Optional, TypeVar
+from typing import Annotated, Any, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from . import constants
-from .errors import ConfigError
+from .errors import ConfigError, StrEnum
 
 M = TypeVar("M", bound=BaseModel)
 # Historical CLI spellings; any other flag is the field name with dashes (``--max-reply-bytes``).
@@ -36,6 +46,89 @@ Timeout = Annotated[float, Field(gt=0)]
 Retries = Annotated[int, Field(ge=0, le=100)]
 Temperature = Annotated[float, Field(ge=0, le=2)]
 TopP = Annotated[float, Field(gt=0, le=1)]
+
+
+class BatchFallback(StrEnum):
+    """Where batch mode retries the lines a batch did not score (``batch_fallback=``, ``--batch-fallback``).
+
+    Example:
+        >>> Settings(model="m", batch=True, batch_fallback="online").batch_fallback
+        <BatchFallback.ONLINE: 'online'>
+    """
+
+    BATCH = "batch"  # in a new batch: half the price, another wait
+    ONLINE = "online"  # one request each, now
+
+
+class Aggregator(StrEnum):
+    """How a judge panel's numbers combine into the metric's usual column (``aggregator=``, ``--aggregator``).
+
+    Example:
+        >>> Settings(models=["a", "b", "c"], aggregator="median").aggregator
+        <Aggregator.MEDIAN: 'median'>
+    """
+
+    MEAN = "mean"
+    MEDIAN = "median"
+    MAJORITY = "majority"
+    MIN = "min"
+    MAX = "max"
+
+
+_JUDGE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+class Judge(BaseModel):
+    """One judge of a panel (``models=[...]``): a model, optionally on its own server with its own key.
+
+    ``name`` is the suffix of its columns (``QA_Correctness__<name>``); by default the model name with
+    every run of characters other than letters, digits and ``_`` turned into ``_`` (``gpt-4.1-nano`` ->
+    ``gpt_4_1_nano``). ``api_key`` names an environment variable (``env:JUDGE_B_KEY``): a panel's
+    settings never hold a key itself.
+
+    Example:
+        >>> Judge(model="meta-llama/Llama-3.1-8B", base_url="http://127.0.0.1:8001/v1").column_name
+        'meta_llama_Llama_3_1_8B'
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1)
+    name: str | None = Field(default=None, pattern=_JUDGE_NAME.pattern)
+    base_url: str | None = None
+    api_key: str | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _has_scheme(cls, v: str | None) -> str | None:
+        return None if v is None else check_base_url(v)
+
+    @field_validator("api_key")
+    @classmethod
+    def _names_a_variable(cls, v: str | None) -> str | None:
+        if v is not None and not (v.startswith("env:") and v[4:].strip()):
+            raise ConfigError(
+                "a judge's api_key names the environment variable that holds it, e.g. api_key: env:JUDGE_B_KEY; "
+                "a key written in the settings would travel with them"
+            )
+        return v
+
+    @property
+    def column_name(self) -> str:
+        return self.name or re.sub(r"[^A-Za-z0-9_]+", "_", self.model).strip("_") or "judge"
+
+
+def _as_judge(value: Any) -> Any:
+    """A panel entry: a model name, or a mapping checked as a :class:`Judge` on its own, so that its error
+    names the bad key and never echoes the entry (which may hold a base URL's password)."""
+    if isinstance(value, str):
+        return Judge(model=value)
+    if isinstance(value, Mapping):
+        return validated(Judge, value, "judge")
+    return value
+
+
+JudgeSpec = Annotated[Judge, BeforeValidator(_as_judge)]
 
 
 class Settings(BaseModel):
@@ -74,6 +167,19 @@ class Settings(BaseModel):
     temperature: Temperature | None = _setting(None, "override every metric's default temperature")
     top_p: TopP | None = _setting(constants.DEFAULT_TOP_P, "top_p of every request (library: None sends none)")
     max_tokens: int | None = _setting(None, "max completion tokens per reply (default: the server's)", ge=1)
+    # -- several replies per (row, metric): see hf_judge/ensemble.py
+    samples: int = _setting(
+        1, "replies per (row, metric): their mean, std, majority and the K values become columns", ge=1, le=100
+    )
+    min_samples: int | None = _setting(
+        None, "samples that must succeed, else the row is an error (default: a majority, samples//2+1)", ge=1
+    )
+    models: list[JudgeSpec] | None = _setting(
+        None,
+        "a judge panel: every metric scored by each of these models (CLI: a,b,c; a recipe may give each its own "
+        "base_url and api_key: env:VAR); per-judge columns <column>__<judge>, the panel's aggregate in the usual one",
+    )
+    aggregator: Aggregator = _setting(Aggregator.MEAN, "how a panel's scores combine: mean|median|majority|min|max")
     # -- batch mode (batch.py): the provider's batch API instead of one request per reply
     batch: bool = _setting(
         False, "send the requests through the server's batch API (/v1/batches): half the price, replies within 24 h"
@@ -84,8 +190,8 @@ class Settings(BaseModel):
     batch_max_bytes: int = _setting(
         constants.DEFAULT_BATCH_MAX_BYTES, "bytes per batch file (batch mode)", ge=1024, le=10 << 30
     )
-    batch_fallback: Literal["batch", "online"] = _setting(
-        "batch", "where failed batch lines are retried: batch (a new batch) or online (one request each)"
+    batch_fallback: BatchFallback = _setting(
+        BatchFallback.BATCH, "where failed batch lines are retried: batch (a new batch) or online (one request each)"
     )
     no_wait: bool = _setting(False, "batch mode: submit the batches and stop; run again to collect them")
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
@@ -101,6 +207,50 @@ class Settings(BaseModel):
     @classmethod
     def _has_scheme(cls, v: str | None) -> str | None:
         return None if v is None else check_base_url(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _panel_model(cls, data: Any) -> Any:
+        """``models="a,b"`` (a flag) is a list; a panel's first judge is the run's ``model`` (its summary, card)."""
+        if not isinstance(data, dict) or data.get("models") is None:
+            return data
+        models = data["models"]
+        if isinstance(models, str):
+            models = [m.strip() for m in models.split(",") if m.strip()]
+        first = models[0] if isinstance(models, list) and models else None
+        first = first.model if isinstance(first, Judge) else first.get("model") if isinstance(first, dict) else first
+        return {**data, "models": models, **({"model": first} if isinstance(first, str) else {})}
+
+    @model_validator(mode="after")
+    def _panel_checks(self) -> Settings:
+        if self.min_samples is not None and self.min_samples > self.samples:
+            raise ConfigError(
+                f"min_samples={self.min_samples} is more than samples={self.samples}: no row could succeed; "
+                f"lower min_samples (--min-samples) or raise samples (--samples)"
+            )
+        if self.models is not None:
+            if not self.models:
+                raise ConfigError("models is empty: give the panel's judges, e.g. models=['a', 'b'] (--models a,b)")
+            names = [j.column_name for j in self.judges]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ConfigError(
+                    f"two judges of the panel would write the same columns (__{twice[0]}); give each a name, "
+                    "e.g. models: [{model: m, name: m_local, base_url: ...}, {model: m, name: m_cloud}]"
+                )
+        return self
+
+    @property
+    def judges(self) -> list[Judge]:
+        """The judges of the run: ``models`` as :class:`Judge` objects, or the one ``model``."""
+        if not self.models:
+            return [Judge(model=self.model)]
+        return list(self.models)
+
+    @property
+    def required_samples(self) -> int:
+        """``min_samples``, or its default: a majority of ``samples``."""
+        return self.min_samples if self.min_samples is not None else self.samples // 2 + 1
 
 
 def public_fields() -> dict[str, Any]:

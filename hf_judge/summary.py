@@ -54,6 +54,8 @@ class RunSummary:
     runs: list[dict[str, Any]] = field(default_factory=list)
     # batch mode (batch.py): batches, requests submitted / collected, tokens as the provider reported them
     batch: dict[str, Any] = field(default_factory=dict)
+    # a judge panel's judge-vs-judge agreement: split -> metric -> column -> pairs (ensemble.Layout.agreement)
+    agreement: dict[str, Any] = field(default_factory=dict)
 
     @property
     def requests_per_s(self) -> float:
@@ -194,6 +196,22 @@ class RunSummary:
                 f"scores from    {n} run{'s' if n != 1 else ''}: {t['requests']:,} requests, "
                 f"{t['prompt_tokens']:,} in / {t['completion_tokens']:,} out tokens in all"
             )
+        if self.sampling.get("samples", 1) > 1:
+            lines.append(
+                f"samples        {self.sampling['samples']} per (row, metric); a row needs "
+                f"{self.sampling.get('min_samples')} that succeed"
+            )
+        if self.sampling.get("judges"):
+            judges = ", ".join(f"{j['name']} ({j['model']} at {j['base_url_host']})" for j in self.sampling["judges"])
+            lines.append(f"judges         {judges}; the panel's {self.sampling.get('aggregator')} in the usual columns")
+        for split, by_metric in self.agreement.items():
+            for column, a in ((c, a) for cols in by_metric.values() for c, a in cols.items()):
+                pairs = ", ".join(
+                    f"{pair} {p['exact']:.0%} of {p['rows']:,}" if p["exact"] is not None else f"{pair} no rows"
+                    for pair, p in a["pairs"].items()
+                )
+                mean = "n/a" if a["mean_exact"] is None else f"{a['mean_exact']:.0%}"
+                lines.append(f"agreement      {split} {column}: {mean} same value ({pairs})")
         if self.filters:
             kept = ", ".join(
                 f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"

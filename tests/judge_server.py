@@ -36,6 +36,8 @@ DEFAULTS: dict = {
     "models": None,
     "require_key": None,
     "overrides": {},
+    "n": "ignore",  # a request for n choices: "ignore" (one choice), "honour" (n choices), "refuse" (400)
+    "attempt_scores": None,  # [4, 9, 9]: the n-th request of a prompt gets integer outputs [n-1 % len] (samples)
     "text_reply": "ok",
     "record": False,
     "faults": [],
@@ -92,9 +94,13 @@ class Judge:
             return bool(h % 2)
         return f"reason {h & 0xFFFFFFFF:08x}"
 
-    def _reply_object(self, text: str, schema: dict) -> dict:
+    def _reply_object(self, text: str, schema: dict, attempt: int = 1) -> dict:
         props = schema.get("properties", {})
-        overrides = self.config["overrides"]
+        overrides = dict(self.config["overrides"])
+        by_attempt = self.config["attempt_scores"]
+        if by_attempt:
+            score = by_attempt[(attempt - 1) % len(by_attempt)]
+            overrides.update({k: score for k, s in props.items() if s.get("type") == "integer" and k not in overrides})
         return {k: overrides[k] if k in overrides else self._value(text, k, s) for k, s in props.items()}
 
     @staticmethod
@@ -179,10 +185,12 @@ class Judge:
         body = bomb + zlib.compress(completion, 9, wbits=31)
         return web.Response(body=body, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
 
-    def _select_fault(self, text: str, phash: bytes, attempt: int):
+    def _select_fault(self, text: str, phash: bytes, attempt: int, model: str = ""):
         for rule in self.config["faults"]:
             match = rule.get("match")
             if match is not None and match not in text:
+                continue
+            if rule.get("model") is not None and rule["model"] != model:  # one judge of a panel
                 continue
             rate = rule.get("rate", 1.0)
             if rule.get("random"):
@@ -237,6 +245,10 @@ class Judge:
             if cfg["models"] is not None and model not in cfg["models"]:
                 self._event(404, inflight)
                 return self._error(404, f"The model `{model}` does not exist", code="model_not_found")
+            n = body.get("n") or 1
+            if n > 1 and cfg["n"] == "refuse":
+                self._event(400, inflight)
+                return self._error(400, "Invalid value for 'n': this model supports only n=1")
             text = "".join(self._text(m.get("content"), st) for m in body.get("messages", []))
             phash = hashlib.blake2b(text.encode(), digest_size=16).digest()
             attempt = self.attempts.get(phash, 0) + 1
@@ -251,7 +263,7 @@ class Judge:
             tail = cfg["tail"]
             if tail and random.random() < tail.get("rate", 0):
                 delay = tail["seconds"]
-            rule = self._select_fault(text, phash, attempt)
+            rule = self._select_fault(text, phash, attempt, model)
             if rule is not None:
                 kind = rule["fault"]
                 st["by_fault"][kind] = st["by_fault"].get(kind, 0) + 1
@@ -265,11 +277,13 @@ class Judge:
             )
             if rule is not None:
                 resp = self._fault(rule, model, text, schema, inflight, request)
-                return await resp if asyncio.iscoroutine(resp) else resp
+                if asyncio.iscoroutine(resp):
+                    return await resp
+                return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
             if schema is None:
                 content = cfg["text_reply"]
             else:
-                content = orjson.dumps(self._reply_object(text, schema)).decode()
+                content = orjson.dumps(self._reply_object(text, schema, attempt)).decode()
             self._event(200, inflight)
             st["ok"] += 1
             if phash in self.answered:
@@ -277,9 +291,27 @@ class Judge:
             else:
                 self.answered.add(phash)
                 st["prompts"] = len(self.answered)
-            return self._completion(model, content, "stop", len(text))
+            resp = self._completion(model, content, "stop", len(text))
+            return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
         finally:
             st["inflight"] -= 1
+
+    def _more_choices(self, resp, n: int, text: str, schema: dict | None, phash: bytes):
+        """A completion with n choices: the first as answered, each other one the reply to the prompt's next
+        attempt (so `attempt_scores` gives choice i the score of attempt + i)."""
+        if n <= 1 or resp.status != 200 or schema is None:
+            return resp
+        doc = orjson.loads(resp.body)
+        if not isinstance(doc, dict) or not doc.get("choices"):
+            return resp
+        first = self.attempts[phash]
+        for i in range(1, n):
+            content = orjson.dumps(self._reply_object(text, schema, first + i)).decode()
+            doc["choices"].append(
+                {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            )
+        self.attempts[phash] = first + n - 1
+        return web.Response(body=orjson.dumps(doc), content_type="application/json")
 
     def _fault(self, rule: dict, model: str, text: str, schema: dict | None, inflight: int, request: web.BaseRequest):
         kind = rule["fault"]

@@ -543,3 +543,23 @@ def test_score_with_a_judge(cli, judge, tmp_path, env, metric, columns, column):
         assert set(out[column]) <= {"1", "2", "tie"} and judge.stats()["requests"] == 10  # both orders
     else:
         assert out.features[column].dtype == "bool"
+
+
+def test_a_reader_that_closes_the_pipe_early_is_no_error(tmp_path):
+    """``hf-judge metrics | head -1``: the reader has gone before the listing is written. The command
+    ends quietly with the shell's SIGPIPE status (141), no traceback and no 'BrokenPipeError' line."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "hf_judge.cli", "metrics"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HF_JUDGE_CACHE": str(tmp_path / "cache")},
+            timeout=300,
+        )
+    finally:
+        os.close(write_end)
+    assert p.returncode == 141, p.stderr
+    assert p.stderr == "", p.stderr

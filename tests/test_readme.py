@@ -32,6 +32,8 @@ NOT_RUN = {
     "--push-to-hub me/gsm8k-judged": "needs an OpenAI key and write access to the Hub",
     "hf-judge run config.yaml": "needs the seed tool's config.yaml and data files",
     "python -m llama_cpp.server --model gemma.gguf": "needs your data.jsonl; runs a server of yours in the background",
+    "--models gpt-4.1-nano,gpt-4o-mini": "needs an OpenAI key",
+    "hf-judge agreement labelled-judged/": "needs your labelled sample, scored (its example output is checked below)",
 }
 # blocks that start the local llama.cpp judge: slow, and they need the `local` extra
 REAL_SERVER = {"hf-judge score --example --model local"}
@@ -107,3 +109,21 @@ def test_readme_block_runs_as_written(key, tmp_path):
         from datasets import load_from_disk
 
         assert len(load_from_disk(work / "example-judged")["train"]) == 8  # every row of the example
+
+
+def test_the_agreement_example_output_is_what_the_command_prints(capsys):
+    """The "Trusting the scores" section shows a report: it is the one `hf-judge agreement` prints for
+    the simulated sample it names (docs/agreement-example.jsonl), figure for figure."""
+    from hf_judge.cli import main
+
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Trusting the scores") :]
+    shown = re.search(r"^```\n(Agreement of .*?)^```", section, flags=re.S | re.M)
+    assert shown, "no example report under 'Trusting the scores'"
+    sample = Path(__file__).parent.parent / "docs" / "agreement-example.jsonl"
+    assert main(["agreement", str(sample), "--score", "QA_Correctness", "--label", "human_score"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    # the README elides the middle of the confusion matrix ("...") and the lines about files it saved
+    for line in shown.group(1).splitlines():
+        if line.strip() and line.strip() != "..." and not line.startswith(("saved to", "pictures (")):
+            assert line in printed, f"README line not printed by the command: {line!r}"

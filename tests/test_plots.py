@@ -1,0 +1,175 @@
+"""Pictures: the card of a pushed run shows its score distributions and agreement reports as PNGs in the
+repo (loopback Hub); the agreement command saves them; without the plots extra, text histograms."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from datasets import Dataset, DatasetDict
+from helpers import qa_dataset, run_cli, score
+from huggingface_hub import DatasetCard, HfApi, hf_hub_download
+
+from hf_judge import ConfigError, agreement, push_scored
+
+mpimg = pytest.importorskip("matplotlib.image")
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _png(repo: str, path: str) -> bytes:
+    return Path(hf_hub_download(repo, path, repo_type="dataset")).read_bytes()
+
+
+def test_pushed_run_card_shows_distributions_and_agreement_pictures(judge, hub, tmp_path):
+    scored = score(qa_dataset(40, "plots"), ["QA_Clarity"], judge, tmp_path)
+    labelled = scored["train"].add_column("human_score", [(i % 10) + 1 for i in range(40)])
+    report = agreement(labelled, score="QA_Clarity", label="human_score", resamples=100)
+    scored.push_to_hub("tester/plots", agreement=report)
+    files = set(HfApi().list_repo_files("tester/plots", repo_type="dataset"))
+    pictures = {f for f in files if f.startswith("hf_judge/plots/")}
+    assert pictures == {
+        "hf_judge/plots/train/QA_Clarity.png",
+        "hf_judge/plots/agreement/0_QA_Clarity_distribution.png",
+        "hf_judge/plots/agreement/0_human_score_distribution.png",
+        "hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_confusion.png",
+        "hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_calibration.png",
+    }
+    text = str(DatasetCard.load("tester/plots", repo_type="dataset"))
+    assert "![QA_Clarity (train)](hf_judge/plots/train/QA_Clarity.png)" in text
+    assert (
+        "![QA_Clarity_vs_human_score_confusion](hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_confusion.png)"
+        in text
+    )
+    assert "### Agreement with labels" in text and "| spearman |" in text and "40 of 40 rows compared" in text
+    for f in pictures:  # every picture is a PNG in the repo that the card shows
+        assert _png("tester/plots", f).startswith(PNG) and f"]({f})" in text
+    (tmp_path / "d.png").write_bytes(_png("tester/plots", "hf_judge/plots/train/QA_Clarity.png"))
+    assert mpimg.imread(tmp_path / "d.png").shape[:2] == (320, 500)
+
+    # pushed again without pictures: the card falls back to text, the old pictures leave the repo
+    scored.push_to_hub("tester/plots", plots=False)
+    files = set(HfApi().list_repo_files("tester/plots", repo_type="dataset"))
+    assert not any(f.startswith("hf_judge/plots/") for f in files) and "hf_judge/summary.json" in files
+    text = str(DatasetCard.load("tester/plots", repo_type="dataset"))
+    assert "![" not in text and "`QA_Clarity`\n```\n" in text and "Agreement with labels" not in text
+
+
+def test_pictures_without_a_summary_replace_only_their_own(hub):
+    ds = Dataset.from_dict(
+        {"QA_Clarity": [3, 7, 7, 9], "QA_Clarity_expected": [3.4, 6.9, 7.2, 8.7], "note": ["a", "b", "c", "d"]}
+    )
+    push_scored(ds.train_test_split(test_size=2, shuffle=False), "tester/plots-bare")
+    files = set(HfApi().list_repo_files("tester/plots-bare", repo_type="dataset"))
+    assert {
+        "hf_judge/plots/train/QA_Clarity.png",
+        "hf_judge/plots/test/QA_Clarity.png",
+        "hf_judge/plots/train/QA_Clarity_expected.png",  # a float column: binned
+    } <= files
+    push_scored(DatasetDict({"train": ds.select_columns(["note", "QA_Clarity"])}), "tester/plots-bare")
+    files = set(HfApi().list_repo_files("tester/plots-bare", repo_type="dataset"))
+    assert {f for f in files if f.startswith("hf_judge/")} == {"hf_judge/plots/train/QA_Clarity.png"}
+
+
+def test_agreement_command_saves_pngs_beside_the_report(tmp_path, capfd):
+    path = tmp_path / "labelled.jsonl"
+    Dataset.from_dict({"QA_Correctness": [9, 7, 3, 8, 2, 6, 6, 10], "human": [8, 7, 2, 9, 3, 5, 7, 9]}).to_json(path)
+    code, out, err = run_cli(
+        capfd, "agreement", path, "--score", "QA_Correctness", "--label", "human", "--out", tmp_path / "r/report.json"
+    )
+    assert code == 0, err
+    saved = sorted(p.name for p in (tmp_path / "r").iterdir())
+    assert saved == [
+        "QA_Correctness_distribution.png",
+        "QA_Correctness_vs_human_calibration.png",
+        "QA_Correctness_vs_human_confusion.png",
+        "human_distribution.png",
+        "report.json",
+    ]
+    assert all((tmp_path / "r" / n).read_bytes().startswith(PNG) for n in saved if n.endswith(".png"))
+    assert "saved to " in out and "pictures (4 PNG) in " in out and " | #" not in out  # pictures: no text histogram
+
+
+def test_without_the_plots_extra_the_terminal_and_the_card_show_text(tmp_path, capfd, monkeypatch, hub):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed: `import matplotlib` fails
+    path = tmp_path / "labelled.jsonl"
+    Dataset.from_dict({"QA_Correctness": [9, 7, 3, 8], "human": [8, 7, 2, 9]}).to_json(path)
+    code, out, err = run_cli(capfd, "agreement", path, "--score", "QA_Correctness", "--label", "human")
+    assert code == 0, err
+    assert "QA_Correctness\n     3 | " in out and 'pip install "hf-judge[plots]"' in out
+    code, _, err = run_cli(capfd, "agreement", path, "--score", "QA_Correctness", "--label", "human", "--plots", "p")
+    assert code == 2 and 'pictures need matplotlib: pip install "hf-judge[plots]"' in err
+    push_scored(DatasetDict({"train": Dataset.from_dict({"QA_Correctness": [9, 7]})}), "tester/plots-text")
+    text = str(DatasetCard.load("tester/plots-text", repo_type="dataset"))
+    assert "![" not in text and "`QA_Correctness`\n```\n" in text
+    with pytest.raises(ConfigError, match="matplotlib"):
+        push_scored(DatasetDict({"train": Dataset.from_dict({"x": [1]})}), "tester/plots-text", plots=True)
+
+
+def test_score_push_with_a_saved_agreement_report_shows_it_in_the_card(judge, hub, tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-plots")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    labelled = tmp_path / "labelled.jsonl"
+    Dataset.from_dict({"QA_Clarity": [9, 7, 3, 8, 2, 6], "human": [8, 7, 2, 9, 3, 5]}).to_json(labelled)
+    report = tmp_path / "report.json"
+    code, _, err = run_cli(capfd, "agreement", labelled, "--score", "QA_Clarity", "--label", "human", "--out", report)
+    assert code == 0, err
+    data = tmp_path / "d.jsonl"
+    qa_dataset(6, "agree").to_json(data)
+    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer"]
+    args += ["-m", "judge", "--base-url", judge.base_url, "--push-to-hub", "tester/plots-cli"]
+    code, _, err = run_cli(capfd, *args, "--agreement", tmp_path / "missing.json")
+    assert code == 2 and "missing.json" in err and judge.stats()["requests"] == 0  # found before any request
+    code, out, err = run_cli(capfd, *args, "--agreement", report)
+    assert code == 0, err
+    text = str(DatasetCard.load("tester/plots-cli", repo_type="dataset"))
+    assert "**`QA_Clarity` vs `human`** (split `train`): numeric, 6 of 6 rows compared" in text
+    assert "| spearman | 0.886 |" in text  # scipy: 0.8857142857142858
+    assert "![QA_Clarity_vs_human_confusion](hf_judge/plots/agreement/0_QA_Clarity_vs_human_confusion.png)" in text
+
+
+def test_score_output_folder_gets_distribution_pictures(judge, tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-plots")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "d.jsonl"
+    qa_dataset(12, "folder").to_json(data)
+    out = tmp_path / "out"
+    common = ["--column", "instruction=question", "--column", "output=answer", "-m", "judge"]
+    code, _, err = run_cli(
+        capfd, "score", data, "--metrics", "QA_Clarity", *common, "--base-url", judge.base_url, "-o", out
+    )
+    assert code == 0, err
+    assert (out / "plots/train/QA_Clarity.png").read_bytes().startswith(PNG)
+    # the folder is still a result hf-judge reads and adds to: a second metric, both pictures
+    code, _, err = run_cli(
+        capfd, "score", out, "--metrics", "Q_Clarity", *common, "--base-url", judge.base_url, "-o", out
+    )
+    assert code == 0, err
+    assert sorted(p.name for p in (out / "plots/train").iterdir()) == ["QA_Clarity.png", "Q_Clarity.png"]
+
+
+def test_every_kind_of_report_draws_its_pictures():
+    from hf_judge.plots import report_pngs
+
+    binary = Dataset.from_dict({"Binary": [True, False, True, True], "gold": [1, 0, 0, 1]})
+    pairwise = Dataset.from_dict({"Comparative_winner": ["1", "2", "tie", "1"], "preferred": ["1", "2", "1", "2"]})
+    expected = Dataset.from_dict({"QA_Correctness_expected": [7.5, 2.25, 9.0, 5.5], "human": [8, 2, 9, 6]})
+    names = {
+        "binary": sorted(report_pngs(agreement(binary, "Binary", "gold", resamples=0))),
+        "pairwise": sorted(report_pngs(agreement(pairwise, "Comparative", "preferred", resamples=0))),
+        "expected": sorted(report_pngs(agreement(expected, "QA_Correctness_expected", "human", resamples=0))),
+    }
+    assert names == {
+        "binary": ["Binary_distribution.png", "Binary_vs_gold_confusion.png", "gold_distribution.png"],
+        "pairwise": [
+            "Comparative_winner_distribution.png",
+            "Comparative_winner_vs_preferred_confusion.png",
+            "preferred_distribution.png",
+        ],
+        "expected": [  # not whole numbers: no confusion matrix, a calibration curve
+            "QA_Correctness_expected_distribution.png",
+            "QA_Correctness_expected_vs_human_calibration.png",
+            "human_distribution.png",
+        ],
+    }
