@@ -48,7 +48,7 @@ from .errors import (
 )
 from .metrics import Metric
 from .redact import scrub, scrub_registered
-from .store import LOCK_WAIT_S
+from .store import LOCK_WAIT_S, _encode_meta
 
 logger = logging.getLogger("hf_judge")
 
@@ -400,8 +400,8 @@ class Reader:
                 bad.append((key, str(outcome.kind), outcome.message or "", outcome.raw))
             else:
                 assert outcome.raw is not None
-                usage = None if outcome.usage is None else f"{outcome.usage[0]} {outcome.usage[1]}"
-                good.append((key, outcome.raw, usage))
+                # the store's own format of the usage column (with the score's probabilities, logprobs=True)
+                good.append((key, outcome.raw, _encode_meta(outcome.usage, outcome.logprobs)))
         self.book.accept(good)
         self.book.reject(bad, job)
         return len(good), len(bad), p_tok, c_tok

@@ -100,7 +100,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge server")
     for name, f in public_fields().items():
         kind = _scalar_type(f.annotation)
-        if kind is bool:  # a switch: given or not (None: the recipe's value or the default)
+        if kind is bool:  # a switch: `--logprobs`, not `--logprobs true` (None: the recipe's value or the default)
             flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
             g.add_argument(*flags, dest=name, action="store_true", default=None, help=f.description)
             continue

@@ -53,7 +53,7 @@ import aiohttp
 import orjson
 import yarl
 
-from . import constants
+from . import constants, logprobs
 from .errors import (
     AuthenticationError,
     BudgetExceededError,
@@ -173,6 +173,9 @@ class Outcome:
     # a request for n > 1 choices (repeated samples): the reply's other choices, and how many it held
     extra: list[Outcome] | None = None
     choices: int = 0
+    # With logprobs on: the probability of each valid value of the score outputs (logprobs.distributions);
+    # None where the server sent no token log-probabilities.
+    logprobs: dict[str, Any] | None = None
 
 
 @dataclass
@@ -188,6 +191,8 @@ class Stats:
     statuses: Counter = field(default_factory=Counter)
     structured_output: str = "json_schema"
     notes: list[str] = field(default_factory=list)
+    no_logprobs: int = 0  # replies without the token log-probabilities that logprobs=True asked for
+    unplaced_logprobs: int = 0  # replies with them, but a score's value not found among the tokens
 
 
 def _retry_after(headers: Mapping[str, str], wall: Callable[[], float] = time.time) -> float | None:
@@ -527,6 +532,8 @@ class JudgeClient:
             payload["max_tokens"] = self.max_tokens
         if n > 1:
             payload["n"] = n
+        if self.settings.logprobs:  # only then: the default bodies, and so the cache keys, stay what they were
+            payload.update(logprobs.request_fields(metric, self.settings.top_logprobs))
         payload["response_format"] = self.response_format(metric, mode)
         return orjson.dumps(payload)
 
@@ -858,7 +865,10 @@ class JudgeClient:
             value = parse_reply(metric, content, finish)
         except ReplyError as e:
             return Outcome(None, content, e.kind, e.message)
-        return Outcome(value, content, usage=tokens)
+        dists = None
+        if self.settings.logprobs and logprobs.targets(metric):
+            dists = logprobs.distributions(metric, value, choice.get("logprobs"))
+        return Outcome(value, content, usage=tokens, logprobs=dists)
 
     def _check_budget(self) -> None:
         if self.max_total_tokens is not None:

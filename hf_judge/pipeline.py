@@ -31,6 +31,7 @@ from typing import Any, cast
 
 from datasets import Dataset
 
+from . import logprobs
 from .client import JudgeClient, Outcome
 from .ensemble import Layout, sample_key
 from .errors import CircuitOpenError, ErrorKind, ServerUnreachableError, TemplateError
@@ -170,6 +171,9 @@ class SplitRun:
         self.read_batch = read_batch
         self.max_input_chars = max_input_chars
         self.columns = [c for p in plans for c in layout.columns(p.metric)]
+        self.logprobs = client.settings.logprobs
+        if self.logprobs:
+            self.columns += [c for p in plans for c in logprobs.columns(p.metric)]
         self.token_columns = token_columns
         if token_columns:
             self.columns += TOKEN_COLUMNS
@@ -266,7 +270,7 @@ class SplitRun:
             size, sends = self._render(batch, row, needed, n)
             row += size
             if store is not None and sends:
-                found = store.get_many([job.keys[part] for job, part, _, _ in sends])
+                found = store.get_many([job.keys[part] for job, part, _, _ in sends], with_logprobs=self.logprobs)
                 if found:
                     remaining = []
                     for item in sends:
@@ -400,11 +404,12 @@ class SplitRun:
                     job.keys[part] = sample_key(key, sample)
                     sends.append((job, part, messages, body))
 
-    def _from_cache(self, metric: Metric, hit: tuple[str, tuple[int, int] | None]) -> Outcome | None:
-        content, usage = hit
+    def _from_cache(self, metric: Metric, hit: tuple) -> Outcome | None:
+        content, usage = hit[0], hit[1]
+        table = hit[2] if len(hit) > 2 else None  # the log-probability table, read when logprobs are on
         content = scrub_registered(content)  # an entry written before its secret was registered
         try:
-            return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage)
+            return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage, logprobs=table)
         except ReplyError:
             return None  # a damaged or outdated entry: score it again
 
@@ -495,7 +500,7 @@ class SplitRun:
         key = job.keys[part]
         if outcome.value is not None and self.store is not None:
             assert outcome.raw is not None  # a validated reply always keeps its text
-            self.store.put(key, outcome.raw, outcome.usage)
+            self.store.put(key, outcome.raw, outcome.usage, outcome.logprobs)
         recent = self.recent  # a failure too: the same request already had its retries
         recent[key] = outcome
         if len(recent) > self.recent_max:
@@ -562,6 +567,8 @@ class SplitRun:
                 return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
             # none failed: every value is set
             self._put_values(metric, outcomes, row_values)
+            if self.logprobs:
+                self._put_logprobs(metric, outcomes, row_values)
         elif not self._combine(job, outcomes, row_values):
             return self._row_done(job.row)
         if self.token_columns:
@@ -583,6 +590,18 @@ class SplitRun:
         if metric.kind == _BINARY:
             verdict = next(o for o in metric.outputs if o.enum)
             into[metric.name] = value[verdict.key] == metric.params["positive"]
+
+    def _put_logprobs(self, metric: Metric, outcomes: list[Outcome], into: dict[str, Any]) -> None:
+        """The probability-weighted columns of one reply (both orders of a swapped pairwise judge)."""
+        stats = self.client.stats
+        if metric.kind == _PAIRWISE:
+            values = cast("list[dict[str, Any]]", [o.value for o in outcomes])
+            into.update(logprobs.pair_values(metric, values, [o.logprobs for o in outcomes]))
+            for o in outcomes:
+                logprobs.notice(stats, metric, o.logprobs)
+        elif logprobs.targets(metric):
+            into.update(logprobs.row_values(metric, cast("dict[str, Any]", outcomes[0].value), outcomes[0].logprobs))
+            logprobs.notice(stats, metric, outcomes[0].logprobs)
 
     def _combine(self, job: _Job, outcomes: list[Outcome], row_values: dict[str, Any]) -> bool:
         """Samples and judges of a finished job -> its columns (see ensemble.py), and an error row for each

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
 
-from . import constants
+from . import constants, logprobs
 from .client import JudgeClient, Stats, has_credentials
 from .ensemble import Layout
 from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
@@ -179,6 +179,8 @@ def _fingerprint(
     ensemble = layout.fingerprint() if layout is not None else None
     if ensemble is not None:  # only then: the fingerprints of one-reply runs stay what they were
         state["ensemble"] = {**ensemble, "servers": [[j.model, j.server_id] for j in judges or [client]]}
+    if client.settings.logprobs:  # only then: the fingerprints of runs without it stay what they were
+        state["logprobs"] = client.settings.top_logprobs
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -564,6 +566,8 @@ def _new_summary(
         "top_p": settings.top_p,
         "max_tokens": settings.max_tokens,
     }
+    if settings.logprobs:  # only when on: the summaries and cards of runs without logprobs stay as they were
+        sampling["top_logprobs"] = settings.top_logprobs
     if layout.samples > 1:
         sampling.update(samples=layout.samples, min_samples=layout.min_samples)
     if layout.panel:
@@ -576,7 +580,8 @@ def _new_summary(
         model=settings.model,
         base_url_host=_host(client),
         metrics={m.name: m.prompt_hash for m in loaded},
-        columns=[c for m in loaded for c in layout.columns(m)],
+        columns=[c for m in loaded for c in layout.columns(m)]
+        + [c for m in loaded if settings.logprobs for c in logprobs.columns(m)],
         sampling=sampling,
         source_dataset=_source_name(splits),
         prompts={m.name: _prompt_record(m) for m in loaded},
@@ -683,6 +688,8 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
         return base
     fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
     features = Features({c: f for p in plans for c, f in ctx.layout.features(p.metric).items()})
+    if ctx.client.settings.logprobs:  # in the order of SplitRun.columns
+        features.update({c: Value(t) for p in plans for c, t in logprobs.columns(p.metric).items()})
     if ctx.token_columns:
         features.update({c: Value("int64") for c in TOKEN_COLUMNS})
     cache_file = ctx.cache_root / "results" / f"{fp}.arrow"
@@ -850,7 +857,8 @@ def _existing_columns(
             todo.append(m)
         elif if_exists == "overwrite":
             todo.append(m)
-            drop += present
+            # with them the probability-weighted columns of the scores replaced: never beside newer scores
+            drop += present + [c for c in logprobs.columns(m) if c in d.column_names]
         elif if_exists == "error":
             conflicts.append(f"{m.name} ({', '.join(present)})")
         elif len(present) < len(features):

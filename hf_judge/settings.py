@@ -180,6 +180,12 @@ class Settings(BaseModel):
         "base_url and api_key: env:VAR); per-judge columns <column>__<judge>, the panel's aggregate in the usual one",
     )
     aggregator: Aggregator = _setting(Aggregator.MEAN, "how a panel's scores combine: mean|median|majority|min|max")
+    logprobs: bool = _setting(
+        False,
+        "ask for the top log-probabilities of score tokens and add <column>_expected (the probability-weighted "
+        "score) and <column>_confidence; binary judges: <metric>_p_positive",
+    )
+    top_logprobs: int = _setting(20, "alternatives per token asked for with logprobs (OpenAI allows 20)", ge=1, le=20)
     # -- batch mode (batch.py): the provider's batch API instead of one request per reply
     batch: bool = _setting(
         False, "send the requests through the server's batch API (/v1/batches): half the price, replies within 24 h"
@@ -227,6 +233,12 @@ class Settings(BaseModel):
             raise ConfigError(
                 f"min_samples={self.min_samples} is more than samples={self.samples}: no row could succeed; "
                 f"lower min_samples (--min-samples) or raise samples (--samples)"
+            )
+        if self.logprobs and (self.samples > 1 or self.models is not None):
+            # The weighted columns are per reply; their combination across samples or judges is not defined yet.
+            raise ConfigError(
+                "logprobs with samples > 1 or a judge panel (models) is not supported yet: the probability-weighted "
+                "columns are those of one reply. Run --logprobs on its own, or use samples/models without it"
             )
         if self.models is not None:
             if not self.models:

@@ -1,7 +1,9 @@
 """The durable reply store: every accepted reply, persisted as it arrives.
 
 One SQLite database (WAL mode) under the cache folder maps the hash of a
-rendered request to the reply's content and token usage. A writer thread
+rendered request to the reply's content and token usage, and, for a request
+that asked for log-probabilities, the probabilities of its score values
+(:mod:`hf_judge.logprobs`). A writer thread
 commits whatever has accumulated since its last commit, at most once every
 5 ms (group commit), so a ``kill -9`` loses at most the replies of one commit
 window: a few dozen at several thousand replies a second. Only accepted
@@ -35,6 +37,13 @@ Whatever is still unwritten at ``close`` goes to a sidecar file beside the
 store (``replies.sqlite3.unsaved-<pid>-<time>.jsonl``: key, content and usage,
 nothing the store would not hold), which the next open imports and deletes:
 only a full disk that cannot take the sidecar either loses a paid reply.
+
+The ``usage`` column holds ``"<prompt> <completion>"`` (``-`` where the server
+reported none) and, for a reply with log-probabilities, a third field: their
+table as compact JSON. Kept in that column rather than a new one, so that the
+schema is that of every earlier version, which reads and writes the same file
+(such replies sit under keys that only a logprobs request has: no earlier
+version ever looks one up).
 """
 
 from __future__ import annotations
@@ -155,14 +164,31 @@ def _merge(conn: sqlite3.Connection, extra: list[tuple] | None = None) -> None:
         raise
 
 
-def _decode_usage(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
+def _encode_meta(usage: tuple[int, int] | None, logprobs: dict | None) -> str | None:
+    """The ``usage`` column: ``"12 5"``, or with log-probabilities ``"12 5 {...}"`` (``"- - {...}"`` without usage)."""
+    if logprobs is None:
+        return None if usage is None else f"{usage[0]} {usage[1]}"
+    head = "- -" if usage is None else f"{usage[0]} {usage[1]}"
+    return f"{head} {json.dumps(logprobs, separators=(',', ':'))}"
+
+
+def _decode_meta(text: str | None) -> tuple[tuple[int, int] | None, dict | None]:
+    """(usage, log-probability table) of a ``usage`` column; what cannot be read is None."""
+    if not isinstance(text, str):
+        return None, None
+    parts = text.split(" ", 2)
+    usage = None
     try:
-        p, c = text.split()
-        return int(p), int(c)
-    except (AttributeError, ValueError):
-        return None
+        usage = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        pass
+    table = None
+    if len(parts) == 3:
+        try:
+            table = json.loads(parts[2])
+        except ValueError:
+            pass
+    return usage, table if isinstance(table, dict) else None
 
 
 # Rows per INSERT statement: 768 parameters, under every SQLite's limit (999
@@ -358,9 +384,10 @@ class ReplyStore:
             if p.exists():
                 p.rename(Path(str(aside) + suffix))
 
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, tuple[str, tuple[int, int] | None]]:
-        """The stored replies among ``keys``: key -> (content, (prompt, completion) tokens or None)."""
-        found: dict[bytes, tuple[str, tuple[int, int] | None]] = {}
+    def get_many(self, keys: Sequence[bytes], *, with_logprobs: bool = False) -> dict[bytes, tuple]:
+        """The stored replies among ``keys``: key -> (content, (prompt, completion) tokens or None), and with
+        ``with_logprobs`` a third item, the reply's log-probability table or None (see :mod:`hf_judge.logprobs`)."""
+        found: dict[bytes, tuple] = {}
         if not keys:
             return found
         with self._lock:
@@ -369,14 +396,15 @@ class ReplyStore:
                     chunk = keys[i : i + 500]
                     q = f"SELECT key, content, usage FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
                     for k, content, usage in self._read.execute(q, chunk):
-                        found[k] = (content, _decode_usage(usage))
+                        meta = _decode_meta(usage)
+                        found[k] = (content, *meta) if with_logprobs else (content, meta[0])
             except sqlite3.DatabaseError as e:
                 logger.warning("could not read the reply cache (%s); those rows will be scored again", e)
         return found
 
-    def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None) -> None:
-        """Queue one accepted reply (and its token usage, if known) for the next commit."""
-        self._queue.put((key, content, None if usage is None else f"{usage[0]} {usage[1]}"))
+    def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None) -> None:
+        """Queue one accepted reply (and its token usage and log-probability table, if known) for the next commit."""
+        self._queue.put((key, content, _encode_meta(usage, logprobs)))
 
     def _write_loop(self) -> None:
         q = self._queue

@@ -221,7 +221,8 @@ class BatchService:
                 (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
             )
             content = orjson.dumps(self.judge._reply_object(text, schema or {})).decode()
-        return orjson.loads(Judge._completion_body(body.get("model", ""), content, "stop", len(text)))
+        top = int(body.get("top_logprobs") or 1) if body.get("logprobs") else None  # as the judge server reads it
+        return orjson.loads(Judge._completion_body(body.get("model", ""), content, "stop", len(text), top))
 
     async def get_batch(self, request: web.Request) -> web.Response:
         b = self.batches.get(request.match_info["id"])

@@ -8,6 +8,10 @@ messages, so the same prompt always gets the same scores. ``POST
 /_admin/config`` changes its behaviour (latency, admission limit, faults, see
 ``DEFAULTS``), ``POST /_admin/reset`` restores the defaults and clears the
 stats, ``GET /_admin/stats`` returns what it received.
+
+A request with ``logprobs: true`` gets ``choices[0].logprobs.content`` in
+OpenAI's shape (config ``logprobs: false``: ``null``, as from a server without
+them), by a fixed rule that tests can compute by hand (:func:`token_logprobs`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import argparse
 import asyncio
 import copy
 import hashlib
+import math
 import random
+import re
 import sys
 import time
 import zlib
@@ -41,9 +47,38 @@ DEFAULTS: dict = {
     "text_reply": "ok",
     "record": False,
     "faults": [],
+    "logprobs": True,  # False: never send token log-probabilities, even when asked
 }
 MAX_EVENTS = 200_000
 CHUNK = 64 * 1024
+_TOKEN = re.compile(r"\d|[^\W\d]+|\s+|[^\w\s]")
+
+
+def token_logprobs(content: str, top: int) -> list[dict]:
+    """The reply's tokens and their ``top`` alternatives, by a rule that tests compute by hand.
+
+    Tokens: each digit alone (as Llama and Gemma write numbers), runs of letters, runs of
+    whitespace, any other character alone. A digit that starts a number: itself 0.6, the next
+    digit (mod 10) 0.25, the one before 0.1, a space 0.05. A digit that continues one: itself
+    0.7, ``,`` 0.2, the digit 5 places on 0.1. Any other token: itself, probability 1.
+    """
+
+    def entry(t: str, p: float) -> dict:
+        return {"token": t, "logprob": math.log(p), "bytes": list(t.encode())}
+
+    out, prev = [], ""
+    for tok in _TOKEN.findall(content):
+        if tok.isdigit():
+            d = int(tok)
+            if prev.isdigit():
+                alts = [(tok, 0.7), (",", 0.2), (str((d + 5) % 10), 0.1)]
+            else:
+                alts = [(tok, 0.6), (str((d + 1) % 10), 0.25), (str((d - 1) % 10), 0.1), (" ", 0.05)]
+        else:
+            alts = [(tok, 1.0)]
+        prev = tok[-1]
+        out.append({**entry(*alts[0]), "top_logprobs": [entry(t, p) for t, p in alts[:top]]})
+    return out
 
 
 def _new_stats() -> dict:
@@ -129,7 +164,9 @@ class Judge:
         )
 
     @staticmethod
-    def _completion_body(model: str, content, finish: str = "stop", prompt_len: int = 0) -> bytes:
+    def _completion_body(
+        model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None
+    ) -> bytes:
         n_out = max(1, len(content) // 4 if isinstance(content, str) else 1)
         n_in = max(1, prompt_len // 4)
         body = {
@@ -140,10 +177,15 @@ class Judge:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
         }
+        if top is not None:  # asked for: the tokens (where there is text and the config allows), else null
+            lp = {"content": token_logprobs(content, top)} if top and isinstance(content, str) else None
+            body["choices"][0]["logprobs"] = lp
         return orjson.dumps(body)
 
-    def _completion(self, model: str, content, finish: str = "stop", prompt_len: int = 0) -> web.Response:
-        body = self._completion_body(model, content, finish, prompt_len)
+    def _completion(
+        self, model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None
+    ) -> web.Response:
+        body = self._completion_body(model, content, finish, prompt_len, top)
         return web.Response(body=body, content_type="application/json")
 
     async def _huge(self, request: web.BaseRequest, rule: dict, completion: bytes) -> web.StreamResponse:
@@ -275,8 +317,11 @@ class Judge:
             schema = (
                 (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
             )
+            top = None  # logprobs not asked for; 0: asked for, none sent
+            if body.get("logprobs"):
+                top = int(body.get("top_logprobs") or 1) if cfg["logprobs"] else 0
             if rule is not None:
-                resp = self._fault(rule, model, text, schema, inflight, request)
+                resp = self._fault(rule, model, text, schema, inflight, request, top)
                 if asyncio.iscoroutine(resp):
                     return await resp
                 return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
@@ -291,7 +336,7 @@ class Judge:
             else:
                 self.answered.add(phash)
                 st["prompts"] = len(self.answered)
-            resp = self._completion(model, content, "stop", len(text))
+            resp = self._completion(model, content, "stop", len(text), top)
             return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
         finally:
             st["inflight"] -= 1
@@ -313,7 +358,16 @@ class Judge:
         self.attempts[phash] = first + n - 1
         return web.Response(body=orjson.dumps(doc), content_type="application/json")
 
-    def _fault(self, rule: dict, model: str, text: str, schema: dict | None, inflight: int, request: web.BaseRequest):
+    def _fault(
+        self,
+        rule: dict,
+        model: str,
+        text: str,
+        schema: dict | None,
+        inflight: int,
+        request: web.BaseRequest,
+        top: int | None = None,
+    ):
         kind = rule["fault"]
         if kind == "status":
             status = rule.get("status", 500)
@@ -386,7 +440,7 @@ class Judge:
         else:
             return self._error(500, f"unknown fault {kind}")
         self._event(200, inflight)
-        return self._completion(model, content, finish, len(text))
+        return self._completion(model, content, finish, len(text), top)
 
     # -- admin ------------------------------------------------------------------
     async def models(self, request: web.BaseRequest) -> web.Response:

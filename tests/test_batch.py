@@ -411,3 +411,11 @@ def test_samples_are_lines_of_their_own_and_a_panel_is_refused(batch, tmp_path):
     assert len(batch.stats()["paid"]) == 12  # 3 samples x 4 rows, each its own custom_id
     with pytest.raises(ConfigError, match="panel"):
         run(ds, batch, tmp_path / "c", batch=True, models=["a", "b"])
+
+
+def test_logprobs_in_batch_mode_equal_online(batch, tmp_path):
+    ds = qa_dataset(4)
+    expected = rows(run(ds, batch, tmp_path / "online", logprobs=True))
+    scored = run(ds, batch, tmp_path / "b", batch=True, logprobs=True)
+    assert rows(scored) == expected
+    assert set(scored["train"].column_names) == set(expected["train"][0])

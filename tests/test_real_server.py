@@ -121,3 +121,59 @@ def test_readme_tested_servers_table_is_honest(llama_server):  # noqa: F811
     assert f"llama-cpp-python {llama_server.version}" in row
     assert "`json_object` + schema" in row
     assert re.search(r"Q_All", row) and "Binary" in row
+
+
+# One integer and nothing else, on one row: with logprobs, llama-cpp-python sorts the whole 262,144-token
+# vocabulary in Python for every token it writes (about 0.3 s a token on 2 idle cores, several times that on
+# a busy machine), so a reason first would cost minutes.
+NUMBER_PROMPT = """---
+description: how clear a question is, one integer
+temperature: 0.0
+outputs:
+  score: {type: integer, minimum: 1, maximum: 10}
+---
+Rate how clear each question is, from 1 (unclear) to 10 (perfectly clear).
+Question: What is 1 + 1?
+{"score": 9}
+Question: {{ instruction }}
+"""
+
+
+@pytest.mark.timeout(900)
+def test_logprobs_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
+    """The server sends top_logprobs beside json_object + schema; every scored value gets its weighted columns."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "Q_Number.jinja").write_text(NUMBER_PROMPT)
+    ds = Dataset.from_dict({"question": ["What is 2 + 2?"], "answer": ["4"]})
+    out = score_dataset(
+        ds,
+        ["Q_Number", "Binary"],
+        model="gemma",
+        base_url=llama_server.base_url,
+        api_key="none",
+        prompts_dir=tmp_path / "prompts",
+        columns={"instruction": "question", "prediction": "answer"},
+        concurrency=1,
+        timeout=300,
+        retries=0,
+        max_tokens=16,
+        logprobs=True,
+        cache_dir=tmp_path / "cache",
+    )
+    _check(out, 1, ["Binary"], llama_server)
+    train = out["train"]
+    print(train.to_list())
+    assert not any("log-probabilities" in n for n in out.summary.notes), out.summary.notes
+    assert out.summary.requests <= 2 + 1  # and one refused json_schema
+    scored = 0
+    for v, expected, confidence in zip(
+        train["Q_Number"], train["Q_Number_expected"], train["Q_Number_confidence"], strict=True
+    ):
+        if v is not None:
+            scored += 1
+            assert 1 <= expected <= 10, (v, expected)
+            assert 0 < confidence <= 1, (v, confidence)
+    for verdict, p in zip(train["Binary"], train["Binary_p_positive"], strict=True):
+        if verdict is not None:
+            assert p is not None and 0 <= p <= 1, (verdict, p)  # the grammar may pick the less likely verdict
+    assert scored > 0, out["errors"].to_list()
