@@ -4,6 +4,11 @@ bounded (by the batch file limits and the pipeline's window), not proportional t
 
 python bench/bench_batch.py                 # 100,000 vs 1,000,000 rows (long: a million replies)
 python bench/bench_batch.py --rows 10000 100000
+
+Measured 2026-11-23 on the shared 2-core box (load ~15), QA_Clarity:
+    100,000 rows: export 2,594 rows/s, import 3,720 rows/s, batch run 117 s, peak RSS 248 MB (anon 171 MB)
+  1,000,000 rows: export 1,906 rows/s, import 2,630 rows/s, batch run 555 s, peak RSS 315 MB (anon 176 MB)
+  ratios (10x the rows): peak RSS 1.27x, anon 1.03x; export rows/s 0.73x, import rows/s 0.71x
 """
 
 from __future__ import annotations
