@@ -9,7 +9,7 @@ then runs each client in a fresh subprocess against it, in the same run:
 
 and prints requests/s, client CPU ms per request, peak RSS and the ratios.
 
-    python bench/bench_throughput.py            # every scenario (a)-(e), (r) and (h), ~20 min
+    python bench/bench_throughput.py            # every scenario (a)-(e), (r), (h) and (s), ~20 min
     python bench/bench_throughput.py --quick    # a few thousand requests: checks it works
     python bench/bench_throughput.py --only a,c # some scenarios
 """
@@ -174,6 +174,57 @@ def child_hf_judge(url: str, n: int, concurrency: int, metric: str = "QA_Clarity
     print(json.dumps({"inner_s": dt, "inner_cpu": time.process_time() - cpu0}))
 
 
+def make_parquet(n: int, where: str, shards: int = 4) -> list[str]:
+    """``n`` rows as Parquet shards, written in chunks (the benchmark's own memory stays flat)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(where, exist_ok=True)
+    paths, per = [], -(-n // shards)
+    for s in range(shards):
+        paths.append(os.path.join(where, f"train-{s:05d}.parquet"))
+        with pq.ParquetWriter(paths[-1], pa.schema({"question": pa.string(), "answer": pa.string()})) as w:
+            for lo in range(s * per, min(n, (s + 1) * per), 10_000):
+                ids = range(lo, min(n, (s + 1) * per, lo + 10_000))
+                w.write_table(
+                    pa.table(
+                        {
+                            "question": [f"question {i}: what is {i} squared?" for i in ids],
+                            "answer": [f"answer {i}: {i * i}" for i in ids],
+                        }
+                    )
+                )
+    return paths
+
+
+def child_stream(url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> None:
+    """score_dataset on a streamed Parquet input (load_dataset(..., streaming=True)), saved as Parquet shards."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    from hf_judge import score_dataset
+
+    work = tempfile.mkdtemp(prefix="hfj-bench-")
+    files = make_parquet(n, os.path.join(work, "data"))
+    ds = datasets.load_dataset("parquet", data_files={"train": files}, streaming=True)
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    out = score_dataset(
+        ds,
+        [metric],
+        model="judge",
+        base_url=url,
+        api_key="x",
+        concurrency=concurrency,
+        columns={"instruction": "question", "output": "answer"},
+        cache_dir=os.path.join(work, "cache"),
+    )
+    out.save_to_disk(os.path.join(work, "out"))
+    dt = time.perf_counter() - t0
+    assert out.summary.rows == {"train": n} and not out.summary.errors, (out.summary.rows, out.summary.errors)
+    print(json.dumps({"inner_s": dt, "inner_cpu": time.process_time() - cpu0}))
+
+
 def child_repeat(url: str, n: int, concurrency: int, metric: str = "QA_Clarity") -> None:
     """Score n rows, then time the identical second call (it must send nothing)."""
     import datasets
@@ -245,14 +296,14 @@ def run_child(kind: str, url: str, n: int, concurrency: int, metric: str = "QA_C
         url,
         n,
         concurrency,
-        f", {metric!r}" if kind in ("hf_judge", "repeat", "hostile") else "",
+        f", {metric!r}" if kind in ("hf_judge", "repeat", "hostile", "stream") else "",
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{p.stderr[-3000:]}")
     lines = [json.loads(x) for x in p.stdout.strip().splitlines() if x.startswith("{")]
     res = lines[-1]
-    if kind in ("hf_judge", "repeat", "hostile") and len(lines) > 1:
+    if kind in ("hf_judge", "repeat", "hostile", "stream") and len(lines) > 1:
         # time the scoring itself, not the interpreter start and the dataset build
         res["wall"] = lines[0]["inner_s"]
         res["cpu"] = lines[0]["inner_cpu"]
@@ -326,8 +377,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a few thousand requests per scenario: checks that it works")
     ap.add_argument(
         "--only",
-        default="a,b,c,d,e,r,h",
-        help="comma list of scenarios (r: repeat of an identical call, h: hostile replies)",
+        default="a,b,c,d,e,r,h,s",
+        help="comma list of scenarios (r: repeat of an identical call, h: hostile replies, s: streaming input)",
     )
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -425,6 +476,20 @@ def main() -> int:
                 f"{mem[big]['rss_mb'] / mem[small]['rss_mb']:.2f} (target <= 1.30; "
                 "includes datasets' memory-mapped Arrow pages), "
                 f"peak anonymous RSS ratio {mem[big]['anon_mb'] / mem[small]['anon_mb']:.2f}"
+            )
+        if "s" in only:
+            sizes = (2000, 20000) if q else (20_000, 200_000)
+            mem = {}
+            for n in sizes:
+                server.configure()
+                mem[n] = run_child("stream", server.url, n, 256, "QA_All")
+            results["s"] = {str(k): v for k, v in mem.items()}
+            small, big = sizes
+            lines.append("(s) streaming input: QA_All at zero latency, 256 in flight, Parquet in and out")
+            lines += [fmt_row(f"{n:,}", mem[n]) for n in sizes]
+            lines.append(
+                f"  peak RSS ratio {big:,}/{small:,} rows: {mem[big]['rss_mb'] / mem[small]['rss_mb']:.2f} "
+                f"(target <= 1.30), peak anonymous RSS ratio {mem[big]['anon_mb'] / mem[small]['anon_mb']:.2f}"
             )
         if "h" in only:
             # 100 MB replies at 256 in flight would hold 25 GB if read whole; read up to max_reply_bytes, the

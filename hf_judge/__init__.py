@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 # each public name is loaded from its submodule on first use (PEP 562), so
 # `hf-judge --help`, `metrics` and `recipes` start fast.
 _SUBMODULE_ATTRS = {
-    "agreement": ["AgreementReport", "agreement"],
+    "judge_agreement": ["AgreementReport", "agreement"],
     "batch_files": ["export_batch", "import_batch"],
     "errors": [
         "AuthenticationError",
@@ -26,6 +26,7 @@ _SUBMODULE_ATTRS = {
         "CacheLockedError",
         "CircuitOpenError",
         "ConfigError",
+        "CostExceededError",
         "DiskFullError",
         "HfJudgeError",
         "HubUnreachableError",
@@ -42,22 +43,25 @@ _SUBMODULE_ATTRS = {
         "Settings",
         "TemplateError",
         "UnknownMetricError",
+        "WorkerDiedError",
     ],
+    "estimate": ["CostEstimate", "estimate_cost"],
     "filter": ["filter_by_scores"],
     "hub": ["push_scored"],
     "local": ["local_judge"],
     "metrics": ["Metric", "Output", "available_metrics", "load_metric"],
+    "prices": ["Price", "load_prices"],
     "progress": ["Progress"],
     "recipes": ["Recipe", "load_recipe"],
     "score": ["ScoredDatasetDict", "score_dataset"],
     "settings": ["Aggregator", "Judge", "Settings"],
+    "stream": ["ScoredIterableDatasetDict", "score_batches"],
     "summary": ["RunSummary"],
     "validate": ["parse_binary_verdict", "parse_pair_scores"],
 }
 _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
-    from .agreement import AgreementReport, agreement
     from .batch_files import export_batch, import_batch
     from .errors import (
         AuthenticationError,
@@ -67,6 +71,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
         CacheLockedError,
         CircuitOpenError,
         ConfigError,
+        CostExceededError,
         DiskFullError,
         HfJudgeError,
         HubUnreachableError,
@@ -82,15 +87,20 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
         ServerUnreachableError,
         TemplateError,
         UnknownMetricError,
+        WorkerDiedError,
     )
+    from .estimate import CostEstimate, estimate_cost
     from .filter import filter_by_scores
     from .hub import push_scored
+    from .judge_agreement import AgreementReport, agreement
     from .local import local_judge
     from .metrics import Metric, Output, available_metrics, load_metric
+    from .prices import Price, load_prices
     from .progress import Progress
     from .recipes import Recipe, load_recipe
     from .score import ScoredDatasetDict, score_dataset
     from .settings import Aggregator, Judge, Settings
+    from .stream import ScoredIterableDatasetDict, score_batches
     from .summary import RunSummary
     from .validate import parse_binary_verdict, parse_pair_scores
 

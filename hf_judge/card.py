@@ -29,7 +29,7 @@ from .redact import scrub
 from .summary import RunSummary, describe_thresholds
 
 if TYPE_CHECKING:
-    from .agreement import AgreementReport
+    from .judge_agreement import AgreementReport
 
 START = "<!-- hf-judge:start -->"
 END = "<!-- hf-judge:end -->"
@@ -143,6 +143,7 @@ def _host(summary: RunSummary) -> str:
 
 def _provenance(summary: RunSummary) -> list[str]:
     t = summary.totals()
+    cost = summary.cost(t)
     runs = summary.runs
     n_runs = len({r.get("id") for r in runs}) or 1
     source = summary.source_dataset or "unknown"
@@ -174,7 +175,9 @@ def _provenance(summary: RunSummary) -> list[str]:
         out += [f"- **Filtered:** {describe_thresholds(f)} (inclusive)", f"- **Rows kept:** {kept}"]
     out += [
         f"- **Requests:** {t['requests']:,} ({t['retries']:,} retries) over {n_runs} run{'s' if n_runs != 1 else ''}",
-        f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion",
+        f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion"
+        + (f" ({t['cached_tokens']:,} prompt tokens from the server's prompt cache)" if t.get("cached_tokens") else ""),
+        *([f"- **Cost:** ${cost:,.4f} at the model's price in hf-judge's table"] if cost is not None else []),
         f"- **Errors:** {', '.join(f'{k}: {v:,}' for k, v in summary.errors.items()) or 'none'}"
         + (" (see the `errors` config)" if summary.errors else ""),
         "",

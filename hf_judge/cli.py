@@ -31,6 +31,9 @@ SCORE_EXAMPLE = """examples:
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
   hf-judge score data.jsonl --recipe quality --base-url http://127.0.0.1:8000/v1 --model my-model
   hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
+  hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming --metrics Q_Clarity \
+      --column instruction=text --push-to-hub me/fineweb-judged   # read and scored as it streams
+  hf-judge score data.jsonl --metrics QA_All --model gpt-4.1-nano --dry-run   # requests, tokens, cost; none sent
 """
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
@@ -95,21 +98,22 @@ def _threshold(text: str) -> tuple[str, float]:
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:
     """One flag per public field of :class:`hf_judge.Settings`, its help from the field's description."""
+    import typing
+
     from .settings import CLI_FLAGS, public_fields
 
     g = p.add_argument_group("judge server")
     for name, f in public_fields().items():
         kind = _scalar_type(f.annotation)
-        if kind is bool:  # a switch: `--logprobs`, not `--logprobs true` (None: the recipe's value or the default)
-            flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
-            g.add_argument(*flags, dest=name, action="store_true", default=None, help=f.description)
-            continue
-        if kind not in (int, float, str) and not issubclass(kind, enum.Enum):
+        literal = typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else None
+        if literal is None and kind not in (bool, int, float, str) and not issubclass(kind, enum.Enum):
             kind = str  # a list of judges: `--models a,b,c`, split by Settings
         default = f.default if not f.is_required() else None
         shown = (
             ""
             if default is None
+            else f" (default {default})"
+            if isinstance(default, str)
             else f" (default {default:,})"
             if kind is int
             else f" (default {default:g})"
@@ -117,8 +121,13 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
             else f" (default {default})"
         )
         flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
-        choices = None
-        if issubclass(kind, enum.Enum):  # `invalid choice: 'avg' (choose from mean, median, ...)`
+        if kind is bool:  # a switch: `--logprobs`, not `--logprobs true`
+            g.add_argument(*flags, dest=name, action="store_true", default=None, help=f.description)
+            continue
+        choices = list(literal) if literal else None
+        if literal is not None:
+            kind = str
+        elif issubclass(kind, enum.Enum):  # `invalid choice: 'avg' (choose from mean, median, ...)`
             choices = [str(m.value) for m in cast("type[enum.Enum]", kind)]
             kind = str
         g.add_argument(*flags, dest=name, type=kind, choices=choices, help=f"{f.description}{shown}")
@@ -129,6 +138,13 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
                 metavar="NAME",
                 help="environment variable holding the API key (default: OPENAI_API_KEY)",
             )
+    g.add_argument(
+        "--ray",
+        action="store_true",
+        help='score on a Ray cluster (pip install "hf-judge[ray]"): at --ray-address, else $RAY_ADDRESS, else a '
+        "local one; --cache-dir is each node's own (local disk, not a network filesystem)",
+    )
+    g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
     g.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument(
@@ -139,11 +155,12 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _scalar_type(annotation: Any) -> type:
-    """``int`` for ``Optional[Annotated[int, ...]]``: the type argparse converts a flag's text to."""
+def _scalar_type(annotation: Any) -> Any:
+    """``int`` for ``Optional[Annotated[int, ...]]``: the type argparse converts a flag's text to (a ``Literal``
+    stays one: its values are the flag's choices)."""
     import typing
 
-    while typing.get_origin(annotation) is not None:
+    while typing.get_origin(annotation) not in (None, typing.Literal):
         annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
     return annotation
 
@@ -172,7 +189,7 @@ def _agreement_report(path: str):
     """A saved agreement report, read when the flags are parsed: a wrong path fails before any request."""
     import json
 
-    from .agreement import AgreementReport
+    from .judge_agreement import AgreementReport
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -209,6 +226,12 @@ def _add_scoring_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="send nothing to the chat endpoint: print the requests, tokens (the server's /tokenize where it has "
+        "one) and, for a model in the price table (--prices), the cost online and in batch mode",
+    )
 
 
 def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
@@ -236,6 +259,12 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
         "(instruction/output columns; default metrics QA_All) instead of DATASET",
     )
     _add_input_options(p)
+    p.add_argument(
+        "--streaming",
+        action="store_true",
+        help="read a Hub dataset as it is scored (load_dataset(..., streaming=True)): nothing is downloaded "
+        "ahead, memory stays bounded by --window, and the output is written as Parquet shards as rows arrive",
+    )
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
     if commands is None or "score" in commands:
@@ -512,6 +541,10 @@ def _default_output_dir(dataset: str, suffix: str = "judged") -> str:
 
 
 def _rows(dd) -> str:
+    from .stream import ScoredIterableDatasetDict
+
+    if isinstance(dd, ScoredIterableDatasetDict):  # rows known once read
+        return ", ".join(f"{k}: {n:,} rows" for k, (n, _) in dd.rows_and_columns().items() if k != "errors")
     return ", ".join(f"{k}: {len(v):,} rows" for k, v in dd.items() if k != "errors")
 
 
@@ -533,9 +566,22 @@ def _write(
     from .hub import push_scored
     from .output import save_result
     from .score import ScoredDatasetDict
+    from .stream import ScoredIterableDatasetDict, push_folder
 
     summary = summary if summary is not None else getattr(result, "summary", None)
     done = []
+    if isinstance(result, ScoredIterableDatasetDict):  # --streaming: each split is read (scored) once, by the save
+        result.agreement = list(getattr(args, "agreement", None) or [])
+        if out:
+            save_result(result, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
+            done.append(f"saved to {out} ({_rows(result)})")
+        if repo:
+            if out:  # the folder just written, not a second reading of the input
+                url = push_folder(out, repo, private=args.private, token=args.token)
+            else:
+                url = result.push_to_hub(repo, private=args.private, token=args.token)
+            done.append(f"pushed to {url} ({_rows(result)})")
+        return done
     if out:
         # ScoredDatasetDict's save: summary.json beside the data (what a later filter or push puts in the card),
         # and no `0 examples` bar for an empty errors split
@@ -579,6 +625,28 @@ def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
             check_threshold_columns(names, have, f"the recipe's filters (split {split!r})")
 
 
+def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | None, client: dict[str, Any]) -> Any:
+    """``--ray``: the same result as ``score_dataset``, scored by actors of a Ray cluster (hf_judge.ray)."""
+    try:
+        from .ray import score_dataset_on_ray
+    except ImportError as e:  # pragma: no cover - the ray extra is missing
+        raise ConfigError(f'--ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
+    if args.overwrite_scores:
+        raise ConfigError("--overwrite-scores is not supported with --ray: score the columns again without --ray")
+    return score_dataset_on_ray(
+        ds,
+        job.metrics,
+        address=args.ray_address,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        api_key=api_key,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        token_columns=job.token_columns,
+        **client,
+    )
+
+
 def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) -> int:
     """Everything is checked before the first request; the full result is saved before any filter runs."""
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
@@ -600,8 +668,20 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
     local = _local_judge(job.client, args.cache_dir)
     is_local = parse_local_model(job.client.get("model"))[0]
     api_key = None if is_local else _api_key(args, job.recipe_api_key, job.client.get("base_url"))
+    streaming = bool(getattr(args, "streaming", False))
+    if streaming and job.filters is not None:
+        raise ConfigError(
+            "--streaming does not apply a recipe's filters: score with --streaming --output-dir OUT, "
+            "then run `hf-judge filter OUT --min ...`"
+        )
     ds = load_input(
-        job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
+        job.dataset,
+        subset=job.subset,
+        splits=job.splits,
+        revision=job.revision,
+        token=args.token,
+        limit=job.limit,
+        streaming=streaming,
     )
     loaded = resolve_metrics(job.metrics, job.prompts_dir)
     layout = Layout.from_settings(resolve_settings(job.client))  # samples and panels add columns
@@ -610,10 +690,18 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
         features = [(c, f) for m in loaded for c, f in layout.features(m).items()]
         numeric = [c for c, f in features if getattr(f, "dtype", None) in SCORE_TYPES]
         _check_filters(job, ds, numeric)
+    if args.dry_run:
+        return _dry_run(args, job, ds, api_key)
     source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
     if out:
-        shape = {k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"}
+        shape = (
+            None  # a stream's rows are known once read
+            if streaming
+            else {
+                k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"
+            }
+        )
         check_output(out, source, "scored", shape, args.overwrite)
         if job.filters is not None:
             applied = thresholds(job.filters.min, job.filters.max, job.filters.keep_missing)
@@ -622,18 +710,21 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
         client = dict(job.client)
         if judge is not None:
             client.update(model=judge.model, base_url=judge.base_url)
-        scored = score_dataset(
-            ds,
-            job.metrics,
-            columns=job.columns,
-            prompts_dir=job.prompts_dir,
-            api_key=api_key,
-            cache_dir=args.cache_dir,
-            use_cache=not args.no_cache,
-            token_columns=job.token_columns,
-            if_exists="overwrite" if args.overwrite_scores else "keep",
-            **_import_settings(client, batch_import),
-        )
+        if getattr(args, "ray", False) or getattr(args, "ray_address", None):  # batch import has no --ray
+            scored = _score_on_ray(args, job, ds, api_key, client)
+        else:
+            scored = score_dataset(
+                ds,
+                job.metrics,
+                columns=job.columns,
+                prompts_dir=job.prompts_dir,
+                api_key=api_key,
+                cache_dir=args.cache_dir,
+                use_cache=not args.no_cache,
+                token_columns=job.token_columns,
+                if_exists="overwrite" if args.overwrite_scores else "keep",
+                **_import_settings(client, batch_import),
+            )
     summary = scored.summary
     assert summary is not None  # score_dataset always sets it
     summary.source_dataset, summary.source_on_hub = _source(job.dataset)
@@ -675,6 +766,29 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
         # after every progress bar (scoring, saving, pushing), not in between them
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, job: Job, ds, api_key: str | None) -> int:
+    """``--dry-run``: the run's requests, tokens and cost, printed; nothing sent to the chat endpoint."""
+    from .estimate import estimate_cost
+    from .local import parse_local_model
+
+    client = dict(job.client)
+    if parse_local_model(client["model"])[0]:  # no judge is started for a dry run: characters / 4, no price
+        client["model"] = "local"
+    estimate = estimate_cost(
+        ds,
+        job.metrics,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        api_key=api_key,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        if_exists="overwrite" if args.overwrite_scores else "keep",
+        **client,
+    )
+    print(estimate, flush=True)
     return 0
 
 
@@ -758,6 +872,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     path = find_recipe(args.file)
     if is_seed_config(read_yaml(path)):
+        if args.dry_run:
+            raise ConfigError(f"--dry-run works with recipes; {path} is a seed config.yaml")
         summary = run_seed_config(path, cache_dir=args.cache_dir)
         print(summary)
         return 0
@@ -965,9 +1081,9 @@ def cmd_recipes(args: argparse.Namespace) -> int:  # noqa: ARG001 - every comman
 def cmd_agreement(args: argparse.Namespace) -> int:
     """hf-judge agreement DATASET --score COL --label COL [--out report.json] [--plots DIR]."""
     from . import plots
-    from .agreement import agreement
     from .card import text_histogram
     from .inputs import load_input
+    from .judge_agreement import agreement
 
     if args.plots:
         plots.require()  # before the work: the user asked for pictures

@@ -59,6 +59,7 @@ from .errors import (
     BudgetExceededError,
     CircuitOpenError,
     ConfigError,
+    CostExceededError,
     ErrorKind,
     ModelNotFoundError,
     QuotaExceededError,
@@ -70,6 +71,7 @@ from .errors import (
 from .images import prompt_tokens_estimate
 from .limits import AdaptiveLimiter
 from .metrics import Metric
+from .prices import no_price_error, price_of
 from .redact import register, scrub, scrub_registered
 from .settings import Settings
 from .validate import ReplyError, parse_reply
@@ -187,6 +189,7 @@ class Stats:
     capped_waits: int = 0  # Retry-After waits cut to backoff_max
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the server served from its prompt cache (usage.prompt_tokens_details)
     failures: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)
     structured_output: str = "json_schema"
@@ -451,10 +454,17 @@ class JudgeClient:
         self.retries = settings.retries
         self.top_p = settings.top_p
         self.max_tokens = settings.max_tokens
+        # Whether a reply key (see reply_key) differs from the key of the whole body: then a lookup tries both.
+        self.strict_fallback = settings.reuse == "compatible" and settings.max_tokens is not None
         self.backoff_base = settings.backoff_base
         self.backoff_max = settings.backoff_max
         self.max_total_tokens = settings.max_total_tokens
         self.budget_peers: list[JudgeClient] = [self]  # the clients whose tokens max_total_tokens counts (a panel)
+        self.max_cost = settings.max_cost
+        # The model's price (None: not in the table): what max_cost and the summary's cost are counted at.
+        self.price = price_of(settings.model, settings.prices)
+        if self.max_cost is not None and self.price is None:
+            raise no_price_error(settings.model, f"max_cost={self.max_cost:g}")
         self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
         self.stats = Stats()
         self._headers = {"Content-Type": "application/json"}
@@ -524,11 +534,21 @@ class JudgeClient:
             self._rf_cache[key] = rf
         return rf
 
-    def body(self, metric: Metric, messages: list, temperature: float, mode: str | None = None, n: int = 1) -> bytes:
+    def body(
+        self,
+        metric: Metric,
+        messages: list,
+        temperature: float,
+        mode: str | None = None,
+        n: int = 1,
+        *,
+        max_tokens: bool = True,
+    ) -> bytes:
+        """The request body; ``max_tokens=False`` leaves the max_tokens setting out (the body a reply key hashes)."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
         if self.top_p is not None:
             payload["top_p"] = self.top_p
-        if self.max_tokens is not None:
+        if self.max_tokens is not None and max_tokens:
             payload["max_tokens"] = self.max_tokens
         if n > 1:
             payload["n"] = n
@@ -538,10 +558,31 @@ class JudgeClient:
         return orjson.dumps(payload)
 
     def request_key(self, body: bytes) -> bytes:
-        """The cache key: a hash of the canonical (json_schema) request body and the server it goes to."""
+        """A hash of a request body and the server it goes to: the cache key of ``body`` as it is."""
         h = self._key_prefix.copy()
         h.update(body)
         return h.digest()
+
+    def reply_key(self, metric: Metric, messages: list, temperature: float, body: bytes) -> bytes:
+        """The reply store's key of a request whose canonical (json_schema) body is ``body``.
+
+        ``reuse="compatible"`` keys a reply on what decides it (model, messages, schema, server,
+        temperature, top_p) and leaves max_tokens out, so raising it reuses every cached reply; without
+        max_tokens, as in the default run, that is the key of the whole body, as it always was.
+        ``reuse="strict"`` keys on the whole body. Replies stored under a whole body's key before
+        compatible reuse existed are found too (see :attr:`strict_fallback`).
+        """
+        if self.strict_fallback:
+            return self.request_key(self.body(metric, messages, temperature, "json_schema", max_tokens=False))
+        return self.request_key(body)
+
+    def reply_fits(self, usage: tuple[int, int] | None) -> bool:
+        """Whether a cached reply of ``usage`` tokens could have come back under this run's max_tokens.
+
+        A reply that took more completion tokens than max_tokens allows would have been cut off, so it is
+        asked again; one whose usage the server did not report is taken as it is.
+        """
+        return usage is None or self.max_tokens is None or usage[1] <= self.max_tokens
 
     # -- the call ------------------------------------------------------------
     def resume_hint(self) -> str:
@@ -631,6 +672,13 @@ class JudgeClient:
             if not have_slot:
                 await limiter.acquire()
             have_slot = False
+            try:
+                # Checked before sending, not when a reply comes: the reply that reaches the budget, and those
+                # already in flight, are paid for and kept; only what would be sent after them is not.
+                self._check_budget()
+            except RunStopped:
+                limiter.release()
+                raise
             attempt += 1
             if self._rpm is not None:
                 await self._rpm.acquire()
@@ -686,8 +734,7 @@ class JudgeClient:
         self, metric: Metric, body: bytes, task: asyncio.Task, n: int = 1
     ) -> tuple[Outcome, int, float | None]:
         """Send ``body`` once, holding a limiter slot that it releases: (the outcome, the HTTP status or 0 when
-        no reply came, the server's Retry-After). Raises on a 429 that says the quota is used up, and on the
-        token budget."""
+        no reply came, the server's Retry-After). Raises on a 429 that says the quota is used up."""
         now = self._now
         deadlines = self._deadlines
         sent_at = now()
@@ -729,7 +776,6 @@ class JudgeClient:
             outcome = self._handle_ok(metric, data)
             if n > 1:
                 outcome.extra, outcome.choices = self._other_choices(metric, data)
-            self._check_budget()
             return outcome, 200, None
         if not status:
             self.limiter.release(sent_at=sent_at)
@@ -861,6 +907,9 @@ class JudgeClient:
             tokens = (_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
             self.stats.prompt_tokens += tokens[0]
             self.stats.completion_tokens += tokens[1]
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict):  # OpenAI, vLLM: the prefix served from the server's prompt cache
+                self.stats.cached_tokens += _int(details.get("cached_tokens"))
         try:
             value = parse_reply(metric, content, finish)
         except ReplyError as e:
@@ -870,7 +919,21 @@ class JudgeClient:
             dists = logprobs.distributions(metric, value, choice.get("logprobs"))
         return Outcome(value, content, usage=tokens, logprobs=dists)
 
+    def spent(self) -> float | None:
+        """USD of the usage this client's replies reported, at the model's price (None: no price)."""
+        s = self.stats
+        return None if self.price is None else self.price.cost(s.prompt_tokens, s.completion_tokens, s.cached_tokens)
+
     def _check_budget(self) -> None:
+        if self.max_cost is not None:
+            # a panel's judges share the budget, each at its own model's price (__init__ refuses a model without)
+            spent = sum(c.spent() or 0.0 for c in self.budget_peers)
+            if spent >= self.max_cost:
+                raise CostExceededError(
+                    f"the cost budget max_cost=${self.max_cost:g} is used up: this run's replies cost ${spent:.4f} "
+                    f"at {self.model}'s price ({self.price.describe() if self.price else ''}). "
+                    f"Raise it, then {self.resume_hint()}"
+                )
         if self.max_total_tokens is not None:
             used = sum(c.stats.prompt_tokens + c.stats.completion_tokens for c in self.budget_peers)
             if used >= self.max_total_tokens:

@@ -6,6 +6,7 @@
 | ``OPENAI_BASE_URL`` | server URL when ``base_url`` is not given |
 | ``HF_JUDGE_CACHE`` | cache folder (default: ``$HF_DATASETS_CACHE/hf_judge``) |
 | ``HF_JUDGE_DEBUG`` | ``1``: debug logging and full tracebacks in the CLI |
+| ``HF_JUDGE_PRICES`` | YAML file of model prices extending the built-in table (``settings.prices`` wins) |
 """
 
 from __future__ import annotations
@@ -57,3 +58,8 @@ def default_cache_dir() -> Path:
     from datasets import config
 
     return Path(config.HF_DATASETS_CACHE) / "hf_judge"
+
+
+def prices_file() -> str | None:
+    """``HF_JUDGE_PRICES``: a YAML file of model prices that extends the built-in table."""
+    return os.environ.get("HF_JUDGE_PRICES") or None

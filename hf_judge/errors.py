@@ -15,6 +15,7 @@ HfJudgeError
     ├── ModelNotFoundError   the model or the endpoint does not exist (404)
     ├── CircuitOpenError     most recent requests failed
     ├── BudgetExceededError  ``max_total_tokens`` reached
+    │   └── CostExceededError  ``max_cost`` reached
     ├── ServerUnreachableError  no connection to the server before any reply
     ├── QuotaExceededError   the account's quota or billing limit is used up (429 insufficient_quota)
     ├── RateLimitedError     nothing but 429 for ``max_throttle_s``
@@ -22,6 +23,7 @@ HfJudgeError
     ├── CacheError           the cache cannot be opened or written; it is left as it is
     │   ├── CacheLockedError another process holds the reply store's write lock
     │   └── DiskFullError    no space left where the cache is written
+    ├── WorkerDiedError      a worker process of ``num_workers`` died (kill -9, out of memory)
     └── InterruptedRun       Ctrl-C or SIGTERM
 ```
 
@@ -154,6 +156,10 @@ class BudgetExceededError(RunStopped):
     """The ``max_total_tokens`` budget was reached."""
 
 
+class CostExceededError(BudgetExceededError):
+    """The ``max_cost`` budget was reached: the run's reported usage costs that much at the model's price."""
+
+
 class ServerUnreachableError(RunStopped):
     """Every attempt of the first requests failed to connect (refused, unknown host), before any reply."""
 
@@ -183,6 +189,10 @@ class CacheLockedError(CacheError):
 
 class DiskFullError(CacheError):
     """No space was left on the disk that holds the cache. The message names the path and the space needed."""
+
+
+class WorkerDiedError(RunStopped):
+    """A worker process of ``num_workers`` died; what the workers received is saved for the next run."""
 
 
 class InterruptedRun(RunStopped, KeyboardInterrupt):

@@ -34,7 +34,7 @@ from .redact import register
 from .summary import RunSummary
 
 if TYPE_CHECKING:
-    from .agreement import AgreementReport
+    from .judge_agreement import AgreementReport
 
 logger = logging.getLogger("hf_judge")
 
@@ -66,8 +66,8 @@ def push_scored(
         >>> report = agreement(scored["train"], score="QA_Correctness", label="human_score")  # doctest: +SKIP
         >>> push_scored(scored, "me/gsm8k-judged", agreement=report)  # doctest: +SKIP
     """
-    from .agreement import AgreementReport
     from .images import saveable
+    from .judge_agreement import AgreementReport
     from .plots import available
     from .score import ERROR_FEATURES, ERRORS_SPLIT
 

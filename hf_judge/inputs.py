@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+from datasets import Dataset, DatasetDict, IterableDatasetDict, load_dataset, load_from_disk
 from datasets import config as datasets_config
 from datasets.data_files import EmptyDatasetError
 from datasets.exceptions import DataFilesNotFoundError, DatasetGenerationError
@@ -29,12 +29,19 @@ def load_input(
     revision: str | None = None,
     token: str | None = None,
     limit: int | None = None,
-) -> DatasetDict:
+    streaming: bool = False,
+) -> DatasetDict | IterableDatasetDict:
     """Load ``spec`` as a DatasetDict, keeping ``splits`` and the first ``limit`` rows of each.
+
+    ``streaming=True`` gives an ``IterableDatasetDict``: a Hub dataset is read as it is
+    iterated (``load_dataset(..., streaming=True)``: nothing downloaded ahead); a local file
+    or folder is loaded as usual and then iterated.
 
     Example:
         >>> load_input("data/train.jsonl", limit=100)  # doctest: +SKIP
         DatasetDict({train: Dataset({features: [...], num_rows: 100})})
+        >>> load_input("HuggingFaceFW/fineweb", subset="sample-10BT", streaming=True)  # doctest: +SKIP
+        IterableDatasetDict({train: IterableDataset({features: [...], num_shards: 14})})
     """
     register(token)  # before scoring: a judge reply quoting it must not keep it
     path = Path(spec).expanduser()
@@ -50,17 +57,21 @@ def load_input(
     elif looks_like_path(spec):
         raise ConfigError(f"{spec}: no such file or folder")
     else:
-        dd = _load_hub(spec, subset, revision, token)
+        dd = _load_hub(spec, subset, revision, token, streaming)
     if isinstance(dd, Dataset):
         dd = DatasetDict({"train": dd})
+    if streaming and isinstance(dd, DatasetDict):  # already local: iterated as it is
+        dd = IterableDatasetDict({k: d.to_iterable_dataset() for k, d in dd.items()})
     if splits:
         unknown = [s for s in splits if s not in dd]
         if unknown:
             raise ConfigError(f"no split {unknown[0]!r} in {spec}; it has: {', '.join(dd)}")
-        dd = DatasetDict({s: dd[s] for s in splits})
+        dd = type(dd)({s: dd[s] for s in splits})
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be a positive number of rows, got {limit}")
-    if limit is not None:
+    if limit is not None and isinstance(dd, IterableDatasetDict):
+        dd = IterableDatasetDict({s: d.take(limit) for s, d in dd.items()})
+    elif limit is not None:
         dd = DatasetDict({s: d.select(range(min(limit, len(d)))) for s, d in dd.items()})
     return dd
 
@@ -92,10 +103,12 @@ def _load_folder(spec: str, path: Path) -> DatasetDict | Dataset:
         raise ConfigError(f"{spec}: no data files in this folder; it should hold {_FOLDER_CONTENTS}") from None
 
 
-def _load_hub(spec: str, subset: str | None, revision: str | None, token: str | None) -> DatasetDict:
+def _load_hub(
+    spec: str, subset: str | None, revision: str | None, token: str | None, streaming: bool = False
+) -> DatasetDict | IterableDatasetDict:
     """``load_dataset`` from the Hub; a missing repo is a ConfigError, no connection a HubUnreachableError."""
     try:
-        return load_dataset(spec, subset, revision=revision, token=token)
+        return load_dataset(spec, subset, revision=revision, token=token, streaming=streaming)
     except ConnectionError as e:  # datasets' own: "Couldn't reach 'x' on the Hub (<cause>)", after its retries
         cause = str(e).rpartition("(")[2].rstrip(")") or type(e).__name__
         if cause == "OfflineModeIsEnabled" or datasets_config.HF_HUB_OFFLINE:

@@ -148,6 +148,11 @@ class Metric:
     _template: Any = field(default=None, repr=False)
     _system: Any = field(default=None, repr=False)
 
+    def __reduce__(self) -> tuple[Any, tuple]:
+        # A compiled template does not pickle: a worker process (--workers, Ray) compiles the same
+        # text again. The text travels, not the path, so a node without the file gets the same metric.
+        return _rebuild_metric, (self.name, self.path, self.text, self.seed_style, self.params, self.swap, self.outputs)
+
     @property
     def mode(self) -> str | None:
         head = self.name.split("_", 1)[0]
@@ -502,6 +507,15 @@ def _parse_seed_file(name: str, path: Path, text: str, overrides: dict[str, Any]
         seed_style=True,
         _template=SeedTemplate(text, variables),
     )
+
+
+def _rebuild_metric(
+    name: str, path: Path | None, text: str, seed_style: bool, params: dict, swap: Any, outputs: tuple
+) -> Metric:
+    """A pickled :class:`Metric` again: parsed from its text, with the columns its run settled on."""
+    where = path if path is not None else Path(f"{name}.jinja")
+    parse = _parse_seed_file if seed_style else _parse_jinja_file
+    return replace(parse(name, where, text, dict(params)), swap=swap, outputs=outputs)
 
 
 def canonical_name(name: str) -> str:

@@ -23,7 +23,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from datasets import DatasetDict
+from datasets import DatasetDict, IterableDatasetDict
 
 from .errors import OutputExistsError
 from .summary import describe_thresholds
@@ -168,14 +168,22 @@ def save_result(
     from .score import shards_for
 
     out = Path(folder)
-    check_output(out, source, kind, shape_of(dd), overwrite, filters)
+    streamed = isinstance(dd, IterableDatasetDict)  # a ScoredIterableDatasetDict: its rows are known once written
+    check_output(out, source, kind, None if streamed else shape_of(dd), overwrite, filters)
     out.parent.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
-    tmp = out.with_name(f".{out.name}.tmp-{tag}")
+    # a stream's folder has one name, kept when the save stops: the same command again goes on after its last
+    # closed shard (see stream.write_result)
+    tmp = out.with_name(f".{out.name}.partial" if streamed else f".{out.name}.tmp-{tag}")
     try:
         # a fresh folder: datasets refuses to save over files it has mapped (the input may be this folder)
-        dd.save_to_disk(str(tmp), num_shards=shards_for(dd))
-        manifest = {"source": source, "kind": kind, "splits": {k: [n, c] for k, (n, c) in shape_of(dd).items()}}
+        if streamed:
+            dd.save_to_disk(str(tmp))  # Parquet shards, written as the rows are scored
+            shape = dd.rows_and_columns()
+        else:
+            dd.save_to_disk(str(tmp), num_shards=shards_for(dd))
+            shape = shape_of(dd)
+        manifest = {"source": source, "kind": kind, "splits": {k: [n, c] for k, (n, c) in shape.items()}}
         if filters is not None:
             manifest["filters"] = filters
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
@@ -187,5 +195,5 @@ def save_result(
         else:
             os.replace(tmp, out)
     finally:
-        if tmp.exists():
+        if tmp.exists() and not streamed:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -34,7 +34,7 @@ from datasets import Dataset
 from . import logprobs
 from .client import JudgeClient, Outcome
 from .ensemble import Layout, sample_key
-from .errors import CircuitOpenError, ErrorKind, ServerUnreachableError, TemplateError
+from .errors import BudgetExceededError, CircuitOpenError, ErrorKind, ServerUnreachableError, TemplateError
 from .images import ImageValueError, image_urls
 from .metrics import Metric, MetricKind, OutputType
 from .pages import file_paths, release
@@ -140,7 +140,7 @@ class SplitRun:
     def __init__(
         self,
         split: str,
-        ds: Dataset,
+        ds: Dataset | None,
         plans: Sequence[Plan],
         client: JudgeClient,
         store: ReplyStore | None,
@@ -189,6 +189,7 @@ class SplitRun:
         self.scored_rows = 0
         self.rows_done = 0  # rows whose every metric has finished, in any order
         self.on_progress = on_progress
+        self.total = len(ds) if ds is not None else 0  # rows to score; a stream's grows as it is read
         # Batch mode (batch.py) has already sent what could be sent: a request the store lacks ends as this says.
         self.unsent = unsent
         # Identical requests of this run: key -> the (job, part)s waiting for the
@@ -196,7 +197,7 @@ class SplitRun:
         self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
         self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
         self.recent_max = RECENT_REPLIES
-        self.input_files = file_paths(ds.cache_files)
+        self.input_files = file_paths(ds.cache_files) if ds is not None else frozenset()
         self._released_at = 0
         release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
 
@@ -233,7 +234,7 @@ class SplitRun:
                 Progress(
                     self.split,
                     self.rows_done,
-                    len(self.ds),
+                    self.total,
                     sum(c.limiter.in_flight for c in self.clients),
                     len(self.errors),
                     self._requests() - self._requests0,
@@ -246,14 +247,27 @@ class SplitRun:
     def _fail(self, e: BaseException) -> None:
         if self.failure is None:
             self.failure = e
-        for t in list(self.tasks):
-            t.cancel()
+        # A budget stops what is not sent yet. The requests in flight are paid for: they are awaited (cancel())
+        # and their replies kept; each checks the budget again before any further attempt.
+        if not isinstance(self.failure, BudgetExceededError):
+            for t in list(self.tasks):
+                t.cancel()
         self.ready.set()
 
-    async def _feed(self) -> None:
+    async def _read(self) -> AsyncIterator[tuple[int, dict[str, list]]]:
+        """The rows to score, in steps of ``read_batch``: (rows, the columns the plans read).
+        A subclass reads another source (``stream.StreamRun``: batches handed over by another thread)."""
+        assert self.ds is not None  # a run without a dataset overrides _read
         needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
         source = self.ds.select_columns(needed) if needed else self.ds
         n = len(self.ds)
+        row = 0
+        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+            row += size
+            yield size, batch
+
+    async def _feed(self) -> None:
         row = 0
         store = self.store
         if store is not None:
@@ -262,15 +276,15 @@ class SplitRun:
             store.on_failure = lambda _e: loop.call_soon_threadsafe(self._store_failed)
             if store.failure is not None:
                 return self._store_failed()
-        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+        async for size, batch in self._read():
             while row - self.consumed >= self.window and self.failure is None:
                 await asyncio.sleep(0.005)
             if self.failure is not None:
                 return
-            size, sends = self._render(batch, row, needed, n)
+            sends = self.prepare_rows(batch, row, size)
             row += size
             if store is not None and sends:
-                found = store.get_many([job.keys[part] for job, part, _, _ in sends], with_logprobs=self.logprobs)
+                found = self.cached_replies(store, sends)
                 if found:
                     remaining = []
                     for item in sends:
@@ -323,9 +337,9 @@ class SplitRun:
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
-    def _render(self, batch: dict, row: int, needed: list[str], n: int) -> tuple[int, list]:
-        """The requests of one read batch that starts at ``row``: (rows, [(job, part, messages, body)])."""
-        size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+    def prepare_rows(self, batch: dict, row: int, size: int) -> list[tuple[_Job, int, list, bytes]]:
+        """Render the requests of rows ``row .. row + size`` (``batch`` holds them): (job, part, messages,
+        canonical body) each; a row that sends nothing for a metric gets its error row instead."""
         sends: list[tuple[_Job, int, list, bytes]] = []
         for i in range(size):
             r = row + i
@@ -333,7 +347,7 @@ class SplitRun:
             self.row_pending[r] = len(self.plans)
             for plan in self.plans:
                 self._prepare(r, plan, batch, i, sends)
-        return size, sends
+        return sends
 
     def requests(self) -> Iterator[list[tuple[bytes, Metric, bytes]]]:
         """Every request of the split as the feeder renders it, one read batch at a time: (key, metric, body).
@@ -341,11 +355,13 @@ class SplitRun:
         For batch mode (batch.py), which packs them into files: nothing is sent, no row is finished,
         and rows that send nothing (a null input, a template error) are left out, as the run reports them.
         """
+        assert self.ds is not None  # batch mode reads a dataset, not a stream
         needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
         source = self.ds.select_columns(needed) if needed else self.ds
         row, n = 0, len(self.ds)
         for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
-            size, sends = self._render(batch, row, needed, n)
+            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+            sends = self.prepare_rows(batch, row, size)
             row += size
             self.values.clear()
             self.row_pending.clear()
@@ -391,22 +407,51 @@ class SplitRun:
             client = self.client
             for part, messages in enumerate(rendered):
                 body = client.body(metric, messages, plan.temperature, "json_schema")
-                job.keys[part] = client.request_key(body)
+                job.keys[part] = client.reply_key(metric, messages, plan.temperature, body)
                 sends.append((job, part, messages, body))
             return
         job = _Job(r, plan, n_orders * k * len(self.clients), n_orders, n_orders * k)
         for judge, client in enumerate(self.clients):
             for order, messages in enumerate(rendered):
                 body = client.body(metric, messages, plan.temperature, "json_schema")
-                key = client.request_key(body)
+                key = client.reply_key(metric, messages, plan.temperature, body)
                 for sample in range(k):
                     part = (judge * k + sample) * n_orders + order
                     job.keys[part] = sample_key(key, sample)
                     sends.append((job, part, messages, body))
 
+    def _whole_body_key(self, job: _Job, part: int, body: bytes) -> bytes:
+        """The key ``part`` of ``job`` had before compatible reuse: the whole body's, of its judge and sample."""
+        judge, in_judge = divmod(part, job.per_judge)
+        return sample_key(self.clients[judge].request_key(body), in_judge // job.orders)
+
+    def cached_replies(self, store: ReplyStore, sends: list, copy_forward: bool = True) -> dict[bytes, tuple]:
+        """The store's replies to ``sends`` (from :meth:`_prepare`), by reply key.
+
+        Where a reply key leaves settings out (compatible reuse), a reply not found under it is looked
+        up under the key of the whole body too: that is where earlier versions, and ``reuse="strict"``,
+        stored it. ``copy_forward`` stores such a reply under its reply key as well, so that a later
+        change of max_tokens still finds it.
+        """
+        found = store.get_many([job.keys[part] for job, part, _, _ in sends], with_logprobs=self.logprobs)
+        if self.client.strict_fallback and len(found) < len(sends):
+            whole = {
+                self._whole_body_key(job, part, body): job.keys[part]
+                for job, part, _, body in sends
+                if job.keys[part] not in found
+            }
+            for key, hit in store.get_many(list(whole), with_logprobs=self.logprobs).items():
+                found[whole[key]] = hit
+                if copy_forward:
+                    content, usage = hit[0], hit[1]
+                    store.put(whole[key], content, usage, hit[2] if len(hit) > 2 else None)
+        return found
+
     def _from_cache(self, metric: Metric, hit: tuple) -> Outcome | None:
         content, usage = hit[0], hit[1]
         table = hit[2] if len(hit) > 2 else None  # the log-probability table, read when logprobs are on
+        if not self.client.reply_fits(usage):
+            return None  # longer than this run's max_tokens allows: it would have been cut off
         content = scrub_registered(content)  # an entry written before its secret was registered
         try:
             return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage, logprobs=table)
@@ -524,7 +569,7 @@ class SplitRun:
         assert store is not None and store.failure is not None  # only called when the store has failed
         parts = sum(2 if p.metric.kind == MetricKind.PAIRWISE and p.metric.swap else 1 for p in self.plans)
         parts *= self.layout.samples * len(self.clients)
-        error = store.stop_error((len(self.ds) - self.frontier) * parts)
+        error = store.stop_error((self.total - self.frontier) * parts)
         assert error is not None
         self._fail(error)
 
@@ -679,6 +724,11 @@ class SplitRun:
             self._released_at = stop
             release(self.input_files)
         return {c: [row.get(c) for row in rows] for c in self.columns}
+
+    def in_order(self, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Error rows by row, then metric as the plans list them: the order they finish in varies from run to run."""
+        order = {p.metric.name: i for i, p in enumerate(self.plans)}
+        return sorted(errors, key=lambda e: (e["row"], order.get(e["metric"], 0)))
 
     async def cancel(self) -> None:
         self._fail(self.failure or asyncio.CancelledError())

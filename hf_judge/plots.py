@@ -18,7 +18,7 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from .agreement import AgreementReport
+    from .judge_agreement import AgreementReport
 
 INSTALL_HINT = 'pip install "hf-judge[plots]"'
 _SIZE = (5.0, 3.2)

@@ -49,7 +49,7 @@ ProgressCallback = Callable[[Progress], None]
 class ProgressBar:
     """Draws ``Progress`` reports as a tqdm bar (rows), with in flight, errors and requests/s."""
 
-    def __init__(self, split: str, total: int):
+    def __init__(self, split: str, total: int | None):
         from datasets.utils.tqdm import tqdm  # tqdm.auto, off when datasets' progress bars are
 
         self.bar = tqdm(total=total, desc=f"Scoring {split}", unit=" rows", mininterval=INTERVAL, dynamic_ncols=True)

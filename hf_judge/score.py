@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
-from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets
+from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, Value, concatenate_datasets
 
 from . import constants, logprobs
 from .client import JudgeClient, Stats, has_credentials
@@ -130,6 +130,10 @@ def shards_for(dd: DatasetDict) -> dict[str, int | None]:
 
 def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset | None]:
     """The splits to score, and the ``errors`` split of an earlier run (a scored input), if any."""
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        from .stream import stream_splits
+
+        return stream_splits(ds)  # type: ignore[return-value,unused-ignore]  # a stream split stands for a Dataset
     if isinstance(ds, Dataset):
         return {"train": ds}, None
     if isinstance(ds, DatasetDict):
@@ -142,7 +146,8 @@ def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset |
             )
         return splits, earlier
     raise ConfigError(
-        f"score_dataset takes a datasets.Dataset or DatasetDict, got {type(ds).__name__}. "
+        f"score_dataset takes a datasets.Dataset, DatasetDict, IterableDataset or IterableDatasetDict, "
+        f"got {type(ds).__name__}. "
         "Load files with datasets.load_dataset('json', data_files=...) first."
     )
 
@@ -181,16 +186,28 @@ def _fingerprint(
         state["ensemble"] = {**ensemble, "servers": [[j.model, j.server_id] for j in judges or [client]]}
     if client.settings.logprobs:  # only then: the fingerprints of runs without it stay what they were
         state["logprobs"] = client.settings.top_logprobs
+    if client.settings.reuse == "strict":  # only then: the default run's fingerprint stays what it was
+        state["reuse"] = "strict"
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
     """Render every metric on the split's first row, so template errors surface before any request."""
-    if len(ds) == 0:
-        return
     needed = sorted({c for p in plans for c in p.columns.values() if c})
-    raw_images = any(p.images for p in plans)
-    first = {c: v[0] for c, v in next(read_batches(ds.select_columns(needed), 1, raw_images)).items()} if needed else {}
+    if isinstance(ds, IterableDataset):  # a stream: its first row, read now (nothing more)
+        from .stream import first_row
+
+        row = first_row(ds, needed) if plans else None
+        if row is None:
+            return
+        first = row
+    elif len(ds) == 0:
+        return
+    else:
+        raw_images = any(p.images for p in plans)
+        first = (
+            {c: v[0] for c, v in next(read_batches(ds.select_columns(needed), 1, raw_images)).items()} if needed else {}
+        )
     from .render import format_value
 
     for p in plans:
@@ -217,7 +234,7 @@ def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
 
 
 def score_dataset(
-    ds: Dataset | DatasetDict,
+    ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
     metrics: Any,
     *,
     columns: dict[str, str] | None = None,
@@ -247,6 +264,13 @@ def score_dataset(
 
     Replies are cached: a repeated call sends no request, and an interrupted
     run resumes where it stopped when called again.
+
+    An ``IterableDataset`` or ``IterableDatasetDict`` (``load_dataset(...,
+    streaming=True)``) is scored as it is read: the result is a
+    :class:`~hf_judge.stream.ScoredIterableDatasetDict` whose splits score
+    their rows when iterated, memory bounded by the window; its ``errors``
+    split, ``save_to_disk`` (Parquet shards) and ``push_to_hub`` read the
+    splits once.
 
     ``token_columns=True`` adds ``judge_prompt_tokens`` and
     ``judge_completion_tokens``: per row, the tokens of the replies that scored
@@ -286,7 +310,13 @@ def score_dataset(
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
     settings = _settings(settings, setting_values)
+    _check_batch(settings, ds, use_cache)
     layout = Layout.from_settings(settings)
+    if settings.num_workers > 1 and (not layout.plain or settings.logprobs):
+        raise ConfigError(
+            "num_workers (--workers) runs one judge with one sample per request, without logprobs, for now; a panel "
+            "of judges, samples > 1 or logprobs run in one process: leave num_workers at 1 for this run"
+        )
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     plans_by_split, kept, renamed = _build_plans(
@@ -311,21 +341,18 @@ def score_dataset(
         max_input_chars=settings.max_input_chars,
         layout=layout,
         judges=clients,
+        api_key=api_key,
     )
+    errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        from .stream import ScoredIterableDatasetDict, _Streams
+
+        features = {s: _stream_features(d, plans_by_split[s], token_columns, layout) for s, d in splits.items()}
+        store_path = cache_root / "replies.sqlite3" if use_cache else None
+        streams = _Streams(ctx, splits, plans_by_split, features, errors, store_path)  # type: ignore[arg-type,unused-ignore]
+        return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
-    errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
-    if (settings.batch or settings.batch_import) and settings.models:
-        raise ConfigError(
-            "batch mode sends to one model on one server, and a panel has several (models=): score the panel "
-            "online, or run one --batch run per judge (--model each)"
-        )
-    if settings.no_wait and not settings.batch:
-        raise ConfigError("no_wait (--no-wait) submits batches and stops: it needs batch=True (--batch)")
-    if (settings.batch or settings.batch_import) and not use_cache:
-        raise ConfigError(
-            "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
-        )
     try:
         with sparse_gc(), _RunResources(clients, cache_root / "replies.sqlite3" if use_cache else None) as res:
             ctx.resources = res
@@ -365,6 +392,28 @@ def score_dataset(
     out.summary = summary
     logger.info("hf_judge run summary\n%s", summary)
     return out
+
+
+def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
+    """Batch mode's conditions, before anything is read or sent."""
+    if settings.no_wait and not settings.batch:
+        raise ConfigError("no_wait (--no-wait) submits batches and stops: it needs batch=True (--batch)")
+    if not (settings.batch or settings.batch_import):
+        return
+    if settings.models:
+        raise ConfigError(
+            "batch mode sends to one model on one server, and a panel has several (models=): score the panel "
+            "online, or run one --batch run per judge (--model each)"
+        )
+    if not use_cache:
+        raise ConfigError(
+            "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
+        )
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)) or settings.num_workers > 1:
+        raise ConfigError(
+            "batch mode scores a whole Dataset in one process: drop streaming=True / num_workers (--workers), or "
+            "score without --batch"
+        )
 
 
 def _run_batches(
@@ -671,6 +720,7 @@ class _SplitContext:
     max_input_chars: int | None
     layout: Layout = field(default_factory=Layout)
     judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
+    api_key: str | None = None  # for the worker processes of num_workers
     resources: _RunResources | None = None
     unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -700,8 +750,73 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
             summary.cached_splits.append(split)
             summary.add_runs(_read_runs(cache_file))
             return concatenate_datasets([base, saved], axis=1)
-    scores = _fresh_run(ctx, split, d, plans, fp, features, cache_file, errors)
+    fresh = _workers_run if ctx.client.settings.num_workers > 1 and len(d) > 1 else _fresh_run
+    scores = fresh(ctx, split, d, plans, fp, features, cache_file, errors)
     return concatenate_datasets([base, scores], axis=1)
+
+
+def _workers_run(
+    ctx: _SplitContext,
+    split: str,
+    d: Dataset,
+    plans: list[Plan],
+    fp: str,
+    features: Features,
+    cache_file: Path,
+    errors: list[dict],
+) -> Dataset:
+    """:func:`_fresh_run` by ``num_workers`` processes over contiguous shards (see :mod:`hf_judge.workers`)."""
+    import tempfile
+
+    from .workers import ShardJob, concat_arrow, score_split, shard_bounds
+
+    client = ctx.client
+    if ctx.use_cache:
+        folder = cache_file.with_name(f"{fp}.run-{_RUN_DIR_OWNER}-{uuid.uuid4().hex[:8]}")
+        folder.mkdir(parents=True)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="hf_judge-workers-"))
+    jobs = [
+        ShardJob(
+            index=i,
+            start=a,
+            stop=b,
+            split=split,
+            data=d.select(range(a, b)),
+            plans=plans,
+            settings=client.settings,
+            api_key=ctx.api_key,
+            store_path=ctx.cache_root / "replies.sqlite3" if ctx.use_cache else None,
+            features=features,
+            out=folder / f"{fp}-{i}.arrow",
+            window=ctx.window,
+            max_input_chars=ctx.max_input_chars,
+            token_columns=ctx.token_columns,
+        )
+        for i, (a, b) in enumerate(shard_bounds(len(d), client.settings.num_workers))
+    ]
+    progress = ctx.progress
+    bar = ProgressBar(split, len(d)) if progress is True else None
+    on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
+    current = (split, cache_file if ctx.use_cache else None, _counters([client]), time.perf_counter())
+    try:
+        paths, shard_errors = score_split(jobs, client.stats, on_progress)
+        errors.extend(shard_errors)
+        if not ctx.use_cache:
+            concat_arrow(paths, folder / "scores.arrow")
+            return Dataset.from_file(str(folder / "scores.arrow"), in_memory=True)
+        # as _fresh_run: a result with errors stays out of the fingerprint cache, so the next run retries them
+        done = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow") if shard_errors else cache_file
+        concat_arrow(paths, done)
+        scores = Dataset.from_file(str(done))
+        if shard_errors:
+            weakref.finalize(scores.data, _unlink, done)
+        return scores
+    finally:
+        if bar is not None:
+            bar.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        _record_run(ctx.summary, current, [client], ctx.run_id, ctx.run_started)
 
 
 def _fresh_run(
@@ -765,7 +880,7 @@ def _fresh_run(
         try:
             with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
                 scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
-            errors.extend(sorted(run.errors, key=lambda e: e["row"]))
+            errors.extend(run.in_order(run.errors))
             if ctx.use_cache:
                 # A result with errors is not a finished one: keep it out of the fingerprint
                 # cache so that the next run retries exactly the failed (row, metric) pairs.
@@ -884,6 +999,15 @@ def _existing_columns(
     return todo, kept, drop
 
 
+def _stream_features(d: IterableDataset, plans: list[Plan], token_columns: bool, layout: Layout) -> Features:
+    """A streamed split's output features: its own, then the score columns (as ``_score_split`` orders them)."""
+    scores = {c: f for p in plans for c, f in layout.features(p.metric).items()}
+    features = Features({**(d.features or {}), **scores})
+    if token_columns and plans:
+        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    return features
+
+
 def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: dict[str, list[Plan]]) -> list[dict]:
     """The error rows of a scored input that still describe its nulls: those of metrics not scored again."""
     if earlier is None or len(earlier) == 0:
@@ -892,7 +1016,9 @@ def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: 
     return [
         e
         for e in earlier.to_list()
-        if e["split"] in splits and (e["split"], e["metric"]) not in rescored and e["row"] < len(splits[e["split"]])
+        if e["split"] in splits
+        and (e["split"], e["metric"]) not in rescored
+        and (isinstance(splits[e["split"]], IterableDataset) or e["row"] < len(splits[e["split"]]))
     ]
 
 
@@ -1012,7 +1138,7 @@ def _prompt_record(metric) -> dict[str, Any]:
     }
 
 
-_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens")
+_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "cached_tokens")
 
 
 def _counters(clients: list[JudgeClient]) -> dict[str, int]:
@@ -1075,3 +1201,7 @@ def _fill_summary(summary: RunSummary, clients: list[JudgeClient], errors: list[
     summary.notes = [*summary.notes, *s.notes]
     summary.elapsed_s = time.perf_counter() - started
     summary.shared = s.shared
+    # one price for the run's tokens: a panel of models priced differently has none (its cost is not one product)
+    prices = {c.price for c in clients}
+    price = prices.pop() if len(prices) == 1 else None
+    summary.price = price.model_dump() if price is not None else None

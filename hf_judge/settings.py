@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Literal, Optional, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -33,7 +33,12 @@ from .errors import ConfigError, StrEnum
 
 M = TypeVar("M", bound=BaseModel)
 # Historical CLI spellings; any other flag is the field name with dashes (``--max-reply-bytes``).
-CLI_FLAGS = {"model": ("-m", "--model"), "max_requests_per_minute": ("--rpm",), "max_tokens_per_minute": ("--tpm",)}
+CLI_FLAGS = {
+    "model": ("-m", "--model"),
+    "max_requests_per_minute": ("--rpm",),
+    "max_tokens_per_minute": ("--tpm",),
+    "num_workers": ("--workers",),
+}
 
 
 def _setting(default: Any = ..., description: str = "", internal: bool = False, **limits: Any) -> Any:
@@ -150,12 +155,21 @@ class Settings(BaseModel):
     )
     base_url: str | None = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
     # -- limits
-    concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight")
+    concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight (per worker)")
+    num_workers: int = _setting(
+        1, "processes that score each split together over contiguous shards, sharing the reply cache", ge=1, le=1024
+    )
     timeout: Timeout = _setting(constants.DEFAULT_TIMEOUT, "seconds per request")
     retries: Retries = _setting(constants.DEFAULT_RETRIES, "retries per request")
     max_requests_per_minute: float | None = _setting(None, "max requests per minute", gt=0)
     max_tokens_per_minute: float | None = _setting(None, "max tokens per minute", gt=0)
     max_total_tokens: int | None = _setting(None, "stop cleanly once this many tokens are used", ge=1)
+    max_cost: float | None = _setting(
+        None, "stop cleanly once the reported usage costs this many USD at the model's price (see --prices)", gt=0
+    )
+    prices: str | None = _setting(
+        None, "YAML file of model prices (USD per 1M tokens) extending the built-in table (default: $HF_JUDGE_PRICES)"
+    )
     max_input_chars: int | None = _setting(None, "rows with longer inputs go to errors unsent", ge=1)
     max_reply_bytes: int = _setting(
         constants.DEFAULT_MAX_REPLY_BYTES, "replies larger than this many bytes are errors (bad_response)", ge=1024
@@ -186,6 +200,12 @@ class Settings(BaseModel):
         "score) and <column>_confidence; binary judges: <metric>_p_positive",
     )
     top_logprobs: int = _setting(20, "alternatives per token asked for with logprobs (OpenAI allows 20)", ge=1, le=20)
+    # -- the reply cache
+    reuse: Literal["compatible", "strict"] = _setting(
+        "compatible",
+        "compatible: a cached reply serves any request that differs only in max_tokens (when it fits); "
+        "strict: only the identical request",
+    )
     # -- batch mode (batch.py): the provider's batch API instead of one request per reply
     batch: bool = _setting(
         False, "send the requests through the server's batch API (/v1/batches): half the price, replies within 24 h"

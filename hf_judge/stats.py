@@ -7,7 +7,7 @@ counterpart (``tests/test_agreement.py`` compares them on fixed data with ties,
 constant columns and missing values), with one difference: a figure that is
 undefined (a constant column's correlation, a precision with no predicted
 positive) is ``None``, not ``nan`` and a warning.
-The inputs hold no missing values: :mod:`hf_judge.agreement` drops them first.
+The inputs hold no missing values: :mod:`hf_judge.judge_agreement` drops them first.
 """
 
 from __future__ import annotations

@@ -19,6 +19,18 @@ The price: lookups see the replies of earlier runs, not those of the run in
 progress (nor those of a run going on beside it in another process); the
 pipeline shares the replies of identical requests within a run itself.
 
+Workers that score one dataset together (``--workers``, Ray) open the store
+``shared=True``. Then replies go straight into the keyed table, so that every
+worker sees what the others stored, and a ``claims`` table (key, owner, lease
+expiry) says who is sending what: :meth:`ReplyStore.claim` looks keys up and
+claims the missing ones in one transaction, so no request is sent by two
+workers at once. A claim ends with its reply's commit (same transaction), with
+:meth:`release` (a failed request) or at ``close``; the claim of a dead owner
+(same host, no such pid) or of an expired lease (owners renew theirs every
+``lease_s / 3``) is taken over. Both tables are plain SQLite tables, so a store
+written in shared mode is read by a single-process run as before, and the
+reverse.
+
 Only real damage (SQLite reports the file corrupt or not a database, or
 ``quick_check`` fails) moves the database aside, with a warning, for a fresh
 one: the affected rows are scored again, never read wrong. A store that cannot
@@ -56,9 +68,11 @@ import logging
 import os
 import queue
 import shutil
+import socket
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -70,7 +84,13 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS replies (key BLOB PRIMARY KEY, content TEXT NOT NULL, usage TEXT) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS pending (key BLOB NOT NULL, content TEXT NOT NULL, usage TEXT)"
 )
+# Only shared stores create it: an older hf_judge opening the file ignores a table it does not know.
+_CLAIMS_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS claims (key BLOB PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID"
+)
 _STOP = object()
+# How long a claim holds without renewal: its owner renews it every third of this while it lives.
+LEASE_S = 30.0
 # Group commit: at most one commit per window, so a kill -9 loses at most the
 # replies of one window plus one commit (a handful at usual rates).
 COMMIT_WINDOW_S = 0.005
@@ -199,23 +219,49 @@ def _decode_meta(text: str | None) -> tuple[tuple[int, int] | None, dict | None]
 _ROWS_PER_INSERT = 256
 
 
-@functools.lru_cache(maxsize=8)
-def _insert_sql(n: int) -> str:
-    return "INSERT INTO pending VALUES " + ",".join(["(?,?,?)"] * n)
+@functools.lru_cache(maxsize=16)
+def _insert_sql(n: int, into: str = "INSERT INTO pending") -> str:
+    return f"{into} VALUES " + ",".join(["(?,?,?)"] * n)
 
 
-def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+def _insert(conn: sqlite3.Connection, rows: list[tuple], into: str = "INSERT INTO pending") -> None:
     n = _ROWS_PER_INSERT
     for i in range(0, len(rows), n):
         chunk = rows[i : i + n]
-        conn.execute(_insert_sql(len(chunk)), [v for row in chunk for v in row])
+        conn.execute(_insert_sql(len(chunk), into), [v for row in chunk for v in row])
+
+
+def _delete_claims(conn: sqlite3.Connection, keys: Sequence[bytes]) -> None:
+    for i in range(0, len(keys), 500):
+        chunk = keys[i : i + 500]
+        conn.execute(f"DELETE FROM claims WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+
+
+def _owner_dead(owner: str, host: str) -> bool:
+    """Whether the process that holds a claim is gone: only knowable on this host (another's lease runs out)."""
+    owner_host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if owner_host != host or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's live process
+        return False
+    return False
 
 
 class ReplyStore:
     """Request-hash -> reply content, durable across crashes and processes."""
 
-    def __init__(self, path: Path, *, lock_wait: float | None = None):
+    def __init__(self, path: Path, *, lock_wait: float | None = None, shared: bool = False, lease_s: float = LEASE_S):
+        """``shared``: several processes score together (see the module docstring); ``lease_s``: a claim's lease."""
         self.path = Path(path)
+        self.shared = shared
+        self.lease_s = lease_s
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._renewed = time.monotonic()
         self.lock_wait = lock_wait = LOCK_WAIT_S if lock_wait is None else lock_wait
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -229,6 +275,8 @@ class ReplyStore:
         try:
             self._write_conn = _connect(self.path, lock_wait)
             self._write_conn.execute(f"PRAGMA busy_timeout={int(min(LOCK_TRY_S, lock_wait / 4) * 1000)}")
+            if shared:
+                self._write_conn.execute(_CLAIMS_SCHEMA)
         except sqlite3.Error as e:
             self._read.close()
             raise self._not_usable(e) from None
@@ -402,6 +450,85 @@ class ReplyStore:
                 logger.warning("could not read the reply cache (%s); those rows will be scored again", e)
         return found
 
+    def claim(
+        self, keys: Sequence[bytes], *, wait: bool = True
+    ) -> tuple[dict[bytes, tuple[str, tuple[int, int] | None]], list[bytes]] | None:
+        """Shared stores: (the stored replies among ``keys``, the keys now claimed by this store to send).
+
+        The rest of ``keys`` are being sent by another live worker: look them up again later (a claim
+        whose owner died, or whose lease ran out, is taken over then). One transaction, so two workers
+        never claim one key. ``wait=False``: None at once if another process holds the write lock
+        (an event loop retries after a millisecond, where SQLite's own busy wait sleeps up to 100 ms).
+
+        Example:
+            >>> found, mine = store.claim(keys)  # doctest: +SKIP
+        """
+        assert self.shared, "claim() needs a store opened with shared=True"
+        found: dict[bytes, tuple[str, tuple[int, int] | None]] = {}
+        mine: list[bytes] = []
+        if not keys:
+            return found, mine
+        host = self.owner.partition(":")[0]
+        with self._lock:
+            conn = self._read
+            if not wait:
+                conn.execute("PRAGMA busy_timeout=0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as e:
+                    if _code(e) in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                        return None
+                    raise
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                now = time.time()
+                for i in range(0, len(keys), 500):
+                    chunk = list(dict.fromkeys(keys[i : i + 500]))
+                    marks = ",".join("?" * len(chunk))
+                    for k, content, usage in conn.execute(
+                        f"SELECT key, content, usage FROM replies WHERE key IN ({marks})", chunk
+                    ):
+                        found[k] = (content, _decode_meta(usage)[0])
+                    missing = [k for k in chunk if k not in found]
+                    if not missing:
+                        continue
+                    held = {
+                        k: (owner, expires)
+                        for k, owner, expires in conn.execute(
+                            f"SELECT key, owner, expires FROM claims WHERE key IN ({','.join('?' * len(missing))})",
+                            missing,
+                        )
+                    }
+                    dead: dict[str, bool] = {}
+                    take = []
+                    for k in missing:
+                        h = held.get(k)
+                        if h is not None and h[0] != self.owner and h[1] > now:
+                            if h[0] not in dead:
+                                dead[h[0]] = _owner_dead(h[0], host)
+                            if not dead[h[0]]:
+                                continue
+                        take.append(k)
+                    if take:
+                        expires = now + self.lease_s
+                        conn.executemany(
+                            "INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", [(k, self.owner, expires) for k in take]
+                        )
+                        mine += take
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return found, mine
+
+    def release(self, key: bytes) -> None:
+        """Shared stores: give up the claim on ``key`` (its request failed), with the next commit."""
+        self._queue.put((key,))
+
     def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None) -> None:
         """Queue one accepted reply (and its token usage and log-probability table, if known) for the next commit."""
         self._queue.put((key, content, _encode_meta(usage, logprobs)))
@@ -411,7 +538,11 @@ class ReplyStore:
         while True:
             try:
                 # While a lock keeps replies out, try again without waiting for new ones.
-                item = q.get(timeout=_RETRY_S if self._unsaved and self.failure is None else None)
+                if self._unsaved and self.failure is None:
+                    timeout: float | None = _RETRY_S
+                else:
+                    timeout = self.lease_s / 3 if self.shared else None
+                item = q.get(timeout=timeout)
             except queue.Empty:
                 self._commit([])
                 continue
@@ -427,7 +558,7 @@ class ReplyStore:
                 except queue.Empty:
                     break
             rows = [b for b in batch if not isinstance(b, threading.Event)]
-            if rows:
+            if rows or self.shared:
                 self._commit(rows)
             for b in batch:
                 if isinstance(b, threading.Event):
@@ -446,13 +577,29 @@ class ReplyStore:
         """Commit ``rows`` with the replies an earlier failed commit kept; keep them all if this one fails too."""
         if self._unsaved:
             rows = self._unsaved + rows
-        if not rows:
+        released: list[bytes] = []
+        if self.shared:
+            released = [r[0] for r in rows if len(r) == 1]
+            rows = sorted((r for r in rows if len(r) == 3), key=lambda r: r[0])  # key order: fewer pages dirtied
+            if not rows and not released and time.monotonic() - self._renewed < self.lease_s / 3:
+                return
+        elif not rows:
             return
         conn = self._write_conn
         started = time.monotonic()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            _insert(conn, rows)
+            if self.shared:
+                # straight into the keyed table, so that the other workers' lookups see it now
+                _insert(conn, rows, "INSERT OR REPLACE INTO replies")
+                _delete_claims(conn, [r[0] for r in rows] + released)
+                if time.monotonic() - self._renewed >= self.lease_s / 3:
+                    conn.execute(
+                        "UPDATE claims SET expires = ? WHERE owner = ?", (time.time() + self.lease_s, self.owner)
+                    )
+                    self._renewed = time.monotonic()
+            else:
+                _insert(conn, rows)
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             if conn.in_transaction:
@@ -521,6 +668,11 @@ class ReplyStore:
             self._commit([])  # a last try: the lock may be gone, the disk may have room again
         if self._unsaved:
             self._set_aside()
+        if self.shared:
+            try:  # the claims a cancelled run still held: free for the other workers at once
+                self._write_conn.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))
+            except sqlite3.Error:
+                pass  # they expire with their lease
         for c in (self._read, self._write_conn):
             try:
                 c.close()

@@ -18,7 +18,7 @@ from typing import Any
 
 SUMMARY_FILE = "summary.json"
 # the counters of one run entry that add up over runs
-RUN_COUNTERS = ("requests", "retries", "prompt_tokens", "completion_tokens", "elapsed_s")
+RUN_COUNTERS = ("requests", "retries", "prompt_tokens", "completion_tokens", "cached_tokens", "elapsed_s")
 
 
 @dataclass
@@ -38,6 +38,8 @@ class RunSummary:
     failed_attempts: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, those the server served from its prompt cache
+    price: dict[str, Any] | None = None  # the model's price (hf_judge.Price, USD per 1M tokens), where it has one
     elapsed_s: float = 0.0
     structured_output: str = "json_schema"
     notes: list[str] = field(default_factory=list)
@@ -68,6 +70,20 @@ class RunSummary:
     @property
     def cached_rows(self) -> int:
         return sum(self.rows.get(s, 0) for s in self.cached_splits)
+
+    def cost(self, tokens: dict[str, Any] | None = None) -> float | None:
+        """USD of ``tokens`` (default: this run's) at the model's price; None where it has none.
+
+        Example:
+            >>> RunSummary(prompt_tokens=10**6, completion_tokens=10**6, price={"input": 1, "output": 2}).cost()
+            3.0
+        """
+        if self.price is None:
+            return None
+        from .prices import Price
+
+        t = tokens if tokens is not None else self.to_dict()
+        return Price(**self.price).cost(t["prompt_tokens"], t["completion_tokens"], t.get("cached_tokens", 0))
 
     def totals(self) -> dict[str, float]:
         """Requests, retries, tokens and seconds summed over the runs that produced the scores.
@@ -176,7 +192,8 @@ class RunSummary:
             )
         lines += [
             f"errors         {errs}",
-            f"tokens         {self.prompt_tokens:,} in / {self.completion_tokens:,} out",
+            f"tokens         {self.prompt_tokens:,} in / {self.completion_tokens:,} out"
+            + (f" ({self.cached_tokens:,} in from the server's prompt cache)" if self.cached_tokens else ""),
             f"elapsed        {self.elapsed_s:.1f} s ({self.requests_per_s:,.0f} requests/s)",
             f"output format  {self.structured_output}",
         ]
@@ -186,6 +203,12 @@ class RunSummary:
                 f"batch mode     {b.get('batches', 0):,} batches: {b.get('submitted', 0):,} requests submitted, "
                 f"{b.get('collected', 0):,} replies collected, {b.get('failed', 0):,} failed lines; "
                 f"{b.get('prompt_tokens', 0):,} in / {b.get('completion_tokens', 0):,} out tokens (provider's count)"
+            )
+        cost = self.cost()
+        if cost is not None and self.price is not None:
+            lines.append(
+                f"cost           ${cost:,.4f} at {self.model}'s price (${self.price['input']:g} in / "
+                f"${self.price['output']:g} out per 1M tokens)"
             )
         if self.capped_waits:
             lines.append(f"capped waits   {self.capped_waits:,} (Retry-After over backoff_max; waited backoff_max)")

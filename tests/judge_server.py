@@ -48,8 +48,12 @@ DEFAULTS: dict = {
     "record": False,
     "faults": [],
     "logprobs": True,  # False: never send token log-probabilities, even when asked
+    # usage.prompt_tokens_details.cached_tokens: prompt prefixes seen before, in blocks of PREFIX_BLOCK characters
+    "prefix_cache": False,
+    "tokenize": True,  # POST /tokenize, vLLM's form: {"model", "messages"} -> {"count", "tokens", "max_model_len"}
 }
 MAX_EVENTS = 200_000
+PREFIX_BLOCK = 64  # characters: 16 tokens at this server's 4 characters a token
 CHUNK = 64 * 1024
 _TOKEN = re.compile(r"\d|[^\W\d]+|\s+|[^\w\s]")
 
@@ -96,6 +100,7 @@ def _new_stats() -> dict:
         "auth": [],
         "paths": [],
         "image_parts": 0,
+        "tokenize": 0,
     }
 
 
@@ -110,6 +115,7 @@ class Judge:
         self.stats = _new_stats()
         self.attempts: dict[bytes, int] = {}
         self.answered: set[bytes] = set()
+        self.prefixes: set[bytes] = set()
         self.t0 = time.monotonic()
 
     # -- helpers --------------------------------------------------------------
@@ -163,9 +169,23 @@ class Judge:
             status=status, body=orjson.dumps({"error": err}), content_type="application/json", headers=headers
         )
 
+    def _cached_tokens(self, text: str) -> int:
+        """The tokens of ``text``'s leading blocks that an earlier prompt began with (a server's prefix cache)."""
+        h = hashlib.blake2b(digest_size=16)
+        hits, hitting = 0, True
+        for i in range(len(text) // PREFIX_BLOCK):
+            h.update(text[i * PREFIX_BLOCK : (i + 1) * PREFIX_BLOCK].encode())
+            d = h.digest()
+            if hitting and d in self.prefixes:
+                hits += 1
+            else:
+                hitting = False
+                self.prefixes.add(d)
+        return hits * PREFIX_BLOCK // 4
+
     @staticmethod
     def _completion_body(
-        model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None
+        model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None, cached=None
     ) -> bytes:
         n_out = max(1, len(content) // 4 if isinstance(content, str) else 1)
         n_in = max(1, prompt_len // 4)
@@ -180,12 +200,14 @@ class Judge:
         if top is not None:  # asked for: the tokens (where there is text and the config allows), else null
             lp = {"content": token_logprobs(content, top)} if top and isinstance(content, str) else None
             body["choices"][0]["logprobs"] = lp
+        if cached is not None:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": min(cached, n_in)}
         return orjson.dumps(body)
 
     def _completion(
-        self, model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None
+        self, model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None, cached=None
     ) -> web.Response:
-        body = self._completion_body(model, content, finish, prompt_len, top)
+        body = self._completion_body(model, content, finish, prompt_len, top, cached)
         return web.Response(body=body, content_type="application/json")
 
     async def _huge(self, request: web.BaseRequest, rule: dict, completion: bytes) -> web.StreamResponse:
@@ -336,7 +358,8 @@ class Judge:
             else:
                 self.answered.add(phash)
                 st["prompts"] = len(self.answered)
-            resp = self._completion(model, content, "stop", len(text), top)
+            cached = self._cached_tokens(text) if cfg["prefix_cache"] else None
+            resp = self._completion(model, content, "stop", len(text), top, cached)
             return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
         finally:
             st["inflight"] -= 1
@@ -442,6 +465,16 @@ class Judge:
         self._event(200, inflight)
         return self._completion(model, content, finish, len(text), top)
 
+    async def tokenize(self, request: web.BaseRequest) -> web.Response:
+        """vLLM's /tokenize for chat messages; the count is this server's usage.prompt_tokens for them."""
+        if not self.config["tokenize"]:
+            return web.Response(status=404, text="no route POST /tokenize")
+        body = orjson.loads(await request.read())
+        self.stats["tokenize"] += 1
+        text = "".join(self._text(m.get("content"), {"image_parts": 0}) for m in body.get("messages", []))
+        n = max(1, len(text) // 4)
+        return web.json_response({"count": n, "max_model_len": 131072, "tokens": list(range(n))})
+
     # -- admin ------------------------------------------------------------------
     async def models(self, request: web.BaseRequest) -> web.Response:
         names = self.config["models"] or ["judge"]
@@ -471,6 +504,7 @@ def make_server(config: dict | None = None) -> web.Server:
         ("POST", "/_admin/config"): judge.admin_config,
         ("POST", "/_admin/reset"): judge.admin_reset,
         ("GET", "/_admin/stats"): judge.admin_stats,
+        ("POST", "/tokenize"): judge.tokenize,
     }
     for prefix in ("/v1", ""):
         routes["POST", prefix + "/chat/completions"] = judge.completions

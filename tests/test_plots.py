@@ -173,3 +173,28 @@ def test_every_kind_of_report_draws_its_pictures():
             "human_distribution.png",
         ],
     }
+
+
+@pytest.mark.parametrize(
+    ("extra", "columns"),
+    [
+        # a panel: each judge's scores and the panel's aggregate
+        ({"models": "m1,m2"}, {"QA_Clarity", "QA_Clarity__m1", "QA_Clarity__m2"}),
+        # probability-weighted scores: the expected score and the confidence beside the sampled one
+        ({"logprobs": True}, {"QA_Clarity", "QA_Clarity_expected", "QA_Clarity_confidence"}),
+    ],
+    ids=["panel", "logprobs"],
+)
+def test_the_card_of_a_pushed_panel_or_logprobs_run_shows_its_pictures(judge, hub, tmp_path, extra, columns):
+    """Issue 19: the card of a pushed panel or logprob run shows the distribution of every score column the run
+    added, as PNGs in the repo on the (loopback) Hub that the card links to."""
+    scored = score(qa_dataset(12, "panel-plots"), ["QA_Clarity"], judge, tmp_path, **extra)
+    repo = f"tester/plots-{'panel' if 'models' in extra else 'logprobs'}"
+    scored.push_to_hub(repo)
+    files = set(HfApi().list_repo_files(repo, repo_type="dataset"))
+    pictures = {f for f in files if f.startswith("hf_judge/plots/")}
+    assert {f"hf_judge/plots/train/{c}.png" for c in columns} <= pictures, sorted(pictures)
+    text = str(DatasetCard.load(repo, repo_type="dataset"))
+    for c in columns:
+        assert f"![{c} (train)](hf_judge/plots/train/{c}.png)" in text
+        assert _png(repo, f"hf_judge/plots/train/{c}.png").startswith(PNG)

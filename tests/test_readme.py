@@ -33,6 +33,7 @@ NOT_RUN = {
     "hf-judge run config.yaml": "needs the seed tool's config.yaml and data files",
     "python -m llama_cpp.server --model gemma.gguf": "needs your data.jsonl; runs a server of yours in the background",
     "--models gpt-4.1-nano,gpt-4o-mini": "needs an OpenAI key",
+    "hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming": "needs the Hub and your judge server",
     "hf-judge agreement labelled-judged/": "needs your labelled sample, scored (its example output is checked below)",
 }
 # blocks that start the local llama.cpp judge: slow, and they need the `local` extra

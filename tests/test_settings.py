@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+from pathlib import Path
 
 import orjson
 from helpers import qa_dataset, score
@@ -15,6 +16,9 @@ from hf_judge.pipeline import Plan
 from hf_judge.score import _fingerprint
 
 COLUMNS = {"instruction": "question", "output": "answer"}
+# The two prompt files as they were when the pins were taken: issue 18 moved the row's data of every built-in
+# prompt last (prefix caching), on purpose; the pins check that nothing else moves a body, key or fingerprint.
+PROMPTS = Path(__file__).parent / "prompts_277966d"
 # Computed on main before the settings model (commit c46d975): a change to any of these makes every
 # cache written before it useless (every reply paid again), so they are literals, not recomputed.
 BODY_SHA256 = {
@@ -31,7 +35,7 @@ def _client(base_url: str) -> JudgeClient:
 
 
 def _plans(ds):
-    metrics = resolve_metrics(["QA_Clarity", "Q_All"], None, None)
+    metrics = resolve_metrics(["QA_Clarity", "Q_All"], PROMPTS, None)
     return [Plan(m, m.resolve_columns(COLUMNS, ds.column_names), m.temperature) for m in metrics]
 
 
@@ -56,7 +60,7 @@ def test_a_run_sends_the_pinned_bodies_and_writes_the_pinned_cache(judge, tmp_pa
 
     judge.configure(record=True)
     ds = qa_dataset(3)
-    score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path)
+    score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, prompts_dir=PROMPTS)
     sent = {hashlib.sha256(orjson.dumps(b)).hexdigest() for b in judge.stats()["bodies"]}
     assert set(BODY_SHA256.values()) <= sent and len(sent) == 6
     client = _client(judge.base_url)
@@ -66,7 +70,7 @@ def test_a_run_sends_the_pinned_bodies_and_writes_the_pinned_cache(judge, tmp_pa
     assert keys == {client.request_key(orjson.dumps(b)) for b in judge.stats()["bodies"]}
     results = tmp_path / "cache" / "results" / f"{_fingerprint(ds, 'train', _plans(ds), client, None, False)}.arrow"
     assert results.is_file()
-    assert score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path).summary.requests == 0
+    assert score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, prompts_dir=PROMPTS).summary.requests == 0
 
 
 # -- one model, one precedence ---------------------------------------------------------------------------------

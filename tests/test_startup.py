@@ -79,3 +79,20 @@ def test_imports_under_python_OO_where_docstrings_are_gone():
     code += "print(hf_judge.score.score_dataset.__doc__)"
     p = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout == "None\n", p.stderr
+
+
+def test_no_public_name_is_shadowed_by_a_submodule_of_the_same_name():
+    """Importing a submodule sets the package's attribute of its name: were ``hf_judge.agreement`` both a
+    function and a module, ``from hf_judge import agreement`` would give the module once anything had
+    imported it (the card does). So no name of ``__all__`` may be a submodule's name."""
+    import pkgutil
+
+    import hf_judge
+
+    modules = {m.name for m in pkgutil.iter_modules(hf_judge.__path__)}
+    clashes = sorted(set(hf_judge.__all__) & modules)
+    assert not clashes, f"public names that are also submodules: {clashes}"
+    import hf_judge.card  # noqa: F401 - imports the agreement module, as a push does
+    from hf_judge import agreement
+
+    assert callable(agreement) and agreement.__name__ == "agreement"

@@ -1,0 +1,298 @@
+"""Scoring a Ray Data dataset: hf_judge as a ``map_batches`` stage (``pip install "hf-judge[ray]"``).
+
+:func:`score_ray_dataset` appends the same score columns as :func:`hf_judge.score_dataset`
+to a ``ray.data.Dataset``, with the same metrics, column mapping and reply
+validation. Each of ``concurrency`` actors (a callable class, Ray's convention
+for stateful stages) holds one event loop, one connection pool over the judge
+fleet's ``base_urls`` (each request to the replica with the fewest in flight,
+see :mod:`hf_judge.fleet`) and the reply store opened ``shared=True``: no
+request is sent twice by two actors of one host, a repeated run sends
+nothing, and the batch Ray retries after an actor died sends only what the
+dead actor had in flight. Replies are committed before a batch is returned.
+SQLite's WAL does not work over a network filesystem: on a cluster of several
+machines, ``cache_dir`` must be a local path of each node (each node then
+shares replies among its own actors only).
+
+A (row, metric) that fails gets nulls in its columns and an entry in the
+row's ``judge_errors`` column (a JSON list of ``{metric, kind, message, raw,
+attempts}``; null when every metric scored), the row-level form of the
+``errors`` split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from datasets import Dataset, DatasetDict, Features
+
+from . import constants
+from .errors import ConfigError
+from .pipeline import TOKEN_COLUMNS, LoopThread, Plan
+
+if TYPE_CHECKING:
+    import ray.data
+
+    from .score import ScoredDatasetDict
+    from .settings import Settings
+
+ERRORS_COLUMN = "judge_errors"
+
+
+def score_ray_dataset(
+    ds: ray.data.Dataset,
+    metrics: Any,
+    *,
+    columns: dict[str, str] | None = None,
+    base_urls: list[str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    concurrency: int | tuple[int, int] = 1,
+    in_flight: int | None = None,
+    batch_size: int = 1024,
+    num_cpus: float = 1.0,
+    map_batches_kwargs: dict[str, Any] | None = None,
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> ray.data.Dataset:
+    """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
+
+    ``base_urls``: the judge fleet (replicas of one model); default: the
+    ``base_url`` setting. ``concurrency``: actors, as ``map_batches`` means it
+    (an int, or ``(min, max)`` to autoscale); ``in_flight``: requests in flight
+    per actor (the ``concurrency`` setting of :func:`hf_judge.score_dataset`).
+    ``cache_dir``: the reply store, a local path of each node (not a network
+    filesystem: see the module docstring). Other keyword arguments are settings, as for
+    :func:`hf_judge.score_dataset`. ``map_batches_kwargs`` go to
+    ``map_batches`` (``memory=``, ``resources=``, ``runtime_env=``, ...).
+    Template errors and missing columns are found on the first row, before
+    any request.
+
+    Example:
+        >>> import ray  # doctest: +SKIP
+        >>> ds = ray.data.read_parquet("/shared/data")  # doctest: +SKIP
+        >>> scored = score_ray_dataset(  # doctest: +SKIP
+        ...     ds, ["QA_All"], model="judge", columns={"instruction": "question", "output": "answer"},
+        ...     base_urls=["http://gpu1:8000/v1", "http://gpu2:8000/v1"], cache_dir="/local/hf_judge",
+        ...     concurrency=4, in_flight=256,
+        ... )
+        >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
+    """
+    from .images import image_variables
+    from .metrics import resolve_metrics
+    from .redact import install_log_filter
+    from .score import _api_key, _preflight, _settings
+
+    install_log_filter()
+    if in_flight is not None:
+        setting_values["concurrency"] = in_flight
+    settings = _settings(settings, setting_values)
+    _check_plain(settings)
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    names = ds.schema().names
+    mapping = dict(columns or {})
+    plans = [
+        Plan(
+            m,
+            m.resolve_columns(mapping, names),
+            m.temperature if settings.temperature is None else settings.temperature,
+        )
+        for m in loaded
+    ]
+    clash = sorted({c for p in plans for c in p.metric.columns} & set(names))
+    if clash:
+        raise ConfigError(f"the dataset already has the columns {clash} that these metrics write; drop them first")
+    first = ds.take(1)
+    sample = Dataset.from_list(first) if first else None
+    for p in plans:
+        p.images = image_variables(p.metric, p.columns, sample.features if sample is not None else Features())
+    if sample is not None:
+        _preflight("train", sample, plans)
+    urls = list(base_urls or [settings.base_url or constants.default_base_url()])
+    key = _api_key(settings.model_copy(update={"base_url": urls[0]}), api_key, needed=True)
+    root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    features = Features({c: f for p in plans for c, f in p.metric.features.items()})
+    if token_columns:
+        from datasets import Value
+
+        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    return ds.map_batches(
+        _Scorer,
+        fn_constructor_kwargs={
+            "plans": plans,
+            "settings": settings,
+            "base_urls": urls,
+            "api_key": key,
+            "store_path": str(root / "replies.sqlite3") if use_cache else None,
+            "schema": features.arrow_schema,
+            "token_columns": token_columns,
+        },
+        batch_format="pyarrow",
+        batch_size=batch_size,
+        concurrency=concurrency,
+        num_cpus=num_cpus,
+        **(map_batches_kwargs or {}),
+    )
+
+
+def _check_plain(settings: Settings) -> None:
+    from .ensemble import Layout
+
+    if not Layout.from_settings(settings).plain or settings.logprobs:
+        raise ConfigError(
+            "scoring on Ray runs one judge with one sample per request, without logprobs, for now; a panel of "
+            "judges, samples > 1 or logprobs run with hf_judge.score_dataset in one process"
+        )
+
+
+class _Scorer:
+    """The stage's callable class: one per actor, holding the loop, the fleet client and the shared store."""
+
+    def __init__(
+        self,
+        plans: list[Plan],
+        settings: Settings,
+        base_urls: list[str],
+        api_key: str | None,
+        store_path: str | None,
+        schema: pa.Schema,
+        token_columns: bool,
+    ):
+        from .fleet import FleetClient
+        from .redact import install_log_filter, register
+        from .store import ReplyStore
+
+        install_log_filter()
+        register(api_key)
+        self.plans = plans
+        self.schema = schema
+        self.settings = settings
+        self.token_columns = token_columns
+        self.client = FleetClient(settings, base_urls, api_key=api_key)
+        self.client.caching = store_path is not None
+        self.store = ReplyStore(Path(store_path), shared=True) if store_path is not None else None
+        self.loop = LoopThread()
+        self.loop.run(self.client.open())
+        self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        from .batchscore import score_batch
+
+        batch = {c: table.column(c).to_pylist() for c in self.needed}
+        cols, errors = self.loop.run(
+            score_batch(
+                batch,
+                self.plans,
+                self.client,
+                self.store,
+                max_input_chars=self.settings.max_input_chars,
+                token_columns=self.token_columns,
+            )
+        )
+        if self.store is not None:
+            self.store.flush()  # committed before Ray sees the batch done: a retry after a crash finds them
+        for f in self.schema:
+            table = table.append_column(f, pa.array(cols[f.name], type=f.type))
+        by_row: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for e in errors:
+            by_row[e["row"]].append({k: e[k] for k in ("metric", "kind", "message", "raw", "attempts")})
+        column = [json.dumps(by_row[r]) if r in by_row else None for r in range(table.num_rows)]
+        return table.append_column(pa.field(ERRORS_COLUMN, pa.string()), pa.array(column, type=pa.string()))
+
+    def __del__(self) -> None:
+        try:
+            self.loop.run(self.client.close(), timeout=10)
+            self.loop.stop()
+            if self.store is not None:
+                self.store.flush(30)
+                self.store.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+def score_dataset_on_ray(
+    ds: Dataset | DatasetDict,
+    metrics: Any,
+    *,
+    address: str | None = None,
+    concurrency: int | tuple[int, int] | None = None,
+    columns: dict[str, str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    base_urls: list[str] | None = None,
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> ScoredDatasetDict:
+    """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
+
+    Connects to the cluster at ``address`` (default ``$RAY_ADDRESS``; neither: a
+    local one), scores each split with :func:`score_ray_dataset` (``concurrency``
+    actors, default one per CPU of the cluster) and brings the rows back in
+    input order. The summary holds the run's settings; the request counters
+    stay in the actors.
+
+    Example:
+        >>> scored = score_dataset_on_ray(ds, ["QA_All"], model="judge", address="ray://head:10001")  # doctest: +SKIP
+    """
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError(f'scoring on Ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
+
+    from .client import JudgeClient
+    from .metrics import resolve_metrics
+    from .score import ERROR_FEATURES, ERRORS_SPLIT, ScoredDatasetDict, _as_splits, _new_summary, _settings
+
+    if not ray.is_initialized():
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False)
+    ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
+    settings = _settings(settings, setting_values)
+    _check_plain(settings)
+    splits, _ = _as_splits(ds)
+    actors = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    results: dict[str, Dataset] = {}
+    errors: list[dict[str, Any]] = []
+    for split, d in splits.items():
+        scored = score_ray_dataset(
+            ray.data.from_huggingface(d),
+            metrics,
+            columns=columns,
+            base_urls=base_urls,
+            api_key=api_key,
+            prompts_dir=prompts_dir,
+            metric_params=metric_params,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+            token_columns=token_columns,
+            concurrency=actors,
+            settings=settings,
+        )
+        table = pa.concat_tables(ray.get(scored.to_arrow_refs()))
+        for row, text in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
+            for item in json.loads(text) if text else ():
+                errors.append({"split": split, "row": row, **item})
+        results[split] = Dataset(table.drop_columns([ERRORS_COLUMN]))
+    out = ScoredDatasetDict(results)
+    out[ERRORS_SPLIT] = (
+        Dataset.from_list(errors, features=ERROR_FEATURES)
+        if errors
+        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    )
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
+    client = JudgeClient(shown, api_key=None)  # for the summary's server name only: sends nothing
+    out.summary = _new_summary(settings, client, loaded, splits, {s: [] for s in splits}, {s: {} for s in splits})
+    out.summary.notes.append(f"scored on Ray by {actors} actors; their request counters are not summed here")
+    return out

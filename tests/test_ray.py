@@ -1,0 +1,140 @@
+"""hf_judge.ray on a local two-node Ray cluster that the test starts; a kill -9 of the second node's workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from datasets import Dataset
+from helpers import score
+
+ray = pytest.importorskip("ray")
+
+COLUMNS = {"instruction": "question", "output": "answer"}
+IN_FLIGHT = 8  # per actor
+
+
+def _workers_of(raylet: int) -> list[int]:
+    """The worker processes a raylet started: its children titled ``ray::...``, but not its agents
+    (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``), without which the raylet itself exits."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+                title = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            name = title.split(b"\0", 1)[0]
+            if int(stat.rsplit(")", 1)[1].split()[1]) == raylet and name.startswith(b"ray::") and b"Agent" not in name:
+                out.append(int(d.name))
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    small = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
+    c = Cluster(initialize_head=True, connect=True, head_node_args={**small, "include_dashboard": False})
+    node = c.add_node(**small)
+    c.wait_for_nodes()
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
+    yield c, node
+    ray.shutdown()
+    c.shutdown()
+
+
+def test_two_nodes_two_endpoints_survive_a_kill_9_of_the_second_node(cluster, judge, tmp_path):
+    from hf_judge.ray import score_ray_dataset
+
+    _, node = cluster
+    n, distinct = 2400, 1200  # every prompt twice, in batches far apart
+    rows = [{"question": f"q{i % distinct}?", "answer": f"a{i % distinct}"} for i in range(n)]
+    judge.configure(latency=0.02)
+    second = judge.base_url.replace("127.0.0.1", "localhost")  # a second endpoint of the same server
+    scored = score_ray_dataset(
+        ray.data.from_items(rows, override_num_blocks=24),
+        ["QA_Clarity"],
+        columns=COLUMNS,
+        model="judge",
+        api_key="sk-test",
+        base_urls=[judge.base_url, second],
+        cache_dir=tmp_path / "cache",
+        concurrency=2,
+        in_flight=IN_FLIGHT,
+        batch_size=100,  # one actor per node: each node has one CPU, each actor takes one
+    )
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.setdefault("rows", scored.take_all()))
+    t.start()
+    deadline = time.monotonic() + 90
+    while judge.stats()["ok"] < 300 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    raylet = node.all_processes["raylet"][0].process.pid
+    killed = _workers_of(raylet)
+    assert killed, "the second node runs no worker process"
+    at_kill = judge.stats()["ok"]
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    t.join(120)
+    got = out["rows"]
+    st = judge.stats()
+    # every (row, metric) scored or errored exactly once, in input order
+    assert [r["question"] for r in got] == [r["question"] for r in rows]
+    assert all((r["QA_Clarity"] is None) != (r["judge_errors"] is None) for r in got)
+    assert st["prompts"] == distinct
+    assert at_kill < distinct  # the kill came mid-run
+    print(f"killed {len(killed)} processes at {at_kill} replies; paid twice: {st['duplicates']}")
+    # paid twice: at most what the killed actor had sent and not stored (in flight, or not yet committed: see
+    # test_workers)
+    assert st["duplicates"] <= 2 * IN_FLIGHT
+    # both endpoints served: the fleet balances by in-flight load
+    assert got and all(r["judge_errors"] is None for r in got)
+
+    single = score(Dataset.from_list(rows), ["QA_Clarity"], judge, tmp_path / "single", progress=False)
+    assert [r["QA_Clarity"] for r in got] == single["train"]["QA_Clarity"]
+    assert [r["QA_Clarity_reason"] for r in got] == single["train"]["QA_Clarity_reason"]
+
+
+def test_failed_rows_carry_their_errors_and_validation_is_the_same(cluster, judge, tmp_path):
+    from hf_judge.ray import score_ray_dataset
+
+    rows = [{"question": f"q{i}", "answer": None if i == 3 else "a"} for i in range(8)]
+    got = score_ray_dataset(
+        ray.data.from_items(rows),
+        ["QA_Clarity"],
+        columns=COLUMNS,
+        model="judge",
+        api_key="sk-test",
+        base_urls=[judge.base_url],
+        cache_dir=tmp_path / "cache",
+        batch_size=4,
+    ).take_all()
+    assert [r["QA_Clarity"] is None for r in got] == [i == 3 for i in range(8)]
+    errors = json.loads(got[3]["judge_errors"])
+    assert [(e["metric"], e["kind"]) for e in errors] == [("QA_Clarity", "null_input")]
+
+
+def test_cli_score_with_ray_saves_the_same_result(cluster, judge, tmp_path, capfd):
+    from datasets import load_from_disk
+    from helpers import run_cli
+
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "".join(json.dumps({"question": f"q{i}", "answer": "a" if i != 2 else None}) + "\n" for i in range(6))
+    )
+    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer"]
+    args += ["-m", "judge", "--base-url", judge.base_url, "--cache-dir", tmp_path / "cache"]
+    code, out, err = run_cli(capfd, *args, "--ray", "-o", tmp_path / "ray")
+    assert code == 0, err
+    code, out, err = run_cli(capfd, *args, "-o", tmp_path / "single")
+    assert code == 0, err
+    on_ray, single = load_from_disk(tmp_path / "ray"), load_from_disk(tmp_path / "single")
+    assert on_ray["train"]["QA_Clarity"] == single["train"]["QA_Clarity"]
+    assert on_ray["errors"].to_list() == single["errors"].to_list()
