@@ -365,6 +365,10 @@ def test_batch_needs_the_cache_and_no_wait_needs_batch(batch, tmp_path):
         run(qa_dataset(2), batch, tmp_path / "c", batch=True, use_cache=False)
     with pytest.raises(ConfigError, match="needs batch=True"):
         run(qa_dataset(2), batch, tmp_path / "c", no_wait=True)
+    with pytest.raises(ConfigError, match="in one process"):
+        run(qa_dataset(2), batch, tmp_path / "c", batch=True, num_workers=2)
+    with pytest.raises(ConfigError, match="in one process"):
+        run(qa_dataset(2).to_iterable_dataset(), batch, tmp_path / "c", batch=True)
     assert batch.stats()["online"] == 0
 
 
