@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 # `hf-judge --help`, `metrics` and `recipes` start fast.
 _SUBMODULE_ATTRS = {
     "judge_agreement": ["AgreementReport", "agreement"],
+    "batch_files": ["export_batch", "import_batch"],
     "errors": [
         "AuthenticationError",
+        "BatchesPending",
         "BudgetExceededError",
         "CacheError",
         "CacheLockedError",
@@ -60,8 +62,10 @@ _SUBMODULE_ATTRS = {
 _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
+    from .batch_files import export_batch, import_batch
     from .errors import (
         AuthenticationError,
+        BatchesPending,
         BudgetExceededError,
         CacheError,
         CacheLockedError,

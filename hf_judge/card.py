@@ -157,6 +157,13 @@ def _provenance(summary: RunSummary) -> list[str]:
         f"- **Structured output:** {summary.structured_output}",
         f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items() if k != 'judges')}",
     ]
+    if summary.batch:
+        b = summary.batch
+        out.append(
+            f"- **Batch mode:** sent through the provider's batch API: {b.get('batches', 0):,} batches, "
+            f"{b.get('collected', 0):,} replies collected, {b.get('prompt_tokens', 0):,} prompt / "
+            f"{b.get('completion_tokens', 0):,} completion tokens as the provider reported them"
+        )
     if summary.sampling.get("judges"):  # a panel: each judge's columns end in __<name>
         judges = [f"`{j['name']}`: `{j['model']}` at `{j['base_url_host']}`" for j in summary.sampling["judges"]]
         out.append(f"- **Judges:** {', '.join(judges)}")

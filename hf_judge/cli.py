@@ -48,6 +48,15 @@ RUN_EXAMPLE = """examples:
 
 Flags override the recipe; the recipe overrides the defaults.
 """
+BATCH_EXAMPLE = """examples:
+  hf-judge score data.jsonl --metrics QA_All -m gpt-4.1-nano --batch            # half the price, within 24 h
+  hf-judge score data.jsonl --metrics QA_All -m gpt-4.1-nano --batch --no-wait  # submit and exit; rerun collects
+  hf-judge batch status
+  hf-judge batch cancel
+  hf-judge batch export data.jsonl --metrics QA_All -m Qwen/Qwen3-8B -o requests.jsonl
+  vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
+  hf-judge batch import data.jsonl results.jsonl --metrics QA_All -m Qwen/Qwen3-8B -o out/
+"""
 AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement labelled-judged/ --score QA_Correctness --label human_score --out report.json
   hf-judge agreement me/pairs-judged --score Comparative --label preferred --plots plots/
@@ -324,6 +333,74 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
+        "batch",
+        help="batch API files and batches: export, import, status, cancel",
+        description="Batch mode's tools. Scoring through a batch API is `hf-judge score ... --batch`.",
+        epilog=BATCH_EXAMPLE,
+        formatter_class=fmt,
+    )
+    bsub = p.add_subparsers(dest="batch_command", metavar="ACTION", required=True, help="what to do")
+    full = commands is None or "batch" in commands
+    b = bsub.add_parser(
+        "export",
+        help="write the batch JSONL of a run for an offline runner (vllm run-batch)",
+        description="Write the requests `hf-judge score` would send as one OpenAI batch JSONL file (custom_id: the "
+        "request's cache key), less those the cache holds. Import the runner's output with the same dataset, "
+        "metrics, --model, --base-url and --cache-dir.",
+        epilog=BATCH_EXAMPLE,
+        formatter_class=fmt,
+    )
+    b.add_argument("dataset", help="Hub repo id, local folder, or data file")
+    b.add_argument("--output", "-o", required=True, help="the JSONL file to write")
+    _add_input_options(b)
+    _add_scoring_options(b)
+    if full:
+        _add_client_options(b)
+    b.set_defaults(func=cmd_batch_export)
+    b = bsub.add_parser(
+        "import",
+        help="read a batch runner's output JSONL and save the scored dataset",
+        description="Read RESULTS (the output JSONL of a batch runner) into the cache and build the scored dataset "
+        "from it, with the same validation and errors split as `hf-judge score`. Nothing is sent.",
+        epilog=BATCH_EXAMPLE,
+        formatter_class=fmt,
+    )
+    b.add_argument("dataset", help="the dataset the requests were exported from")
+    b.add_argument("results", help="the runner's output JSONL")
+    _add_input_options(b)
+    _add_scoring_options(b)
+    if full:
+        _add_client_options(b)
+    _add_output_options(b, "<name>-judged")
+    b.set_defaults(func=cmd_batch_import)
+    b = bsub.add_parser(
+        "status",
+        help="list the batches of a cache with their states and counts",
+        description="List the batches recorded in the reply cache, as last seen (a --batch run refreshes them).",
+        epilog="example:\n  hf-judge batch status --cache-dir ~/.cache/hf_judge",
+        formatter_class=fmt,
+    )
+    b.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
+    b.set_defaults(func=cmd_batch_status)
+    b = bsub.add_parser(
+        "cancel",
+        help="cancel the batches of a cache that are still running",
+        description="Cancel batches in flight (all of them, or those named). Lines already run are kept: the "
+        "next --batch run collects them and submits the rest again.",
+        epilog="example:\n  hf-judge batch cancel\n  hf-judge batch cancel batch_abc123",
+        formatter_class=fmt,
+    )
+    b.add_argument("ids", nargs="*", metavar="BATCH_ID", help="batch ids to cancel (default: every one in flight)")
+    b.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
+    b.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="environment variable holding the API key (default: OPENAI_API_KEY)",
+    )
+    b.set_defaults(func=cmd_batch_cancel)
+
+    p = sub.add_parser(
         "agreement",
         help="check a judge's scores against labels (or another judge)",
         description="Compare a score column of DATASET with a label column: a table, JSON and pictures.",
@@ -580,7 +657,7 @@ def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | No
     )
 
 
-def _score(args: argparse.Namespace, job: Job) -> int:
+def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) -> int:
     """Everything is checked before the first request; the full result is saved before any filter runs."""
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
     from .ensemble import Layout
@@ -643,7 +720,7 @@ def _score(args: argparse.Namespace, job: Job) -> int:
         client = dict(job.client)
         if judge is not None:
             client.update(model=judge.model, base_url=judge.base_url)
-        if args.ray or args.ray_address:
+        if getattr(args, "ray", False) or getattr(args, "ray_address", None):  # batch import has no --ray
             scored = _score_on_ray(args, job, ds, api_key, client)
         else:
             scored = score_dataset(
@@ -656,7 +733,7 @@ def _score(args: argparse.Namespace, job: Job) -> int:
                 use_cache=not args.no_cache,
                 token_columns=job.token_columns,
                 if_exists="overwrite" if args.overwrite_scores else "keep",
-                **client,
+                **_import_settings(client, batch_import),
             )
     summary = scored.summary
     assert summary is not None  # score_dataset always sets it
@@ -814,6 +891,123 @@ def cmd_run(args: argparse.Namespace) -> int:
     if job.dataset is None:
         raise ConfigError(f"{path} names no dataset: pass --dataset data.jsonl or add `dataset: {{name: ...}}` to it")
     return _score(args, job)
+
+
+def _import_settings(client: dict[str, Any], batch_import: str | None) -> dict[str, Any]:
+    """``score_dataset``'s settings keywords; for ``batch import``, with the output file to read first."""
+    if batch_import is None:
+        return client
+    from .settings import Settings, validated
+
+    path = Path(batch_import)
+    if not path.is_file():
+        raise ConfigError(f"no batch output file {path}: give the JSONL the batch runner wrote (-o of vllm run-batch)")
+    return {**client, "settings": validated(Settings, {**client, "batch_import": str(path.resolve())}, "settings")}
+
+
+def _batch_job(args: argparse.Namespace) -> Job:
+    job = resolve_job(args, None, dataset=args.dataset)
+    if not job.metrics:
+        raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`)")
+    if "model" not in job.client:
+        raise ConfigError("no model: pass --model NAME, the model name the runner serves")
+    return job
+
+
+def cmd_batch_export(args: argparse.Namespace) -> int:
+    """hf-judge batch export DATASET -o requests.jsonl ... (see BATCH_EXAMPLE)."""
+    from .batch_files import export_batch
+    from .inputs import load_input
+
+    job = _batch_job(args)
+    assert job.dataset is not None
+    ds = load_input(
+        job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=None, limit=job.limit
+    )
+    n = export_batch(
+        ds,
+        job.metrics,
+        args.output,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        cache_dir=args.cache_dir,
+        **job.client,
+    )
+    model = job.client["model"]
+    print(
+        f"wrote {n:,} requests to {args.output}\n"
+        f"next: vllm run-batch -i {args.output} -o results.jsonl --model {model}\n"
+        f"then: hf-judge batch import {job.dataset} results.jsonl (with the same --metrics, --model and cache)"
+    )
+    return 0
+
+
+def cmd_batch_import(args: argparse.Namespace) -> int:
+    """hf-judge batch import DATASET RESULTS.jsonl ... (see BATCH_EXAMPLE)."""
+    return _score(args, _batch_job(args), batch_import=args.results)
+
+
+def _book(cache_dir: str | None):
+    import sqlite3
+
+    from .batch import BatchBook
+
+    path = (Path(cache_dir).expanduser() if cache_dir else constants.default_cache_dir()) / "replies.sqlite3"
+    if not path.is_file():
+        raise ConfigError(f"no reply cache at {path}: pass the --cache-dir the batch run used")
+    try:
+        return BatchBook(path, server="")
+    except sqlite3.Error as e:
+        raise ConfigError(f"cannot read the reply cache {path}: {e}") from None
+
+
+def cmd_batch_status(args: argparse.Namespace) -> int:
+    """hf-judge batch status: the batches of a cache."""
+    book = _book(args.cache_dir)
+    try:
+        jobs = book.jobs(every_server=True)
+    finally:
+        book.close()
+    if not jobs:
+        print("no batches in this cache")
+        return 0
+    print(f"{'batch':34} {'state':11} {'requests':>9} {'done':>9} {'failed':>7} {'tokens in/out':>19}  server")
+    for j in jobs:
+        tokens = f"{j.prompt_tokens:,}/{j.completion_tokens:,}"
+        print(
+            f"{j.batch_id or j.name:34} {j.state:11} {j.requests:>9,} {j.done:>9,} {j.failed:>7,} {tokens:>19}  "
+            f"{j.base_url or ''}"
+        )
+    return 0
+
+
+def cmd_batch_cancel(args: argparse.Namespace) -> int:
+    """hf-judge batch cancel [BATCH_ID ...]: cancel batches in flight."""
+    from openai import OpenAI
+
+    from .batch import DONE
+
+    key = _api_key(args) or constants.default_api_key() or "none"
+    book = _book(args.cache_dir)
+    try:
+        live = [j for j in book.jobs(every_server=True) if j.batch_id and j.state not in DONE | {"collected"}]
+        if args.ids:
+            unknown = set(args.ids) - {j.batch_id for j in live}
+            if unknown:
+                raise ConfigError(
+                    f"no batch in flight with id {', '.join(sorted(unknown))} (see `hf-judge batch status`)"
+                )
+            live = [j for j in live if j.batch_id in args.ids]
+        for j in live:
+            with OpenAI(base_url=j.base_url, api_key=key) as api:
+                state = api.batches.cancel(j.batch_id).status
+            book.update(j.name, state=state)
+            print(f"{j.batch_id}: {state}")
+    finally:
+        book.close()
+    if not live:
+        print("no batch in flight")
+    return 0
 
 
 def cmd_filter(args: argparse.Namespace) -> int:

@@ -110,6 +110,11 @@ RETRY_POLICY: dict[str, Decision] = {
     ErrorKind.BAD_IMAGE: Decision.GIVE_UP,
     ErrorKind.INPUT_TOO_LONG: Decision.GIVE_UP,
     ErrorKind.TEMPLATE: Decision.GIVE_UP,
+    # batch mode resubmits these itself (batch.py), up to ``retries``; an online attempt never ends with one
+    ErrorKind.BATCH_FAILED: Decision.RETRY,
+    ErrorKind.BATCH_EXPIRED: Decision.RETRY,
+    ErrorKind.BATCH_CANCELLED: Decision.RETRY,
+    ErrorKind.BATCH_MISSING: Decision.GIVE_UP,
 }
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429})  # and every 5xx
 FATAL_STATUS = frozenset({401, 403, 404})  # the key, the model name or the base URL is wrong

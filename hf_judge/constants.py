@@ -22,6 +22,9 @@ DEFAULT_TOP_P = 1.0
 # A judge reply is a few kB. Every request in flight may buffer up to this much,
 # so peak memory for replies is at most concurrency x this (256 MiB at 256).
 DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
+# OpenAI's Batch API limits per batch (https://platform.openai.com/docs/guides/batch)
+DEFAULT_BATCH_MAX_REQUESTS = 50_000
+DEFAULT_BATCH_MAX_BYTES = 200 * 1000 * 1000
 # A server that answers nothing but 429 for this long stops the run.
 DEFAULT_MAX_THROTTLE_S = 300.0
 # Temperature escalation (seed 004): each retry after an invalid reply doubles

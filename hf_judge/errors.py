@@ -19,6 +19,7 @@ HfJudgeError
     ├── ServerUnreachableError  no connection to the server before any reply
     ├── QuotaExceededError   the account's quota or billing limit is used up (429 insufficient_quota)
     ├── RateLimitedError     nothing but 429 for ``max_throttle_s``
+    ├── BatchesPending       batches are still running at the provider (--no-wait); run again to collect
     ├── CacheError           the cache cannot be opened or written; it is left as it is
     │   ├── CacheLockedError another process holds the reply store's write lock
     │   └── DiskFullError    no space left where the cache is written
@@ -74,6 +75,11 @@ class ErrorKind(StrEnum):
     BAD_IMAGE = "bad_image"
     INPUT_TOO_LONG = "input_too_long"
     TEMPLATE = "template"
+    # a batch did not bring the reply back (batch.py)
+    BATCH_FAILED = "batch_failed"  # the line failed inside the batch, or the whole batch failed validation
+    BATCH_EXPIRED = "batch_expired"  # the batch's completion window ended before the line ran
+    BATCH_CANCELLED = "batch_cancelled"  # the batch was cancelled before the line ran
+    BATCH_MISSING = "batch_missing"  # an imported output file holds no line for the request
 
 
 def http_kind(status: int) -> str:
@@ -164,6 +170,13 @@ class QuotaExceededError(RunStopped):
 
 class RateLimitedError(RunStopped):
     """Every request was answered 429 for ``max_throttle_s`` seconds."""
+
+
+class BatchesPending(RunStopped):
+    """Batch mode left batches running at the provider (``no_wait``, or stopped while waiting).
+
+    Their ids are in the reply store: run the same call again to collect them; nothing is submitted twice.
+    """
 
 
 class CacheError(RunStopped):

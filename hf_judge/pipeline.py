@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -168,6 +168,7 @@ class SplitRun:
         on_progress: ProgressCallback | None = None,
         judges: Sequence[JudgeClient] = (),
         layout: Layout | None = None,
+        unsent: Callable[[bytes], Outcome] | None = None,
     ):
         self.split = split
         self.ds = ds
@@ -201,6 +202,8 @@ class SplitRun:
         self.rows_done = 0  # rows whose every metric has finished, in any order
         self.on_progress = on_progress
         self.total = len(ds) if ds is not None else 0  # rows to score; a stream's grows as it is read
+        # Batch mode (batch.py) has already sent what could be sent: a request the store lacks ends as this says.
+        self.unsent = unsent
         # Identical requests of this run: key -> the (job, part)s waiting for the
         # one in flight, and key -> a recent final outcome (bounded, oldest out).
         self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
@@ -306,6 +309,10 @@ class SplitRun:
                             self.clients[part // job.per_judge].stats.cache_hits += 1
                             self._finish_part(job, part, outcome)
                     sends = remaining
+            if self.unsent is not None:
+                for job, part, _, _ in sends:
+                    self._finish_part(job, part, self.unsent(job.keys[part]))
+                sends = []
             inflight, recent, clients, down = self.inflight, self.recent, self.clients, self.judge_down
             claimed: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
             several = self.layout.samples > 1
@@ -353,6 +360,25 @@ class SplitRun:
             for plan in self.plans:
                 self._prepare(r, plan, batch, i, sends)
         return sends
+
+    def requests(self) -> Iterator[list[tuple[bytes, Metric, bytes]]]:
+        """Every request of the split as the feeder renders it, one read batch at a time: (key, metric, body).
+
+        For batch mode (batch.py), which packs them into files: nothing is sent, no row is finished,
+        and rows that send nothing (a null input, a template error) are left out, as the run reports them.
+        """
+        assert self.ds is not None  # batch mode reads a dataset, not a stream
+        needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
+        source = self.ds.select_columns(needed) if needed else self.ds
+        row, n = 0, len(self.ds)
+        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+            sends = self.prepare_rows(batch, row, size)
+            row += size
+            self.values.clear()
+            self.row_pending.clear()
+            self.errors.clear()
+            yield [(job.keys[part], job.plan.metric, body) for job, part, _, body in sends]
 
     def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
         metric = plan.metric

@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import time
 import traceback
 import uuid
@@ -309,6 +310,7 @@ def score_dataset(
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
     settings = _settings(settings, setting_values)
+    _check_batch(settings, ds, use_cache)
     layout = Layout.from_settings(settings)
     if settings.num_workers > 1 and (not layout.plain or settings.logprobs):
         raise ConfigError(
@@ -321,7 +323,7 @@ def score_dataset(
         splits, loaded, columns, settings.temperature, if_exists, token_columns, layout
     )
     _check_samples(settings, plans_by_split)
-    api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()))
+    api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
     clients = _judge_clients(settings, api_key)
     client = clients[0]
     for c in clients:
@@ -354,6 +356,8 @@ def score_dataset(
     try:
         with sparse_gc(), _RunResources(clients, cache_root / "replies.sqlite3" if use_cache else None) as res:
             ctx.resources = res
+            if settings.batch or settings.batch_import:
+                _run_batches(ctx, splits, plans_by_split, api_key)
             for split, d in splits.items():
                 results[split] = _score_split(ctx, split, d, plans_by_split[split], errors)
                 summary.rows[split] = len(d)
@@ -362,9 +366,14 @@ def score_dataset(
             raise InterruptedRun(
                 "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
             ) from None
+        batches = (
+            " The batches submitted are recorded there too: the next run collects them, submitting nothing twice."
+            if settings.batch
+            else ""
+        )
         raise InterruptedRun(
             f"interrupted. {ctx.resources.written if ctx.resources else 0:,} replies of this run are saved in the "
-            "cache; run the same command again to resume where it stopped."
+            f"cache; run the same command again to resume where it stopped.{batches}"
         ) from None
     except RunStopped as e:
         logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
@@ -383,6 +392,75 @@ def score_dataset(
     out.summary = summary
     logger.info("hf_judge run summary\n%s", summary)
     return out
+
+
+def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
+    """Batch mode's conditions, before anything is read or sent."""
+    if settings.no_wait and not settings.batch:
+        raise ConfigError("no_wait (--no-wait) submits batches and stops: it needs batch=True (--batch)")
+    if not (settings.batch or settings.batch_import):
+        return
+    if settings.models:
+        raise ConfigError(
+            "batch mode sends to one model on one server, and a panel has several (models=): score the panel "
+            "online, or run one --batch run per judge (--model each)"
+        )
+    if not use_cache:
+        raise ConfigError(
+            "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
+        )
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)) or settings.num_workers > 1:
+        raise ConfigError(
+            "batch mode scores a whole Dataset in one process: drop streaming=True / num_workers (--workers), or "
+            "score without --batch"
+        )
+
+
+def _run_batches(
+    ctx: _SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], api_key: str | None
+) -> None:
+    """Batch mode: fill the reply store through the provider's batch API (batch.py) before the splits are
+    built from it; what it could not score ends as the batch book says (``batch_fallback='online'``: sent online)."""
+    from .batch import BatchRunner
+
+    res, client, settings = ctx.resources, ctx.client, ctx.client.settings
+    assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
+    res.open()
+    metrics = {p.metric.name: p.metric for plans in plans_by_split.values() for p in plans}
+    from datasets.utils.tqdm import are_progress_bars_disabled
+
+    # the batches' news go where the bars go (off with them); a callback gets none: its Progress is per split
+    on_status = _say if ctx.progress is True and not are_progress_bars_disabled() else None
+    runner = BatchRunner(client, api_key, res.store_path, metrics, on_status=on_status)
+    res.callback(runner.close)
+    if settings.batch_fallback == "batch" or settings.batch_import:
+        ctx.unsent = runner.book.failure
+    if settings.batch_import:
+        try:
+            runner.read_output(Path(settings.batch_import))
+        finally:
+            ctx.summary.batch = {**runner.report.to_dict(), "imported": Path(settings.batch_import).name}
+        return
+    todo: list[Callable[[], Any]] = []
+    for split, d in splits.items():
+        plans = plans_by_split[split]
+        fp = _fingerprint(d, split, plans, client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
+        if plans and not (ctx.cache_root / "results" / f"{fp}.arrow").exists():
+            todo.append(functools.partial(_requests, split, d, plans, client, ctx.layout))
+    try:
+        runner.run(todo, settings.no_wait)
+    finally:
+        ctx.summary.batch = runner.report.to_dict()
+
+
+def _say(text: str) -> None:
+    print(f"hf-judge: {text}", file=sys.stderr, flush=True)
+
+
+def _requests(split: str, d: Dataset, plans: list[Plan], client: JudgeClient, layout: Layout | None = None):
+    # large read batches: nothing waits on the renderer here, unlike in the online feeder.
+    # K samples are K lines with the same body (their keys differ): a batch asks for no `n`.
+    return SplitRun(split, d, plans, client, None, window=1024, read_batch=1024, layout=layout).requests()
 
 
 def _settings_doc() -> str:
@@ -644,6 +722,7 @@ class _SplitContext:
     judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
     api_key: str | None = None  # for the worker processes of num_workers
     resources: _RunResources | None = None
+    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -791,6 +870,7 @@ def _fresh_run(
         max_input_chars=ctx.max_input_chars,
         token_columns=ctx.token_columns,
         on_progress=on_progress,
+        unsent=ctx.unsent,
         judges=ctx.judges,
         layout=ctx.layout,
     )

@@ -53,6 +53,18 @@ Temperature = Annotated[float, Field(ge=0, le=2)]
 TopP = Annotated[float, Field(gt=0, le=1)]
 
 
+class BatchFallback(StrEnum):
+    """Where batch mode retries the lines a batch did not score (``batch_fallback=``, ``--batch-fallback``).
+
+    Example:
+        >>> Settings(model="m", batch=True, batch_fallback="online").batch_fallback
+        <BatchFallback.ONLINE: 'online'>
+    """
+
+    BATCH = "batch"  # in a new batch: half the price, another wait
+    ONLINE = "online"  # one request each, now
+
+
 class Aggregator(StrEnum):
     """How a judge panel's numbers combine into the metric's usual column (``aggregator=``, ``--aggregator``).
 
@@ -194,10 +206,28 @@ class Settings(BaseModel):
         "compatible: a cached reply serves any request that differs only in max_tokens (when it fits); "
         "strict: only the identical request",
     )
+    # -- batch mode (batch.py): the provider's batch API instead of one request per reply
+    batch: bool = _setting(
+        False, "send the requests through the server's batch API (/v1/batches): half the price, replies within 24 h"
+    )
+    batch_max_requests: int = _setting(
+        constants.DEFAULT_BATCH_MAX_REQUESTS, "requests per batch file (batch mode)", ge=1, le=10_000_000
+    )
+    batch_max_bytes: int = _setting(
+        constants.DEFAULT_BATCH_MAX_BYTES, "bytes per batch file (batch mode)", ge=1024, le=10 << 30
+    )
+    batch_fallback: BatchFallback = _setting(
+        BatchFallback.BATCH, "where failed batch lines are retried: batch (a new batch) or online (one request each)"
+    )
+    no_wait: bool = _setting(False, "batch mode: submit the batches and stop; run again to collect them")
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
     backoff_max: float = _setting(30.0, "cap of a retry wait, Retry-After included", internal=True, ge=0)
     window: int | None = _setting(None, "rows in flight (default max(4096, 64 x concurrency))", internal=True, ge=1)
+    batch_poll_s: float = _setting(30.0, "seconds between two looks at the batches in flight", internal=True, gt=0)
+    batch_import: str | None = _setting(
+        None, "read this batch output JSONL into the store, then send nothing (hf-judge batch import)", internal=True
+    )
 
     @field_validator("base_url")
     @classmethod

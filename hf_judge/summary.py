@@ -54,6 +54,8 @@ class RunSummary:
     prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric -> file, sha256, params, text
     filters: dict[str, Any] = field(default_factory=dict)  # min, max, keep_missing, rows_before, rows_kept
     runs: list[dict[str, Any]] = field(default_factory=list)
+    # batch mode (batch.py): batches, requests submitted / collected, tokens as the provider reported them
+    batch: dict[str, Any] = field(default_factory=dict)
     # a judge panel's judge-vs-judge agreement: split -> metric -> column -> pairs (ensemble.Layout.agreement)
     agreement: dict[str, Any] = field(default_factory=dict)
 
@@ -195,6 +197,13 @@ class RunSummary:
             f"elapsed        {self.elapsed_s:.1f} s ({self.requests_per_s:,.0f} requests/s)",
             f"output format  {self.structured_output}",
         ]
+        if self.batch:
+            b = self.batch
+            lines.append(
+                f"batch mode     {b.get('batches', 0):,} batches: {b.get('submitted', 0):,} requests submitted, "
+                f"{b.get('collected', 0):,} replies collected, {b.get('failed', 0):,} failed lines; "
+                f"{b.get('prompt_tokens', 0):,} in / {b.get('completion_tokens', 0):,} out tokens (provider's count)"
+            )
         cost = self.cost()
         if cost is not None and self.price is not None:
             lines.append(

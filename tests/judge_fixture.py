@@ -16,9 +16,11 @@ SERVER = Path(__file__).with_name("judge_server.py")
 class JudgeServer:
     """The judge server in a subprocess on 127.0.0.1."""
 
+    SCRIPT = SERVER
+
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True
+            [sys.executable, str(self.SCRIPT), "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True
         )
         line = self.proc.stdout.readline()
         if not line.startswith("PORT "):

@@ -1,0 +1,808 @@
+"""Batch mode: the requests of a run sent through a provider's batch API (OpenAI's ``/v1/files`` and
+``/v1/batches``, which other providers and vLLM's ``run-batch`` speak too) instead of one by one.
+
+Only the transport differs from an online run. The split's requests are rendered as the pipeline renders
+them (same bodies, same reply-store keys: a line's ``custom_id`` is the key in hex); those the reply store
+holds are not sent; the rest are packed into JSONL files within the provider's limits, uploaded and
+submitted. Collected replies are validated as online ones and written into the reply store, and the
+ordinary pipeline then builds the result from the store (its rows, columns and ``errors`` split).
+
+Resumable: the store's SQLite file also holds the batch book, two tables that say which batch each
+request is in (``batch_requests``) and what became of each batch file (``batch_jobs``). Each step is
+recorded before the next one starts: a file is written and its requests assigned to it in one
+transaction, then uploaded (its id recorded), then submitted (the batch id recorded). A run that stops
+anywhere (Ctrl-C, kill -9, ``no_wait``) is picked up by the next one: a written file is uploaded (or the
+upload that a kill hid is found by its file name), an uploaded one is submitted (or the batch a kill hid is
+found by its input file), and batches in flight are collected, never submitted again.
+
+Partial outcomes: a line that failed, one a batch left undone (expired, cancelled, failed as a whole) and
+a reply that fails validation are resubmitted in a new batch (or, with ``batch_fallback="online"``, left
+to the online pipeline) until each has had ``retries + 1`` tries; then they are error rows of their kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .client import JudgeClient, Outcome
+from .errors import (
+    AuthenticationError,
+    BatchesPending,
+    ConfigError,
+    ErrorKind,
+    ModelNotFoundError,
+    RunStopped,
+    ServerUnreachableError,
+    http_kind,
+)
+from .metrics import Metric
+from .redact import scrub, scrub_registered
+from .store import LOCK_WAIT_S, _encode_meta
+
+logger = logging.getLogger("hf_judge")
+
+ENDPOINT = "/v1/chat/completions"
+# The provider's states of a batch that will not change any more.
+DONE = frozenset({"completed", "failed", "expired", "cancelled"})
+# What a line that a finished batch did not run becomes, by the batch's state.
+_UNDONE_KIND = {
+    "expired": ErrorKind.BATCH_EXPIRED,
+    "cancelled": ErrorKind.BATCH_CANCELLED,
+    "failed": ErrorKind.BATCH_FAILED,
+    "completed": ErrorKind.BATCH_FAILED,
+}
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batch_jobs (
+    name TEXT PRIMARY KEY, server TEXT NOT NULL, base_url TEXT, state TEXT NOT NULL, requests INTEGER NOT NULL,
+    file_id TEXT, batch_id TEXT, created REAL, message TEXT,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
+    done INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS batch_requests (
+    key BLOB PRIMARY KEY, metric TEXT NOT NULL, job TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+    kind TEXT, message TEXT, raw TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS batch_requests_job ON batch_requests (job);
+"""
+_CHUNK = 500  # keys per SQL statement (under every SQLite's 999-parameter limit)
+
+
+def server_tag(client: JudgeClient) -> str:
+    """Which server a batch belongs to, without what the URL may carry (user:password@, a key in the query)."""
+    return hashlib.blake2b(client.server_id.encode(), digest_size=8).hexdigest()
+
+
+@dataclass
+class Job:
+    """One batch file as the book records it."""
+
+    name: str
+    state: str
+    requests: int
+    file_id: str | None = None
+    batch_id: str | None = None
+    base_url: str | None = None
+    message: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    done: int = 0
+    failed: int = 0
+    created: float = 0.0
+
+
+@dataclass
+class BatchReport:
+    """What batch mode did in this run, for the summary and the card."""
+
+    batches: int = 0  # batches collected or submitted by this run
+    submitted: int = 0  # requests this run submitted
+    collected: int = 0  # replies this run collected and accepted
+    resubmitted: int = 0
+    failed: int = 0  # lines that came back failed, invalid or not run
+    prompt_tokens: int = 0  # as the provider reported them for the collected lines
+    completion_tokens: int = 0
+    batch_ids: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "batch_ids"}
+
+
+class BatchBook:
+    """The batch tables in the reply store's SQLite file (created beside ``replies``; older caches open as they were).
+
+    Collected replies go straight into the store's keyed ``replies`` table, so that the pipeline that runs
+    next in the same process finds them (its appended ``pending`` rows show only after a reopen).
+    """
+
+    def __init__(self, path: Path, server: str):
+        self.path = Path(path)
+        self.server = server
+        self.conn = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False)
+        self.conn.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def transaction(self) -> _Transaction:
+        return _Transaction(self.conn)
+
+    # -- jobs -----------------------------------------------------------------
+    def jobs(self, states: Iterable[str] | None = None, every_server: bool = False) -> list[Job]:
+        q = "SELECT name, state, requests, file_id, batch_id, base_url, message, prompt_tokens, completion_tokens, "
+        q += "done, failed, created FROM batch_jobs"
+        where, args = [], []
+        if not every_server:
+            where.append("server = ?")
+            args.append(self.server)
+        if states is not None:
+            states = list(states)
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args += states
+        if where:
+            q += " WHERE " + " AND ".join(where)
+        return [Job(*row) for row in self.conn.execute(q + " ORDER BY created, name", args)]
+
+    def update(self, name: str, **values: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in values)
+        with self.transaction():
+            self.conn.execute(f"UPDATE batch_jobs SET {cols} WHERE name = ?", [*values.values(), name])
+
+    def add_job(self, name: str, base_url: str, keys: list[tuple[bytes, str]], state: str = "written") -> None:
+        """Record a written file and assign its requests (key, metric name) to it, in one transaction."""
+        with self.transaction():
+            self.conn.execute(
+                "INSERT INTO batch_jobs (name, server, base_url, state, requests, created) VALUES (?, ?, ?, ?, ?, ?)",
+                (name, self.server, base_url, state, len(keys), time.time()),
+            )
+            self._assign(keys, name)
+
+    # -- requests -------------------------------------------------------------
+    def states(self, keys: list[bytes]) -> dict[bytes, tuple[str | None, int]]:
+        """key -> (job, attempts) for the keys the book knows."""
+        out: dict[bytes, tuple[str | None, int]] = {}
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i : i + _CHUNK]
+            q = f"SELECT key, job, attempts FROM batch_requests WHERE key IN ({','.join('?' * len(chunk))})"
+            for k, job, attempts in self.conn.execute(q, chunk):
+                out[k] = (job, attempts)
+        return out
+
+    def metrics_of(self, keys: list[bytes]) -> dict[bytes, str]:
+        out: dict[bytes, str] = {}
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i : i + _CHUNK]
+            q = f"SELECT key, metric FROM batch_requests WHERE key IN ({','.join('?' * len(chunk))})"
+            out.update(self.conn.execute(q, chunk))
+        return out
+
+    def failure(self, key: bytes) -> Outcome:
+        """How a request that batch mode could not score ends (its error row)."""
+        row = self.conn.execute(
+            "SELECT job, attempts, kind, message, raw FROM batch_requests WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None or row[2] is None:
+            job = row[0] if row is not None else None
+            message = (
+                f"no reply for this request in the imported output of {job.removeprefix('export:')}"
+                if job is not None and job.startswith("export:")
+                else "no batch brought this request's reply back; run the same command again to submit it"
+            )
+            return Outcome(None, None, ErrorKind.BATCH_MISSING, message, attempts=row[1] if row else 0)
+        _, attempts, kind, message, raw = row
+        return Outcome(None, raw, kind, message, attempts=attempts)
+
+    def accept(self, rows: list[tuple[bytes, str, str | None]]) -> None:
+        """Store accepted replies (key, content, usage as the store writes it) and close their requests."""
+        if not rows:
+            return
+        rows.sort()
+        with self.transaction():
+            self.conn.executemany("INSERT OR REPLACE INTO replies (key, content, usage) VALUES (?, ?, ?)", rows)
+            self.conn.executemany("DELETE FROM batch_requests WHERE key = ?", [(r[0],) for r in rows])
+
+    def reject(self, rows: list[tuple[bytes, str, str, str | None]], job: str | None = None) -> None:
+        """Record failed tries (key, kind, message, raw): each request is free for its next try."""
+        if not rows:
+            return
+        with self.transaction():
+            self.conn.executemany(
+                "UPDATE batch_requests SET job = NULL, attempts = attempts + 1, kind = ?, message = ?, raw = ? "
+                "WHERE key = ?" + (" AND job = ?" if job is not None else ""),
+                [(kind, message, raw, key, *([job] if job is not None else [])) for key, kind, message, raw in rows],
+            )
+
+    def close_job(self, job: Job, kind: str, message: str) -> int:
+        """Every request still assigned to ``job`` failed with ``kind``; returns how many."""
+        with self.transaction():
+            n = self.conn.execute(
+                "UPDATE batch_requests SET job = NULL, attempts = attempts + 1, kind = ?, message = ?, raw = NULL "
+                "WHERE job = ?",
+                (kind, message, job.name),
+            ).rowcount
+            self.conn.execute("UPDATE batch_jobs SET state = 'collected' WHERE name = ?", (job.name,))
+        return n
+
+    def assign(self, keys: list[tuple[bytes, str]], job: str) -> None:
+        """Assign requests (key, metric name) to ``job``, keeping the tries they have had."""
+        with self.transaction():
+            self._assign(keys, job)
+
+    def _assign(self, keys: list[tuple[bytes, str]], job: str) -> None:
+        self.conn.executemany(
+            "INSERT INTO batch_requests (key, metric, job) VALUES (?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET job = excluded.job",
+            [(k, m, job) for k, m in keys],
+        )
+
+    def release(self, job: Job) -> None:
+        """Forget a job that never reached the provider: its requests are free again, their tries unspent."""
+        with self.transaction():
+            self.conn.execute("UPDATE batch_requests SET job = NULL WHERE job = ?", (job.name,))
+            self.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (job.name,))
+
+    def retryable(self, tries: int) -> int:
+        return self.conn.execute(
+            "SELECT count(*) FROM batch_requests WHERE job IS NULL AND attempts < ?", (tries,)
+        ).fetchone()[0]
+
+
+class _Transaction:
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def line(key: bytes, body: bytes) -> bytes:
+    """One request line of a batch file, in OpenAI's format: the body as the online run would send it.
+
+    Example:
+        >>> line(bytes([1, 2]), b'{"model":"m"}')
+        b'{"custom_id":"0102","method":"POST","url":"/v1/chat/completions","body":{"model":"m"}}\\n'
+    """
+    return b'{"custom_id":"%s","method":"POST","url":"%s","body":%s}\n' % (key.hex().encode(), ENDPOINT.encode(), body)
+
+
+class Packer:
+    """Writes request lines into files of at most ``max_requests`` lines and ``max_bytes`` bytes."""
+
+    def __init__(self, folder: Path, max_requests: int, max_bytes: int, on_file: Callable[[Path, list], None]):
+        self.folder = folder
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self.on_file = on_file
+        self.keys: list[tuple[bytes, str]] = []
+        self.seen: set[bytes] = set()  # the keys of the file being written (a custom_id is unique per file)
+        self.files = 0
+        self.size = 0
+        self._f: Any = None
+        self._path: Path | None = None
+
+    def add(self, key: bytes, metric: str, body: bytes) -> None:
+        data = line(key, body)
+        if len(data) > self.max_bytes:
+            raise ConfigError(
+                f"one request of metric {metric} takes {len(data):,} bytes, over batch_max_bytes={self.max_bytes:,}; "
+                "raise --batch-max-bytes, or score without --batch"
+            )
+        if self._f is not None and (len(self.keys) >= self.max_requests or self.size + len(data) > self.max_bytes):
+            self.flush()
+        if self._f is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._path = self.folder / f"hf_judge-{uuid.uuid4().hex[:16]}.jsonl"
+            self._f = open(self._path, "wb")  # noqa: SIM115 - closed in flush
+        self._f.write(data)
+        self.size += len(data)
+        self.keys.append((key, metric))
+        self.seen.add(key)
+
+    def flush(self) -> None:
+        if self._f is None:
+            return
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        path, keys = self._path, self.keys
+        self._f, self._path, self.keys, self.size, self.seen = None, None, [], 0, set()
+        assert path is not None
+        self.on_file(path, keys)
+        self.files += 1
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    if not isinstance(usage, dict):
+        return 0, 0
+    try:
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    except (TypeError, ValueError):
+        return 0, 0
+
+
+class Reader:
+    """Turns the lines of a batch output or error file into accepted replies and failed tries."""
+
+    def __init__(self, book: BatchBook, client: JudgeClient, metrics: dict[str, Metric], report: BatchReport):
+        self.book = book
+        self.client = client
+        self.metrics = metrics
+        self.report = report
+
+    def read(self, lines: Iterable[bytes], job: str | None) -> tuple[int, int, int, int]:
+        """(accepted, failed, prompt tokens, completion tokens) of the lines; unknown custom ids are skipped."""
+        accepted = failed = p_tok = c_tok = 0
+        chunk: list[dict] = []
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                chunk.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                logger.warning("skipped a line of a batch output that is not JSON: %r", raw[:200])
+                continue
+            if len(chunk) >= _CHUNK:
+                a, f, p, c = self._read_chunk(chunk, job)
+                accepted, failed, p_tok, c_tok = accepted + a, failed + f, p_tok + p, c_tok + c
+                chunk = []
+        a, f, p, c = self._read_chunk(chunk, job)
+        return accepted + a, failed + f, p_tok + p, c_tok + c
+
+    def _read_chunk(self, docs: list[dict], job: str | None) -> tuple[int, int, int, int]:
+        keys: list[bytes] = []
+        for d in docs:
+            try:
+                keys.append(bytes.fromhex(str(d.get("custom_id"))))
+            except ValueError:
+                keys.append(b"")
+        metric_of = self.book.metrics_of([k for k in keys if k])
+        good: list[tuple[bytes, str, str | None]] = []
+        bad: list[tuple[bytes, str, str, str | None]] = []
+        p_tok = c_tok = 0
+        for key, d in zip(keys, docs, strict=True):
+            name = metric_of.get(key)
+            if name is None:  # not a request the book knows (another cache's): not ours to keep
+                continue
+            metric = self.metrics.get(name)
+            response = d.get("response") if isinstance(d.get("response"), dict) else None
+            error = d.get("error")
+            status = response.get("status_code") if response else None
+            body = response.get("body") if response else None
+            if error or status != 200 or not isinstance(body, dict):
+                bad.append((key, *_line_failure(status, body, error), None))
+                continue
+            p, c = _tokens(body.get("usage"))
+            p_tok, c_tok = p_tok + p, c_tok + c
+            if metric is None:  # a request of another run's metric: keep the paid reply, that run validates it
+                content = _stop_content(body)
+                if content is None:
+                    bad.append((key, ErrorKind.BATCH_FAILED, "the batch line holds no finished reply", None))
+                else:
+                    good.append((key, content, f"{p} {c}"))
+                continue
+            outcome = self.client._handle_ok(metric, orjson.dumps(body))
+            if outcome.value is None:
+                bad.append((key, str(outcome.kind), outcome.message or "", outcome.raw))
+            else:
+                assert outcome.raw is not None
+                # the store's own format of the usage column (with the score's probabilities, logprobs=True)
+                good.append((key, outcome.raw, _encode_meta(outcome.usage, outcome.logprobs)))
+        self.book.accept(good)
+        self.book.reject(bad, job)
+        return len(good), len(bad), p_tok, c_tok
+
+
+def _api_error(e: Any, base_url: str) -> RunStopped:
+    """An error of the batch endpoints as the run's stop, with the next step."""
+    status = e.status_code
+    said = scrub(getattr(e, "message", "") or str(e))
+    if status in (401, 403):
+        return AuthenticationError(f"the batch API at {base_url} refused the key (HTTP {status}: {said})")
+    if status in (404, 405):
+        return ModelNotFoundError(
+            f"{base_url} has no batch API (HTTP {status} from /files or /batches: {said}); use a server that offers "
+            "one (OpenAI and several gateways do), export the requests for an offline runner "
+            "(hf-judge batch export), or score without --batch"
+        )
+    return RunStopped(
+        f"the batch API at {base_url} answered HTTP {status}: {said}. What was submitted is recorded in the reply "
+        "cache: run the same command again to carry on."
+    )
+
+
+def _stop_content(body: dict) -> str | None:
+    try:
+        choice = body["choices"][0]
+        content = choice["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    ok = isinstance(content, str) and choice.get("finish_reason") == "stop"
+    return scrub_registered(content) if ok else None
+
+
+def _line_failure(status: Any, body: Any, error: Any) -> tuple[str, str]:
+    """(kind, message) of a line that failed inside a batch."""
+    if isinstance(error, dict):
+        return ErrorKind.BATCH_FAILED, scrub(f"the batch line failed: {error.get('code')}: {error.get('message')}")
+    msg = ""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        msg = str(body["error"].get("message", ""))
+    if isinstance(status, int) and status != 200:
+        return http_kind(status), scrub(f"the batch line got HTTP {status}: {msg}".rstrip(": "))
+    return ErrorKind.BATCH_FAILED, "the batch line holds no chat completion"
+
+
+class BatchRunner:
+    """Submits, follows and collects the batches of one run against one server (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: JudgeClient,
+        api_key: str | None,
+        store_path: Path,
+        metrics: dict[str, Metric],
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        api: Any = None,
+        on_status: Callable[[str], None] | None = None,
+    ):
+        self.client = client
+        self.settings = client.settings
+        self.tries = self.settings.retries + 1
+        self.book = BatchBook(store_path, server_tag(client))
+        self.folder = store_path.parent / "batches"
+        self.report = BatchReport()
+        self.reader = Reader(self.book, client, metrics, self.report)
+        self.sleep = sleep
+        self._api = api
+        self._api_key = api_key
+        self.on_status = on_status  # progress: a line on each change of the batches' states
+        self._said = ""
+
+    @property
+    def api(self) -> Any:
+        if self._api is None:
+            from openai import OpenAI
+
+            # The SDK retries its calls (connection errors, 429, 5xx): harmless for reads, and a repeated upload
+            # costs nothing; a batch create is never retried blindly (see _create).
+            self._api = OpenAI(base_url=self.client.base_url, api_key=self._api_key or "none", max_retries=5)
+        return self._api
+
+    def close(self) -> None:
+        self.book.close()
+        if self._api is not None:
+            self._api.close()
+
+    # -- the whole run ----------------------------------------------------------
+    def run(self, splits: Sequence[Callable[[], Iterator[list[tuple[bytes, Metric, bytes]]]]], no_wait: bool) -> None:
+        """Make the reply store hold every request's reply, or a failure the book records, for these splits.
+
+        ``splits``: per split, a function that renders its requests afresh (pipeline.SplitRun.requests).
+        """
+        import openai
+
+        try:
+            self._run(splits, no_wait)
+        except openai.APIStatusError as e:
+            raise _api_error(e, self.client.base_url) from None
+        except openai.APIConnectionError as e:
+            raise ServerUnreachableError(
+                f"cannot reach the batch API at {self.client.base_url} ({e}). Batches already submitted are "
+                "recorded in the reply cache: run the same command again once the server is back."
+            ) from None
+
+    def _run(self, splits: Sequence[Callable[[], Iterator[list[tuple[bytes, Metric, bytes]]]]], no_wait: bool) -> None:
+        resubmit = self.settings.batch_fallback == "batch"
+        first = True
+        while True:
+            self._resume()
+            self._wait(no_wait)
+            if not first and not (resubmit and self.book.retryable(self.tries)):
+                return
+            n = sum(self._submit(requests(), retry=resubmit or first) for requests in splits)
+            first = False
+            if n == 0:
+                return
+            if no_wait:
+                self._pending()
+
+    # -- files for offline runners (vllm run-batch) ---------------------------------------
+    def export(self, splits: Sequence[Callable[[], Iterator[list[tuple[bytes, Metric, bytes]]]]], path: Path) -> int:
+        """Write every request the store lacks into one batch JSONL file; returns how many.
+
+        The requests are recorded as those of the job ``export:<file name>``, so that :meth:`read_output`
+        can validate their replies and name the lines an output file lacks.
+        """
+        name = f"export:{path.name}"
+        tmp = path.with_name(path.name + ".tmp")
+        n = 0
+        with open(tmp, "wb") as f:
+            with self.book.transaction():
+                # an earlier export to the same file name is replaced: its requests are written again
+                self.book.conn.execute("UPDATE batch_requests SET job = NULL WHERE job = ?", (name,))
+                self.book.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (name,))
+                self.book.conn.execute(
+                    "INSERT INTO batch_jobs (name, server, base_url, state, requests, created) "
+                    "VALUES (?, ?, ?, 'exported', 0, ?)",
+                    (name, self.book.server, self.client.base_url, time.time()),
+                )
+            for requests in splits:
+                for chunk in _grouped(requests(), 2048):
+                    keys = [k for k, _, _ in chunk]
+                    have = self._stored(keys)
+                    # an identical request earlier in the file is assigned to this export already
+                    have.update(k for k, (job, _) in self.book.states(keys).items() if job == name)
+                    todo = list({k: (k, m, b) for k, m, b in chunk if k not in have}.values())
+                    f.write(b"".join(line(k, b) for k, _, b in todo))
+                    self.book.assign([(k, m.name) for k, m, _ in todo], name)
+                    n += len(todo)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self.book.update(name, requests=n)
+        return n
+
+    def read_output(self, path: Path) -> tuple[int, int]:
+        """Read a runner's output JSONL into the store: (replies accepted, lines failed or invalid)."""
+        with open(path, "rb") as f:
+            accepted, failed, p_tok, c_tok = self.reader.read(f, None)
+        r = self.report
+        r.collected, r.failed, r.prompt_tokens, r.completion_tokens = accepted, failed, p_tok, c_tok
+        return accepted, failed
+
+    def _pending(self) -> None:
+        jobs = [j for j in self.book.jobs() if j.state not in ("collected", "exported")]
+        ids = ", ".join(j.batch_id or j.name for j in jobs[:5]) + (", ..." if len(jobs) > 5 else "")
+        raise BatchesPending(
+            f"{len(jobs)} batch(es) of {sum(j.requests for j in jobs):,} requests are running at the provider "
+            f"({ids}); their ids are kept in the reply cache. Run the same command again (without --no-wait to "
+            "wait for them) to collect them: nothing is submitted twice. `hf-judge batch status` shows them."
+        )
+
+    # -- submission ---------------------------------------------------------------
+    def _submit(self, requests: Iterator[list[tuple[bytes, Metric, bytes]]], retry: bool) -> int:
+        """Pack the requests that need a (new) try into files and submit each as it is full. Returns how many."""
+        packer = Packer(self.folder, self.settings.batch_max_requests, self.settings.batch_max_bytes, self._new_file)
+        n = 0
+        for chunk in _grouped(requests, 2048):
+            keys = [k for k, _, _ in chunk]
+            have = self._stored(keys)
+            # a request assigned to a file written earlier in this pass is in the book already (committed with it)
+            known = self.book.states([k for k in keys if k not in have])
+            files = packer.files
+            for key, metric, body in chunk:
+                if packer.files != files:  # a file was just recorded: its keys are in the book now
+                    known, files = self.book.states([k for k in keys if k not in have]), packer.files
+                if key in have or key in packer.seen:  # identical requests go once, as the online pipeline shares them
+                    continue
+                state = known.get(key)
+                if state is not None:
+                    job, attempts = state
+                    if job is not None and job.startswith("export:"):
+                        job = None  # written for an offline runner: batch mode sends it itself
+                    if job is not None or attempts >= self.tries or not retry:
+                        continue  # in a batch already, or out of tries: its error row says why
+                    self.report.resubmitted += 1
+                packer.add(key, metric.name, body)
+                n += 1
+        packer.flush()
+        self.report.submitted += n
+        return n
+
+    def _stored(self, keys: list[bytes]) -> set[bytes]:
+        found: set[bytes] = set()
+        conn = self.book.conn
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i : i + _CHUNK]
+            q = f"SELECT key FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
+            found.update(k for (k,) in conn.execute(q, chunk))
+            q = f"SELECT key FROM pending WHERE key IN ({','.join('?' * len(chunk))})"
+            found.update(k for (k,) in conn.execute(q, chunk))
+        return found
+
+    def _new_file(self, path: Path, keys: list[tuple[bytes, str]]) -> None:
+        name = path.stem
+        self.book.add_job(name, self.client.base_url, keys)
+        logger.info("batch: wrote %s (%d requests)", path.name, len(keys))
+        self._advance(Job(name, "written", len(keys)))
+
+    def _resume(self) -> None:
+        """Carry every file an earlier run left half-way (written, uploaded) to a submitted batch."""
+        for job in self.book.jobs(["written", "uploaded"]):
+            if job.state == "written" and not (self.folder / f"{job.name}.jsonl").exists():
+                # never uploaded, and its file is gone (a cleaned cache): its requests go in the next pass
+                self.book.release(job)
+                continue
+            self._advance(job)
+
+    def _advance(self, job: Job) -> None:
+        if job.state == "written":
+            file_id = self._find_upload(job) or self._upload(job)
+            self.book.update(job.name, file_id=file_id, state="uploaded")
+            job.file_id, job.state = file_id, "uploaded"
+        if job.state == "uploaded":
+            batch = self._find_batch(job) or self._create(job)
+            self.book.update(job.name, batch_id=batch.id, state=batch.status)
+            self.report.batches += 1
+            self.report.batch_ids.append(batch.id)
+            logger.info("batch: submitted %s as %s (%d requests)", job.name, batch.id, job.requests)
+            path = self.folder / f"{job.name}.jsonl"
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+    def _create(self, job: Job) -> Any:
+        """Create the batch of an uploaded file. Not retried blindly: a create whose reply was lost may have made
+        a batch, so before each new try the provider's list is searched for it (a second one would be paid twice)."""
+        import openai
+
+        api = self.api.with_options(max_retries=0)
+        for attempt in range(6):
+            try:
+                return api.batches.create(
+                    input_file_id=job.file_id,
+                    endpoint=ENDPOINT,
+                    completion_window="24h",
+                    metadata={"hf_judge": job.name},
+                )
+            except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError):
+                if attempt == 5:
+                    raise
+            self.sleep(min(30.0, self.settings.backoff_base * 2**attempt))
+            found = self._find_batch(job)
+            if found is not None:
+                return found
+        raise AssertionError("unreachable")
+
+    def _upload(self, job: Job) -> str:
+        path = self.folder / f"{job.name}.jsonl"
+        with open(path, "rb") as f:
+            return self.api.files.create(file=(path.name, f), purpose="batch").id
+
+    def _find_upload(self, job: Job) -> str | None:
+        """The upload a kill hid: a file of the provider's named after the job (recorded only after it returned)."""
+        for f in self.api.files.list(purpose="batch"):
+            if f.filename == f"{job.name}.jsonl":
+                return f.id
+        return None
+
+    def _find_batch(self, job: Job) -> Any:
+        """The batch a kill hid: one the provider made from this file (recorded only after create returned)."""
+        for b in self.api.batches.list(limit=100):
+            if b.input_file_id == job.file_id:
+                return b
+        return None
+
+    # -- collection ---------------------------------------------------------------
+    def _wait(self, no_wait: bool) -> None:
+        """Follow the batches in flight, collecting each as it ends; with ``no_wait``, look once."""
+        while True:
+            live = [j for j in self.book.jobs() if j.batch_id and j.state not in ("collected",)]
+            for job in live:
+                batch = self.api.batches.retrieve(job.batch_id)
+                counts = batch.request_counts
+                if batch.status != job.state or (counts and counts.completed != job.done):
+                    self.book.update(
+                        job.name,
+                        state=batch.status,
+                        done=counts.completed if counts else 0,
+                        failed=counts.failed if counts else 0,
+                    )
+                if batch.status in DONE:
+                    self._collect(job, batch)
+            left = [j for j in self.book.jobs() if j.batch_id and j.state != "collected"]
+            if not left:
+                return
+            if no_wait:
+                self._pending()
+            self._status(left)
+            self.sleep(self.settings.batch_poll_s)
+
+    def _status(self, live: list[Job]) -> None:
+        by_state: dict[str, int] = {}
+        for j in live:
+            by_state[j.state] = by_state.get(j.state, 0) + 1
+        states = ", ".join(f"{n} {state}" for state, n in sorted(by_state.items()))
+        done, total = sum(j.done for j in live), sum(j.requests for j in live)
+        line = f"batches in flight: {states}; {done:,} of {total:,} requests done"
+        logger.info("batch: %s", line)
+        if line != self._said and self.on_status is not None:
+            self._said = line
+            self.on_status(line)
+
+    def _collect(self, job: Job, batch: Any) -> None:
+        accepted = failed = p_tok = c_tok = 0
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
+                continue
+            a, f, p, c = self.reader.read(self._lines(file_id), job.name)
+            accepted, failed, p_tok, c_tok = accepted + a, failed + f, p_tok + p, c_tok + c
+        message = _batch_message(batch)
+        undone = self.book.close_job(job, _UNDONE_KIND.get(batch.status, ErrorKind.BATCH_FAILED), message)
+        self.book.update(job.name, prompt_tokens=p_tok, completion_tokens=c_tok, message=message, done=accepted)
+        self._delete(batch.input_file_id, batch.output_file_id, batch.error_file_id)
+        r = self.report
+        r.collected += accepted
+        r.failed += failed + undone
+        r.prompt_tokens += p_tok
+        r.completion_tokens += c_tok
+        if batch.status != "completed" or failed or undone:
+            logger.warning(
+                "batch %s ended %s: %d replies accepted, %d failed or invalid, %d not run (%s)",
+                batch.id,
+                batch.status,
+                accepted,
+                failed,
+                undone,
+                message,
+            )
+
+    def _delete(self, *file_ids: str | None) -> None:
+        """Delete a collected batch's files at the provider (its storage is limited); best effort, they expire too."""
+        import openai
+
+        for file_id in file_ids:
+            if file_id:
+                try:
+                    self.api.files.delete(file_id)
+                except openai.OpenAIError as e:
+                    logger.debug("could not delete the batch file %s: %s", file_id, e)
+
+    def _lines(self, file_id: str) -> Iterator[bytes]:
+        """The file's lines, streamed through a local copy: a 200 MB output is never held in memory."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"download-{file_id}-{uuid.uuid4().hex[:8]}.jsonl"
+        try:
+            with self.api.files.with_streaming_response.content(file_id) as r:
+                r.stream_to_file(path)
+            with open(path, "rb") as f:
+                yield from f
+        finally:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+
+def _batch_message(batch: Any) -> str:
+    """The provider's own words for a batch that did not complete (its errors), else its state."""
+    errors = getattr(getattr(batch, "errors", None), "data", None) or []
+    words = "; ".join(
+        f"{e.code}: {e.message}" + (f" (line {e.line})" if getattr(e, "line", None) else "") for e in errors[:5]
+    )
+    if batch.status == "completed":
+        return "the batch completed without this request's line"
+    base = {
+        "expired": "the batch expired (its completion window ended) before this request ran",
+        "cancelled": "the batch was cancelled before this request ran",
+        "failed": "the whole batch failed",
+    }.get(batch.status, f"the batch ended {batch.status}")
+    return scrub(f"{base}: {words}" if words else base)
+
+
+def _grouped(requests: Iterator[list[tuple[bytes, Metric, bytes]]], size: int) -> Iterator[list]:
+    out: list = []
+    for part in requests:
+        out += part
+        if len(out) >= size:
+            yield out
+            out = []
+    if out:
+        yield out

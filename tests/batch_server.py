@@ -1,0 +1,321 @@
+"""An OpenAI-compatible batch server for tests and benchmarks (loopback), with the judge's own replies.
+
+    python tests/batch_server.py --host 127.0.0.1 --port 0   # prints "PORT <n>"
+
+It speaks OpenAI's wire format for ``/v1/files`` (multipart upload, list, retrieve, content, delete) and
+``/v1/batches`` (create, retrieve, cancel, list), and answers ``/v1/chat/completions`` online as
+tests/judge_server.py does. A batch line's reply is the judge server's deterministic reply to the same
+body (its function, imported), so a batch run and an online run get equal replies.
+
+``POST /_admin/config`` sets the modes (``DEFAULTS``), ``POST /_admin/reset`` restores them and clears
+everything, ``GET /_admin/stats`` returns counters: files uploaded, batches created, and how many times
+each request (``custom_id``) was run, that is paid for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import copy
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).parent))
+from judge_server import Judge  # noqa: E402
+
+DEFAULTS: dict = {
+    "delay": 0.0,  # seconds from a batch's creation to its end
+    "fail_lines": 0,  # every Nth line of a file fails (HTTP 500 in the error file), on its request's first try
+    "invalid_lines": 0,  # every Nth line's reply is not JSON, on its request's first try
+    "expire": 0,  # this many of the next batches expire, with `expire_done` of their lines run
+    "expire_done": 0.5,
+    "fail_batch": None,  # a message: the next batch fails validation as a whole
+    "hold_upload": False,  # an upload is stored, then its reply waits while this is true
+    "hold_create": False,  # a batch create waits while this is true...
+    "drop_held": True,  # ...and then makes no batch (the caller died first) or, false, makes it
+}
+
+
+class BatchService:
+    def __init__(self) -> None:
+        self.judge = Judge()
+        self.reset()
+
+    def reset(self) -> None:
+        if getattr(self, "dir", None) is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.config = copy.deepcopy(DEFAULTS)
+        self.files: dict[str, dict] = {}
+        # file contents live on disk: a benchmark's million lines would not fit in memory twice
+        self.dir = Path(tempfile.mkdtemp(prefix="batch-server-"))
+        self.content: dict[str, Path] = {}
+        self.batches: dict[str, dict] = {}
+        self.tries: dict[str, int] = {}
+        self.stats: dict = {"uploads": 0, "creates": 0, "batches": 0, "paid": {}, "deleted": 0, "cancels": 0}
+        self.judge.reset_stats()
+
+    # -- files ------------------------------------------------------------------
+    def _file(self, name: str, path: Path, purpose: str) -> dict:
+        fid = f"file-{uuid.uuid4().hex[:24]}"
+        self.files[fid] = {
+            "id": fid,
+            "object": "file",
+            "bytes": path.stat().st_size,
+            "created_at": int(time.time()),
+            "filename": name,
+            "purpose": purpose,
+            "status": "processed",
+        }
+        self.content[fid] = path
+        return self.files[fid]
+
+    async def upload(self, request: web.Request) -> web.Response:
+        reader = await request.multipart()
+        name, purpose = "upload.jsonl", ""
+        path = self.dir / uuid.uuid4().hex
+        async for part in reader:
+            if part.name == "file":
+                name = part.filename or name
+                with open(path, "wb") as f:
+                    while chunk := await part.read_chunk():
+                        f.write(chunk)
+            elif part.name == "purpose":
+                purpose = await part.text()
+        self.stats["uploads"] += 1
+        stored = self._file(name, path, purpose)
+        while self.config["hold_upload"]:  # stored, but the caller has not heard so yet
+            await asyncio.sleep(0.02)
+        return web.json_response(stored)
+
+    async def list_files(self, request: web.Request) -> web.Response:
+        purpose = request.query.get("purpose")
+        data = [f for f in self.files.values() if purpose in (None, f["purpose"])]
+        return web.json_response({"object": "list", "data": data, "has_more": False})
+
+    async def get_file(self, request: web.Request) -> web.Response:
+        f = self.files.get(request.match_info["id"])
+        return web.json_response(f) if f else _error(404, "No such File object")
+
+    async def file_content(self, request: web.Request) -> web.Response:
+        fid = request.match_info["id"]
+        if fid not in self.content:
+            return _error(404, "No such File object")
+        return web.FileResponse(self.content[fid], headers={"Content-Type": "application/octet-stream"})
+
+    async def delete_file(self, request: web.Request) -> web.Response:
+        fid = request.match_info["id"]
+        if self.files.pop(fid, None) is None:
+            return _error(404, "No such File object")
+        self.content.pop(fid).unlink()
+        self.stats["deleted"] += 1
+        return web.json_response({"id": fid, "object": "file", "deleted": True})
+
+    # -- batches ----------------------------------------------------------------
+    async def create(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.stats["creates"] += 1
+        held = False
+        while self.config["hold_create"]:
+            held = True
+            await asyncio.sleep(0.02)
+        if held and self.config["drop_held"]:
+            return _error(503, "the server went away")
+        fid = body.get("input_file_id")
+        if fid not in self.content:
+            return _error(400, f"no input file {fid}")
+        bid = f"batch_{uuid.uuid4().hex[:24]}"
+        with open(self.content[fid], "rb") as f:
+            total = sum(1 for x in f if x.strip())
+        b = {
+            "id": bid,
+            "object": "batch",
+            "endpoint": body.get("endpoint"),
+            "errors": None,
+            "input_file_id": fid,
+            "completion_window": body.get("completion_window", "24h"),
+            "status": "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": int(time.time()),
+            "request_counts": {"total": total, "completed": 0, "failed": 0},
+            "metadata": body.get("metadata"),
+        }
+        cfg = self.config
+        if cfg["fail_batch"]:
+            b["status"] = "failed"
+            b["errors"] = {
+                "object": "list",
+                "data": [{"code": "invalid_request", "message": cfg["fail_batch"], "param": "body", "line": 1}],
+            }
+            cfg["fail_batch"] = None
+        elif cfg["expire"] > 0:
+            cfg["expire"] -= 1
+            b["_expire"] = cfg["expire_done"]
+        b["_created"] = time.monotonic()
+        self.batches[bid] = b
+        self.stats["batches"] += 1
+        return web.json_response(_public(b))
+
+    def _advance(self, b: dict) -> None:
+        if b["status"] in ("completed", "failed", "expired", "cancelled"):
+            return
+        if b["status"] == "cancelling":
+            b["status"] = "cancelled"
+            return
+        if time.monotonic() < b["_created"] + self.config["delay"]:  # the delay as configured now
+            b["status"] = "in_progress"
+            return
+        total = b["request_counts"]["total"]
+        n = int(total * b["_expire"]) if "_expire" in b else total
+        cfg = self.config
+        out_path, err_path = self.dir / uuid.uuid4().hex, self.dir / uuid.uuid4().hex
+        done = failed = 0
+        with (
+            open(self.content[b["input_file_id"]], "rb") as src,
+            open(out_path, "wb") as out,
+            open(err_path, "wb") as err,
+        ):
+            for i, raw in enumerate((x for x in src if x.strip()), 1):
+                if i > n:
+                    break
+                ln = orjson.loads(raw)
+                line = self._run_line(ln, i, cfg)
+                (out if line["response"]["status_code"] == 200 else err).write(orjson.dumps(line) + b"\n")
+                done, failed = (done + 1, failed) if line["response"]["status_code"] == 200 else (done, failed + 1)
+        if done:
+            b["output_file_id"] = self._file(f"{b['id']}_output.jsonl", out_path, "batch_output")["id"]
+        if failed:
+            b["error_file_id"] = self._file(f"{b['id']}_error.jsonl", err_path, "batch_output")["id"]
+        b["request_counts"] = {"total": total, "completed": done, "failed": failed}
+        b["status"] = "expired" if "_expire" in b else "completed"
+
+    def _run_line(self, ln: dict, i: int, cfg: dict) -> dict:
+        """One request line run: its output line (status 200) or its error line."""
+        cid = ln["custom_id"]
+        self.tries[cid] = tries = self.tries.get(cid, 0) + 1
+        self.stats["paid"][cid] = self.stats["paid"].get(cid, 0) + 1
+        rid = f"batch_req_{uuid.uuid4().hex[:16]}"
+        if cfg["fail_lines"] and i % cfg["fail_lines"] == 0 and tries == 1:
+            body = {"error": {"message": "The server had an error processing your request", "type": "server"}}
+            return {"id": rid, "custom_id": cid, "response": {"status_code": 500, "body": body}, "error": None}
+        invalid = bool(cfg["invalid_lines"] and i % cfg["invalid_lines"] == 0 and tries == 1)
+        reply = self.reply(ln["body"], invalid)
+        return {"id": rid, "custom_id": cid, "response": {"status_code": 200, "body": reply}, "error": None}
+
+    def reply(self, body: dict, invalid: bool = False) -> dict:
+        """The judge server's reply to ``body`` (tests/judge_server.py), as a chat completion."""
+        text = "".join(Judge._text(m.get("content"), self.judge.stats) for m in body.get("messages", []))
+        if invalid:
+            content = "this is not JSON"
+        else:
+            rf = body.get("response_format") or {}
+            schema = (
+                (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
+            )
+            content = orjson.dumps(self.judge._reply_object(text, schema or {})).decode()
+        top = int(body.get("top_logprobs") or 1) if body.get("logprobs") else None  # as the judge server reads it
+        return orjson.loads(Judge._completion_body(body.get("model", ""), content, "stop", len(text), top))
+
+    async def get_batch(self, request: web.Request) -> web.Response:
+        b = self.batches.get(request.match_info["id"])
+        if b is None:
+            return _error(404, "No such Batch object")
+        self._advance(b)
+        return web.json_response(_public(b))
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        b = self.batches.get(request.match_info["id"])
+        if b is None:
+            return _error(404, "No such Batch object")
+        self.stats["cancels"] += 1
+        if b["status"] in ("validating", "in_progress"):
+            b["status"] = "cancelling"
+        return web.json_response(_public(b))
+
+    async def list_batches(self, request: web.Request) -> web.Response:
+        data = [_public(b) for b in reversed(list(self.batches.values()))]
+        return web.json_response({"object": "list", "data": data, "has_more": False})
+
+    # -- admin ------------------------------------------------------------------
+    async def admin_config(self, request: web.Request) -> web.Response:
+        self.config.update(await request.json())
+        return web.json_response(self.config)
+
+    async def admin_reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.json_response({"ok": True})
+
+    async def admin_stats(self, request: web.Request) -> web.Response:
+        st = dict(self.stats, files=len(self.files), online=self.judge.stats["requests"])
+        return web.json_response(st)
+
+
+def _public(b: dict) -> dict:
+    return {k: v for k, v in b.items() if not k.startswith("_")}
+
+
+def _jsonl(rows: list[dict]) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in rows)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=status)
+
+
+def make_app() -> web.Application:
+    svc = BatchService()
+    atexit.register(lambda: shutil.rmtree(svc.dir, ignore_errors=True))
+    app = web.Application(client_max_size=1 << 30)
+    app.add_routes(
+        [
+            web.post("/v1/files", svc.upload),
+            web.get("/v1/files", svc.list_files),
+            web.get("/v1/files/{id}", svc.get_file),
+            web.get("/v1/files/{id}/content", svc.file_content),
+            web.delete("/v1/files/{id}", svc.delete_file),
+            web.post("/v1/batches", svc.create),
+            web.get("/v1/batches", svc.list_batches),
+            web.get("/v1/batches/{id}", svc.get_batch),
+            web.post("/v1/batches/{id}/cancel", svc.cancel),
+            web.post("/v1/chat/completions", svc.judge.completions),
+            web.post("/_admin/config", svc.admin_config),
+            web.post("/_admin/reset", svc.admin_reset),
+            web.get("/_admin/stats", svc.admin_stats),
+        ]
+    )
+    return app
+
+
+async def _serve(host: str, port: int) -> None:
+    runner = web.AppRunner(make_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    print(f"PORT {site._server.sockets[0].getsockname()[1]}", flush=True)  # noqa: SLF001 - the port the OS picked
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        asyncio.run(_serve(args.host, args.port))
+    except (KeyboardInterrupt, SystemExit):
+        pass
+
+
+if __name__ == "__main__":
+    main()
