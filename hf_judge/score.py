@@ -409,6 +409,13 @@ def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
         raise ConfigError(
             "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
         )
+    budgets = [n for n in ("max_cost", "max_total_tokens") if getattr(settings, n) is not None]
+    if budgets and settings.batch:
+        # A batch is paid as a whole once submitted; a budget checked as replies arrive could not stop it.
+        raise ConfigError(
+            f"{' and '.join(budgets)} cannot bound batch mode: a submitted batch is paid as a whole. See the "
+            "projected batch cost first with --dry-run, then run --batch without the budget (or score online)"
+        )
     if isinstance(ds, (IterableDataset, IterableDatasetDict)) or settings.num_workers > 1:
         raise ConfigError(
             "batch mode scores a whole Dataset in one process: drop streaming=True / num_workers (--workers), or "
