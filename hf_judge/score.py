@@ -453,7 +453,7 @@ def _run_batches(
         plans = plans_by_split[split]
         fp = _fingerprint(d, split, plans, client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
         if plans and not (ctx.cache_root / "results" / f"{fp}.arrow").exists():
-            todo.append(functools.partial(_requests, split, d, plans, client, ctx.layout))
+            todo.append(functools.partial(_requests, split, d, plans, client, ctx.layout, res.store))
     try:
         runner.run(todo, settings.no_wait)
     finally:
@@ -464,10 +464,18 @@ def _say(text: str) -> None:
     print(f"hf-judge: {text}", file=sys.stderr, flush=True)
 
 
-def _requests(split: str, d: Dataset, plans: list[Plan], client: JudgeClient, layout: Layout | None = None):
+def _requests(
+    split: str,
+    d: Dataset,
+    plans: list[Plan],
+    client: JudgeClient,
+    layout: Layout | None = None,
+    store: ReplyStore | None = None,
+):
     # large read batches: nothing waits on the renderer here, unlike in the online feeder.
     # K samples are K lines with the same body (their keys differ): a batch asks for no `n`.
-    return SplitRun(split, d, plans, client, None, window=1024, read_batch=1024, layout=layout).requests()
+    # The store: replies cached under an older key (compatible reuse) are left out of the batches.
+    return SplitRun(split, d, plans, client, store, window=1024, read_batch=1024, layout=layout).requests()
 
 
 def _settings_doc() -> str:

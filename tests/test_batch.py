@@ -434,3 +434,15 @@ def test_a_budget_is_refused_in_batch_mode_before_anything_is_sent(batch, tmp_pa
     with pytest.raises(ConfigError, match="cannot bound batch mode.*--dry-run"):
         run(qa_dataset(4), batch, tmp_path / "b", batch=True, prices=str(prices), **budget)
     assert not batch.stats()["paid"]
+
+
+def test_replies_under_the_whole_request_key_are_not_submitted(batch, tmp_path):
+    """Compatible reuse in batch mode: replies an earlier version (or reuse="strict") stored under the key of
+    the whole request, max_tokens included, are found and not submitted again."""
+    ds = qa_dataset(4)
+    cache = tmp_path / "shared"
+    expected = rows(run(ds, batch, cache, reuse="strict", max_tokens=256))
+    batch.reset()
+    scored = run(ds, batch, cache, batch=True, max_tokens=256)
+    assert rows(scored) == expected
+    assert not batch.stats()["paid"]
