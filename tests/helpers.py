@@ -41,3 +41,19 @@ def run_cli(capfd, *args, entry=None) -> tuple[int, str, str]:
         code = e.code if isinstance(e.code, int) else 2
     out, err = capfd.readouterr()
     return code, out, err
+
+
+def score_args(data, server, *extra, metrics: str = "QA_Clarity", columns=("instruction=question", "output=answer"),
+               model: str = "judge") -> list[str]:  # fmt: skip
+    """The argv of ``hf-judge score DATA`` against ``server``, then ``extra``: what most CLI tests start from.
+
+    ``server`` is the loopback judge (its ``base_url`` is used) or a URL; ``columns=()`` for data whose
+    columns already have the template's names. For example
+    ``run_cli(capfd, *score_args(data, judge, "--retries", "0"))`` is
+    ``hf-judge score DATA --metrics QA_Clarity --column instruction=question --column output=answer
+    --model judge --base-url URL --retries 0``.
+    """
+    url = server if isinstance(server, str) else server.base_url
+    columns_args = [a for c in columns for a in ("--column", c)]
+    args = ["score", data, "--metrics", metrics, *columns_args, "--model", model, "--base-url", url, *extra]
+    return [str(a) for a in args]
