@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from datasets import load_from_disk
+from helpers import run_cli
 
 from hf_judge.inputs import example_dataset_path
 from hf_judge.local import BUNDLED_MODEL_FILE, local_judge
@@ -44,6 +45,17 @@ def cli(*args, tmp_path: Path, pre: str = "", timeout: float = 600) -> subproces
 # --- no model needed ---------------------------------------------------------------------------
 
 
+@pytest.fixture
+def run(capfd, monkeypatch, tmp_path):
+    """`hf-judge ARGS` in this process (helpers.run_cli), in tmp_path (outside the checkout), with no key set:
+    (exit code, stdout, stderr). A real process is kept for what needs one: the server's start and stop."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HF_JUDGE_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    return lambda *args: run_cli(capfd, *args)
+
+
 def test_example_dataset_is_in_the_package():
     path = example_dataset_path()
     assert path.is_file() and path.parent.parent.name == "hf_judge"
@@ -51,28 +63,29 @@ def test_example_dataset_is_in_the_package():
     assert len(lines) == EXAMPLE_ROWS and all('"instruction"' in x and '"output"' in x for x in lines)
 
 
-def test_example_scores_with_any_judge_and_no_other_flag(judge, tmp_path):
-    p = cli("score", "--example", "--model", "judge", "--base-url", judge.base_url, tmp_path=tmp_path)
-    assert p.returncode == 0, p.stderr
+def test_example_scores_with_any_judge_and_no_other_flag(judge, tmp_path, run):
+    code, out, err = run("score", "--example", "--model", "judge", "--base-url", judge.base_url)
+    assert code == 0, err
     out = load_from_disk(tmp_path / "example-judged")
     assert len(out["train"]) == EXAMPLE_ROWS and len(out["errors"]) == 0
     assert out["train"].column_names == ["instruction", "output", *QA_ALL]  # QA_All by default, columns mapped by name
     assert judge.stats()["requests"] == EXAMPLE_ROWS
 
 
-def test_local_without_the_extra_is_a_config_error(tmp_path):
+def test_local_without_the_extra_is_a_config_error(tmp_path, run, monkeypatch):
     # as if llama-cpp-python were not installed: find_spec() answers None for a module set to None
-    p = cli("score", "--example", "--model", "local", tmp_path=tmp_path, pre="sys.modules['llama_cpp'] = None")
-    assert p.returncode == 2, p.stderr
-    assert 'pip install "hf-judge[local]"' in p.stderr and "llama_cpp" in p.stderr
-    assert "starting" not in p.stderr and not (tmp_path / "cache" / "models").exists()
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    code, out, err = run("score", "--example", "--model", "local")
+    assert code == 2, err
+    assert 'pip install "hf-judge[local]"' in err and "llama_cpp" in err
+    assert "starting" not in err and not (tmp_path / "cache" / "models").exists()
 
 
-def test_local_with_a_missing_gguf_is_a_config_error(tmp_path):
+def test_local_with_a_missing_gguf_is_a_config_error(tmp_path, run):
     missing = tmp_path / "nowhere" / "model.gguf"
-    p = cli("score", "--example", "--model", f"local:{missing}", tmp_path=tmp_path)
-    assert p.returncode == 2, p.stderr
-    assert f"local model '{missing}': no such file" in p.stderr and "starting" not in p.stderr
+    code, out, err = run("score", "--example", "--model", f"local:{missing}")
+    assert code == 2, err
+    assert f"local model '{missing}': no such file" in err and "starting" not in err
 
 
 @pytest.mark.parametrize(
@@ -84,9 +97,9 @@ def test_local_with_a_missing_gguf_is_a_config_error(tmp_path):
         (["score", "--example", "--model", "local:"], "needs a path after the colon"),
     ],
 )
-def test_example_and_local_usage_errors(args, message, tmp_path):
-    p = cli(*args, tmp_path=tmp_path)
-    assert p.returncode == 2 and message in p.stderr, p.stderr
+def test_example_and_local_usage_errors(args, message, run):
+    code, out, err = run(*args)
+    assert code == 2 and message in err, err
 
 
 # --- the real server (the `local` extra) ---------------------------------------------------------
