@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -300,22 +301,6 @@ def test_hub_offline_is_one_line_at_exit_1(tmp_path, env):
     assert "ConnectionError" not in p.stderr
 
 
-def test_hub_unreachable_is_one_line_at_exit_1(tmp_path, env):
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there: connection refused, as with no network (the Hub client retries ~20 s)
-    p = cli_process(
-        *_from_the_hub("someone/data"),
-        env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"},
-        cwd=tmp_path,
-    )
-    _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
-    assert "ConnectionError" not in p.stderr
-
-
 def test_secrets_never_leave_the_process(cli, judge, hub, tmp_path):
     """Full score-fail-push cycle with debug logging, against a server that echoes the key and
     the token in error replies, in invalid replies and in valid ones; they appear nowhere."""
@@ -412,3 +397,35 @@ def test_score_with_a_judge(cli, judge, tmp_path, env, metric, columns, column):
         assert set(out[column]) <= {"1", "2", "tie"} and judge.stats()["requests"] == 10  # both orders
     else:
         assert out.features[column].dtype == "bool"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _hub_unreachable_run(tmp_path_factory):
+    """`hf-judge score someone/data` with nothing listening at HF_ENDPOINT, started when this module starts.
+
+    huggingface_hub retries a refused connection five times, 1 + 2 + 4 + 8 + 8 s apart, and has no setting
+    (environment variable or argument reachable through datasets) that turns this off. The process spends those
+    ~23 s asleep, so it sleeps while this module's other tests run; the test below, the module's last, reads it.
+    """
+    tmp = tmp_path_factory.mktemp("hub_unreachable")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there: connection refused, as with no network
+    env = {**os.environ, "OPENAI_API_KEY": KEY, "HF_JUDGE_CACHE": str(tmp / "cache")}
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hf_judge.cli", *_from_the_hub("someone/data")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,
+    )  # fmt: skip
+    yield proc
+    if proc.poll() is None:  # the module ran without its last test (-k, -x): no stray process
+        proc.kill()
+    proc.communicate()
+
+
+def test_hub_unreachable_is_one_line_at_exit_1(_hub_unreachable_run):
+    stdout, stderr = _hub_unreachable_run.communicate(timeout=300)
+    p = Result(_hub_unreachable_run.returncode, stdout, stderr)
+    _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
+    assert "ConnectionError" not in p.stderr
