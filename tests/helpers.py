@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from datasets import Dataset
+
+# the example dataset (hf_judge/examples/) and the columns its default metric, QA_All, writes
+EXAMPLE_ROWS = 8
+QA_ALL = [
+    f"QA_{m}"
+    for m in ("Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness")
+]
 
 
 def qa_dataset(n: int, prefix: str = "row") -> Dataset:
@@ -57,3 +66,19 @@ def score_args(data, server, *extra, metrics: str = "QA_Clarity", columns=("inst
     columns_args = [a for c in columns for a in ("--column", c)]
     args = ["score", data, "--metrics", metrics, *columns_args, "--model", model, "--base-url", url, *extra]
     return [str(a) for a in args]
+
+
+def llama_servers_with(marker: str) -> list[int]:
+    """Pids of live (not zombie) llama.cpp servers whose command line holds ``marker`` (a model's path)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if "llama_cpp.server" in cmd and marker in cmd and state != "Z":
+            pids.append(int(d.name))
+    return pids

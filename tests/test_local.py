@@ -17,29 +17,16 @@ from pathlib import Path
 
 import pytest
 from datasets import load_from_disk
-from helpers import run_cli
+from helpers import EXAMPLE_ROWS, QA_ALL, llama_servers_with, run_cli
 
 from hf_judge.inputs import example_dataset_path
 from hf_judge.local import BUNDLED_MODEL_FILE, local_judge
-
-QA_ALL = [
-    f"QA_{m}"
-    for m in ("Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness")
-]
-EXAMPLE_ROWS = 8
 
 
 def _env(tmp_path: Path, **extra) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HF_JUDGE_DEBUG")}
     offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     return {**env, "HF_JUDGE_CACHE": str(tmp_path / "cache"), **offline, **extra}
-
-
-def cli(*args, tmp_path: Path, pre: str = "", timeout: float = 600) -> subprocess.CompletedProcess:
-    """`hf-judge ARGS` in a real process, in tmp_path (outside the checkout); `pre` runs first in it."""
-    code = f"import sys\n{pre}\nfrom hf_judge.cli import main\nsys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                          cwd=tmp_path, env=_env(tmp_path), timeout=timeout)  # fmt: skip
 
 
 # --- no model needed ---------------------------------------------------------------------------
@@ -115,22 +102,6 @@ def _model_in(cache: Path) -> Path:
     return target
 
 
-def _servers_with(marker: str) -> list[int]:
-    """Pids of live (not zombie) llama.cpp servers whose command line holds `marker`."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if "llama_cpp.server" in cmd and marker in cmd and state != "Z":
-            pids.append(int(d.name))
-    return pids
-
-
 def _assert_gone(pid: int) -> None:
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -171,22 +142,8 @@ class _Run:
         return rc
 
 
-@pytest.mark.real_server
-def test_score_example_with_the_local_judge(tmp_path):
-    model = _model_in(tmp_path / "cache")
-    p = cli("score", "--example", "--model", "local", "--limit", "3", "--cache-dir", "cache", tmp_path=tmp_path)
-    assert p.returncode == 0, p.stderr
-    assert "local judge gemma-3-270m-q4_k_m ready at http://127.0.0.1:" in p.stderr
-    assert "Real scores need a real judge" in p.stderr
-    out = load_from_disk(tmp_path / "example-judged")
-    train, errors = out["train"], out["errors"]
-    assert len(train) == 3 and train.column_names == ["instruction", "output", *QA_ALL]
-    failed = set(errors["row"])
-    for col in QA_ALL:  # every row scored in range, or in errors with its kind
-        for row, v in enumerate(train[col]):
-            assert (v is None) if row in failed else (1 <= v <= 10), (col, row, v, errors.to_list())
-    assert "rows           train: 3" in p.stdout
-    assert _servers_with(str(model)) == []
+# `hf-judge score --example --model local` start to finish, every row checked: the README's first
+# example, which tests/test_readme.py runs as written (check_local_example there)
 
 
 @pytest.mark.real_server
@@ -199,7 +156,7 @@ def test_interrupt_while_scoring_stops_the_server(tmp_path, sig):
     assert run.stop_with(sig) == 130, "".join(run.lines)
     assert "interrupted" in "".join(run.lines)
     _assert_gone(pid)
-    assert _servers_with(str(run.model)) == []
+    assert llama_servers_with(str(run.model)) == []
 
 
 @pytest.mark.real_server
@@ -207,9 +164,9 @@ def test_ctrl_c_while_the_server_starts_stops_it(tmp_path):
     run = _Run(tmp_path)
     run.wait_for("starting a local llama.cpp judge")
     deadline = time.monotonic() + 60
-    while not _servers_with(str(run.model)) and time.monotonic() < deadline:
+    while not llama_servers_with(str(run.model)) and time.monotonic() < deadline:
         time.sleep(0.02)
-    pids = _servers_with(str(run.model))
+    pids = llama_servers_with(str(run.model))
     assert pids, "".join(run.lines)
     assert run.stop_with(signal.SIGINT) == 130, "".join(run.lines)
     for pid in pids:
@@ -223,7 +180,7 @@ def test_local_judge_stops_the_server_when_the_block_raises(tmp_path, monkeypatc
     with pytest.raises(RuntimeError, match="boom"), local_judge(models_dir=model.parent) as judge:
         pid = judge.pid
         assert judge.model == "gemma-3-270m-q4_k_m" and judge.base_url == f"http://127.0.0.1:{judge.port}/v1"
-        assert _servers_with(str(model)) == [pid]
+        assert llama_servers_with(str(model)) == [pid]
         assert b"SECRET" not in Path(f"/proc/{pid}/environ").read_bytes()  # the server gets no keys
         raise RuntimeError("boom")
     _assert_gone(pid)
