@@ -259,4 +259,4 @@ def test_timeout_fires_close_to_its_value(judge, tmp_path):
     assert "no reply within 1 s" in out["errors"]["message"][0]
     # two attempts of 1 s, each cut off, against a server that would hold them 30 s; the sweep's precision
     # (a quarter of the timeout) is a unit test on a fake clock, not a wall-clock bound a loaded machine breaks
-    assert 2.0 <= took < 20
+    assert 2.0 <= took < 30  # typically 2.1 s: the upper bound is 10x that and more
