@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from datasets import concatenate_datasets, load_from_disk
-from helpers import qa_dataset, score, score_args
+from helpers import qa_dataset, run_cli, score, score_args
 
 import hf_judge.store
 from hf_judge import CacheLockedError, DiskFullError
@@ -253,19 +253,17 @@ def test_a_run_on_a_locked_cache_stops_without_paying_again(judge, tmp_path, mon
     assert [p.name for p in cache.iterdir() if "corrupt" in p.name] == []
 
 
-def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path):
+def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path, capfd, monkeypatch):
     data = tmp_path / "data.jsonl"
     rows = (json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(20_000))
     data.write_text("".join(rows))
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(small_disk / "cache")}
-    args = score_args(data, judge, "--output-dir", tmp_path / "out")
-    p = subprocess.run(
-        [sys.executable, "-m", "hf_judge.cli", *args], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert p.returncode == 1, p.stderr
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(small_disk / "cache"))
+    code, out, err = run_cli(capfd, *score_args(data, judge, "--output-dir", tmp_path / "out"))
+    assert code == 1, err
     # the reply cache or the results folder, whichever found the disk full first
-    assert "hf-judge: stopped: the disk that holds the " in p.stderr and str(small_disk / "cache") in p.stderr
-    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert "hf-judge: stopped: the disk that holds the " in err and str(small_disk / "cache") in err
+    assert "Traceback" not in err, err[-3000:]
     assert judge.stats()["requests"] < 20_000 // 2
 
 
