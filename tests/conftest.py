@@ -1,9 +1,16 @@
+import signal
 from pathlib import Path
 
 import pytest
 from hub_fixture import *  # noqa: F401,F403  (first: sets HF_ENDPOINT before datasets is imported)
 from judge_fixture import *  # noqa: F401,F403
 from llama_fixture import llama_server  # noqa: F401  (session-scoped: one llama.cpp server for every test that asks)
+
+# A shell starts a background job (`pytest ... &` in a script, nohup) with SIGINT ignored, and children inherit
+# that: the Ctrl-C tests' processes would never see their SIGINT. A handler, unlike "ignored", is reset to the
+# default when a child starts, so the children get Python's KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # --doctest-modules would import every module here; the helpers are not tests, and score_job.py is a
 # script whose import switches datasets' progress bars off for the whole session
