@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
-from helpers import run_cli, score_args
+from helpers import HUB_UNREACHABLE, HUB_UNREACHABLE_KEY, run_cli, score_args, start_hub_unreachable
 
 KEY = "sk-test-SECRETKEY-hfjudge-0123456789"
 
@@ -399,33 +398,10 @@ def test_score_with_a_judge(cli, judge, tmp_path, env, metric, columns, column):
         assert out.features[column].dtype == "bool"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _hub_unreachable_run(tmp_path_factory):
-    """`hf-judge score someone/data` with nothing listening at HF_ENDPOINT, started when this module starts.
-
-    huggingface_hub retries a refused connection five times, 1 + 2 + 4 + 8 + 8 s apart, and has no setting
-    (environment variable or argument reachable through datasets) that turns this off. The process spends those
-    ~23 s asleep, so it sleeps while this module's other tests run; the test below, the module's last, reads it.
-    """
-    tmp = tmp_path_factory.mktemp("hub_unreachable")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there: connection refused, as with no network
-    env = {**os.environ, "OPENAI_API_KEY": KEY, "HF_JUDGE_CACHE": str(tmp / "cache")}
-    env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hf_judge.cli", *_from_the_hub("someone/data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,
-    )  # fmt: skip
-    yield proc
-    if proc.poll() is None:  # the module ran without its last test (-k, -x): no stray process
-        proc.kill()
-    proc.communicate()
-
-
-def test_hub_unreachable_is_one_line_at_exit_1(_hub_unreachable_run):
-    stdout, stderr = _hub_unreachable_run.communicate(timeout=300)
-    p = Result(_hub_unreachable_run.returncode, stdout, stderr)
+def test_hub_unreachable_is_one_line_at_exit_1(request, tmp_path):
+    # started by conftest once the tests were collected, so its ~23 s in the Hub client's retries overlap them
+    proc = request.config.stash.get(HUB_UNREACHABLE, None) or start_hub_unreachable(tmp_path)
+    stdout, stderr = proc.communicate(timeout=300)
+    p = Result(proc.returncode, stdout, stderr)
     _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
-    assert "ConnectionError" not in p.stderr
+    assert "ConnectionError" not in p.stderr and HUB_UNREACHABLE_KEY not in p.stderr + p.stdout
