@@ -1,10 +1,9 @@
 """A real llama.cpp OpenAI-compatible server for the tests, as a session-scoped fixture.
 
-Use it from a test module with ``pytest_plugins = ["llama_fixture"]``
-(``tests/`` is on ``sys.path`` under pytest's default import mode), or for
-all tests with ``from llama_fixture import *`` in ``tests/conftest.py``. Either
-way the session has one server; a test module that itself does
-``from llama_fixture import llama_server`` gets a server of its own.
+``tests/conftest.py`` imports it, so a test asks for ``llama_server`` and the
+whole session shares one server (started by the first test that asks); a test
+module that itself did ``from llama_fixture import llama_server`` would get a
+server of its own, so none does.
 
 ``llama_server`` yields a :class:`LlamaServer` with ``base_url``
 (``http://127.0.0.1:PORT/v1``), ``model`` (the id the server reports),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset, load_from_disk
-from helpers import qa_dataset, score
+from helpers import qa_dataset, score, score_args
 from huggingface_hub import DatasetCard, HfApi, hf_hub_download
 
 from hf_judge import RunSummary, filter_by_scores
@@ -129,20 +129,7 @@ def test_score_then_push_card_shows_the_scoring_run(judge, hub, tmp_path, cli):
     Dataset.from_dict(
         {"question": [f"src-{i}?" for i in range(164)], "answer": [str(i) for i in range(164)]}
     ).push_to_hub("tester/card-src")
-    args = [
-        "score",
-        "tester/card-src",
-        "--metrics",
-        "QA_Clarity",
-        "--column",
-        "instruction=question",
-        "--column",
-        "output=answer",
-        "-m",
-        "judge",
-        "--base-url",
-        judge.base_url,
-    ]
+    args = score_args("tester/card-src", judge)
     p = cli(*args, "-o", tmp_path / "out")
     assert p.out.index("requests       164") < p.out.index("saved to")  # the summary, after the bars, before the paths
     assert " 0 examples" not in p.err
@@ -176,20 +163,7 @@ def test_score_then_push_card_shows_the_scoring_run(judge, hub, tmp_path, cli):
 def test_filtered_card_keeps_provenance_and_adds_thresholds(judge, hub, tmp_path, cli, monkeypatch):
     data = _jsonl(tmp_path / "data.jsonl", 60)
     monkeypatch.chdir(tmp_path)
-    cli(
-        "score",
-        data,
-        "--metrics",
-        "QA_Clarity",
-        "--column",
-        "instruction=question",
-        "--column",
-        "output=answer",
-        "-m",
-        "judge",
-        "--base-url",
-        judge.base_url,
-    )
+    cli(*score_args(data, judge))
     assert (tmp_path / "data-judged" / "summary.json").is_file()
     p = cli("filter", "data-judged", "--min", "QA_Clarity=5")
     assert "saved to data-filtered" in p.out and not (tmp_path / "data-judged-judged").exists()
@@ -204,22 +178,7 @@ def test_filtered_card_keeps_provenance_and_adds_thresholds(judge, hub, tmp_path
     assert "**Filtered:** QA_Clarity >= 5 (inclusive)" in text and f"**Rows kept:** train: {kept:,} of 60" in text
     assert _card_number(text, "Requests") == "60"
     # and from the Hub: a filter of a pushed result keeps it too
-    cli(
-        "score",
-        data,
-        "--metrics",
-        "QA_Clarity",
-        "--column",
-        "instruction=question",
-        "--column",
-        "output=answer",
-        "-m",
-        "judge",
-        "--base-url",
-        judge.base_url,
-        "--push-to-hub",
-        "tester/card-hubscored",
-    )
+    cli(*score_args(data, judge, "--push-to-hub", "tester/card-hubscored"))
     cli("filter", "tester/card-hubscored", "--min", "QA_Clarity=5", "--push-to-hub", "tester/card-hubbest")
     text = str(_card("tester/card-hubbest"))
     assert f"train: {kept:,} of 60" in text and _card_number(text, "Requests") == "60"

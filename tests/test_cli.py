@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
-from helpers import run_cli
+from helpers import HUB_UNREACHABLE, HUB_UNREACHABLE_KEY, run_cli, score_args, start_hub_unreachable
 
 KEY = "sk-test-SECRETKEY-hfjudge-0123456789"
 
@@ -78,6 +78,10 @@ def _jsonl(path: Path, n: int, **extra) -> Path:
     return path
 
 
+# score_args for the data of _jsonl scored by Q_Clarity, which reads only the instruction
+Q_ONLY = {"metrics": "Q_Clarity", "columns": ["instruction=question"]}
+
+
 @pytest.fixture
 def env(tmp_path):
     return {"HF_JUDGE_CACHE": str(tmp_path / "cache")}
@@ -86,22 +90,7 @@ def env(tmp_path):
 def test_score_local_jsonl_with_limit(cli, judge, tmp_path, env):
     data = _jsonl(tmp_path / "data.jsonl", 30)
     p = cli(
-        "score",
-        data,
-        "--metrics",
-        "QA_Clarity,Q_All",
-        "--column",
-        "instruction=question",
-        "--column",
-        "output=answer",
-        "--model",
-        "judge",
-        "--base-url",
-        judge.base_url,
-        "--limit",
-        "12",
-        "--output-dir",
-        tmp_path / "out",
+        *score_args(data, judge, "--limit", "12", "--output-dir", tmp_path / "out", metrics="QA_Clarity,Q_All"),
         env=env,
         check=0,
     )
@@ -119,22 +108,11 @@ def test_score_save_to_disk_folder(cli, judge, tmp_path, env):
     DatasetDict(
         {"train": Dataset.from_dict({"instruction": ["a", "b"]}), "test": Dataset.from_dict({"instruction": ["c"]})}
     ).save_to_disk(tmp_path / "dd")
-    cli(
-        "score",
-        tmp_path / "dd",
-        "--metrics",
-        "Q_Clarity",
-        "--model",
-        "judge",
-        "--base-url",
-        judge.base_url,
-        "--split",
-        "test",
-        "--output-dir",
-        tmp_path / "out",
-        env=env,
-        check=0,
+    out_dir = tmp_path / "out"
+    args = score_args(
+        tmp_path / "dd", judge, "--split", "test", "--output-dir", out_dir, metrics="Q_Clarity", columns=()
     )
+    cli(*args, env=env, check=0)
     out = load_from_disk(tmp_path / "out")
     assert set(out) == {"test", "errors"} and len(out["test"]) == 1
 
@@ -143,26 +121,7 @@ def test_hub_round_trip_score_filter_push(cli, judge, hub, tmp_path, env):
     src = Dataset.from_dict({"question": [f"hub-{i}?" for i in range(20)], "answer": [str(i) for i in range(20)]})
     src.push_to_hub("tester/src")
     judge.configure(faults=[{"fault": "out_of_range", "match": "hub-3?"}])
-    p = cli(
-        "score",
-        "tester/src",
-        "--metrics",
-        "QA_Clarity",
-        "--column",
-        "instruction=question",
-        "--column",
-        "output=answer",
-        "--model",
-        "judge",
-        "--base-url",
-        judge.base_url,
-        "--retries",
-        "0",
-        "--push-to-hub",
-        "tester/scored",
-        env=env,
-        check=0,
-    )
+    p = cli(*score_args("tester/src", judge, "--retries", "0", "--push-to-hub", "tester/scored"), env=env, check=0)
     assert "pushed to" in p.stdout
     scored = load_dataset("tester/scored", split="train")
     assert len(scored) == 20 and scored["QA_Clarity"][3] is None
@@ -183,20 +142,7 @@ def test_hub_round_trip_score_filter_push(cli, judge, hub, tmp_path, env):
     card2.push_to_hub("tester/scored", repo_type="dataset")
     judge.reset()  # healthy: the re-push has no errors, and the Hub must say so
     cli(
-        "score",
-        "tester/src",
-        "--metrics",
-        "QA_Clarity",
-        "--column",
-        "instruction=question",
-        "--column",
-        "output=answer",
-        "--model",
-        "judge",
-        "--base-url",
-        judge.base_url,
-        "--push-to-hub",
-        "tester/scored",
+        *score_args("tester/src", judge, "--push-to-hub", "tester/scored"),
         env=env,
         check=0,
     )
@@ -284,23 +230,8 @@ def test_python_dash_m_and_the_console_script_run_as_processes(tmp_path):
     script = Path(sys.executable).parent / ("hf-judge.exe" if sys.platform == "win32" else "hf-judge")
     # the install (README, .ci/run) puts the console script beside the interpreter: its absence is a failure
     assert script.exists(), f"no console script at {script}: install with pip install -e '.[test,local]'"
-    p = subprocess.run(
-        [
-            script,
-            "score",
-            tmp_path / "missing.jsonl",
-            "--metrics",
-            "Q_Clarity",
-            "--model",
-            "judge",
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-        ],
-        capture_output=True,
-        text=True,
-        env=e,
-        timeout=300,
-    )
+    args = score_args(tmp_path / "missing.jsonl", "http://127.0.0.1:9/v1", metrics="Q_Clarity", columns=())
+    p = subprocess.run([script, *args], capture_output=True, text=True, env=e, timeout=300)
     _one_line_error(p, 2, "no such file")
 
 
@@ -353,66 +284,19 @@ def test_error_paths(cli, judge, tmp_path, env):
         1,
         "model name",
     )
-    _one_line_error(
-        cli(
-            "score",
-            data,
-            "--metrics",
-            "Q_Clarity",
-            "--column",
-            "instruction=question",
-            "--model",
-            "judge",
-            "--base-url",
-            judge.base_url,
-            "--api-key-env",
-            "NOPE_NOT_SET",
-            env=env,
-        ),
-        2,
-        "NOPE_NOT_SET",
-    )
+    no_key = cli(*score_args(data, judge, "--api-key-env", "NOPE_NOT_SET", **Q_ONLY), env=env)
+    _one_line_error(no_key, 2, "NOPE_NOT_SET")
     assert "Traceback" in cli("score", data, "--metrics", "QA_Nope", *base, env={**env, "HF_JUDGE_DEBUG": "1"}).stderr
+
+
+def _from_the_hub(repo: str) -> list[str]:
+    return score_args(repo, "http://127.0.0.1:9/v1", metrics="Q_Clarity", columns=(), model="m")
 
 
 # The Hub client reads HF_HUB_OFFLINE and HF_ENDPOINT when it is imported: these two need a fresh process.
 def test_hub_offline_is_one_line_at_exit_1(tmp_path, env):
-    p = cli_process(
-        "score",
-        "someone/data",
-        "--metrics",
-        "Q_Clarity",
-        "--model",
-        "m",
-        "--base-url",
-        "http://127.0.0.1:9/v1",
-        env={**env, "HF_HUB_OFFLINE": "1"},
-        cwd=tmp_path,
-    )
+    p = cli_process(*_from_the_hub("someone/data"), env={**env, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
     _one_line_error(p, 1, "cannot load 'someone/data': HF_HUB_OFFLINE is set", "use a local file")
-    assert "ConnectionError" not in p.stderr
-
-
-def test_hub_unreachable_is_one_line_at_exit_1(tmp_path, env):
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there: connection refused, as with no network (the Hub client retries ~20 s)
-    p = cli_process(
-        "score",
-        "someone/data",
-        "--metrics",
-        "Q_Clarity",
-        "--model",
-        "m",
-        "--base-url",
-        "http://127.0.0.1:9/v1",
-        env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"},
-        cwd=tmp_path,
-    )
-    _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
     assert "ConnectionError" not in p.stderr
 
 
@@ -431,26 +315,8 @@ def test_secrets_never_leave_the_process(cli, judge, hub, tmp_path):
         ],
     )
     p = cli(
-        "score",
-        data,
-        "--metrics",
-        "QA_Clarity",
-        "--column",
-        "instruction=question",
-        "--column",
-        "output=answer",
-        "--model",
-        "judge",
-        "--base-url",
-        judge.base_url,
-        "--push-to-hub",
-        "tester/secret-check",
-        "--output-dir",
-        tmp_path / "out",
-        "--token",
-        token,
-        "--retries",
-        "1",
+        *score_args(data, judge, "--push-to-hub", "tester/secret-check", "--output-dir", tmp_path / "out"),
+        *("--token", token, "--retries", "1"),
         env={"HF_JUDGE_CACHE": str(cache), "HF_JUDGE_DEBUG": "1"},
         check=0,
     )
@@ -481,20 +347,7 @@ def test_credentials_in_base_url_never_leave_the_process(cli, judge, hub, tmp_pa
     judge.configure(record=True)
     data = _jsonl(tmp_path / "d.jsonl", 3)
     p = cli(
-        "score",
-        data,
-        "--metrics",
-        "Q_Clarity",
-        "--column",
-        "instruction=question",
-        "--model",
-        "judge",
-        "--base-url",
-        url,
-        "--push-to-hub",
-        "tester/url-secret-check",
-        "--output-dir",
-        tmp_path / "out",
+        *score_args(data, url, "--push-to-hub", "tester/url-secret-check", "--output-dir", tmp_path / "out", **Q_ONLY),
         env={"HF_JUDGE_CACHE": str(tmp_path / "cache"), "HF_JUDGE_DEBUG": "1"},
         check=0,
     )
@@ -543,6 +396,15 @@ def test_score_with_a_judge(cli, judge, tmp_path, env, metric, columns, column):
         assert set(out[column]) <= {"1", "2", "tie"} and judge.stats()["requests"] == 10  # both orders
     else:
         assert out.features[column].dtype == "bool"
+
+
+def test_hub_unreachable_is_one_line_at_exit_1(request, tmp_path):
+    # started by conftest once the tests were collected, so its ~23 s in the Hub client's retries overlap them
+    proc = request.config.stash.get(HUB_UNREACHABLE, None) or start_hub_unreachable(tmp_path)
+    stdout, stderr = proc.communicate(timeout=300)
+    p = Result(proc.returncode, stdout, stderr)
+    _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
+    assert "ConnectionError" not in p.stderr and HUB_UNREACHABLE_KEY not in p.stderr + p.stdout
 
 
 def test_a_reader_that_closes_the_pipe_early_is_no_error(tmp_path):

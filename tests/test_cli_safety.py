@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset, load_dataset, load_from_disk
+from helpers import score_args
 
 from hf_judge import ConfigError, ServerUnreachableError, Settings, filter_by_scores, score_dataset
 from hf_judge.cli import main
@@ -41,6 +42,10 @@ def jsonl(path: Path, n: int, prefix: str = "q") -> Path:
 
 def server(judge) -> list[str]:
     return ["--model", "judge", "--base-url", judge.base_url, "--retries", "0"]
+
+
+# the score_args of a run that never reaches a judge: data with the template's column names, any model name
+NO_JUDGE = {"metrics": "Q_Clarity", "columns": (), "model": "m"}
 
 
 def dead_url() -> str:
@@ -236,17 +241,8 @@ def test_a_real_column_conflict_names_the_flag(judge, tmp_path, capsys):
         capsys, "score", data, "--metrics", "Q_Clarity", *server(judge), "--output-dir", tmp_path / "o"
     )
     assert code == 2 and "--overwrite-scores" in err and "Q_Clarity_reason" in err and "remove_columns" not in err
-    code, out, err = run(
-        capsys,
-        "score",
-        data,
-        "--metrics",
-        "Q_Clarity",
-        *server(judge),
-        "--output-dir",
-        tmp_path / "o",
-        "--overwrite-scores",
-    )
+    args = ["--metrics", "Q_Clarity", *server(judge), "--output-dir", tmp_path / "o", "--overwrite-scores"]
+    code, out, err = run(capsys, "score", data, *args)
     assert code == 0, err
     assert judge.stats()["requests"] == 3 and None not in load_from_disk(tmp_path / "o")["train"]["Q_Clarity_reason"]
 
@@ -299,19 +295,8 @@ def test_a_different_result_needs_overwrite(judge, tmp_path, capsys):
 
 def test_base_url_without_scheme_writes_nothing(tmp_path, capsys):
     data = jsonl(tmp_path / "d.jsonl", 3)
-    code, out, err = run(
-        capsys,
-        "score",
-        data,
-        "--metrics",
-        "Q_Clarity",
-        "--model",
-        "m",
-        "--base-url",
-        "127.0.0.1:8000/v1",
-        "--output-dir",
-        tmp_path / "out",
-    )
+    args = score_args(data, "127.0.0.1:8000/v1", "--output-dir", tmp_path / "out", **NO_JUDGE)
+    code, out, err = run(capsys, *args)
     assert code == 2 and "'http://127.0.0.1:8000/v1'" in err
     assert not (tmp_path / "out").exists()
 
@@ -319,22 +304,8 @@ def test_base_url_without_scheme_writes_nothing(tmp_path, capsys):
 def test_unreachable_server_stops_before_writing_and_says_so_once(tmp_path, capsys):
     data = jsonl(tmp_path / "d.jsonl", 3)
     url = dead_url()
-    code, out, err = run(
-        capsys,
-        "score",
-        data,
-        "--metrics",
-        "Q_Clarity",
-        "--model",
-        "m",
-        "--base-url",
-        url,
-        "--retries",
-        "1",
-        "--no-cache",
-        "--output-dir",
-        tmp_path / "out",
-    )
+    args = score_args(data, url, "--retries", "1", "--no-cache", "--output-dir", tmp_path / "out", **NO_JUDGE)
+    code, out, err = run(capsys, *args)
     assert code == 1
     assert err.count(f"connection refused at {url}/chat/completions") == 1, err
     assert "cached" not in err and not (tmp_path / "out").exists()
@@ -359,21 +330,8 @@ def test_no_key_for_openai_is_an_error_before_sending(tmp_path, capsys, monkeypa
 
 def test_stop_message_under_no_cache_promises_no_cache(judge, tmp_path, capsys):
     data = jsonl(tmp_path / "d.jsonl", 4)
-    code, out, err = run(
-        capsys,
-        "score",
-        data,
-        "--metrics",
-        "Q_Clarity",
-        *server(judge),
-        "--max-total-tokens",
-        "1",
-        "--no-cache",
-        "--concurrency",
-        "1",
-        "--output-dir",
-        tmp_path / "o",
-    )
+    args = ["--metrics", "Q_Clarity", *server(judge), "--max-total-tokens", "1", "--no-cache", "--concurrency", "1"]
+    code, out, err = run(capsys, "score", data, *args, "--output-dir", tmp_path / "o")
     assert code == 1 and "max_total_tokens" in err and "cached" not in err and "nothing of this run was kept" in err
 
 

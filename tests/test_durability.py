@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from datasets import concatenate_datasets, load_from_disk
-from helpers import qa_dataset, score
+from helpers import qa_dataset, run_cli, score, score_args
 
 import hf_judge.store
 from hf_judge import CacheLockedError, DiskFullError
@@ -253,40 +253,17 @@ def test_a_run_on_a_locked_cache_stops_without_paying_again(judge, tmp_path, mon
     assert [p.name for p in cache.iterdir() if "corrupt" in p.name] == []
 
 
-def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path):
+def test_cli_on_a_full_disk_exits_1_naming_the_path(judge, small_disk, tmp_path, capfd, monkeypatch):
     data = tmp_path / "data.jsonl"
     rows = (json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(20_000))
     data.write_text("".join(rows))
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(small_disk / "cache")}
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hf_judge.cli",
-            "score",
-            str(data),
-            "--metrics",
-            "QA_Clarity",
-            "--column",
-            "instruction=question",
-            "--column",
-            "output=answer",
-            "--model",
-            "judge",
-            "--base-url",
-            judge.base_url,
-            "--output-dir",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert p.returncode == 1, p.stderr
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(small_disk / "cache"))
+    code, out, err = run_cli(capfd, *score_args(data, judge, "--output-dir", tmp_path / "out"))
+    assert code == 1, err
     # the reply cache or the results folder, whichever found the disk full first
-    assert "hf-judge: stopped: the disk that holds the " in p.stderr and str(small_disk / "cache") in p.stderr
-    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert "hf-judge: stopped: the disk that holds the " in err and str(small_disk / "cache") in err
+    assert "Traceback" not in err, err[-3000:]
     assert judge.stats()["requests"] < 20_000 // 2
 
 
@@ -369,26 +346,7 @@ def test_cli_on_a_cache_locked_mid_run_exits_1_naming_the_file(judge, tmp_path, 
     data.write_text("".join(rows))
     holder = _hold_write_lock(cache / "replies.sqlite3")
     judge.configure(latency=0.05)
-    code = main(
-        [
-            "score",
-            str(data),
-            "--metrics",
-            "QA_Clarity",
-            "--column",
-            "instruction=question",
-            "--column",
-            "output=answer",
-            "--model",
-            "judge",
-            "--base-url",
-            judge.base_url,
-            "--concurrency",
-            "8",
-            "--output-dir",
-            str(tmp_path / "out"),
-        ]
-    )
+    code = main(score_args(data, judge, "--concurrency", "8", "--output-dir", tmp_path / "out"))
     err = capsys.readouterr().err
     holder.close()
     assert code == 1, err[-3000:]

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from helpers import qa_dataset, run_cli, score
+from helpers import qa_dataset, run_cli, score, score_args
 
 from hf_judge import QuotaExceededError, RateLimitedError, RunStopped
 
@@ -213,24 +213,7 @@ def test_cli_max_reply_bytes_and_quota_exit_code(judge, tmp_path, capfd, monkeyp
     data.write_text("".join(json.dumps({"question": f"cli-{i}?", "answer": str(i)}) + "\n" for i in range(3)))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    args = [
-        "score",
-        data,
-        "--metrics",
-        "QA_Clarity",
-        "--column",
-        "instruction=question",
-        "--column",
-        "output=answer",
-        "--model",
-        "judge",
-        "--base-url",
-        judge.base_url,
-        "--retries",
-        "0",
-        "--output-dir",
-        tmp_path / "out",
-    ]
+    args = score_args(data, judge, "--retries", "0", "--output-dir", tmp_path / "out")
     judge.configure(faults=[{"fault": "huge_body", "size": 300_000, "match": "cli-1?"}])
     code, out, err = run_cli(capfd, *args, "--max-reply-bytes", "100000")
     assert code == 0, err

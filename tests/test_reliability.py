@@ -64,7 +64,9 @@ def _invariant(out, n_rows, metrics=1):
 )
 def test_fault_matrix(judge, tmp_path, rule, attempts, outcome):
     judge.configure(faults=[{**rule, "match": "row-1:"}])
-    out = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path, retries=3, timeout=0.5)
+    # a short timeout only where the fault is a delay: elsewhere a loaded machine's slow healthy reply is no timeout
+    timeout = 0.5 if rule["fault"] == "delay" else 30
+    out = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path, retries=3, timeout=timeout)
     _invariant(out, 3)
     st = judge.stats()
     assert st["requests"] == 2 + attempts
@@ -161,7 +163,8 @@ def test_retry_after_ms(judge, tmp_path):
 
 def test_429_storm_settles_near_server_capacity(judge, tmp_path):
     judge.configure(latency=0.05, max_concurrent=20, over_limit_retry_after=0.2)
-    out = score(qa_dataset(3000), ["QA_Clarity"], judge, tmp_path, concurrency=512, retries=50, backoff_max=1)
+    # 1,600 rows: at least 4 s at the server's 400 requests/s, half of it after the 2 s the limit may take to settle
+    out = score(qa_dataset(1600), ["QA_Clarity"], judge, tmp_path, concurrency=512, retries=50, backoff_max=1)
     assert len(out["errors"]) == 0
     events = judge.stats()["events"]
     start = events[0][0]
@@ -187,7 +190,7 @@ def test_soak(judge, tmp_path):
             {"fault": "malformed_json", "rate": 0.04, "random": True},
         ],
     )
-    n = 20000
+    n = 5000  # ~750 injected faults, each kind well over a hundred times
     out = score(qa_dataset(n), ["QA_Clarity"], judge, tmp_path, concurrency=1024, retries=8)
     st = judge.stats()
     _invariant(out, n)
@@ -256,4 +259,4 @@ def test_timeout_fires_close_to_its_value(judge, tmp_path):
     assert "no reply within 1 s" in out["errors"]["message"][0]
     # two attempts of 1 s, each cut off, against a server that would hold them 30 s; the sweep's precision
     # (a quarter of the timeout) is a unit test on a fake clock, not a wall-clock bound a loaded machine breaks
-    assert 2.0 <= took < 20
+    assert 2.0 <= took < 30  # typically 2.1 s: the upper bound is 10x that and more

@@ -102,6 +102,8 @@ def test_seed_config_runs_unchanged(project, judge):
 
 def test_failed_metric_is_not_tracked_and_is_retried(project, judge):
     root, ids = project
+    config = root / "config.yaml"
+    config.write_text(config.read_text().replace("retry: 3 ", "retry: 0 "))  # fails at once, not after 3 backoffs
     judge.configure(faults=[{"fault": "out_of_range", "match": "seed question item-3:"}])
     run_seed_config(root / "config.yaml", cache_dir=root / "cache")
     errors = _read(root / "output" / "example_input_add_key_errors.jsonl")
