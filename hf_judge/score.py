@@ -1193,6 +1193,12 @@ def _record_run(summary: RunSummary, current: tuple, clients: list[JudgeClient],
     entry: dict[str, Any] = {"id": run_id, "started": started, "split": split}
     entry.update({k: now[k] - before[k] for k in _COUNTERS})
     entry["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    b = summary.batch
+    if (b.get("prompt_tokens") or b.get("completion_tokens")) and all(r.get("id") != run_id for r in summary.runs):
+        # batch mode collected its replies before any split began: their tokens go in this run's first entry
+        for k in ("prompt_tokens", "completion_tokens"):
+            entry[k] += b.get(k, 0)
+            entry[f"batch_{k}"] = b.get(k, 0)
     earlier = _read_runs(cache_file) if cache_file is not None else []
     summary.add_runs([*earlier, entry])
     if cache_file is not None:
