@@ -320,6 +320,7 @@ class _TokenCounter:
         self.root = client.base_url.removesuffix("/v1")  # vLLM and llama.cpp serve these beside /v1
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.methods: list[str] = []
+        self.unreachable = ""  # why the server could not be reached, where it could not
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: Any = None
         self._encoding: Any = None
@@ -350,14 +351,15 @@ class _TokenCounter:
                 self._used(method)
                 return counts
             self._forms.pop(0)
+        note = f"; {self.root} could not be reached ({self.unreachable}): check --base-url" if self.unreachable else ""
         if self._try_tiktoken and self._encoding is None:
             self._encoding = _tiktoken_encoding(self.model)
             self._try_tiktoken = self._encoding is not None
         if self._encoding is not None:
-            self._used(f"tiktoken {self._encoding.name} (+3 per message, +3 per reply)")
+            self._used(f"tiktoken {self._encoding.name} (+3 per message, +3 per reply){note}")
             enc = self._encoding
             return [3 + sum(3 + len(enc.encode(_text(m))) + 1 for m in msgs) for msgs in batch]
-        self._used("an estimate: characters / 4, +4 per message (no token count from the server, no tiktoken)")
+        self._used("an estimate: characters / 4, +4 per message (no token count from the server, no tiktoken)" + note)
         return [round(sum(4 + _chars_tokens(m) for m in msgs)) for msgs in batch]
 
     def _server(self, batch: list[list[dict]], form: str) -> list[int] | None:
@@ -368,6 +370,12 @@ class _TokenCounter:
             return self._loop.run_until_complete(self._server_counts(batch, form))
         except Exception as e:  # noqa: BLE001 - any failure means: count another way
             logger.info("no %s token count from the server (%s)", form, scrub(str(e))[:200])
+            import aiohttp
+
+            if isinstance(e, (aiohttp.ClientConnectionError, asyncio.TimeoutError)):
+                # nothing answers there (a wrong --base-url?): no other form will do better, and the user must know
+                self.unreachable = scrub(str(e) or type(e).__name__)[:200]
+                self._forms = self._forms[:1]
             return None
 
     async def _server_counts(self, batch: list[list[dict]], form: str) -> list[int]:
