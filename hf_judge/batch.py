@@ -128,6 +128,7 @@ class BatchBook:
     def __init__(self, path: Path, server: str):
         self.path = Path(path)
         self.server = server
+        self.importing = ""  # the runner's output file an import reads: a request it lacks is not resubmitted
         self.conn = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False)
         self.conn.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -198,6 +199,12 @@ class BatchBook:
             message = (
                 f"no reply for this request in the imported output of {job.removeprefix('export:')}"
                 if job is not None and job.startswith("export:")
+                else (
+                    f"this request is not among the requests exported to this cache, so {self.importing} cannot "
+                    "answer it: import with the dataset, --metrics, --model, --base-url and --cache-dir of the "
+                    "export, or export it (hf-judge batch export)"
+                )
+                if self.importing
                 else "no batch brought this request's reply back; run the same command again to submit it"
             )
             return Outcome(None, None, ErrorKind.BATCH_MISSING, message, attempts=row[1] if row else 0)
@@ -343,6 +350,7 @@ class Reader:
         self.client = client
         self.metrics = metrics
         self.report = report
+        self.unknown = 0  # lines whose custom_id is no request of this cache's book
 
     def read(self, lines: Iterable[bytes], job: str | None) -> tuple[int, int, int, int]:
         """(accepted, failed, prompt tokens, completion tokens) of the lines; unknown custom ids are skipped."""
@@ -377,6 +385,7 @@ class Reader:
         for key, d in zip(keys, docs, strict=True):
             name = metric_of.get(key)
             if name is None:  # not a request the book knows (another cache's): not ours to keep
+                self.unknown += 1
                 continue
             metric = self.metrics.get(name)
             response = d.get("response") if isinstance(d.get("response"), dict) else None
@@ -560,8 +569,19 @@ class BatchRunner:
 
     def read_output(self, path: Path) -> tuple[int, int]:
         """Read a runner's output JSONL into the store: (replies accepted, lines failed or invalid)."""
+        self.book.importing = path.name
         with open(path, "rb") as f:
             accepted, failed, p_tok, c_tok = self.reader.read(f, None)
+        unknown = self.reader.unknown
+        if unknown and not accepted + failed:
+            # keys are made of the dataset, metrics, model and server: an import with other settings matches nothing
+            raise ConfigError(
+                f"none of the {unknown:,} lines of {path.name} answers a request exported to the cache "
+                f"{self.book.path.parent}: import with the --cache-dir (and the dataset, --metrics, --model and "
+                "--base-url) of the `hf-judge batch export` that wrote the requests"
+            )
+        if unknown:
+            logger.warning("skipped %d lines of %s that answer no request exported to this cache", unknown, path.name)
         r = self.report
         r.collected, r.failed, r.prompt_tokens, r.completion_tokens = accepted, failed, p_tok, c_tok
         return accepted, failed
