@@ -416,6 +416,22 @@ class Reader:
         return len(good), len(bad), p_tok, c_tok
 
 
+def _refuse_requests_file(f: Any, path: Path) -> None:
+    """A ConfigError where the file's first line is a request (the export's file given in place of the output):
+    read as output, each of its lines would count as a failed try of its request."""
+    first = next((raw for raw in f if raw.strip()), b"")
+    f.seek(0)
+    try:
+        doc = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return
+    if isinstance(doc, dict) and "body" in doc and "method" in doc and "response" not in doc:
+        raise ConfigError(
+            f"{path.name} holds requests (custom_id, method, url, body), not a runner's output: give the JSONL the "
+            "runner wrote (-o of vllm run-batch), whose lines carry a `response`"
+        )
+
+
 def _api_error(e: Any, base_url: str) -> RunStopped:
     """An error of the batch endpoints as the run's stop, with the next step."""
     status = e.status_code
@@ -571,6 +587,7 @@ class BatchRunner:
         """Read a runner's output JSONL into the store: (replies accepted, lines failed or invalid)."""
         self.book.importing = path.name
         with open(path, "rb") as f:
+            _refuse_requests_file(f, path)
             accepted, failed, p_tok, c_tok = self.reader.read(f, None)
         unknown = self.reader.unknown
         if unknown and not accepted + failed:

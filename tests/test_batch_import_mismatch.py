@@ -47,3 +47,9 @@ def test_import_with_another_model_than_the_exports_says_so_in_its_error_rows(tm
     message = errors[0]["message"]
     assert "run the same command again to submit it" not in message  # an import submits nothing
     assert "not among the requests exported to this cache" in message and "--model" in message
+
+
+def test_importing_the_requests_file_instead_of_the_results_is_refused(tmp_path):
+    ds, _ = _export_and_run(tmp_path)
+    with pytest.raises(ConfigError, match=r"requests\.jsonl holds requests .*not a runner's output"):
+        _import(ds, tmp_path / "requests.jsonl", tmp_path / "a")
