@@ -776,6 +776,9 @@ class BatchRunner:
         self.book.update(job.name, prompt_tokens=p_tok, completion_tokens=c_tok, message=message, done=accepted)
         self._delete(batch.input_file_id, batch.output_file_id, batch.error_file_id)
         r = self.report
+        if batch.id not in r.batch_ids:  # submitted by an earlier run (--no-wait, Ctrl-C): this run collected it
+            r.batches += 1
+            r.batch_ids.append(batch.id)
         r.collected += accepted
         r.failed += failed + undone
         r.prompt_tokens += p_tok

@@ -26,7 +26,7 @@ from huggingface_hub import DatasetCardData
 
 from .filter import score_columns
 from .redact import scrub
-from .summary import RunSummary, describe_thresholds
+from .summary import RunSummary, describe_batches, describe_thresholds
 
 if TYPE_CHECKING:
     from .judge_agreement import AgreementReport
@@ -165,7 +165,7 @@ def _provenance(summary: RunSummary) -> list[str]:
     if summary.batch:
         b = summary.batch
         out.append(
-            f"- **Batch mode:** sent through the provider's batch API: {b.get('batches', 0):,} batches, "
+            f"- **Batch mode:** sent through the provider's batch API: {describe_batches(b)}, "
             f"{b.get('collected', 0):,} replies collected, {b.get('prompt_tokens', 0):,} prompt / "
             f"{b.get('completion_tokens', 0):,} completion tokens as the provider reported them"
         )

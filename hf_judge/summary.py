@@ -199,7 +199,12 @@ class RunSummary:
             which = ", ".join(f"{s}: {self.rows.get(s, 0):,}" for s in self.cached_splits)
             cached.append(f"{self.cached_rows:,} rows ({which}; no request sent)")
         if self.cache_hits:
-            cached.append(f"{self.cache_hits:,} replies from the reply store")
+            # batch mode fills the store before the splits read it: say how many of those this run brought back
+            got = self.batch.get("collected", 0)
+            what = "imported from " + self.batch["imported"] if self.batch.get("imported") else "collected from batches"
+            cached.append(
+                f"{self.cache_hits:,} replies from the reply store" + (f" ({got:,} {what} by this run)" if got else "")
+            )
         if cached:
             lines.append(f"from cache     {'; '.join(cached)}")
         if self.shared:
@@ -216,7 +221,7 @@ class RunSummary:
         if self.batch:
             b = self.batch
             lines.append(
-                f"batch mode     {b.get('batches', 0):,} batches: {b.get('submitted', 0):,} requests submitted, "
+                f"batch mode     {describe_batches(b)}: {b.get('submitted', 0):,} requests submitted, "
                 f"{b.get('collected', 0):,} replies collected, {b.get('failed', 0):,} failed lines; "
                 f"{b.get('prompt_tokens', 0):,} in / {b.get('completion_tokens', 0):,} out tokens (provider's count)"
             )
@@ -269,6 +274,12 @@ class RunSummary:
         if self.prompt_tokens > b.get("prompt_tokens", 0):  # some sent online (batch_fallback='online')
             text += f", the tokens sent online at ${price.input:g} in / ${price.output:g} out"
         return text
+
+
+def describe_batches(b: dict[str, Any]) -> str:
+    """``1 batch`` / ``3 batches`` from a summary's ``batch``."""
+    n = b.get("batches", 0)
+    return f"{n:,} batch{'es' if n != 1 else ''}"
 
 
 def describe_thresholds(filters: dict[str, Any]) -> str:
