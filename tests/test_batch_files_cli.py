@@ -1,0 +1,27 @@
+"""`hf-judge batch export|import` refuse `score`'s flags that a batch file cannot honour, instead of ignoring them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import run_cli
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--dry-run"], ["--no-cache"], ["--batch", "--no-wait"], ["--workers", "2"], ["--max-cost", "1"]],
+)
+@pytest.mark.parametrize("action", ["export", "import"])
+def test_flags_a_batch_file_cannot_honour_are_refused(tmp_path, capfd, action, flags):
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"instruction": "2+2?"}) + "\n")
+    results = tmp_path / "results.jsonl"
+    results.write_text("")
+    where = ["-o", str(tmp_path / "requests.jsonl")] if action == "export" else [str(results)]
+    code, out, err = run_cli(
+        capfd, "batch", action, data, *where, "--metrics", "Q_Clarity", "-m", "judge", "--cache-dir", tmp_path, *flags
+    )
+    assert code == 2
+    assert flags[0] in err and f"hf-judge batch {action}" in err and "hf-judge score" in err
+    assert not (tmp_path / "requests.jsonl").exists()
