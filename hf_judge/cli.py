@@ -963,7 +963,8 @@ def cmd_batch_export(args: argparse.Namespace) -> int:
     print(
         f"wrote {n:,} requests to {args.output}\n"
         f"next: vllm run-batch -i {args.output} -o results.jsonl --model {model}\n"
-        f"then: hf-judge batch import {job.dataset} results.jsonl (with the same --metrics, --model and cache)"
+        f"then: hf-judge batch import {job.dataset} results.jsonl (with this export's dataset options, --metrics, "
+        "--model, --base-url and --cache-dir: they make the requests' keys)"
     )
     return 0
 

@@ -25,3 +25,16 @@ def test_flags_a_batch_file_cannot_honour_are_refused(tmp_path, capfd, action, f
     assert code == 2
     assert flags[0] in err and f"hf-judge batch {action}" in err and "hf-judge score" in err
     assert not (tmp_path / "requests.jsonl").exists()
+
+
+def test_export_names_every_option_the_import_must_repeat(tmp_path, capfd):
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"instruction": "2+2?"}) + "\n")
+    url = "http://127.0.0.1:9/v1"  # export sends nothing: the URL only makes the requests' keys
+    code, out, _ = run_cli(
+        capfd, "batch", "export", data, "-o", tmp_path / "r.jsonl", "--metrics", "Q_Clarity", "-m", "judge",
+        "--base-url", url, "--cache-dir", tmp_path / "cache",
+    )  # fmt: skip
+    assert code == 0 and "wrote 1 requests" in out
+    # the requests' keys are made of these: an import without the same --base-url finds none of its replies
+    assert "--metrics, --model, --base-url and --cache-dir" in out
