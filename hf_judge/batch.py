@@ -78,6 +78,29 @@ CREATE INDEX IF NOT EXISTS batch_requests_job ON batch_requests (job);
 _CHUNK = 500  # keys per SQL statement (under every SQLite's 999-parameter limit)
 
 
+def submitted(path: Path, keys: list[bytes]) -> set[bytes]:
+    """Of ``keys``, those in a batch submitted to the provider and not yet collected (read-only: a dry run
+    writes nothing). A cache without batch tables has none."""
+    if not keys or not path.exists():
+        return set()
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    try:
+        out: set[bytes] = set()
+        for i in range(0, len(keys), _CHUNK):
+            part = keys[i : i + _CHUNK]
+            rows = conn.execute(
+                "SELECT r.key FROM batch_requests r JOIN batch_jobs j ON r.job = j.name "
+                f"WHERE j.batch_id IS NOT NULL AND r.key IN ({','.join('?' * len(part))})",
+                part,
+            )
+            out.update(k for (k,) in rows)
+        return out
+    except sqlite3.OperationalError:  # no batch tables: no batch mode in this cache yet
+        return set()
+    finally:
+        conn.close()
+
+
 def server_tag(client: JudgeClient) -> str:
     """Which server a batch belongs to, without what the URL may carry (user:password@, a key in the query)."""
     return hashlib.blake2b(client.server_id.encode(), digest_size=8).hexdigest()

@@ -65,6 +65,7 @@ class MetricEstimate:
     requests: int = 0  # to send: not in the reply store, not identical to another request of the run
     cached: int = 0  # replies found in the reply store: not paid again
     duplicates: int = 0  # identical to another request of the run: sent once
+    in_batches: int = 0  # in batches submitted earlier (--no-wait): the next --batch run collects them, unpaid again
     unsent: int = 0  # (row, metric)s that send nothing: null input, too long, bad image (the errors split's rows)
     input_tokens: int = 0  # of the requests to send
     output_tokens: int = 0  # projected, of the requests to send
@@ -146,6 +147,12 @@ class CostEstimate:
             lines.append(f"not sent       {unsent:,} (row, metric)s with a null, too long or bad input (errors split)")
         if self.cached:
             lines.append(f"cached         {self.cached:,} replies in the reply store: not paid again")
+        in_batches = sum(m.in_batches for m in self.metrics)
+        if in_batches:
+            lines.append(
+                f"in batches     {in_batches:,} requests submitted in batches that the next --batch run collects: "
+                "not paid again"
+            )
         if self.price is None:
             lines.append(
                 f"cost           no price for {self.model!r} in the price table; add it with --prices FILE "
@@ -207,7 +214,9 @@ def estimate_cost(
     try:
         for split, d in splits.items():
             if plans_by_split[split]:
-                _estimate_split(split, d, plans_by_split[split], client, store, counter, per_metric, outputs)
+                _estimate_split(
+                    split, d, plans_by_split[split], client, store, counter, per_metric, outputs, store_path
+                )
     finally:
         counter.close()
         if store is not None:
@@ -237,8 +246,11 @@ def _estimate_split(
     counter: _TokenCounter,
     per_metric: dict[str, MetricEstimate],
     outputs: dict[str, list[int]],
+    store_path: Path,
 ) -> None:
     """Render every request of one split, as the run would, and count it."""
+    from .batch import submitted
+
     run = SplitRun(split, d, plans, client, None, window=_ROWS_PER_STEP)
     needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
     source = d.select_columns(needed) if needed else d
@@ -254,6 +266,9 @@ def _estimate_split(
         run.values.clear()
         run.row_pending.clear()
         found = run.cached_replies(store, sends, copy_forward=False) if store is not None and sends else {}
+        in_batches = (
+            submitted(store_path, [job.keys[part] for job, part, _, _ in sends]) if store is not None else set()
+        )
         fresh = []
         for job, part, messages, _body in sends:
             metric = job.plan.metric
@@ -269,6 +284,9 @@ def _estimate_split(
                 est.cached += 1
                 if outcome.usage is not None:
                     outputs[metric.name].append(outcome.usage[1])
+                continue
+            if key in in_batches:
+                est.in_batches += 1
                 continue
             est.requests += 1
             fresh.append((est, messages))

@@ -68,3 +68,24 @@ def test_mixed_tokens_split_between_the_prices():
     )
     # 1M prompt tokens online at $2; 2M prompt at $1 and 1M completion at $4 in batch mode
     assert s.cost() == pytest.approx(2.0 + 2.0 + 4.0)
+
+
+def test_dry_run_after_no_wait_counts_the_submitted_requests_as_paid(batch, tmp_path, prices):
+    from hf_judge import BatchesPending, estimate_cost
+
+    batch.configure(delay=600)
+    with pytest.raises(BatchesPending):
+        _run(batch, tmp_path, prices, batch=True, no_wait=True)
+    est = estimate_cost(
+        qa_dataset(4),
+        ["QA_Clarity"],
+        model="judge",
+        base_url=batch.base_url,
+        api_key="sk-test",
+        cache_dir=tmp_path / "cache",
+        columns={"instruction": "question", "output": "answer"},
+        prices=prices,
+    )
+    # the next --batch run collects them: nothing more to pay
+    assert (est.requests, est.metrics[0].in_batches, est.cost_batch) == (0, 4, 0)
+    assert "in batches     4 requests submitted in batches that the next --batch run collects" in str(est)
