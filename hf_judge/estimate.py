@@ -214,9 +214,9 @@ def estimate_cost(
     try:
         for split, d in splits.items():
             if plans_by_split[split]:
-                _estimate_split(
-                    split, d, plans_by_split[split], client, store, counter, per_metric, outputs, store_path
-                )
+                # only a --batch run collects the batches in flight; an online run would send their requests again
+                batches = store_path if settings.batch else None
+                _estimate_split(split, d, plans_by_split[split], client, store, counter, per_metric, outputs, batches)
     finally:
         counter.close()
         if store is not None:
@@ -246,7 +246,7 @@ def _estimate_split(
     counter: _TokenCounter,
     per_metric: dict[str, MetricEstimate],
     outputs: dict[str, list[int]],
-    store_path: Path,
+    batches: Path | None = None,
 ) -> None:
     """Render every request of one split, as the run would, and count it."""
     from .batch import submitted
@@ -266,9 +266,7 @@ def _estimate_split(
         run.values.clear()
         run.row_pending.clear()
         found = run.cached_replies(store, sends, copy_forward=False) if store is not None and sends else {}
-        in_batches = (
-            submitted(store_path, [job.keys[part] for job, part, _, _ in sends]) if store is not None else set()
-        )
+        in_batches = submitted(batches, [job.keys[part] for job, part, _, _ in sends]) if batches else set()
         fresh = []
         for job, part, messages, _body in sends:
             metric = job.plan.metric

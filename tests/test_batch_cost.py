@@ -76,16 +76,23 @@ def test_dry_run_after_no_wait_counts_the_submitted_requests_as_paid(batch, tmp_
     batch.configure(delay=600)
     with pytest.raises(BatchesPending):
         _run(batch, tmp_path, prices, batch=True, no_wait=True)
-    est = estimate_cost(
-        qa_dataset(4),
-        ["QA_Clarity"],
-        model="judge",
-        base_url=batch.base_url,
-        api_key="sk-test",
-        cache_dir=tmp_path / "cache",
-        columns={"instruction": "question", "output": "answer"},
-        prices=prices,
-    )
+
+    def estimate(**kw):
+        return estimate_cost(
+            qa_dataset(4),
+            ["QA_Clarity"],
+            model="judge",
+            base_url=batch.base_url,
+            api_key="sk-test",
+            cache_dir=tmp_path / "cache",
+            columns={"instruction": "question", "output": "answer"},
+            prices=prices,
+            **kw,
+        )
+
     # the next --batch run collects them: nothing more to pay
+    est = estimate(batch=True)
     assert (est.requests, est.metrics[0].in_batches, est.cost_batch) == (0, 4, 0)
     assert "in batches     4 requests submitted in batches that the next --batch run collects" in str(est)
+    # an online run does not look at the batches: it would send (and pay for) them again
+    assert (estimate().requests, estimate().metrics[0].in_batches) == (4, 0)
