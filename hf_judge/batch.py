@@ -101,6 +101,24 @@ def submitted(path: Path, keys: list[bytes]) -> set[bytes]:
         conn.close()
 
 
+def in_flight(path: Path, server: str) -> tuple[int, int]:
+    """(batches, requests) submitted to ``server`` (:func:`server_tag`) and not collected yet, read-only."""
+    if not path.exists():
+        return 0, 0
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    try:
+        row = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(requests), 0) FROM batch_jobs "
+            "WHERE server = ? AND batch_id IS NOT NULL AND state != 'collected'",
+            (server,),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+    except sqlite3.OperationalError:  # no batch tables: no batch mode in this cache yet
+        return 0, 0
+    finally:
+        conn.close()
+
+
 def server_tag(client: JudgeClient) -> str:
     """Which server a batch belongs to, without what the URL may carry (user:password@, a key in the query)."""
     return hashlib.blake2b(client.server_id.encode(), digest_size=8).hexdigest()

@@ -20,8 +20,7 @@ def _run(server, cache, **kw):
         cache_dir=cache,
         columns={"instruction": "question", "output": "answer"},
         progress=False,
-        batch=True,
-        **kw,
+        **{"batch": True, **kw},
     )
 
 
@@ -38,3 +37,14 @@ def test_a_run_that_collects_an_earlier_runs_batch_counts_it(batch, tmp_path):
     assert "- **Batch mode:** sent through the provider's batch API: 1 batch, 4 replies collected" in render_section(
         scored, s
     )
+
+
+def test_an_online_run_beside_batches_in_flight_warns_that_it_pays_again(batch, tmp_path, caplog):
+    batch.configure(delay=600)
+    with pytest.raises(BatchesPending):
+        _run(batch, tmp_path / "c", no_wait=True)
+    with caplog.at_level("WARNING", logger="hf_judge"):
+        _run(batch, tmp_path / "c", batch=False)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "1 batch of 4 requests is in flight" in said and "add --batch" in said and "batch cancel" in said
+    assert batch.stats()["online"] == 4  # a warning, not a refusal: the user may want them now
