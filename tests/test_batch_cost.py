@@ -47,7 +47,7 @@ def test_a_batch_run_costs_its_tokens_at_the_batch_price(batch, tmp_path, prices
     # the card counts the batch's tokens and prices them as the summary does
     card = render_section(scored, s)
     assert f"- **Tokens:** {p:,} prompt / {c:,} completion" in card
-    assert f"- **Cost:** ${expected:,.4f} at the model's batch price" in card
+    assert f"- **Cost:** ${expected:,.4f} at the model's price in hf-judge's table (the batch price)" in card
     # and so does the summary of a later run that finds the result in the cache
     again = _run(batch, tmp_path, prices, batch=True).summary
     assert again.cost(again.totals()) == pytest.approx(expected)
