@@ -222,7 +222,7 @@ class RunSummary:
             b = self.batch
             lines.append(
                 f"batch mode     {describe_batches(b)}: {b.get('submitted', 0):,} requests submitted, "
-                f"{b.get('collected', 0):,} replies collected, {b.get('failed', 0):,} failed lines; "
+                f"{b.get('collected', 0):,} replies collected, {b.get('failed', 0):,} lines failed or not run; "
                 f"{b.get('prompt_tokens', 0):,} in / {b.get('completion_tokens', 0):,} out tokens (provider's count)"
             )
         cost = self.cost()

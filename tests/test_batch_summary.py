@@ -48,3 +48,10 @@ def test_an_online_run_beside_batches_in_flight_warns_that_it_pays_again(batch, 
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "1 batch of 4 requests is in flight" in said and "add --batch" in said and "batch cancel" in said
     assert batch.stats()["online"] == 4  # a warning, not a refusal: the user may want them now
+
+
+def test_lines_an_expired_batch_did_not_run_are_not_called_failed():
+    from hf_judge.summary import RunSummary
+
+    text = str(RunSummary(batch={"batches": 1, "submitted": 30, "collected": 15, "failed": 15}))
+    assert "15 replies collected, 15 lines failed or not run;" in text
