@@ -18,7 +18,9 @@ def test_flags_a_batch_file_cannot_honour_are_refused(tmp_path, capfd, action, f
     data.write_text(json.dumps({"instruction": "2+2?"}) + "\n")
     results = tmp_path / "results.jsonl"
     results.write_text("")
-    where = ["-o", str(tmp_path / "requests.jsonl")] if action == "export" else [str(results)]
+    where = ["-o", tmp_path / ("requests.jsonl" if action == "export" else "out")]
+    if action == "import":
+        where.insert(0, results)
     code, out, err = run_cli(
         capfd, "batch", action, data, *where, "--metrics", "Q_Clarity", "-m", "judge", "--cache-dir", tmp_path, *flags
     )
