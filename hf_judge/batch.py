@@ -78,6 +78,47 @@ CREATE INDEX IF NOT EXISTS batch_requests_job ON batch_requests (job);
 _CHUNK = 500  # keys per SQL statement (under every SQLite's 999-parameter limit)
 
 
+def submitted(path: Path, keys: list[bytes]) -> set[bytes]:
+    """Of ``keys``, those in a batch submitted to the provider and not yet collected (read-only: a dry run
+    writes nothing). A cache without batch tables has none."""
+    if not keys or not path.exists():
+        return set()
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    try:
+        out: set[bytes] = set()
+        for i in range(0, len(keys), _CHUNK):
+            part = keys[i : i + _CHUNK]
+            rows = conn.execute(
+                "SELECT r.key FROM batch_requests r JOIN batch_jobs j ON r.job = j.name "
+                f"WHERE j.batch_id IS NOT NULL AND r.key IN ({','.join('?' * len(part))})",
+                part,
+            )
+            out.update(k for (k,) in rows)
+        return out
+    except sqlite3.OperationalError:  # no batch tables: no batch mode in this cache yet
+        return set()
+    finally:
+        conn.close()
+
+
+def in_flight(path: Path, server: str) -> tuple[int, int]:
+    """(batches, requests) submitted to ``server`` (:func:`server_tag`) and not collected yet, read-only."""
+    if not path.exists():
+        return 0, 0
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    try:
+        row = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(requests), 0) FROM batch_jobs "
+            "WHERE server = ? AND batch_id IS NOT NULL AND state != 'collected'",
+            (server,),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+    except sqlite3.OperationalError:  # no batch tables: no batch mode in this cache yet
+        return 0, 0
+    finally:
+        conn.close()
+
+
 def server_tag(client: JudgeClient) -> str:
     """Which server a batch belongs to, without what the URL may carry (user:password@, a key in the query)."""
     return hashlib.blake2b(client.server_id.encode(), digest_size=8).hexdigest()
@@ -128,6 +169,7 @@ class BatchBook:
     def __init__(self, path: Path, server: str):
         self.path = Path(path)
         self.server = server
+        self.importing = ""  # the runner's output file an import reads: a request it lacks is not resubmitted
         self.conn = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False)
         self.conn.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -198,6 +240,12 @@ class BatchBook:
             message = (
                 f"no reply for this request in the imported output of {job.removeprefix('export:')}"
                 if job is not None and job.startswith("export:")
+                else (
+                    f"this request is not among the requests exported to this cache, so {self.importing} cannot "
+                    "answer it: import with the dataset, --metrics, --model, --base-url and --cache-dir of the "
+                    "export, or export it (hf-judge batch export)"
+                )
+                if self.importing
                 else "no batch brought this request's reply back; run the same command again to submit it"
             )
             return Outcome(None, None, ErrorKind.BATCH_MISSING, message, attempts=row[1] if row else 0)
@@ -343,6 +391,7 @@ class Reader:
         self.client = client
         self.metrics = metrics
         self.report = report
+        self.unknown = 0  # lines whose custom_id is no request of this cache's book
 
     def read(self, lines: Iterable[bytes], job: str | None) -> tuple[int, int, int, int]:
         """(accepted, failed, prompt tokens, completion tokens) of the lines; unknown custom ids are skipped."""
@@ -377,6 +426,7 @@ class Reader:
         for key, d in zip(keys, docs, strict=True):
             name = metric_of.get(key)
             if name is None:  # not a request the book knows (another cache's): not ours to keep
+                self.unknown += 1
                 continue
             metric = self.metrics.get(name)
             response = d.get("response") if isinstance(d.get("response"), dict) else None
@@ -405,6 +455,22 @@ class Reader:
         self.book.accept(good)
         self.book.reject(bad, job)
         return len(good), len(bad), p_tok, c_tok
+
+
+def _refuse_requests_file(f: Any, path: Path) -> None:
+    """A ConfigError where the file's first line is a request (the export's file given in place of the output):
+    read as output, each of its lines would count as a failed try of its request."""
+    first = next((raw for raw in f if raw.strip()), b"")
+    f.seek(0)
+    try:
+        doc = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return
+    if isinstance(doc, dict) and "body" in doc and "method" in doc and "response" not in doc:
+        raise ConfigError(
+            f"{path.name} holds requests (custom_id, method, url, body), not a runner's output: give the JSONL the "
+            "runner wrote (-o of vllm run-batch), whose lines carry a `response`"
+        )
 
 
 def _api_error(e: Any, base_url: str) -> RunStopped:
@@ -560,8 +626,20 @@ class BatchRunner:
 
     def read_output(self, path: Path) -> tuple[int, int]:
         """Read a runner's output JSONL into the store: (replies accepted, lines failed or invalid)."""
+        self.book.importing = path.name
         with open(path, "rb") as f:
+            _refuse_requests_file(f, path)
             accepted, failed, p_tok, c_tok = self.reader.read(f, None)
+        unknown = self.reader.unknown
+        if unknown and not accepted + failed:
+            # keys are made of the dataset, metrics, model and server: an import with other settings matches nothing
+            raise ConfigError(
+                f"none of the {unknown:,} lines of {path.name} answers a request exported to the cache "
+                f"{self.book.path.parent}: import with the --cache-dir (and the dataset, --metrics, --model and "
+                "--base-url) of the `hf-judge batch export` that wrote the requests"
+            )
+        if unknown:
+            logger.warning("skipped %d lines of %s that answer no request exported to this cache", unknown, path.name)
         r = self.report
         r.collected, r.failed, r.prompt_tokens, r.completion_tokens = accepted, failed, p_tok, c_tok
         return accepted, failed
@@ -739,6 +817,9 @@ class BatchRunner:
         self.book.update(job.name, prompt_tokens=p_tok, completion_tokens=c_tok, message=message, done=accepted)
         self._delete(batch.input_file_id, batch.output_file_id, batch.error_file_id)
         r = self.report
+        if batch.id not in r.batch_ids:  # submitted by an earlier run (--no-wait, Ctrl-C): this run collected it
+            r.batches += 1
+            r.batch_ids.append(batch.id)
         r.collected += accepted
         r.failed += failed + undone
         r.prompt_tokens += p_tok

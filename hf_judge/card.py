@@ -26,7 +26,7 @@ from huggingface_hub import DatasetCardData
 
 from .filter import score_columns
 from .redact import scrub
-from .summary import RunSummary, describe_thresholds
+from .summary import RunSummary, describe_batches, describe_thresholds
 
 if TYPE_CHECKING:
     from .judge_agreement import AgreementReport
@@ -146,6 +146,11 @@ def _host(summary: RunSummary) -> str:
 def _provenance(summary: RunSummary) -> list[str]:
     t = summary.totals()
     cost = summary.cost(t)
+    batched = t.get("batch_prompt_tokens", 0) + t.get("batch_completion_tokens", 0)
+    price = ""
+    if batched:  # tokens that went through a batch API cost the batch price
+        whole = batched == t["prompt_tokens"] + t["completion_tokens"]
+        price = " (the batch price" + ("" if whole else " for the tokens sent in batches, online for the rest") + ")"
     runs = summary.runs
     n_runs = len({r.get("id") for r in runs}) or 1
     source = summary.source_dataset or "unknown"
@@ -160,7 +165,7 @@ def _provenance(summary: RunSummary) -> list[str]:
     if summary.batch:
         b = summary.batch
         out.append(
-            f"- **Batch mode:** sent through the provider's batch API: {b.get('batches', 0):,} batches, "
+            f"- **Batch mode:** sent through the provider's batch API: {describe_batches(b)}, "
             f"{b.get('collected', 0):,} replies collected, {b.get('prompt_tokens', 0):,} prompt / "
             f"{b.get('completion_tokens', 0):,} completion tokens as the provider reported them"
         )
@@ -179,7 +184,7 @@ def _provenance(summary: RunSummary) -> list[str]:
         f"- **Requests:** {t['requests']:,} ({t['retries']:,} retries) over {n_runs} run{'s' if n_runs != 1 else ''}",
         f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion"
         + (f" ({t['cached_tokens']:,} prompt tokens from the server's prompt cache)" if t.get("cached_tokens") else ""),
-        *([f"- **Cost:** ${cost:,.4f} at the model's price in hf-judge's table"] if cost is not None else []),
+        *([f"- **Cost:** ${cost:,.4f} at the model's price in hf-judge's table{price}"] if cost is not None else []),
         f"- **Errors:** {', '.join(f'{k}: {v:,}' for k, v in summary.errors.items()) or 'none'}"
         + (" (see the `errors` config)" if summary.errors else ""),
         "",

@@ -905,7 +905,33 @@ def _import_settings(client: dict[str, Any], batch_import: str | None) -> dict[s
     return {**client, "settings": validated(Settings, {**client, "batch_import": str(path.resolve())}, "settings")}
 
 
+# `score`'s flags that export and import share but cannot honour (they send nothing): refused, not ignored
+_NOT_FOR_BATCH_FILES = {
+    "dry_run": "--dry-run",
+    "no_cache": "--no-cache",
+    "batch": "--batch",
+    "no_wait": "--no-wait",
+    "num_workers": "--workers",
+    "ray": "--ray",
+    "ray_address": "--ray-address",
+    "max_cost": "--max-cost",
+    "max_total_tokens": "--max-total-tokens",
+}
+
+
 def _batch_job(args: argparse.Namespace) -> Job:
+    given = [
+        flag
+        for name, flag in _NOT_FOR_BATCH_FILES.items()
+        if getattr(args, name, None) not in (None, False) and not (name == "num_workers" and args.num_workers == 1)
+    ]
+    if given:
+        what = "writes requests for a runner" if args.batch_command == "export" else "reads a runner's output"
+        raise ConfigError(
+            f"{', '.join(given)} cannot apply to `hf-judge batch {args.batch_command}`, which {what} and sends "
+            f"nothing (the cache is where export and import meet): drop {'it' if len(given) == 1 else 'them'}, or "
+            "use `hf-judge score`"
+        )
     job = resolve_job(args, None, dataset=args.dataset)
     if not job.metrics:
         raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`)")
@@ -937,7 +963,8 @@ def cmd_batch_export(args: argparse.Namespace) -> int:
     print(
         f"wrote {n:,} requests to {args.output}\n"
         f"next: vllm run-batch -i {args.output} -o results.jsonl --model {model}\n"
-        f"then: hf-judge batch import {job.dataset} results.jsonl (with the same --metrics, --model and cache)"
+        f"then: hf-judge batch import {job.dataset} results.jsonl (with this export's dataset options, --metrics, "
+        "--model, --base-url and --cache-dir: they make the requests' keys)"
     )
     return 0
 

@@ -65,6 +65,7 @@ class MetricEstimate:
     requests: int = 0  # to send: not in the reply store, not identical to another request of the run
     cached: int = 0  # replies found in the reply store: not paid again
     duplicates: int = 0  # identical to another request of the run: sent once
+    in_batches: int = 0  # in batches submitted earlier (--no-wait): the next --batch run collects them, unpaid again
     unsent: int = 0  # (row, metric)s that send nothing: null input, too long, bad image (the errors split's rows)
     input_tokens: int = 0  # of the requests to send
     output_tokens: int = 0  # projected, of the requests to send
@@ -146,6 +147,12 @@ class CostEstimate:
             lines.append(f"not sent       {unsent:,} (row, metric)s with a null, too long or bad input (errors split)")
         if self.cached:
             lines.append(f"cached         {self.cached:,} replies in the reply store: not paid again")
+        in_batches = sum(m.in_batches for m in self.metrics)
+        if in_batches:
+            lines.append(
+                f"in batches     {in_batches:,} requests submitted in batches that the next --batch run collects: "
+                "not paid again"
+            )
         if self.price is None:
             lines.append(
                 f"cost           no price for {self.model!r} in the price table; add it with --prices FILE "
@@ -207,7 +214,9 @@ def estimate_cost(
     try:
         for split, d in splits.items():
             if plans_by_split[split]:
-                _estimate_split(split, d, plans_by_split[split], client, store, counter, per_metric, outputs)
+                # only a --batch run collects the batches in flight; an online run would send their requests again
+                batches = store_path if settings.batch else None
+                _estimate_split(split, d, plans_by_split[split], client, store, counter, per_metric, outputs, batches)
     finally:
         counter.close()
         if store is not None:
@@ -237,8 +246,11 @@ def _estimate_split(
     counter: _TokenCounter,
     per_metric: dict[str, MetricEstimate],
     outputs: dict[str, list[int]],
+    batches: Path | None = None,
 ) -> None:
     """Render every request of one split, as the run would, and count it."""
+    from .batch import submitted
+
     run = SplitRun(split, d, plans, client, None, window=_ROWS_PER_STEP)
     needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
     source = d.select_columns(needed) if needed else d
@@ -254,6 +266,7 @@ def _estimate_split(
         run.values.clear()
         run.row_pending.clear()
         found = run.cached_replies(store, sends, copy_forward=False) if store is not None and sends else {}
+        in_batches = submitted(batches, [job.keys[part] for job, part, _, _ in sends]) if batches else set()
         fresh = []
         for job, part, messages, _body in sends:
             metric = job.plan.metric
@@ -269,6 +282,9 @@ def _estimate_split(
                 est.cached += 1
                 if outcome.usage is not None:
                     outputs[metric.name].append(outcome.usage[1])
+                continue
+            if key in in_batches:
+                est.in_batches += 1
                 continue
             est.requests += 1
             fresh.append((est, messages))
@@ -320,6 +336,7 @@ class _TokenCounter:
         self.root = client.base_url.removesuffix("/v1")  # vLLM and llama.cpp serve these beside /v1
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.methods: list[str] = []
+        self.unreachable = ""  # why the server could not be reached, where it could not
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: Any = None
         self._encoding: Any = None
@@ -350,14 +367,15 @@ class _TokenCounter:
                 self._used(method)
                 return counts
             self._forms.pop(0)
+        note = f"; {self.root} could not be reached ({self.unreachable}): check --base-url" if self.unreachable else ""
         if self._try_tiktoken and self._encoding is None:
             self._encoding = _tiktoken_encoding(self.model)
             self._try_tiktoken = self._encoding is not None
         if self._encoding is not None:
-            self._used(f"tiktoken {self._encoding.name} (+3 per message, +3 per reply)")
+            self._used(f"tiktoken {self._encoding.name} (+3 per message, +3 per reply){note}")
             enc = self._encoding
             return [3 + sum(3 + len(enc.encode(_text(m))) + 1 for m in msgs) for msgs in batch]
-        self._used("an estimate: characters / 4, +4 per message (no token count from the server, no tiktoken)")
+        self._used("an estimate: characters / 4, +4 per message (no token count from the server, no tiktoken)" + note)
         return [round(sum(4 + _chars_tokens(m) for m in msgs)) for msgs in batch]
 
     def _server(self, batch: list[list[dict]], form: str) -> list[int] | None:
@@ -368,6 +386,12 @@ class _TokenCounter:
             return self._loop.run_until_complete(self._server_counts(batch, form))
         except Exception as e:  # noqa: BLE001 - any failure means: count another way
             logger.info("no %s token count from the server (%s)", form, scrub(str(e))[:200])
+            import aiohttp
+
+            if isinstance(e, (aiohttp.ClientConnectionError, asyncio.TimeoutError)):
+                # nothing answers there (a wrong --base-url?): no other form will do better, and the user must know
+                self.unreachable = scrub(str(e) or type(e).__name__)[:200]
+                self._forms = self._forms[:1]
             return None
 
     async def _server_counts(self, batch: list[list[dict]], form: str) -> list[int]:

@@ -329,6 +329,8 @@ def score_dataset(
     for c in clients:
         c.caching = use_cache
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    if use_cache and not (settings.batch or settings.batch_import) and any(plans_by_split.values()):
+        _warn_batches_in_flight(cache_root / "replies.sqlite3", client)
     summary = _new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
     ctx = _SplitContext(
         client=client,
@@ -392,6 +394,22 @@ def score_dataset(
     out.summary = summary
     logger.info("hf_judge run summary\n%s", summary)
     return out
+
+
+def _warn_batches_in_flight(store_path: Path, client: JudgeClient) -> None:
+    """An online run does not collect batches: requests in them that it needs are sent and paid for again."""
+    from .batch import in_flight, server_tag
+
+    batches, requests = in_flight(store_path, server_tag(client))
+    if batches:
+        logger.warning(
+            "%s of %s requests %s in flight at this server (see `hf-judge batch status`); this online run sends "
+            "those it needs again and pays for them twice. To collect them instead, stop and add --batch "
+            "(batch=True); to drop them, `hf-judge batch cancel` first",
+            f"{batches:,} batch" + ("es" if batches != 1 else ""),
+            f"{requests:,}",
+            "is" if batches == 1 else "are",
+        )
 
 
 def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
@@ -1193,6 +1211,12 @@ def _record_run(summary: RunSummary, current: tuple, clients: list[JudgeClient],
     entry: dict[str, Any] = {"id": run_id, "started": started, "split": split}
     entry.update({k: now[k] - before[k] for k in _COUNTERS})
     entry["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    b = summary.batch
+    if (b.get("prompt_tokens") or b.get("completion_tokens")) and all(r.get("id") != run_id for r in summary.runs):
+        # batch mode collected its replies before any split began: their tokens go in this run's first entry
+        for k in ("prompt_tokens", "completion_tokens"):
+            entry[k] += b.get(k, 0)
+            entry[f"batch_{k}"] = b.get(k, 0)
     earlier = _read_runs(cache_file) if cache_file is not None else []
     summary.add_runs([*earlier, entry])
     if cache_file is not None:

@@ -19,6 +19,8 @@ from typing import Any
 SUMMARY_FILE = "summary.json"
 # the counters of one run entry that add up over runs
 RUN_COUNTERS = ("requests", "retries", "prompt_tokens", "completion_tokens", "cached_tokens", "elapsed_s")
+# of a run entry's tokens, those that went through a batch API (batch mode, or imported): priced at the batch price
+BATCH_COUNTERS = ("batch_prompt_tokens", "batch_completion_tokens")
 
 
 @dataclass
@@ -83,7 +85,16 @@ class RunSummary:
         from .prices import Price
 
         t = tokens if tokens is not None else self.to_dict()
-        return Price(**self.price).cost(t["prompt_tokens"], t["completion_tokens"], t.get("cached_tokens", 0))
+        bp, bc = (
+            (t.get("batch_prompt_tokens", 0), t.get("batch_completion_tokens", 0))
+            if tokens is not None
+            else (self.batch.get("prompt_tokens", 0), self.batch.get("completion_tokens", 0))
+        )
+        price = Price(**self.price)
+        # the client counts every reply's usage, the batch's too: what is left was sent online
+        p, c, cached = t["prompt_tokens"] - bp, t["completion_tokens"] - bc, t.get("cached_tokens", 0)
+        online = price.cost(p, c, min(cached, p))
+        return online + price.cost(bp, bc, max(cached - p, 0), batch=True) if bp or bc else online
 
     def totals(self) -> dict[str, float]:
         """Requests, retries, tokens and seconds summed over the runs that produced the scores.
@@ -93,8 +104,13 @@ class RunSummary:
             5
         """
         if not self.runs:
-            return {k: getattr(self, k) for k in RUN_COUNTERS}
-        return {k: sum(r.get(k, 0) for r in self.runs) for k in RUN_COUNTERS}
+            own = {k: getattr(self, k) for k in RUN_COUNTERS}
+            return {
+                **own,
+                "batch_prompt_tokens": self.batch.get("prompt_tokens", 0),
+                "batch_completion_tokens": self.batch.get("completion_tokens", 0),
+            }
+        return {k: sum(r.get(k, 0) for r in self.runs) for k in (*RUN_COUNTERS, *BATCH_COUNTERS)}
 
     def add_runs(self, runs: list[dict[str, Any]]) -> None:
         """Add run entries not yet listed (the same run and split counts once)."""
@@ -183,7 +199,12 @@ class RunSummary:
             which = ", ".join(f"{s}: {self.rows.get(s, 0):,}" for s in self.cached_splits)
             cached.append(f"{self.cached_rows:,} rows ({which}; no request sent)")
         if self.cache_hits:
-            cached.append(f"{self.cache_hits:,} replies from the reply store")
+            # batch mode fills the store before the splits read it: say how many of those this run brought back
+            got = self.batch.get("collected", 0)
+            what = "imported from " + self.batch["imported"] if self.batch.get("imported") else "collected from batches"
+            cached.append(
+                f"{self.cache_hits:,} replies from the reply store" + (f" ({got:,} {what} by this run)" if got else "")
+            )
         if cached:
             lines.append(f"from cache     {'; '.join(cached)}")
         if self.shared:
@@ -200,16 +221,13 @@ class RunSummary:
         if self.batch:
             b = self.batch
             lines.append(
-                f"batch mode     {b.get('batches', 0):,} batches: {b.get('submitted', 0):,} requests submitted, "
-                f"{b.get('collected', 0):,} replies collected, {b.get('failed', 0):,} failed lines; "
+                f"batch mode     {describe_batches(b)}: {b.get('submitted', 0):,} requests submitted, "
+                f"{b.get('collected', 0):,} replies collected, {b.get('failed', 0):,} lines failed or not run; "
                 f"{b.get('prompt_tokens', 0):,} in / {b.get('completion_tokens', 0):,} out tokens (provider's count)"
             )
         cost = self.cost()
         if cost is not None and self.price is not None:
-            lines.append(
-                f"cost           ${cost:,.4f} at {self.model}'s price (${self.price['input']:g} in / "
-                f"${self.price['output']:g} out per 1M tokens)"
-            )
+            lines.append(f"cost           ${cost:,.4f} at {self.model}'s {self._price_text()}")
         if self.capped_waits:
             lines.append(f"capped waits   {self.capped_waits:,} (Retry-After over backoff_max; waited backoff_max)")
         if len({r.get("id") for r in self.runs}) > 1 or (self.runs and self.requests == 0 and self.cached_splits):
@@ -243,6 +261,25 @@ class RunSummary:
             lines.append(f"filtered       {describe_thresholds(self.filters)}; kept {kept}")
         lines += [f"note           {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def _price_text(self) -> str:
+        """``price ($0.1 in / $0.4 out per 1M tokens)``, the batch price for a run whose tokens all went in batches."""
+        from .prices import Price
+
+        price = Price(**(self.price or {}))
+        b = self.batch
+        if not (b.get("prompt_tokens") or b.get("completion_tokens")):
+            return f"price (${price.input:g} in / ${price.output:g} out per 1M tokens)"
+        text = f"batch price (${price.batch_input:g} in / ${price.batch_output:g} out per 1M tokens)"
+        if self.prompt_tokens > b.get("prompt_tokens", 0):  # some sent online (batch_fallback='online')
+            text += f", the tokens sent online at ${price.input:g} in / ${price.output:g} out"
+        return text
+
+
+def describe_batches(b: dict[str, Any]) -> str:
+    """``1 batch`` / ``3 batches`` from a summary's ``batch``."""
+    n = b.get("batches", 0)
+    return f"{n:,} batch{'es' if n != 1 else ''}"
 
 
 def describe_thresholds(filters: dict[str, Any]) -> str:

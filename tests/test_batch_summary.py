@@ -1,0 +1,57 @@
+"""What the summary and the card say of a run that collected batches an earlier run submitted."""
+
+from __future__ import annotations
+
+import pytest
+from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
+from helpers import qa_dataset
+
+from hf_judge import BatchesPending, Settings, score_dataset
+from hf_judge.card import render_section
+
+
+def _run(server, cache, **kw):
+    return score_dataset(
+        qa_dataset(4),
+        ["QA_Clarity"],
+        settings=Settings(model="judge", backoff_base=0.001, backoff_max=0.01, batch_poll_s=0.01),
+        base_url=server.base_url,
+        api_key="sk-test",
+        cache_dir=cache,
+        columns={"instruction": "question", "output": "answer"},
+        progress=False,
+        **{"batch": True, **kw},
+    )
+
+
+def test_a_run_that_collects_an_earlier_runs_batch_counts_it(batch, tmp_path):
+    batch.configure(delay=0.3)
+    with pytest.raises(BatchesPending):
+        _run(batch, tmp_path / "c", no_wait=True)
+    scored = _run(batch, tmp_path / "c")
+    s = scored.summary
+    assert (s.batch["batches"], s.batch["submitted"], s.batch["collected"]) == (1, 0, 4)
+    text = str(s)
+    assert "batch mode     1 batch: 0 requests submitted, 4 replies collected" in text
+    assert "from cache     4 replies from the reply store (4 collected from batches by this run)" in text
+    assert "- **Batch mode:** sent through the provider's batch API: 1 batch, 4 replies collected" in render_section(
+        scored, s
+    )
+
+
+def test_an_online_run_beside_batches_in_flight_warns_that_it_pays_again(batch, tmp_path, caplog):
+    batch.configure(delay=600)
+    with pytest.raises(BatchesPending):
+        _run(batch, tmp_path / "c", no_wait=True)
+    with caplog.at_level("WARNING", logger="hf_judge"):
+        _run(batch, tmp_path / "c", batch=False)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "1 batch of 4 requests is in flight" in said and "add --batch" in said and "batch cancel" in said
+    assert batch.stats()["online"] == 4  # a warning, not a refusal: the user may want them now
+
+
+def test_lines_an_expired_batch_did_not_run_are_not_called_failed():
+    from hf_judge.summary import RunSummary
+
+    text = str(RunSummary(batch={"batches": 1, "submitted": 30, "collected": 15, "failed": 15}))
+    assert "15 replies collected, 15 lines failed or not run;" in text
