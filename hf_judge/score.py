@@ -317,6 +317,11 @@ def score_dataset(
             "num_workers (--workers) runs one judge with one sample per request, without logprobs, for now; a panel "
             "of judges, samples > 1 or logprobs run in one process: leave num_workers at 1 for this run"
         )
+    if settings.num_workers > 1 and isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        raise ConfigError(
+            "num_workers (--workers) shards a Dataset on local disk; a stream (streaming=True, --streaming) is "
+            "scored by one process: leave num_workers at 1, or load the dataset without streaming to use workers"
+        )
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     plans_by_split, kept, renamed = _build_plans(
