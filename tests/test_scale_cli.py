@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 from helpers import run_cli
 
@@ -13,7 +14,7 @@ def test_score_examples_show_workers_and_ray_and_continue_lines_with_a_backslash
     lines = SCORE_EXAMPLE.splitlines()[1:]
     commands = [ln for ln in lines if ln.startswith("  hf-judge ")]
     assert any("--workers" in c for c in commands) and any("--ray" in c for c in commands)
-    for before, line in zip(lines, lines[1:]):
+    for before, line in pairwise(lines):
         if line.startswith("      "):  # a continuation line: the line before ends with `\` (shown to the user)
             assert before.endswith(" \\"), before
     assert all("  --" not in ln.split("#")[0].strip() for ln in lines)  # no line run into the next
