@@ -376,9 +376,13 @@ def score_dataset(
             if settings.batch
             else ""
         )
+        saved = (
+            "The replies the workers received are saved"  # in the workers' stores: this process wrote none
+            if settings.num_workers > 1
+            else f"{ctx.resources.written if ctx.resources else 0:,} replies of this run are saved"
+        )
         raise InterruptedRun(
-            f"interrupted. {ctx.resources.written if ctx.resources else 0:,} replies of this run are saved in the "
-            f"cache; run the same command again to resume where it stopped.{batches}"
+            f"interrupted. {saved} in the cache; run the same command again to resume where it stopped.{batches}"
         ) from None
     except RunStopped as e:
         logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
