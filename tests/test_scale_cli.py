@@ -28,3 +28,13 @@ def test_workers_on_a_stream_is_a_config_error_not_one_process_in_silence(judge,
     assert code == 2
     assert "num_workers (--workers)" in err and "leave num_workers at 1" in err
     assert judge.stats()["requests"] == 0
+
+
+def test_a_bad_setting_names_its_flag_too(capfd, tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"instruction": "q", "output": "a"}\n')
+    args = ["score", data, "--metrics", "QA_Clarity", "-m", "judge", "--base-url", "http://127.0.0.1:9/v1"]
+    code, out, err = run_cli(capfd, *args, "--workers", 0, "--concurrency", 0, "-o", tmp_path / "out")
+    assert code == 2
+    assert "num_workers (--workers): Input should be greater than or equal to 1 (got 0)" in err
+    assert "concurrency (--concurrency): Input should be greater than or equal to 1 (got 0)" in err
