@@ -276,10 +276,20 @@ def score_dataset_on_ray(
     except ImportError as e:
         raise ConfigError(f'scoring on Ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
 
+    from datasets import IterableDataset, IterableDatasetDict
+
     from .client import JudgeClient
     from .metrics import resolve_metrics
     from .score import ERROR_FEATURES, ERRORS_SPLIT, ScoredDatasetDict, _as_splits, _new_summary, _settings
 
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        raise ConfigError(
+            "scoring on Ray takes a Dataset on local disk, not a stream (streaming=True, --streaming): drop "
+            "--streaming, or read the data in Ray itself with hf_judge.ray.score_ray_dataset(ray.data.read_parquet("
+            "...)) (see the README, Scale)"
+        )
+    if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
+        raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
         _check_address(address)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from itertools import pairwise
 
+import pytest
 from helpers import run_cli
 
 from hf_judge.cli import SCORE_EXAMPLE
@@ -38,3 +39,19 @@ def test_a_bad_setting_names_its_flag_too(capfd, tmp_path):
     assert code == 2
     assert "num_workers (--workers): Input should be greater than or equal to 1 (got 0)" in err
     assert "concurrency (--concurrency): Input should be greater than or equal to 1 (got 0)" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--streaming"], "scoring on Ray takes a Dataset on local disk, not a stream"),
+        (["--workers", "2"], "num_workers (--workers) does not apply on Ray"),
+    ],
+)
+def test_ray_with_streaming_or_workers_is_a_config_error_before_ray_starts(flags, message, capfd, tmp_path):
+    pytest.importorskip("ray")
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"instruction": "q", "output": "a"}\n')
+    args = ["score", data, "--metrics", "QA_Clarity", "-m", "judge", "--base-url", "http://127.0.0.1:9/v1", "--ray"]
+    code, out, err = run_cli(capfd, *args, *flags, "-o", tmp_path / "out")
+    assert code == 2 and message in err
