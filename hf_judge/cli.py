@@ -31,8 +31,10 @@ SCORE_EXAMPLE = """examples:
   hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
   hf-judge score data.jsonl --recipe quality --base-url http://127.0.0.1:8000/v1 --model my-model
   hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
-  hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming --metrics Q_Clarity \
+  hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming --metrics Q_Clarity \\
       --column instruction=text --push-to-hub me/fineweb-judged   # read and scored as it streams
+  hf-judge score big.parquet --metrics QA_All -m judge --base-url http://gpu1:8000/v1 --workers 4   # 4 processes
+  hf-judge score big.parquet --metrics QA_All -m judge --base-url http://gpu1:8000/v1 --ray   # on a Ray cluster
   hf-judge score data.jsonl --metrics QA_All --model gpt-4.1-nano --dry-run   # requests, tokens, cost; none sent
   hf-judge score data.jsonl --metrics QA_Correctness --samples 5 --temperature 0.7   # mean, std, majority of 5
   hf-judge score data.jsonl --metrics QA_Correctness --models gpt-4.1-nano,gpt-4o-mini   # a panel of two judges

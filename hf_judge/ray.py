@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections import defaultdict
+import socket
+import time
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +126,14 @@ def score_ray_dataset(
         from datasets import Value
 
         features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    import ray.data
+
+    # Ray 2.51 deprecated map_batches(concurrency=): an actor pool says the same
+    pool = (
+        ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
+        if isinstance(concurrency, tuple)
+        else ray.data.ActorPoolStrategy(size=concurrency)
+    )
     return ds.map_batches(
         _Scorer,
         fn_constructor_kwargs={
@@ -137,7 +147,7 @@ def score_ray_dataset(
         },
         batch_format="pyarrow",
         batch_size=batch_size,
-        concurrency=concurrency,
+        compute=pool,
         num_cpus=num_cpus,
         **(map_batches_kwargs or {}),
     )
@@ -151,6 +161,20 @@ def _check_plain(settings: Settings) -> None:
             "scoring on Ray runs one judge with one sample per request, without logprobs, for now; a panel of "
             "judges, samples > 1 or logprobs run with hf_judge.score_dataset in one process"
         )
+
+
+def _check_address(address: str) -> None:
+    """A cluster address nothing listens at is a ConfigError now, not minutes of Ray retrying to connect."""
+    if address in ("auto", "local") or ":" not in address:
+        return  # Ray resolves these itself, and says so when there is none
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise ConfigError(
+            f"no Ray cluster answers at {address!r} ({e}): check --ray-address / $RAY_ADDRESS (the head node's "
+            "host:port, e.g. 10.0.0.1:6379, or ray://host:10001), or leave both unset to start a local cluster"
+        ) from None
 
 
 class _Scorer:
@@ -223,7 +247,7 @@ def score_dataset_on_ray(
     metrics: Any,
     *,
     address: str | None = None,
-    concurrency: int | tuple[int, int] | None = None,
+    actors: int | tuple[int, int] | None = None,
     columns: dict[str, str] | None = None,
     api_key: str | None = None,
     prompts_dir: str | os.PathLike | list | None = None,
@@ -238,10 +262,11 @@ def score_dataset_on_ray(
     """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
 
     Connects to the cluster at ``address`` (default ``$RAY_ADDRESS``; neither: a
-    local one), scores each split with :func:`score_ray_dataset` (``concurrency``
-    actors, default one per CPU of the cluster) and brings the rows back in
-    input order. The summary holds the run's settings; the request counters
-    stay in the actors.
+    local one), scores each split with :func:`score_ray_dataset` (``actors``
+    actors, default one per CPU of the cluster, each with the ``concurrency``
+    setting's requests in flight, as a worker of ``score_dataset``) and brings the
+    rows back in input order. The summary holds the run's settings, rows and
+    errors; the request counters stay in the actors.
 
     Example:
         >>> scored = score_dataset_on_ray(ds, ["QA_All"], model="judge", address="ray://head:10001")  # doctest: +SKIP
@@ -251,22 +276,40 @@ def score_dataset_on_ray(
     except ImportError as e:
         raise ConfigError(f'scoring on Ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
 
+    from datasets import IterableDataset, IterableDatasetDict
+
     from .client import JudgeClient
     from .metrics import resolve_metrics
     from .score import ERROR_FEATURES, ERRORS_SPLIT, ScoredDatasetDict, _as_splits, _new_summary, _settings
 
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        raise ConfigError(
+            "scoring on Ray takes a Dataset on local disk, not a stream (streaming=True, --streaming): drop "
+            "--streaming, or read the data in Ray itself with hf_judge.ray.score_ray_dataset(ray.data.read_parquet("
+            "...)) (see the README, Scale)"
+        )
+    if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
+        raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        _check_address(address)
     if not ray.is_initialized():
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False)
+        ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
     settings = _settings(settings, setting_values)
     _check_plain(settings)
     splits, _ = _as_splits(ds)
-    actors = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    started = time.monotonic()
+    actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    size = actors if isinstance(actors, int) else actors[1]
     results: dict[str, Dataset] = {}
     errors: list[dict[str, Any]] = []
     for split, d in splits.items():
         scored = score_ray_dataset(
-            ray.data.from_huggingface(d),
+            # not from_huggingface: it reloads the split by its builder's name to look for Hub Parquet files
+            # (a local JSON file's builder "json" reads every JSON file of the working directory), and hands
+            # an in-memory split over as one block, which one actor scores alone
+            ray.data.from_arrow(d.with_format("arrow")[:], override_num_blocks=max(1, min(len(d), 4 * size))),
             metrics,
             columns=columns,
             base_urls=base_urls,
@@ -294,5 +337,8 @@ def score_dataset_on_ray(
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
     client = JudgeClient(shown, api_key=None)  # for the summary's server name only: sends nothing
     out.summary = _new_summary(settings, client, loaded, splits, {s: [] for s in splits}, {s: {} for s in splits})
+    out.summary.rows = {s: len(d) for s, d in results.items()}
+    out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))
+    out.summary.elapsed_s = time.monotonic() - started
     out.summary.notes.append(f"scored on Ray by {actors} actors; their request counters are not summed here")
     return out

@@ -317,6 +317,11 @@ def score_dataset(
             "num_workers (--workers) runs one judge with one sample per request, without logprobs, for now; a panel "
             "of judges, samples > 1 or logprobs run in one process: leave num_workers at 1 for this run"
         )
+    if settings.num_workers > 1 and isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        raise ConfigError(
+            "num_workers (--workers) shards a Dataset on local disk; a stream (streaming=True, --streaming) is "
+            "scored by one process: leave num_workers at 1, or load the dataset without streaming to use workers"
+        )
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     plans_by_split, kept, renamed = _build_plans(
@@ -373,9 +378,13 @@ def score_dataset(
             if settings.batch
             else ""
         )
+        saved = (
+            "The replies the workers received are saved"  # in the workers' stores: this process wrote none
+            if settings.num_workers > 1
+            else f"{ctx.resources.written if ctx.resources else 0:,} replies of this run are saved"
+        )
         raise InterruptedRun(
-            f"interrupted. {ctx.resources.written if ctx.resources else 0:,} replies of this run are saved in the "
-            f"cache; run the same command again to resume where it stopped.{batches}"
+            f"interrupted. {saved} in the cache; run the same command again to resume where it stopped.{batches}"
         ) from None
     except RunStopped as e:
         logger.debug("run stopped: %s", e)  # the exception carries the message; say it once

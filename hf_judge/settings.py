@@ -338,6 +338,8 @@ def config_error(e: ValidationError, where: str = "settings") -> ConfigError:
         elif err["type"] == "value_error" and isinstance(err.get("ctx", {}).get("error"), ConfigError):
             parts.append(str(err["ctx"]["error"]))  # our own check: its message is already complete
         else:
+            if e.title == "Settings" and loc in public_fields():  # named as the CLI user knows it too
+                loc = f"{loc} ({CLI_FLAGS.get(loc, ('--' + loc.replace('_', '-'),))[-1]})"
             parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
     return ConfigError(f"invalid {where}: " + "; ".join(parts))
 

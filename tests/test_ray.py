@@ -138,3 +138,34 @@ def test_cli_score_with_ray_saves_the_same_result(cluster, judge, tmp_path, capf
     on_ray, single = load_from_disk(tmp_path / "ray"), load_from_disk(tmp_path / "single")
     assert on_ray["train"]["QA_Clarity"] == single["train"]["QA_Clarity"]
     assert on_ray["errors"].to_list() == single["errors"].to_list()
+
+
+def test_cli_ray_concurrency_is_in_flight_per_actor_and_the_summary_counts(cluster, judge, tmp_path, capfd):
+    """--concurrency is each actor's requests in flight (as each worker's with --workers), the split is not
+    reloaded by its builder's name, and the summary counts the rows and errors."""
+    from helpers import run_cli
+
+    data = tmp_path / "data.jsonl"
+    rows = [{"question": f"q{i}", "answer": None if i == 7 else "a"} for i in range(120)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "trap.json").write_text("not json")  # from_huggingface would read this (load_dataset("json"))
+    judge.configure(latency=0.1)
+    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer"]
+    args += ["-m", "judge", "--base-url", judge.base_url, "--cache-dir", tmp_path / "cache", "--concurrency", 3]
+    code, out, err = run_cli(capfd, *args, "--ray", "-o", tmp_path / "ray")
+    assert code == 0, err
+    # 3 in flight per actor, two actors at most (one per CPU); not one actor per --concurrency with 256 each
+    assert 3 <= judge.stats()["max_inflight"] <= 2 * 3
+    assert "rows           train: 120" in out and "errors         null_input: 1" in out
+    assert "Failed to load JSON" not in out + err
+
+
+def test_ray_address_nothing_listens_at_is_a_config_error(capfd, tmp_path):
+    from helpers import run_cli
+
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"instruction": "q", "output": "a"}\n')
+    args = ["score", data, "--metrics", "QA_Clarity", "-m", "judge", "--base-url", "http://127.0.0.1:9/v1"]
+    code, out, err = run_cli(capfd, *args, "--ray-address", "127.0.0.1:1", "-o", tmp_path / "out")
+    assert code == 2
+    assert "no Ray cluster answers at '127.0.0.1:1'" in err and "--ray-address" in err

@@ -212,6 +212,7 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_pays_at_most_what_was_in_flight(j
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 1 and "interrupted:" in out and "run the same command again" in out
+    assert "The replies the workers received are saved" in out  # not "0 replies": the parent writes none
     for _ in range(100):  # the workers and the forkserver end with the parent
         try:
             os.killpg(p.pid, 0)
