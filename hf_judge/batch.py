@@ -95,7 +95,7 @@ def submitted(path: Path, keys: list[bytes]) -> set[bytes]:
             )
             out.update(k for (k,) in rows)
         return out
-    except sqlite3.OperationalError:  # no batch tables: no batch mode in this cache yet
+    except sqlite3.Error:  # no batch tables yet, or a store the run itself will find damaged and set aside
         return set()
     finally:
         conn.close()
@@ -113,7 +113,7 @@ def in_flight(path: Path, server: str) -> tuple[int, int]:
             (server,),
         ).fetchone()
         return int(row[0]), int(row[1])
-    except sqlite3.OperationalError:  # no batch tables: no batch mode in this cache yet
+    except sqlite3.Error:  # no batch tables yet, or a store the run itself will find damaged and set aside
         return 0, 0
     finally:
         conn.close()

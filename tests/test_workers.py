@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from datasets import Dataset
 from helpers import qa_dataset, score
+from judge_fixture import JudgeServer
 
 from hf_judge import WorkerDiedError
 from hf_judge.metrics import resolve_metrics
@@ -136,7 +137,14 @@ def test_errors_of_workers_merge_in_row_order(judge, tmp_path):
     assert [v is None for v in scored["train"]["QA_Clarity"]] == [i % 7 == 3 for i in range(40)]
 
 
-def test_kill_9_of_a_worker_is_reported_and_a_rerun_pays_at_most_what_was_in_flight(judge, tmp_path):
+def test_kill_9_of_a_worker_is_reported_and_a_rerun_pays_at_most_what_was_in_flight(tmp_path):
+    # a server of its own: the session's could still get a late request of an earlier test's processes, and
+    # this test counts the distinct prompts a server received
+    with JudgeServer() as judge:
+        _kill_9_of_a_worker(judge, tmp_path)
+
+
+def _kill_9_of_a_worker(judge: JudgeServer, tmp_path: Path) -> None:
     per_worker = 8
     ds = dup_dataset(3000, 1500)  # every prompt twice, in two different shards
     judge.configure(latency=0.02)
