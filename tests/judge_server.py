@@ -276,7 +276,9 @@ class Judge:
 
     # -- the endpoint -----------------------------------------------------------
     async def completions(self, request: web.BaseRequest) -> web.StreamResponse:
-        st = self.stats
+        # this request's stats: a request still in flight when a test resets the server (an earlier test's,
+        # its client gone) counts in the old stats, not in the next test's prompts and duplicates
+        st, answered = self.stats, self.answered
         cfg = self.config
         st["requests"] += 1
         st["inflight"] += 1
@@ -353,11 +355,11 @@ class Judge:
                 content = orjson.dumps(self._reply_object(text, schema, attempt)).decode()
             self._event(200, inflight)
             st["ok"] += 1
-            if phash in self.answered:
+            if phash in answered:
                 st["duplicates"] += 1
             else:
-                self.answered.add(phash)
-                st["prompts"] = len(self.answered)
+                answered.add(phash)
+                st["prompts"] = len(answered)
             cached = self._cached_tokens(text) if cfg["prefix_cache"] else None
             resp = self._completion(model, content, "stop", len(text), top, cached)
             return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
