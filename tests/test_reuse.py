@@ -96,3 +96,19 @@ def test_a_cached_reply_longer_than_the_new_max_tokens_is_asked_again(judge, tmp
     assert first.summary.completion_tokens > 3 * 2  # every reply took more than 2 tokens
     capped = score(ds, ["QA_Clarity"], judge, tmp_path, max_tokens=2)
     assert capped.summary.requests == 3 and capped.summary.cache_hits == 0
+
+
+def test_samples_and_a_panel_stored_under_whole_request_keys_are_found_each_under_its_own(judge, tmp_path):
+    """The fallback to a whole request's key (replies of earlier versions or of reuse="strict") is per judge and
+    per sample: sample k of judge j finds its own reply, never sample 0's or another judge's."""
+    ds = qa_dataset(4)
+    judge.configure(attempt_scores=[3, 6, 9])  # each sample of a prompt gets another score
+    for extra in ({"samples": 3, "temperature": 0.7}, {"models": "m1,m2"}):
+        cache = tmp_path / next(iter(extra))
+        first = score(ds, ["QA_Clarity"], judge, cache, reuse="strict", max_tokens=256, **extra)
+        assert first.summary.requests > 0 and len(first["errors"]) == 0
+        if "samples" in extra:
+            assert all(sorted(v) == [3, 6, 9] for v in first["train"]["QA_Clarity_samples"])
+        again = score(ds, ["QA_Clarity"], judge, cache, max_tokens=256, **extra)
+        assert again.summary.requests == 0, extra
+        assert again["train"].to_list() == first["train"].to_list(), extra
