@@ -271,7 +271,8 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
         "--streaming",
         action="store_true",
         help="read a Hub dataset as it is scored (load_dataset(..., streaming=True)): nothing is downloaded "
-        "ahead, memory stays bounded by --window, and the output is written as Parquet shards as rows arrive",
+        "ahead, memory stays bounded by the rows in flight (max(4096, 64 x --concurrency)), and the output is "
+        "written as Parquet shards as rows arrive",
     )
     _add_scoring_options(p)
     p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
