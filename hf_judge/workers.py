@@ -269,16 +269,24 @@ def _work(job: ShardJob, messages: Any) -> None:
     try:
         result = _score_shard(job, lambda p: messages.put(("progress", job.index, p)))
     except KeyboardInterrupt:
-        messages.put(("interrupted", job.index, None))
+        _last_word(messages, ("interrupted", job.index, None))
         return
     except BaseException as e:  # noqa: BLE001 - handed to the parent
         try:
             payload = pickle.dumps(e)
         except Exception:  # noqa: BLE001
             payload = pickle.dumps(RunStopped(f"worker {job.index + 1}: {type(e).__name__}: {e}"))
-        messages.put(("error", job.index, payload))
+        _last_word(messages, ("error", job.index, payload))
         return
-    messages.put(("done", job.index, result))
+    _last_word(messages, ("done", job.index, result))
+
+
+def _last_word(messages: Any, message: tuple) -> None:
+    """A worker's final report. From here on a Ctrl-C has nothing left to stop: the parent's, sent to every
+    worker when one of them reports an error, would otherwise break this one's exit (a traceback from
+    multiprocessing's finalizers and a leaked semaphore)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    messages.put(message)
 
 
 def _score_shard(job: ShardJob, report: Callable[[tuple[int, int, int, int]], object]) -> dict[str, Any]:

@@ -252,3 +252,23 @@ def test_workers_refuse_a_panel_or_samples_before_any_request(judge, tmp_path):
     with pytest.raises(ConfigError, match="leave num_workers at 1"):
         score(dup_dataset(10, 10), ["QA_Clarity"], judge, tmp_path, num_workers=2, samples=3, progress=False)
     assert judge.stats()["requests"] == 0
+
+
+def test_workers_against_a_server_that_is_down_stop_with_one_line_and_no_noise(tmp_path):
+    """A stranger's first try of --workers with a wrong base URL: one line naming the problem, exit 1, and
+    nothing else from the workers' exits (a Ctrl-C the parent sends every worker when one reports an error
+    used to break the exit of the worker that reported it: a traceback and a leaked-semaphore warning)."""
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_JUDGE_CACHE": str(tmp_path / "cache")}
+    env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"  # the bars' lines are not what this test reads
+    args = ["--example", "--model", "judge", "--base-url", "http://127.0.0.1:9/v1", "--workers", "2"]
+    p = subprocess.run(
+        [sys.executable, "-m", "hf_judge.cli", "score", *args, "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert p.returncode == 1, p.stderr
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("hf-judge: stopped: cannot reach the server"), p.stderr
