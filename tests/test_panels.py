@@ -206,8 +206,9 @@ def test_the_token_budget_is_the_panels(judge, tmp_path):
     with pytest.raises(BudgetExceededError, match="max_total_tokens"):
         score(qa_dataset(500), ["QA_Clarity"], judge, tmp_path, models="a,b", max_total_tokens=2000, concurrency=2)
     bodies = judge.stats()["bodies"]
-    # ~170 tokens a reply: 12 replies spend the budget, and 2 x 2 more may be in flight; a budget per judge took 24
-    assert {b["model"] for b in bodies} == {"a", "b"} and 12 <= len(bodies) <= 16
+    # 170-185 tokens a reply (the rows' texts differ): 11 or 12 replies spend the budget, and 2 x 2 more may be in
+    # flight; a budget per judge took 24
+    assert {b["model"] for b in bodies} == {"a", "b"} and 11 <= len(bodies) <= 16
 
 
 def test_recipe_panel_runs(capfd, judge, judge_b, tmp_path, monkeypatch):
