@@ -206,7 +206,7 @@ def test_the_token_budget_is_the_panels(judge, tmp_path):
     with pytest.raises(BudgetExceededError, match="max_total_tokens"):
         score(qa_dataset(500), ["QA_Clarity"], judge, tmp_path, models="a,b", max_total_tokens=2000, concurrency=2)
     bodies = judge.stats()["bodies"]
-    # 170-185 tokens a reply (the rows' texts differ): 11 or 12 replies spend the budget, and 2 x 2 more may be in
+    # 190-193 tokens a reply: the 11th spends the budget (checked before each request), and 2 x 2 more may be in
     # flight; a budget per judge took 24
     assert {b["model"] for b in bodies} == {"a", "b"} and 11 <= len(bodies) <= 16
 
