@@ -76,21 +76,13 @@ class SharedRun(SplitRun):
         """Serve from the store, this run's own replies or another worker's; send what this worker claims."""
         store = self.store
         assert store is not None
-        inflight, recent, stats = self.inflight, self.recent, self.client.stats
+        inflight, stats = self.inflight, self.client.stats
         ask: list[bytes] = []
         local = []
         for item in sends:
             job, part = item[0], item[1]
             key = job.keys[part]
-            waiting = inflight.get(key)
-            if waiting is not None:
-                waiting.append((job, part))
-                stats.shared += 1
-                continue
-            shared = recent.get(key)
-            if shared is not None:
-                stats.shared += 1
-                self._finish_part(job, part, shared)
+            if self._shared(job, part, key, stats):
                 continue
             others = self.waiting.get(key)
             if others is not None:

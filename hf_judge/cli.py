@@ -100,6 +100,19 @@ def _threshold(text: str) -> tuple[str, float]:
     return key, number
 
 
+def _add_api_key_env(p: Any) -> None:
+    p.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="environment variable holding the API key (default: OPENAI_API_KEY)",
+    )
+
+
+def _add_cache_dir(p: Any) -> None:
+    p.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
+
+
 def _add_client_options(p: argparse.ArgumentParser) -> None:
     """One flag per public field of :class:`hf_judge.Settings`, its help from the field's description."""
     import typing
@@ -136,12 +149,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
             kind = str
         g.add_argument(*flags, dest=name, type=kind, choices=choices, help=f"{f.description}{shown}")
         if name == "base_url":
-            g.add_argument(
-                "--api-key-env",
-                default=None,
-                metavar="NAME",
-                help="environment variable holding the API key (default: OPENAI_API_KEY)",
-            )
+            _add_api_key_env(g)
     g.add_argument(
         "--ray",
         action="store_true",
@@ -149,7 +157,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         "local one; --cache-dir is each node's own (local disk, not a network filesystem)",
     )
     g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
-    g.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
+    _add_cache_dir(g)
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument(
         "--token-columns",
@@ -383,7 +391,7 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
         epilog="example:\n  hf-judge batch status --cache-dir ~/.cache/hf_judge",
         formatter_class=fmt,
     )
-    b.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
+    _add_cache_dir(b)
     b.set_defaults(func=cmd_batch_status)
     b = bsub.add_parser(
         "cancel",
@@ -394,13 +402,8 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     b.add_argument("ids", nargs="*", metavar="BATCH_ID", help="batch ids to cancel (default: every one in flight)")
-    b.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
-    b.add_argument(
-        "--api-key-env",
-        default=None,
-        metavar="NAME",
-        help="environment variable holding the API key (default: OPENAI_API_KEY)",
-    )
+    _add_cache_dir(b)
+    _add_api_key_env(b)
     b.set_defaults(func=cmd_batch_cancel)
 
     p = sub.add_parser(

@@ -313,7 +313,7 @@ class SplitRun:
                 for job, part, _, _ in sends:
                     self._finish_part(job, part, self.unsent(job.keys[part]))
                 sends = []
-            inflight, recent, clients, down = self.inflight, self.recent, self.clients, self.judge_down
+            inflight, clients, down = self.inflight, self.clients, self.judge_down
             claimed: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
             several = self.layout.samples > 1
             for job, part, messages, body in sends:
@@ -325,16 +325,8 @@ class SplitRun:
                     self._finish_part(job, part, down[judge])
                     continue
                 client = clients[judge]
-                stats, limiter = client.stats, client.limiter
-                waiting = inflight.get(key)
-                if waiting is not None:
-                    waiting.append((job, part))
-                    stats.shared += 1
-                    continue
-                shared = recent.get(key)
-                if shared is not None:
-                    stats.shared += 1
-                    self._finish_part(job, part, shared)
+                limiter = client.limiter
+                if self._shared(job, part, key, client.stats):
                     continue
                 inflight[key] = []
                 followers = self._followers(job, part, client, claimed) if several else ()
@@ -348,6 +340,21 @@ class SplitRun:
             await asyncio.sleep(0)
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    def _shared(self, job: _Job, part: int, key: bytes, stats: Any) -> bool:
+        """Serve (job, part) from this run's identical request: one in flight (wait for its reply) or one
+        answered recently. False when there is none, and the request must be sent."""
+        waiting = self.inflight.get(key)
+        if waiting is not None:
+            waiting.append((job, part))
+            stats.shared += 1
+            return True
+        shared = self.recent.get(key)
+        if shared is not None:
+            stats.shared += 1
+            self._finish_part(job, part, shared)
+            return True
+        return False
 
     def prepare_rows(self, batch: dict, row: int, size: int) -> list[tuple[_Job, int, list, bytes]]:
         """Render the requests of rows ``row .. row + size`` (``batch`` holds them): (job, part, messages,
