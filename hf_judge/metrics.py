@@ -569,9 +569,13 @@ def load_metric(name: str, *, prompts_dir: str | os.PathLike | Iterable | None =
     files = available_metrics(prompts_dir)
     path = files.get(name)
     if path is None:
+        import difflib
+
         known = ", ".join(sorted(files))
+        close = difflib.get_close_matches(name, files, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise UnknownMetricError(
-            f"unknown metric {name!r}. Known metrics: {known}. Add your own as {name}.jinja in a prompts_dir."
+            f"unknown metric {name!r}.{hint} Known metrics: {known}. Add your own as {name}.jinja in a prompts_dir."
         )
     try:
         text = path.read_text(encoding="utf-8")

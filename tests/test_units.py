@@ -158,3 +158,14 @@ def test_filter_rejects_a_threshold_that_is_not_a_number(bad):
 def test_filter_needs_a_threshold():
     with pytest.raises(ConfigError, match="give at least one threshold"):
         filter_by_scores(_ds([1, 2], "int64"))
+
+
+def test_a_misspelt_metric_names_the_closest_one():
+    """`--metrics Q_Clarty`: the error suggests the metric meant, and still lists every one."""
+    from hf_judge import UnknownMetricError, load_metric
+
+    with pytest.raises(UnknownMetricError, match=r"unknown metric 'Q_Clarty'\. Did you mean 'Q_Clarity'\? Known"):
+        load_metric("Q_Clarty")
+    with pytest.raises(UnknownMetricError) as e:
+        load_metric("Nothing_Like_It")
+    assert "Did you mean" not in str(e.value) and "Known metrics: Binary" in str(e.value)
