@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict, IterableDatasetDict, load_dataset, load_from_disk
@@ -11,7 +15,7 @@ from datasets.data_files import EmptyDatasetError
 from datasets.exceptions import DataFilesNotFoundError, DatasetGenerationError
 
 from .errors import ConfigError, HubUnreachableError
-from .redact import register
+from .redact import register, scrub
 from .summary import SUMMARY_FILE, RunSummary
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
@@ -103,10 +107,79 @@ def _load_folder(spec: str, path: Path) -> DatasetDict | Dataset:
         raise ConfigError(f"{spec}: no data files in this folder; it should hold {_FOLDER_CONTENTS}") from None
 
 
+# how long the Hub has to answer one request before hf-judge takes it as unreachable
+HUB_PROBE_TIMEOUT = 10.0
+HUB_PROBE_TTL = 30.0  # seconds an answer is kept: one CLI run asks once, a long-lived process again later
+_hub_checked: dict[str, tuple[float, str | None]] = {}  # endpoint -> (when, why it could not be reached or None)
+
+
+def hub_unreachable() -> str | None:
+    """Why the Hub (``HF_ENDPOINT``) cannot be reached now, or None when it answers.
+
+    One request without retries: on a refused connection huggingface_hub retries for ~23 s (1 + 2 + 4 + 8 + 8 s
+    apart) before it fails, with no setting to shorten that. Any HTTP answer, even an error status, counts as
+    reachable. The answer is kept for ``HUB_PROBE_TTL`` seconds; never asked under ``HF_HUB_OFFLINE``.
+
+    Example:
+        >>> hub_unreachable()  # doctest: +SKIP
+        'ConnectError: [Errno 111] Connection refused'
+    """
+    from huggingface_hub import constants, get_session
+
+    if datasets_config.HF_HUB_OFFLINE:
+        return None
+    endpoint, now = constants.ENDPOINT, time.monotonic()
+    if endpoint in _hub_checked and now - _hub_checked[endpoint][0] < HUB_PROBE_TTL:
+        return _hub_checked[endpoint][1]
+    why = None
+    try:
+        get_session().head(f"{endpoint}/api/datasets", timeout=HUB_PROBE_TIMEOUT, follow_redirects=False)
+    except Exception as e:  # noqa: BLE001 - refused, DNS, timeout, proxy, TLS: each means "cannot reach it"
+        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    _hub_checked[endpoint] = (now, why)
+    return why
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """datasets' and huggingface_hub's offline mode for the block: their local caches are used at once.
+
+    Both read ``HF_HUB_OFFLINE`` once, at import, into a module attribute that every call checks (datasets'
+    own tests switch it the same way); the environment variable alone would come too late.
+    """
+    from huggingface_hub import constants
+
+    before = datasets_config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
+    datasets_config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets_config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = before
+
+
 def _load_hub(
     spec: str, subset: str | None, revision: str | None, token: str | None, streaming: bool = False
 ) -> DatasetDict | IterableDatasetDict:
-    """``load_dataset`` from the Hub; a missing repo is a ConfigError, no connection a HubUnreachableError."""
+    """``load_dataset`` from the Hub; a missing repo is a ConfigError, no connection a HubUnreachableError.
+
+    When the Hub cannot be reached (:func:`hub_unreachable`), the copy in datasets' local cache is loaded at
+    once, as datasets does after its retries; without one the error comes at once too.
+    """
+    from huggingface_hub import constants
+
+    why = hub_unreachable()
+    if why:
+        try:
+            with _offline():
+                dd = load_dataset(spec, subset, revision=revision, token=token, streaming=streaming)
+        except (ConnectionError, FileNotFoundError, ValueError):
+            raise HubUnreachableError(
+                f"cannot reach the Hub at {constants.ENDPOINT} to load {spec!r} ({scrub(why)[:200]}), and it is "
+                "not in the local cache; check the network (or HF_ENDPOINT), or use a local file or folder"
+            ) from None
+        print(f"hf-judge: cannot reach the Hub ({scrub(why)[:200]}); using the cached copy of {spec!r}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return dd
     try:
         return load_dataset(spec, subset, revision=revision, token=token, streaming=streaming)
     except ConnectionError as e:  # datasets' own: "Couldn't reach 'x' on the Hub (<cause>)", after its retries
@@ -140,11 +213,19 @@ def input_summary(spec: str, *, revision: str | None = None, token: str | None =
     if path.exists():
         return RunSummary.load(path) if path.is_dir() else None
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     try:
-        local = hf_hub_download(spec, f"hf_judge/{SUMMARY_FILE}", repo_type="dataset", revision=revision, token=token)
-    except (EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError):
+        with _offline() if hub_unreachable() else nullcontext():  # the cached copy, or none, at once
+            local = hf_hub_download(
+                spec, f"hf_judge/{SUMMARY_FILE}", repo_type="dataset", revision=revision, token=token
+            )
+    except (EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError, LocalEntryNotFoundError):
         return None
     return RunSummary.load(Path(local).parent)
 

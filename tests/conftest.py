@@ -1,6 +1,4 @@
-import shutil
 import signal
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,24 +26,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         group = "real_server" if item.get_closest_marker("real_server") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
-
-
-def pytest_collection_finish(session):
-    """Start the Hub-unreachable run (helpers.start_hub_unreachable) now, when its test is to run: it sleeps
-    ~23 s in huggingface_hub's retries while the other tests run. Not on a pytest-xdist worker: every worker
-    collects every test, and the test starts its own run there."""
-    if hasattr(session.config, "workerinput"):
-        return
-    if any(item.name == "test_hub_unreachable_is_one_line_at_exit_1" for item in session.items):
-        from helpers import HUB_UNREACHABLE, start_hub_unreachable
-
-        folder = Path(tempfile.mkdtemp(prefix="hfj-hub-unreachable-"))
-        session.config.stash[HUB_UNREACHABLE] = start_hub_unreachable(folder)
-        session.config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-        session.config.add_cleanup(lambda: _stop(session.config.stash[HUB_UNREACHABLE]))
-
-
-def _stop(proc) -> None:
-    if proc.poll() is None:  # its test did not run (-x stopped the session before it)
-        proc.kill()
-    proc.communicate()

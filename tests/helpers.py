@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 from datasets import Dataset
 
 # the example dataset (hf_judge/examples/) and the columns its default metric, QA_All, writes
@@ -87,27 +82,3 @@ def llama_servers_with(marker: str) -> list[int]:
         if "llama_cpp.server" in cmd and marker in cmd and state != "Z":
             pids.append(int(d.name))
     return pids
-
-
-# the Hub-unreachable run, which conftest starts once the tests are collected (see start_hub_unreachable)
-HUB_UNREACHABLE = pytest.StashKey[subprocess.Popen]()
-HUB_UNREACHABLE_KEY = "sk-test-SECRETKEY-hub-unreachable-0123456789"
-
-
-def start_hub_unreachable(folder: Path) -> subprocess.Popen:
-    """``python -m hf_judge.cli score someone/data`` in ``folder``, with nothing listening at HF_ENDPOINT.
-
-    huggingface_hub retries a refused connection five times, 1 + 2 + 4 + 8 + 8 s apart, and has no setting
-    (environment variable, or argument reachable through datasets) that turns this off: the process sleeps
-    ~23 s before it fails. So conftest starts it as soon as the tests are collected, and it sleeps while they
-    run; tests/test_cli.py's test_hub_unreachable_is_one_line_at_exit_1 reads its result.
-    """
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there: connection refused, as with no network
-    env = {**os.environ, "OPENAI_API_KEY": HUB_UNREACHABLE_KEY, "HF_JUDGE_CACHE": str(folder / "cache")}
-    env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
-    args = score_args("someone/data", "http://127.0.0.1:9/v1", metrics="Q_Clarity", columns=(), model="m")
-    return subprocess.Popen([sys.executable, "-m", "hf_judge.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=folder)  # fmt: skip

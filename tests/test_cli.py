@@ -9,14 +9,16 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
-from helpers import HUB_UNREACHABLE, HUB_UNREACHABLE_KEY, run_cli, score_args, start_hub_unreachable
+from helpers import run_cli, score_args
 
 KEY = "sk-test-SECRETKEY-hfjudge-0123456789"
 
@@ -398,13 +400,41 @@ def test_score_with_a_judge(cli, judge, tmp_path, env, metric, columns, column):
         assert out.features[column].dtype == "bool"
 
 
-def test_hub_unreachable_is_one_line_at_exit_1(request, tmp_path):
-    # started by conftest once the tests were collected, so its ~23 s in the Hub client's retries overlap them
-    proc = request.config.stash.get(HUB_UNREACHABLE, None) or start_hub_unreachable(tmp_path)
-    stdout, stderr = proc.communicate(timeout=300)
-    p = Result(proc.returncode, stdout, stderr)
-    _one_line_error(p, 1, "cannot reach the Hub to load 'someone/data'", "check the network", "use a local file")
-    assert "ConnectionError" not in p.stderr and HUB_UNREACHABLE_KEY not in p.stderr + p.stdout
+def _dead_endpoint() -> str:
+    """An endpoint where nothing listens: connection refused, as with no network."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_hub_unreachable_is_one_line_at_exit_1_at_once(tmp_path, env):
+    """One request without retries finds the Hub unreachable: huggingface_hub's own retries slept ~23 s
+    before the same error (this test took 23-26 s); now the process takes ~1.5 s (bound: 10x)."""
+    dead = _dead_endpoint()
+    started = time.monotonic()
+    p = cli_process(*_from_the_hub("someone/data"), env={**env, "HF_ENDPOINT": dead}, cwd=tmp_path)
+    assert time.monotonic() - started < 15, p.stderr
+    _one_line_error(p, 1, f"cannot reach the Hub at {dead} to load 'someone/data'", "Connection refused",
+                    "not in the local cache", "check the network", "use a local file")  # fmt: skip
+    assert "ConnectionError" not in p.stderr
+
+
+def test_a_cached_hub_dataset_is_scored_when_the_hub_is_unreachable(cli, judge, hub, tmp_path, env):
+    """datasets' cached-copy fallback is kept, and comes at once: the second run, with the Hub gone, scores the
+    copy the first run downloaded, says so on stderr, and pays nothing (its replies are in the cache)."""
+    Dataset.from_dict({"question": [f"cached-{i}?" for i in range(5)], "answer": list("abcde")}).push_to_hub(
+        "tester/cached-src"
+    )
+    cli(*score_args("tester/cached-src", judge, "-o", tmp_path / "first"), env=env, check=0)
+    sent = judge.stats()["requests"]
+    args = score_args("tester/cached-src", judge, "-o", tmp_path / "second")
+    p = cli_process(*args, env={**env, "HF_ENDPOINT": _dead_endpoint()})
+    assert p.returncode == 0, p.stderr
+    assert "cannot reach the Hub (ConnectError: [Errno 111] Connection refused); using the cached copy of " \
+        "'tester/cached-src'" in p.stderr  # fmt: skip
+    assert judge.stats()["requests"] == sent == 5
+    first, second = load_from_disk(tmp_path / "first"), load_from_disk(tmp_path / "second")
+    assert second["train"].to_list() == first["train"].to_list() and len(second["train"]) == 5
 
 
 def test_a_reader_that_closes_the_pipe_early_is_no_error(tmp_path):
