@@ -312,16 +312,7 @@ def score_dataset(
     settings = _settings(settings, setting_values)
     _check_batch(settings, ds, use_cache)
     layout = Layout.from_settings(settings)
-    if settings.num_workers > 1 and (not layout.plain or settings.logprobs):
-        raise ConfigError(
-            "num_workers (--workers) runs one judge with one sample per request, without logprobs, for now; a panel "
-            "of judges, samples > 1 or logprobs run in one process: leave num_workers at 1 for this run"
-        )
-    if settings.num_workers > 1 and isinstance(ds, (IterableDataset, IterableDatasetDict)):
-        raise ConfigError(
-            "num_workers (--workers) shards a Dataset on local disk; a stream (streaming=True, --streaming) is "
-            "scored by one process: leave num_workers at 1, or load the dataset without streaming to use workers"
-        )
+    _check_workers(settings, layout, ds)
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     plans_by_split, kept, renamed = _build_plans(
@@ -369,23 +360,7 @@ def score_dataset(
                 results[split] = _score_split(ctx, split, d, plans_by_split[split], errors)
                 summary.rows[split] = len(d)
     except KeyboardInterrupt:
-        if not use_cache:
-            raise InterruptedRun(
-                "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
-            ) from None
-        batches = (
-            " The batches submitted are recorded there too: the next run collects them, submitting nothing twice."
-            if settings.batch
-            else ""
-        )
-        saved = (
-            "The replies the workers received are saved"  # in the workers' stores: this process wrote none
-            if settings.num_workers > 1
-            else f"{ctx.resources.written if ctx.resources else 0:,} replies of this run are saved"
-        )
-        raise InterruptedRun(
-            f"interrupted. {saved} in the cache; run the same command again to resume where it stopped.{batches}"
-        ) from None
+        raise _interrupted(ctx, settings) from None
     except RunStopped as e:
         logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
         raise
@@ -403,6 +378,41 @@ def score_dataset(
     out.summary = summary
     logger.info("hf_judge run summary\n%s", summary)
     return out
+
+
+def _check_workers(settings: Settings, layout: Layout, ds: object) -> None:
+    """``num_workers`` > 1 runs plain judging of a Dataset on disk; anything else is a ConfigError, before any work."""
+    if settings.num_workers > 1 and (not layout.plain or settings.logprobs):
+        raise ConfigError(
+            "num_workers (--workers) runs one judge with one sample per request, without logprobs, for now; a panel "
+            "of judges, samples > 1 or logprobs run in one process: leave num_workers at 1 for this run"
+        )
+    if settings.num_workers > 1 and isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        raise ConfigError(
+            "num_workers (--workers) shards a Dataset on local disk; a stream (streaming=True, --streaming) is "
+            "scored by one process: leave num_workers at 1, or load the dataset without streaming to use workers"
+        )
+
+
+def _interrupted(ctx: _SplitContext, settings: Settings) -> InterruptedRun:
+    """What a Ctrl-C kept: the replies in the cache (and the batches submitted), or nothing without a cache."""
+    if not ctx.use_cache:
+        return InterruptedRun(
+            "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
+        )
+    batches = (
+        " The batches submitted are recorded there too: the next run collects them, submitting nothing twice."
+        if settings.batch
+        else ""
+    )
+    saved = (
+        "The replies the workers received are saved"  # in the workers' stores: this process wrote none
+        if settings.num_workers > 1
+        else f"{ctx.resources.written if ctx.resources else 0:,} replies of this run are saved"
+    )
+    return InterruptedRun(
+        f"interrupted. {saved} in the cache; run the same command again to resume where it stopped.{batches}"
+    )
 
 
 def _warn_batches_in_flight(store_path: Path, client: JudgeClient) -> None:
