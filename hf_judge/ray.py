@@ -43,6 +43,11 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 ERRORS_COLUMN = "judge_errors"
+# score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
+# (JSON), which it sums into the summary and drops; a batch Ray retried after a worker died counts once more
+STATS_COLUMN = "_hf_judge_batch_stats"
+_STATS = ("requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens",
+          "cached_tokens")  # fmt: skip
 
 
 def score_ray_dataset(
@@ -63,6 +68,7 @@ def score_ray_dataset(
     num_cpus: float = 1.0,
     map_batches_kwargs: dict[str, Any] | None = None,
     settings: Settings | None = None,
+    _batch_stats: bool = False,
     **setting_values: Any,
 ) -> ray.data.Dataset:
     """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
@@ -144,6 +150,7 @@ def score_ray_dataset(
             "store_path": str(root / "replies.sqlite3") if use_cache else None,
             "schema": features.arrow_schema,
             "token_columns": token_columns,
+            "batch_stats": _batch_stats,
         },
         batch_format="pyarrow",
         batch_size=batch_size,
@@ -189,6 +196,7 @@ class _Scorer:
         store_path: str | None,
         schema: pa.Schema,
         token_columns: bool,
+        batch_stats: bool = False,
     ):
         from .fleet import FleetClient
         from .redact import install_log_filter, register
@@ -206,6 +214,8 @@ class _Scorer:
         self.loop = LoopThread()
         self.loop.run(self.client.open())
         self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+        self.batch_stats = batch_stats
+        self.reported: dict[str, Any] = {}  # the counters up to the last batch
 
     def __call__(self, table: pa.Table) -> pa.Table:
         from .batchscore import score_batch
@@ -229,7 +239,23 @@ class _Scorer:
         for e in errors:
             by_row[e["row"]].append({k: e[k] for k in ("metric", "kind", "message", "raw", "attempts")})
         column = [json.dumps(by_row[r]) if r in by_row else None for r in range(table.num_rows)]
-        return table.append_column(pa.field(ERRORS_COLUMN, pa.string()), pa.array(column, type=pa.string()))
+        table = table.append_column(pa.field(ERRORS_COLUMN, pa.string()), pa.array(column, type=pa.string()))
+        if self.batch_stats:
+            stats = [self._moved()] + [None] * (table.num_rows - 1)
+            table = table.append_column(pa.field(STATS_COLUMN, pa.string()), pa.array(stats, type=pa.string()))
+        return table
+
+    def _moved(self) -> str:
+        """The client's counters since the last batch, as JSON: this batch's requests, tokens, retries, failures."""
+        s = self.client.stats
+        now: dict[str, Any] = {k: getattr(s, k) for k in _STATS}
+        now["failures"] = dict(s.failures)
+        before = self.reported
+        moved: dict[str, Any] = {k: now[k] - before.get(k, 0) for k in _STATS}
+        moved["failures"] = {k: n - before.get("failures", {}).get(k, 0) for k, n in now["failures"].items()}
+        moved["structured_output"] = s.structured_output
+        self.reported = now
+        return json.dumps(moved)
 
     def __del__(self) -> None:
         try:
@@ -266,7 +292,7 @@ def score_dataset_on_ray(
     actors, default one per CPU of the cluster, each with the ``concurrency``
     setting's requests in flight, as a worker of ``score_dataset``) and brings the
     rows back in input order. The summary holds the run's settings, rows and
-    errors; the request counters stay in the actors.
+    errors, and the request and token counters of the batches the actors finished.
 
     Example:
         >>> scored = score_dataset_on_ray(ds, ["QA_All"], model="judge", address="ray://head:10001")  # doctest: +SKIP
@@ -304,6 +330,7 @@ def score_dataset_on_ray(
     size = actors if isinstance(actors, int) else actors[1]
     results: dict[str, Dataset] = {}
     errors: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []  # each batch's counters
     for split, d in splits.items():
         scored = score_ray_dataset(
             # not from_huggingface: it reloads the split by its builder's name to look for Hub Parquet files
@@ -321,8 +348,13 @@ def score_dataset_on_ray(
             token_columns=token_columns,
             concurrency=actors,
             settings=settings,
+            _batch_stats=True,
         )
         table = pa.concat_tables(ray.get(scored.to_arrow_refs()))
+        for text in table.column(STATS_COLUMN).to_pylist():
+            if text:
+                moved.append(json.loads(text))
+        table = table.drop_columns([STATS_COLUMN])
         for row, text in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
             for item in json.loads(text) if text else ():
                 errors.append({"split": split, "row": row, **item})
@@ -340,5 +372,10 @@ def score_dataset_on_ray(
     out.summary.rows = {s: len(d) for s, d in results.items()}
     out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))
     out.summary.elapsed_s = time.monotonic() - started
-    out.summary.notes.append(f"scored on Ray by {actors} actors; their request counters are not summed here")
+    for k in _STATS:
+        setattr(out.summary, k, sum(m[k] for m in moved))
+    out.summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
+    if moved:
+        out.summary.structured_output = moved[-1]["structured_output"]
+    out.summary.notes.append(f"scored on Ray by {actors} actors")
     return out
