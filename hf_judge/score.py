@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -10,6 +11,7 @@ import os
 import shutil
 import socket
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -927,6 +929,11 @@ def _fresh_run(
         layout=ctx.layout,
     )
     current = (split, cache_file if ctx.use_cache else None, _counters(ctx.judges or [client]), time.perf_counter())
+    judges = ctx.judges or [client]
+    every = client.settings.history_every_s
+    checkpoints = (
+        _Checkpoints(loop, every, ctx.summary, current, judges, ctx.run_id, ctx.run_started) if ctx.use_cache else None
+    )
     try:
         feeder = loop.submit(run.feed())
         try:
@@ -969,8 +976,10 @@ def _fresh_run(
         release(run.input_files | file_paths(scores.cache_files))  # read again only where used
         res.active = None
     finally:
+        if checkpoints is not None:
+            checkpoints.stop()
         # also when stopped mid-split: what it paid for counts when a later run resumes
-        _record_run(ctx.summary, current, ctx.judges or [client], ctx.run_id, ctx.run_started)
+        _record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
     return scores
 
 
@@ -1225,7 +1234,17 @@ def _read_runs(cache_file: Path) -> list[dict[str, Any]]:
 def _record_run(summary: RunSummary, current: tuple, clients: list[JudgeClient], run_id: str, started: str) -> None:
     """Add this run's share of one split to the summary, after the earlier runs that worked on the same
     result (an interrupted run, one whose failed rows this run retried); keep the list beside the results cache."""
-    split, cache_file, before, t0 = current
+    cache_file = current[1]
+    entry = _run_entry(summary, current, clients, run_id, started)
+    earlier = _read_runs(cache_file) if cache_file is not None else []
+    summary.add_runs([*earlier, entry])
+    if cache_file is not None:
+        _write_runs(cache_file, run_id, entry)
+
+
+def _run_entry(summary: RunSummary, current: tuple, clients: list[JudgeClient], run_id: str, started: str) -> dict:
+    """This run's entry of the run history of one split: what its counters moved since the split began."""
+    split, _, before, t0 = current
     now = _counters(clients)
     entry: dict[str, Any] = {"id": run_id, "started": started, "split": split}
     entry.update({k: now[k] - before[k] for k in _COUNTERS})
@@ -1236,17 +1255,46 @@ def _record_run(summary: RunSummary, current: tuple, clients: list[JudgeClient],
         for k in ("prompt_tokens", "completion_tokens"):
             entry[k] += b.get(k, 0)
             entry[f"batch_{k}"] = b.get(k, 0)
-    earlier = _read_runs(cache_file) if cache_file is not None else []
-    summary.add_runs([*earlier, entry])
-    if cache_file is not None:
-        runs = [r for r in earlier if r.get("id") != run_id] + [entry]
-        tmp = _runs_file(cache_file).with_suffix(f".tmp-{run_id}")
-        try:
-            tmp.write_text(json.dumps(runs), encoding="utf-8")
-            os.replace(tmp, _runs_file(cache_file))
-        except OSError as e:  # a full disk: the history is a nicety, the run's own error must show
-            _unlink(tmp)
-            logger.debug("could not record the run history beside %s: %s", cache_file, e)
+    return entry
+
+
+def _write_runs(cache_file: Path, run_id: str, entry: dict) -> None:
+    """Put ``entry`` in the run history beside ``cache_file``, in place of this run's earlier one (a checkpoint)."""
+    runs = [r for r in _read_runs(cache_file) if r.get("id") != run_id] + [entry]
+    tmp = _runs_file(cache_file).with_suffix(f".tmp-{run_id}")
+    try:
+        tmp.write_text(json.dumps(runs), encoding="utf-8")
+        os.replace(tmp, _runs_file(cache_file))
+    except OSError as e:  # a full disk: the history is a nicety, the run's own error must show
+        _unlink(tmp)
+        logger.debug("could not record the run history beside %s: %s", cache_file, e)
+
+
+class _Checkpoints:
+    """This run's entry of the run history, written every ``every`` seconds while its split runs, so that a run
+    killed with kill -9 leaves its counters up to the last checkpoint (Ctrl-C and errors write them at the end).
+
+    The writes run on the event loop's thread; ``stop()``, from the thread that writes the final entry, waits
+    for a write under way, so that no checkpoint can replace the final entry."""
+
+    def __init__(self, loop: LoopThread, every: float, *entry_args: Any) -> None:
+        self._lock, self._stopped = threading.Lock(), False
+        self._every, self._args = every, entry_args
+        self._future = loop.submit(self._run())
+
+    async def _run(self) -> None:
+        summary, current, clients, run_id, started = self._args
+        while True:
+            await asyncio.sleep(self._every)
+            with self._lock:
+                if self._stopped:
+                    return
+                _write_runs(current[1], run_id, _run_entry(summary, current, clients, run_id, started))
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+        self._future.cancel()
 
 
 def _fill_summary(summary: RunSummary, clients: list[JudgeClient], errors: list[dict], started: float) -> None:

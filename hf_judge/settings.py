@@ -225,6 +225,9 @@ class Settings(BaseModel):
     backoff_max: float = _setting(30.0, "cap of a retry wait, Retry-After included", internal=True, ge=0)
     window: int | None = _setting(None, "rows in flight (default max(4096, 64 x concurrency))", internal=True, ge=1)
     batch_poll_s: float = _setting(30.0, "seconds between two looks at the batches in flight", internal=True, gt=0)
+    history_every_s: float = _setting(
+        10.0, "seconds between checkpoints of the run history while a split runs", internal=True, gt=0
+    )
     batch_import: str | None = _setting(
         None, "read this batch output JSONL into the store, then send nothing (hf-judge batch import)", internal=True
     )
