@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import hashlib
 import json
@@ -539,6 +540,8 @@ def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
     if unknown:
         internal = [k for k in unknown if k in Settings.model_fields]
         how = f"; set {', '.join(internal)} through settings=Settings(...)" if internal else ""
+        close = [(k, difflib.get_close_matches(k, list(public_fields()), n=1)) for k in unknown]
+        how += "".join(f"; did you mean {m[0]!r} for {k!r}?" for k, m in close if m and k not in internal)
         raise TypeError(
             f"score_dataset() got unexpected keyword argument(s) {', '.join(unknown)}{how}. "
             f"Its settings are: {', '.join(public_fields())}"
