@@ -1197,6 +1197,21 @@ def _setup_logging(hub_login: bool = True) -> None:
     root.addHandler(handler)
 
 
+def _unrecognized(extra: list[str], parser: argparse.ArgumentParser, command: str | None) -> str:
+    """argparse's "unrecognized arguments" message, with the closest option of the command for each misspelt one
+    (Python 3.14's argparse suggests on its own; 3.11 does not)."""
+    import difflib
+
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)  # no public getter
+    known = [o for a in sub.choices[command]._actions for o in a.option_strings] if sub and command else []
+    hints = []
+    for word in (w.split("=", 1)[0] for w in extra if w.startswith("--")):
+        close = difflib.get_close_matches(word, known, n=1, cutoff=0.75)
+        if close:
+            hints.append(f"did you mean {close[0]} for {word}?")
+    return f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else "")
+
+
 def _sigterm(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt
 
@@ -1206,7 +1221,9 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     command = next((w for w in words if not w.startswith("-")), None)
     parser = build_parser({command} if command else set())
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.error(_unrecognized(extra, parser, getattr(args, "command", None)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

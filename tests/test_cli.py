@@ -246,6 +246,13 @@ def _one_line_error(p, code, *words):
     assert KEY not in p.stderr + p.stdout
 
 
+def test_a_misspelt_option_names_the_closest_one(cli, tmp_path, env):
+    p = cli("score", tmp_path / "d.jsonl", "--metrics", "QA_Clarity", "--concurency", "4", "--xyz", env=env)
+    assert p.returncode == 2
+    assert "unrecognized arguments: --concurency 4 --xyz (did you mean --concurrency for --concurency?)" in p.stderr
+    assert "did you mean --min for --minn?" in cli("filter", tmp_path, "--minn", "x=1", env=env).stderr
+
+
 def test_error_paths(cli, judge, tmp_path, env):
     data = _jsonl(tmp_path / "d.jsonl", 3)
     base = ["--model", "judge", "--base-url", judge.base_url, "--output-dir", tmp_path / "o"]
