@@ -649,6 +649,10 @@ def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | No
         raise ConfigError(f'--ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
     if args.overwrite_scores:
         raise ConfigError("--overwrite-scores is not supported with --ray: score the columns again without --ray")
+    if not os.environ.get("HF_JUDGE_DEBUG"):
+        # Ray Data logs each dataset's plan, start and end, and its progress every few seconds, at INFO on
+        # stderr: the run's summary says what they say, and warnings still show
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
     return score_dataset_on_ray(
         ds,
         job.metrics,
