@@ -3,24 +3,19 @@
 python tests/stream_job.py BASE_URL CACHE_DIR N CONCURRENCY OUT_DIR [SHARD_SIZE]
 
 With SHARD_SIZE (e.g. 8KB), rows are read 128 at a time and a shard closes after each batch or so,
-so that an interrupted save has closed shards to go on after.
+so that an interrupted save has closed shards to go on after. The tests resume in their own process
+with :func:`run` (no interpreter start and imports, ~2 s).
 """
 
 import sys
 
-import datasets
+from helpers import qa_dataset
 
-datasets.disable_progress_bars()
-
-from helpers import qa_dataset  # noqa: E402
-
-from hf_judge import Settings, score_dataset  # noqa: E402
+from hf_judge import RunSummary, Settings, score_dataset
 
 
-def main() -> None:
-    base_url, cache_dir, n, concurrency, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-    shard_size = sys.argv[6] if len(sys.argv) > 6 else None
-    print("started", flush=True)
+def run(base_url: str, cache_dir: str, n: int, concurrency: int, out: str, shard_size: str | None = None) -> RunSummary:
+    """Score ``qa_dataset(n)`` as a stream of 4 shards and save it to ``out``: the job this script runs."""
     scored = score_dataset(
         qa_dataset(n).to_iterable_dataset(num_shards=4),
         ["QA_Clarity"],
@@ -32,7 +27,18 @@ def main() -> None:
         columns={"instruction": "question", "output": "answer"},
     )
     scored.save_to_disk(out, max_shard_size=shard_size)
-    print("done", scored.summary.requests, scored.summary.cache_hits, flush=True)
+    return scored.summary
+
+
+def main() -> None:
+    import datasets
+
+    datasets.disable_progress_bars()  # here, not at import: the tests import run()
+    base_url, cache_dir, n, concurrency, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    shard_size = sys.argv[6] if len(sys.argv) > 6 else None
+    print("started", flush=True)
+    summary = run(base_url, cache_dir, n, concurrency, out, shard_size)
+    print("done", summary.requests, summary.cache_hits, flush=True)
 
 
 if __name__ == "__main__":
