@@ -140,10 +140,13 @@ def test_cli_score_with_ray_saves_the_same_result_and_concurrency_is_per_actor(c
     # 3 in flight per actor, two actors at most (one per CPU); not one actor per --concurrency with 256 each
     assert 3 <= judge.stats()["max_inflight"] <= 2 * 3
     assert "rows           train: 64" in out and "errors         null_input: 1" in out
+    # the actors' counters, added up from their batches (the summary said they were not summed)
+    assert judge.stats()["requests"] == 63 and "requests       63 (0 retries)" in out
     assert "Failed to load JSON" not in out + err
     judge.configure(latency=0)
     code, out, err = run_cli(capfd, *args, "-o", tmp_path / "single")
     assert code == 0, err
+    assert "from cache     63 replies from the reply store" in out  # the same store: nothing sent again
     on_ray, single = load_from_disk(tmp_path / "ray"), load_from_disk(tmp_path / "single")
     assert on_ray["train"]["QA_Clarity"] == single["train"]["QA_Clarity"]
     assert on_ray["errors"].to_list() == single["errors"].to_list()
