@@ -1,7 +1,6 @@
 import signal
 from pathlib import Path
 
-import pytest
 from hub_fixture import *  # noqa: F401,F403  (first: sets HF_ENDPOINT before datasets is imported)
 from judge_fixture import *  # noqa: F401,F403
 from llama_fixture import llama_server  # noqa: F401  (session-scoped: one llama.cpp server for every test that asks)
@@ -15,14 +14,3 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # --doctest-modules would import every module here; the helpers are not tests, and score_job.py is a
 # script whose import switches datasets' progress bars off for the whole session
 collect_ignore = [p.name for p in Path(__file__).parent.glob("*.py") if not p.name.startswith(("test_", "conftest"))]
-
-
-def pytest_collection_modifyitems(config, items):
-    """With pytest-xdist (``-n 2``): ``--dist loadgroup`` keeps a test file on one worker, so its module
-    fixtures run once (test_cache's reference run), and puts every real-model
-    test in one group, so two llama.cpp servers never share the machine's cores."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = "real_server" if item.get_closest_marker("real_server") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
