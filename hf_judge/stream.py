@@ -251,12 +251,7 @@ class _Streams:
                         yield _with_scores(table, scores, schema), errs, states.popleft()
             self.errors[split] = errors
         except KeyboardInterrupt:
-            raise InterruptedRun(
-                "interrupted. Every reply received is saved in the reply cache; read the result again "
-                "(or run the same command again) to resume: stored replies are not sent again."
-                if ctx.use_cache
-                else "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
-            ) from None
+            raise _interrupted(ctx.use_cache) from None
         finally:
             if bar is not None:
                 bar.close()
@@ -476,6 +471,22 @@ def write_result(streams: _Streams, root: Path, shard_bytes: int, reports: Seque
     """The layout ``save_to_disk`` writes (see there). A save of the same job that was interrupted is taken
     up after its last closed shard (the input resumes from its ``state_dict()``); other files in ``data/`` and
     ``errors/`` go. The progress file goes once the save is complete."""
+    try:
+        _write_result(streams, root, shard_bytes, reports)
+    except KeyboardInterrupt:  # one that came between two batches (writing a shard, the progress file)
+        raise _interrupted(streams.ctx.use_cache) from None
+
+
+def _interrupted(use_cache: bool) -> InterruptedRun:
+    return InterruptedRun(
+        "interrupted. Every reply received is saved in the reply cache; read the result again "
+        "(or run the same command again) to resume: stored replies are not sent again."
+        if use_cache
+        else "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
+    )
+
+
+def _write_result(streams: _Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport]) -> None:
     from .score import ERROR_FEATURES
 
     root.mkdir(parents=True, exist_ok=True)
