@@ -315,7 +315,10 @@ class ReplyStore:
                     conn.close()
                 code = _code(e)
                 if code in (_SQLITE_BUSY, _SQLITE_LOCKED) and first and deadline > time.monotonic():
-                    logger.warning(
+                    # a shared store's processes (workers, Ray actors of one host) open it at the same moment by
+                    # design: their wait is no news; another run's lock is
+                    logger.log(
+                        logging.DEBUG if self.shared else logging.WARNING,
                         "another process holds the write lock on the reply cache %s; waiting up to %.0f s for it",
                         self.path,
                         max(0.0, deadline - time.monotonic()),
