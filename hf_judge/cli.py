@@ -650,6 +650,8 @@ def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | No
     if args.overwrite_scores:
         raise ConfigError("--overwrite-scores is not supported with --ray: score the columns again without --ray")
     if not os.environ.get("HF_JUDGE_DEBUG"):
+        import ray.data  # noqa: F401 - configures Ray Data's loggers, which the next line then turns down
+
         # Ray Data logs each dataset's plan, start and end, and its progress every few seconds, at INFO on
         # stderr: the run's summary says what they say, and warnings still show
         logging.getLogger("ray.data").setLevel(logging.WARNING)
