@@ -232,8 +232,8 @@ def test_requests_per_minute_limit(judge, tmp_path):
     assert time.monotonic() - t0 >= 1.0
     arrivals = sorted(t for t, _, _ in judge.stats()["events"])
     assert len(arrivals) == 40
-    # any half second holds at most the bucket + half a second's leak, 20 + 10 (+ 1 for transit jitter)
-    assert max(sum(a <= t < a + 0.5 for t in arrivals) for a in arrivals) <= 31
+    # any half second holds at most the bucket + half a second's leak, 20 + 10 (+ 2: transit jitter up to 0.1 s)
+    assert max(sum(a <= t < a + 0.5 for t in arrivals) for a in arrivals) <= 32
 
 
 def test_tokens_per_minute_limit(judge, tmp_path):
