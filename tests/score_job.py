@@ -1,22 +1,19 @@
 """A scoring job in its own process, for the kill and interrupt tests.
 
 python tests/score_job.py BASE_URL CACHE_DIR N CONCURRENCY OUT_DIR
+
+The tests call ``run`` in-process for the runs that need no process of their own (the reference, the rerun).
 """
 
 import sys
 
-import datasets
+from helpers import qa_dataset
 
-datasets.disable_progress_bars()
-
-from helpers import qa_dataset  # noqa: E402
-
-from hf_judge import score_dataset  # noqa: E402
+from hf_judge import score_dataset
 
 
-def main() -> None:
-    base_url, cache_dir, n, concurrency, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-    print("started", flush=True)
+def run(base_url: str, cache_dir, n: int, concurrency: int, out):
+    """Score ``n`` rows of ``qa_dataset`` with QA_Clarity and save them to ``out``; the same keys in any process."""
     scored = score_dataset(
         qa_dataset(n),
         ["QA_Clarity"],
@@ -28,6 +25,16 @@ def main() -> None:
         columns={"instruction": "question", "output": "answer"},
     )
     scored.save_to_disk(out)
+    return scored
+
+
+def main() -> None:
+    import datasets
+
+    datasets.disable_progress_bars()
+    base_url, cache_dir, n, concurrency, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    print("started", flush=True)
+    scored = run(base_url, cache_dir, n, concurrency, out)
     print("done", scored.summary.requests, flush=True)
 
 

@@ -71,12 +71,13 @@ def test_batch_run_equals_online_row_for_row(batch, tmp_path):
 def test_no_wait_then_rerun_submits_nothing_new_and_collects(batch, tmp_path):
     ds = qa_dataset(12)
     expected = rows(run(ds, batch, tmp_path / "online"))
-    batch.configure(delay=0.3)
+    batch.configure(delay=30)  # the server reads its delay when asked: running until set to 0 below, however slow
     with pytest.raises(BatchesPending, match="Run the same command again"):
         run(ds, batch, tmp_path / "b", batch=True, no_wait=True)
     assert batch.stats()["batches"] == 1
     with pytest.raises(BatchesPending):  # still running: looked at, nothing submitted
         run(ds, batch, tmp_path / "b", batch=True, no_wait=True)
+    batch.configure(delay=0)
     scored = run(ds, batch, tmp_path / "b", batch=True)
     st = batch.stats()
     assert (st["batches"], st["uploads"]) == (1, 1)

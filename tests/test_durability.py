@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import sqlite3
 import subprocess
@@ -47,13 +48,46 @@ def test_a_locked_store_is_waited_for_then_reported_never_quarantined(tmp_path, 
     store.close()
 
 
-def test_a_lock_released_within_the_wait_is_waited_for(tmp_path):
+class _OnLog(logging.Handler):
+    """Calls ``action`` once, when a record of the ``hf_judge`` logger holds ``text``: an event, not a sleep."""
+
+    def __init__(self, text: str, action) -> None:
+        super().__init__()
+        self.text, self.action, self.fired = text, action, False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.fired and self.text in record.getMessage():
+            self.fired = True
+            self.action()
+
+
+@pytest.fixture
+def on_log():
+    """``on_log(text, action)``: run ``action`` when hf_judge first logs ``text``."""
+    logger, handlers = logging.getLogger("hf_judge"), []
+    level = logger.level
+    logger.setLevel(min(level or logging.INFO, logging.INFO))
+
+    def add(text: str, action) -> _OnLog:
+        handlers.append(_OnLog(text, action))
+        logger.addHandler(handlers[-1])
+        return handlers[-1]
+
+    yield add
+    for h in handlers:
+        logger.removeHandler(h)
+    logger.setLevel(level)
+
+
+def test_a_lock_released_within_the_wait_is_waited_for(tmp_path, on_log):
     path = tmp_path / "replies.sqlite3"
     _store_with_pending(path)
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
-    threading.Timer(1.5, lambda: holder.execute("ROLLBACK")).start()  # after the first, short wait
-    store = ReplyStore(path, lock_wait=30)
+    # released 0.1 s into the long wait, once the first, short one (0.5 s of the 1 s lock_wait) is over and said so
+    said = on_log("waiting up to", lambda: threading.Timer(0.1, lambda: holder.execute("ROLLBACK")).start())
+    store = ReplyStore(path, lock_wait=1.0)
+    assert said.fired
     assert len(store.get_many(KEYS)) == 200
     store.close()
     holder.close()
@@ -189,7 +223,7 @@ def test_run_folders_of_killed_runs_are_removed_and_live_ones_kept(judge, tmp_pa
 
 
 def test_a_disk_full_mid_run_stops_sending_and_keeps_what_it_has(judge, small_disk):
-    n, concurrency = 20_000, 32
+    n, concurrency = 20_000, 32  # the 1 MB disk is full after 2,700-4,700 replies (measured): well under half
     judge.configure(latency=0.002)
     ds = qa_dataset(n)
     with pytest.raises(DiskFullError) as info:
@@ -219,14 +253,15 @@ def test_a_disk_full_mid_run_stops_sending_and_keeps_what_it_has(judge, small_di
 
 def test_a_full_disk_while_writing_the_scores_leaves_no_temporary_file(judge, small_disk):
     _resize(small_disk, "64m")
-    ds = qa_dataset(10_000)
+    ds = qa_dataset(5000)
     results = small_disk / "cache" / "results"
     for _ in range(2):  # every reply stored, and merged by the second run's open
         score(ds, ["QA_Clarity"], judge, small_disk)
         for p in results.iterdir():
             p.unlink()
     filler = _fill(small_disk)
-    filler.write_bytes(filler.read_bytes()[: -(128 << 10)])  # room for the store's index, not for the scores
+    # room for the store's open (it needs 8-32 KB), not for the scores (5,000 rows need over 150 KB)
+    filler.write_bytes(filler.read_bytes()[: -(64 << 10)])
     judge.reset()
     with pytest.raises(DiskFullError) as info:
         score(ds, ["QA_Clarity"], judge, small_disk)
@@ -314,18 +349,27 @@ def test_a_cache_locked_mid_run_stops_the_run_and_loses_no_paid_reply(judge, tmp
     assert _sidecars(cache) == []
 
 
-def test_a_cache_lock_released_within_the_wait_is_waited_for_mid_run(judge, tmp_path, monkeypatch, caplog):
+def test_a_cache_lock_released_within_the_wait_is_waited_for_mid_run(judge, tmp_path, monkeypatch, caplog, on_log):
     n, concurrency = 300, 8
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 30.0)
+    monkeypatch.setattr(hf_judge.store, "LOCK_TRY_S", 0.1)  # a commit's try: the wait is said after 0.1 s, not 1 s
     holder = _hold_write_lock(cache / "replies.sqlite3")
-    threading.Timer(2.5, lambda: holder.execute("ROLLBACK")).start()
-    judge.configure(latency=0.1)  # ~4 s of requests: the lock is released mid-run
+    sent_at_release = []
+
+    def release() -> None:  # mid-run, once the run said it waits: 0.1 s later, more replies kept in memory
+        sent_at_release.append(judge.stats()["requests"])
+        threading.Timer(0.1, lambda: holder.execute("ROLLBACK")).start()
+
+    on_log("waiting up to 30 s (replies are kept in memory)", release)
+    judge.configure(latency=0.02)  # ~0.75 s of requests
     ds = qa_dataset(n)
-    with caplog.at_level("WARNING", logger="hf_judge"):
+    with caplog.at_level("INFO", logger="hf_judge"):
         out = score(ds, ["QA_Clarity"], judge, tmp_path, concurrency=concurrency)
     assert "is locked by another process; waiting up to 30 s (replies are kept in memory)" in caplog.text
+    assert "is free again; saved the replies kept in memory" in caplog.text
+    assert 0 < sent_at_release[0] < n  # the lock was taken and released mid-run
     assert judge.stats()["requests"] == n and len(out["errors"]) == 0
     assert _sidecars(cache) == []  # committed once the lock was free
     holder.close()
