@@ -133,7 +133,8 @@ def hub_unreachable() -> str | None:
         return _hub_checked[endpoint][1]
     why = None
     try:
-        get_session().head(f"{endpoint}/api/datasets", timeout=HUB_PROBE_TIMEOUT, follow_redirects=False)
+        # the root: any answer will do, and it costs the Hub nothing (/api/datasets would list datasets)
+        get_session().head(f"{endpoint}/", timeout=HUB_PROBE_TIMEOUT, follow_redirects=False)
     except Exception as e:  # noqa: BLE001 - refused, DNS, timeout, proxy, TLS: each means "cannot reach it"
         why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     _hub_checked[endpoint] = (now, why)
