@@ -46,8 +46,6 @@ ERRORS_COLUMN = "judge_errors"
 # score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
 # (JSON), which it sums into the summary and drops; a batch Ray retried after a worker died counts once more
 STATS_COLUMN = "_hf_judge_batch_stats"
-_STATS = ("requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens",
-          "cached_tokens")  # fmt: skip
 
 
 def score_ray_dataset(
@@ -247,11 +245,13 @@ class _Scorer:
 
     def _moved(self) -> str:
         """The client's counters since the last batch, as JSON: this batch's requests, tokens, retries, failures."""
+        from .score import _RUN_COUNTERS
+
         s = self.client.stats
-        now: dict[str, Any] = {k: getattr(s, k) for k in _STATS}
+        now: dict[str, Any] = {k: getattr(s, k) for k in _RUN_COUNTERS}
         now["failures"] = dict(s.failures)
         before = self.reported
-        moved: dict[str, Any] = {k: now[k] - before.get(k, 0) for k in _STATS}
+        moved: dict[str, Any] = {k: now[k] - before.get(k, 0) for k in _RUN_COUNTERS}
         moved["failures"] = {k: n - before.get("failures", {}).get(k, 0) for k, n in now["failures"].items()}
         moved["structured_output"] = s.structured_output
         self.reported = now
@@ -306,7 +306,15 @@ def score_dataset_on_ray(
 
     from .client import JudgeClient
     from .metrics import resolve_metrics
-    from .score import ERROR_FEATURES, ERRORS_SPLIT, ScoredDatasetDict, _as_splits, _new_summary, _settings
+    from .score import (
+        _RUN_COUNTERS,
+        ERROR_FEATURES,
+        ERRORS_SPLIT,
+        ScoredDatasetDict,
+        _as_splits,
+        _new_summary,
+        _settings,
+    )
 
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
         raise ConfigError(
@@ -372,7 +380,7 @@ def score_dataset_on_ray(
     out.summary.rows = {s: len(d) for s, d in results.items()}
     out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))
     out.summary.elapsed_s = time.monotonic() - started
-    for k in _STATS:
+    for k in _RUN_COUNTERS:
         setattr(out.summary, k, sum(m[k] for m in moved))
     out.summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
     if moved:

@@ -1203,6 +1203,8 @@ def _prompt_record(metric) -> dict[str, Any]:
 
 
 _COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "cached_tokens")
+# every counter of a run that adds up across clients (a panel's judges, Ray's actors)
+_RUN_COUNTERS = (*_COUNTERS, "shared", "capped_waits")
 
 
 def _counters(clients: list[JudgeClient]) -> dict[str, int]:
@@ -1216,7 +1218,7 @@ def _total_stats(clients: list[JudgeClient]) -> Stats:
     total = Stats(structured_output=", ".join(dict.fromkeys(c.stats.structured_output for c in clients)))
     for c in clients:
         s = c.stats
-        for k in (*_COUNTERS, "shared", "capped_waits"):
+        for k in _RUN_COUNTERS:
             setattr(total, k, getattr(total, k) + getattr(s, k))
         total.failures.update(s.failures)
         total.notes += [n for n in s.notes if n not in total.notes]  # judges on one server: said once
