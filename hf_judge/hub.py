@@ -100,23 +100,22 @@ def push_scored(
         text = "---\n---\n"
     card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures)))
     card_metadata(cast(DatasetCardData, card.data), data, summary)  # a DatasetCard's data is one
+    new = {**(provenance_files(summary) if summary is not None else {}), **pictures}
+    # The card goes in the same commit as the files it shows. Not DatasetCard.push_to_hub: before
+    # huggingface_hub 1.x its validation posts to huggingface.co whatever HF_ENDPOINT says (a private
+    # Hub's card would be sent to the public one), and it would be a second commit.
+    ops: list[CommitOperationAdd | CommitOperationDelete] = [CommitOperationAdd("README.md", str(card).encode())]
+    ops += [CommitOperationAdd(path, content) for path, content in new.items()]
     if summary is not None or pictures:
-        new = {**(provenance_files(summary) if summary is not None else {}), **pictures}
-        ops: list[CommitOperationAdd | CommitOperationDelete] = [
-            CommitOperationAdd(path, content) for path, content in new.items()
-        ]
         # an earlier run's prompts and pictures that these scores did not use
         ours = f"{FILES_DIR}/" if summary is not None else f"{PLOTS_DIR}/"
         ops += [CommitOperationDelete(f) for f in files if f.startswith(ours) and f not in new]
-        api.create_commit(
-            repo_id,
-            ops,
-            repo_type="dataset",
-            revision=revision,
-            commit_message="Add the prompts, recipe and pictures of the scores (hf-judge)",
-        )
-    card.push_to_hub(
-        repo_id, repo_type="dataset", token=token, revision=revision, commit_message="Update dataset card (hf-judge)"
+    api.create_commit(
+        repo_id,
+        ops,
+        repo_type="dataset",
+        revision=revision,
+        commit_message="Update the dataset card, prompts, recipe and pictures of the scores (hf-judge)",
     )
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)

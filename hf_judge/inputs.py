@@ -134,7 +134,8 @@ def hub_unreachable() -> str | None:
     why = None
     try:
         # the root: any answer will do, and it costs the Hub nothing (/api/datasets would list datasets)
-        get_session().head(f"{endpoint}/", timeout=HUB_PROBE_TIMEOUT, follow_redirects=False)
+        # no redirects followed, in requests (before huggingface_hub 1.x) and httpx alike
+        get_session().head(f"{endpoint}/", timeout=HUB_PROBE_TIMEOUT)
     except Exception as e:  # noqa: BLE001 - refused, DNS, timeout, proxy, TLS: each means "cannot reach it"
         why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     _hub_checked[endpoint] = (now, why)
