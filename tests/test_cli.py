@@ -372,6 +372,30 @@ def test_credentials_in_base_url_never_leave_the_process(cli, judge, hub, tmp_pa
         assert password.encode() not in blob and b"alice" not in blob and b"api-version" not in blob
 
 
+def test_basic_auth_a_judge_echoes_is_redacted_everywhere(cli, judge, hub, tmp_path):
+    """A judge quoting the Authorization header of user:password@ (and what it decodes to) in an invalid
+    reply: the password, the user, the pair and their base64 appear in no error row, log, cache or upload."""
+    user, password = "gateway-user-4821", "pw%2FSECRET-echoed-5512"  # %2F: the header holds the decoded "/"
+    decoded = password.replace("%2F", "/")
+    b64 = base64.b64encode(f"{user}:{decoded}".encode()).decode()
+    judge.configure(record=True, faults=[{"fault": "echo_auth", "match": "cli-1:"}])
+    data = _jsonl(tmp_path / "d.jsonl", 3)
+    url = f"http://{user}:{password}@127.0.0.1:{judge.port}/v1"
+    p = cli(
+        *score_args(data, url, "--push-to-hub", "tester/basic-echo", "--output-dir", tmp_path / "out", **Q_ONLY),
+        *("--retries", "0"),
+        env={"HF_JUDGE_CACHE": str(tmp_path / "cache"), "HF_JUDGE_DEBUG": "1"},
+        check=0,
+    )
+    assert judge.stats()["auth"][0] == f"Basic {b64}"  # the judge did get (and so echo) the header
+    errors = load_from_disk(tmp_path / "out")["errors"]
+    assert errors["kind"] == ["invalid_json"] and "you sent Authorization: ***" in errors["raw"][0]
+    files = [f for root in (tmp_path / "cache", tmp_path / "out") for f in Path(root).rglob("*") if f.is_file()]
+    for blob in [(p.stdout + p.stderr).encode(), *(f.read_bytes() for f in files + hub.uploaded_files())]:
+        for secret in (password, decoded, user, b64, b64.rstrip("=")):
+            assert secret.encode() not in blob
+
+
 @pytest.mark.parametrize(
     "metric, columns, column",
     [
