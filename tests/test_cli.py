@@ -246,6 +246,20 @@ def _one_line_error(p, code, *words):
     assert KEY not in p.stderr + p.stdout
 
 
+@pytest.mark.parametrize("command", ["score", "filter"])
+def test_an_invalid_push_to_hub_repo_id_is_refused_before_any_request(cli, judge, tmp_path, command):
+    """`me/../../x` was refused by the Hub client only after scoring: every request paid, then exit 1."""
+    data = _jsonl(tmp_path / "d.jsonl", 3)
+    if command == "score":
+        args = score_args(data, judge, "--push-to-hub", "me/../../x", **Q_ONLY)
+    else:
+        Dataset.from_dict({"Q_Clarity": [9, 3]}).to_json(data)
+        args = ["filter", data, "--min", "Q_Clarity=5", "--push-to-hub", "me/../../x"]
+    p = cli(*args, env={"HF_JUDGE_CACHE": str(tmp_path / "cache")})
+    _one_line_error(p, 2, "--push-to-hub 'me/../../x' is not a Hub dataset id", "e.g. me/gsm8k-judged")
+    assert judge.stats()["requests"] == 0 and not list(tmp_path.glob("*-filtered"))
+
+
 def test_a_misspelt_option_names_the_closest_one(cli, tmp_path, env):
     p = cli("score", tmp_path / "d.jsonl", "--metrics", "QA_Clarity", "--concurency", "4", "--xyz", env=env)
     assert p.returncode == 2
