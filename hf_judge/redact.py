@@ -48,11 +48,12 @@ def register(secret: str | None) -> None:
 
 
 def register_credentials(user: str | None, password: str | None, raw_user: str = "", raw_password: str = "") -> None:
-    """Register the ``user:password@`` of a URL: each part, the pair, and the HTTP Basic header made of it.
+    """Register the ``user:password@`` of a URL: the password, the pair, and the HTTP Basic header made of it.
 
     ``raw_user``/``raw_password``: the parts as the URL spells them (percent-encoded).
     A judge that quotes the ``Authorization`` header it got echoes the base64 of the
-    pair, which holds neither part as text.
+    pair, which holds neither part as text. The user alone is no secret, and is not
+    registered: a name like ``research`` would be masked in every stored reply.
 
     Example:
         >>> register_credentials("gateway-user", "pw/secret-0123", "gateway-user", "pw%2Fsecret-0123")
@@ -62,9 +63,8 @@ def register_credentials(user: str | None, password: str | None, raw_user: str =
     pair = f"{user or ''}:{password or ''}"
     b64 = base64.b64encode(pair.encode()).decode()
     # Unpadded too (a server may strip it); the padded form is longer, so it is replaced first.
-    for secret in (user, password, pair, raw_user, raw_password, f"{raw_user}:{raw_password}", b64, b64.rstrip("=")):
+    for secret in (password, pair, raw_password, f"{raw_user}:{raw_password}", b64, b64.rstrip("="), f"Basic {b64}"):
         register(secret)
-    register(f"Basic {b64}")
 
 
 def scrub_registered(text: str) -> str:
