@@ -630,6 +630,15 @@ def _filtered_name(target: str) -> str:
     return target.rstrip("/") + "-filtered"
 
 
+def _check_repo(repo: str, filtered: bool = False) -> None:
+    """--push-to-hub REPO (and REPO-filtered, where a recipe's filters push there too), checked before any work."""
+    from .hub import check_repo_id
+
+    check_repo_id(repo, "--push-to-hub")
+    if filtered:
+        check_repo_id(_filtered_name(repo), "--push-to-hub (its filtered copy)")
+
+
 def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
     """The recipe's filter columns must be columns this run writes or score columns the data already has."""
     from .filter import check_threshold_columns, score_columns
@@ -685,6 +694,8 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
         raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`) or --recipe quality")
     if "model" not in job.client and not job.client.get("models"):
         raise ConfigError("no model: pass --model NAME (the model name your server serves), or --model local")
+    if job.push_to_hub:
+        _check_repo(job.push_to_hub, job.filters is not None)
     from .local import parse_local_model
 
     local = _local_judge(job.client, args.cache_dir)
@@ -1055,6 +1066,8 @@ def cmd_filter(args: argparse.Namespace) -> int:
     from .inputs import input_summary, load_input
     from .output import check_output, source_of, thresholds
 
+    if args.push_to_hub:
+        _check_repo(args.push_to_hub)
     source = source_of(args.dataset, args.subset, args.revision)
     rule = thresholds(dict(args.min), dict(args.max), args.keep_missing)
     out = args.output_dir or (None if args.push_to_hub else _default_output_dir(args.dataset, "filtered"))

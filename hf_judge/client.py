@@ -72,7 +72,7 @@ from .images import prompt_tokens_estimate
 from .limits import AdaptiveLimiter
 from .metrics import Metric
 from .prices import no_price_error, price_of
-from .redact import register, scrub, scrub_registered
+from .redact import register, register_credentials, scrub, scrub_registered
 from .settings import Settings
 from .validate import ReplyError, parse_reply
 
@@ -377,7 +377,7 @@ def _endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, s
         raise ConfigError(f"base_url is not a URL ({e}); give one like http://127.0.0.1:8000/v1") from None
     auth = None
     if url.user is not None or url.password is not None:
-        register(url.password)
+        register_credentials(url.user, url.password, url.raw_user or "", url.raw_password or "")
         if api_key:
             raise ConfigError(
                 "base_url carries credentials (user:password@) and an API key is set as well; a request holds one "

@@ -39,6 +39,30 @@ if TYPE_CHECKING:
 logger = logging.getLogger("hf_judge")
 
 
+def check_repo_id(repo_id: str, what: str = "repo_id") -> None:
+    """Raise a ConfigError if ``repo_id`` is no Hub dataset id, by huggingface_hub's own rules.
+
+    Called before anything is scored or written: the Hub client checks only at
+    the push, once every request of the run is paid for.
+
+    Example:
+        >>> check_repo_id("me/gsm8k-judged")
+        >>> check_repo_id("me/../../x", "--push-to-hub")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hf_judge.errors.ConfigError: --push-to-hub 'me/../../x' is not a Hub dataset id: ... e.g. me/gsm8k-judged
+    """
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise ConfigError(
+            f"{what} {repo_id!r} is not a Hub dataset id: name or namespace/name of letters, digits, '-', '_' and "
+            "'.', no '--' or '..', at most 96 characters, e.g. me/gsm8k-judged"
+        ) from None
+
+
 def push_scored(
     scored: DatasetDict,
     repo_id: str,
@@ -73,6 +97,7 @@ def push_scored(
 
     if "config_name" in push_kwargs or "data_dir" in push_kwargs:
         raise ConfigError("push_scored chooses the configs: the scored splits go to 'default', the errors to 'errors'")
+    check_repo_id(repo_id)
     register(token)
     summary = summary if summary is not None else getattr(scored, "summary", None)
     # saveable: a path-only image whose file is gone would fail the push's embedding of it

@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 from typing import Any
 
 from .errors import ConfigError, TemplateError
@@ -44,6 +45,14 @@ _BYTES = ("binary", "large_binary")
 _NONCE = f"{secrets.randbits(60):018d}"  # digits: no filter changes their case
 _MARK = re.compile(f"\x1eimage-{_NONCE}-(\\d+)\x1e")
 _DATA_URL = re.compile(rb"data:image/[a-z]+;base64,[A-Za-z0-9+/=]*")
+# The most bytes of one image hf-judge sends (or reads from a file): OpenAI's own limit per image,
+# 20 MB. A larger image is a bad_image row; a file is read no further than this, so a path to
+# /dev/zero or to a huge file costs at most this much memory.
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+_FORMATS = "PNG, JPEG, GIF, WebP"
+# The data: URL types a judge takes (image/jpg: a common misspelling of image/jpeg).
+_DATA_TYPES = ("png", "jpeg", "jpg", "gif", "webp")
+_DATA_TYPE = re.compile(r"^data:image/([^;,]*)", re.I)
 # Tokens an image costs a judge, for the tokens-per-minute limit: OpenAI's
 # high-detail image of up to 2048 px is 85 + 170 per 512 px tile, at most ~1,100.
 IMAGE_TOKENS = 1_000
@@ -72,19 +81,59 @@ def mime_type(data: bytes) -> str | None:
 
 
 def _data_url(data: bytes, what: str = "the image") -> str:
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ImageValueError(f"{what} is over {MAX_IMAGE_BYTES:,} bytes, the most a judge takes; make it smaller")
     mime = mime_type(data)
-    if mime is None:
-        raise ImageValueError(
-            f"{what} is not PNG, JPEG, GIF or WEBP (it starts with {data[:8]!r}); convert it before scoring"
-        )
+    if mime is None:  # its bytes are not named: they may be a file's contents, and errors go to the Hub
+        raise ImageValueError(f"{what} is not a recognised image ({_FORMATS}); convert it before scoring")
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
+def _checked_url(url: str) -> str:
+    """``url`` if a judge can take it: a data: URL must hold one of the formats, within the size limit."""
+    found = _DATA_TYPE.match(url)
+    if found is None:
+        return url
+    if found.group(1).lower() not in _DATA_TYPES:
+        raise ImageValueError(f"a data: URL of image/{found.group(1)[:20]} is not a recognised image ({_FORMATS})")
+    if len(url) > MAX_IMAGE_BYTES * 4 // 3 + 100:  # base64: 4 characters per 3 bytes, and the header
+        raise ImageValueError(f"the data: URL holds over {MAX_IMAGE_BYTES:,} bytes, the most a judge takes")
+    return url
+
+
+def _read_file(path: str) -> bytes:
+    """The file's bytes, reading at most MAX_IMAGE_BYTES + 1 (then _data_url refuses them)."""
+    what = f"the image file {path!r}"
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it then is refused as no regular file).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise ImageValueError(f"cannot read {what}: {e.strerror or e}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ImageValueError(f"{what} is not a regular file (a device, a pipe or a folder)")
+    with open(fd, "rb") as f:
+        try:
+            return f.read(MAX_IMAGE_BYTES + 1)
+        except OSError as e:
+            raise ImageValueError(f"cannot read {what}: {e.strerror or e}") from None
+
+
 def image_url(value: Any) -> str:
-    """The URL to send for one image value: a ``datasets.Image`` dict, image bytes or a URL string."""
+    """The URL to send for one image value: a ``datasets.Image`` dict, image bytes or a URL string.
+
+    An image over MAX_IMAGE_BYTES (20 MiB), or in another format than PNG, JPEG,
+    GIF or WebP (an SVG included), raises ImageValueError: the row is ``bad_image``.
+
+    Example:
+        >>> image_url("data:image/svg+xml,<svg/>")
+        Traceback (most recent call last):
+        ...
+        hf_judge.images.ImageValueError: a data: URL of image/svg+xml is not a recognised image (PNG, JPEG, GIF, WebP)
+    """
     if isinstance(value, str):
         if _URL.match(value):
-            return value
+            return _checked_url(value)
         raise ImageValueError(f"{value[:60]!r} is not an http(s) or data: URL")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _data_url(bytes(value))
@@ -93,14 +142,9 @@ def image_url(value: Any) -> str:
         if data is not None:
             return _data_url(bytes(data))
         if isinstance(path, str) and _URL.match(path):
-            return path
+            return _checked_url(path)
         if path:
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except OSError as e:
-                raise ImageValueError(f"cannot read the image file {path!r}: {e.strerror or e}") from None
-            return _data_url(data, f"the image file {path!r}")
+            return _data_url(_read_file(path), f"the image file {path!r}")
         raise ImageValueError("the image has neither bytes nor a path")
     raise ImageValueError(
         f"a {type(value).__name__} is not an image (expected image bytes, a datasets.Image value or a URL)"

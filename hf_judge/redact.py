@@ -8,6 +8,7 @@ and become columns, where a phrase like "Bearer tokens" must stay.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -44,6 +45,26 @@ def register(secret: str | None) -> None:
         return
     _registered.update(forms)
     _ordered = tuple(sorted(_registered, key=len, reverse=True))
+
+
+def register_credentials(user: str | None, password: str | None, raw_user: str = "", raw_password: str = "") -> None:
+    """Register the ``user:password@`` of a URL: the password, the pair, and the HTTP Basic header made of it.
+
+    ``raw_user``/``raw_password``: the parts as the URL spells them (percent-encoded).
+    A judge that quotes the ``Authorization`` header it got echoes the base64 of the
+    pair, which holds neither part as text. The user alone is no secret, and is not
+    registered: a name like ``research`` would be masked in every stored reply.
+
+    Example:
+        >>> register_credentials("gateway-user", "pw/secret-0123", "gateway-user", "pw%2Fsecret-0123")
+        >>> scrub("got Basic " + base64.b64encode(b"gateway-user:pw/secret-0123").decode())
+        'got ***'
+    """
+    pair = f"{user or ''}:{password or ''}"
+    b64 = base64.b64encode(pair.encode()).decode()
+    # Unpadded too (a server may strip it); the padded form is longer, so it is replaced first.
+    for secret in (password, pair, raw_password, f"{raw_user}:{raw_password}", b64, b64.rstrip("="), f"Basic {b64}"):
+        register(secret)
 
 
 def scrub_registered(text: str) -> str:

@@ -409,6 +409,9 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         Example:
             >>> scored.push_to_hub("me/big-judged", private=True)  # doctest: +SKIP
         """
+        from .hub import check_repo_id
+
+        check_repo_id(repo_id)  # before the save, which scores the stream: no request is paid for a push that fails
         with tempfile.TemporaryDirectory(prefix="hf_judge-push-") as tmp:
             self.save_to_disk(tmp, max_shard_size=max_shard_size)
             return push_folder(
@@ -433,8 +436,10 @@ def push_folder(
     """
     from huggingface_hub import CommitOperationAdd, HfApi
 
+    from .hub import check_repo_id
     from .output import MANIFEST
 
+    check_repo_id(repo_id)
     register(token)
     api = HfApi(token=token)
     api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import copy
 import hashlib
 import math
@@ -446,6 +447,11 @@ class Judge:
             content = None
         elif kind == "text":
             content = rule.get("text", "")
+        elif kind == "echo_auth":  # a judge quoting the Authorization header it got, and what Basic auth decodes to
+            auth = request.headers.get("Authorization", "")
+            scheme, _, value = auth.partition(" ")
+            decoded = base64.b64decode(value).decode("utf-8", "replace") if scheme == "Basic" else ""
+            content = f"not json: you sent Authorization: {auth} ({decoded}) and {value}"
         elif kind == "list_content":  # the valid reply as content parts
             full = orjson.dumps(obj).decode()
             half = len(full) // 2

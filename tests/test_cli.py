@@ -246,6 +246,20 @@ def _one_line_error(p, code, *words):
     assert KEY not in p.stderr + p.stdout
 
 
+@pytest.mark.parametrize("command", ["score", "filter"])
+def test_an_invalid_push_to_hub_repo_id_is_refused_before_any_request(cli, judge, tmp_path, command):
+    """`me/../../x` was refused by the Hub client only after scoring: every request paid, then exit 1."""
+    data = _jsonl(tmp_path / "d.jsonl", 3)
+    if command == "score":
+        args = score_args(data, judge, "--push-to-hub", "me/../../x", **Q_ONLY)
+    else:
+        Dataset.from_dict({"Q_Clarity": [9, 3]}).to_json(data)
+        args = ["filter", data, "--min", "Q_Clarity=5", "--push-to-hub", "me/../../x"]
+    p = cli(*args, env={"HF_JUDGE_CACHE": str(tmp_path / "cache")})
+    _one_line_error(p, 2, "--push-to-hub 'me/../../x' is not a Hub dataset id", "e.g. me/gsm8k-judged")
+    assert judge.stats()["requests"] == 0 and not list(tmp_path.glob("*-filtered"))
+
+
 def test_a_misspelt_option_names_the_closest_one(cli, tmp_path, env):
     p = cli("score", tmp_path / "d.jsonl", "--metrics", "QA_Clarity", "--concurency", "4", "--xyz", env=env)
     assert p.returncode == 2
@@ -370,6 +384,30 @@ def test_credentials_in_base_url_never_leave_the_process(cli, judge, hub, tmp_pa
     assert f"`judge` at `127.0.0.1:{judge.port}`" in card
     for blob in [(p.stdout + p.stderr).encode(), *(f.read_bytes() for f in files + hub.uploaded_files())]:
         assert password.encode() not in blob and b"alice" not in blob and b"api-version" not in blob
+
+
+def test_basic_auth_a_judge_echoes_is_redacted_everywhere(cli, judge, hub, tmp_path):
+    """A judge quoting the Authorization header of user:password@ (and what it decodes to) in an invalid
+    reply: the password, the user, the pair and their base64 appear in no error row, log, cache or upload."""
+    user, password = "gateway-user-4821", "pw%2FSECRET-echoed-5512"  # %2F: the header holds the decoded "/"
+    decoded = password.replace("%2F", "/")
+    b64 = base64.b64encode(f"{user}:{decoded}".encode()).decode()
+    judge.configure(record=True, faults=[{"fault": "echo_auth", "match": "cli-1:"}])
+    data = _jsonl(tmp_path / "d.jsonl", 3)
+    url = f"http://{user}:{password}@127.0.0.1:{judge.port}/v1"
+    p = cli(
+        *score_args(data, url, "--push-to-hub", "tester/basic-echo", "--output-dir", tmp_path / "out", **Q_ONLY),
+        *("--retries", "0"),
+        env={"HF_JUDGE_CACHE": str(tmp_path / "cache"), "HF_JUDGE_DEBUG": "1"},
+        check=0,
+    )
+    assert judge.stats()["auth"][0] == f"Basic {b64}"  # the judge did get (and so echo) the header
+    errors = load_from_disk(tmp_path / "out")["errors"]
+    assert errors["kind"] == ["invalid_json"] and "you sent Authorization: ***" in errors["raw"][0]
+    files = [f for root in (tmp_path / "cache", tmp_path / "out") for f in Path(root).rglob("*") if f.is_file()]
+    for blob in [(p.stdout + p.stderr).encode(), *(f.read_bytes() for f in files + hub.uploaded_files())]:
+        for secret in (password, decoded, user, b64, b64.rstrip("=")):
+            assert secret.encode() not in blob
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ def png(rgb: tuple[int, int, int], size: int = 2) -> bytes:
 
 
 COLORS = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
+MAX_IMAGE_BYTES = 20 * 1024 * 1024  # the README's limit: OpenAI's, 20 MB an image
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 20 + b"\xff\xd9"
 
 
@@ -174,7 +175,7 @@ def test_a_row_without_a_readable_image_is_an_error_row_and_nothing_else_stops(j
     assert out["train"]["VQA"][0] is not None and out["train"]["VQA"][1:] == [None, None]
     errors = out["errors"].to_list()
     assert [(e["row"], e["kind"]) for e in errors] == [(1, "bad_image"), (2, "bad_image")]
-    assert "gone.png" in errors[0]["message"] and "PNG, JPEG, GIF or WEBP" in errors[1]["message"]
+    assert "gone.png" in errors[0]["message"] and "PNG, JPEG, GIF, WebP" in errors[1]["message"]
 
 
 def test_image_variable_on_a_text_or_number_column_is_a_config_error(judge, tmp_path):
@@ -281,8 +282,45 @@ def test_a_file_named_png_that_is_not_an_image_is_bad_image_not_sent(judge, tmp_
     assert out["train"]["VQA"][0] is not None and out["train"]["VQA"][1:] == [None, None, None]
     errors = out["errors"].to_list()
     assert [(e["row"], e["kind"]) for e in errors] == [(1, "bad_image"), (2, "bad_image"), (3, "bad_image")]
-    assert "bad.png" in errors[0]["message"] and "not PNG, JPEG, GIF or WEBP" in errors[0]["message"]
-    assert "b'not a pn'" in errors[0]["message"] and "scan.webp" in errors[1]["message"]
+    assert "bad.png" in errors[0]["message"] and "not a recognised image (PNG, JPEG, GIF, WebP)" in errors[0]["message"]
+    assert "not a pn" not in errors[0]["message"] and "scan.webp" in errors[1]["message"]
+
+
+def test_huge_unreadable_and_non_image_files_are_bad_image_and_never_echoed(judge, tmp_path):
+    """A path is read no further than MAX_IMAGE_BYTES: /dev/zero read until MemoryError, a 200 MB file took
+    1 GB; a text file's first bytes (b'root:x:0') went into the error message, and so to the Hub."""
+    pdir = prompt(tmp_path, "VQA", VQA)
+    (tmp_path / "good.png").write_bytes(png(COLORS[0]))
+    with open(tmp_path / "huge.png", "wb") as f:  # sparse: 21 MiB that take no disk
+        f.write(png(COLORS[1]))
+        f.truncate(21 * 1024 * 1024)
+    (tmp_path / "passwd.png").write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
+    paths = ["good.png", "/dev/zero", "huge.png", "passwd.png"]
+    rows = [{"bytes": None, "path": str(tmp_path / p)} for p in paths]
+    rows.append({"bytes": png(COLORS[2]) + bytes(MAX_IMAGE_BYTES), "path": None})  # inline, over the limit
+    ds = Dataset.from_dict({"image": rows, "question": list("abcde")}).cast_column("image", Image())
+    out = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["requests"] == 1 and out["train"]["VQA"][0] is not None
+    errors = out["errors"].to_list()
+    assert [(e["row"], e["kind"]) for e in errors] == [(r, "bad_image") for r in (1, 2, 3, 4)]
+    messages = [e["message"] for e in errors]
+    assert "'/dev/zero' is not a regular file" in messages[0]
+    assert "huge.png" in messages[1] and f"over {MAX_IMAGE_BYTES:,} bytes" in messages[1]
+    assert "passwd.png" in messages[2] and "not a recognised image (PNG, JPEG, GIF, WebP)" in messages[2]
+    assert f"over {MAX_IMAGE_BYTES:,} bytes" in messages[3]
+    assert not any("root:x" in m or "/bin/bash" in m or e["raw"] for m, e in zip(messages, errors, strict=True))
+
+
+def test_a_data_url_of_svg_is_bad_image(judge, tmp_path):
+    """data:image/svg+xml was sent as it came (SVG bytes are refused; a judge takes no SVG either)."""
+    pdir = prompt(tmp_path, "VQA", "{{ question }}\n{{ picture }}", front="images: [picture]\n")
+    svg = "data:image/svg+xml;base64," + base64.b64encode(b"<svg xmlns='http://www.w3.org/2000/svg'/>").decode()
+    ds = Dataset.from_dict({"picture": [data_url(png(COLORS[0])), svg], "question": ["q0", "q1"]})
+    out = score(ds, ["VQA"], judge, tmp_path, prompts_dir=pdir, columns={})
+    assert judge.stats()["requests"] == 1 and out["train"]["VQA"][0] is not None
+    [error] = out["errors"].to_list()
+    assert (error["row"], error["kind"]) == (1, "bad_image")
+    assert "image/svg+xml is not a recognised image (PNG, JPEG, GIF, WebP)" in error["message"]
 
 
 def path_only_parquet(tmp_path: Path) -> Path:

@@ -51,6 +51,18 @@ def test_a_stream_is_scored_like_the_dataset_row_for_row(judge, tmp_path):
     ]
 
 
+def test_a_stream_push_to_an_invalid_repo_id_is_refused_before_any_request(judge, hub, tmp_path):
+    """A stream is scored by its push: an invalid repo id was found by the Hub client after every request."""
+    from hf_judge import ConfigError, push_scored
+
+    got = score(qa_dataset(3).to_iterable_dataset(), METRICS, judge, tmp_path)
+    with pytest.raises(ConfigError, match=r"'me/\.\./\.\./x' is not a Hub dataset id"):
+        got.push_to_hub("me/../../x")
+    assert judge.stats()["requests"] == 0
+    with pytest.raises(ConfigError, match="is not a Hub dataset id"):
+        push_scored(score(qa_dataset(1), METRICS, judge, tmp_path), "a/b/c")
+
+
 def test_a_hub_dataset_in_shards_streamed_scored_pushed_and_loaded_equals_the_non_streaming_result(
     judge, hub, tmp_path
 ):
