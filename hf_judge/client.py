@@ -928,7 +928,7 @@ class JudgeClient:
         if self.max_cost is not None:
             # a panel's judges share the budget, each at its own model's price (__init__ refuses a model without)
             spent = sum(c.spent() or 0.0 for c in self.budget_peers)
-            if spent >= self.max_cost:
+            if not spent < self.max_cost:  # a NaN or infinite spend stops the run too: it is no proof of room left
                 raise CostExceededError(
                     f"the cost budget max_cost=${self.max_cost:g} is used up: this run's replies cost ${spent:.4f} "
                     f"at {self.model}'s price ({self.price.describe() if self.price else ''}). "
