@@ -214,6 +214,21 @@ def test_a_cost_that_is_not_a_number_stops_the_run(prices):
     client._check_budget()  # $0.00001 of $0.01: room left
 
 
+def test_the_spend_prices_batch_lines_at_the_batch_price(tmp_path):
+    """The budget of a batch run's online fallback counts what the batch lines cost, as the summary does."""
+    from hf_judge.client import JudgeClient
+    from hf_judge.summary import RunSummary
+
+    path = tmp_path / "prices.yaml"
+    path.write_text("judge: {input: 2.0, output: 8.0, batch_input: 1.0, batch_output: 4.0}\n", encoding="utf-8")
+    client = JudgeClient(Settings(model="judge", prices=str(path), max_cost=100), api_key="sk-test")
+    client.stats.prompt_tokens, client.stats.completion_tokens = 3_000_000, 1_000_000
+    client.batch_tokens = [2_000_000, 1_000_000]
+    summary = RunSummary(prompt_tokens=3_000_000, completion_tokens=1_000_000, price=client.price.model_dump(),
+                         batch={"prompt_tokens": 2_000_000, "completion_tokens": 1_000_000})  # fmt: skip
+    assert client.spent() == pytest.approx(2.0 + 2.0 + 4.0) == summary.cost()
+
+
 # -- cached prompt tokens --------------------------------------------------------------------------------------------
 
 
