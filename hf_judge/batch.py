@@ -445,7 +445,12 @@ class Reader:
                 else:
                     good.append((key, content, f"{p} {c}"))
                 continue
+            stats, tokens = self.client.stats, self.client.batch_tokens
+            before = (stats.prompt_tokens, stats.completion_tokens)
             outcome = self.client._handle_ok(metric, orjson.dumps(body))
+            # the usage it counted, as the client counts it, was paid at the batch price (the budget's spent())
+            tokens[0] += stats.prompt_tokens - before[0]
+            tokens[1] += stats.completion_tokens - before[1]
             if outcome.value is None:
                 bad.append((key, str(outcome.kind), outcome.message or "", outcome.raw))
             else:
@@ -538,6 +543,9 @@ class BatchRunner:
         self._api = api
         self._api_key = api_key
         self.on_status = on_status  # progress: a line on each change of the batches' states
+        # A budget (max_cost, max_total_tokens): called before each pass submits, it raises to stop the run
+        # while what that pass would submit is still unsent (score._batch_budget).
+        self.budget: Callable[[], None] | None = None
         self._said = ""
 
     @property
@@ -577,10 +585,14 @@ class BatchRunner:
         resubmit = self.settings.batch_fallback == "batch"
         first = True
         while True:
+            if first and self.budget is not None:
+                self.budget()  # before anything is uploaded: the files an earlier run left half-way are counted
             self._resume()
             self._wait(no_wait)
             if not first and not (resubmit and self.book.retryable(self.tries)):
                 return
+            if not first and self.budget is not None:
+                self.budget()  # the failed lines' next tries, now that the run has paid for the last pass
             n = sum(self._submit(requests(), retry=resubmit or first) for requests in splits)
             first = False
             if n == 0:

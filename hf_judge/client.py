@@ -461,6 +461,8 @@ class JudgeClient:
         self.max_total_tokens = settings.max_total_tokens
         self.budget_peers: list[JudgeClient] = [self]  # the clients whose tokens max_total_tokens counts (a panel)
         self.max_cost = settings.max_cost
+        # Of the stats' tokens, those of batch lines (batch.Reader): spent() prices them at the batch price.
+        self.batch_tokens = [0, 0]
         # The model's price (None: not in the table): what max_cost and the summary's cost are counted at.
         self.price = price_of(settings.model, settings.prices)
         if self.max_cost is not None and self.price is None:
@@ -920,15 +922,21 @@ class JudgeClient:
         return Outcome(value, content, usage=tokens, logprobs=dists)
 
     def spent(self) -> float | None:
-        """USD of the usage this client's replies reported, at the model's price (None: no price)."""
+        """USD of the usage this client's replies reported, at the model's price (None: no price): the
+        tokens of batch lines at the batch price, the rest online, as the run's summary prices them."""
+        if self.price is None:
+            return None
         s = self.stats
-        return None if self.price is None else self.price.cost(s.prompt_tokens, s.completion_tokens, s.cached_tokens)
+        bp, bc = self.batch_tokens
+        p, c = s.prompt_tokens - bp, s.completion_tokens - bc
+        cached = min(s.cached_tokens, p)
+        return self.price.cost(p, c, cached) + self.price.cost(bp, bc, s.cached_tokens - cached, batch=True)
 
     def _check_budget(self) -> None:
         if self.max_cost is not None:
             # a panel's judges share the budget, each at its own model's price (__init__ refuses a model without)
             spent = sum(c.spent() or 0.0 for c in self.budget_peers)
-            if spent >= self.max_cost:
+            if not spent < self.max_cost:  # a NaN or infinite spend stops the run too: it is no proof of room left
                 raise CostExceededError(
                     f"the cost budget max_cost=${self.max_cost:g} is used up: this run's replies cost ${spent:.4f} "
                     f"at {self.model}'s price ({self.price.describe() if self.price else ''}). "

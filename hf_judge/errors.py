@@ -153,11 +153,12 @@ class CircuitOpenError(RunStopped):
 
 
 class BudgetExceededError(RunStopped):
-    """The ``max_total_tokens`` budget was reached."""
+    """The ``max_total_tokens`` budget was reached (in batch mode: a batch's projected tokens would pass it)."""
 
 
 class CostExceededError(BudgetExceededError):
-    """The ``max_cost`` budget was reached: the run's reported usage costs that much at the model's price."""
+    """The ``max_cost`` budget was reached: the run's reported usage costs that much at the model's price (or,
+    in batch mode, a batch's projected cost would take the run past it: the batch is not submitted)."""
 
 
 class ServerUnreachableError(RunStopped):

@@ -38,6 +38,8 @@ import orjson
 
 from . import constants
 from .client import JudgeClient
+from .ensemble import Layout
+from .errors import BudgetExceededError, CostExceededError
 from .images import IMAGE_TOKENS
 from .metrics import Metric, OutputType, resolve_metrics
 from .pipeline import SplitRun, read_batches
@@ -208,20 +210,46 @@ def estimate_cost(
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     store_path = cache_root / "replies.sqlite3"
     store = ReplyStore(store_path) if use_cache and store_path.exists() else None
+    # only a --batch run collects the batches in flight (an online run would send their requests again), and
+    # it sends each of K samples as a request of its own, as the batch projection of score_dataset counts them
+    batch = store_path if settings.batch else None
+    layout = Layout(settings.samples) if settings.batch else None
+    try:
+        return project(splits, plans_by_split, loaded, client, store, api_key, tokenizer, batch, layout)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def project(
+    splits: dict[str, Any],
+    plans_by_split: dict[str, list],
+    metrics: list[Metric],
+    client: JudgeClient,
+    store: ReplyStore | None,
+    api_key: str | None,
+    tokenizer: str = "auto",
+    batches: Path | None = None,
+    layout: Layout | None = None,
+) -> CostEstimate:
+    """The estimate of these splits' plans (see :func:`estimate_cost`, which builds them from its arguments).
+
+    ``batches``: the reply store's path, whose batches in flight are not counted (a --batch run collects
+    them). ``layout``: K samples are K requests (a batch's lines). score_dataset calls it before a batch run
+    with a budget, with the plans and the open store of the run.
+    """
     counter = _TokenCounter(client, api_key, tokenizer)
-    per_metric = {m.name: MetricEstimate(m.name) for m in loaded}
-    outputs: dict[str, list[int]] = {m.name: [] for m in loaded}  # completion tokens of cached replies
+    per_metric = {m.name: MetricEstimate(m.name) for m in metrics}
+    outputs: dict[str, list[int]] = {m.name: [] for m in metrics}  # completion tokens of cached replies
     try:
         for split, d in splits.items():
             if plans_by_split[split]:
-                # only a --batch run collects the batches in flight; an online run would send their requests again
-                batches = store_path if settings.batch else None
-                _estimate_split(split, d, plans_by_split[split], client, store, counter, per_metric, outputs, batches)
+                args = (client, store, counter, per_metric, outputs, batches, layout)
+                _estimate_split(split, d, plans_by_split[split], *args)
     finally:
         counter.close()
-        if store is not None:
-            store.close()
-    for m in loaded:
+    settings = client.settings
+    for m in metrics:
         est = per_metric[m.name]
         seen = outputs[m.name]
         if seen:
@@ -234,7 +262,44 @@ def estimate_cost(
             per_reply = settings.max_tokens
             est.output_basis += f", capped at max_tokens={settings.max_tokens}"
         est.output_tokens = round(per_reply * est.requests)
-    return CostEstimate(settings.model, [e for e in per_metric.values()], counter.method, client.price)
+    return CostEstimate(client.model, [e for e in per_metric.values()], counter.method, client.price)
+
+
+def check_batch_budget(client: JudgeClient, est: CostEstimate) -> None:
+    """Stop a batch run before it submits ``est``'s requests when they would take it past ``max_cost`` (at the
+    batch price) or ``max_total_tokens``, with what the run has spent already: CostExceededError or
+    BudgetExceededError, the projection and the fix in the message. A projection is not a bill: see
+    :func:`estimate_cost` for how tokens are counted and projected.
+
+    Example:
+        >>> check_batch_budget(client, project(...))  # doctest: +SKIP
+    """
+    if not est.requests:
+        return  # nothing to submit: nothing to refuse
+    fix = (
+        "Nothing of it was submitted. Raise {flag}, or score fewer rows (--limit N; library: select rows), then "
+        f"{client.resume_hint()} `--dry-run --batch` shows the projection per metric."
+    )
+    what = f"the batch this run would submit ({est.requests:,} requests, {est.input_tokens:,} input tokens counted "
+    what += f"with {est.token_counter}, {est.output_tokens:,} output tokens projected)"
+    limit = client.max_cost
+    cost, spent = est.cost_batch, client.spent() or 0.0
+    if limit is not None and cost is not None and not spent + cost <= limit:  # NaN: refused too
+        assert client.price is not None
+        paid = f" on top of the ${spent:.4f} the run has spent" if spent else ""
+        raise CostExceededError(
+            f"{what} would cost ${cost:.4f} at {client.model}'s batch price (${client.price.batch_input:g} in / "
+            f"${client.price.batch_output:g} out per 1M tokens){paid}, over the budget max_cost=${limit:g}. "
+            + fix.format(flag="--max-cost (library: max_cost=)")
+        )
+    tokens = client.max_total_tokens
+    used = client.stats.prompt_tokens + client.stats.completion_tokens
+    if tokens is not None and used + est.input_tokens + est.output_tokens > tokens:
+        paid = f" on top of the {used:,} tokens the run has used" if used else ""
+        raise BudgetExceededError(
+            f"{what} would use {est.input_tokens + est.output_tokens:,} tokens{paid}, over the budget "
+            f"max_total_tokens={tokens:,}. " + fix.format(flag="--max-total-tokens (library: max_total_tokens=)")
+        )
 
 
 def _estimate_split(
@@ -247,11 +312,12 @@ def _estimate_split(
     per_metric: dict[str, MetricEstimate],
     outputs: dict[str, list[int]],
     batches: Path | None = None,
+    layout: Layout | None = None,
 ) -> None:
     """Render every request of one split, as the run would, and count it."""
     from .batch import submitted
 
-    run = SplitRun(split, d, plans, client, None, window=_ROWS_PER_STEP)
+    run = SplitRun(split, d, plans, client, None, window=_ROWS_PER_STEP, layout=layout)
     needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
     source = d.select_columns(needed) if needed else d
     seen: set[bytes] = set()

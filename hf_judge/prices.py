@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import constants
 from .errors import ConfigError
-from .settings import config_error
+from .settings import Usd, config_error
 
 _PER = 1_000_000  # prices are per 1M tokens
 _DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # gpt-4.1-nano-2025-04-14: a dated snapshot of gpt-4.1-nano
@@ -39,11 +39,11 @@ class Price(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    input: float = Field(ge=0, description="prompt tokens")
-    output: float = Field(ge=0, description="completion tokens")
-    cached_input: float | None = Field(None, ge=0, description="prompt tokens served from the server's prompt cache")
-    batch_input: float | None = Field(None, ge=0, description="prompt tokens in batch mode (default: input / 2)")
-    batch_output: float | None = Field(None, ge=0, description="completion tokens in batch mode (default: output / 2)")
+    input: Usd = Field(ge=0, description="prompt tokens")
+    output: Usd = Field(ge=0, description="completion tokens")
+    cached_input: Usd | None = Field(None, ge=0, description="prompt tokens served from the server's prompt cache")
+    batch_input: Usd | None = Field(None, ge=0, description="prompt tokens in batch mode (default: input / 2)")
+    batch_output: Usd | None = Field(None, ge=0, description="completion tokens in batch mode (default: output / 2)")
 
     def model_post_init(self, _context: object) -> None:
         # the defaults follow from the online price: filled in once, so every reader sees numbers
@@ -98,7 +98,10 @@ def _read(source: str, text: str) -> dict[str, Price]:
         try:
             table[str(model)] = Price(**entry)
         except ValidationError as e:
-            raise config_error(e, f"price of {model!r} in {source}") from None
+            raise ConfigError(
+                f"{config_error(e, f'price of {model!r} in {source}')}. A price is a finite number of USD per 1M "
+                f"tokens, 0 or more: fix it in that file, e.g. `{model}: {{input: 0.10, output: 0.40}}`"
+            ) from None
     return table
 
 

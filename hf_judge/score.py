@@ -449,13 +449,6 @@ def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
         raise ConfigError(
             "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
         )
-    budgets = [n for n in ("max_cost", "max_total_tokens") if getattr(settings, n) is not None]
-    if budgets and settings.batch:
-        # A batch is paid as a whole once submitted; a budget checked as replies arrive could not stop it.
-        raise ConfigError(
-            f"{' and '.join(budgets)} cannot bound batch mode: a submitted batch is paid as a whole. See the "
-            "projected batch cost first with --dry-run, then run --batch without the budget (or score online)"
-        )
     if isinstance(ds, (IterableDataset, IterableDatasetDict)) or settings.num_workers > 1:
         raise ConfigError(
             "batch mode scores a whole Dataset in one process: drop streaming=True / num_workers (--workers), or "
@@ -489,15 +482,38 @@ def _run_batches(
             ctx.summary.batch = {**runner.report.to_dict(), "imported": Path(settings.batch_import).name}
         return
     todo: list[Callable[[], Any]] = []
+    todo_splits: dict[str, Dataset] = {}
     for split, d in splits.items():
         plans = plans_by_split[split]
         fp = _fingerprint(d, split, plans, client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
         if plans and not (ctx.cache_root / "results" / f"{fp}.arrow").exists():
             todo.append(functools.partial(_requests, split, d, plans, client, ctx.layout, res.store))
+            todo_splits[split] = d
+    runner.budget = _batch_budget(ctx, todo_splits, plans_by_split, list(metrics.values()), api_key)
     try:
         runner.run(todo, settings.no_wait)
     finally:
         ctx.summary.batch = runner.report.to_dict()
+
+
+def _batch_budget(
+    ctx: _SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], metrics: list, api_key
+) -> Callable[[], None] | None:
+    """A batch is paid as a whole once submitted, so a budget is checked before: the projection of what a pass
+    would submit (the requests ``--dry-run --batch`` counts, at the batch price) must fit in what is left."""
+    settings, res = ctx.client.settings, ctx.resources
+    if (settings.max_cost is None and settings.max_total_tokens is None) or not splits:
+        return None
+    from .estimate import check_batch_budget, project
+
+    assert res is not None and res.store_path is not None
+
+    def check() -> None:
+        plans = {s: plans_by_split[s] for s in splits}
+        est = project(splits, plans, metrics, ctx.client, res.store, api_key, "auto", res.store_path, ctx.layout)
+        check_batch_budget(ctx.client, est)
+
+    return check
 
 
 def _say(text: str) -> None:

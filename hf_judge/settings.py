@@ -53,6 +53,17 @@ Temperature = Annotated[float, Field(ge=0, le=2)]
 TopP = Annotated[float, Field(gt=0, le=1)]
 
 
+def _no_bool(v: Any) -> Any:
+    if isinstance(v, bool):  # pydantic reads true as 1.0: a price or budget of "true" is a typo, not $1
+        raise ValueError("a number of USD is needed, not true/false")
+    return v
+
+
+# USD (a price per 1M tokens, a budget): finite, since an infinite one makes every cost NaN or infinite and a
+# budget compared with it never stops the run
+Usd = Annotated[float, BeforeValidator(_no_bool), Field(allow_inf_nan=False)]
+
+
 class BatchFallback(StrEnum):
     """Where batch mode retries the lines a batch did not score (``batch_fallback=``, ``--batch-fallback``).
 
@@ -164,7 +175,7 @@ class Settings(BaseModel):
     max_requests_per_minute: float | None = _setting(None, "max requests per minute", gt=0)
     max_tokens_per_minute: float | None = _setting(None, "max tokens per minute", gt=0)
     max_total_tokens: int | None = _setting(None, "stop cleanly once this many tokens are used", ge=1)
-    max_cost: float | None = _setting(
+    max_cost: Usd | None = _setting(
         None, "stop cleanly once the reported usage costs this many USD at the model's price (see --prices)", gt=0
     )
     prices: str | None = _setting(

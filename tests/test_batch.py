@@ -426,17 +426,6 @@ def test_logprobs_in_batch_mode_equal_online(batch, tmp_path):
     assert set(scored["train"].column_names) == set(expected["train"][0])
 
 
-@pytest.mark.parametrize("budget", [{"max_cost": 1.0}, {"max_total_tokens": 1000}])
-def test_a_budget_is_refused_in_batch_mode_before_anything_is_sent(batch, tmp_path, budget):
-    """A submitted batch is paid as a whole, so a budget checked as replies arrive cannot bound it: refused up
-    front with the way to see the cost first, and nothing is uploaded."""
-    prices = tmp_path / "prices.yaml"
-    prices.write_text("judge: {input: 1.0, output: 1.0}\n")
-    with pytest.raises(ConfigError, match="cannot bound batch mode.*--dry-run"):
-        run(qa_dataset(4), batch, tmp_path / "b", batch=True, prices=str(prices), **budget)
-    assert not batch.stats()["paid"]
-
-
 def test_replies_under_the_whole_request_key_are_not_submitted(batch, tmp_path):
     """Compatible reuse in batch mode: replies an earlier version (or reuse="strict") stored under the key of
     the whole request, max_tokens included, are found and not submitted again."""

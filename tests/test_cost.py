@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from datasets import Dataset
-from helpers import qa_dataset, run_cli, score
+from helpers import qa_dataset, run_cli, score, score_args
 
 from hf_judge import ConfigError, CostExceededError, Settings, estimate_cost, load_prices
 from hf_judge.estimate import declared_output_tokens
@@ -168,6 +168,65 @@ def test_max_cost_needs_a_price(judge, tmp_path, capfd):
         "--base-url", judge.base_url, "--max-cost", "1", "--cache-dir", tmp_path / "cache",
     )  # fmt: skip
     assert code == 2 and "price" in err
+
+
+@pytest.mark.parametrize("bad", [".inf", "1e400", '"1e400"', "true"])
+def test_a_price_must_be_a_finite_number_or_the_run_sends_nothing(judge, tmp_path, bad, capfd):
+    """An infinite price made every cost NaN, which never reached max_cost: the run sent everything."""
+    path = tmp_path / "prices.yaml"
+    path.write_text(f"judge: {{input: {bad}, output: 1}}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        score(qa_dataset(4), ["QA_Clarity"], judge, tmp_path, prices=str(path), max_cost=0.01)
+    message = str(e.value)
+    assert str(path) in message and "'judge'" in message and "input:" in message
+    assert "a finite number of USD per 1M tokens, 0 or more: fix it in that file" in message
+    data = tmp_path / "data.jsonl"
+    qa_dataset(4).to_json(data)
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--prices", path, "--max-cost", "0.01",
+                                              "--cache-dir", tmp_path / "cache"))  # fmt: skip
+    assert code == 2 and "fix it in that file" in err, err
+    assert judge.stats()["requests"] == 0
+
+
+def test_max_cost_must_be_a_finite_number(judge, tmp_path, capfd):
+    for bad in (float("inf"), float("nan"), "1e400", True, -1.0):
+        with pytest.raises(ConfigError, match=r"max_cost \(--max-cost\)"):
+            score(qa_dataset(2), ["QA_Clarity"], judge, tmp_path, max_cost=bad)
+    data = tmp_path / "data.jsonl"
+    qa_dataset(2).to_json(data)
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--max-cost", "inf", "--cache-dir", tmp_path / "cache"))
+    assert code == 2 and "--max-cost" in err and "finite" in err, err
+    assert judge.stats()["requests"] == 0
+
+
+def test_a_cost_that_is_not_a_number_stops_the_run(prices):
+    """Whatever makes the spend NaN or infinite, the budget check reads it as used up, not as room left."""
+    from hf_judge.client import JudgeClient
+    from hf_judge.prices import Price
+
+    client = JudgeClient(Settings(model="judge", prices=prices, max_cost=0.01), api_key="sk-test")
+    client.stats.prompt_tokens = 10
+    nan = float("nan")
+    client.price = Price.model_construct(input=nan, output=nan, cached_input=nan, batch_input=nan, batch_output=nan)
+    with pytest.raises(CostExceededError, match="max_cost"):
+        client._check_budget()
+    client.price = Price.model_construct(input=1.0, output=1.0, cached_input=1.0, batch_input=1.0, batch_output=1.0)
+    client._check_budget()  # $0.00001 of $0.01: room left
+
+
+def test_the_spend_prices_batch_lines_at_the_batch_price(tmp_path):
+    """The budget of a batch run's online fallback counts what the batch lines cost, as the summary does."""
+    from hf_judge.client import JudgeClient
+    from hf_judge.summary import RunSummary
+
+    path = tmp_path / "prices.yaml"
+    path.write_text("judge: {input: 2.0, output: 8.0, batch_input: 1.0, batch_output: 4.0}\n", encoding="utf-8")
+    client = JudgeClient(Settings(model="judge", prices=str(path), max_cost=100), api_key="sk-test")
+    client.stats.prompt_tokens, client.stats.completion_tokens = 3_000_000, 1_000_000
+    client.batch_tokens = [2_000_000, 1_000_000]
+    summary = RunSummary(prompt_tokens=3_000_000, completion_tokens=1_000_000, price=client.price.model_dump(),
+                         batch={"prompt_tokens": 2_000_000, "completion_tokens": 1_000_000})  # fmt: skip
+    assert client.spent() == pytest.approx(2.0 + 2.0 + 4.0) == summary.cost()
 
 
 # -- cached prompt tokens --------------------------------------------------------------------------------------------
