@@ -166,6 +166,7 @@ def test_an_older_cache_without_batch_members_still_collects_and_imports(batch, 
         conn.execute("DROP TABLE IF EXISTS batch_members")
     batch.configure(delay=0)
     assert rows(run(rest, batch, cache, batch=True)) == expected["rest"]
+    assert sorted(batch.stats()["paid"].values()) == [1] * 4  # the batch's lines taken, none sent again
     results = tmp_path / "results.jsonl"
     write(results, [answer(r) for r in reqs])
     assert rows(do_import(first, batch, cache, results)) == expected["first"]
