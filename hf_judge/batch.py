@@ -7,8 +7,9 @@ holds are not sent; the rest are packed into JSONL files within the provider's l
 submitted. Collected replies are validated as online ones and written into the reply store, and the
 ordinary pipeline then builds the result from the store (its rows, columns and ``errors`` split).
 
-Resumable: the store's SQLite file also holds the batch book, two tables that say which batch each
-request is in (``batch_requests``) and what became of each batch file (``batch_jobs``). Each step is
+Resumable: the store's SQLite file also holds the batch book, tables that say which batch each
+request is in (``batch_requests``), which requests each batch file was sent (``batch_members``: a batch's
+output is accepted for those only) and what became of each batch file (``batch_jobs``). Each step is
 recorded before the next one starts: a file is written and its requests assigned to it in one
 transaction, then uploaded (its id recorded), then submitted (the batch id recorded). A run that stops
 anywhere (Ctrl-C, kill -9, ``no_wait``) is picked up by the next one: a written file is uploaded (or the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import sqlite3
 import time
 import uuid
@@ -74,6 +76,8 @@ CREATE TABLE IF NOT EXISTS batch_requests (
     kind TEXT, message TEXT, raw TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS batch_requests_job ON batch_requests (job);
+CREATE TABLE IF NOT EXISTS batch_members (key BLOB NOT NULL, job TEXT NOT NULL, PRIMARY KEY (key, job)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS batch_members_job ON batch_members (job);
 """
 _CHUNK = 500  # keys per SQL statement (under every SQLite's 999-parameter limit)
 
@@ -222,14 +226,6 @@ class BatchBook:
                 out[k] = (job, attempts)
         return out
 
-    def metrics_of(self, keys: list[bytes]) -> dict[bytes, str]:
-        out: dict[bytes, str] = {}
-        for i in range(0, len(keys), _CHUNK):
-            chunk = keys[i : i + _CHUNK]
-            q = f"SELECT key, metric FROM batch_requests WHERE key IN ({','.join('?' * len(chunk))})"
-            out.update(self.conn.execute(q, chunk))
-        return out
-
     def failure(self, key: bytes) -> Outcome:
         """How a request that batch mode could not score ends (its error row)."""
         row = self.conn.execute(
@@ -261,16 +257,18 @@ class BatchBook:
             self.conn.executemany("INSERT OR REPLACE INTO replies (key, content, usage) VALUES (?, ?, ?)", rows)
             self.conn.executemany("DELETE FROM batch_requests WHERE key = ?", [(r[0],) for r in rows])
 
-    def reject(self, rows: list[tuple[bytes, str, str, str | None]], job: str | None = None) -> None:
-        """Record failed tries (key, kind, message, raw): each request is free for its next try."""
+    def reject(self, rows: list[tuple[bytes, str, str, str | None]], job: str | None = None) -> int:
+        """Record failed tries (key, kind, message, raw) of requests still in ``job`` (None: in an export, for an
+        import): each is free for its next try. Returns how many were recorded: a request's repeated failures in
+        one output count once (its first frees it)."""
         if not rows:
-            return
+            return 0
         with self.transaction():
-            self.conn.executemany(
+            return self.conn.executemany(
                 "UPDATE batch_requests SET job = NULL, attempts = attempts + 1, kind = ?, message = ?, raw = ? "
-                "WHERE key = ?" + (" AND job = ?" if job is not None else ""),
+                "WHERE key = ? AND " + ("job = ?" if job is not None else "job LIKE 'export:%'"),
                 [(kind, message, raw, key, *([job] if job is not None else [])) for key, kind, message, raw in rows],
-            )
+            ).rowcount
 
     def close_job(self, job: Job, kind: str, message: str) -> int:
         """Every request still assigned to ``job`` failed with ``kind``; returns how many."""
@@ -281,6 +279,7 @@ class BatchBook:
                 (kind, message, job.name),
             ).rowcount
             self.conn.execute("UPDATE batch_jobs SET state = 'collected' WHERE name = ?", (job.name,))
+            self.conn.execute("DELETE FROM batch_members WHERE job = ?", (job.name,))  # no line of it comes any more
         return n
 
     def assign(self, keys: list[tuple[bytes, str]], job: str) -> None:
@@ -294,11 +293,44 @@ class BatchBook:
             "ON CONFLICT (key) DO UPDATE SET job = excluded.job",
             [(k, m, job) for k, m in keys],
         )
+        # which requests this file was sent, for good: `job` above is only a request's latest batch
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO batch_members (key, job) VALUES (?, ?)", [(k, job) for k, _ in keys]
+        )
+
+    def legacy(self, job: str | None) -> bool:
+        """Whether ``job`` (None: any export) was written before the book recorded its members (an older cache):
+        its lines are then matched by the requests' latest batch, as that version did."""
+        if job is not None:
+            q = "SELECT NOT EXISTS (SELECT 1 FROM batch_members WHERE job = ?)"
+            return bool(self.conn.execute(q, (job,)).fetchone()[0])
+        q = (
+            "SELECT EXISTS (SELECT 1 FROM batch_jobs j WHERE j.name LIKE 'export:%' AND j.requests > 0 "
+            "AND NOT EXISTS (SELECT 1 FROM batch_members m WHERE m.job = j.name))"
+        )
+        return bool(self.conn.execute(q).fetchone()[0])
+
+    def members(self, keys: list[bytes], job: str | None, legacy: bool) -> dict[bytes, str | None]:
+        """Of ``keys``, those ``job`` was sent (None: those of any export, for an import), each with its metric,
+        or None where the request is settled already (its reply stored by an earlier line or run)."""
+        where, args = ("m.job = ?", [job]) if job is not None else ("m.job LIKE 'export:%'", [])
+        old = "r.job = ?" if job is not None else "(r.job IS NULL OR r.job LIKE 'export:%')"
+        out: dict[bytes, str | None] = {}
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            q = "SELECT m.key, r.metric FROM batch_members m LEFT JOIN batch_requests r ON r.key = m.key "
+            out.update(self.conn.execute(f"{q} WHERE {where} AND m.key IN ({marks})", [*args, *chunk]))
+            if legacy:
+                q = f"SELECT r.key, r.metric FROM batch_requests r WHERE {old} AND r.key IN ({marks})"
+                out.update(self.conn.execute(q, [*args, *chunk]))
+        return out
 
     def release(self, job: Job) -> None:
         """Forget a job that never reached the provider: its requests are free again, their tries unspent."""
         with self.transaction():
             self.conn.execute("UPDATE batch_requests SET job = NULL WHERE job = ?", (job.name,))
+            self.conn.execute("DELETE FROM batch_members WHERE job = ?", (job.name,))
             self.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (job.name,))
 
     def retryable(self, tries: int) -> int:
@@ -391,82 +423,168 @@ class Reader:
         self.client = client
         self.metrics = metrics
         self.report = report
-        self.unknown = 0  # lines whose custom_id is no request of this cache's book
+        self.unknown = 0  # lines of the last read whose custom_id is no request the batch (or an export) was sent
+        self.malformed = 0  # lines of the last read that are no output line at all
 
-    def read(self, lines: Iterable[bytes], job: str | None) -> tuple[int, int, int, int]:
-        """(accepted, failed, prompt tokens, completion tokens) of the lines; unknown custom ids are skipped."""
-        accepted = failed = p_tok = c_tok = 0
-        chunk: list[dict] = []
-        for raw in lines:
-            if not raw.strip():
+    def read(self, lines: Iterable[bytes | _Oversized], job: str | None, source: str) -> tuple[int, int, int, int]:
+        """(accepted, failed, prompt tokens, completion tokens) of the lines of one batch's output, ``job``'s
+        (None: an import's, whose lines answer the requests of this cache's exports); ``source`` names it.
+
+        A request is settled by its lines in their order in the file: its first valid reply is kept (the lines
+        after it are duplicates, skipped), and its failed lines count one failed try (a valid line after them is
+        still kept). Skipped too, and counted: a line for a request the batch was not sent (``unknown``: another
+        batch's answer would overwrite the one paid for), and one that is no output line (``malformed``: not a
+        JSON object with a custom_id in hex), with one warning. A line over ``max_reply_bytes`` is a failed try
+        of its request.
+        """
+        self.unknown = self.malformed = 0
+        first_bad = 0
+        legacy = self.book.legacy(job)
+        totals = [0, 0, 0, 0]
+        chunk: list[tuple[bytes, dict | _Oversized]] = []
+        for n, raw in enumerate(lines, 1):
+            if isinstance(raw, bytes) and not raw.strip():
                 continue
-            try:
-                chunk.append(orjson.loads(raw))
-            except orjson.JSONDecodeError:
-                logger.warning("skipped a line of a batch output that is not JSON: %r", raw[:200])
-                continue
+            parsed = _parse_line(raw)
+            if parsed is None:
+                self.malformed += 1
+                first_bad = first_bad or n
+            else:
+                chunk.append(parsed)
             if len(chunk) >= _CHUNK:
-                a, f, p, c = self._read_chunk(chunk, job)
-                accepted, failed, p_tok, c_tok = accepted + a, failed + f, p_tok + p, c_tok + c
+                totals = [a + b for a, b in zip(totals, self._read_chunk(chunk, job, legacy), strict=True)]
                 chunk = []
-        a, f, p, c = self._read_chunk(chunk, job)
-        return accepted + a, failed + f, p_tok + p, c_tok + c
+        totals = [a + b for a, b in zip(totals, self._read_chunk(chunk, job, legacy), strict=True)]
+        if self.malformed:
+            logger.warning(
+                "skipped %d line(s) of %s that are no batch output line (a JSON object with the request's custom_id "
+                "in hex), the first at line %d",
+                self.malformed,
+                source,
+                first_bad,
+            )
+        return totals[0], totals[1], totals[2], totals[3]
 
-    def _read_chunk(self, docs: list[dict], job: str | None) -> tuple[int, int, int, int]:
-        keys: list[bytes] = []
-        for d in docs:
-            try:
-                keys.append(bytes.fromhex(str(d.get("custom_id"))))
-            except ValueError:
-                keys.append(b"")
-        metric_of = self.book.metrics_of([k for k in keys if k])
-        good: list[tuple[bytes, str, str | None]] = []
-        bad: list[tuple[bytes, str, str, str | None]] = []
+    def _read_chunk(
+        self, lines: list[tuple[bytes, dict | _Oversized]], job: str | None, legacy: bool
+    ) -> tuple[int, int, int, int]:
+        sent = self.book.members([k for k, _ in lines], job, legacy)
+        good: dict[bytes, tuple[bytes, str, str | None]] = {}
+        bad: dict[bytes, tuple[bytes, str, str, str | None]] = {}
         p_tok = c_tok = 0
-        for key, d in zip(keys, docs, strict=True):
-            name = metric_of.get(key)
-            if name is None:  # not a request the book knows (another cache's): not ours to keep
+        for key, doc in lines:
+            if key not in sent:  # not a request this batch was sent (another batch's, another cache's)
                 self.unknown += 1
                 continue
-            metric = self.metrics.get(name)
-            response = d.get("response") if isinstance(d.get("response"), dict) else None
-            error = d.get("error")
-            status = response.get("status_code") if response else None
-            body = response.get("body") if response else None
-            if error or status != 200 or not isinstance(body, dict):
-                bad.append((key, *_line_failure(status, body, error), None))
+            name = sent[key]
+            if name is None or key in good:  # settled by an earlier line (or run): the first valid reply stays
                 continue
-            p, c = _tokens(body.get("usage"))
-            p_tok, c_tok = p_tok + p, c_tok + c
-            if metric is None:  # a request of another run's metric: keep the paid reply, that run validates it
-                content = _stop_content(body)
-                if content is None:
-                    bad.append((key, ErrorKind.BATCH_FAILED, "the batch line holds no finished reply", None))
-                else:
-                    good.append((key, content, f"{p} {c}"))
-                continue
-            stats, tokens = self.client.stats, self.client.batch_tokens
-            before = (stats.prompt_tokens, stats.completion_tokens)
-            outcome = self.client._handle_ok(metric, orjson.dumps(body))
-            # the usage it counted, as the client counts it, was paid at the batch price (the budget's spent())
-            tokens[0] += stats.prompt_tokens - before[0]
-            tokens[1] += stats.completion_tokens - before[1]
-            if outcome.value is None:
-                bad.append((key, str(outcome.kind), outcome.message or "", outcome.raw))
+            kept, failure, p, c = self._line(key, name, doc)
+            if kept is not None:
+                good[key] = kept
+                bad.pop(key, None)
+            elif key in bad:
+                continue  # the same request failed again in this output: one try
             else:
-                assert outcome.raw is not None
-                # the store's own format of the usage column (with the score's probabilities, logprobs=True)
-                good.append((key, outcome.raw, _encode_meta(outcome.usage, outcome.logprobs)))
-        self.book.accept(good)
-        self.book.reject(bad, job)
-        return len(good), len(bad), p_tok, c_tok
+                bad[key] = failure
+            p_tok, c_tok = p_tok + p, c_tok + c
+        self.book.accept(list(good.values()))
+        failed = self.book.reject(list(bad.values()), job)
+        return len(good), failed, p_tok, c_tok
+
+    def _line(self, key: bytes, name: str, doc: dict | _Oversized) -> tuple[Any, Any, int, int]:
+        """(accepted row or None, failure row or None, prompt tokens, completion tokens) of one line."""
+        if isinstance(doc, _Oversized):
+            cap = self.client.settings.max_reply_bytes
+            message = (
+                f"the batch line takes over {doc.size:,} bytes, more than max_reply_bytes={cap:,}; raise "
+                "max_reply_bytes (--max-reply-bytes) if the replies are that big"
+            )
+            return None, (key, ErrorKind.BAD_RESPONSE, message, None), 0, 0
+        response = doc.get("response") if isinstance(doc.get("response"), dict) else None
+        error = doc.get("error")
+        status = response.get("status_code") if response else None
+        body = response.get("body") if response else None
+        if error or status != 200 or not isinstance(body, dict):
+            return None, (key, *_line_failure(status, body, error), None), 0, 0
+        p, c = _tokens(body.get("usage"))
+        metric = self.metrics.get(name)
+        if metric is None:  # a request of another run's metric: keep the paid reply, that run validates it
+            content = _stop_content(body)
+            if content is None:
+                return None, (key, ErrorKind.BATCH_FAILED, "the batch line holds no finished reply", None), p, c
+            return (key, content, f"{p} {c}"), None, p, c
+        stats, tokens = self.client.stats, self.client.batch_tokens
+        before = (stats.prompt_tokens, stats.completion_tokens)
+        outcome = self.client._handle_ok(metric, orjson.dumps(body))
+        # the usage it counted, as the client counts it, was paid at the batch price (the budget's spent())
+        tokens[0] += stats.prompt_tokens - before[0]
+        tokens[1] += stats.completion_tokens - before[1]
+        if outcome.value is None:
+            return None, (key, str(outcome.kind), outcome.message or "", outcome.raw), p, c
+        assert outcome.raw is not None
+        # the store's own format of the usage column (with the score's probabilities, logprobs=True)
+        return (key, outcome.raw, _encode_meta(outcome.usage, outcome.logprobs)), None, p, c
 
 
-def _refuse_requests_file(f: Any, path: Path) -> None:
+class _Oversized:
+    """A line longer than the cap, never held whole: its first bytes (where its custom_id is) and its size."""
+
+    __slots__ = ("prefix", "size")
+
+    def __init__(self, prefix: bytes, size: int):
+        self.prefix = prefix
+        self.size = size
+
+
+_CUSTOM_ID = re.compile(r"(?:[0-9a-fA-F]{2})+")
+# the custom_id of a line too long to parse: a key of the line's top object, before any nested one
+_PREFIX_ID = re.compile(rb'\s*\{[^{}\[\]]*?"custom_id"\s*:\s*"((?:[0-9a-fA-F]{2})+)"')
+_PREFIX = 4096
+
+
+def _bounded_lines(f: Any, cap: int) -> Iterator[bytes | _Oversized]:
+    """The lines of a binary file, each read in pieces of at most ``cap`` bytes: a longer line comes as an
+    ``_Oversized`` (its first bytes and its size), so that a 400 MB line never takes 400 MB of memory.
+
+    Example:
+        >>> import io
+        >>> [x if isinstance(x, bytes) else x.size for x in _bounded_lines(io.BytesIO(b"ab\\n" + b"c" * 9 + b"\\n"), 4)]
+        [b'ab\\n', 10]
+    """
+    while raw := f.readline(cap + 1):
+        if len(raw) <= cap or raw.endswith(b"\n"):
+            yield raw
+            continue
+        prefix, size = raw[:_PREFIX], len(raw)
+        while not raw.endswith(b"\n") and (raw := f.readline(cap + 1)):
+            size += len(raw)
+        yield _Oversized(prefix, size)
+
+
+def _parse_line(raw: bytes | _Oversized) -> tuple[bytes, dict | _Oversized] | None:
+    """(request key, the line's object) of an output line; None for one that is none (not JSON, not an object,
+    no custom_id that is a key in hex). A line too long to parse is kept (a failed try) if its custom_id shows."""
+    if isinstance(raw, _Oversized):
+        m = _PREFIX_ID.match(raw.prefix)
+        return (bytes.fromhex(m[1].decode()), raw) if m else None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    cid = doc.get("custom_id") if isinstance(doc, dict) else None
+    if not isinstance(cid, str) or not _CUSTOM_ID.fullmatch(cid):
+        return None
+    return bytes.fromhex(cid), doc
+
+
+def _refuse_requests_file(f: Any, path: Path, cap: int) -> None:
     """A ConfigError where the file's first line is a request (the export's file given in place of the output):
     read as output, each of its lines would count as a failed try of its request."""
-    first = next((raw for raw in f if raw.strip()), b"")
+    first = next((raw for raw in _bounded_lines(f, cap) if not isinstance(raw, bytes) or raw.strip()), b"")
     f.seek(0)
+    if not isinstance(first, bytes):
+        return
     try:
         doc = orjson.loads(first)
     except orjson.JSONDecodeError:
@@ -614,6 +732,7 @@ class BatchRunner:
             with self.book.transaction():
                 # an earlier export to the same file name is replaced: its requests are written again
                 self.book.conn.execute("UPDATE batch_requests SET job = NULL WHERE job = ?", (name,))
+                self.book.conn.execute("DELETE FROM batch_members WHERE job = ?", (name,))
                 self.book.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (name,))
                 self.book.conn.execute(
                     "INSERT INTO batch_jobs (name, server, base_url, state, requests, created) "
@@ -639,9 +758,10 @@ class BatchRunner:
     def read_output(self, path: Path) -> tuple[int, int]:
         """Read a runner's output JSONL into the store: (replies accepted, lines failed or invalid)."""
         self.book.importing = path.name
+        cap = self.settings.max_reply_bytes
         with open(path, "rb") as f:
-            _refuse_requests_file(f, path)
-            accepted, failed, p_tok, c_tok = self.reader.read(f, None)
+            _refuse_requests_file(f, path, cap)
+            accepted, failed, p_tok, c_tok = self.reader.read(_bounded_lines(f, cap), None, path.name)
         unknown = self.reader.unknown
         if unknown and not accepted + failed:
             # keys are made of the dataset, metrics, model and server: an import with other settings matches nothing
@@ -818,12 +938,16 @@ class BatchRunner:
             self.on_status(line)
 
     def _collect(self, job: Job, batch: Any) -> None:
-        accepted = failed = p_tok = c_tok = 0
-        for file_id in (batch.output_file_id, batch.error_file_id):
-            if not file_id:
-                continue
-            a, f, p, c = self.reader.read(self._lines(file_id), job.name)
-            accepted, failed, p_tok, c_tok = accepted + a, failed + f, p_tok + p, c_tok + c
+        files = [file_id for file_id in (batch.output_file_id, batch.error_file_id) if file_id]
+        # one read of both files: a request is settled once, whichever file its lines are in
+        lines = (raw for file_id in files for raw in self._lines(file_id))
+        accepted, failed, p_tok, c_tok = self.reader.read(lines, job.name, f"batch {batch.id}")
+        if self.reader.unknown:
+            logger.warning(
+                "skipped %d line(s) of batch %s that answer requests it was not sent (their own batches answer them)",
+                self.reader.unknown,
+                batch.id,
+            )
         message = _batch_message(batch)
         undone = self.book.close_job(job, _UNDONE_KIND.get(batch.status, ErrorKind.BATCH_FAILED), message)
         self.book.update(job.name, prompt_tokens=p_tok, completion_tokens=c_tok, message=message, done=accepted)
@@ -858,15 +982,16 @@ class BatchRunner:
                 except openai.OpenAIError as e:
                     logger.debug("could not delete the batch file %s: %s", file_id, e)
 
-    def _lines(self, file_id: str) -> Iterator[bytes]:
-        """The file's lines, streamed through a local copy: a 200 MB output is never held in memory."""
+    def _lines(self, file_id: str) -> Iterator[bytes | _Oversized]:
+        """The file's lines, streamed through a local copy: a 200 MB output is never held in memory, nor is a
+        line over ``max_reply_bytes``."""
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"download-{file_id}-{uuid.uuid4().hex[:8]}.jsonl"
         try:
             with self.api.files.with_streaming_response.content(file_id) as r:
                 r.stream_to_file(path)
             with open(path, "rb") as f:
-                yield from f
+                yield from _bounded_lines(f, self.settings.max_reply_bytes)
         finally:
             try:
                 path.unlink()

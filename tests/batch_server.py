@@ -7,9 +7,9 @@ It speaks OpenAI's wire format for ``/v1/files`` (multipart upload, list, retrie
 tests/judge_server.py does. A batch line's reply is the judge server's deterministic reply to the same
 body (its function, imported), so a batch run and an online run get equal replies.
 
-``POST /_admin/config`` sets the modes (``DEFAULTS``), ``POST /_admin/reset`` restores them and clears
-everything, ``GET /_admin/stats`` returns counters: files uploaded, batches created, and how many times
-each request (``custom_id``) was run, that is paid for.
+``POST /_admin/config`` sets the modes (``DEFAULTS``, faulty output files included), ``POST /_admin/reset``
+restores them and clears everything, ``GET /_admin/stats`` returns counters: files uploaded, batches
+created, and how many times each request (``custom_id``) was run, that is paid for.
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ DEFAULTS: dict = {
     "hold_upload": False,  # an upload is stored, then its reply waits while this is true
     "hold_create": False,  # a batch create waits while this is true...
     "drop_held": True,  # ...and then makes no batch (the caller died first) or, false, makes it
+    # -- output files as a faulty provider writes them
+    "extra_lines": [],  # raw lines put before the next output file's own ("$CID": the custom_id of its first line)
+    "cross_lines": False,  # an output also answers the first request of every other batch, with its own first reply
+    "duplicate_lines": 0,  # each line this many times more: an error line as it is, a reply to another prompt
+    "huge_line": 0,  # a file's first line is padded to over this many bytes, on its request's first try
 }
 
 
@@ -133,7 +138,8 @@ class BatchService:
             return _error(400, f"no input file {fid}")
         bid = f"batch_{uuid.uuid4().hex[:24]}"
         with open(self.content[fid], "rb") as f:
-            total = sum(1 for x in f if x.strip())
+            first = next((x for x in f if x.strip()), b"")
+            total = sum(1 for x in f if x.strip()) + bool(first)
         b = {
             "id": bid,
             "object": "batch",
@@ -160,6 +166,7 @@ class BatchService:
             cfg["expire"] -= 1
             b["_expire"] = cfg["expire_done"]
         b["_created"] = time.monotonic()
+        b["_first"] = orjson.loads(first) if first else None  # cross_lines answer it in other batches' outputs
         self.batches[bid] = b
         self.stats["batches"] += 1
         return web.json_response(_public(b))
@@ -183,19 +190,49 @@ class BatchService:
             open(out_path, "wb") as out,
             open(err_path, "wb") as err,
         ):
+            extra = self._extra_lines(b, cfg)
+            out.write(extra)
             for i, raw in enumerate((x for x in src if x.strip()), 1):
                 if i > n:
                     break
                 ln = orjson.loads(raw)
                 line = self._run_line(ln, i, cfg)
-                (out if line["response"]["status_code"] == 200 else err).write(orjson.dumps(line) + b"\n")
-                done, failed = (done + 1, failed) if line["response"]["status_code"] == 200 else (done, failed + 1)
-        if done:
+                ok = line["response"]["status_code"] == 200
+                for copy in [line, *self._copies(line, ln, cfg)]:
+                    (out if ok else err).write(orjson.dumps(copy) + b"\n")
+                done, failed = (done + 1, failed) if ok else (done, failed + 1)
+        if done or extra:
             b["output_file_id"] = self._file(f"{b['id']}_output.jsonl", out_path, "batch_output")["id"]
         if failed:
             b["error_file_id"] = self._file(f"{b['id']}_error.jsonl", err_path, "batch_output")["id"]
         b["request_counts"] = {"total": total, "completed": done, "failed": failed}
         b["status"] = "expired" if "_expire" in b else "completed"
+
+    def _extra_lines(self, b: dict, cfg: dict) -> bytes:
+        """The lines ``extra_lines`` and ``cross_lines`` put in ``b``'s output, before its own."""
+        first = b["_first"]
+        if first is None:
+            return b""
+        out = [x.replace("$CID", first["custom_id"]).encode() + b"\n" for x in cfg["extra_lines"]]
+        cfg["extra_lines"] = []
+        if cfg["cross_lines"]:  # a reply, valid, to a request this batch was not sent
+            reply = self.reply(first["body"])
+            for other in self.batches.values():
+                if other is not b and other["_first"] is not None:
+                    cid = other["_first"]["custom_id"]
+                    line = {"id": "batch_req_cross", "custom_id": cid, "response": {"status_code": 200, "body": reply}}
+                    out.append(orjson.dumps(line) + b"\n")
+        return b"".join(out)
+
+    def _copies(self, line: dict, ln: dict, cfg: dict) -> list[dict]:
+        """``duplicate_lines`` more lines for ``line``'s request: the error again, or a reply to another prompt."""
+        if line["response"]["status_code"] != 200:
+            return [line] * cfg["duplicate_lines"]
+        out = []
+        for k in range(cfg["duplicate_lines"]):
+            body = {**ln["body"], "messages": [{"role": "user", "content": f"another prompt {k}"}]}
+            out.append({**line, "response": {"status_code": 200, "body": self.reply(body)}})
+        return out
 
     def _run_line(self, ln: dict, i: int, cfg: dict) -> dict:
         """One request line run: its output line (status 200) or its error line."""
@@ -208,6 +245,8 @@ class BatchService:
             return {"id": rid, "custom_id": cid, "response": {"status_code": 500, "body": body}, "error": None}
         invalid = bool(cfg["invalid_lines"] and i % cfg["invalid_lines"] == 0 and tries == 1)
         reply = self.reply(ln["body"], invalid)
+        if cfg["huge_line"] and i == 1 and tries == 1:  # a valid reply, but larger than any client should hold
+            reply["system_fingerprint"] = "x" * cfg["huge_line"]
         return {"id": rid, "custom_id": cid, "response": {"status_code": 200, "body": reply}, "error": None}
 
     def reply(self, body: dict, invalid: bool = False) -> dict:

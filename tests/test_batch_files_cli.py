@@ -40,3 +40,27 @@ def test_export_names_every_option_the_import_must_repeat(tmp_path, capfd):
     assert code == 0 and "wrote 1 requests" in out
     # the requests' keys are made of these: an import without the same --base-url finds none of its replies
     assert "--metrics, --model, --base-url and --cache-dir" in out
+
+
+def test_import_of_an_output_with_lines_that_are_no_output_lines_saves_every_good_line(tmp_path, capfd):
+    from batch_server import BatchService
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"instruction": f"{i}+2?"}) + "\n" for i in range(3)))
+    common = ["--metrics", "Q_Clarity", "-m", "judge", "--base-url", "http://127.0.0.1:9/v1", "--cache-dir", tmp_path]
+    code, _, _ = run_cli(capfd, "batch", "export", data, "-o", tmp_path / "requests.jsonl", *common)
+    assert code == 0
+    svc = BatchService()
+    lines = [json.loads(t) for t in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    good = [
+        {"custom_id": x["custom_id"], "response": {"status_code": 200, "body": svc.reply(x["body"])}} for x in lines
+    ]
+    results = tmp_path / "results.jsonl"
+    bad = ["[1,2,3]", '"str"', "null", '{"custom_id": 5}', '{"response": "x"}']
+    results.write_text("".join(t + "\n" for t in [bad[0], *map(json.dumps, good), *bad[1:]]))
+    code, out, err = run_cli(capfd, "batch", "import", data, results, "-o", tmp_path / "out", *common)
+    assert code == 0, err
+    assert "skipped 5 line(s) of results.jsonl that are no batch output line" in err
+    from datasets import load_from_disk
+
+    assert [r["Q_Clarity"] is not None for r in load_from_disk(tmp_path / "out")["train"]] == [True] * 3
