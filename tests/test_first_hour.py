@@ -1,0 +1,66 @@
+"""The first hour with hf-judge (issue 24): the README's first commands, and what a run prints and records.
+
+CLI runs are in-process (``run_cli``, stderr captured: not a terminal), against the loopback judge server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import EXAMPLE_ROWS, run_cli
+
+from hf_judge.inputs import example_dataset_path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def _judge(judge) -> list[str]:
+    return ["--model", "judge", "--base-url", judge.base_url, "--retries", "0"]
+
+
+# -- the example dataset is known by its content, not by where it is installed -----------------------
+
+
+def test_the_example_from_another_install_is_the_same_dataset(judge, tmp_path, capfd, monkeypatch):
+    """`pip install .` then `pip install -e .`: the example moves from site-packages into the checkout. The
+    second `hf-judge score` over it reuses the first's replies and writes over its own example-judged/."""
+    copies = []
+    for where in ("site-packages", "checkout"):
+        (tmp_path / where).mkdir()
+        copies.append(shutil.copy(example_dataset_path(), tmp_path / where / "example.jsonl"))
+    (tmp_path / "user").mkdir()
+    monkeypatch.chdir(tmp_path / "user")
+    code, out, err = run_cli(capfd, "score", copies[0], "--metrics", "QA_Clarity", *_judge(judge))
+    assert code == 0, err
+    assert judge.stats()["requests"] == EXAMPLE_ROWS
+    code, out, err = run_cli(capfd, "score", copies[1], "--metrics", "QA_Clarity", *_judge(judge))
+    assert code == 0, err
+    assert "another" not in err and "already holds" not in err
+    assert judge.stats()["requests"] == EXAMPLE_ROWS  # nothing sent again
+    assert "saved to example-judged" in out and (tmp_path / "user" / "example-judged").is_dir()
+
+
+def test_other_content_at_the_same_path_is_another_dataset(judge, tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"instruction": "a", "output": "b"}) + "\n")
+    assert run_cli(capfd, "score", data, "--metrics", "QA_Clarity", *_judge(judge))[0] == 0
+    data.write_text(json.dumps({"instruction": "other", "output": "rows"}) + "\n")
+    code, out, err = run_cli(capfd, "score", data, "--metrics", "QA_Clarity", *_judge(judge))
+    assert code == 2 and "already holds the result of d.jsonl sha256:" in err and "--overwrite" in err
+
+
+def test_a_checkout_ignores_the_example_result():
+    """`hf-judge score --example` run in a checkout leaves example-judged/ there: git does not see it."""
+    lines = (CHECKOUT / ".gitignore").read_text().split()
+    assert "/example-judged/" in lines
