@@ -64,3 +64,28 @@ def test_a_checkout_ignores_the_example_result():
     """`hf-judge score --example` run in a checkout leaves example-judged/ there: git does not see it."""
     lines = (CHECKOUT / ".gitignore").read_text().split()
     assert "/example-judged/" in lines
+
+
+# -- which column was judged as which variable ----------------------------------------------------------
+
+
+def test_a_plain_run_records_its_column_mapping_in_summary_and_card(judge, hub, tmp_path, capfd, monkeypatch):
+    """No --column given: the identity mapping is recorded all the same; a --column is recorded as given."""
+    from huggingface_hub import hf_hub_download
+
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capfd, "score", "--example", "--metrics", "QA_Clarity", *_judge(judge),
+                             "--output-dir", "plain", "--push-to-hub", "tester/first-hour-plain")  # fmt: skip
+    assert code == 0, err
+    identity = {"instruction": "instruction", "output": "output"}
+    assert json.loads((tmp_path / "plain" / "summary.json").read_text())["column_mapping"] == identity
+    card = Path(hf_hub_download("tester/first-hour-plain", "README.md", repo_type="dataset")).read_text()
+    assert "**Columns judged:** `instruction` as `instruction`, `output` as `output`" in card
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text(json.dumps({"question": "2+2?", "answer": "4"}) + "\n")
+    code, out, err = run_cli(capfd, "score", data, "--metrics", "QA_Clarity", *_judge(judge), "--column",
+                             "instruction=question", "--column", "output=answer", "--output-dir", "mapped")  # fmt: skip
+    assert code == 0, err
+    summary = json.loads((tmp_path / "mapped" / "summary.json").read_text())
+    assert summary["column_mapping"] == {"instruction": "question", "output": "answer"}
