@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from . import constants
 from .errors import ConfigError, HfJudgeError, InterruptedRun, RunStopped
@@ -250,13 +250,19 @@ def _add_scoring_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line as every other error of hf-judge's (not the 30 lines of a
+    command's usage before them); subcommands' parsers are of this class too (``add_subparsers``' default)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
 def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; with ``commands``, the server options (built from :class:`hf_judge.Settings`,
     which imports pydantic: ~0.1 s) only for those, so `--help`, `metrics` and `recipes` start fast."""
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
-        prog="hf-judge", description="Score Hugging Face datasets with LLM-as-judge metrics."
-    )
+    parser = _Parser(prog="hf-judge", description="Score Hugging Face datasets with LLM-as-judge metrics.")
     parser.add_argument("--version", action="version", version=f"hf-judge {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -1175,6 +1181,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
             print(f"\n(for PNG pictures: {plots.INSTALL_HINT}, then --plots DIR)")
     if done:
         print("", *done, sep="\n")
+    if not report.pairs:  # an empty report is no result: a script must notice (exit 1), and learn what to pass
+        print(
+            f"hf-judge: error: nothing to compare: no row has both a {report.score} and a {report.label} value; "
+            "pass a --label column that holds labels (and a --score column the judge filled), or another --split",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -1229,7 +1242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser({command} if command else set())
     args, extra = parser.parse_known_args(argv)
     if extra:
-        parser.error(_unrecognized(extra, parser, getattr(args, "command", None)))
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)  # no getter
+        command = getattr(args, "command", None)
+        # the command's own parser names it: `hf-judge score --help` lists the options that exist
+        (sub.choices[command] if sub and command else parser).error(_unrecognized(extra, parser, command))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

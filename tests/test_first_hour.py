@@ -89,3 +89,21 @@ def test_a_plain_run_records_its_column_mapping_in_summary_and_card(judge, hub, 
     assert code == 0, err
     summary = json.loads((tmp_path / "mapped" / "summary.json").read_text())
     assert summary["column_mapping"] == {"instruction": "question", "output": "answer"}
+
+
+# -- errors: one line each ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["score", "d.jsonl", "--limit", "0"], "hf-judge score: error: argument -n/--limit: must be 1 or more, got 0"),
+        (["score", "d.jsonl", "--temperature", "x"], "argument --temperature: invalid float value: 'x'"),
+        (["agreement", "d.jsonl", "--score", "s"], "the following arguments are required: --label"),
+        (["score", "d.jsonl", "--concurency", "3"], "did you mean --concurrency"),
+    ],
+)
+def test_a_bad_value_is_one_line_not_the_usage(args, message, capfd):
+    code, out, err = run_cli(capfd, *args)
+    assert code == 2 and message in err
+    assert err.count("\n") == 1 and "usage:" not in err, err
