@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import EXAMPLE_ROWS, run_cli
 
@@ -107,3 +108,51 @@ def test_a_bad_value_is_one_line_not_the_usage(args, message, capfd):
     code, out, err = run_cli(capfd, *args)
     assert code == 2 and message in err
     assert err.count("\n") == 1 and "usage:" not in err, err
+
+
+# -- agreement: an outlier is one more value, not a scale of thousands; inf is an error ---------------------
+
+
+def _agree(scores, labels, **kw):
+    from datasets import Dataset
+
+    from hf_judge import agreement
+
+    return agreement(Dataset.from_dict({"s": scores, "h": labels}), "s", "h", **kw)
+
+
+@pytest.mark.parametrize("outlier", [300, 5000, 100_000])
+def test_one_outlier_score_adds_one_row_to_the_confusion_matrix(outlier):
+    scores, labels = [i % 10 for i in range(200)], [(i * 7) % 10 for i in range(200)]
+    scores[3] = outlier
+    r = _agree(scores, labels, resamples=20)
+    assert r.confusion["labels"] == [*range(10), outlier]
+    assert len(r.to_json()) < 20_000
+    if outlier == 300:  # the same kappa as over the whole range: it weighs by the values' distance
+        from hf_judge import stats
+
+        whole = stats.cohen_kappa(np.array(labels), np.array(scores), list(range(outlier + 1)), quadratic=True)
+        assert r.figures["quadratic_kappa"] == pytest.approx(whole)
+
+
+def test_a_measurement_is_no_rating_scale_no_matrix_but_correlations():
+    r = _agree(list(range(500)), list(range(500)), resamples=0)
+    assert r.confusion is None and "quadratic_kappa" not in r.figures and r.figures["spearman"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("scores", "labels", "column", "shown"),
+    [
+        ([1.0, 2.0, float("inf"), 4.0], [3, 3, 3, 3], "s", "['inf']"),
+        ([1.0, 2.0, float("-inf"), 4.0], [3, 3, 3, 3], "s", "['-inf']"),
+        ([1, 2, 3, 4], ["3", "nan", "3", "3"], "h", "['nan']"),  # labels as text: "nan" is no label
+    ],
+)
+def test_a_value_that_is_not_a_finite_number_is_a_clear_error(scores, labels, column, shown, tmp_path, capfd):
+    from datasets import Dataset
+
+    path = tmp_path / "d.parquet"
+    Dataset.from_dict({"s": scores, "h": labels}).to_parquet(path)
+    code, out, err = run_cli(capfd, "agreement", path, "--score", "s", "--label", "h", "--resamples", "0")
+    assert code == 2 and f"column {column!r} holds 1 value that is not a finite number ({shown})" in err, err
+    assert "Traceback" not in err and "OverflowError" not in err
