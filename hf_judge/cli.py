@@ -1253,8 +1253,11 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _sigterm)
     from .redact import scrub
 
+    from .progress import for_logs
+
     try:
-        return args.func(args)
+        with for_logs():  # stderr a log: plain progress lines, no library bars
+            return args.func(args)
     except InterruptedRun as e:
         print(f"hf-judge: {scrub(e)}", file=sys.stderr)
         return 130

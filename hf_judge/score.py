@@ -475,10 +475,10 @@ def _run_batches(
     assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
     res.open()
     metrics = {p.metric.name: p.metric for plans in plans_by_split.values() for p in plans}
-    from datasets.utils.tqdm import are_progress_bars_disabled
+    from .progress import bars_wanted
 
     # the batches' news go where the bars go (off with them); a callback gets none: its Progress is per split
-    on_status = _say if ctx.progress is True and not are_progress_bars_disabled() else None
+    on_status = _say if ctx.progress is True and bars_wanted() else None
     runner = BatchRunner(client, api_key, res.store_path, metrics, on_status=on_status)
     res.callback(runner.close)
     if settings.batch_fallback == "batch" or settings.batch_import:

@@ -156,3 +156,40 @@ def test_a_value_that_is_not_a_finite_number_is_a_clear_error(scores, labels, co
     code, out, err = run_cli(capfd, "agreement", path, "--score", "s", "--label", "h", "--resamples", "0")
     assert code == 2 and f"column {column!r} holds 1 value that is not a finite number ({shown})" in err, err
     assert "Traceback" not in err and "OverflowError" not in err
+
+
+# -- what a run prints in a log: no bars' carriage returns, no library chatter --------------------------
+
+
+def test_a_run_logged_to_a_file_prints_plain_lines_and_no_library_noise(judge, hub, tmp_path, capfd, monkeypatch):
+    """stderr captured (a file, not a terminal), as in CI or `2> log`: the progress is a few plain lines, and
+    neither datasets' nor huggingface_hub's bars or warnings that say nothing to the user show."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capfd, "score", "--example", "--metrics", "QA_Clarity", *_judge(judge),
+                             "--push-to-hub", "tester/first-hour-log")  # fmt: skip
+    assert code == 0, err
+    assert "\r" not in err, err
+    assert "num_proc" not in err and "metadata block" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("Scoring train:")]
+    assert 1 <= len(lines) <= 2 and lines[-1].startswith(f"Scoring train: {EXAMPLE_ROWS}/{EXAMPLE_ROWS} rows"), err
+
+
+def test_plain_progress_is_one_line_per_interval_of_the_clock():
+    """80 reports 0.5 s apart on an injected clock (40 s): a line at the first, one each LOG_INTERVAL (5 s)
+    after the last line, one at the end: 9 lines, not 80 frames."""
+    import io
+
+    from hf_judge.progress import LOG_INTERVAL, Progress, ProgressBar
+
+    assert LOG_INTERVAL == 5.0
+    now = [0.0]
+    log = io.StringIO()
+    bar = ProgressBar("train", 80, stream=log, clock=lambda: now[0])
+    assert not bar.disabled
+    for i in range(1, 81):
+        now[0] = i * 0.5
+        bar(Progress("train", i - 1, 80, 4, 0, i, now[0]))
+    bar.close()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 9 and "\r" not in log.getvalue()  # at 0.5, 5.5, ..., 35.5 s, and the close
+    assert lines[1].startswith("Scoring train: 10/80 rows (12%)") and lines[-1].startswith("Scoring train: 79/80")
