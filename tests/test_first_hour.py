@@ -193,3 +193,13 @@ def test_plain_progress_is_one_line_per_interval_of_the_clock():
     lines = log.getvalue().splitlines()
     assert len(lines) == 9 and "\r" not in log.getvalue()  # at 0.5, 5.5, ..., 35.5 s, and the close
     assert lines[1].startswith("Scoring train: 10/80 rows (12%)") and lines[-1].startswith("Scoring train: 79/80")
+
+
+def test_a_folder_whose_readme_has_no_metadata_loads_without_a_warning(tmp_path, capfd):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "data.jsonl").write_text(json.dumps({"instruction": "a", "output": "b"}) + "\n")
+    (folder / "README.md").write_text("# My data\n\nA README without a YAML block.\n")
+    code, out, err = run_cli(capfd, "score", folder, "--metrics", "QA_Clarity", "--model", "m", "--dry-run")
+    assert code == 0, err
+    assert "metadata block" not in err and "\r" not in err, err
