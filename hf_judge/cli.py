@@ -1251,9 +1251,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(hub_login=args.command in ("score", "run", "filter"))
     previous = signal.signal(signal.SIGTERM, _sigterm)
-    from .redact import scrub
-
     from .progress import for_logs
+    from .redact import scrub
 
     try:
         with for_logs():  # stderr a log: plain progress lines, no library bars

@@ -345,8 +345,10 @@ def _numbers(arr: pa.Array, column: str) -> np.ndarray:
     values = np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False))
     bad = ~np.isfinite(values)  # a null or NaN is dropped before this: these came from text ("inf", "nan")
     if bad.any():
+        n = int(bad.sum())
+        what = f"{n:,} values that are" if n != 1 else "1 value that is"
         raise ConfigError(
-            f"column {column!r} holds {int(bad.sum()):,} value{'s' if bad.sum() != 1 else ''} that {'are' if bad.sum() != 1 else 'is'} not a finite number "
+            f"column {column!r} holds {what} not a finite number "
             f"({sorted({str(v) for v in values[bad]})}): a score or label must be a number; fix or remove those "
             "rows (a null value is left out of the comparison)"
         )

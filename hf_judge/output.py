@@ -94,7 +94,9 @@ def _same_source(old: str, new: str) -> bool:
     if _SHA256 in old and _SHA256 in new:
         return old.rpartition(_SHA256)[2] == new.rpartition(_SHA256)[2]
     path = Path(old)
-    return path.is_absolute() and path.exists() and _SHA256 in new and content_digest(path) == new.rpartition(_SHA256)[2]
+    return (
+        path.is_absolute() and path.exists() and _SHA256 in new and content_digest(path) == new.rpartition(_SHA256)[2]
+    )
 
 
 def shape_of(dd: DatasetDict) -> Shape:

@@ -77,10 +77,15 @@ class ProgressBar:
     """
 
     def __init__(
-        self, split: str, total: int | None, *, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        split: str,
+        total: int | None,
+        *,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
-        from datasets.utils.tqdm import are_progress_bars_disabled
-        from datasets.utils.tqdm import tqdm  # tqdm.auto, off when datasets' progress bars are
+        # tqdm.auto, off when datasets' progress bars are
+        from datasets.utils.tqdm import are_progress_bars_disabled, tqdm
 
         self.stream = stream if stream is not None else sys.stderr
         self.plain = not _interactive(self.stream)
@@ -146,7 +151,7 @@ def _interactive(stream: TextIO) -> bool:
     except (AttributeError, ValueError):  # a closed or odd stream
         return False
     ipython = sys.modules.get("IPython")  # imported only in IPython itself
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 

@@ -614,7 +614,6 @@ def _merged_card(api: Any, repo_id: str, ours: str) -> str:
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
     from .card import END, START
-
     from .progress import LIBRARY_CHATTER, quiet
 
     try:
