@@ -8,6 +8,7 @@ error, 130 interrupted. Set ``HF_JUDGE_DEBUG=1`` for tracebacks and debug logs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import enum
 import logging
 import math
@@ -839,7 +840,6 @@ def _source(dataset: str) -> tuple[str, bool]:
 
 def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
     """``--model local[:PATH]``: a context manager that runs a llama.cpp judge; otherwise one that does nothing."""
-    import contextlib
     import functools
 
     from .local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
@@ -1255,7 +1255,8 @@ def main(argv: list[str] | None = None) -> int:
     from .redact import scrub
 
     try:
-        with for_logs():  # stderr a log: plain progress lines, no library bars
+        # stderr a log: plain progress lines, no library bars (the listing commands import no datasets)
+        with for_logs() if args.command not in ("metrics", "recipes") else contextlib.nullcontext():
             return args.func(args)
     except InterruptedRun as e:
         print(f"hf-judge: {scrub(e)}", file=sys.stderr)
