@@ -721,8 +721,9 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
         _check_filters(job, ds, numeric)
     if args.dry_run:
         return _dry_run(args, job, ds, api_key)
-    source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
+    # a local input is named by the hash of its bytes (output.source_of): read only for a folder to write
+    source = source_of(job.dataset, job.subset, job.revision) if out else ""
     if out:
         shape = (
             None  # a stream's rows are known once read
