@@ -61,6 +61,19 @@ def test_other_content_at_the_same_path_is_another_dataset(judge, tmp_path, capf
     assert code == 2 and "already holds the result of d.jsonl sha256:" in err and "--overwrite" in err
 
 
+def test_a_result_saved_with_a_path_as_its_source_is_still_the_same_dataset(judge, tmp_path, capfd, monkeypatch):
+    """Results saved before sources were contents name the input by its absolute path: the same command
+    again over the same file needs no --overwrite."""
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"instruction": "a", "output": "b"}) + "\n")
+    assert run_cli(capfd, "score", data, "--metrics", "QA_Clarity", *_judge(judge))[0] == 0
+    manifest = tmp_path / "d-judged" / "hf_judge.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "source": str(data.resolve())}))
+    code, out, err = run_cli(capfd, "score", data, "--metrics", "QA_Clarity", *_judge(judge))
+    assert code == 0, err
+
+
 def test_a_checkout_ignores_the_example_result():
     """`hf-judge score --example` run in a checkout leaves example-judged/ there: git does not see it."""
     lines = (CHECKOUT / ".gitignore").read_text().split()
