@@ -1,7 +1,7 @@
 """The dataset card: what was scored, how, and what the scores look like.
 
-The card records the source dataset, the model, the server's host (never a
-key), each metric with the full sha256 of its prompt file, the sampling
+The card records the source dataset, the column judged as each template
+variable, the model, the server's host (never a key), each metric with the full sha256 of its prompt file, the sampling
 parameters, the recipe, rows scored, the thresholds of a filter and the rows
 it kept, the runs that produced the scores (requests and tokens summed over
 them), errors by kind, each score column's distribution (a PNG with the
@@ -158,6 +158,7 @@ def _provenance(summary: RunSummary) -> list[str]:
         source = f"[{source}](https://huggingface.co/datasets/{source})"
     out = [
         f"- **Source dataset:** {source}",
+        *_judged_columns(summary),
         f"- **Model:** `{summary.model}` at `{_host(summary)}`",
         f"- **Structured output:** {summary.structured_output}",
         f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items() if k != 'judges')}",
@@ -216,6 +217,19 @@ def _provenance(summary: RunSummary) -> list[str]:
             "",
         ]
     return out
+
+
+def _judged_columns(summary: RunSummary) -> list[str]:
+    """The card line naming the column judged as each template variable (none for a summary without them).
+
+    Example:
+        >>> _judged_columns(RunSummary(column_mapping={"instruction": "question", "output": "output"}))
+        ['- **Columns judged:** `question` as `instruction`, `output` as `output`']
+    """
+    if not summary.column_mapping:
+        return []
+    pairs = ", ".join(f"`{c}` as `{v}`" for v, c in summary.column_mapping.items())
+    return [f"- **Columns judged:** {pairs}"]
 
 
 def _card_columns(d: Dataset, summary: RunSummary | None) -> list[str]:

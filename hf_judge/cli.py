@@ -8,6 +8,7 @@ error, 130 interrupted. Set ``HF_JUDGE_DEBUG=1`` for tracebacks and debug logs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import enum
 import logging
 import math
@@ -17,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from . import constants
 from .errors import ConfigError, HfJudgeError, InterruptedRun, RunStopped
@@ -250,13 +251,19 @@ def _add_scoring_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line as every other error of hf-judge's (not the 30 lines of a
+    command's usage before them); subcommands' parsers are of this class too (``add_subparsers``' default)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
 def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; with ``commands``, the server options (built from :class:`hf_judge.Settings`,
     which imports pydantic: ~0.1 s) only for those, so `--help`, `metrics` and `recipes` start fast."""
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
-        prog="hf-judge", description="Score Hugging Face datasets with LLM-as-judge metrics."
-    )
+    parser = _Parser(prog="hf-judge", description="Score Hugging Face datasets with LLM-as-judge metrics.")
     parser.add_argument("--version", action="version", version=f"hf-judge {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -725,8 +732,9 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
         _check_filters(job, ds, numeric)
     if args.dry_run:
         return _dry_run(args, job, ds, api_key)
-    source = source_of(job.dataset, job.subset, job.revision)
     out = job.output_dir or (None if job.push_to_hub else _default_output_dir(job.dataset))
+    # a local input is named by the hash of its bytes (output.source_of): read only for a folder to write
+    source = source_of(job.dataset, job.subset, job.revision) if out else ""
     if out:
         shape = (
             None  # a stream's rows are known once read
@@ -844,7 +852,6 @@ def _source(dataset: str) -> tuple[str, bool]:
 
 def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
     """``--model local[:PATH]``: a context manager that runs a llama.cpp judge; otherwise one that does nothing."""
-    import contextlib
     import functools
 
     from .local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
@@ -1188,6 +1195,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
             print(f"\n(for PNG pictures: {plots.INSTALL_HINT}, then --plots DIR)")
     if done:
         print("", *done, sep="\n")
+    if not report.pairs:  # an empty report is no result: a script must notice (exit 1), and learn what to pass
+        print(
+            f"hf-judge: error: nothing to compare: no row has both a {report.score} and a {report.label} value; "
+            "pass a --label column that holds labels (and a --score column the judge filled), or another --split",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -1242,16 +1256,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser({command} if command else set())
     args, extra = parser.parse_known_args(argv)
     if extra:
-        parser.error(_unrecognized(extra, parser, getattr(args, "command", None)))
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)  # no getter
+        command = getattr(args, "command", None)
+        # the command's own parser names it: `hf-judge score --help` lists the options that exist
+        (sub.choices[command] if sub and command else parser).error(_unrecognized(extra, parser, command))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     _setup_logging(hub_login=args.command in ("score", "run", "filter"))
     previous = signal.signal(signal.SIGTERM, _sigterm)
+    from .progress import for_logs
     from .redact import scrub
 
     try:
-        return args.func(args)
+        # stderr a log: plain progress lines, no library bars (the listing commands import no datasets)
+        with for_logs() if args.command not in ("metrics", "recipes") else contextlib.nullcontext():
+            return args.func(args)
     except InterruptedRun as e:
         print(f"hf-judge: {scrub(e)}", file=sys.stderr)
         return 130

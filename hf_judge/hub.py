@@ -30,6 +30,7 @@ from .card import (
     render_section,
 )
 from .errors import ConfigError
+from .progress import LIBRARY_CHATTER, quiet
 from .redact import register
 from .summary import RunSummary
 
@@ -107,22 +108,23 @@ def push_scored(
         errors = Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
     reports = [agreement] if isinstance(agreement, AgreementReport) else list(agreement)
     pictures = picture_files(data, summary, reports) if (available() if plots is None else plots) else {}
-    data.push_to_hub(repo_id, private=private, token=token, revision=revision, **push_kwargs)
-    api = HfApi(token=token)
-    files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
-    # One shard even when empty: datasets writes one parquet file for it, so the config loads as 0 rows.
-    DatasetDict({ERRORS_SPLIT: errors}).push_to_hub(
-        repo_id,
-        config_name=ERRORS_SPLIT,
-        token=token,
-        revision=revision,
-        num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
-    )
-    try:
-        card = DatasetCard.load(repo_id, repo_type="dataset", token=token)
-        text = str(card)
-    except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
-        text = "---\n---\n"
+    with quiet(*LIBRARY_CHATTER):
+        data.push_to_hub(repo_id, private=private, token=token, revision=revision, **push_kwargs)
+        api = HfApi(token=token)
+        files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
+        # One shard even when empty: datasets writes one parquet file for it, so the config loads as 0 rows.
+        DatasetDict({ERRORS_SPLIT: errors}).push_to_hub(
+            repo_id,
+            config_name=ERRORS_SPLIT,
+            token=token,
+            revision=revision,
+            num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
+        )
+        try:
+            card = DatasetCard.load(repo_id, repo_type="dataset", token=token)
+            text = str(card)
+        except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
+            text = "---\n---\n"
     card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures)))
     card_metadata(cast(DatasetCardData, card.data), data, summary)  # a DatasetCard's data is one
     new = {**(provenance_files(summary) if summary is not None else {}), **pictures}

@@ -15,6 +15,7 @@ from datasets.data_files import EmptyDatasetError
 from datasets.exceptions import DataFilesNotFoundError, DatasetGenerationError
 
 from .errors import ConfigError, HubUnreachableError
+from .progress import LIBRARY_CHATTER, quiet
 from .redact import register, scrub
 from .summary import SUMMARY_FILE, RunSummary
 
@@ -48,20 +49,8 @@ def load_input(
         IterableDatasetDict({train: IterableDataset({features: [...], num_shards: 14})})
     """
     register(token)  # before scoring: a judge reply quoting it must not keep it
-    path = Path(spec).expanduser()
-    if path.is_file():
-        builder = _FILE_BUILDERS.get(path.suffix.lower())
-        if builder is None:
-            raise ConfigError(
-                f"{spec}: unsupported file type {path.suffix!r}; use .jsonl, .json, .parquet, .csv or .arrow"
-            )
-        dd = _load_file(path, builder)
-    elif path.is_dir():
-        dd = _load_folder(spec, path)
-    elif looks_like_path(spec):
-        raise ConfigError(f"{spec}: no such file or folder")
-    else:
-        dd = _load_hub(spec, subset, revision, token, streaming)
+    with quiet(*LIBRARY_CHATTER):  # a README without metadata beside the data is no news to the user
+        dd = _load(spec, subset, revision, token, streaming)
     if isinstance(dd, Dataset):
         dd = DatasetDict({"train": dd})
     if streaming and isinstance(dd, DatasetDict):  # already local: iterated as it is
@@ -77,6 +66,27 @@ def load_input(
         dd = IterableDatasetDict({s: d.take(limit) for s, d in dd.items()})
     elif limit is not None:
         dd = DatasetDict({s: d.select(range(min(limit, len(d)))) for s, d in dd.items()})
+    return dd
+
+
+def _load(
+    spec: str, subset: str | None, revision: str | None, token: str | None, streaming: bool
+) -> DatasetDict | IterableDatasetDict | Dataset:
+    """``spec`` as a file, a folder or a Hub repo id."""
+    path = Path(spec).expanduser()
+    if path.is_file():
+        builder = _FILE_BUILDERS.get(path.suffix.lower())
+        if builder is None:
+            raise ConfigError(
+                f"{spec}: unsupported file type {path.suffix!r}; use .jsonl, .json, .parquet, .csv or .arrow"
+            )
+        dd = _load_file(path, builder)
+    elif path.is_dir():
+        dd = _load_folder(spec, path)
+    elif looks_like_path(spec):
+        raise ConfigError(f"{spec}: no such file or folder")
+    else:
+        dd = _load_hub(spec, subset, revision, token, streaming)
     return dd
 
 

@@ -45,6 +45,8 @@ _FALSE = {"0", "false", "no", "n", "incorrect", "fail", "negative"}
 _PREFERENCES = {"1": "1", "a": "1", "model_a": "1", "2": "2", "b": "2", "model_b": "2", "tie": "tie", "draw": "tie"}
 _WINNERS = ["1", "2", "tie"]
 _JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
+# the most values a confusion matrix (and a quadratic kappa) is drawn over: a 0-100 scale, not a measurement
+MAX_SCALE = 101
 _CALIBRATION_BINS = 10  # for scores with more distinct values than this (expected scores)
 
 
@@ -340,7 +342,17 @@ def _numbers(arr: pa.Array, column: str) -> np.ndarray:
             ) from None
     if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
         raise ConfigError(f"column {column!r} is {arr.type}, not numbers; a numeric comparison needs two score columns")
-    return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    values = np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    bad = ~np.isfinite(values)  # a null or NaN is dropped before this: these came from text ("inf", "nan")
+    if bad.any():
+        n = int(bad.sum())
+        what = f"{n:,} values that are" if n != 1 else "1 value that is"
+        raise ConfigError(
+            f"column {column!r} holds {what} not a finite number "
+            f"({sorted({str(v) for v in values[bad]})}): a score or label must be a number; fix or remove those "
+            "rows (a null value is left out of the comparison)"
+        )
+    return values
 
 
 def _is_number(v: str) -> bool:
@@ -410,9 +422,8 @@ def _numeric(report: AgreementReport, x: np.ndarray, y: np.ndarray, ordinal: boo
         "pearson": stats.pearson,
         "mae": stats.mae,
     }
-    if ordinal and _integers(x) and _integers(y):
-        lo, hi = int(min(x.min(), y.min())), int(max(x.max(), y.max()))
-        labels = list(range(lo, hi + 1))  # the whole range: a quadratic kappa weighs by distance
+    labels = _scale(x, y) if ordinal and _integers(x) and _integers(y) else None
+    if labels is not None:
 
         def qwk(a: np.ndarray, b: np.ndarray) -> float | None:
             return stats.cohen_kappa(b, a, labels, quadratic=True)
@@ -422,6 +433,23 @@ def _numeric(report: AgreementReport, x: np.ndarray, y: np.ndarray, ordinal: boo
     report.figures = {name: fn(x, y) for name, fn in fns.items()}
     report.calibration = _calibration(x, y)
     return fns
+
+
+def _scale(x: np.ndarray, y: np.ndarray) -> list[int] | None:
+    """The labels of the confusion matrix and the quadratic kappa: the whole range of a rating scale (a value
+    no row has still shows), else only the values present (an outlier, 5000 among 0-9, adds one row, not
+    5,000); None past ``MAX_SCALE`` values, which is no rating scale (no matrix, no kappa: the correlations
+    and MAE still hold). The kappa is the same either way: it weighs by the values' distance, not their index.
+
+    Example:
+        >>> _scale(np.array([1.0, 3.0]), np.array([2.0, 5000.0]))
+        [1, 2, 3, 5000]
+    """
+    lo, hi = int(min(x.min(), y.min())), int(max(x.max(), y.max()))
+    if hi - lo < MAX_SCALE:
+        return list(range(lo, hi + 1))
+    present = np.union1d(x, y)
+    return [int(v) for v in present] if len(present) <= MAX_SCALE else None
 
 
 def _calibration(x: np.ndarray, y: np.ndarray) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ saving leaves the old result as it was.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -43,19 +44,59 @@ def read_manifest(folder: str | os.PathLike) -> dict | None:
 
 
 def source_of(spec: str, subset: str | None = None, revision: str | None = None) -> str:
-    """What a result is made from: a scored folder's own source, a local path made absolute, or a Hub id.
+    """What a result is made from: a scored folder's own source, a local file or folder by its content, or a Hub id.
+
+    A local input is named by the sha256 of its bytes, not by where it lies: the example dataset read from
+    site-packages and then from a checkout (``pip install -e``), or a file copied elsewhere, is the same input.
 
     Example:
         >>> source_of("me/data", subset="main")
         'hub:me/data:main'
+        >>> from hf_judge.inputs import example_dataset_path
+        >>> source_of(str(example_dataset_path())).startswith("example.jsonl sha256:")
+        True
     """
     path = Path(spec).expanduser()
     if path.exists():
         earlier = read_manifest(path) if path.is_dir() else None
         if earlier and earlier.get("source"):
             return earlier["source"]  # scoring a result again (adding metrics) keeps its source
-        return str(path.resolve())
+        return f"{path.resolve().name} {_SHA256}{content_digest(path)}"
     return "hub:" + spec + (f":{subset}" if subset else "") + (f"@{revision}" if revision else "")
+
+
+_SHA256 = "sha256:"
+
+
+def content_digest(path: Path) -> str:
+    """sha256 of a file's bytes, or of a folder's files (each one's relative path and bytes, in path order).
+
+    Example:
+        >>> content_digest(Path("data.jsonl"))  # doctest: +SKIP
+        '9b1c2e...'
+    """
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with f.open("rb") as data:
+            for chunk in iter(lambda: data.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _same_source(old: str, new: str) -> bool:
+    """Whether two manifest sources name one input: equal, equal contents, or an older manifest's absolute
+    path (written before sources were contents) whose file still holds the content ``new`` names."""
+    if old == new:
+        return True
+    if _SHA256 in old and _SHA256 in new:
+        return old.rpartition(_SHA256)[2] == new.rpartition(_SHA256)[2]
+    path = Path(old)
+    return (
+        path.is_absolute() and path.exists() and _SHA256 in new and content_digest(path) == new.rpartition(_SHA256)[2]
+    )
 
 
 def shape_of(dd: DatasetDict) -> Shape:
@@ -115,7 +156,7 @@ def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None, 
     else:
         old_shape = {k: (v[0], v[1]) for k, v in manifest.get("splits", {}).items()}
         old_kind, old_source = manifest.get("kind"), manifest.get("source")
-    if old_source is not None and old_source != source:
+    if old_source is not None and not _same_source(old_source, source):
         return f"the result of {old_source}, not of {source}"
     if old_kind != kind:
         return f"a {old_kind} result, and this one is {kind}"

@@ -312,6 +312,7 @@ def score_dataset_on_ray(
         ERRORS_SPLIT,
         ScoredDatasetDict,
         _as_splits,
+        _column_mapping,
         _new_summary,
         _settings,
     )
@@ -377,6 +378,7 @@ def score_dataset_on_ray(
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
     client = JudgeClient(shown, api_key=None)  # for the summary's server name only: sends nothing
     out.summary = _new_summary(settings, client, loaded, splits, {s: [] for s in splits}, {s: {} for s in splits})
+    out.summary.column_mapping = _column_mapping(loaded, columns, splits)
     out.summary.rows = {s: len(d) for s, d in results.items()}
     out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))
     out.summary.elapsed_s = time.monotonic() - started

@@ -331,6 +331,7 @@ def score_dataset(
     if use_cache and not (settings.batch or settings.batch_import) and any(plans_by_split.values()):
         _warn_batches_in_flight(cache_root / "replies.sqlite3", client)
     summary = _new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
+    summary.column_mapping = _column_mapping(loaded, columns, splits)
     ctx = _SplitContext(
         client=client,
         summary=summary,
@@ -467,10 +468,10 @@ def _run_batches(
     assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
     res.open()
     metrics = {p.metric.name: p.metric for plans in plans_by_split.values() for p in plans}
-    from datasets.utils.tqdm import are_progress_bars_disabled
+    from .progress import bars_wanted
 
     # the batches' news go where the bars go (off with them); a callback gets none: its Progress is per split
-    on_status = _say if ctx.progress is True and not are_progress_bars_disabled() else None
+    on_status = _say if ctx.progress is True and bars_wanted() else None
     runner = BatchRunner(client, api_key, res.store_path, metrics, on_status=on_status)
     res.callback(runner.close)
     if settings.batch_fallback == "batch" or settings.batch_import:
@@ -1010,6 +1011,21 @@ def _kind(feature: Any) -> str | None:
     if dtype is None:
         return None
     return "bool" if dtype == "bool" else "number" if dtype.startswith(("int", "uint", "float")) else dtype
+
+
+def _column_mapping(loaded: list, columns: dict[str, str] | None, splits: dict[str, Any]) -> dict[str, str]:
+    """Template variable -> the column judged as it, the identity mapping included, over every metric (an
+    optional variable no split has a column for is left out): a summary and a card say what was judged as what.
+
+    Example:
+        >>> _column_mapping(resolve_metrics(["QA_Clarity"]), {"output": "answer"}, {})
+        {'instruction': 'instruction', 'output': 'answer'}
+    """
+    columns = columns or {}
+    present = {c for d in splits.values() for c in (d.column_names or ())}
+    mapping = {v: columns.get(v, v) for m in loaded for v in m.variables}
+    mapping.update({v: columns.get(v, v) for m in loaded for v in m.optional if columns.get(v, v) in present})
+    return mapping
 
 
 def _free_single_metric_columns(d: Dataset, loaded: list) -> dict[str, str]:

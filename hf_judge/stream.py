@@ -619,9 +619,11 @@ def _merged_card(api: Any, repo_id: str, ours: str) -> str:
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
     from .card import END, START
+    from .progress import LIBRARY_CHATTER, quiet
 
     try:
-        theirs = DatasetCard.load(repo_id, repo_type="dataset", token=api.token)
+        with quiet(*LIBRARY_CHATTER):
+            theirs = DatasetCard.load(repo_id, repo_type="dataset", token=api.token)
     except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
         return ours
     card = DatasetCard(ours)

@@ -47,6 +47,8 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
     metrics: dict[str, str] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
+    # template variable -> the dataset column judged as it, the identity mapping included
+    column_mapping: dict[str, str] = field(default_factory=dict)
     sampling: dict[str, Any] = field(default_factory=dict)
     # provenance: what was scored, with which prompts and recipe, what was kept
     source_dataset: str = ""  # a Hub repo id, or a local file or folder name
@@ -133,6 +135,7 @@ class RunSummary:
         self.metrics = {**earlier.metrics, **self.metrics}
         self.prompts = {**earlier.prompts, **self.prompts}
         self.columns = [*earlier.columns, *(c for c in self.columns if c not in earlier.columns)]
+        self.column_mapping = {**earlier.column_mapping, **self.column_mapping}
         if earlier.source_dataset:
             self.source_dataset, self.source_on_hub = earlier.source_dataset, earlier.source_on_hub
         runs, self.runs = self.runs, []

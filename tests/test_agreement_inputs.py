@@ -57,11 +57,14 @@ def test_an_empty_label_column_is_an_empty_report(tmp_path, capfd):
     ds = Dataset.from_dict({"QA_Correctness": [3, 7, 9], "human": [None, None, None]})
     r = agreement(ds, score="QA_Correctness", label="human")
     assert r.pairs == 0 and r.missing == {"score": 0, "label": 3, "both": 0} and "nothing to compare" in str(r)
-    # the CLI prints the empty report and the text histograms (an empty one included) instead of crashing
+    # the CLI prints the empty report and the text histograms (an empty one included) instead of crashing,
+    # and exits 1 (a script must notice), saying what to pass
     path = _jsonl(tmp_path, [{"QA_Correctness": v, "human": None} for v in (3, 7, 9)])
     code, out, err = run_cli(capfd, "agreement", path, "--score", "QA_Correctness", "--label", "human")
-    assert code == 0, err
+    assert code == 1, err
     assert "nothing to compare" in out and "(no values)" in out
+    last = err.splitlines()[-1]
+    assert last.startswith("hf-judge: error: nothing to compare") and "pass a --label column" in last
 
 
 def test_pairwise_judges_of_a_panel_by_their_metric_name():
