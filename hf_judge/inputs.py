@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from datasets import Dataset, DatasetDict, IterableDatasetDict, load_dataset, load_from_disk
+from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset, load_from_disk
 from datasets import config as datasets_config
 from datasets.data_files import EmptyDatasetError
 from datasets.exceptions import DataFilesNotFoundError, DatasetGenerationError
@@ -65,7 +65,7 @@ def load_input(
     if isinstance(dd, Dataset):
         dd = DatasetDict({"train": dd})
     if streaming and isinstance(dd, DatasetDict):  # already local: iterated as it is
-        dd = IterableDatasetDict({k: d.to_iterable_dataset() for k, d in dd.items()})
+        dd = IterableDatasetDict({k: _iterable(d) for k, d in dd.items()})
     if splits:
         unknown = [s for s in splits if s not in dd]
         if unknown:
@@ -78,6 +78,17 @@ def load_input(
     elif limit is not None:
         dd = DatasetDict({s: d.select(range(min(limit, len(d)))) for s, d in dd.items()})
     return dd
+
+
+def _iterable(d: Dataset) -> IterableDataset:
+    """``d`` read as a stream; an empty split too (``to_iterable_dataset`` refuses to make 1 shard of 0 rows)."""
+    if len(d):
+        return d.to_iterable_dataset()
+    return IterableDataset.from_generator(_no_rows, features=d.features)
+
+
+def _no_rows() -> Iterator[dict]:
+    yield from ()
 
 
 def looks_like_path(spec: str) -> bool:
