@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import json
+import lzma
+
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from datasets import DatasetDict, Features, Value, load_dataset
@@ -63,3 +68,61 @@ def test_cli_scores_a_folder_whose_only_split_is_empty(judge, tmp_path, capfd):
     assert code == 0, err
     assert list(load_input(str(tmp_path / "o"))["train"].features) == ["question", "answer", *SCORES]
     assert judge.stats()["requests"] == 0
+
+
+def test_cli_a_jsonl_column_of_two_types_names_the_file_line_and_column(judge, tmp_path, capfd):
+    # datasets reads a mixed column as JSON text, but from a file with a blank line (here the last) it
+    # failed with a bare "ValueError: Expected object or value", exit 1
+    data = tmp_path / "mixed.jsonl"
+    rows = [{"question": f"q{i}", "answer": "a"} for i in range(3)] + [{"question": "q3", "answer": {"k": 1}}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", tmp_path / "c", "-o", tmp_path / "o"))
+    assert code == 2, err
+    assert f"{data}, line 4: column 'answer' is an object, but a string on line 1. Make 'answer' one type" in err
+    assert judge.stats()["requests"] == 0
+
+
+def _compress(data: bytes, suffix: str) -> bytes:
+    return {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](data)
+
+
+@pytest.mark.parametrize("name", ["d.jsonl.gz", "d.json.gz", "d.csv.gz", "d.jsonl.bz2", "d.csv.xz", "d.json.xz"])
+def test_cli_reads_compressed_data_files(judge, tmp_path, capfd, name):
+    ds = qa_dataset(2)
+    plain = tmp_path / name.rsplit(".", 1)[0]
+    if plain.suffix == ".json":  # one JSON document
+        plain.write_text(json.dumps(ds.to_list()))
+    else:
+        (ds.to_json if plain.suffix == ".jsonl" else ds.to_csv)(plain)
+    data = tmp_path / name
+    data.write_bytes(_compress(plain.read_bytes(), data.suffix))
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", tmp_path / "c", "-o", tmp_path / "o"))
+    assert code == 0, err
+    out = load_input(str(tmp_path / "o"))["train"]
+    assert out["question"] == ds["question"] and None not in out["QA_Clarity"]
+
+
+def test_cli_compressed_files_that_cannot_be_read_are_usage_errors(tmp_path, capfd):
+    empty = tmp_path / "empty.jsonl.gz"
+    empty.write_bytes(gzip.compress(b"\n"))
+    parquet = tmp_path / "d.parquet.gz"
+    qa_dataset(2).to_parquet(tmp_path / "d.parquet")
+    parquet.write_bytes(gzip.compress((tmp_path / "d.parquet").read_bytes()))
+    zst = tmp_path / "d.jsonl.zst"
+    zst.write_bytes(b"(\xb5/\xfd")  # zstandard is not installed here: the message says what to install
+    expected = {
+        empty: f"{empty} is empty: no rows to score",
+        parquet: "unsupported file type '.parquet.gz'",
+        zst: "pip install zstandard",
+    }
+    for data, message in expected.items():
+        code, _, err = run_cli(capfd, *score_args(data, "http://127.0.0.1:9/v1"))
+        assert code == 2 and message in err, err
+
+
+def test_cli_a_missing_folder_with_a_trailing_slash_is_not_looked_up_on_the_hub(hub, tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = len(hub.requests())
+    code, _, err = run_cli(capfd, *score_args("nothere/", "http://127.0.0.1:9/v1"))
+    assert code == 2 and "nothere/: no such folder" in err, err
+    assert hub.requests()[before:] == []
