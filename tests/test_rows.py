@@ -126,3 +126,42 @@ def test_cli_a_missing_folder_with_a_trailing_slash_is_not_looked_up_on_the_hub(
     code, _, err = run_cli(capfd, *score_args("nothere/", "http://127.0.0.1:9/v1"))
     assert code == 2 and "nothere/: no such folder" in err, err
     assert hub.requests()[before:] == []
+
+
+def test_two_spellings_of_one_base_url_share_the_cache_and_credentials_stay_out_of_it(judge, tmp_path):
+    import shutil
+
+    from hf_judge import score_dataset
+
+    ds = qa_dataset(3)
+    first = score(ds, ["QA_Clarity"], judge, tmp_path, progress=False)
+    assert first.summary.requests == 3
+    host_port = judge.base_url.removeprefix("http://").removesuffix("/v1")
+    # the URL requested is the same: scheme and host in any case, a trailing slash, user:password (a header)
+    for spelling, key in [(f"HTTP://{host_port}/v1/", "sk-test"), (f"http://hfj:pw-SECRET-9@{host_port}/v1", None)]:
+        shutil.rmtree(tmp_path / "cache" / "results")  # the replies themselves, not the saved split, are found
+        again = score_dataset(
+            ds, ["QA_Clarity"], model="judge", base_url=spelling, api_key=key, cache_dir=tmp_path / "cache",
+            columns={"instruction": "question", "output": "answer"}, progress=False,
+        )  # fmt: skip
+        assert again.summary.requests == 0 and again["train"]["QA_Clarity"] == first["train"]["QA_Clarity"]
+    assert judge.stats()["requests"] == 3
+    for f in (tmp_path / "cache").rglob("*"):
+        assert not f.is_file() or b"pw-SECRET-9" not in f.read_bytes(), f
+
+
+def test_the_server_in_cache_keys_is_the_url_requested():
+    from hf_judge import Settings
+    from hf_judge.client import JudgeClient
+
+    def client(url):
+        return JudgeClient(Settings(model="m", base_url=url), api_key=None)
+
+    same = [client(u) for u in ("http://h.example/v1", "HTTP://H.Example:80/v1/", "http://u:p@h.example/v1")]
+    assert {c.server_id for c in same} == {"http://h.example/v1"} and {str(c._url) for c in same} == {
+        "http://h.example/v1/chat/completions"
+    }
+    # the client adds no /v1: a base URL without it asks another URL, and keeps its own cache
+    bare = client("http://h.example")
+    assert str(bare._url) == "http://h.example/chat/completions" and bare.server_id == "http://h.example"
+    assert client("https://h.example:443/v1?api-version=2").server_id == "https://h.example/v1?api-version=2"
