@@ -392,11 +392,13 @@ def _endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, s
     shown = str(url.with_query(None).with_fragment(None)).rstrip("/")
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigError(f"base_url must be an http:// or https:// URL like http://127.0.0.1:8000/v1, got {shown!r}")
-    # Without credentials the server's identity is the text given, as it always was: caches stay valid.
-    identity = str(url.with_fragment(None)).rstrip("/") if auth else base_url.rstrip("/")
     query = f"?{url.raw_query_string}" if url.raw_query_string else ""
-    path = str(url.with_query(None).with_fragment(None)).rstrip("/") + "/chat/completions"
-    request_url = yarl.URL(path + query, encoded=True)
+    request_url = yarl.URL(shown + "/chat/completions" + query, encoded=True)
+    # The server's identity in cache keys is the URL requested (less its fixed "/chat/completions"), as yarl
+    # writes it: scheme and host in lower case, no default port, no trailing slash, no user:password (sent as a
+    # header), so two spellings of one URL share their cache. The usual spelling (http://host:port/v1) reads
+    # as it did when its caches were written. No "/v1" is added: "http://host:port" asks for another URL.
+    identity = shown + query
     return request_url, shown, identity, auth
 
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
 import json
+import lzma
+import os
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import IO
 
-from datasets import Dataset, DatasetDict, IterableDatasetDict, load_dataset, load_from_disk
+from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset, load_from_disk
 from datasets import config as datasets_config
 from datasets.data_files import EmptyDatasetError
 from datasets.exceptions import DataFilesNotFoundError, DatasetGenerationError
@@ -20,6 +26,11 @@ from .redact import register, scrub
 from .summary import SUMMARY_FILE, RunSummary
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
+# compressed text files datasets' own extractors read (HumanEval ships as .jsonl.gz); .zst needs `zstandard`.
+# Parquet and Arrow compress inside the file: a compressed one is no format datasets reads.
+_COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": None}
+_TEXT_FORMATS = (".jsonl", ".json", ".csv")
+_FILE_TYPES = ".jsonl, .json, .parquet, .csv or .arrow (.jsonl, .json and .csv may end in .gz, .bz2, .xz or .zst)"
 # what a folder to score must hold, for the message when it holds nothing loadable
 _FOLDER_CONTENTS = (
     "data files (.jsonl, .json, .parquet, .csv, .arrow), or be a folder saved by hf-judge or Dataset.save_to_disk"
@@ -54,7 +65,7 @@ def load_input(
     if isinstance(dd, Dataset):
         dd = DatasetDict({"train": dd})
     if streaming and isinstance(dd, DatasetDict):  # already local: iterated as it is
-        dd = IterableDatasetDict({k: d.to_iterable_dataset() for k, d in dd.items()})
+        dd = IterableDatasetDict({k: _iterable(d) for k, d in dd.items()})
     if splits:
         unknown = [s for s in splits if s not in dd]
         if unknown:
@@ -75,14 +86,11 @@ def _load(
     """``spec`` as a file, a folder or a Hub repo id."""
     path = Path(spec).expanduser()
     if path.is_file():
-        builder = _FILE_BUILDERS.get(path.suffix.lower())
-        if builder is None:
-            raise ConfigError(
-                f"{spec}: unsupported file type {path.suffix!r}; use .jsonl, .json, .parquet, .csv or .arrow"
-            )
-        dd = _load_file(path, builder)
+        dd = _load_file(path, _builder(spec, path))
     elif path.is_dir():
         dd = _load_folder(spec, path)
+    elif spec.endswith(("/", os.sep)):
+        raise ConfigError(f"{spec}: no such folder (a trailing slash names a local folder, never a Hub dataset)")
     elif looks_like_path(spec):
         raise ConfigError(f"{spec}: no such file or folder")
     else:
@@ -90,18 +98,65 @@ def _load(
     return dd
 
 
+def _iterable(d: Dataset) -> IterableDataset:
+    """``d`` read as a stream; an empty split too (``to_iterable_dataset`` refuses to make 1 shard of 0 rows)."""
+    if len(d):
+        return d.to_iterable_dataset()
+    return IterableDataset.from_generator(_no_rows, features=d.features)
+
+
+def _no_rows() -> Iterator[dict]:
+    yield from ()
+
+
 def looks_like_path(spec: str) -> bool:
     """True for a spec that can only be a local path, never a Hub repo id.
 
-    A data-file suffix, a leading ``./``, ``../``, ``/`` or ``~``, or more
-    than one slash (a Hub id is ``name`` or ``owner/name``): a mistyped file
-    name fails at once instead of being looked up on the Hub.
+    A data-file suffix (compressed too), a leading ``./``, ``../``, ``/`` or
+    ``~``, a trailing slash, or more than one slash (a Hub id is ``name`` or
+    ``owner/name``): a mistyped file name fails at once instead of being
+    looked up on the Hub.
 
     Example:
-        >>> looks_like_path("nonexist.jsonl"), looks_like_path("data/x/y"), looks_like_path("openai/gsm8k")
+        >>> looks_like_path("nonexist.jsonl.gz"), looks_like_path("data/x/y"), looks_like_path("openai/gsm8k")
         (True, True, False)
+        >>> looks_like_path("openai/gsm8k/")
+        True
     """
-    return Path(spec).suffix.lower() in _FILE_BUILDERS or spec.startswith((".", "/", "~")) or spec.count("/") > 1
+    return (
+        _data_suffix(Path(spec)) in _FILE_BUILDERS
+        or spec.startswith((".", "/", "~"))
+        or spec.endswith(("/", os.sep))
+        or spec.count("/") > 1
+    )
+
+
+def _data_suffix(path: Path) -> str:
+    """The suffix that names the format: ``.jsonl`` for ``x.jsonl.gz`` as for ``x.jsonl``."""
+    suffix = path.suffix.lower()
+    return Path(path.stem).suffix.lower() if suffix in _COMPRESSED else suffix
+
+
+def _builder(spec: str, path: Path) -> str:
+    """The datasets builder that reads the file ``path``; a ConfigError for a type it does not read."""
+    suffix, compressed = _data_suffix(path), path.suffix.lower() in _COMPRESSED
+    builder = _FILE_BUILDERS.get(suffix)
+    if builder is None or (compressed and suffix not in _TEXT_FORMATS):
+        kind = "".join(path.suffixes[-2:]) if compressed else path.suffix
+        raise ConfigError(f"{spec}: unsupported file type {kind!r}; use {_FILE_TYPES}")
+    if path.suffix.lower() == ".zst" and not datasets_config.ZSTANDARD_AVAILABLE:
+        raise ConfigError(f"{spec}: reading .zst needs the zstandard package: pip install zstandard")
+    return builder
+
+
+def _open_text(path: Path) -> IO[str]:
+    """``path`` as text, decompressed: for the checks that read a file datasets could not load."""
+    opener = _COMPRESSED.get(path.suffix.lower(), open)
+    if opener is None:  # .zst: zstandard, whose presence _builder checked
+        import zstandard  # type: ignore[import-not-found,unused-ignore]  # optional, as in datasets
+
+        return io.TextIOWrapper(zstandard.open(path, "rb"), encoding="utf-8", errors="replace")
+    return opener(path, "rt", encoding="utf-8", errors="replace")
 
 
 def _load_folder(spec: str, path: Path) -> DatasetDict | Dataset:
@@ -224,6 +279,8 @@ def input_summary(spec: str, *, revision: str | None = None, token: str | None =
     path = Path(spec).expanduser()
     if path.exists():
         return RunSummary.load(path) if path.is_dir() else None
+    if looks_like_path(spec):  # a local path that is not there: nothing to ask the Hub
+        return None
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
@@ -244,31 +301,68 @@ def input_summary(spec: str, *, revision: str | None = None, token: str | None =
 
 def _load_file(path: Path, builder: str) -> DatasetDict:
     """One data file as a ``train`` split; an empty or malformed file is a ConfigError naming it."""
-    if path.stat().st_size < 4096 and not path.read_bytes().strip():
+    if _no_text(path):
         raise ConfigError(f"{path} is empty: no rows to score")
     try:
         return load_dataset(builder, data_files={"train": str(path)})
-    except DatasetGenerationError as e:
-        bad = _bad_json_line(path) if path.suffix.lower() == ".jsonl" else None
-        if bad is not None:
-            raise ConfigError(f"{path}, line {bad[0]}: {bad[1]}. Each line must be one JSON object.") from None
+    except (DatasetGenerationError, ValueError) as e:  # ValueError: datasets' own, from reading the first rows
+        if builder == "json":
+            _check_json_lines(path)
         cause = e.__cause__ or e
         raise ConfigError(f"{path}: cannot read it ({type(cause).__name__}: {cause})") from None
 
 
-def _bad_json_line(path: Path) -> tuple[int, str] | None:
-    """(line number, what is wrong) of the first line that is not a JSON object; read only when loading failed."""
-    with path.open(encoding="utf-8", errors="replace") as f:
+def _no_text(path: Path) -> bool:
+    """True for a file that holds nothing but white space (once decompressed)."""
+    if path.suffix.lower() in _COMPRESSED:
+        with _open_text(path) as f:
+            return not any(line.strip() for line in f)
+    return path.stat().st_size < 4096 and not path.read_bytes().strip()
+
+
+def _check_json_lines(path: Path) -> None:
+    """A ConfigError naming the first line of a JSON-lines file datasets cannot read, if a line explains it:
+    one that is no JSON object, or one where a column's JSON type differs from its first one's (datasets
+    reads such a column as JSON text, but not from a file with blank lines: "Expected object or value").
+    Read only after loading failed; a ``.json`` file holding one JSON document passes."""
+    first: dict[str, tuple[str, int]] = {}  # column -> (its JSON type, the line that had it first)
+    document = _data_suffix(path) == ".json"
+    with _open_text(path) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 value = json.loads(line)
             except ValueError as e:
-                return n, f"not valid JSON ({e})"
+                if document and n == 1:
+                    return  # one JSON document over several lines
+                raise ConfigError(f"{path}, line {n}: not valid JSON ({e}). {_ONE_OBJECT}") from None
             if not isinstance(value, dict):
-                return n, f"a JSON {type(value).__name__}, not an object"
-    return None
+                if document:
+                    return
+                raise ConfigError(f"{path}, line {n}: a JSON {type(value).__name__}, not an object. {_ONE_OBJECT}")
+            for column, v in value.items():
+                kind = _json_type(v)
+                seen = first.setdefault(column, (kind, n)) if kind else None
+                if seen and seen[0] != kind:
+                    raise ConfigError(
+                        f"{path}, line {n}: column {column!r} is {kind}, but {seen[0]} on line {seen[1]}. "
+                        f"Make {column!r} one type on every line (e.g. a JSON string), or remove the blank lines"
+                    )
+
+
+_ONE_OBJECT = "Each line must be one JSON object."
+
+
+def _json_type(value: object) -> str | None:
+    """The JSON type of a decoded value, as Arrow tells them apart (an integer and a float are both numbers)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string" if isinstance(value, str) else "an array" if isinstance(value, list) else "an object"
 
 
 def example_dataset_path() -> Path:

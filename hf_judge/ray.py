@@ -341,6 +341,11 @@ def score_dataset_on_ray(
     errors: list[dict[str, Any]] = []
     moved: list[dict[str, Any]] = []  # each batch's counters
     for split, d in splits.items():
+        if len(d) == 0:  # Ray Data gives no block back, so no columns: score_dataset's, which sends nothing for 0 rows
+            results[split] = _empty_split(split, d, metrics, settings, base_urls, columns=columns, api_key=api_key,
+                                          prompts_dir=prompts_dir, metric_params=metric_params,
+                                          token_columns=token_columns)  # fmt: skip
+            continue
         scored = score_ray_dataset(
             # not from_huggingface: it reloads the split by its builder's name to look for Hub Parquet files
             # (a local JSON file's builder "json" reads every JSON file of the working directory), and hands
@@ -389,3 +394,14 @@ def score_dataset_on_ray(
         out.summary.structured_output = moved[-1]["structured_output"]
     out.summary.notes.append(f"scored on Ray by {actors} actors")
     return out
+
+
+def _empty_split(
+    split: str, d: Dataset, metrics: Any, settings: Settings, base_urls: list[str] | None, **kw: Any
+) -> Dataset:
+    """A split of 0 rows with the score columns :func:`hf_judge.score_dataset` gives it (it sends no request)."""
+    from .score import score_dataset
+
+    one = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
+    scored = score_dataset(DatasetDict({split: d}), metrics, use_cache=False, progress=False, settings=one, **kw)
+    return scored[split]

@@ -816,6 +816,11 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
         features.update({c: Value(t) for p in plans for c, t in logprobs.columns(p.metric).items()})
     if ctx.token_columns:
         features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    if len(d) == 0:
+        # Nothing to send or to cache. Not through a run: datasets' map returns an empty input as it is, without
+        # the new columns or the file _fresh_run moves into the cache, and concatenate_datasets drops an empty one.
+        both = Features({**base.features, **features})
+        return Dataset.from_dict({c: [] for c in both}, features=both, split=base.split)
     cache_file = ctx.cache_root / "results" / f"{fp}.arrow"
     if ctx.use_cache:
         _remove_partials(cache_file)

@@ -508,7 +508,7 @@ def _write_result(streams: _Streams, root: Path, shard_bytes: int, reports: Sequ
     for split in streams.splits:
         files[split] = _write_split(streams, split, root, shard_bytes, progress)
     errors = pa.Table.from_pylist(streams.all_errors(), schema=ERROR_FEATURES.arrow_schema)
-    pq.write_table(errors, root / "errors" / "errors-00000.parquet")
+    _write_table(errors, root / "errors" / "errors-00000.parquet")
     card, pictures = _card_text(streams, files, reports)
     for name, content in {**provenance_files(summary), **pictures}.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -516,6 +516,15 @@ def _write_result(streams: _Streams, root: Path, shard_bytes: int, reports: Sequ
     (root / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1, default=str), encoding="utf-8")
     (root / "README.md").write_text(card, encoding="utf-8")
     (root / PROGRESS).unlink(missing_ok=True)
+
+
+def _write_table(table: pa.Table, path: Path) -> None:
+    """``pq.write_table``, but 0 rows make a file of no row group: datasets' Parquet reader takes a batch size
+    from the first row group's rows and fails on a row group of 0 ("BatchSize must be greater than 0")."""
+    if table.num_rows:
+        pq.write_table(table, path)
+    else:
+        pq.ParquetWriter(path, table.schema).close()
 
 
 def _read_progress(path: Path, job: str) -> dict[str, Any]:
@@ -567,7 +576,7 @@ def _write_split(streams: _Streams, split: str, root: Path, shard_bytes: int, pr
             errors += errs
         if not paths:  # an empty split still gets a file, so that its config loads as 0 rows
             paths.append(root / "data" / f"{split}-00000.parquet")
-            pq.write_table(schema.empty_table(), paths[-1])
+            _write_table(schema.empty_table(), paths[-1])
     except BaseException:
         if writer is not None:  # its rows are complete: keep them for the next save
             writer.close()

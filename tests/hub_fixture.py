@@ -61,6 +61,13 @@ class HubServer:
         with urllib.request.urlopen(f"{self.endpoint}/_admin/auth", timeout=10) as r:
             return json.loads(r.read())
 
+    def requests(self) -> list[str]:
+        """``METHOD /path`` of every request the Hub has had (admin ones left out), oldest first."""
+        import json
+
+        with urllib.request.urlopen(f"{self.endpoint}/_admin/requests", timeout=10) as r:
+            return json.loads(r.read())
+
     def uploaded_files(self) -> list[Path]:
         return [p for p in self.data_dir.rglob("*") if p.is_file()]
 

@@ -345,7 +345,18 @@ class Hub:
 
 def make_app(data_dir: Path) -> web.Application:
     hub = Hub(data_dir)
-    app = web.Application(client_max_size=1 << 30)
+    seen: list[str] = []  # every request but the admin ones: for "no request reached the Hub"
+
+    @web.middleware
+    async def count(request: web.Request, handler):
+        if not request.path.startswith("/_admin/"):
+            seen.append(f"{request.method} {request.path}")
+        return await handler(request)
+
+    async def admin_requests(request: web.Request) -> web.Response:
+        return web.json_response(seen)
+
+    app = web.Application(client_max_size=1 << 30, middlewares=[count])
     r = app.router
     repo = r"/{ns}/{name}"
     r.add_get("/api/whoami-v2", hub.whoami)
@@ -367,6 +378,7 @@ def make_app(data_dir: Path) -> web.Application:
     r.add_post("/_lfs/upload/{oid}", hub.lfs_upload)
     r.add_get("/_admin/auth", hub.admin_auth)
     r.add_get("/_admin/datadir", hub.admin_datadir)
+    r.add_get("/_admin/requests", admin_requests)
     r.add_route("*", "/{tail:.*}", hub.fallback)
     return app
 

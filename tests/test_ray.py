@@ -161,3 +161,20 @@ def test_ray_address_nothing_listens_at_is_a_config_error(capfd, tmp_path):
     code, out, err = run_cli(capfd, *args, "--ray-address", "127.0.0.1:1", "-o", tmp_path / "out")
     assert code == 2
     assert "no Ray cluster answers at '127.0.0.1:1'" in err and "--ray-address" in err
+
+
+def test_an_empty_split_on_ray_comes_back_with_the_score_columns(cluster, judge, tmp_path):
+    """Ray Data gives no block back for 0 rows: the split is not scored there (it raised KeyError after the
+    other splits were paid)."""
+    from datasets import DatasetDict
+    from helpers import qa_dataset
+
+    from hf_judge.ray import score_dataset_on_ray
+
+    dd = DatasetDict({"train": qa_dataset(2), "test": qa_dataset(1).select([])})
+    out = score_dataset_on_ray(
+        dd, ["QA_Clarity"], model="judge", base_urls=[judge.base_url], api_key="sk-test", cache_dir=tmp_path / "c",
+        columns=COLUMNS, actors=1,
+    )  # fmt: skip
+    assert len(out["test"]) == 0 and out["test"].features == out["train"].features
+    assert "QA_Clarity" in out["test"].column_names and judge.stats()["requests"] == 2
