@@ -397,8 +397,9 @@ def _endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, s
     # The server's identity in cache keys is the URL requested (less its fixed "/chat/completions"), as yarl
     # writes it: scheme and host in lower case, no default port, no trailing slash, no user:password (sent as a
     # header), so two spellings of one URL share their cache. The usual spelling (http://host:port/v1) reads
-    # as it did when its caches were written. No "/v1" is added: "http://host:port" asks for another URL.
-    identity = shown + query
+    # as it did when its caches were written. A server's root and its /v1 are one server (llama.cpp, vLLM's
+    # and Ollama's OpenAI routes): the identity names what answers, not the route, so they share it too.
+    identity = (shown + "/v1" if url.path in ("", "/") else shown) + query
     return request_url, shown, identity, auth
 
 

@@ -137,8 +137,14 @@ def test_two_spellings_of_one_base_url_share_the_cache_and_credentials_stay_out_
     first = score(ds, ["QA_Clarity"], judge, tmp_path, progress=False)
     assert first.summary.requests == 3
     host_port = judge.base_url.removeprefix("http://").removesuffix("/v1")
-    # the URL requested is the same: scheme and host in any case, a trailing slash, user:password (a header)
-    for spelling, key in [(f"HTTP://{host_port}/v1/", "sk-test"), (f"http://hfj:pw-SECRET-9@{host_port}/v1", None)]:
+    # one server: scheme and host in any case, a trailing slash, user:password (a header), its root for its /v1
+    spellings = [
+        (f"HTTP://{host_port}/v1/", "sk-test"),
+        (f"http://hfj:pw-SECRET-9@{host_port}/v1", None),
+        (f"http://{host_port}", "sk-test"),
+        (f"http://{host_port}/", "sk-test"),
+    ]
+    for spelling, key in spellings:
         shutil.rmtree(tmp_path / "cache" / "results")  # the replies themselves, not the saved split, are found
         again = score_dataset(
             ds, ["QA_Clarity"], model="judge", base_url=spelling, api_key=key, cache_dir=tmp_path / "cache",
@@ -161,7 +167,8 @@ def test_the_server_in_cache_keys_is_the_url_requested():
     assert {c.server_id for c in same} == {"http://h.example/v1"} and {str(c._url) for c in same} == {
         "http://h.example/v1/chat/completions"
     }
-    # the client adds no /v1: a base URL without it asks another URL, and keeps its own cache
+    # the client adds no /v1 to the URL it asks, but a server's root is the server of its /v1 in cache keys
     bare = client("http://h.example")
-    assert str(bare._url) == "http://h.example/chat/completions" and bare.server_id == "http://h.example"
+    assert str(bare._url) == "http://h.example/chat/completions" and bare.server_id == "http://h.example/v1"
+    assert client("http://h.example/openai").server_id == "http://h.example/openai"  # another route: its own
     assert client("https://h.example:443/v1?api-version=2").server_id == "https://h.example/v1?api-version=2"
