@@ -337,6 +337,11 @@ class ReplyStore:
         try:
             conn.execute("PRAGMA busy_timeout=20")
             conn.execute("INSERT OR REPLACE INTO openers VALUES (?, ?)", (self.owner, int(self.shared)))
+            # the rows of runs killed before their close: a pid used again later would pass for company
+            host = self.owner.partition(":")[0]
+            dead = [(o,) for (o,) in conn.execute("SELECT owner FROM openers") if _owner_dead(o, host)]
+            if dead:
+                conn.executemany("DELETE FROM openers WHERE owner = ?", dead)
             return True
         except sqlite3.Error:
             return False
