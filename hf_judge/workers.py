@@ -16,7 +16,7 @@ that stops the run (a 401, the token budget, a full disk) stops the others with
 SIGINT, as Ctrl-C does; a worker that dies (kill -9, out of memory) is reported
 once the others have finished their shards, whose replies are saved for the
 next run. A worker whose parent dies (kill -9 of the run) stops as at a Ctrl-C,
-within a second: it watches a pipe only the parent writes to (EOF: the parent
+at once: it watches a pipe only the parent writes to (EOF: the parent
 is gone) and, on Linux, also gets SIGINT from ``PR_SET_PDEATHSIG`` when the
 forkserver it was forked from exits with the parent.
 """
