@@ -20,7 +20,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from .client import JudgeClient, Outcome
+from .client import JudgeClient
 from .pipeline import Plan, SplitRun, _Job
 from .store import ReplyStore
 
@@ -150,11 +150,6 @@ class SharedRun(SplitRun):
                 self._fail(e)
             finally:
                 self.polling = False
-
-    def _deliver(self, job: _Job, part: int, outcome: Outcome) -> None:
-        super()._deliver(job, part, outcome)
-        if outcome.value is None and self.store is not None and self.store.shared:
-            self.store.release(job.keys[part])  # failed: another worker waiting on it may try it itself
 
 
 async def score_batch(

@@ -22,6 +22,7 @@ import contextlib
 import gc
 import logging
 import re
+import sqlite3
 import threading
 import time
 from collections import OrderedDict
@@ -72,6 +73,10 @@ RELEASE_EVERY = 65_536
 # for a short reply, ~1.5 KB for a reasoned one; 65,536 (a 1,024-slot window)
 # took ~40-100 MB. Repeats further apart are sent again (the store has them next run).
 RECENT_REPLIES = 4096
+# A shared store (see store.py): how often keys another process is sending are looked up again, and how many
+# tries of a claim that does not wait for the lock come before one that does (up to the store's lock_wait).
+_POLL_S = 0.02
+_CLAIM_TRIES = 1000
 
 
 @contextlib.contextmanager
@@ -207,6 +212,10 @@ class SplitRun:
         # Identical requests of this run: key -> the (job, part)s waiting for the
         # one in flight, and key -> a recent final outcome (bounded, oldest out).
         self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
+        # A shared store (another run on the file, see store.py): key -> the sends waiting for the reply
+        # that another process is sending, and whether the poller holds some taken out of it.
+        self.parked: dict[bytes, list[tuple[_Job, int, list, bytes]]] = {}
+        self.polling = False
         self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
         self.recent_max = RECENT_REPLIES
         self.input_files = file_paths(ds.cache_files) if ds is not None else frozenset()
@@ -282,64 +291,169 @@ class SplitRun:
     async def _feed(self) -> None:
         row = 0
         store = self.store
+        poller = None
         if store is not None:
             # A store that cannot write stops the run: every further reply would be paid and lost.
             loop = asyncio.get_running_loop()
             store.on_failure = lambda _e: loop.call_soon_threadsafe(self._store_failed)
             if store.failure is not None:
                 return self._store_failed()
-        async for size, batch in self._read():
-            while row - self.consumed >= self.window and self.failure is None:
-                await asyncio.sleep(0.005)
-            if self.failure is not None:
-                return
-            sends = self.prepare_rows(batch, row, size)
-            row += size
-            if store is not None and sends:
-                found = self.cached_replies(store, sends)
-                if found:
-                    remaining = []
-                    for item in sends:
-                        job, part = item[0], item[1]
-                        hit = found.get(job.keys[part])
-                        outcome = self._from_cache(job.plan.metric, hit) if hit else None
-                        if outcome is None:
-                            remaining.append(item)
-                        else:
-                            self.clients[part // job.per_judge].stats.cache_hits += 1
-                            self._finish_part(job, part, outcome)
-                    sends = remaining
-            if self.unsent is not None:
-                for job, part, _, _ in sends:
-                    self._finish_part(job, part, self.unsent(job.keys[part]))
-                sends = []
-            inflight, clients, down = self.inflight, self.clients, self.judge_down
-            claimed: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
-            several = self.layout.samples > 1
-            for job, part, messages, body in sends:
-                key = job.keys[part]
-                if claimed and (id(job), part) in claimed:
-                    continue
-                judge = part // job.per_judge
-                if down and judge in down:
-                    self._finish_part(job, part, down[judge])
-                    continue
-                client = clients[judge]
-                limiter = client.limiter
-                if self._shared(job, part, key, client.stats):
-                    continue
-                inflight[key] = []
-                followers = self._followers(job, part, client, claimed) if several else ()
-                if not limiter.try_acquire():
-                    await limiter.acquire()
+            store.on_company = lambda: loop.call_soon_threadsafe(self._join_company)
+        try:
+            async for size, batch in self._read():
+                while row - self.consumed >= self.window and self.failure is None:
+                    await asyncio.sleep(0.005)
                 if self.failure is not None:
-                    limiter.release()
                     return
-                self._spawn(self._send(job, part, messages, body, followers))
-            # yield once per batch so replies are handled between batches
-            await asyncio.sleep(0)
-        while self.tasks:
-            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+                sends = self.prepare_rows(batch, row, size)
+                row += size
+                if store is not None and sends:
+                    sends = self._from_store(store, sends)
+                if self.unsent is not None:
+                    for job, part, _, _ in sends:
+                        self._finish_part(job, part, self.unsent(job.keys[part]))
+                    sends = []
+                claimed = store is not None and store.shared
+                if claimed and sends:
+                    poller = poller or asyncio.get_running_loop().create_task(self._poll_parked())
+                    sends = await self._claim(sends)
+                if not await self._send_all(sends, claimed):
+                    return
+                # yield once per batch so replies are handled between batches
+                await asyncio.sleep(0)
+            while (self.parked or self.polling) and self.failure is None:
+                if self.tasks:
+                    await asyncio.wait(list(self.tasks), timeout=_POLL_S)
+                else:
+                    await asyncio.sleep(_POLL_S)
+            while self.tasks:
+                await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        finally:
+            if poller is not None:
+                poller.cancel()
+            if store is not None:
+                store.on_company = None
+
+    def _from_store(self, store: ReplyStore, sends: list) -> list:
+        """Finish the sends whose replies the store holds; the others."""
+        found = self.cached_replies(store, sends)
+        if not found:
+            return sends
+        remaining = []
+        for item in sends:
+            job, part = item[0], item[1]
+            hit = found.get(job.keys[part])
+            outcome = self._from_cache(job.plan.metric, hit) if hit else None
+            if outcome is None:
+                remaining.append(item)
+            else:
+                self.clients[part // job.per_judge].stats.cache_hits += 1
+                self._finish_part(job, part, outcome)
+        return remaining
+
+    async def _send_all(self, sends: list, claimed: bool = True) -> bool:
+        """Send each of ``sends`` (or share an identical request's reply); False once the run has failed.
+
+        ``claimed``: their keys are claimed, or the store is not shared."""
+        inflight, clients, down, store = self.inflight, self.clients, self.judge_down, self.store
+        extra: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
+        several = self.layout.samples > 1
+        i = 0
+        while i < len(sends):
+            if not claimed and store is not None and store.shared:
+                # the store turned shared while these waited for a slot: the other run may have claimed them
+                sends, i, claimed = await self._claim(sends[i:]), 0, True
+                continue
+            job, part, messages, body = sends[i]
+            i += 1
+            key = job.keys[part]
+            if extra and (id(job), part) in extra:
+                continue
+            judge = part // job.per_judge
+            if down and judge in down:
+                self._finish_part(job, part, down[judge])
+                continue
+            client = clients[judge]
+            limiter = client.limiter
+            if self._shared(job, part, key, client.stats):
+                continue
+            inflight[key] = []
+            followers = self._followers(job, part, client, extra) if several else ()
+            if not limiter.try_acquire():
+                await limiter.acquire()
+            if self.failure is not None:
+                limiter.release()
+                return False
+            self._spawn(self._send(job, part, messages, body, followers))
+        return True
+
+    def _join_company(self) -> None:
+        """Another run opened the reply store: claim what this one is sending, then claim before each send."""
+        store = self.store
+        if store is not None and not store.shared:
+            try:
+                store.share(list(self.inflight))
+            except sqlite3.Error as e:
+                self._fail(e)
+
+    async def _claim(self, sends: list) -> list:
+        """Of ``sends`` (none in the store), those this process is to send: it claims their keys in the shared
+        store. Keys another process holds wait in ``parked`` for its reply (see :meth:`_poll_parked`)."""
+        store = self.store
+        assert store is not None
+        inflight, recent, parked = self.inflight, self.recent, self.parked
+        out, ask, asked = [], [], []
+        for item in sends:
+            key = item[0].keys[item[1]]
+            if key in inflight or key in recent:
+                out.append(item)  # this run's own request: _send_all shares its reply
+            elif key in parked:
+                parked[key].append(item)
+            else:
+                asked.append(item)
+                ask.append(key)
+        if not ask:
+            return out
+        got = store.claim(ask, wait=False)
+        tries = 0
+        while got is None:  # another process's commit holds the lock for a millisecond or so
+            tries += 1
+            await asyncio.sleep(0.001)
+            got = store.claim(ask, wait=tries >= _CLAIM_TRIES)
+        found, mine = got
+        claimed = set(mine)
+        if found:  # again with the log-probability tables that claim() leaves out
+            found = self.cached_replies(store, [i for i in asked if i[0].keys[i[1]] in found], False) or found
+        for item in asked:
+            job, part = item[0], item[1]
+            key = job.keys[part]
+            hit = found.get(key)
+            outcome = self._from_cache(job.plan.metric, hit) if hit is not None else None
+            if outcome is not None:
+                self.clients[part // job.per_judge].stats.cache_hits += 1
+                self._finish_part(job, part, outcome)
+            elif key in claimed or hit is not None:  # a damaged entry is scored again
+                out.append(item)
+            else:
+                parked.setdefault(key, []).append(item)
+        return out
+
+    async def _poll_parked(self) -> None:
+        """Look the parked keys up again until another process stored their replies (or freed its claims)."""
+        while self.failure is None:
+            await asyncio.sleep(_POLL_S)
+            if not self.parked:
+                continue
+            self.polling = True
+            try:
+                items = [item for key in list(self.parked) for item in self.parked.pop(key)]
+                await self._send_all(await self._claim(items))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # noqa: BLE001 - a store error: it must stop the run, not hang its rows
+                self._fail(e)
+            finally:
+                self.polling = False
 
     def _shared(self, job: _Job, part: int, key: bytes, stats: Any) -> bool:
         """Serve (job, part) from this run's identical request: one in flight (wait for its reply) or one
@@ -572,6 +686,8 @@ class SplitRun:
         if outcome.value is not None and self.store is not None:
             assert outcome.raw is not None  # a validated reply always keeps its text
             self.store.put(key, outcome.raw, outcome.usage, outcome.logprobs)
+        elif self.store is not None and self.store.shared:
+            self.store.release(key)  # failed: another process waiting on it may try it itself
         recent = self.recent  # a failure too: the same request already had its retries
         recent[key] = outcome
         if len(recent) > self.recent_max:

@@ -878,8 +878,12 @@ def _workers_run(
     bar = ProgressBar(split, len(d)) if progress is True else None
     on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
     current = (split, cache_file if ctx.use_cache else None, _counters([client]), time.perf_counter())
+
+    def checkpoint() -> None:  # as _Checkpoints does for one process: a kill -9 keeps the counters so far
+        _write_runs(cache_file, ctx.run_id, _run_entry(ctx.summary, current, [client], ctx.run_id, ctx.run_started))
+
     try:
-        paths, shard_errors = score_split(jobs, client.stats, on_progress)
+        paths, shard_errors = score_split(jobs, client.stats, on_progress, checkpoint if ctx.use_cache else None)
         errors.extend(shard_errors)
         if not ctx.use_cache:
             concat_arrow(paths, folder / "scores.arrow")

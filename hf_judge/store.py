@@ -16,8 +16,19 @@ opened (after a crash too). Keys are hashes, so inserting each reply into the
 keyed table as it came dirtied one random page per reply: about 4 KB written
 per reply and ten times the CPU of an append. The merge costs ~2 us a reply.
 The price: lookups see the replies of earlier runs, not those of the run in
-progress (nor those of a run going on beside it in another process); the
-pipeline shares the replies of identical requests within a run itself.
+progress; the pipeline shares the replies of identical requests within a run
+itself.
+
+Every store registers in an ``openers`` table while it is open. A store that
+finds another live process's there (two runs on one cache at once) is shared
+from the start (below), and waits up to ``COMPANY_WAIT_S`` for the others to
+say they are too; a store that was alone looks for company every
+``COMPANY_POLL_S`` (its writer thread, between commits) and, when some comes,
+turns shared: ``on_company`` lets the run claim the requests it has in flight
+first (:meth:`ReplyStore.share`), then its appended replies are merged into the
+keyed table and it says so. So two runs beside each other pay each distinct
+request once: one sends, the other takes the reply from the store, as workers do.
+A run alone keeps the fast path.
 
 Workers that score one dataset together (``--workers``, Ray) open the store
 ``shared=True``. Then replies go straight into the keyed table, so that every
@@ -82,13 +93,20 @@ logger = logging.getLogger("hf_judge")
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS replies (key BLOB PRIMARY KEY, content TEXT NOT NULL, usage TEXT) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS pending (key BLOB NOT NULL, content TEXT NOT NULL, usage TEXT)"
+    "CREATE TABLE IF NOT EXISTS pending (key BLOB NOT NULL, content TEXT NOT NULL, usage TEXT);"
+    # the stores open on this file (owner as in claims); shared: 1 once that store claims before it sends
+    "CREATE TABLE IF NOT EXISTS openers (owner TEXT PRIMARY KEY, shared INTEGER NOT NULL) WITHOUT ROWID"
 )
 # Only shared stores create it: an older hf_judge opening the file ignores a table it does not know.
 _CLAIMS_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS claims (key BLOB PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID"
 )
 _STOP = object()
+_SHARE = object()  # in the writer's queue: what came before is committed shared; merge `pending`, say so
+# How often a store that is alone looks for another process's store on its file.
+COMPANY_POLL_S = 0.05
+# How long a store that finds company waits for the others to turn shared (a run whose loop is busy answers late).
+COMPANY_WAIT_S = 2.0
 # How long a claim holds without renewal: its owner renews it every third of this while it lives.
 LEASE_S = 30.0
 # Group commit: at most one commit per window, so a kill -9 loses at most the
@@ -273,6 +291,8 @@ class ReplyStore:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write_loop, name="hf_judge-store", daemon=True)
         try:
+            others = self._others(self._read)
+            self.shared = shared = shared or bool(others)  # another run on this file: claim, as workers do
             self._write_conn = _connect(self.path, lock_wait)
             self._write_conn.execute(f"PRAGMA busy_timeout={int(min(LOCK_TRY_S, lock_wait / 4) * 1000)}")
             if shared:
@@ -280,6 +300,11 @@ class ReplyStore:
         except sqlite3.Error as e:
             self._read.close()
             raise self._not_usable(e) from None
+        # Called from the writer thread when another process opens the file: the run then calls share().
+        self.on_company: Callable[[], object] | None = None
+        self._alone = not shared
+        self._looked = time.monotonic()
+        self._registered = self._register()
         self.failure: CacheError | None = None
         # Called from the writer thread with ``failure`` when a commit fails.
         self.on_failure: Callable[[CacheError], object] | None = None  # its result is ignored
@@ -289,6 +314,88 @@ class ReplyStore:
         self.written = 0
         self._bytes = 0
         self._writer.start()
+        if others:
+            self._wait_for_company()
+
+    def _others(self, conn: sqlite3.Connection) -> dict[str, int]:
+        """The live stores of other processes of this host open on the file: owner -> shared (0 or 1).
+
+        Another host's cannot share this file (WAL needs shared memory); this process's other stores
+        share its event loop, so waiting for them could only block it."""
+        host, _, rest = self.owner.partition(":")
+        me = f"{host}:{rest.partition(':')[0]}:"
+        found = {}
+        for owner, shared in conn.execute("SELECT owner, shared FROM openers"):
+            if owner.startswith(f"{host}:") and not owner.startswith(me) and not _owner_dead(owner, host):
+                found[owner] = shared
+        return found
+
+    def _register(self) -> bool:
+        """Add this store to ``openers``, at once or not at all: another process's write lock must not hold
+        up the open (the writer tries again)."""
+        conn = self._write_conn
+        try:
+            conn.execute("PRAGMA busy_timeout=20")
+            conn.execute("INSERT OR REPLACE INTO openers VALUES (?, ?)", (self.owner, int(self.shared)))
+            # the rows of runs killed before their close: a pid used again later would pass for company
+            host = self.owner.partition(":")[0]
+            dead = [(o,) for (o,) in conn.execute("SELECT owner FROM openers") if _owner_dead(o, host)]
+            if dead:
+                conn.executemany("DELETE FROM openers WHERE owner = ?", dead)
+            return True
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(min(LOCK_TRY_S, self.lock_wait / 4) * 1000)}")
+
+    def _wait_for_company(self) -> None:
+        """Wait until the other stores on the file claim before they send, so that none sends what this one
+        claims (a store of an earlier version never does: after ``COMPANY_WAIT_S`` this one goes on)."""
+        deadline = time.monotonic() + COMPANY_WAIT_S
+        while time.monotonic() < deadline:
+            with self._lock:
+                late = [o for o, shared in self._others(self._read).items() if not shared]
+            if not late:
+                return
+            time.sleep(0.01)
+        logger.debug("the reply cache %s: %s did not turn shared within %.0f s", self.path, late, COMPANY_WAIT_S)
+
+    def share(self, in_flight: Sequence[bytes] = ()) -> None:
+        """Turn shared (another process opened the file): claim ``in_flight``, the keys this run is sending
+        now, then commit shared from here on, merge the appended replies and tell the other process."""
+        self.shared = True
+        if in_flight:
+            self.claim(in_flight)
+        self._queue.put(_SHARE)
+
+    def _look_for_company(self) -> None:
+        """Writer thread, while alone: when another process's store is open on the file, turn shared."""
+        self._looked = time.monotonic()
+        try:
+            if not self._others(self._write_conn):
+                return
+            self._write_conn.execute(_CLAIMS_SCHEMA)
+        except sqlite3.Error as e:
+            logger.debug("could not look for other runs on the reply cache %s: %s", self.path, e)
+            return
+        self._alone = False
+        callback = self.on_company
+        if callback is not None:
+            try:
+                callback()  # the run claims what it has in flight, then calls share()
+                return
+            except RuntimeError:  # its event loop is closed: nothing in flight
+                pass
+        self.shared = True
+        self._shared_now()
+
+    def _shared_now(self) -> None:
+        """Writer thread: move this store's appended replies into the keyed table and say it is shared."""
+        try:
+            _merge(self._write_conn)
+            self._write_conn.execute("UPDATE openers SET shared = 1 WHERE owner = ?", (self.owner,))
+        except sqlite3.Error as e:
+            logger.debug("could not turn the reply cache %s shared: %s", self.path, e)
 
     def _open(self) -> sqlite3.Connection:
         """Open, check and merge: wait for a lock, report a full disk, move only a damaged file aside."""
@@ -544,16 +651,22 @@ class ReplyStore:
                 if self._unsaved and self.failure is None:
                     timeout: float | None = _RETRY_S
                 else:
-                    timeout = self.lease_s / 3 if self.shared else None
+                    timeout = self.lease_s / 3 if self.shared else COMPANY_POLL_S if self._alone else None
                 item = q.get(timeout=timeout)
             except queue.Empty:
                 self._commit([])
+                if not self._registered:
+                    self._registered = self._register()
+                if self._alone:
+                    self._look_for_company()
                 continue
             batch = []
-            stop = False
+            stop = share = False
             while True:
                 if item is _STOP:
                     stop = True
+                elif item is _SHARE:
+                    share = True
                 else:  # a reply, or a flush's Event (set once what came before it is committed)
                     batch.append(item)
                 try:
@@ -563,9 +676,15 @@ class ReplyStore:
             rows = [b for b in batch if not isinstance(b, threading.Event)]
             if rows or self.shared:
                 self._commit(rows)
+            if share:
+                self._shared_now()
             for b in batch:
                 if isinstance(b, threading.Event):
                     b.set()
+            if not self._registered:
+                self._registered = self._register()
+            if self._alone and time.monotonic() - self._looked >= COMPANY_POLL_S:
+                self._look_for_company()
             if stop:
                 return
             if rows:
@@ -676,6 +795,10 @@ class ReplyStore:
                 self._write_conn.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))
             except sqlite3.Error:
                 pass  # they expire with their lease
+        try:
+            self._write_conn.execute("DELETE FROM openers WHERE owner = ?", (self.owner,))
+        except sqlite3.Error:
+            pass  # a dead owner's row is passed over
         for c in (self._read, self._write_conn):
             try:
                 c.close()

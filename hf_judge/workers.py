@@ -9,15 +9,23 @@ and the other takes the reply from the store. Each worker writes its shard's
 score columns to an Arrow file; the parent joins them in shard order, so the
 result is the single-process result row for row.
 
-The parent sums the workers' progress and counters. A worker that stops the
-run (a 401, the token budget, a full disk) stops the others with SIGINT, as
-Ctrl-C does; a worker that dies (kill -9, out of memory) is reported once the
-others have finished their shards, whose replies are saved for the next run.
+The parent sums the workers' progress and counters: each progress report
+carries the worker's counters, so that the run history's checkpoints
+(``history_every_s``) and a Ctrl-C count what the workers paid for. A worker
+that stops the run (a 401, the token budget, a full disk) stops the others with
+SIGINT, as Ctrl-C does; a worker that dies (kill -9, out of memory) is reported
+once the others have finished their shards, whose replies are saved for the
+next run. A worker whose parent dies (kill -9 of the run) stops as at a Ctrl-C,
+at once: it watches a pipe only the parent writes to (EOF: the parent
+is gone) and, on Linux, also gets SIGINT from ``PR_SET_PDEATHSIG`` when the
+forkserver it was forked from exits with the parent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -26,6 +34,7 @@ import queue
 import resource
 import signal
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -49,6 +58,12 @@ logger = logging.getLogger("hf_judge")
 CLAIM_BATCH = 128
 # How long stopping workers may take to save their replies before they are terminated.
 STOP_WAIT_S = 30.0
+# How often a worker looks for its parent besides the pipe's EOF (a parent whose pipe a fork of it still holds).
+PARENT_POLL_S = 1.0
+# The counters of a Stats that add up across workers.
+_SUMMED = (
+    "requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens", "cached_tokens"
+)  # fmt: skip
 
 
 @dataclass
@@ -92,66 +107,66 @@ def score_split(
     jobs: list[ShardJob],
     stats: Stats,
     on_progress: ProgressCallback | None = None,
+    on_checkpoint: Callable[[], object] | None = None,
 ) -> tuple[list[Path], list[dict[str, Any]]]:
     """Run one worker process per job; (their Arrow files in shard order, their error rows in row order).
 
-    The workers' counters are added to ``stats``. Raises what a worker raised,
-    :class:`WorkerDiedError` for a worker that died, ``KeyboardInterrupt``
-    once every worker has stopped after a Ctrl-C.
+    The workers' counters are added to ``stats``, also those of a worker that
+    was interrupted or died (up to its last report); ``on_checkpoint`` is
+    called every ``history_every_s`` with ``stats`` holding the counters so far.
+    Raises what a worker raised, :class:`WorkerDiedError` for a worker that
+    died, ``KeyboardInterrupt`` once every worker has stopped after a Ctrl-C.
     """
     # forkserver: a clean single-threaded server imports hf_judge and datasets once (~2-3 s of CPU), and
     # each worker is a fork of it; spawn paid those imports in every worker of every run.
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["hf_judge.workers", "hf_judge.batchscore"])
     messages = ctx.Queue()
-    procs = [ctx.Process(target=_work, args=(job, messages), name=f"hf_judge-worker-{job.index}") for job in jobs]
-    done: dict[int, dict[str, Any]] = {}
-    died: dict[int, int | None] = {}
-    progress: dict[int, tuple[int, int, int, int]] = {}
-    failure: BaseException | None = None
+    # the workers' end of a pipe that nobody writes to: it reads EOF when this process is gone (kill -9)
+    parent_alive, alive_w = ctx.Pipe(duplex=False)
+    procs = [
+        ctx.Process(target=_work, args=(job, messages, parent_alive), name=f"hf_judge-worker-{job.index}")
+        for job in jobs
+    ]
+    tally = _Tally(copy.deepcopy(stats), procs)
     total = sum(j.stop - j.start for j in jobs)
     started = time.perf_counter()
-    last_report = 0.0
+    last_report = last_checkpoint = started
+    every = jobs[0].settings.history_every_s
     try:
         with _main_left_out():
             for p in procs:
                 p.start()
-        while len(done) + len(died) < len(jobs):
+        while len(tally.done) + len(tally.died) < len(jobs):
             try:
-                kind, index, payload = messages.get(timeout=INTERVAL)
+                tally.take(messages.get(timeout=INTERVAL))
             except queue.Empty:
-                kind = None
-            if kind == "progress":
-                progress[index] = payload
-            elif kind == "done":
-                done[index] = payload
-            elif kind in ("error", "interrupted"):
-                done[index] = {}
-                if failure is None:
-                    failure = KeyboardInterrupt() if kind == "interrupted" else _unpickle_error(payload)
-                    _interrupt(procs)  # one worker's stop (a 401, the budget, Ctrl-C) is every worker's
-            for i, p in enumerate(procs):
-                if i not in done and i not in died and p.exitcode not in (None, 0):
-                    died[i] = p.exitcode
+                pass
+            tally.look_for_dead()
             if on_progress is not None and time.perf_counter() - last_report >= INTERVAL:
                 last_report = time.perf_counter()
-                on_progress(_summed(jobs[0].split, progress, total, started))
+                on_progress(_summed(jobs[0].split, tally.progress, total, started))
+            if on_checkpoint is not None and time.perf_counter() - last_checkpoint >= every:
+                last_checkpoint = time.perf_counter()
+                tally.add_to(stats)
+                on_checkpoint()
     except KeyboardInterrupt:
         _interrupt(procs)
-        _join(procs)
-        _merge_stats(stats, done)
+        tally.drain(messages)  # their last words count what they paid since their last report
         raise
     finally:
         _join(procs)
+        tally.add_to(stats)
         messages.close()
+        alive_w.close()
+    done, died, failure = tally.done, tally.died, tally.failure
     for i, result in sorted(done.items()):
         if "cpu_s" in result:  # bench/bench_workers.py reads these
             logger.info(
                 "worker %d of %d: %d requests, %.3f s of CPU", i + 1, len(jobs), result["requests"], result["cpu_s"]
             )
-    _merge_stats(stats, done)
     if on_progress is not None:
-        on_progress(_summed(jobs[0].split, progress, total, started))
+        on_progress(_summed(jobs[0].split, tally.progress, total, started))
     if failure is not None:
         raise failure
     if died:
@@ -229,20 +244,62 @@ def _join(procs: list) -> None:
             p.join(5)
 
 
-def _merge_stats(stats: Stats, done: dict[int, dict[str, Any]]) -> None:
-    for result in done.values():
-        s: Stats | None = result.get("stats")
-        if s is None:
-            continue
-        for name in ("requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens"):
-            setattr(stats, name, getattr(stats, name) + getattr(s, name))
-        stats.completion_tokens += s.completion_tokens
-        stats.failures.update(s.failures)
-        stats.statuses.update(s.statuses)
-        if s.structured_output != "json_schema":
-            stats.structured_output = s.structured_output
-        stats.notes.extend(n for n in s.notes if n not in stats.notes)
-        result["stats"] = None  # counted once, also when a Ctrl-C follows
+class _Tally:
+    """What the parent knows of its workers: their progress, counters, results, deaths and the first failure."""
+
+    def __init__(self, base: Stats, procs: list) -> None:
+        self.base, self.procs = base, procs  # base: the counters before the workers started
+        self.progress: dict[int, tuple[int, int, int, int]] = {}
+        self.counted: dict[int, Stats] = {}  # each worker's counters: its last report, then its final ones
+        self.done: dict[int, dict[str, Any]] = {}
+        self.died: dict[int, int | None] = {}
+        self.failure: BaseException | None = None
+
+    def take(self, message: tuple) -> None:
+        kind, index, payload = message
+        if kind == "progress":
+            self.progress[index], self.counted[index] = payload
+        elif kind == "done":
+            self.counted[index] = payload.pop("stats")
+            self.done[index] = payload
+        elif kind in ("error", "interrupted"):
+            error, self.counted[index] = payload
+            self.done[index] = {}
+            if self.failure is None:
+                self.failure = KeyboardInterrupt() if kind == "interrupted" else _unpickle_error(error)
+                _interrupt(self.procs)  # one worker's stop (a 401, the budget, Ctrl-C) is every worker's
+
+    def look_for_dead(self) -> None:
+        for i, p in enumerate(self.procs):
+            if i not in self.done and i not in self.died and p.exitcode not in (None, 0):
+                self.died[i] = p.exitcode
+
+    def drain(self, messages: Any) -> None:
+        """Read the workers' messages until each has had its last word or is gone (at most ``STOP_WAIT_S``)."""
+        deadline = time.monotonic() + STOP_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                self.take(messages.get(timeout=INTERVAL))
+                continue
+            except queue.Empty:
+                pass
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for the counters
+                return
+            if all(i in self.done or not p.is_alive() for i, p in enumerate(self.procs)):
+                return
+
+    def add_to(self, stats: Stats) -> None:
+        """Set ``stats`` to the counters before the workers plus what each worker reported last."""
+        total = copy.deepcopy(self.base)
+        for s in self.counted.values():
+            for name in _SUMMED:
+                setattr(total, name, getattr(total, name) + getattr(s, name))
+            total.failures.update(s.failures)
+            total.statuses.update(s.statuses)
+            if s.structured_output != "json_schema":
+                total.structured_output = s.structured_output
+            total.notes.extend(n for n in s.notes if n not in total.notes)
+        stats.__dict__.update(total.__dict__)
 
 
 def _unpickle_error(payload: bytes) -> BaseException:
@@ -256,8 +313,9 @@ def _unpickle_error(payload: bytes) -> BaseException:
 # -- in the worker process ----------------------------------------------------------
 
 
-def _work(job: ShardJob, messages: Any) -> None:
-    """A worker's main: score its shard, report ("done", index, result) or ("error", index, pickled error)."""
+def _work(job: ShardJob, messages: Any, parent_alive: Any) -> None:
+    """A worker's main: score its shard, report ("done", index, result) or ("error", index, (pickled error,
+    stats)); ("interrupted", index, (None, stats)) after a Ctrl-C; nothing once its parent is gone."""
     stopping: list[bool] = []
 
     def on_sigint(_signum: int, _frame: Any) -> None:
@@ -266,30 +324,79 @@ def _work(job: ShardJob, messages: Any) -> None:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
+    orphaned = _watch_parent(parent_alive)
+    box: dict[str, Stats] = {}
+
+    def report(p: tuple[int, int, int, int]) -> None:
+        if not orphaned.is_set():  # a copy: the queue pickles it later, in its own thread
+            messages.put(("progress", job.index, (p, copy.deepcopy(box["stats"]))))
+
     try:
-        result = _score_shard(job, lambda p: messages.put(("progress", job.index, p)))
+        result = _score_shard(job, report, box)
     except KeyboardInterrupt:
-        _last_word(messages, ("interrupted", job.index, None))
+        _last_word(messages, ("interrupted", job.index, (None, box.get("stats", Stats()))), orphaned)
         return
     except BaseException as e:  # noqa: BLE001 - handed to the parent
         try:
             payload = pickle.dumps(e)
         except Exception:  # noqa: BLE001
             payload = pickle.dumps(RunStopped(f"worker {job.index + 1}: {type(e).__name__}: {e}"))
-        _last_word(messages, ("error", job.index, payload))
+        _last_word(messages, ("error", job.index, (payload, box.get("stats", Stats()))), orphaned)
         return
-    _last_word(messages, ("done", job.index, result))
+    _last_word(messages, ("done", job.index, result), orphaned)
 
 
-def _last_word(messages: Any, message: tuple) -> None:
+def _watch_parent(parent_alive: Any) -> threading.Event:
+    """Stop this worker as a Ctrl-C does once the run's process is gone; the returned event is then set.
+
+    Nobody else stops it: kill -9 of the run leaves the workers sending (hours of a big split) with no
+    budget in force. Three signs, whichever comes first: EOF on the pipe only the parent writes to,
+    a new parent process (the forkserver exits with the run), and on Linux ``PR_SET_PDEATHSIG``.
+    """
+    gone = threading.Event()
+    forkserver = os.getppid()
+    _parent_death_signal(signal.SIGINT)
+
+    def watch() -> None:
+        while os.getppid() == forkserver:
+            try:
+                if parent_alive.poll(PARENT_POLL_S):
+                    parent_alive.recv_bytes()  # the parent never writes: this raises EOFError
+            except (EOFError, OSError):
+                break
+        gone.set()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="hf_judge-parent-watch", daemon=True).start()
+    return gone
+
+
+def _parent_death_signal(sig: int) -> None:
+    """Linux: have the kernel send ``sig`` when this process's parent (the forkserver) exits."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no libc prctl: the pipe and the parent pid still tell
+        pass
+
+
+def _last_word(messages: Any, message: tuple, orphaned: threading.Event) -> None:
     """A worker's final report. From here on a Ctrl-C has nothing left to stop: the parent's, sent to every
     worker when one of them reports an error, would otherwise break this one's exit (a traceback from
-    multiprocessing's finalizers and a leaked semaphore)."""
+    multiprocessing's finalizers and a leaked semaphore). An orphan tells nobody: its exit must not wait
+    for the queue's pipe, which nobody reads any more and its progress reports may have filled."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if orphaned.is_set():
+        messages.cancel_join_thread()
+        return
     messages.put(message)
 
 
-def _score_shard(job: ShardJob, report: Callable[[tuple[int, int, int, int]], object]) -> dict[str, Any]:
+def _score_shard(
+    job: ShardJob, report: Callable[[tuple[int, int, int, int]], object], box: dict[str, Stats]
+) -> dict[str, Any]:
+    """Score the shard; ``box["stats"]``: the client's counters, as soon as there is a client."""
     from .batchscore import SharedRun
     from .progress import datasets_bars_off
     from .redact import install_log_filter, register
@@ -298,6 +405,7 @@ def _score_shard(job: ShardJob, report: Callable[[tuple[int, int, int, int]], ob
     install_log_filter()
     register(job.api_key)
     client = JudgeClient(job.settings, api_key=job.api_key)
+    box["stats"] = client.stats
     client.caching = job.store_path is not None
     store = ReplyStore(job.store_path, shared=True) if job.store_path is not None else None
     loop = LoopThread()

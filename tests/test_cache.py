@@ -270,3 +270,29 @@ def test_store_appends_then_merges_on_next_open(tmp_path):
     third.close()
     first.close()
     conn.close()
+
+
+def test_two_runs_on_one_cache_at_once_pay_each_request_once(judge, tmp_path):
+    """A second process opening the store turns both runs shared (claims, as workers): one sends, the other
+    takes the reply from the store, whether it is the first run's in flight or already stored."""
+    n, concurrency = 1500, 8
+    cache = tmp_path / "cache"
+    judge.configure(latency=0.02)  # 400 requests/s: ~3.5 s of requests left when the second run starts
+    first = subprocess.Popen(
+        [sys.executable, str(HERE / "score_job.py"), judge.base_url, str(cache), str(n), str(concurrency),
+         str(tmp_path / "first")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert first.stdout is not None and first.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 60
+    while judge.stats()["ok"] < 150 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    second = run(judge.base_url, cache, n, concurrency, tmp_path / "second")
+    out, _ = first.communicate(timeout=120)
+    assert first.returncode == 0 and out.startswith("done")
+    st = judge.stats()
+    assert (st["requests"], st["prompts"], st["duplicates"]) == (n, n, 0)  # each distinct request sent once
+    paid_first = int(out.split()[1])
+    assert paid_first + second.summary.requests == n and 0 < second.summary.requests < n - 150
+    assert second["train"].to_list() == load_from_disk(tmp_path / "first")["train"].to_list()

@@ -232,6 +232,7 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_pays_at_most_what_was_in_flight(j
         raise AssertionError("a process of the interrupted run is still alive")
     first = judge.stats()["ok"]
     assert first < n
+    paid = judge.stats()["requests"]
 
     judge.configure(latency=0)
     scored = score(
@@ -240,6 +241,10 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_pays_at_most_what_was_in_flight(j
     st = judge.stats()
     assert st["prompts"] == n and len(scored["errors"]) == 0
     assert st["duplicates"] <= 2 * per_worker  # at most what both workers had in flight at the Ctrl-C
+    # the run history counts what the interrupted run paid for: the workers' counters reach it after a Ctrl-C
+    interrupted, rerun = scored.summary.runs
+    assert abs(interrupted["requests"] - paid) <= 2 * per_worker  # those in flight may not have reached the server
+    assert rerun["requests"] == st["requests"] - paid
 
 
 def test_progress_of_the_workers_is_summed(judge, tmp_path):
@@ -274,3 +279,38 @@ def test_workers_against_a_server_that_is_down_stop_with_one_line_and_no_noise(t
     assert p.returncode == 1, p.stderr
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("hf-judge: stopped: cannot reach the server"), p.stderr
+
+
+def _session_gone(sid: int, within: float) -> bool:
+    """Whether every process of session ``sid`` (the run, its forkserver, its workers) ends within ``within`` s."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(sid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_kill_9_of_the_run_stops_its_workers_within_a_second(tmp_path):
+    # a server of its own: this test counts every request a server receives after the kill
+    with JudgeServer() as judge:
+        judge.configure(latency=0.05)  # 2 x 8 in flight: 320 requests/s, 2,000 rows: ~6 s left at the kill
+        script = tmp_path / "job.py"
+        tests = str(Path(__file__).parent)
+        script.write_text(JOB.format(tests=tests, n=2000, url=judge.base_url, cache=str(tmp_path / "cache"), conc=8))
+        p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+        assert p.stdout is not None and p.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 60
+        while judge.stats()["ok"] < 100 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(10)
+        at_kill = judge.stats()["requests"]
+        # every worker (and the forkserver) ends with the run: nobody sends on for the rest of the split
+        assert _session_gone(p.pid, 3.0), "a worker of the killed run is still alive 3 s later"
+        after = judge.stats()["requests"]
+        time.sleep(0.3)
+        assert judge.stats()["requests"] == after < 2000
+        assert after - at_kill <= 2 * 8 * 10  # a second at most of both workers' pace, where it went on for ~6 s
