@@ -103,7 +103,7 @@ class BatchService:
     async def list_files(self, request: web.Request) -> web.Response:
         purpose = request.query.get("purpose")
         data = [f for f in self.files.values() if purpose in (None, f["purpose"])]
-        return web.json_response({"object": "list", "data": data, "has_more": False})
+        return web.json_response(_page(data, request))
 
     async def get_file(self, request: web.Request) -> web.Response:
         f = self.files.get(request.match_info["id"])
@@ -281,7 +281,7 @@ class BatchService:
 
     async def list_batches(self, request: web.Request) -> web.Response:
         data = [_public(b) for b in reversed(list(self.batches.values()))]
-        return web.json_response({"object": "list", "data": data, "has_more": False})
+        return web.json_response(_page(data, request))
 
     # -- admin ------------------------------------------------------------------
     async def admin_config(self, request: web.Request) -> web.Response:
@@ -295,6 +295,17 @@ class BatchService:
     async def admin_stats(self, request: web.Request) -> web.Response:
         st = dict(self.stats, files=len(self.files), online=self.judge.stats["requests"])
         return web.json_response(st)
+
+
+def _page(data: list[dict], request: web.Request) -> dict:
+    """One page of a list, as OpenAI pages them: ``limit`` items after the cursor ``after`` (an item's id).
+    Older openai SDKs (1.55) follow ``after`` until a page is empty, whatever ``has_more`` says."""
+    after = request.query.get("after")
+    if after is not None:
+        ids = [d["id"] for d in data]
+        data = data[ids.index(after) + 1 :] if after in ids else []
+    limit = int(request.query.get("limit", 10_000))
+    return {"object": "list", "data": data[:limit], "has_more": len(data) > limit}
 
 
 def _public(b: dict) -> dict:
