@@ -187,7 +187,7 @@ def hub_unreachable() -> str | None:
 
     Example:
         >>> hub_unreachable()  # doctest: +SKIP
-        'ConnectError: [Errno 111] Connection refused'
+        'ConnectionRefusedError: [Errno 111] Connection refused'
     """
     from huggingface_hub import constants, get_session
 
@@ -202,9 +202,31 @@ def hub_unreachable() -> str | None:
         # no redirects followed, in requests (before huggingface_hub 1.x) and httpx alike
         get_session().head(f"{endpoint}/", timeout=HUB_PROBE_TIMEOUT)
     except Exception as e:  # noqa: BLE001 - refused, DNS, timeout, proxy, TLS: each means "cannot reach it"
-        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        why = _why(e)
     _hub_checked[endpoint] = (now, why)
     return why
+
+
+def _why(e: BaseException) -> str:
+    """``e`` in one short line: where it wraps a system error (``[Errno 111] Connection refused``, a DNS
+    failure) that error, not its wrappers (requests' ``MaxRetryError(...)`` runs to 300 characters).
+
+    Example:
+        >>> _why(ValueError("bad")), _why(RuntimeError("x", ConnectionRefusedError(111, "Connection refused")))
+        ('ValueError: bad', 'ConnectionRefusedError: [Errno 111] Connection refused')
+    """
+    seen: set[int] = set()
+    todo: list[object] = [e]
+    while todo:
+        x = todo.pop(0)
+        if not isinstance(x, BaseException) or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, OSError) and x.errno is not None:
+            return f"{type(x).__name__}: [Errno {x.errno}] {x.strerror}"
+        # requests wraps urllib3's MaxRetryError (its .reason) in args; httpx and urllib3 chain with `from`
+        todo += [*x.args, getattr(x, "reason", None), x.__cause__, x.__context__]
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
 @contextmanager

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import huggingface_hub
 import pytest
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 from helpers import run_cli, score_args
@@ -141,7 +142,10 @@ def test_hub_round_trip_score_filter_push(cli, judge, hub, tmp_path, env):
     card2 = DatasetCard.load("tester/scored", repo_type="dataset")
     card2.text = "My own notes stay.\n\n" + card2.text
     card2.data["license"] = "mit"
-    card2.push_to_hub("tester/scored", repo_type="dataset")
+    # an upload, not card2.push_to_hub: before huggingface_hub 1.x that validates at huggingface.co, not HF_ENDPOINT
+    huggingface_hub.HfApi().upload_file(
+        path_or_fileobj=str(card2).encode(), path_in_repo="README.md", repo_id="tester/scored", repo_type="dataset"
+    )
     judge.reset()  # healthy: the re-push has no errors, and the Hub must say so
     cli(
         *score_args("tester/src", judge, "--push-to-hub", "tester/scored"),
@@ -475,7 +479,7 @@ def test_a_cached_hub_dataset_is_scored_when_the_hub_is_unreachable(cli, judge, 
     args = score_args("tester/cached-src", judge, "-o", tmp_path / "second")
     p = cli_process(*args, env={**env, "HF_ENDPOINT": _dead_endpoint()})
     assert p.returncode == 0, p.stderr
-    assert "cannot reach the Hub (ConnectError: [Errno 111] Connection refused); using the cached copy of " \
+    assert "cannot reach the Hub (ConnectionRefusedError: [Errno 111] Connection refused); using the cached copy of " \
         "'tester/cached-src'" in p.stderr  # fmt: skip
     assert judge.stats()["requests"] == sent == 5
     first, second = load_from_disk(tmp_path / "first"), load_from_disk(tmp_path / "second")
