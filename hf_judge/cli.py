@@ -556,8 +556,11 @@ def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = Non
 
 
 def _default_output_dir(dataset: str, suffix: str = "judged") -> str:
-    """``data.jsonl`` -> ``data-judged``; ``data-judged`` -> ``data-filtered`` (not ``data-judged-filtered``)."""
-    stem = Path(dataset.rstrip("/")).stem if Path(dataset).exists() else dataset.replace("/", "__")
+    """``data.jsonl`` (or ``data.jsonl.gz``) -> ``data-judged``; ``data-judged`` -> ``data-filtered`` (not
+    ``data-judged-filtered``)."""
+    from .inputs import file_stem
+
+    stem = file_stem(Path(dataset.rstrip("/"))) if Path(dataset).exists() else dataset.replace("/", "__")
     if suffix != "judged" and stem.endswith("-judged"):
         stem = stem[: -len("-judged")]
     return f"{stem}-{suffix}"

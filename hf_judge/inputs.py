@@ -131,6 +131,16 @@ def looks_like_path(spec: str) -> bool:
     )
 
 
+def file_stem(path: Path) -> str:
+    """The name of a data file without its format's suffix, a compression's included.
+
+    Example:
+        >>> file_stem(Path("HumanEval.jsonl.gz")), file_stem(Path("data.csv")), file_stem(Path("folder"))
+        ('HumanEval', 'data', 'folder')
+    """
+    return (path.with_suffix("") if path.suffix.lower() in _COMPRESSED else path).stem
+
+
 def _data_suffix(path: Path) -> str:
     """The suffix that names the format: ``.jsonl`` for ``x.jsonl.gz`` as for ``x.jsonl``."""
     suffix = path.suffix.lower()
