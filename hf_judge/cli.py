@@ -318,7 +318,8 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "metrics",
         help="list the metrics",
-        description="List built-in metrics (and yours with --prompts-dir).",
+        description="List the built-in metrics, those of installed metric packs (entry points of group "
+        "hf_judge.metrics), and yours with --prompts-dir, with where each comes from.",
         epilog="example:\n  hf-judge metrics --prompts-dir my_prompts/",
         formatter_class=fmt,
     )
