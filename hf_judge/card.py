@@ -197,7 +197,9 @@ def _provenance(summary: RunSummary) -> list[str]:
         if p:
             path = f"{FILES_DIR}/prompts/{p['file']}"
             params = json.dumps(p.get("params") or {}, sort_keys=True) if p.get("params") else ""
-            out.append(f"| `{m}` | [`{path}`]({path}) | `{p['sha256']}` | {params} |")
+            pack = p.get("pack")
+            origin = f" from the metric pack `{pack.get('name')}` {pack.get('version')}" if pack else ""
+            out.append(f"| `{m}` | [`{path}`]({path}){origin} | `{p['sha256']}` | {params} |")
         else:
             out.append(f"| `{m}` |  | `{h}` |  |")
     out.append("")

@@ -318,7 +318,8 @@ def build_parser(commands: set[str] | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "metrics",
         help="list the metrics",
-        description="List built-in metrics (and yours with --prompts-dir).",
+        description="List the built-in metrics, those of installed metric packs (entry points of group "
+        "hf_judge.metrics), and yours with --prompts-dir, with where each comes from.",
         epilog="example:\n  hf-judge metrics --prompts-dir my_prompts/",
         formatter_class=fmt,
     )
@@ -1106,12 +1107,11 @@ def cmd_filter(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    """hf-judge metrics: name, mode, outputs, variables, default temperature."""
-    from .metrics import available_metrics, load_metric
+    """hf-judge metrics: name, mode, variables, default temperature, where it comes from, outputs."""
+    from .metrics import listed_metrics
 
     rows = []
-    for name in available_metrics(args.prompts_dir):
-        m = load_metric(name, prompts_dir=args.prompts_dir)
+    for m, source in listed_metrics(args.prompts_dir):
         outs = ", ".join(
             f"{o.key}:{o.type}"
             + (f"[{o.minimum:g}-{o.maximum:g}]" if o.minimum is not None and o.maximum is not None else "")
@@ -1123,11 +1123,13 @@ def cmd_metrics(args: argparse.Namespace) -> int:
                 m.mode or m.kind,
                 ", ".join(m.variables + tuple(f"{v}?" for v in m.optional)),
                 f"{m.temperature:g}",
+                source,
                 outs,
             )
         )
-    widths = [max(len(r[i]) for r in rows + [("metric", "mode", "variables", "temp", "outputs")]) for i in range(5)]
-    for r in [("metric", "mode", "variables", "temp", "outputs"), *rows]:
+    header = ("metric", "mode", "variables", "temp", "source", "outputs")
+    widths = [max(len(r[i]) for r in [*rows, header]) for i in range(len(header))]
+    for r in [header, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return 0
 

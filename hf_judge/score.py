@@ -1234,12 +1234,14 @@ def _source_name(splits: dict[str, Dataset]) -> str:
 
 
 def _prompt_record(metric) -> dict[str, Any]:
-    """The prompt file a metric was loaded from: name, full sha256 of its text, params, text (for the Hub)."""
+    """The prompt file a metric was loaded from: name, full sha256 of its text, params, text (for the Hub),
+    and the metric pack that ships it, if one does (name, version, entry point)."""
     return {
         "file": metric.path.name if metric.path is not None else f"{metric.name}.jinja",
         "sha256": hashlib.sha256(metric.text.encode()).hexdigest(),
         "params": metric.params,
         "text": metric.text,
+        **({"pack": metric.pack} if metric.pack else {}),
     }
 
 

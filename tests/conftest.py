@@ -14,3 +14,6 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # --doctest-modules would import every module here; the helpers are not tests, and score_job.py is a
 # script whose import switches datasets' progress bars off for the whole session
 collect_ignore = [p.name for p in Path(__file__).parent.glob("*.py") if not p.name.startswith(("test_", "conftest"))]
+# packs/: metric packs the tests install in a temporary folder (tests/test_metric_packs.py); importing one from
+# here would make its package importable from the wrong folder for the whole session
+collect_ignore.append("packs")
