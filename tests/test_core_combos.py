@@ -216,3 +216,28 @@ def test_a_streamed_run_with_logprobs_equals_the_in_process_run(judge, tmp_path)
     d = want["train"]
     assert d["QA_Clarity_expected"] == pytest.approx([_hand(v)[0] for v in d["QA_Clarity"]])
     assert d["Binary_p_positive"] == pytest.approx([P1 if v else P0 for v in d["Binary"]])
+
+
+def test_the_cli_runs_logprobs_with_samples_again_into_the_same_folder(judge, tmp_path, capfd, monkeypatch):
+    """The output check knows a run's columns from the same definition: the weighted ones are no loss."""
+    from datasets import load_from_disk
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "d.jsonl"
+    _data(3).to_json(data)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    args = score_args(data, judge, "--logprobs", "--samples", "3", "--temperature", "0.7", "--output-dir",
+                      tmp_path / "out")  # fmt: skip
+    for _ in range(2):
+        code, _, err = run_cli(capfd, *args)
+        assert code == 0, err
+    assert judge.stats()["requests"] == 9  # the second run: every reply from the store
+    d = load_from_disk(tmp_path / "out")["train"]
+    assert [c for c in d.column_names if c.startswith("QA_Clarity_expected")] == [
+        "QA_Clarity_expected",
+        "QA_Clarity_expected_samples",
+    ]
+    for row in d.to_list():
+        each = [_hand(v)[0] for v in row["QA_Clarity_samples"]]
+        assert row["QA_Clarity_expected_samples"] == pytest.approx(each)
