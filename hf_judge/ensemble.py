@@ -106,7 +106,8 @@ class Layout:
         return out
 
     def column_types(self, metric: Metric) -> dict[str, Any]:
-        """Every column a metric writes under this layout -> Arrow type name (or ``("list", type)``)."""
+        """Every column a metric writes under this layout -> Arrow type name (or ``("list", type)``); with
+        logprobs, :meth:`logprob_types` adds its own (``pipeline.score_types`` puts a run's together)."""
         own = self.judge_types(metric)
         if not self.panel:
             return own

@@ -902,7 +902,7 @@ def score_types(
         ['QA_Clarity_reason', ..., 'QA_Clarity_samples', 'QA_Clarity_expected', 'QA_Clarity_expected_samples', ...]
     """
     types = {c: t for m in metrics for c, t in layout.column_types(m).items()}
-    if logprobs:  # after every metric's own columns, as runs before samples and panels wrote them
+    if logprobs:  # after every metric's own columns: where logprobs runs have always put them
         types.update({c: t for m in metrics for c, t in layout.logprob_types(m).items()})
     if token_columns:
         types.update(dict.fromkeys(TOKEN_COLUMNS, "int64"))
