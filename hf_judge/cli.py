@@ -697,7 +697,7 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
     from .inputs import load_input
     from .metrics import resolve_metrics
     from .output import check_output, source_of, thresholds
-    from .pipeline import TOKEN_COLUMNS
+    from .pipeline import score_types
     from .score import score_dataset
     from .settings import resolve_settings
 
@@ -728,8 +728,9 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
         streaming=streaming,
     )
     loaded = resolve_metrics(job.metrics, job.prompts_dir)
-    layout = Layout.from_settings(resolve_settings(job.client))  # samples and panels add columns
-    produced = [c for m in loaded for c in layout.columns(m)] + (TOKEN_COLUMNS if job.token_columns else [])
+    settings = resolve_settings(job.client)
+    layout = Layout.from_settings(settings)  # samples and panels add columns
+    produced = list(score_types(loaded, layout, settings.logprobs, job.token_columns))
     if job.filters is not None:
         features = [(c, f) for m in loaded for c, f in layout.features(m).items()]
         numeric = [c for c, f in features if getattr(f, "dtype", None) in SCORE_TYPES]

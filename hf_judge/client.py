@@ -875,7 +875,12 @@ class JudgeClient:
             if isinstance(content, str):
                 content = scrub_registered(content)
             try:
-                out.append(Outcome(parse_reply(metric, content, choice.get("finish_reason")), content, attempts=1))
+                value = parse_reply(metric, content, choice.get("finish_reason"))
+                # each choice is a sample of its own: its own tokens, its own probability-weighted columns
+                dists = None
+                if self.settings.logprobs and logprobs.targets(metric):
+                    dists = logprobs.distributions(metric, value, choice.get("logprobs"))
+                out.append(Outcome(value, content, attempts=1, logprobs=dists))
             except ReplyError as e:
                 out.append(Outcome(None, content, e.kind, e.message, attempts=1))
             except AttributeError:  # a choice that is not an object

@@ -19,6 +19,15 @@ and the panel's aggregate in the metric's usual columns: numbers by
 majority (``min``: every judge must say yes; ``max``: any one), strings by
 majority. The aggregate is taken over the judges that answered.
 
+With ``logprobs=True`` the probability-weighted columns of each reply
+(:func:`hf_judge.logprobs.columns`: ``_expected``, ``_confidence``,
+``_p_positive``) follow the same layout (:meth:`Layout.logprob_types`): with
+K > 1, ``c`` the mean over the samples and ``c_samples`` the K values; in a
+panel, ``c__<judge>`` per judge and ``c`` the aggregator over the judges
+(``majority`` takes the mean: these are probabilities and expectations, not
+votes). A reply without log-probabilities is null in ``c_samples`` and left
+out of the mean, as a missing sample is.
+
 Example:
     >>> from hf_judge.metrics import load_metric
     >>> layout = Layout(samples=3, min_samples=2)
@@ -36,6 +45,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from . import logprobs
 from .metrics import Metric, MetricKind
 from .settings import Aggregator, Settings
 
@@ -96,7 +106,8 @@ class Layout:
         return out
 
     def column_types(self, metric: Metric) -> dict[str, Any]:
-        """Every column a metric writes under this layout -> Arrow type name (or ``("list", type)``)."""
+        """Every column a metric writes under this layout -> Arrow type name (or ``("list", type)``); with
+        logprobs, :meth:`logprob_types` adds its own (``pipeline.score_types`` puts a run's together)."""
         own = self.judge_types(metric)
         if not self.panel:
             return own
@@ -107,10 +118,29 @@ class Layout:
 
     def features(self, metric: Metric) -> dict[str, Any]:
         """:meth:`column_types` as datasets features."""
-        from datasets import List, Value
+        return as_features(self.column_types(metric))
 
-        types = self.column_types(metric)
-        return {c: List(Value(t[1])) if isinstance(t, tuple) else Value(t) for c, t in types.items()}
+    def logprob_types(self, metric: Metric) -> dict[str, Any]:
+        """The probability-weighted columns a ``logprobs=True`` run writes for ``metric`` under this layout.
+
+        Example:
+            >>> from hf_judge.metrics import load_metric
+            >>> Layout(samples=3).logprob_types(load_metric("Binary"))
+            {'Binary_p_positive': 'float64', 'Binary_p_positive_samples': ('list', 'float64')}
+            >>> list(Layout(judges=("a", "b")).logprob_types(load_metric("Binary")))
+            ['Binary_p_positive', 'Binary_p_positive__a', 'Binary_p_positive__b']
+        """
+        own: dict[str, Any] = {}
+        for c, t in logprobs.columns(metric).items():
+            own[c] = t
+            if self.samples > 1:
+                own[f"{c}_samples"] = ("list", t)
+        if not self.panel:
+            return own
+        out: dict[str, Any] = dict(logprobs.columns(metric))
+        for name in self.judges:
+            out.update({f"{c}{JUDGE_SEP}{name}": t for c, t in own.items()})
+        return out
 
     def columns(self, metric: Metric) -> list[str]:
         return list(self.column_types(metric))
@@ -152,6 +182,36 @@ class Layout:
                 out.update({f"{c}{JUDGE_SEP}{name}": v for c, v in values.items()})
         return out
 
+    def combine_sample_logprobs(self, metric: Metric, samples: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
+        """One judge's probability-weighted columns from its K samples' (None: a missing sample).
+
+        The mean over the samples: for ``_expected`` and ``_p_positive`` it is exactly the value of the
+        samples' distributions averaged (each sample weighs 1/K; the expectation is linear), which is the
+        judge's distribution over its sampled replies, so nothing is lost by not keeping the tables. For
+        ``_confidence`` the mean is the samples' average certainty of what each wrote: the averaged
+        distribution has no one written value (the row's score is a mean), and its probability of the
+        majority value would mix the samples' agreement, which ``_std`` and ``_majority`` already show,
+        into each reply's certainty.
+        """
+        out: dict[str, Any] = {}
+        for c in logprobs.columns(metric):
+            values = [None if s is None else s.get(c) for s in samples]
+            got = [v for v in values if v is not None]
+            out[c] = statistics.fmean(got) if got else None
+            out[f"{c}_samples"] = values
+        return out
+
+    def combine_judge_logprobs(self, metric: Metric, judges: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
+        """The panel's probability-weighted columns: ``aggregator`` over the judges that have a value
+        (``majority`` takes the mean: a vote among expectations would pick one judge's, ties by judge order).
+        Each judge's own columns are written by :meth:`combine_judges` with the rest of its columns."""
+        agg = Aggregator.MEAN if self.aggregator == Aggregator.MAJORITY else self.aggregator
+        out: dict[str, Any] = {}
+        for c in logprobs.columns(metric):
+            got = [j[c] for j in judges if j is not None and j.get(c) is not None]
+            out[c] = _aggregate(agg, got) if got else None
+        return out
+
     def agreement(self, metric: Metric, table: Any) -> dict[str, Any]:
         """Judge-vs-judge agreement on a scored split (a pyarrow Table): per column that holds a judgment
         (numbers, booleans, enums, a pairwise winner), per pair of judges, the rows both answered, the share
@@ -180,6 +240,18 @@ class Layout:
             rated = [p["exact"] for p in pairs.values() if p["exact"] is not None]
             out[c] = {"pairs": pairs, "mean_exact": round(statistics.fmean(rated), 4) if rated else None}
         return out
+
+
+def as_features(types: dict[str, Any]) -> dict[str, Any]:
+    """Column -> Arrow type name (or ``("list", type)``), as datasets features.
+
+    Example:
+        >>> as_features({"a": "float64", "b": ("list", "int64")})
+        {'a': Value('float64'), 'b': List(Value('int64'))}
+    """
+    from datasets import List, Value
+
+    return {c: List(Value(t[1])) if isinstance(t, tuple) else Value(t) for c, t in types.items()}
 
 
 def _aggregate(agg: Aggregator, values: list[Any]) -> Any:

@@ -30,11 +30,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from datasets import Dataset
+from datasets import Dataset, Features
 
 from . import logprobs
 from .client import JudgeClient, Outcome
-from .ensemble import Layout, sample_key
+from .ensemble import Layout, as_features, sample_key
 from .errors import (
     AuthenticationError,
     BudgetExceededError,
@@ -187,13 +187,9 @@ class SplitRun:
         self.window = max(window, read_batch)
         self.read_batch = read_batch
         self.max_input_chars = max_input_chars
-        self.columns = [c for p in plans for c in layout.columns(p.metric)]
         self.logprobs = client.settings.logprobs
-        if self.logprobs:
-            self.columns += [c for p in plans for c in logprobs.columns(p.metric)]
         self.token_columns = token_columns
-        if token_columns:
-            self.columns += TOKEN_COLUMNS
+        self.columns = list(score_types([p.metric for p in plans], layout, self.logprobs, token_columns))
         self.values: dict[int, dict[str, Any]] = {}
         self.row_pending: dict[int, int] = {}
         self.errors: list[dict[str, Any]] = []
@@ -755,7 +751,7 @@ class SplitRun:
             # none failed: every value is set
             self._put_values(metric, outcomes, row_values)
             if self.logprobs:
-                self._put_logprobs(metric, outcomes, row_values)
+                self._put_logprobs(metric, outcomes, row_values, self.client.stats)
         elif not self._combine(job, outcomes, row_values):
             return self._row_done(job.row)
         if self.token_columns:
@@ -778,9 +774,10 @@ class SplitRun:
             verdict = next(o for o in metric.outputs if o.enum)
             into[metric.name] = value[verdict.key] == metric.params["positive"]
 
-    def _put_logprobs(self, metric: Metric, outcomes: list[Outcome], into: dict[str, Any]) -> None:
-        """The probability-weighted columns of one reply (both orders of a swapped pairwise judge)."""
-        stats = self.client.stats
+    @staticmethod
+    def _put_logprobs(metric: Metric, outcomes: Sequence[Outcome], into: dict[str, Any], stats: Any) -> None:
+        """The probability-weighted columns of one reply (both orders of a swapped pairwise judge); ``stats``:
+        the judge's client's, which counts (and says once) a reply without log-probabilities."""
         if metric.kind == _PAIRWISE:
             values = cast("list[dict[str, Any]]", [o.value for o in outcomes])
             into.update(logprobs.pair_values(metric, values, [o.logprobs for o in outcomes]))
@@ -806,6 +803,8 @@ class SplitRun:
                 if failed is None:
                     values: dict[str, Any] = {}
                     self._put_values(metric, parts, values)
+                    if self.logprobs:
+                        self._put_logprobs(metric, parts, values, self.clients[judge].stats)
                     samples.append(values)
                 else:
                     samples.append(None)
@@ -820,11 +819,23 @@ class SplitRun:
                 self._error_row(job.row, job.plan, o.kind or "error", message, o.raw, attempts)
                 judges.append(None)
             else:
-                judges.append(samples[0] if k == 1 else layout.combine_samples(metric, samples))
+                judges.append(samples[0] if k == 1 else self._combine_samples(metric, samples))
         if all(j is None for j in judges):
             return False
-        row_values.update(layout.combine_judges(metric, judges) if layout.panel else cast("dict", judges[0]))
+        if not layout.panel:
+            row_values.update(cast("dict", judges[0]))
+            return True
+        row_values.update(layout.combine_judges(metric, judges))
+        if self.logprobs:  # each judge's own went in with its other columns
+            row_values.update(layout.combine_judge_logprobs(metric, judges))
         return True
+
+    def _combine_samples(self, metric: Metric, samples: list[dict[str, Any] | None]) -> dict[str, Any]:
+        """One judge's columns from its K samples, the probability-weighted ones included."""
+        out = self.layout.combine_samples(metric, samples)
+        if self.logprobs:
+            out.update(self.layout.combine_sample_logprobs(metric, samples))
+        return out
 
     def _row_done(self, r: int) -> None:
         left = self.row_pending[r] - 1
@@ -876,6 +887,33 @@ class SplitRun:
         self._fail(self.failure or asyncio.CancelledError())
         if self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def score_types(
+    metrics: Sequence[Metric], layout: Layout, logprobs: bool = False, token_columns: bool = False
+) -> dict[str, Any]:
+    """Every score column a run writes -> its Arrow type name (or ``("list", type)``), in the order it writes
+    them: the one definition of a run's columns, for every engine (:attr:`SplitRun.columns`, the features of
+    a Dataset's and of a stream's result).
+
+    Example:
+        >>> from hf_judge.metrics import load_metric
+        >>> list(score_types([load_metric("QA_Clarity")], Layout(samples=3), logprobs=True))  # doctest: +ELLIPSIS
+        ['QA_Clarity_reason', ..., 'QA_Clarity_samples', 'QA_Clarity_expected', 'QA_Clarity_expected_samples', ...]
+    """
+    types = {c: t for m in metrics for c, t in layout.column_types(m).items()}
+    if logprobs:  # after every metric's own columns: where logprobs runs have always put them
+        types.update({c: t for m in metrics for c, t in layout.logprob_types(m).items()})
+    if token_columns:
+        types.update(dict.fromkeys(TOKEN_COLUMNS, "int64"))
+    return types
+
+
+def score_features(
+    metrics: Sequence[Metric], layout: Layout, logprobs: bool = False, token_columns: bool = False
+) -> Features:
+    """:func:`score_types` as datasets ``Features``."""
+    return Features(as_features(score_types(metrics, layout, logprobs, token_columns)))
 
 
 def _refuses_n(outcome: Outcome) -> bool:

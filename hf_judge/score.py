@@ -36,7 +36,16 @@ from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, Temp
 from .images import ImageValueError, image_urls, image_variables, saveable
 from .metrics import resolve_metrics
 from .pages import file_paths, release
-from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, read_batches, sparse_gc
+from .pipeline import (
+    TOKEN_COLUMNS,
+    LoopThread,
+    Plan,
+    SplitRun,
+    read_batches,
+    score_features,
+    score_types,
+    sparse_gc,
+)
 from .progress import ProgressBar, ProgressCallback, datasets_bars_off
 from .redact import install_log_filter, register
 from .settings import Settings, check_base_url, public_fields, resolve_settings
@@ -349,7 +358,10 @@ def score_dataset(
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
         from .stream import ScoredIterableDatasetDict, _Streams
 
-        features = {s: _stream_features(d, plans_by_split[s], token_columns, layout) for s, d in splits.items()}
+        features = {
+            s: _stream_features(d, plans_by_split[s], token_columns, layout, settings.logprobs)
+            for s, d in splits.items()
+        }
         store_path = cache_root / "replies.sqlite3" if use_cache else None
         streams = _Streams(ctx, splits, plans_by_split, features, errors, store_path)  # type: ignore[arg-type,unused-ignore]
         return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
@@ -703,8 +715,7 @@ def _new_summary(
         model=settings.model,
         base_url_host=_host(client),
         metrics={m.name: m.prompt_hash for m in loaded},
-        columns=[c for m in loaded for c in layout.columns(m)]
-        + [c for m in loaded if settings.logprobs for c in logprobs.columns(m)],
+        columns=list(score_types(loaded, layout, settings.logprobs)),
         sampling=sampling,
         source_dataset=_source_name(splits),
         prompts={m.name: _prompt_record(m) for m in loaded},
@@ -811,11 +822,7 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
     if not plans:  # every metric's columns were kept
         return base
     fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
-    features = Features({c: f for p in plans for c, f in ctx.layout.features(p.metric).items()})
-    if ctx.client.settings.logprobs:  # in the order of SplitRun.columns
-        features.update({c: Value(t) for p in plans for c, t in logprobs.columns(p.metric).items()})
-    if ctx.token_columns:
-        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    features = score_features([p.metric for p in plans], ctx.layout, ctx.client.settings.logprobs, ctx.token_columns)
     if len(d) == 0:
         # Nothing to send or to cache. Not through a run: datasets' map returns an empty input as it is, without
         # the new columns or the file _fresh_run moves into the cache, and concatenate_datasets drops an empty one.
@@ -1078,7 +1085,8 @@ def _existing_columns(
         elif if_exists == "overwrite":
             todo.append(m)
             # with them the probability-weighted columns of the scores replaced: never beside newer scores
-            drop += present + [c for c in logprobs.columns(m) if c in d.column_names]
+            weighted = {*logprobs.columns(m), *layout.logprob_types(m)}
+            drop += present + [c for c in d.column_names if c in weighted]
         elif if_exists == "error":
             conflicts.append(f"{m.name} ({', '.join(present)})")
         elif len(present) < len(features):
@@ -1104,13 +1112,12 @@ def _existing_columns(
     return todo, kept, drop
 
 
-def _stream_features(d: IterableDataset, plans: list[Plan], token_columns: bool, layout: Layout) -> Features:
-    """A streamed split's output features: its own, then the score columns (as ``_score_split`` orders them)."""
-    scores = {c: f for p in plans for c, f in layout.features(p.metric).items()}
-    features = Features({**(d.features or {}), **scores})
-    if token_columns and plans:
-        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
-    return features
+def _stream_features(
+    d: IterableDataset, plans: list[Plan], token_columns: bool, layout: Layout, with_logprobs: bool = False
+) -> Features:
+    """A streamed split's output features: its own, then the score columns (those of ``_score_split``)."""
+    scores = score_features([p.metric for p in plans], layout, with_logprobs, token_columns and bool(plans))
+    return Features({**(d.features or {}), **scores})
 
 
 def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: dict[str, list[Plan]]) -> list[dict]:

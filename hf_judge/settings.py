@@ -272,12 +272,6 @@ class Settings(BaseModel):
                 f"min_samples={self.min_samples} is more than samples={self.samples}: no row could succeed; "
                 f"lower min_samples (--min-samples) or raise samples (--samples)"
             )
-        if self.logprobs and (self.samples > 1 or self.models is not None):
-            # The weighted columns are per reply; their combination across samples or judges is not defined yet.
-            raise ConfigError(
-                "logprobs with samples > 1 or a judge panel (models) is not supported yet: the probability-weighted "
-                "columns are those of one reply. Run --logprobs on its own, or use samples/models without it"
-            )
         if self.models is not None:
             if not self.models:
                 raise ConfigError("models is empty: give the panel's judges, e.g. models=['a', 'b'] (--models a,b)")

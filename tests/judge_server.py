@@ -349,7 +349,7 @@ class Judge:
                 resp = self._fault(rule, model, text, schema, inflight, request, top)
                 if asyncio.iscoroutine(resp):
                     return await resp
-                return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
+                return self._more_choices(resp, n, text, schema, phash, top) if cfg["n"] == "honour" else resp
             if schema is None:
                 content = cfg["text_reply"]
             else:
@@ -363,13 +363,13 @@ class Judge:
                 st["prompts"] = len(answered)
             cached = self._cached_tokens(text) if cfg["prefix_cache"] else None
             resp = self._completion(model, content, "stop", len(text), top, cached)
-            return self._more_choices(resp, n, text, schema, phash) if cfg["n"] == "honour" else resp
+            return self._more_choices(resp, n, text, schema, phash, top) if cfg["n"] == "honour" else resp
         finally:
             st["inflight"] -= 1
 
-    def _more_choices(self, resp, n: int, text: str, schema: dict | None, phash: bytes):
+    def _more_choices(self, resp, n: int, text: str, schema: dict | None, phash: bytes, top: int | None = None):
         """A completion with n choices: the first as answered, each other one the reply to the prompt's next
-        attempt (so `attempt_scores` gives choice i the score of attempt + i)."""
+        attempt (so `attempt_scores` gives choice i the score of attempt + i), with its own logprobs if asked."""
         if n <= 1 or resp.status != 200 or schema is None:
             return resp
         doc = orjson.loads(resp.body)
@@ -378,9 +378,10 @@ class Judge:
         first = self.attempts[phash]
         for i in range(1, n):
             content = orjson.dumps(self._reply_object(text, schema, first + i)).decode()
-            doc["choices"].append(
-                {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            )
+            choice = {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            if top is not None:
+                choice["logprobs"] = {"content": token_logprobs(content, top)} if top else None
+            doc["choices"].append(choice)
         self.attempts[phash] = first + n - 1
         return web.Response(body=orjson.dumps(doc), content_type="application/json")
 

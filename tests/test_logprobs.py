@@ -326,25 +326,3 @@ def test_pairwise_in_free_text_and_in_both_orders(judge, tmp_path):
         assert train["Comparative_score_1_expected"][r] == pytest.approx(e1)
         assert train["Comparative_score_2_expected"][r] == pytest.approx(e2)
     assert len({(o["score_1"], o["score_2"]) for o in orders.values()}) > 3  # not one case over and over
-
-
-@pytest.mark.parametrize("extra", [{"samples": 3, "temperature": 0.7}, {"models": ["m", "b"]}])
-def test_logprobs_with_samples_or_a_panel_is_refused_before_any_request(extra):
-    """The weighted columns are those of one reply: with K samples or a panel they would be left null, so the
-    combination is refused up front (a config error naming both settings), not silently dropped."""
-    from datasets import Dataset
-
-    from hf_judge import ConfigError, score_dataset
-
-    ds = Dataset.from_dict({"question": ["q"], "answer": ["a"]})
-    with pytest.raises(ConfigError, match="logprobs with samples > 1 or a judge panel"):
-        score_dataset(
-            ds,
-            ["QA_Clarity"],
-            model="m",
-            base_url="http://127.0.0.1:9/v1",
-            api_key="x",
-            logprobs=True,
-            columns={"instruction": "question", "output": "answer"},
-            **extra,
-        )
