@@ -993,8 +993,10 @@ def run_all(
     runners: Sequence[BatchRunner], splits: Sequence[Splits], no_wait: bool, budget: Callable[[], None] | None
 ) -> None:
     """Drive the batches of one run: one runner per judge (one for a run without a panel), ``splits[i]`` the
-    requests of ``runners[i]``'s judge. Every judge's batches are submitted before any is waited for, and each
-    pass (resume, wait, resubmit) covers every judge, so a panel takes as long as its slowest judge's batches.
+    requests of ``runners[i]``'s judge. The first pass collects the batches that have ended and submits what
+    is in none, for every judge, before anything is waited for: a judge whose batches an earlier run left in
+    flight does not hold up another's (a panel takes as long as its slowest judge's batches). Later passes wait
+    for every batch, then resubmit the failed lines.
 
     ``budget`` (max_cost, max_total_tokens): called before each pass submits, it raises to stop the run while
     what that pass would submit is still unsent (score._batch_budget), for every judge at once.
@@ -1008,29 +1010,38 @@ def run_all(
         for r in runners:
             with r.errors():
                 r._resume()
-        _wait_all(runners, no_wait)
-        if not first and not (resubmit and runners[0].book.retryable(tries)):
-            return
-        if not first and budget is not None:
-            budget()  # the failed lines' next tries, now that the run has paid for the last pass
+        if first:
+            live = _poll_all(runners)
+        else:
+            _wait_all(runners, no_wait)
+            if not (resubmit and runners[0].book.retryable(tries)):
+                return
+            if budget is not None:
+                budget()  # the failed lines' next tries, now that the run has paid for the last pass
         n = 0
         for r, todo in zip(runners, splits, strict=True):
             with r.errors():
                 n += sum(r._submit(requests(), retry=resubmit or first) for requests in todo)
-        first = False
-        if n == 0:
+        if not first and n == 0:
             return
-        if no_wait:
+        if no_wait and (n or (first and live)):
             _pending(runners)
+        first = False
+
+
+def _poll_all(runners: Sequence[BatchRunner]) -> list[Job]:
+    """One look at every judge's batches in flight (those that ended are collected); returns those running."""
+    left: list[Job] = []
+    for r in runners:
+        with r.errors():
+            left += r._poll()
+    return left
 
 
 def _wait_all(runners: Sequence[BatchRunner], no_wait: bool) -> None:
     """Follow every judge's batches in flight, collecting each as it ends; with ``no_wait``, look once."""
     while True:
-        left: list[Job] = []
-        for r in runners:
-            with r.errors():
-                left += r._poll()
+        left = _poll_all(runners)
         if not left:
             return
         if no_wait:

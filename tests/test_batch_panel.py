@@ -115,6 +115,18 @@ def test_no_wait_with_a_panel_submits_each_judge_once(batch, batch_b, tmp_path):
         with pytest.raises(BatchesPending, match="3 batch"):
             run(ds, models, tmp_path / "b", batch=True, no_wait=True)
     assert (batch.stats()["batches"], batch_b.stats()["batches"]) == (2, 1)
+    # each judge's runner follows its own batches, judges a and c sharing a server included
+    from hf_judge.batch import BatchBook
+
+    book = BatchBook(tmp_path / "b" / "replies.sqlite3", "", "judge-c")
+    try:
+        jobs = book.conn.execute("SELECT model, server, requests FROM batch_jobs ORDER BY model").fetchall()
+        assert [(m, n) for m, _, n in jobs] == [("judge-a", 5), ("judge-b", 5), ("judge-c", 5)]
+        assert jobs[0][1] == jobs[2][1]  # judges a and c: one server
+        book.server = jobs[2][1]
+        assert len(book.jobs()) == 1 and len(book.jobs(every_server=True)) == 3
+    finally:
+        book.close()
     batch.configure(delay=0)
     batch_b.configure(delay=0)
     scored = run(ds, models, tmp_path / "b", batch=True)
@@ -132,8 +144,9 @@ def _until(cond, timeout=60.0):
 
 
 def test_kill_9_in_a_panel_run_pays_nothing_twice(batch, batch_b, tmp_path):
-    """Killed while judge b's batch is being created (judge a's is submitted): the next run collects judge
-    a's batch, adopts the batch the kill hid from judge b's book, and submits nothing again."""
+    """Killed while judge b's batch is being created (judge a's is submitted, judge c's file not written): the
+    next run adopts the batch the kill hid from judge b's book and submits judge c's while judge a's is still
+    running (--no-wait); the one after collects all three, and nothing is paid twice."""
     ds = qa_dataset(4)
     models = panel(batch, batch_b)
     expected = rows(run(ds, models, tmp_path / "online"))
@@ -152,6 +165,9 @@ def test_kill_9_in_a_panel_run_pays_nothing_twice(batch, batch_b, tmp_path):
     batch_b.configure(hold_create=False)
     _until(lambda: batch_b.stats()["batches"] == 1)  # made, but its id never reached the book
     assert batch.stats()["batches"] == 1  # judge a's; judge c's file came after judge b's
+    with pytest.raises(BatchesPending, match="2 batch"):  # judge b's has ended: collected; a's and c's run
+        run(ds, models, tmp_path / "b", batch=True, no_wait=True)
+    assert (batch.stats()["batches"], batch_b.stats()["batches"]) == (2, 1)  # judge a's did not hold up c's
     batch.configure(delay=0)
     assert rows(run(ds, models, tmp_path / "b", batch=True)) == expected
     a, b = batch.stats(), batch_b.stats()
