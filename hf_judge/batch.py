@@ -16,6 +16,10 @@ anywhere (Ctrl-C, kill -9, ``no_wait``) is picked up by the next one: a written 
 upload that a kill hid is found by its file name), an uploaded one is submitted (or the batch a kill hid is
 found by its input file), and batches in flight are collected, never submitted again.
 
+A panel of judges: one runner per judge (its server, model and key; :func:`run_all` drives them together),
+each judge's batches holding its own requests only. The book is shared: a runner follows the batches of its
+server and model (``batch_jobs.model``), and a request's key says which judge it is.
+
 Partial outcomes: a line that failed, one a batch left undone (expired, cancelled, failed as a whole) and
 a reply that fails validation are resubmitted in a new batch (or, with ``batch_fallback="online"``, left
 to the online pipeline) until each has had ``retries + 1`` tries; then they are error rows of their kind.

@@ -285,9 +285,11 @@ def check_batch_budget(
     requests = sum(e.requests for _, e in pairs)
     if not requests:
         return  # nothing to submit: nothing to refuse
+    # --dry-run projects one model's requests: a panel's judge by judge
+    dry = "`--dry-run --batch`" if len(pairs) == 1 else "`--dry-run --batch --model JUDGE` (one judge at a time)"
     fix = (
         "Nothing of it was submitted. Raise {flag}, or score fewer rows (--limit N; library: select rows), then "
-        f"{client.resume_hint()} `--dry-run --batch` shows the projection per metric."
+        f"{client.resume_hint()} {dry} shows the projection per metric."
     )
     inputs, outputs = sum(e.input_tokens for _, e in pairs), sum(e.output_tokens for _, e in pairs)
     what = "the batch" if len(pairs) == 1 else f"the batches of the {len(pairs)} judges"
