@@ -167,6 +167,15 @@ class BatchReport:
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "batch_ids"}
 
+    @classmethod
+    def total(cls, reports: Iterable[BatchReport]) -> BatchReport:
+        """The reports of a panel's judges as one: their batches, requests and tokens counted together."""
+        out = cls()
+        for r in reports:
+            for k in out.__dataclass_fields__:
+                setattr(out, k, getattr(out, k) + getattr(r, k))
+        return out
+
 
 class BatchBook:
     """The batch tables in the reply store's SQLite file (created beside ``replies``; older caches open as they were).

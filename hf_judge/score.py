@@ -502,11 +502,7 @@ def _run_batches(
     try:
         run_all(runners, todo, settings.no_wait, budget)
     finally:
-        total = BatchReport()
-        for runner in runners:  # the judges' batches, counted together
-            for k, v in runner.report.__dict__.items():
-                setattr(total, k, getattr(total, k) + v)
-        ctx.summary.batch = total.to_dict()
+        ctx.summary.batch = BatchReport.total(r.report for r in runners).to_dict()
 
 
 def _batch_judges(ctx: _SplitContext, api_key: str | None) -> list[tuple[str, JudgeClient, str | None, Layout]]:
