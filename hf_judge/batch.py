@@ -1044,11 +1044,11 @@ def run_all(
 
 def _poll_all(runners: Sequence[BatchRunner]) -> list[Job]:
     """One look at every judge's batches in flight (those that ended are collected); returns those running."""
-    left: list[Job] = []
+    left: dict[str, Job] = {}
     for r in runners:
         with r.errors():
-            left += r._poll()
-    return left
+            left.update((j.name, j) for j in r._poll())  # a batch of an older cache is every judge's on its server
+    return list(left.values())
 
 
 def _wait_all(runners: Sequence[BatchRunner], no_wait: bool) -> None:

@@ -297,3 +297,21 @@ def test_a_judge_without_a_batch_api_stops_the_run_naming_it(batch, judge, tmp_p
     assert batch.stats()["batches"] == 1
     code, out, _ = run_cli(capfd, "batch", "status", "--cache-dir", tmp_path / "c")
     assert code == 0 and batch.base_url in out
+
+
+def test_batches_in_flight_in_a_cache_from_before_the_book_knew_models_are_collected(batch, tmp_path):
+    """A cache whose batch book has no model column (written before panels ran in batch mode), with a batch in
+    flight: a panel run on its server adopts it and pays nothing twice."""
+    import sqlite3
+
+    ds, models = qa_dataset(3), ["judge-a", "judge-c"]
+    expected = rows(run(ds, models, tmp_path / "online", base_url=batch.base_url))
+    batch.reset()
+    batch.configure(delay=600)
+    with pytest.raises(BatchesPending):
+        run(ds, models, tmp_path / "b", batch=True, no_wait=True, base_url=batch.base_url)
+    with sqlite3.connect(tmp_path / "b" / "replies.sqlite3") as conn:
+        conn.execute("ALTER TABLE batch_jobs DROP COLUMN model")
+    batch.configure(delay=0)
+    assert rows(run(ds, models, tmp_path / "b", batch=True, base_url=batch.base_url)) == expected
+    assert batch.stats()["batches"] == 2 and paid(batch) == [1] * 6
