@@ -16,6 +16,10 @@ anywhere (Ctrl-C, kill -9, ``no_wait``) is picked up by the next one: a written 
 upload that a kill hid is found by its file name), an uploaded one is submitted (or the batch a kill hid is
 found by its input file), and batches in flight are collected, never submitted again.
 
+A panel of judges: one runner per judge (its server, model and key; :func:`run_all` drives them together),
+each judge's batches holding its own requests only. The book is shared: a runner follows the batches of its
+server and model (``batch_jobs.model``), and a request's key says which judge it is.
+
 Partial outcomes: a line that failed, one a batch left undone (expired, cancelled, failed as a whole) and
 a reply that fails validation are resubmitted in a new batch (or, with ``batch_fallback="online"``, left
 to the online pipeline) until each has had ``retries + 1`` tries; then they are error rows of their kind.
@@ -31,6 +35,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +167,15 @@ class BatchReport:
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "batch_ids"}
 
+    @classmethod
+    def total(cls, reports: Iterable[BatchReport]) -> BatchReport:
+        """The reports of a panel's judges as one: their batches, requests and tokens counted together."""
+        out = cls()
+        for r in reports:
+            for k in out.__dataclass_fields__:
+                setattr(out, k, getattr(out, k) + getattr(r, k))
+        return out
+
 
 class BatchBook:
     """The batch tables in the reply store's SQLite file (created beside ``replies``; older caches open as they were).
@@ -170,14 +184,22 @@ class BatchBook:
     next in the same process finds them (its appended ``pending`` rows show only after a reopen).
     """
 
-    def __init__(self, path: Path, server: str):
+    def __init__(self, path: Path, server: str, model: str | None = None):
         self.path = Path(path)
         self.server = server
+        # A panel's judges may share a server: each judge's runner follows the batches of its own model only
+        # (a batch recorded before the book knew models, model NULL, is any runner's on that server).
+        self.model = model
         self.importing = ""  # the runner's output file an import reads: a request it lacks is not resubmitted
         self.conn = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False)
         self.conn.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.executescript(_SCHEMA)
+        if not any(row[1] == "model" for row in self.conn.execute("PRAGMA table_info(batch_jobs)")):
+            try:
+                self.conn.execute("ALTER TABLE batch_jobs ADD COLUMN model TEXT")
+            except sqlite3.OperationalError:  # another process added it first
+                pass
 
     def close(self) -> None:
         self.conn.close()
@@ -193,6 +215,9 @@ class BatchBook:
         if not every_server:
             where.append("server = ?")
             args.append(self.server)
+            if self.model is not None:
+                where.append("(model IS NULL OR model = ?)")
+                args.append(self.model)
         if states is not None:
             states = list(states)
             where.append(f"state IN ({','.join('?' * len(states))})")
@@ -210,8 +235,9 @@ class BatchBook:
         """Record a written file and assign its requests (key, metric name) to it, in one transaction."""
         with self.transaction():
             self.conn.execute(
-                "INSERT INTO batch_jobs (name, server, base_url, state, requests, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (name, self.server, base_url, state, len(keys), time.time()),
+                "INSERT INTO batch_jobs (name, server, model, base_url, state, requests, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (name, self.server, self.model, base_url, state, len(keys), time.time()),
             )
             self._assign(keys, name)
 
@@ -649,11 +675,13 @@ class BatchRunner:
         sleep: Callable[[float], None] = time.sleep,
         api: Any = None,
         on_status: Callable[[str], None] | None = None,
+        judge: str = "",
     ):
         self.client = client
         self.settings = client.settings
         self.tries = self.settings.retries + 1
-        self.book = BatchBook(store_path, server_tag(client))
+        self.judge = judge  # a panel's judge (its column name), named in the errors of its batch API
+        self.book = BatchBook(store_path, server_tag(client), client.model)
         self.folder = store_path.parent / "batches"
         self.report = BatchReport()
         self.reader = Reader(self.book, client, metrics, self.report)
@@ -687,36 +715,25 @@ class BatchRunner:
 
         ``splits``: per split, a function that renders its requests afresh (pipeline.SplitRun.requests).
         """
+        run_all([self], [splits], no_wait, self.budget)
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """The batch API's errors as the run's stops, naming the server (and a panel's judge)."""
         import openai
 
+        where = f"judge {self.judge!r}: " if self.judge else ""
         try:
-            self._run(splits, no_wait)
+            yield
         except openai.APIStatusError as e:
-            raise _api_error(e, self.client.base_url) from None
+            stop = _api_error(e, self.client.base_url)
+            stop.args = (where + str(stop.args[0]), *stop.args[1:])
+            raise stop from None
         except openai.APIConnectionError as e:
             raise ServerUnreachableError(
-                f"cannot reach the batch API at {self.client.base_url} ({e}). Batches already submitted are "
+                f"{where}cannot reach the batch API at {self.client.base_url} ({e}). Batches already submitted are "
                 "recorded in the reply cache: run the same command again once the server is back."
             ) from None
-
-    def _run(self, splits: Sequence[Callable[[], Iterator[list[tuple[bytes, Metric, bytes]]]]], no_wait: bool) -> None:
-        resubmit = self.settings.batch_fallback == "batch"
-        first = True
-        while True:
-            if first and self.budget is not None:
-                self.budget()  # before anything is uploaded: the files an earlier run left half-way are counted
-            self._resume()
-            self._wait(no_wait)
-            if not first and not (resubmit and self.book.retryable(self.tries)):
-                return
-            if not first and self.budget is not None:
-                self.budget()  # the failed lines' next tries, now that the run has paid for the last pass
-            n = sum(self._submit(requests(), retry=resubmit or first) for requests in splits)
-            first = False
-            if n == 0:
-                return
-            if no_wait:
-                self._pending()
 
     # -- files for offline runners (vllm run-batch) ---------------------------------------
     def export(self, splits: Sequence[Callable[[], Iterator[list[tuple[bytes, Metric, bytes]]]]], path: Path) -> int:
@@ -775,15 +792,6 @@ class BatchRunner:
         r = self.report
         r.collected, r.failed, r.prompt_tokens, r.completion_tokens = accepted, failed, p_tok, c_tok
         return accepted, failed
-
-    def _pending(self) -> None:
-        jobs = [j for j in self.book.jobs() if j.state not in ("collected", "exported")]
-        ids = ", ".join(j.batch_id or j.name for j in jobs[:5]) + (", ..." if len(jobs) > 5 else "")
-        raise BatchesPending(
-            f"{len(jobs)} batch(es) of {sum(j.requests for j in jobs):,} requests are running at the provider "
-            f"({ids}); their ids are kept in the reply cache. Run the same command again (without --no-wait to "
-            "wait for them) to collect them: nothing is submitted twice. `hf-judge batch status` shows them."
-        )
 
     # -- submission ---------------------------------------------------------------
     def _submit(self, requests: Iterator[list[tuple[bytes, Metric, bytes]]], retry: bool) -> int:
@@ -901,29 +909,21 @@ class BatchRunner:
         return None
 
     # -- collection ---------------------------------------------------------------
-    def _wait(self, no_wait: bool) -> None:
-        """Follow the batches in flight, collecting each as it ends; with ``no_wait``, look once."""
-        while True:
-            live = [j for j in self.book.jobs() if j.batch_id and j.state not in ("collected",)]
-            for job in live:
-                batch = self.api.batches.retrieve(job.batch_id)
-                counts = batch.request_counts
-                if batch.status != job.state or (counts and counts.completed != job.done):
-                    self.book.update(
-                        job.name,
-                        state=batch.status,
-                        done=counts.completed if counts else 0,
-                        failed=counts.failed if counts else 0,
-                    )
-                if batch.status in DONE:
-                    self._collect(job, batch)
-            left = [j for j in self.book.jobs() if j.batch_id and j.state != "collected"]
-            if not left:
-                return
-            if no_wait:
-                self._pending()
-            self._status(left)
-            self.sleep(self.settings.batch_poll_s)
+    def _poll(self) -> list[Job]:
+        """One look at the batches in flight, collecting each that has ended; returns those still running."""
+        for job in [j for j in self.book.jobs() if j.batch_id and j.state != "collected"]:
+            batch = self.api.batches.retrieve(job.batch_id)
+            counts = batch.request_counts
+            if batch.status != job.state or (counts and counts.completed != job.done):
+                self.book.update(
+                    job.name,
+                    state=batch.status,
+                    done=counts.completed if counts else 0,
+                    failed=counts.failed if counts else 0,
+                )
+            if batch.status in DONE:
+                self._collect(job, batch)
+        return [j for j in self.book.jobs() if j.batch_id and j.state != "collected"]
 
     def _status(self, live: list[Job]) -> None:
         by_state: dict[str, int] = {}
@@ -997,6 +997,81 @@ class BatchRunner:
                 path.unlink()
             except OSError:
                 pass
+
+
+Splits = Sequence[Callable[[], Iterator[list[tuple[bytes, Metric, bytes]]]]]
+
+
+def run_all(
+    runners: Sequence[BatchRunner], splits: Sequence[Splits], no_wait: bool, budget: Callable[[], None] | None
+) -> None:
+    """Drive the batches of one run: one runner per judge (one for a run without a panel), ``splits[i]`` the
+    requests of ``runners[i]``'s judge. The first pass collects the batches that have ended and submits what
+    is in none, for every judge, before anything is waited for: a judge whose batches an earlier run left in
+    flight does not hold up another's (a panel takes as long as its slowest judge's batches). Later passes wait
+    for every batch, then resubmit the failed lines.
+
+    ``budget`` (max_cost, max_total_tokens): called before each pass submits, it raises to stop the run while
+    what that pass would submit is still unsent (score._batch_budget), for every judge at once.
+    """
+    resubmit = runners[0].settings.batch_fallback == "batch"
+    tries = runners[0].tries
+    first = True
+    while True:
+        if first and budget is not None:
+            budget()  # before anything is uploaded: the files an earlier run left half-way are counted
+        for r in runners:
+            with r.errors():
+                r._resume()
+        if first:
+            live = _poll_all(runners)
+        else:
+            _wait_all(runners, no_wait)
+            if not (resubmit and runners[0].book.retryable(tries)):
+                return
+            if budget is not None:
+                budget()  # the failed lines' next tries, now that the run has paid for the last pass
+        n = 0
+        for r, todo in zip(runners, splits, strict=True):
+            with r.errors():
+                n += sum(r._submit(requests(), retry=resubmit or first) for requests in todo)
+        if not first and n == 0:
+            return
+        if no_wait and (n or (first and live)):
+            _pending(runners)
+        first = False
+
+
+def _poll_all(runners: Sequence[BatchRunner]) -> list[Job]:
+    """One look at every judge's batches in flight (those that ended are collected); returns those running."""
+    left: dict[str, Job] = {}
+    for r in runners:
+        with r.errors():
+            left.update((j.name, j) for j in r._poll())  # a batch of an older cache is every judge's on its server
+    return list(left.values())
+
+
+def _wait_all(runners: Sequence[BatchRunner], no_wait: bool) -> None:
+    """Follow every judge's batches in flight, collecting each as it ends; with ``no_wait``, look once."""
+    while True:
+        left = _poll_all(runners)
+        if not left:
+            return
+        if no_wait:
+            _pending(runners)
+        runners[0]._status(left)
+        runners[0].sleep(runners[0].settings.batch_poll_s)
+
+
+def _pending(runners: Sequence[BatchRunner]) -> None:
+    jobs = [j for r in runners for j in r.book.jobs() if j.state not in ("collected", "exported")]
+    jobs = list({j.name: j for j in jobs}.values())  # a batch of an older cache is every judge's on its server
+    ids = ", ".join(j.batch_id or j.name for j in jobs[:5]) + (", ..." if len(jobs) > 5 else "")
+    raise BatchesPending(
+        f"{len(jobs)} batch(es) of {sum(j.requests for j in jobs):,} requests are running at the provider "
+        f"({ids}); their ids are kept in the reply cache. Run the same command again (without --no-wait to "
+        "wait for them) to collect them: nothing is submitted twice. `hf-judge batch status` shows them."
+    )
 
 
 def _batch_message(batch: Any) -> str:

@@ -50,7 +50,12 @@ def export_batch(
 
     s = _settings(settings, setting_values)
     if s.models:
-        raise ConfigError("a batch file is for one model: export one per judge (--model each), not a panel")
+        raise ConfigError(
+            "a batch file is one model's (an offline runner such as vllm run-batch serves one), and a panel has "
+            "several (models=, --models): export one file per judge with its own --model (and --base-url), run "
+            "and import each the same way, then score the panel with the same --cache-dir: every reply is in the "
+            "cache, so nothing is sent"
+        )
     layout = Layout.from_settings(s)
     splits, _ = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
@@ -94,8 +99,9 @@ def import_batch(
     path = Path(output_file)
     if not path.is_file():
         raise ConfigError(f"no batch output file {path}: give the JSONL the batch runner wrote (-o of vllm run-batch)")
-    model = kwargs.pop("model", None)
-    layers = merge_layers(settings, {"batch_import": str(path.resolve())} | ({"model": model} if model else {}))
+    # the judge settings go in with the import's: a Settings needs its model (or a panel's, refused then)
+    judge = {k: v for k in ("model", "models") if (v := kwargs.pop(k, None))}
+    layers = merge_layers(settings, {"batch_import": str(path.resolve())} | judge)
     return score_dataset(ds, metrics, settings=validated(Settings, layers, "settings"), **kwargs)
 
 

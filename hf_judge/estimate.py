@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,41 +266,65 @@ def project(
     return CostEstimate(client.model, [e for e in per_metric.values()], counter.method, client.price)
 
 
-def check_batch_budget(client: JudgeClient, est: CostEstimate) -> None:
+def check_batch_budget(
+    client: JudgeClient, est: CostEstimate, judges: Sequence[tuple[JudgeClient, CostEstimate]] | None = None
+) -> None:
     """Stop a batch run before it submits ``est``'s requests when they would take it past ``max_cost`` (at the
     batch price) or ``max_total_tokens``, with what the run has spent already: CostExceededError or
     BudgetExceededError, the projection and the fix in the message. A projection is not a bill: see
     :func:`estimate_cost` for how tokens are counted and projected.
 
+    ``judges``: a panel's (client, projection) per judge, one batch each: the budget holds their sum, each
+    judge's requests at its own model's batch price (``est`` is then ignored).
+
     Example:
         >>> check_batch_budget(client, project(...))  # doctest: +SKIP
+        >>> check_batch_budget(a, est_a, [(a, est_a), (b, est_b)])  # doctest: +SKIP
     """
-    if not est.requests:
+    pairs = list(judges) if judges else [(client, est)]
+    requests = sum(e.requests for _, e in pairs)
+    if not requests:
         return  # nothing to submit: nothing to refuse
+    # --dry-run projects one model's requests: a panel's judge by judge
+    dry = "`--dry-run --batch`" if len(pairs) == 1 else "`--dry-run --batch --model JUDGE` (one judge at a time)"
     fix = (
         "Nothing of it was submitted. Raise {flag}, or score fewer rows (--limit N; library: select rows), then "
-        f"{client.resume_hint()} `--dry-run --batch` shows the projection per metric."
+        f"{client.resume_hint()} {dry} shows the projection per metric."
     )
-    what = f"the batch this run would submit ({est.requests:,} requests, {est.input_tokens:,} input tokens counted "
-    what += f"with {est.token_counter}, {est.output_tokens:,} output tokens projected)"
+    inputs, outputs = sum(e.input_tokens for _, e in pairs), sum(e.output_tokens for _, e in pairs)
+    what = "the batch" if len(pairs) == 1 else f"the batches of the {len(pairs)} judges"
+    what += f" this run would submit ({requests:,} requests, {inputs:,} input tokens counted "
+    what += f"with {est.token_counter}, {outputs:,} output tokens projected)"
     limit = client.max_cost
-    cost, spent = est.cost_batch, client.spent() or 0.0
+    costs = [e.cost_batch for _, e in pairs]
+    cost = None if None in costs else sum(c for c in costs if c is not None)
+    spent = sum(c.spent() or 0.0 for c in client.budget_peers)  # a panel's judges share the budget
     if limit is not None and cost is not None and not spent + cost <= limit:  # NaN: refused too
-        assert client.price is not None
         paid = f" on top of the ${spent:.4f} the run has spent" if spent else ""
         raise CostExceededError(
-            f"{what} would cost ${cost:.4f} at {client.model}'s batch price (${client.price.batch_input:g} in / "
-            f"${client.price.batch_output:g} out per 1M tokens){paid}, over the budget max_cost=${limit:g}. "
+            f"{what} would cost ${cost:.4f} at {_batch_prices(pairs)}{paid}, over the budget max_cost=${limit:g}. "
             + fix.format(flag="--max-cost (library: max_cost=)")
         )
     tokens = client.max_total_tokens
-    used = client.stats.prompt_tokens + client.stats.completion_tokens
-    if tokens is not None and used + est.input_tokens + est.output_tokens > tokens:
+    used = sum(c.stats.prompt_tokens + c.stats.completion_tokens for c in client.budget_peers)
+    if tokens is not None and used + inputs + outputs > tokens:
         paid = f" on top of the {used:,} tokens the run has used" if used else ""
         raise BudgetExceededError(
-            f"{what} would use {est.input_tokens + est.output_tokens:,} tokens{paid}, over the budget "
+            f"{what} would use {inputs + outputs:,} tokens{paid}, over the budget "
             f"max_total_tokens={tokens:,}. " + fix.format(flag="--max-total-tokens (library: max_total_tokens=)")
         )
+
+
+def _batch_prices(pairs: list[tuple[JudgeClient, CostEstimate]]) -> str:
+    """Which batch price a projection was counted at: the model's, or each judge's of a panel with its share."""
+
+    def price(c: JudgeClient) -> str:
+        assert c.price is not None  # max_cost is refused for a model without a price (JudgeClient)
+        return f"{c.model}'s batch price (${c.price.batch_input:g} in / ${c.price.batch_output:g} out per 1M tokens)"
+
+    if len(pairs) == 1:
+        return price(pairs[0][0])
+    return "the judges' batch prices: " + ", ".join(f"${e.cost_batch or 0:.4f} at {price(c)}" for c, e in pairs)
 
 
 def _estimate_split(

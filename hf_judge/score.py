@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -453,10 +454,11 @@ def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
         raise ConfigError("no_wait (--no-wait) submits batches and stops: it needs batch=True (--batch)")
     if not (settings.batch or settings.batch_import):
         return
-    if settings.models:
+    if settings.models and settings.batch_import:
         raise ConfigError(
-            "batch mode sends to one model on one server, and a panel has several (models=): score the panel "
-            "online, or run one --batch run per judge (--model each)"
+            "batch import reads one runner's output, for one model, and a panel has several (models=): import each "
+            "judge's output with its own --model (and --base-url), then score the panel (--models) with the same "
+            "--cache-dir: every reply is in the cache, so nothing is sent"
         )
     if not use_cache:
         raise ConfigError(
@@ -473,47 +475,68 @@ def _run_batches(
     ctx: _SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], api_key: str | None
 ) -> None:
     """Batch mode: fill the reply store through the provider's batch API (batch.py) before the splits are
-    built from it; what it could not score ends as the batch book says (``batch_fallback='online'``: sent online)."""
-    from .batch import BatchRunner
+    built from it, one batch (or more) per judge of a panel, each at its judge's server with its model and key;
+    what it could not score ends as the batch book says (``batch_fallback='online'``: sent online)."""
+    from .batch import BatchReport, BatchRunner, run_all
+    from .progress import bars_wanted
 
-    res, client, settings = ctx.resources, ctx.client, ctx.client.settings
+    res, settings = ctx.resources, ctx.client.settings
     assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
     res.open()
     metrics = {p.metric.name: p.metric for plans in plans_by_split.values() for p in plans}
-    from .progress import bars_wanted
-
     # the batches' news go where the bars go (off with them); a callback gets none: its Progress is per split
     on_status = _say if ctx.progress is True and bars_wanted() else None
-    runner = BatchRunner(client, api_key, res.store_path, metrics, on_status=on_status)
-    res.callback(runner.close)
+    judges = _batch_judges(ctx, api_key)
+    runners = [
+        BatchRunner(c, key, res.store_path, metrics, on_status=on_status, judge=name) for name, c, key, _ in judges
+    ]
+    for runner in runners:
+        res.callback(runner.close)
     if settings.batch_fallback == "batch" or settings.batch_import:
-        ctx.unsent = runner.book.failure
+        ctx.unsent = runners[0].book.failure  # the book's requests are every judge's: one lookup by key
     if settings.batch_import:
+        runner = runners[0]  # one judge: a panel's import is refused (_check_batch)
         try:
             runner.read_output(Path(settings.batch_import))
         finally:
             ctx.summary.batch = {**runner.report.to_dict(), "imported": Path(settings.batch_import).name}
         return
-    todo: list[Callable[[], Any]] = []
+    todo: list[list[Callable[[], Any]]] = [[] for _ in judges]
     todo_splits: dict[str, Dataset] = {}
     for split, d in splits.items():
         plans = plans_by_split[split]
-        fp = _fingerprint(d, split, plans, client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
+        fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
         if plans and not (ctx.cache_root / "results" / f"{fp}.arrow").exists():
-            todo.append(functools.partial(_requests, split, d, plans, client, ctx.layout, res.store))
+            for i, (_, c, _, layout) in enumerate(judges):
+                todo[i].append(functools.partial(_requests, split, d, plans, c, layout, res.store))
             todo_splits[split] = d
-    runner.budget = _batch_budget(ctx, todo_splits, plans_by_split, list(metrics.values()), api_key)
+    budget = _batch_budget(ctx, todo_splits, plans_by_split, list(metrics.values()), judges)
     try:
-        runner.run(todo, settings.no_wait)
+        run_all(runners, todo, settings.no_wait, budget)
     finally:
-        ctx.summary.batch = runner.report.to_dict()
+        ctx.summary.batch = BatchReport.total(r.report for r in runners).to_dict()
+
+
+def _batch_judges(ctx: _SplitContext, api_key: str | None) -> list[tuple[str, JudgeClient, str | None, Layout]]:
+    """(name, client, key, layout of its requests) per judge whose batches the run sends. A panel's judge renders
+    its own requests alone (its samples, without the other judges): a batch holds one model's requests."""
+    if not ctx.layout.panel:
+        return [("", ctx.client, api_key, ctx.layout)]
+    alone = dataclasses.replace(ctx.layout, judges=())
+    keys = [_judge_key(judge, ctx.client.settings, api_key) for judge in ctx.client.settings.judges]
+    return list(zip(ctx.layout.judges, ctx.judges, keys, [alone] * len(keys), strict=True))
 
 
 def _batch_budget(
-    ctx: _SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], metrics: list, api_key
+    ctx: _SplitContext,
+    splits: dict[str, Dataset],
+    plans_by_split: dict[str, list[Plan]],
+    metrics: list,
+    judges: list[tuple[str, JudgeClient, str | None, Layout]],
 ) -> Callable[[], None] | None:
     """A batch is paid as a whole once submitted, so a budget is checked before: the projection of what a pass
-    would submit (the requests ``--dry-run --batch`` counts, at the batch price) must fit in what is left."""
+    would submit (the requests ``--dry-run --batch`` counts, at the batch price) must fit in what is left. A
+    panel's projection is every judge's, each at its own model's batch price."""
     settings, res = ctx.client.settings, ctx.resources
     if (settings.max_cost is None and settings.max_total_tokens is None) or not splits:
         return None
@@ -523,8 +546,11 @@ def _batch_budget(
 
     def check() -> None:
         plans = {s: plans_by_split[s] for s in splits}
-        est = project(splits, plans, metrics, ctx.client, res.store, api_key, "auto", res.store_path, ctx.layout)
-        check_batch_budget(ctx.client, est)
+        ests = [
+            (c, project(splits, plans, metrics, c, res.store, key, "auto", res.store_path, layout))
+            for _, c, key, layout in judges
+        ]
+        check_batch_budget(ctx.client, ests[0][1], ests if len(ests) > 1 else None)
 
     return check
 
@@ -640,20 +666,25 @@ def _judge_clients(settings: Settings, api_key: str | None) -> list[JudgeClient]
     """One client per judge (one for a run without a panel): its model, its server, its key."""
     if not settings.models:
         return [JudgeClient(settings, api_key=api_key)]
-    from .recipes import resolve_secret
-
     clients = []
     for judge in settings.judges:
         own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
-        base = own.base_url or constants.default_base_url()
-        key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
-        register(key)
-        if key is None and not has_credentials(base):
-            key = api_key
-        clients.append(JudgeClient(own, api_key=key))
+        clients.append(JudgeClient(own, api_key=_judge_key(judge, settings, api_key)))
     for c in clients:  # max_total_tokens is the run's budget, whichever judge spends it
         c.budget_peers = clients
     return clients
+
+
+def _judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None:
+    """A panel judge's key: its own (``api_key: env:VAR``), else the run's, unless its URL carries credentials."""
+    from .recipes import resolve_secret
+
+    key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
+    register(key)
+    base = judge.base_url or settings.base_url or constants.default_base_url()
+    if key is None and not has_credentials(base):
+        key = api_key
+    return key
 
 
 def _agreement(layout: Layout, results: dict[str, Dataset], plans_by_split: dict[str, list[Plan]]) -> dict:

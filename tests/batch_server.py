@@ -7,9 +7,12 @@ It speaks OpenAI's wire format for ``/v1/files`` (multipart upload, list, retrie
 tests/judge_server.py does. A batch line's reply is the judge server's deterministic reply to the same
 body (its function, imported), so a batch run and an online run get equal replies.
 
-``POST /_admin/config`` sets the modes (``DEFAULTS``, faulty output files included), ``POST /_admin/reset``
+``POST /_admin/config`` sets the modes (``DEFAULTS``, faulty output files included; a key of the judge
+server's own modes, such as ``overrides``, goes to the judge, for its batch lines and its online replies
+alike: two servers, one per judge of a panel, can then answer differently), ``POST /_admin/reset``
 restores them and clears everything, ``GET /_admin/stats`` returns counters: files uploaded, batches
-created, and how many times each request (``custom_id``) was run, that is paid for.
+created, how many times each request (``custom_id``) was run, that is paid for, and the Authorization
+headers the files and batches endpoints were sent (``auth``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import orjson
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
+from judge_server import DEFAULTS as JUDGE_DEFAULTS  # noqa: E402
 from judge_server import Judge  # noqa: E402
 
 DEFAULTS: dict = {
@@ -65,6 +69,8 @@ class BatchService:
         self.batches: dict[str, dict] = {}
         self.tries: dict[str, int] = {}
         self.stats: dict = {"uploads": 0, "creates": 0, "batches": 0, "paid": {}, "deleted": 0, "cancels": 0}
+        self.stats["auth"] = []
+        self.judge.config = copy.deepcopy(JUDGE_DEFAULTS)
         self.judge.reset_stats()
 
     # -- files ------------------------------------------------------------------
@@ -82,7 +88,13 @@ class BatchService:
         self.content[fid] = path
         return self.files[fid]
 
+    def _auth(self, request: web.Request) -> None:
+        auth = request.headers.get("Authorization", "")
+        if auth not in self.stats["auth"]:
+            self.stats["auth"].append(auth)
+
     async def upload(self, request: web.Request) -> web.Response:
+        self._auth(request)
         reader = await request.multipart()
         name, purpose = "upload.jsonl", ""
         path = self.dir / uuid.uuid4().hex
@@ -126,6 +138,7 @@ class BatchService:
     # -- batches ----------------------------------------------------------------
     async def create(self, request: web.Request) -> web.Response:
         body = await request.json()
+        self._auth(request)
         self.stats["creates"] += 1
         held = False
         while self.config["hold_create"]:
@@ -285,7 +298,9 @@ class BatchService:
 
     # -- admin ------------------------------------------------------------------
     async def admin_config(self, request: web.Request) -> web.Response:
-        self.config.update(await request.json())
+        values = await request.json()
+        self.judge.config.update({k: v for k, v in values.items() if k in JUDGE_DEFAULTS and k not in DEFAULTS})
+        self.config.update({k: v for k, v in values.items() if k not in JUDGE_DEFAULTS or k in DEFAULTS})
         return web.json_response(self.config)
 
     async def admin_reset(self, request: web.Request) -> web.Response:

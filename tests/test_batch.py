@@ -407,15 +407,13 @@ def test_replies_of_an_online_run_are_not_submitted(batch, tmp_path):
     assert st["batches"] == 1 and len(st["paid"]) == 2  # only the two new rows went in the batch
 
 
-def test_samples_are_lines_of_their_own_and_a_panel_is_refused(batch, tmp_path):
+def test_samples_are_lines_of_their_own(batch, tmp_path):
     ds = qa_dataset(4)
     expected = rows(run(ds, batch, tmp_path / "online", samples=3))
     batch.reset()
     scored = run(ds, batch, tmp_path / "b", batch=True, samples=3)
     assert rows(scored) == expected
     assert len(batch.stats()["paid"]) == 12  # 3 samples x 4 rows, each its own custom_id
-    with pytest.raises(ConfigError, match="panel"):
-        run(ds, batch, tmp_path / "c", batch=True, models=["a", "b"])
 
 
 def test_logprobs_in_batch_mode_equal_online(batch, tmp_path):
