@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from datasets import Dataset
+from datasets import Dataset, Features, List, Value
 
 from . import logprobs
 from .client import JudgeClient, Outcome
@@ -77,6 +77,36 @@ RECENT_REPLIES = 4096
 # tries of a claim that does not wait for the lock come before one that does (up to the store's lock_wait).
 _POLL_S = 0.02
 _CLAIM_TRIES = 1000
+
+
+def column_types(
+    plans: Sequence[Plan], layout: Layout, with_logprobs: bool = False, token_columns: bool = False
+) -> dict[str, Any]:
+    """Every score column a run writes, in order -> its Arrow type name (``("list", type)`` for a list).
+
+    The one place the output schema comes from: :class:`SplitRun` writes these columns, and every engine
+    declares them (the Dataset's features, a worker's Arrow file, a Ray stage's schema).
+
+    Example:
+        >>> from hf_judge.metrics import load_metric
+        >>> plan = Plan(load_metric("Binary"), {}, 0.0)
+        >>> column_types([plan], Layout(samples=2), token_columns=True)["Binary_samples"]
+        ('list', 'bool')
+    """
+    out: dict[str, Any] = {c: t for p in plans for c, t in layout.column_types(p.metric).items()}
+    if with_logprobs:
+        out.update({c: t for p in plans for c, t in logprobs.columns(p.metric).items()})
+    if token_columns:
+        out.update(dict.fromkeys(TOKEN_COLUMNS, "int64"))
+    return out
+
+
+def column_features(
+    plans: Sequence[Plan], layout: Layout, with_logprobs: bool = False, token_columns: bool = False
+) -> Features:
+    """:func:`column_types` as datasets ``Features``."""
+    types = column_types(plans, layout, with_logprobs, token_columns)
+    return Features({c: List(Value(t[1])) if isinstance(t, tuple) else Value(t) for c, t in types.items()})
 
 
 @contextlib.contextmanager
@@ -187,13 +217,9 @@ class SplitRun:
         self.window = max(window, read_batch)
         self.read_batch = read_batch
         self.max_input_chars = max_input_chars
-        self.columns = [c for p in plans for c in layout.columns(p.metric)]
         self.logprobs = client.settings.logprobs
-        if self.logprobs:
-            self.columns += [c for p in plans for c in logprobs.columns(p.metric)]
+        self.columns = list(column_types(plans, layout, self.logprobs, token_columns))
         self.token_columns = token_columns
-        if token_columns:
-            self.columns += TOKEN_COLUMNS
         self.values: dict[int, dict[str, Any]] = {}
         self.row_pending: dict[int, int] = {}
         self.errors: list[dict[str, Any]] = []
@@ -201,6 +227,10 @@ class SplitRun:
         self.consumed = 0  # rows handed to Dataset.map
         self.want = 0
         self.ready = threading.Event()
+        # The feeder waits here while the window is full; consume() sets it from the main thread.
+        self._room: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._room_wanted = False
         self.failure: BaseException | None = None
         self.tasks: set[asyncio.Task] = set()
         self.scored_rows = 0
@@ -224,6 +254,7 @@ class SplitRun:
 
     # -- feeder (event loop thread) ------------------------------------------
     async def feed(self) -> None:
+        self._loop, self._room = asyncio.get_running_loop(), asyncio.Event()
         self._started = time.perf_counter()
         self._requests0 = self._requests()
         ticker = asyncio.get_running_loop().create_task(self._tick()) if self.on_progress else None
@@ -274,6 +305,33 @@ class SplitRun:
             for t in list(self.tasks):
                 t.cancel()
         self.ready.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Let a feeder waiting for room in the window look again (from any thread)."""
+        loop, room = self._loop, self._room
+        if loop is None or room is None or loop.is_closed():
+            return
+        try:
+            here = asyncio.get_running_loop() is loop
+        except RuntimeError:  # no loop in this thread: the consumer's
+            here = False
+        if here:
+            room.set()
+        else:
+            loop.call_soon_threadsafe(room.set)
+
+    async def _wait_for_room(self, row: int) -> None:
+        """Until the consumer has taken rows, so that at most ``window`` rows are ahead of it (or the run failed)."""
+        room = self._room
+        assert room is not None  # made by feed()
+        while row - self.consumed >= self.window and self.failure is None:
+            self._room_wanted = True  # before the test below: a consume() after it sees the flag and wakes us
+            room.clear()
+            if row - self.consumed < self.window or self.failure is not None:
+                break
+            await room.wait()
+        self._room_wanted = False
 
     async def _read(self) -> AsyncIterator[tuple[int, dict[str, list]]]:
         """The rows to score, in steps of ``read_batch``: (rows, the columns the plans read).
@@ -301,8 +359,8 @@ class SplitRun:
             store.on_company = lambda: loop.call_soon_threadsafe(self._join_company)
         try:
             async for size, batch in self._read():
-                while row - self.consumed >= self.window and self.failure is None:
-                    await asyncio.sleep(0.005)
+                if row - self.consumed >= self.window:
+                    await self._wait_for_room(row)
                 if self.failure is not None:
                     return
                 sends = self.prepare_rows(batch, row, size)
@@ -860,6 +918,8 @@ class SplitRun:
         values = self.values
         rows = [values.pop(r) for r in range(start, stop)]
         self.consumed = stop
+        if self._room_wanted:
+            self._wake()
         self.scored_rows += len(rows)
         if stop - self._released_at >= RELEASE_EVERY:
             # the feeder has read these rows and more; their pages need not stay resident

@@ -30,13 +30,13 @@ import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, Value, concatenate_datasets
 
 from . import constants, logprobs
-from .client import JudgeClient, Stats, has_credentials
+from .client import JudgeClient, Stats, has_credentials, judge_panel
 from .ensemble import Layout
 from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
 from .images import ImageValueError, image_urls, image_variables, saveable
 from .metrics import resolve_metrics
 from .pages import file_paths, release
-from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, read_batches, sparse_gc
+from .pipeline import TOKEN_COLUMNS, LoopThread, Plan, SplitRun, column_features, read_batches, sparse_gc
 from .progress import ProgressBar, ProgressCallback, datasets_bars_off
 from .redact import install_log_filter, register
 from .settings import Settings, check_base_url, public_fields, resolve_settings
@@ -315,7 +315,7 @@ def score_dataset(
     settings = _settings(settings, setting_values)
     _check_batch(settings, ds, use_cache)
     layout = Layout.from_settings(settings)
-    _check_workers(settings, layout, ds)
+    _check_workers(settings, ds)
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     plans_by_split, kept, renamed = _build_plans(
@@ -323,7 +323,8 @@ def score_dataset(
     )
     _check_samples(settings, plans_by_split)
     api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
-    clients = _judge_clients(settings, api_key)
+    specs = _judge_specs(settings, api_key)
+    clients = judge_panel(specs)
     client = clients[0]
     for c in clients:
         c.caching = use_cache
@@ -344,12 +345,16 @@ def score_dataset(
         layout=layout,
         judges=clients,
         api_key=api_key,
+        judge_specs=specs,
     )
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
         from .stream import ScoredIterableDatasetDict, _Streams
 
-        features = {s: _stream_features(d, plans_by_split[s], token_columns, layout) for s, d in splits.items()}
+        features = {
+            s: _stream_features(d, plans_by_split[s], token_columns, layout, settings.logprobs)
+            for s, d in splits.items()
+        }
         store_path = cache_root / "replies.sqlite3" if use_cache else None
         streams = _Streams(ctx, splits, plans_by_split, features, errors, store_path)  # type: ignore[arg-type,unused-ignore]
         return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
@@ -384,13 +389,8 @@ def score_dataset(
     return out
 
 
-def _check_workers(settings: Settings, layout: Layout, ds: object) -> None:
-    """``num_workers`` > 1 runs plain judging of a Dataset on disk; anything else is a ConfigError, before any work."""
-    if settings.num_workers > 1 and (not layout.plain or settings.logprobs):
-        raise ConfigError(
-            "num_workers (--workers) runs one judge with one sample per request, without logprobs, for now; a panel "
-            "of judges, samples > 1 or logprobs run in one process: leave num_workers at 1 for this run"
-        )
+def _check_workers(settings: Settings, ds: object) -> None:
+    """``num_workers`` > 1 shards a Dataset on disk; a stream is a ConfigError, before any work."""
     if settings.num_workers > 1 and isinstance(ds, (IterableDataset, IterableDatasetDict)):
         raise ConfigError(
             "num_workers (--workers) shards a Dataset on local disk; a stream (streaming=True, --streaming) is "
@@ -626,11 +626,17 @@ def _check_samples(settings: Settings, plans_by_split: dict[str, list[Plan]]) ->
 
 def _judge_clients(settings: Settings, api_key: str | None) -> list[JudgeClient]:
     """One client per judge (one for a run without a panel): its model, its server, its key."""
+    return judge_panel(_judge_specs(settings, api_key))
+
+
+def _judge_specs(settings: Settings, api_key: str | None) -> list[tuple[Settings, str | None]]:
+    """Each judge's settings and key, resolved here (picklable: what a worker process or a Ray actor builds
+    the panel's clients from, with :func:`hf_judge.client.judge_panel`)."""
     if not settings.models:
-        return [JudgeClient(settings, api_key=api_key)]
+        return [(settings, api_key)]
     from .recipes import resolve_secret
 
-    clients = []
+    specs: list[tuple[Settings, str | None]] = []
     for judge in settings.judges:
         own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
         base = own.base_url or constants.default_base_url()
@@ -638,10 +644,8 @@ def _judge_clients(settings: Settings, api_key: str | None) -> list[JudgeClient]
         register(key)
         if key is None and not has_credentials(base):
             key = api_key
-        clients.append(JudgeClient(own, api_key=key))
-    for c in clients:  # max_total_tokens is the run's budget, whichever judge spends it
-        c.budget_peers = clients
-    return clients
+        specs.append((own, key))
+    return specs
 
 
 def _agreement(layout: Layout, results: dict[str, Dataset], plans_by_split: dict[str, list[Plan]]) -> dict:
@@ -795,6 +799,7 @@ class _SplitContext:
     layout: Layout = field(default_factory=Layout)
     judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
     api_key: str | None = None  # for the worker processes of num_workers
+    judge_specs: list[tuple[Settings, str | None]] = field(default_factory=list)  # what workers build `judges` from
     resources: _RunResources | None = None
     unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -811,11 +816,7 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
     if not plans:  # every metric's columns were kept
         return base
     fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
-    features = Features({c: f for p in plans for c, f in ctx.layout.features(p.metric).items()})
-    if ctx.client.settings.logprobs:  # in the order of SplitRun.columns
-        features.update({c: Value(t) for p in plans for c, t in logprobs.columns(p.metric).items()})
-    if ctx.token_columns:
-        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
+    features = column_features(plans, ctx.layout, ctx.client.settings.logprobs, ctx.token_columns)
     if len(d) == 0:
         # Nothing to send or to cache. Not through a run: datasets' map returns an empty input as it is, without
         # the new columns or the file _fresh_run moves into the cache, and concatenate_datasets drops an empty one.
@@ -865,6 +866,8 @@ def _workers_run(
             plans=plans,
             settings=client.settings,
             api_key=ctx.api_key,
+            judges=ctx.judge_specs,
+            layout=ctx.layout,
             store_path=ctx.cache_root / "replies.sqlite3" if ctx.use_cache else None,
             features=features,
             out=folder / f"{fp}-{i}.arrow",
@@ -877,13 +880,15 @@ def _workers_run(
     progress = ctx.progress
     bar = ProgressBar(split, len(d)) if progress is True else None
     on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
-    current = (split, cache_file if ctx.use_cache else None, _counters([client]), time.perf_counter())
+    judges = ctx.judges or [client]
+    current = (split, cache_file if ctx.use_cache else None, _counters(judges), time.perf_counter())
 
     def checkpoint() -> None:  # as _Checkpoints does for one process: a kill -9 keeps the counters so far
-        _write_runs(cache_file, ctx.run_id, _run_entry(ctx.summary, current, [client], ctx.run_id, ctx.run_started))
+        _write_runs(cache_file, ctx.run_id, _run_entry(ctx.summary, current, judges, ctx.run_id, ctx.run_started))
 
     try:
-        paths, shard_errors = score_split(jobs, client.stats, on_progress, checkpoint if ctx.use_cache else None)
+        stats = [j.stats for j in judges]
+        paths, shard_errors = score_split(jobs, stats, on_progress, checkpoint if ctx.use_cache else None)
         errors.extend(shard_errors)
         if not ctx.use_cache:
             concat_arrow(paths, folder / "scores.arrow")
@@ -899,7 +904,7 @@ def _workers_run(
         if bar is not None:
             bar.close()
         shutil.rmtree(folder, ignore_errors=True)
-        _record_run(ctx.summary, current, [client], ctx.run_id, ctx.run_started)
+        _record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
 
 
 def _fresh_run(
@@ -1104,13 +1109,13 @@ def _existing_columns(
     return todo, kept, drop
 
 
-def _stream_features(d: IterableDataset, plans: list[Plan], token_columns: bool, layout: Layout) -> Features:
+def _stream_features(
+    d: IterableDataset, plans: list[Plan], token_columns: bool, layout: Layout, with_logprobs: bool = False
+) -> Features:
     """A streamed split's output features: its own, then the score columns (as ``_score_split`` orders them)."""
-    scores = {c: f for p in plans for c, f in layout.features(p.metric).items()}
-    features = Features({**(d.features or {}), **scores})
-    if token_columns and plans:
-        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
-    return features
+    return Features(
+        {**(d.features or {}), **column_features(plans, layout, with_logprobs, token_columns and bool(plans))}
+    )
 
 
 def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: dict[str, list[Plan]]) -> list[dict]:
