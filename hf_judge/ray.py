@@ -321,14 +321,17 @@ def score_dataset_on_ray(
     from datasets import IterableDataset, IterableDatasetDict
 
     from .client import JudgeClient
+    from .ensemble import Layout
     from .metrics import resolve_metrics
     from .score import (
         _RUN_COUNTERS,
         ERROR_FEATURES,
         ERRORS_SPLIT,
         ScoredDatasetDict,
+        _agreement,
         _as_splits,
         _column_mapping,
+        _judge_specs,
         _new_summary,
         _settings,
     )
@@ -397,8 +400,15 @@ def score_dataset_on_ray(
     )
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
-    client = JudgeClient(shown, api_key=None)  # for the summary's server name only: sends nothing
-    out.summary = _new_summary(settings, client, loaded, splits, {s: [] for s in splits}, {s: {} for s in splits})
+    layout = Layout.from_settings(settings)
+    # for the summary's model and server names only: they send nothing
+    clients = [JudgeClient(s, api_key=None) for s, _ in _judge_specs(shown, None)]
+    out.summary = _new_summary(
+        settings, clients[0], loaded, splits, {s: [] for s in splits}, {s: {} for s in splits}, layout, clients
+    )
+    if layout.panel:
+        plans = [Plan(m, {}, 0.0) for m in loaded]
+        out.summary.agreement = _agreement(layout, results, {s: plans for s in results})
     out.summary.column_mapping = _column_mapping(loaded, columns, splits)
     out.summary.rows = {s: len(d) for s, d in results.items()}
     out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))
