@@ -344,14 +344,14 @@ def score_dataset_on_ray(
         )
     if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
         raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
+    settings = _settings(settings, setting_values)
+    _check_fleet(settings, base_urls)  # before a cluster is started or joined
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
         _check_address(address)
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
-    settings = _settings(settings, setting_values)
-    _check_fleet(settings, base_urls)
     splits, _ = _as_splits(ds)
     started = time.monotonic()
     actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))

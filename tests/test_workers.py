@@ -13,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from datasets import Dataset
 from helpers import qa_dataset, score
 from judge_fixture import JudgeServer
