@@ -73,7 +73,10 @@ def score_ray_dataset(
     """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
 
     ``base_urls``: the judge fleet (replicas of one model); default: the
-    ``base_url`` setting. ``concurrency``: actors, as ``map_batches`` means it
+    ``base_url`` setting. A panel (``models``) sends each judge's requests to
+    its own ``base_url`` instead (with ``base_urls`` it is a ConfigError).
+    Samples, panels and ``logprobs`` add the columns they add in
+    :func:`hf_judge.score_dataset`. ``concurrency``: actors, as ``map_batches`` means it
     (an int, or ``(min, max)`` to autoscale); ``in_flight``: requests in flight
     per actor (the ``concurrency`` setting of :func:`hf_judge.score_dataset`).
     ``cache_dir``: the reply store, a local path of each node (not a network
