@@ -1,7 +1,8 @@
 """Every engine x every way of judging a row: equal to the in-process result, or a documented ConfigError.
 
 One parametrized test over engine (a Dataset in one process, a stream, ``num_workers=2``, batch mode, Ray)
-and feature (one reply, samples, a panel, logprobs and their combinations). The reference of a feature is the
+and feature (one reply, samples, a panel, logprobs and their combinations, token columns, a comparative judge
+in both orders). The reference of a feature is the
 in-process result, computed once per module; each cell scores the same rows with a fresh reply store, so it
 sends its own requests, and compares every column of the split and the ``errors`` split with it.
 """
@@ -24,6 +25,9 @@ FEATURES = {
     "logprobs": {"logprobs": True},
     "logprobs+samples": {"logprobs": True, "samples": 3, "temperature": 0.7},
     "logprobs+panel": {"logprobs": True, "models": "a,b"},
+    # not settings: what else a run is asked for
+    "token_columns": {"token_columns": True},
+    "comparative": {"metrics": ["Comparative"], "columns": {"response1": "answer", "response2": "prediction"}},
 }
 # Combinations refused on this branch, with the words of their ConfigError (see the README, "What combines").
 # The core does not combine logprobs with several replies per row yet, and batch mode sends to one model.
@@ -52,19 +56,26 @@ def _data() -> Dataset:
     )
 
 
+def _job(feature: str) -> dict:
+    """The keyword arguments of a feature's run: metrics, columns and the rest."""
+    kw = {"metrics": METRICS, "columns": COLUMNS, **FEATURES[feature]}
+    kw["metrics"], kw["columns"] = list(kw["metrics"]), dict(kw["columns"])
+    return kw
+
+
 def _score(ds, server, cache, feature: str, **kw):
     fast = Settings(model="judge", backoff_base=0.001, backoff_max=0.01, batch_poll_s=0.01)
+    job = _job(feature)
     return score_dataset(
         ds,
-        METRICS,
+        job.pop("metrics"),
         settings=fast,
         base_url=server.base_url,
         api_key="sk-test",
         cache_dir=cache,
-        columns=COLUMNS,
         progress=False,
         retries=0,
-        **FEATURES[feature],
+        **job,
         **kw,
     )
 
@@ -125,18 +136,18 @@ def _run(engine: str, feature: str, judge, batch_server, tmp_path, request):
     request.getfixturevalue("ray_cluster")
     from hf_judge.ray import score_dataset_on_ray
 
+    job = _job(feature)
     return score_dataset_on_ray(
         _data(),
-        METRICS,
+        job.pop("metrics"),
         settings=Settings(model="judge", backoff_base=0.001, backoff_max=0.01),
         base_urls=None if "panel" in feature else [judge.base_url],  # a fleet is one judge's replicas
         base_url=judge.base_url,
         api_key="sk-test",
         cache_dir=cache,
-        columns=COLUMNS,
         actors=1,
         retries=0,
-        **FEATURES[feature],
+        **job,
     )
 
 
@@ -156,6 +167,7 @@ def test_engine_x_feature_equals_the_in_process_result(engine, feature, judge, r
     for c in expected:
         assert got[c] == expected[c], f"column {c!r}"
     assert _errors(out["errors"]) == expected_errors
-    assert [e["row"] for e in expected_errors] == [2, 2] and {e["kind"] for e in expected_errors} == {"null_input"}
+    assert {(e["row"], e["kind"]) for e in expected_errors} == {(2, "null_input")}, "the null answer, in every metric"
+    assert len(expected_errors) == len(_job(feature)["metrics"])
     if engine in ("dataset", "workers", "ray"):  # a stream's summary is made as it is read; batch lines are no requests
         assert _summary(out.summary) == expected_summary
