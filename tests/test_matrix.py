@@ -114,7 +114,8 @@ def ray_cluster():
     ray = pytest.importorskip("ray")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False)
+        if not ray.is_initialized():  # another test of this process may have left one running
+            ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False)
         try:
             yield ray
         finally:
