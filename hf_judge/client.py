@@ -45,7 +45,7 @@ import re
 import socket
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -957,3 +957,17 @@ class JudgeClient:
                     f"the token budget max_total_tokens={self.max_total_tokens} is used up ({used} tokens). "
                     f"Raise it, then {self.resume_hint()}"
                 )
+
+
+def judge_panel(specs: Sequence[tuple[Settings, str | None]]) -> list[JudgeClient]:
+    """One client per judge from its (settings, api key); ``max_total_tokens`` counts the tokens of them all.
+
+    Example:
+        >>> a, b = judge_panel([(Settings(model="m1"), None), (Settings(model="m2"), None)])
+        >>> a.budget_peers == [a, b]
+        True
+    """
+    clients = [JudgeClient(s, api_key=key) for s, key in specs]
+    for c in clients:  # the run's budget, whichever judge spends it
+        c.budget_peers = clients
+    return clients

@@ -197,6 +197,10 @@ class SplitRun:
         self.consumed = 0  # rows handed to Dataset.map
         self.want = 0
         self.ready = threading.Event()
+        # The feeder waits here while the window is full; consume() sets it from the main thread.
+        self._room: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._room_wanted = False
         self.failure: BaseException | None = None
         self.tasks: set[asyncio.Task] = set()
         self.scored_rows = 0
@@ -220,6 +224,7 @@ class SplitRun:
 
     # -- feeder (event loop thread) ------------------------------------------
     async def feed(self) -> None:
+        self._loop, self._room = asyncio.get_running_loop(), asyncio.Event()
         self._started = time.perf_counter()
         self._requests0 = self._requests()
         ticker = asyncio.get_running_loop().create_task(self._tick()) if self.on_progress else None
@@ -270,6 +275,33 @@ class SplitRun:
             for t in list(self.tasks):
                 t.cancel()
         self.ready.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Let a feeder waiting for room in the window look again (from any thread)."""
+        loop, room = self._loop, self._room
+        if loop is None or room is None or loop.is_closed():
+            return
+        try:
+            here = asyncio.get_running_loop() is loop
+        except RuntimeError:  # no loop in this thread: the consumer's
+            here = False
+        if here:
+            room.set()
+        else:
+            loop.call_soon_threadsafe(room.set)
+
+    async def _wait_for_room(self, row: int) -> None:
+        """Until the consumer has taken rows, so that at most ``window`` rows are ahead of it (or the run failed)."""
+        room = self._room
+        assert room is not None  # made by feed()
+        while row - self.consumed >= self.window and self.failure is None:
+            self._room_wanted = True  # before the test below: a consume() after it sees the flag and wakes us
+            room.clear()
+            if row - self.consumed < self.window or self.failure is not None:
+                break
+            await room.wait()
+        self._room_wanted = False
 
     async def _read(self) -> AsyncIterator[tuple[int, dict[str, list]]]:
         """The rows to score, in steps of ``read_batch``: (rows, the columns the plans read).
@@ -297,8 +329,8 @@ class SplitRun:
             store.on_company = lambda: loop.call_soon_threadsafe(self._join_company)
         try:
             async for size, batch in self._read():
-                while row - self.consumed >= self.window and self.failure is None:
-                    await asyncio.sleep(0.005)
+                if row - self.consumed >= self.window:
+                    await self._wait_for_room(row)
                 if self.failure is not None:
                     return
                 sends = self.prepare_rows(batch, row, size)
@@ -871,6 +903,8 @@ class SplitRun:
         values = self.values
         rows = [values.pop(r) for r in range(start, stop)]
         self.consumed = stop
+        if self._room_wanted:
+            self._wake()
         self.scored_rows += len(rows)
         if stop - self._released_at >= RELEASE_EVERY:
             # the feeder has read these rows and more; their pages need not stay resident

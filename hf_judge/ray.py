@@ -34,11 +34,12 @@ from datasets import Dataset, DatasetDict, Features
 
 from . import constants
 from .errors import ConfigError
-from .pipeline import TOKEN_COLUMNS, LoopThread, Plan
+from .pipeline import LoopThread, Plan, score_features
 
 if TYPE_CHECKING:
     import ray.data
 
+    from .ensemble import Layout
     from .score import ScoredDatasetDict
     from .settings import Settings
 
@@ -72,7 +73,10 @@ def score_ray_dataset(
     """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
 
     ``base_urls``: the judge fleet (replicas of one model); default: the
-    ``base_url`` setting. ``concurrency``: actors, as ``map_batches`` means it
+    ``base_url`` setting. A panel (``models``) sends each judge's requests to
+    its own ``base_url`` instead (with ``base_urls`` it is a ConfigError).
+    Samples, panels and ``logprobs`` add the columns they add in
+    :func:`hf_judge.score_dataset`. ``concurrency``: actors, as ``map_batches`` means it
     (an int, or ``(min, max)`` to autoscale); ``in_flight``: requests in flight
     per actor (the ``concurrency`` setting of :func:`hf_judge.score_dataset`).
     ``cache_dir``: the reply store, a local path of each node (not a network
@@ -92,16 +96,18 @@ def score_ray_dataset(
         ... )
         >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
     """
+    from .ensemble import Layout
     from .images import image_variables
     from .metrics import resolve_metrics
     from .redact import install_log_filter
-    from .score import _api_key, _preflight, _settings
+    from .score import _api_key, _check_samples, _judge_specs, _preflight, _settings
 
     install_log_filter()
     if in_flight is not None:
         setting_values["concurrency"] = in_flight
     settings = _settings(settings, setting_values)
-    _check_plain(settings)
+    layout = Layout.from_settings(settings)
+    _check_fleet(settings, base_urls)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     names = ds.schema().names
     mapping = dict(columns or {})
@@ -113,7 +119,8 @@ def score_ray_dataset(
         )
         for m in loaded
     ]
-    clash = sorted({c for p in plans for c in p.metric.columns} & set(names))
+    features = score_features([p.metric for p in plans], layout, settings.logprobs, token_columns)  # SplitRun's
+    clash = sorted(set(features) & set(names))
     if clash:
         raise ConfigError(f"the dataset already has the columns {clash} that these metrics write; drop them first")
     first = ds.take(1)
@@ -122,14 +129,12 @@ def score_ray_dataset(
         p.images = image_variables(p.metric, p.columns, sample.features if sample is not None else Features())
     if sample is not None:
         _preflight("train", sample, plans)
+    _check_samples(settings, {"train": plans})
     urls = list(base_urls or [settings.base_url or constants.default_base_url()])
     key = _api_key(settings.model_copy(update={"base_url": urls[0]}), api_key, needed=True)
+    # a panel: each judge's settings and key, resolved here; each actor builds one client per judge from them
+    judges = _judge_specs(settings, key) if layout.panel else []
     root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
-    features = Features({c: f for p in plans for c, f in p.metric.features.items()})
-    if token_columns:
-        from datasets import Value
-
-        features.update({c: Value("int64") for c in TOKEN_COLUMNS})
     import ray.data
 
     # Ray 2.51 deprecated map_batches(concurrency=): an actor pool says the same
@@ -149,6 +154,8 @@ def score_ray_dataset(
             "schema": features.arrow_schema,
             "token_columns": token_columns,
             "batch_stats": _batch_stats,
+            "judges": judges,
+            "layout": layout,
         },
         batch_format="pyarrow",
         batch_size=batch_size,
@@ -158,13 +165,13 @@ def score_ray_dataset(
     )
 
 
-def _check_plain(settings: Settings) -> None:
-    from .ensemble import Layout
-
-    if not Layout.from_settings(settings).plain or settings.logprobs:
+def _check_fleet(settings: Settings, base_urls: list[str] | None) -> None:
+    """``base_urls`` are replicas of one model; a panel names each judge's server in ``models`` instead."""
+    if settings.models and len(settings.judges) > 1 and base_urls:
         raise ConfigError(
-            "scoring on Ray runs one judge with one sample per request, without logprobs, for now; a panel of "
-            "judges, samples > 1 or logprobs run with hf_judge.score_dataset in one process"
+            "base_urls (a fleet of replicas of one model) applies to a single judge; a panel of judges names each "
+            "judge's server in models= (e.g. models=[{'model': 'a', 'base_url': 'http://gpu1:8000/v1'}, ...]): "
+            "drop base_urls, or score with one judge"
         )
 
 
@@ -195,7 +202,10 @@ class _Scorer:
         schema: pa.Schema,
         token_columns: bool,
         batch_stats: bool = False,
+        judges: list[tuple[Settings, str | None]] | None = None,
+        layout: Layout | None = None,
     ):
+        from .client import JudgeClient, judge_panel
         from .fleet import FleetClient
         from .redact import install_log_filter, register
         from .store import ReplyStore
@@ -206,11 +216,17 @@ class _Scorer:
         self.schema = schema
         self.settings = settings
         self.token_columns = token_columns
-        self.client = FleetClient(settings, base_urls, api_key=api_key)
-        self.client.caching = store_path is not None
+        self.layout = layout
+        # one judge: a client over the fleet's replicas; a panel: one client per judge, each on its own server
+        self.judges: list[JudgeClient] = (
+            judge_panel(judges) if judges else [FleetClient(settings, base_urls, api_key=api_key)]
+        )
+        self.client = self.judges[0]
         self.store = ReplyStore(Path(store_path), shared=True) if store_path is not None else None
         self.loop = LoopThread()
-        self.loop.run(self.client.open())
+        for c in self.judges:
+            c.caching = store_path is not None
+            self.loop.run(c.open())
         self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
         self.batch_stats = batch_stats
         self.reported: dict[str, Any] = {}  # the counters up to the last batch
@@ -227,6 +243,8 @@ class _Scorer:
                 self.store,
                 max_input_chars=self.settings.max_input_chars,
                 token_columns=self.token_columns,
+                judges=self.judges,
+                layout=self.layout,
             )
         )
         if self.store is not None:
@@ -245,9 +263,9 @@ class _Scorer:
 
     def _moved(self) -> str:
         """The client's counters since the last batch, as JSON: this batch's requests, tokens, retries, failures."""
-        from .score import _RUN_COUNTERS
+        from .score import _RUN_COUNTERS, _total_stats
 
-        s = self.client.stats
+        s = _total_stats(self.judges)
         now: dict[str, Any] = {k: getattr(s, k) for k in _RUN_COUNTERS}
         now["failures"] = dict(s.failures)
         before = self.reported
@@ -259,7 +277,8 @@ class _Scorer:
 
     def __del__(self) -> None:
         try:
-            self.loop.run(self.client.close(), timeout=10)
+            for c in self.judges:
+                self.loop.run(c.close(), timeout=10)
             self.loop.stop()
             if self.store is not None:
                 self.store.flush(30)
@@ -305,14 +324,17 @@ def score_dataset_on_ray(
     from datasets import IterableDataset, IterableDatasetDict
 
     from .client import JudgeClient
+    from .ensemble import Layout
     from .metrics import resolve_metrics
     from .score import (
         _RUN_COUNTERS,
         ERROR_FEATURES,
         ERRORS_SPLIT,
         ScoredDatasetDict,
+        _agreement,
         _as_splits,
         _column_mapping,
+        _judge_specs,
         _new_summary,
         _settings,
     )
@@ -325,14 +347,14 @@ def score_dataset_on_ray(
         )
     if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
         raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
+    settings = _settings(settings, setting_values)
+    _check_fleet(settings, base_urls)  # before a cluster is started or joined
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
         _check_address(address)
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
-    settings = _settings(settings, setting_values)
-    _check_plain(settings)
     splits, _ = _as_splits(ds)
     started = time.monotonic()
     actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -381,8 +403,15 @@ def score_dataset_on_ray(
     )
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
-    client = JudgeClient(shown, api_key=None)  # for the summary's server name only: sends nothing
-    out.summary = _new_summary(settings, client, loaded, splits, {s: [] for s in splits}, {s: {} for s in splits})
+    layout = Layout.from_settings(settings)
+    # for the summary's model and server names only: they send nothing
+    clients = [JudgeClient(s, api_key=None) for s, _ in _judge_specs(shown, None)]
+    out.summary = _new_summary(
+        settings, clients[0], loaded, splits, {s: [] for s in splits}, {s: {} for s in splits}, layout, clients
+    )
+    if layout.panel:
+        plans = [Plan(m, {}, 0.0) for m in loaded]
+        out.summary.agreement = _agreement(layout, results, {s: plans for s in results})
     out.summary.column_mapping = _column_mapping(loaded, columns, splits)
     out.summary.rows = {s: len(d) for s, d in results.items()}
     out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))

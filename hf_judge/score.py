@@ -31,7 +31,7 @@ import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, Value, concatenate_datasets
 
 from . import constants, logprobs
-from .client import JudgeClient, Stats, has_credentials
+from .client import JudgeClient, Stats, has_credentials, judge_panel
 from .ensemble import Layout
 from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
 from .images import ImageValueError, image_urls, image_variables, saveable
@@ -325,7 +325,7 @@ def score_dataset(
     settings = _settings(settings, setting_values)
     _check_batch(settings, ds, use_cache)
     layout = Layout.from_settings(settings)
-    _check_workers(settings, layout, ds)
+    _check_workers(settings, ds)
     splits, earlier_errors = _as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     plans_by_split, kept, renamed = _build_plans(
@@ -333,7 +333,8 @@ def score_dataset(
     )
     _check_samples(settings, plans_by_split)
     api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
-    clients = _judge_clients(settings, api_key)
+    specs = _judge_specs(settings, api_key)
+    clients = judge_panel(specs)
     client = clients[0]
     for c in clients:
         c.caching = use_cache
@@ -354,6 +355,7 @@ def score_dataset(
         layout=layout,
         judges=clients,
         api_key=api_key,
+        judge_specs=specs,
     )
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
@@ -397,13 +399,8 @@ def score_dataset(
     return out
 
 
-def _check_workers(settings: Settings, layout: Layout, ds: object) -> None:
-    """``num_workers`` > 1 runs plain judging of a Dataset on disk; anything else is a ConfigError, before any work."""
-    if settings.num_workers > 1 and (not layout.plain or settings.logprobs):
-        raise ConfigError(
-            "num_workers (--workers) runs one judge with one sample per request, without logprobs, for now; a panel "
-            "of judges, samples > 1 or logprobs run in one process: leave num_workers at 1 for this run"
-        )
+def _check_workers(settings: Settings, ds: object) -> None:
+    """``num_workers`` > 1 shards a Dataset on disk; a stream is a ConfigError, before any work."""
     if settings.num_workers > 1 and isinstance(ds, (IterableDataset, IterableDatasetDict)):
         raise ConfigError(
             "num_workers (--workers) shards a Dataset on local disk; a stream (streaming=True, --streaming) is "
@@ -664,15 +661,19 @@ def _check_samples(settings: Settings, plans_by_split: dict[str, list[Plan]]) ->
 
 def _judge_clients(settings: Settings, api_key: str | None) -> list[JudgeClient]:
     """One client per judge (one for a run without a panel): its model, its server, its key."""
+    return judge_panel(_judge_specs(settings, api_key))
+
+
+def _judge_specs(settings: Settings, api_key: str | None) -> list[tuple[Settings, str | None]]:
+    """Each judge's settings and key, resolved here (picklable: what a worker process or a Ray actor builds
+    the panel's clients from, with :func:`hf_judge.client.judge_panel`)."""
     if not settings.models:
-        return [JudgeClient(settings, api_key=api_key)]
-    clients = []
+        return [(settings, api_key)]
+    specs: list[tuple[Settings, str | None]] = []
     for judge in settings.judges:
         own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
-        clients.append(JudgeClient(own, api_key=_judge_key(judge, settings, api_key)))
-    for c in clients:  # max_total_tokens is the run's budget, whichever judge spends it
-        c.budget_peers = clients
-    return clients
+        specs.append((own, _judge_key(judge, settings, api_key)))
+    return specs
 
 
 def _judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None:
@@ -837,6 +838,7 @@ class _SplitContext:
     layout: Layout = field(default_factory=Layout)
     judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
     api_key: str | None = None  # for the worker processes of num_workers
+    judge_specs: list[tuple[Settings, str | None]] = field(default_factory=list)  # what workers build `judges` from
     resources: _RunResources | None = None
     unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -903,6 +905,8 @@ def _workers_run(
             plans=plans,
             settings=client.settings,
             api_key=ctx.api_key,
+            judges=ctx.judge_specs,
+            layout=ctx.layout,
             store_path=ctx.cache_root / "replies.sqlite3" if ctx.use_cache else None,
             features=features,
             out=folder / f"{fp}-{i}.arrow",
@@ -915,13 +919,15 @@ def _workers_run(
     progress = ctx.progress
     bar = ProgressBar(split, len(d)) if progress is True else None
     on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
-    current = (split, cache_file if ctx.use_cache else None, _counters([client]), time.perf_counter())
+    judges = ctx.judges or [client]
+    current = (split, cache_file if ctx.use_cache else None, _counters(judges), time.perf_counter())
 
     def checkpoint() -> None:  # as _Checkpoints does for one process: a kill -9 keeps the counters so far
-        _write_runs(cache_file, ctx.run_id, _run_entry(ctx.summary, current, [client], ctx.run_id, ctx.run_started))
+        _write_runs(cache_file, ctx.run_id, _run_entry(ctx.summary, current, judges, ctx.run_id, ctx.run_started))
 
     try:
-        paths, shard_errors = score_split(jobs, client.stats, on_progress, checkpoint if ctx.use_cache else None)
+        stats = [j.stats for j in judges]
+        paths, shard_errors = score_split(jobs, stats, on_progress, checkpoint if ctx.use_cache else None)
         errors.extend(shard_errors)
         if not ctx.use_cache:
             concat_arrow(paths, folder / "scores.arrow")
@@ -937,7 +943,7 @@ def _workers_run(
         if bar is not None:
             bar.close()
         shutil.rmtree(folder, ignore_errors=True)
-        _record_run(ctx.summary, current, [client], ctx.run_id, ctx.run_started)
+        _record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
 
 
 def _fresh_run(

@@ -45,9 +45,10 @@ from typing import Any
 import pyarrow as pa
 from datasets import Dataset, Features
 
-from .client import JudgeClient, Stats
+from .client import Stats, judge_panel
+from .ensemble import Layout
 from .errors import RunStopped, WorkerDiedError
-from .pipeline import LoopThread, Plan, sparse_gc
+from .pipeline import LoopThread, Plan, SplitRun, sparse_gc
 from .progress import INTERVAL, Progress, ProgressCallback
 from .settings import Settings
 
@@ -84,6 +85,9 @@ class ShardJob:
     window: int
     max_input_chars: int | None
     token_columns: bool
+    # a panel: each judge's (settings, key), resolved by the parent; () for one judge (`settings`, `api_key`)
+    judges: Sequence[tuple[Settings, str | None]] = ()
+    layout: Layout | None = None  # samples, judges and aggregator, as SplitRun takes them
 
 
 def shard_bounds(n: int, workers: int) -> list[tuple[int, int]]:
@@ -105,13 +109,13 @@ def shard_bounds(n: int, workers: int) -> list[tuple[int, int]]:
 
 def score_split(
     jobs: list[ShardJob],
-    stats: Stats,
+    stats: Sequence[Stats],
     on_progress: ProgressCallback | None = None,
     on_checkpoint: Callable[[], object] | None = None,
 ) -> tuple[list[Path], list[dict[str, Any]]]:
     """Run one worker process per job; (their Arrow files in shard order, their error rows in row order).
 
-    The workers' counters are added to ``stats``, also those of a worker that
+    The workers' counters are added to ``stats`` (one per judge), also those of a worker that
     was interrupted or died (up to its last report); ``on_checkpoint`` is
     called every ``history_every_s`` with ``stats`` holding the counters so far.
     Raises what a worker raised, :class:`WorkerDiedError` for a worker that
@@ -120,7 +124,7 @@ def score_split(
     # forkserver: a clean single-threaded server imports hf_judge and datasets once (~2-3 s of CPU), and
     # each worker is a fork of it; spawn paid those imports in every worker of every run.
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["hf_judge.workers", "hf_judge.batchscore"])
+    ctx.set_forkserver_preload(["hf_judge.workers"])
     messages = ctx.Queue()
     # the workers' end of a pipe that nobody writes to: it reads EOF when this process is gone (kill -9)
     parent_alive, alive_w = ctx.Pipe(duplex=False)
@@ -128,7 +132,7 @@ def score_split(
         ctx.Process(target=_work, args=(job, messages, parent_alive), name=f"hf_judge-worker-{job.index}")
         for job in jobs
     ]
-    tally = _Tally(copy.deepcopy(stats), procs)
+    tally = _Tally([copy.deepcopy(s) for s in stats], procs)
     total = sum(j.stop - j.start for j in jobs)
     started = time.perf_counter()
     last_report = last_checkpoint = started
@@ -247,10 +251,10 @@ def _join(procs: list) -> None:
 class _Tally:
     """What the parent knows of its workers: their progress, counters, results, deaths and the first failure."""
 
-    def __init__(self, base: Stats, procs: list) -> None:
-        self.base, self.procs = base, procs  # base: the counters before the workers started
+    def __init__(self, base: list[Stats], procs: list) -> None:
+        self.base, self.procs = base, procs  # base: each judge's counters before the workers started
         self.progress: dict[int, tuple[int, int, int, int]] = {}
-        self.counted: dict[int, Stats] = {}  # each worker's counters: its last report, then its final ones
+        self.counted: dict[int, list[Stats]] = {}  # each worker's counters per judge: its last report, then its final
         self.done: dict[int, dict[str, Any]] = {}
         self.died: dict[int, int | None] = {}
         self.failure: BaseException | None = None
@@ -288,18 +292,24 @@ class _Tally:
             if all(i in self.done or not p.is_alive() for i, p in enumerate(self.procs)):
                 return
 
-    def add_to(self, stats: Stats) -> None:
-        """Set ``stats`` to the counters before the workers plus what each worker reported last."""
-        total = copy.deepcopy(self.base)
-        for s in self.counted.values():
-            for name in _SUMMED:
-                setattr(total, name, getattr(total, name) + getattr(s, name))
-            total.failures.update(s.failures)
-            total.statuses.update(s.statuses)
-            if s.structured_output != "json_schema":
-                total.structured_output = s.structured_output
-            total.notes.extend(n for n in s.notes if n not in total.notes)
-        stats.__dict__.update(total.__dict__)
+    def add_to(self, stats: Sequence[Stats]) -> None:
+        """Set each judge's ``stats`` to its counters before the workers plus what each worker reported last."""
+        for judge, into in enumerate(stats):
+            total = copy.deepcopy(self.base[judge])
+            for per_judge in self.counted.values():
+                if judge < len(per_judge):  # a worker that failed before it had clients reports none
+                    _add(total, per_judge[judge])
+            into.__dict__.update(total.__dict__)
+
+
+def _add(total: Stats, s: Stats) -> None:
+    for name in _SUMMED:
+        setattr(total, name, getattr(total, name) + getattr(s, name))
+    total.failures.update(s.failures)
+    total.statuses.update(s.statuses)
+    if s.structured_output != "json_schema":
+        total.structured_output = s.structured_output
+    total.notes.extend(n for n in s.notes if n not in total.notes)
 
 
 def _unpickle_error(payload: bytes) -> BaseException:
@@ -325,7 +335,7 @@ def _work(job: ShardJob, messages: Any, parent_alive: Any) -> None:
 
     signal.signal(signal.SIGINT, on_sigint)
     orphaned = _watch_parent(parent_alive)
-    box: dict[str, Stats] = {}
+    box: dict[str, list[Stats]] = {}
 
     def report(p: tuple[int, int, int, int]) -> None:
         if not orphaned.is_set():  # a copy: the queue pickles it later, in its own thread
@@ -334,14 +344,14 @@ def _work(job: ShardJob, messages: Any, parent_alive: Any) -> None:
     try:
         result = _score_shard(job, report, box)
     except KeyboardInterrupt:
-        _last_word(messages, ("interrupted", job.index, (None, box.get("stats", Stats()))), orphaned)
+        _last_word(messages, ("interrupted", job.index, (None, box.get("stats", []))), orphaned)
         return
     except BaseException as e:  # noqa: BLE001 - handed to the parent
         try:
             payload = pickle.dumps(e)
         except Exception:  # noqa: BLE001
             payload = pickle.dumps(RunStopped(f"worker {job.index + 1}: {type(e).__name__}: {e}"))
-        _last_word(messages, ("error", job.index, (payload, box.get("stats", Stats()))), orphaned)
+        _last_word(messages, ("error", job.index, (payload, box.get("stats", []))), orphaned)
         return
     _last_word(messages, ("done", job.index, result), orphaned)
 
@@ -394,25 +404,27 @@ def _last_word(messages: Any, message: tuple, orphaned: threading.Event) -> None
 
 
 def _score_shard(
-    job: ShardJob, report: Callable[[tuple[int, int, int, int]], object], box: dict[str, Stats]
+    job: ShardJob, report: Callable[[tuple[int, int, int, int]], None], box: dict[str, list[Stats]]
 ) -> dict[str, Any]:
-    """Score the shard; ``box["stats"]``: the client's counters, as soon as there is a client."""
-    from .batchscore import SharedRun
+    """Score the shard; ``box["stats"]``: the clients' counters (one per judge), as soon as there are clients."""
     from .progress import datasets_bars_off
     from .redact import install_log_filter, register
     from .store import ReplyStore
 
     install_log_filter()
     register(job.api_key)
-    client = JudgeClient(job.settings, api_key=job.api_key)
-    box["stats"] = client.stats
-    client.caching = job.store_path is not None
+    clients = judge_panel(job.judges or [(job.settings, job.api_key)])
+    client = clients[0]
+    box["stats"] = [c.stats for c in clients]
+    for c in clients:
+        c.caching = job.store_path is not None
     store = ReplyStore(job.store_path, shared=True) if job.store_path is not None else None
     loop = LoopThread()
     run = None
     try:
-        loop.run(client.open())
-        run = SharedRun(
+        for c in clients:
+            loop.run(c.open())
+        run = SplitRun(
             job.split,
             job.data,
             job.plans,
@@ -423,6 +435,8 @@ def _score_shard(
             max_input_chars=job.max_input_chars,
             token_columns=job.token_columns,
             on_progress=lambda p: report((p.rows_done, p.in_flight, p.errors, p.requests)),
+            judges=clients,
+            layout=job.layout,
         )
         feeder = loop.submit(run.feed())
         try:
@@ -442,17 +456,18 @@ def _score_shard(
             if not feeder.done():
                 loop.run(run.cancel())
                 feeder.cancel()
-        errors = sorted(run.errors, key=lambda e: e["row"])
+        errors = run.in_order(run.errors)
         for e in errors:
             e["row"] += job.start
         cpu = resource.getrusage(resource.RUSAGE_SELF)
-        result = {"path": scores.cache_files[0]["filename"], "errors": errors, "stats": client.stats}
+        result = {"path": scores.cache_files[0]["filename"], "errors": errors, "stats": box["stats"]}
         result["cpu_s"] = cpu.ru_utime + cpu.ru_stime
-        result["requests"] = client.stats.requests
+        result["requests"] = sum(s.requests for s in box["stats"])
         return result
     finally:
-        with contextlib.suppress(Exception):
-            loop.run(client.close(), timeout=10)
+        for c in clients:
+            with contextlib.suppress(Exception):
+                loop.run(c.close(), timeout=10)
         loop.stop()
         if store is not None:
             store.flush(30)

@@ -163,6 +163,19 @@ def test_ray_address_nothing_listens_at_is_a_config_error(capfd, tmp_path):
     assert "no Ray cluster answers at '127.0.0.1:1'" in err and "--ray-address" in err
 
 
+def test_a_panel_with_a_fleet_is_a_config_error_before_ray_starts(judge, tmp_path):
+    """base_urls are replicas of one model; a panel's judges each name their own server (models=)."""
+    from hf_judge import ConfigError
+    from hf_judge.ray import score_dataset_on_ray
+
+    with pytest.raises(ConfigError, match="base_urls .* applies to a single judge"):
+        score_dataset_on_ray(
+            Dataset.from_dict({"question": ["q"], "answer": ["a"]}), ["QA_Clarity"], models="a,b", columns=COLUMNS,
+            base_urls=[judge.base_url, judge.base_url], api_key="sk-test", cache_dir=tmp_path / "c",
+        )  # fmt: skip
+    assert judge.stats()["requests"] == 0
+
+
 def test_an_empty_split_on_ray_comes_back_with_the_score_columns(cluster, judge, tmp_path):
     """Ray Data gives no block back for 0 rows: the split is not scored there (it raised KeyError after the
     other splits were paid)."""

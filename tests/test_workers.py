@@ -13,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from datasets import Dataset
 from helpers import qa_dataset, score
 from judge_fixture import JudgeServer
@@ -253,12 +252,16 @@ def test_progress_of_the_workers_is_summed(judge, tmp_path):
     assert seen and seen[-1].rows_done == seen[-1].rows_total == 300 and seen[-1].requests == 300
 
 
-def test_workers_refuse_a_panel_or_samples_before_any_request(judge, tmp_path):
-    from hf_judge import ConfigError
-
-    with pytest.raises(ConfigError, match="leave num_workers at 1"):
-        score(dup_dataset(10, 10), ["QA_Clarity"], judge, tmp_path, num_workers=2, samples=3, progress=False)
-    assert judge.stats()["requests"] == 0
+def test_workers_with_samples_and_a_panel_send_each_request_once_across_workers(judge, tmp_path):
+    """Samples and a panel's judges are parts of the row core that every worker runs (they were refused): each
+    (prompt, judge, sample) is claimed in the shared store and sent by one worker, though both shards hold
+    every prompt; the result is the single process's (tests/test_matrix.py compares every feature)."""
+    kw = dict(samples=3, temperature=0.7, models="a,b", progress=False)
+    out = score(dup_dataset(10, 5), ["QA_Clarity"], judge, tmp_path, num_workers=2, **kw)
+    assert judge.stats()["requests"] == 5 * 2 * 3  # distinct prompts x judges x samples
+    assert out.summary.requests == 30
+    one = score(dup_dataset(10, 5), ["QA_Clarity"], judge, tmp_path / "one", **kw)
+    assert out["train"].to_dict() == one["train"].to_dict()
 
 
 def test_workers_against_a_server_that_is_down_stop_with_one_line_and_no_noise(tmp_path):
