@@ -9,6 +9,9 @@ sends its own requests, and compares every column of the split and the ``errors`
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
+
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from datasets import Dataset
@@ -28,6 +31,12 @@ FEATURES = {
     # not settings: what else a run is asked for
     "token_columns": {"token_columns": True},
     "comparative": {"metrics": ["Comparative"], "columns": {"response1": "answer", "response2": "prediction"}},
+    # an image variable (data URLs: sent as image parts, never fetched), and a user's own prompt file
+    "images": {
+        "metrics": ["VQA"],
+        "columns": {**COLUMNS, "picture": "picture"},
+        "prompts_dir": str(Path(__file__).parent / "prompts_matrix"),
+    },
 }
 # Combinations refused on this branch, with the words of their ConfigError (see the README, "What combines").
 # The core does not combine logprobs with several replies per row yet, and batch mode sends to one model.
@@ -41,6 +50,19 @@ def _refusal(engine: str, feature: str) -> str | None:
     return REFUSED.get((engine, feature)) or REFUSED.get(("*", feature))
 
 
+# a 1x1 PNG as a data URL; each row's differs in its (ignored) trailing bytes, so each is a request of its own
+_PNG_URL = (
+    "data:image/png;base64,"
+    + base64.b64encode(
+        bytes.fromhex(
+            "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de0000000c4944415408d763f8cfc0000003"
+            "010100c9fe92ef0000000049454e44ae426082"
+        )  # fmt: skip
+    ).decode()
+    + "AAAA"
+)
+
+
 def _data() -> Dataset:
     """Rows whose prompts differ, one of them with a null answer: an error row that every engine must report."""
     answers: list[str | None] = [f"m-{i}: it is {2 * i}" for i in range(ROWS)]
@@ -50,6 +72,7 @@ def _data() -> Dataset:
             "question": [f"m-{i}: is {i} + {i} even?" for i in range(ROWS)],
             "answer": answers,
             "prediction": [f"{i % 2 == 0}" for i in range(ROWS)],
+            "picture": [_PNG_URL.replace("AAAA", f"AAA{i}") for i in range(ROWS)],  # one image each
         }
     )
 
