@@ -100,7 +100,7 @@ def score_ray_dataset(
     from .images import image_variables
     from .metrics import resolve_metrics
     from .redact import install_log_filter
-    from .score import _api_key, _check_samples, _judge_specs, _preflight, _settings
+    from .score import _api_key, _preflight, _settings, check_samples, judge_specs
 
     install_log_filter()
     if in_flight is not None:
@@ -129,11 +129,11 @@ def score_ray_dataset(
         p.images = image_variables(p.metric, p.columns, sample.features if sample is not None else Features())
     if sample is not None:
         _preflight("train", sample, plans)
-    _check_samples(settings, {"train": plans})
+    check_samples(settings, {"train": plans})
     urls = list(base_urls or [settings.base_url or constants.default_base_url()])
     key = _api_key(settings.model_copy(update={"base_url": urls[0]}), api_key, needed=True)
     # a panel: each judge's settings and key, resolved here; each actor builds one client per judge from them
-    judges = _judge_specs(settings, key) if layout.panel else []
+    judges = judge_specs(settings, key) if layout.panel else []
     root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     import ray.data
 
@@ -263,9 +263,9 @@ class _Scorer:
 
     def _moved(self) -> str:
         """The client's counters since the last batch, as JSON: this batch's requests, tokens, retries, failures."""
-        from .score import _RUN_COUNTERS, _total_stats
+        from .score import _RUN_COUNTERS, total_stats
 
-        s = _total_stats(self.judges)
+        s = total_stats(self.judges)
         now: dict[str, Any] = {k: getattr(s, k) for k in _RUN_COUNTERS}
         now["failures"] = dict(s.failures)
         before = self.reported
@@ -331,12 +331,12 @@ def score_dataset_on_ray(
         ERROR_FEATURES,
         ERRORS_SPLIT,
         ScoredDatasetDict,
-        _agreement,
         _as_splits,
         _column_mapping,
-        _judge_specs,
         _new_summary,
         _settings,
+        judge_specs,
+        panel_agreement,
     )
 
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
@@ -405,13 +405,13 @@ def score_dataset_on_ray(
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
     layout = Layout.from_settings(settings)
     # for the summary's model and server names only: they send nothing
-    clients = [JudgeClient(s, api_key=None) for s, _ in _judge_specs(shown, None)]
+    clients = [JudgeClient(s, api_key=None) for s, _ in judge_specs(shown, None)]
     out.summary = _new_summary(
         settings, clients[0], loaded, splits, {s: [] for s in splits}, {s: {} for s in splits}, layout, clients
     )
     if layout.panel:
         plans = [Plan(m, {}, 0.0) for m in loaded]
-        out.summary.agreement = _agreement(layout, results, {s: plans for s in results})
+        out.summary.agreement = panel_agreement(layout, results, {s: plans for s in results})
     out.summary.column_mapping = _column_mapping(loaded, columns, splits)
     out.summary.rows = {s: len(d) for s, d in results.items()}
     out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))

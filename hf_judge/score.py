@@ -331,9 +331,9 @@ def score_dataset(
     plans_by_split, kept, renamed = _build_plans(
         splits, loaded, columns, settings.temperature, if_exists, token_columns, layout
     )
-    _check_samples(settings, plans_by_split)
+    check_samples(settings, plans_by_split)
     api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
-    specs = _judge_specs(settings, api_key)
+    specs = judge_specs(settings, api_key)
     clients = judge_panel(specs)
     client = clients[0]
     for c in clients:
@@ -386,7 +386,7 @@ def score_dataset(
     finally:
         _fill_summary(summary, clients, errors, started)
     if layout.panel:
-        summary.agreement = _agreement(layout, results, plans_by_split)
+        summary.agreement = panel_agreement(layout, results, plans_by_split)
 
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = (
@@ -647,7 +647,7 @@ def _build_plans(
     return plans_by_split, kept, renamed
 
 
-def _check_samples(settings: Settings, plans_by_split: dict[str, list[Plan]]) -> None:
+def check_samples(settings: Settings, plans_by_split: dict[str, list[Plan]]) -> None:
     """K samples at temperature 0 are the same reply K times, each paid for: refuse them."""
     if settings.samples == 1:
         return
@@ -661,10 +661,10 @@ def _check_samples(settings: Settings, plans_by_split: dict[str, list[Plan]]) ->
 
 def _judge_clients(settings: Settings, api_key: str | None) -> list[JudgeClient]:
     """One client per judge (one for a run without a panel): its model, its server, its key."""
-    return judge_panel(_judge_specs(settings, api_key))
+    return judge_panel(judge_specs(settings, api_key))
 
 
-def _judge_specs(settings: Settings, api_key: str | None) -> list[tuple[Settings, str | None]]:
+def judge_specs(settings: Settings, api_key: str | None) -> list[tuple[Settings, str | None]]:
     """Each judge's settings and key, resolved here (picklable: what a worker process or a Ray actor builds
     the panel's clients from, with :func:`hf_judge.client.judge_panel`)."""
     if not settings.models:
@@ -688,7 +688,7 @@ def _judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | Non
     return key
 
 
-def _agreement(layout: Layout, results: dict[str, Dataset], plans_by_split: dict[str, list[Plan]]) -> dict:
+def panel_agreement(layout: Layout, results: dict[str, Dataset], plans_by_split: dict[str, list[Plan]]) -> dict:
     """Judge-vs-judge agreement of a panel, per split and metric (see ensemble.Layout.agreement)."""
     out: dict[str, Any] = {}
     for split, plans in plans_by_split.items():
@@ -1298,7 +1298,7 @@ def _counters(clients: list[JudgeClient]) -> dict[str, int]:
     return {k: sum(getattr(c.stats, k) for c in clients) for k in _COUNTERS}
 
 
-def _total_stats(clients: list[JudgeClient]) -> Stats:
+def total_stats(clients: list[JudgeClient]) -> Stats:
     """The stats of a run: its one client's, or those of a panel's judges added up."""
     if len(clients) == 1:
         return clients[0].stats
@@ -1390,7 +1390,7 @@ class _Checkpoints:
 
 
 def _fill_summary(summary: RunSummary, clients: list[JudgeClient], errors: list[dict], started: float) -> None:
-    s = _total_stats(clients)
+    s = total_stats(clients)
     for name in (*_COUNTERS, "capped_waits"):
         setattr(summary, name, getattr(s, name))
     summary.failed_attempts = dict(s.failures)

@@ -19,7 +19,6 @@ PRIVATE_IMPORTS_DEBT = {
     ("batch_files", "score", "_build_plans"),
     ("batch_files", "score", "_requests"),
     ("batch_files", "score", "_settings"),
-    ("batchscore", "pipeline", "_Job"),
     ("estimate", "score", "_api_key"),
     ("estimate", "score", "_as_splits"),
     ("estimate", "score", "_build_plans"),
