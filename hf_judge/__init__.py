@@ -53,7 +53,8 @@ _SUBMODULE_ATTRS = {
     "prices": ["Price", "load_prices"],
     "progress": ["Progress"],
     "recipes": ["Recipe", "load_recipe"],
-    "score": ["ScoredDatasetDict", "score_dataset"],
+    "score": ["score_dataset"],
+    "scored": ["ScoredDatasetDict"],
     "settings": ["Aggregator", "Judge", "Settings"],
     "stream": ["ScoredIterableDatasetDict", "score_batches"],
     "summary": ["RunSummary"],
@@ -98,7 +99,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .prices import Price, load_prices
     from .progress import Progress
     from .recipes import Recipe, load_recipe
-    from .score import ScoredDatasetDict, score_dataset
+    from .score import score_dataset
+    from .scored import ScoredDatasetDict
     from .settings import Aggregator, Judge, Settings
     from .stream import ScoredIterableDatasetDict, score_batches
     from .summary import RunSummary

@@ -55,7 +55,7 @@ from .errors import (
 )
 from .metrics import Metric
 from .redact import scrub, scrub_registered
-from .store import LOCK_WAIT_S, _encode_meta
+from .store import LOCK_WAIT_S, encode_meta
 
 logger = logging.getLogger("hf_judge")
 
@@ -550,7 +550,7 @@ class Reader:
             return None, (key, str(outcome.kind), outcome.message or "", outcome.raw), p, c
         assert outcome.raw is not None
         # the store's own format of the usage column (with the score's probabilities, logprobs=True)
-        return (key, outcome.raw, _encode_meta(outcome.usage, outcome.logprobs)), None, p, c
+        return (key, outcome.raw, encode_meta(outcome.usage, outcome.logprobs)), None, p, c
 
 
 class _Oversized:

@@ -46,9 +46,9 @@ def export_batch(
         >>> # vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
     """
     from .ensemble import Layout
-    from .score import _as_splits, _build_plans, _requests, _settings
+    from .prepare import as_splits, build_plans, plan_requests, run_settings
 
-    s = _settings(settings, setting_values)
+    s = run_settings(settings, setting_values)
     if s.models:
         raise ConfigError(
             "a batch file is one model's (an offline runner such as vllm run-batch serves one), and a panel has "
@@ -57,16 +57,16 @@ def export_batch(
             "cache, so nothing is sent"
         )
     layout = Layout.from_settings(s)
-    splits, _ = _as_splits(ds)
+    splits, _ = as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-    plans_by_split, _, _ = _build_plans(splits, loaded, columns, s.temperature, "keep", False, layout)
+    plans_by_split, _, _ = build_plans(splits, loaded, columns, s.temperature, "keep", False, layout)
     client = JudgeClient(s, api_key=None)
     store_path = _store_path(cache_dir)
     ReplyStore(store_path).close()  # the tables, and the replies earlier runs left to merge
     runner = BatchRunner(client, None, store_path, {m.name: m for m in loaded})
     try:
         todo = [
-            (lambda split=split, d=d: _requests(split, d, plans_by_split[split], client, layout))
+            (lambda split=split, d=d: plan_requests(split, d, plans_by_split[split], client, layout))
             for split, d in splits.items()
             if plans_by_split[split]
         ]

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict
 from huggingface_hub import DatasetCardData
 
-from .filter import score_columns
+from .columns import score_columns
 from .redact import scrub
 from .summary import RunSummary, describe_batches, describe_thresholds
 

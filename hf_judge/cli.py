@@ -470,7 +470,7 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in public_fields() if getattr(args, k, None) is not None}
 
 
-def _api_key(args: argparse.Namespace, recipe_key: str | None = None, base_url: str | None = None) -> str | None:
+def resolve_api_key(args: argparse.Namespace, recipe_key: str | None = None, base_url: str | None = None) -> str | None:
     from urllib.parse import urlparse
 
     from .recipes import resolve_secret
@@ -592,7 +592,7 @@ def _write(
     """
     from .hub import push_scored
     from .output import save_result
-    from .score import ScoredDatasetDict
+    from .scored import ScoredDatasetDict
     from .stream import ScoredIterableDatasetDict, push_folder
 
     summary = summary if summary is not None else getattr(result, "summary", None)
@@ -652,7 +652,8 @@ def _check_repo(repo: str, filtered: bool = False) -> None:
 
 def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
     """The recipe's filter columns must be columns this run writes or score columns the data already has."""
-    from .filter import check_threshold_columns, score_columns
+    from .columns import score_columns
+    from .filter import check_threshold_columns
 
     names = sorted({*job.filters.min, *job.filters.max})
     for split, d in ds.items():
@@ -692,8 +693,9 @@ def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | No
 def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) -> int:
     """Everything is checked before the first request; the full result is saved before any filter runs."""
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
+    from .columns import SCORE_TYPES
     from .ensemble import Layout
-    from .filter import SCORE_TYPES, filter_by_scores
+    from .filter import filter_by_scores
     from .inputs import load_input
     from .metrics import resolve_metrics
     from .output import check_output, source_of, thresholds
@@ -711,7 +713,7 @@ def _score(args: argparse.Namespace, job: Job, batch_import: str | None = None) 
 
     local = _local_judge(job.client, args.cache_dir)
     is_local = parse_local_model(job.client.get("model"))[0]
-    api_key = None if is_local else _api_key(args, job.recipe_api_key, job.client.get("base_url"))
+    api_key = None if is_local else resolve_api_key(args, job.recipe_api_key, job.client.get("base_url"))
     streaming = bool(getattr(args, "streaming", False))
     if streaming and job.filters is not None:
         raise ConfigError(
@@ -1049,7 +1051,7 @@ def cmd_batch_cancel(args: argparse.Namespace) -> int:
 
     from .batch import DONE
 
-    key = _api_key(args) or constants.default_api_key() or "none"
+    key = resolve_api_key(args) or constants.default_api_key() or "none"
     book = _book(args.cache_dir)
     try:
         live = [j for j in book.jobs(every_server=True) if j.batch_id and j.state not in DONE | {"collected"}]

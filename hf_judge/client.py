@@ -157,7 +157,7 @@ class SystemClock:
 SYSTEM_CLOCK = SystemClock()
 
 # ``await transport(body)`` -> (HTTP status, headers (case-insensitive, or lower-case keys), reply body).
-# It raises aiohttp.ClientError (connection), asyncio.TimeoutError, or _ReplyTooLarge.
+# It raises aiohttp.ClientError (connection), asyncio.TimeoutError, or ReplyTooLarge.
 Transport = Callable[[bytes], Awaitable[tuple[int, Mapping[str, str], bytes]]]
 
 
@@ -225,13 +225,13 @@ def _retry_after(headers: Mapping[str, str], wall: Callable[[], float] = time.ti
             return None
 
 
-class _ReplyTooLarge(Exception):
+class ReplyTooLarge(Exception):
     status = 0  # the HTTP status of the reply that was cut off, and its headers
     headers: Mapping[str, str] | None = None
 
 
-async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The body, or :class:`_ReplyTooLarge` as soon as it passes ``limit`` bytes.
+async def read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, or :class:`ReplyTooLarge` as soon as it passes ``limit`` bytes.
 
     Both sizes are bounded: the bytes on the wire (``Content-Length`` up front,
     then as they come) and the bytes after aiohttp's decompression, which it
@@ -239,7 +239,7 @@ async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     """
     declared = resp.content_length
     if declared is not None and declared > limit:
-        raise _ReplyTooLarge(f"Content-Length {declared:,}")
+        raise ReplyTooLarge(f"Content-Length {declared:,}")
     content = resp.content
     chunks = []
     size = 0
@@ -249,7 +249,7 @@ async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
             break
         size += len(chunk)
         if size > limit or content.total_raw_bytes > limit:
-            raise _ReplyTooLarge(f"over {limit:,} bytes read")
+            raise ReplyTooLarge(f"over {limit:,} bytes read")
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
@@ -366,7 +366,7 @@ def has_credentials(base_url: str) -> bool:
     return url.user is not None or url.password is not None
 
 
-def _endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, str | None]:
+def parse_endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, str | None]:
     """``base_url`` parsed once: the chat-completions URL (its query kept, after the path: Azure-style
     ``?api-version=`` gateways), the form shown in messages, logs and the card (no credentials, no
     query), the form that identifies the server in cache keys, and the HTTP Basic Authorization
@@ -449,7 +449,8 @@ class JudgeClient:
         self._transport: Transport = transport or self._post
         self._own_transport = transport is None
         base_url = settings.base_url or constants.default_base_url()
-        self._url, self.base_url, self.server_id, auth = _endpoint(base_url, api_key)  # parsed once, not per request
+        # parsed once, not per request
+        self._url, self.base_url, self.server_id, auth = parse_endpoint(base_url, api_key)
         self.url = self.base_url + "/chat/completions"
         self.settings = settings
         self.model = settings.model
@@ -747,7 +748,7 @@ class JudgeClient:
         retry_after = None
         try:
             status, headers, data = await self._transport(body)
-        except _ReplyTooLarge as e:
+        except ReplyTooLarge as e:
             if e.status != 200 and e.headers is not None:
                 retry_after = _retry_after(e.headers, self._clock.wall)
             status, outcome = (
@@ -798,8 +799,8 @@ class JudgeClient:
         assert session is not None, "JudgeClient.open() was not called"
         async with session.post(self._url, data=body) as resp:
             try:
-                return resp.status, resp.headers, await _read_limited(resp, self.max_reply_bytes)
-            except _ReplyTooLarge as e:
+                return resp.status, resp.headers, await read_limited(resp, self.max_reply_bytes)
+            except ReplyTooLarge as e:
                 resp.close()  # drop the connection rather than drain the rest
                 e.status, e.headers = resp.status, resp.headers
                 raise

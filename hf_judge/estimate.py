@@ -197,16 +197,16 @@ def estimate_cost(
         >>> est = estimate_cost(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
         >>> print(est)  # doctest: +SKIP
     """
-    from .score import _api_key, _as_splits, _build_plans, _settings
+    from .prepare import as_splits, build_plans, resolve_api_key, run_settings
 
     install_log_filter()
     if tokenizer not in ("auto", "server", "tiktoken", "chars"):
         raise ValueError(f"tokenizer must be 'auto', 'server', 'tiktoken' or 'chars', got {tokenizer!r}")
-    settings = _settings(settings, setting_values)
-    splits, _ = _as_splits(ds)
+    settings = run_settings(settings, setting_values)
+    splits, _ = as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-    plans_by_split, _, _ = _build_plans(splits, loaded, columns, settings.temperature, if_exists, False)
-    api_key = _api_key(settings, api_key, needed=False)
+    plans_by_split, _, _ = build_plans(splits, loaded, columns, settings.temperature, if_exists, False)
+    api_key = resolve_api_key(settings, api_key, needed=False)
     client = JudgeClient(settings, api_key=api_key)
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     store_path = cache_root / "replies.sqlite3"

@@ -8,14 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from datasets import Dataset, DatasetDict
 
+from .columns import score_columns
 from .errors import ConfigError
-
-SCORE_TYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
-
-
-def score_columns(ds: Dataset) -> list[str]:
-    """Numeric and boolean columns: the ones thresholds apply to."""
-    return [name for name, f in ds.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
 
 
 def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where: str) -> None:
@@ -83,7 +77,7 @@ def filter_by_scores(
         )
         summary = getattr(ds, "summary", None)
         if summary is not None:  # a scored result: its card keeps the provenance and adds the thresholds
-            from .score import ScoredDatasetDict
+            from .scored import ScoredDatasetDict
 
             out = ScoredDatasetDict(out)
             rows = {k: len(v) for k, v in ds.items() if k != "errors"}

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import aiohttp
 
-from .client import JudgeClient, Outcome, _endpoint, _read_limited, _ReplyTooLarge
+from .client import JudgeClient, Outcome, ReplyTooLarge, parse_endpoint, read_limited
 from .errors import ConfigError, ErrorKind
 from .metrics import Metric
 from .settings import Settings, check_base_url
@@ -60,11 +60,11 @@ class FleetClient(JudgeClient):
             raise ConfigError("base_urls takes a list of one or more base URLs, e.g. ['http://gpu1:8000/v1', ...]")
         urls = [check_base_url(u) for u in base_urls]
         super().__init__(settings.model_copy(update={"base_url": urls[0]}), api_key=api_key)
-        self.urls = [_endpoint(u, api_key)[0] for u in urls]
+        self.urls = [parse_endpoint(u, api_key)[0] for u in urls]
         self.loads = [0] * len(urls)
         self.sent: Counter[int] = Counter()  # attempts per endpoint (index into urls)
         self.down_until = [0.0] * len(urls)  # client clock time before which a replica gets no request
-        self.names = [_endpoint(u, api_key)[1] for u in urls]  # without credentials: for messages
+        self.names = [parse_endpoint(u, api_key)[1] for u in urls]  # without credentials: for messages
         self.health = [deque[bool](maxlen=HEALTH_WINDOW) for _ in urls]  # True: a failed answer
         self.rested_at: list[float | None] = [None] * len(urls)  # when it was taken out for its answers
         self.rest_s = [DOWN_S] * len(urls)
@@ -108,8 +108,8 @@ class FleetClient(JudgeClient):
         try:
             async with session.post(self.urls[i], data=body) as resp:
                 try:
-                    return resp.status, resp.headers, await _read_limited(resp, self.max_reply_bytes)
-                except _ReplyTooLarge as e:
+                    return resp.status, resp.headers, await read_limited(resp, self.max_reply_bytes)
+                except ReplyTooLarge as e:
                     resp.close()
                     e.status, e.headers = resp.status, resp.headers
                     raise

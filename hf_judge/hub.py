@@ -91,10 +91,10 @@ def push_scored(
         >>> report = agreement(scored["train"], score="QA_Correctness", label="human_score")  # doctest: +SKIP
         >>> push_scored(scored, "me/gsm8k-judged", agreement=report)  # doctest: +SKIP
     """
+    from .errors_split import ERROR_FEATURES, ERRORS_SPLIT
     from .images import saveable
     from .judge_agreement import AgreementReport
     from .plots import available
-    from .score import ERROR_FEATURES, ERRORS_SPLIT
 
     if "config_name" in push_kwargs or "data_dir" in push_kwargs:
         raise ConfigError("push_scored chooses the configs: the scored splits go to 'default', the errors to 'errors'")

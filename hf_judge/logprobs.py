@@ -54,7 +54,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .metrics import Metric, MetricKind, Output, OutputType
-from .validate import _clean_token  # the parser's own rule for the verdict of a line
+from .validate import clean_token  # the parser's own rule for the verdict of a line
 
 __all__ = ["columns", "distributions", "notice", "pair_values", "request_fields", "row_values", "targets"]
 
@@ -495,7 +495,7 @@ def _verdict_offset(metric: Metric, o: Output, doc: str, verdict: Any) -> tuple[
         return None
     want = str(verdict).strip().lower()
     for line in (lines[-1], lines[0]):
-        token = _clean_token(line.group()).lower()
+        token = clean_token(line.group()).lower()
         if token in (str(metric.params["positive"]).lower(), str(metric.params["negative"]).lower()):
             if token != want:
                 return None

@@ -206,7 +206,7 @@ def save_result(
     Example:
         >>> save_result(scored, "out/", source=source_of("data.jsonl"))  # doctest: +SKIP
     """
-    from .score import shards_for
+    from .scored import shards_for
 
     out = Path(folder)
     streamed = isinstance(dd, IterableDatasetDict)  # a ScoredIterableDatasetDict: its rows are known once written

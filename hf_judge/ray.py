@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import ray.data
 
     from .ensemble import Layout
-    from .score import ScoredDatasetDict
+    from .scored import ScoredDatasetDict
     from .settings import Settings
 
 ERRORS_COLUMN = "judge_errors"
@@ -99,13 +99,13 @@ def score_ray_dataset(
     from .ensemble import Layout
     from .images import image_variables
     from .metrics import resolve_metrics
+    from .prepare import check_samples, judge_specs, preflight, resolve_api_key, run_settings
     from .redact import install_log_filter
-    from .score import _api_key, _preflight, _settings, check_samples, judge_specs
 
     install_log_filter()
     if in_flight is not None:
         setting_values["concurrency"] = in_flight
-    settings = _settings(settings, setting_values)
+    settings = run_settings(settings, setting_values)
     layout = Layout.from_settings(settings)
     _check_fleet(settings, base_urls)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
@@ -128,10 +128,10 @@ def score_ray_dataset(
     for p in plans:
         p.images = image_variables(p.metric, p.columns, sample.features if sample is not None else Features())
     if sample is not None:
-        _preflight("train", sample, plans)
+        preflight("train", sample, plans)
     check_samples(settings, {"train": plans})
     urls = list(base_urls or [settings.base_url or constants.default_base_url()])
-    key = _api_key(settings.model_copy(update={"base_url": urls[0]}), api_key, needed=True)
+    key = resolve_api_key(settings.model_copy(update={"base_url": urls[0]}), api_key, needed=True)
     # a panel: each judge's settings and key, resolved here; each actor builds one client per judge from them
     judges = judge_specs(settings, key) if layout.panel else []
     root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
@@ -263,13 +263,13 @@ class _Scorer:
 
     def _moved(self) -> str:
         """The client's counters since the last batch, as JSON: this batch's requests, tokens, retries, failures."""
-        from .score import _RUN_COUNTERS, total_stats
+        from .runs import RUN_COUNTERS, total_stats
 
         s = total_stats(self.judges)
-        now: dict[str, Any] = {k: getattr(s, k) for k in _RUN_COUNTERS}
+        now: dict[str, Any] = {k: getattr(s, k) for k in RUN_COUNTERS}
         now["failures"] = dict(s.failures)
         before = self.reported
-        moved: dict[str, Any] = {k: now[k] - before.get(k, 0) for k in _RUN_COUNTERS}
+        moved: dict[str, Any] = {k: now[k] - before.get(k, 0) for k in RUN_COUNTERS}
         moved["failures"] = {k: n - before.get("failures", {}).get(k, 0) for k, n in now["failures"].items()}
         moved["structured_output"] = s.structured_output
         self.reported = now
@@ -325,19 +325,11 @@ def score_dataset_on_ray(
 
     from .client import JudgeClient
     from .ensemble import Layout
+    from .errors_split import ERROR_FEATURES, ERRORS_SPLIT
     from .metrics import resolve_metrics
-    from .score import (
-        _RUN_COUNTERS,
-        ERROR_FEATURES,
-        ERRORS_SPLIT,
-        ScoredDatasetDict,
-        _as_splits,
-        _column_mapping,
-        _new_summary,
-        _settings,
-        judge_specs,
-        panel_agreement,
-    )
+    from .prepare import as_splits, column_mapping, judge_specs, new_summary, run_settings
+    from .runs import RUN_COUNTERS, panel_agreement
+    from .scored import ScoredDatasetDict
 
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
         raise ConfigError(
@@ -347,7 +339,7 @@ def score_dataset_on_ray(
         )
     if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
         raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
-    settings = _settings(settings, setting_values)
+    settings = run_settings(settings, setting_values)
     _check_fleet(settings, base_urls)  # before a cluster is started or joined
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
@@ -355,7 +347,7 @@ def score_dataset_on_ray(
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
-    splits, _ = _as_splits(ds)
+    splits, _ = as_splits(ds)
     started = time.monotonic()
     actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = actors if isinstance(actors, int) else actors[1]
@@ -406,17 +398,17 @@ def score_dataset_on_ray(
     layout = Layout.from_settings(settings)
     # for the summary's model and server names only: they send nothing
     clients = [JudgeClient(s, api_key=None) for s, _ in judge_specs(shown, None)]
-    out.summary = _new_summary(
+    out.summary = new_summary(
         settings, clients[0], loaded, splits, {s: [] for s in splits}, {s: {} for s in splits}, layout, clients
     )
     if layout.panel:
         plans = [Plan(m, {}, 0.0) for m in loaded]
         out.summary.agreement = panel_agreement(layout, results, {s: plans for s in results})
-    out.summary.column_mapping = _column_mapping(loaded, columns, splits)
+    out.summary.column_mapping = column_mapping(loaded, columns, splits)
     out.summary.rows = {s: len(d) for s, d in results.items()}
     out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))
     out.summary.elapsed_s = time.monotonic() - started
-    for k in _RUN_COUNTERS:
+    for k in RUN_COUNTERS:
         setattr(out.summary, k, sum(m[k] for m in moved))
     out.summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
     if moved:

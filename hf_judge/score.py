@@ -2,248 +2,71 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import difflib
 import functools
-import hashlib
-import json
 import logging
 import os
 import shutil
 import socket
 import sys
-import threading
 import time
 import traceback
 import uuid
 import weakref
-from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack, nullcontext
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
-from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, Value, concatenate_datasets
+from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, concatenate_datasets
 
-from . import constants, logprobs
-from .client import JudgeClient, Stats, has_credentials, judge_panel
+from . import constants
+from .client import JudgeClient, judge_panel
 from .ensemble import Layout
-from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped, TemplateError
-from .images import ImageValueError, image_urls, image_variables, saveable
+from .errors import ConfigError, DiskFullError, InterruptedRun, RunStopped
+from .errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from .metrics import resolve_metrics
 from .pages import file_paths, release
 from .pipeline import (
-    TOKEN_COLUMNS,
-    LoopThread,
     Plan,
     SplitRun,
-    read_batches,
     score_features,
-    score_types,
     sparse_gc,
 )
+from .prepare import (
+    as_splits,
+    build_plans,
+    check_samples,
+    column_mapping,
+    judge_key,
+    judge_specs,
+    new_summary,
+    plan_requests,
+    resolve_api_key,
+    results_fingerprint,
+    run_settings,
+    settings_doc,
+)
 from .progress import ProgressBar, ProgressCallback, datasets_bars_off
-from .redact import install_log_filter, register
-from .settings import Settings, check_base_url, public_fields, resolve_settings
-from .store import ReplyStore, free_space, human_bytes, is_disk_full
-from .summary import SUMMARY_FILE, RunSummary
+from .redact import install_log_filter
+from .runs import (
+    Checkpoints,
+    RunResources,
+    SplitContext,
+    counters,
+    fill_summary,
+    panel_agreement,
+    read_runs,
+    record_run,
+    run_entry,
+    unlink_quietly,
+    write_runs,
+)
+from .scored import ScoredDatasetDict
+from .settings import Settings
+from .store import free_space, human_bytes, is_disk_full
 
 logger = logging.getLogger("hf_judge")
-
-ERRORS_SPLIT = "errors"
-ERROR_FEATURES = Features(
-    {
-        "split": Value("string"),
-        "row": Value("int64"),
-        "metric": Value("string"),
-        "kind": Value("string"),
-        "message": Value("string"),
-        "raw": Value("string"),
-        "attempts": Value("int64"),
-    }
-)
-
-
-class ScoredDatasetDict(DatasetDict):
-    """A ``DatasetDict`` of the scored splits plus ``errors``, with the run's ``summary``.
-
-    Example:
-        >>> scored = score_dataset(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
-        >>> print(scored.summary)  # doctest: +SKIP
-    """
-
-    summary: RunSummary | None = None
-
-    def save_to_disk(
-        self, dataset_dict_path, max_shard_size=None, num_shards=None, num_proc=None, storage_options=None
-    ):
-        """``DatasetDict.save_to_disk``, plus the run's ``summary.json`` beside the splits.
-
-        ``hf-judge filter`` and a later push read it back, so the card of a
-        result saved here still tells how its scores were made.
-        """
-        shards = {**shards_for(self), **(num_shards or {})}
-        for split, d in self.items():
-            # one DatasetDict per split keeps datasets' own layout; the empty errors split draws no `0 examples` bar
-            with datasets_bars_off() if len(d) == 0 else nullcontext():
-                # a path-only image whose file is gone would fail datasets' embedding of it (see images.saveable)
-                DatasetDict({split: saveable(d)}).save_to_disk(
-                    dataset_dict_path,
-                    max_shard_size=max_shard_size,
-                    num_shards={split: shards.get(split)},
-                    num_proc=num_proc,
-                    storage_options=storage_options,
-                )
-        from fsspec.core import url_to_fs
-
-        fs, root = url_to_fs(os.fspath(dataset_dict_path), **(storage_options or {}))
-        with fs.open(f"{root}/dataset_dict.json", "w", encoding="utf-8") as f:
-            json.dump({"splits": list(self)}, f)
-        summary = getattr(self, "summary", None)
-        if summary is not None:
-            with fs.open(f"{root}/{SUMMARY_FILE}", "w", encoding="utf-8") as f:
-                json.dump(summary.to_dict(), f, indent=1, default=str)
-
-    def push_to_hub(
-        self,
-        repo_id: str,
-        *,
-        private: bool | None = None,
-        token: str | None = None,
-        revision: str | None = None,
-        **kwargs,
-    ) -> str:
-        """Push as :func:`hf_judge.push_scored` does: the scored splits in the default config,
-        ``errors`` in a config of its own (always present, empty when nothing failed), and the card.
-
-        A plain ``DatasetDict.push_to_hub`` cannot: all splits of one config must share features.
-        Other keyword arguments (``max_shard_size``, ``commit_message``, ...) go to the data's push.
-
-        Example:
-            >>> good = filter_by_scores(scored, min={"QA_Correctness": 8})  # doctest: +SKIP
-            >>> good.push_to_hub("me/gsm8k-judged")  # doctest: +SKIP
-        """
-        from .hub import push_scored
-
-        return push_scored(
-            self, repo_id, private=private, token=token, revision=revision, summary=self.summary, **kwargs
-        )
-
-
-def shards_for(dd: DatasetDict) -> dict[str, int | None]:
-    """``num_shards`` for ``save_to_disk``: one shard for an empty split, which
-    datasets would otherwise write without a data file and then fail to load."""
-    return {k: (1 if len(v) == 0 else None) for k, v in dd.items()}
-
-
-def _as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset | None]:
-    """The splits to score, and the ``errors`` split of an earlier run (a scored input), if any."""
-    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
-        from .stream import stream_splits
-
-        return stream_splits(ds)  # type: ignore[return-value,unused-ignore]  # a stream split stands for a Dataset
-    if isinstance(ds, Dataset):
-        return {"train": ds}, None
-    if isinstance(ds, DatasetDict):
-        splits = dict(ds)
-        earlier = splits.pop(ERRORS_SPLIT, None)
-        if earlier is not None and set(earlier.column_names) != set(ERROR_FEATURES):
-            raise ConfigError(
-                f"the input has a split named {ERRORS_SPLIT!r} that is not an hf_judge errors split "
-                f"(columns {earlier.column_names}); hf_judge writes its own: rename that split"
-            )
-        return splits, earlier
-    raise ConfigError(
-        f"score_dataset takes a datasets.Dataset, DatasetDict, IterableDataset or IterableDatasetDict, "
-        f"got {type(ds).__name__}. "
-        "Load files with datasets.load_dataset('json', data_files=...) first."
-    )
-
-
-def _fingerprint(
-    ds: Dataset,
-    split: str,
-    plans: list[Plan],
-    client: JudgeClient,
-    max_input_chars: int | None,
-    token_columns: bool,
-    layout: Layout | None = None,
-    judges: list[JudgeClient] | None = None,
-) -> str:
-    state = {
-        "v": constants.CACHE_VERSION,
-        # private, but datasets (5.2) has no public getter, and the fingerprint is what names the data's state
-        "data": ds._fingerprint,
-        "split": split,
-        "metrics": [
-            # images only where there are some: text-only fingerprints stay what they were, and
-            # results of runs from before images were sent as images are not reused
-            [p.metric.name, p.metric.prompt_hash, p.metric.json_schema, p.metric.columns, p.columns, p.temperature]
-            + ([sorted(p.images)] if p.images else [])
-            for p in plans
-        ],
-        "model": client.model,
-        "base_url": client.server_id,
-        "top_p": client.top_p,
-        "max_tokens": client.max_tokens,
-        "max_input_chars": max_input_chars,
-        "token_columns": token_columns,
-    }
-    ensemble = layout.fingerprint() if layout is not None else None
-    if ensemble is not None:  # only then: the fingerprints of one-reply runs stay what they were
-        state["ensemble"] = {**ensemble, "servers": [[j.model, j.server_id] for j in judges or [client]]}
-    if client.settings.logprobs:  # only then: the fingerprints of runs without it stay what they were
-        state["logprobs"] = client.settings.top_logprobs
-    if client.settings.reuse == "strict":  # only then: the default run's fingerprint stays what it was
-        state["reuse"] = "strict"
-    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
-
-
-def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
-    """Render every metric on the split's first row, so template errors surface before any request."""
-    needed = sorted({c for p in plans for c in p.columns.values() if c})
-    if isinstance(ds, IterableDataset):  # a stream: its first row, read now (nothing more)
-        from .stream import first_row
-
-        row = first_row(ds, needed) if plans else None
-        if row is None:
-            return
-        first = row
-    elif len(ds) == 0:
-        return
-    else:
-        raw_images = any(p.images for p in plans)
-        first = (
-            {c: v[0] for c, v in next(read_batches(ds.select_columns(needed), 1, raw_images)).items()} if needed else {}
-        )
-    from .render import format_value
-
-    for p in plans:
-        values = {v: format_value(first[c]) if c and v not in p.images else None for v, c in p.columns.items()}
-        values = {k: ("" if v is None and k not in p.metric.optional else v) for k, v in values.items()}
-        for var in p.images:
-            col = p.columns[var]
-            if not col:  # an optional image variable left unmapped: sent as nothing, like a text one
-                continue
-            try:
-                values[var] = image_urls(first[col]) if first[col] is not None else None
-            except ImageValueError as e:
-                if isinstance(first[col], str):  # a text column that does not hold URLs
-                    raise ConfigError(
-                        f"metric {p.metric.name} sends {var!r} as an image, but column {col!r} holds text: "
-                        f"row 0 of split {split!r}: {e}. "
-                        f"Map {var!r} to a datasets.Image column or a column of http(s) URLs."
-                    ) from None
-                values[var] = ["data:,"]  # a bad image is that row's error, found when it is sent
-        try:
-            p.metric.messages(values, p.images)
-        except TemplateError as e:
-            raise TemplateError(f"{e} (split {split!r}, row 0)") from None
 
 
 def score_dataset(
@@ -322,17 +145,17 @@ def score_dataset(
     install_log_filter()
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
-    settings = _settings(settings, setting_values)
+    settings = run_settings(settings, setting_values)
     _check_batch(settings, ds, use_cache)
     layout = Layout.from_settings(settings)
     _check_workers(settings, ds)
-    splits, earlier_errors = _as_splits(ds)
+    splits, earlier_errors = as_splits(ds)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-    plans_by_split, kept, renamed = _build_plans(
+    plans_by_split, kept, renamed = build_plans(
         splits, loaded, columns, settings.temperature, if_exists, token_columns, layout
     )
     check_samples(settings, plans_by_split)
-    api_key = _api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
+    api_key = resolve_api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
     specs = judge_specs(settings, api_key)
     clients = judge_panel(specs)
     client = clients[0]
@@ -341,9 +164,9 @@ def score_dataset(
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     if use_cache and not (settings.batch or settings.batch_import) and any(plans_by_split.values()):
         _warn_batches_in_flight(cache_root / "replies.sqlite3", client)
-    summary = _new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
-    summary.column_mapping = _column_mapping(loaded, columns, splits)
-    ctx = _SplitContext(
+    summary = new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
+    summary.column_mapping = column_mapping(loaded, columns, splits)
+    ctx = SplitContext(
         client=client,
         summary=summary,
         use_cache=use_cache,
@@ -359,19 +182,19 @@ def score_dataset(
     )
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
-        from .stream import ScoredIterableDatasetDict, _Streams
+        from .stream import ScoredIterableDatasetDict, Streams
 
         features = {
             s: _stream_features(d, plans_by_split[s], token_columns, layout, settings.logprobs)
             for s, d in splits.items()
         }
         store_path = cache_root / "replies.sqlite3" if use_cache else None
-        streams = _Streams(ctx, splits, plans_by_split, features, errors, store_path)  # type: ignore[arg-type,unused-ignore]
+        streams = Streams(ctx, splits, plans_by_split, features, errors, store_path)  # type: ignore[arg-type,unused-ignore]
         return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     try:
-        with sparse_gc(), _RunResources(clients, cache_root / "replies.sqlite3" if use_cache else None) as res:
+        with sparse_gc(), RunResources(clients, cache_root / "replies.sqlite3" if use_cache else None) as res:
             ctx.resources = res
             if settings.batch or settings.batch_import:
                 _run_batches(ctx, splits, plans_by_split, api_key)
@@ -384,7 +207,7 @@ def score_dataset(
         logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
         raise
     finally:
-        _fill_summary(summary, clients, errors, started)
+        fill_summary(summary, clients, errors, started)
     if layout.panel:
         summary.agreement = panel_agreement(layout, results, plans_by_split)
 
@@ -408,7 +231,7 @@ def _check_workers(settings: Settings, ds: object) -> None:
         )
 
 
-def _interrupted(ctx: _SplitContext, settings: Settings) -> InterruptedRun:
+def _interrupted(ctx: SplitContext, settings: Settings) -> InterruptedRun:
     """What a Ctrl-C kept: the replies in the cache (and the batches submitted), or nothing without a cache."""
     if not ctx.use_cache:
         return InterruptedRun(
@@ -469,7 +292,7 @@ def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
 
 
 def _run_batches(
-    ctx: _SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], api_key: str | None
+    ctx: SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], api_key: str | None
 ) -> None:
     """Batch mode: fill the reply store through the provider's batch API (batch.py) before the splits are
     built from it, one batch (or more) per judge of a panel, each at its judge's server with its model and key;
@@ -502,10 +325,12 @@ def _run_batches(
     todo_splits: dict[str, Dataset] = {}
     for split, d in splits.items():
         plans = plans_by_split[split]
-        fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
+        fp = results_fingerprint(
+            d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges
+        )
         if plans and not (ctx.cache_root / "results" / f"{fp}.arrow").exists():
             for i, (_, c, _, layout) in enumerate(judges):
-                todo[i].append(functools.partial(_requests, split, d, plans, c, layout, res.store))
+                todo[i].append(functools.partial(plan_requests, split, d, plans, c, layout, res.store))
             todo_splits[split] = d
     budget = _batch_budget(ctx, todo_splits, plans_by_split, list(metrics.values()), judges)
     try:
@@ -514,18 +339,18 @@ def _run_batches(
         ctx.summary.batch = BatchReport.total(r.report for r in runners).to_dict()
 
 
-def _batch_judges(ctx: _SplitContext, api_key: str | None) -> list[tuple[str, JudgeClient, str | None, Layout]]:
+def _batch_judges(ctx: SplitContext, api_key: str | None) -> list[tuple[str, JudgeClient, str | None, Layout]]:
     """(name, client, key, layout of its requests) per judge whose batches the run sends. A panel's judge renders
     its own requests alone (its samples, without the other judges): a batch holds one model's requests."""
     if not ctx.layout.panel:
         return [("", ctx.client, api_key, ctx.layout)]
     alone = dataclasses.replace(ctx.layout, judges=())
-    keys = [_judge_key(judge, ctx.client.settings, api_key) for judge in ctx.client.settings.judges]
+    keys = [judge_key(judge, ctx.client.settings, api_key) for judge in ctx.client.settings.judges]
     return list(zip(ctx.layout.judges, ctx.judges, keys, [alone] * len(keys), strict=True))
 
 
 def _batch_budget(
-    ctx: _SplitContext,
+    ctx: SplitContext,
     splits: dict[str, Dataset],
     plans_by_split: dict[str, list[Plan]],
     metrics: list,
@@ -556,296 +381,11 @@ def _say(text: str) -> None:
     print(f"hf-judge: {text}", file=sys.stderr, flush=True)
 
 
-def _requests(
-    split: str,
-    d: Dataset,
-    plans: list[Plan],
-    client: JudgeClient,
-    layout: Layout | None = None,
-    store: ReplyStore | None = None,
-):
-    # large read batches: nothing waits on the renderer here, unlike in the online feeder.
-    # K samples are K lines with the same body (their keys differ): a batch asks for no `n`.
-    # The store: replies cached under an older key (compatible reuse) are left out of the batches.
-    return SplitRun(split, d, plans, client, store, window=1024, read_batch=1024, layout=layout).requests()
-
-
-def _settings_doc() -> str:
-    """The keyword arguments' list in the docstring, from the fields of :class:`Settings`."""
-    import textwrap
-
-    lines = []
-    for name, f in public_fields().items():
-        default = " (required)" if f.is_required() else "" if f.default is None else f" (default {f.default!r})"
-        item = f"* ``{name}``{default}: {f.description}"
-        lines.append(textwrap.fill(item, 100, subsequent_indent="  ", break_on_hyphens=False))
-    return textwrap.indent("\n".join(lines), "    ").lstrip()
-
-
 if score_dataset.__doc__:  # None under python -OO
-    score_dataset.__doc__ = score_dataset.__doc__.format(settings=_settings_doc())
+    score_dataset.__doc__ = score_dataset.__doc__.format(settings=settings_doc())
 
 
-def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
-    """``settings`` overridden by the keyword arguments, which must name public settings."""
-    unknown = sorted(set(values) - set(public_fields()))
-    if unknown:
-        internal = [k for k in unknown if k in Settings.model_fields]
-        how = f"; set {', '.join(internal)} through settings=Settings(...)" if internal else ""
-        close = [(k, difflib.get_close_matches(k, list(public_fields()), n=1)) for k in unknown]
-        how += "".join(f"; did you mean {m[0]!r} for {k!r}?" for k, m in close if m and k not in internal)
-        raise TypeError(
-            f"score_dataset() got unexpected keyword argument(s) {', '.join(unknown)}{how}. "
-            f"Its settings are: {', '.join(public_fields())}"
-        )
-    return resolve_settings(settings, values)
-
-
-def _build_plans(
-    splits: dict[str, Dataset],
-    loaded: list,
-    columns: dict[str, str] | None,
-    temperature: float | None,
-    if_exists: str,
-    token_columns: bool,
-    layout: Layout | None = None,
-) -> tuple[dict[str, list[Plan]], dict[str, list[str]], dict[str, dict[str, str]]]:
-    """Per split, the metrics to score and how each reads its variables (checked on the first row), the
-    names of the metrics whose columns are kept, and the columns renamed to make room for a single metric
-    (see _free_single_metric_columns). Drops the columns ``if_exists='overwrite'`` replaces."""
-    columns = dict(columns or {})
-    for var, col in columns.items():
-        if not isinstance(var, str) or not isinstance(col, str):
-            raise ConfigError(f"columns maps template variables to column names (strings), got {var!r}: {col!r}")
-    plans_by_split: dict[str, list[Plan]] = {}
-    kept: dict[str, list[str]] = {}
-    renamed: dict[str, dict[str, str]] = {}
-    for split in list(splits):
-        renamed[split] = _free_single_metric_columns(splits[split], loaded)
-        if renamed[split]:
-            splits[split] = splits[split].rename_columns(renamed[split])
-        todo, kept[split], drop = _existing_columns(
-            split, splits[split], loaded, if_exists, token_columns, layout or Layout()
-        )
-        if drop:
-            splits[split] = splits[split].remove_columns(drop)
-        d = splits[split]
-        plans = [
-            Plan(m, m.resolve_columns(columns, d.column_names), m.temperature if temperature is None else temperature)
-            for m in todo
-        ]
-        for p in plans:
-            p.images = image_variables(p.metric, p.columns, d.features)
-        used = {v for m in loaded for v in (*m.variables, *m.optional)}
-        unused = sorted(set(columns) - used)
-        if unused:
-            logger.warning(
-                "columns maps %s, which no chosen metric uses (they use: %s)", unused, ", ".join(sorted(used))
-            )
-        _preflight(split, d, plans)
-        plans_by_split[split] = plans
-    return plans_by_split, kept, renamed
-
-
-def check_samples(settings: Settings, plans_by_split: dict[str, list[Plan]]) -> None:
-    """K samples at temperature 0 are the same reply K times, each paid for: refuse them."""
-    if settings.samples == 1:
-        return
-    cold = sorted({p.metric.name for plans in plans_by_split.values() for p in plans if p.temperature == 0})
-    if cold:
-        raise ConfigError(
-            f"samples={settings.samples} at temperature 0 ({', '.join(cold)}): the {settings.samples} replies would "
-            "be the same reply paid for each time. Sample at a temperature above 0: temperature=0.7 (--temperature 0.7)"
-        )
-
-
-def _judge_clients(settings: Settings, api_key: str | None) -> list[JudgeClient]:
-    """One client per judge (one for a run without a panel): its model, its server, its key."""
-    return judge_panel(judge_specs(settings, api_key))
-
-
-def judge_specs(settings: Settings, api_key: str | None) -> list[tuple[Settings, str | None]]:
-    """Each judge's settings and key, resolved here (picklable: what a worker process or a Ray actor builds
-    the panel's clients from, with :func:`hf_judge.client.judge_panel`)."""
-    if not settings.models:
-        return [(settings, api_key)]
-    specs: list[tuple[Settings, str | None]] = []
-    for judge in settings.judges:
-        own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
-        specs.append((own, _judge_key(judge, settings, api_key)))
-    return specs
-
-
-def _judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None:
-    """A panel judge's key: its own (``api_key: env:VAR``), else the run's, unless its URL carries credentials."""
-    from .recipes import resolve_secret
-
-    key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
-    register(key)
-    base = judge.base_url or settings.base_url or constants.default_base_url()
-    if key is None and not has_credentials(base):
-        key = api_key
-    return key
-
-
-def panel_agreement(layout: Layout, results: dict[str, Dataset], plans_by_split: dict[str, list[Plan]]) -> dict:
-    """Judge-vs-judge agreement of a panel, per split and metric (see ensemble.Layout.agreement)."""
-    out: dict[str, Any] = {}
-    for split, plans in plans_by_split.items():
-        if split in results and plans:
-            table = results[split].data.table
-            out[split] = {p.metric.name: layout.agreement(p.metric, table) for p in plans}
-    return out
-
-
-def _api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
-    """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials.
-    In a panel, the key of every judge that names none of its own (``api_key: env:VAR``)."""
-    base = settings.base_url or check_base_url(constants.default_base_url())
-    bases = [j.base_url or base for j in settings.judges if not j.api_key] if settings.models else [base]
-    if api_key is None and any(not has_credentials(b) for b in bases):  # user:password@ is a URL's own auth
-        api_key = constants.default_api_key()
-    for base in bases:
-        if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
-            raise ConfigError(
-                f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
-                "or point base_url (--base-url) at your own server"
-            )
-    register(api_key)
-    return api_key
-
-
-def _new_summary(
-    settings: Settings,
-    client: JudgeClient,
-    loaded: list,
-    splits: dict[str, Dataset],
-    kept: dict[str, list[str]],
-    renamed: dict[str, dict[str, str]],
-    layout: Layout | None = None,
-    clients: list[JudgeClient] | None = None,
-) -> RunSummary:
-    layout = layout or Layout()
-    sampling: dict[str, Any] = {
-        "temperature": settings.temperature
-        if settings.temperature is not None
-        else {m.name: m.temperature for m in loaded},
-        "top_p": settings.top_p,
-        "max_tokens": settings.max_tokens,
-    }
-    if settings.logprobs:  # only when on: the summaries and cards of runs without logprobs stay as they were
-        sampling["top_logprobs"] = settings.top_logprobs
-    if layout.samples > 1:
-        sampling.update(samples=layout.samples, min_samples=layout.min_samples)
-    if layout.panel:
-        sampling["aggregator"] = str(layout.aggregator)
-        sampling["judges"] = [
-            {"name": name, "model": c.model, "base_url_host": _host(c)}
-            for name, c in zip(layout.judges, clients or [], strict=True)
-        ]
-    summary = RunSummary(
-        model=settings.model,
-        base_url_host=_host(client),
-        metrics={m.name: m.prompt_hash for m in loaded},
-        columns=list(score_types(loaded, layout, settings.logprobs)),
-        sampling=sampling,
-        source_dataset=_source_name(splits),
-        prompts={m.name: _prompt_record(m) for m in loaded},
-    )
-    summary.notes += [
-        f"kept the existing columns of {', '.join(names)} in {split} (not scored again; if_exists='overwrite', "
-        "CLI --overwrite-scores, scores them again)"
-        for split, names in kept.items()
-        if names
-    ]
-    summary.notes += [
-        f"renamed {', '.join(f'{a} to {b}' for a, b in names.items())} in {split}: the score an All metric wrote, "
-        "beside the single metric's own columns"
-        for split, names in renamed.items()
-        if names
-    ]
-    return summary
-
-
-def _host(client: JudgeClient) -> str:
-    return urlparse(client.base_url).netloc.rpartition("@")[2]  # never user:password@
-
-
-class _RunResources(ExitStack):
-    """What a run holds while it sends requests: the reply store, the event loop thread and the client's
-    session. Opened when the first split needs them; closed once, each best effort, however the run ends:
-    the split in flight cancelled, the session closed, the loop stopped, then the store flushed and closed."""
-
-    def __init__(self, clients: list[JudgeClient], store_path: Path | None):
-        self.clients = clients
-        self.store_path = store_path
-        self.store: ReplyStore | None = None
-        self.loop: LoopThread | None = None
-        self.active: SplitRun | None = None  # the split being scored, cancelled if the run stops
-        super().__init__()
-
-    @property
-    def written(self) -> int:
-        return self.store.written if self.store is not None else 0
-
-    def open(self) -> None:
-        if self.loop is not None:
-            return
-        if self.store_path is not None:
-            self.store = ReplyStore(self.store_path)
-            self.callback(self._close_store, self.store)
-        self.loop = loop = LoopThread()
-        self.callback(loop.stop)
-        for client in self.clients:
-            self.callback(self._quietly, functools.partial(self._close_client, loop, client))
-        self.callback(self._quietly, self._cancel_active)
-        for client in self.clients:
-            loop.run(client.open())
-
-    @staticmethod
-    def _close_client(loop: LoopThread, client: JudgeClient) -> None:
-        loop.run(client.close(), timeout=10)
-
-    def _cancel_active(self) -> None:
-        if self.active is not None and self.loop is not None:
-            self.loop.run(self.active.cancel(), timeout=10)
-
-    @staticmethod
-    def _close_store(store: ReplyStore) -> None:
-        store.flush(30)
-        store.close()
-
-    @staticmethod
-    def _quietly(step: Callable[[], Any]) -> None:
-        try:
-            step()
-        except Exception:  # noqa: BLE001 - best effort while stopping
-            pass
-
-
-@dataclass
-class _SplitContext:
-    """What every split of one run shares."""
-
-    client: JudgeClient
-    summary: RunSummary
-    use_cache: bool
-    cache_root: Path
-    token_columns: bool
-    progress: bool | ProgressCallback
-    window: int
-    max_input_chars: int | None
-    layout: Layout = field(default_factory=Layout)
-    judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
-    api_key: str | None = None  # for the worker processes of num_workers
-    judge_specs: list[tuple[Settings, str | None]] = field(default_factory=list)  # what workers build `judges` from
-    resources: _RunResources | None = None
-    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
-
-
-def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], errors: list[dict]) -> Dataset:
+def _score_split(ctx: SplitContext, split: str, d: Dataset, plans: list[Plan], errors: list[dict]) -> Dataset:
     """One split, scored: its columns kept as they are, its result reused from the cache, or a fresh run
     (which saves a finished result to the cache and keeps a result with errors out of it)."""
     summary = ctx.summary
@@ -854,7 +394,9 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
     base = d.flatten_indices() if d._indices is not None else d
     if not plans:  # every metric's columns were kept
         return base
-    fp = _fingerprint(d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges)
+    fp = results_fingerprint(
+        d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges
+    )
     features = score_features([p.metric for p in plans], ctx.layout, ctx.client.settings.logprobs, ctx.token_columns)
     if len(d) == 0:
         # Nothing to send or to cache. Not through a run: datasets' map returns an empty input as it is, without
@@ -867,7 +409,7 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
         saved = _load_result(cache_file, len(d), features) if cache_file.exists() else None
         if saved is not None:
             summary.cached_splits.append(split)
-            summary.add_runs(_read_runs(cache_file))
+            summary.add_runs(read_runs(cache_file))
             return concatenate_datasets([base, saved], axis=1)
     fresh = _workers_run if ctx.client.settings.num_workers > 1 and len(d) > 1 else _fresh_run
     scores = fresh(ctx, split, d, plans, fp, features, cache_file, errors)
@@ -875,7 +417,7 @@ def _score_split(ctx: _SplitContext, split: str, d: Dataset, plans: list[Plan], 
 
 
 def _workers_run(
-    ctx: _SplitContext,
+    ctx: SplitContext,
     split: str,
     d: Dataset,
     plans: list[Plan],
@@ -920,10 +462,10 @@ def _workers_run(
     bar = ProgressBar(split, len(d)) if progress is True else None
     on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
     judges = ctx.judges or [client]
-    current = (split, cache_file if ctx.use_cache else None, _counters(judges), time.perf_counter())
+    current = (split, cache_file if ctx.use_cache else None, counters(judges), time.perf_counter())
 
-    def checkpoint() -> None:  # as _Checkpoints does for one process: a kill -9 keeps the counters so far
-        _write_runs(cache_file, ctx.run_id, _run_entry(ctx.summary, current, judges, ctx.run_id, ctx.run_started))
+    def checkpoint() -> None:  # as Checkpoints does for one process: a kill -9 keeps the counters so far
+        write_runs(cache_file, ctx.run_id, run_entry(ctx.summary, current, judges, ctx.run_id, ctx.run_started))
 
     try:
         stats = [j.stats for j in judges]
@@ -937,17 +479,17 @@ def _workers_run(
         concat_arrow(paths, done)
         scores = Dataset.from_file(str(done))
         if shard_errors:
-            weakref.finalize(scores.data, _unlink, done)
+            weakref.finalize(scores.data, unlink_quietly, done)
         return scores
     finally:
         if bar is not None:
             bar.close()
         shutil.rmtree(folder, ignore_errors=True)
-        _record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
+        record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
 
 
 def _fresh_run(
-    ctx: _SplitContext,
+    ctx: SplitContext,
     split: str,
     d: Dataset,
     plans: list[Plan],
@@ -1001,11 +543,11 @@ def _fresh_run(
         judges=ctx.judges,
         layout=ctx.layout,
     )
-    current = (split, cache_file if ctx.use_cache else None, _counters(ctx.judges or [client]), time.perf_counter())
+    current = (split, cache_file if ctx.use_cache else None, counters(ctx.judges or [client]), time.perf_counter())
     judges = ctx.judges or [client]
     every = client.settings.history_every_s
     checkpoints = (
-        _Checkpoints(loop, every, ctx.summary, current, judges, ctx.run_id, ctx.run_started) if ctx.use_cache else None
+        Checkpoints(loop, every, ctx.summary, current, judges, ctx.run_id, ctx.run_started) if ctx.use_cache else None
     )
     try:
         feeder = loop.submit(run.feed())
@@ -1026,7 +568,7 @@ def _fresh_run(
                 os.replace(run_dir / cache_file.name, done)
                 scores = Dataset.from_file(str(done))
                 if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
-                    weakref.finalize(scores.data, _unlink, done)
+                    weakref.finalize(scores.data, unlink_quietly, done)
         except OSError as e:
             if not is_disk_full(e):
                 raise
@@ -1052,101 +594,11 @@ def _fresh_run(
         if checkpoints is not None:
             checkpoints.stop()
         # also when stopped mid-split: what it paid for counts when a later run resumes
-        _record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
+        record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
     return scores
 
 
 _IF_EXISTS = ("keep", "overwrite", "error")
-
-
-def _kind(feature: Any) -> str | None:
-    dtype = getattr(feature, "dtype", None)
-    if dtype is None:
-        return None
-    return "bool" if dtype == "bool" else "number" if dtype.startswith(("int", "uint", "float")) else dtype
-
-
-def _column_mapping(loaded: list, columns: dict[str, str] | None, splits: dict[str, Any]) -> dict[str, str]:
-    """Template variable -> the column judged as it, the identity mapping included, over every metric (an
-    optional variable no split has a column for is left out): a summary and a card say what was judged as what.
-
-    Example:
-        >>> _column_mapping(resolve_metrics(["QA_Clarity"]), {"output": "answer"}, {})
-        {'instruction': 'instruction', 'output': 'answer'}
-    """
-    columns = columns or {}
-    present = {c for d in splits.values() for c in (d.column_names or ())}
-    mapping = {v: columns.get(v, v) for m in loaded for v in m.variables}
-    mapping.update({v: columns.get(v, v) for m in loaded for v in m.optional if columns.get(v, v) in present})
-    return mapping
-
-
-def _free_single_metric_columns(d: Dataset, loaded: list) -> dict[str, str]:
-    """Columns of an earlier ``<Mode>_All`` run that a single metric asked for now needs: old -> new name.
-
-    ``QA_All`` wrote ``QA_Clarity``; scoring ``QA_Clarity`` later needs that name for its own score. The All's
-    score moves to ``QA_All_Clarity``, the name it gets when both run together (see metrics.resolve_metrics),
-    so adding a single metric to a scored dataset keeps every score. Only when the dataset holds every column
-    of the All metric and none of the single metric's other columns: anything else is a real conflict.
-    """
-    from .metrics import load_metric
-
-    names = set(d.column_names)
-    renames: dict[str, str] = {}
-    for m in loaded:
-        if m.mode is None or m.name.endswith("_All") or m.name not in names:
-            continue
-        others = [c for c in m.columns if c != m.name]
-        if not others or any(c in names for c in others):
-            continue
-        try:
-            all_columns = load_metric(f"{m.mode}_All").columns
-        except ConfigError:
-            continue
-        target = f"{m.mode}_All_{m.name.removeprefix(m.mode + '_')}"
-        if m.name in all_columns and names.issuperset(all_columns) and target not in names:
-            renames[m.name] = target
-    return renames
-
-
-def _existing_columns(
-    split: str, d: Dataset, loaded: list, if_exists: str, token_columns: bool, layout: Layout
-) -> tuple[list, list[str], list[str]]:
-    """(metrics to score, names of metrics kept, columns to drop first) for one split."""
-    todo, kept, drop, conflicts = [], [], [], []
-    for m in loaded:
-        features = layout.features(m)
-        present = [c for c in features if c in d.column_names]
-        if not present:
-            todo.append(m)
-        elif if_exists == "overwrite":
-            todo.append(m)
-            # with them the probability-weighted columns of the scores replaced: never beside newer scores
-            weighted = {*logprobs.columns(m), *layout.logprob_types(m)}
-            drop += present + [c for c in d.column_names if c in weighted]
-        elif if_exists == "error":
-            conflicts.append(f"{m.name} ({', '.join(present)})")
-        elif len(present) < len(features):
-            missing = [c for c in features if c not in present]
-            conflicts.append(f"{m.name} (has {', '.join(present)} but not {', '.join(missing)})")
-        else:
-            odd = [c for c in present if _kind(d.features[c]) != _kind(features[c])]
-            if odd:
-                conflicts.append(f"{m.name} ({odd[0]} is {d.features[odd[0]]}, {m.name} writes {features[odd[0]]})")
-            else:
-                kept.append(m.name)
-    tokens = [c for c in TOKEN_COLUMNS if token_columns and c in d.column_names]
-    if tokens and if_exists == "overwrite":
-        drop += tokens
-    elif tokens and todo:
-        conflicts.append(f"token columns ({', '.join(tokens)}) that this run's token_columns would replace")
-    if conflicts:
-        raise ConfigError(
-            f"split {split!r} already has columns of {'; '.join(conflicts)}. "
-            "Score them again and replace those columns "
-            "with --overwrite-scores (library: if_exists='overwrite')"
-        )
-    return todo, kept, drop
 
 
 def _stream_features(
@@ -1203,7 +655,7 @@ def _remove_partials(cache_file: Path) -> None:
     """Remove the partial results and run folders earlier runs of this fingerprint left (a kill -9 skips
     their clean-up)."""
     for p in cache_file.parent.glob(f"{cache_file.stem}.partial-*.arrow"):
-        _unlink(p)  # a dataset of this process that still maps one keeps reading it (Linux)
+        unlink_quietly(p)  # a dataset of this process that still maps one keeps reading it (Linux)
     host = _RUN_DIR_OWNER.rsplit("_", 1)[0]
     for p in cache_file.parent.glob(f"{cache_file.stem}.run-{host}_*-*"):
         pid = p.name.rsplit("-", 1)[0].rsplit("_", 1)[-1]
@@ -1219,13 +671,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # another user's live process
         return True
     return True
-
-
-def _unlink(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def _close_left_open(error: BaseException, folder: Path | None) -> None:
@@ -1266,140 +711,3 @@ def _results_disk_full(folder: Path, error: OSError, needed: int | None) -> Disk
         f"Every reply received is kept in the reply cache; the scores of this split need {need}. Free it there "
         "(or point cache_dir= / --cache-dir at a larger disk) and run the same command again."
     )
-
-
-def _source_name(splits: dict[str, Dataset]) -> str:
-    """The dataset's name as ``datasets`` knows it (the CLI passes the exact Hub id instead)."""
-    for d in splits.values():
-        name = getattr(d.info, "dataset_name", None) or getattr(d.info, "builder_name", None)
-        if name and name not in ("json", "csv", "parquet", "text", "arrow", "generator", "dataset"):
-            return str(name)
-    return ""
-
-
-def _prompt_record(metric) -> dict[str, Any]:
-    """The prompt file a metric was loaded from: name, full sha256 of its text, params, text (for the Hub),
-    and the metric pack that ships it, if one does (name, version, entry point)."""
-    return {
-        "file": metric.path.name if metric.path is not None else f"{metric.name}.jinja",
-        "sha256": hashlib.sha256(metric.text.encode()).hexdigest(),
-        "params": metric.params,
-        "text": metric.text,
-        **({"pack": metric.pack} if metric.pack else {}),
-    }
-
-
-_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "cached_tokens")
-# every counter of a run that adds up across clients (a panel's judges, Ray's actors)
-_RUN_COUNTERS = (*_COUNTERS, "shared", "capped_waits")
-
-
-def _counters(clients: list[JudgeClient]) -> dict[str, int]:
-    return {k: sum(getattr(c.stats, k) for c in clients) for k in _COUNTERS}
-
-
-def total_stats(clients: list[JudgeClient]) -> Stats:
-    """The stats of a run: its one client's, or those of a panel's judges added up."""
-    if len(clients) == 1:
-        return clients[0].stats
-    total = Stats(structured_output=", ".join(dict.fromkeys(c.stats.structured_output for c in clients)))
-    for c in clients:
-        s = c.stats
-        for k in _RUN_COUNTERS:
-            setattr(total, k, getattr(total, k) + getattr(s, k))
-        total.failures.update(s.failures)
-        total.notes += [n for n in s.notes if n not in total.notes]  # judges on one server: said once
-    return total
-
-
-def _runs_file(cache_file: Path) -> Path:
-    return cache_file.with_name(f"{cache_file.stem}.runs.json")
-
-
-def _read_runs(cache_file: Path) -> list[dict[str, Any]]:
-    try:
-        return json.loads(_runs_file(cache_file).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-
-
-def _record_run(summary: RunSummary, current: tuple, clients: list[JudgeClient], run_id: str, started: str) -> None:
-    """Add this run's share of one split to the summary, after the earlier runs that worked on the same
-    result (an interrupted run, one whose failed rows this run retried); keep the list beside the results cache."""
-    cache_file = current[1]
-    entry = _run_entry(summary, current, clients, run_id, started)
-    earlier = _read_runs(cache_file) if cache_file is not None else []
-    summary.add_runs([*earlier, entry])
-    if cache_file is not None:
-        _write_runs(cache_file, run_id, entry)
-
-
-def _run_entry(summary: RunSummary, current: tuple, clients: list[JudgeClient], run_id: str, started: str) -> dict:
-    """This run's entry of the run history of one split: what its counters moved since the split began."""
-    split, _, before, t0 = current
-    now = _counters(clients)
-    entry: dict[str, Any] = {"id": run_id, "started": started, "split": split}
-    entry.update({k: now[k] - before[k] for k in _COUNTERS})
-    entry["elapsed_s"] = round(time.perf_counter() - t0, 3)
-    b = summary.batch
-    if (b.get("prompt_tokens") or b.get("completion_tokens")) and all(r.get("id") != run_id for r in summary.runs):
-        # batch mode collected its replies before any split began: their tokens go in this run's first entry
-        for k in ("prompt_tokens", "completion_tokens"):
-            entry[k] += b.get(k, 0)
-            entry[f"batch_{k}"] = b.get(k, 0)
-    return entry
-
-
-def _write_runs(cache_file: Path, run_id: str, entry: dict) -> None:
-    """Put ``entry`` in the run history beside ``cache_file``, in place of this run's earlier one (a checkpoint)."""
-    runs = [r for r in _read_runs(cache_file) if r.get("id") != run_id] + [entry]
-    tmp = _runs_file(cache_file).with_suffix(f".tmp-{run_id}")
-    try:
-        tmp.write_text(json.dumps(runs), encoding="utf-8")
-        os.replace(tmp, _runs_file(cache_file))
-    except OSError as e:  # a full disk: the history is a nicety, the run's own error must show
-        _unlink(tmp)
-        logger.debug("could not record the run history beside %s: %s", cache_file, e)
-
-
-class _Checkpoints:
-    """This run's entry of the run history, written every ``every`` seconds while its split runs, so that a run
-    killed with kill -9 leaves its counters up to the last checkpoint (Ctrl-C and errors write them at the end).
-
-    The writes run on the event loop's thread; ``stop()``, from the thread that writes the final entry, waits
-    for a write under way, so that no checkpoint can replace the final entry."""
-
-    def __init__(self, loop: LoopThread, every: float, *entry_args: Any) -> None:
-        self._lock, self._stopped = threading.Lock(), False
-        self._every, self._args = every, entry_args
-        self._future = loop.submit(self._run())
-
-    async def _run(self) -> None:
-        summary, current, clients, run_id, started = self._args
-        while True:
-            await asyncio.sleep(self._every)
-            with self._lock:
-                if self._stopped:
-                    return
-                _write_runs(current[1], run_id, _run_entry(summary, current, clients, run_id, started))
-
-    def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-        self._future.cancel()
-
-
-def _fill_summary(summary: RunSummary, clients: list[JudgeClient], errors: list[dict], started: float) -> None:
-    s = total_stats(clients)
-    for name in (*_COUNTERS, "capped_waits"):
-        setattr(summary, name, getattr(s, name))
-    summary.failed_attempts = dict(s.failures)
-    summary.errors = dict(Counter(e["kind"] for e in errors))
-    summary.structured_output = s.structured_output
-    summary.notes = [*summary.notes, *s.notes]
-    summary.elapsed_s = time.perf_counter() - started
-    summary.shared = s.shared
-    # one price for the run's tokens: a panel of models priced differently has none (its cost is not one product)
-    prices = {c.price for c in clients}
-    price = prices.pop() if len(prices) == 1 else None
-    summary.price = price.model_dump() if price is not None else None

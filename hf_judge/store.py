@@ -202,7 +202,7 @@ def _merge(conn: sqlite3.Connection, extra: list[tuple] | None = None) -> None:
         raise
 
 
-def _encode_meta(usage: tuple[int, int] | None, logprobs: dict | None) -> str | None:
+def encode_meta(usage: tuple[int, int] | None, logprobs: dict | None) -> str | None:
     """The ``usage`` column: ``"12 5"``, or with log-probabilities ``"12 5 {...}"`` (``"- - {...}"`` without usage)."""
     if logprobs is None:
         return None if usage is None else f"{usage[0]} {usage[1]}"
@@ -641,7 +641,7 @@ class ReplyStore:
 
     def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None) -> None:
         """Queue one accepted reply (and its token usage and log-probability table, if known) for the next commit."""
-        self._queue.put((key, content, _encode_meta(usage, logprobs)))
+        self._queue.put((key, content, encode_meta(usage, logprobs)))
 
     def _write_loop(self) -> None:
         q = self._queue

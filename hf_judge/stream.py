@@ -37,8 +37,8 @@ import pyarrow.parquet as pq
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
 
 from .card import card_metadata, merge_card_text, provenance_files, render_section
+from .columns import SCORE_TYPES
 from .errors import ConfigError, InterruptedRun
-from .filter import SCORE_TYPES
 from .pipeline import LoopThread, Plan, SplitRun, sparse_gc
 from .progress import ProgressBar, ProgressCallback
 from .redact import register
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .client import JudgeClient
     from .ensemble import Layout
     from .judge_agreement import AgreementReport
-    from .score import _SplitContext
+    from .runs import SplitContext
     from .summary import RunSummary
 
 logger = logging.getLogger("hf_judge")
@@ -165,12 +165,12 @@ def score_batches(
             feeder.cancel()
 
 
-class _Streams:
+class Streams:
     """What the splits of one streaming result share: the inputs, the plans, the run's context."""
 
     def __init__(
         self,
-        ctx: _SplitContext,
+        ctx: SplitContext,
         splits: dict[str, IterableDataset],
         plans: dict[str, list[Plan]],
         features: dict[str, Features],
@@ -199,7 +199,7 @@ class _Streams:
         """The split's scored rows, as Arrow tables of the output features, with their error rows and the input's
         ``state_dict()`` after them. ``resume`` (``rows``, ``state``, ``errors``): go on after that many rows.
         One reading is one run: the event loop, client session and reply store are open while it lasts."""
-        from .score import _counters, _fill_summary, _record_run, _RunResources
+        from .runs import RunResources, counters, fill_summary, record_run
 
         ctx, plans, schema = self.ctx, self.plans[split], self.features[split].arrow_schema
         d = self.splits[split].with_format("arrow")
@@ -213,7 +213,7 @@ class _Streams:
         bar = ProgressBar(split, known - first if known > first else None) if ctx.progress is True else None
         on_progress = ctx.progress if callable(ctx.progress) else bar if bar is not None and not bar.disabled else None
         clients = ctx.judges or [client]
-        current = (split, None, _counters(clients), time.perf_counter())
+        current = (split, None, counters(clients), time.perf_counter())
         states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
 
         def inputs() -> Iterator[pa.Table]:
@@ -228,7 +228,7 @@ class _Streams:
                     rows += table.num_rows
                     yield table.cast(schema), [], states.popleft()
             else:
-                with sparse_gc(), _RunResources(clients, self.store_path) as res:
+                with sparse_gc(), RunResources(clients, self.store_path) as res:
                     res.open()
                     assert res.loop is not None  # open() started it
                     for table, scores, errs in score_batches(
@@ -257,8 +257,8 @@ class _Streams:
                 bar.close()
             summary.rows[split] = rows
             if plans:
-                _record_run(summary, current, clients, ctx.run_id, ctx.run_started)
-            _fill_summary(summary, clients, self.all_errors(), self.started)
+                record_run(summary, current, clients, ctx.run_id, ctx.run_started)
+            fill_summary(summary, clients, self.all_errors(), self.started)
 
     def rows(self, split: str) -> Iterator[dict[str, Any]]:
         for table, _, _ in self.tables(split):
@@ -305,10 +305,10 @@ class _Streams:
         yield from self.all_errors()
 
 
-_LIVE: weakref.WeakValueDictionary[str, _Streams] = weakref.WeakValueDictionary()
+_LIVE: weakref.WeakValueDictionary[str, Streams] = weakref.WeakValueDictionary()
 
 
-def _live(key: str) -> _Streams:
+def _live(key: str) -> Streams:
     return _LIVE[key]
 
 
@@ -349,11 +349,11 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
     summary: RunSummary | None = None
     # reports of hf_judge.agreement to show in the card that save_to_disk and push_to_hub write
     agreement: Sequence[AgreementReport] = ()
-    _streams: _Streams
+    _streams: Streams
 
     @classmethod
-    def _of(cls, streams: _Streams) -> ScoredIterableDatasetDict:
-        from .score import ERROR_FEATURES, ERRORS_SPLIT
+    def _of(cls, streams: Streams) -> ScoredIterableDatasetDict:
+        from .errors_split import ERROR_FEATURES, ERRORS_SPLIT
 
         out = cls(
             {
@@ -385,7 +385,7 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
 
     def rows_and_columns(self) -> dict[str, tuple[int, list[str]]]:
         """Rows and columns per split (``errors`` included), as far as the splits have been read."""
-        from .score import ERRORS_SPLIT
+        from .errors_split import ERRORS_SPLIT
 
         streams = self._streams
         out = {s: (streams.ctx.summary.rows.get(s, 0), list(streams.features[s])) for s in streams.splits}
@@ -472,7 +472,7 @@ def push_folder(
 PROGRESS = "hf_judge_progress.json"
 
 
-def write_result(streams: _Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport] = ()) -> None:
+def write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport] = ()) -> None:
     """The layout ``save_to_disk`` writes (see there). A save of the same job that was interrupted is taken
     up after its last closed shard (the input resumes from its ``state_dict()``); other files in ``data/`` and
     ``errors/`` go. The progress file goes once the save is complete."""
@@ -491,8 +491,8 @@ def _interrupted(use_cache: bool) -> InterruptedRun:
     )
 
 
-def _write_result(streams: _Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport]) -> None:
-    from .score import ERROR_FEATURES
+def _write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport]) -> None:
+    from .errors_split import ERROR_FEATURES
 
     root.mkdir(parents=True, exist_ok=True)
     progress = _read_progress(root / PROGRESS, streams.job_key())
@@ -544,7 +544,7 @@ def _save_progress(path: Path, progress: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _write_split(streams: _Streams, split: str, root: Path, shard_bytes: int, progress: dict[str, Any]) -> list[Path]:
+def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, progress: dict[str, Any]) -> list[Path]:
     """Write one split's shards, recording in ``progress`` each closed shard with the input's state after it."""
     schema = streams.features[split].arrow_schema
     entry = progress["splits"].setdefault(split, {"shards": [], "rows": 0, "state": None, "errors": [], "done": False})
@@ -591,7 +591,7 @@ def _write_split(streams: _Streams, split: str, root: Path, shard_bytes: int, pr
 
 
 def _card_text(
-    streams: _Streams, files: dict[str, list[Path]], reports: Sequence[AgreementReport]
+    streams: Streams, files: dict[str, list[Path]], reports: Sequence[AgreementReport]
 ) -> tuple[str, dict[str, bytes]]:
     """The card: hf_judge's section (score distributions read back from the shards' score columns only)
     and the ``configs`` that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``;
@@ -600,7 +600,7 @@ def _card_text(
 
     from . import plots
     from .card import picture_files
-    from .score import ERRORS_SPLIT
+    from .errors_split import ERRORS_SPLIT
 
     summary = streams.ctx.summary
     wanted = set(summary.columns) if summary is not None else set()
@@ -648,7 +648,7 @@ def stream_splits(
     ds: IterableDataset | IterableDatasetDict,
 ) -> tuple[dict[str, IterableDataset], IterableDataset | None]:
     """The splits of a streamed input (a bare ``IterableDataset`` becomes ``train``) and its ``errors`` split."""
-    from .score import ERROR_FEATURES, ERRORS_SPLIT
+    from .errors_split import ERROR_FEATURES, ERRORS_SPLIT
 
     splits = {"train": ds} if isinstance(ds, IterableDataset) else dict(ds)
     for name, d in splits.items():

@@ -162,7 +162,7 @@ _DECOR = re.compile(r"^[\s*_`\"'>#]+|[\s*_`\"']+$")
 _LABEL = re.compile(r"^(final answer|answer|verdict|judgement|judgment|output|result)\s*[:\-]\s*", re.I)
 
 
-def _clean_token(line: str) -> str:
+def clean_token(line: str) -> str:
     s = _DECOR.sub("", line)
     s = _LABEL.sub("", s)
     s = _DECOR.sub("", s)
@@ -187,7 +187,7 @@ def parse_binary_verdict(text: str, positive: str, negative: str) -> str:
         raise ReplyError(ErrorKind.EMPTY, "the reply has no content")
     pos, neg = str(positive).strip().lower(), str(negative).strip().lower()
     for line in (lines[-1], lines[0]):
-        token = _clean_token(line).lower()
+        token = clean_token(line).lower()
         if token == pos:
             return positive
         if token == neg:

@@ -1,8 +1,7 @@
 """The package's import structure: no module imports another's private names, no import cycle.
 
-Every import is read from the source (those inside functions too). What exists today is listed below as debt
-(issue 25 pays it off by moving the modules into subpackages whose imports run one way): a new private import
-or a new cycle fails, and so does a listed one that is gone, so that the list only shrinks.
+Every import is read from the source (those inside functions too, which run later but still tie the modules
+together): a module that needs another's name uses its public one.
 """
 
 from __future__ import annotations
@@ -12,38 +11,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "hf_judge"
 
-# (importing module, module imported from, name): each is a name the importer should not know
-PRIVATE_IMPORTS_DEBT = {
-    ("batch", "store", "_encode_meta"),
-    ("batch_files", "score", "_as_splits"),
-    ("batch_files", "score", "_build_plans"),
-    ("batch_files", "score", "_requests"),
-    ("batch_files", "score", "_settings"),
-    ("estimate", "score", "_api_key"),
-    ("estimate", "score", "_as_splits"),
-    ("estimate", "score", "_build_plans"),
-    ("estimate", "score", "_settings"),
-    ("fleet", "client", "_endpoint"),
-    ("fleet", "client", "_read_limited"),
-    ("fleet", "client", "_ReplyTooLarge"),
-    ("logprobs", "validate", "_clean_token"),
-    ("ray", "score", "_api_key"),
-    ("ray", "score", "_preflight"),
-    ("ray", "score", "_settings"),
-    ("ray", "score", "_RUN_COUNTERS"),
-    ("ray", "score", "_as_splits"),
-    ("ray", "score", "_column_mapping"),
-    ("ray", "score", "_new_summary"),
-    ("score", "stream", "_Streams"),
-    ("stream", "score", "_SplitContext"),
-    ("stream", "score", "_counters"),
-    ("stream", "score", "_fill_summary"),
-    ("stream", "score", "_record_run"),
-    ("stream", "score", "_RunResources"),
-}
-
-# the modules of today's one cycle
-CYCLE_DEBT = {"card", "estimate", "filter", "hub", "output", "score", "stream"}
 
 
 def _modules() -> dict[str, Path]:
@@ -120,20 +87,17 @@ def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-def test_no_module_imports_another_modules_private_names_beyond_the_listed_debt():
+def test_no_module_imports_another_modules_private_names():
     _, private = _imports()
-    assert private - PRIVATE_IMPORTS_DEBT == set(), "a new import of another module's private name: make it public"
-    assert PRIVATE_IMPORTS_DEBT - private == set(), "paid off: remove these from PRIVATE_IMPORTS_DEBT"
+    assert private == set(), "an import of another module's private name: make it public, or move the code"
 
 
-def test_the_import_cycles_do_not_grow():
-    """Today one cycle (issue 25 breaks it): a module joining it, or a second cycle, fails."""
-    cycles = _cycles(_imports()[0])
-    assert len(cycles) <= 1, cycles
-    assert all(c <= CYCLE_DEBT for c in cycles), [sorted(c - CYCLE_DEBT) for c in cycles]
+def test_no_import_cycle():
+    assert _cycles(_imports()[0]) == [], "modules that import each other, directly or through others"
 
 
 def test_the_scanner_finds_a_private_import_and_a_cycle():
     """The checks above can fail: the scanner sees what they look for."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
-    assert ("stream", "score", "_RunResources") in _imports()[1]  # one import inside a function body
+    graph, _ = _imports()
+    assert "hub" in graph["scored"]  # ScoredDatasetDict.push_to_hub imports hub inside a function body

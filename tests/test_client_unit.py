@@ -25,8 +25,8 @@ from hf_judge.client import (
     RETRY_POLICY,
     Decision,
     JudgeClient,
+    ReplyTooLarge,
     _Deadlines,
-    _ReplyTooLarge,
     classify,
 )
 from hf_judge.errors import (
@@ -359,7 +359,7 @@ def test_connection_error_after_a_reply_is_an_errors_row_that_keeps_the_last_rep
 
 
 def test_a_reply_over_max_reply_bytes_is_bad_response():
-    too_big = _ReplyTooLarge("Content-Length 99")
+    too_big = ReplyTooLarge("Content-Length 99")
     too_big.status = 200
     out, _, _, _, _ = run([too_big], retries=0, max_reply_bytes=2048)
     assert out[0].kind == "bad_response" and "(HTTP 200) is larger than max_reply_bytes=2,048" in out[0].message

@@ -226,7 +226,7 @@ def test_logprobs_is_a_flag_a_recipe_key_and_part_of_the_results_fingerprint(jud
     from hf_judge.client import JudgeClient
     from hf_judge.metrics import resolve_metrics
     from hf_judge.pipeline import Plan
-    from hf_judge.score import _fingerprint
+    from hf_judge.prepare import results_fingerprint
 
     args = build_parser().parse_args(["score", "x", "--logprobs", "--top-logprobs", "5"])
     assert _client_kwargs(args) == {"logprobs": True, "top_logprobs": 5}
@@ -238,7 +238,7 @@ def test_logprobs_is_a_flag_a_recipe_key_and_part_of_the_results_fingerprint(jud
         for m in resolve_metrics(["QA_Clarity"], None, None)
     ]
     prints = {
-        _fingerprint(ds, "train", plans, JudgeClient(Settings(model="j", **kw), api_key=None), None, False)
+        results_fingerprint(ds, "train", plans, JudgeClient(Settings(model="j", **kw), api_key=None), None, False)
         for kw in ({}, {"logprobs": True}, {"logprobs": True, "top_logprobs": 5})
     }
     assert len(prints) == 3

@@ -13,7 +13,7 @@ from datasets import DatasetDict, Features, Value, load_dataset
 from helpers import qa_dataset, run_cli, score, score_args
 
 from hf_judge.inputs import load_input
-from hf_judge.score import shards_for
+from hf_judge.scored import shards_for
 
 SCORES = {"QA_Clarity_reason": Value("string"), "QA_Clarity": Value("int64")}
 

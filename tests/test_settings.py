@@ -13,7 +13,7 @@ from hf_judge import Settings
 from hf_judge.client import JudgeClient
 from hf_judge.metrics import resolve_metrics
 from hf_judge.pipeline import Plan
-from hf_judge.score import _fingerprint
+from hf_judge.prepare import results_fingerprint
 
 COLUMNS = {"instruction": "question", "output": "answer"}
 # The two prompt files as they were when the pins were taken: issue 18 moved the row's data of every built-in
@@ -52,8 +52,8 @@ def test_request_bodies_keys_and_fingerprints_are_those_of_before():
         body = client.body(p.metric, messages, p.temperature)
         assert hashlib.sha256(body).hexdigest() == BODY_SHA256[p.metric.name]
         assert client.request_key(body).hex() == REQUEST_KEY[p.metric.name]
-    assert _fingerprint(ds, "train", plans, client, None, False) == FINGERPRINT
-    assert _fingerprint(ds, "train", plans, client, 500, True) == FINGERPRINT_CAPPED_TOKENS
+    assert results_fingerprint(ds, "train", plans, client, None, False) == FINGERPRINT
+    assert results_fingerprint(ds, "train", plans, client, 500, True) == FINGERPRINT_CAPPED_TOKENS
 
 
 def test_a_run_sends_the_pinned_bodies_and_writes_the_pinned_cache(judge, tmp_path):
@@ -70,7 +70,9 @@ def test_a_run_sends_the_pinned_bodies_and_writes_the_pinned_cache(judge, tmp_pa
     keys = {bytes(k) for (k,) in db.execute("SELECT key FROM replies UNION SELECT key FROM pending")}
     db.close()
     assert keys == {client.request_key(orjson.dumps(b)) for b in judge.stats()["bodies"]}
-    results = tmp_path / "cache" / "results" / f"{_fingerprint(ds, 'train', _plans(ds), client, None, False)}.arrow"
+    results = (
+        tmp_path / "cache" / "results" / f"{results_fingerprint(ds, 'train', _plans(ds), client, None, False)}.arrow"
+    )
     assert results.is_file()
     assert score(ds, ["QA_Clarity", "Q_All"], judge, tmp_path, prompts_dir=PROMPTS).summary.requests == 0
 
