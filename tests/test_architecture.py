@@ -12,7 +12,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "hf_judge"
 
 
-
 def _modules() -> dict[str, Path]:
     """Module name (relative to the package, "" for its __init__) -> file."""
     found = {}
