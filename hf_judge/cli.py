@@ -473,7 +473,7 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def resolve_api_key(args: argparse.Namespace, recipe_key: str | None = None, base_url: str | None = None) -> str | None:
     from urllib.parse import urlparse
 
-    from .recipes import resolve_secret
+    from .redact import resolve_secret
 
     if args.api_key_env:
         value = os.environ.get(args.api_key_env)

@@ -255,7 +255,7 @@ def judge_specs(settings: Settings, api_key: str | None) -> list[tuple[Settings,
 
 def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None:
     """A panel judge's key: its own (``api_key: env:VAR``), else the run's, unless its URL carries credentials."""
-    from .recipes import resolve_secret
+    from .redact import resolve_secret
 
     key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
     register(key)

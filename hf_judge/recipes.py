@@ -126,19 +126,6 @@ class Recipe(SettingsOverrides):  # type: ignore[valid-type,misc]  # a model bui
         return {k: v for k in public_fields() if (v := getattr(self, k)) is not None}
 
 
-def resolve_secret(value: str | None, what: str = "api_key") -> str | None:
-    """``env:NAME`` -> the variable's value; anything else as it is."""
-    if value is None or not value.startswith("env:"):
-        return value
-    name = value[4:].strip()
-    found = os.environ.get(name)
-    if not found:
-        raise ConfigError(
-            f"{what} says env:{name}, but the environment variable {name} is not set. Export it, e.g. export {name}=..."
-        )
-    return found
-
-
 def find_recipe(name_or_path: str | os.PathLike) -> Path:
     p = Path(name_or_path).expanduser()
     if p.is_file():

@@ -14,6 +14,8 @@ import logging
 import os
 import re
 
+from .errors import ConfigError
+
 _registered: set[str] = set()
 # Longest first (a secret may contain another), rebuilt on register. Checked with
 # ``in`` per secret: ~0.3 us each on a reply, ten times faster than one regex
@@ -121,3 +123,21 @@ def install_log_filter(hub_login: bool = True) -> None:
         register(get_token())
     except Exception:  # noqa: BLE001 - an unreadable token file is not ours to report
         pass
+
+
+def resolve_secret(value: str | None, what: str = "api_key") -> str | None:
+    """``env:NAME`` -> the variable's value; anything else as it is (recipes and panels name keys this way).
+
+    Example:
+        >>> resolve_secret("sk-inline"), resolve_secret(None)
+        ('sk-inline', None)
+    """
+    if value is None or not value.startswith("env:"):
+        return value
+    name = value[4:].strip()
+    found = os.environ.get(name)
+    if not found:
+        raise ConfigError(
+            f"{what} says env:{name}, but the environment variable {name} is not set. Export it, e.g. export {name}=..."
+        )
+    return found

@@ -39,7 +39,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError
-from .recipes import read_yaml, resolve_secret
+from .recipes import read_yaml
+from .redact import resolve_secret
 from .settings import Concurrency, Retries, Temperature, Timeout, TopP, resolve_settings, validated
 from .summary import RunSummary
 
