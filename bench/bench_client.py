@@ -15,8 +15,8 @@ import time
 
 import orjson
 
-from hf_judge.client import JudgeClient
-from hf_judge.metrics import load_metric
+from hf_judge.judging.metrics import load_metric
+from hf_judge.transport.client import JudgeClient
 
 DATA = orjson.dumps(
     {

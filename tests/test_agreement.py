@@ -12,7 +12,8 @@ import pytest
 from datasets import Dataset, DatasetDict
 from helpers import run_cli
 
-from hf_judge import ConfigError, agreement, stats
+from hf_judge import ConfigError, agreement
+from hf_judge.analysis import stats
 
 scipy_stats = pytest.importorskip("scipy.stats")
 metrics = pytest.importorskip("sklearn.metrics")

@@ -86,6 +86,30 @@ def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
+# The layers, lowest first: a module imports only from its own layer or those below it. The package's
+# __init__, __main__ and the public alias hf_judge.ray sit above them all.
+LAYERS = [
+    {"errors", "constants", "redact", "settings", "progress", "pages"},  # the foundation
+    {"judging", "store"},
+    {"transport", "analysis"},
+    {"results"},
+    {"engine"},
+    {"cli"},
+    {"", "__main__", "ray"},
+]
+
+
+def _layer(module: str) -> int:
+    top = module.split(".")[0]
+    return next(i for i, names in enumerate(LAYERS) if top in names)
+
+
+def test_every_module_has_a_layer_and_imports_run_downwards():
+    graph, _ = _imports()
+    upward = sorted((m, t) for m, targets in graph.items() for t in targets if _layer(t) > _layer(m))
+    assert upward == [], "an import against the layers (README/CONTRIBUTING: the package's layout)"
+
+
 def test_no_module_imports_another_modules_private_names():
     _, private = _imports()
     assert private == set(), "an import of another module's private name: make it public, or move the code"
@@ -99,4 +123,4 @@ def test_the_scanner_finds_a_private_import_and_a_cycle():
     """The checks above can fail: the scanner sees what they look for."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     graph, _ = _imports()
-    assert "hub" in graph["scored"]  # ScoredDatasetDict.push_to_hub imports hub inside a function body
+    assert "results.hub" in graph["results.scored"]  # ScoredDatasetDict.push_to_hub imports hub inside a function body

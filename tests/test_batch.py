@@ -386,7 +386,7 @@ def test_identical_requests_go_once_even_across_files(batch, tmp_path):
 
 
 def test_card_and_summary_say_batch_mode_with_the_providers_tokens(batch, tmp_path):
-    from hf_judge.card import render_section
+    from hf_judge.results.card import render_section
 
     scored = run(qa_dataset(3), batch, tmp_path / "b", batch=True)
     b = scored.summary.batch

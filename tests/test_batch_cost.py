@@ -8,8 +8,8 @@ from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from helpers import qa_dataset
 
 from hf_judge import Settings, score_dataset
-from hf_judge.card import render_section
-from hf_judge.summary import RunSummary
+from hf_judge.results.card import render_section
+from hf_judge.results.summary import RunSummary
 
 # USD per 1M tokens; the batch price is half the online one
 PRICES = "judge: {input: 2.0, output: 8.0, batch_input: 1.0, batch_output: 4.0}\n"

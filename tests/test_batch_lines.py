@@ -263,7 +263,7 @@ def test_an_imported_line_over_max_reply_bytes_is_an_error_row(batch, tmp_path):
 
 
 def test_a_huge_line_is_read_in_pieces_of_the_cap():
-    from hf_judge.batch import _bounded_lines
+    from hf_judge.engine.batch import _bounded_lines
 
     cap = 1 << 18
     huge = b'{"custom_id": "ab", "pad": "' + b"x" * (32 * cap) + b'"}\n'

@@ -7,7 +7,7 @@ from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from helpers import qa_dataset
 
 from hf_judge import BatchesPending, Settings, score_dataset
-from hf_judge.card import render_section
+from hf_judge.results.card import render_section
 
 
 def _run(server, cache, **kw):
@@ -51,7 +51,7 @@ def test_an_online_run_beside_batches_in_flight_warns_that_it_pays_again(batch, 
 
 
 def test_lines_an_expired_batch_did_not_run_are_not_called_failed():
-    from hf_judge.summary import RunSummary
+    from hf_judge.results.summary import RunSummary
 
     text = str(RunSummary(batch={"batches": 1, "submitted": 30, "collected": 15, "failed": 15}))
     assert "15 replies collected, 15 lines failed or not run;" in text

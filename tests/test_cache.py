@@ -245,7 +245,7 @@ def test_store_appends_then_merges_on_next_open(tmp_path):
     transaction, to the keyed table that lookups read (after a crash too)."""
     import sqlite3
 
-    from hf_judge.store import ReplyStore
+    from hf_judge.store.replies import ReplyStore
 
     path = tmp_path / "replies.sqlite3"
     first = ReplyStore(path)

@@ -1,6 +1,6 @@
 """The obvious call works, and no mistake destroys a result (issue 15).
 
-CLI tests run in-process through ``hf_judge.cli.main``, against the loopback
+CLI tests run in-process through ``hf_judge.cli.commands``, against the loopback
 judge and Hub servers.
 """
 
@@ -15,7 +15,7 @@ from datasets import Dataset, load_dataset, load_from_disk
 from helpers import score_args
 
 from hf_judge import ConfigError, ServerUnreachableError, Settings, filter_by_scores, score_dataset
-from hf_judge.cli import main
+from hf_judge.cli.commands import main
 
 KEY = "sk-test-SECRETKEY-safety-0123456789"
 
@@ -362,7 +362,7 @@ def test_a_missing_local_path_is_a_usage_error_at_once(spec, tmp_path, capsys, m
 
 
 def test_what_looks_like_a_path():
-    from hf_judge.inputs import looks_like_path
+    from hf_judge.cli.inputs import looks_like_path
 
     for spec in ("d.jsonl", "d.json", "d.parquet", "d.csv", "d.arrow", "./d", "../d", "/d", "~/d", "a/b/c"):
         assert looks_like_path(spec), spec
@@ -398,7 +398,7 @@ def test_an_arrow_file_is_scored(judge, tmp_path, capsys):
 
 
 def test_filter_with_other_thresholds_or_fewer_rows_needs_overwrite(judge, tmp_path, capsys):
-    from hf_judge.output import read_manifest
+    from hf_judge.results.output import read_manifest
 
     data = jsonl(tmp_path / "d.jsonl", 20)
     judged, best = tmp_path / "d-judged", tmp_path / "best"

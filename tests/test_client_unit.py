@@ -21,14 +21,7 @@ import pytest
 from datasets import Dataset
 
 from hf_judge import constants
-from hf_judge.client import (
-    RETRY_POLICY,
-    Decision,
-    JudgeClient,
-    ReplyTooLarge,
-    _Deadlines,
-    classify,
-)
+from hf_judge.engine.pipeline import combine_pairwise
 from hf_judge.errors import (
     AuthenticationError,
     ErrorKind,
@@ -39,11 +32,18 @@ from hf_judge.errors import (
     ServerUnreachableError,
     http_kind,
 )
-from hf_judge.images import prompt_tokens_estimate
-from hf_judge.limits import AdaptiveLimiter
-from hf_judge.metrics import MetricKind, OutputType, load_metric
-from hf_judge.pipeline import combine_pairwise
+from hf_judge.judging.images import prompt_tokens_estimate
+from hf_judge.judging.metrics import MetricKind, OutputType, load_metric
 from hf_judge.settings import Settings
+from hf_judge.transport.client import (
+    RETRY_POLICY,
+    Decision,
+    JudgeClient,
+    ReplyTooLarge,
+    _Deadlines,
+    classify,
+)
+from hf_judge.transport.limits import AdaptiveLimiter
 
 METRIC = load_metric("QA_Clarity")
 MESSAGES = [{"role": "user", "content": "Rate it."}]
@@ -570,7 +570,7 @@ def test_output_types_and_metric_kinds_keep_request_bodies_and_values():
 def test_reply_error_is_in_the_tree_and_exported():
     import hf_judge
     from hf_judge.errors import HfJudgeError
-    from hf_judge.validate import ReplyError as FromValidate
+    from hf_judge.judging.validate import ReplyError as FromValidate
 
     assert hf_judge.ReplyError is ReplyError is FromValidate and issubclass(ReplyError, HfJudgeError)
     with pytest.raises(hf_judge.ReplyError) as e:
@@ -579,7 +579,7 @@ def test_reply_error_is_in_the_tree_and_exported():
 
 
 def test_card_stats_of_a_selected_dataset_count_only_its_rows():
-    from hf_judge.card import column_stats
+    from hf_judge.results.card import column_stats
 
     ds = Dataset.from_dict({"s": [1, 2, 3, 4, None, 10]})
     picked = ds.select([5, 0, 4])  # an indices mapping, read through the public arrow format

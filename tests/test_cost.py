@@ -7,8 +7,8 @@ from datasets import Dataset
 from helpers import qa_dataset, run_cli, score, score_args
 
 from hf_judge import ConfigError, CostExceededError, Settings, estimate_cost, load_prices
-from hf_judge.estimate import declared_output_tokens
-from hf_judge.metrics import load_metric
+from hf_judge.engine.estimate import declared_output_tokens
+from hf_judge.judging.metrics import load_metric
 
 METRICS = ["QA_Clarity", "Q_All"]
 COLUMNS = {"instruction": "question", "output": "answer"}
@@ -201,8 +201,8 @@ def test_max_cost_must_be_a_finite_number(judge, tmp_path, capfd):
 
 def test_a_cost_that_is_not_a_number_stops_the_run(prices):
     """Whatever makes the spend NaN or infinite, the budget check reads it as used up, not as room left."""
-    from hf_judge.client import JudgeClient
-    from hf_judge.prices import Price
+    from hf_judge.transport.client import JudgeClient
+    from hf_judge.transport.prices import Price
 
     client = JudgeClient(Settings(model="judge", prices=prices, max_cost=0.01), api_key="sk-test")
     client.stats.prompt_tokens = 10
@@ -216,8 +216,8 @@ def test_a_cost_that_is_not_a_number_stops_the_run(prices):
 
 def test_the_spend_prices_batch_lines_at_the_batch_price(tmp_path):
     """The budget of a batch run's online fallback counts what the batch lines cost, as the summary does."""
-    from hf_judge.client import JudgeClient
-    from hf_judge.summary import RunSummary
+    from hf_judge.results.summary import RunSummary
+    from hf_judge.transport.client import JudgeClient
 
     path = tmp_path / "prices.yaml"
     path.write_text("judge: {input: 2.0, output: 8.0, batch_input: 1.0, batch_output: 4.0}\n", encoding="utf-8")
@@ -233,7 +233,7 @@ def test_the_spend_prices_batch_lines_at_the_batch_price(tmp_path):
 
 
 def test_cached_prompt_tokens_are_summed_in_the_summary_and_the_card(judge, tmp_path, prices):
-    from hf_judge.card import render_section
+    from hf_judge.results.card import render_section
 
     judge.configure(prefix_cache=True)
     plain = score(qa_dataset(4), ["QA_Clarity"], judge, tmp_path / "a", concurrency=1)

@@ -16,9 +16,9 @@ import pytest
 from datasets import concatenate_datasets, load_from_disk
 from helpers import qa_dataset, run_cli, score, score_args
 
-import hf_judge.store
+import hf_judge.store.replies
 from hf_judge import CacheLockedError, DiskFullError
-from hf_judge.store import ReplyStore
+from hf_judge.store.replies import ReplyStore
 
 KEYS = [i.to_bytes(16, "big") for i in range(200)]
 
@@ -204,7 +204,7 @@ def test_no_partial_results_file_is_left_behind(judge, tmp_path):
 def test_run_folders_of_killed_runs_are_removed_and_live_ones_kept(judge, tmp_path):
     """A kill -9 leaves its run folder (the map's output being written); the next run of the same result removes
     it, but never the folder of a run going on beside it."""
-    from hf_judge.score import _RUN_DIR_OWNER
+    from hf_judge.engine.score import _RUN_DIR_OWNER
 
     ds = qa_dataset(5)
     score(ds, ["QA_Clarity"], judge, tmp_path)
@@ -277,7 +277,7 @@ def test_a_run_on_a_locked_cache_stops_without_paying_again(judge, tmp_path, mon
     cache = tmp_path / "cache"
     for p in (cache / "results").iterdir():
         p.unlink()
-    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 0.5)
+    monkeypatch.setattr(hf_judge.store.replies, "LOCK_WAIT_S", 0.5)
     holder = sqlite3.connect(cache / "replies.sqlite3", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     judge.reset()
@@ -322,7 +322,7 @@ def test_a_cache_locked_mid_run_stops_the_run_and_loses_no_paid_reply(judge, tmp
     n, concurrency = 400, 8
     cache = tmp_path / "cache"
     cache.mkdir()
-    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 1.0)
+    monkeypatch.setattr(hf_judge.store.replies, "LOCK_WAIT_S", 1.0)
     holder = _hold_write_lock(cache / "replies.sqlite3")
     judge.configure(latency=0.05)  # ~2.5 s of requests: the lock outlasts the wait mid-run
     ds = qa_dataset(n)
@@ -353,8 +353,10 @@ def test_a_cache_lock_released_within_the_wait_is_waited_for_mid_run(judge, tmp_
     n, concurrency = 300, 8
     cache = tmp_path / "cache"
     cache.mkdir()
-    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 30.0)
-    monkeypatch.setattr(hf_judge.store, "LOCK_TRY_S", 0.1)  # a commit's try: the wait is said after 0.1 s, not 1 s
+    monkeypatch.setattr(hf_judge.store.replies, "LOCK_WAIT_S", 30.0)
+    monkeypatch.setattr(
+        hf_judge.store.replies, "LOCK_TRY_S", 0.1
+    )  # a commit's try: the wait is said after 0.1 s, not 1 s
     holder = _hold_write_lock(cache / "replies.sqlite3")
     sent_at_release = []
 
@@ -381,13 +383,13 @@ def test_a_cache_lock_released_within_the_wait_is_waited_for_mid_run(judge, tmp_
 
 
 def test_cli_on_a_cache_locked_mid_run_exits_1_naming_the_file(judge, tmp_path, monkeypatch, capsys):
-    from hf_judge.cli import main
+    from hf_judge.cli.commands import main
 
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("HF_JUDGE_CACHE", str(cache))
-    monkeypatch.setattr(hf_judge.store, "LOCK_WAIT_S", 1.0)
+    monkeypatch.setattr(hf_judge.store.replies, "LOCK_WAIT_S", 1.0)
     data = tmp_path / "data.jsonl"
     rows = (json.dumps({"question": f"cli-{i}: {i}*2?", "answer": str(2 * i)}) + "\n" for i in range(400))
     data.write_text("".join(rows))

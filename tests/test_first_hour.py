@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from helpers import EXAMPLE_ROWS, run_cli
 
-from hf_judge.inputs import example_dataset_path
+from hf_judge.cli.inputs import example_dataset_path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 
@@ -142,7 +142,7 @@ def test_one_outlier_score_adds_one_row_to_the_confusion_matrix(outlier):
     assert r.confusion["labels"] == [*range(10), outlier]
     assert len(r.to_json()) < 20_000
     if outlier == 300:  # the same kappa as over the whole range: it weighs by the values' distance
-        from hf_judge import stats
+        from hf_judge.analysis import stats
 
         whole = stats.cohen_kappa(np.array(labels), np.array(scores), list(range(outlier + 1)), quadratic=True)
         assert r.figures["quadratic_kappa"] == pytest.approx(whole)

@@ -8,12 +8,12 @@ import socket
 import pytest
 from judge_fixture import JudgeServer
 
-from hf_judge.batchscore import score_batch
+from hf_judge.engine.batchscore import score_batch
+from hf_judge.engine.pipeline import Plan
 from hf_judge.errors import ServerUnreachableError
-from hf_judge.fleet import DOWN_S, FleetClient
-from hf_judge.metrics import resolve_metrics
-from hf_judge.pipeline import Plan
+from hf_judge.judging.metrics import resolve_metrics
 from hf_judge.settings import Settings
+from hf_judge.transport.fleet import DOWN_S, FleetClient
 
 IN_FLIGHT = 16
 

@@ -225,7 +225,7 @@ def test_conditional_image_and_if_test_are_allowed(judge, tmp_path):
 
 def test_text_only_request_bodies_are_unchanged(tmp_path):
     """Cache keys of text-only metrics must not move: the body is byte-identical to the one before images."""
-    from hf_judge.client import JudgeClient
+    from hf_judge.transport.client import JudgeClient
 
     pdir = prompt(tmp_path, "Q_Text", "Question: {{ instruction }}\nAnswer: {{ output }}", front="system: Be strict.\n")
     client = JudgeClient(Settings(model="judge", base_url="http://127.0.0.1:9/v1"), api_key=None)
@@ -237,7 +237,7 @@ def test_text_only_request_bodies_are_unchanged(tmp_path):
 
 def test_token_estimate_counts_an_image_as_image_tokens_not_its_base64():
     """max_tokens_per_minute: a 300 KB photo is ~1,000 tokens, not 100,000 (which held every request a second)."""
-    from hf_judge.images import IMAGE_TOKENS, image_urls, prompt_tokens_estimate
+    from hf_judge.judging.images import IMAGE_TOKENS, image_urls, prompt_tokens_estimate
 
     photo = b"\x89PNG\r\n\x1a\n" + os.urandom(300_000)
     parts = [{"type": "text", "text": "x" * 400}, {"type": "image_url", "image_url": {"url": image_urls(photo)[0]}}]
@@ -253,7 +253,7 @@ TEXT_BODY_SHA256 = "2b16cf90b6e8a1615facbdd913007208dee536e1eb900200ae9a4e09d48c
 
 
 def test_mime_type_from_magic_bytes_only():
-    from hf_judge.images import mime_type
+    from hf_judge.judging.images import mime_type
 
     webp = b"RIFF\x10\x00\x00\x00WEBPVP8 "
     assert [mime_type(png(COLORS[0])), mime_type(JPEG), mime_type(b"GIF87a.."), mime_type(webp)] == [
@@ -359,7 +359,7 @@ def test_cli_saves_the_result_when_an_image_file_is_missing(judge, tmp_path, mon
     """`hf-judge score v.parquet -o vp2`: printed the summary, then exit 1 with no vp2/ (issue: stranger's trial)."""
     from datasets import load_from_disk
 
-    from hf_judge.cli import main
+    from hf_judge.cli.commands import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
@@ -411,7 +411,7 @@ def test_push_with_a_missing_image_file_pushes_the_result(judge, hub, tmp_path, 
 def test_saveable_nulls_only_gone_files_in_lists_and_selections(tmp_path, caplog):
     from datasets import load_from_disk
 
-    from hf_judge.images import missing_image_files, saveable
+    from hf_judge.judging.images import missing_image_files, saveable
 
     (tmp_path / "a.png").write_bytes(png(COLORS[0]))
     a, gone = {"bytes": None, "path": str(tmp_path / "a.png")}, {"bytes": None, "path": str(tmp_path / "gone.png")}

@@ -19,8 +19,8 @@ import pytest
 from datasets import load_from_disk
 from helpers import EXAMPLE_ROWS, QA_ALL, llama_servers_with, run_cli
 
-from hf_judge.inputs import example_dataset_path
-from hf_judge.local import BUNDLED_MODEL_FILE, local_judge
+from hf_judge.cli.inputs import example_dataset_path
+from hf_judge.transport.local import BUNDLED_MODEL_FILE, local_judge
 
 
 def _env(tmp_path: Path, **extra) -> dict[str, str]:

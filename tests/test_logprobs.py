@@ -13,8 +13,8 @@ from helpers import qa_dataset, score
 from judge_server import Judge, token_logprobs
 
 from hf_judge import load_metric
-from hf_judge.logprobs import distributions, row_values
-from hf_judge.store import ReplyStore
+from hf_judge.judging.logprobs import distributions, row_values
+from hf_judge.store.replies import ReplyStore
 
 COLUMNS = {"instruction": "question", "output": "answer"}
 BOTH = {**COLUMNS, "prediction": "answer"}  # the score metrics' variables and Binary's (question, answer: by name)
@@ -222,11 +222,11 @@ def test_a_server_without_logprobs_gives_null_columns_and_one_notice(judge, tmp_
 
 def test_logprobs_is_a_flag_a_recipe_key_and_part_of_the_results_fingerprint(judge, tmp_path):
     from hf_judge import Recipe, Settings
-    from hf_judge.cli import _client_kwargs, build_parser
-    from hf_judge.client import JudgeClient
-    from hf_judge.metrics import resolve_metrics
-    from hf_judge.pipeline import Plan
-    from hf_judge.prepare import results_fingerprint
+    from hf_judge.cli.commands import _client_kwargs, build_parser
+    from hf_judge.engine.pipeline import Plan
+    from hf_judge.engine.prepare import results_fingerprint
+    from hf_judge.judging.metrics import resolve_metrics
+    from hf_judge.transport.client import JudgeClient
 
     args = build_parser().parse_args(["score", "x", "--logprobs", "--top-logprobs", "5"])
     assert _client_kwargs(args) == {"logprobs": True, "top_logprobs": 5}
@@ -251,7 +251,7 @@ def test_logprobs_is_a_flag_a_recipe_key_and_part_of_the_results_fingerprint(jud
 
 
 def test_scoring_again_replaces_the_weighted_columns_and_the_card_shows_them(judge, tmp_path):
-    from hf_judge.card import render_section
+    from hf_judge.results.card import render_section
 
     first = score(qa_dataset(3), ["QA_Clarity"], judge, tmp_path, logprobs=True)
     assert first.summary.sampling["top_logprobs"] == 20

@@ -21,7 +21,7 @@ from helpers import qa_dataset, run_cli, score
 
 from hf_judge import available_metrics, load_metric
 from hf_judge.errors import PromptFileError, UnknownMetricError
-from hf_judge.metrics import builtin_prompts_dir
+from hf_judge.judging.metrics import builtin_prompts_dir
 
 try:
     import tomllib
@@ -108,7 +108,7 @@ def test_an_installed_pack_is_listed_by_hf_judge_metrics_with_its_name_and_versi
 
 
 def test_a_pack_metric_is_scored_by_name_and_its_pack_is_in_the_provenance(site, judge, tmp_path):
-    from hf_judge.card import render_section
+    from hf_judge.results.card import render_section
 
     first = site("v1", prepare=install_demo)
     ds, cols = qa_dataset(4), {"instruction": "question"}

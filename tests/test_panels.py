@@ -10,8 +10,8 @@ from helpers import qa_dataset, run_cli, score
 from judge_fixture import JudgeServer
 
 from hf_judge import Aggregator, ConfigError, ServerUnreachableError, load_metric
-from hf_judge.ensemble import Layout
-from hf_judge.recipes import Recipe
+from hf_judge.cli.recipes import Recipe
+from hf_judge.judging.ensemble import Layout
 from hf_judge.settings import resolve_settings, validated
 
 KEY_B = "sk-judge-b-SECRET-0123456789"
@@ -88,7 +88,7 @@ def test_panel_of_three_with_one_judge_down(judge, judge_b, tmp_path, monkeypatc
     assert "agreement      train QA_Correctness: " in str(summary)
     assert KEY_B not in str(summary.to_dict()) + str(errors)
     # the card names every judge; each judge's score column gets its own statistics
-    from hf_judge.card import render_section
+    from hf_judge.results.card import render_section
 
     card = render_section(out, summary)
     assert "- **Judges:** `judge_a`: `judge-a` at `127.0.0.1:" in card and "`c`: `judge-c` at" in card

@@ -150,7 +150,7 @@ def test_score_output_folder_gets_distribution_pictures(judge, tmp_path, capfd, 
 
 
 def test_every_kind_of_report_draws_its_pictures():
-    from hf_judge.plots import report_pngs
+    from hf_judge.results.plots import report_pngs
 
     binary = Dataset.from_dict({"Binary": [True, False, True, True], "gold": [1, 0, 0, 1]})
     pairwise = Dataset.from_dict({"Comparative_winner": ["1", "2", "tie", "1"], "preferred": ["1", "2", "1", "2"]})

@@ -240,7 +240,7 @@ def test_tokens_per_minute_limit(judge, tmp_path):
     """End to end, requests wait for their estimated tokens (the exact pacing: test_client_unit.py)."""
     import orjson
 
-    from hf_judge.images import prompt_tokens_estimate
+    from hf_judge.judging.images import prompt_tokens_estimate
 
     judge.configure(record=True)
     t0 = time.monotonic()

@@ -57,7 +57,7 @@ def test_strict_reuse_keys_on_the_whole_request_as_before(judge, tmp_path):
 def test_a_store_written_with_mains_keys_is_reused(judge, tmp_path):
     """A cache of main (277966d) with max_tokens set holds replies under the whole body's key: the same
     settings find them (0 requests), and once found they serve another max_tokens too."""
-    from hf_judge.store import ReplyStore
+    from hf_judge.store.replies import ReplyStore
 
     judge.configure(record=True)
     ds = qa_dataset(5)

@@ -12,8 +12,8 @@ from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from datasets import DatasetDict, Features, Value, load_dataset
 from helpers import qa_dataset, run_cli, score, score_args
 
-from hf_judge.inputs import load_input
-from hf_judge.scored import shards_for
+from hf_judge.cli.inputs import load_input
+from hf_judge.results.scored import shards_for
 
 SCORES = {"QA_Clarity_reason": Value("string"), "QA_Clarity": Value("int64")}
 
@@ -158,7 +158,7 @@ def test_two_spellings_of_one_base_url_share_the_cache_and_credentials_stay_out_
 
 def test_the_server_in_cache_keys_is_the_url_requested():
     from hf_judge import Settings
-    from hf_judge.client import JudgeClient
+    from hf_judge.transport.client import JudgeClient
 
     def client(url):
         return JudgeClient(Settings(model="m", base_url=url), api_key=None)

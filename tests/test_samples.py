@@ -9,7 +9,7 @@ from datasets import List, Value
 from helpers import qa_dataset, run_cli, score
 
 from hf_judge import ConfigError, Settings, load_metric
-from hf_judge.ensemble import Layout, majority
+from hf_judge.judging.ensemble import Layout, majority
 from hf_judge.settings import resolve_settings
 
 # The n-th request of a prompt gets these integer scores: the samples of a row are 4, 9, 9 in some order.

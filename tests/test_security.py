@@ -13,11 +13,11 @@ from datasets import Dataset
 from helpers import qa_dataset
 
 from hf_judge import Settings, filter_by_scores, load_metric, score_dataset
-from hf_judge.card import render_section
-from hf_judge.cli import main
+from hf_judge.cli.commands import main
 from hf_judge.errors import ConfigError, PromptFileError
-from hf_judge.metrics import _parse_outputs, available_metrics
-from hf_judge.render import compile_template
+from hf_judge.judging.metrics import _parse_outputs, available_metrics
+from hf_judge.judging.render import compile_template
+from hf_judge.results.card import render_section
 
 KEY = "sk-echo-SECRETKEY-0123456789abcdef"
 TOKEN = "hf_EchoedHubToken0123456789abcdef"

@@ -9,8 +9,8 @@ import pytest
 from helpers import run_cli
 
 from hf_judge.__main__ import main as seed_main
+from hf_judge.cli.seed import merge_scores, run_seed_config
 from hf_judge.errors import ConfigError
-from hf_judge.seed import merge_scores, run_seed_config
 
 SEED_CONFIG = """\
 # API and Model Configuration

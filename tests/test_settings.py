@@ -10,10 +10,10 @@ import orjson
 from helpers import qa_dataset, score
 
 from hf_judge import Settings
-from hf_judge.client import JudgeClient
-from hf_judge.metrics import resolve_metrics
-from hf_judge.pipeline import Plan
-from hf_judge.prepare import results_fingerprint
+from hf_judge.engine.pipeline import Plan
+from hf_judge.engine.prepare import results_fingerprint
+from hf_judge.judging.metrics import resolve_metrics
+from hf_judge.transport.client import JudgeClient
 
 COLUMNS = {"instruction": "question", "output": "answer"}
 # The two prompt files as they were when the pins were taken: issue 18 moved the row's data of every built-in
@@ -81,8 +81,8 @@ def test_a_run_sends_the_pinned_bodies_and_writes_the_pinned_cache(judge, tmp_pa
 
 
 def test_precedence_defaults_then_recipe_then_flags():
-    from hf_judge.cli import build_parser, resolve_job
-    from hf_judge.recipes import Recipe
+    from hf_judge.cli.commands import build_parser, resolve_job
+    from hf_judge.cli.recipes import Recipe
     from hf_judge.settings import resolve_settings
 
     recipe = Recipe(metrics=["QA_All"], model="from-recipe", concurrency=8, timeout=5, max_reply_bytes=4096)
@@ -107,7 +107,7 @@ def test_limits_are_declared_once():
     import pytest
 
     from hf_judge import ConfigError, Recipe
-    from hf_judge.seed import SeedConfig
+    from hf_judge.cli.seed import SeedConfig
     from hf_judge.settings import resolve_settings
 
     seed = {"model": "m", "input_path": "x.jsonl", "metrics": {"Q": ["All"]}}
@@ -122,8 +122,8 @@ def test_limits_are_declared_once():
 
 def test_every_public_setting_is_a_flag_a_recipe_key_and_a_keyword(judge, tmp_path):
     """A new field of Settings is all it takes: the CLI flag, the recipe key and the keyword follow."""
-    from hf_judge.cli import _client_kwargs, build_parser
-    from hf_judge.recipes import Recipe
+    from hf_judge.cli.commands import _client_kwargs, build_parser
+    from hf_judge.cli.recipes import Recipe
     from hf_judge.settings import public_fields
 
     names = list(public_fields())
@@ -156,7 +156,7 @@ def test_score_dataset_names_its_settings_on_a_wrong_keyword(tmp_path):
 
 
 def test_seed_config_maps_its_keys_onto_the_settings():
-    from hf_judge.seed import SeedConfig
+    from hf_judge.cli.seed import SeedConfig
     from hf_judge.settings import resolve_settings
 
     cfg = SeedConfig(model="m", input_path="x", metrics={"QA": ["All"]}, retry=7, openai={"base_url": "http://h:1/v1"})

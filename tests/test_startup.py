@@ -36,7 +36,7 @@ def test_import_hf_judge_is_light():
 
 def test_quick_commands_import_nothing_heavy():
     r = _modules_after("""
-        from hf_judge.cli import main
+        from hf_judge.cli.commands import main
         for argv in (["--help"], ["--version"]):
             try:
                 main(argv)
@@ -75,8 +75,8 @@ def test_lazy_public_api():
 
 def test_imports_under_python_OO_where_docstrings_are_gone():
     """``python -OO`` strips docstrings: score.py formats score_dataset's docstring at import and must not fail."""
-    code = "import hf_judge.score, hf_judge.cli; hf_judge.cli.build_parser(); "
-    code += "print(hf_judge.score.score_dataset.__doc__)"
+    code = "import hf_judge.engine.score, hf_judge.cli.commands; hf_judge.cli.commands.build_parser(); "
+    code += "print(hf_judge.engine.score.score_dataset.__doc__)"
     p = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout == "None\n", p.stderr
 
@@ -92,7 +92,7 @@ def test_no_public_name_is_shadowed_by_a_submodule_of_the_same_name():
     modules = {m.name for m in pkgutil.iter_modules(hf_judge.__path__)}
     clashes = sorted(set(hf_judge.__all__) & modules)
     assert not clashes, f"public names that are also submodules: {clashes}"
-    import hf_judge.card  # noqa: F401 - imports the agreement module, as a push does
+    import hf_judge.results.card  # noqa: F401 - imports the agreement module, as a push does
     from hf_judge import agreement
 
     assert callable(agreement) and agreement.__name__ == "agreement"

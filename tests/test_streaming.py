@@ -130,7 +130,7 @@ def _resume(judge, cache, out, *extra) -> RunSummary:
 
 
 def _stored(cache) -> int:
-    from hf_judge.store import ReplyStore
+    from hf_judge.store.replies import ReplyStore
 
     store = ReplyStore(cache / "replies.sqlite3")
     try:
@@ -271,7 +271,7 @@ def test_a_ctrl_c_between_two_batches_of_a_save_is_the_interrupted_message_and_t
 ):
     """A Ctrl-C can land outside the scoring generator too: while a shard or the progress file is written. It was
     a KeyboardInterrupt traceback there (2 of 8 SIGINT runs of the save test); it is InterruptedRun everywhere."""
-    import hf_judge.stream as stream
+    import hf_judge.engine.stream as stream
     from hf_judge import InterruptedRun
 
     ds = qa_dataset(300)

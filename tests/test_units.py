@@ -11,7 +11,7 @@ import pytest
 from datasets import Dataset, DatasetDict, Features, Value
 
 from hf_judge import ConfigError, filter_by_scores
-from hf_judge.card import column_stats
+from hf_judge.results.card import column_stats
 
 
 def _ds(values, dtype: str) -> Dataset:

@@ -3,7 +3,7 @@
 import pytest
 
 from hf_judge import load_metric, parse_binary_verdict, parse_pair_scores
-from hf_judge.validate import ReplyError, parse_reply
+from hf_judge.judging.validate import ReplyError, parse_reply
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,9 @@ from helpers import qa_dataset, score
 from judge_fixture import JudgeServer
 
 from hf_judge import WorkerDiedError
-from hf_judge.metrics import resolve_metrics
-from hf_judge.store import ReplyStore
-from hf_judge.workers import shard_bounds
+from hf_judge.engine.workers import shard_bounds
+from hf_judge.judging.metrics import resolve_metrics
+from hf_judge.store.replies import ReplyStore
 
 COLUMNS = {"instruction": "question", "output": "answer"}
 
@@ -179,7 +179,7 @@ def _kill_9_of_a_worker(judge: JudgeServer, tmp_path: Path) -> None:
 
 
 def test_workers_flag_sets_num_workers():
-    from hf_judge.cli import build_parser
+    from hf_judge.cli.commands import build_parser
 
     args = build_parser().parse_args(["score", "data.jsonl", "--workers", "4", "--metrics", "QA_All", "-m", "j"])
     assert args.num_workers == 4

@@ -1,0 +1,502 @@
+"""``agreement``: how far a judge's column agrees with labels you trust, or with another judge.
+
+Three kinds of columns, told apart by their types (or ``kind=``):
+
+* numeric scores (integers, expected scores, a panel's mean): Spearman, Kendall's tau-b, Pearson,
+  mean absolute error; for integer values also the quadratic-weighted Cohen's kappa and the
+  confusion matrix (not against true/false labels); the calibration table (mean label per score)
+  for every numeric score;
+* binary verdicts (a boolean column, or 0/1, yes/no, true/false): accuracy, precision, recall, F1
+  and Cohen's kappa;
+* pairwise judgments (``<metric>_winner``: "1", "2" or "tie"): agreement with the labelled
+  preference, Cohen's kappa, the judge's tie rate and its position-bias rate, the share of rows whose
+  two orders disagreed (``<metric>_disagree``, written when the metric ran both orders).
+
+A row where either column is null (a failed metric, an unlabelled row) is dropped, and counted.
+The headline figures get percentile bootstrap intervals, seeded: the same seed gives the same
+interval. The statistics are in :mod:`hf_judge.analysis.stats`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from datasets import Dataset, DatasetDict
+from datasets import features as _features
+
+from ..errors import ConfigError
+from ..judging.ensemble import JUDGE_SEP
+from . import stats
+
+KINDS = ("numeric", "binary", "pairwise")
+# figures that get an interval; Kendall's tau is left out: it costs ~4x Spearman per resample and moves with it
+HEADLINE = {
+    "numeric": ("spearman", "pearson", "mae", "quadratic_kappa"),
+    "binary": ("accuracy", "f1", "cohen_kappa"),
+    "pairwise": ("agreement", "cohen_kappa"),
+}
+_TRUE = {"1", "true", "yes", "y", "correct", "pass", "positive"}
+_FALSE = {"0", "false", "no", "n", "incorrect", "fail", "negative"}
+_PREFERENCES = {"1": "1", "a": "1", "model_a": "1", "2": "2", "b": "2", "model_b": "2", "tie": "tie", "draw": "tie"}
+_WINNERS = ["1", "2", "tie"]
+_JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
+# the most values a confusion matrix (and a quadratic kappa) is drawn over: a 0-100 scale, not a measurement
+MAX_SCALE = 101
+_CALIBRATION_BINS = 10  # for scores with more distinct values than this (expected scores)
+
+
+@dataclass
+class AgreementReport:
+    """What :func:`agreement` found; ``str(report)`` is a table, ``to_dict()`` is JSON-ready.
+
+    ``figures``: name -> value (None where undefined, e.g. a correlation with a constant column);
+    ``intervals``: headline figure -> (low, high) bootstrap interval; ``confusion``: ``labels`` and
+    ``matrix`` (rows: the label column, columns: the score column); ``calibration``: per score value
+    (or bin), the rows and the mean label; ``histograms``: value -> count of each column.
+    """
+
+    score: str
+    label: str
+    kind: str
+    split: str | None
+    rows: int
+    pairs: int
+    missing: dict[str, int]
+    figures: dict[str, float | None]
+    intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    confusion: dict[str, Any] | None = None
+    calibration: list[dict[str, Any]] | None = None
+    histograms: dict[str, dict[str, int]] = field(default_factory=dict)
+    resamples: int = 1000
+    seed: int = 0
+    confidence: float = 0.95
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
+        d = asdict(self)
+        d["intervals"] = {k: list(v) if v else None for k, v in self.intervals.items()}
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AgreementReport:
+        """The report :meth:`to_dict` gave (e.g. read back from ``hf-judge agreement --out``'s JSON).
+
+        Example:
+            >>> report = AgreementReport.from_dict(json.loads(Path("report.json").read_text()))  # doctest: +SKIP
+        """
+        try:
+            report = cls(**data)
+        except TypeError as e:
+            raise ConfigError(f"not an agreement report ({e}): save one with hf-judge agreement --out FILE") from None
+        report.intervals = {k: tuple(v) if v else None for k, v in report.intervals.items()}  # type: ignore[misc]
+        return report
+
+    def _rows(self) -> list[tuple[str, str, str]]:
+        out = []
+        for name, v in self.figures.items():
+            ci = self.intervals.get(name)
+            out.append((name, _num(v), f"{_num(ci[0])} .. {_num(ci[1])}" if ci else ""))
+        return out
+
+    def _dropped(self) -> str:
+        m = self.missing
+        return f"null score {m['score']:,}, null label {m['label']:,}, both {m['both']:,}"
+
+    def __str__(self) -> str:
+        where = f", split {self.split}" if self.split else ""
+        lines = [
+            f"Agreement of {self.score} with {self.label} ({self.kind}{where})",
+            f"rows {self.rows:,}, compared {self.pairs:,}, dropped: {self._dropped()}",
+            "",
+        ]
+        if not self.pairs:
+            lines += [
+                f"nothing to compare: no row has both a {self.score} and a {self.label} value "
+                "(a failed metric leaves its score null: see the errors split; label some rows)",
+                "",
+            ]
+        ci = (
+            f"{self.confidence:.0%} interval ({self.resamples:,} resamples, seed {self.seed})" if self.resamples else ""
+        )
+        rows = [("figure", "value", ci), *self._rows()]
+        w = [max(len(r[i]) for r in rows) for i in range(2)]
+        lines += [f"{a:<{w[0]}}  {b:>{w[1]}}  {c}".rstrip() for a, b, c in rows]
+        if self.confusion:
+            lines += [
+                "",
+                f"confusion matrix (rows: {self.label}, columns: {self.score})",
+                *_matrix_text(self.confusion),
+            ]
+        return "\n".join(lines)
+
+    def to_markdown(self, images: dict[str, str] | None = None) -> str:
+        """The report as markdown for a dataset card; ``images``: title -> repo path of a PNG."""
+        where = f" (split `{self.split}`)" if self.split else ""
+        out = [
+            f"**`{self.score}` vs `{self.label}`**{where}: {self.kind}, {self.pairs:,} of {self.rows:,} rows "
+            f"compared ({self._dropped()})",
+            "",
+            f"| figure | value | {self.confidence:.0%} interval |",
+            "| --- | --- | --- |",
+            *[f"| {a} | {b} | {c} |" for a, b, c in self._rows()],
+            "",
+        ]
+        if self.confusion:
+            labels = [str(v) for v in self.confusion["labels"]]
+            out += [
+                f"Confusion matrix (rows: `{self.label}`, columns: `{self.score}`)",
+                "",
+                "| | " + " | ".join(labels) + " |",
+                "| --- |" + " --- |" * len(labels),
+                *[
+                    f"| **{lab}** | " + " | ".join(str(c) for c in row) + " |"
+                    for lab, row in zip(labels, self.confusion["matrix"], strict=True)
+                ],
+                "",
+            ]
+        for title, path in (images or {}).items():
+            out += [f"![{title}]({path})", ""]
+        return "\n".join(out)
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _matrix_text(confusion: dict[str, Any]) -> list[str]:
+    labels = [str(v) for v in confusion["labels"]]
+    cells = [[str(c) for c in row] for row in confusion["matrix"]]
+    w = max(len(s) for s in labels + [c for row in cells for c in row])
+    head = " " * w + " " + " ".join(f"{s:>{w}}" for s in labels)
+    return [
+        head,
+        *[f"{lab:>{w}} " + " ".join(f"{c:>{w}}" for c in row) for lab, row in zip(labels, cells, strict=True)],
+    ]
+
+
+def agreement(
+    ds: Dataset | DatasetDict,
+    score: str,
+    label: str,
+    *,
+    split: str | None = None,
+    kind: str | None = None,
+    positive: Any = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> AgreementReport:
+    """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
+
+    ``kind``: "numeric", "binary" or "pairwise" (default: from the score column's type; ``score`` and
+    ``label`` may name a pairwise metric, whose ``<score>_winner`` column is read, or a panel judge of one,
+    ``Comparative__judge_a``). ``positive``: the label value that counts as positive for a binary judge,
+    when the labels are not booleans, 0/1, yes/no or true/false (the judge's own verdicts are read as those).
+    ``resamples``, ``seed``, ``confidence``: the bootstrap intervals (``resamples=0``: none).
+
+    Example:
+        >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
+        >>> r = agreement(ds, score="QA_Correctness", label="human", resamples=200)
+        >>> r.pairs, r.missing["score"], round(r.figures["spearman"], 3)
+        (4, 1, 0.8)
+    """
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
+    if resamples < 0:
+        raise ConfigError(f"resamples must be 0 or more, got {resamples}")
+    split, d = _pick_split(ds, split)
+    score, label = _winner(d, score), _winner(d, label)
+    for col, what in ((score, "score"), (label, "label")):
+        if col not in d.column_names:
+            raise ConfigError(f"no column {col!r} ({what}) in the dataset; it has: {', '.join(d.column_names)}")
+    s_arr, l_arr = _column(d, score), _column(d, label)
+    kind = kind or _guess_kind(score, s_arr)
+    if kind not in KINDS:
+        raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    s_null, l_null = _nulls(s_arr), _nulls(l_arr)
+    keep = ~s_null & ~l_null
+    missing = {
+        "score": int((s_null & ~l_null).sum()),
+        "label": int((l_null & ~s_null).sum()),
+        "both": int((s_null & l_null).sum()),
+    }
+    s_kept, l_kept = s_arr.filter(pa.array(keep)), l_arr.filter(pa.array(keep))
+    report = AgreementReport(
+        score=score,
+        label=label,
+        kind=kind,
+        split=split,
+        rows=len(s_arr),
+        pairs=int(keep.sum()),
+        missing=missing,
+        figures={},
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )
+    if kind == "numeric":
+        x, y = _numbers(s_kept, score), _numbers(l_kept, label)
+        # a 0/1 side (boolean labels, a calibration) has no scale in common with the other: no kappa, no matrix
+        ordinal = not (pa.types.is_boolean(s_arr.type) or pa.types.is_boolean(l_arr.type))
+        fns = _numeric(report, x, y, ordinal)
+    elif kind == "binary":
+        x, y = _booleans(s_kept, score, None, judge=True), _booleans(l_kept, label, positive)
+        fns = _binary(report, x, y)
+    else:
+        x, y = _preferences(s_kept, score), _preferences(l_kept, label)
+        fns = _pairwise(report, x, y, d, score, keep)
+    report.histograms = {score: _counts(x), label: _counts(y)}
+    if resamples:
+        for name in HEADLINE[kind]:
+            if name in fns and report.figures.get(name) is not None:
+                report.intervals[name] = stats.bootstrap(
+                    fns[name], x, y, resamples=resamples, seed=seed, confidence=confidence
+                )
+    return report
+
+
+def _pick_split(ds: Dataset | DatasetDict, split: str | None) -> tuple[str | None, Dataset]:
+    if isinstance(ds, Dataset):
+        return split, ds
+    splits = [k for k in ds if k != "errors"]
+    if split is None:
+        if len(splits) != 1:
+            raise ConfigError(f"the dataset has splits {', '.join(splits)}: name one (split=..., --split)")
+        split = splits[0]
+    if split not in ds:
+        raise ConfigError(f"no split {split!r}; the dataset has: {', '.join(splits)}")
+    return split, ds[split]
+
+
+def _winner(d: Dataset, name: str) -> str:
+    """A pairwise metric's name stands for its winner column, a panel judge's too: ``Comparative`` ->
+    ``Comparative_winner``, ``Comparative__judge_a`` -> ``Comparative_winner__judge_a``."""
+    base, sep, judge = name.partition(JUDGE_SEP)
+    winner = f"{base}_winner{sep}{judge}"
+    return winner if name not in d.column_names and winner in d.column_names else name
+
+
+def _column(d: Dataset, column: str) -> pa.Array:
+    """The column as Arrow, the rows a select/shuffle kept, in their order. A column that mixes JSON types
+    (labels 1, 2 and "tie" in one JSONL file) is a ``Json`` feature, stored as JSON text: its values are
+    read back, as numbers when they all are numbers, else as their text ("tie", "1", "true")."""
+    arr = d.with_format("arrow")[column].combine_chunks()
+    if not isinstance(d.features.get(column), _JSON):
+        return arr
+    values = [None if v is None else json.loads(v) for v in arr.to_pylist()]
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return pa.array(values, pa.float64())
+    return pa.array([None if v is None else json.dumps(v) if not isinstance(v, str) else v for v in values])
+
+
+def _nulls(arr: pa.Array) -> np.ndarray:
+    null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_floating(arr.type):
+        null |= np.asarray(pc.is_nan(arr).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    return null
+
+
+def _guess_kind(score: str, s: pa.Array) -> str:
+    """Numeric unless the score column is a verdict or a winner; a boolean label next to numeric scores
+    is read as 0/1 (a calibration of ``p_positive``)."""
+    if score.partition(JUDGE_SEP)[0].endswith("_winner"):  # Comparative_winner, Comparative_winner__judge_a
+        return "pairwise"
+    if pa.types.is_boolean(s.type):
+        return "binary"
+    if pa.types.is_string(s.type) or pa.types.is_large_string(s.type):
+        values = {str(v).strip().lower() for v in pc.unique(pc.drop_null(s)).to_pylist()}
+        if values <= _TRUE | _FALSE:
+            return "binary"
+        if values <= set(_PREFERENCES):
+            return "pairwise"
+        raise ConfigError(
+            f"column {score!r} holds text ({sorted(values)[:5]}...): name a score column, a verdict or a winner"
+        )
+    return "numeric"
+
+
+def _numbers(arr: pa.Array, column: str) -> np.ndarray:
+    if pa.types.is_boolean(arr.type):
+        arr = arr.cast(pa.int64())
+    if pa.types.is_null(arr.type):  # a column with no value at all: every row was dropped
+        return np.empty(0)
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        try:  # labels written as text ("7"): numbers all the same
+            arr = pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
+        except pa.ArrowInvalid:
+            bad = sorted({v for v in arr.to_pylist() if not _is_number(v)})
+            raise ConfigError(
+                f"column {column!r} is string, not numbers ({bad[:5]}): a numeric score is compared with numbers "
+                "(or true/false labels); write the labels as numbers, or name a verdict or winner column as --score"
+            ) from None
+    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        raise ConfigError(f"column {column!r} is {arr.type}, not numbers; a numeric comparison needs two score columns")
+    values = np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    bad = ~np.isfinite(values)  # a null or NaN is dropped before this: these came from text ("inf", "nan")
+    if bad.any():
+        n = int(bad.sum())
+        what = f"{n:,} values that are" if n != 1 else "1 value that is"
+        raise ConfigError(
+            f"column {column!r} holds {what} not a finite number "
+            f"({sorted({str(v) for v in values[bad]})}): a score or label must be a number; fix or remove those "
+            "rows (a null value is left out of the comparison)"
+        )
+    return values
+
+
+def _is_number(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _booleans(arr: pa.Array, column: str, positive: Any, judge: bool = False) -> np.ndarray:
+    values = arr.to_pylist()
+    if positive is not None and not pa.types.is_boolean(arr.type):
+        return np.array([str(v) == str(positive) for v in values], dtype=bool)
+    if pa.types.is_boolean(arr.type):
+        return np.array(values, dtype=bool)
+    words = [str(v).strip().lower() for v in values]
+    if pa.types.is_floating(arr.type):  # 1.0 / 0.0
+        words = [w[:-2] if w.endswith(".0") else w for w in words]
+    unknown = sorted({w for w in words if w not in _TRUE and w not in _FALSE})
+    if unknown and judge:  # positive= names a label value: no help for the judge's column
+        raise ConfigError(
+            f"column {column!r} holds {unknown[:5]}, not a judge's verdicts (true/false, 1/0, yes/no): compare "
+            "scores as numbers (leave out kind=binary, --kind binary), or name a verdict column as the score"
+        )
+    if unknown:
+        raise ConfigError(
+            f"column {column!r} holds {unknown[:5]}, not verdicts (true/false, 1/0, yes/no): "
+            "name the positive value (positive=..., --positive)"
+        )
+    return np.array([w in _TRUE for w in words], dtype=bool)
+
+
+def _preferences(arr: pa.Array, column: str) -> np.ndarray:
+    words = [str(v).strip().lower() for v in arr.to_pylist()]
+    words = [w[:-2] if w.endswith(".0") else "tie" if w.startswith("tie") else w for w in words]
+    unknown = sorted({w for w in words if w not in _PREFERENCES})
+    if unknown:
+        raise ConfigError(
+            f"column {column!r} holds {unknown[:5]}: a preference is 1/2/tie (also a/b, model_a/model_b, draw)"
+        )
+    return np.array([_PREFERENCES[w] for w in words], dtype=object)
+
+
+def _counts(values: np.ndarray) -> dict[str, int]:
+    if values.dtype.kind == "f" and len(values) and not np.all(values == np.round(values)):
+        counts, edges = np.histogram(values, bins=_CALIBRATION_BINS)
+        return {f"{e:.2f}": int(c) for e, c in zip(edges[:-1], counts, strict=True)}
+    keys, counts = np.unique(values, return_counts=True)
+    return {_key(k): int(c) for k, c in zip(keys, counts, strict=True)}
+
+
+def _key(v: Any) -> str:
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v).lower() if isinstance(v, (bool, np.bool_)) else str(v)
+
+
+def _integers(v: np.ndarray) -> bool:
+    return bool(len(v)) and bool(np.all(v == np.round(v)))
+
+
+def _numeric(report: AgreementReport, x: np.ndarray, y: np.ndarray, ordinal: bool) -> dict[str, stats.Stat]:
+    fns: dict[str, stats.Stat] = {
+        "spearman": stats.spearman,
+        "kendall_tau_b": stats.kendall_tau_b,
+        "pearson": stats.pearson,
+        "mae": stats.mae,
+    }
+    labels = _scale(x, y) if ordinal and _integers(x) and _integers(y) else None
+    if labels is not None:
+
+        def qwk(a: np.ndarray, b: np.ndarray) -> float | None:
+            return stats.cohen_kappa(b, a, labels, quadratic=True)
+
+        fns["quadratic_kappa"] = qwk
+        report.confusion = {"labels": labels, "matrix": stats.confusion_matrix(y, x, labels).tolist()}
+    report.figures = {name: fn(x, y) for name, fn in fns.items()}
+    report.calibration = _calibration(x, y)
+    return fns
+
+
+def _scale(x: np.ndarray, y: np.ndarray) -> list[int] | None:
+    """The labels of the confusion matrix and the quadratic kappa: the whole range of a rating scale (a value
+    no row has still shows), else only the values present (an outlier, 5000 among 0-9, adds one row, not
+    5,000); None past ``MAX_SCALE`` values, which is no rating scale (no matrix, no kappa: the correlations
+    and MAE still hold). The kappa is the same either way: it weighs by the values' distance, not their index.
+
+    Example:
+        >>> _scale(np.array([1.0, 3.0]), np.array([2.0, 5000.0]))
+        [1, 2, 3, 5000]
+    """
+    lo, hi = int(min(x.min(), y.min())), int(max(x.max(), y.max()))
+    if hi - lo < MAX_SCALE:
+        return list(range(lo, hi + 1))
+    present = np.union1d(x, y)
+    return [int(v) for v in present] if len(present) <= MAX_SCALE else None
+
+
+def _calibration(x: np.ndarray, y: np.ndarray) -> list[dict[str, Any]]:
+    """Mean label per score value, or per equal-width score bin when there are many values."""
+    if not len(x):
+        return []
+    values = np.unique(x)
+    if len(values) <= 2 * _CALIBRATION_BINS:
+        groups = [(float(v), x == v) for v in values]
+    else:
+        edges = np.linspace(x.min(), x.max(), _CALIBRATION_BINS + 1)
+        bins = np.clip(np.searchsorted(edges, x, "right") - 1, 0, _CALIBRATION_BINS - 1)
+        groups = [(float(x[bins == b].mean()), bins == b) for b in range(_CALIBRATION_BINS) if (bins == b).any()]
+    return [{"score": s, "count": int(m.sum()), "label_mean": float(y[m].mean())} for s, m in groups]
+
+
+def _binary(report: AgreementReport, x: np.ndarray, y: np.ndarray) -> dict[str, stats.Stat]:
+    report.figures = stats.binary_scores(y, x)
+    report.confusion = {"labels": [False, True], "matrix": stats.confusion_matrix(y, x, [False, True]).tolist()}
+
+    def pick(name: str) -> stats.Stat:
+        return lambda a, b: stats.binary_scores(b, a)[name]
+
+    return {name: pick(name) for name in report.figures}
+
+
+def _pairwise(
+    report: AgreementReport, x: np.ndarray, y: np.ndarray, d: Dataset, score: str, keep: np.ndarray
+) -> dict[str, stats.Stat]:
+    def agree(a: np.ndarray, b: np.ndarray) -> float | None:
+        return float((a == b).mean()) if len(a) else None
+
+    def kappa(a: np.ndarray, b: np.ndarray) -> float | None:
+        return stats.cohen_kappa(b, a, _WINNERS)
+
+    report.figures = {
+        "agreement": agree(x, y),
+        "cohen_kappa": kappa(x, y),
+        "tie_rate": float((x == "tie").mean()) if len(x) else None,
+        "label_tie_rate": float((y == "tie").mean()) if len(y) else None,
+        "position_bias_rate": None,
+    }
+    base, sep, judge = score.partition(JUDGE_SEP)
+    disagree = f"{base.removesuffix('_winner')}_disagree{sep}{judge}"
+    if disagree in d.column_names:  # written only when the metric judged both orders (swap)
+        flags = d.with_format("arrow")[disagree].combine_chunks().filter(pa.array(keep))
+        flags = pc.drop_null(flags).to_numpy(zero_copy_only=False)
+        report.figures["position_bias_rate"] = float(np.mean(flags)) if len(flags) else None
+    report.confusion = {"labels": _WINNERS, "matrix": stats.confusion_matrix(y, x, _WINNERS).tolist()}
+    return {"agreement": agree, "cohen_kappa": kappa}

@@ -1,0 +1,222 @@
+"""Agreement statistics on two aligned arrays, in numpy.
+
+numpy comes with datasets, so the agreement report needs no new dependency:
+scipy is ~110 MB installed, and ``scipy.stats`` ~1 s to import, for the
+handful of formulas used here. Each function matches its scipy / scikit-learn
+counterpart (``tests/test_agreement.py`` compares them on fixed data with ties,
+constant columns and missing values), with one difference: a figure that is
+undefined (a constant column's correlation, a precision with no predicted
+positive) is ``None``, not ``nan`` and a warning.
+The inputs hold no missing values: :mod:`hf_judge.analysis.agreement` drops them first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+Stat = Callable[..., "float | None"]
+
+
+def rankdata(x: np.ndarray) -> np.ndarray:
+    """Average ranks, 1-based, ties sharing the mean of their ranks (scipy's ``rankdata``).
+
+    Example:
+        >>> rankdata(np.array([10, 20, 20, 5])).tolist()
+        [2.0, 3.5, 3.5, 1.0]
+    """
+    order = np.argsort(x, kind="mergesort")
+    inverse = np.empty(len(x), dtype=np.intp)
+    inverse[order] = np.arange(len(x))
+    xs = x[order]
+    starts = np.r_[True, xs[1:] != xs[:-1]]
+    dense = np.cumsum(starts)[inverse]
+    bounds = np.r_[np.nonzero(starts)[0], len(x)]
+    return 0.5 * (bounds[dense] + bounds[dense - 1] + 1)
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Pearson's r; None when either column is constant (or fewer than 2 pairs).
+
+    Example:
+        >>> pearson(np.array([1, 2, 3]), np.array([2, 4, 7]))
+        0.9933992677987828
+    """
+    if len(x) < 2:
+        return None
+    xm, ym = x - x.mean(), y - y.mean()
+    den = np.sqrt((xm @ xm) * (ym @ ym))
+    if den == 0:
+        return None
+    return float(np.clip((xm @ ym) / den, -1.0, 1.0))
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Spearman's rho: Pearson's r of the average ranks.
+
+    Example:
+        >>> spearman(np.array([1, 2, 3, 4]), np.array([1, 3, 2, 4]))
+        0.8
+    """
+    return pearson(rankdata(x), rankdata(y))
+
+
+def _tied_pairs(x: np.ndarray) -> int:
+    _, counts = np.unique(x, return_counts=True)
+    return int((counts * (counts - 1) // 2).sum())
+
+
+def _inversions(r: np.ndarray) -> int:
+    """Pairs i < j with r[i] > r[j], for non-negative ints: a bottom-up merge sort, one vectorised pass
+    per level (O(n log² n)), because Kendall's tau on a few thousand rows is bootstrapped a thousand times."""
+    n = len(r)
+    span = int(r.max()) + 1 if n else 1
+    a = r.astype(np.int64)
+    idx = np.arange(n)
+    total = 0
+    width = 1
+    while width < n:
+        block = idx // (2 * width)
+        right = (idx % (2 * width)) >= width
+        # each half is sorted: offset by its block, the left halves form one sorted array
+        left_keys = block[~right] * span + a[~right]
+        rb, rv = block[right], a[right]
+        above = np.searchsorted(left_keys, (rb + 1) * span, "left") - np.searchsorted(
+            left_keys, rb * span + rv, "right"
+        )
+        total += int(above.sum())
+        a = np.sort(block * span + a) % span
+        width *= 2
+    return total
+
+
+def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Kendall's tau-b (ties in either column corrected for, as scipy's ``kendalltau``); None if undefined.
+
+    Example:
+        >>> kendall_tau_b(np.array([1, 2, 3, 4]), np.array([1, 3, 2, 4]))
+        0.6666666666666666
+    """
+    n = len(x)
+    if n < 2:
+        return None
+    pairs = n * (n - 1) // 2
+    tx, ty = _tied_pairs(x), _tied_pairs(y)
+    txy = _tied_pairs(x.astype(np.float64) + 1j * y.astype(np.float64)) if tx and ty else 0
+    den = (pairs - tx) * (pairs - ty)
+    if den == 0:
+        return None
+    order = np.lexsort((y, x))  # by x, then y: pairs tied in x are never counted discordant
+    _, ranks = np.unique(y[order], return_inverse=True)
+    discordant = _inversions(ranks)
+    concordant = pairs - tx - ty + txy - discordant
+    return float((concordant - discordant) / np.sqrt(float(den)))
+
+
+def mae(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Mean absolute error.
+
+    Example:
+        >>> mae(np.array([1, 2, 3]), np.array([1, 4, 3]))
+        0.6666666666666666
+    """
+    return float(np.abs(x - y).mean()) if len(x) else None
+
+
+def confusion_matrix(truth: np.ndarray, pred: np.ndarray, labels: Sequence) -> np.ndarray:
+    """Counts: row = the true label's index in ``labels``, column = the prediction's (scikit-learn's layout).
+
+    Example:
+        >>> confusion_matrix(np.array([1, 1, 2]), np.array([1, 2, 2]), [1, 2]).tolist()
+        [[1, 1], [0, 1]]
+    """
+    lookup = np.asarray(labels)
+    k = len(lookup)
+    order = np.argsort(lookup, kind="mergesort")
+    t = order[np.searchsorted(lookup, truth, sorter=order)]
+    p = order[np.searchsorted(lookup, pred, sorter=order)]
+    return np.bincount(t * k + p, minlength=k * k).reshape(k, k)
+
+
+def cohen_kappa(truth: np.ndarray, pred: np.ndarray, labels: Sequence, quadratic: bool = False) -> float | None:
+    """Cohen's kappa over ``labels``; ``quadratic``: weighted by the squared distance of the label *values*
+    (for integer scores give the whole range, so a 1-vs-10 miss weighs 81 even if no row scored 2 to 9).
+
+    Example:
+        >>> cohen_kappa(np.array([1, 2, 3, 3]), np.array([1, 2, 3, 2]), [1, 2, 3])
+        0.6363636363636364
+    """
+    cm = confusion_matrix(truth, pred, labels).astype(np.float64)
+    n = cm.sum()
+    if n == 0:
+        return None
+    expected = np.outer(cm.sum(axis=1), cm.sum(axis=0)) / n
+    if quadratic:
+        v = np.asarray(labels, dtype=np.float64)
+        w = (v[:, None] - v[None, :]) ** 2
+    else:
+        w = 1.0 - np.eye(len(labels))
+    den = (w * expected).sum()
+    if den == 0:
+        return None
+    return float(1.0 - (w * cm).sum() / den)
+
+
+def binary_scores(truth: np.ndarray, pred: np.ndarray) -> dict[str, float | None]:
+    """Accuracy, precision, recall, F1 and Cohen's kappa of boolean predictions against boolean labels.
+
+    Example:
+        >>> binary_scores(np.array([True, True, False, False]), np.array([True, False, False, True]))["f1"]
+        0.5
+    """
+    n = len(truth)
+    tp = int((truth & pred).sum())
+    fp = int((~truth & pred).sum())
+    fn = int((truth & ~pred).sum())
+    precision = tp / (tp + fp) if tp + fp else None
+    recall = tp / (tp + fn) if tp + fn else None
+    f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None
+    return {
+        "accuracy": float((truth == pred).mean()) if n else None,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "cohen_kappa": cohen_kappa(truth, pred, [False, True]),
+    }
+
+
+def bootstrap(
+    stat: Callable[[np.ndarray, np.ndarray], float | None],
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> tuple[float, float] | None:
+    """Percentile interval of ``stat`` over ``resamples`` resamplings of the pairs (x[i], y[i]) with
+    replacement; the same ``seed`` gives the same interval. None when the statistic is undefined in
+    every resample. A resample where it is undefined (all one value) is left out.
+
+    Example:
+        >>> x = np.arange(20.0); y = x + np.tile([0.0, 3.0], 10)
+        >>> bootstrap(mae, x, y, resamples=200, seed=0, confidence=0.9)
+        (0.9, 2.1)
+    """
+    n = len(x)
+    if n == 0 or resamples < 1:
+        return None
+    rng = np.random.default_rng(seed)
+    values = np.full(resamples, np.nan)
+    for b in range(resamples):
+        i = rng.integers(0, n, n)
+        v = stat(x[i], y[i])
+        if v is not None:
+            values[b] = v
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return None
+    alpha = (1.0 - confidence) / 2
+    lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)

@@ -1,0 +1,2 @@
+"""Running a job: preparing it, the row core (``pipeline.SplitRun``) and the engines that drive it (one
+process, a stream, worker processes, provider batches, Ray), and cost estimates."""

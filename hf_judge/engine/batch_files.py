@@ -1,0 +1,110 @@
+"""Batch files for offline runners: ``export_batch`` writes the batch JSONL of a run (for ``vllm run-batch``
+or any runner that speaks OpenAI's batch format), ``import_batch`` reads the runner's output back and builds
+the scored dataset from it, with the same validation, columns and ``errors`` split as an online run.
+
+The export records its requests in the reply cache's batch book (hf_judge/batch.py), so import needs the
+same cache folder, model and base URL: they make the requests' keys.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, DatasetDict
+
+from .. import constants
+from ..errors import ConfigError
+from ..judging.metrics import resolve_metrics
+from ..settings import Settings, merge_layers, validated
+from ..store.replies import ReplyStore
+from ..transport.client import JudgeClient
+from .batch import BatchRunner
+
+
+def export_batch(
+    ds: Dataset | DatasetDict,
+    metrics: Any,
+    path: str | os.PathLike,
+    *,
+    columns: dict[str, str] | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> int:
+    """Write the requests of scoring ``ds`` with ``metrics`` as one batch JSONL file; returns how many lines.
+
+    The same requests as :func:`hf_judge.score_dataset` would send with the same arguments, less those whose
+    replies the cache already holds; one line each, ``custom_id`` the request's cache key in hex.
+
+    Example:
+        >>> export_batch(ds, ["QA_All"], "requests.jsonl", model="Qwen/Qwen3-8B")  # doctest: +SKIP
+        1000
+        >>> # vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
+    """
+    from ..judging.ensemble import Layout
+    from .prepare import as_splits, build_plans, plan_requests, run_settings
+
+    s = run_settings(settings, setting_values)
+    if s.models:
+        raise ConfigError(
+            "a batch file is one model's (an offline runner such as vllm run-batch serves one), and a panel has "
+            "several (models=, --models): export one file per judge with its own --model (and --base-url), run "
+            "and import each the same way, then score the panel with the same --cache-dir: every reply is in the "
+            "cache, so nothing is sent"
+        )
+    layout = Layout.from_settings(s)
+    splits, _ = as_splits(ds)
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    plans_by_split, _, _ = build_plans(splits, loaded, columns, s.temperature, "keep", False, layout)
+    client = JudgeClient(s, api_key=None)
+    store_path = _store_path(cache_dir)
+    ReplyStore(store_path).close()  # the tables, and the replies earlier runs left to merge
+    runner = BatchRunner(client, None, store_path, {m.name: m for m in loaded})
+    try:
+        todo = [
+            (lambda split=split, d=d: plan_requests(split, d, plans_by_split[split], client, layout))
+            for split, d in splits.items()
+            if plans_by_split[split]
+        ]
+        return runner.export(todo, Path(path))
+    finally:
+        runner.close()
+
+
+def import_batch(
+    ds: Dataset | DatasetDict,
+    metrics: Any,
+    output_file: str | os.PathLike,
+    *,
+    settings: Settings | None = None,
+    **kwargs: Any,
+):
+    """Read a batch runner's output JSONL into the reply cache and return the scored dataset.
+
+    Takes the arguments of :func:`hf_judge.score_dataset` (the same as the :func:`export_batch` that wrote
+    the requests, cache folder included). Nothing is sent: a reply that fails validation, a failed line and a
+    request the output lacks are rows of the ``errors`` split (``batch_missing`` for the last).
+
+    Example:
+        >>> scored = import_batch(ds, ["QA_All"], "results.jsonl", model="Qwen/Qwen3-8B")  # doctest: +SKIP
+        >>> scored["errors"].num_rows  # doctest: +SKIP
+        0
+    """
+    from .score import score_dataset
+
+    path = Path(output_file)
+    if not path.is_file():
+        raise ConfigError(f"no batch output file {path}: give the JSONL the batch runner wrote (-o of vllm run-batch)")
+    # the judge settings go in with the import's: a Settings needs its model (or a panel's, refused then)
+    judge = {k: v for k in ("model", "models") if (v := kwargs.pop(k, None))}
+    layers = merge_layers(settings, {"batch_import": str(path.resolve())} | judge)
+    return score_dataset(ds, metrics, settings=validated(Settings, layers, "settings"), **kwargs)
+
+
+def _store_path(cache_dir: str | os.PathLike | None) -> Path:
+    root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    return root / "replies.sqlite3"

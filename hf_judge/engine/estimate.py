@@ -1,0 +1,560 @@
+"""``estimate_cost``: what a run would send and cost, without sending it (``hf-judge score --dry-run``).
+
+Every request of the run is rendered exactly as the run renders it (the same
+plans, templates, reply keys and reply store), and nothing goes to the chat
+endpoint. Counted per metric:
+
+* requests to send: distinct requests whose reply is not in the reply store.
+  Replies found there cost nothing; a request identical to another of the run
+  is sent once.
+* input tokens of those requests, counted by the first of these that works:
+  the server's tokenizer (vLLM's ``POST /tokenize`` with the chat messages, or
+  llama.cpp's ``/apply-template`` and ``/tokenize``: the chat template applied,
+  so exact; llama-cpp-python's ``/extras/tokenize/count``: the messages' text
+  without the chat template), tiktoken where installed (the model's encoding,
+  else o200k_base, plus 3 tokens per message and 3 for the reply, OpenAI's chat
+  overhead), else a character count divided by 4 (plus 4 per message). The
+  request's JSON schema is not counted.
+* output tokens, projected: the mean completion tokens of the metric's replies
+  already in the reply store (a sample of real replies, paid for once), else
+  the reply its declared outputs describe (a digit or two per score, the
+  longest enum value, ``REASON_TOKENS`` per free-text output), capped at
+  ``max_tokens``.
+* cost, online and in batch mode, for a model in the price table (see
+  :mod:`hf_judge.transport.prices`). Retries are not projected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import orjson
+
+from .. import constants
+from ..errors import BudgetExceededError, CostExceededError
+from ..judging.ensemble import Layout
+from ..judging.images import IMAGE_TOKENS
+from ..judging.metrics import Metric, OutputType, resolve_metrics
+from ..redact import install_log_filter, scrub
+from ..settings import Settings
+from ..store.replies import ReplyStore
+from ..transport.client import JudgeClient
+from ..transport.prices import Price
+from .pipeline import SplitRun, read_batches
+
+logger = logging.getLogger("hf_judge")
+
+# Tokens a free-text output (a reason) is projected to take where no cached reply tells better.
+REASON_TOKENS = 60
+# Rows rendered per step; tokenize calls in flight at most.
+_ROWS_PER_STEP = 256
+_TOKENIZE_IN_FLIGHT = 32
+# Hosts known to have no /tokenize: the prompts are not offered to them.
+_NO_TOKENIZE_HOSTS = ("api.openai.com",)
+
+
+@dataclass
+class MetricEstimate:
+    """One metric's share of a run, from :func:`estimate_cost`."""
+
+    metric: str
+    requests: int = 0  # to send: not in the reply store, not identical to another request of the run
+    cached: int = 0  # replies found in the reply store: not paid again
+    duplicates: int = 0  # identical to another request of the run: sent once
+    in_batches: int = 0  # in batches submitted earlier (--no-wait): the next --batch run collects them, unpaid again
+    unsent: int = 0  # (row, metric)s that send nothing: null input, too long, bad image (the errors split's rows)
+    input_tokens: int = 0  # of the requests to send
+    output_tokens: int = 0  # projected, of the requests to send
+    output_basis: str = ""  # where the projection comes from
+
+
+@dataclass
+class CostEstimate:
+    """What a run would send and cost (see :func:`estimate_cost`); ``str()`` is the table ``--dry-run`` prints.
+
+    Example:
+        >>> est = estimate_cost(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
+        >>> est.requests, est.input_tokens, est.cost_online, est.cost_batch  # doctest: +SKIP
+        (1000, 412000, 0.0528, 0.0264)
+    """
+
+    model: str
+    metrics: list[MetricEstimate] = field(default_factory=list)
+    token_counter: str = ""  # how input tokens were counted
+    price: Price | None = None
+
+    @property
+    def requests(self) -> int:
+        return sum(m.requests for m in self.metrics)
+
+    @property
+    def cached(self) -> int:
+        return sum(m.cached for m in self.metrics)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(m.input_tokens for m in self.metrics)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(m.output_tokens for m in self.metrics)
+
+    @property
+    def cost_online(self) -> float | None:
+        """USD at the online price; None where the model has no price."""
+        return None if self.price is None else self.price.cost(self.input_tokens, self.output_tokens)
+
+    @property
+    def cost_batch(self) -> float | None:
+        """USD at the batch price (by default half the online price)."""
+        return None if self.price is None else self.price.cost(self.input_tokens, self.output_tokens, batch=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "metrics": [asdict(m) for m in self.metrics],
+            "token_counter": self.token_counter,
+            "price": None if self.price is None else self.price.model_dump(),
+            "requests": self.requests,
+            "cached": self.cached,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_online": self.cost_online,
+            "cost_batch": self.cost_batch,
+        }
+
+    def __str__(self) -> str:
+        head = f"{'metric':<24} {'requests':>10} {'cached':>10} {'input tok':>12} {'output tok':>12}  output from"
+        lines = [f"dry run: nothing was sent to the chat endpoint; model {self.model}", "", head]
+        for m in self.metrics:
+            lines.append(
+                f"{m.metric:<24} {m.requests:>10,} {m.cached:>10,} {m.input_tokens:>12,} {m.output_tokens:>12,}  "
+                f"{m.output_basis}"
+            )
+        lines.append(
+            f"{'total':<24} {self.requests:>10,} {self.cached:>10,} {self.input_tokens:>12,} {self.output_tokens:>12,}"
+        )
+        lines += ["", f"input tokens   counted with {self.token_counter}"]
+        dup = sum(m.duplicates for m in self.metrics)
+        unsent = sum(m.unsent for m in self.metrics)
+        if dup:
+            lines.append(f"duplicates     {dup:,} requests identical to another: sent once")
+        if unsent:
+            lines.append(f"not sent       {unsent:,} (row, metric)s with a null, too long or bad input (errors split)")
+        if self.cached:
+            lines.append(f"cached         {self.cached:,} replies in the reply store: not paid again")
+        in_batches = sum(m.in_batches for m in self.metrics)
+        if in_batches:
+            lines.append(
+                f"in batches     {in_batches:,} requests submitted in batches that the next --batch run collects: "
+                "not paid again"
+            )
+        if self.price is None:
+            lines.append(
+                f"cost           no price for {self.model!r} in the price table; add it with --prices FILE "
+                "(a YAML file: `MODEL: {input: 0.10, output: 0.40}`, USD per 1M tokens)"
+            )
+        else:
+            lines += [
+                f"cost online    ${self.cost_online:,.4f} ({self.price.describe()})",
+                f"cost batch     ${self.cost_batch:,.4f} (${self.price.batch_input:g} in / "
+                f"${self.price.batch_output:g} out per 1M tokens; --batch)",
+                "               retries, and a server's prompt-cache discount, are not counted",
+            ]
+        return "\n".join(lines)
+
+
+def estimate_cost(
+    ds: Any,
+    metrics: Any,
+    *,
+    columns: dict[str, str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    if_exists: str = "keep",
+    tokenizer: str = "auto",
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> CostEstimate:
+    """What ``score_dataset`` with the same arguments would send and cost, without sending it.
+
+    Takes the arguments of :func:`hf_judge.score_dataset` (settings as keyword arguments or
+    ``settings=``). ``tokenizer``: ``"auto"`` (the server's ``/tokenize``, else tiktoken, else
+    characters / 4), ``"server"``, ``"tiktoken"`` or ``"chars"``. See the module docstring for what
+    is counted and how.
+
+    Example:
+        >>> est = estimate_cost(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
+        >>> print(est)  # doctest: +SKIP
+    """
+    from .prepare import as_splits, build_plans, resolve_api_key, run_settings
+
+    install_log_filter()
+    if tokenizer not in ("auto", "server", "tiktoken", "chars"):
+        raise ValueError(f"tokenizer must be 'auto', 'server', 'tiktoken' or 'chars', got {tokenizer!r}")
+    settings = run_settings(settings, setting_values)
+    splits, _ = as_splits(ds)
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    plans_by_split, _, _ = build_plans(splits, loaded, columns, settings.temperature, if_exists, False)
+    api_key = resolve_api_key(settings, api_key, needed=False)
+    client = JudgeClient(settings, api_key=api_key)
+    cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    store_path = cache_root / "replies.sqlite3"
+    store = ReplyStore(store_path) if use_cache and store_path.exists() else None
+    # only a --batch run collects the batches in flight (an online run would send their requests again), and
+    # it sends each of K samples as a request of its own, as the batch projection of score_dataset counts them
+    batch = store_path if settings.batch else None
+    layout = Layout(settings.samples) if settings.batch else None
+    try:
+        return project(splits, plans_by_split, loaded, client, store, api_key, tokenizer, batch, layout)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def project(
+    splits: dict[str, Any],
+    plans_by_split: dict[str, list],
+    metrics: list[Metric],
+    client: JudgeClient,
+    store: ReplyStore | None,
+    api_key: str | None,
+    tokenizer: str = "auto",
+    batches: Path | None = None,
+    layout: Layout | None = None,
+) -> CostEstimate:
+    """The estimate of these splits' plans (see :func:`estimate_cost`, which builds them from its arguments).
+
+    ``batches``: the reply store's path, whose batches in flight are not counted (a --batch run collects
+    them). ``layout``: K samples are K requests (a batch's lines). score_dataset calls it before a batch run
+    with a budget, with the plans and the open store of the run.
+    """
+    counter = _TokenCounter(client, api_key, tokenizer)
+    per_metric = {m.name: MetricEstimate(m.name) for m in metrics}
+    outputs: dict[str, list[int]] = {m.name: [] for m in metrics}  # completion tokens of cached replies
+    try:
+        for split, d in splits.items():
+            if plans_by_split[split]:
+                args = (client, store, counter, per_metric, outputs, batches, layout)
+                _estimate_split(split, d, plans_by_split[split], *args)
+    finally:
+        counter.close()
+    settings = client.settings
+    for m in metrics:
+        est = per_metric[m.name]
+        seen = outputs[m.name]
+        if seen:
+            per_reply = sum(seen) / len(seen)
+            est.output_basis = f"mean of {len(seen):,} cached replies"
+        else:
+            per_reply = declared_output_tokens(m)
+            est.output_basis = "declared outputs"
+        if settings.max_tokens is not None and per_reply > settings.max_tokens:
+            per_reply = settings.max_tokens
+            est.output_basis += f", capped at max_tokens={settings.max_tokens}"
+        est.output_tokens = round(per_reply * est.requests)
+    return CostEstimate(client.model, [e for e in per_metric.values()], counter.method, client.price)
+
+
+def check_batch_budget(
+    client: JudgeClient, est: CostEstimate, judges: Sequence[tuple[JudgeClient, CostEstimate]] | None = None
+) -> None:
+    """Stop a batch run before it submits ``est``'s requests when they would take it past ``max_cost`` (at the
+    batch price) or ``max_total_tokens``, with what the run has spent already: CostExceededError or
+    BudgetExceededError, the projection and the fix in the message. A projection is not a bill: see
+    :func:`estimate_cost` for how tokens are counted and projected.
+
+    ``judges``: a panel's (client, projection) per judge, one batch each: the budget holds their sum, each
+    judge's requests at its own model's batch price (``est`` is then ignored).
+
+    Example:
+        >>> check_batch_budget(client, project(...))  # doctest: +SKIP
+        >>> check_batch_budget(a, est_a, [(a, est_a), (b, est_b)])  # doctest: +SKIP
+    """
+    pairs = list(judges) if judges else [(client, est)]
+    requests = sum(e.requests for _, e in pairs)
+    if not requests:
+        return  # nothing to submit: nothing to refuse
+    # --dry-run projects one model's requests: a panel's judge by judge
+    dry = "`--dry-run --batch`" if len(pairs) == 1 else "`--dry-run --batch --model JUDGE` (one judge at a time)"
+    fix = (
+        "Nothing of it was submitted. Raise {flag}, or score fewer rows (--limit N; library: select rows), then "
+        f"{client.resume_hint()} {dry} shows the projection per metric."
+    )
+    inputs, outputs = sum(e.input_tokens for _, e in pairs), sum(e.output_tokens for _, e in pairs)
+    what = "the batch" if len(pairs) == 1 else f"the batches of the {len(pairs)} judges"
+    what += f" this run would submit ({requests:,} requests, {inputs:,} input tokens counted "
+    what += f"with {est.token_counter}, {outputs:,} output tokens projected)"
+    limit = client.max_cost
+    costs = [e.cost_batch for _, e in pairs]
+    cost = None if None in costs else sum(c for c in costs if c is not None)
+    spent = sum(c.spent() or 0.0 for c in client.budget_peers)  # a panel's judges share the budget
+    if limit is not None and cost is not None and not spent + cost <= limit:  # NaN: refused too
+        paid = f" on top of the ${spent:.4f} the run has spent" if spent else ""
+        raise CostExceededError(
+            f"{what} would cost ${cost:.4f} at {_batch_prices(pairs)}{paid}, over the budget max_cost=${limit:g}. "
+            + fix.format(flag="--max-cost (library: max_cost=)")
+        )
+    tokens = client.max_total_tokens
+    used = sum(c.stats.prompt_tokens + c.stats.completion_tokens for c in client.budget_peers)
+    if tokens is not None and used + inputs + outputs > tokens:
+        paid = f" on top of the {used:,} tokens the run has used" if used else ""
+        raise BudgetExceededError(
+            f"{what} would use {inputs + outputs:,} tokens{paid}, over the budget "
+            f"max_total_tokens={tokens:,}. " + fix.format(flag="--max-total-tokens (library: max_total_tokens=)")
+        )
+
+
+def _batch_prices(pairs: list[tuple[JudgeClient, CostEstimate]]) -> str:
+    """Which batch price a projection was counted at: the model's, or each judge's of a panel with its share."""
+
+    def price(c: JudgeClient) -> str:
+        assert c.price is not None  # max_cost is refused for a model without a price (JudgeClient)
+        return f"{c.model}'s batch price (${c.price.batch_input:g} in / ${c.price.batch_output:g} out per 1M tokens)"
+
+    if len(pairs) == 1:
+        return price(pairs[0][0])
+    return "the judges' batch prices: " + ", ".join(f"${e.cost_batch or 0:.4f} at {price(c)}" for c, e in pairs)
+
+
+def _estimate_split(
+    split: str,
+    d: Any,
+    plans: list,
+    client: JudgeClient,
+    store: ReplyStore | None,
+    counter: _TokenCounter,
+    per_metric: dict[str, MetricEstimate],
+    outputs: dict[str, list[int]],
+    batches: Path | None = None,
+    layout: Layout | None = None,
+) -> None:
+    """Render every request of one split, as the run would, and count it."""
+    from .batch import submitted
+
+    run = SplitRun(split, d, plans, client, None, window=_ROWS_PER_STEP, layout=layout)
+    needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+    source = d.select_columns(needed) if needed else d
+    seen: set[bytes] = set()
+    row = 0
+    for batch in read_batches(source, _ROWS_PER_STEP, any(p.images for p in plans)):
+        size = len(batch[needed[0]]) if needed else min(_ROWS_PER_STEP, len(d) - row)
+        sends = run.prepare_rows(batch, row, size)
+        row += size
+        for e in run.errors:
+            per_metric[e["metric"]].unsent += 1
+        run.errors.clear()
+        run.values.clear()
+        run.row_pending.clear()
+        found = run.cached_replies(store, sends, copy_forward=False) if store is not None and sends else {}
+        in_batches = submitted(batches, [job.keys[part] for job, part, _, _ in sends]) if batches else set()
+        fresh = []
+        for job, part, messages, _body in sends:
+            metric = job.plan.metric
+            est = per_metric[metric.name]
+            key = job.keys[part]
+            if key in seen:
+                est.duplicates += 1
+                continue
+            seen.add(key)
+            hit = found.get(key)
+            outcome = run._from_cache(metric, hit) if hit is not None else None
+            if outcome is not None:
+                est.cached += 1
+                if outcome.usage is not None:
+                    outputs[metric.name].append(outcome.usage[1])
+                continue
+            if key in in_batches:
+                est.in_batches += 1
+                continue
+            est.requests += 1
+            fresh.append((est, messages))
+        for (est, _), n in zip(fresh, counter.count([m for _, m in fresh]), strict=True):
+            est.input_tokens += n
+
+
+def declared_output_tokens(metric: Metric) -> float:
+    """The tokens of the reply a metric's declared outputs describe: its JSON with a digit or two per number,
+    the longest enum value, and ``REASON_TOKENS`` per free-text output (characters / 4 for the rest).
+
+    Example:
+        >>> from hf_judge import load_metric
+        >>> declared_output_tokens(load_metric("QA_Clarity"))
+        66.0
+    """
+    example: dict[str, Any] = {}
+    free_text = 0
+    for o in metric.outputs:
+        if o.enum:
+            example[o.key] = max((str(v) for v in o.enum), key=len)
+        elif o.type in (OutputType.INTEGER, OutputType.NUMBER):
+            example[o.key] = o.maximum if o.maximum is not None else 10
+        elif o.type == OutputType.BOOLEAN:
+            example[o.key] = False
+        else:
+            example[o.key] = ""
+            free_text += 1
+    return len(orjson.dumps(example)) / 4 + free_text * REASON_TOKENS
+
+
+# The token-count endpoints of servers, tried in this order until one answers: (name, how it counts).
+_SERVER_FORMS = (
+    ("vllm", "the server's tokenizer, chat template applied (vLLM's POST /tokenize with the messages)"),
+    ("llama.cpp", "the server's tokenizer, chat template applied (llama.cpp's /apply-template and /tokenize)"),
+    (
+        "llama-cpp-python",
+        "the server's tokenizer on the messages' text, without the chat template "
+        "(llama-cpp-python's /extras/tokenize/count)",
+    ),
+)
+
+
+class _TokenCounter:
+    """Counts the input tokens of chat messages: the server's tokenizer, tiktoken, or characters / 4."""
+
+    def __init__(self, client: JudgeClient, api_key: str | None, tokenizer: str):
+        self.model = client.model
+        self.root = client.base_url.removesuffix("/v1")  # vLLM and llama.cpp serve these beside /v1
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.methods: list[str] = []
+        self.unreachable = ""  # why the server could not be reached, where it could not
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: Any = None
+        self._encoding: Any = None
+        host = urlparse(client.base_url).hostname or ""
+        offered = tokenizer in ("auto", "server") and host not in _NO_TOKENIZE_HOSTS
+        self._forms = list(_SERVER_FORMS) if offered else []
+        self._try_tiktoken = tokenizer in ("auto", "tiktoken")
+        if tokenizer == "server" and not offered:
+            raise ValueError(f"{host} has no token-count endpoint; use tokenizer='auto'")
+
+    @property
+    def method(self) -> str:
+        """How the tokens were counted (two ways when the server's tokenizer stopped answering midway)."""
+        return "; then ".join(self.methods) or "nothing (no request to count)"
+
+    def _used(self, method: str) -> None:
+        if not self.methods or self.methods[-1] != method:
+            self.methods.append(method)
+
+    def count(self, batch: list[list[dict]]) -> list[int]:
+        if not batch:
+            return []
+        while self._forms:
+            form, method = self._forms[0]
+            counts = self._server(batch, form)
+            if counts is not None:
+                self._forms = self._forms[:1]  # this server's form: the others are not tried again
+                self._used(method)
+                return counts
+            self._forms.pop(0)
+        note = f"; {self.root} could not be reached ({self.unreachable}): check --base-url" if self.unreachable else ""
+        if self._try_tiktoken and self._encoding is None:
+            self._encoding = _tiktoken_encoding(self.model)
+            self._try_tiktoken = self._encoding is not None
+        if self._encoding is not None:
+            self._used(f"tiktoken {self._encoding.name} (+3 per message, +3 per reply){note}")
+            enc = self._encoding
+            return [3 + sum(3 + len(enc.encode(_text(m))) + 1 for m in msgs) for msgs in batch]
+        self._used("an estimate: characters / 4, +4 per message (no token count from the server, no tiktoken)" + note)
+        return [round(sum(4 + _chars_tokens(m) for m in msgs)) for msgs in batch]
+
+    def _server(self, batch: list[list[dict]], form: str) -> list[int] | None:
+        """Counts from the server in ``form``, or None when it does not answer in that form."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        try:
+            return self._loop.run_until_complete(self._server_counts(batch, form))
+        except Exception as e:  # noqa: BLE001 - any failure means: count another way
+            logger.info("no %s token count from the server (%s)", form, scrub(str(e))[:200])
+            import aiohttp
+
+            if isinstance(e, (aiohttp.ClientConnectionError, asyncio.TimeoutError)):
+                # nothing answers there (a wrong --base-url?): no other form will do better, and the user must know
+                self.unreachable = scrub(str(e) or type(e).__name__)[:200]
+                self._forms = self._forms[:1]
+            return None
+
+    async def _server_counts(self, batch: list[list[dict]], form: str) -> list[int]:
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(headers=self.headers, timeout=aiohttp.ClientTimeout(total=60))
+        session = self._session
+        slots = asyncio.Semaphore(_TOKENIZE_IN_FLIGHT)
+
+        async def post(path: str, payload: dict, key: str) -> Any:
+            async with session.post(self.root + path, json=payload) as r:
+                if r.status != 200:
+                    raise RuntimeError(f"HTTP {r.status} from {self.root}{path}")
+                doc = await r.json(content_type=None)
+            value = doc.get(key) if isinstance(doc, dict) else None
+            if value is None or isinstance(value, bool):
+                raise RuntimeError(f"{self.root}{path} answered without {key!r}")
+            return value
+
+        async def one(messages: list[dict]) -> int:
+            async with slots:
+                if form == "vllm":
+                    n = await post("/tokenize", {"model": self.model, "messages": messages}, "count")
+                elif form == "llama.cpp":
+                    prompt = await post("/apply-template", {"messages": messages}, "prompt")
+                    n = len(await post("/tokenize", {"content": prompt}, "tokens"))
+                else:
+                    text = "\n".join(_text(m) for m in messages)
+                    n = await post("/extras/tokenize/count", {"input": text, "model": self.model}, "count")
+            if not isinstance(n, int):
+                raise RuntimeError(f"{self.root} answered a token count that is not an integer: {n!r}")
+            return n
+
+        return list(await asyncio.gather(*(one(m) for m in batch)))
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        if self._session is not None:
+            self._loop.run_until_complete(self._session.close())
+        self._loop.close()
+
+
+def _tiktoken_encoding(model: str) -> Any:
+    """tiktoken's encoding for ``model`` (o200k_base for a model it does not know), or None."""
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    try:
+        try:
+            return tiktoken.encoding_for_model(model)
+        except KeyError:
+            return tiktoken.get_encoding("o200k_base")
+    except Exception as e:  # noqa: BLE001 - its encodings are downloaded on first use: offline, count another way
+        logger.info("tiktoken could not load an encoding (%s); counting characters / 4", e)
+        return None
+
+
+def _text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def _chars_tokens(message: dict) -> float:
+    content = message.get("content")
+    images = (
+        sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image_url")
+        if isinstance(content, list)
+        else 0
+    )
+    return len(_text(message)) / 4 + images * IMAGE_TOKENS

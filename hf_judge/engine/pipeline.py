@@ -1,0 +1,998 @@
+"""The row pipeline between a split and ``Dataset.map``.
+
+A feeder coroutine reads the split ahead of the map, renders every (row,
+metric) request, serves what the reply store already holds, and sends the rest
+through the client, keeping at most ``window`` rows between the map's position
+and its own. The map function (main thread) waits only for the rows of its own
+batch. Requests therefore flow continuously over the whole split: a slow
+request holds back nothing but its own row's write, and memory is bounded by
+the window, not by the dataset.
+
+Identical requests (same key) are sent once per run: a request whose key is in
+flight waits for that reply, and one whose key was among the last
+``RECENT_REPLIES`` replies reuses it; both count as cache hits. A request that
+failed (after its retries) fails every row that shares it, each with its own
+error row; the next run retries them, as failures are not stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import re
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from datasets import Dataset, Features
+
+from ..errors import (
+    AuthenticationError,
+    BudgetExceededError,
+    CircuitOpenError,
+    ErrorKind,
+    ModelNotFoundError,
+    QuotaExceededError,
+    RateLimitedError,
+    ServerUnreachableError,
+    TemplateError,
+)
+from ..judging import logprobs
+from ..judging.ensemble import Layout, as_features, sample_key
+from ..judging.images import ImageValueError, image_urls
+from ..judging.metrics import Metric, MetricKind, OutputType
+from ..judging.render import format_value
+from ..judging.validate import ReplyError, parse_reply
+from ..pages import file_paths, release
+from ..progress import INTERVAL, Progress, ProgressCallback
+from ..redact import scrub, scrub_registered
+from ..store.replies import ReplyStore
+from ..transport.client import JudgeClient, Outcome
+
+logger = logging.getLogger("hf_judge")
+# Bound to module names for the per-row paths: a member looked up on its enum class costs ~70 ns.
+_BINARY, _PAIRWISE = MetricKind.BINARY, MetricKind.PAIRWISE
+# A judge's own stops (its key, its model name or base URL, its quota): in a panel, the message names the judge.
+_JUDGE_STOPS = (AuthenticationError, ModelNotFoundError, QuotaExceededError, RateLimitedError)
+# Per-row token columns (token_columns=True): the usage the server reported for
+# the replies that scored the row, summed over its metrics. Failed attempts are
+# counted in the run summary only, so that a resumed run and an uninterrupted
+# one give the same rows.
+PROMPT_TOKENS = "judge_prompt_tokens"
+COMPLETION_TOKENS = "judge_completion_tokens"
+TOKEN_COLUMNS = [PROMPT_TOKENS, COMPLETION_TOKENS]
+# Rows between two releases of the input's mapped pages (see pages.py).
+RELEASE_EVERY = 65_536
+# Recent replies kept to serve identical requests of the same run: ~0.6 KB each
+# for a short reply, ~1.5 KB for a reasoned one; 65,536 (a 1,024-slot window)
+# took ~40-100 MB. Repeats further apart are sent again (the store has them next run).
+RECENT_REPLIES = 4096
+# A shared store (see store.py): how often keys another process is sending are looked up again, and how many
+# tries of a claim that does not wait for the lock come before one that does (up to the store's lock_wait).
+_POLL_S = 0.02
+_CLAIM_TRIES = 1000
+
+
+@contextlib.contextmanager
+def sparse_gc(threshold: int = 100_000):
+    """Run the cyclic garbage collector less often for the duration of a run.
+
+    Every request allocates a few container objects that live until its reply
+    (a task, futures, dicts); at CPython's default threshold of 700 the
+    collector ran so often that it took about a fifth of the event loop's time
+    on a 100,000-row run. One young collection per 100,000 allocations keeps
+    cyclic garbage bounded and costs next to nothing. The previous thresholds
+    are restored afterwards.
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(max(threshold, old[0]), max(50, old[1]), max(100, old[2]))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+class LoopThread:
+    """An asyncio event loop in a daemon thread, for the duration of a run."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop
+        try:  # uvloop, where installed, makes the transport ~10-20 % cheaper
+            import uvloop
+
+            self.loop = uvloop.new_event_loop()
+        except ImportError:
+            self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="hf_judge-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro, timeout: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def submit(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+@dataclass
+class Plan:
+    """One metric of a split: how to read its variables from a row."""
+
+    metric: Metric
+    columns: dict[str, str | None]  # variable -> column (None: optional, absent)
+    temperature: float
+    images: frozenset[str] = frozenset()  # variables sent as images (images.image_variables)
+
+
+class _Job:
+    """One (row, metric): one request, or two for a swapped pairwise judge; times K samples, times the judges
+    of a panel. Part ``(judge * K + sample) * orders + order`` is one request."""
+
+    __slots__ = ("row", "plan", "outcomes", "pending", "keys", "orders", "per_judge")
+
+    def __init__(self, row: int, plan: Plan, n: int, orders: int = 1, per_judge: int | None = None):
+        self.row = row
+        self.plan = plan
+        self.outcomes: list[Outcome | None] = [None] * n
+        self.pending = n
+        self.keys: list[bytes] = [b""] * n
+        self.orders = orders
+        self.per_judge = per_judge or n
+
+
+class SplitRun:
+    """Scores one split; ``consume`` is the ``Dataset.map`` function."""
+
+    def __init__(
+        self,
+        split: str,
+        ds: Dataset | None,
+        plans: Sequence[Plan],
+        client: JudgeClient,
+        store: ReplyStore | None,
+        *,
+        window: int,
+        # Rows rendered, looked up and sent per step of the feeder. Small, so
+        # that rendering a batch holds up the replies waiting on the event loop
+        # for a fraction of a millisecond: at 256 rows (~5 ms) the queued
+        # replies cost ~2 % of the throughput at 1,024 in flight (bench/, c).
+        read_batch: int = 32,
+        max_input_chars: int | None = None,
+        token_columns: bool = False,
+        on_progress: ProgressCallback | None = None,
+        judges: Sequence[JudgeClient] = (),
+        layout: Layout | None = None,
+        unsent: Callable[[bytes], Outcome] | None = None,
+    ):
+        self.split = split
+        self.ds = ds
+        self.plans = plans
+        self.client = client
+        # a panel: one client per judge, in the layout's judge order (the first is `client`)
+        self.clients = list(judges) or [client]
+        self.layout = layout = layout or Layout()
+        self.judge_down: dict[int, Outcome] = {}  # judge -> the outcome of each of its requests from now on
+        self.store = store
+        self.window = max(window, read_batch)
+        self.read_batch = read_batch
+        self.max_input_chars = max_input_chars
+        self.logprobs = client.settings.logprobs
+        self.token_columns = token_columns
+        self.columns = list(score_types([p.metric for p in plans], layout, self.logprobs, token_columns))
+        self.values: dict[int, dict[str, Any]] = {}
+        self.row_pending: dict[int, int] = {}
+        self.errors: list[dict[str, Any]] = []
+        self.frontier = 0  # every row below it is finished
+        self.consumed = 0  # rows handed to Dataset.map
+        self.want = 0
+        self.ready = threading.Event()
+        # The feeder waits here while the window is full; consume() sets it from the main thread.
+        self._room: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._room_wanted = False
+        self.failure: BaseException | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.scored_rows = 0
+        self.rows_done = 0  # rows whose every metric has finished, in any order
+        self.on_progress = on_progress
+        self.total = len(ds) if ds is not None else 0  # rows to score; a stream's grows as it is read
+        # Batch mode (batch.py) has already sent what could be sent: a request the store lacks ends as this says.
+        self.unsent = unsent
+        # Identical requests of this run: key -> the (job, part)s waiting for the
+        # one in flight, and key -> a recent final outcome (bounded, oldest out).
+        self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
+        # A shared store (another run on the file, see store.py): key -> the sends waiting for the reply
+        # that another process is sending, and whether the poller holds some taken out of it.
+        self.parked: dict[bytes, list[tuple[_Job, int, list, bytes]]] = {}
+        self.polling = False
+        self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
+        self.recent_max = RECENT_REPLIES
+        self.input_files = file_paths(ds.cache_files) if ds is not None else frozenset()
+        self._released_at = 0
+        release(self.input_files)  # loading a dataset maps most of its file; the run reads it again anyway
+
+    # -- feeder (event loop thread) ------------------------------------------
+    async def feed(self) -> None:
+        self._loop, self._room = asyncio.get_running_loop(), asyncio.Event()
+        self._started = time.perf_counter()
+        self._requests0 = self._requests()
+        ticker = asyncio.get_running_loop().create_task(self._tick()) if self.on_progress else None
+        try:
+            await self._feed()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            self._fail(e)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                self._report()
+
+    async def _tick(self) -> None:
+        # a timer, not a hook in the reply path: reporting costs the same at 10 or 10,000 replies/s
+        while self.on_progress is not None:
+            self._report()
+            await asyncio.sleep(INTERVAL)
+
+    def _requests(self) -> int:
+        return sum(c.stats.requests for c in self.clients)
+
+    def _report(self) -> None:
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(
+                Progress(
+                    self.split,
+                    self.rows_done,
+                    self.total,
+                    sum(c.limiter.in_flight for c in self.clients),
+                    len(self.errors),
+                    self._requests() - self._requests0,
+                    time.perf_counter() - self._started,
+                )
+            )
+        except Exception:  # noqa: BLE001 - a broken display must not stop the run
+            self.on_progress = None
+
+    def _fail(self, e: BaseException) -> None:
+        if self.failure is None:
+            self.failure = e
+        # A budget stops what is not sent yet. The requests in flight are paid for: they are awaited (cancel())
+        # and their replies kept; each checks the budget again before any further attempt.
+        if not isinstance(self.failure, BudgetExceededError):
+            for t in list(self.tasks):
+                t.cancel()
+        self.ready.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Let a feeder waiting for room in the window look again (from any thread)."""
+        loop, room = self._loop, self._room
+        if loop is None or room is None or loop.is_closed():
+            return
+        try:
+            here = asyncio.get_running_loop() is loop
+        except RuntimeError:  # no loop in this thread: the consumer's
+            here = False
+        if here:
+            room.set()
+        else:
+            loop.call_soon_threadsafe(room.set)
+
+    async def _wait_for_room(self, row: int) -> None:
+        """Until the consumer has taken rows, so that at most ``window`` rows are ahead of it (or the run failed)."""
+        room = self._room
+        assert room is not None  # made by feed()
+        while row - self.consumed >= self.window and self.failure is None:
+            self._room_wanted = True  # before the test below: a consume() after it sees the flag and wakes us
+            room.clear()
+            if row - self.consumed < self.window or self.failure is not None:
+                break
+            await room.wait()
+        self._room_wanted = False
+
+    async def _read(self) -> AsyncIterator[tuple[int, dict[str, list]]]:
+        """The rows to score, in steps of ``read_batch``: (rows, the columns the plans read).
+        A subclass reads another source (``stream.StreamRun``: batches handed over by another thread)."""
+        assert self.ds is not None  # a run without a dataset overrides _read
+        needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
+        source = self.ds.select_columns(needed) if needed else self.ds
+        n = len(self.ds)
+        row = 0
+        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+            row += size
+            yield size, batch
+
+    async def _feed(self) -> None:
+        row = 0
+        store = self.store
+        poller = None
+        if store is not None:
+            # A store that cannot write stops the run: every further reply would be paid and lost.
+            loop = asyncio.get_running_loop()
+            store.on_failure = lambda _e: loop.call_soon_threadsafe(self._store_failed)
+            if store.failure is not None:
+                return self._store_failed()
+            store.on_company = lambda: loop.call_soon_threadsafe(self._join_company)
+        try:
+            async for size, batch in self._read():
+                if row - self.consumed >= self.window:
+                    await self._wait_for_room(row)
+                if self.failure is not None:
+                    return
+                sends = self.prepare_rows(batch, row, size)
+                row += size
+                if store is not None and sends:
+                    sends = self._from_store(store, sends)
+                if self.unsent is not None:
+                    for job, part, _, _ in sends:
+                        self._finish_part(job, part, self.unsent(job.keys[part]))
+                    sends = []
+                claimed = store is not None and store.shared
+                if claimed and sends:
+                    poller = poller or asyncio.get_running_loop().create_task(self._poll_parked())
+                    sends = await self._claim(sends)
+                if not await self._send_all(sends, claimed):
+                    return
+                # yield once per batch so replies are handled between batches
+                await asyncio.sleep(0)
+            while (self.parked or self.polling) and self.failure is None:
+                if self.tasks:
+                    await asyncio.wait(list(self.tasks), timeout=_POLL_S)
+                else:
+                    await asyncio.sleep(_POLL_S)
+            while self.tasks:
+                await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        finally:
+            if poller is not None:
+                poller.cancel()
+            if store is not None:
+                store.on_company = None
+
+    def _from_store(self, store: ReplyStore, sends: list) -> list:
+        """Finish the sends whose replies the store holds; the others."""
+        found = self.cached_replies(store, sends)
+        if not found:
+            return sends
+        remaining = []
+        for item in sends:
+            job, part = item[0], item[1]
+            hit = found.get(job.keys[part])
+            outcome = self._from_cache(job.plan.metric, hit) if hit else None
+            if outcome is None:
+                remaining.append(item)
+            else:
+                self.clients[part // job.per_judge].stats.cache_hits += 1
+                self._finish_part(job, part, outcome)
+        return remaining
+
+    async def _send_all(self, sends: list, claimed: bool = True) -> bool:
+        """Send each of ``sends`` (or share an identical request's reply); False once the run has failed.
+
+        ``claimed``: their keys are claimed, or the store is not shared."""
+        inflight, clients, down, store = self.inflight, self.clients, self.judge_down, self.store
+        extra: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
+        several = self.layout.samples > 1
+        i = 0
+        while i < len(sends):
+            if not claimed and store is not None and store.shared:
+                # the store turned shared while these waited for a slot: the other run may have claimed them
+                sends, i, claimed = await self._claim(sends[i:]), 0, True
+                continue
+            job, part, messages, body = sends[i]
+            i += 1
+            key = job.keys[part]
+            if extra and (id(job), part) in extra:
+                continue
+            judge = part // job.per_judge
+            if down and judge in down:
+                self._finish_part(job, part, down[judge])
+                continue
+            client = clients[judge]
+            limiter = client.limiter
+            if self._shared(job, part, key, client.stats):
+                continue
+            inflight[key] = []
+            followers = self._followers(job, part, client, extra) if several else ()
+            if not limiter.try_acquire():
+                await limiter.acquire()
+            if self.failure is not None:
+                limiter.release()
+                return False
+            self._spawn(self._send(job, part, messages, body, followers))
+        return True
+
+    def _join_company(self) -> None:
+        """Another run opened the reply store: claim what this one is sending, then claim before each send."""
+        store = self.store
+        if store is not None and not store.shared:
+            try:
+                store.share(list(self.inflight))
+            except sqlite3.Error as e:
+                self._fail(e)
+
+    async def _claim(self, sends: list) -> list:
+        """Of ``sends`` (none in the store), those this process is to send: it claims their keys in the shared
+        store. Keys another process holds wait in ``parked`` for its reply (see :meth:`_poll_parked`)."""
+        store = self.store
+        assert store is not None
+        inflight, recent, parked = self.inflight, self.recent, self.parked
+        out, ask, asked = [], [], []
+        for item in sends:
+            key = item[0].keys[item[1]]
+            if key in inflight or key in recent:
+                out.append(item)  # this run's own request: _send_all shares its reply
+            elif key in parked:
+                parked[key].append(item)
+            else:
+                asked.append(item)
+                ask.append(key)
+        if not ask:
+            return out
+        got = store.claim(ask, wait=False)
+        tries = 0
+        while got is None:  # another process's commit holds the lock for a millisecond or so
+            tries += 1
+            await asyncio.sleep(0.001)
+            got = store.claim(ask, wait=tries >= _CLAIM_TRIES)
+        found, mine = got
+        claimed = set(mine)
+        if found:  # again with the log-probability tables that claim() leaves out
+            found = self.cached_replies(store, [i for i in asked if i[0].keys[i[1]] in found], False) or found
+        for item in asked:
+            job, part = item[0], item[1]
+            key = job.keys[part]
+            hit = found.get(key)
+            outcome = self._from_cache(job.plan.metric, hit) if hit is not None else None
+            if outcome is not None:
+                self.clients[part // job.per_judge].stats.cache_hits += 1
+                self._finish_part(job, part, outcome)
+            elif key in claimed or hit is not None:  # a damaged entry is scored again
+                out.append(item)
+            else:
+                parked.setdefault(key, []).append(item)
+        return out
+
+    async def _poll_parked(self) -> None:
+        """Look the parked keys up again until another process stored their replies (or freed its claims)."""
+        while self.failure is None:
+            await asyncio.sleep(_POLL_S)
+            if not self.parked:
+                continue
+            self.polling = True
+            try:
+                items = [item for key in list(self.parked) for item in self.parked.pop(key)]
+                await self._send_all(await self._claim(items))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # noqa: BLE001 - a store error: it must stop the run, not hang its rows
+                self._fail(e)
+            finally:
+                self.polling = False
+
+    def _shared(self, job: _Job, part: int, key: bytes, stats: Any) -> bool:
+        """Serve (job, part) from this run's identical request: one in flight (wait for its reply) or one
+        answered recently. False when there is none, and the request must be sent."""
+        waiting = self.inflight.get(key)
+        if waiting is not None:
+            waiting.append((job, part))
+            stats.shared += 1
+            return True
+        shared = self.recent.get(key)
+        if shared is not None:
+            stats.shared += 1
+            self._finish_part(job, part, shared)
+            return True
+        return False
+
+    def prepare_rows(self, batch: dict, row: int, size: int) -> list[tuple[_Job, int, list, bytes]]:
+        """Render the requests of rows ``row .. row + size`` (``batch`` holds them): (job, part, messages,
+        canonical body) each; a row that sends nothing for a metric gets its error row instead."""
+        sends: list[tuple[_Job, int, list, bytes]] = []
+        for i in range(size):
+            r = row + i
+            self.values[r] = {}
+            self.row_pending[r] = len(self.plans)
+            for plan in self.plans:
+                self._prepare(r, plan, batch, i, sends)
+        return sends
+
+    def requests(self) -> Iterator[list[tuple[bytes, Metric, bytes]]]:
+        """Every request of the split as the feeder renders it, one read batch at a time: (key, metric, body).
+
+        For batch mode (batch.py), which packs them into files: nothing is sent, no row is finished,
+        and rows that send nothing (a null input, a template error) are left out, as the run reports them.
+        """
+        assert self.ds is not None  # batch mode reads a dataset, not a stream
+        needed = sorted({c for p in self.plans for c in p.columns.values() if c is not None})
+        source = self.ds.select_columns(needed) if needed else self.ds
+        row, n = 0, len(self.ds)
+        for batch in read_batches(source, self.read_batch, any(p.images for p in self.plans)):
+            size = len(batch[needed[0]]) if needed else min(self.read_batch, n - row)
+            sends = self.prepare_rows(batch, row, size)
+            row += size
+            if self.store is not None and self.client.strict_fallback and sends:
+                # replies stored under a whole body's key (earlier versions, reuse="strict") are not sent again
+                found = self.cached_replies(self.store, sends)
+                sends = [s for s in sends if s[0].keys[s[1]] not in found]
+            self.values.clear()
+            self.row_pending.clear()
+            self.errors.clear()
+            yield [(job.keys[part], job.plan.metric, body) for job, part, _, body in sends]
+
+    def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
+        metric = plan.metric
+        values: dict[str, Any] = {}
+        for var, col in plan.columns.items():
+            v = batch[col][i] if col is not None else None
+            if v is None and var not in metric.optional:
+                return self._job_error(
+                    r, plan, ErrorKind.NULL_INPUT, f"column {col!r} is null in this row; nothing was sent"
+                )
+            if var in plan.images and v is not None:
+                try:
+                    values[var] = image_urls(v)
+                except ImageValueError as e:
+                    return self._job_error(r, plan, ErrorKind.BAD_IMAGE, f"column {col!r}: {e}; nothing was sent")
+            else:
+                values[var] = format_value(v)
+        if self.max_input_chars is not None:
+            size = sum(len(v) for v in values.values() if isinstance(v, str))
+            if size > self.max_input_chars:
+                return self._job_error(
+                    r,
+                    plan,
+                    ErrorKind.INPUT_TOO_LONG,
+                    f"the row's template values hold {size} characters, over max_input_chars={self.max_input_chars}",
+                )
+        orders = [values]
+        if metric.kind == _PAIRWISE and metric.swap:
+            a, b = metric.swap
+            orders.append({**values, a: values[b], b: values[a]})
+        try:
+            rendered = [metric.messages(vals, plan.images) for vals in orders]
+        except TemplateError as e:
+            return self._job_error(r, plan, ErrorKind.TEMPLATE, str(e))
+        n_orders, k = len(rendered), self.layout.samples
+        if k == 1 and len(self.clients) == 1:
+            job = _Job(r, plan, n_orders)
+            client = self.client
+            for part, messages in enumerate(rendered):
+                body = client.body(metric, messages, plan.temperature, "json_schema")
+                job.keys[part] = client.reply_key(metric, messages, plan.temperature, body)
+                sends.append((job, part, messages, body))
+            return
+        job = _Job(r, plan, n_orders * k * len(self.clients), n_orders, n_orders * k)
+        for judge, client in enumerate(self.clients):
+            for order, messages in enumerate(rendered):
+                body = client.body(metric, messages, plan.temperature, "json_schema")
+                key = client.reply_key(metric, messages, plan.temperature, body)
+                for sample in range(k):
+                    part = (judge * k + sample) * n_orders + order
+                    job.keys[part] = sample_key(key, sample)
+                    sends.append((job, part, messages, body))
+
+    def _whole_body_key(self, job: _Job, part: int, body: bytes) -> bytes:
+        """The key ``part`` of ``job`` had before compatible reuse: the whole body's, of its judge and sample."""
+        judge, in_judge = divmod(part, job.per_judge)
+        return sample_key(self.clients[judge].request_key(body), in_judge // job.orders)
+
+    def cached_replies(self, store: ReplyStore, sends: list, copy_forward: bool = True) -> dict[bytes, tuple]:
+        """The store's replies to ``sends`` (from :meth:`_prepare`), by reply key.
+
+        Where a reply key leaves settings out (compatible reuse), a reply not found under it is looked
+        up under the key of the whole body too: that is where earlier versions, and ``reuse="strict"``,
+        stored it. ``copy_forward`` stores such a reply under its reply key as well, so that a later
+        change of max_tokens still finds it.
+        """
+        found = store.get_many([job.keys[part] for job, part, _, _ in sends], with_logprobs=self.logprobs)
+        if self.client.strict_fallback and len(found) < len(sends):
+            whole = {
+                self._whole_body_key(job, part, body): job.keys[part]
+                for job, part, _, body in sends
+                if job.keys[part] not in found
+            }
+            for key, hit in store.get_many(list(whole), with_logprobs=self.logprobs).items():
+                found[whole[key]] = hit
+                if copy_forward:
+                    content, usage = hit[0], hit[1]
+                    store.put(whole[key], content, usage, hit[2] if len(hit) > 2 else None)
+        return found
+
+    def _from_cache(self, metric: Metric, hit: tuple) -> Outcome | None:
+        content, usage = hit[0], hit[1]
+        table = hit[2] if len(hit) > 2 else None  # the log-probability table, read when logprobs are on
+        if not self.client.reply_fits(usage):
+            return None  # longer than this run's max_tokens allows: it would have been cut off
+        content = scrub_registered(content)  # an entry written before its secret was registered
+        try:
+            return Outcome(parse_reply(metric, content, "stop"), content, cached=True, usage=usage, logprobs=table)
+        except ReplyError:
+            return None  # a damaged or outdated entry: score it again
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+
+    def _followers(self, job: _Job, part: int, client: JudgeClient, claimed: set) -> tuple[int, ...]:
+        """For the first sample of a (judge, order): the other samples not yet answered, to ask for in the same
+        request as its extra choices (``n``), where the server is not known to ignore ``n``."""
+        if client.n_choices is False or (part // job.orders) % self.layout.samples:
+            return ()
+        inflight, recent, out = self.inflight, self.recent, []
+        for sample in range(1, self.layout.samples):
+            other = part + sample * job.orders
+            key = job.keys[other]
+            if job.outcomes[other] is None and key not in inflight and key not in recent:
+                inflight[key] = []
+                claimed.add((id(job), other))
+                out.append(other)
+        return tuple(out)
+
+    async def _send(
+        self,
+        job: _Job,
+        part: int,
+        messages: list,
+        body: bytes,
+        followers: Sequence[int] = (),
+        have_slot: bool = True,
+    ) -> None:
+        judge = part // job.per_judge
+        client = self.clients[judge]
+        try:
+            outcome = await client.call(
+                job.plan.metric,
+                messages,
+                job.plan.temperature,
+                have_slot=have_slot,
+                body=body,
+                n=1 + len(followers),
+            )
+        except asyncio.CancelledError:
+            raise
+        except (ServerUnreachableError, CircuitOpenError) as e:
+            if not self._judge_failed(judge, e):
+                self._fail(e)
+                return
+            outcome = self.judge_down[judge]
+        except BaseException as e:  # noqa: BLE001 - a RunStopped, or a bug: either must not hang the map
+            where = f"judge {self.layout.judges[judge]!r}: " if self.layout.panel else ""
+            if where and isinstance(e, _JUDGE_STOPS) and e.args and not str(e.args[0]).startswith(where):
+                e.args = (where + str(e.args[0]), *e.args[1:])  # which judge's key, model or quota
+            self._fail(e)
+            return
+        if followers:
+            extra = outcome.extra or []
+            if outcome.choices:  # a completion came, with 1 + len(extra) choices
+                client.n_choices = len(extra) >= len(followers)
+                if not client.n_choices:
+                    self._n_ignored(client, outcome)
+                for other in followers[len(extra) :]:
+                    self._spawn(self._send(job, other, messages, body, have_slot=False))
+                for other, o in zip(followers, extra[: len(followers)], strict=False):
+                    self._deliver(job, other, o)
+            elif client.n_choices is not True and _refuses_n(outcome):
+                client.n_choices = False
+                self._n_ignored(client, outcome)
+                for other in (part, *followers):  # each sample on its own; their waiters are still registered
+                    self._spawn(self._send(job, other, messages, body, have_slot=False))
+                return
+            else:  # no reply came (a connection failure, a timeout, a 5xx): every sample of it failed alike
+                for other in followers:
+                    self._deliver(job, other, outcome)
+        self._deliver(job, part, outcome)
+
+    def _n_ignored(self, client: JudgeClient, outcome: Outcome) -> None:
+        if any("ignores n" in note for note in client.stats.notes):
+            return
+        how = f"refused it ({outcome.kind})" if not outcome.choices else "answered with one choice"
+        note = (
+            f"the server at {client.base_url} ignores n (asked for {self.layout.samples} choices, it {how}): "
+            "each sample is a request of its own"
+        )
+        client.stats.notes.append(note)
+        logger.info(note)
+
+    def _deliver(self, job: _Job, part: int, outcome: Outcome) -> None:
+        """A request's outcome to its part, to the reply store, and to the identical requests waiting for it."""
+        key = job.keys[part]
+        if outcome.value is not None and self.store is not None:
+            assert outcome.raw is not None  # a validated reply always keeps its text
+            self.store.put(key, outcome.raw, outcome.usage, outcome.logprobs)
+        elif self.store is not None and self.store.shared:
+            self.store.release(key)  # failed: another process waiting on it may try it itself
+        recent = self.recent  # a failure too: the same request already had its retries
+        recent[key] = outcome
+        if len(recent) > self.recent_max:
+            recent.popitem(last=False)
+        self._finish_part(job, part, outcome)
+        for waiter, waiter_part in self.inflight.pop(key, ()):
+            self._finish_part(waiter, waiter_part, outcome)
+
+    def _judge_failed(self, judge: int, e: BaseException) -> bool:
+        """A panel's judge whose server is down or failing: its requests end as errors, the others go on.
+        False when no judge is left (or there is no panel): then the run stops, as with one judge."""
+        if len(self.clients) == 1:
+            return False
+        if judge not in self.judge_down:
+            kind = ErrorKind.CONNECTION if isinstance(e, ServerUnreachableError) else ErrorKind.BAD_RESPONSE
+            self.judge_down[judge] = Outcome(None, None, kind, f"the judge stopped: {e}")
+        return len(self.judge_down) < len(self.clients)
+
+    def _store_failed(self) -> None:
+        store = self.store
+        assert store is not None and store.failure is not None  # only called when the store has failed
+        parts = sum(2 if p.metric.kind == MetricKind.PAIRWISE and p.metric.swap else 1 for p in self.plans)
+        parts *= self.layout.samples * len(self.clients)
+        error = store.stop_error((self.total - self.frontier) * parts)
+        assert error is not None
+        self._fail(error)
+
+    def _job_error(
+        self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
+    ) -> None:
+        self._error_row(r, plan, kind, message, raw, attempts)
+        self._row_done(r)
+
+    def _error_row(
+        self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
+    ) -> None:
+        # The one place error rows are made: whatever a server put in them, no secret goes on.
+        message, raw = scrub(message), (None if raw is None else scrub(raw))
+        self.errors.append(  # str(kind): a plain str, which any serialiser takes (orjson refuses enum dict keys)
+            {
+                "split": self.split,
+                "row": r,
+                "metric": plan.metric.name,
+                "kind": str(kind),
+                "message": message,
+                "raw": raw,
+                "attempts": attempts,
+            }
+        )
+
+    def _finish_part(self, job: _Job, part: int, outcome: Outcome) -> None:
+        job.outcomes[part] = outcome
+        job.pending -= 1
+        if job.pending:
+            return
+        metric = job.plan.metric
+        outcomes = cast("list[Outcome]", job.outcomes)  # every part has finished
+        row_values = self.values[job.row]
+        if job.per_judge == len(outcomes) and self.layout.samples == 1:
+            failed = [o for o in outcomes if o.value is None]
+            if failed:
+                o = failed[0]
+                attempts = sum(x.attempts for x in outcomes)
+                return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
+            # none failed: every value is set
+            self._put_values(metric, outcomes, row_values)
+            if self.logprobs:
+                self._put_logprobs(metric, outcomes, row_values, self.client.stats)
+        elif not self._combine(job, outcomes, row_values):
+            return self._row_done(job.row)
+        if self.token_columns:
+            for o in outcomes:
+                if o.usage is not None:
+                    row_values[PROMPT_TOKENS] = row_values.get(PROMPT_TOKENS, 0) + o.usage[0]
+                    row_values[COMPLETION_TOKENS] = row_values.get(COMPLETION_TOKENS, 0) + o.usage[1]
+        self._row_done(job.row)
+
+    @staticmethod
+    def _put_values(metric: Metric, outcomes: list[Outcome], into: dict[str, Any]) -> None:
+        """The metric's columns from one reply (both orders of a swapped pairwise judge)."""
+        if metric.kind == _PAIRWISE:
+            into.update(combine_pairwise(metric, cast("list[dict[str, Any]]", [o.value for o in outcomes])))
+            return
+        value = cast("dict[str, Any]", outcomes[0].value)
+        for out in metric.outputs:
+            into[out.column] = value[out.key]
+        if metric.kind == _BINARY:
+            verdict = next(o for o in metric.outputs if o.enum)
+            into[metric.name] = value[verdict.key] == metric.params["positive"]
+
+    @staticmethod
+    def _put_logprobs(metric: Metric, outcomes: Sequence[Outcome], into: dict[str, Any], stats: Any) -> None:
+        """The probability-weighted columns of one reply (both orders of a swapped pairwise judge); ``stats``:
+        the judge's client's, which counts (and says once) a reply without log-probabilities."""
+        if metric.kind == _PAIRWISE:
+            values = cast("list[dict[str, Any]]", [o.value for o in outcomes])
+            into.update(logprobs.pair_values(metric, values, [o.logprobs for o in outcomes]))
+            for o in outcomes:
+                logprobs.notice(stats, metric, o.logprobs)
+        elif logprobs.targets(metric):
+            into.update(logprobs.row_values(metric, cast("dict[str, Any]", outcomes[0].value), outcomes[0].logprobs))
+            logprobs.notice(stats, metric, outcomes[0].logprobs)
+
+    def _combine(self, job: _Job, outcomes: list[Outcome], row_values: dict[str, Any]) -> bool:
+        """Samples and judges of a finished job -> its columns (see ensemble.py), and an error row for each
+        judge with fewer than ``min_samples`` good samples. False when no judge has a value."""
+        metric, layout, orders = job.plan.metric, self.layout, job.orders
+        k = layout.samples
+        judges: list[dict[str, Any] | None] = []
+        for judge in range(len(self.clients)):
+            samples: list[dict[str, Any] | None] = []
+            failures: list[Outcome] = []
+            for sample in range(k):
+                start = (judge * k + sample) * orders
+                parts = outcomes[start : start + orders]
+                failed = next((o for o in parts if o.value is None), None)
+                if failed is None:
+                    values: dict[str, Any] = {}
+                    self._put_values(metric, parts, values)
+                    if self.logprobs:
+                        self._put_logprobs(metric, parts, values, self.clients[judge].stats)
+                    samples.append(values)
+                else:
+                    samples.append(None)
+                    failures.append(failed)
+            good = k - len(failures)
+            if good < layout.min_samples:
+                o = failures[0]
+                where = f"judge {layout.judges[judge]!r}: " if layout.panel else ""
+                missing = f"{len(failures)} of {k} samples failed (min_samples={layout.min_samples}); " if k > 1 else ""
+                attempts = sum(x.attempts for x in outcomes[judge * job.per_judge : (judge + 1) * job.per_judge])
+                message = f"{where}{missing}{o.message or ''}"
+                self._error_row(job.row, job.plan, o.kind or "error", message, o.raw, attempts)
+                judges.append(None)
+            else:
+                judges.append(samples[0] if k == 1 else self._combine_samples(metric, samples))
+        if all(j is None for j in judges):
+            return False
+        if not layout.panel:
+            row_values.update(cast("dict", judges[0]))
+            return True
+        row_values.update(layout.combine_judges(metric, judges))
+        if self.logprobs:  # each judge's own went in with its other columns
+            row_values.update(layout.combine_judge_logprobs(metric, judges))
+        return True
+
+    def _combine_samples(self, metric: Metric, samples: list[dict[str, Any] | None]) -> dict[str, Any]:
+        """One judge's columns from its K samples, the probability-weighted ones included."""
+        out = self.layout.combine_samples(metric, samples)
+        if self.logprobs:
+            out.update(self.layout.combine_sample_logprobs(metric, samples))
+        return out
+
+    def _row_done(self, r: int) -> None:
+        left = self.row_pending[r] - 1
+        self.row_pending[r] = left
+        if left:
+            return
+        del self.row_pending[r]
+        self.rows_done += 1
+        if r == self.frontier:
+            f = r + 1
+            pending = self.row_pending
+            while f in self.values and f not in pending:
+                f += 1
+            self.frontier = f
+            if f >= self.want:
+                self.ready.set()
+
+    # -- consumer (main thread, inside Dataset.map) ---------------------------
+    def consume(self, indices: list[int]) -> dict[str, list]:
+        if not indices:
+            return {c: [] for c in self.columns}
+        start, stop = indices[0], indices[-1] + 1
+        self.want = stop
+        while self.frontier < stop:
+            if self.failure is not None:
+                raise self.failure
+            self.ready.clear()
+            if self.frontier >= stop:
+                break
+            self.ready.wait(0.1)
+        if self.failure is not None:
+            raise self.failure
+        values = self.values
+        rows = [values.pop(r) for r in range(start, stop)]
+        self.consumed = stop
+        if self._room_wanted:
+            self._wake()
+        self.scored_rows += len(rows)
+        if stop - self._released_at >= RELEASE_EVERY:
+            # the feeder has read these rows and more; their pages need not stay resident
+            self._released_at = stop
+            release(self.input_files)
+        return {c: [row.get(c) for row in rows] for c in self.columns}
+
+    def in_order(self, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Error rows by row, then metric as the plans list them: the order they finish in varies from run to run."""
+        order = {p.metric.name: i for i, p in enumerate(self.plans)}
+        return sorted(errors, key=lambda e: (e["row"], order.get(e["metric"], 0)))
+
+    async def cancel(self) -> None:
+        self._fail(self.failure or asyncio.CancelledError())
+        if self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def score_types(
+    metrics: Sequence[Metric], layout: Layout, logprobs: bool = False, token_columns: bool = False
+) -> dict[str, Any]:
+    """Every score column a run writes -> its Arrow type name (or ``("list", type)``), in the order it writes
+    them: the one definition of a run's columns, for every engine (:attr:`SplitRun.columns`, the features of
+    a Dataset's and of a stream's result).
+
+    Example:
+        >>> from hf_judge.judging.metrics import load_metric
+        >>> list(score_types([load_metric("QA_Clarity")], Layout(samples=3), logprobs=True))  # doctest: +ELLIPSIS
+        ['QA_Clarity_reason', ..., 'QA_Clarity_samples', 'QA_Clarity_expected', 'QA_Clarity_expected_samples', ...]
+    """
+    types = {c: t for m in metrics for c, t in layout.column_types(m).items()}
+    if logprobs:  # after every metric's own columns: where logprobs runs have always put them
+        types.update({c: t for m in metrics for c, t in layout.logprob_types(m).items()})
+    if token_columns:
+        types.update(dict.fromkeys(TOKEN_COLUMNS, "int64"))
+    return types
+
+
+def score_features(
+    metrics: Sequence[Metric], layout: Layout, logprobs: bool = False, token_columns: bool = False
+) -> Features:
+    """:func:`score_types` as datasets ``Features``."""
+    return Features(as_features(score_types(metrics, layout, logprobs, token_columns)))
+
+
+def _refuses_n(outcome: Outcome) -> bool:
+    """A 400/422 whose message is about the ``n`` parameter (``'n' must be 1``), not about the request's content."""
+    return outcome.kind in ("http_400", "http_422") and bool(_N_PARAM.search(outcome.message or ""))
+
+
+_N_PARAM = re.compile(r"(?<![A-Za-z_])n(?![A-Za-z_])")
+
+
+def read_batches(ds: Dataset, batch_size: int, raw_images: bool) -> Iterator[dict[str, list]]:
+    """Batches of ``ds`` as dicts of lists; with ``raw_images``, image columns
+    come undecoded, as ``{"bytes", "path"}`` dicts (the Arrow rows as they are),
+    so sending an image neither needs Pillow nor re-encodes it."""
+    if not raw_images:
+        yield from ds.iter(batch_size=batch_size)
+        return
+    for table in ds.with_format("arrow").iter(batch_size=batch_size):
+        yield table.to_pydict()
+
+
+def combine_pairwise(metric: Metric, values: list[dict[str, Any]]) -> dict[str, Any]:
+    """Columns of a pairwise judge from one order, or from both orders (swap)."""
+    ints = [o for o in metric.outputs if o.type == OutputType.INTEGER]
+    texts = [o for o in metric.outputs if o.type == OutputType.STRING]
+    k1, k2 = ints[0].key, ints[1].key
+    first = values[0]
+
+    def winner(s1: float, s2: float) -> str:
+        return "1" if s1 > s2 else "2" if s2 > s1 else "tie"
+
+    out: dict[str, Any] = {}
+    if len(values) == 1:
+        out[ints[0].column], out[ints[1].column] = first[k1], first[k2]
+        out[f"{metric.name}_winner"] = winner(first[k1], first[k2])
+        for o in texts:
+            out[o.column] = first[o.key]
+        return out
+    second = values[1]  # responses swapped: its k1 scores response 2
+    s1 = (first[k1] + second[k2]) / 2
+    s2 = (first[k2] + second[k1]) / 2
+    out[ints[0].column], out[ints[1].column] = s1, s2
+    out[f"{metric.name}_winner"] = winner(s1, s2)
+    for o in texts:
+        out[o.column] = first[o.key]
+        out[f"{o.column}_swapped"] = second[o.key]
+    out[f"{metric.name}_disagree"] = winner(first[k1], first[k2]) != winner(second[k2], second[k1])
+    return out

@@ -1,0 +1,428 @@
+"""Scoring a Ray Data dataset: hf_judge as a ``map_batches`` stage (``pip install "hf-judge[ray]"``).
+
+:func:`score_ray_dataset` appends the same score columns as :func:`hf_judge.score_dataset`
+to a ``ray.data.Dataset``, with the same metrics, column mapping and reply
+validation. Each of ``concurrency`` actors (a callable class, Ray's convention
+for stateful stages) holds one event loop, one connection pool over the judge
+fleet's ``base_urls`` (each request to the replica with the fewest in flight,
+see :mod:`hf_judge.transport.fleet`) and the reply store opened ``shared=True``: no
+request is sent twice by two actors of one host, a repeated run sends
+nothing, and the batch Ray retries after an actor died sends only what the
+dead actor had in flight. Replies are committed before a batch is returned.
+SQLite's WAL does not work over a network filesystem: on a cluster of several
+machines, ``cache_dir`` must be a local path of each node (each node then
+shares replies among its own actors only).
+
+A (row, metric) that fails gets nulls in its columns and an entry in the
+row's ``judge_errors`` column (a JSON list of ``{metric, kind, message, raw,
+attempts}``; null when every metric scored), the row-level form of the
+``errors`` split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from datasets import Dataset, DatasetDict, Features
+
+from .. import constants
+from ..errors import ConfigError
+from .pipeline import LoopThread, Plan, score_features
+
+if TYPE_CHECKING:
+    import ray.data
+
+    from ..judging.ensemble import Layout
+    from ..results.scored import ScoredDatasetDict
+    from ..settings import Settings
+
+ERRORS_COLUMN = "judge_errors"
+# score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
+# (JSON), which it sums into the summary and drops; a batch Ray retried after a worker died counts once more
+STATS_COLUMN = "_hf_judge_batch_stats"
+
+
+def score_ray_dataset(
+    ds: ray.data.Dataset,
+    metrics: Any,
+    *,
+    columns: dict[str, str] | None = None,
+    base_urls: list[str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    concurrency: int | tuple[int, int] = 1,
+    in_flight: int | None = None,
+    batch_size: int = 1024,
+    num_cpus: float = 1.0,
+    map_batches_kwargs: dict[str, Any] | None = None,
+    settings: Settings | None = None,
+    _batch_stats: bool = False,
+    **setting_values: Any,
+) -> ray.data.Dataset:
+    """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
+
+    ``base_urls``: the judge fleet (replicas of one model); default: the
+    ``base_url`` setting. A panel (``models``) sends each judge's requests to
+    its own ``base_url`` instead (with ``base_urls`` it is a ConfigError).
+    Samples, panels and ``logprobs`` add the columns they add in
+    :func:`hf_judge.score_dataset`. ``concurrency``: actors, as ``map_batches`` means it
+    (an int, or ``(min, max)`` to autoscale); ``in_flight``: requests in flight
+    per actor (the ``concurrency`` setting of :func:`hf_judge.score_dataset`).
+    ``cache_dir``: the reply store, a local path of each node (not a network
+    filesystem: see the module docstring). Other keyword arguments are settings, as for
+    :func:`hf_judge.score_dataset`. ``map_batches_kwargs`` go to
+    ``map_batches`` (``memory=``, ``resources=``, ``runtime_env=``, ...).
+    Template errors and missing columns are found on the first row, before
+    any request.
+
+    Example:
+        >>> import ray  # doctest: +SKIP
+        >>> ds = ray.data.read_parquet("/shared/data")  # doctest: +SKIP
+        >>> scored = score_ray_dataset(  # doctest: +SKIP
+        ...     ds, ["QA_All"], model="judge", columns={"instruction": "question", "output": "answer"},
+        ...     base_urls=["http://gpu1:8000/v1", "http://gpu2:8000/v1"], cache_dir="/local/hf_judge",
+        ...     concurrency=4, in_flight=256,
+        ... )
+        >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
+    """
+    from ..judging.ensemble import Layout
+    from ..judging.images import image_variables
+    from ..judging.metrics import resolve_metrics
+    from ..redact import install_log_filter
+    from .prepare import check_samples, judge_specs, preflight, resolve_api_key, run_settings
+
+    install_log_filter()
+    if in_flight is not None:
+        setting_values["concurrency"] = in_flight
+    settings = run_settings(settings, setting_values)
+    layout = Layout.from_settings(settings)
+    _check_fleet(settings, base_urls)
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    names = ds.schema().names
+    mapping = dict(columns or {})
+    plans = [
+        Plan(
+            m,
+            m.resolve_columns(mapping, names),
+            m.temperature if settings.temperature is None else settings.temperature,
+        )
+        for m in loaded
+    ]
+    features = score_features([p.metric for p in plans], layout, settings.logprobs, token_columns)  # SplitRun's
+    clash = sorted(set(features) & set(names))
+    if clash:
+        raise ConfigError(f"the dataset already has the columns {clash} that these metrics write; drop them first")
+    first = ds.take(1)
+    sample = Dataset.from_list(first) if first else None
+    for p in plans:
+        p.images = image_variables(p.metric, p.columns, sample.features if sample is not None else Features())
+    if sample is not None:
+        preflight("train", sample, plans)
+    check_samples(settings, {"train": plans})
+    urls = list(base_urls or [settings.base_url or constants.default_base_url()])
+    key = resolve_api_key(settings.model_copy(update={"base_url": urls[0]}), api_key, needed=True)
+    # a panel: each judge's settings and key, resolved here; each actor builds one client per judge from them
+    judges = judge_specs(settings, key) if layout.panel else []
+    root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    import ray.data
+
+    # Ray 2.51 deprecated map_batches(concurrency=): an actor pool says the same
+    pool = (
+        ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
+        if isinstance(concurrency, tuple)
+        else ray.data.ActorPoolStrategy(size=concurrency)
+    )
+    return ds.map_batches(
+        _Scorer,
+        fn_constructor_kwargs={
+            "plans": plans,
+            "settings": settings,
+            "base_urls": urls,
+            "api_key": key,
+            "store_path": str(root / "replies.sqlite3") if use_cache else None,
+            "schema": features.arrow_schema,
+            "token_columns": token_columns,
+            "batch_stats": _batch_stats,
+            "judges": judges,
+            "layout": layout,
+        },
+        batch_format="pyarrow",
+        batch_size=batch_size,
+        compute=pool,
+        num_cpus=num_cpus,
+        **(map_batches_kwargs or {}),
+    )
+
+
+def _check_fleet(settings: Settings, base_urls: list[str] | None) -> None:
+    """``base_urls`` are replicas of one model; a panel names each judge's server in ``models`` instead."""
+    if settings.models and len(settings.judges) > 1 and base_urls:
+        raise ConfigError(
+            "base_urls (a fleet of replicas of one model) applies to a single judge; a panel of judges names each "
+            "judge's server in models= (e.g. models=[{'model': 'a', 'base_url': 'http://gpu1:8000/v1'}, ...]): "
+            "drop base_urls, or score with one judge"
+        )
+
+
+def _check_address(address: str) -> None:
+    """A cluster address nothing listens at is a ConfigError now, not minutes of Ray retrying to connect."""
+    if address in ("auto", "local") or ":" not in address:
+        return  # Ray resolves these itself, and says so when there is none
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise ConfigError(
+            f"no Ray cluster answers at {address!r} ({e}): check --ray-address / $RAY_ADDRESS (the head node's "
+            "host:port, e.g. 10.0.0.1:6379, or ray://host:10001), or leave both unset to start a local cluster"
+        ) from None
+
+
+class _Scorer:
+    """The stage's callable class: one per actor, holding the loop, the fleet client and the shared store."""
+
+    def __init__(
+        self,
+        plans: list[Plan],
+        settings: Settings,
+        base_urls: list[str],
+        api_key: str | None,
+        store_path: str | None,
+        schema: pa.Schema,
+        token_columns: bool,
+        batch_stats: bool = False,
+        judges: list[tuple[Settings, str | None]] | None = None,
+        layout: Layout | None = None,
+    ):
+        from ..redact import install_log_filter, register
+        from ..store.replies import ReplyStore
+        from ..transport.client import JudgeClient, judge_panel
+        from ..transport.fleet import FleetClient
+
+        install_log_filter()
+        register(api_key)
+        self.plans = plans
+        self.schema = schema
+        self.settings = settings
+        self.token_columns = token_columns
+        self.layout = layout
+        # one judge: a client over the fleet's replicas; a panel: one client per judge, each on its own server
+        self.judges: list[JudgeClient] = (
+            judge_panel(judges) if judges else [FleetClient(settings, base_urls, api_key=api_key)]
+        )
+        self.client = self.judges[0]
+        self.store = ReplyStore(Path(store_path), shared=True) if store_path is not None else None
+        self.loop = LoopThread()
+        for c in self.judges:
+            c.caching = store_path is not None
+            self.loop.run(c.open())
+        self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+        self.batch_stats = batch_stats
+        self.reported: dict[str, Any] = {}  # the counters up to the last batch
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        from .batchscore import score_batch
+
+        batch = {c: table.column(c).to_pylist() for c in self.needed}
+        cols, errors = self.loop.run(
+            score_batch(
+                batch,
+                self.plans,
+                self.client,
+                self.store,
+                max_input_chars=self.settings.max_input_chars,
+                token_columns=self.token_columns,
+                judges=self.judges,
+                layout=self.layout,
+            )
+        )
+        if self.store is not None:
+            self.store.flush()  # committed before Ray sees the batch done: a retry after a crash finds them
+        for f in self.schema:
+            table = table.append_column(f, pa.array(cols[f.name], type=f.type))
+        by_row: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for e in errors:
+            by_row[e["row"]].append({k: e[k] for k in ("metric", "kind", "message", "raw", "attempts")})
+        column = [json.dumps(by_row[r]) if r in by_row else None for r in range(table.num_rows)]
+        table = table.append_column(pa.field(ERRORS_COLUMN, pa.string()), pa.array(column, type=pa.string()))
+        if self.batch_stats:
+            stats = [self._moved()] + [None] * (table.num_rows - 1)
+            table = table.append_column(pa.field(STATS_COLUMN, pa.string()), pa.array(stats, type=pa.string()))
+        return table
+
+    def _moved(self) -> str:
+        """The client's counters since the last batch, as JSON: this batch's requests, tokens, retries, failures."""
+        from .runs import RUN_COUNTERS, total_stats
+
+        s = total_stats(self.judges)
+        now: dict[str, Any] = {k: getattr(s, k) for k in RUN_COUNTERS}
+        now["failures"] = dict(s.failures)
+        before = self.reported
+        moved: dict[str, Any] = {k: now[k] - before.get(k, 0) for k in RUN_COUNTERS}
+        moved["failures"] = {k: n - before.get("failures", {}).get(k, 0) for k, n in now["failures"].items()}
+        moved["structured_output"] = s.structured_output
+        self.reported = now
+        return json.dumps(moved)
+
+    def __del__(self) -> None:
+        try:
+            for c in self.judges:
+                self.loop.run(c.close(), timeout=10)
+            self.loop.stop()
+            if self.store is not None:
+                self.store.flush(30)
+                self.store.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+def score_dataset_on_ray(
+    ds: Dataset | DatasetDict,
+    metrics: Any,
+    *,
+    address: str | None = None,
+    actors: int | tuple[int, int] | None = None,
+    columns: dict[str, str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    base_urls: list[str] | None = None,
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> ScoredDatasetDict:
+    """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
+
+    Connects to the cluster at ``address`` (default ``$RAY_ADDRESS``; neither: a
+    local one), scores each split with :func:`score_ray_dataset` (``actors``
+    actors, default one per CPU of the cluster, each with the ``concurrency``
+    setting's requests in flight, as a worker of ``score_dataset``) and brings the
+    rows back in input order. The summary holds the run's settings, rows and
+    errors, and the request and token counters of the batches the actors finished.
+
+    Example:
+        >>> scored = score_dataset_on_ray(ds, ["QA_All"], model="judge", address="ray://head:10001")  # doctest: +SKIP
+    """
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError(f'scoring on Ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
+
+    from datasets import IterableDataset, IterableDatasetDict
+
+    from ..judging.ensemble import Layout
+    from ..judging.metrics import resolve_metrics
+    from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+    from ..results.scored import ScoredDatasetDict
+    from ..transport.client import JudgeClient
+    from .prepare import as_splits, column_mapping, judge_specs, new_summary, run_settings
+    from .runs import RUN_COUNTERS, panel_agreement
+
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        raise ConfigError(
+            "scoring on Ray takes a Dataset on local disk, not a stream (streaming=True, --streaming): drop "
+            "--streaming, or read the data in Ray itself with hf_judge.ray.score_ray_dataset(ray.data.read_parquet("
+            "...)) (see the README, Scale)"
+        )
+    if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
+        raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
+    settings = run_settings(settings, setting_values)
+    _check_fleet(settings, base_urls)  # before a cluster is started or joined
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        _check_address(address)
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False)
+    ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
+    splits, _ = as_splits(ds)
+    started = time.monotonic()
+    actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    size = actors if isinstance(actors, int) else actors[1]
+    results: dict[str, Dataset] = {}
+    errors: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []  # each batch's counters
+    for split, d in splits.items():
+        if len(d) == 0:  # Ray Data gives no block back, so no columns: score_dataset's, which sends nothing for 0 rows
+            results[split] = _empty_split(split, d, metrics, settings, base_urls, columns=columns, api_key=api_key,
+                                          prompts_dir=prompts_dir, metric_params=metric_params,
+                                          token_columns=token_columns)  # fmt: skip
+            continue
+        scored = score_ray_dataset(
+            # not from_huggingface: it reloads the split by its builder's name to look for Hub Parquet files
+            # (a local JSON file's builder "json" reads every JSON file of the working directory), and hands
+            # an in-memory split over as one block, which one actor scores alone
+            ray.data.from_arrow(d.with_format("arrow")[:], override_num_blocks=max(1, min(len(d), 4 * size))),
+            metrics,
+            columns=columns,
+            base_urls=base_urls,
+            api_key=api_key,
+            prompts_dir=prompts_dir,
+            metric_params=metric_params,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+            token_columns=token_columns,
+            concurrency=actors,
+            settings=settings,
+            _batch_stats=True,
+        )
+        table = pa.concat_tables(ray.get(scored.to_arrow_refs()))
+        for text in table.column(STATS_COLUMN).to_pylist():
+            if text:
+                moved.append(json.loads(text))
+        table = table.drop_columns([STATS_COLUMN])
+        for row, text in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
+            for item in json.loads(text) if text else ():
+                errors.append({"split": split, "row": row, **item})
+        results[split] = Dataset(table.drop_columns([ERRORS_COLUMN]))
+    out = ScoredDatasetDict(results)
+    out[ERRORS_SPLIT] = (
+        Dataset.from_list(errors, features=ERROR_FEATURES)
+        if errors
+        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    )
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
+    layout = Layout.from_settings(settings)
+    # for the summary's model and server names only: they send nothing
+    clients = [JudgeClient(s, api_key=None) for s, _ in judge_specs(shown, None)]
+    out.summary = new_summary(
+        settings, clients[0], loaded, splits, {s: [] for s in splits}, {s: {} for s in splits}, layout, clients
+    )
+    if layout.panel:
+        plans = [Plan(m, {}, 0.0) for m in loaded]
+        out.summary.agreement = panel_agreement(layout, results, {s: plans for s in results})
+    out.summary.column_mapping = column_mapping(loaded, columns, splits)
+    out.summary.rows = {s: len(d) for s, d in results.items()}
+    out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))
+    out.summary.elapsed_s = time.monotonic() - started
+    for k in RUN_COUNTERS:
+        setattr(out.summary, k, sum(m[k] for m in moved))
+    out.summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
+    if moved:
+        out.summary.structured_output = moved[-1]["structured_output"]
+    out.summary.notes.append(f"scored on Ray by {actors} actors")
+    return out
+
+
+def _empty_split(
+    split: str, d: Dataset, metrics: Any, settings: Settings, base_urls: list[str] | None, **kw: Any
+) -> Dataset:
+    """A split of 0 rows with the score columns :func:`hf_judge.score_dataset` gives it (it sends no request)."""
+    from .score import score_dataset
+
+    one = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
+    scored = score_dataset(DatasetDict({split: d}), metrics, use_cache=False, progress=False, settings=one, **kw)
+    return scored[split]

@@ -1,0 +1,708 @@
+"""``score_dataset``: the main entry point."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import shutil
+import socket
+import sys
+import time
+import traceback
+import uuid
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, concatenate_datasets
+
+from .. import constants
+from ..errors import ConfigError, DiskFullError, InterruptedRun, RunStopped
+from ..judging.ensemble import Layout
+from ..judging.metrics import resolve_metrics
+from ..pages import file_paths, release
+from ..progress import ProgressBar, ProgressCallback, datasets_bars_off
+from ..redact import install_log_filter
+from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+from ..results.scored import ScoredDatasetDict
+from ..settings import Settings
+from ..store.replies import free_space, human_bytes, is_disk_full
+from ..transport.client import JudgeClient, judge_panel
+from .pipeline import Plan, SplitRun, score_features, sparse_gc
+from .prepare import (
+    as_splits,
+    build_plans,
+    check_samples,
+    column_mapping,
+    judge_key,
+    judge_specs,
+    new_summary,
+    plan_requests,
+    resolve_api_key,
+    results_fingerprint,
+    run_settings,
+    settings_doc,
+)
+from .runs import (
+    Checkpoints,
+    RunResources,
+    SplitContext,
+    counters,
+    fill_summary,
+    panel_agreement,
+    read_runs,
+    record_run,
+    run_entry,
+    unlink_quietly,
+    write_runs,
+)
+
+logger = logging.getLogger("hf_judge")
+
+
+def score_dataset(
+    ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
+    metrics: Any,
+    *,
+    columns: dict[str, str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    progress: bool | ProgressCallback = True,
+    if_exists: str = "keep",
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> ScoredDatasetDict:
+    """Score every row of ``ds`` with LLM-as-judge ``metrics``.
+
+    Returns the input splits (a bare ``Dataset`` becomes ``train``) with one
+    column per declared output, rows in their original order and null where a
+    metric failed, plus an ``errors`` split with one row per failed (split,
+    row, metric). ``result.summary`` holds the run's numbers.
+
+    How requests are sent is set by keyword arguments named after the fields
+    of :class:`hf_judge.Settings` (``model=`` is required), or by a whole
+    ``settings=Settings(...)``; keyword arguments override it:
+
+    {settings}
+
+    Replies are cached: a repeated call sends no request, and an interrupted
+    run resumes where it stopped when called again.
+
+    An ``IterableDataset`` or ``IterableDatasetDict`` (``load_dataset(...,
+    streaming=True)``) is scored as it is read: the result is a
+    :class:`~hf_judge.engine.stream.ScoredIterableDatasetDict` whose splits score
+    their rows when iterated, memory bounded by the window; its ``errors``
+    split, ``save_to_disk`` (Parquet shards) and ``push_to_hub`` read the
+    splits once.
+
+    ``token_columns=True`` adds ``judge_prompt_tokens`` and
+    ``judge_completion_tokens``: per row, the tokens of the replies that scored
+    it, as the server reported them (null where it reports no usage).
+
+    ``progress`` draws a bar per split that follows the replies as they
+    arrive (off with ``datasets.disable_progress_bars()``); ``False`` draws
+    none; a callable receives a ``hf_judge.Progress`` a few times a second.
+
+    ``if_exists`` decides what happens to a metric whose columns a split
+    already has (a scored result, its ``errors`` split included, can be scored
+    again to add metrics): ``"keep"`` (default) keeps those columns as they
+    are, nulls of an earlier failure included, and does not score the metric;
+    ``"overwrite"`` scores it again and replaces them (replies already in the
+    cache cost nothing, so only the rows that failed are sent); ``"error"``
+    raises. A split with only some of a metric's columns, or one of another
+    type, is a conflict that only ``"overwrite"`` resolves.
+
+    A misbehaving server cannot stall or swamp the run: a ``Retry-After`` wait
+    is capped at ``Settings.backoff_max`` seconds (30), a reply body over
+    ``max_reply_bytes`` (default 1 MiB, compressed or not) is an error
+    (``bad_response``), and a server that answers nothing but 429 for
+    ``max_throttle_s`` seconds (default 300) stops the run with
+    :class:`RateLimitedError`.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> ds = Dataset.from_dict({{"question": ["2+2?"], "answer": ["4"]}})
+        >>> scored = score_dataset(  # doctest: +SKIP
+        ...     ds, ["QA_All"], model="gpt-4.1-nano",
+        ...     columns={{"instruction": "question", "output": "answer"}},
+        ... )
+        >>> scored["train"]["QA_Correctness"]  # doctest: +SKIP
+        [9]
+    """
+    install_log_filter()
+    if if_exists not in _IF_EXISTS:
+        raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
+    settings = run_settings(settings, setting_values)
+    _check_batch(settings, ds, use_cache)
+    layout = Layout.from_settings(settings)
+    _check_workers(settings, ds)
+    splits, earlier_errors = as_splits(ds)
+    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    plans_by_split, kept, renamed = build_plans(
+        splits, loaded, columns, settings.temperature, if_exists, token_columns, layout
+    )
+    check_samples(settings, plans_by_split)
+    api_key = resolve_api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
+    specs = judge_specs(settings, api_key)
+    clients = judge_panel(specs)
+    client = clients[0]
+    for c in clients:
+        c.caching = use_cache
+    cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    if use_cache and not (settings.batch or settings.batch_import) and any(plans_by_split.values()):
+        _warn_batches_in_flight(cache_root / "replies.sqlite3", client)
+    summary = new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
+    summary.column_mapping = column_mapping(loaded, columns, splits)
+    ctx = SplitContext(
+        client=client,
+        summary=summary,
+        use_cache=use_cache,
+        cache_root=cache_root,
+        token_columns=token_columns,
+        progress=progress,
+        window=settings.window or max(4096, 64 * settings.concurrency),
+        max_input_chars=settings.max_input_chars,
+        layout=layout,
+        judges=clients,
+        api_key=api_key,
+        judge_specs=specs,
+    )
+    errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        from .stream import ScoredIterableDatasetDict, Streams
+
+        features = {
+            s: _stream_features(d, plans_by_split[s], token_columns, layout, settings.logprobs)
+            for s, d in splits.items()
+        }
+        store_path = cache_root / "replies.sqlite3" if use_cache else None
+        streams = Streams(ctx, splits, plans_by_split, features, errors, store_path)  # type: ignore[arg-type,unused-ignore]
+        return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
+    started = time.perf_counter()
+    results: dict[str, Dataset] = {}
+    try:
+        with sparse_gc(), RunResources(clients, cache_root / "replies.sqlite3" if use_cache else None) as res:
+            ctx.resources = res
+            if settings.batch or settings.batch_import:
+                _run_batches(ctx, splits, plans_by_split, api_key)
+            for split, d in splits.items():
+                results[split] = _score_split(ctx, split, d, plans_by_split[split], errors)
+                summary.rows[split] = len(d)
+    except KeyboardInterrupt:
+        raise _interrupted(ctx, settings) from None
+    except RunStopped as e:
+        logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
+        raise
+    finally:
+        fill_summary(summary, clients, errors, started)
+    if layout.panel:
+        summary.agreement = panel_agreement(layout, results, plans_by_split)
+
+    out = ScoredDatasetDict(results)
+    out[ERRORS_SPLIT] = (
+        Dataset.from_list(errors, features=ERROR_FEATURES)
+        if errors
+        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    )
+    out.summary = summary
+    logger.info("hf_judge run summary\n%s", summary)
+    return out
+
+
+def _check_workers(settings: Settings, ds: object) -> None:
+    """``num_workers`` > 1 shards a Dataset on disk; a stream is a ConfigError, before any work."""
+    if settings.num_workers > 1 and isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        raise ConfigError(
+            "num_workers (--workers) shards a Dataset on local disk; a stream (streaming=True, --streaming) is "
+            "scored by one process: leave num_workers at 1, or load the dataset without streaming to use workers"
+        )
+
+
+def _interrupted(ctx: SplitContext, settings: Settings) -> InterruptedRun:
+    """What a Ctrl-C kept: the replies in the cache (and the batches submitted), or nothing without a cache."""
+    if not ctx.use_cache:
+        return InterruptedRun(
+            "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
+        )
+    batches = (
+        " The batches submitted are recorded there too: the next run collects them, submitting nothing twice."
+        if settings.batch
+        else ""
+    )
+    saved = (
+        "The replies the workers received are saved"  # in the workers' stores: this process wrote none
+        if settings.num_workers > 1
+        else f"{ctx.resources.written if ctx.resources else 0:,} replies of this run are saved"
+    )
+    return InterruptedRun(
+        f"interrupted. {saved} in the cache; run the same command again to resume where it stopped.{batches}"
+    )
+
+
+def _warn_batches_in_flight(store_path: Path, client: JudgeClient) -> None:
+    """An online run does not collect batches: requests in them that it needs are sent and paid for again."""
+    from .batch import in_flight, server_tag
+
+    batches, requests = in_flight(store_path, server_tag(client))
+    if batches:
+        logger.warning(
+            "%s of %s requests %s in flight at this server (see `hf-judge batch status`); this online run sends "
+            "those it needs again and pays for them twice. To collect them instead, stop and add --batch "
+            "(batch=True); to drop them, `hf-judge batch cancel` first",
+            f"{batches:,} batch" + ("es" if batches != 1 else ""),
+            f"{requests:,}",
+            "is" if batches == 1 else "are",
+        )
+
+
+def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
+    """Batch mode's conditions, before anything is read or sent."""
+    if settings.no_wait and not settings.batch:
+        raise ConfigError("no_wait (--no-wait) submits batches and stops: it needs batch=True (--batch)")
+    if not (settings.batch or settings.batch_import):
+        return
+    if settings.models and settings.batch_import:
+        raise ConfigError(
+            "batch import reads one runner's output, for one model, and a panel has several (models=): import each "
+            "judge's output with its own --model (and --base-url), then score the panel (--models) with the same "
+            "--cache-dir: every reply is in the cache, so nothing is sent"
+        )
+    if not use_cache:
+        raise ConfigError(
+            "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
+        )
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)) or settings.num_workers > 1:
+        raise ConfigError(
+            "batch mode scores a whole Dataset in one process: drop streaming=True / num_workers (--workers), or "
+            "score without --batch"
+        )
+
+
+def _run_batches(
+    ctx: SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], api_key: str | None
+) -> None:
+    """Batch mode: fill the reply store through the provider's batch API (batch.py) before the splits are
+    built from it, one batch (or more) per judge of a panel, each at its judge's server with its model and key;
+    what it could not score ends as the batch book says (``batch_fallback='online'``: sent online)."""
+    from ..progress import bars_wanted
+    from .batch import BatchReport, BatchRunner, run_all
+
+    res, settings = ctx.resources, ctx.client.settings
+    assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
+    res.open()
+    metrics = {p.metric.name: p.metric for plans in plans_by_split.values() for p in plans}
+    # the batches' news go where the bars go (off with them); a callback gets none: its Progress is per split
+    on_status = _say if ctx.progress is True and bars_wanted() else None
+    judges = _batch_judges(ctx, api_key)
+    runners = [
+        BatchRunner(c, key, res.store_path, metrics, on_status=on_status, judge=name) for name, c, key, _ in judges
+    ]
+    for runner in runners:
+        res.callback(runner.close)
+    if settings.batch_fallback == "batch" or settings.batch_import:
+        ctx.unsent = runners[0].book.failure  # the book's requests are every judge's: one lookup by key
+    if settings.batch_import:
+        runner = runners[0]  # one judge: a panel's import is refused (_check_batch)
+        try:
+            runner.read_output(Path(settings.batch_import))
+        finally:
+            ctx.summary.batch = {**runner.report.to_dict(), "imported": Path(settings.batch_import).name}
+        return
+    todo: list[list[Callable[[], Any]]] = [[] for _ in judges]
+    todo_splits: dict[str, Dataset] = {}
+    for split, d in splits.items():
+        plans = plans_by_split[split]
+        fp = results_fingerprint(
+            d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges
+        )
+        if plans and not (ctx.cache_root / "results" / f"{fp}.arrow").exists():
+            for i, (_, c, _, layout) in enumerate(judges):
+                todo[i].append(functools.partial(plan_requests, split, d, plans, c, layout, res.store))
+            todo_splits[split] = d
+    budget = _batch_budget(ctx, todo_splits, plans_by_split, list(metrics.values()), judges)
+    try:
+        run_all(runners, todo, settings.no_wait, budget)
+    finally:
+        ctx.summary.batch = BatchReport.total(r.report for r in runners).to_dict()
+
+
+def _batch_judges(ctx: SplitContext, api_key: str | None) -> list[tuple[str, JudgeClient, str | None, Layout]]:
+    """(name, client, key, layout of its requests) per judge whose batches the run sends. A panel's judge renders
+    its own requests alone (its samples, without the other judges): a batch holds one model's requests."""
+    if not ctx.layout.panel:
+        return [("", ctx.client, api_key, ctx.layout)]
+    alone = dataclasses.replace(ctx.layout, judges=())
+    keys = [judge_key(judge, ctx.client.settings, api_key) for judge in ctx.client.settings.judges]
+    return list(zip(ctx.layout.judges, ctx.judges, keys, [alone] * len(keys), strict=True))
+
+
+def _batch_budget(
+    ctx: SplitContext,
+    splits: dict[str, Dataset],
+    plans_by_split: dict[str, list[Plan]],
+    metrics: list,
+    judges: list[tuple[str, JudgeClient, str | None, Layout]],
+) -> Callable[[], None] | None:
+    """A batch is paid as a whole once submitted, so a budget is checked before: the projection of what a pass
+    would submit (the requests ``--dry-run --batch`` counts, at the batch price) must fit in what is left. A
+    panel's projection is every judge's, each at its own model's batch price."""
+    settings, res = ctx.client.settings, ctx.resources
+    if (settings.max_cost is None and settings.max_total_tokens is None) or not splits:
+        return None
+    from .estimate import check_batch_budget, project
+
+    assert res is not None and res.store_path is not None
+
+    def check() -> None:
+        plans = {s: plans_by_split[s] for s in splits}
+        ests = [
+            (c, project(splits, plans, metrics, c, res.store, key, "auto", res.store_path, layout))
+            for _, c, key, layout in judges
+        ]
+        check_batch_budget(ctx.client, ests[0][1], ests if len(ests) > 1 else None)
+
+    return check
+
+
+def _say(text: str) -> None:
+    print(f"hf-judge: {text}", file=sys.stderr, flush=True)
+
+
+if score_dataset.__doc__:  # None under python -OO
+    score_dataset.__doc__ = score_dataset.__doc__.format(settings=settings_doc())
+
+
+def _score_split(ctx: SplitContext, split: str, d: Dataset, plans: list[Plan], errors: list[dict]) -> Dataset:
+    """One split, scored: its columns kept as they are, its result reused from the cache, or a fresh run
+    (which saves a finished result to the cache and keeps a result with errors out of it)."""
+    summary = ctx.summary
+    # `_indices`: datasets has no public test for an indices mapping (select, shuffle), and
+    # flatten_indices() rewrites the whole table even when there is none
+    base = d.flatten_indices() if d._indices is not None else d
+    if not plans:  # every metric's columns were kept
+        return base
+    fp = results_fingerprint(
+        d, split, plans, ctx.client, ctx.max_input_chars, ctx.token_columns, ctx.layout, ctx.judges
+    )
+    features = score_features([p.metric for p in plans], ctx.layout, ctx.client.settings.logprobs, ctx.token_columns)
+    if len(d) == 0:
+        # Nothing to send or to cache. Not through a run: datasets' map returns an empty input as it is, without
+        # the new columns or the file _fresh_run moves into the cache, and concatenate_datasets drops an empty one.
+        both = Features({**base.features, **features})
+        return Dataset.from_dict({c: [] for c in both}, features=both, split=base.split)
+    cache_file = ctx.cache_root / "results" / f"{fp}.arrow"
+    if ctx.use_cache:
+        _remove_partials(cache_file)
+        saved = _load_result(cache_file, len(d), features) if cache_file.exists() else None
+        if saved is not None:
+            summary.cached_splits.append(split)
+            summary.add_runs(read_runs(cache_file))
+            return concatenate_datasets([base, saved], axis=1)
+    fresh = _workers_run if ctx.client.settings.num_workers > 1 and len(d) > 1 else _fresh_run
+    scores = fresh(ctx, split, d, plans, fp, features, cache_file, errors)
+    return concatenate_datasets([base, scores], axis=1)
+
+
+def _workers_run(
+    ctx: SplitContext,
+    split: str,
+    d: Dataset,
+    plans: list[Plan],
+    fp: str,
+    features: Features,
+    cache_file: Path,
+    errors: list[dict],
+) -> Dataset:
+    """:func:`_fresh_run` by ``num_workers`` processes over contiguous shards (see :mod:`hf_judge.engine.workers`)."""
+    import tempfile
+
+    from .workers import ShardJob, concat_arrow, score_split, shard_bounds
+
+    client = ctx.client
+    if ctx.use_cache:
+        folder = cache_file.with_name(f"{fp}.run-{_RUN_DIR_OWNER}-{uuid.uuid4().hex[:8]}")
+        folder.mkdir(parents=True)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="hf_judge-workers-"))
+    jobs = [
+        ShardJob(
+            index=i,
+            start=a,
+            stop=b,
+            split=split,
+            data=d.select(range(a, b)),
+            plans=plans,
+            settings=client.settings,
+            api_key=ctx.api_key,
+            judges=ctx.judge_specs,
+            layout=ctx.layout,
+            store_path=ctx.cache_root / "replies.sqlite3" if ctx.use_cache else None,
+            features=features,
+            out=folder / f"{fp}-{i}.arrow",
+            window=ctx.window,
+            max_input_chars=ctx.max_input_chars,
+            token_columns=ctx.token_columns,
+        )
+        for i, (a, b) in enumerate(shard_bounds(len(d), client.settings.num_workers))
+    ]
+    progress = ctx.progress
+    bar = ProgressBar(split, len(d)) if progress is True else None
+    on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
+    judges = ctx.judges or [client]
+    current = (split, cache_file if ctx.use_cache else None, counters(judges), time.perf_counter())
+
+    def checkpoint() -> None:  # as Checkpoints does for one process: a kill -9 keeps the counters so far
+        write_runs(cache_file, ctx.run_id, run_entry(ctx.summary, current, judges, ctx.run_id, ctx.run_started))
+
+    try:
+        stats = [j.stats for j in judges]
+        paths, shard_errors = score_split(jobs, stats, on_progress, checkpoint if ctx.use_cache else None)
+        errors.extend(shard_errors)
+        if not ctx.use_cache:
+            concat_arrow(paths, folder / "scores.arrow")
+            return Dataset.from_file(str(folder / "scores.arrow"), in_memory=True)
+        # as _fresh_run: a result with errors stays out of the fingerprint cache, so the next run retries them
+        done = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow") if shard_errors else cache_file
+        concat_arrow(paths, done)
+        scores = Dataset.from_file(str(done))
+        if shard_errors:
+            weakref.finalize(scores.data, unlink_quietly, done)
+        return scores
+    finally:
+        if bar is not None:
+            bar.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
+
+
+def _fresh_run(
+    ctx: SplitContext,
+    split: str,
+    d: Dataset,
+    plans: list[Plan],
+    fp: str,
+    features: Features,
+    cache_file: Path,
+    errors: list[dict],
+) -> Dataset:
+    """Send the split's requests through ``Dataset.map``; the scores, as a dataset of their own."""
+    map_kwargs: dict[str, Any] = dict(
+        batched=True,
+        with_indices=True,
+        input_columns=[],
+        remove_columns=d.column_names,
+        features=features,
+        new_fingerprint=fp,
+        desc=f"Scoring {split}",
+        load_from_cache_file=False,
+    )
+    run_dir: Path | None = None
+    if ctx.use_cache:
+        # The map writes into a folder of its own, so that whatever it leaves
+        # behind (a temporary file on a full disk) goes with the folder.
+        run_dir = cache_file.with_name(f"{fp}.run-{_RUN_DIR_OWNER}-{uuid.uuid4().hex[:8]}")
+        try:
+            run_dir.mkdir(parents=True)
+        except OSError as e:
+            raise (_results_disk_full(cache_file.parent, e, None) if is_disk_full(e) else e) from None
+        map_kwargs.update(cache_file_name=str(run_dir / cache_file.name))
+    else:
+        map_kwargs.update(keep_in_memory=True)
+    res = ctx.resources
+    assert res is not None  # set by score_dataset before the first split
+    res.open()
+    loop = res.loop
+    assert loop is not None  # open() started it
+    client, progress = ctx.client, ctx.progress
+    bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
+    on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
+    run = res.active = SplitRun(
+        split,
+        d,
+        plans,
+        client,
+        res.store,
+        window=ctx.window,
+        max_input_chars=ctx.max_input_chars,
+        token_columns=ctx.token_columns,
+        on_progress=on_progress,
+        unsent=ctx.unsent,
+        judges=ctx.judges,
+        layout=ctx.layout,
+    )
+    current = (split, cache_file if ctx.use_cache else None, counters(ctx.judges or [client]), time.perf_counter())
+    judges = ctx.judges or [client]
+    every = client.settings.history_every_s
+    checkpoints = (
+        Checkpoints(loop, every, ctx.summary, current, judges, ctx.run_id, ctx.run_started) if ctx.use_cache else None
+    )
+    try:
+        feeder = loop.submit(run.feed())
+        try:
+            with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
+                scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
+            errors.extend(run.in_order(run.errors))
+            if ctx.use_cache:
+                # A result with errors is not a finished one: keep it out of the fingerprint
+                # cache so that the next run retries exactly the failed (row, metric) pairs.
+                partial = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow")
+                done = partial if run.errors else cache_file
+                assert run_dir is not None  # made above whenever the cache is on
+                # One resident copy of the result at a time: the map's own mapping has read the whole file,
+                # and the reopened one below reads it again (the peak RSS of a 1,000,000-row run went 1.26x->1.48x).
+                release(file_paths(scores.cache_files))
+                del scores
+                os.replace(run_dir / cache_file.name, done)
+                scores = Dataset.from_file(str(done))
+                if run.errors:  # deleted once no dataset reads it, at the latest when the process ends
+                    weakref.finalize(scores.data, unlink_quietly, done)
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            _close_left_open(e, run_dir)
+            if isinstance(run.failure, DiskFullError):
+                raise run.failure from None
+            raise _results_disk_full(cache_file.parent, e, _results_needed(run_dir, run, len(d))) from None
+        finally:
+            if not feeder.done():
+                loop.run(run.cancel())
+                feeder.cancel()
+            if bar is not None:
+                try:
+                    feeder.result(30)  # its last report reaches the bar before the bar closes
+                except BaseException:  # noqa: BLE001 - the map has raised it already
+                    pass
+                bar.close()
+            if run_dir is not None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        release(run.input_files | file_paths(scores.cache_files))  # read again only where used
+        res.active = None
+    finally:
+        if checkpoints is not None:
+            checkpoints.stop()
+        # also when stopped mid-split: what it paid for counts when a later run resumes
+        record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
+    return scores
+
+
+_IF_EXISTS = ("keep", "overwrite", "error")
+
+
+def _stream_features(
+    d: IterableDataset, plans: list[Plan], token_columns: bool, layout: Layout, with_logprobs: bool = False
+) -> Features:
+    """A streamed split's output features: its own, then the score columns (those of ``_score_split``)."""
+    scores = score_features([p.metric for p in plans], layout, with_logprobs, token_columns and bool(plans))
+    return Features({**(d.features or {}), **scores})
+
+
+def _earlier_errors(earlier: Dataset | None, splits: dict[str, Dataset], plans: dict[str, list[Plan]]) -> list[dict]:
+    """The error rows of a scored input that still describe its nulls: those of metrics not scored again."""
+    if earlier is None or len(earlier) == 0:
+        return []
+    rescored = {(s, p.metric.name) for s, ps in plans.items() for p in ps}
+    return [
+        e
+        for e in earlier.to_list()
+        if e["split"] in splits
+        and (e["split"], e["metric"]) not in rescored
+        and (isinstance(splits[e["split"]], IterableDataset) or e["row"] < len(splits[e["split"]]))
+    ]
+
+
+def _load_result(path: Path, rows: int, features: Features) -> Dataset | None:
+    """A split's saved scores, or None when the file is damaged: then it is moved aside with a warning,
+    and the split is scored again from the reply cache (no request for a reply it holds)."""
+    try:
+        scores = Dataset.from_file(str(path))
+        if len(scores) == rows and scores.features == features:
+            return scores
+        problem = (
+            f"{len(scores):,} rows of columns {sorted(scores.column_names)} where {rows:,} of {sorted(features)} belong"
+        )
+    except (pa.ArrowException, OSError) as e:
+        problem = str(e)
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    os.replace(path, aside)
+    logger.warning(
+        "the saved scores %s are damaged (%s); moved them to %s and scoring the split again from the reply cache",
+        path,
+        problem,
+        aside,
+    )
+    return None
+
+
+# A run folder's name says which process writes it (host and pid), so that the folder a killed run left
+# behind is recognised and removed by the next run, and the folder of a live run beside it is left alone.
+_RUN_DIR_OWNER = f"{socket.gethostname()}_{os.getpid()}".replace("-", "_")
+
+
+def _remove_partials(cache_file: Path) -> None:
+    """Remove the partial results and run folders earlier runs of this fingerprint left (a kill -9 skips
+    their clean-up)."""
+    for p in cache_file.parent.glob(f"{cache_file.stem}.partial-*.arrow"):
+        unlink_quietly(p)  # a dataset of this process that still maps one keeps reading it (Linux)
+    host = _RUN_DIR_OWNER.rsplit("_", 1)[0]
+    for p in cache_file.parent.glob(f"{cache_file.stem}.run-{host}_*-*"):
+        pid = p.name.rsplit("-", 1)[0].rsplit("_", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _close_left_open(error: BaseException, folder: Path | None) -> None:
+    """Close the files in ``folder`` that a map stopped by a full disk left open.
+
+    When the disk is full, finalizing the map's writer fails again, and datasets
+    then leaves its temporary file (and the writer's stream) open: their last
+    flush, at garbage collection, would print an ignored-exception traceback.
+    """
+    if folder is None:
+        return
+    prefix = str(folder)
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        for v in list(frame.f_locals.values()):
+            for f in (v, getattr(v, "stream", None)):
+                if f is None:
+                    continue
+                name = getattr(f, "name", None) or getattr(f, "path", None)
+                if isinstance(name, str) and name.startswith(prefix) and callable(getattr(f, "close", None)):
+                    try:
+                        f.close()
+                    except (OSError, ValueError):
+                        pass
+
+
+def _results_needed(run_dir: Path | None, run: SplitRun, rows: int) -> int | None:
+    """About the space the rest of a split's scores take, judged by what the map had written."""
+    if run_dir is None or not run.consumed:
+        return None
+    written = sum(p.stat().st_size for p in run_dir.iterdir() if p.is_file())
+    return int(written / run.consumed * (rows - run.consumed) * 1.2) if written else None
+
+
+def _results_disk_full(folder: Path, error: OSError, needed: int | None) -> DiskFullError:
+    need = f"about {human_bytes(needed)} more" if needed else "more space"
+    return DiskFullError(
+        f"the disk that holds the results folder {folder} is full ({human_bytes(free_space(folder))} free): {error}. "
+        f"Every reply received is kept in the reply cache; the scores of this split need {need}. Free it there "
+        "(or point cache_dir= / --cache-dir at a larger disk) and run the same command again."
+    )

@@ -1,0 +1,669 @@
+"""Streaming input: scoring an ``IterableDataset`` as it is read.
+
+``score_batches`` is the core: it scores an iterator of Arrow batches through
+one client and reply store on a running event loop, and yields each batch with
+its score columns and error rows, in input order, holding at most ``window``
+rows beyond the last batch it yielded. Nothing is read ahead of that, so
+memory is bounded by the window, not by the dataset. The rows are scored by the
+same pipeline as a ``Dataset`` (``pipeline.SplitRun``), so requests, cache keys,
+validation and error rows are those of the non-streaming path: a streaming run
+reuses the replies of a non-streaming one and the other way round.
+
+``score_dataset`` on an ``IterableDataset(Dict)`` returns a
+:class:`ScoredIterableDatasetDict`: each split scores its rows as they are
+iterated (every iteration is a run; replies already in the reply store cost
+nothing), and ``errors`` holds the error rows once the splits have been read.
+``save_to_disk`` writes Parquet shards as the rows arrive; ``push_to_hub``
+uploads that layout, the errors config and the card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+import time
+import uuid
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
+
+from ..errors import ConfigError, InterruptedRun
+from ..progress import ProgressBar, ProgressCallback
+from ..redact import register
+from ..results.card import card_metadata, merge_card_text, provenance_files, render_section
+from ..results.columns import SCORE_TYPES
+from ..store.replies import ReplyStore
+from .pipeline import LoopThread, Plan, SplitRun, sparse_gc
+
+if TYPE_CHECKING:
+    from ..analysis.agreement import AgreementReport
+    from ..judging.ensemble import Layout
+    from ..results.summary import RunSummary
+    from ..transport.client import JudgeClient
+    from .runs import SplitContext
+
+logger = logging.getLogger("hf_judge")
+
+# Rows read from the input per step (at most the window): large enough that reading costs little per row,
+# small beside the default window of 4,096 rows.
+STREAM_BATCH = 1024
+# A new Parquet shard of a saved split once this many bytes of Arrow data went into the current one.
+SHARD_BYTES = 256 << 20
+
+
+class StreamRun(SplitRun):
+    """A ``SplitRun`` whose rows are handed over by another thread (``put``) instead of read from a Dataset."""
+
+    def __init__(self, split: str, plans: Sequence[Plan], client: JudgeClient, store: ReplyStore | None, **kwargs):
+        super().__init__(split, None, plans, client, store, **kwargs)
+        self._batches: asyncio.Queue[tuple[int, dict[str, list]] | None] = asyncio.Queue()
+
+    def put(self, loop: LoopThread, rows: int, batch: dict[str, list] | None) -> None:
+        """Hand ``rows`` rows (the columns the plans read) to the feeder; ``None``: the input has ended."""
+        self.total += rows
+        loop.loop.call_soon_threadsafe(self._batches.put_nowait, None if batch is None else (rows, batch))
+
+    async def _read(self) -> AsyncIterator[tuple[int, dict[str, list]]]:
+        step = self.read_batch
+        while (item := await self._batches.get()) is not None:
+            rows, batch = item
+            for s in range(0, rows, step):  # the feeder's small steps keep rendering from holding up replies
+                yield min(step, rows - s), {c: v[s : s + step] for c, v in batch.items()}
+
+
+def score_batches(
+    batches: Iterable[pa.Table],
+    plans: Sequence[Plan],
+    *,
+    split: str,
+    client: JudgeClient,
+    store: ReplyStore | None,
+    loop: LoopThread,
+    window: int,
+    first_row: int = 0,
+    max_input_chars: int | None = None,
+    token_columns: bool = False,
+    on_progress: ProgressCallback | None = None,
+    judges: Sequence[JudgeClient] = (),
+    layout: Layout | None = None,
+) -> Iterator[tuple[pa.Table, dict[str, list], list[dict[str, Any]]]]:
+    """Score ``batches`` of input rows; yield ``(batch, scores, errors)`` per batch, in input order.
+
+    ``scores`` maps each score column to the batch's values (null where a
+    metric failed); ``errors`` are the batch's error rows (as in the ``errors``
+    split), their ``row`` counted from ``first_row``. The client (every one of a
+    panel's ``judges``, of which it is the first) must be open on ``loop``;
+    ``layout``: samples and judges per row, as ``SplitRun`` takes it. A batch
+    holds at most ``window`` rows. At most ``window`` rows are
+    read beyond the last batch yielded, so memory does not grow with the input.
+
+    Example:
+        >>> for batch, scores, errors in score_batches(  # doctest: +SKIP
+        ...     ds.with_format("arrow").iter(1024), plans, split="train", client=client, store=store,
+        ...     loop=loop, window=4096):
+        ...     write(batch, scores, errors)
+    """
+    run = StreamRun(
+        split,
+        plans,
+        client,
+        store,
+        window=window,
+        max_input_chars=max_input_chars,
+        token_columns=token_columns,
+        on_progress=on_progress,
+        judges=judges,
+        layout=layout,
+    )
+    needed = sorted({c for p in plans for c in p.columns.values() if c})
+    feeder = loop.submit(run.feed())
+    pending: deque[tuple[int, pa.Table]] = deque()
+    seen = 0  # error rows of the run already handed out or held in `later`
+    later: list[dict[str, Any]] = []
+
+    def finished(start: int, table: pa.Table) -> tuple[pa.Table, dict[str, list], list[dict[str, Any]]]:
+        nonlocal seen, later
+        stop = start + table.num_rows
+        scores = run.consume(list(range(start, stop)))  # waits for the rows of this batch only
+        new = run.errors[seen:]  # appended by the loop thread: every row below `stop` has finished
+        seen += len(new)
+        mine = [e for e in later + new if e["row"] < stop]
+        later = [e for e in later + new if e["row"] >= stop]
+        mine = run.in_order(mine)
+        if first_row:
+            mine = [{**e, "row": e["row"] + first_row} for e in mine]
+        return table, scores, mine
+
+    read = 0
+    try:
+        for table in batches:
+            if table.num_rows == 0:
+                continue
+            if table.num_rows > window:
+                raise ValueError(f"a batch of {table.num_rows} rows is larger than the window ({window})")
+            run.put(loop, table.num_rows, table.select(needed).to_pydict() if needed else {})
+            pending.append((read, table))
+            read += table.num_rows
+            while read - run.consumed > window:
+                yield finished(*pending.popleft())
+        run.put(loop, 0, None)
+        while pending:
+            yield finished(*pending.popleft())
+        feeder.result()  # the feeder has nothing left to do; its failure, if any, was raised by consume
+    finally:
+        if not feeder.done():
+            loop.run(run.cancel())
+            feeder.cancel()
+
+
+class Streams:
+    """What the splits of one streaming result share: the inputs, the plans, the run's context."""
+
+    def __init__(
+        self,
+        ctx: SplitContext,
+        splits: dict[str, IterableDataset],
+        plans: dict[str, list[Plan]],
+        features: dict[str, Features],
+        earlier_errors: list[dict[str, Any]],
+        store_path: Path | None,
+    ):
+        self.ctx = ctx
+        self.splits = splits
+        self.plans = plans
+        self.features = features
+        self.store_path = store_path
+        self.errors: dict[str, list[dict[str, Any]]] = {}  # split -> error rows of its last complete reading
+        self.earlier_errors = earlier_errors
+        self.started = time.perf_counter()
+        self.key = uuid.uuid4().hex
+        _LIVE[self.key] = self
+
+    def __reduce__(self):
+        # IterableDataset.from_generator hashes its generator (a bound method of this object) with dill:
+        # its name stands for it, and finds it again in this process while it lives
+        return (_live, (self.key,))
+
+    def tables(
+        self, split: str, resume: dict[str, Any] | None = None
+    ) -> Iterator[tuple[pa.Table, list[dict[str, Any]], dict[str, Any]]]:
+        """The split's scored rows, as Arrow tables of the output features, with their error rows and the input's
+        ``state_dict()`` after them. ``resume`` (``rows``, ``state``, ``errors``): go on after that many rows.
+        One reading is one run: the event loop, client session and reply store are open while it lasts."""
+        from .runs import RunResources, counters, fill_summary, record_run
+
+        ctx, plans, schema = self.ctx, self.plans[split], self.features[split].arrow_schema
+        d = self.splits[split].with_format("arrow")
+        first, errors = 0, []
+        if resume is not None:
+            d.load_state_dict(resume["state"])
+            first, errors = resume["rows"], list(resume["errors"])
+        client, summary = ctx.client, ctx.summary
+        rows = first
+        known = _known_rows(self.splits[split])
+        bar = ProgressBar(split, known - first if known > first else None) if ctx.progress is True else None
+        on_progress = ctx.progress if callable(ctx.progress) else bar if bar is not None and not bar.disabled else None
+        clients = ctx.judges or [client]
+        current = (split, None, counters(clients), time.perf_counter())
+        states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
+
+        def inputs() -> Iterator[pa.Table]:
+            for table in d.iter(batch_size=min(STREAM_BATCH, ctx.window)):
+                if table.num_rows:
+                    states.append(d.state_dict())
+                    yield table
+
+        try:
+            if not plans:  # every metric's columns were kept
+                for table in inputs():
+                    rows += table.num_rows
+                    yield table.cast(schema), [], states.popleft()
+            else:
+                with sparse_gc(), RunResources(clients, self.store_path) as res:
+                    res.open()
+                    assert res.loop is not None  # open() started it
+                    for table, scores, errs in score_batches(
+                        inputs(),
+                        plans,
+                        split=split,
+                        client=client,
+                        store=res.store,
+                        loop=res.loop,
+                        window=ctx.window,
+                        max_input_chars=ctx.max_input_chars,
+                        token_columns=ctx.token_columns,
+                        on_progress=on_progress,
+                        first_row=first,
+                        judges=ctx.judges,
+                        layout=ctx.layout,
+                    ):
+                        rows += table.num_rows
+                        errors += errs
+                        yield _with_scores(table, scores, schema), errs, states.popleft()
+            self.errors[split] = errors
+        except KeyboardInterrupt:
+            raise _interrupted(ctx.use_cache) from None
+        finally:
+            if bar is not None:
+                bar.close()
+            summary.rows[split] = rows
+            if plans:
+                record_run(summary, current, clients, ctx.run_id, ctx.run_started)
+            fill_summary(summary, clients, self.all_errors(), self.started)
+
+    def rows(self, split: str) -> Iterator[dict[str, Any]]:
+        for table, _, _ in self.tables(split):
+            yield from table.to_pylist()
+
+    def finished(self, split: str, rows: int, errors: list[dict[str, Any]]) -> None:
+        """Record a split an earlier, interrupted save finished writing (see ``write_result``)."""
+        self.errors[split] = errors
+        self.ctx.summary.rows[split] = rows
+
+    def job_key(self) -> str:
+        """What a save's progress file belongs to: the inputs (names, files, features, first row) and what is
+        asked of them. A folder left by another job is not resumed from."""
+        import hashlib
+
+        ctx = self.ctx
+        state: dict[str, Any] = {
+            "model": ctx.client.model,
+            "server": ctx.client.server_id,
+            "max_input_chars": ctx.max_input_chars,
+            "token_columns": ctx.token_columns,
+        }
+        for split, d in self.splits.items():
+            source = getattr(getattr(d, "_ex_iterable", None), "kwargs", None)  # data files, where datasets has them
+            state[split] = [
+                d.info.dataset_name,
+                d.info.config_name,
+                d.n_shards,
+                source,
+                self.features[split].to_dict(),
+                first_row(d, list(d.column_names or [])),
+                [[p.metric.name, p.metric.prompt_hash, p.columns, p.temperature] for p in self.plans[split]],
+            ]
+        return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+    def all_errors(self) -> list[dict[str, Any]]:
+        return self.earlier_errors + [e for s in self.splits for e in self.errors.get(s, [])]
+
+    def error_rows(self) -> Iterator[dict[str, Any]]:
+        for split in self.splits:
+            if split not in self.errors:  # read it once: its errors are known only then
+                for _ in self.tables(split):
+                    pass
+        yield from self.all_errors()
+
+
+_LIVE: weakref.WeakValueDictionary[str, Streams] = weakref.WeakValueDictionary()
+
+
+def _live(key: str) -> Streams:
+    return _LIVE[key]
+
+
+def _known_rows(d: IterableDataset) -> int:
+    """The split's size where its metadata tells it (a progress bar's total), else 0."""
+    try:
+        info = d.info.splits[str(d.split)] if d.info.splits and d.split is not None else None
+    except KeyError:
+        info = None
+    return int(info.num_examples) if info is not None and info.num_examples else 0
+
+
+def _with_scores(table: pa.Table, scores: dict[str, list], schema: pa.Schema) -> pa.Table:
+    columns = [
+        table.column(name) if name in table.column_names else pa.array(scores[name], type=schema.field(name).type)
+        for name in schema.names
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+class ScoredIterableDatasetDict(IterableDatasetDict):
+    """The result of ``score_dataset`` on an ``IterableDataset(Dict)``: splits scored as they are read.
+
+    Each split is an ``IterableDataset`` of the input's columns and the score
+    columns; reading it scores it (a repeated reading sends no request for a
+    reply in the reply store). ``errors`` yields one row per failed (split,
+    row, metric) once every split has been read (it reads those not yet read).
+    ``save_to_disk`` writes Parquet shards as rows arrive, ``push_to_hub``
+    pushes them with the errors config and the card; ``summary`` is the run's.
+
+    Example:
+        >>> stream = load_dataset("me/big", streaming=True)  # doctest: +SKIP
+        >>> scored = score_dataset(stream, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
+        >>> scored.save_to_disk("big-judged/")  # doctest: +SKIP
+        >>> scored.push_to_hub("me/big-judged")  # doctest: +SKIP
+    """
+
+    summary: RunSummary | None = None
+    # reports of hf_judge.agreement to show in the card that save_to_disk and push_to_hub write
+    agreement: Sequence[AgreementReport] = ()
+    _streams: Streams
+
+    @classmethod
+    def _of(cls, streams: Streams) -> ScoredIterableDatasetDict:
+        from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+
+        out = cls(
+            {
+                split: IterableDataset.from_generator(
+                    streams.rows, features=streams.features[split], gen_kwargs={"split": split}
+                )
+                for split in streams.splits
+            }
+        )
+        out[ERRORS_SPLIT] = IterableDataset.from_generator(streams.error_rows, features=ERROR_FEATURES)
+        out._streams = streams
+        out.summary = streams.ctx.summary
+        return out
+
+    def save_to_disk(self, path: str | os.PathLike, max_shard_size: int | str | None = None) -> None:
+        """Write the result as Parquet shards (``data/<split>-NNNNN.parquet``, ``errors/errors-00000.parquet``),
+        each split read once, its rows written as they arrive; then the card (``README.md``, which tells
+        ``load_dataset`` the two configs), ``summary.json`` and the prompt files. Memory stays bounded by the
+        window; a shard is closed after ``max_shard_size`` bytes of Arrow data (default 256 MB).
+
+        Example:
+            >>> scored.save_to_disk("big-judged/")  # doctest: +SKIP
+            >>> load_dataset("big-judged/")["train"], load_dataset("big-judged/", "errors")["errors"]  # doctest: +SKIP
+        """
+        from datasets.utils.py_utils import convert_file_size_to_int
+
+        limit = convert_file_size_to_int(max_shard_size) if max_shard_size is not None else SHARD_BYTES
+        write_result(self._streams, Path(path), limit, self.agreement)
+
+    def rows_and_columns(self) -> dict[str, tuple[int, list[str]]]:
+        """Rows and columns per split (``errors`` included), as far as the splits have been read."""
+        from ..results.errors_split import ERRORS_SPLIT
+
+        streams = self._streams
+        out = {s: (streams.ctx.summary.rows.get(s, 0), list(streams.features[s])) for s in streams.splits}
+        out[ERRORS_SPLIT] = (len(streams.all_errors()), list(self[ERRORS_SPLIT].column_names or []))
+        return out
+
+    def push_to_hub(  # type: ignore[override,unused-ignore]
+        self,
+        repo_id: str,
+        *,
+        private: bool | None = None,
+        token: str | None = None,
+        revision: str | None = None,
+        max_shard_size: int | str | None = None,
+        commit_message: str | None = None,
+    ) -> str:
+        """Push as ``ScoredDatasetDict.push_to_hub`` does (the scored splits in the default config, ``errors`` in
+        a config of its own, the card and provenance files), writing the Parquet shards to a temporary folder
+        first (disk, not memory: it holds the output once). Returns the repo URL.
+
+        Example:
+            >>> scored.push_to_hub("me/big-judged", private=True)  # doctest: +SKIP
+        """
+        from ..results.hub import check_repo_id
+
+        check_repo_id(repo_id)  # before the save, which scores the stream: no request is paid for a push that fails
+        with tempfile.TemporaryDirectory(prefix="hf_judge-push-") as tmp:
+            self.save_to_disk(tmp, max_shard_size=max_shard_size)
+            return push_folder(
+                tmp, repo_id, private=private, token=token, revision=revision, commit_message=commit_message
+            )
+
+
+def push_folder(
+    folder: str | os.PathLike,
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    revision: str | None = None,
+    commit_message: str | None = None,
+) -> str:
+    """Push a folder ``ScoredIterableDatasetDict.save_to_disk`` wrote, in one commit; returns the repo URL.
+    The repo's card keeps its text around hf_judge's section; an earlier push's data and prompt files go.
+
+    Example:
+        >>> push_folder("big-judged/", "me/big-judged")  # doctest: +SKIP
+    """
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    from ..results.hub import check_repo_id
+    from ..results.output import MANIFEST
+
+    check_repo_id(repo_id)
+    register(token)
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    root = Path(folder)
+    card = _merged_card(api, repo_id, (root / "README.md").read_text(encoding="utf-8"))
+    api.upload_folder(
+        repo_id=repo_id,
+        folder_path=root,
+        repo_type="dataset",
+        revision=revision,
+        commit_message=commit_message or "Upload the scored dataset (hf-judge, streaming)",
+        # the local manifest and summary stay local (the summary goes as hf_judge/summary.json); README: below
+        ignore_patterns=[MANIFEST, "summary.json", "README.md"],
+        # an earlier push's shards, errors and prompt files go: the repo holds this result only
+        delete_patterns=["data/**", "errors/**", "hf_judge/**"],
+    )
+    api.create_commit(
+        repo_id,
+        [CommitOperationAdd("README.md", card.encode())],
+        repo_type="dataset",
+        revision=revision,
+        commit_message="Update dataset card (hf-judge)",
+    )
+    url = f"{api.endpoint}/datasets/{repo_id}"
+    logger.info("pushed to %s", url)
+    return url
+
+
+# A save's progress beside its shards: the splits written, and where to go on after the last closed shard.
+PROGRESS = "hf_judge_progress.json"
+
+
+def write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport] = ()) -> None:
+    """The layout ``save_to_disk`` writes (see there). A save of the same job that was interrupted is taken
+    up after its last closed shard (the input resumes from its ``state_dict()``); other files in ``data/`` and
+    ``errors/`` go. The progress file goes once the save is complete."""
+    try:
+        _write_result(streams, root, shard_bytes, reports)
+    except KeyboardInterrupt:  # one that came between two batches (writing a shard, the progress file)
+        raise _interrupted(streams.ctx.use_cache) from None
+
+
+def _interrupted(use_cache: bool) -> InterruptedRun:
+    return InterruptedRun(
+        "interrupted. Every reply received is saved in the reply cache; read the result again "
+        "(or run the same command again) to resume: stored replies are not sent again."
+        if use_cache
+        else "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
+    )
+
+
+def _write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport]) -> None:
+    from ..results.errors_split import ERROR_FEATURES
+
+    root.mkdir(parents=True, exist_ok=True)
+    progress = _read_progress(root / PROGRESS, streams.job_key())
+    written = {name for entry in progress["splits"].values() for name in entry["shards"]}
+    for sub in ("data", "errors"):
+        (root / sub).mkdir(exist_ok=True)
+        for old in (root / sub).glob("*.parquet"):
+            if sub == "errors" or old.name not in written:  # a shard open when a run was killed has no footer
+                old.unlink()
+    summary = streams.ctx.summary
+    summary.add_runs(progress["runs"])
+    files: dict[str, list[Path]] = {}
+    for split in streams.splits:
+        files[split] = _write_split(streams, split, root, shard_bytes, progress)
+    errors = pa.Table.from_pylist(streams.all_errors(), schema=ERROR_FEATURES.arrow_schema)
+    _write_table(errors, root / "errors" / "errors-00000.parquet")
+    card, pictures = _card_text(streams, files, reports)
+    for name, content in {**provenance_files(summary), **pictures}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+    (root / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1, default=str), encoding="utf-8")
+    (root / "README.md").write_text(card, encoding="utf-8")
+    (root / PROGRESS).unlink(missing_ok=True)
+
+
+def _write_table(table: pa.Table, path: Path) -> None:
+    """``pq.write_table``, but 0 rows make a file of no row group: datasets' Parquet reader takes a batch size
+    from the first row group's rows and fails on a row group of 0 ("BatchSize must be greater than 0")."""
+    if table.num_rows:
+        pq.write_table(table, path)
+    else:
+        pq.ParquetWriter(path, table.schema).close()
+
+
+def _read_progress(path: Path, job: str) -> dict[str, Any]:
+    try:
+        progress = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(progress, dict) and progress.get("job") == job:
+            return progress
+        logger.info("%s belongs to another job: writing the result from the start", path)
+    except (OSError, ValueError):
+        pass
+    return {"job": job, "splits": {}, "runs": []}
+
+
+def _save_progress(path: Path, progress: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(progress, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, progress: dict[str, Any]) -> list[Path]:
+    """Write one split's shards, recording in ``progress`` each closed shard with the input's state after it."""
+    schema = streams.features[split].arrow_schema
+    entry = progress["splits"].setdefault(split, {"shards": [], "rows": 0, "state": None, "errors": [], "done": False})
+    paths = [root / "data" / name for name in entry["shards"]]
+    if entry["done"]:
+        streams.finished(split, entry["rows"], entry["errors"])
+        return paths
+    rows, errors, state = entry["rows"], list(entry["errors"]), entry["state"]
+    writer: pq.ParquetWriter | None = None
+    size = 0
+
+    def record(done: bool = False) -> None:
+        entry.update(shards=[p.name for p in paths], rows=rows, state=state, errors=errors, done=done)
+        progress["runs"] = streams.ctx.summary.runs
+        _save_progress(root / PROGRESS, progress)
+
+    resume = entry if entry["rows"] else None
+    try:
+        for table, errs, after in streams.tables(split, resume):
+            if writer is None or size >= shard_bytes:
+                if writer is not None:
+                    writer.close()
+                    record()
+                paths.append(root / "data" / f"{split}-{len(paths):05d}.parquet")
+                writer, size = pq.ParquetWriter(paths[-1], schema), 0
+            writer.write_table(table)
+            size += table.nbytes
+            rows, state = rows + table.num_rows, after
+            errors += errs
+        if not paths:  # an empty split still gets a file, so that its config loads as 0 rows
+            paths.append(root / "data" / f"{split}-00000.parquet")
+            _write_table(schema.empty_table(), paths[-1])
+    except BaseException:
+        if writer is not None:  # its rows are complete: keep them for the next save
+            writer.close()
+            writer = None
+            record()
+        raise
+    finally:
+        if writer is not None:
+            writer.close()
+    record(done=True)
+    return paths
+
+
+def _card_text(
+    streams: Streams, files: dict[str, list[Path]], reports: Sequence[AgreementReport]
+) -> tuple[str, dict[str, bytes]]:
+    """The card: hf_judge's section (score distributions read back from the shards' score columns only)
+    and the ``configs`` that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``;
+    with the pictures of the distributions (repo path -> PNG) where the ``plots`` extra is installed."""
+    from huggingface_hub import DatasetCard
+
+    from ..results import plots
+    from ..results.card import picture_files
+    from ..results.errors_split import ERRORS_SPLIT
+
+    summary = streams.ctx.summary
+    wanted = set(summary.columns) if summary is not None else set()
+    scores = DatasetDict()
+    for split, paths in files.items():
+        # numeric and boolean score columns only (the card's distributions): reasons would grow with the data
+        names = [
+            n for n, f in streams.features[split].items() if n in wanted and getattr(f, "dtype", None) in SCORE_TYPES
+        ]
+        scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
+    pictures = picture_files(scores, summary, reports) if plots.available() else {}
+    card = DatasetCard(merge_card_text("---\n---\n", render_section(scores, summary, reports, list(pictures))))
+    card_metadata(card.data, scores, summary)  # type: ignore[arg-type]
+    card.data["configs"] = [
+        {"config_name": "default", "data_files": [{"split": s, "path": f"data/{s}-*"} for s in files]},
+        {"config_name": ERRORS_SPLIT, "data_files": [{"split": ERRORS_SPLIT, "path": f"{ERRORS_SPLIT}/*"}]},
+    ]
+    card.data.pop("dataset_info", None)  # an earlier push's sizes and features would not match these files
+    return str(card), pictures
+
+
+def _merged_card(api: Any, repo_id: str, ours: str) -> str:
+    """Our card with the text and metadata the repo's card had around hf_judge's section."""
+    from huggingface_hub import DatasetCard
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+    from ..progress import LIBRARY_CHATTER, quiet
+    from ..results.card import END, START
+
+    try:
+        with quiet(*LIBRARY_CHATTER):
+            theirs = DatasetCard.load(repo_id, repo_type="dataset", token=api.token)
+    except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
+        return ours
+    card = DatasetCard(ours)
+    section = ours[ours.index(START) : ours.index(END) + len(END)]
+    merged = DatasetCard(merge_card_text(str(theirs), section))
+    for k, v in card.data.to_dict().items():
+        merged.data[k] = v
+    merged.data.pop("dataset_info", None)
+    return str(merged)
+
+
+def stream_splits(
+    ds: IterableDataset | IterableDatasetDict,
+) -> tuple[dict[str, IterableDataset], IterableDataset | None]:
+    """The splits of a streamed input (a bare ``IterableDataset`` becomes ``train``) and its ``errors`` split."""
+    from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+
+    splits = {"train": ds} if isinstance(ds, IterableDataset) else dict(ds)
+    for name, d in splits.items():
+        if d.features is None:  # streamed JSON/CSV without declared features: datasets infers them from rows
+            splits[name] = d._resolve_features()
+    earlier = splits.pop(ERRORS_SPLIT, None)
+    if earlier is not None and set(earlier.column_names or []) != set(ERROR_FEATURES):
+        raise ConfigError(
+            f"the input has a split named {ERRORS_SPLIT!r} that is not an hf_judge errors split "
+            f"(columns {earlier.column_names}); hf_judge writes its own: rename that split"
+        )
+    return splits, earlier
+
+
+def first_row(d: IterableDataset, columns: list[str]) -> dict[str, Any] | None:
+    """The first row of a streamed split (only ``columns``, as Arrow gives them), or None when it is empty."""
+    table = next(iter(d.select_columns(columns).with_format("arrow").iter(batch_size=1)), None)
+    return None if table is None or table.num_rows == 0 else {c: v[0] for c, v in table.to_pydict().items()}

@@ -1,0 +1,343 @@
+"""The dataset card: what was scored, how, and what the scores look like.
+
+The card records the source dataset, the column judged as each template
+variable, the model, the server's host (never a key), each metric with the full sha256 of its prompt file, the sampling
+parameters, the recipe, rows scored, the thresholds of a filter and the rows
+it kept, the runs that produced the scores (requests and tokens summed over
+them), errors by kind, each score column's distribution (a PNG with the
+``plots`` extra, else a text histogram) and agreement reports, if given. The
+prompt files, the recipe and ``summary.json`` go to the repo beside the data
+(``provenance_files``), so every hash in the card names a file anyone can
+read and run again; the pictures go to ``hf_judge/plots/`` (``picture_files``).
+Metadata follows the Hub's conventions (``huggingface_hub.DatasetCardData``). hf_judge owns only the part between
+its two markers: text and metadata around it survive a second push.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from datasets import Dataset, DatasetDict
+from huggingface_hub import DatasetCardData
+
+from ..redact import scrub
+from .columns import score_columns
+from .summary import RunSummary, describe_batches, describe_thresholds
+
+if TYPE_CHECKING:
+    from ..analysis.agreement import AgreementReport
+
+START = "<!-- hf-judge:start -->"
+END = "<!-- hf-judge:end -->"
+_BAR = 30
+# the Hub's size_categories buckets, by upper bound
+_SIZES = [
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+    (100_000_000, "10M<n<100M"),
+    (1_000_000_000, "100M<n<1B"),
+    (10_000_000_000, "1B<n<10B"),
+    (100_000_000_000, "10B<n<100B"),
+    (1_000_000_000_000, "100B<n<1T"),
+]
+FILES_DIR = "hf_judge"  # the repo folder of the provenance files
+PLOTS_DIR = f"{FILES_DIR}/plots"  # the card's pictures (the plots extra)
+
+
+def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
+    """Count, nulls, mean, quantiles and a histogram of one score column."""
+    arr = ds.with_format("arrow")[column].combine_chunks()  # the rows a select/shuffle kept, in their order
+    valid = pc.drop_null(arr)
+    n = len(valid)
+    stats: dict[str, Any] = {"count": n, "null": len(arr) - n}
+    if n == 0:
+        return stats
+    if pa.types.is_boolean(valid.type):
+        t = pc.sum(valid.cast(pa.int64())).as_py()
+        stats.update(mean=t / n, hist={"true": t, "false": n - t})
+        return stats
+    num = valid.cast(pa.float64())
+    q = pc.quantile(num, q=[0.1, 0.5, 0.9]).to_pylist()
+    stats.update(
+        mean=pc.mean(num).as_py(), min=pc.min(num).as_py(), p10=q[0], p50=q[1], p90=q[2], max=pc.max(num).as_py()
+    )
+    if pa.types.is_integer(valid.type):
+        vc = pc.value_counts(valid).to_pylist()
+        stats["hist"] = {int(d["values"]): d["counts"] for d in sorted(vc, key=lambda d: d["values"])}
+    else:
+        lo, hi = stats["min"], stats["max"]
+        width = (hi - lo) / 10 or 1.0
+        hist: dict[str, int] = {}
+        for v in num.to_pylist():
+            b = min(9, int((v - lo) / width))
+            label = f"{lo + b * width:.2f}"
+            hist[label] = hist.get(label, 0) + 1
+        stats["hist"] = dict(sorted(hist.items(), key=lambda kv: float(kv[0])))
+    return stats
+
+
+def text_histogram(hist: dict) -> str:
+    """``hist`` (value -> count) as bars of ``#``, for the card and the terminal.
+
+    Example:
+        >>> print(text_histogram({1: 2, 2: 4}))
+             1 | ###############                2
+             2 | ############################## 4
+    """
+    if not hist:
+        return "     (no values)"
+    peak = max(hist.values()) or 1
+    return "\n".join(
+        f"{str(k):>6} | {'#' * max(1, round(_BAR * c / peak)) if c else '':<{_BAR}} {c}" for k, c in hist.items()
+    )
+
+
+def _fmt(v: Any) -> str:
+    return "" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def size_category(n: int) -> str:
+    """The Hub's ``size_categories`` bucket for ``n`` rows.
+
+    Example:
+        >>> size_category(164), size_category(8_200)
+        ('n<1K', '1K<n<10K')
+    """
+    return next((label for bound, label in _SIZES if n < bound), "n>1T")
+
+
+def card_metadata(data: DatasetCardData, scored: DatasetDict, summary: RunSummary | None) -> DatasetCardData:
+    """Fill the card's metadata the Hub's way, keeping what the owner set: tags, size, source, annotations."""
+    tags = list(data.get("tags") or [])
+    data["tags"] = tags + [t for t in ("hf-judge", "llm-as-judge") if t not in tags]
+    data.size_categories = size_category(sum(len(d) for k, d in scored.items() if k != "errors"))
+    creators = data.get("annotations_creators") or []
+    creators = [creators] if isinstance(creators, str) else list(creators)
+    if "machine-generated" not in creators:
+        data.annotations_creators = [*creators, "machine-generated"]
+    if summary is not None and summary.source_on_hub and summary.source_dataset:
+        sources = list(data.get("source_datasets") or [])
+        if summary.source_dataset not in sources:
+            data.source_datasets = [*sources, summary.source_dataset]
+    return data
+
+
+def provenance_files(summary: RunSummary) -> dict[str, bytes]:
+    """Repo path -> content of the files that let anyone check and rerun the scoring:
+    each metric's prompt file, the recipe (when one was used) and ``summary.json``."""
+    files = {f"{FILES_DIR}/prompts/{p['file']}": p["text"].encode() for p in summary.prompts.values() if p.get("text")}
+    if summary.recipe_yaml:
+        files[f"{FILES_DIR}/recipe.yaml"] = summary.recipe_yaml.encode()
+    files[f"{FILES_DIR}/summary.json"] = json.dumps(summary.to_dict(), indent=1, default=str).encode()
+    return files
+
+
+def _host(summary: RunSummary) -> str:
+    return summary.base_url_host.rpartition("@")[2]  # never user:password@ of a URL
+
+
+def _provenance(summary: RunSummary) -> list[str]:
+    t = summary.totals()
+    cost = summary.cost(t)
+    batched = t.get("batch_prompt_tokens", 0) + t.get("batch_completion_tokens", 0)
+    price = ""
+    if batched:  # tokens that went through a batch API cost the batch price
+        whole = batched == t["prompt_tokens"] + t["completion_tokens"]
+        price = " (the batch price" + ("" if whole else " for the tokens sent in batches, online for the rest") + ")"
+    runs = summary.runs
+    n_runs = len({r.get("id") for r in runs}) or 1
+    source = summary.source_dataset or "unknown"
+    if summary.source_on_hub and summary.source_dataset:
+        source = f"[{source}](https://huggingface.co/datasets/{source})"
+    out = [
+        f"- **Source dataset:** {source}",
+        *_judged_columns(summary),
+        f"- **Model:** `{summary.model}` at `{_host(summary)}`",
+        f"- **Structured output:** {summary.structured_output}",
+        f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items() if k != 'judges')}",
+    ]
+    if summary.batch:
+        b = summary.batch
+        out.append(
+            f"- **Batch mode:** sent through the provider's batch API: {describe_batches(b)}, "
+            f"{b.get('collected', 0):,} replies collected, {b.get('prompt_tokens', 0):,} prompt / "
+            f"{b.get('completion_tokens', 0):,} completion tokens as the provider reported them"
+        )
+    if summary.sampling.get("judges"):  # a panel: each judge's columns end in __<name>
+        judges = [f"`{j['name']}`: `{j['model']}` at `{j['base_url_host']}`" for j in summary.sampling["judges"]]
+        out.append(f"- **Judges:** {', '.join(judges)}")
+    if summary.recipe:
+        out.append(f"- **Recipe:** `{summary.recipe}` ([`{FILES_DIR}/recipe.yaml`]({FILES_DIR}/recipe.yaml))")
+    out.append(f"- **Rows scored:** {', '.join(f'{k}: {v:,}' for k, v in summary.rows.items())}")
+    if summary.filters:
+        f = summary.filters
+        before = f.get("rows_before", {})
+        kept = ", ".join(f"{k}: {v:,} of {before.get(k, v):,}" for k, v in f.get("rows_kept", {}).items())
+        out += [f"- **Filtered:** {describe_thresholds(f)} (inclusive)", f"- **Rows kept:** {kept}"]
+    out += [
+        f"- **Requests:** {t['requests']:,} ({t['retries']:,} retries) over {n_runs} run{'s' if n_runs != 1 else ''}",
+        f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion"
+        + (f" ({t['cached_tokens']:,} prompt tokens from the server's prompt cache)" if t.get("cached_tokens") else ""),
+        *([f"- **Cost:** ${cost:,.4f} at the model's price in hf-judge's table{price}"] if cost is not None else []),
+        f"- **Errors:** {', '.join(f'{k}: {v:,}' for k, v in summary.errors.items()) or 'none'}"
+        + (" (see the `errors` config)" if summary.errors else ""),
+        "",
+        "| metric | prompt file | sha256 of the file | params |",
+        "| --- | --- | --- | --- |",
+    ]
+    for m, h in summary.metrics.items():
+        p = summary.prompts.get(m)
+        if p:
+            path = f"{FILES_DIR}/prompts/{p['file']}"
+            params = json.dumps(p.get("params") or {}, sort_keys=True) if p.get("params") else ""
+            pack = p.get("pack")
+            origin = f" from the metric pack `{pack.get('name')}` {pack.get('version')}" if pack else ""
+            out.append(f"| `{m}` | [`{path}`]({path}){origin} | `{p['sha256']}` | {params} |")
+        else:
+            out.append(f"| `{m}` |  | `{h}` |  |")
+    out.append("")
+    if runs:
+        out += [
+            "Runs that produced these scores:",
+            "",
+            "| run | started (UTC) | split | requests | retries | from cache | prompt tokens | completion tokens "
+            "| seconds |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            *[
+                f"| `{r.get('id', '')}` | {r.get('started', '')} | {r.get('split', '')} | {r.get('requests', 0):,} | "
+                f"{r.get('retries', 0):,} | {r.get('cache_hits', 0):,} | {r.get('prompt_tokens', 0):,} | "
+                f"{r.get('completion_tokens', 0):,} | {r.get('elapsed_s', 0):.1f} |"
+                for r in runs
+            ],
+            "",
+        ]
+    return out
+
+
+def _judged_columns(summary: RunSummary) -> list[str]:
+    """The card line naming the column judged as each template variable (none for a summary without them).
+
+    Example:
+        >>> _judged_columns(RunSummary(column_mapping={"instruction": "question", "output": "output"}))
+        ['- **Columns judged:** `question` as `instruction`, `output` as `output`']
+    """
+    if not summary.column_mapping:
+        return []
+    pairs = ", ".join(f"`{c}` as `{v}`" for v, c in summary.column_mapping.items())
+    return [f"- **Columns judged:** {pairs}"]
+
+
+def _card_columns(d: Dataset, summary: RunSummary | None) -> list[str]:
+    return [c for c in score_columns(d) if summary is None or not summary.columns or c in summary.columns]
+
+
+def distribution_path(split: str, column: str) -> str:
+    """The repo path of a score column's distribution picture.
+
+    Example:
+        >>> distribution_path("train", "QA_Clarity")
+        'hf_judge/plots/train/QA_Clarity.png'
+    """
+    from .plots import file_name
+
+    return f"{PLOTS_DIR}/{file_name(split)}/{file_name(column)}.png"
+
+
+def _report_pictures(index: int, report: AgreementReport) -> dict[str, bytes]:
+    from .plots import report_pngs
+
+    return {f"{PLOTS_DIR}/agreement/{index}_{name}": png for name, png in report_pngs(report).items()}
+
+
+def picture_files(
+    scored: DatasetDict, summary: RunSummary | None, reports: Sequence[AgreementReport] = ()
+) -> dict[str, bytes]:
+    """Repo path -> PNG for the card: each score column's distribution per split, and the pictures of each
+    agreement report (needs the ``plots`` extra).
+
+    Example:
+        >>> sorted(picture_files(scored, scored.summary))  # doctest: +SKIP
+        ['hf_judge/plots/train/QA_Clarity.png']
+    """
+    from .plots import histogram_png, require
+
+    require()
+    files = {}
+    for split, d in scored.items():
+        if split == "errors":
+            continue
+        for c in _card_columns(d, summary):
+            hist = column_stats(d, c).get("hist")
+            if hist:
+                files[distribution_path(split, c)] = histogram_png(hist, f"{c} ({split})")
+    for i, r in enumerate(reports):
+        files.update(_report_pictures(i, r))
+    return files
+
+
+def render_section(
+    scored: DatasetDict,
+    summary: RunSummary | None,
+    reports: Sequence[AgreementReport] = (),
+    pictures: Collection[str] = (),
+) -> str:
+    """The markdown hf_judge owns in the card: provenance (with the filter, if any), score distributions
+    and agreement reports. ``pictures``: the repo paths of the PNGs pushed beside the card
+    (:func:`picture_files`); a distribution with a picture shows it in place of its text histogram.
+
+    Example:
+        >>> print(render_section(scored, scored.summary))  # doctest: +SKIP
+    """
+    out = [START, "## Scored with hf-judge", ""]
+    if summary is not None:
+        out += _provenance(summary)
+    out += ["### Score distributions", ""]
+    for split, d in scored.items():
+        if split == "errors":
+            continue
+        cols = _card_columns(d, summary)
+        if not cols:
+            continue
+        out += [
+            f"**{split}**",
+            "",
+            "| column | count | null | mean | p10 | p50 | p90 |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        details = []
+        for c in cols:
+            s = column_stats(d, c)
+            out.append(
+                f"| `{c}` | {s['count']:,} | {s['null']:,} | {_fmt(s.get('mean'))} | {_fmt(s.get('p10'))} | "
+                f"{_fmt(s.get('p50'))} | {_fmt(s.get('p90'))} |"
+            )
+            picture = distribution_path(split, c)
+            if picture in pictures:
+                details.append(f"![{c} ({split})]({picture})")
+            elif s.get("hist"):
+                details.append(f"`{c}`\n```\n{text_histogram(s['hist'])}\n```")
+        out += ["", *details, ""]
+    if reports:
+        out += ["### Agreement with labels", ""]
+        for i, r in enumerate(reports):
+            prefix = f"{PLOTS_DIR}/agreement/{i}_"
+            images = {p.removeprefix(prefix).removesuffix(".png"): p for p in sorted(pictures) if p.startswith(prefix)}
+            out += [r.to_markdown(images), ""]
+    out.append(END)
+    return scrub("\n".join(out))  # the model name and the rest come from the user's settings: no secret goes public
+
+
+def merge_card_text(existing: str, section: str) -> str:
+    """Replace hf_judge's section in ``existing`` card text, keeping everything else."""
+    if START in existing and END in existing:
+        head, _, rest = existing.partition(START)
+        _, _, tail = rest.partition(END)
+        return head + section + tail
+    return existing.rstrip() + "\n\n" + section + "\n"

@@ -1,0 +1,106 @@
+"""``filter_by_scores``: keep the rows whose scores pass thresholds."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+
+from datasets import Dataset, DatasetDict
+
+from ..errors import ConfigError
+from .columns import score_columns
+
+
+def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where: str) -> None:
+    """A ConfigError for the first of ``names`` not in ``columns``, with a did-you-mean.
+
+    Example:
+        >>> check_threshold_columns(["QA_Corectness"], ["QA_Correctness"], "filters")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hf_judge.errors.ConfigError: no score column 'QA_Corectness' in filters; did you mean 'QA_Correctness'? ...
+    """
+    for name in names:
+        if name not in columns:
+            close = difflib.get_close_matches(name, list(columns), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            have = ", ".join(columns) or "(none)"
+            raise ConfigError(f"no score column {name!r} in {where}; {hint}Score columns: {have}")
+
+
+def _check(ds: Dataset, names: list[str], split: str) -> None:
+    check_threshold_columns(names, score_columns(ds) + [n for n in names if n in ds.column_names], f"split {split!r}")
+    bad = [n for n in names if n not in score_columns(ds)]
+    if bad:
+        raise ConfigError(
+            f"column {bad[0]!r} in split {split!r} is not numeric or boolean; thresholds apply to score columns"
+        )
+
+
+def filter_by_scores(
+    ds: Dataset | DatasetDict,
+    min: Mapping[str, float] | None = None,  # noqa: A002 - the natural name for users
+    max: Mapping[str, float] | None = None,  # noqa: A002
+    keep_missing: bool = False,
+) -> Dataset | DatasetDict:
+    """Keep rows with ``min[col] <= row[col] <= max[col]`` for every threshold (inclusive).
+
+    A row whose score is null (the metric failed) is dropped unless
+    ``keep_missing``. On a ``DatasetDict`` every split is filtered except
+    ``errors``, which passes through untouched. Booleans compare as 0/1. The
+    result of ``score_dataset`` stays a ``ScoredDatasetDict`` with its
+    ``summary``, so ``.push_to_hub(repo)`` pushes it with its errors and card.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> ds = Dataset.from_dict({"QA_Correctness": [9, 3, None]})
+        >>> list(filter_by_scores(ds, min={"QA_Correctness": 8})["QA_Correctness"])
+        [9]
+    """
+    lo = dict(min or {})
+    hi = dict(max or {})
+    if not lo and not hi:
+        raise ConfigError("give at least one threshold: min={'QA_Correctness': 8} (CLI: --min QA_Correctness=8)")
+    for name, v in [*lo.items(), *hi.items()]:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(f"threshold for {name!r} must be a number, got {v!r}")
+        if not math.isfinite(v):  # nan compares false with everything: it would keep every row
+            raise ConfigError(f"threshold for {name!r} must be a finite number, got {v!r}")
+    names = sorted(set(lo) | set(hi))
+    if isinstance(ds, DatasetDict):
+        for split, d in ds.items():
+            if split != "errors":
+                _check(d, names, split)
+        out = DatasetDict(
+            {split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()}
+        )
+        summary = getattr(ds, "summary", None)
+        if summary is not None:  # a scored result: its card keeps the provenance and adds the thresholds
+            from .scored import ScoredDatasetDict
+
+            out = ScoredDatasetDict(out)
+            rows = {k: len(v) for k, v in ds.items() if k != "errors"}
+            out.summary = summary.with_filter(lo, hi, keep_missing, rows, {k: len(out[k]) for k in rows})
+        return out
+    _check(ds, names, "train")
+    return _filter(ds, lo, hi, names, keep_missing)
+
+
+def _filter(ds: Dataset, lo: dict, hi: dict, names: list[str], keep_missing: bool) -> Dataset:
+    def keep(batch: dict) -> list[bool]:
+        n = len(batch[names[0]])
+        out = [True] * n
+        for name in names:
+            col = batch[name]
+            a, b = lo.get(name), hi.get(name)
+            for i in range(n):
+                v = col[i]
+                if v is None:
+                    if not keep_missing:
+                        out[i] = False
+                elif (a is not None and v < a) or (b is not None and v > b):
+                    out[i] = False
+        return out
+
+    return ds.filter(keep, batched=True, input_columns=None, desc="Filtering")

@@ -1,0 +1,141 @@
+"""Pushing a scored dataset and its card to the Hub.
+
+Layout: the scored splits form the default config, so
+``load_dataset(repo)`` gives them with their score columns; the errors form a
+config of their own, ``load_dataset(repo, "errors")``, because all splits of
+one config must share features. The errors config is pushed every time, empty
+when nothing failed, so that it always exists and never holds the errors of an
+earlier push. The prompt files, the recipe and ``summary.json`` that produced
+the scores go to ``hf_judge/`` beside them, the card's pictures (the ``plots``
+extra) to ``hf_judge/plots/``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+from datasets import Dataset, DatasetDict
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, DatasetCardData, HfApi
+from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+from ..errors import ConfigError
+from ..progress import LIBRARY_CHATTER, quiet
+from ..redact import register
+from .card import FILES_DIR, PLOTS_DIR, card_metadata, merge_card_text, picture_files, provenance_files, render_section
+from .summary import RunSummary
+
+if TYPE_CHECKING:
+    from ..analysis.agreement import AgreementReport
+
+logger = logging.getLogger("hf_judge")
+
+
+def check_repo_id(repo_id: str, what: str = "repo_id") -> None:
+    """Raise a ConfigError if ``repo_id`` is no Hub dataset id, by huggingface_hub's own rules.
+
+    Called before anything is scored or written: the Hub client checks only at
+    the push, once every request of the run is paid for.
+
+    Example:
+        >>> check_repo_id("me/gsm8k-judged")
+        >>> check_repo_id("me/../../x", "--push-to-hub")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hf_judge.errors.ConfigError: --push-to-hub 'me/../../x' is not a Hub dataset id: ... e.g. me/gsm8k-judged
+    """
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise ConfigError(
+            f"{what} {repo_id!r} is not a Hub dataset id: name or namespace/name of letters, digits, '-', '_' and "
+            "'.', no '--' or '..', at most 96 characters, e.g. me/gsm8k-judged"
+        ) from None
+
+
+def push_scored(
+    scored: DatasetDict,
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    summary: RunSummary | None = None,
+    revision: str | None = None,
+    agreement: AgreementReport | Sequence[AgreementReport] = (),
+    plots: bool | None = None,
+    **push_kwargs,
+) -> str:
+    """Push scored splits, the errors, the provenance files and a dataset card; returns the repo URL.
+
+    ``push_kwargs`` (``max_shard_size``, ``commit_message``, ...) go to the
+    scored splits' ``DatasetDict.push_to_hub``. ``scored.push_to_hub(repo)`` on
+    the result of ``score_dataset`` or ``filter_by_scores`` does the same.
+    ``agreement``: reports of :func:`hf_judge.agreement` to show in the card. ``plots``: push PNG
+    pictures of the distributions (and of the reports) to ``hf_judge/plots/`` and show them in the
+    card; default: when the ``plots`` extra (matplotlib) is installed.
+
+    Example:
+        >>> push_scored(scored, "me/gsm8k-judged", private=True)  # doctest: +SKIP
+        'https://huggingface.co/datasets/me/gsm8k-judged'
+        >>> report = agreement(scored["train"], score="QA_Correctness", label="human_score")  # doctest: +SKIP
+        >>> push_scored(scored, "me/gsm8k-judged", agreement=report)  # doctest: +SKIP
+    """
+    from ..analysis.agreement import AgreementReport
+    from ..judging.images import saveable
+    from .errors_split import ERROR_FEATURES, ERRORS_SPLIT
+    from .plots import available
+
+    if "config_name" in push_kwargs or "data_dir" in push_kwargs:
+        raise ConfigError("push_scored chooses the configs: the scored splits go to 'default', the errors to 'errors'")
+    check_repo_id(repo_id)
+    register(token)
+    summary = summary if summary is not None else getattr(scored, "summary", None)
+    # saveable: a path-only image whose file is gone would fail the push's embedding of it
+    data = DatasetDict({k: saveable(v) for k, v in scored.items() if k != ERRORS_SPLIT})
+    errors = scored.get(ERRORS_SPLIT)
+    if errors is None:
+        errors = Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    reports = [agreement] if isinstance(agreement, AgreementReport) else list(agreement)
+    pictures = picture_files(data, summary, reports) if (available() if plots is None else plots) else {}
+    with quiet(*LIBRARY_CHATTER):
+        data.push_to_hub(repo_id, private=private, token=token, revision=revision, **push_kwargs)
+        api = HfApi(token=token)
+        files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
+        # One shard even when empty: datasets writes one parquet file for it, so the config loads as 0 rows.
+        DatasetDict({ERRORS_SPLIT: errors}).push_to_hub(
+            repo_id,
+            config_name=ERRORS_SPLIT,
+            token=token,
+            revision=revision,
+            num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
+        )
+        try:
+            card = DatasetCard.load(repo_id, repo_type="dataset", token=token)
+            text = str(card)
+        except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
+            text = "---\n---\n"
+    card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures)))
+    card_metadata(cast(DatasetCardData, card.data), data, summary)  # a DatasetCard's data is one
+    new = {**(provenance_files(summary) if summary is not None else {}), **pictures}
+    # The card goes in the same commit as the files it shows. Not DatasetCard.push_to_hub: before
+    # huggingface_hub 1.x its validation posts to huggingface.co whatever HF_ENDPOINT says (a private
+    # Hub's card would be sent to the public one), and it would be a second commit.
+    ops: list[CommitOperationAdd | CommitOperationDelete] = [CommitOperationAdd("README.md", str(card).encode())]
+    ops += [CommitOperationAdd(path, content) for path, content in new.items()]
+    if summary is not None or pictures:
+        # an earlier run's prompts and pictures that these scores did not use
+        ours = f"{FILES_DIR}/" if summary is not None else f"{PLOTS_DIR}/"
+        ops += [CommitOperationDelete(f) for f in files if f.startswith(ours) and f not in new]
+    api.create_commit(
+        repo_id,
+        ops,
+        repo_type="dataset",
+        revision=revision,
+        commit_message="Update the dataset card, prompts, recipe and pictures of the scores (hf-judge)",
+    )
+    url = f"{api.endpoint}/datasets/{repo_id}"
+    logger.info("pushed to %s", url)
+    return url

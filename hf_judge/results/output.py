@@ -1,0 +1,240 @@
+"""Saving a result folder without ever destroying a different result.
+
+A folder written here holds the saved ``DatasetDict`` and ``hf_judge.json``, a
+small manifest of what it was made from (``source``), what it is (``kind``:
+``scored`` or ``filtered``, with the ``filters`` applied) and what it holds
+(rows and columns per split).
+
+Writing over an existing folder is allowed when nothing in it would be lost:
+the same command again, metrics added, more rows. Anything else (another
+dataset, fewer rows or splits, other metrics, other filter thresholds, a folder
+hf-judge did not write) is an :class:`~hf_judge.errors.OutputExistsError` unless ``overwrite=True``
+(CLI ``--overwrite``). The check runs before the first request, from what the
+run will produce, so a mistake costs nothing. The data is written to a hidden
+sibling folder that replaces the old one only once complete: a crash while
+saving leaves the old result as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from datasets import DatasetDict, IterableDatasetDict
+
+from ..errors import OutputExistsError
+from .summary import describe_thresholds
+
+MANIFEST = "hf_judge.json"
+# split -> (rows, columns)
+Shape = dict[str, tuple[int, list[str]]]
+
+
+def read_manifest(folder: str | os.PathLike) -> dict | None:
+    """The manifest of a folder written by hf-judge, or None."""
+    try:
+        data = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def source_of(spec: str, subset: str | None = None, revision: str | None = None) -> str:
+    """What a result is made from: a scored folder's own source, a local file or folder by its content, or a Hub id.
+
+    A local input is named by the sha256 of its bytes, not by where it lies: the example dataset read from
+    site-packages and then from a checkout (``pip install -e``), or a file copied elsewhere, is the same input.
+
+    Example:
+        >>> source_of("me/data", subset="main")
+        'hub:me/data:main'
+        >>> from hf_judge.cli.inputs import example_dataset_path
+        >>> source_of(str(example_dataset_path())).startswith("example.jsonl sha256:")
+        True
+    """
+    path = Path(spec).expanduser()
+    if path.exists():
+        earlier = read_manifest(path) if path.is_dir() else None
+        if earlier and earlier.get("source"):
+            return earlier["source"]  # scoring a result again (adding metrics) keeps its source
+        return f"{path.resolve().name} {_SHA256}{content_digest(path)}"
+    return "hub:" + spec + (f":{subset}" if subset else "") + (f"@{revision}" if revision else "")
+
+
+_SHA256 = "sha256:"
+
+
+def content_digest(path: Path) -> str:
+    """sha256 of a file's bytes, or of a folder's files (each one's relative path and bytes, in path order).
+
+    Example:
+        >>> content_digest(Path("data.jsonl"))  # doctest: +SKIP
+        '9b1c2e...'
+    """
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with f.open("rb") as data:
+            for chunk in iter(lambda: data.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _same_source(old: str, new: str) -> bool:
+    """Whether two manifest sources name one input: equal, equal contents, or an older manifest's absolute
+    path (written before sources were contents) whose file still holds the content ``new`` names."""
+    if old == new:
+        return True
+    if _SHA256 in old and _SHA256 in new:
+        return old.rpartition(_SHA256)[2] == new.rpartition(_SHA256)[2]
+    path = Path(old)
+    return (
+        path.is_absolute() and path.exists() and _SHA256 in new and content_digest(path) == new.rpartition(_SHA256)[2]
+    )
+
+
+def shape_of(dd: DatasetDict) -> Shape:
+    return {k: (len(v), list(v.column_names)) for k, v in dd.items()}
+
+
+def thresholds(min: dict, max: dict, keep_missing: bool) -> dict:  # noqa: A002 - as filter_by_scores names them
+    """The filter a filtered result records in its manifest, in one form however the numbers were written.
+
+    Example:
+        >>> thresholds({"QA_Correctness": 8}, {}, False)
+        {'min': {'QA_Correctness': 8.0}, 'max': {}, 'keep_missing': False}
+    """
+    return {
+        "min": {k: float(v) for k, v in sorted(min.items())},
+        "max": {k: float(v) for k, v in sorted(max.items())},
+        "keep_missing": bool(keep_missing),
+    }
+
+
+def check_output(
+    folder: str | os.PathLike,
+    source: str,
+    kind: str,
+    shape: Shape | None,
+    overwrite: bool = False,
+    filters: dict | None = None,
+) -> None:
+    """Raise OutputExistsError if writing ``shape`` to ``folder`` would lose something there.
+
+    ``shape`` is None when the rows are not known yet (a filter checks before it
+    runs, then again with the rows). ``filters`` (:func:`thresholds`) are a
+    filtered result's: the same filter again is a rerun, another one a different
+    result, even with more rows.
+    """
+    out = Path(folder)
+    if overwrite or not out.exists():
+        return
+    if out.is_dir() and not any(out.iterdir()):
+        return
+    lost = _what_would_be_lost(out, source, kind, shape, filters)
+    if lost:
+        raise OutputExistsError(
+            f"{out} already holds {lost}. Pass --overwrite to replace it (library: overwrite=True), "
+            "or choose another --output-dir"
+        )
+
+
+def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None, filters: dict | None) -> str | None:
+    manifest = read_manifest(out)
+    old_kind: str | None
+    if manifest is None:
+        if not (out / "dataset_dict.json").is_file():
+            return "files that hf-judge did not write"
+        old_shape = _saved_shape(out)
+        old_kind, old_source = "scored", None
+    else:
+        old_shape = {k: (v[0], v[1]) for k, v in manifest.get("splits", {}).items()}
+        old_kind, old_source = manifest.get("kind"), manifest.get("source")
+    if old_source is not None and not _same_source(old_source, source):
+        return f"the result of {old_source}, not of {source}"
+    if old_kind != kind:
+        return f"a {old_kind} result, and this one is {kind}"
+    old_filters = (manifest or {}).get("filters")  # None: saved before manifests had them; the rows decide
+    if filters is not None and old_filters is not None and old_filters != filters:
+        old, new = describe_thresholds(old_filters), describe_thresholds(filters)
+        return f"the rows that pass {old}, and this result keeps those that pass {new}"
+    if shape is None:
+        return None
+    for split, (rows, columns) in old_shape.items():
+        if split == "errors":
+            continue  # describes the nulls of this run's result: fewer errors lose nothing
+        if split not in shape:
+            return f"split {split!r}, which this result does not have"
+        new_rows, new_columns = shape[split]
+        if new_rows < rows:
+            return f"{rows:,} rows of split {split!r}, and this result has {new_rows:,}"
+        missing = [c for c in columns if c not in new_columns]
+        if missing:
+            return f"columns {', '.join(missing)} in split {split!r}, which this result does not have"
+    return None
+
+
+def _saved_shape(out: Path) -> Shape:
+    """Rows and columns of a saved DatasetDict without a manifest (written before manifests existed)."""
+    from datasets import load_from_disk
+
+    try:
+        return shape_of(load_from_disk(str(out)))
+    except Exception:  # noqa: BLE001 - unreadable: treated as holding something
+        return {"?": (1 << 62, [])}
+
+
+def save_result(
+    dd: DatasetDict,
+    folder: str | os.PathLike,
+    *,
+    source: str,
+    kind: str = "scored",
+    overwrite: bool = False,
+    filters: dict | None = None,
+) -> None:
+    """``save_to_disk`` into ``folder`` with its manifest, replacing the old folder only once complete.
+
+    ``filters`` (:func:`thresholds`) are recorded for a filtered result.
+
+    Example:
+        >>> save_result(scored, "out/", source=source_of("data.jsonl"))  # doctest: +SKIP
+    """
+    from .scored import shards_for
+
+    out = Path(folder)
+    streamed = isinstance(dd, IterableDatasetDict)  # a ScoredIterableDatasetDict: its rows are known once written
+    check_output(out, source, kind, None if streamed else shape_of(dd), overwrite, filters)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    # a stream's folder has one name, kept when the save stops: the same command again goes on after its last
+    # closed shard (see stream.write_result)
+    tmp = out.with_name(f".{out.name}.partial" if streamed else f".{out.name}.tmp-{tag}")
+    try:
+        # a fresh folder: datasets refuses to save over files it has mapped (the input may be this folder)
+        if streamed:
+            dd.save_to_disk(str(tmp))  # Parquet shards, written as the rows are scored
+            shape = dd.rows_and_columns()
+        else:
+            dd.save_to_disk(str(tmp), num_shards=shards_for(dd))
+            shape = shape_of(dd)
+        manifest = {"source": source, "kind": kind, "splits": {k: [n, c] for k, (n, c) in shape.items()}}
+        if filters is not None:
+            manifest["filters"] = filters
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{tag}")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)  # mapped files stay readable until unmapped
+        else:
+            os.replace(tmp, out)
+    finally:
+        if tmp.exists() and not streamed:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,294 @@
+"""The run summary printed at the end of a run, saved as ``summary.json`` beside
+the data, and recorded in the dataset card.
+
+A result can be built by several runs (a run interrupted and resumed, a run
+whose failed rows a second run retried, a run served whole from the cache):
+``runs`` lists the runs that produced its scores, one entry per (run, split),
+and ``totals()`` sums them. The top-level counters are this run's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+SUMMARY_FILE = "summary.json"
+# the counters of one run entry that add up over runs
+RUN_COUNTERS = ("requests", "retries", "prompt_tokens", "completion_tokens", "cached_tokens", "elapsed_s")
+# of a run entry's tokens, those that went through a batch API (batch mode, or imported): priced at the batch price
+BATCH_COUNTERS = ("batch_prompt_tokens", "batch_completion_tokens")
+
+
+@dataclass
+class RunSummary:
+    """What a run did: rows, requests, failures by kind, tokens, time, and where the scores came from."""
+
+    model: str = ""
+    base_url_host: str = ""
+    rows: dict[str, int] = field(default_factory=dict)
+    requests: int = 0
+    retries: int = 0
+    cache_hits: int = 0  # replies found in the reply store
+    shared: int = 0  # requests identical to another of this run: sent once, the reply reused
+    capped_waits: int = 0
+    cached_splits: list[str] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    failed_attempts: dict[str, int] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, those the server served from its prompt cache
+    price: dict[str, Any] | None = None  # the model's price (hf_judge.Price, USD per 1M tokens), where it has one
+    elapsed_s: float = 0.0
+    structured_output: str = "json_schema"
+    notes: list[str] = field(default_factory=list)
+    metrics: dict[str, str] = field(default_factory=dict)
+    columns: list[str] = field(default_factory=list)
+    # template variable -> the dataset column judged as it, the identity mapping included
+    column_mapping: dict[str, str] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)
+    # provenance: what was scored, with which prompts and recipe, what was kept
+    source_dataset: str = ""  # a Hub repo id, or a local file or folder name
+    source_on_hub: bool = False
+    recipe: str = ""  # the recipe's name, when one was used
+    recipe_yaml: str = ""  # the recipe as run, without secrets
+    prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric -> file, sha256, params, text
+    filters: dict[str, Any] = field(default_factory=dict)  # min, max, keep_missing, rows_before, rows_kept
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    # batch mode (batch.py): batches, requests submitted / collected, tokens as the provider reported them
+    batch: dict[str, Any] = field(default_factory=dict)
+    # a judge panel's judge-vs-judge agreement: split -> metric -> column -> pairs (ensemble.Layout.agreement)
+    agreement: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.requests / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def cached_rows(self) -> int:
+        return sum(self.rows.get(s, 0) for s in self.cached_splits)
+
+    def cost(self, tokens: dict[str, Any] | None = None) -> float | None:
+        """USD of ``tokens`` (default: this run's) at the model's price; None where it has none.
+
+        Example:
+            >>> RunSummary(prompt_tokens=10**6, completion_tokens=10**6, price={"input": 1, "output": 2}).cost()
+            3.0
+        """
+        if self.price is None:
+            return None
+        from ..transport.prices import Price
+
+        t = tokens if tokens is not None else self.to_dict()
+        bp, bc = (
+            (t.get("batch_prompt_tokens", 0), t.get("batch_completion_tokens", 0))
+            if tokens is not None
+            else (self.batch.get("prompt_tokens", 0), self.batch.get("completion_tokens", 0))
+        )
+        price = Price(**self.price)
+        # the client counts every reply's usage, the batch's too: what is left was sent online
+        p, c, cached = t["prompt_tokens"] - bp, t["completion_tokens"] - bc, t.get("cached_tokens", 0)
+        online = price.cost(p, c, min(cached, p))
+        return online + price.cost(bp, bc, max(cached - p, 0), batch=True) if bp or bc else online
+
+    def totals(self) -> dict[str, float]:
+        """Requests, retries, tokens and seconds summed over the runs that produced the scores.
+
+        Example:
+            >>> RunSummary(runs=[{"requests": 3}, {"requests": 2}]).totals()["requests"]
+            5
+        """
+        if not self.runs:
+            own = {k: getattr(self, k) for k in RUN_COUNTERS}
+            return {
+                **own,
+                "batch_prompt_tokens": self.batch.get("prompt_tokens", 0),
+                "batch_completion_tokens": self.batch.get("completion_tokens", 0),
+            }
+        return {k: sum(r.get(k, 0) for r in self.runs) for k in (*RUN_COUNTERS, *BATCH_COUNTERS)}
+
+    def add_runs(self, runs: list[dict[str, Any]]) -> None:
+        """Add run entries not yet listed (the same run and split counts once)."""
+        seen = {(r.get("id"), r.get("split")) for r in self.runs}
+        for r in runs:
+            if (r.get("id"), r.get("split")) not in seen:
+                seen.add((r.get("id"), r.get("split")))
+                self.runs.append(r)
+
+    def include(self, earlier: RunSummary) -> None:
+        """Keep the provenance of the scored result this run added metrics to: its metrics, prompts,
+        columns, source and runs stay beside this run's own.
+
+        Example:
+            >>> now = RunSummary(metrics={"Q_Clarity": "b"}, columns=["Q_Clarity"])
+            >>> now.include(RunSummary(metrics={"QA_All": "a"}, columns=["QA_Clarity"], source_dataset="d.jsonl"))
+            >>> sorted(now.metrics), now.source_dataset
+            (['QA_All', 'Q_Clarity'], 'd.jsonl')
+        """
+        self.metrics = {**earlier.metrics, **self.metrics}
+        self.prompts = {**earlier.prompts, **self.prompts}
+        self.columns = [*earlier.columns, *(c for c in self.columns if c not in earlier.columns)]
+        self.column_mapping = {**earlier.column_mapping, **self.column_mapping}
+        if earlier.source_dataset:
+            self.source_dataset, self.source_on_hub = earlier.source_dataset, earlier.source_on_hub
+        runs, self.runs = self.runs, []
+        self.add_runs([*earlier.runs, *runs])
+
+    def with_filter(
+        self,
+        min: dict,  # noqa: A002 - min/max as filter_by_scores names them
+        max: dict,  # noqa: A002
+        keep_missing: bool,
+        rows_before: dict,
+        rows_kept: dict,
+    ) -> RunSummary:
+        """A copy recording the thresholds a filter applied and the rows it kept."""
+        out = RunSummary.from_dict(self.to_dict())
+        out.filters = {
+            "min": dict(min),
+            "max": dict(max),
+            "keep_missing": keep_missing,
+            "rows_before": dict(rows_before),
+            "rows_kept": dict(rows_kept),
+        }
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["requests_per_s"] = round(self.requests_per_s, 1)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSummary:
+        """The inverse of ``to_dict``; keys it does not know (a newer hf-judge's) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``summary.json`` into ``folder`` (beside a saved dataset); returns its path."""
+        path = Path(folder) / SUMMARY_FILE
+        path.write_text(json.dumps(self.to_dict(), indent=1, default=str) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> RunSummary | None:
+        """Read ``folder/summary.json``; None where there is none.
+
+        Example:
+            >>> RunSummary.load("out/")  # doctest: +SKIP
+        """
+        path = Path(folder) / SUMMARY_FILE
+        if not path.is_file():
+            return None
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+    def __str__(self) -> str:
+        rows = ", ".join(f"{k}: {v:,}" for k, v in self.rows.items()) or "0"
+        errs = ", ".join(f"{k}: {v:,}" for k, v in Counter(self.errors).most_common()) or "none"
+        lines = [
+            f"rows           {rows}",
+            f"requests       {self.requests:,} ({self.retries:,} retries)",
+        ]
+        cached = []
+        if self.cached_splits:
+            # a split found whole in the results cache: its rows are served, no reply is looked up
+            which = ", ".join(f"{s}: {self.rows.get(s, 0):,}" for s in self.cached_splits)
+            cached.append(f"{self.cached_rows:,} rows ({which}; no request sent)")
+        if self.cache_hits:
+            # batch mode fills the store before the splits read it: say how many of those this run brought back
+            got = self.batch.get("collected", 0)
+            what = "imported from " + self.batch["imported"] if self.batch.get("imported") else "collected from batches"
+            cached.append(
+                f"{self.cache_hits:,} replies from the reply store" + (f" ({got:,} {what} by this run)" if got else "")
+            )
+        if cached:
+            lines.append(f"from cache     {'; '.join(cached)}")
+        if self.shared:
+            lines.append(
+                f"duplicates     {self.shared:,} requests identical to another of this run: sent once, reply reused"
+            )
+        lines += [
+            f"errors         {errs}",
+            f"tokens         {self.prompt_tokens:,} in / {self.completion_tokens:,} out"
+            + (f" ({self.cached_tokens:,} in from the server's prompt cache)" if self.cached_tokens else ""),
+            f"elapsed        {self.elapsed_s:.1f} s ({self.requests_per_s:,.0f} requests/s)",
+            f"output format  {self.structured_output}",
+        ]
+        if self.batch:
+            b = self.batch
+            lines.append(
+                f"batch mode     {describe_batches(b)}: {b.get('submitted', 0):,} requests submitted, "
+                f"{b.get('collected', 0):,} replies collected, {b.get('failed', 0):,} lines failed or not run; "
+                f"{b.get('prompt_tokens', 0):,} in / {b.get('completion_tokens', 0):,} out tokens (provider's count)"
+            )
+        cost = self.cost()
+        if cost is not None and self.price is not None:
+            lines.append(f"cost           ${cost:,.4f} at {self.model}'s {self._price_text()}")
+        if self.capped_waits:
+            lines.append(f"capped waits   {self.capped_waits:,} (Retry-After over backoff_max; waited backoff_max)")
+        if len({r.get("id") for r in self.runs}) > 1 or (self.runs and self.requests == 0 and self.cached_splits):
+            t = self.totals()
+            n = len({r.get("id") for r in self.runs})
+            lines.append(
+                f"scores from    {n} run{'s' if n != 1 else ''}: {t['requests']:,} requests, "
+                f"{t['prompt_tokens']:,} in / {t['completion_tokens']:,} out tokens in all"
+            )
+        if self.sampling.get("samples", 1) > 1:
+            lines.append(
+                f"samples        {self.sampling['samples']} per (row, metric); a row needs "
+                f"{self.sampling.get('min_samples')} that succeed"
+            )
+        if self.sampling.get("judges"):
+            judges = ", ".join(f"{j['name']} ({j['model']} at {j['base_url_host']})" for j in self.sampling["judges"])
+            lines.append(f"judges         {judges}; the panel's {self.sampling.get('aggregator')} in the usual columns")
+        for split, by_metric in self.agreement.items():
+            for column, a in ((c, a) for cols in by_metric.values() for c, a in cols.items()):
+                pairs = ", ".join(
+                    f"{pair} {p['exact']:.0%} of {p['rows']:,}" if p["exact"] is not None else f"{pair} no rows"
+                    for pair, p in a["pairs"].items()
+                )
+                mean = "n/a" if a["mean_exact"] is None else f"{a['mean_exact']:.0%}"
+                lines.append(f"agreement      {split} {column}: {mean} same value ({pairs})")
+        if self.filters:
+            kept = ", ".join(
+                f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"
+                for k, v in self.filters.get("rows_kept", {}).items()
+            )
+            lines.append(f"filtered       {describe_thresholds(self.filters)}; kept {kept}")
+        lines += [f"note           {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def _price_text(self) -> str:
+        """``price ($0.1 in / $0.4 out per 1M tokens)``, the batch price for a run whose tokens all went in batches."""
+        from ..transport.prices import Price
+
+        price = Price(**(self.price or {}))
+        b = self.batch
+        if not (b.get("prompt_tokens") or b.get("completion_tokens")):
+            return f"price (${price.input:g} in / ${price.output:g} out per 1M tokens)"
+        text = f"batch price (${price.batch_input:g} in / ${price.batch_output:g} out per 1M tokens)"
+        if self.prompt_tokens > b.get("prompt_tokens", 0):  # some sent online (batch_fallback='online')
+            text += f", the tokens sent online at ${price.input:g} in / ${price.output:g} out"
+        return text
+
+
+def describe_batches(b: dict[str, Any]) -> str:
+    """``1 batch`` / ``3 batches`` from a summary's ``batch``."""
+    n = b.get("batches", 0)
+    return f"{n:,} batch{'es' if n != 1 else ''}"
+
+
+def describe_thresholds(filters: dict[str, Any]) -> str:
+    """``QA_Correctness >= 8, Q_Clarity <= 9`` from a summary's ``filters``."""
+    parts = [f"{k} >= {v:g}" for k, v in filters.get("min", {}).items()]
+    parts += [f"{k} <= {v:g}" for k, v in filters.get("max", {}).items()]
+    if filters.get("keep_missing"):
+        parts.append("null scores kept")
+    return ", ".join(parts) or "none"

@@ -1,0 +1,848 @@
+"""The durable reply store: every accepted reply, persisted as it arrives.
+
+One SQLite database (WAL mode) under the cache folder maps the hash of a
+rendered request to the reply's content and token usage, and, for a request
+that asked for log-probabilities, the probabilities of its score values
+(:mod:`hf_judge.judging.logprobs`). A writer thread
+commits whatever has accumulated since its last commit, at most once every
+5 ms (group commit), so a ``kill -9`` loses at most the replies of one commit
+window: a few dozen at several thousand replies a second. Only accepted
+replies are stored: failures are retried on the next run. Several processes
+may write the same store at once (SQLite locking).
+
+Replies are appended to a ``pending`` table and merged into the keyed
+``replies`` table, in key order and in one transaction, when the store is next
+opened (after a crash too). Keys are hashes, so inserting each reply into the
+keyed table as it came dirtied one random page per reply: about 4 KB written
+per reply and ten times the CPU of an append. The merge costs ~2 us a reply.
+The price: lookups see the replies of earlier runs, not those of the run in
+progress; the pipeline shares the replies of identical requests within a run
+itself.
+
+Every store registers in an ``openers`` table while it is open. A store that
+finds another live process's there (two runs on one cache at once) is shared
+from the start (below), and waits up to ``COMPANY_WAIT_S`` for the others to
+say they are too; a store that was alone looks for company every
+``COMPANY_POLL_S`` (its writer thread, between commits) and, when some comes,
+turns shared: ``on_company`` lets the run claim the requests it has in flight
+first (:meth:`ReplyStore.share`), then its appended replies are merged into the
+keyed table and it says so. So two runs beside each other pay each distinct
+request once: one sends, the other takes the reply from the store, as workers do.
+A run alone keeps the fast path.
+
+Workers that score one dataset together (``--workers``, Ray) open the store
+``shared=True``. Then replies go straight into the keyed table, so that every
+worker sees what the others stored, and a ``claims`` table (key, owner, lease
+expiry) says who is sending what: :meth:`ReplyStore.claim` looks keys up and
+claims the missing ones in one transaction, so no request is sent by two
+workers at once. A claim ends with its reply's commit (same transaction), with
+:meth:`release` (a failed request) or at ``close``; the claim of a dead owner
+(same host, no such pid) or of an expired lease (owners renew theirs every
+``lease_s / 3``) is taken over. Both tables are plain SQLite tables, so a store
+written in shared mode is read by a single-process run as before, and the
+reverse.
+
+Only real damage (SQLite reports the file corrupt or not a database, or
+``quick_check`` fails) moves the database aside, with a warning, for a fresh
+one: the affected rows are scored again, never read wrong. A store that cannot
+be opened or written for any other reason is left as it is and reported:
+another process holding the write lock is waited for (``lock_wait`` seconds,
+with a warning) and then named in a :class:`CacheLockedError`; a full disk
+raises :class:`DiskFullError` naming the path.
+
+During a run the writer never waits silently. WAL lets a run open and read a
+store whose write lock another process holds, so the lock shows only when a
+commit cannot take it: each try waits ``LOCK_TRY_S`` at most, the first one
+that fails says so, and the replies stay in memory and go with the next try.
+A lock held past ``lock_wait``, or any other failed write, is recorded in
+``failure`` (and handed to ``on_failure``) so that the run stops sending.
+Whatever is still unwritten at ``close`` goes to a sidecar file beside the
+store (``replies.sqlite3.unsaved-<pid>-<time>.jsonl``: key, content and usage,
+nothing the store would not hold), which the next open imports and deletes:
+only a full disk that cannot take the sidecar either loses a paid reply.
+
+The ``usage`` column holds ``"<prompt> <completion>"`` (``-`` where the server
+reported none) and, for a reply with log-probabilities, a third field: their
+table as compact JSON. Kept in that column rather than a new one, so that the
+schema is that of every earlier version, which reads and writes the same file
+(such replies sit under keys that only a logprobs request has: no earlier
+version ever looks one up).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import glob
+import json
+import logging
+import os
+import queue
+import shutil
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..errors import CacheError, CacheLockedError, DiskFullError
+
+logger = logging.getLogger("hf_judge")
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS replies (key BLOB PRIMARY KEY, content TEXT NOT NULL, usage TEXT) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS pending (key BLOB NOT NULL, content TEXT NOT NULL, usage TEXT);"
+    # the stores open on this file (owner as in claims); shared: 1 once that store claims before it sends
+    "CREATE TABLE IF NOT EXISTS openers (owner TEXT PRIMARY KEY, shared INTEGER NOT NULL) WITHOUT ROWID"
+)
+# Only shared stores create it: an older hf_judge opening the file ignores a table it does not know.
+_CLAIMS_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS claims (key BLOB PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID"
+)
+_STOP = object()
+_SHARE = object()  # in the writer's queue: what came before is committed shared; merge `pending`, say so
+# How often a store that is alone looks for another process's store on its file.
+COMPANY_POLL_S = 0.05
+# How long a store that finds company waits for the others to turn shared (a run whose loop is busy answers late).
+COMPANY_WAIT_S = 2.0
+# How long a claim holds without renewal: its owner renews it every third of this while it lives.
+LEASE_S = 30.0
+# Group commit: at most one commit per window, so a kill -9 loses at most the
+# replies of one window plus one commit (a handful at usual rates).
+COMMIT_WINDOW_S = 0.005
+# How long opening or writing the store waits for another process's write lock.
+LOCK_WAIT_S = 60.0
+# The longest one try of the writer waits for the lock (less for a short lock_wait), so that a lock
+# held longer is reported while it lasts; another process's group commits hold it for milliseconds.
+LOCK_TRY_S = 1.0
+# How soon the writer tries again to commit the replies a locked store kept out.
+_RETRY_S = 0.05
+# SQLite primary result codes (an extended code keeps its primary one in the low byte).
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 5, 6, 10, 11, 13, 26
+# The WAL grows up to ~1,000 pages before each checkpoint: headroom a write needs beyond the replies.
+_WAL_HEADROOM = 4 << 20
+
+
+class _Damaged(sqlite3.DatabaseError):
+    """quick_check found the database inconsistent."""
+
+
+def _code(e: BaseException) -> int:
+    return (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
+
+
+def is_disk_full(e: BaseException, path: Path | None = None) -> bool:
+    """Whether ``e`` (an OSError, an Arrow IO error or a SQLite error) means that no space was left.
+
+    SQLite reports ENOSPC as SQLITE_FULL when it grows a file, but as a bare
+    I/O error when it sizes the WAL index (``-shm``): that one counts as a full
+    disk when the disk that holds ``path`` has less than a WAL's headroom free.
+    """
+    if isinstance(e, sqlite3.Error):
+        code = _code(e)
+        if code == _SQLITE_FULL:
+            return True
+        if code == _SQLITE_IOERR and path is not None:
+            free = free_space(path)
+            return free is not None and free < _WAL_HEADROOM
+        return False
+    return isinstance(e, OSError) and (e.errno == errno.ENOSPC or "No space left on device" in str(e))
+
+
+def free_space(path: Path) -> int | None:
+    """Bytes free on the disk that holds ``path`` (or its nearest existing parent)."""
+    for p in (path, *path.parents):
+        try:
+            return shutil.disk_usage(p).free
+        except OSError:
+            continue
+    return None
+
+
+def human_bytes(n: float | None) -> str:
+    """``n`` bytes for a message, e.g. ``human_bytes(7_300_000) == "7 MB"``."""
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:,.0f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} TB"
+
+
+def _connect(path: Path, lock_wait: float = LOCK_WAIT_S) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=lock_wait, check_same_thread=False, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(lock_wait * 1000)}")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _merge(conn: sqlite3.Connection, extra: list[tuple] | None = None) -> None:
+    """Move the appended replies, and ``extra`` rows, into the keyed table, in key order, atomically."""
+    if not extra and conn.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is None:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if extra:
+            _insert(conn, extra)
+        conn.execute("INSERT OR REPLACE INTO replies SELECT key, content, usage FROM pending ORDER BY key")
+        conn.execute("DELETE FROM pending")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
+            conn.execute("ROLLBACK")
+        raise
+
+
+def encode_meta(usage: tuple[int, int] | None, logprobs: dict | None) -> str | None:
+    """The ``usage`` column: ``"12 5"``, or with log-probabilities ``"12 5 {...}"`` (``"- - {...}"`` without usage)."""
+    if logprobs is None:
+        return None if usage is None else f"{usage[0]} {usage[1]}"
+    head = "- -" if usage is None else f"{usage[0]} {usage[1]}"
+    return f"{head} {json.dumps(logprobs, separators=(',', ':'))}"
+
+
+def _decode_meta(text: str | None) -> tuple[tuple[int, int] | None, dict | None]:
+    """(usage, log-probability table) of a ``usage`` column; what cannot be read is None."""
+    if not isinstance(text, str):
+        return None, None
+    parts = text.split(" ", 2)
+    usage = None
+    try:
+        usage = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        pass
+    table = None
+    if len(parts) == 3:
+        try:
+            table = json.loads(parts[2])
+        except ValueError:
+            pass
+    return usage, table if isinstance(table, dict) else None
+
+
+# Rows per INSERT statement: 768 parameters, under every SQLite's limit (999
+# before 3.32). sqlite3 releases the GIL around each step, once per statement;
+# executemany steps once per row, and with the event loop and Dataset.map busy
+# in other threads each of those releases waits up to a GIL switch interval to
+# get it back: the writer then fell ever further behind on large runs.
+_ROWS_PER_INSERT = 256
+
+
+@functools.lru_cache(maxsize=16)
+def _insert_sql(n: int, into: str = "INSERT INTO pending") -> str:
+    return f"{into} VALUES " + ",".join(["(?,?,?)"] * n)
+
+
+def _insert(conn: sqlite3.Connection, rows: list[tuple], into: str = "INSERT INTO pending") -> None:
+    n = _ROWS_PER_INSERT
+    for i in range(0, len(rows), n):
+        chunk = rows[i : i + n]
+        conn.execute(_insert_sql(len(chunk), into), [v for row in chunk for v in row])
+
+
+def _delete_claims(conn: sqlite3.Connection, keys: Sequence[bytes]) -> None:
+    for i in range(0, len(keys), 500):
+        chunk = keys[i : i + 500]
+        conn.execute(f"DELETE FROM claims WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+
+
+def _owner_dead(owner: str, host: str) -> bool:
+    """Whether the process that holds a claim is gone: only knowable on this host (another's lease runs out)."""
+    owner_host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if owner_host != host or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's live process
+        return False
+    return False
+
+
+class ReplyStore:
+    """Request-hash -> reply content, durable across crashes and processes."""
+
+    def __init__(self, path: Path, *, lock_wait: float | None = None, shared: bool = False, lease_s: float = LEASE_S):
+        """``shared``: several processes score together (see the module docstring); ``lease_s``: a claim's lease."""
+        self.path = Path(path)
+        self.shared = shared
+        self.lease_s = lease_s
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._renewed = time.monotonic()
+        self.lock_wait = lock_wait = LOCK_WAIT_S if lock_wait is None else lock_wait
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise (self._disk_full(e) if is_disk_full(e) else e) from None
+        self._sidecar: Path | None = None
+        self._read = self._open()
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write_loop, name="hf_judge-store", daemon=True)
+        try:
+            others = self._others(self._read)
+            self.shared = shared = shared or bool(others)  # another run on this file: claim, as workers do
+            self._write_conn = _connect(self.path, lock_wait)
+            self._write_conn.execute(f"PRAGMA busy_timeout={int(min(LOCK_TRY_S, lock_wait / 4) * 1000)}")
+            if shared:
+                self._write_conn.execute(_CLAIMS_SCHEMA)
+        except sqlite3.Error as e:
+            self._read.close()
+            raise self._not_usable(e) from None
+        # Called from the writer thread when another process opens the file: the run then calls share().
+        self.on_company: Callable[[], object] | None = None
+        self._alone = not shared
+        self._looked = time.monotonic()
+        self._registered = self._register()
+        self.failure: CacheError | None = None
+        # Called from the writer thread with ``failure`` when a commit fails.
+        self.on_failure: Callable[[CacheError], object] | None = None  # its result is ignored
+        self._unsaved: list[tuple] = []
+        self._locked_since: float | None = None  # when a commit first found the lock taken
+        self._last_error = ""
+        self.written = 0
+        self._bytes = 0
+        self._writer.start()
+        if others:
+            self._wait_for_company()
+
+    def _others(self, conn: sqlite3.Connection) -> dict[str, int]:
+        """The live stores of other processes of this host open on the file: owner -> shared (0 or 1).
+
+        Another host's cannot share this file (WAL needs shared memory); this process's other stores
+        share its event loop, so waiting for them could only block it."""
+        host, _, rest = self.owner.partition(":")
+        me = f"{host}:{rest.partition(':')[0]}:"
+        found = {}
+        for owner, shared in conn.execute("SELECT owner, shared FROM openers"):
+            if owner.startswith(f"{host}:") and not owner.startswith(me) and not _owner_dead(owner, host):
+                found[owner] = shared
+        return found
+
+    def _register(self) -> bool:
+        """Add this store to ``openers``, at once or not at all: another process's write lock must not hold
+        up the open (the writer tries again)."""
+        conn = self._write_conn
+        try:
+            conn.execute("PRAGMA busy_timeout=20")
+            conn.execute("INSERT OR REPLACE INTO openers VALUES (?, ?)", (self.owner, int(self.shared)))
+            # the rows of runs killed before their close: a pid used again later would pass for company
+            host = self.owner.partition(":")[0]
+            dead = [(o,) for (o,) in conn.execute("SELECT owner FROM openers") if _owner_dead(o, host)]
+            if dead:
+                conn.executemany("DELETE FROM openers WHERE owner = ?", dead)
+            return True
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(min(LOCK_TRY_S, self.lock_wait / 4) * 1000)}")
+
+    def _wait_for_company(self) -> None:
+        """Wait until the other stores on the file claim before they send, so that none sends what this one
+        claims (a store of an earlier version never does: after ``COMPANY_WAIT_S`` this one goes on)."""
+        deadline = time.monotonic() + COMPANY_WAIT_S
+        while time.monotonic() < deadline:
+            with self._lock:
+                late = [o for o, shared in self._others(self._read).items() if not shared]
+            if not late:
+                return
+            time.sleep(0.01)
+        logger.debug("the reply cache %s: %s did not turn shared within %.0f s", self.path, late, COMPANY_WAIT_S)
+
+    def share(self, in_flight: Sequence[bytes] = ()) -> None:
+        """Turn shared (another process opened the file): claim ``in_flight``, the keys this run is sending
+        now, then commit shared from here on, merge the appended replies and tell the other process."""
+        self.shared = True
+        if in_flight:
+            self.claim(in_flight)
+        self._queue.put(_SHARE)
+
+    def _look_for_company(self) -> None:
+        """Writer thread, while alone: when another process's store is open on the file, turn shared."""
+        self._looked = time.monotonic()
+        try:
+            if not self._others(self._write_conn):
+                return
+            self._write_conn.execute(_CLAIMS_SCHEMA)
+        except sqlite3.Error as e:
+            logger.debug("could not look for other runs on the reply cache %s: %s", self.path, e)
+            return
+        self._alone = False
+        callback = self.on_company
+        if callback is not None:
+            try:
+                callback()  # the run claims what it has in flight, then calls share()
+                return
+            except RuntimeError:  # its event loop is closed: nothing in flight
+                pass
+        self.shared = True
+        self._shared_now()
+
+    def _shared_now(self) -> None:
+        """Writer thread: move this store's appended replies into the keyed table and say it is shared."""
+        try:
+            _merge(self._write_conn)
+            self._write_conn.execute("UPDATE openers SET shared = 1 WHERE owner = ?", (self.owner,))
+        except sqlite3.Error as e:
+            logger.debug("could not turn the reply cache %s shared: %s", self.path, e)
+
+    def _open(self) -> sqlite3.Connection:
+        """Open, check and merge: wait for a lock, report a full disk, move only a damaged file aside."""
+        sidecars, extra = self._read_sidecars()
+        deadline = time.monotonic() + self.lock_wait
+        first = True
+        while True:
+            # A short first wait, so that a long one is announced before it starts.
+            wait = min(1.0, self.lock_wait / 2) if first else max(0.0, deadline - time.monotonic())
+            conn = None
+            try:
+                conn = _connect(self.path, wait)
+                conn.execute("SELECT count(*) FROM (SELECT 1 FROM replies LIMIT 1)").fetchone()
+                # A full check reads every page: affordable for small stores only.
+                # Damage found later costs a warning and a re-score, never a crash.
+                if self.path.stat().st_size < 64 << 20 and conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                    raise _Damaged("quick_check failed")
+                _merge(conn, extra)  # what earlier runs left behind
+                conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
+                self._imported(sidecars, extra)
+                return conn
+            except sqlite3.Error as e:
+                if conn is not None:
+                    conn.close()
+                code = _code(e)
+                if code in (_SQLITE_BUSY, _SQLITE_LOCKED) and first and deadline > time.monotonic():
+                    # a shared store's processes (workers, Ray actors of one host) open it at the same moment by
+                    # design: their wait is no news; another run's lock is
+                    logger.log(
+                        logging.DEBUG if self.shared else logging.WARNING,
+                        "another process holds the write lock on the reply cache %s; waiting up to %.0f s for it",
+                        self.path,
+                        max(0.0, deadline - time.monotonic()),
+                    )
+                    first = False
+                    continue
+                if isinstance(e, _Damaged) or code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                    self._quarantine(e)
+                    conn = None
+                    try:
+                        conn = _connect(self.path, self.lock_wait)
+                        _merge(conn, extra)
+                    except sqlite3.Error as e2:
+                        if conn is not None:
+                            conn.close()
+                        raise self._not_usable(e2) from None
+                    self._imported(sidecars, extra)
+                    return conn
+                raise self._not_usable(e) from None
+
+    def _read_sidecars(self) -> tuple[list[Path], list[tuple]]:
+        """The replies that earlier runs could not write to the store, and the files that hold them."""
+        files = sorted(self.path.parent.glob(glob.escape(self.path.name) + ".unsaved-*.jsonl"))
+        read, rows = [], []
+        for p in files:
+            try:
+                lines = p.read_text(encoding="utf-8").splitlines()
+            except FileNotFoundError:  # another process imported it first
+                continue
+            except (OSError, UnicodeDecodeError) as e:
+                logger.warning("could not read %s (%s); left it for a later run", p, e)
+                continue
+            bad = 0
+            for line in lines:
+                try:
+                    d = json.loads(line)
+                    row = (bytes.fromhex(d["key"]), d["content"], d["usage"])
+                except (ValueError, KeyError, TypeError):
+                    row = None
+                if row is None or not isinstance(row[1], str) or not isinstance(row[2], (str, type(None))):
+                    bad += 1
+                    continue
+                rows.append(row)
+            if bad:
+                logger.warning("%s: skipped %s damaged lines; those rows will be scored again", p, bad)
+            read.append(p)
+        return read, rows
+
+    def _imported(self, files: list[Path], rows: list[tuple]) -> None:
+        for p in files:
+            p.unlink(missing_ok=True)
+        if files:
+            logger.info("imported %s replies that an earlier run kept in %s", len(rows), ", ".join(map(str, files)))
+
+    def _sidecar_path(self) -> Path:
+        """The file beside the store that takes this run's unwritten replies at ``close``."""
+        if self._sidecar is None:
+            stem = f"{self.path.name}.unsaved-{os.getpid()}-{int(time.time())}"
+            p, i = self.path.with_name(stem + ".jsonl"), 1
+            while p.exists():
+                p, i = self.path.with_name(f"{stem}-{i}.jsonl"), i + 1
+            self._sidecar = p
+        return self._sidecar
+
+    def _not_usable(self, e: sqlite3.Error) -> CacheError:
+        """The error to stop with when the store cannot be used for a reason other than damage."""
+        code = _code(e)
+        logger.debug("reply cache error %s (%s)", getattr(e, "sqlite_errorname", None), e)
+        if is_disk_full(e, self.path):
+            return self._disk_full(e)
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return CacheLockedError(
+                f"another process has held the write lock on the reply cache {self.path} for over "
+                f"{self.lock_wait:.0f} s ({e}); the cache is untouched. Let that run finish (or stop it), "
+                "or give this run its own cache_dir= (--cache-dir), then run the same command again."
+            )
+        return CacheError(
+            f"could not use the reply cache {self.path}: {e}; it is left as it is. "
+            "Check the folder's permissions and disk, or give this run another cache_dir= (--cache-dir)."
+        )
+
+    def _disk_full(self, e: BaseException) -> DiskFullError:
+        return DiskFullError(
+            f"the disk that holds the reply cache {self.path} is full "
+            f"({human_bytes(free_space(self.path))} free): {e}. "
+            f"The cache is untouched. Free at least {human_bytes(_WAL_HEADROOM)} there (or point cache_dir= / "
+            "--cache-dir at a larger disk) and run the same command again."
+        )
+
+    def stop_error(self, requests_left: int) -> CacheError | None:
+        """``failure`` as the error a run stops with, a full disk with the space the ``requests_left`` need."""
+        if not isinstance(self.failure, DiskFullError):
+            return self.failure
+        per_reply = self._bytes / self.written if self.written else 1024
+        need = int(requests_left * per_reply * 2) + _WAL_HEADROOM  # pages are rarely full; the WAL doubles writes
+        return DiskFullError(
+            f"the disk that holds the reply cache {self.path} is full ({human_bytes(free_space(self.path))} free), "
+            f"so the run stopped sending; {self.written:,} replies of this run are saved. The {requests_left:,} "
+            f"requests left need about {human_bytes(need)} more: free that much there (or point cache_dir= / "
+            "--cache-dir at a larger disk) and run the same command again to resume."
+        )
+
+    def _quarantine(self, error: Exception) -> None:
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+        logger.warning(
+            "the reply cache %s is damaged (%s); moved it to %s and starting a fresh one. "
+            "Rows whose replies it held will be scored again.",
+            self.path,
+            error,
+            aside,
+        )
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                p.rename(Path(str(aside) + suffix))
+
+    def get_many(self, keys: Sequence[bytes], *, with_logprobs: bool = False) -> dict[bytes, tuple]:
+        """The stored replies among ``keys``: key -> (content, (prompt, completion) tokens or None), and with
+        ``with_logprobs`` a third item, the reply's log-probability table or None (:mod:`hf_judge.judging.logprobs`)."""
+        found: dict[bytes, tuple] = {}
+        if not keys:
+            return found
+        with self._lock:
+            try:
+                for i in range(0, len(keys), 500):
+                    chunk = keys[i : i + 500]
+                    q = f"SELECT key, content, usage FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
+                    for k, content, usage in self._read.execute(q, chunk):
+                        meta = _decode_meta(usage)
+                        found[k] = (content, *meta) if with_logprobs else (content, meta[0])
+            except sqlite3.DatabaseError as e:
+                logger.warning("could not read the reply cache (%s); those rows will be scored again", e)
+        return found
+
+    def claim(
+        self, keys: Sequence[bytes], *, wait: bool = True
+    ) -> tuple[dict[bytes, tuple[str, tuple[int, int] | None]], list[bytes]] | None:
+        """Shared stores: (the stored replies among ``keys``, the keys now claimed by this store to send).
+
+        The rest of ``keys`` are being sent by another live worker: look them up again later (a claim
+        whose owner died, or whose lease ran out, is taken over then). One transaction, so two workers
+        never claim one key. ``wait=False``: None at once if another process holds the write lock
+        (an event loop retries after a millisecond, where SQLite's own busy wait sleeps up to 100 ms).
+
+        Example:
+            >>> found, mine = store.claim(keys)  # doctest: +SKIP
+        """
+        assert self.shared, "claim() needs a store opened with shared=True"
+        found: dict[bytes, tuple[str, tuple[int, int] | None]] = {}
+        mine: list[bytes] = []
+        if not keys:
+            return found, mine
+        host = self.owner.partition(":")[0]
+        with self._lock:
+            conn = self._read
+            if not wait:
+                conn.execute("PRAGMA busy_timeout=0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as e:
+                    if _code(e) in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                        return None
+                    raise
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                now = time.time()
+                for i in range(0, len(keys), 500):
+                    chunk = list(dict.fromkeys(keys[i : i + 500]))
+                    marks = ",".join("?" * len(chunk))
+                    for k, content, usage in conn.execute(
+                        f"SELECT key, content, usage FROM replies WHERE key IN ({marks})", chunk
+                    ):
+                        found[k] = (content, _decode_meta(usage)[0])
+                    missing = [k for k in chunk if k not in found]
+                    if not missing:
+                        continue
+                    held = {
+                        k: (owner, expires)
+                        for k, owner, expires in conn.execute(
+                            f"SELECT key, owner, expires FROM claims WHERE key IN ({','.join('?' * len(missing))})",
+                            missing,
+                        )
+                    }
+                    dead: dict[str, bool] = {}
+                    take = []
+                    for k in missing:
+                        h = held.get(k)
+                        if h is not None and h[0] != self.owner and h[1] > now:
+                            if h[0] not in dead:
+                                dead[h[0]] = _owner_dead(h[0], host)
+                            if not dead[h[0]]:
+                                continue
+                        take.append(k)
+                    if take:
+                        expires = now + self.lease_s
+                        conn.executemany(
+                            "INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", [(k, self.owner, expires) for k in take]
+                        )
+                        mine += take
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return found, mine
+
+    def release(self, key: bytes) -> None:
+        """Shared stores: give up the claim on ``key`` (its request failed), with the next commit."""
+        self._queue.put((key,))
+
+    def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None) -> None:
+        """Queue one accepted reply (and its token usage and log-probability table, if known) for the next commit."""
+        self._queue.put((key, content, encode_meta(usage, logprobs)))
+
+    def _write_loop(self) -> None:
+        q = self._queue
+        while True:
+            try:
+                # While a lock keeps replies out, try again without waiting for new ones.
+                if self._unsaved and self.failure is None:
+                    timeout: float | None = _RETRY_S
+                else:
+                    timeout = self.lease_s / 3 if self.shared else COMPANY_POLL_S if self._alone else None
+                item = q.get(timeout=timeout)
+            except queue.Empty:
+                self._commit([])
+                if not self._registered:
+                    self._registered = self._register()
+                if self._alone:
+                    self._look_for_company()
+                continue
+            batch = []
+            stop = share = False
+            while True:
+                if item is _STOP:
+                    stop = True
+                elif item is _SHARE:
+                    share = True
+                else:  # a reply, or a flush's Event (set once what came before it is committed)
+                    batch.append(item)
+                try:
+                    item = q.get_nowait()
+                except queue.Empty:
+                    break
+            rows = [b for b in batch if not isinstance(b, threading.Event)]
+            if rows or self.shared:
+                self._commit(rows)
+            if share:
+                self._shared_now()
+            for b in batch:
+                if isinstance(b, threading.Event):
+                    b.set()
+            if not self._registered:
+                self._registered = self._register()
+            if self._alone and time.monotonic() - self._looked >= COMPANY_POLL_S:
+                self._look_for_company()
+            if stop:
+                return
+            if rows:
+                # Let replies gather for the next commit: each commit costs
+                # about the same whatever it holds (WAL frames, page writes),
+                # and committing as fast as possible made several hundred
+                # small ones a second on a fast server, which cost ~10 % of
+                # the run's throughput. The window bounds what a kill -9 loses.
+                time.sleep(COMMIT_WINDOW_S)
+
+    def _commit(self, rows: list[tuple]) -> None:
+        """Commit ``rows`` with the replies an earlier failed commit kept; keep them all if this one fails too."""
+        if self._unsaved:
+            rows = self._unsaved + rows
+        released: list[bytes] = []
+        if self.shared:
+            released = [r[0] for r in rows if len(r) == 1]
+            rows = sorted((r for r in rows if len(r) == 3), key=lambda r: r[0])  # key order: fewer pages dirtied
+            if not rows and not released and time.monotonic() - self._renewed < self.lease_s / 3:
+                return
+        elif not rows:
+            return
+        conn = self._write_conn
+        started = time.monotonic()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if self.shared:
+                # straight into the keyed table, so that the other workers' lookups see it now
+                _insert(conn, rows, "INSERT OR REPLACE INTO replies")
+                _delete_claims(conn, [r[0] for r in rows] + released)
+                if time.monotonic() - self._renewed >= self.lease_s / 3:
+                    conn.execute(
+                        "UPDATE claims SET expires = ? WHERE owner = ?", (time.time() + self.lease_s, self.owner)
+                    )
+                    self._renewed = time.monotonic()
+            else:
+                _insert(conn, rows)
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            self._unsaved = rows
+            self._last_error = str(e)
+            if _code(e) in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                self._still_locked(started)
+            elif self.failure is None:
+                logger.warning("could not write to the reply cache %s: %s", self.path, e)
+                self._fail(self._not_usable(e))
+            return
+        if self._locked_since is not None:
+            logger.info("the reply cache %s is free again; saved the replies kept in memory", self.path)
+            self._locked_since = None
+        self._unsaved = []
+        self.written += len(rows)
+        self._bytes += sum(len(k) + len(c) + len(u or "") + 16 for k, c, u in rows)
+
+    def _still_locked(self, tried_at: float) -> None:
+        """A commit found the write lock taken: say so the first time, stop the run once ``lock_wait`` is over."""
+        if self._locked_since is None:
+            self._locked_since = tried_at
+            logger.warning(
+                "the reply cache %s is locked by another process; waiting up to %.0f s (replies are kept in memory)",
+                self.path,
+                self.lock_wait,
+            )
+        if self.failure is None and time.monotonic() - self._locked_since >= self.lock_wait:
+            self._fail(
+                CacheLockedError(
+                    f"another process has held the write lock on the reply cache {self.path} for over "
+                    f"{self.lock_wait:.0f} s, so the run stopped sending. The replies it could not write there are "
+                    f"kept in {self._sidecar_path()}, which the next run imports: none is lost. Let that process "
+                    "finish (or stop it), then run the same command again to resume."
+                )
+            )
+
+    def _fail(self, failure: CacheError) -> None:
+        self.failure = failure
+        if self.on_failure is not None:
+            try:
+                self.on_failure(failure)
+            except RuntimeError:  # the run's event loop is already closed
+                pass
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything queued so far is committed (or kept for a retry)."""
+        ev = threading.Event()
+        self._queue.put(ev)
+        ev.wait(timeout)
+
+    def close(self) -> None:
+        """Commit what is queued and close (the next open merges this run's replies).
+
+        Replies that still cannot be written (a lock, an I/O error) go to a
+        sidecar file beside the store, which the next open imports.
+        """
+        if self._writer.is_alive():
+            self._queue.put(_STOP)
+            self._writer.join()
+        if self._unsaved:
+            self._commit([])  # a last try: the lock may be gone, the disk may have room again
+        if self._unsaved:
+            self._set_aside()
+        if self.shared:
+            try:  # the claims a cancelled run still held: free for the other workers at once
+                self._write_conn.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))
+            except sqlite3.Error:
+                pass  # they expire with their lease
+        try:
+            self._write_conn.execute("DELETE FROM openers WHERE owner = ?", (self.owner,))
+        except sqlite3.Error:
+            pass  # a dead owner's row is passed over
+        for c in (self._read, self._write_conn):
+            try:
+                c.close()
+            except sqlite3.Error:
+                pass
+
+    def _set_aside(self) -> None:
+        """Write the unwritten replies to the sidecar file, whole or not at all (a temporary file, then a rename)."""
+        path = self._sidecar_path()
+        tmp = path.with_name(path.name + ".tmp")
+        n = len(self._unsaved)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                for k, c, u in self._unsaved:
+                    f.write(json.dumps({"key": k.hex(), "content": c, "usage": u}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            logger.warning(
+                "%s replies of this run could not be saved in %s (%s) nor in %s (%s); they will be asked again",
+                n,
+                self.path,
+                self._last_error,
+                path,
+                e,
+            )
+            return
+        self._unsaved = []
+        logger.warning(
+            "%s replies of this run could not be written to the reply cache %s (%s); kept them in %s, "
+            "which the next run imports",
+            n,
+            self.path,
+            self._last_error,
+            path,
+        )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._read.execute(
+                "SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)"
+            ).fetchone()[0]

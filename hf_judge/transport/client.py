@@ -1,0 +1,975 @@
+"""The transport: one aiohttp session to an OpenAI-compatible server.
+
+What is retried and what is not is decided here, once, by :func:`classify`
+(a table keyed by error kind, and the class of an HTTP status):
+
+* transient, retried with backoff: 429, 408, 409, 5xx, timeouts, connection
+  errors, a 200 whose body is not a completion, and invalid replies (bad JSON,
+  wrong keys, out of range, truncated, empty). Invalid replies also raise the
+  temperature (doubling, capped at 1.0), as seed 004 asks.
+* permanent, straight to ``errors``: 400 (context length and the like), 422,
+  other 4xx, ``content_filter``.
+* fatal, the run stops at once keeping what is finished: 401/403 (key),
+  404 (model name or base URL), a 429 that says the quota or billing limit
+  is used up, and nothing but 429 for ``max_throttle_s``.
+
+A server cannot stall or swamp a run: a ``Retry-After`` wait is capped at
+``backoff_max``, a reply body over ``max_reply_bytes`` (compressed or not) is
+cut off as ``bad_response``, and a reply of any shape ends as a reply or an
+error row, never as an exception.
+
+Structured output is negotiated once per client: requests go out with
+``response_format={"type": "json_schema", ...}``; if the server rejects that
+before any such request has succeeded, the client switches to
+``{"type": "json_object", "schema": ...}`` (llama.cpp's form) for good and says
+so in the summary.
+
+Two seams make the timing testable without waiting: ``clock`` (monotonic time,
+sleeps, wall time for HTTP dates, the jitter of backoff; :class:`SystemClock`
+by default) and ``transport`` (``await transport(body) -> (status, headers,
+body)``; one aiohttp POST by default). tests/test_client_unit.py drives
+:meth:`JudgeClient.call` with a scripted server and a clock that jumps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import enum
+import hashlib
+import logging
+import math
+import random
+import re
+import socket
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+import yarl
+
+from .. import constants
+from ..errors import (
+    AuthenticationError,
+    BudgetExceededError,
+    CircuitOpenError,
+    ConfigError,
+    CostExceededError,
+    ErrorKind,
+    ModelNotFoundError,
+    QuotaExceededError,
+    RateLimitedError,
+    RunStopped,
+    ServerUnreachableError,
+    http_kind,
+)
+from ..judging import logprobs
+from ..judging.images import prompt_tokens_estimate
+from ..judging.metrics import Metric
+from ..judging.validate import ReplyError, parse_reply
+from ..redact import register, register_credentials, scrub, scrub_registered
+from ..settings import Settings
+from .limits import AdaptiveLimiter
+from .prices import no_price_error, price_of
+
+logger = logging.getLogger("hf_judge")
+
+# 429 codes (OpenAI's) that mean the account cannot pay: retrying never helps.
+QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
+# Statuses with which a server may refuse response_format json_schema (see _schema_rejected).
+SCHEMA_STATUSES = frozenset({400, 422, 500, 501})
+
+
+class Decision(enum.Enum):
+    """What a failed attempt leads to."""
+
+    RETRY = "retry"  # transient: wait, then send it again
+    RETRY_HOTTER = "retry_hotter"  # an invalid reply: send it again at a higher temperature (seed 004)
+    GIVE_UP = "give_up"  # permanent: the row gets an errors entry
+    STOP = "stop"  # fatal: the run stops, keeping what is finished
+
+
+# The decision for each error kind that is not an HTTP status (those go by class: see classify).
+RETRY_POLICY: dict[str, Decision] = {
+    ErrorKind.INVALID_JSON: Decision.RETRY_HOTTER,
+    ErrorKind.SCHEMA: Decision.RETRY_HOTTER,
+    ErrorKind.OUT_OF_RANGE: Decision.RETRY_HOTTER,
+    ErrorKind.TRUNCATED: Decision.RETRY_HOTTER,
+    ErrorKind.EMPTY: Decision.RETRY_HOTTER,
+    ErrorKind.UNPARSEABLE: Decision.RETRY_HOTTER,
+    ErrorKind.CONTENT_FILTER: Decision.GIVE_UP,
+    ErrorKind.BAD_RESPONSE: Decision.RETRY,
+    ErrorKind.TIMEOUT: Decision.RETRY,
+    ErrorKind.CONNECTION: Decision.RETRY,
+    # never sent: nothing a retry could change
+    ErrorKind.NULL_INPUT: Decision.GIVE_UP,
+    ErrorKind.BAD_IMAGE: Decision.GIVE_UP,
+    ErrorKind.INPUT_TOO_LONG: Decision.GIVE_UP,
+    ErrorKind.TEMPLATE: Decision.GIVE_UP,
+    # batch mode resubmits these itself (batch.py), up to ``retries``; an online attempt never ends with one
+    ErrorKind.BATCH_FAILED: Decision.RETRY,
+    ErrorKind.BATCH_EXPIRED: Decision.RETRY,
+    ErrorKind.BATCH_CANCELLED: Decision.RETRY,
+    ErrorKind.BATCH_MISSING: Decision.GIVE_UP,
+}
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429})  # and every 5xx
+FATAL_STATUS = frozenset({401, 403, 404})  # the key, the model name or the base URL is wrong
+
+
+def classify(failure: int | str) -> Decision:
+    """The decision for a failed attempt: its HTTP status (an int), or its error kind.
+
+    Example:
+        >>> [classify(f).name for f in (503, 400, 401, "schema", "content_filter")]
+        ['RETRY', 'GIVE_UP', 'STOP', 'RETRY_HOTTER', 'GIVE_UP']
+    """
+    if isinstance(failure, int):
+        if failure in FATAL_STATUS:
+            return Decision.STOP
+        if failure in TRANSIENT_STATUS or failure >= 500:
+            return Decision.RETRY
+        return Decision.GIVE_UP
+    return RETRY_POLICY.get(failure, Decision.GIVE_UP)
+
+
+class Clock(Protocol):
+    """Where the client reads time, sleeps and draws jitter (see :class:`SystemClock`)."""
+
+    def now(self) -> float: ...  # monotonic seconds
+    async def sleep(self, seconds: float) -> None: ...
+    def wall(self) -> float: ...  # seconds since the epoch, for Retry-After dates
+    def jitter(self, low: float, high: float) -> float: ...  # a uniform draw
+
+
+class SystemClock:
+    """The real clock: ``time.monotonic``, ``asyncio.sleep``, ``time.time``, ``random.uniform``."""
+
+    now = staticmethod(time.monotonic)
+    sleep = staticmethod(asyncio.sleep)
+    wall = staticmethod(time.time)
+    jitter = staticmethod(random.uniform)
+
+
+SYSTEM_CLOCK = SystemClock()
+
+# ``await transport(body)`` -> (HTTP status, headers (case-insensitive, or lower-case keys), reply body).
+# It raises aiohttp.ClientError (connection), asyncio.TimeoutError, or ReplyTooLarge.
+Transport = Callable[[bytes], Awaitable[tuple[int, Mapping[str, str], bytes]]]
+
+
+@dataclass
+class Outcome:
+    """The end of one request: a validated reply, or an error with its kind."""
+
+    value: dict[str, Any] | None
+    raw: str | None
+    kind: ErrorKind | str | None = None  # an ErrorKind, or http_<status>
+    message: str | None = None
+    attempts: int = 0
+    cached: bool = False
+    usage: tuple[int, int] | None = None  # (prompt, completion) tokens of this reply, where the server reports them
+    # a request for n > 1 choices (repeated samples): the reply's other choices, and how many it held
+    extra: list[Outcome] | None = None
+    choices: int = 0
+    # With logprobs on: the probability of each valid value of the score outputs (logprobs.distributions);
+    # None where the server sent no token log-probabilities.
+    logprobs: dict[str, Any] | None = None
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+    shared: int = 0  # requests not sent: an identical request of this run was (its reply is reused)
+    capped_waits: int = 0  # Retry-After waits cut to backoff_max
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the server served from its prompt cache (usage.prompt_tokens_details)
+    failures: Counter = field(default_factory=Counter)
+    statuses: Counter = field(default_factory=Counter)
+    structured_output: str = "json_schema"
+    notes: list[str] = field(default_factory=list)
+    no_logprobs: int = 0  # replies without the token log-probabilities that logprobs=True asked for
+    unplaced_logprobs: int = 0  # replies with them, but a score's value not found among the tokens
+
+
+def _retry_after(headers: Mapping[str, str], wall: Callable[[], float] = time.time) -> float | None:
+    """Seconds the server asks us to wait, uncapped (``inf`` stays ``inf``); None when absent or unreadable.
+
+    ``wall``: the current time since the epoch, for a Retry-After that is an HTTP date.
+    """
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            v = float(ms) / 1000
+            if not math.isnan(v):
+                return max(0.0, v)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        v = float(ra)
+        return None if math.isnan(v) else max(0.0, v)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(ra)
+            return max(0.0, when.timestamp() - wall())
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+
+class ReplyTooLarge(Exception):
+    status = 0  # the HTTP status of the reply that was cut off, and its headers
+    headers: Mapping[str, str] | None = None
+
+
+async def read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, or :class:`ReplyTooLarge` as soon as it passes ``limit`` bytes.
+
+    Both sizes are bounded: the bytes on the wire (``Content-Length`` up front,
+    then as they come) and the bytes after aiohttp's decompression, which it
+    does a bounded piece at a time, so a gzip bomb never expands in one go.
+    """
+    declared = resp.content_length
+    if declared is not None and declared > limit:
+        raise ReplyTooLarge(f"Content-Length {declared:,}")
+    content = resp.content
+    chunks = []
+    size = 0
+    while True:
+        chunk = await content.readany()
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limit or content.total_raw_bytes > limit:
+            raise ReplyTooLarge(f"over {limit:,} bytes read")
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _error_code(raw: bytes) -> str | None:
+    """The quota/billing code of an OpenAI-style error body (``error.code`` or ``error.type``), if any."""
+    try:
+        err = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    e = err.get("error", err) if isinstance(err, dict) else None
+    if not isinstance(e, dict):
+        return None
+    for key in ("code", "type"):
+        if isinstance(e.get(key), str) and e[key] in QUOTA_CODES:
+            return e[key]
+    return None
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def _error_message(status: int, raw: bytes) -> str:
+    try:
+        err = orjson.loads(raw)
+        if isinstance(err, dict):
+            e = err.get("error", err)
+            msg = e.get("message") if isinstance(e, dict) else e
+            if msg:
+                return scrub(str(msg))[:500]
+    except orjson.JSONDecodeError:
+        pass
+    return scrub(raw[:300].decode("utf-8", "replace")) or f"HTTP {status}"
+
+
+def _text_of(content: Any) -> str | None:
+    """``message.content`` given as a list of text parts (``[{"type": "text", "text": ...}]``), joined; else None."""
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("type", "text") != "text" or not isinstance(part.get("text"), str):
+            return None
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+class _Deadlines:
+    """Request timeouts, enforced by one sweeping task instead of a timer per request.
+
+    aiohttp's own total timeout arms a timer and builds two helper objects for
+    every request: about a tenth of the client's CPU at thousands of requests a
+    second (bench/, scenario c). Here a request enters its deadline in an
+    insertion-ordered dict (every request has the same timeout, so insertion
+    order is deadline order) and one task, waking four times per timeout,
+    cancels the overdue ones. A request overruns its timeout by at most a
+    quarter of it, and by at most 0.5 s. Deadlines are ``clock.now()`` times.
+    """
+
+    def __init__(self, timeout: float, clock: Clock = SYSTEM_CLOCK):
+        self.timeout = timeout
+        self.period = min(0.5, timeout / 4)
+        self.due: dict[asyncio.Task, float] = {}
+        self.expired: set[asyncio.Task] = set()
+        self._sweeper: asyncio.Task | None = None
+        self.clock = clock
+        self.now = clock.now
+
+    def start(self) -> None:
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+
+    async def _sweep(self) -> None:
+        due = self.due
+        sleep = self.clock.sleep
+        while True:
+            await sleep(self.period)
+            now = self.now()
+            late = []
+            for task, when in due.items():
+                if when > now:
+                    break
+                late.append(task)
+            for task in late:
+                del due[task]
+                self.expired.add(task)
+                task.cancel()
+
+    def timed_out(self, task: asyncio.Task) -> bool:
+        """After a CancelledError: whether it was this task's deadline (then the cancel is undone)."""
+        if task not in self.expired:
+            return False
+        self.expired.discard(task)
+        # Python 3.11+: undo our cancel; if the run cancelled the task as well
+        # (stopping), that one stands and the CancelledError goes on.
+        return not hasattr(task, "uncancel") or task.uncancel() == 0
+
+
+# Query parameters whose values are credentials on some gateways (``?key=``, ``?sig=``).
+_SECRET_QUERY = re.compile(r"key|token|secret|sig|pass|auth|cred", re.I)
+
+
+def has_credentials(base_url: str) -> bool:
+    """Whether ``base_url`` carries ``user:password@`` (then it is sent as HTTP Basic auth)."""
+    try:
+        url = yarl.URL(base_url.strip())
+    except (TypeError, ValueError):
+        return False
+    return url.user is not None or url.password is not None
+
+
+def parse_endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, str | None]:
+    """``base_url`` parsed once: the chat-completions URL (its query kept, after the path: Azure-style
+    ``?api-version=`` gateways), the form shown in messages, logs and the card (no credentials, no
+    query), the form that identifies the server in cache keys, and the HTTP Basic Authorization
+    header of a ``user:password@`` in it."""
+    try:
+        url = yarl.URL(base_url.strip())
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"base_url is not a URL ({e}); give one like http://127.0.0.1:8000/v1") from None
+    auth = None
+    if url.user is not None or url.password is not None:
+        register_credentials(url.user, url.password, url.raw_user or "", url.raw_password or "")
+        if api_key:
+            raise ConfigError(
+                "base_url carries credentials (user:password@) and an API key is set as well; a request holds one "
+                "Authorization. Keep the credentials in the URL (sent as HTTP Basic auth) and drop the key, or drop "
+                "them from the URL and pass the key (api_key=, --api-key-env)."
+            )
+        auth = "Basic " + base64.b64encode(f"{url.user or ''}:{url.password or ''}".encode()).decode()
+        url = url.with_user(None)
+    for name, value in url.query.items():
+        if _SECRET_QUERY.search(name):
+            register(value)
+    shown = str(url.with_query(None).with_fragment(None)).rstrip("/")
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"base_url must be an http:// or https:// URL like http://127.0.0.1:8000/v1, got {shown!r}")
+    query = f"?{url.raw_query_string}" if url.raw_query_string else ""
+    request_url = yarl.URL(shown + "/chat/completions" + query, encoded=True)
+    # The server's identity in cache keys is the URL requested (less its fixed "/chat/completions"), as yarl
+    # writes it: scheme and host in lower case, no default port, no trailing slash, no user:password (sent as a
+    # header), so two spellings of one URL share their cache. The usual spelling (http://host:port/v1) reads
+    # as it did when its caches were written. A server's root and its /v1 are one server (llama.cpp, vLLM's
+    # and Ollama's OpenAI routes): the identity names what answers, not the route, so they share it too.
+    identity = (shown + "/v1" if url.path in ("", "/") else shown) + query
+    return request_url, shown, identity, auth
+
+
+def _check_api_key(api_key: str | None) -> None:
+    if not api_key:
+        return
+    if any(c < " " or c == "\x7f" for c in api_key) or api_key != api_key.strip():
+        raise ConfigError(
+            "the API key contains a newline or another control character, or surrounding spaces (as when read "
+            "from a file with its line end); strip it, e.g. export OPENAI_API_KEY=$(tr -d '[:space:]' < key.txt)"
+        )
+    if not api_key.isascii():
+        raise ConfigError("the API key contains non-ASCII characters, which an HTTP header cannot carry. Check it.")
+
+
+class JudgeClient:
+    """Sends chat-completion requests for metrics; bounded, retried, validated.
+
+    ``base_url`` may carry a query string (kept on every request) or
+    ``user:password@`` (sent as HTTP Basic auth, when no ``api_key`` is given);
+    neither is ever shown: :attr:`base_url` is the URL without them.
+    """
+
+    # Whether finished replies are kept (score_dataset sets it from use_cache):
+    # a stop message must not promise a resume that the run cannot give.
+    caching: bool = True
+    # The last connection failure, for the message when the server was never reached.
+    _connect_error: str | None = None
+    # Whether the server answers a request for n choices with n (repeated samples; the pipeline finds out)
+    n_choices: bool | None = None
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        api_key: str | None,
+        circuit_window: int = 200,
+        circuit_threshold: float = 0.5,
+        extra_headers: dict[str, str] | None = None,
+        clock: Clock | None = None,
+        transport: Transport | None = None,
+    ):
+        """``clock`` and ``transport`` replace the real time and the aiohttp POST (tests; see the module docstring)."""
+        _check_api_key(api_key)
+        self._clock = clock = clock or SYSTEM_CLOCK
+        self._now = clock.now
+        self._transport: Transport = transport or self._post
+        self._own_transport = transport is None
+        base_url = settings.base_url or constants.default_base_url()
+        # parsed once, not per request
+        self._url, self.base_url, self.server_id, auth = parse_endpoint(base_url, api_key)
+        self.url = self.base_url + "/chat/completions"
+        self.settings = settings
+        self.model = settings.model
+        self.timeout = settings.timeout
+        self.retries = settings.retries
+        self.top_p = settings.top_p
+        self.max_tokens = settings.max_tokens
+        # Whether a reply key (see reply_key) differs from the key of the whole body: then a lookup tries both.
+        self.strict_fallback = settings.reuse == "compatible" and settings.max_tokens is not None
+        self.backoff_base = settings.backoff_base
+        self.backoff_max = settings.backoff_max
+        self.max_total_tokens = settings.max_total_tokens
+        self.budget_peers: list[JudgeClient] = [self]  # the clients whose tokens max_total_tokens counts (a panel)
+        self.max_cost = settings.max_cost
+        # Of the stats' tokens, those of batch lines (batch.Reader): spent() prices them at the batch price.
+        self.batch_tokens = [0, 0]
+        # The model's price (None: not in the table): what max_cost and the summary's cost are counted at.
+        self.price = price_of(settings.model, settings.prices)
+        if self.max_cost is not None and self.price is None:
+            raise no_price_error(settings.model, f"max_cost={self.max_cost:g}")
+        self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
+        self.stats = Stats()
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            register(api_key)
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        if auth is not None:
+            self._headers["Authorization"] = auth
+        self._headers.update(extra_headers or {})
+        self._mode = "json_schema"
+        self._schema_ok = False
+        self._rf_cache: dict[tuple[int, str], dict] = {}
+        self._recent: deque[bool] = deque(maxlen=circuit_window)
+        self._recent_failures = 0
+        self._circuit_threshold = circuit_threshold
+        self._rpm = self._tpm = None
+        rpm, tpm = settings.max_requests_per_minute, settings.max_tokens_per_minute
+        if rpm or tpm:
+            from aiolimiter import AsyncLimiter
+
+            # per-second buckets: a minute's quota is not spent in one burst
+            if rpm:
+                self._rpm = AsyncLimiter(max(1.0, rpm / 60), 1)
+            if tpm:
+                self._tpm = AsyncLimiter(max(1.0, tpm / 60), 1)
+        self._key_prefix = hashlib.blake2b(self.server_id.encode() + b"\0", digest_size=16)
+        self._session: aiohttp.ClientSession | None = None
+        self._deadlines = _Deadlines(settings.timeout, clock)
+        self.stopped: RunStopped | None = None
+        self.max_reply_bytes = settings.max_reply_bytes
+        self.max_throttle_s = settings.max_throttle_s
+        self._through_at = clock.now()  # when an attempt last ended other than in a 429
+
+    async def open(self) -> None:
+        self._deadlines.start()
+        self._through_at = self._clock.now()
+        if not self._own_transport:
+            return
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None),  # see _Deadlines
+            headers=self._headers,
+            skip_auto_headers=("User-Agent",),
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+
+    async def close(self) -> None:
+        self._deadlines.stop()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # -- request building ------------------------------------------------
+    def response_format(self, metric: Metric, mode: str | None = None) -> dict:
+        mode = mode or self._mode
+        key = (id(metric), mode)
+        rf = self._rf_cache.get(key)
+        if rf is None:
+            if mode == "json_schema":
+                rf = {
+                    "type": "json_schema",
+                    "json_schema": {"name": metric.schema_name, "schema": metric.json_schema, "strict": True},
+                }
+            else:
+                rf = {"type": "json_object", "schema": metric.json_schema}
+            self._rf_cache[key] = rf
+        return rf
+
+    def body(
+        self,
+        metric: Metric,
+        messages: list,
+        temperature: float,
+        mode: str | None = None,
+        n: int = 1,
+        *,
+        max_tokens: bool = True,
+    ) -> bytes:
+        """The request body; ``max_tokens=False`` leaves the max_tokens setting out (the body a reply key hashes)."""
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        if self.top_p is not None:
+            payload["top_p"] = self.top_p
+        if self.max_tokens is not None and max_tokens:
+            payload["max_tokens"] = self.max_tokens
+        if n > 1:
+            payload["n"] = n
+        if self.settings.logprobs:  # only then: the default bodies, and so the cache keys, stay what they were
+            payload.update(logprobs.request_fields(metric, self.settings.top_logprobs))
+        payload["response_format"] = self.response_format(metric, mode)
+        return orjson.dumps(payload)
+
+    def request_key(self, body: bytes) -> bytes:
+        """A hash of a request body and the server it goes to: the cache key of ``body`` as it is."""
+        h = self._key_prefix.copy()
+        h.update(body)
+        return h.digest()
+
+    def reply_key(self, metric: Metric, messages: list, temperature: float, body: bytes) -> bytes:
+        """The reply store's key of a request whose canonical (json_schema) body is ``body``.
+
+        ``reuse="compatible"`` keys a reply on what decides it (model, messages, schema, server,
+        temperature, top_p) and leaves max_tokens out, so raising it reuses every cached reply; without
+        max_tokens, as in the default run, that is the key of the whole body, as it always was.
+        ``reuse="strict"`` keys on the whole body. Replies stored under a whole body's key before
+        compatible reuse existed are found too (see :attr:`strict_fallback`).
+        """
+        if self.strict_fallback:
+            return self.request_key(self.body(metric, messages, temperature, "json_schema", max_tokens=False))
+        return self.request_key(body)
+
+    def reply_fits(self, usage: tuple[int, int] | None) -> bool:
+        """Whether a cached reply of ``usage`` tokens could have come back under this run's max_tokens.
+
+        A reply that took more completion tokens than max_tokens allows would have been cut off, so it is
+        asked again; one whose usage the server did not report is taken as it is.
+        """
+        return usage is None or self.max_tokens is None or usage[1] <= self.max_tokens
+
+    # -- the call ------------------------------------------------------------
+    def resume_hint(self) -> str:
+        """The next step after a stop, true to whether replies are cached."""
+        if self.caching:
+            return "run the same command again: finished rows are cached."
+        return "run again; with the cache off (use_cache=False, --no-cache) nothing of this run was kept."
+
+    def _connection_message(self, e: aiohttp.ClientError) -> str:
+        """``connection refused at <url>``: the cause and the URL, which aiohttp's text hides."""
+        cause = getattr(e, "os_error", None)
+        if isinstance(cause, ConnectionRefusedError):
+            text = "connection refused"
+        elif isinstance(e, aiohttp.ClientConnectorDNSError) or isinstance(cause, socket.gaierror):
+            text = "host not found"
+        elif cause is not None:
+            text = cause.strerror or type(cause).__name__
+        else:
+            text = f"{type(e).__name__}: {e}"
+        return scrub(f"{text} at {self.url}")[:300]
+
+    def _unreachable(self) -> None:
+        """Stop the run when nothing has ever answered and connections fail: a wrong URL or a server that is down."""
+        if not self.stats.statuses and self._connect_error is not None:
+            raise ServerUnreachableError(
+                f"cannot reach the server: {self._connect_error}. Check the base URL and that the server is running."
+            )
+
+    def _record(self, ok: bool) -> None:
+        recent = self._recent
+        if len(recent) == recent.maxlen and not recent[0]:
+            self._recent_failures -= 1
+        recent.append(ok)
+        if not ok:
+            self._recent_failures += 1
+            if len(recent) == recent.maxlen and self._recent_failures >= self._circuit_threshold * len(recent):
+                self._unreachable()
+                last = f" The last connection failure: {self._connect_error}." if self._connect_error else ""
+                raise CircuitOpenError(
+                    f"{self._recent_failures} of the last {len(recent)} requests failed "
+                    f"({', '.join(f'{k}: {n}' for k, n in self.stats.failures.most_common(4))}).{last} "
+                    f"Check the server, then {self.resume_hint()}"
+                )
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to sleep before the next attempt; never more than ``backoff_max``, whatever the server asks."""
+        jitter = self._clock.jitter
+        if retry_after is None:
+            return jitter(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+        if retry_after > self.backoff_max:  # Retry-After: 3600, a date hours ahead, inf
+            if not self.stats.capped_waits:  # said once, while it happens: the bar alone looks frozen
+                logger.warning(
+                    "the server asks to wait %g s before retrying (Retry-After); waiting backoff_max=%g s instead",
+                    retry_after,
+                    self.backoff_max,
+                )
+            self.stats.capped_waits += 1
+            return self.backoff_max
+        return min(self.backoff_max, retry_after + jitter(0, min(1.0, retry_after * 0.1 + 0.01)))
+
+    async def call(
+        self,
+        metric: Metric,
+        messages: list,
+        temperature: float,
+        *,
+        have_slot: bool = False,
+        body: bytes | None = None,
+        n: int = 1,
+    ) -> Outcome:
+        """One request with its retries: attempts (:meth:`_attempt`) until one succeeds or :func:`classify` says stop.
+
+        ``have_slot``: the caller already holds a limiter slot. ``body``: the
+        canonical (json_schema, first-attempt) body, already serialised. ``n`` > 1
+        asks for that many choices: the first decides as always, the others come
+        back in ``Outcome.extra`` (those of the last attempt).
+        """
+        first_body = body
+        first_temperature = temperature
+        attempt = 0
+        raw = None  # the last reply received: a later attempt that gets none keeps it in its errors row
+        limiter = self.limiter
+        stats = self.stats
+        task = asyncio.current_task()
+        assert task is not None  # call() is a coroutine, so it always runs in a task
+        while True:
+            if not have_slot:
+                await limiter.acquire()
+            have_slot = False
+            try:
+                # Checked before sending, not when a reply comes: the reply that reaches the budget, and those
+                # already in flight, are paid for and kept; only what would be sent after them is not.
+                self._check_budget()
+            except RunStopped:
+                limiter.release()
+                raise
+            attempt += 1
+            if self._rpm is not None:
+                await self._rpm.acquire()
+            mode = self._mode
+            if first_body is not None and n == 1 and mode == "json_schema" and temperature == first_temperature:
+                body = first_body
+            else:
+                body = self.body(metric, messages, temperature, mode, n)
+            if self._tpm is not None:
+                tokens = prompt_tokens_estimate(body) + (self.max_tokens or 256)
+                await self._tpm.acquire(min(self._tpm.max_rate, tokens))
+            stats.requests += 1
+            if attempt > 1:
+                stats.retries += 1
+            outcome, status, retry_after = await self._attempt(metric, body, task, n)
+            if outcome.value is not None:
+                if mode == "json_schema":
+                    self._schema_ok = True
+                outcome.attempts = attempt
+                self._record(True)
+                return outcome
+            kind, message = outcome.kind, outcome.message
+            assert kind is not None and message is not None  # a failed outcome always has both
+            if status in SCHEMA_STATUSES and self._renegotiated(mode, status, message):
+                attempt -= 1  # the server refused the request's form, not its content: not an attempt
+                continue
+            decision = classify(kind) if status in (0, 200) else classify(status)
+            if decision is Decision.STOP:
+                self._stop(status, message)
+            if status:
+                raw = outcome.raw
+            else:
+                outcome.raw = raw
+            if status == 429:
+                self._check_storm(message)
+            stats.failures[str(kind)] += 1  # plain str keys: the summary is serialised by any JSON library
+            logger.debug("attempt %d of %s failed: %s: %s", attempt, metric.name, kind, message)
+            if status != 429:
+                self._record(False)
+            if decision is Decision.GIVE_UP or attempt > self.retries:
+                if kind == ErrorKind.CONNECTION:
+                    self._unreachable()
+                outcome.attempts = attempt
+                return outcome
+            if decision is Decision.RETRY_HOTTER:
+                temperature = min(
+                    constants.MAX_ESCALATED_TEMPERATURE,
+                    max(temperature * 2, constants.ESCALATION_FLOOR),
+                )
+            await self._clock.sleep(self._backoff(attempt, retry_after))
+
+    async def _attempt(
+        self, metric: Metric, body: bytes, task: asyncio.Task, n: int = 1
+    ) -> tuple[Outcome, int, float | None]:
+        """Send ``body`` once, holding a limiter slot that it releases: (the outcome, the HTTP status or 0 when
+        no reply came, the server's Retry-After). Raises on a 429 that says the quota is used up."""
+        now = self._now
+        deadlines = self._deadlines
+        sent_at = now()
+        deadlines.due[task] = sent_at + self.timeout
+        retry_after = None
+        try:
+            status, headers, data = await self._transport(body)
+        except ReplyTooLarge as e:
+            if e.status != 200 and e.headers is not None:
+                retry_after = _retry_after(e.headers, self._clock.wall)
+            status, outcome = (
+                0,
+                Outcome(
+                    None,
+                    None,
+                    ErrorKind.BAD_RESPONSE,
+                    (
+                        f"the reply (HTTP {e.status}) is larger than max_reply_bytes={self.max_reply_bytes:,} "
+                        f"({e}); raise max_reply_bytes (--max-reply-bytes) if the server's replies are that big"
+                    ),
+                ),
+            )
+        except asyncio.CancelledError:
+            if not deadlines.timed_out(task):
+                raise
+            status, outcome = 0, Outcome(None, None, ErrorKind.TIMEOUT, f"no reply within {self.timeout:g} s")
+        except asyncio.TimeoutError:
+            status, outcome = 0, Outcome(None, None, ErrorKind.TIMEOUT, f"no reply within {self.timeout:g} s")
+        except aiohttp.ClientError as e:
+            self._connect_error = message = self._connection_message(e)
+            status, outcome = 0, Outcome(None, None, ErrorKind.CONNECTION, message)
+        finally:
+            deadlines.due.pop(task, None)
+        if status != 429:
+            self._through_at = now()
+        if status == 200:
+            self.limiter.release(sent_at=sent_at)
+            self.stats.statuses[200] += 1
+            outcome = self._handle_ok(metric, data)
+            if n > 1:
+                outcome.extra, outcome.choices = self._other_choices(metric, data)
+            return outcome, 200, None
+        if not status:
+            self.limiter.release(sent_at=sent_at)
+            return outcome, 0, retry_after
+        self.stats.statuses[status] += 1
+        self.limiter.release(throttled=status == 429, sent_at=sent_at)
+        message = _error_message(status, data)
+        if status == 429:
+            self._check_quota(data, message)
+        return Outcome(None, None, http_kind(status), message), status, _retry_after(headers, self._clock.wall)
+
+    async def _post(self, body: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        """The default transport: one POST on the client's aiohttp session."""
+        session = self._session
+        assert session is not None, "JudgeClient.open() was not called"
+        async with session.post(self._url, data=body) as resp:
+            try:
+                return resp.status, resp.headers, await read_limited(resp, self.max_reply_bytes)
+            except ReplyTooLarge as e:
+                resp.close()  # drop the connection rather than drain the rest
+                e.status, e.headers = resp.status, resp.headers
+                raise
+
+    def _stop(self, status: int, message: str) -> None:
+        """Raise the error that stops the run for a fatal status (:data:`FATAL_STATUS`)."""
+        if status in (401, 403):
+            raise AuthenticationError(
+                f"the server at {self.base_url} refused the API key (HTTP {status}: {message}). "
+                "Check --api-key-env / OPENAI_API_KEY and the base URL."
+            )
+        raise ModelNotFoundError(
+            f"HTTP {status} from {self.url}: {message}. Check the model name ({self.model!r}) and the base URL "
+            "(it usually ends in /v1)."
+        )
+
+    def _check_quota(self, data: bytes, message: str) -> None:
+        """Stop on a 429 that says the account cannot pay: retrying never helps."""
+        code = _error_code(data)
+        if code is not None:
+            raise QuotaExceededError(
+                f"the server at {self.base_url} says the account cannot pay for more requests (HTTP 429 {code}: "
+                f"{message}). Add credit or raise the limit in the account's billing settings (or use another key), "
+                "then run the same command again: finished rows are cached."
+            )
+
+    def _check_storm(self, message: str) -> None:
+        """Stop when nothing but 429 has come back for ``max_throttle_s``: lowering the rate is the user's call."""
+        quiet = self._clock.now() - self._through_at
+        if quiet >= self.max_throttle_s:
+            raise RateLimitedError(
+                f"the server at {self.base_url} answered every request with 429 for {quiet:.0f} s "
+                f"(max_throttle_s={self.max_throttle_s:g}): {message}. Lower --concurrency or set --rpm/--tpm under "
+                "the account's limits, then run the same command again: finished rows are cached."
+            )
+
+    def _renegotiated(self, mode: str, status: int, message: str) -> bool:
+        """Whether a request sent in ``mode`` was refused for its json_schema, before any json_schema request
+        succeeded: then the client has switched to json_object and the request is to be sent again."""
+        return mode == "json_schema" and not self._schema_ok and self._schema_rejected(status, message)
+
+    def _schema_rejected(self, status: int, message: str) -> bool:
+        """Switch to json_object + schema, once, when json_schema is refused."""
+        text = message.lower()
+        if any(w in text for w in ("response_format", "json_schema", "schema", "structured", "grammar")):
+            if self._mode == "json_schema":
+                self._mode = "json_object"
+                self.stats.structured_output = "json_object"
+                note = (
+                    f"server rejected response_format json_schema (HTTP {status}); "
+                    "switched to json_object with the schema"
+                )
+                self.stats.notes.append(note)
+                logger.warning(note)
+            return True
+        return False
+
+    def _other_choices(self, metric: Metric, data: bytes) -> tuple[list[Outcome], int]:
+        """The choices after the first of a reply to a request for n > 1, each validated (a failed one is an
+        Outcome with its kind), and how many choices the reply held (1: the server ignored ``n``)."""
+        try:
+            choices = orjson.loads(data)["choices"]
+            if not isinstance(choices, list):
+                return [], 0
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return [], 0
+        out = []
+        for choice in choices[1:]:
+            message = choice.get("message") if isinstance(choice, dict) else None
+            content = message.get("content") if isinstance(message, dict) else None
+            if not isinstance(content, str) and content is not None:
+                content = _text_of(content)
+            if isinstance(content, str):
+                content = scrub_registered(content)
+            try:
+                value = parse_reply(metric, content, choice.get("finish_reason"))
+                # each choice is a sample of its own: its own tokens, its own probability-weighted columns
+                dists = None
+                if self.settings.logprobs and logprobs.targets(metric):
+                    dists = logprobs.distributions(metric, value, choice.get("logprobs"))
+                out.append(Outcome(value, content, attempts=1, logprobs=dists))
+            except ReplyError as e:
+                out.append(Outcome(None, content, e.kind, e.message, attempts=1))
+            except AttributeError:  # a choice that is not an object
+                out.append(Outcome(None, None, ErrorKind.BAD_RESPONSE, "a choice of the reply is not an object"))
+        return out, len(choices)
+
+    def _handle_ok(self, metric: Metric, data: bytes) -> Outcome:
+        try:
+            doc = orjson.loads(data)
+            choice = doc["choices"][0]
+            content = choice["message"].get("content")
+            finish = choice.get("finish_reason")
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+            return Outcome(
+                None,
+                scrub(data[:2000].decode("utf-8", "replace")),
+                ErrorKind.BAD_RESPONSE,
+                "the server's 200 reply is not a chat completion",
+            )
+        if not isinstance(content, str) and content is not None:
+            content = _text_of(content)
+            if content is None:
+                return Outcome(
+                    None,
+                    scrub(data[:2000].decode("utf-8", "replace")),
+                    ErrorKind.BAD_RESPONSE,
+                    "the reply's message.content is neither a string nor a list of text parts",
+                )
+        if isinstance(content, str):  # a reply quoting the key must not carry it into the store or the columns
+            content = scrub_registered(content)
+        usage = doc.get("usage") if isinstance(doc, dict) else None
+        tokens = None
+        if isinstance(usage, dict):
+            tokens = (_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
+            self.stats.prompt_tokens += tokens[0]
+            self.stats.completion_tokens += tokens[1]
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict):  # OpenAI, vLLM: the prefix served from the server's prompt cache
+                self.stats.cached_tokens += _int(details.get("cached_tokens"))
+        try:
+            value = parse_reply(metric, content, finish)
+        except ReplyError as e:
+            return Outcome(None, content, e.kind, e.message)
+        dists = None
+        if self.settings.logprobs and logprobs.targets(metric):
+            dists = logprobs.distributions(metric, value, choice.get("logprobs"))
+        return Outcome(value, content, usage=tokens, logprobs=dists)
+
+    def spent(self) -> float | None:
+        """USD of the usage this client's replies reported, at the model's price (None: no price): the
+        tokens of batch lines at the batch price, the rest online, as the run's summary prices them."""
+        if self.price is None:
+            return None
+        s = self.stats
+        bp, bc = self.batch_tokens
+        p, c = s.prompt_tokens - bp, s.completion_tokens - bc
+        cached = min(s.cached_tokens, p)
+        return self.price.cost(p, c, cached) + self.price.cost(bp, bc, s.cached_tokens - cached, batch=True)
+
+    def _check_budget(self) -> None:
+        if self.max_cost is not None:
+            # a panel's judges share the budget, each at its own model's price (__init__ refuses a model without)
+            spent = sum(c.spent() or 0.0 for c in self.budget_peers)
+            if not spent < self.max_cost:  # a NaN or infinite spend stops the run too: it is no proof of room left
+                raise CostExceededError(
+                    f"the cost budget max_cost=${self.max_cost:g} is used up: this run's replies cost ${spent:.4f} "
+                    f"at {self.model}'s price ({self.price.describe() if self.price else ''}). "
+                    f"Raise it, then {self.resume_hint()}"
+                )
+        if self.max_total_tokens is not None:
+            used = sum(c.stats.prompt_tokens + c.stats.completion_tokens for c in self.budget_peers)
+            if used >= self.max_total_tokens:
+                raise BudgetExceededError(
+                    f"the token budget max_total_tokens={self.max_total_tokens} is used up ({used} tokens). "
+                    f"Raise it, then {self.resume_hint()}"
+                )
+
+
+def judge_panel(specs: Sequence[tuple[Settings, str | None]]) -> list[JudgeClient]:
+    """One client per judge from its (settings, api key); ``max_total_tokens`` counts the tokens of them all.
+
+    Example:
+        >>> a, b = judge_panel([(Settings(model="m1"), None), (Settings(model="m2"), None)])
+        >>> a.budget_peers == [a, b]
+        True
+    """
+    clients = [JudgeClient(s, api_key=key) for s, key in specs]
+    for c in clients:  # the run's budget, whichever judge spends it
+        c.budget_peers = clients
+    return clients

