@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config-path", default="config.yaml", help="the seed's config.yaml (default: ./config.yaml)")
     ap.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
     args = ap.parse_args(argv)
-    from .cli.commands import main as cli_main
+    from .cli import main as cli_main
 
     extra = ["--cache-dir", args.cache_dir] if args.cache_dir else []
     return cli_main(["run", args.config_path, *extra])

@@ -42,7 +42,7 @@ def run_cli(capfd, *args, entry=None) -> tuple[int, str, str]:
     A subprocess costs ~2.5 s of imports; capfd (not capsys) also captures what libraries write to
     the real file descriptors. ``entry``: another ``main`` (``hf_judge.__main__.main``)."""
     if entry is None:
-        from hf_judge.cli.commands import main as entry
+        from hf_judge.cli import main as entry
     capfd.readouterr()
     try:
         code = entry([str(a) for a in args])

@@ -1,5 +1,5 @@
 """The screen and the card tell the truth: live progress, summary.json, the card's provenance,
-the recipes listing and the CLI's help. CLI tests run in-process through ``hf_judge.cli.commands``."""
+the recipes listing and the CLI's help. CLI tests run in-process through ``hf_judge.cli.main``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from helpers import qa_dataset, score, score_args
 from huggingface_hub import DatasetCard, HfApi, hf_hub_download
 
 from hf_judge import RunSummary, filter_by_scores
-from hf_judge.cli.commands import build_parser, main
+from hf_judge.cli import main
 from hf_judge.cli.inputs import input_summary
+from hf_judge.cli.parser import build_parser
 
 KEY = "sk-test-card-0123456789"
 

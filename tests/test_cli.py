@@ -1,6 +1,6 @@
 """The hf-judge CLI against the loopback judge and Hub servers.
 
-Commands run in-process through ``hf_judge.cli.commands`` (a subprocess costs ~2.5 s of
+Commands run in-process through ``hf_judge.cli.main`` (a subprocess costs ~2.5 s of
 imports); two tests keep a real process: ``python -m hf_judge`` and the console script.
 """
 

@@ -1,6 +1,6 @@
 """The obvious call works, and no mistake destroys a result (issue 15).
 
-CLI tests run in-process through ``hf_judge.cli.commands``, against the loopback
+CLI tests run in-process through ``hf_judge.cli.main``, against the loopback
 judge and Hub servers.
 """
 
@@ -15,7 +15,7 @@ from datasets import Dataset, load_dataset, load_from_disk
 from helpers import score_args
 
 from hf_judge import ConfigError, ServerUnreachableError, Settings, filter_by_scores, score_dataset
-from hf_judge.cli.commands import main
+from hf_judge.cli import main
 
 KEY = "sk-test-SECRETKEY-safety-0123456789"
 

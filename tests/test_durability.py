@@ -383,7 +383,7 @@ def test_a_cache_lock_released_within_the_wait_is_waited_for_mid_run(judge, tmp_
 
 
 def test_cli_on_a_cache_locked_mid_run_exits_1_naming_the_file(judge, tmp_path, monkeypatch, capsys):
-    from hf_judge.cli.commands import main
+    from hf_judge.cli import main
 
     cache = tmp_path / "cache"
     cache.mkdir()

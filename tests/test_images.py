@@ -359,7 +359,7 @@ def test_cli_saves_the_result_when_an_image_file_is_missing(judge, tmp_path, mon
     """`hf-judge score v.parquet -o vp2`: printed the summary, then exit 1 with no vp2/ (issue: stranger's trial)."""
     from datasets import load_from_disk
 
-    from hf_judge.cli.commands import main
+    from hf_judge.cli import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))

@@ -222,7 +222,8 @@ def test_a_server_without_logprobs_gives_null_columns_and_one_notice(judge, tmp_
 
 def test_logprobs_is_a_flag_a_recipe_key_and_part_of_the_results_fingerprint(judge, tmp_path):
     from hf_judge import Recipe, Settings
-    from hf_judge.cli.commands import _client_kwargs, build_parser
+    from hf_judge.cli.job import _client_kwargs
+    from hf_judge.cli.parser import build_parser
     from hf_judge.engine.pipeline import Plan
     from hf_judge.engine.prepare import results_fingerprint
     from hf_judge.judging.metrics import resolve_metrics

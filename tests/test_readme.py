@@ -135,7 +135,7 @@ def check_local_example(p: subprocess.CompletedProcess, folder: Path, model: Pat
 def test_the_agreement_example_output_is_what_the_command_prints(capsys):
     """The "Trusting the scores" section shows a report: it is the one `hf-judge agreement` prints for
     the simulated sample it names (docs/agreement-example.jsonl), figure for figure."""
-    from hf_judge.cli.commands import main
+    from hf_judge.cli import main
 
     text = README.read_text(encoding="utf-8")
     section = text[text.index("## Trusting the scores") :]

@@ -8,7 +8,7 @@ from itertools import pairwise
 import pytest
 from helpers import run_cli
 
-from hf_judge.cli.commands import SCORE_EXAMPLE
+from hf_judge.cli.score import SCORE_EXAMPLE
 
 
 def test_score_examples_show_workers_and_ray_and_continue_lines_with_a_backslash():

@@ -81,7 +81,8 @@ def test_a_run_sends_the_pinned_bodies_and_writes_the_pinned_cache(judge, tmp_pa
 
 
 def test_precedence_defaults_then_recipe_then_flags():
-    from hf_judge.cli.commands import build_parser, resolve_job
+    from hf_judge.cli.job import resolve_job
+    from hf_judge.cli.parser import build_parser
     from hf_judge.cli.recipes import Recipe
     from hf_judge.settings import resolve_settings
 
@@ -122,7 +123,8 @@ def test_limits_are_declared_once():
 
 def test_every_public_setting_is_a_flag_a_recipe_key_and_a_keyword(judge, tmp_path):
     """A new field of Settings is all it takes: the CLI flag, the recipe key and the keyword follow."""
-    from hf_judge.cli.commands import _client_kwargs, build_parser
+    from hf_judge.cli.job import _client_kwargs
+    from hf_judge.cli.parser import build_parser
     from hf_judge.cli.recipes import Recipe
     from hf_judge.settings import public_fields
 

@@ -36,7 +36,7 @@ def test_import_hf_judge_is_light():
 
 def test_quick_commands_import_nothing_heavy():
     r = _modules_after("""
-        from hf_judge.cli.commands import main
+        from hf_judge.cli import main
         for argv in (["--help"], ["--version"]):
             try:
                 main(argv)
@@ -75,7 +75,7 @@ def test_lazy_public_api():
 
 def test_imports_under_python_OO_where_docstrings_are_gone():
     """``python -OO`` strips docstrings: score.py formats score_dataset's docstring at import and must not fail."""
-    code = "import hf_judge.engine.score, hf_judge.cli.commands; hf_judge.cli.commands.build_parser(); "
+    code = "import hf_judge.engine.score, hf_judge.cli.parser; hf_judge.cli.parser.build_parser(); "
     code += "print(hf_judge.engine.score.score_dataset.__doc__)"
     p = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout == "None\n", p.stderr

@@ -179,7 +179,7 @@ def _kill_9_of_a_worker(judge: JudgeServer, tmp_path: Path) -> None:
 
 
 def test_workers_flag_sets_num_workers():
-    from hf_judge.cli.commands import build_parser
+    from hf_judge.cli.parser import build_parser
 
     args = build_parser().parse_args(["score", "data.jsonl", "--workers", "4", "--metrics", "QA_All", "-m", "j"])
     assert args.num_workers == 4

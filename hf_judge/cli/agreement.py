@@ -1,0 +1,120 @@
+"""``hf-judge agreement``: a judge's score column against labels (or another judge's column): a table, JSON and
+pictures."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
+
+AGREEMENT_EXAMPLE = """examples:
+  hf-judge agreement labelled-judged/ --score QA_Correctness --label human_score --out report.json
+  hf-judge agreement me/pairs-judged --score Comparative --label preferred --plots plots/
+  hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
+
+Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
+verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
+"""
+
+
+def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement sends no request
+    """The ``agreement`` command's parser."""
+    p = sub.add_parser(
+        "agreement",
+        help="check a judge's scores against labels (or another judge)",
+        description="Compare a score column of DATASET with a label column: a table, JSON and pictures.",
+        epilog=AGREEMENT_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dataset", help="Hub repo id, local folder, or data file holding both columns")
+    p.add_argument(
+        "--score",
+        required=True,
+        help="the judge's column (a pairwise metric's name reads <name>_winner, Comparative__judge_a a panel judge's)",
+    )
+    p.add_argument("--label", required=True, help="the column of trusted labels, or a second judge's column")
+    p.add_argument("--split", help="the split to compare (needed when the dataset has several)")
+    p.add_argument("--subset", help=SUBSET_HELP)
+    p.add_argument("--revision", help=REVISION_HELP)
+    p.add_argument("--token", help=TOKEN_HELP)
+    p.add_argument("--kind", choices=["numeric", "binary", "pairwise"], help="default: from the columns' types")
+    p.add_argument("--positive", help="the label value counted as positive, for verdicts not true/false, 1/0, yes/no")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 0: none (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
+    p.add_argument("--confidence", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
+    p.add_argument(
+        "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
+    )
+    p.add_argument("--plots", metavar="DIR", help='save the PNG pictures here (needs pip install "hf-judge[plots]")')
+    p.set_defaults(func=cmd_agreement)
+
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    """hf-judge agreement DATASET --score COL --label COL [--out report.json] [--plots DIR]."""
+    from ..analysis.agreement import agreement
+    from ..results import plots
+    from .inputs import load_input
+
+    if args.plots:
+        plots.require()  # before the work: the user asked for pictures
+    ds = load_input(
+        args.dataset,
+        subset=args.subset,
+        splits=[args.split] if args.split else None,
+        revision=args.revision,
+        token=args.token,
+    )
+    report = agreement(
+        ds,
+        args.score,
+        args.label,
+        split=args.split,
+        kind=args.kind,
+        positive=args.positive,
+        resamples=args.resamples,
+        seed=args.seed,
+        confidence=args.confidence,
+    )
+    print(report)
+    done = _save_report(args, report)
+    if done:
+        print("", *done, sep="\n")
+    if not report.pairs:  # an empty report is no result: a script must notice (exit 1), and learn what to pass
+        print(
+            f"hf-judge: error: nothing to compare: no row has both a {report.score} and a {report.label} value; "
+            "pass a --label column that holds labels (and a --score column the judge filled), or another --split",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _save_report(args: argparse.Namespace, report) -> list[str]:
+    """The report's JSON (``--out``) and pictures (``--plots``, or beside the JSON with the plots extra), else
+    the distributions as text; returns the lines that say where they went."""
+    from ..results import plots
+    from ..results.card import text_histogram
+
+    done = []
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report.to_json())
+        done.append(f"saved to {out}")
+    folder = Path(args.plots) if args.plots else Path(args.out).parent if args.out and plots.available() else None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        pictures = plots.report_pngs(report)
+        for name, png in pictures.items():
+            (folder / name).write_bytes(png)
+        done.append(f"pictures ({len(pictures)} PNG) in {folder}{os.sep}")
+    else:  # no pictures: the distributions as text
+        for column, hist in report.histograms.items():
+            print(f"\n{column}\n{text_histogram(hist)}")
+        if not plots.available():
+            print(f"\n(for PNG pictures: {plots.INSTALL_HINT}, then --plots DIR)")
+    return done

@@ -1,0 +1,75 @@
+"""``hf-judge filter``: keep the rows whose scores pass thresholds; the card keeps how the scores were made."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .options import add_input_options, add_output_options, threshold
+from .save import check_repo, default_output_dir, write_result
+
+FILTER_EXAMPLE = """examples:
+  hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
+  hf-judge filter out/ --min Q_Clarity=6 --max Q_Complexity=9 --output-dir best/
+"""
+
+
+def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends no request
+    """The ``filter`` command's parser."""
+    p = sub.add_parser(
+        "filter",
+        help="keep rows whose scores pass thresholds",
+        description="Filter DATASET by score thresholds (inclusive); the card keeps how the scores were made.",
+        epilog=FILTER_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dataset", help="a scored Hub repo id or the folder hf-judge score saved")
+    add_input_options(p)
+    p.add_argument(
+        "--min", action="append", type=threshold, default=[], metavar="COLUMN=V", help="keep COLUMN >= V (repeatable)"
+    )
+    p.add_argument(
+        "--max", action="append", type=threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)"
+    )
+    p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
+    add_output_options(p, "<name>-filtered")
+    p.set_defaults(func=cmd_filter)
+
+
+def cmd_filter(args: argparse.Namespace) -> int:
+    """hf-judge filter DATASET --min COLUMN=V ..."""
+    from ..results.filter import filter_by_scores
+    from ..results.output import check_output, source_of, thresholds
+    from .inputs import input_summary, load_input
+
+    if args.push_to_hub:
+        check_repo(args.push_to_hub)
+    source = source_of(args.dataset, args.subset, args.revision)
+    rule = thresholds(dict(args.min), dict(args.max), args.keep_missing)
+    out = args.output_dir or (None if args.push_to_hub else default_output_dir(args.dataset, "filtered"))
+    if out:
+        check_output(out, source, "filtered", None, args.overwrite, rule)
+    ds = load_input(
+        args.dataset, subset=args.subset, splits=args.splits, revision=args.revision, token=args.token, limit=args.limit
+    )
+    if "errors" not in ds and not args.splits and not Path(args.dataset).exists():
+        try:
+            errors = load_input(args.dataset, subset="errors", revision=args.revision, token=args.token)
+            ds["errors"] = errors["errors"]
+        except Exception:  # noqa: BLE001 - a repo without an errors config is fine
+            pass
+    before = {k: len(v) for k, v in ds.items() if k != "errors"}
+    out_ds = filter_by_scores(ds, min=dict(args.min), max=dict(args.max), keep_missing=args.keep_missing)
+    kept = {k: len(out_ds[k]) for k in before}
+    stored = input_summary(args.dataset, revision=args.revision, token=args.token)
+    summary = stored.with_filter(dict(args.min), dict(args.max), args.keep_missing, before, kept) if stored else None
+    done = write_result(
+        out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary, filters=rule
+    )
+    sys.stderr.flush()
+    for k, n in before.items():
+        print(f"{k}: kept {kept[k]:,} of {n:,} rows")
+    print(*done, sep="\n", flush=True)
+    return 0

@@ -1,0 +1,107 @@
+"""The job a scoring command runs: the defaults, overridden by a recipe, overridden by the flags
+(:func:`resolve_job`), and the API key it sends (:func:`resolve_api_key`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import constants
+from ..errors import ConfigError
+
+
+def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags (a flag not given is None)."""
+    from ..settings import public_fields
+
+    return {k: getattr(args, k) for k in public_fields() if getattr(args, k, None) is not None}
+
+
+def resolve_api_key(args: argparse.Namespace, recipe_key: str | None = None, base_url: str | None = None) -> str | None:
+    """The key from ``--api-key-env NAME``, else the recipe's ``api_key`` (``env:VAR``), else None (then
+    ``score_dataset`` reads OPENAI_API_KEY)."""
+    from urllib.parse import urlparse
+
+    from ..redact import resolve_secret
+
+    if args.api_key_env:
+        value = os.environ.get(args.api_key_env)
+        if not value:
+            raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
+        return value
+    if recipe_key:
+        try:
+            return resolve_secret(recipe_key)
+        except ConfigError:
+            # a recipe written for OpenAI, run against a local server (--base-url): that one usually
+            # needs no key, and one that does answers 401, which stops the run with its own message
+            if urlparse(base_url or constants.default_base_url()).hostname == "api.openai.com":
+                raise
+            return None
+    return None  # score_dataset reads OPENAI_API_KEY, unless the base URL carries its own credentials
+
+
+@dataclass
+class Job:
+    """One scoring job, as :func:`resolve_job` assembles it."""
+
+    dataset: str | None = None
+    subset: str | None = None
+    splits: list[str] | None = None
+    revision: str | None = None
+    limit: int | None = None
+    metrics: Any = None
+    columns: dict[str, str] = field(default_factory=dict)
+    prompts_dir: Any = None
+    client: dict[str, Any] = field(default_factory=dict)
+    recipe_api_key: str | None = None
+    token_columns: bool = False
+    filters: Any = None
+    output_dir: str | None = None
+    push_to_hub: str | None = None
+    private: bool | None = None
+    recipe: Any = None
+
+
+def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = None) -> Job:
+    """The job to run: the defaults, overridden by the recipe, overridden by the flags.
+
+    This is the one place that precedence is applied, for ``score --recipe``
+    and ``run`` alike. ``--column`` adds to the recipe's columns (a flag wins
+    for its variable). A dataset given on the command line replaces the
+    recipe's dataset together with its subset, splits and revision. The
+    settings are merged as :func:`hf_judge.settings.resolve_settings` does.
+    """
+    from ..settings import merge_layers
+
+    job = Job(recipe=recipe)
+    if recipe is not None:
+        if recipe.dataset is not None and dataset is None:
+            split = recipe.dataset.split
+            job.dataset, job.subset, job.revision = recipe.dataset.name, recipe.dataset.subset, recipe.dataset.revision
+            job.splits = [split] if isinstance(split, str) else split
+        job.limit = recipe.limit
+        job.metrics = recipe.metric_specs()
+        job.columns = dict(recipe.columns)
+        job.prompts_dir = recipe.prompts_dir
+        job.client = recipe.settings()
+        job.recipe_api_key = recipe.api_key
+        job.token_columns = recipe.token_columns
+        job.filters = recipe.filters
+        job.output_dir = recipe.output_dir
+        if recipe.push_to_hub is not None:
+            job.push_to_hub, job.private = recipe.push_to_hub.repo, recipe.push_to_hub.private
+    if dataset is not None:
+        job.dataset = dataset
+    for name in ("subset", "revision", "limit", "output_dir", "push_to_hub", "private", "token_columns", "prompts_dir"):
+        if getattr(args, name, None) is not None:
+            setattr(job, name, getattr(args, name))
+    if args.splits:
+        job.splits = args.splits
+    if args.metrics:
+        job.metrics = [m.strip() for item in args.metrics for m in item.split(",") if m.strip()]
+    job.columns.update(dict(args.column or []))
+    job.client = merge_layers(job.client, _client_kwargs(args))
+    return job

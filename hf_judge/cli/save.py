@@ -1,0 +1,116 @@
+"""Where a command's result goes: a folder (``--output-dir``, by default named after the input) and/or a Hub repo
+(``--push-to-hub``), checked before any work and written once the work is done."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def default_output_dir(dataset: str, suffix: str = "judged") -> str:
+    """``data.jsonl`` (or ``data.jsonl.gz``) -> ``data-judged``; ``data-judged`` -> ``data-filtered`` (not
+    ``data-judged-filtered``).
+
+    Example:
+        >>> default_output_dir("me/gsm8k-judged", "filtered")
+        'me__gsm8k-filtered'
+    """
+    from .inputs import file_stem
+
+    stem = file_stem(Path(dataset.rstrip("/"))) if Path(dataset).exists() else dataset.replace("/", "__")
+    if suffix != "judged" and stem.endswith("-judged"):
+        stem = stem[: -len("-judged")]
+    return f"{stem}-{suffix}"
+
+
+def filtered_name(target: str) -> str:
+    """Where a recipe's filters save (or push) beside the scored result: ``out`` -> ``out-filtered``."""
+    return target.rstrip("/") + "-filtered"
+
+
+def check_repo(repo: str, filtered: bool = False) -> None:
+    """--push-to-hub REPO (and REPO-filtered, where a recipe's filters push there too), checked before any work."""
+    from ..results.hub import check_repo_id
+
+    check_repo_id(repo, "--push-to-hub")
+    if filtered:
+        check_repo_id(filtered_name(repo), "--push-to-hub (its filtered copy)")
+
+
+def _rows(dd) -> str:
+    from ..engine.stream import ScoredIterableDatasetDict
+
+    if isinstance(dd, ScoredIterableDatasetDict):  # rows known once read
+        return ", ".join(f"{k}: {n:,} rows" for k, (n, _) in dd.rows_and_columns().items() if k != "errors")
+    return ", ".join(f"{k}: {len(v):,} rows" for k, v in dd.items() if k != "errors")
+
+
+def write_result(
+    result,
+    args: argparse.Namespace,
+    out: str | None,
+    repo: str | None,
+    *,
+    source: str,
+    kind: str,
+    summary=None,
+    filters: dict | None = None,
+) -> list[str]:
+    """Push to ``repo`` and/or save to ``out`` (never over a different result, see output.py).
+
+    Returns the lines to print once every progress bar is done.
+    """
+    from ..engine.stream import ScoredIterableDatasetDict
+    from ..results.hub import push_scored
+    from ..results.output import save_result
+    from ..results.scored import ScoredDatasetDict
+
+    summary = summary if summary is not None else getattr(result, "summary", None)
+    if isinstance(result, ScoredIterableDatasetDict):
+        return _write_stream(result, args, out, repo, source=source, kind=kind, filters=filters)
+    done = []
+    if out:
+        # ScoredDatasetDict's save: summary.json beside the data (what a later filter or push puts in the card),
+        # and no `0 examples` bar for an empty errors split
+        saved = ScoredDatasetDict(result)
+        saved.summary = summary
+        save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
+        _save_pictures(result, out, summary)
+        done.append(f"saved to {out} ({_rows(result)})")
+    if repo:
+        url = push_scored(
+            result, repo, private=args.private, token=args.token, summary=summary, agreement=args.agreement
+        )
+        done.append(f"pushed to {url} ({_rows(result)})")
+    return done
+
+
+def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, kind: str, filters) -> list[str]:
+    """--streaming: each split is read (scored) once, by the save."""
+    from ..engine.stream import push_folder
+    from ..results.output import save_result
+
+    done = []
+    result.agreement = list(getattr(args, "agreement", None) or [])
+    if out:
+        save_result(result, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
+        done.append(f"saved to {out} ({_rows(result)})")
+    if repo:
+        if out:  # the folder just written, not a second reading of the input
+            url = push_folder(out, repo, private=args.private, token=args.token)
+        else:
+            url = result.push_to_hub(repo, private=args.private, token=args.token)
+        done.append(f"pushed to {url} ({_rows(result)})")
+    return done
+
+
+def _save_pictures(result, out: str, summary) -> None:
+    """Each score column's distribution as a PNG in ``out/plots/<split>/``, when the plots extra is installed."""
+    from ..results import plots
+    from ..results.card import PLOTS_DIR, picture_files
+
+    if plots.available():
+        for path, png in picture_files(result, summary).items():
+            target = Path(out, "plots", path.removeprefix(f"{PLOTS_DIR}/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(png)

@@ -1,0 +1,414 @@
+"""``hf-judge score`` and ``hf-judge run``: one scoring job (:func:`score_job`), from flags, a recipe, or both.
+
+Everything is checked before the first request (the job, the judge, the dataset, the metrics, the output
+folders); the full result is saved before a recipe's filters run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .job import Job, resolve_api_key, resolve_job
+from .options import add_job_options
+from .save import check_repo, default_output_dir, filtered_name, write_result
+
+SCORE_EXAMPLE = """examples:
+  hf-judge score --example --model local      # offline: a bundled dataset and a local llama.cpp judge
+  hf-judge score openai/gsm8k --subset main --split test --metrics QA_All \\
+      --column instruction=question --column output=answer --push-to-hub me/gsm8k-judged
+  hf-judge score data.jsonl --metrics Q_Clarity,QA_Correctness --limit 20 --output-dir out/
+  hf-judge score data.jsonl --recipe quality --base-url http://127.0.0.1:8000/v1 --model my-model
+  hf-judge score out/ --metrics QA_Clarity --output-dir out/    # add a metric; the scores there are kept
+  hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming --metrics Q_Clarity \\
+      --column instruction=text --push-to-hub me/fineweb-judged   # read and scored as it streams
+  hf-judge score big.parquet --metrics QA_All -m judge --base-url http://gpu1:8000/v1 --workers 4   # 4 processes
+  hf-judge score big.parquet --metrics QA_All -m judge --base-url http://gpu1:8000/v1 --ray   # on a Ray cluster
+  hf-judge score data.jsonl --metrics QA_All --model gpt-4.1-nano --dry-run   # requests, tokens, cost; none sent
+  hf-judge score data.jsonl --metrics QA_Correctness --samples 5 --temperature 0.7   # mean, std, majority of 5
+  hf-judge score data.jsonl --metrics QA_Correctness --models gpt-4.1-nano,gpt-4o-mini   # a panel of two judges
+"""
+RUN_EXAMPLE = """examples:
+  hf-judge run quality --dataset data.jsonl --output-dir out/      # a built-in recipe, by name
+  hf-judge run my_recipe.yaml --model my-model --base-url http://127.0.0.1:8000/v1 --limit 20
+  hf-judge run config.yaml          # a seed-004 config.yaml works unchanged
+
+Flags override the recipe; the recipe overrides the defaults.
+"""
+JUDGED = "<name>-judged; a recipe's filters also save <dir>-filtered"
+
+
+def add_score(sub: Any, settings: bool) -> None:
+    """The ``score`` command's parser; ``settings``: with the request settings' flags."""
+    p = sub.add_parser(
+        "score",
+        help="score a dataset",
+        description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv/.arrow file).",
+        epilog=SCORE_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
+    p.add_argument(
+        "--example",
+        action="store_true",
+        help="score the small example dataset shipped with hf-judge "
+        "(instruction/output columns; default metrics QA_All) instead of DATASET",
+    )
+    add_job_options(p, settings=settings, output=JUDGED, streaming=True, recipe=True)
+    p.set_defaults(func=cmd_score)
+
+
+def add_run(sub: Any, settings: bool) -> None:
+    """The ``run`` command's parser; ``settings``: with the request settings' flags."""
+    p = sub.add_parser(
+        "run",
+        help="run a whole job from a recipe or a seed config.yaml",
+        description="Run the job a YAML file describes.",
+        epilog=RUN_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="recipe name, recipe YAML, or seed-004 config.yaml")
+    p.add_argument("--dataset", help="override the recipe's dataset")
+    add_job_options(p, settings=settings, output=JUDGED)
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """hf-judge score DATASET ... (see SCORE_EXAMPLE)."""
+    recipe = None
+    if args.recipe:
+        from .recipes import load_recipe
+
+        recipe = load_recipe(args.recipe)
+    dataset = args.dataset
+    if args.example:
+        if dataset:
+            raise ConfigError(f"--example scores the bundled example dataset: drop {dataset!r}, or drop --example")
+        from .inputs import example_dataset_path
+
+        dataset = str(example_dataset_path())
+        if not args.metrics and recipe is None:
+            args.metrics = ["QA_All"]
+    elif not dataset:
+        raise ConfigError("no dataset: pass a Hub repo id, a folder or a data file, or --example for the bundled one")
+    return score_job(args, resolve_job(args, recipe, dataset=dataset))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """hf-judge run FILE: a recipe (by name or path), or a seed-004 config.yaml."""
+    from .recipes import find_recipe, load_recipe, read_yaml
+    from .seed import is_seed_config, run_seed_config
+
+    path = find_recipe(args.file)
+    if is_seed_config(read_yaml(path)):
+        if args.dry_run:
+            raise ConfigError(f"--dry-run works with recipes; {path} is a seed config.yaml")
+        summary = run_seed_config(path, cache_dir=args.cache_dir)
+        print(summary)
+        return 0
+    job = resolve_job(args, load_recipe(path), dataset=args.dataset)
+    if job.dataset is None:
+        raise ConfigError(f"{path} names no dataset: pass --dataset data.jsonl or add `dataset: {{name: ...}}` to it")
+    return score_job(args, job)
+
+
+def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = None) -> int:
+    """Run ``job`` (``score``, ``run``, and ``batch import`` with ``batch_import``, the runner's output file):
+    check it, load the dataset, score it (or estimate it: ``--dry-run``), save and push the result and, with a
+    recipe's filters, its filtered copy; print the summary."""
+    assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
+    from ..transport.local import parse_local_model
+    from .inputs import load_input
+
+    _check_job(job)
+    local = _local_judge(job.client, args.cache_dir)
+    is_local = parse_local_model(job.client.get("model"))[0]
+    api_key = None if is_local else resolve_api_key(args, job.recipe_api_key, job.client.get("base_url"))
+    streaming = bool(getattr(args, "streaming", False))
+    if streaming and job.filters is not None:
+        raise ConfigError(
+            "--streaming does not apply a recipe's filters: score with --streaming --output-dir OUT, "
+            "then run `hf-judge filter OUT --min ...`"
+        )
+    ds = load_input(
+        job.dataset,
+        subset=job.subset,
+        splits=job.splits,
+        revision=job.revision,
+        token=args.token,
+        limit=job.limit,
+        streaming=streaming,
+    )
+    produced = _produced_columns(job, ds)
+    if args.dry_run:
+        return _dry_run(args, job, ds, api_key)
+    out, source = _check_outputs(args, job, ds, produced, streaming)
+    with local as judge:
+        client = dict(job.client)
+        if judge is not None:
+            client.update(model=judge.model, base_url=judge.base_url)
+        scored = _run_scoring(args, job, ds, api_key, client, batch_import)
+    summary = scored.summary
+    assert summary is not None  # score_dataset always sets it
+    _add_provenance(summary, job, args.token)
+    done: list[str] = []
+    try:
+        done += write_result(scored, args, out, job.push_to_hub, source=source, kind="scored", summary=summary)
+        if job.filters is not None:
+            done += _filter_and_write(args, job, scored, summary, out, source)
+    finally:
+        # after every progress bar (scoring, saving, pushing), not in between them
+        sys.stderr.flush()
+        print(summary, *done, sep="\n", flush=True)
+    return 0
+
+
+def _check_job(job: Job) -> None:
+    """A job has metrics and a judge; its Hub repos are valid names (checked before the dataset is loaded)."""
+    if not job.metrics:
+        raise ConfigError("no metrics: pass --metrics QA_All (see `hf-judge metrics`) or --recipe quality")
+    if "model" not in job.client and not job.client.get("models"):
+        raise ConfigError("no model: pass --model NAME (the model name your server serves), or --model local")
+    if job.push_to_hub:
+        check_repo(job.push_to_hub, job.filters is not None)
+
+
+def _produced_columns(job: Job, ds) -> list[str]:
+    """The columns the run writes (samples and panels add some); a recipe's filters must name score columns."""
+    from ..engine.pipeline import score_types
+    from ..judging.ensemble import Layout
+    from ..judging.metrics import resolve_metrics
+    from ..results.columns import SCORE_TYPES
+    from ..settings import resolve_settings
+
+    loaded = resolve_metrics(job.metrics, job.prompts_dir)
+    settings = resolve_settings(job.client)
+    layout = Layout.from_settings(settings)  # samples and panels add columns
+    produced = list(score_types(loaded, layout, settings.logprobs, job.token_columns))
+    if job.filters is not None:
+        features = [(c, f) for m in loaded for c, f in layout.features(m).items()]
+        numeric = [c for c, f in features if getattr(f, "dtype", None) in SCORE_TYPES]
+        _check_filters(job, ds, numeric)
+    return produced
+
+
+def _check_filters(job: Job, ds, metric_columns: list[str]) -> None:
+    """The recipe's filter columns must be columns this run writes or score columns the data already has."""
+    from ..results.columns import score_columns
+    from ..results.filter import check_threshold_columns
+
+    names = sorted({*job.filters.min, *job.filters.max})
+    for split, d in ds.items():
+        if split != "errors":
+            have = list(dict.fromkeys([*metric_columns, *score_columns(d)]))
+            check_threshold_columns(names, have, f"the recipe's filters (split {split!r})")
+
+
+def _check_outputs(args: argparse.Namespace, job: Job, ds, produced: list[str], streaming: bool):
+    """The folder to save in (and its filtered copy), refused before any request where it holds a different
+    result; returns it (None: push only) and the source the result is named by."""
+    from ..results.output import check_output, source_of, thresholds
+
+    assert job.dataset is not None
+    out = job.output_dir or (None if job.push_to_hub else default_output_dir(job.dataset))
+    # a local input is named by the hash of its bytes (output.source_of): read only for a folder to write
+    source = source_of(job.dataset, job.subset, job.revision) if out else ""
+    if out:
+        shape = (
+            None  # a stream's rows are known once read
+            if streaming
+            else {
+                k: (len(d), list(dict.fromkeys([*d.column_names, *produced]))) for k, d in ds.items() if k != "errors"
+            }
+        )
+        check_output(out, source, "scored", shape, args.overwrite)
+        if job.filters is not None:
+            applied = thresholds(job.filters.min, job.filters.max, job.filters.keep_missing)
+            check_output(filtered_name(out), source, "filtered", None, args.overwrite, applied)
+    return out, source
+
+
+def _run_scoring(
+    args: argparse.Namespace, job: Job, ds, api_key: str | None, client: dict[str, Any], batch_import: str | None
+):
+    """The scored dataset: by ``score_dataset`` in this process (or its workers, or a batch), or on Ray."""
+    from ..engine.score import score_dataset
+
+    if getattr(args, "ray", False) or getattr(args, "ray_address", None):  # batch import has no --ray
+        return _score_on_ray(args, job, ds, api_key, client)
+    return score_dataset(
+        ds,
+        job.metrics,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        api_key=api_key,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        token_columns=job.token_columns,
+        if_exists="overwrite" if args.overwrite_scores else "keep",
+        **_import_settings(client, batch_import),
+    )
+
+
+def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | None, client: dict[str, Any]) -> Any:
+    """``--ray``: the same result as ``score_dataset``, scored by actors of a Ray cluster (hf_judge.ray)."""
+    try:
+        from ..engine.ray import score_dataset_on_ray
+    except ImportError as e:  # pragma: no cover - the ray extra is missing
+        raise ConfigError(f'--ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
+    if args.overwrite_scores:
+        raise ConfigError("--overwrite-scores is not supported with --ray: score the columns again without --ray")
+    if not os.environ.get("HF_JUDGE_DEBUG"):
+        import ray.data  # noqa: F401 - configures Ray Data's loggers, which the next line then turns down
+
+        # Ray Data logs each dataset's plan, start and end, and its progress every few seconds, at INFO on
+        # stderr: the run's summary says what they say, and warnings still show
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+    return score_dataset_on_ray(
+        ds,
+        job.metrics,
+        address=args.ray_address,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        api_key=api_key,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        token_columns=job.token_columns,
+        **client,
+    )
+
+
+def _import_settings(client: dict[str, Any], batch_import: str | None) -> dict[str, Any]:
+    """``score_dataset``'s settings keywords; for ``batch import``, with the output file to read first."""
+    if batch_import is None:
+        return client
+    from ..settings import Settings, validated
+
+    path = Path(batch_import)
+    if not path.is_file():
+        raise ConfigError(f"no batch output file {path}: give the JSONL the batch runner wrote (-o of vllm run-batch)")
+    return {**client, "settings": validated(Settings, {**client, "batch_import": str(path.resolve())}, "settings")}
+
+
+def _add_provenance(summary, job: Job, token: str | None) -> None:
+    """What the card says of where the scores come from: the source dataset, the summary of an input hf-judge
+    scored before (its other scores' provenance), and the recipe as it ran (flags override the file)."""
+    assert job.dataset is not None
+    summary.source_dataset, summary.source_on_hub = _source(job.dataset)
+    earlier = _earlier_summary(job, token)
+    if earlier is not None:  # metrics added to a scored result: the card keeps how its other scores were made
+        summary.include(earlier)
+    if job.recipe is not None:
+        recipe = job.recipe
+        summary.recipe = recipe.name
+        ran = type(recipe)(
+            **{**recipe.model_dump(exclude={"metrics"}), "metrics": job.metrics, "columns": job.columns, **job.client}
+        )
+        summary.recipe_yaml = ran.public_yaml()  # as it ran: flags override the file
+
+
+def _filter_and_write(args: argparse.Namespace, job: Job, scored, summary, out: str | None, source: str) -> list[str]:
+    """A recipe's filters over the saved result, written beside it (``<out>-filtered``, ``<repo>-filtered``)."""
+    from ..results.filter import filter_by_scores
+    from ..results.output import thresholds
+
+    f = job.filters
+    good = filter_by_scores(scored, min=f.min, max=f.max, keep_missing=f.keep_missing)
+    rule = ", ".join([*(f"{k} >= {v:g}" for k, v in f.min.items()), *(f"{k} <= {v:g}" for k, v in f.max.items())])
+    kept = ", ".join(f"{k}: {len(good[k]):,} of {len(v):,} rows" for k, v in scored.items() if k != "errors")
+    done = [f"filtered       {kept} pass the recipe's filters ({rule})"]
+    filtered = summary.with_filter(
+        f.min, f.max, f.keep_missing, summary.rows, {k: len(v) for k, v in good.items() if k != "errors"}
+    )
+    done += write_result(
+        good,
+        args,
+        out and filtered_name(out),
+        job.push_to_hub and filtered_name(job.push_to_hub),
+        source=source,
+        kind="filtered",
+        summary=filtered,
+        filters=thresholds(f.min, f.max, f.keep_missing),
+    )
+    return done
+
+
+def _dry_run(args: argparse.Namespace, job: Job, ds, api_key: str | None) -> int:
+    """``--dry-run``: the run's requests, tokens and cost, printed; nothing sent to the chat endpoint."""
+    from ..engine.estimate import estimate_cost
+    from ..transport.local import parse_local_model
+
+    client = dict(job.client)
+    if parse_local_model(client["model"])[0]:  # no judge is started for a dry run: characters / 4, no price
+        client["model"] = "local"
+    estimate = estimate_cost(
+        ds,
+        job.metrics,
+        columns=job.columns,
+        prompts_dir=job.prompts_dir,
+        api_key=api_key,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        if_exists="overwrite" if args.overwrite_scores else "keep",
+        **client,
+    )
+    print(estimate, flush=True)
+    return 0
+
+
+def _earlier_summary(job: Job, token: str | None):
+    """The ``summary.json`` of a scored input (a folder or Hub repo hf-judge wrote), or None."""
+    from .inputs import input_summary
+
+    assert job.dataset is not None  # only called from score_job, which has one
+    try:
+        return input_summary(job.dataset, revision=job.revision, token=token)
+    except Exception:  # noqa: BLE001 - no summary (offline, not ours, unreadable) only means no earlier provenance
+        return None
+
+
+def _source(dataset: str) -> tuple[str, bool]:
+    """The source dataset for the card: a Hub repo id, or only the name of a local file or folder."""
+    path = Path(dataset).expanduser()
+    return (path.name, False) if path.exists() else (dataset, True)
+
+
+def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
+    """``--model local[:PATH]``: a context manager that runs a llama.cpp judge; otherwise one that does nothing."""
+    import functools
+
+    from ..transport.local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
+
+    is_local, model_path = parse_local_model(kwargs.get("model"))
+    if not is_local:
+        return contextlib.nullcontext()
+    if kwargs.get("base_url"):
+        raise ConfigError(f"--model {kwargs['model']} starts its own server: drop --base-url {kwargs['base_url']}")
+    check_local(model_path)  # before the dataset is loaded
+    # llama.cpp's server answers one request at a time: two in flight keep it busy, more would only wait.
+    kwargs.setdefault("concurrency", 2)
+    kwargs.setdefault("timeout", 300.0)
+
+    @contextlib.contextmanager
+    def run():
+        from .. import constants
+
+        models_dir = Path(cache_dir).expanduser() / "models" if cache_dir else constants.default_cache_dir() / "models"
+        started = time.perf_counter()
+        say = functools.partial(print, file=sys.stderr, flush=True)
+        say(f"hf-judge: starting a local llama.cpp judge ({model_path or BUNDLED_MODEL_NAME})")
+        with local_judge(model_path, models_dir=models_dir) as judge:
+            elapsed = time.perf_counter() - started
+            say(f"hf-judge: local judge {judge.model} ready at {judge.base_url} in {elapsed:.1f} s (pid {judge.pid})")
+            if model_path is None:
+                say("hf-judge: Gemma 3 270M shows the mechanics; its scores mean little. Real scores need a real judge")
+            yield judge
+
+    return run()
