@@ -54,9 +54,10 @@ _SUBMODULE_ATTRS = {
     "progress": ["Progress"],
     "recipes": ["Recipe", "load_recipe"],
     "score": ["ScoredDatasetDict", "score_dataset"],
-    "settings": ["Aggregator", "Judge", "Settings"],
+    "settings": ["Aggregator", "Panelist", "Settings"],
     "stream": ["ScoredIterableDatasetDict", "score_batches"],
     "summary": ["RunSummary"],
+    "transform": ["Judge"],
     "validate": ["parse_binary_verdict", "parse_pair_scores"],
 }
 _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for attr in attrs}
@@ -99,9 +100,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .progress import Progress
     from .recipes import Recipe, load_recipe
     from .score import ScoredDatasetDict, score_dataset
-    from .settings import Aggregator, Judge, Settings
+    from .settings import Aggregator, Panelist, Settings
     from .stream import ScoredIterableDatasetDict, score_batches
     from .summary import RunSummary
+    from .transform import Judge
     from .validate import parse_binary_verdict, parse_pair_scores
 
 __version__ = "0.1.0"

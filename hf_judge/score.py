@@ -246,6 +246,9 @@ def _preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
             raise TemplateError(f"{e} (split {split!r}, row 0)") from None
 
 
+preflight = _preflight  # the public name (hf_judge.transform)
+
+
 def score_dataset(
     ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
     metrics: Any,
@@ -601,6 +604,9 @@ def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
     return resolve_settings(settings, values)
 
 
+settings_from = _settings  # the public name (hf_judge.transform)
+
+
 def _build_plans(
     splits: dict[str, Dataset],
     loaded: list,
@@ -713,6 +719,9 @@ def _api_key(settings: Settings, api_key: str | None, needed: bool) -> str | Non
             )
     register(api_key)
     return api_key
+
+
+resolve_api_key = _api_key  # the public name (hf_judge.transform)
 
 
 def _new_summary(
