@@ -188,7 +188,9 @@ class Judge:
     Example:
         >>> from datasets import Dataset
         >>> ds = Dataset.from_dict({"question": ["2+2?"], "answer": ["4"]})
-        >>> judge = Judge(["QA_Clarity"], model="gpt-4.1-nano", columns={"instruction": "question"})
+        >>> judge = Judge(
+        ...     ["QA_Clarity"], model="judge", base_url="http://127.0.0.1:8000/v1", columns={"instruction": "question"}
+        ... )
         >>> scored = ds.map(judge, batched=True, features=judge.features(ds.features))  # doctest: +SKIP
         >>> scored[0]["QA_Clarity"], scored[0]["judge_errors"]  # doctest: +SKIP
         (9, [])
