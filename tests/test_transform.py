@@ -3,7 +3,9 @@ it is, and each writes score_dataset's columns for the same rows (against the lo
 
 from __future__ import annotations
 
+import io
 import pickle
+from pathlib import Path
 
 import pytest
 from datasets import Dataset
@@ -14,6 +16,10 @@ from hf_judge import ConfigError, Judge, Panelist, Settings, score_dataset
 COLUMNS = {"instruction": "question", "output": "answer"}
 METRICS = ["QA_Clarity", "Binary"]
 FAST = Settings(model="judge", backoff_base=0.001, backoff_max=0.01)
+# a 1x1 PNG as a data URL (sent as an image part, never fetched); each row's differs in its ignored tail
+PNG_URL = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVQI12P4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
 
 
 def _data(rows: int = 6) -> Dataset:
@@ -25,33 +31,35 @@ def _data(rows: int = 6) -> Dataset:
             "question": [f"t-{i}: is {i} + {i} even?" for i in range(rows)],
             "answer": answers,
             "prediction": [f"{i % 2 == 0}" for i in range(rows)],
+            "picture": [f"{PNG_URL}AAA{i}" for i in range(rows)],
         }
     )
 
 
-def _judge(server, cache, **kw) -> Judge:
+def _judge(server, cache, metrics=METRICS, columns=COLUMNS, **kw) -> Judge:
     return Judge(
-        METRICS, columns=COLUMNS, settings=FAST, base_url=server.base_url, api_key="sk-test", cache_dir=cache,
+        metrics, columns=columns, settings=FAST, base_url=server.base_url, api_key="sk-test", cache_dir=cache,
         retries=0, **kw,
     )  # fmt: skip
 
 
-def _reference(server, cache, **kw) -> dict[str, list]:
+def _reference(server, cache, metrics=METRICS, columns=COLUMNS, **kw) -> dict[str, list]:
     out = score_dataset(
-        _data(), METRICS, columns=COLUMNS, settings=FAST, base_url=server.base_url, api_key="sk-test",
+        _data(), metrics, columns=columns, settings=FAST, base_url=server.base_url, api_key="sk-test",
         cache_dir=cache, progress=False, retries=0, **kw,
     )  # fmt: skip
     return {c: list(out["train"][c]) for c in out["train"].column_names}
 
 
 def _check(scored, expected: dict[str, list], judge: Judge) -> None:
+    """``scored`` has ``expected``'s columns and values, then the errors column: row 2's null answer in each metric."""
     got = {c: list(scored[c]) for c in scored.column_names} if isinstance(scored, Dataset) else scored
     assert list(got) == [*expected, "judge_errors"], "the input columns, score_dataset's, then the errors column"
     errors = got["judge_errors"]
     for c in expected:
         assert got[c] == expected[c], f"column {c!r} (the errors column: {errors})"
     assert [[(e["metric"], e["kind"]) for e in row] for row in errors] == [
-        [("QA_Clarity", "null_input"), ("Binary", "null_input")] if r == 2 else [] for r in range(len(errors))
+        [(m.name, "null_input") for m in judge.metrics] if r == 2 else [] for r in range(len(errors))
     ]
     assert all(e["attempts"] == 0 and "answer" in e["message"] for e in errors[2])
 
@@ -118,15 +126,49 @@ def test_dataset_map_with_two_processes(judge, tmp_path):
         {"logprobs": True, "models": "a,b"},
         {"logprobs": True, "samples": 3, "temperature": 0.7},
         {"token_columns": True},
+        {"metrics": ["Comparative"], "columns": {"response1": "answer", "response2": "prediction"}},
+        {
+            "metrics": ["VQA"],
+            "columns": {**COLUMNS, "picture": "picture"},
+            "prompts_dir": str(Path(__file__).parent / "prompts_matrix"),
+        },
     ],
-    ids=["samples", "panel", "logprobs+panel", "logprobs+samples", "token_columns"],
+    ids=["samples", "panel", "logprobs+panel", "logprobs+samples", "token_columns", "comparative", "images"],
 )
-def test_samples_panel_logprobs_through_the_transform_equal_score_dataset(judge, tmp_path, feature):
+def test_every_way_of_judging_through_the_transform_equals_score_dataset(judge, tmp_path, feature):
     expected = _reference(judge, tmp_path / "ref", **feature)
     jt = _judge(judge, tmp_path / "cache", **feature)
     ds = _data()
     _check(ds.map(jt, batched=True, batch_size=3, features=jt.features(ds.features)), expected, jt)
     jt.close()
+
+
+def test_an_image_column_equals_score_dataset(judge, tmp_path):
+    """A datasets.Image column reaches the map decoded (PIL) and is sent encoded again: PIL's own PNG files come
+    out byte for byte, so the map sends the requests score_dataset sent (0 new ones)."""
+    from datasets import Features, Image, Value
+    from PIL import Image as PILImage
+
+    def png(i: int) -> dict:
+        out = io.BytesIO()
+        PILImage.new("RGB", (2, 2), (i * 40, 0, 0)).save(out, format="PNG")
+        return {"bytes": out.getvalue(), "path": None}
+
+    features = Features({"question": Value("string"), "answer": Value("string"), "picture": Image()})
+    ds = Dataset.from_dict(
+        {"question": ["q0", "q1", "q2"], "answer": ["a0", "a1", "a2"], "picture": [png(i) for i in range(3)]},
+        features=features,
+    )
+    kw = {"columns": {**COLUMNS, "picture": "picture"}, "prompts_dir": str(Path(__file__).parent / "prompts_matrix")}
+    ref = score_dataset(
+        ds, ["VQA"], settings=FAST, base_url=judge.base_url, api_key="sk-test", cache_dir=tmp_path, progress=False, **kw
+    )
+    sent = judge.stats()["requests"]
+    with _judge(judge, tmp_path, ["VQA"], **kw) as jt:
+        out = ds.map(jt, batched=True, features=jt.features(ds.features))
+    assert list(out["VQA"]) == list(ref["train"]["VQA"]) and len(set(out["VQA"])) > 1
+    assert list(out["judge_errors"]) == [[], [], []]
+    assert judge.stats()["requests"] == sent
 
 
 def test_one_row_at_a_time(judge, tmp_path):
