@@ -306,7 +306,8 @@ class Judge:
             for m in self.metrics
         ]
         needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
-        first = Dataset.from_dict({c: list(columns[c][:1]) for c in needed})
+        # each column's first value that is not null: what its type (an image?) is read from
+        first = Dataset.from_dict({c: [next((v for v in columns[c] if v is not None), None)] for c in needed})
         for p in plans:
             p.images = image_variables(p.metric, p.columns, first.features)
         preflight("map", first, plans)  # a template error now, not as every row's error

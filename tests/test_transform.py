@@ -145,7 +145,8 @@ def test_every_way_of_judging_through_the_transform_equals_score_dataset(judge, 
 
 def test_an_image_column_equals_score_dataset(judge, tmp_path):
     """A datasets.Image column reaches the map decoded (PIL) and is sent encoded again: PIL's own PNG files come
-    out byte for byte, so the map sends the requests score_dataset sent (0 new ones)."""
+    out byte for byte, so the map sends the requests score_dataset sent (0 new ones). The first row has no
+    image: the column is still read as images."""
     from datasets import Features, Image, Value
     from PIL import Image as PILImage
 
@@ -156,7 +157,11 @@ def test_an_image_column_equals_score_dataset(judge, tmp_path):
 
     features = Features({"question": Value("string"), "answer": Value("string"), "picture": Image()})
     ds = Dataset.from_dict(
-        {"question": ["q0", "q1", "q2"], "answer": ["a0", "a1", "a2"], "picture": [png(i) for i in range(3)]},
+        {
+            "question": ["q0", "q1", "q2", "q3"],
+            "answer": ["a0", "a1", "a2", "a3"],
+            "picture": [None, png(1), png(2), png(3)],
+        },
         features=features,
     )
     kw = {"columns": {**COLUMNS, "picture": "picture"}, "prompts_dir": str(Path(__file__).parent / "prompts_matrix")}
@@ -166,8 +171,8 @@ def test_an_image_column_equals_score_dataset(judge, tmp_path):
     sent = judge.stats()["requests"]
     with _judge(judge, tmp_path, ["VQA"], **kw) as jt:
         out = ds.map(jt, batched=True, features=jt.features(ds.features))
-    assert list(out["VQA"]) == list(ref["train"]["VQA"]) and len(set(out["VQA"])) > 1
-    assert list(out["judge_errors"]) == [[], [], []]
+    assert list(out["VQA"]) == list(ref["train"]["VQA"]) and len(set(out["VQA"][1:])) > 1
+    assert [[e["kind"] for e in row] for row in out["judge_errors"]] == [["null_input"], [], [], []]
     assert judge.stats()["requests"] == sent
 
 
