@@ -56,8 +56,9 @@ _SUBMODULE_ATTRS = {
     "progress": ["Progress"],
     "cli.recipes": ["Recipe", "load_recipe"],
     "engine.score": ["score_dataset"],
+    "engine.transform": ["Judge"],
     "results.scored": ["ScoredDatasetDict"],
-    "settings": ["Aggregator", "Judge", "Settings"],
+    "settings": ["Aggregator", "Panelist", "Settings"],
     "engine.stream": ["ScoredIterableDatasetDict", "score_batches"],
     "results.summary": ["RunSummary"],
     "judging.validate": ["parse_binary_verdict", "parse_pair_scores"],
@@ -100,11 +101,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .judging.metrics import Metric, Output, available_metrics, load_metric
     from .judging.validate import parse_binary_verdict, parse_pair_scores
     from .progress import Progress
-    from .results.filter import filter_by_scores
-    from .results.hub import push_scored
-    from .results.scored import ScoredDatasetDict
     from .results.summary import RunSummary
-    from .settings import Aggregator, Judge, Settings
+    from .settings import Aggregator, Panelist, Settings
     from .transport.local import local_judge
     from .transport.prices import Price, load_prices
 

@@ -94,7 +94,7 @@ class Aggregator(StrEnum):
 _JUDGE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
-class Judge(BaseModel):
+class Panelist(BaseModel):
     """One judge of a panel (``models=[...]``): a model, optionally on its own server with its own key.
 
     ``name`` is the suffix of its columns (``QA_Correctness__<name>``); by default the model name with
@@ -103,7 +103,7 @@ class Judge(BaseModel):
     settings never hold a key itself.
 
     Example:
-        >>> Judge(model="meta-llama/Llama-3.1-8B", base_url="http://127.0.0.1:8001/v1").column_name
+        >>> Panelist(model="meta-llama/Llama-3.1-8B", base_url="http://127.0.0.1:8001/v1").column_name
         'meta_llama_Llama_3_1_8B'
     """
 
@@ -135,16 +135,16 @@ class Judge(BaseModel):
 
 
 def _as_judge(value: Any) -> Any:
-    """A panel entry: a model name, or a mapping checked as a :class:`Judge` on its own, so that its error
+    """A panel entry: a model name, or a mapping checked as a :class:`Panelist` on its own, so that its error
     names the bad key and never echoes the entry (which may hold a base URL's password)."""
     if isinstance(value, str):
-        return Judge(model=value)
+        return Panelist(model=value)
     if isinstance(value, Mapping):
-        return validated(Judge, value, "judge")
+        return validated(Panelist, value, "judge")
     return value
 
 
-JudgeSpec = Annotated[Judge, BeforeValidator(_as_judge)]
+JudgeSpec = Annotated[Panelist, BeforeValidator(_as_judge)]
 
 
 class Settings(BaseModel):
@@ -262,7 +262,7 @@ class Settings(BaseModel):
         if isinstance(models, list):
             _one_judge_or_a_panel(data.get("model"), models)
         first = models[0] if isinstance(models, list) and models else None
-        first = first.model if isinstance(first, Judge) else first.get("model") if isinstance(first, dict) else first
+        first = first.model if isinstance(first, Panelist) else first.get("model") if isinstance(first, dict) else first
         return {**data, "models": models, **({"model": first} if isinstance(first, str) else {})}
 
     @model_validator(mode="after")
@@ -285,10 +285,10 @@ class Settings(BaseModel):
         return self
 
     @property
-    def judges(self) -> list[Judge]:
-        """The judges of the run: ``models`` as :class:`Judge` objects, or the one ``model``."""
+    def judges(self) -> list[Panelist]:
+        """The judges of the run: ``models`` as :class:`Panelist` objects, or the one ``model``."""
         if not self.models:
-            return [Judge(model=self.model)]
+            return [Panelist(model=self.model)]
         return list(self.models)
 
     @property
@@ -381,7 +381,7 @@ def _one_judge_or_a_panel(model: Any, models: list) -> None:
     """A ``model`` outside ``models``, given together (in the flags, a recipe, the keyword arguments), asks for
     two runs at once; the panel would silently replace the model. (:func:`merge_layers` keeps the later of
     the two when they come from different layers.)"""
-    names = [e.model if isinstance(e, Judge) else e.get("model") if isinstance(e, Mapping) else e for e in models]
+    names = [e.model if isinstance(e, Panelist) else e.get("model") if isinstance(e, Mapping) else e for e in models]
     if model is not None and model not in names:
         raise ConfigError(
             f"both model={model!r} and a panel (models) are given: a panel's judges are its models. Drop model "

@@ -34,7 +34,8 @@ from datasets import Dataset, DatasetDict, Features
 
 from .. import constants
 from ..errors import ConfigError
-from .pipeline import LoopThread, Plan, score_features
+from .pipeline import Plan, score_features
+from .transform import check_fleet
 
 if TYPE_CHECKING:
     import ray.data
@@ -107,7 +108,7 @@ def score_ray_dataset(
         setting_values["concurrency"] = in_flight
     settings = run_settings(settings, setting_values)
     layout = Layout.from_settings(settings)
-    _check_fleet(settings, base_urls)
+    check_fleet(settings, base_urls)
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     names = ds.schema().names
     mapping = dict(columns or {})
@@ -165,16 +166,6 @@ def score_ray_dataset(
     )
 
 
-def _check_fleet(settings: Settings, base_urls: list[str] | None) -> None:
-    """``base_urls`` are replicas of one model; a panel names each judge's server in ``models`` instead."""
-    if settings.models and len(settings.judges) > 1 and base_urls:
-        raise ConfigError(
-            "base_urls (a fleet of replicas of one model) applies to a single judge; a panel of judges names each "
-            "judge's server in models= (e.g. models=[{'model': 'a', 'base_url': 'http://gpu1:8000/v1'}, ...]): "
-            "drop base_urls, or score with one judge"
-        )
-
-
 def _check_address(address: str) -> None:
     """A cluster address nothing listens at is a ConfigError now, not minutes of Ray retrying to connect."""
     if address in ("auto", "local") or ":" not in address:
@@ -205,50 +196,24 @@ class _Scorer:
         judges: list[tuple[Settings, str | None]] | None = None,
         layout: Layout | None = None,
     ):
-        from ..redact import install_log_filter, register
-        from ..store.replies import ReplyStore
-        from ..transport.client import JudgeClient, judge_panel
-        from ..transport.fleet import FleetClient
+        from .transform import Runtime
 
-        install_log_filter()
-        register(api_key)
         self.plans = plans
         self.schema = schema
-        self.settings = settings
         self.token_columns = token_columns
         self.layout = layout
         # one judge: a client over the fleet's replicas; a panel: one client per judge, each on its own server
-        self.judges: list[JudgeClient] = (
-            judge_panel(judges) if judges else [FleetClient(settings, base_urls, api_key=api_key)]
-        )
-        self.client = self.judges[0]
-        self.store = ReplyStore(Path(store_path), shared=True) if store_path is not None else None
-        self.loop = LoopThread()
-        for c in self.judges:
-            c.caching = store_path is not None
-            self.loop.run(c.open())
+        store = Path(store_path) if store_path is not None else None
+        self.runtime = Runtime(judges or [(settings, api_key)], store, None if judges else base_urls)
+        self.judges = self.runtime.judges
         self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
         self.batch_stats = batch_stats
         self.reported: dict[str, Any] = {}  # the counters up to the last batch
 
     def __call__(self, table: pa.Table) -> pa.Table:
-        from .batchscore import score_batch
-
         batch = {c: table.column(c).to_pylist() for c in self.needed}
-        cols, errors = self.loop.run(
-            score_batch(
-                batch,
-                self.plans,
-                self.client,
-                self.store,
-                max_input_chars=self.settings.max_input_chars,
-                token_columns=self.token_columns,
-                judges=self.judges,
-                layout=self.layout,
-            )
-        )
-        if self.store is not None:
-            self.store.flush()  # committed before Ray sees the batch done: a retry after a crash finds them
+        # committed before Ray sees the batch done: a retry after a crash finds them
+        cols, errors = self.runtime.score(batch, self.plans, self.layout, self.token_columns)
         for f in self.schema:
             table = table.append_column(f, pa.array(cols[f.name], type=f.type))
         by_row: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -276,15 +241,9 @@ class _Scorer:
         return json.dumps(moved)
 
     def __del__(self) -> None:
-        try:
-            for c in self.judges:
-                self.loop.run(c.close(), timeout=10)
-            self.loop.stop()
-            if self.store is not None:
-                self.store.flush(30)
-                self.store.close()
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
-            pass
+        runtime = getattr(self, "runtime", None)  # None: __init__ failed
+        if runtime is not None:
+            runtime.close()
 
 
 def score_dataset_on_ray(
@@ -340,7 +299,7 @@ def score_dataset_on_ray(
     if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
         raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
     settings = run_settings(settings, setting_values)
-    _check_fleet(settings, base_urls)  # before a cluster is started or joined
+    check_fleet(settings, base_urls)  # before a cluster is started or joined
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
         _check_address(address)

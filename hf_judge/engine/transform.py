@@ -1,0 +1,417 @@
+"""Judging as a map transform: :class:`Judge`, a picklable callable for ``Dataset.map`` and Ray's ``map_batches``.
+
+``Dataset.map(judge, batched=True)``, ``IterableDataset.map(judge, batched=True)`` and Ray Data's
+``map_batches(judge)`` take a :class:`Judge` as it is: each batch gets the score columns
+:func:`hf_judge.score_dataset` writes (same names, same types) and one errors column, with the reply store,
+limits and retries in force. The object holds only its configuration; each process builds its own
+:class:`Runtime` (event loop thread, clients, the reply store opened ``shared=True``) on its first call, so
+``num_proc`` processes and Ray workers each build theirs and share the replies through the store.
+
+:class:`Runtime` is also what a Ray actor of :func:`hf_judge.ray.score_ray_dataset` holds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import pickle
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from datasets import Dataset, Features, Value
+
+from .. import constants
+from ..errors import ConfigError
+from ..judging.ensemble import Layout
+from ..judging.images import image_variables
+from ..judging.metrics import resolve_metrics
+from ..redact import install_log_filter, register
+from ..settings import Settings
+from ..store.replies import ReplyStore
+from ..transport.client import JudgeClient, judge_panel
+from .batchscore import score_batch
+from .pipeline import LoopThread, Plan, score_features
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+ERRORS_COLUMN = "judge_errors"
+# an error entry's reply is cut to this many characters: enough to see why it failed; the errors split of
+# score_dataset keeps it whole
+RAW_CHARS = 1000
+ERROR_ENTRY = {
+    "metric": Value("string"),
+    "kind": Value("string"),
+    "message": Value("string"),
+    "raw": Value("string"),
+    "attempts": Value("int64"),
+}
+# settings a map stage cannot honour, and what to use instead
+_NOT_IN_A_MAP = {
+    "batch": "a provider batch takes up to 24 h and a map waits for its batch: use score_dataset(batch=True)",
+    "no_wait": "a map stage returns its rows: use score_dataset(batch=True, no_wait=True)",
+    "batch_import": "use score_dataset or hf-judge batch import",
+    "num_workers": "the map's own processes do it: Dataset.map(num_proc=N) or Ray's concurrency",
+}
+
+
+def check_fleet(settings: Settings, base_urls: Sequence[str] | None) -> None:
+    """``base_urls`` are replicas of one model; a panel names each judge's server in ``models`` instead."""
+    if settings.models and len(settings.judges) > 1 and base_urls:
+        raise ConfigError(
+            "base_urls (a fleet of replicas of one model) applies to a single judge; a panel of judges names each "
+            "judge's server in models= (e.g. models=[{'model': 'a', 'base_url': 'http://gpu1:8000/v1'}, ...]): "
+            "drop base_urls, or score with one judge"
+        )
+
+
+class Runtime:
+    """What one process holds to judge batches: the loop thread, the clients (a panel's, or one over a
+    fleet's ``base_urls``) and the reply store opened ``shared=True``.
+
+    Example:
+        >>> rt = Runtime([(Settings(model="judge"), None)], Path("/tmp/replies.sqlite3"))  # doctest: +SKIP
+        >>> cols, errors = rt.score({"question": ["2+2?"], "answer": ["4"]}, plans, Layout())  # doctest: +SKIP
+        >>> rt.close()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[tuple[Settings, str | None]],
+        store_path: Path | None,
+        base_urls: Sequence[str] | None = None,
+    ):
+        from ..transport.fleet import FleetClient
+
+        install_log_filter()
+        for _, key in specs:
+            register(key)
+        settings, key = specs[0]
+        # one judge: a client over the fleet's replicas; a panel: one client per judge, each on its own server
+        self.judges: list[JudgeClient] = (
+            [FleetClient(settings, list(base_urls), api_key=key)] if base_urls else judge_panel(specs)
+        )
+        self.client = self.judges[0]
+        self.settings = settings
+        self.store = ReplyStore(store_path, shared=True) if store_path is not None else None
+        self.loop = LoopThread()
+        for c in self.judges:
+            c.caching = store_path is not None
+            self.loop.run(c.open())
+        self.pid = os.getpid()
+
+    def score(
+        self, batch: dict[str, Sequence[Any]], plans: Sequence[Plan], layout: Layout | None, token_columns: bool
+    ) -> tuple[dict[str, list], list[dict[str, Any]]]:
+        """(score columns, error rows) of ``batch``; its replies are committed before it returns, so a retry
+        after a crash (Ray's, or a map run again) finds them."""
+        cols, errors = self.loop.run(
+            score_batch(
+                batch,
+                plans,
+                self.client,
+                self.store,
+                max_input_chars=self.settings.max_input_chars,
+                token_columns=token_columns,
+                judges=self.judges,
+                layout=layout,
+            )
+        )
+        if self.store is not None:
+            self.store.flush()
+        return cols, errors
+
+    def close(self) -> None:
+        """Close the clients, stop the loop, flush and close the store; best effort (also at exit)."""
+        try:
+            for c in self.judges:
+                self.loop.run(c.close(), timeout=10)
+            self.loop.stop()
+            if self.store is not None:
+                self.store.flush(30)
+                self.store.close()
+        except Exception:  # noqa: BLE001 - best effort while stopping
+            pass
+
+
+# this process's runtimes, by the configuration of the Judge that built them: every copy of one Judge (each
+# Ray task unpickles its own) shares one loop, session and store per process
+_RUNTIMES: dict[str, Runtime] = {}
+_RUNTIMES_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_runtimes() -> None:
+    for rt in list(_RUNTIMES.values()):
+        if rt.pid == os.getpid():  # a forked child's copies belong to its parent
+            rt.close()
+    _RUNTIMES.clear()
+
+
+# what a Judge pickles
+_CONFIG = (
+    "settings", "layout", "metrics", "columns", "token_columns", "base_urls", "errors_column", "store_path",
+    "_api_key", "_id",
+)  # fmt: skip
+
+
+def _errors_feature() -> list:
+    return [dict(ERROR_ENTRY)]
+
+
+class Judge:
+    """A picklable map transform that judges rows: ``ds.map(Judge(metrics, model=...), batched=True)``.
+
+    Each batch (a dict of columns) gets the score columns :func:`hf_judge.score_dataset` writes, named and
+    typed alike (samples, panels, ``logprobs`` and ``token_columns`` included), and ``errors_column``
+    (default ``judge_errors``): per row, a list of ``{metric, kind, message, raw, attempts}``, empty when
+    every metric scored (``raw``, the reply, cut to 1,000 characters). A (row, metric) that fails has nulls
+    in its columns, as in ``score_dataset``. Replies go through the reply store under ``cache_dir``: a row
+    judged before, by any engine or process, costs no request. Arguments are those of ``score_dataset``
+    (``model=`` and every other setting as keyword arguments); ``base_urls``: replicas of one model, each
+    request to the least busy.
+
+    The key: ``api_key=None`` reads ``$OPENAI_API_KEY`` and ``api_key="env:NAME"`` reads ``$NAME``, in each
+    process when it first judges: the object, and so its pickle, holds only the variable's name. A key
+    given as a string is held, and pickled, as it is (a ``num_proc`` process or a Ray worker needs it):
+    name a variable instead wherever pickles travel. It is registered as a secret, so logs show it redacted.
+
+    Rows: with ``batched=True`` a batch's requests are in flight together (up to ``concurrency``); with
+    ``batched=False`` each row waits for its own. Ray's ``map_batches`` gets the whole batch back (its
+    columns and the new ones), in the format it sent. ``close()`` (or ``with Judge(...) as judge:``) closes
+    this process's connections and store; replies are committed after every batch in any case.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> ds = Dataset.from_dict({"question": ["2+2?"], "answer": ["4"]})
+        >>> judge = Judge(
+        ...     ["QA_Clarity"], model="judge", base_url="http://127.0.0.1:8000/v1", columns={"instruction": "question"}
+        ... )
+        >>> scored = ds.map(judge, batched=True, features=judge.features(ds.features))  # doctest: +SKIP
+        >>> scored[0]["QA_Clarity"], scored[0]["judge_errors"]  # doctest: +SKIP
+        (9, [])
+    """
+
+    def __init__(
+        self,
+        metrics: Any = None,
+        *,
+        columns: dict[str, str] | None = None,
+        api_key: str | None = None,
+        prompts_dir: str | os.PathLike | list | None = None,
+        metric_params: dict[str, dict[str, Any]] | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        use_cache: bool = True,
+        token_columns: bool = False,
+        base_urls: Sequence[str] | None = None,
+        errors_column: str = ERRORS_COLUMN,
+        settings: Settings | None = None,
+        **setting_values: Any,
+    ):
+        from .prepare import check_samples, resolve_api_key, run_settings
+
+        if metrics is None:
+            raise TypeError(
+                "Judge() needs the metrics to judge with, e.g. Judge(['QA_All'], model='gpt-4.1-nano'). A panel "
+                "member (model, name, base_url, api_key in models=[...]) is hf_judge.Panelist now"
+            )
+        install_log_filter()
+        try:
+            settings = run_settings(settings, setting_values)
+        except TypeError as e:
+            raise TypeError(str(e).replace("score_dataset()", "Judge()", 1)) from None
+        asked = {
+            "batch": settings.batch,
+            "no_wait": settings.no_wait,
+            "batch_import": settings.batch_import is not None,
+            "num_workers": settings.num_workers > 1,
+        }
+        for name, instead in _NOT_IN_A_MAP.items():
+            if asked[name]:
+                raise ConfigError(f"{name} is not for a map transform: {instead}")
+        check_fleet(settings, base_urls)
+        self.settings = settings
+        self.layout = Layout.from_settings(settings)
+        self.metrics = resolve_metrics(metrics, prompts_dir, metric_params)  # the prompts travel with the pickle
+        temperature = settings.temperature
+        check_samples(
+            settings, {"": [Plan(m, {}, m.temperature if temperature is None else temperature) for m in self.metrics]}
+        )
+        self.columns = dict(columns or {})
+        self.token_columns = token_columns
+        self.base_urls = list(base_urls) if base_urls else None
+        self.errors_column = errors_column
+        root = Path(cache_dir).expanduser().absolute() if cache_dir is not None else constants.default_cache_dir()
+        self.store_path = root / "replies.sqlite3" if use_cache else None
+        first = settings.model_copy(update={"base_url": self.base_urls[0]}) if self.base_urls else settings
+        key = _read_key(api_key)
+        resolve_api_key(first, key, needed=True)  # no key for OpenAI: a ConfigError now, not per process
+        # a variable's name is resolved in each process; a key given as a string has to travel
+        self._api_key = api_key
+        self._id = hashlib.sha256(pickle.dumps(self.__getstate__())).hexdigest()
+        self._plans: dict[tuple[str, ...], list[Plan]] = {}
+
+    def features(self, input_features: Features | None = None) -> Features:
+        """The features of what the map returns: ``input_features`` (the dataset's), then the new columns.
+
+        Example:
+            >>> judge = Judge(["QA_Clarity"], model="m", base_url="http://127.0.0.1:8000/v1")
+            >>> list(judge.features())
+            ['QA_Clarity_reason', 'QA_Clarity', 'judge_errors']
+        """
+        new = score_features(self.metrics, self.layout, self.settings.logprobs, self.token_columns)
+        new[self.errors_column] = _errors_feature()
+        return Features({**(input_features or {}), **new})
+
+    def __call__(self, batch: Any, *_: Any) -> Any:
+        """The score columns and the errors column of ``batch`` (a dict of columns, a pyarrow Table or a
+        pandas DataFrame; a single row's dict with ``batched=False``)."""
+        columns, one_row, n = _as_columns(batch)
+        plans = self._plans_for(columns)
+        rt = self._runtime()
+        needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+        cols, errors = rt.score({c: columns[c] for c in needed}, plans, self.layout, self.token_columns)
+        per_row: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        for e in errors:
+            raw = e.get("raw")
+            entry = {k: e.get(k) for k in ERROR_ENTRY}
+            entry["raw"] = raw[:RAW_CHARS] if isinstance(raw, str) else raw
+            per_row[e["row"]].append(entry)
+        cols[self.errors_column] = per_row
+        if one_row:
+            return {c: v[0] for c, v in cols.items()}
+        return _with_batch(batch, cols, self.features())
+
+    def _plans_for(self, columns: Mapping[str, Sequence[Any]]) -> list[Plan]:
+        """The metrics' plans on a batch with these columns, built (and rendered on its first row) once."""
+        names = tuple(columns)
+        plans = self._plans.get(names)
+        if plans is not None:
+            return plans
+        from .prepare import preflight
+
+        clash = sorted(set(self.features()) & set(names))
+        if clash:
+            raise ConfigError(
+                f"the batch already has the columns {clash} that this Judge writes: drop them first "
+                f"(ds.remove_columns({clash!r})), or score with score_dataset(if_exists='overwrite')"
+            )
+        temperature = self.settings.temperature
+        plans = [
+            Plan(m, m.resolve_columns(self.columns, names), m.temperature if temperature is None else temperature)
+            for m in self.metrics
+        ]
+        needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+        # each column's first value that is not null: what its type (an image?) is read from
+        first = Dataset.from_dict({c: [next((v for v in columns[c] if v is not None), None)] for c in needed})
+        for p in plans:
+            p.images = image_variables(p.metric, p.columns, first.features)
+        preflight("map", first, plans)  # a template error now, not as every row's error
+        self._plans[names] = plans
+        return plans
+
+    def _runtime(self) -> Runtime:
+        """This process's runtime for this configuration, built on its first call (after a fork: again)."""
+        with _RUNTIMES_LOCK:
+            rt = _RUNTIMES.get(self._id)
+            if rt is None or rt.pid != os.getpid():
+                from .prepare import judge_specs, resolve_api_key
+
+                settings = self.settings
+                first = settings.model_copy(update={"base_url": self.base_urls[0]}) if self.base_urls else settings
+                key = resolve_api_key(first, _read_key(self._api_key), needed=True)
+                specs = judge_specs(settings, key)
+                rt = _RUNTIMES[self._id] = Runtime(specs, self.store_path, self.base_urls)
+            return rt
+
+    def close(self) -> None:
+        """Close this process's connections and reply store for this Judge (the next call opens them again)."""
+        with _RUNTIMES_LOCK:
+            rt = _RUNTIMES.pop(self._id, None)
+        if rt is not None and rt.pid == os.getpid():
+            rt.close()
+
+    def __enter__(self) -> Judge:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the configuration only (not what a subclass adds, as Ray's actor wrapper does): plans are rebuilt
+        # from the batch's columns, the runtime per process
+        return {k: self.__dict__[k] for k in _CONFIG if k in self.__dict__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._plans = {}
+        key = self._api_key
+        if key is not None and not key.startswith("env:"):
+            register(key)  # in the process that unpickled it too
+
+    def __repr__(self) -> str:
+        return (
+            f"Judge({[m.name for m in self.metrics]!r}, model={self.settings.model!r}, columns={self.columns!r}, "
+            f"cache={str(self.store_path) if self.store_path else None!r})"
+        )
+
+
+def _read_key(api_key: str | None) -> str | None:
+    from ..redact import resolve_secret
+
+    return resolve_secret(api_key, "api_key")
+
+
+def _as_columns(batch: Any) -> tuple[dict[str, Sequence[Any]], bool, int]:
+    """(columns as lists, whether ``batch`` was one row, rows) of a dict of columns, a row, a Table or a
+    DataFrame."""
+    if hasattr(batch, "column_names") and hasattr(batch, "to_pydict"):  # pyarrow
+        columns: dict[str, Sequence[Any]] = batch.to_pydict()
+        return columns, False, batch.num_rows
+    if hasattr(batch, "to_dict") and hasattr(batch, "columns") and not isinstance(batch, Mapping):  # pandas
+        import pyarrow as pa
+
+        # through Arrow: a null (None, NaN, pd.NA) is None, as in every other format
+        return pa.Table.from_pandas(batch, preserve_index=False).to_pydict(), False, len(batch)
+    values = dict(batch.items())
+    if values and all(_is_column(v) for v in values.values()):
+        n = {len(v) for v in values.values()}
+        if len(n) > 1:
+            raise ConfigError(f"a batch's columns have different lengths {sorted(n)}: not a batch of rows")
+        return {c: list(v) for c, v in values.items()}, False, n.pop()
+    return {c: [v] for c, v in values.items()}, True, 1  # batched=False: one row
+
+
+def _is_column(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray"
+
+
+def _with_batch(batch: Any, cols: dict[str, list], features: Features) -> Any:
+    """What the map gives back: ``datasets`` merges the new columns into its batch; Ray's ``map_batches``
+    takes its batch whole, in the format it sent (a Table, a DataFrame, or a dict of numpy arrays)."""
+    import pyarrow as pa
+
+    types = features.arrow_schema
+    if isinstance(batch, pa.Table):
+        for name, values in cols.items():
+            batch = batch.append_column(types.field(name), pa.array(values, type=types.field(name).type))
+        return batch
+    if hasattr(batch, "to_dict") and hasattr(batch, "columns") and not isinstance(batch, Mapping):  # pandas
+        import pandas as pd
+
+        # Arrow-backed: an integer score column with a null stays integers, not floats with NaN
+        typed = {c: pa.array(v, type=types.field(c).type) for c, v in cols.items()}
+        return batch.assign(
+            **{c: pd.Series(a, dtype=pd.ArrowDtype(a.type), index=batch.index) for c, a in typed.items()}
+        )
+    if type(batch) is dict and "ray" in sys.modules and any(type(v).__name__ == "ndarray" for v in batch.values()):
+        # Ray's default batch (numpy): the whole block back, the new columns with score_dataset's types
+        from ray.data.block import BlockAccessor
+
+        table: pa.Table = BlockAccessor.batch_to_block(batch)
+        return _with_batch(table, cols, features)
+    return cols
