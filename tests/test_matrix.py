@@ -136,7 +136,13 @@ def ray_cluster():
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_USAGE_STATS_ENABLED", "0")
         if not ray.is_initialized():  # another test of this process may have left one running
-            ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False)
+            ray.init(
+                address="local",
+                num_cpus=1,
+                include_dashboard=False,
+                object_store_memory=80 * 1024 * 1024,
+                log_to_driver=False,
+            )  # address="local": a new cluster, never one another process left on the machine
         try:
             yield ray
         finally:
