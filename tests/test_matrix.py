@@ -1,6 +1,7 @@
 """Every engine x every way of judging a row: equal to the in-process result, or a documented ConfigError.
 
-One parametrized test over engine (a Dataset in one process, a stream, ``num_workers=2``, batch mode, Ray)
+One parametrized test over engine (a Dataset in one process, a stream, ``num_workers=2``, batch mode, Ray, the
+map transform ``Dataset.map(hf_judge.Judge(...))``)
 and feature (one reply, samples, a panel, logprobs and their combinations, token columns, a comparative judge
 in both orders). The reference of a feature is the
 in-process result, computed once per module; each cell scores the same rows with a fresh reply store, so it
@@ -43,7 +44,7 @@ FEATURES = {
 # (engine, feature) -> the ConfigError's words, for a combination refused by nature ("*": every engine). None
 # today: every cell runs and equals the in-process result.
 REFUSED: dict[tuple[str, str], str] = {}
-ENGINES = ["dataset", "stream", "workers", "batch", "ray"]
+ENGINES = ["dataset", "stream", "workers", "batch", "ray", "map"]
 
 
 def _refusal(engine: str, feature: str) -> str | None:
@@ -161,6 +162,8 @@ def _run(engine: str, feature: str, judge, batch_server, tmp_path, request):
         return _score(_data(), judge, cache, feature, num_workers=2)
     if engine == "batch":
         return _score(_data(), batch_server, cache, feature, batch=True)
+    if engine == "map":
+        return _map(judge, cache, feature)
     request.getfixturevalue("ray_cluster")
     from hf_judge.ray import score_dataset_on_ray
 
@@ -177,6 +180,23 @@ def _run(engine: str, feature: str, judge, batch_server, tmp_path, request):
         retries=0,
         **job,
     )
+
+
+def _map(judge, cache, feature: str) -> dict:
+    """``Dataset.map(hf_judge.Judge(...), batched=True)``: the score columns, and its per-row errors column read
+    back as the rows of an ``errors`` split."""
+    from hf_judge import Judge
+
+    job = _job(feature)
+    fast = Settings(model="judge", backoff_base=0.001, backoff_max=0.01)
+    ds = _data()
+    with Judge(job.pop("metrics"), settings=fast, base_url=judge.base_url, api_key="sk-test", cache_dir=cache,
+               retries=0, **job) as judging:  # fmt: skip
+        out = ds.map(judging, batched=True, features=judging.features(ds.features))
+    errors = [
+        {"split": "train", "row": row, **e} for row, found in enumerate(out[judging.errors_column]) for e in found
+    ]
+    return {"train": out.remove_columns(judging.errors_column), "errors": Dataset.from_list(errors)}
 
 
 @pytest.mark.parametrize("feature", list(FEATURES))
