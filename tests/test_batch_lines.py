@@ -263,14 +263,14 @@ def test_an_imported_line_over_max_reply_bytes_is_an_error_row(batch, tmp_path):
 
 
 def test_a_huge_line_is_read_in_pieces_of_the_cap():
-    from hf_judge.engine.batch import _bounded_lines
+    from hf_judge.engine.batch_lines import bounded_lines
 
     cap = 1 << 18
     huge = b'{"custom_id": "ab", "pad": "' + b"x" * (32 * cap) + b'"}\n'
     data = io.BytesIO(huge + b'{"custom_id": "cd"}\n')
     tracemalloc.start()
     try:
-        got = list(_bounded_lines(data, cap))
+        got = list(bounded_lines(data, cap))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

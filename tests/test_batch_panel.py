@@ -116,7 +116,7 @@ def test_no_wait_with_a_panel_submits_each_judge_once(batch, batch_b, tmp_path):
             run(ds, models, tmp_path / "b", batch=True, no_wait=True)
     assert (batch.stats()["batches"], batch_b.stats()["batches"]) == (2, 1)
     # each judge's runner follows its own batches, judges a and c sharing a server included
-    from hf_judge.engine.batch import BatchBook
+    from hf_judge.engine.batch_book import BatchBook
 
     book = BatchBook(tmp_path / "b" / "replies.sqlite3", "", "judge-c")
     try:

@@ -156,7 +156,7 @@ def cmd_batch_import(args: argparse.Namespace) -> int:
 def _book(cache_dir: str | None):
     import sqlite3
 
-    from ..engine.batch import BatchBook
+    from ..engine.batch_book import BatchBook
 
     path = (Path(cache_dir).expanduser() if cache_dir else constants.default_cache_dir()) / "replies.sqlite3"
     if not path.is_file():
@@ -191,7 +191,7 @@ def cmd_batch_cancel(args: argparse.Namespace) -> int:
     """hf-judge batch cancel [BATCH_ID ...]: cancel batches in flight."""
     from openai import OpenAI
 
-    from ..engine.batch import DONE
+    from ..engine.batch_book import DONE
 
     key = resolve_api_key(args) or constants.default_api_key() or "none"
     book = _book(args.cache_dir)

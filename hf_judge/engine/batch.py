@@ -27,20 +27,14 @@ to the online pipeline) until each has had ``retries + 1`` tries; then they are 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import re
-import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from ..errors import (
     AuthenticationError,
@@ -50,576 +44,14 @@ from ..errors import (
     ModelNotFoundError,
     RunStopped,
     ServerUnreachableError,
-    http_kind,
 )
 from ..judging.metrics import Metric
-from ..redact import scrub, scrub_registered
-from ..store.replies import LOCK_WAIT_S, encode_meta
-from ..transport.client import JudgeClient, Outcome
+from ..redact import scrub
+from ..transport.client import JudgeClient
+from .batch_book import CHUNK, DONE, ENDPOINT, UNDONE_KIND, BatchBook, BatchReport, Job, server_tag
+from .batch_lines import Oversized, Packer, Reader, bounded_lines, line, refuse_requests_file
 
 logger = logging.getLogger("hf_judge")
-
-ENDPOINT = "/v1/chat/completions"
-# The provider's states of a batch that will not change any more.
-DONE = frozenset({"completed", "failed", "expired", "cancelled"})
-# What a line that a finished batch did not run becomes, by the batch's state.
-_UNDONE_KIND = {
-    "expired": ErrorKind.BATCH_EXPIRED,
-    "cancelled": ErrorKind.BATCH_CANCELLED,
-    "failed": ErrorKind.BATCH_FAILED,
-    "completed": ErrorKind.BATCH_FAILED,
-}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS batch_jobs (
-    name TEXT PRIMARY KEY, server TEXT NOT NULL, base_url TEXT, state TEXT NOT NULL, requests INTEGER NOT NULL,
-    file_id TEXT, batch_id TEXT, created REAL, message TEXT,
-    prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
-    done INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS batch_requests (
-    key BLOB PRIMARY KEY, metric TEXT NOT NULL, job TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-    kind TEXT, message TEXT, raw TEXT
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS batch_requests_job ON batch_requests (job);
-CREATE TABLE IF NOT EXISTS batch_members (key BLOB NOT NULL, job TEXT NOT NULL, PRIMARY KEY (key, job)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS batch_members_job ON batch_members (job);
-"""
-_CHUNK = 500  # keys per SQL statement (under every SQLite's 999-parameter limit)
-
-
-def submitted(path: Path, keys: list[bytes]) -> set[bytes]:
-    """Of ``keys``, those in a batch submitted to the provider and not yet collected (read-only: a dry run
-    writes nothing). A cache without batch tables has none."""
-    if not keys or not path.exists():
-        return set()
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
-    try:
-        out: set[bytes] = set()
-        for i in range(0, len(keys), _CHUNK):
-            part = keys[i : i + _CHUNK]
-            rows = conn.execute(
-                "SELECT r.key FROM batch_requests r JOIN batch_jobs j ON r.job = j.name "
-                f"WHERE j.batch_id IS NOT NULL AND r.key IN ({','.join('?' * len(part))})",
-                part,
-            )
-            out.update(k for (k,) in rows)
-        return out
-    except sqlite3.Error:  # no batch tables yet, or a store the run itself will find damaged and set aside
-        return set()
-    finally:
-        conn.close()
-
-
-def in_flight(path: Path, server: str) -> tuple[int, int]:
-    """(batches, requests) submitted to ``server`` (:func:`server_tag`) and not collected yet, read-only."""
-    if not path.exists():
-        return 0, 0
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
-    try:
-        row = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(requests), 0) FROM batch_jobs "
-            "WHERE server = ? AND batch_id IS NOT NULL AND state != 'collected'",
-            (server,),
-        ).fetchone()
-        return int(row[0]), int(row[1])
-    except sqlite3.Error:  # no batch tables yet, or a store the run itself will find damaged and set aside
-        return 0, 0
-    finally:
-        conn.close()
-
-
-def server_tag(client: JudgeClient) -> str:
-    """Which server a batch belongs to, without what the URL may carry (user:password@, a key in the query)."""
-    return hashlib.blake2b(client.server_id.encode(), digest_size=8).hexdigest()
-
-
-@dataclass
-class Job:
-    """One batch file as the book records it."""
-
-    name: str
-    state: str
-    requests: int
-    file_id: str | None = None
-    batch_id: str | None = None
-    base_url: str | None = None
-    message: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    done: int = 0
-    failed: int = 0
-    created: float = 0.0
-
-
-@dataclass
-class BatchReport:
-    """What batch mode did in this run, for the summary and the card."""
-
-    batches: int = 0  # batches collected or submitted by this run
-    submitted: int = 0  # requests this run submitted
-    collected: int = 0  # replies this run collected and accepted
-    resubmitted: int = 0
-    failed: int = 0  # lines that came back failed, invalid or not run
-    prompt_tokens: int = 0  # as the provider reported them for the collected lines
-    completion_tokens: int = 0
-    batch_ids: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "batch_ids"}
-
-    @classmethod
-    def total(cls, reports: Iterable[BatchReport]) -> BatchReport:
-        """The reports of a panel's judges as one: their batches, requests and tokens counted together."""
-        out = cls()
-        for r in reports:
-            for k in out.__dataclass_fields__:
-                setattr(out, k, getattr(out, k) + getattr(r, k))
-        return out
-
-
-class BatchBook:
-    """The batch tables in the reply store's SQLite file (created beside ``replies``; older caches open as they were).
-
-    Collected replies go straight into the store's keyed ``replies`` table, so that the pipeline that runs
-    next in the same process finds them (its appended ``pending`` rows show only after a reopen).
-    """
-
-    def __init__(self, path: Path, server: str, model: str | None = None):
-        self.path = Path(path)
-        self.server = server
-        # A panel's judges may share a server: each judge's runner follows the batches of its own model only
-        # (a batch recorded before the book knew models, model NULL, is any runner's on that server).
-        self.model = model
-        self.importing = ""  # the runner's output file an import reads: a request it lacks is not resubmitted
-        self.conn = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False)
-        self.conn.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.executescript(_SCHEMA)
-        if not any(row[1] == "model" for row in self.conn.execute("PRAGMA table_info(batch_jobs)")):
-            try:
-                self.conn.execute("ALTER TABLE batch_jobs ADD COLUMN model TEXT")
-            except sqlite3.OperationalError:  # another process added it first
-                pass
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def transaction(self) -> _Transaction:
-        return _Transaction(self.conn)
-
-    # -- jobs -----------------------------------------------------------------
-    def jobs(self, states: Iterable[str] | None = None, every_server: bool = False) -> list[Job]:
-        q = "SELECT name, state, requests, file_id, batch_id, base_url, message, prompt_tokens, completion_tokens, "
-        q += "done, failed, created FROM batch_jobs"
-        where, args = [], []
-        if not every_server:
-            where.append("server = ?")
-            args.append(self.server)
-            if self.model is not None:
-                where.append("(model IS NULL OR model = ?)")
-                args.append(self.model)
-        if states is not None:
-            states = list(states)
-            where.append(f"state IN ({','.join('?' * len(states))})")
-            args += states
-        if where:
-            q += " WHERE " + " AND ".join(where)
-        return [Job(*row) for row in self.conn.execute(q + " ORDER BY created, name", args)]
-
-    def update(self, name: str, **values: Any) -> None:
-        cols = ", ".join(f"{k} = ?" for k in values)
-        with self.transaction():
-            self.conn.execute(f"UPDATE batch_jobs SET {cols} WHERE name = ?", [*values.values(), name])
-
-    def add_job(self, name: str, base_url: str, keys: list[tuple[bytes, str]], state: str = "written") -> None:
-        """Record a written file and assign its requests (key, metric name) to it, in one transaction."""
-        with self.transaction():
-            self.conn.execute(
-                "INSERT INTO batch_jobs (name, server, model, base_url, state, requests, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, self.server, self.model, base_url, state, len(keys), time.time()),
-            )
-            self._assign(keys, name)
-
-    # -- requests -------------------------------------------------------------
-    def states(self, keys: list[bytes]) -> dict[bytes, tuple[str | None, int]]:
-        """key -> (job, attempts) for the keys the book knows."""
-        out: dict[bytes, tuple[str | None, int]] = {}
-        for i in range(0, len(keys), _CHUNK):
-            chunk = keys[i : i + _CHUNK]
-            q = f"SELECT key, job, attempts FROM batch_requests WHERE key IN ({','.join('?' * len(chunk))})"
-            for k, job, attempts in self.conn.execute(q, chunk):
-                out[k] = (job, attempts)
-        return out
-
-    def failure(self, key: bytes) -> Outcome:
-        """How a request that batch mode could not score ends (its error row)."""
-        row = self.conn.execute(
-            "SELECT job, attempts, kind, message, raw FROM batch_requests WHERE key = ?", (key,)
-        ).fetchone()
-        if row is None or row[2] is None:
-            job = row[0] if row is not None else None
-            message = (
-                f"no reply for this request in the imported output of {job.removeprefix('export:')}"
-                if job is not None and job.startswith("export:")
-                else (
-                    f"this request is not among the requests exported to this cache, so {self.importing} cannot "
-                    "answer it: import with the dataset, --metrics, --model, --base-url and --cache-dir of the "
-                    "export, or export it (hf-judge batch export)"
-                )
-                if self.importing
-                else "no batch brought this request's reply back; run the same command again to submit it"
-            )
-            return Outcome(None, None, ErrorKind.BATCH_MISSING, message, attempts=row[1] if row else 0)
-        _, attempts, kind, message, raw = row
-        return Outcome(None, raw, kind, message, attempts=attempts)
-
-    def accept(self, rows: list[tuple[bytes, str, str | None]]) -> None:
-        """Store accepted replies (key, content, usage as the store writes it) and close their requests."""
-        if not rows:
-            return
-        rows.sort()
-        with self.transaction():
-            self.conn.executemany("INSERT OR REPLACE INTO replies (key, content, usage) VALUES (?, ?, ?)", rows)
-            self.conn.executemany("DELETE FROM batch_requests WHERE key = ?", [(r[0],) for r in rows])
-
-    def reject(self, rows: list[tuple[bytes, str, str, str | None]], job: str | None = None) -> int:
-        """Record failed tries (key, kind, message, raw) of requests still in ``job`` (None: in an export, for an
-        import): each is free for its next try. Returns how many were recorded: a request's repeated failures in
-        one output count once (its first frees it)."""
-        if not rows:
-            return 0
-        with self.transaction():
-            return self.conn.executemany(
-                "UPDATE batch_requests SET job = NULL, attempts = attempts + 1, kind = ?, message = ?, raw = ? "
-                "WHERE key = ? AND " + ("job = ?" if job is not None else "job LIKE 'export:%'"),
-                [(kind, message, raw, key, *([job] if job is not None else [])) for key, kind, message, raw in rows],
-            ).rowcount
-
-    def close_job(self, job: Job, kind: str, message: str) -> int:
-        """Every request still assigned to ``job`` failed with ``kind``; returns how many."""
-        with self.transaction():
-            n = self.conn.execute(
-                "UPDATE batch_requests SET job = NULL, attempts = attempts + 1, kind = ?, message = ?, raw = NULL "
-                "WHERE job = ?",
-                (kind, message, job.name),
-            ).rowcount
-            self.conn.execute("UPDATE batch_jobs SET state = 'collected' WHERE name = ?", (job.name,))
-            self.conn.execute("DELETE FROM batch_members WHERE job = ?", (job.name,))  # no line of it comes any more
-        return n
-
-    def assign(self, keys: list[tuple[bytes, str]], job: str) -> None:
-        """Assign requests (key, metric name) to ``job``, keeping the tries they have had."""
-        with self.transaction():
-            self._assign(keys, job)
-
-    def _assign(self, keys: list[tuple[bytes, str]], job: str) -> None:
-        self.conn.executemany(
-            "INSERT INTO batch_requests (key, metric, job) VALUES (?, ?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET job = excluded.job",
-            [(k, m, job) for k, m in keys],
-        )
-        # which requests this file was sent, for good: `job` above is only a request's latest batch
-        self.conn.executemany(
-            "INSERT OR IGNORE INTO batch_members (key, job) VALUES (?, ?)", [(k, job) for k, _ in keys]
-        )
-
-    def legacy(self, job: str | None) -> bool:
-        """Whether ``job`` (None: any export) was written before the book recorded its members (an older cache):
-        its lines are then matched by the requests' latest batch, as that version did."""
-        if job is not None:
-            q = "SELECT NOT EXISTS (SELECT 1 FROM batch_members WHERE job = ?)"
-            return bool(self.conn.execute(q, (job,)).fetchone()[0])
-        q = (
-            "SELECT EXISTS (SELECT 1 FROM batch_jobs j WHERE j.name LIKE 'export:%' AND j.requests > 0 "
-            "AND NOT EXISTS (SELECT 1 FROM batch_members m WHERE m.job = j.name))"
-        )
-        return bool(self.conn.execute(q).fetchone()[0])
-
-    def members(self, keys: list[bytes], job: str | None, legacy: bool) -> dict[bytes, str | None]:
-        """Of ``keys``, those ``job`` was sent (None: those of any export, for an import), each with its metric,
-        or None where the request is settled already (its reply stored by an earlier line or run)."""
-        where, args = ("m.job = ?", [job]) if job is not None else ("m.job LIKE 'export:%'", [])
-        old = "r.job = ?" if job is not None else "(r.job IS NULL OR r.job LIKE 'export:%')"
-        out: dict[bytes, str | None] = {}
-        for i in range(0, len(keys), _CHUNK):
-            chunk = keys[i : i + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            q = "SELECT m.key, r.metric FROM batch_members m LEFT JOIN batch_requests r ON r.key = m.key "
-            out.update(self.conn.execute(f"{q} WHERE {where} AND m.key IN ({marks})", [*args, *chunk]))
-            if legacy:
-                q = f"SELECT r.key, r.metric FROM batch_requests r WHERE {old} AND r.key IN ({marks})"
-                out.update(self.conn.execute(q, [*args, *chunk]))
-        return out
-
-    def release(self, job: Job) -> None:
-        """Forget a job that never reached the provider: its requests are free again, their tries unspent."""
-        with self.transaction():
-            self.conn.execute("UPDATE batch_requests SET job = NULL WHERE job = ?", (job.name,))
-            self.conn.execute("DELETE FROM batch_members WHERE job = ?", (job.name,))
-            self.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (job.name,))
-
-    def retryable(self, tries: int) -> int:
-        return self.conn.execute(
-            "SELECT count(*) FROM batch_requests WHERE job IS NULL AND attempts < ?", (tries,)
-        ).fetchone()[0]
-
-
-class _Transaction:
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
-
-
-def line(key: bytes, body: bytes) -> bytes:
-    """One request line of a batch file, in OpenAI's format: the body as the online run would send it.
-
-    Example:
-        >>> line(bytes([1, 2]), b'{"model":"m"}')
-        b'{"custom_id":"0102","method":"POST","url":"/v1/chat/completions","body":{"model":"m"}}\\n'
-    """
-    return b'{"custom_id":"%s","method":"POST","url":"%s","body":%s}\n' % (key.hex().encode(), ENDPOINT.encode(), body)
-
-
-class Packer:
-    """Writes request lines into files of at most ``max_requests`` lines and ``max_bytes`` bytes."""
-
-    def __init__(self, folder: Path, max_requests: int, max_bytes: int, on_file: Callable[[Path, list], None]):
-        self.folder = folder
-        self.max_requests = max_requests
-        self.max_bytes = max_bytes
-        self.on_file = on_file
-        self.keys: list[tuple[bytes, str]] = []
-        self.seen: set[bytes] = set()  # the keys of the file being written (a custom_id is unique per file)
-        self.files = 0
-        self.size = 0
-        self._f: Any = None
-        self._path: Path | None = None
-
-    def add(self, key: bytes, metric: str, body: bytes) -> None:
-        data = line(key, body)
-        if len(data) > self.max_bytes:
-            raise ConfigError(
-                f"one request of metric {metric} takes {len(data):,} bytes, over batch_max_bytes={self.max_bytes:,}; "
-                "raise --batch-max-bytes, or score without --batch"
-            )
-        if self._f is not None and (len(self.keys) >= self.max_requests or self.size + len(data) > self.max_bytes):
-            self.flush()
-        if self._f is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._path = self.folder / f"hf_judge-{uuid.uuid4().hex[:16]}.jsonl"
-            self._f = open(self._path, "wb")  # noqa: SIM115 - closed in flush
-        self._f.write(data)
-        self.size += len(data)
-        self.keys.append((key, metric))
-        self.seen.add(key)
-
-    def flush(self) -> None:
-        if self._f is None:
-            return
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self._f.close()
-        path, keys = self._path, self.keys
-        self._f, self._path, self.keys, self.size, self.seen = None, None, [], 0, set()
-        assert path is not None
-        self.on_file(path, keys)
-        self.files += 1
-
-
-def _tokens(usage: Any) -> tuple[int, int]:
-    if not isinstance(usage, dict):
-        return 0, 0
-    try:
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    except (TypeError, ValueError):
-        return 0, 0
-
-
-class Reader:
-    """Turns the lines of a batch output or error file into accepted replies and failed tries."""
-
-    def __init__(self, book: BatchBook, client: JudgeClient, metrics: dict[str, Metric], report: BatchReport):
-        self.book = book
-        self.client = client
-        self.metrics = metrics
-        self.report = report
-        self.unknown = 0  # lines of the last read whose custom_id is no request the batch (or an export) was sent
-        self.malformed = 0  # lines of the last read that are no output line at all
-
-    def read(self, lines: Iterable[bytes | _Oversized], job: str | None, source: str) -> tuple[int, int, int, int]:
-        """(accepted, failed, prompt tokens, completion tokens) of the lines of one batch's output, ``job``'s
-        (None: an import's, whose lines answer the requests of this cache's exports); ``source`` names it.
-
-        A request is settled by its lines in their order in the file: its first valid reply is kept (the lines
-        after it are duplicates, skipped), and its failed lines count one failed try (a valid line after them is
-        still kept). Skipped too, and counted: a line for a request the batch was not sent (``unknown``: another
-        batch's answer would overwrite the one paid for), and one that is no output line (``malformed``: not a
-        JSON object with a custom_id in hex), with one warning. A line over ``max_reply_bytes`` is a failed try
-        of its request.
-        """
-        self.unknown = self.malformed = 0
-        first_bad = 0
-        legacy = self.book.legacy(job)
-        totals = [0, 0, 0, 0]
-        chunk: list[tuple[bytes, dict | _Oversized]] = []
-        for n, raw in enumerate(lines, 1):
-            if isinstance(raw, bytes) and not raw.strip():
-                continue
-            parsed = _parse_line(raw)
-            if parsed is None:
-                self.malformed += 1
-                first_bad = first_bad or n
-            else:
-                chunk.append(parsed)
-            if len(chunk) >= _CHUNK:
-                totals = [a + b for a, b in zip(totals, self._read_chunk(chunk, job, legacy), strict=True)]
-                chunk = []
-        totals = [a + b for a, b in zip(totals, self._read_chunk(chunk, job, legacy), strict=True)]
-        if self.malformed:
-            logger.warning(
-                "skipped %d line(s) of %s that are no batch output line (a JSON object with the request's custom_id "
-                "in hex), the first at line %d",
-                self.malformed,
-                source,
-                first_bad,
-            )
-        return totals[0], totals[1], totals[2], totals[3]
-
-    def _read_chunk(
-        self, lines: list[tuple[bytes, dict | _Oversized]], job: str | None, legacy: bool
-    ) -> tuple[int, int, int, int]:
-        sent = self.book.members([k for k, _ in lines], job, legacy)
-        good: dict[bytes, tuple[bytes, str, str | None]] = {}
-        bad: dict[bytes, tuple[bytes, str, str, str | None]] = {}
-        p_tok = c_tok = 0
-        for key, doc in lines:
-            if key not in sent:  # not a request this batch was sent (another batch's, another cache's)
-                self.unknown += 1
-                continue
-            name = sent[key]
-            if name is None or key in good:  # settled by an earlier line (or run): the first valid reply stays
-                continue
-            kept, failure, p, c = self._line(key, name, doc)
-            if kept is not None:
-                good[key] = kept
-                bad.pop(key, None)
-            elif key in bad:
-                continue  # the same request failed again in this output: one try
-            else:
-                bad[key] = failure
-            p_tok, c_tok = p_tok + p, c_tok + c
-        self.book.accept(list(good.values()))
-        failed = self.book.reject(list(bad.values()), job)
-        return len(good), failed, p_tok, c_tok
-
-    def _line(self, key: bytes, name: str, doc: dict | _Oversized) -> tuple[Any, Any, int, int]:
-        """(accepted row or None, failure row or None, prompt tokens, completion tokens) of one line."""
-        if isinstance(doc, _Oversized):
-            cap = self.client.settings.max_reply_bytes
-            message = (
-                f"the batch line takes over {doc.size:,} bytes, more than max_reply_bytes={cap:,}; raise "
-                "max_reply_bytes (--max-reply-bytes) if the replies are that big"
-            )
-            return None, (key, ErrorKind.BAD_RESPONSE, message, None), 0, 0
-        response = doc.get("response") if isinstance(doc.get("response"), dict) else None
-        error = doc.get("error")
-        status = response.get("status_code") if response else None
-        body = response.get("body") if response else None
-        if error or status != 200 or not isinstance(body, dict):
-            return None, (key, *_line_failure(status, body, error), None), 0, 0
-        p, c = _tokens(body.get("usage"))
-        metric = self.metrics.get(name)
-        if metric is None:  # a request of another run's metric: keep the paid reply, that run validates it
-            content = _stop_content(body)
-            if content is None:
-                return None, (key, ErrorKind.BATCH_FAILED, "the batch line holds no finished reply", None), p, c
-            return (key, content, f"{p} {c}"), None, p, c
-        stats, tokens = self.client.stats, self.client.batch_tokens
-        before = (stats.prompt_tokens, stats.completion_tokens)
-        outcome = self.client._handle_ok(metric, orjson.dumps(body))
-        # the usage it counted, as the client counts it, was paid at the batch price (the budget's spent())
-        tokens[0] += stats.prompt_tokens - before[0]
-        tokens[1] += stats.completion_tokens - before[1]
-        if outcome.value is None:
-            return None, (key, str(outcome.kind), outcome.message or "", outcome.raw), p, c
-        assert outcome.raw is not None
-        # the store's own format of the usage column (with the score's probabilities, logprobs=True)
-        return (key, outcome.raw, encode_meta(outcome.usage, outcome.logprobs)), None, p, c
-
-
-class _Oversized:
-    """A line longer than the cap, never held whole: its first bytes (where its custom_id is) and its size."""
-
-    __slots__ = ("prefix", "size")
-
-    def __init__(self, prefix: bytes, size: int):
-        self.prefix = prefix
-        self.size = size
-
-
-_CUSTOM_ID = re.compile(r"(?:[0-9a-fA-F]{2})+")
-# the custom_id of a line too long to parse: a key of the line's top object, before any nested one
-_PREFIX_ID = re.compile(rb'\s*\{[^{}\[\]]*?"custom_id"\s*:\s*"((?:[0-9a-fA-F]{2})+)"')
-_PREFIX = 4096
-
-
-def _bounded_lines(f: Any, cap: int) -> Iterator[bytes | _Oversized]:
-    """The lines of a binary file, each read in pieces of at most ``cap`` bytes: a longer line comes as an
-    ``_Oversized`` (its first bytes and its size), so that a 400 MB line never takes 400 MB of memory.
-
-    Example:
-        >>> import io
-        >>> [x if isinstance(x, bytes) else x.size for x in _bounded_lines(io.BytesIO(b"ab\\n" + b"c" * 9 + b"\\n"), 4)]
-        [b'ab\\n', 10]
-    """
-    while raw := f.readline(cap + 1):
-        if len(raw) <= cap or raw.endswith(b"\n"):
-            yield raw
-            continue
-        prefix, size = raw[:_PREFIX], len(raw)
-        while not raw.endswith(b"\n") and (raw := f.readline(cap + 1)):
-            size += len(raw)
-        yield _Oversized(prefix, size)
-
-
-def _parse_line(raw: bytes | _Oversized) -> tuple[bytes, dict | _Oversized] | None:
-    """(request key, the line's object) of an output line; None for one that is none (not JSON, not an object,
-    no custom_id that is a key in hex). A line too long to parse is kept (a failed try) if its custom_id shows."""
-    if isinstance(raw, _Oversized):
-        m = _PREFIX_ID.match(raw.prefix)
-        return (bytes.fromhex(m[1].decode()), raw) if m else None
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    cid = doc.get("custom_id") if isinstance(doc, dict) else None
-    if not isinstance(cid, str) or not _CUSTOM_ID.fullmatch(cid):
-        return None
-    return bytes.fromhex(cid), doc
-
-
-def _refuse_requests_file(f: Any, path: Path, cap: int) -> None:
-    """A ConfigError where the file's first line is a request (the export's file given in place of the output):
-    read as output, each of its lines would count as a failed try of its request."""
-    first = next((raw for raw in _bounded_lines(f, cap) if not isinstance(raw, bytes) or raw.strip()), b"")
-    f.seek(0)
-    if not isinstance(first, bytes):
-        return
-    try:
-        doc = orjson.loads(first)
-    except orjson.JSONDecodeError:
-        return
-    if isinstance(doc, dict) and "body" in doc and "method" in doc and "response" not in doc:
-        raise ConfigError(
-            f"{path.name} holds requests (custom_id, method, url, body), not a runner's output: give the JSONL the "
-            "runner wrote (-o of vllm run-batch), whose lines carry a `response`"
-        )
 
 
 def _api_error(e: Any, base_url: str) -> RunStopped:
@@ -638,28 +70,6 @@ def _api_error(e: Any, base_url: str) -> RunStopped:
         f"the batch API at {base_url} answered HTTP {status}: {said}. What was submitted is recorded in the reply "
         "cache: run the same command again to carry on."
     )
-
-
-def _stop_content(body: dict) -> str | None:
-    try:
-        choice = body["choices"][0]
-        content = choice["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        return None
-    ok = isinstance(content, str) and choice.get("finish_reason") == "stop"
-    return scrub_registered(content) if ok else None
-
-
-def _line_failure(status: Any, body: Any, error: Any) -> tuple[str, str]:
-    """(kind, message) of a line that failed inside a batch."""
-    if isinstance(error, dict):
-        return ErrorKind.BATCH_FAILED, scrub(f"the batch line failed: {error.get('code')}: {error.get('message')}")
-    msg = ""
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        msg = str(body["error"].get("message", ""))
-    if isinstance(status, int) and status != 200:
-        return http_kind(status), scrub(f"the batch line got HTTP {status}: {msg}".rstrip(": "))
-    return ErrorKind.BATCH_FAILED, "the batch line holds no chat completion"
 
 
 class BatchRunner:
@@ -777,8 +187,8 @@ class BatchRunner:
         self.book.importing = path.name
         cap = self.settings.max_reply_bytes
         with open(path, "rb") as f:
-            _refuse_requests_file(f, path, cap)
-            accepted, failed, p_tok, c_tok = self.reader.read(_bounded_lines(f, cap), None, path.name)
+            refuse_requests_file(f, path, cap)
+            accepted, failed, p_tok, c_tok = self.reader.read(bounded_lines(f, cap), None, path.name)
         unknown = self.reader.unknown
         if unknown and not accepted + failed:
             # keys are made of the dataset, metrics, model and server: an import with other settings matches nothing
@@ -826,8 +236,8 @@ class BatchRunner:
     def _stored(self, keys: list[bytes]) -> set[bytes]:
         found: set[bytes] = set()
         conn = self.book.conn
-        for i in range(0, len(keys), _CHUNK):
-            chunk = keys[i : i + _CHUNK]
+        for i in range(0, len(keys), CHUNK):
+            chunk = keys[i : i + CHUNK]
             q = f"SELECT key FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
             found.update(k for (k,) in conn.execute(q, chunk))
             q = f"SELECT key FROM pending WHERE key IN ({','.join('?' * len(chunk))})"
@@ -949,7 +359,7 @@ class BatchRunner:
                 batch.id,
             )
         message = _batch_message(batch)
-        undone = self.book.close_job(job, _UNDONE_KIND.get(batch.status, ErrorKind.BATCH_FAILED), message)
+        undone = self.book.close_job(job, UNDONE_KIND.get(batch.status, ErrorKind.BATCH_FAILED), message)
         self.book.update(job.name, prompt_tokens=p_tok, completion_tokens=c_tok, message=message, done=accepted)
         self._delete(batch.input_file_id, batch.output_file_id, batch.error_file_id)
         r = self.report
@@ -982,7 +392,7 @@ class BatchRunner:
                 except openai.OpenAIError as e:
                     logger.debug("could not delete the batch file %s: %s", file_id, e)
 
-    def _lines(self, file_id: str) -> Iterator[bytes | _Oversized]:
+    def _lines(self, file_id: str) -> Iterator[bytes | Oversized]:
         """The file's lines, streamed through a local copy: a 200 MB output is never held in memory, nor is a
         line over ``max_reply_bytes``."""
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -991,7 +401,7 @@ class BatchRunner:
             with self.api.files.with_streaming_response.content(file_id) as r:
                 r.stream_to_file(path)
             with open(path, "rb") as f:
-                yield from _bounded_lines(f, self.settings.max_reply_bytes)
+                yield from bounded_lines(f, self.settings.max_reply_bytes)
         finally:
             try:
                 path.unlink()

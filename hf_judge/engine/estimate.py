@@ -340,7 +340,7 @@ def _estimate_split(
     layout: Layout | None = None,
 ) -> None:
     """Render every request of one split, as the run would, and count it."""
-    from .batch import submitted
+    from .batch_book import submitted
 
     run = SplitRun(split, d, plans, client, None, window=_ROWS_PER_STEP, layout=layout)
     needed = sorted({c for p in plans for c in p.columns.values() if c is not None})

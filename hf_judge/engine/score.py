@@ -249,7 +249,7 @@ def _interrupted(ctx: SplitContext, settings: Settings) -> InterruptedRun:
 
 def _warn_batches_in_flight(store_path: Path, client: JudgeClient) -> None:
     """An online run does not collect batches: requests in them that it needs are sent and paid for again."""
-    from .batch import in_flight, server_tag
+    from .batch_book import in_flight, server_tag
 
     batches, requests = in_flight(store_path, server_tag(client))
     if batches:
@@ -293,7 +293,8 @@ def _run_batches(
     built from it, one batch (or more) per judge of a panel, each at its judge's server with its model and key;
     what it could not score ends as the batch book says (``batch_fallback='online'``: sent online)."""
     from ..progress import bars_wanted
-    from .batch import BatchReport, BatchRunner, run_all
+    from .batch import BatchRunner, run_all
+    from .batch_book import BatchReport
 
     res, settings = ctx.resources, ctx.client.settings
     assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
