@@ -282,13 +282,10 @@ def score_dataset_on_ray(
 
     from datasets import IterableDataset, IterableDatasetDict
 
-    from ..judging.ensemble import Layout
     from ..judging.metrics import resolve_metrics
     from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
     from ..results.scored import ScoredDatasetDict
-    from ..transport.client import JudgeClient
-    from .prepare import as_splits, column_mapping, judge_specs, new_summary, run_settings
-    from .runs import RUN_COUNTERS, panel_agreement
+    from .prepare import as_splits, run_settings
 
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
         raise ConfigError(
@@ -338,14 +335,7 @@ def score_dataset_on_ray(
             _batch_stats=True,
         )
         table = pa.concat_tables(ray.get(scored.to_arrow_refs()))
-        for text in table.column(STATS_COLUMN).to_pylist():
-            if text:
-                moved.append(json.loads(text))
-        table = table.drop_columns([STATS_COLUMN])
-        for row, text in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
-            for item in json.loads(text) if text else ():
-                errors.append({"split": split, "row": row, **item})
-        results[split] = Dataset(table.drop_columns([ERRORS_COLUMN]))
+        results[split] = _collected(table, split, errors, moved)
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = (
         Dataset.from_list(errors, features=ERROR_FEATURES)
@@ -353,27 +343,60 @@ def score_dataset_on_ray(
         else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
     )
     loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    out.summary = _summary(settings, base_urls, loaded, columns, splits, results, errors, moved)
+    out.summary.elapsed_s = time.monotonic() - started
+    out.summary.notes.append(f"scored on Ray by {actors} actors")
+    return out
+
+
+def _collected(table: pa.Table, split: str, errors: list[dict[str, Any]], moved: list[dict[str, Any]]) -> Dataset:
+    """A split's scored table from the actors: its error rows go to ``errors``, each batch's counters to
+    ``moved``, and what is left is the split with its score columns."""
+    for text in table.column(STATS_COLUMN).to_pylist():
+        if text:
+            moved.append(json.loads(text))
+    table = table.drop_columns([STATS_COLUMN])
+    for row, text in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
+        for item in json.loads(text) if text else ():
+            errors.append({"split": split, "row": row, **item})
+    return Dataset(table.drop_columns([ERRORS_COLUMN]))
+
+
+def _summary(
+    settings: Settings,
+    base_urls: list[str] | None,
+    loaded: list,
+    columns: dict[str, str] | None,
+    splits: dict[str, Dataset],
+    results: dict[str, Dataset],
+    errors: list[dict[str, Any]],
+    moved: list[dict[str, Any]],
+) -> Any:
+    """The run summary of a Ray run: what ``score_dataset``'s says, with the counters the batches brought back."""
+    from ..judging.ensemble import Layout
+    from ..transport.client import JudgeClient
+    from .prepare import column_mapping, judge_specs, new_summary
+    from .runs import RUN_COUNTERS, panel_agreement
+
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
     layout = Layout.from_settings(settings)
     # for the summary's model and server names only: they send nothing
     clients = [JudgeClient(s, api_key=None) for s, _ in judge_specs(shown, None)]
-    out.summary = new_summary(
+    summary = new_summary(
         settings, clients[0], loaded, splits, {s: [] for s in splits}, {s: {} for s in splits}, layout, clients
     )
     if layout.panel:
         plans = [Plan(m, {}, 0.0) for m in loaded]
-        out.summary.agreement = panel_agreement(layout, results, {s: plans for s in results})
-    out.summary.column_mapping = column_mapping(loaded, columns, splits)
-    out.summary.rows = {s: len(d) for s, d in results.items()}
-    out.summary.errors = dict(Counter(str(e["kind"]) for e in errors))
-    out.summary.elapsed_s = time.monotonic() - started
+        summary.agreement = panel_agreement(layout, results, {s: plans for s in results})
+    summary.column_mapping = column_mapping(loaded, columns, splits)
+    summary.rows = {s: len(d) for s, d in results.items()}
+    summary.errors = dict(Counter(str(e["kind"]) for e in errors))
     for k in RUN_COUNTERS:
-        setattr(out.summary, k, sum(m[k] for m in moved))
-    out.summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
+        setattr(summary, k, sum(m[k] for m in moved))
+    summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
     if moved:
-        out.summary.structured_output = moved[-1]["structured_output"]
-    out.summary.notes.append(f"scored on Ray by {actors} actors")
-    return out
+        summary.structured_output = moved[-1]["structured_output"]
+    return summary
 
 
 def _empty_split(
