@@ -129,15 +129,9 @@ def cmd_batch_export(args: argparse.Namespace) -> int:
     ds = load_input(
         job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=None, limit=job.limit
     )
-    n = export_batch(
-        ds,
-        job.metrics,
-        args.output,
-        columns=job.columns,
-        prompts_dir=job.prompts_dir,
-        cache_dir=args.cache_dir,
-        **job.client,
-    )
+    # an export sends nothing (no key) and records its requests in the cache (always used)
+    kwargs = {k: v for k, v in job.library_args(args).items() if k not in ("api_key", "use_cache")}
+    n = export_batch(ds, job.metrics, args.output, **kwargs)
     model = job.client["model"]
     print(
         f"wrote {n:,} requests to {args.output}\n"

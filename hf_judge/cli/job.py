@@ -64,6 +64,25 @@ class Job:
     private: bool | None = None
     recipe: Any = None
 
+    def library_args(self, args: argparse.Namespace, api_key: str | None = None) -> dict[str, Any]:
+        """The keyword arguments every library entry point takes (score_dataset, estimate_cost,
+        export_batch, score_dataset_on_ray), from this job and the shared flags: given in one place, so
+        the commands cannot drift apart. Each command adds what only it takes.
+
+        Example:
+            >>> ns = argparse.Namespace(cache_dir=None, no_cache=False)
+            >>> sorted(Job(metrics=["QA_All"], client={"model": "m"}).library_args(ns))
+            ['api_key', 'cache_dir', 'columns', 'model', 'prompts_dir', 'use_cache']
+        """
+        return {
+            "columns": self.columns,
+            "prompts_dir": self.prompts_dir,
+            "api_key": api_key,
+            "cache_dir": getattr(args, "cache_dir", None),
+            "use_cache": not getattr(args, "no_cache", False),
+            **self.client,
+        }
+
 
 def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = None) -> Job:
     """The job to run: the defaults, overridden by the recipe, overridden by the flags.

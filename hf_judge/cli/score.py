@@ -246,14 +246,9 @@ def _run_scoring(
     return score_dataset(
         ds,
         job.metrics,
-        columns=job.columns,
-        prompts_dir=job.prompts_dir,
-        api_key=api_key,
-        cache_dir=args.cache_dir,
-        use_cache=not args.no_cache,
         token_columns=job.token_columns,
         if_exists="overwrite" if args.overwrite_scores else "keep",
-        **_import_settings(client, batch_import),
+        **{**job.library_args(args, api_key), **_import_settings(client, batch_import)},
     )
 
 
@@ -275,13 +270,8 @@ def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | No
         ds,
         job.metrics,
         address=args.ray_address,
-        columns=job.columns,
-        prompts_dir=job.prompts_dir,
-        api_key=api_key,
-        cache_dir=args.cache_dir,
-        use_cache=not args.no_cache,
         token_columns=job.token_columns,
-        **client,
+        **{**job.library_args(args, api_key), **client},
     )
 
 
@@ -351,13 +341,8 @@ def _dry_run(args: argparse.Namespace, job: Job, ds, api_key: str | None) -> int
     estimate = estimate_cost(
         ds,
         job.metrics,
-        columns=job.columns,
-        prompts_dir=job.prompts_dir,
-        api_key=api_key,
-        cache_dir=args.cache_dir,
-        use_cache=not args.no_cache,
         if_exists="overwrite" if args.overwrite_scores else "keep",
-        **client,
+        **{**job.library_args(args, api_key), **client},
     )
     print(estimate, flush=True)
     return 0

@@ -14,13 +14,12 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from .. import constants
 from ..errors import ConfigError
-from ..judging.metrics import resolve_metrics
 from ..settings import Settings, merge_layers, validated
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
 from .batch import BatchRunner
+from .job import JudgeJob
 
 
 def export_batch(
@@ -45,8 +44,7 @@ def export_batch(
         1000
         >>> # vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
     """
-    from ..judging.ensemble import Layout
-    from .prepare import as_splits, build_plans, plan_requests, run_settings
+    from .prepare import run_settings
 
     s = run_settings(settings, setting_values)
     if s.models:
@@ -56,14 +54,23 @@ def export_batch(
             "and import each the same way, then score the panel with the same --cache-dir: every reply is in the "
             "cache, so nothing is sent"
         )
-    layout = Layout.from_settings(s)
+    job = JudgeJob.of(s, metrics, columns, None, prompts_dir, metric_params, cache_dir)
+    return export_job(ds, job, path)
+
+
+def export_job(ds: Dataset | DatasetDict, job: JudgeJob, path: str | os.PathLike) -> int:
+    """:func:`export_batch` of a job resolved already."""
+    from .prepare import as_splits, build_plans, plan_requests
+
+    layout = job.layout
     splits, _ = as_splits(ds)
-    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-    plans_by_split, _, _ = build_plans(splits, loaded, columns, s.temperature, "keep", False, layout)
-    client = JudgeClient(s, api_key=None)
-    store_path = _store_path(cache_dir)
+    plans_by_split, _, _ = build_plans(
+        splits, job.metrics, job.columns, job.settings.temperature, "keep", False, layout
+    )
+    client = JudgeClient(job.settings, api_key=None)
+    store_path = job.store_file
     ReplyStore(store_path).close()  # the tables, and the replies earlier runs left to merge
-    runner = BatchRunner(client, None, store_path, {m.name: m for m in loaded})
+    runner = BatchRunner(client, None, store_path, {m.name: m for m in job.metrics})
     try:
         todo = [
             (lambda split=split, d=d: plan_requests(split, d, plans_by_split[split], client, layout))
@@ -103,8 +110,3 @@ def import_batch(
     judge = {k: v for k in ("model", "models") if (v := kwargs.pop(k, None))}
     layers = merge_layers(settings, {"batch_import": str(path.resolve())} | judge)
     return score_dataset(ds, metrics, settings=validated(Settings, layers, "settings"), **kwargs)
-
-
-def _store_path(cache_dir: str | os.PathLike | None) -> Path:
-    root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
-    return root / "replies.sqlite3"

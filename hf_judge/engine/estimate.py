@@ -37,16 +37,16 @@ from urllib.parse import urlparse
 
 import orjson
 
-from .. import constants
 from ..errors import BudgetExceededError, CostExceededError
 from ..judging.ensemble import Layout
 from ..judging.images import IMAGE_TOKENS
-from ..judging.metrics import Metric, OutputType, resolve_metrics
+from ..judging.metrics import Metric, OutputType
 from ..redact import install_log_filter, scrub
 from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
 from ..transport.prices import Price
+from .job import JudgeJob
 from .pipeline import SplitRun, read_batches
 
 logger = logging.getLogger("hf_judge")
@@ -197,20 +197,35 @@ def estimate_cost(
         >>> est = estimate_cost(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
         >>> print(est)  # doctest: +SKIP
     """
-    from .prepare import as_splits, build_plans, resolve_api_key, run_settings
-
     install_log_filter()
     if tokenizer not in ("auto", "server", "tiktoken", "chars"):
         raise ValueError(f"tokenizer must be 'auto', 'server', 'tiktoken' or 'chars', got {tokenizer!r}")
-    settings = run_settings(settings, setting_values)
+    job = JudgeJob.resolve(
+        metrics,
+        columns=columns,
+        api_key=api_key,
+        prompts_dir=prompts_dir,
+        metric_params=metric_params,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        settings=settings,
+        **setting_values,
+    )
+    return estimate_job(ds, job, if_exists=if_exists, tokenizer=tokenizer)
+
+
+def estimate_job(ds: Any, job: JudgeJob, *, if_exists: str = "keep", tokenizer: str = "auto") -> CostEstimate:
+    """:func:`estimate_cost` of a job resolved already."""
+    from .prepare import as_splits, build_plans
+
+    settings = job.settings
     splits, _ = as_splits(ds)
-    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-    plans_by_split, _, _ = build_plans(splits, loaded, columns, settings.temperature, if_exists, False)
-    api_key = resolve_api_key(settings, api_key, needed=False)
+    loaded = job.metrics
+    plans_by_split, _, _ = build_plans(splits, loaded, job.columns, settings.temperature, if_exists, False)
+    api_key = job.key(needed=False)
     client = JudgeClient(settings, api_key=api_key)
-    cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
-    store_path = cache_root / "replies.sqlite3"
-    store = ReplyStore(store_path) if use_cache and store_path.exists() else None
+    store_path = job.store_file
+    store = ReplyStore(store_path) if job.use_cache and store_path.exists() else None
     # only a --batch run collects the batches in flight (an online run would send their requests again), and
     # it sends each of K samples as a request of its own, as the batch projection of score_dataset counts them
     batch = store_path if settings.batch else None

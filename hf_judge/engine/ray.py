@@ -26,6 +26,7 @@ import os
 import socket
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from ..judging.ensemble import Layout
     from ..results.scored import ScoredDatasetDict
     from ..settings import Settings
+    from .job import JudgeJob
 
 ERRORS_COLUMN = "judge_errors"
 # score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
@@ -97,30 +99,53 @@ def score_ray_dataset(
         ... )
         >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
     """
-    from ..judging.ensemble import Layout
-    from ..judging.images import image_variables
-    from ..judging.metrics import resolve_metrics
     from ..redact import install_log_filter
-    from .prepare import check_samples, judge_specs, preflight, resolve_api_key, run_settings
+    from .job import JudgeJob
 
     install_log_filter()
     if in_flight is not None:
         setting_values["concurrency"] = in_flight
-    settings = run_settings(settings, setting_values)
-    layout = Layout.from_settings(settings)
+    job = JudgeJob.resolve(
+        metrics,
+        columns=columns,
+        api_key=api_key,
+        prompts_dir=prompts_dir,
+        metric_params=metric_params,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        token_columns=token_columns,
+        settings=settings,
+        **setting_values,
+    )
+    return ray_stage(ds, job, base_urls, concurrency, batch_size, num_cpus, map_batches_kwargs, _batch_stats)
+
+
+def ray_stage(
+    ds: ray.data.Dataset,
+    job: JudgeJob,
+    base_urls: list[str] | None = None,
+    concurrency: int | tuple[int, int] = 1,
+    batch_size: int = 1024,
+    num_cpus: float = 1.0,
+    map_batches_kwargs: dict[str, Any] | None = None,
+    batch_stats: bool = False,
+) -> ray.data.Dataset:
+    """:func:`score_ray_dataset` of a job resolved already: its ``map_batches`` stage over ``ds``."""
+    from ..judging.images import image_variables
+    from .prepare import check_samples, judge_specs, preflight
+
+    settings, layout = job.settings, job.layout
     check_fleet(settings, base_urls)
-    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
     names = ds.schema().names
-    mapping = dict(columns or {})
     plans = [
         Plan(
             m,
-            m.resolve_columns(mapping, names),
+            m.resolve_columns(job.columns, names),
             m.temperature if settings.temperature is None else settings.temperature,
         )
-        for m in loaded
+        for m in job.metrics
     ]
-    features = score_features([p.metric for p in plans], layout, settings.logprobs, token_columns)  # SplitRun's
+    features = score_features([p.metric for p in plans], layout, settings.logprobs, job.token_columns)  # SplitRun's
     clash = sorted(set(features) & set(names))
     if clash:
         raise ConfigError(f"the dataset already has the columns {clash} that these metrics write; drop them first")
@@ -132,10 +157,9 @@ def score_ray_dataset(
         preflight("train", sample, plans)
     check_samples(settings, {"train": plans})
     urls = list(base_urls or [settings.base_url or constants.default_base_url()])
-    key = resolve_api_key(settings.model_copy(update={"base_url": urls[0]}), api_key, needed=True)
+    key = job.key(needed=True, base_url=urls[0])
     # a panel: each judge's settings and key, resolved here; each actor builds one client per judge from them
     judges = judge_specs(settings, key) if layout.panel else []
-    root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
     import ray.data
 
     # Ray 2.51 deprecated map_batches(concurrency=): an actor pool says the same
@@ -151,10 +175,10 @@ def score_ray_dataset(
             "settings": settings,
             "base_urls": urls,
             "api_key": key,
-            "store_path": str(root / "replies.sqlite3") if use_cache else None,
+            "store_path": str(job.store_path) if job.store_path is not None else None,
             "schema": features.arrow_schema,
-            "token_columns": token_columns,
-            "batch_stats": _batch_stats,
+            "token_columns": job.token_columns,
+            "batch_stats": batch_stats,
             "judges": judges,
             "layout": layout,
         },
@@ -282,9 +306,9 @@ def score_dataset_on_ray(
 
     from datasets import IterableDataset, IterableDatasetDict
 
-    from ..judging.metrics import resolve_metrics
     from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
     from ..results.scored import ScoredDatasetDict
+    from .job import JudgeJob
     from .prepare import as_splits, run_settings
 
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
@@ -297,6 +321,9 @@ def score_dataset_on_ray(
         raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
     settings = run_settings(settings, setting_values)
     check_fleet(settings, base_urls)  # before a cluster is started or joined
+    job = JudgeJob.of(
+        settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
+    )
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
         _check_address(address)
@@ -312,27 +339,17 @@ def score_dataset_on_ray(
     moved: list[dict[str, Any]] = []  # each batch's counters
     for split, d in splits.items():
         if len(d) == 0:  # Ray Data gives no block back, so no columns: score_dataset's, which sends nothing for 0 rows
-            results[split] = _empty_split(split, d, metrics, settings, base_urls, columns=columns, api_key=api_key,
-                                          prompts_dir=prompts_dir, metric_params=metric_params,
-                                          token_columns=token_columns)  # fmt: skip
+            results[split] = _empty_split(split, d, job, base_urls)
             continue
-        scored = score_ray_dataset(
+        scored = ray_stage(
             # not from_huggingface: it reloads the split by its builder's name to look for Hub Parquet files
             # (a local JSON file's builder "json" reads every JSON file of the working directory), and hands
             # an in-memory split over as one block, which one actor scores alone
             ray.data.from_arrow(d.with_format("arrow")[:], override_num_blocks=max(1, min(len(d), 4 * size))),
-            metrics,
-            columns=columns,
-            base_urls=base_urls,
-            api_key=api_key,
-            prompts_dir=prompts_dir,
-            metric_params=metric_params,
-            cache_dir=cache_dir,
-            use_cache=use_cache,
-            token_columns=token_columns,
+            job,
+            base_urls,
             concurrency=actors,
-            settings=settings,
-            _batch_stats=True,
+            batch_stats=True,
         )
         table = pa.concat_tables(ray.get(scored.to_arrow_refs()))
         results[split] = _collected(table, split, errors, moved)
@@ -342,8 +359,7 @@ def score_dataset_on_ray(
         if errors
         else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
     )
-    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-    out.summary = _summary(settings, base_urls, loaded, columns, splits, results, errors, moved)
+    out.summary = _summary(job, base_urls, splits, results, errors, moved)
     out.summary.elapsed_s = time.monotonic() - started
     out.summary.notes.append(f"scored on Ray by {actors} actors")
     return out
@@ -363,23 +379,20 @@ def _collected(table: pa.Table, split: str, errors: list[dict[str, Any]], moved:
 
 
 def _summary(
-    settings: Settings,
+    job: JudgeJob,
     base_urls: list[str] | None,
-    loaded: list,
-    columns: dict[str, str] | None,
     splits: dict[str, Dataset],
     results: dict[str, Dataset],
     errors: list[dict[str, Any]],
     moved: list[dict[str, Any]],
 ) -> Any:
     """The run summary of a Ray run: what ``score_dataset``'s says, with the counters the batches brought back."""
-    from ..judging.ensemble import Layout
     from ..transport.client import JudgeClient
     from .prepare import column_mapping, judge_specs, new_summary
     from .runs import RUN_COUNTERS, panel_agreement
 
+    settings, layout, loaded = job.settings, job.layout, job.metrics
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
-    layout = Layout.from_settings(settings)
     # for the summary's model and server names only: they send nothing
     clients = [JudgeClient(s, api_key=None) for s, _ in judge_specs(shown, None)]
     summary = new_summary(
@@ -388,7 +401,7 @@ def _summary(
     if layout.panel:
         plans = [Plan(m, {}, 0.0) for m in loaded]
         summary.agreement = panel_agreement(layout, results, {s: plans for s in results})
-    summary.column_mapping = column_mapping(loaded, columns, splits)
+    summary.column_mapping = column_mapping(loaded, job.columns, splits)
     summary.rows = {s: len(d) for s, d in results.items()}
     summary.errors = dict(Counter(str(e["kind"]) for e in errors))
     for k in RUN_COUNTERS:
@@ -399,12 +412,9 @@ def _summary(
     return summary
 
 
-def _empty_split(
-    split: str, d: Dataset, metrics: Any, settings: Settings, base_urls: list[str] | None, **kw: Any
-) -> Dataset:
+def _empty_split(split: str, d: Dataset, job: JudgeJob, base_urls: list[str] | None) -> Dataset:
     """A split of 0 rows with the score columns :func:`hf_judge.score_dataset` gives it (it sends no request)."""
-    from .score import score_dataset
+    from .score import score_job
 
-    one = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
-    scored = score_dataset(DatasetDict({split: d}), metrics, use_cache=False, progress=False, settings=one, **kw)
-    return scored[split]
+    one = job.with_settings(base_url=base_urls[0]) if base_urls else job
+    return score_job(DatasetDict({split: d}), replace(one, use_cache=False), progress=False)[split]

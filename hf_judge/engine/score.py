@@ -20,10 +20,8 @@ from typing import Any
 import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, concatenate_datasets
 
-from .. import constants
 from ..errors import ConfigError, DiskFullError, InterruptedRun, RunStopped
 from ..judging.ensemble import Layout
-from ..judging.metrics import resolve_metrics
 from ..pages import file_paths, release
 from ..progress import ProgressBar, ProgressCallback, datasets_bars_off
 from ..redact import install_log_filter
@@ -32,6 +30,7 @@ from ..results.scored import ScoredDatasetDict
 from ..settings import Settings
 from ..store.replies import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
+from .job import JudgeJob
 from .pipeline import Plan, SplitRun, score_features, sparse_gc
 from .prepare import (
     as_splits,
@@ -42,7 +41,6 @@ from .prepare import (
     judge_specs,
     new_summary,
     plan_requests,
-    resolve_api_key,
     results_fingerprint,
     run_settings,
     settings_doc,
@@ -142,25 +140,41 @@ def score_dataset(
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
     settings = run_settings(settings, setting_values)
     _check_batch(settings, ds, use_cache)
-    layout = Layout.from_settings(settings)
     _check_workers(settings, ds)
+    job = JudgeJob.of(
+        settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
+    )
+    return score_job(ds, job, progress=progress, if_exists=if_exists)
+
+
+def score_job(
+    ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
+    job: JudgeJob,
+    *,
+    progress: bool | ProgressCallback = True,
+    if_exists: str = "keep",
+) -> ScoredDatasetDict:
+    """:func:`score_dataset` of a job resolved already (the engines' and the CLI's entry)."""
+    install_log_filter()
+    settings, layout, token_columns, use_cache = job.settings, job.layout, job.token_columns, job.use_cache
     splits, earlier_errors = as_splits(ds)
-    loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+    loaded = job.metrics
     plans_by_split, kept, renamed = build_plans(
-        splits, loaded, columns, settings.temperature, if_exists, token_columns, layout
+        splits, loaded, job.columns, settings.temperature, if_exists, token_columns, layout
     )
     check_samples(settings, plans_by_split)
-    api_key = resolve_api_key(settings, api_key, needed=any(plans_by_split.values()) and not settings.batch_import)
+    needed = any(plans_by_split.values()) and not settings.batch_import
+    api_key = job.key(needed=bool(needed))
     specs = judge_specs(settings, api_key)
     clients = judge_panel(specs)
     client = clients[0]
     for c in clients:
         c.caching = use_cache
-    cache_root = Path(cache_dir).expanduser() if cache_dir is not None else constants.default_cache_dir()
+    cache_root = job.cache_root
     if use_cache and not (settings.batch or settings.batch_import) and any(plans_by_split.values()):
-        _warn_batches_in_flight(cache_root / "replies.sqlite3", client)
+        _warn_batches_in_flight(job.store_file, client)
     summary = new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
-    summary.column_mapping = column_mapping(loaded, columns, splits)
+    summary.column_mapping = column_mapping(loaded, job.columns, splits)
     ctx = SplitContext(
         client=client,
         summary=summary,
@@ -183,13 +197,12 @@ def score_dataset(
             s: _stream_features(d, plans_by_split[s], token_columns, layout, settings.logprobs)
             for s, d in splits.items()
         }
-        store_path = cache_root / "replies.sqlite3" if use_cache else None
-        streams = Streams(ctx, splits, plans_by_split, features, errors, store_path)  # type: ignore[arg-type,unused-ignore]
+        streams = Streams(ctx, splits, plans_by_split, features, errors, job.store_path)  # type: ignore[arg-type,unused-ignore]
         return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     try:
-        with sparse_gc(), RunResources(clients, cache_root / "replies.sqlite3" if use_cache else None) as res:
+        with sparse_gc(), RunResources(clients, job.store_path) as res:
             ctx.resources = res
             if settings.batch or settings.batch_import:
                 _run_batches(ctx, splits, plans_by_split, api_key)

@@ -24,16 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset, Features, Value
 
-from .. import constants
 from ..errors import ConfigError
 from ..judging.ensemble import Layout
 from ..judging.images import image_variables
-from ..judging.metrics import resolve_metrics
 from ..redact import install_log_filter, register
 from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, judge_panel
 from .batchscore import score_batch
+from .job import JudgeJob
 from .pipeline import LoopThread, Plan, score_features
 
 if TYPE_CHECKING:
@@ -153,10 +152,7 @@ def _close_runtimes() -> None:
 
 
 # what a Judge pickles
-_CONFIG = (
-    "settings", "layout", "metrics", "columns", "token_columns", "base_urls", "errors_column", "store_path",
-    "_api_key", "_id",
-)  # fmt: skip
+_CONFIG = ("job", "base_urls", "errors_column", "_id")
 
 
 def _errors_feature() -> list:
@@ -212,7 +208,7 @@ class Judge:
         settings: Settings | None = None,
         **setting_values: Any,
     ):
-        from .prepare import check_samples, resolve_api_key, run_settings
+        from .prepare import check_samples, run_settings
 
         if metrics is None:
             raise TypeError(
@@ -234,26 +230,43 @@ class Judge:
             if asked[name]:
                 raise ConfigError(f"{name} is not for a map transform: {instead}")
         check_fleet(settings, base_urls)
-        self.settings = settings
-        self.layout = Layout.from_settings(settings)
-        self.metrics = resolve_metrics(metrics, prompts_dir, metric_params)  # the prompts travel with the pickle
+        # the prompts travel with the pickle; the key only as given (a variable's name is read in each process)
+        self.job = JudgeJob.of(
+            settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
+        )
         temperature = settings.temperature
         check_samples(
             settings, {"": [Plan(m, {}, m.temperature if temperature is None else temperature) for m in self.metrics]}
         )
-        self.columns = dict(columns or {})
-        self.token_columns = token_columns
         self.base_urls = list(base_urls) if base_urls else None
         self.errors_column = errors_column
-        root = Path(cache_dir).expanduser().absolute() if cache_dir is not None else constants.default_cache_dir()
-        self.store_path = root / "replies.sqlite3" if use_cache else None
-        first = settings.model_copy(update={"base_url": self.base_urls[0]}) if self.base_urls else settings
-        key = _read_key(api_key)
-        resolve_api_key(first, key, needed=True)  # no key for OpenAI: a ConfigError now, not per process
-        # a variable's name is resolved in each process; a key given as a string has to travel
-        self._api_key = api_key
+        self.job.key(needed=True, base_url=self.base_urls[0] if self.base_urls else None)  # no key: a ConfigError now
         self._id = hashlib.sha256(pickle.dumps(self.__getstate__())).hexdigest()
         self._plans: dict[tuple[str, ...], list[Plan]] = {}
+
+    @property
+    def settings(self) -> Settings:
+        return self.job.settings
+
+    @property
+    def layout(self) -> Layout:
+        return self.job.layout
+
+    @property
+    def metrics(self) -> list:
+        return self.job.metrics
+
+    @property
+    def columns(self) -> dict[str, str]:
+        return self.job.columns
+
+    @property
+    def token_columns(self) -> bool:
+        return self.job.token_columns
+
+    @property
+    def store_path(self) -> Path | None:
+        return self.job.store_path
 
     def features(self, input_features: Features | None = None) -> Features:
         """The features of what the map returns: ``input_features`` (the dataset's), then the new columns.
@@ -319,12 +332,10 @@ class Judge:
         with _RUNTIMES_LOCK:
             rt = _RUNTIMES.get(self._id)
             if rt is None or rt.pid != os.getpid():
-                from .prepare import judge_specs, resolve_api_key
+                from .prepare import judge_specs
 
-                settings = self.settings
-                first = settings.model_copy(update={"base_url": self.base_urls[0]}) if self.base_urls else settings
-                key = resolve_api_key(first, _read_key(self._api_key), needed=True)
-                specs = judge_specs(settings, key)
+                key = self.job.key(needed=True, base_url=self.base_urls[0] if self.base_urls else None)
+                specs = judge_specs(self.settings, key)
                 rt = _RUNTIMES[self._id] = Runtime(specs, self.store_path, self.base_urls)
             return rt
 
@@ -349,7 +360,7 @@ class Judge:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._plans = {}
-        key = self._api_key
+        key = self.job.api_key
         if key is not None and not key.startswith("env:"):
             register(key)  # in the process that unpickled it too
 
@@ -358,12 +369,6 @@ class Judge:
             f"Judge({[m.name for m in self.metrics]!r}, model={self.settings.model!r}, columns={self.columns!r}, "
             f"cache={str(self.store_path) if self.store_path else None!r})"
         )
-
-
-def _read_key(api_key: str | None) -> str | None:
-    from ..redact import resolve_secret
-
-    return resolve_secret(api_key, "api_key")
 
 
 def _as_columns(batch: Any) -> tuple[dict[str, Sequence[Any]], bool, int]:

@@ -1,0 +1,115 @@
+"""One scoring job, resolved once: the library's counterpart of the CLI's ``cli.job.Job``.
+
+Every public entry point (:func:`hf_judge.score_dataset`, :func:`hf_judge.estimate_cost`,
+:func:`hf_judge.export_batch`, :func:`hf_judge.import_batch`, ``hf_judge.ray.score_ray_dataset``,
+``hf_judge.ray.score_dataset_on_ray``, :class:`hf_judge.Judge`) takes the same readable keyword
+arguments (metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache,
+token_columns, settings and the settings' own keywords). Each turns them into one :class:`JudgeJob`
+here, with the same checks and the same messages, and hands that on: the engines read the job, never
+the bundle again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .. import constants
+from ..judging.ensemble import Layout
+from ..judging.metrics import Metric, resolve_metrics
+from ..redact import resolve_secret
+from ..settings import Settings
+from .prepare import resolve_api_key, run_settings
+
+STORE_FILE = "replies.sqlite3"
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    """What to judge, with what, and where its replies are kept: the metrics loaded, the settings merged.
+
+    ``api_key`` is the key as given: None (``$OPENAI_API_KEY``) and ``env:NAME`` are read by :meth:`key`
+    when the key is needed, in the process that needs it.
+
+    Example:
+        >>> job = JudgeJob.resolve(["QA_Clarity"], model="m", base_url="http://127.0.0.1:8000/v1")
+        >>> [m.name for m in job.metrics], job.settings.model, job.store_path.name
+        (['QA_Clarity'], 'm', 'replies.sqlite3')
+    """
+
+    metrics: list[Metric]
+    settings: Settings
+    layout: Layout
+    columns: dict[str, str] = field(default_factory=dict)
+    api_key: str | None = None
+    cache_root: Path = field(default_factory=constants.default_cache_dir)
+    use_cache: bool = True
+    token_columns: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        metrics: Any,
+        *,
+        columns: dict[str, str] | None = None,
+        api_key: str | None = None,
+        prompts_dir: str | os.PathLike | list | None = None,
+        metric_params: dict[str, dict[str, Any]] | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        use_cache: bool = True,
+        token_columns: bool = False,
+        settings: Settings | None = None,
+        **setting_values: Any,
+    ) -> JudgeJob:
+        """The job the public functions' keyword arguments describe; a bad setting or metric raises here.
+
+        Example:
+            >>> JudgeJob.resolve("QA_All", model="m", samples=3).layout.samples
+            3
+        """
+        s = run_settings(settings, setting_values)
+        return cls.of(s, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns)
+
+    @classmethod
+    def of(
+        cls,
+        settings: Settings,
+        metrics: Any,
+        columns: dict[str, str] | None = None,
+        api_key: str | None = None,
+        prompts_dir: str | os.PathLike | list | None = None,
+        metric_params: dict[str, dict[str, Any]] | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        use_cache: bool = True,
+        token_columns: bool = False,
+    ) -> JudgeJob:
+        """The job of settings already merged (an entry point that checks them before the metrics load)."""
+        layout = Layout.from_settings(settings)
+        loaded = resolve_metrics(metrics, prompts_dir, metric_params)
+        # absolute: a map transform's processes and Ray's workers may run from another directory
+        root = Path(cache_dir).expanduser().absolute() if cache_dir is not None else constants.default_cache_dir()
+        return cls(loaded, settings, layout, dict(columns or {}), api_key, root, use_cache, token_columns)
+
+    @property
+    def store_path(self) -> Path | None:
+        """The reply store, or None when the job does not use the cache."""
+        return self.cache_root / STORE_FILE if self.use_cache else None
+
+    @property
+    def store_file(self) -> Path:
+        """Where the reply store is (or would be), used or not."""
+        return self.cache_root / STORE_FILE
+
+    def key(self, needed: bool, base_url: str | None = None) -> str | None:
+        """The key to send (see :func:`~hf_judge.engine.prepare.resolve_api_key`); ``needed``: no key for
+        OpenAI's API is a ConfigError; ``base_url``: the first replica of a fleet, when there is one."""
+        s = self.settings if base_url is None else self.settings.model_copy(update={"base_url": base_url})
+        # ``env:NAME`` is read here, in the process that sends: a job, pickled, holds only the name
+        return resolve_api_key(s, resolve_secret(self.api_key, "api_key"), needed=needed)
+
+    def with_settings(self, **update: Any) -> JudgeJob:
+        """The same job with some settings changed, as ``Settings.model_copy(update=...)`` changes them."""
+        s = self.settings.model_copy(update=update)
+        return replace(self, settings=s, layout=Layout.from_settings(s))
