@@ -21,7 +21,7 @@ import pytest
 from datasets import Dataset
 
 from hf_judge import constants
-from hf_judge.engine.pipeline import combine_pairwise
+from hf_judge.engine.core import combine_pairwise
 from hf_judge.errors import (
     AuthenticationError,
     ErrorKind,

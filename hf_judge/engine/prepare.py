@@ -22,7 +22,8 @@ from ..results.summary import RunSummary
 from ..settings import Settings, check_base_url, public_fields, resolve_settings
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, has_credentials, judge_panel
-from .pipeline import TOKEN_COLUMNS, Plan, SplitRun, read_batches, score_types
+from .core import TOKEN_COLUMNS, Plan, score_types
+from .pipeline import SplitRun, read_batches
 
 logger = logging.getLogger("hf_judge")
 

@@ -32,7 +32,8 @@ from ..results.scored import ScoredDatasetDict
 from ..settings import Settings
 from ..store.replies import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
-from .pipeline import Plan, SplitRun, score_features, sparse_gc
+from .core import Plan, score_features
+from .pipeline import SplitRun, sparse_gc
 from .prepare import (
     as_splits,
     build_plans,
