@@ -30,7 +30,7 @@ from ..redact import install_log_filter
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..settings import Settings
-from ..store.replies import free_space, human_bytes, is_disk_full
+from ..store.sqlite import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
 from .core import Plan, score_features
 from .pipeline import SplitRun, sparse_gc
