@@ -35,15 +35,9 @@ from hf_judge.errors import (
 from hf_judge.judging.images import prompt_tokens_estimate
 from hf_judge.judging.metrics import MetricKind, OutputType, load_metric
 from hf_judge.settings import Settings
-from hf_judge.transport.client import (
-    RETRY_POLICY,
-    Decision,
-    JudgeClient,
-    ReplyTooLarge,
-    _Deadlines,
-    classify,
-)
+from hf_judge.transport.client import JudgeClient, ReplyTooLarge
 from hf_judge.transport.limits import AdaptiveLimiter
+from hf_judge.transport.policy import RETRY_POLICY, Decision, Deadlines, classify
 
 METRIC = load_metric("QA_Clarity")
 MESSAGES = [{"role": "user", "content": "Rate it."}]
@@ -368,7 +362,7 @@ def test_a_reply_over_max_reply_bytes_is_bad_response():
 def test_deadlines_sweep_cancels_only_overdue_tasks():
     loop = JumpLoop()
     clock = FakeClock(loop)
-    deadlines = _Deadlines(1.0, clock)
+    deadlines = Deadlines(1.0, clock)
     assert deadlines.period == 0.25  # timeout / 4, at most 0.5 s
 
     async def main():

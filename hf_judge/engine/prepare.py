@@ -21,7 +21,8 @@ from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.summary import RunSummary
 from ..settings import Settings, check_base_url, public_fields, resolve_settings
 from ..store.replies import ReplyStore
-from ..transport.client import JudgeClient, has_credentials, judge_panel
+from ..transport.client import JudgeClient, judge_panel
+from ..transport.endpoint import has_credentials
 from .core import TOKEN_COLUMNS, Plan, score_types
 from .pipeline import SplitRun, read_batches
 
