@@ -32,12 +32,13 @@ from hf_judge.errors import (
     ServerUnreachableError,
     http_kind,
 )
+from hf_judge.judging.catalogue import load_metric
 from hf_judge.judging.images import prompt_tokens_estimate
-from hf_judge.judging.metrics import MetricKind, OutputType, load_metric
+from hf_judge.judging.metrics import MetricKind, OutputType
 from hf_judge.settings import Settings
 from hf_judge.transport.client import JudgeClient, ReplyTooLarge
 from hf_judge.transport.limits import AdaptiveLimiter
-from hf_judge.transport.policy import RETRY_POLICY, Decision, Deadlines, classify
+from hf_judge.transport.policy import RETRY_POLICY, Deadlines, Decision, classify
 
 METRIC = load_metric("QA_Clarity")
 MESSAGES = [{"role": "user", "content": "Rate it."}]

@@ -16,7 +16,7 @@ from datasets import Dataset, DatasetDict
 
 from .. import constants
 from ..errors import ConfigError
-from ..judging.metrics import resolve_metrics
+from ..judging.catalogue import resolve_metrics
 from ..settings import Settings, merge_layers, validated
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient

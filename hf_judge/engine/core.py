@@ -304,7 +304,7 @@ def score_types(
     a Dataset's and of a stream's result).
 
     Example:
-        >>> from hf_judge.judging.metrics import load_metric
+        >>> from hf_judge.judging.catalogue import load_metric
         >>> list(score_types([load_metric("QA_Clarity")], Layout(samples=3), logprobs=True))  # doctest: +ELLIPSIS
         ['QA_Clarity_reason', ..., 'QA_Clarity_samples', 'QA_Clarity_expected', 'QA_Clarity_expected_samples', ...]
     """

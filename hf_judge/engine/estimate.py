@@ -39,9 +39,10 @@ import orjson
 
 from .. import constants
 from ..errors import BudgetExceededError, CostExceededError
+from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import Layout
 from ..judging.images import IMAGE_TOKENS
-from ..judging.metrics import Metric, OutputType, resolve_metrics
+from ..judging.metrics import Metric, OutputType
 from ..redact import install_log_filter, scrub
 from ..settings import Settings
 from ..store.replies import ReplyStore

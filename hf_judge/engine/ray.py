@@ -97,9 +97,9 @@ def score_ray_dataset(
         ... )
         >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
     """
+    from ..judging.catalogue import resolve_metrics
     from ..judging.ensemble import Layout
     from ..judging.images import image_variables
-    from ..judging.metrics import resolve_metrics
     from ..redact import install_log_filter
     from .prepare import check_samples, judge_specs, preflight, resolve_api_key, run_settings
 
@@ -282,7 +282,7 @@ def score_dataset_on_ray(
 
     from datasets import IterableDataset, IterableDatasetDict
 
-    from ..judging.metrics import resolve_metrics
+    from ..judging.catalogue import resolve_metrics
     from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
     from ..results.scored import ScoredDatasetDict
     from .prepare import as_splits, run_settings

@@ -22,8 +22,8 @@ from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDa
 
 from .. import constants
 from ..errors import ConfigError, DiskFullError, InterruptedRun, RunStopped
+from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import Layout
-from ..judging.metrics import resolve_metrics
 from ..pages import file_paths, release
 from ..progress import ProgressBar, ProgressCallback, datasets_bars_off
 from ..redact import install_log_filter

@@ -26,9 +26,9 @@ from datasets import Dataset, Features, Value
 
 from .. import constants
 from ..errors import ConfigError
+from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import Layout
 from ..judging.images import image_variables
-from ..judging.metrics import resolve_metrics
 from ..redact import install_log_filter, register
 from ..settings import Settings
 from ..store.replies import ReplyStore
