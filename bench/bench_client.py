@@ -15,7 +15,7 @@ import time
 
 import orjson
 
-from hf_judge.judging.metrics import load_metric
+from hf_judge.judging.catalogue import load_metric
 from hf_judge.transport.client import JudgeClient
 
 DATA = orjson.dumps(

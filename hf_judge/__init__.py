@@ -51,7 +51,8 @@ _SUBMODULE_ATTRS = {
     "results.filter": ["filter_by_scores"],
     "results.hub": ["push_scored"],
     "transport.local": ["local_judge"],
-    "judging.metrics": ["Metric", "Output", "available_metrics", "load_metric"],
+    "judging.catalogue": ["available_metrics", "load_metric"],
+    "judging.metrics": ["Metric", "Output"],
     "transport.prices": ["Price", "load_prices"],
     "progress": ["Progress"],
     "cli.recipes": ["Recipe", "load_recipe"],
@@ -98,7 +99,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
         UnknownMetricError,
         WorkerDiedError,
     )
-    from .judging.metrics import Metric, Output, available_metrics, load_metric
+    from .judging.catalogue import available_metrics, load_metric
+    from .judging.metrics import Metric, Output
     from .judging.validate import parse_binary_verdict, parse_pair_scores
     from .progress import Progress
     from .results.summary import RunSummary

@@ -1,4 +1,4 @@
-"""The package's import structure: no module imports another's private names, no import cycle.
+"""The package's structure: no module imports another's private names, no import cycle, no module or function too long.
 
 Every import is read from the source (those inside functions too, which run later but still tie the modules
 together): a module that needs another's name uses its public one.
@@ -124,3 +124,54 @@ def test_the_scanner_finds_a_private_import_and_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     graph, _ = _imports()
     assert "results.hub" in graph["results.scored"]  # ScoredDatasetDict.push_to_hub imports hub inside a function body
+
+
+# Sizes (issue 25): a module over ~800 lines, or a function over ~80 lines of code, holds more than one idea.
+MAX_MODULE_LINES = 800
+MAX_FUNCTION_LINES = 80
+
+
+def _body_lines(source: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's code lines: those of its body that are not blank, a comment or a docstring (its own, or a
+    nested function's or class's). Its signature is left out: a public function keeps one keyword a line."""
+    docstrings: set[int] = set()
+    for n in ast.walk(node):
+        body = getattr(n, "body", None)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and body:
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                docstrings.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    lines = set(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1)) - docstrings
+    return sum(1 for i in lines if source[i - 1].strip() and not source[i - 1].strip().startswith("#"))
+
+
+def test_no_module_is_over_800_lines():
+    too_long = {}
+    for mod, path in _modules().items():
+        n = len(path.read_text().splitlines())
+        if n > MAX_MODULE_LINES:
+            too_long[mod or "__init__"] = n
+    assert too_long == {}, "split the module by what its parts do (CONTRIBUTING: the package's layout)"
+
+
+def test_no_function_is_over_80_code_lines():
+    too_long = []
+    for mod, path in _modules().items():
+        text = path.read_text()
+        source = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = _body_lines(source, node)
+                if n > MAX_FUNCTION_LINES:
+                    too_long.append(f"{mod}:{node.lineno} {node.name}: {n} code lines")
+    assert too_long == [], "split it into named steps"
+
+
+def test_the_function_size_counts_code_lines_of_the_body_only():
+    text = 'def f(\n    a: int,\n    b: int,\n) -> int:\n    """Doc\n    string."""\n    # why\n\n'
+    text += "    c = a + b\n    return c\n"
+    assert _body_lines(text.splitlines(), ast.parse(text).body[0]) == 2  # c = a + b, return c

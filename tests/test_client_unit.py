@@ -21,7 +21,7 @@ import pytest
 from datasets import Dataset
 
 from hf_judge import constants
-from hf_judge.engine.pipeline import combine_pairwise
+from hf_judge.engine.core import combine_pairwise
 from hf_judge.errors import (
     AuthenticationError,
     ErrorKind,
@@ -32,18 +32,13 @@ from hf_judge.errors import (
     ServerUnreachableError,
     http_kind,
 )
+from hf_judge.judging.catalogue import load_metric
 from hf_judge.judging.images import prompt_tokens_estimate
-from hf_judge.judging.metrics import MetricKind, OutputType, load_metric
+from hf_judge.judging.metrics import MetricKind, OutputType
 from hf_judge.settings import Settings
-from hf_judge.transport.client import (
-    RETRY_POLICY,
-    Decision,
-    JudgeClient,
-    ReplyTooLarge,
-    _Deadlines,
-    classify,
-)
+from hf_judge.transport.client import JudgeClient, ReplyTooLarge
 from hf_judge.transport.limits import AdaptiveLimiter
+from hf_judge.transport.policy import RETRY_POLICY, Deadlines, Decision, classify
 
 METRIC = load_metric("QA_Clarity")
 MESSAGES = [{"role": "user", "content": "Rate it."}]
@@ -368,7 +363,7 @@ def test_a_reply_over_max_reply_bytes_is_bad_response():
 def test_deadlines_sweep_cancels_only_overdue_tasks():
     loop = JumpLoop()
     clock = FakeClock(loop)
-    deadlines = _Deadlines(1.0, clock)
+    deadlines = Deadlines(1.0, clock)
     assert deadlines.period == 0.25  # timeout / 4, at most 0.5 s
 
     async def main():

@@ -8,7 +8,7 @@ from helpers import qa_dataset, run_cli, score, score_args
 
 from hf_judge import ConfigError, CostExceededError, Settings, estimate_cost, load_prices
 from hf_judge.engine.estimate import declared_output_tokens
-from hf_judge.judging.metrics import load_metric
+from hf_judge.judging.catalogue import load_metric
 
 METRICS = ["QA_Clarity", "Q_All"]
 COLUMNS = {"instruction": "question", "output": "answer"}

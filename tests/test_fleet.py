@@ -9,9 +9,9 @@ import pytest
 from judge_fixture import JudgeServer
 
 from hf_judge.engine.batchscore import score_batch
-from hf_judge.engine.pipeline import Plan
+from hf_judge.engine.core import Plan
 from hf_judge.errors import ServerUnreachableError
-from hf_judge.judging.metrics import resolve_metrics
+from hf_judge.judging.catalogue import resolve_metrics
 from hf_judge.settings import Settings
 from hf_judge.transport.fleet import DOWN_S, FleetClient
 

@@ -224,9 +224,9 @@ def test_logprobs_is_a_flag_a_recipe_key_and_part_of_the_results_fingerprint(jud
     from hf_judge import Recipe, Settings
     from hf_judge.cli.job import _client_kwargs
     from hf_judge.cli.parser import build_parser
-    from hf_judge.engine.pipeline import Plan
+    from hf_judge.engine.core import Plan
     from hf_judge.engine.prepare import results_fingerprint
-    from hf_judge.judging.metrics import resolve_metrics
+    from hf_judge.judging.catalogue import resolve_metrics
     from hf_judge.transport.client import JudgeClient
 
     args = build_parser().parse_args(["score", "x", "--logprobs", "--top-logprobs", "5"])

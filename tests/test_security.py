@@ -15,7 +15,8 @@ from helpers import qa_dataset
 from hf_judge import Settings, filter_by_scores, load_metric, score_dataset
 from hf_judge.cli import main
 from hf_judge.errors import ConfigError, PromptFileError
-from hf_judge.judging.metrics import _parse_outputs, available_metrics
+from hf_judge.judging.catalogue import available_metrics
+from hf_judge.judging.metrics import _parse_outputs
 from hf_judge.judging.render import compile_template
 from hf_judge.results.card import render_section
 

@@ -10,9 +10,9 @@ import orjson
 from helpers import qa_dataset, score
 
 from hf_judge import Settings
-from hf_judge.engine.pipeline import Plan
+from hf_judge.engine.core import Plan
 from hf_judge.engine.prepare import results_fingerprint
-from hf_judge.judging.metrics import resolve_metrics
+from hf_judge.judging.catalogue import resolve_metrics
 from hf_judge.transport.client import JudgeClient
 
 COLUMNS = {"instruction": "question", "output": "answer"}

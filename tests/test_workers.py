@@ -19,7 +19,7 @@ from judge_fixture import JudgeServer
 
 from hf_judge import WorkerDiedError
 from hf_judge.engine.workers import shard_bounds
-from hf_judge.judging.metrics import resolve_metrics
+from hf_judge.judging.catalogue import resolve_metrics
 from hf_judge.store.replies import ReplyStore
 
 COLUMNS = {"instruction": "question", "output": "answer"}

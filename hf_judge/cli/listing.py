@@ -37,7 +37,7 @@ def add_recipes(sub: Any, settings: bool) -> None:  # noqa: ARG001 - a listing s
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     """hf-judge metrics: name, mode, variables, default temperature, where it comes from, outputs."""
-    from ..judging.metrics import listed_metrics
+    from ..judging.catalogue import listed_metrics
 
     rows = []
     for m, source in listed_metrics(args.prompts_dir):

@@ -182,9 +182,9 @@ def _check_job(job: Job) -> None:
 
 def _produced_columns(job: Job, ds) -> list[str]:
     """The columns the run writes (samples and panels add some); a recipe's filters must name score columns."""
-    from ..engine.pipeline import score_types
+    from ..engine.core import score_types
+    from ..judging.catalogue import resolve_metrics
     from ..judging.ensemble import Layout
-    from ..judging.metrics import resolve_metrics
     from ..results.columns import SCORE_TYPES
     from ..settings import resolve_settings
 

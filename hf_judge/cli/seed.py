@@ -189,7 +189,7 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
     from datasets.exceptions import DatasetGenerationError
 
     from ..engine.score import score_dataset
-    from ..judging.metrics import resolve_metrics
+    from ..judging.catalogue import resolve_metrics
 
     cfg = load_seed_config(path)
     src = Path(cfg.input_path)

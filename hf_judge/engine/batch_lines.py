@@ -20,7 +20,7 @@ from ..errors import (
 )
 from ..judging.metrics import Metric
 from ..redact import scrub, scrub_registered
-from ..store.replies import encode_meta
+from ..store.sqlite import encode_meta
 from ..transport.client import JudgeClient
 from .batch_book import CHUNK, ENDPOINT, BatchBook, BatchReport
 

@@ -19,7 +19,8 @@ from datasets import Dataset
 from ..judging.ensemble import Layout
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
-from .pipeline import Plan, SplitRun
+from .core import Plan
+from .pipeline import SplitRun
 
 
 async def score_batch(

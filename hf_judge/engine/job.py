@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import constants
+from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import Layout
-from ..judging.metrics import Metric, resolve_metrics
+from ..judging.metrics import Metric
 from ..redact import resolve_secret
 from ..settings import Settings
 from .prepare import resolve_api_key, run_settings

@@ -27,10 +27,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from datasets import Dataset, Features
+from datasets import Dataset
 
 from ..errors import (
     AuthenticationError,
@@ -41,32 +40,20 @@ from ..errors import (
     QuotaExceededError,
     RateLimitedError,
     ServerUnreachableError,
-    TemplateError,
 )
-from ..judging import logprobs
-from ..judging.ensemble import Layout, as_features, sample_key
-from ..judging.images import ImageValueError, image_urls
-from ..judging.metrics import Metric, MetricKind, OutputType
-from ..judging.render import format_value
+from ..judging.ensemble import Layout
+from ..judging.metrics import Metric, MetricKind
 from ..judging.validate import ReplyError, parse_reply
 from ..pages import file_paths, release
 from ..progress import INTERVAL, Progress, ProgressCallback
-from ..redact import scrub, scrub_registered
+from ..redact import scrub_registered
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, Outcome
+from .core import Plan, RowCore, RowJob
 
 logger = logging.getLogger("hf_judge")
-# Bound to module names for the per-row paths: a member looked up on its enum class costs ~70 ns.
-_BINARY, _PAIRWISE = MetricKind.BINARY, MetricKind.PAIRWISE
 # A judge's own stops (its key, its model name or base URL, its quota): in a panel, the message names the judge.
 _JUDGE_STOPS = (AuthenticationError, ModelNotFoundError, QuotaExceededError, RateLimitedError)
-# Per-row token columns (token_columns=True): the usage the server reported for
-# the replies that scored the row, summed over its metrics. Failed attempts are
-# counted in the run summary only, so that a resumed run and an uninterrupted
-# one give the same rows.
-PROMPT_TOKENS = "judge_prompt_tokens"
-COMPLETION_TOKENS = "judge_completion_tokens"
-TOKEN_COLUMNS = [PROMPT_TOKENS, COMPLETION_TOKENS]
 # Rows between two releases of the input's mapped pages (see pages.py).
 RELEASE_EVERY = 65_536
 # Recent replies kept to serve identical requests of the same run: ~0.6 KB each
@@ -125,34 +112,9 @@ class LoopThread:
             self.loop.close()
 
 
-@dataclass
-class Plan:
-    """One metric of a split: how to read its variables from a row."""
-
-    metric: Metric
-    columns: dict[str, str | None]  # variable -> column (None: optional, absent)
-    temperature: float
-    images: frozenset[str] = frozenset()  # variables sent as images (images.image_variables)
-
-
-class _Job:
-    """One (row, metric): one request, or two for a swapped pairwise judge; times K samples, times the judges
-    of a panel. Part ``(judge * K + sample) * orders + order`` is one request."""
-
-    __slots__ = ("row", "plan", "outcomes", "pending", "keys", "orders", "per_judge")
-
-    def __init__(self, row: int, plan: Plan, n: int, orders: int = 1, per_judge: int | None = None):
-        self.row = row
-        self.plan = plan
-        self.outcomes: list[Outcome | None] = [None] * n
-        self.pending = n
-        self.keys: list[bytes] = [b""] * n
-        self.orders = orders
-        self.per_judge = per_judge or n
-
-
-class SplitRun:
-    """Scores one split; ``consume`` is the ``Dataset.map`` function."""
+class SplitRun(RowCore):
+    """Scores one split: carries the requests of the row core (:class:`~.core.RowCore`) through a window of
+    rows, the reply store and the clients; ``consume`` is the ``Dataset.map`` function."""
 
     def __init__(
         self,
@@ -175,24 +137,20 @@ class SplitRun:
         layout: Layout | None = None,
         unsent: Callable[[bytes], Outcome] | None = None,
     ):
-        self.split = split
+        super().__init__(
+            split,
+            plans,
+            client,
+            max_input_chars=max_input_chars,
+            token_columns=token_columns,
+            judges=judges,
+            layout=layout,
+        )
         self.ds = ds
-        self.plans = plans
-        self.client = client
-        # a panel: one client per judge, in the layout's judge order (the first is `client`)
-        self.clients = list(judges) or [client]
-        self.layout = layout = layout or Layout()
         self.judge_down: dict[int, Outcome] = {}  # judge -> the outcome of each of its requests from now on
         self.store = store
         self.window = max(window, read_batch)
         self.read_batch = read_batch
-        self.max_input_chars = max_input_chars
-        self.logprobs = client.settings.logprobs
-        self.token_columns = token_columns
-        self.columns = list(score_types([p.metric for p in plans], layout, self.logprobs, token_columns))
-        self.values: dict[int, dict[str, Any]] = {}
-        self.row_pending: dict[int, int] = {}
-        self.errors: list[dict[str, Any]] = []
         self.frontier = 0  # every row below it is finished
         self.consumed = 0  # rows handed to Dataset.map
         self.want = 0
@@ -211,10 +169,10 @@ class SplitRun:
         self.unsent = unsent
         # Identical requests of this run: key -> the (job, part)s waiting for the
         # one in flight, and key -> a recent final outcome (bounded, oldest out).
-        self.inflight: dict[bytes, list[tuple[_Job, int]]] = {}
+        self.inflight: dict[bytes, list[tuple[RowJob, int]]] = {}
         # A shared store (another run on the file, see store.py): key -> the sends waiting for the reply
         # that another process is sending, and whether the poller holds some taken out of it.
-        self.parked: dict[bytes, list[tuple[_Job, int, list, bytes]]] = {}
+        self.parked: dict[bytes, list[tuple[RowJob, int, list, bytes]]] = {}
         self.polling = False
         self.recent: OrderedDict[bytes, Outcome] = OrderedDict()
         self.recent_max = RECENT_REPLIES
@@ -483,7 +441,7 @@ class SplitRun:
             finally:
                 self.polling = False
 
-    def _shared(self, job: _Job, part: int, key: bytes, stats: Any) -> bool:
+    def _shared(self, job: RowJob, part: int, key: bytes, stats: Any) -> bool:
         """Serve (job, part) from this run's identical request: one in flight (wait for its reply) or one
         answered recently. False when there is none, and the request must be sent."""
         waiting = self.inflight.get(key)
@@ -497,18 +455,6 @@ class SplitRun:
             self._finish_part(job, part, shared)
             return True
         return False
-
-    def prepare_rows(self, batch: dict, row: int, size: int) -> list[tuple[_Job, int, list, bytes]]:
-        """Render the requests of rows ``row .. row + size`` (``batch`` holds them): (job, part, messages,
-        canonical body) each; a row that sends nothing for a metric gets its error row instead."""
-        sends: list[tuple[_Job, int, list, bytes]] = []
-        for i in range(size):
-            r = row + i
-            self.values[r] = {}
-            self.row_pending[r] = len(self.plans)
-            for plan in self.plans:
-                self._prepare(r, plan, batch, i, sends)
-        return sends
 
     def requests(self) -> Iterator[list[tuple[bytes, Metric, bytes]]]:
         """Every request of the split as the feeder renders it, one read batch at a time: (key, metric, body).
@@ -532,63 +478,6 @@ class SplitRun:
             self.row_pending.clear()
             self.errors.clear()
             yield [(job.keys[part], job.plan.metric, body) for job, part, _, body in sends]
-
-    def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
-        metric = plan.metric
-        values: dict[str, Any] = {}
-        for var, col in plan.columns.items():
-            v = batch[col][i] if col is not None else None
-            if v is None and var not in metric.optional:
-                return self._job_error(
-                    r, plan, ErrorKind.NULL_INPUT, f"column {col!r} is null in this row; nothing was sent"
-                )
-            if var in plan.images and v is not None:
-                try:
-                    values[var] = image_urls(v)
-                except ImageValueError as e:
-                    return self._job_error(r, plan, ErrorKind.BAD_IMAGE, f"column {col!r}: {e}; nothing was sent")
-            else:
-                values[var] = format_value(v)
-        if self.max_input_chars is not None:
-            size = sum(len(v) for v in values.values() if isinstance(v, str))
-            if size > self.max_input_chars:
-                return self._job_error(
-                    r,
-                    plan,
-                    ErrorKind.INPUT_TOO_LONG,
-                    f"the row's template values hold {size} characters, over max_input_chars={self.max_input_chars}",
-                )
-        orders = [values]
-        if metric.kind == _PAIRWISE and metric.swap:
-            a, b = metric.swap
-            orders.append({**values, a: values[b], b: values[a]})
-        try:
-            rendered = [metric.messages(vals, plan.images) for vals in orders]
-        except TemplateError as e:
-            return self._job_error(r, plan, ErrorKind.TEMPLATE, str(e))
-        n_orders, k = len(rendered), self.layout.samples
-        if k == 1 and len(self.clients) == 1:
-            job = _Job(r, plan, n_orders)
-            client = self.client
-            for part, messages in enumerate(rendered):
-                body = client.body(metric, messages, plan.temperature, "json_schema")
-                job.keys[part] = client.reply_key(metric, messages, plan.temperature, body)
-                sends.append((job, part, messages, body))
-            return
-        job = _Job(r, plan, n_orders * k * len(self.clients), n_orders, n_orders * k)
-        for judge, client in enumerate(self.clients):
-            for order, messages in enumerate(rendered):
-                body = client.body(metric, messages, plan.temperature, "json_schema")
-                key = client.reply_key(metric, messages, plan.temperature, body)
-                for sample in range(k):
-                    part = (judge * k + sample) * n_orders + order
-                    job.keys[part] = sample_key(key, sample)
-                    sends.append((job, part, messages, body))
-
-    def _whole_body_key(self, job: _Job, part: int, body: bytes) -> bytes:
-        """The key ``part`` of ``job`` had before compatible reuse: the whole body's, of its judge and sample."""
-        judge, in_judge = divmod(part, job.per_judge)
-        return sample_key(self.clients[judge].request_key(body), in_judge // job.orders)
 
     def cached_replies(self, store: ReplyStore, sends: list, copy_forward: bool = True) -> dict[bytes, tuple]:
         """The store's replies to ``sends`` (from :meth:`_prepare`), by reply key.
@@ -628,7 +517,7 @@ class SplitRun:
         self.tasks.add(t)
         t.add_done_callback(self.tasks.discard)
 
-    def _followers(self, job: _Job, part: int, client: JudgeClient, claimed: set) -> tuple[int, ...]:
+    def _followers(self, job: RowJob, part: int, client: JudgeClient, claimed: set) -> tuple[int, ...]:
         """For the first sample of a (judge, order): the other samples not yet answered, to ask for in the same
         request as its extra choices (``n``), where the server is not known to ignore ``n``."""
         if client.n_choices is False or (part // job.orders) % self.layout.samples:
@@ -645,7 +534,7 @@ class SplitRun:
 
     async def _send(
         self,
-        job: _Job,
+        job: RowJob,
         part: int,
         messages: list,
         body: bytes,
@@ -708,7 +597,7 @@ class SplitRun:
         client.stats.notes.append(note)
         logger.info(note)
 
-    def _deliver(self, job: _Job, part: int, outcome: Outcome) -> None:
+    def _deliver(self, job: RowJob, part: int, outcome: Outcome) -> None:
         """A request's outcome to its part, to the reply store, and to the identical requests waiting for it."""
         key = job.keys[part]
         if outcome.value is not None and self.store is not None:
@@ -742,132 +631,6 @@ class SplitRun:
         error = store.stop_error((self.total - self.frontier) * parts)
         assert error is not None
         self._fail(error)
-
-    def _job_error(
-        self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
-    ) -> None:
-        self._error_row(r, plan, kind, message, raw, attempts)
-        self._row_done(r)
-
-    def _error_row(
-        self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
-    ) -> None:
-        # The one place error rows are made: whatever a server put in them, no secret goes on.
-        message, raw = scrub(message), (None if raw is None else scrub(raw))
-        self.errors.append(  # str(kind): a plain str, which any serialiser takes (orjson refuses enum dict keys)
-            {
-                "split": self.split,
-                "row": r,
-                "metric": plan.metric.name,
-                "kind": str(kind),
-                "message": message,
-                "raw": raw,
-                "attempts": attempts,
-            }
-        )
-
-    def _finish_part(self, job: _Job, part: int, outcome: Outcome) -> None:
-        job.outcomes[part] = outcome
-        job.pending -= 1
-        if job.pending:
-            return
-        metric = job.plan.metric
-        outcomes = cast("list[Outcome]", job.outcomes)  # every part has finished
-        row_values = self.values[job.row]
-        if job.per_judge == len(outcomes) and self.layout.samples == 1:
-            failed = [o for o in outcomes if o.value is None]
-            if failed:
-                o = failed[0]
-                attempts = sum(x.attempts for x in outcomes)
-                return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
-            # none failed: every value is set
-            self._put_values(metric, outcomes, row_values)
-            if self.logprobs:
-                self._put_logprobs(metric, outcomes, row_values, self.client.stats)
-        elif not self._combine(job, outcomes, row_values):
-            return self._row_done(job.row)
-        if self.token_columns:
-            for o in outcomes:
-                if o.usage is not None:
-                    row_values[PROMPT_TOKENS] = row_values.get(PROMPT_TOKENS, 0) + o.usage[0]
-                    row_values[COMPLETION_TOKENS] = row_values.get(COMPLETION_TOKENS, 0) + o.usage[1]
-        self._row_done(job.row)
-
-    @staticmethod
-    def _put_values(metric: Metric, outcomes: list[Outcome], into: dict[str, Any]) -> None:
-        """The metric's columns from one reply (both orders of a swapped pairwise judge)."""
-        if metric.kind == _PAIRWISE:
-            into.update(combine_pairwise(metric, cast("list[dict[str, Any]]", [o.value for o in outcomes])))
-            return
-        value = cast("dict[str, Any]", outcomes[0].value)
-        for out in metric.outputs:
-            into[out.column] = value[out.key]
-        if metric.kind == _BINARY:
-            verdict = next(o for o in metric.outputs if o.enum)
-            into[metric.name] = value[verdict.key] == metric.params["positive"]
-
-    @staticmethod
-    def _put_logprobs(metric: Metric, outcomes: Sequence[Outcome], into: dict[str, Any], stats: Any) -> None:
-        """The probability-weighted columns of one reply (both orders of a swapped pairwise judge); ``stats``:
-        the judge's client's, which counts (and says once) a reply without log-probabilities."""
-        if metric.kind == _PAIRWISE:
-            values = cast("list[dict[str, Any]]", [o.value for o in outcomes])
-            into.update(logprobs.pair_values(metric, values, [o.logprobs for o in outcomes]))
-            for o in outcomes:
-                logprobs.notice(stats, metric, o.logprobs)
-        elif logprobs.targets(metric):
-            into.update(logprobs.row_values(metric, cast("dict[str, Any]", outcomes[0].value), outcomes[0].logprobs))
-            logprobs.notice(stats, metric, outcomes[0].logprobs)
-
-    def _combine(self, job: _Job, outcomes: list[Outcome], row_values: dict[str, Any]) -> bool:
-        """Samples and judges of a finished job -> its columns (see ensemble.py), and an error row for each
-        judge with fewer than ``min_samples`` good samples. False when no judge has a value."""
-        metric, layout, orders = job.plan.metric, self.layout, job.orders
-        k = layout.samples
-        judges: list[dict[str, Any] | None] = []
-        for judge in range(len(self.clients)):
-            samples: list[dict[str, Any] | None] = []
-            failures: list[Outcome] = []
-            for sample in range(k):
-                start = (judge * k + sample) * orders
-                parts = outcomes[start : start + orders]
-                failed = next((o for o in parts if o.value is None), None)
-                if failed is None:
-                    values: dict[str, Any] = {}
-                    self._put_values(metric, parts, values)
-                    if self.logprobs:
-                        self._put_logprobs(metric, parts, values, self.clients[judge].stats)
-                    samples.append(values)
-                else:
-                    samples.append(None)
-                    failures.append(failed)
-            good = k - len(failures)
-            if good < layout.min_samples:
-                o = failures[0]
-                where = f"judge {layout.judges[judge]!r}: " if layout.panel else ""
-                missing = f"{len(failures)} of {k} samples failed (min_samples={layout.min_samples}); " if k > 1 else ""
-                attempts = sum(x.attempts for x in outcomes[judge * job.per_judge : (judge + 1) * job.per_judge])
-                message = f"{where}{missing}{o.message or ''}"
-                self._error_row(job.row, job.plan, o.kind or "error", message, o.raw, attempts)
-                judges.append(None)
-            else:
-                judges.append(samples[0] if k == 1 else self._combine_samples(metric, samples))
-        if all(j is None for j in judges):
-            return False
-        if not layout.panel:
-            row_values.update(cast("dict", judges[0]))
-            return True
-        row_values.update(layout.combine_judges(metric, judges))
-        if self.logprobs:  # each judge's own went in with its other columns
-            row_values.update(layout.combine_judge_logprobs(metric, judges))
-        return True
-
-    def _combine_samples(self, metric: Metric, samples: list[dict[str, Any] | None]) -> dict[str, Any]:
-        """One judge's columns from its K samples, the probability-weighted ones included."""
-        out = self.layout.combine_samples(metric, samples)
-        if self.logprobs:
-            out.update(self.layout.combine_sample_logprobs(metric, samples))
-        return out
 
     def _row_done(self, r: int) -> None:
         left = self.row_pending[r] - 1
@@ -923,33 +686,6 @@ class SplitRun:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
 
-def score_types(
-    metrics: Sequence[Metric], layout: Layout, logprobs: bool = False, token_columns: bool = False
-) -> dict[str, Any]:
-    """Every score column a run writes -> its Arrow type name (or ``("list", type)``), in the order it writes
-    them: the one definition of a run's columns, for every engine (:attr:`SplitRun.columns`, the features of
-    a Dataset's and of a stream's result).
-
-    Example:
-        >>> from hf_judge.judging.metrics import load_metric
-        >>> list(score_types([load_metric("QA_Clarity")], Layout(samples=3), logprobs=True))  # doctest: +ELLIPSIS
-        ['QA_Clarity_reason', ..., 'QA_Clarity_samples', 'QA_Clarity_expected', 'QA_Clarity_expected_samples', ...]
-    """
-    types = {c: t for m in metrics for c, t in layout.column_types(m).items()}
-    if logprobs:  # after every metric's own columns: where logprobs runs have always put them
-        types.update({c: t for m in metrics for c, t in layout.logprob_types(m).items()})
-    if token_columns:
-        types.update(dict.fromkeys(TOKEN_COLUMNS, "int64"))
-    return types
-
-
-def score_features(
-    metrics: Sequence[Metric], layout: Layout, logprobs: bool = False, token_columns: bool = False
-) -> Features:
-    """:func:`score_types` as datasets ``Features``."""
-    return Features(as_features(score_types(metrics, layout, logprobs, token_columns)))
-
-
 def _refuses_n(outcome: Outcome) -> bool:
     """A 400/422 whose message is about the ``n`` parameter (``'n' must be 1``), not about the request's content."""
     return outcome.kind in ("http_400", "http_422") and bool(_N_PARAM.search(outcome.message or ""))
@@ -967,32 +703,3 @@ def read_batches(ds: Dataset, batch_size: int, raw_images: bool) -> Iterator[dic
         return
     for table in ds.with_format("arrow").iter(batch_size=batch_size):
         yield table.to_pydict()
-
-
-def combine_pairwise(metric: Metric, values: list[dict[str, Any]]) -> dict[str, Any]:
-    """Columns of a pairwise judge from one order, or from both orders (swap)."""
-    ints = [o for o in metric.outputs if o.type == OutputType.INTEGER]
-    texts = [o for o in metric.outputs if o.type == OutputType.STRING]
-    k1, k2 = ints[0].key, ints[1].key
-    first = values[0]
-
-    def winner(s1: float, s2: float) -> str:
-        return "1" if s1 > s2 else "2" if s2 > s1 else "tie"
-
-    out: dict[str, Any] = {}
-    if len(values) == 1:
-        out[ints[0].column], out[ints[1].column] = first[k1], first[k2]
-        out[f"{metric.name}_winner"] = winner(first[k1], first[k2])
-        for o in texts:
-            out[o.column] = first[o.key]
-        return out
-    second = values[1]  # responses swapped: its k1 scores response 2
-    s1 = (first[k1] + second[k2]) / 2
-    s2 = (first[k2] + second[k1]) / 2
-    out[ints[0].column], out[ints[1].column] = s1, s2
-    out[f"{metric.name}_winner"] = winner(s1, s2)
-    for o in texts:
-        out[o.column] = first[o.key]
-        out[f"{o.column}_swapped"] = second[o.key]
-    out[f"{metric.name}_disagree"] = winner(first[k1], first[k2]) != winner(second[k2], second[k1])
-    return out

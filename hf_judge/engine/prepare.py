@@ -21,8 +21,10 @@ from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.summary import RunSummary
 from ..settings import Settings, check_base_url, public_fields, resolve_settings
 from ..store.replies import ReplyStore
-from ..transport.client import JudgeClient, has_credentials, judge_panel
-from .pipeline import TOKEN_COLUMNS, Plan, SplitRun, read_batches, score_types
+from ..transport.client import JudgeClient, judge_panel
+from ..transport.endpoint import has_credentials
+from .core import TOKEN_COLUMNS, Plan, score_types
+from .pipeline import SplitRun, read_batches
 
 logger = logging.getLogger("hf_judge")
 
@@ -345,7 +347,7 @@ def column_mapping(loaded: list, columns: dict[str, str] | None, splits: dict[st
     optional variable no split has a column for is left out): a summary and a card say what was judged as what.
 
     Example:
-        >>> from hf_judge.judging.metrics import resolve_metrics
+        >>> from hf_judge.judging.catalogue import resolve_metrics
         >>> column_mapping(resolve_metrics(["QA_Clarity"]), {"output": "answer"}, {})
         {'instruction': 'instruction', 'output': 'answer'}
     """
@@ -385,7 +387,7 @@ def free_single_metric_columns(d: Dataset, loaded: list) -> dict[str, str]:
     so adding a single metric to a scored dataset keeps every score. Only when the dataset holds every column
     of the All metric and none of the single metric's other columns: anything else is a real conflict.
     """
-    from ..judging.metrics import load_metric
+    from ..judging.catalogue import load_metric
 
     names = set(d.column_names)
     renames: dict[str, str] = {}

@@ -35,7 +35,7 @@ from datasets import Dataset, DatasetDict, Features
 
 from .. import constants
 from ..errors import ConfigError
-from .pipeline import Plan, score_features
+from .core import Plan, score_features
 from .transform import check_fleet
 
 if TYPE_CHECKING:

@@ -27,7 +27,8 @@ from ..results.summary import RunSummary
 from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, Stats
-from .pipeline import LoopThread, Plan, SplitRun
+from .core import Plan
+from .pipeline import LoopThread, SplitRun
 
 logger = logging.getLogger("hf_judge")
 

@@ -28,10 +28,11 @@ from ..redact import install_log_filter
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..settings import Settings
-from ..store.replies import free_space, human_bytes, is_disk_full
+from ..store.sqlite import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
+from .core import Plan, score_features
 from .job import JudgeJob
-from .pipeline import Plan, SplitRun, score_features, sparse_gc
+from .pipeline import SplitRun, sparse_gc
 from .prepare import (
     as_splits,
     build_plans,

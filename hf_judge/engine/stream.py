@@ -42,7 +42,8 @@ from ..redact import register
 from ..results.card import card_metadata, merge_card_text, provenance_files, render_section
 from ..results.columns import SCORE_TYPES
 from ..store.replies import ReplyStore
-from .pipeline import LoopThread, Plan, SplitRun, sparse_gc
+from .core import Plan
+from .pipeline import LoopThread, SplitRun, sparse_gc
 
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport

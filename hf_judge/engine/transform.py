@@ -32,8 +32,9 @@ from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, judge_panel
 from .batchscore import score_batch
+from .core import Plan, score_features
 from .job import JudgeJob
-from .pipeline import LoopThread, Plan, score_features
+from .pipeline import LoopThread
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -50,7 +50,8 @@ from ..judging.ensemble import Layout
 from ..progress import INTERVAL, Progress, ProgressCallback
 from ..settings import Settings
 from ..transport.client import Stats, judge_panel
-from .pipeline import LoopThread, Plan, SplitRun, sparse_gc
+from .core import Plan
+from .pipeline import LoopThread, SplitRun, sparse_gc
 
 logger = logging.getLogger("hf_judge")
 

@@ -29,7 +29,7 @@ votes). A reply without log-probabilities is null in ``c_samples`` and left
 out of the mean, as a missing sample is.
 
 Example:
-    >>> from hf_judge.judging.metrics import load_metric
+    >>> from hf_judge.judging.catalogue import load_metric
     >>> layout = Layout(samples=3, min_samples=2)
     >>> list(layout.column_types(load_metric("Binary")))
     ['Binary', 'Binary_samples', 'Binary_verdict', 'Binary_verdict_samples']
@@ -124,7 +124,7 @@ class Layout:
         """The probability-weighted columns a ``logprobs=True`` run writes for ``metric`` under this layout.
 
         Example:
-            >>> from hf_judge.judging.metrics import load_metric
+            >>> from hf_judge.judging.catalogue import load_metric
             >>> Layout(samples=3).logprob_types(load_metric("Binary"))
             {'Binary_p_positive': 'float64', 'Binary_p_positive_samples': ('list', 'float64')}
             >>> list(Layout(judges=("a", "b")).logprob_types(load_metric("Binary")))

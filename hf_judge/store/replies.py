@@ -71,14 +71,11 @@ version ever looks one up).
 
 from __future__ import annotations
 
-import errno
-import functools
 import glob
 import json
 import logging
 import os
 import queue
-import shutil
 import socket
 import sqlite3
 import threading
@@ -88,19 +85,29 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import CacheError, CacheLockedError, DiskFullError
+from .sqlite import (
+    CLAIMS_SCHEMA,
+    SQLITE_BUSY,
+    SQLITE_CORRUPT,
+    SQLITE_LOCKED,
+    SQLITE_NOTADB,
+    WAL_HEADROOM,
+    Damaged,
+    connect,
+    decode_meta,
+    delete_claims,
+    encode_meta,
+    error_code,
+    free_space,
+    human_bytes,
+    insert,
+    is_disk_full,
+    merge,
+    owner_dead,
+)
 
 logger = logging.getLogger("hf_judge")
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS replies (key BLOB PRIMARY KEY, content TEXT NOT NULL, usage TEXT) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS pending (key BLOB NOT NULL, content TEXT NOT NULL, usage TEXT);"
-    # the stores open on this file (owner as in claims); shared: 1 once that store claims before it sends
-    "CREATE TABLE IF NOT EXISTS openers (owner TEXT PRIMARY KEY, shared INTEGER NOT NULL) WITHOUT ROWID"
-)
-# Only shared stores create it: an older hf_judge opening the file ignores a table it does not know.
-_CLAIMS_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS claims (key BLOB PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID"
-)
 _STOP = object()
 _SHARE = object()  # in the writer's queue: what came before is committed shared; merge `pending`, say so
 # How often a store that is alone looks for another process's store on its file.
@@ -119,155 +126,6 @@ LOCK_WAIT_S = 60.0
 LOCK_TRY_S = 1.0
 # How soon the writer tries again to commit the replies a locked store kept out.
 _RETRY_S = 0.05
-# SQLite primary result codes (an extended code keeps its primary one in the low byte).
-_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 5, 6, 10, 11, 13, 26
-# The WAL grows up to ~1,000 pages before each checkpoint: headroom a write needs beyond the replies.
-_WAL_HEADROOM = 4 << 20
-
-
-class _Damaged(sqlite3.DatabaseError):
-    """quick_check found the database inconsistent."""
-
-
-def _code(e: BaseException) -> int:
-    return (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
-
-
-def is_disk_full(e: BaseException, path: Path | None = None) -> bool:
-    """Whether ``e`` (an OSError, an Arrow IO error or a SQLite error) means that no space was left.
-
-    SQLite reports ENOSPC as SQLITE_FULL when it grows a file, but as a bare
-    I/O error when it sizes the WAL index (``-shm``): that one counts as a full
-    disk when the disk that holds ``path`` has less than a WAL's headroom free.
-    """
-    if isinstance(e, sqlite3.Error):
-        code = _code(e)
-        if code == _SQLITE_FULL:
-            return True
-        if code == _SQLITE_IOERR and path is not None:
-            free = free_space(path)
-            return free is not None and free < _WAL_HEADROOM
-        return False
-    return isinstance(e, OSError) and (e.errno == errno.ENOSPC or "No space left on device" in str(e))
-
-
-def free_space(path: Path) -> int | None:
-    """Bytes free on the disk that holds ``path`` (or its nearest existing parent)."""
-    for p in (path, *path.parents):
-        try:
-            return shutil.disk_usage(p).free
-        except OSError:
-            continue
-    return None
-
-
-def human_bytes(n: float | None) -> str:
-    """``n`` bytes for a message, e.g. ``human_bytes(7_300_000) == "7 MB"``."""
-    if n is None:
-        return "unknown"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:,.0f} {unit}"
-        n /= 1000
-    return f"{n:,.1f} TB"
-
-
-def _connect(path: Path, lock_wait: float = LOCK_WAIT_S) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=lock_wait, check_same_thread=False, isolation_level=None)
-    try:
-        conn.execute(f"PRAGMA busy_timeout={int(lock_wait * 1000)}")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(_SCHEMA)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _merge(conn: sqlite3.Connection, extra: list[tuple] | None = None) -> None:
-    """Move the appended replies, and ``extra`` rows, into the keyed table, in key order, atomically."""
-    if not extra and conn.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is None:
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        if extra:
-            _insert(conn, extra)
-        conn.execute("INSERT OR REPLACE INTO replies SELECT key, content, usage FROM pending ORDER BY key")
-        conn.execute("DELETE FROM pending")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
-            conn.execute("ROLLBACK")
-        raise
-
-
-def encode_meta(usage: tuple[int, int] | None, logprobs: dict | None) -> str | None:
-    """The ``usage`` column: ``"12 5"``, or with log-probabilities ``"12 5 {...}"`` (``"- - {...}"`` without usage)."""
-    if logprobs is None:
-        return None if usage is None else f"{usage[0]} {usage[1]}"
-    head = "- -" if usage is None else f"{usage[0]} {usage[1]}"
-    return f"{head} {json.dumps(logprobs, separators=(',', ':'))}"
-
-
-def _decode_meta(text: str | None) -> tuple[tuple[int, int] | None, dict | None]:
-    """(usage, log-probability table) of a ``usage`` column; what cannot be read is None."""
-    if not isinstance(text, str):
-        return None, None
-    parts = text.split(" ", 2)
-    usage = None
-    try:
-        usage = int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        pass
-    table = None
-    if len(parts) == 3:
-        try:
-            table = json.loads(parts[2])
-        except ValueError:
-            pass
-    return usage, table if isinstance(table, dict) else None
-
-
-# Rows per INSERT statement: 768 parameters, under every SQLite's limit (999
-# before 3.32). sqlite3 releases the GIL around each step, once per statement;
-# executemany steps once per row, and with the event loop and Dataset.map busy
-# in other threads each of those releases waits up to a GIL switch interval to
-# get it back: the writer then fell ever further behind on large runs.
-_ROWS_PER_INSERT = 256
-
-
-@functools.lru_cache(maxsize=16)
-def _insert_sql(n: int, into: str = "INSERT INTO pending") -> str:
-    return f"{into} VALUES " + ",".join(["(?,?,?)"] * n)
-
-
-def _insert(conn: sqlite3.Connection, rows: list[tuple], into: str = "INSERT INTO pending") -> None:
-    n = _ROWS_PER_INSERT
-    for i in range(0, len(rows), n):
-        chunk = rows[i : i + n]
-        conn.execute(_insert_sql(len(chunk), into), [v for row in chunk for v in row])
-
-
-def _delete_claims(conn: sqlite3.Connection, keys: Sequence[bytes]) -> None:
-    for i in range(0, len(keys), 500):
-        chunk = keys[i : i + 500]
-        conn.execute(f"DELETE FROM claims WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-
-
-def _owner_dead(owner: str, host: str) -> bool:
-    """Whether the process that holds a claim is gone: only knowable on this host (another's lease runs out)."""
-    owner_host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if owner_host != host or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # another user's live process
-        return False
-    return False
 
 
 class ReplyStore:
@@ -293,10 +151,10 @@ class ReplyStore:
         try:
             others = self._others(self._read)
             self.shared = shared = shared or bool(others)  # another run on this file: claim, as workers do
-            self._write_conn = _connect(self.path, lock_wait)
+            self._write_conn = connect(self.path, lock_wait)
             self._write_conn.execute(f"PRAGMA busy_timeout={int(min(LOCK_TRY_S, lock_wait / 4) * 1000)}")
             if shared:
-                self._write_conn.execute(_CLAIMS_SCHEMA)
+                self._write_conn.execute(CLAIMS_SCHEMA)
         except sqlite3.Error as e:
             self._read.close()
             raise self._not_usable(e) from None
@@ -326,7 +184,7 @@ class ReplyStore:
         me = f"{host}:{rest.partition(':')[0]}:"
         found = {}
         for owner, shared in conn.execute("SELECT owner, shared FROM openers"):
-            if owner.startswith(f"{host}:") and not owner.startswith(me) and not _owner_dead(owner, host):
+            if owner.startswith(f"{host}:") and not owner.startswith(me) and not owner_dead(owner, host):
                 found[owner] = shared
         return found
 
@@ -339,7 +197,7 @@ class ReplyStore:
             conn.execute("INSERT OR REPLACE INTO openers VALUES (?, ?)", (self.owner, int(self.shared)))
             # the rows of runs killed before their close: a pid used again later would pass for company
             host = self.owner.partition(":")[0]
-            dead = [(o,) for (o,) in conn.execute("SELECT owner FROM openers") if _owner_dead(o, host)]
+            dead = [(o,) for (o,) in conn.execute("SELECT owner FROM openers") if owner_dead(o, host)]
             if dead:
                 conn.executemany("DELETE FROM openers WHERE owner = ?", dead)
             return True
@@ -374,7 +232,7 @@ class ReplyStore:
         try:
             if not self._others(self._write_conn):
                 return
-            self._write_conn.execute(_CLAIMS_SCHEMA)
+            self._write_conn.execute(CLAIMS_SCHEMA)
         except sqlite3.Error as e:
             logger.debug("could not look for other runs on the reply cache %s: %s", self.path, e)
             return
@@ -392,7 +250,7 @@ class ReplyStore:
     def _shared_now(self) -> None:
         """Writer thread: move this store's appended replies into the keyed table and say it is shared."""
         try:
-            _merge(self._write_conn)
+            merge(self._write_conn)
             self._write_conn.execute("UPDATE openers SET shared = 1 WHERE owner = ?", (self.owner,))
         except sqlite3.Error as e:
             logger.debug("could not turn the reply cache %s shared: %s", self.path, e)
@@ -407,21 +265,21 @@ class ReplyStore:
             wait = min(1.0, self.lock_wait / 2) if first else max(0.0, deadline - time.monotonic())
             conn = None
             try:
-                conn = _connect(self.path, wait)
+                conn = connect(self.path, wait)
                 conn.execute("SELECT count(*) FROM (SELECT 1 FROM replies LIMIT 1)").fetchone()
                 # A full check reads every page: affordable for small stores only.
                 # Damage found later costs a warning and a re-score, never a crash.
                 if self.path.stat().st_size < 64 << 20 and conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                    raise _Damaged("quick_check failed")
-                _merge(conn, extra)  # what earlier runs left behind
+                    raise Damaged("quick_check failed")
+                merge(conn, extra)  # what earlier runs left behind
                 conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
                 self._imported(sidecars, extra)
                 return conn
             except sqlite3.Error as e:
                 if conn is not None:
                     conn.close()
-                code = _code(e)
-                if code in (_SQLITE_BUSY, _SQLITE_LOCKED) and first and deadline > time.monotonic():
+                code = error_code(e)
+                if code in (SQLITE_BUSY, SQLITE_LOCKED) and first and deadline > time.monotonic():
                     # a shared store's processes (workers, Ray actors of one host) open it at the same moment by
                     # design: their wait is no news; another run's lock is
                     logger.log(
@@ -432,12 +290,12 @@ class ReplyStore:
                     )
                     first = False
                     continue
-                if isinstance(e, _Damaged) or code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                if isinstance(e, Damaged) or code in (SQLITE_CORRUPT, SQLITE_NOTADB):
                     self._quarantine(e)
                     conn = None
                     try:
-                        conn = _connect(self.path, self.lock_wait)
-                        _merge(conn, extra)
+                        conn = connect(self.path, self.lock_wait)
+                        merge(conn, extra)
                     except sqlite3.Error as e2:
                         if conn is not None:
                             conn.close()
@@ -492,11 +350,11 @@ class ReplyStore:
 
     def _not_usable(self, e: sqlite3.Error) -> CacheError:
         """The error to stop with when the store cannot be used for a reason other than damage."""
-        code = _code(e)
+        code = error_code(e)
         logger.debug("reply cache error %s (%s)", getattr(e, "sqlite_errorname", None), e)
         if is_disk_full(e, self.path):
             return self._disk_full(e)
-        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        if code in (SQLITE_BUSY, SQLITE_LOCKED):
             return CacheLockedError(
                 f"another process has held the write lock on the reply cache {self.path} for over "
                 f"{self.lock_wait:.0f} s ({e}); the cache is untouched. Let that run finish (or stop it), "
@@ -511,7 +369,7 @@ class ReplyStore:
         return DiskFullError(
             f"the disk that holds the reply cache {self.path} is full "
             f"({human_bytes(free_space(self.path))} free): {e}. "
-            f"The cache is untouched. Free at least {human_bytes(_WAL_HEADROOM)} there (or point cache_dir= / "
+            f"The cache is untouched. Free at least {human_bytes(WAL_HEADROOM)} there (or point cache_dir= / "
             "--cache-dir at a larger disk) and run the same command again."
         )
 
@@ -520,7 +378,7 @@ class ReplyStore:
         if not isinstance(self.failure, DiskFullError):
             return self.failure
         per_reply = self._bytes / self.written if self.written else 1024
-        need = int(requests_left * per_reply * 2) + _WAL_HEADROOM  # pages are rarely full; the WAL doubles writes
+        need = int(requests_left * per_reply * 2) + WAL_HEADROOM  # pages are rarely full; the WAL doubles writes
         return DiskFullError(
             f"the disk that holds the reply cache {self.path} is full ({human_bytes(free_space(self.path))} free), "
             f"so the run stopped sending; {self.written:,} replies of this run are saved. The {requests_left:,} "
@@ -554,7 +412,7 @@ class ReplyStore:
                     chunk = keys[i : i + 500]
                     q = f"SELECT key, content, usage FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
                     for k, content, usage in self._read.execute(q, chunk):
-                        meta = _decode_meta(usage)
+                        meta = decode_meta(usage)
                         found[k] = (content, *meta) if with_logprobs else (content, meta[0])
             except sqlite3.DatabaseError as e:
                 logger.warning("could not read the reply cache (%s); those rows will be scored again", e)
@@ -586,7 +444,7 @@ class ReplyStore:
                 try:
                     conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.OperationalError as e:
-                    if _code(e) in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                    if error_code(e) in (SQLITE_BUSY, SQLITE_LOCKED):
                         return None
                     raise
                 finally:
@@ -601,7 +459,7 @@ class ReplyStore:
                     for k, content, usage in conn.execute(
                         f"SELECT key, content, usage FROM replies WHERE key IN ({marks})", chunk
                     ):
-                        found[k] = (content, _decode_meta(usage)[0])
+                        found[k] = (content, decode_meta(usage)[0])
                     missing = [k for k in chunk if k not in found]
                     if not missing:
                         continue
@@ -618,7 +476,7 @@ class ReplyStore:
                         h = held.get(k)
                         if h is not None and h[0] != self.owner and h[1] > now:
                             if h[0] not in dead:
-                                dead[h[0]] = _owner_dead(h[0], host)
+                                dead[h[0]] = owner_dead(h[0], host)
                             if not dead[h[0]]:
                                 continue
                         take.append(k)
@@ -713,15 +571,15 @@ class ReplyStore:
             conn.execute("BEGIN IMMEDIATE")
             if self.shared:
                 # straight into the keyed table, so that the other workers' lookups see it now
-                _insert(conn, rows, "INSERT OR REPLACE INTO replies")
-                _delete_claims(conn, [r[0] for r in rows] + released)
+                insert(conn, rows, "INSERT OR REPLACE INTO replies")
+                delete_claims(conn, [r[0] for r in rows] + released)
                 if time.monotonic() - self._renewed >= self.lease_s / 3:
                     conn.execute(
                         "UPDATE claims SET expires = ? WHERE owner = ?", (time.time() + self.lease_s, self.owner)
                     )
                     self._renewed = time.monotonic()
             else:
-                _insert(conn, rows)
+                insert(conn, rows)
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             if conn.in_transaction:
@@ -731,7 +589,7 @@ class ReplyStore:
                     pass
             self._unsaved = rows
             self._last_error = str(e)
-            if _code(e) in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            if error_code(e) in (SQLITE_BUSY, SQLITE_LOCKED):
                 self._still_locked(started)
             elif self.failure is None:
                 logger.warning("could not write to the reply cache %s: %s", self.path, e)

@@ -1,6 +1,6 @@
 """The transport: one aiohttp session to an OpenAI-compatible server.
 
-What is retried and what is not is decided here, once, by :func:`classify`
+What is retried and what is not is decided once, by :func:`~.policy.classify`
 (a table keyed by error kind, and the class of an HTTP status):
 
 * transient, retried with backoff: 429, 408, 409, 5xx, timeouts, connection
@@ -25,7 +25,7 @@ before any such request has succeeded, the client switches to
 so in the summary.
 
 Two seams make the timing testable without waiting: ``clock`` (monotonic time,
-sleeps, wall time for HTTP dates, the jitter of backoff; :class:`SystemClock`
+sleeps, wall time for HTTP dates, the jitter of backoff; :class:`~.policy.SystemClock`
 by default) and ``transport`` (``await transport(body) -> (status, headers,
 body)``; one aiohttp POST by default). tests/test_client_unit.py drives
 :meth:`JudgeClient.call` with a scripted server and a clock that jumps.
@@ -34,31 +34,22 @@ body)``; one aiohttp POST by default). tests/test_client_unit.py drives
 from __future__ import annotations
 
 import asyncio
-import base64
-import email.utils
-import enum
 import hashlib
 import logging
-import math
-import random
-import re
 import socket
-import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import orjson
-import yarl
 
 from .. import constants
 from ..errors import (
     AuthenticationError,
     BudgetExceededError,
     CircuitOpenError,
-    ConfigError,
     CostExceededError,
     ErrorKind,
     ModelNotFoundError,
@@ -72,90 +63,24 @@ from ..judging import logprobs
 from ..judging.images import prompt_tokens_estimate
 from ..judging.metrics import Metric
 from ..judging.validate import ReplyError, parse_reply
-from ..redact import register, register_credentials, scrub, scrub_registered
+from ..redact import register, scrub, scrub_registered
 from ..settings import Settings
+from .endpoint import check_api_key, parse_endpoint
 from .limits import AdaptiveLimiter
+from .policy import (
+    SCHEMA_STATUSES,
+    SYSTEM_CLOCK,
+    Clock,
+    Deadlines,
+    Decision,
+    classify,
+    error_code,
+    error_message,
+    parse_retry_after,
+)
 from .prices import no_price_error, price_of
 
 logger = logging.getLogger("hf_judge")
-
-# 429 codes (OpenAI's) that mean the account cannot pay: retrying never helps.
-QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
-# Statuses with which a server may refuse response_format json_schema (see _schema_rejected).
-SCHEMA_STATUSES = frozenset({400, 422, 500, 501})
-
-
-class Decision(enum.Enum):
-    """What a failed attempt leads to."""
-
-    RETRY = "retry"  # transient: wait, then send it again
-    RETRY_HOTTER = "retry_hotter"  # an invalid reply: send it again at a higher temperature (seed 004)
-    GIVE_UP = "give_up"  # permanent: the row gets an errors entry
-    STOP = "stop"  # fatal: the run stops, keeping what is finished
-
-
-# The decision for each error kind that is not an HTTP status (those go by class: see classify).
-RETRY_POLICY: dict[str, Decision] = {
-    ErrorKind.INVALID_JSON: Decision.RETRY_HOTTER,
-    ErrorKind.SCHEMA: Decision.RETRY_HOTTER,
-    ErrorKind.OUT_OF_RANGE: Decision.RETRY_HOTTER,
-    ErrorKind.TRUNCATED: Decision.RETRY_HOTTER,
-    ErrorKind.EMPTY: Decision.RETRY_HOTTER,
-    ErrorKind.UNPARSEABLE: Decision.RETRY_HOTTER,
-    ErrorKind.CONTENT_FILTER: Decision.GIVE_UP,
-    ErrorKind.BAD_RESPONSE: Decision.RETRY,
-    ErrorKind.TIMEOUT: Decision.RETRY,
-    ErrorKind.CONNECTION: Decision.RETRY,
-    # never sent: nothing a retry could change
-    ErrorKind.NULL_INPUT: Decision.GIVE_UP,
-    ErrorKind.BAD_IMAGE: Decision.GIVE_UP,
-    ErrorKind.INPUT_TOO_LONG: Decision.GIVE_UP,
-    ErrorKind.TEMPLATE: Decision.GIVE_UP,
-    # batch mode resubmits these itself (batch.py), up to ``retries``; an online attempt never ends with one
-    ErrorKind.BATCH_FAILED: Decision.RETRY,
-    ErrorKind.BATCH_EXPIRED: Decision.RETRY,
-    ErrorKind.BATCH_CANCELLED: Decision.RETRY,
-    ErrorKind.BATCH_MISSING: Decision.GIVE_UP,
-}
-TRANSIENT_STATUS = frozenset({408, 409, 425, 429})  # and every 5xx
-FATAL_STATUS = frozenset({401, 403, 404})  # the key, the model name or the base URL is wrong
-
-
-def classify(failure: int | str) -> Decision:
-    """The decision for a failed attempt: its HTTP status (an int), or its error kind.
-
-    Example:
-        >>> [classify(f).name for f in (503, 400, 401, "schema", "content_filter")]
-        ['RETRY', 'GIVE_UP', 'STOP', 'RETRY_HOTTER', 'GIVE_UP']
-    """
-    if isinstance(failure, int):
-        if failure in FATAL_STATUS:
-            return Decision.STOP
-        if failure in TRANSIENT_STATUS or failure >= 500:
-            return Decision.RETRY
-        return Decision.GIVE_UP
-    return RETRY_POLICY.get(failure, Decision.GIVE_UP)
-
-
-class Clock(Protocol):
-    """Where the client reads time, sleeps and draws jitter (see :class:`SystemClock`)."""
-
-    def now(self) -> float: ...  # monotonic seconds
-    async def sleep(self, seconds: float) -> None: ...
-    def wall(self) -> float: ...  # seconds since the epoch, for Retry-After dates
-    def jitter(self, low: float, high: float) -> float: ...  # a uniform draw
-
-
-class SystemClock:
-    """The real clock: ``time.monotonic``, ``asyncio.sleep``, ``time.time``, ``random.uniform``."""
-
-    now = staticmethod(time.monotonic)
-    sleep = staticmethod(asyncio.sleep)
-    wall = staticmethod(time.time)
-    jitter = staticmethod(random.uniform)
-
-
-SYSTEM_CLOCK = SystemClock()
 
 # ``await transport(body)`` -> (HTTP status, headers (case-insensitive, or lower-case keys), reply body).
 # It raises aiohttp.ClientError (connection), asyncio.TimeoutError, or ReplyTooLarge.
@@ -199,33 +124,6 @@ class Stats:
     unplaced_logprobs: int = 0  # replies with them, but a score's value not found among the tokens
 
 
-def _retry_after(headers: Mapping[str, str], wall: Callable[[], float] = time.time) -> float | None:
-    """Seconds the server asks us to wait, uncapped (``inf`` stays ``inf``); None when absent or unreadable.
-
-    ``wall``: the current time since the epoch, for a Retry-After that is an HTTP date.
-    """
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            v = float(ms) / 1000
-            if not math.isnan(v):
-                return max(0.0, v)
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if not ra:
-        return None
-    try:
-        v = float(ra)
-        return None if math.isnan(v) else max(0.0, v)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(ra)
-            return max(0.0, when.timestamp() - wall())
-        except (TypeError, ValueError, OverflowError):
-            return None
-
-
 class ReplyTooLarge(Exception):
     status = 0  # the HTTP status of the reply that was cut off, and its headers
     headers: Mapping[str, str] | None = None
@@ -255,36 +153,8 @@ async def read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _error_code(raw: bytes) -> str | None:
-    """The quota/billing code of an OpenAI-style error body (``error.code`` or ``error.type``), if any."""
-    try:
-        err = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    e = err.get("error", err) if isinstance(err, dict) else None
-    if not isinstance(e, dict):
-        return None
-    for key in ("code", "type"):
-        if isinstance(e.get(key), str) and e[key] in QUOTA_CODES:
-            return e[key]
-    return None
-
-
 def _int(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
-
-
-def _error_message(status: int, raw: bytes) -> str:
-    try:
-        err = orjson.loads(raw)
-        if isinstance(err, dict):
-            e = err.get("error", err)
-            msg = e.get("message") if isinstance(e, dict) else e
-            if msg:
-                return scrub(str(msg))[:500]
-    except orjson.JSONDecodeError:
-        pass
-    return scrub(raw[:300].decode("utf-8", "replace")) or f"HTTP {status}"
 
 
 def _text_of(content: Any) -> str | None:
@@ -297,123 +167,6 @@ def _text_of(content: Any) -> str | None:
             return None
         texts.append(part["text"])
     return "".join(texts)
-
-
-class _Deadlines:
-    """Request timeouts, enforced by one sweeping task instead of a timer per request.
-
-    aiohttp's own total timeout arms a timer and builds two helper objects for
-    every request: about a tenth of the client's CPU at thousands of requests a
-    second (bench/, scenario c). Here a request enters its deadline in an
-    insertion-ordered dict (every request has the same timeout, so insertion
-    order is deadline order) and one task, waking four times per timeout,
-    cancels the overdue ones. A request overruns its timeout by at most a
-    quarter of it, and by at most 0.5 s. Deadlines are ``clock.now()`` times.
-    """
-
-    def __init__(self, timeout: float, clock: Clock = SYSTEM_CLOCK):
-        self.timeout = timeout
-        self.period = min(0.5, timeout / 4)
-        self.due: dict[asyncio.Task, float] = {}
-        self.expired: set[asyncio.Task] = set()
-        self._sweeper: asyncio.Task | None = None
-        self.clock = clock
-        self.now = clock.now
-
-    def start(self) -> None:
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-
-    def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
-
-    async def _sweep(self) -> None:
-        due = self.due
-        sleep = self.clock.sleep
-        while True:
-            await sleep(self.period)
-            now = self.now()
-            late = []
-            for task, when in due.items():
-                if when > now:
-                    break
-                late.append(task)
-            for task in late:
-                del due[task]
-                self.expired.add(task)
-                task.cancel()
-
-    def timed_out(self, task: asyncio.Task) -> bool:
-        """After a CancelledError: whether it was this task's deadline (then the cancel is undone)."""
-        if task not in self.expired:
-            return False
-        self.expired.discard(task)
-        # Python 3.11+: undo our cancel; if the run cancelled the task as well
-        # (stopping), that one stands and the CancelledError goes on.
-        return not hasattr(task, "uncancel") or task.uncancel() == 0
-
-
-# Query parameters whose values are credentials on some gateways (``?key=``, ``?sig=``).
-_SECRET_QUERY = re.compile(r"key|token|secret|sig|pass|auth|cred", re.I)
-
-
-def has_credentials(base_url: str) -> bool:
-    """Whether ``base_url`` carries ``user:password@`` (then it is sent as HTTP Basic auth)."""
-    try:
-        url = yarl.URL(base_url.strip())
-    except (TypeError, ValueError):
-        return False
-    return url.user is not None or url.password is not None
-
-
-def parse_endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, str | None]:
-    """``base_url`` parsed once: the chat-completions URL (its query kept, after the path: Azure-style
-    ``?api-version=`` gateways), the form shown in messages, logs and the card (no credentials, no
-    query), the form that identifies the server in cache keys, and the HTTP Basic Authorization
-    header of a ``user:password@`` in it."""
-    try:
-        url = yarl.URL(base_url.strip())
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"base_url is not a URL ({e}); give one like http://127.0.0.1:8000/v1") from None
-    auth = None
-    if url.user is not None or url.password is not None:
-        register_credentials(url.user, url.password, url.raw_user or "", url.raw_password or "")
-        if api_key:
-            raise ConfigError(
-                "base_url carries credentials (user:password@) and an API key is set as well; a request holds one "
-                "Authorization. Keep the credentials in the URL (sent as HTTP Basic auth) and drop the key, or drop "
-                "them from the URL and pass the key (api_key=, --api-key-env)."
-            )
-        auth = "Basic " + base64.b64encode(f"{url.user or ''}:{url.password or ''}".encode()).decode()
-        url = url.with_user(None)
-    for name, value in url.query.items():
-        if _SECRET_QUERY.search(name):
-            register(value)
-    shown = str(url.with_query(None).with_fragment(None)).rstrip("/")
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(f"base_url must be an http:// or https:// URL like http://127.0.0.1:8000/v1, got {shown!r}")
-    query = f"?{url.raw_query_string}" if url.raw_query_string else ""
-    request_url = yarl.URL(shown + "/chat/completions" + query, encoded=True)
-    # The server's identity in cache keys is the URL requested (less its fixed "/chat/completions"), as yarl
-    # writes it: scheme and host in lower case, no default port, no trailing slash, no user:password (sent as a
-    # header), so two spellings of one URL share their cache. The usual spelling (http://host:port/v1) reads
-    # as it did when its caches were written. A server's root and its /v1 are one server (llama.cpp, vLLM's
-    # and Ollama's OpenAI routes): the identity names what answers, not the route, so they share it too.
-    identity = (shown + "/v1" if url.path in ("", "/") else shown) + query
-    return request_url, shown, identity, auth
-
-
-def _check_api_key(api_key: str | None) -> None:
-    if not api_key:
-        return
-    if any(c < " " or c == "\x7f" for c in api_key) or api_key != api_key.strip():
-        raise ConfigError(
-            "the API key contains a newline or another control character, or surrounding spaces (as when read "
-            "from a file with its line end); strip it, e.g. export OPENAI_API_KEY=$(tr -d '[:space:]' < key.txt)"
-        )
-    if not api_key.isascii():
-        raise ConfigError("the API key contains non-ASCII characters, which an HTTP header cannot carry. Check it.")
 
 
 class JudgeClient:
@@ -444,7 +197,7 @@ class JudgeClient:
         transport: Transport | None = None,
     ):
         """``clock`` and ``transport`` replace the real time and the aiohttp POST (tests; see the module docstring)."""
-        _check_api_key(api_key)
+        check_api_key(api_key)
         self._clock = clock = clock or SYSTEM_CLOCK
         self._now = clock.now
         self._transport: Transport = transport or self._post
@@ -499,7 +252,7 @@ class JudgeClient:
                 self._tpm = AsyncLimiter(max(1.0, tpm / 60), 1)
         self._key_prefix = hashlib.blake2b(self.server_id.encode() + b"\0", digest_size=16)
         self._session: aiohttp.ClientSession | None = None
-        self._deadlines = _Deadlines(settings.timeout, clock)
+        self._deadlines = Deadlines(settings.timeout, clock)
         self.stopped: RunStopped | None = None
         self.max_reply_bytes = settings.max_reply_bytes
         self.max_throttle_s = settings.max_throttle_s
@@ -513,7 +266,7 @@ class JudgeClient:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         self._session = aiohttp.ClientSession(
             connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None),  # see _Deadlines
+            timeout=aiohttp.ClientTimeout(total=None),  # see Deadlines
             headers=self._headers,
             skip_auto_headers=("User-Agent",),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -751,7 +504,7 @@ class JudgeClient:
             status, headers, data = await self._transport(body)
         except ReplyTooLarge as e:
             if e.status != 200 and e.headers is not None:
-                retry_after = _retry_after(e.headers, self._clock.wall)
+                retry_after = parse_retry_after(e.headers, self._clock.wall)
             status, outcome = (
                 0,
                 Outcome(
@@ -789,10 +542,10 @@ class JudgeClient:
             return outcome, 0, retry_after
         self.stats.statuses[status] += 1
         self.limiter.release(throttled=status == 429, sent_at=sent_at)
-        message = _error_message(status, data)
+        message = error_message(status, data)
         if status == 429:
             self._check_quota(data, message)
-        return Outcome(None, None, http_kind(status), message), status, _retry_after(headers, self._clock.wall)
+        return Outcome(None, None, http_kind(status), message), status, parse_retry_after(headers, self._clock.wall)
 
     async def _post(self, body: bytes) -> tuple[int, Mapping[str, str], bytes]:
         """The default transport: one POST on the client's aiohttp session."""
@@ -820,7 +573,7 @@ class JudgeClient:
 
     def _check_quota(self, data: bytes, message: str) -> None:
         """Stop on a 429 that says the account cannot pay: retrying never helps."""
-        code = _error_code(data)
+        code = error_code(data)
         if code is not None:
             raise QuotaExceededError(
                 f"the server at {self.base_url} says the account cannot pay for more requests (HTTP 429 {code}: "

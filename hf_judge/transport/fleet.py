@@ -31,7 +31,8 @@ import aiohttp
 from ..errors import ConfigError, ErrorKind
 from ..judging.metrics import Metric
 from ..settings import Settings, check_base_url
-from .client import JudgeClient, Outcome, ReplyTooLarge, parse_endpoint, read_limited
+from .client import JudgeClient, Outcome, ReplyTooLarge, read_limited
+from .endpoint import parse_endpoint
 
 logger = logging.getLogger("hf_judge")
 
