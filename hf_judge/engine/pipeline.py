@@ -291,14 +291,20 @@ class SplitRun:
         else:
             loop.call_soon_threadsafe(room.set)
 
+    def _full(self, row: int) -> bool:
+        """Whether the window has no room for ``row``. A row the consumer waits for always has room: a map batch
+        larger than the window (``Dataset.map``'s 1,000 rows, a user's ``batch_size``) would otherwise wait for
+        rows the window keeps out, for ever. The rows held are then at most max(window, the map's batch)."""
+        return row - self.consumed >= self.window and row >= self.want
+
     async def _wait_for_room(self, row: int) -> None:
         """Until the consumer has taken rows, so that at most ``window`` rows are ahead of it (or the run failed)."""
         room = self._room
         assert room is not None  # made by feed()
-        while row - self.consumed >= self.window and self.failure is None:
+        while self._full(row) and self.failure is None:
             self._room_wanted = True  # before the test below: a consume() after it sees the flag and wakes us
             room.clear()
-            if row - self.consumed < self.window or self.failure is not None:
+            if not self._full(row) or self.failure is not None:
                 break
             await room.wait()
         self._room_wanted = False
@@ -329,7 +335,7 @@ class SplitRun:
             store.on_company = lambda: loop.call_soon_threadsafe(self._join_company)
         try:
             async for size, batch in self._read():
-                if row - self.consumed >= self.window:
+                if self._full(row):
                     await self._wait_for_room(row)
                 if self.failure is not None:
                     return
@@ -891,6 +897,8 @@ class SplitRun:
             return {c: [] for c in self.columns}
         start, stop = indices[0], indices[-1] + 1
         self.want = stop
+        if self._room_wanted:  # the rows wanted may lie past the window: the feeder must read on (_full)
+            self._wake()
         while self.frontier < stop:
             if self.failure is not None:
                 raise self.failure
