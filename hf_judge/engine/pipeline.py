@@ -636,14 +636,16 @@ class SplitRun:
 
     def _followers(self, job: _Job, part: int, client: JudgeClient, claimed: set) -> tuple[int, ...]:
         """For the first sample of a (judge, order): the other samples not yet answered, to ask for in the same
-        request as its extra choices (``n``), where the server is not known to ignore ``n``."""
+        request as its extra choices (``n``), where the server is not known to ignore ``n``. A sample parked
+        for another process (a shared store: it claimed the key and pays for it) is waited for, not asked
+        for again as an extra choice."""
         if client.n_choices is False or (part // job.orders) % self.layout.samples:
             return ()
-        inflight, recent, out = self.inflight, self.recent, []
+        inflight, recent, parked, out = self.inflight, self.recent, self.parked, []
         for sample in range(1, self.layout.samples):
             other = part + sample * job.orders
             key = job.keys[other]
-            if job.outcomes[other] is None and key not in inflight and key not in recent:
+            if job.outcomes[other] is None and key not in inflight and key not in recent and key not in parked:
                 inflight[key] = []
                 claimed.add((id(job), other))
                 out.append(other)
