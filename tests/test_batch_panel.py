@@ -257,7 +257,11 @@ def test_max_cost_holds_every_judges_batch_at_its_own_price(batch, tmp_path):
     message = str(e.value)
     assert "the batches of the 2 judges this run would submit (8 requests" in message
     assert f"would cost ${total:.4f} at the judges' batch prices: ${ests[0].cost_batch:.4f} at judge-a's" in message
-    assert "`--dry-run --batch --model JUDGE` (one judge at a time)" in message
+    assert "`--dry-run --batch` shows the projection" in message
+    panel = estimate_cost(
+        ds, ["QA_Correctness"], models=models, columns=COLUMNS, cache_dir=tmp_path / "c", batch=True, **kw
+    )
+    assert panel.cost_batch == pytest.approx(total)  # what the budget check counted, judge by judge
     st = batch.stats()
     assert (st["uploads"], st["creates"], st["online"]) == (0, 0, 0)
     scored = run(ds, models, tmp_path / "c", batch=True, max_cost=1.01 * total, **kw)

@@ -336,3 +336,36 @@ def test_tiktoken_counts_where_installed(judge, tmp_path, monkeypatch):
     assert est.token_counter.startswith("tiktoken o200k_base")
     texts = [load_metric("Q_Clarity").messages({"instruction": q})[0]["content"] for q in ds["question"]]
     assert est.input_tokens == sum(3 + 3 + len(t.split()) + 1 for t in texts)
+
+
+def test_a_panels_estimate_is_every_judges_each_at_its_price(judge, tmp_path, capfd):
+    """A panel of 2 costs the sum of its judges estimated alone (requests, tokens, cost at each model's price),
+    online and with --batch, and --dry-run shows each judge's table."""
+    path = tmp_path / "prices.yaml"
+    path.write_text("judge: {input: 1.0, output: 2.0}\nother: {input: 10.0, output: 20.0}\n", encoding="utf-8")
+    ds = qa_dataset(3)
+
+    def estimate(**kw):
+        cache = tmp_path / "cache"
+        kw.update(base_url=judge.base_url, api_key="sk-test", cache_dir=cache, prices=str(path), columns=COLUMNS)
+        return estimate_cost(ds, METRICS, **kw)
+
+    for batch in (False, True):
+        alone = [estimate(model=m, batch=batch) for m in ("judge", "other")]
+        est = estimate(models=["judge", "other"], batch=batch)
+        assert est.requests == sum(a.requests for a in alone) == 2 * 6
+        assert est.input_tokens == sum(a.input_tokens for a in alone)
+        assert est.output_tokens == sum(a.output_tokens for a in alone)
+        assert est.cost_online == pytest.approx(sum(a.cost_online for a in alone))
+        assert est.cost_batch == pytest.approx(sum(a.cost_batch for a in alone))
+        assert [j.model for j in est.judges] == ["judge", "other"]
+    data = tmp_path / "data.jsonl"
+    ds.to_json(data)
+    code, out, err = run_cli(
+        capfd,
+        *score_args(data, judge, "--models", "judge,other", "--prices", path, "--dry-run", metrics=",".join(METRICS)),
+    )
+    assert code == 0, err
+    assert "a panel of 2 judges" in out and "judge judge (model judge)" in out and "judge other (model other)" in out
+    assert "panel total    12 requests" in out and f"cost online    ${sum(a.cost_online for a in alone):,.4f}" in out
+    assert judge.stats()["requests"] == 0

@@ -101,15 +101,15 @@ def test_two_nodes_two_endpoints_survive_a_kill_9_and_failed_rows_carry_their_er
     st = judge.stats()
     # every (row, metric) scored or errored exactly once, in input order
     assert [r["question"] for r in got] == [r["question"] for r in rows]
-    assert all((r["QA_Clarity"] is None) != (r["judge_errors"] is None) for r in got)
+    assert all((r["QA_Clarity"] is None) == bool(r["judge_errors"]) for r in got)
     assert st["prompts"] == distinct
     assert at_kill < distinct  # the kill came mid-run
     print(f"killed {len(killed)} processes at {at_kill} replies; paid twice: {st['duplicates']}")
     # paid twice: at most what the killed actor had sent and not stored (in flight, or not yet committed: see
     # test_workers)
     assert st["duplicates"] <= 2 * IN_FLIGHT
-    # a failed row carries its errors as JSON; no other row failed: both endpoints served
-    errors = {i: json.loads(r["judge_errors"]) for i, r in enumerate(got) if r["judge_errors"] is not None}
+    # a failed row carries its errors (Judge's list of structs); no other row failed: both endpoints served
+    errors = {i: r["judge_errors"] for i, r in enumerate(got) if r["judge_errors"]}
     failed = {i: [(e["metric"], e["kind"]) for e in row] for i, row in errors.items()}
     assert failed == {3: [("QA_Clarity", "null_input")]}
 
@@ -191,3 +191,26 @@ def test_an_empty_split_on_ray_comes_back_with_the_score_columns(cluster, judge,
     )  # fmt: skip
     assert len(out["test"]) == 0 and out["test"].features == out["train"].features
     assert "QA_Clarity" in out["test"].column_names and judge.stats()["requests"] == 2
+
+
+def test_the_ray_stage_and_the_map_transform_write_one_errors_column(cluster, judge, tmp_path):
+    """score_ray_dataset's per-row errors column is hf_judge.Judge's: the same name, the same Arrow type (a list
+    of {metric, kind, message, raw, attempts}, empty for a row that scored) and the same values (it was a JSON
+    string, null for a row that scored)."""
+    import pyarrow as pa
+    from helpers import qa_dataset
+
+    from hf_judge import Judge
+    from hf_judge.ray import score_ray_dataset
+
+    rows = qa_dataset(3).to_list()
+    rows[1]["answer"] = None  # a null input: an error entry, nothing sent
+    kw = dict(columns=COLUMNS, model="judge", base_url=judge.base_url, api_key="sk-test", cache_dir=tmp_path / "c")
+    judging = Judge(["QA_Clarity"], **kw)
+    mapped = Dataset.from_list(rows).map(judging, batched=True)
+    staged = score_ray_dataset(ray.data.from_items(rows), ["QA_Clarity"], **kw)
+    table = pa.concat_tables(ray.get(staged.to_arrow_refs()))
+    want = judging.features().arrow_schema.field(judging.errors_column)
+    assert table.schema.field(judging.errors_column) == want
+    assert table.column(judging.errors_column).to_pylist() == mapped[judging.errors_column]
+    assert [[e["kind"] for e in row] for row in mapped[judging.errors_column]] == [[], ["null_input"], []]

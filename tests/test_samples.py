@@ -164,3 +164,54 @@ def test_a_server_that_ignores_or_refuses_n_gets_k_requests(judge, tmp_path, mod
     assert judge.stats()["by_status"]["200"] == 12  # K replies per row
     assert [n for n in out.summary.notes if "ignores n" in n]  # said once, in the summary
     assert len([n for n in out.summary.notes if "ignores n" in n]) == 1
+
+
+def test_a_sample_another_process_claimed_is_not_asked_for_as_an_extra_choice(judge, tmp_path):
+    """With n choices per request, the samples asked for as extra choices must be this process's: a sample
+    another process on the cache has claimed (it is paying for it) is waited for, not bought again in n. (A
+    process holds some samples of a row alone when, e.g., its first sample failed and was released while the
+    others, sent one by one to a server that ignores n, were still in flight.)"""
+    import sqlite3
+    import threading
+    import time
+
+    from datasets import concatenate_datasets
+
+    from hf_judge.judging.ensemble import sample_key
+    from hf_judge.store.replies import ReplyStore
+
+    judge.configure(n="honour", record=True)
+    # one prompt twice: each of 2 worker processes holds it (a store of the test's own process is no company)
+    ds, kw = concatenate_datasets([qa_dataset(1)] * 2), dict(samples=3, temperature=0.7, progress=False)
+    probe = score(ds, ["QA_Clarity"], judge, tmp_path / "probe", **kw)  # the 3 sample keys and their replies
+    stored = ReplyStore(tmp_path / "probe" / "cache" / "replies.sqlite3")  # its open merges the appended replies
+    with sqlite3.connect(stored.path) as conn:
+        keys = [k for (k,) in conn.execute("SELECT key FROM replies")]
+    (first,) = [k for k in keys if sample_key(k, 1) in keys]
+    second = sample_key(first, 1)
+    reply = stored.get_many([second])[second]
+    stored.close()
+    cache = tmp_path / "c" / "cache"
+    cache.mkdir(parents=True)
+    other = ReplyStore(cache / "replies.sqlite3", shared=True)  # another process's run on the same cache
+    try:
+        assert other.claim([second]) == ({}, [second])  # it is sending sample 1 of the row
+        before = len(judge.stats()["bodies"])
+
+        def pay_once_the_run_has_asked() -> None:  # the other process's reply lands after the run's request
+            deadline = time.monotonic() + 60
+            while len(judge.stats()["bodies"]) == before and time.monotonic() < deadline:
+                time.sleep(0.01)
+            other.put(second, *reply)
+            other.flush()
+
+        paid = threading.Thread(target=pay_once_the_run_has_asked)
+        paid.start()
+        out = score(ds, ["QA_Clarity"], judge, tmp_path / "c", num_workers=2, **kw)
+        paid.join()
+    finally:
+        other.close()
+    asked = judge.stats()["bodies"][before:]
+    assert [b.get("n", 1) for b in asked] == [2]  # samples 0 and 2; sample 1 came from the other process
+    assert out["train"].to_dict() == probe["train"].to_dict()  # sample 1 is the other process's reply
+    assert not out["errors"].num_rows

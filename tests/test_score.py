@@ -352,3 +352,19 @@ def test_collector_thresholds_are_restored_after_a_run(judge, tmp_path):
     with pytest.raises(AuthenticationError):
         score(qa_dataset(5), ["QA_Clarity"], judge, tmp_path, use_cache=False)
     assert gc.get_threshold() == before
+
+
+def test_a_map_batch_larger_than_the_window_still_finishes(judge, tmp_path):
+    """Dataset.map hands the run 1,000 rows at a time; a window of 32 rows must not keep out the rows the map
+    waits for (it hung: the feeder waited for the map to take rows, the map for rows past the window)."""
+    import threading
+
+    ds = qa_dataset(100)
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(score(ds, ["Q_Clarity"], judge, tmp_path, window=32)))
+    worker.daemon = True  # on a hang the test fails below, and the thread must not hold up the exit
+    worker.start()
+    worker.join(timeout=30)
+    assert got, "the run with window=32 < the map's 1,000-row batch did not finish in 30 s"
+    assert got[0]["train"]["Q_Clarity"] == score(ds, ["Q_Clarity"], judge, tmp_path / "b")["train"]["Q_Clarity"]
+    assert judge.stats()["requests"] == 200

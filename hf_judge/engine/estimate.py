@@ -44,7 +44,7 @@ from ..judging.metrics import Metric, OutputType
 from ..redact import install_log_filter, scrub
 from ..settings import Settings
 from ..store.replies import ReplyStore
-from ..transport.client import JudgeClient
+from ..transport.client import JudgeClient, judge_panel
 from ..transport.prices import Price
 from .job import JudgeJob
 from .pipeline import SplitRun, read_batches
@@ -89,6 +89,30 @@ class CostEstimate:
     metrics: list[MetricEstimate] = field(default_factory=list)
     token_counter: str = ""  # how input tokens were counted
     price: Price | None = None
+    # a panel's: one estimate per judge, each at its own model's price; ``metrics`` then holds their sums
+    judges: list[CostEstimate] = field(default_factory=list)
+    judge: str = ""  # a panel judge's column name (``<column>__<judge>``)
+
+    @classmethod
+    def panel(cls, judges: Sequence[CostEstimate]) -> CostEstimate:
+        """A panel's estimate: the judges' requests and tokens summed per metric, each judge's cost at its price.
+
+        Example:
+            >>> a = CostEstimate("m1", [MetricEstimate("Q", requests=2)], judge="m1")
+            >>> b = CostEstimate("m2", [MetricEstimate("Q", requests=2)], judge="m2")
+            >>> CostEstimate.panel([a, b]).requests
+            4
+        """
+        merged: dict[str, MetricEstimate] = {}
+        for j in judges:
+            for m in j.metrics:
+                total = merged.setdefault(m.metric, MetricEstimate(m.metric))
+                for f in ("requests", "cached", "duplicates", "in_batches", "unsent", "input_tokens", "output_tokens"):
+                    setattr(total, f, getattr(total, f) + getattr(m, f))
+                bases = [b for b in total.output_basis.split("; ") if b]
+                total.output_basis = "; ".join(dict.fromkeys([*bases, m.output_basis]))
+        counters = "; ".join(dict.fromkeys(j.token_counter for j in judges))
+        return cls(", ".join(j.model for j in judges), list(merged.values()), counters, None, list(judges))
 
     @property
     def requests(self) -> int:
@@ -108,12 +132,16 @@ class CostEstimate:
 
     @property
     def cost_online(self) -> float | None:
-        """USD at the online price; None where the model has no price."""
+        """USD at the online price; None where the model (a panel: any judge's) has no price."""
+        if self.judges:
+            return _sum_or_none([j.cost_online for j in self.judges])
         return None if self.price is None else self.price.cost(self.input_tokens, self.output_tokens)
 
     @property
     def cost_batch(self) -> float | None:
         """USD at the batch price (by default half the online price)."""
+        if self.judges:
+            return _sum_or_none([j.cost_batch for j in self.judges])
         return None if self.price is None else self.price.cost(self.input_tokens, self.output_tokens, batch=True)
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,11 +156,30 @@ class CostEstimate:
             "output_tokens": self.output_tokens,
             "cost_online": self.cost_online,
             "cost_batch": self.cost_batch,
+            **({"judges": [j.to_dict() for j in self.judges]} if self.judges else {}),
+            **({"judge": self.judge} if self.judge else {}),
         }
 
     def __str__(self) -> str:
+        if not self.judges:
+            return f"dry run: nothing was sent to the chat endpoint; model {self.model}\n\n" + self._table()
+        # a panel: each judge's table (its requests at its own model's price), then the panel's total
+        lines = [f"dry run: nothing was sent to the chat endpoint; a panel of {len(self.judges)} judges", ""]
+        for j in self.judges:
+            lines += [f"judge {j.judge} (model {j.model})", j._table(), ""]
+        total = f"{self.requests:,} requests, {self.input_tokens:,} input tokens, {self.output_tokens:,} output tokens"
+        lines.append(f"panel total    {total}")
+        if self.cost_online is not None and self.cost_batch is not None:
+            lines.append(f"cost online    ${self.cost_online:,.4f} (each judge at its model's price)")
+            lines.append(f"cost batch     ${self.cost_batch:,.4f} (--batch: one batch per judge)")
+        else:
+            lines.append("cost           a judge has no price in the price table (see its table above)")
+        return "\n".join(lines)
+
+    def _table(self) -> str:
+        """The per-metric table and the notes below it (the cost at this estimate's model's price)."""
         head = f"{'metric':<24} {'requests':>10} {'cached':>10} {'input tok':>12} {'output tok':>12}  output from"
-        lines = [f"dry run: nothing was sent to the chat endpoint; model {self.model}", "", head]
+        lines = [head]
         for m in self.metrics:
             lines.append(
                 f"{m.metric:<24} {m.requests:>10,} {m.cached:>10,} {m.input_tokens:>12,} {m.output_tokens:>12,}  "
@@ -216,25 +263,40 @@ def estimate_cost(
 
 def estimate_job(ds: Any, job: JudgeJob, *, if_exists: str = "keep", tokenizer: str = "auto") -> CostEstimate:
     """:func:`estimate_cost` of a job resolved already."""
-    from .prepare import as_splits, build_plans
+    from .prepare import as_splits, build_plans, judge_specs
 
     settings = job.settings
     splits, _ = as_splits(ds)
     loaded = job.metrics
     plans_by_split, _, _ = build_plans(splits, loaded, job.columns, settings.temperature, if_exists, False)
     api_key = job.key(needed=False)
-    client = JudgeClient(settings, api_key=api_key)
     store_path = job.store_file
     store = ReplyStore(store_path) if job.use_cache and store_path.exists() else None
     # only a --batch run collects the batches in flight (an online run would send their requests again), and
     # it sends each of K samples as a request of its own, as the batch projection of score_dataset counts them
     batch = store_path if settings.batch else None
     layout = Layout(settings.samples) if settings.batch else None
+    if not settings.models:
+        client = JudgeClient(settings, api_key=api_key)
+        judges = [("", client, api_key)]
+    else:
+        # a panel: each judge's requests rendered alone (as a run of its model alone: the same keys, the same
+        # batch), counted with its own server's tokenizer and priced at its own model's price
+        specs = judge_specs(settings, api_key)
+        names = [j.column_name for j in settings.judges]
+        judges = [(n, c, key) for n, c, (_, key) in zip(names, judge_panel(specs), specs, strict=True)]
     try:
-        return project(splits, plans_by_split, loaded, client, store, api_key, tokenizer, batch, layout)
+        ests = [
+            project(splits, plans_by_split, loaded, c, store, key, tokenizer, batch, layout) for _, c, key in judges
+        ]
     finally:
         if store is not None:
             store.close()
+    if len(ests) == 1:
+        return ests[0]
+    for (name, _, _), est in zip(judges, ests, strict=True):
+        est.judge = name
+    return CostEstimate.panel(ests)
 
 
 def project(
@@ -300,8 +362,7 @@ def check_batch_budget(
     requests = sum(e.requests for _, e in pairs)
     if not requests:
         return  # nothing to submit: nothing to refuse
-    # --dry-run projects one model's requests: a panel's judge by judge
-    dry = "`--dry-run --batch`" if len(pairs) == 1 else "`--dry-run --batch --model JUDGE` (one judge at a time)"
+    dry = "`--dry-run --batch`"  # a panel's: judge by judge, each at its price
     fix = (
         "Nothing of it was submitted. Raise {flag}, or score fewer rows (--limit N; library: select rows), then "
         f"{client.resume_hint()} {dry} shows the projection per metric."
@@ -328,6 +389,11 @@ def check_batch_budget(
             f"{what} would use {inputs + outputs:,} tokens{paid}, over the budget "
             f"max_total_tokens={tokens:,}. " + fix.format(flag="--max-total-tokens (library: max_total_tokens=)")
         )
+
+
+def _sum_or_none(costs: list[float | None]) -> float | None:
+    """The sum of the judges' costs, or None when one of them has no price (a partial sum would mislead)."""
+    return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
 
 
 def _batch_prices(pairs: list[tuple[JudgeClient, CostEstimate]]) -> str:

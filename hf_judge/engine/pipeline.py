@@ -249,14 +249,20 @@ class SplitRun(RowCore):
         else:
             loop.call_soon_threadsafe(room.set)
 
+    def _full(self, row: int) -> bool:
+        """Whether the window has no room for ``row``. A row the consumer waits for always has room: a map batch
+        larger than the window (``Dataset.map``'s 1,000 rows, a user's ``batch_size``) would otherwise wait for
+        rows the window keeps out, for ever. The rows held are then at most max(window, the map's batch)."""
+        return row - self.consumed >= self.window and row >= self.want
+
     async def _wait_for_room(self, row: int) -> None:
         """Until the consumer has taken rows, so that at most ``window`` rows are ahead of it (or the run failed)."""
         room = self._room
         assert room is not None  # made by feed()
-        while row - self.consumed >= self.window and self.failure is None:
+        while self._full(row) and self.failure is None:
             self._room_wanted = True  # before the test below: a consume() after it sees the flag and wakes us
             room.clear()
-            if row - self.consumed < self.window or self.failure is not None:
+            if not self._full(row) or self.failure is not None:
                 break
             await room.wait()
         self._room_wanted = False
@@ -287,7 +293,7 @@ class SplitRun(RowCore):
             store.on_company = lambda: loop.call_soon_threadsafe(self._join_company)
         try:
             async for size, batch in self._read():
-                if row - self.consumed >= self.window:
+                if self._full(row):
                     await self._wait_for_room(row)
                 if self.failure is not None:
                     return
@@ -519,14 +525,16 @@ class SplitRun(RowCore):
 
     def _followers(self, job: RowJob, part: int, client: JudgeClient, claimed: set) -> tuple[int, ...]:
         """For the first sample of a (judge, order): the other samples not yet answered, to ask for in the same
-        request as its extra choices (``n``), where the server is not known to ignore ``n``."""
+        request as its extra choices (``n``), where the server is not known to ignore ``n``. A sample parked
+        for another process (a shared store: it claimed the key and pays for it) is waited for, not asked
+        for again as an extra choice."""
         if client.n_choices is False or (part // job.orders) % self.layout.samples:
             return ()
-        inflight, recent, out = self.inflight, self.recent, []
+        inflight, recent, parked, out = self.inflight, self.recent, self.parked, []
         for sample in range(1, self.layout.samples):
             other = part + sample * job.orders
             key = job.keys[other]
-            if job.outcomes[other] is None and key not in inflight and key not in recent:
+            if job.outcomes[other] is None and key not in inflight and key not in recent and key not in parked:
                 inflight[key] = []
                 claimed.add((id(job), other))
                 out.append(other)
@@ -654,6 +662,8 @@ class SplitRun(RowCore):
             return {c: [] for c in self.columns}
         start, stop = indices[0], indices[-1] + 1
         self.want = stop
+        if self._room_wanted:  # the rows wanted may lie past the window: the feeder must read on (_full)
+            self._wake()
         while self.frontier < stop:
             if self.failure is not None:
                 raise self.failure

@@ -14,9 +14,10 @@ machines, ``cache_dir`` must be a local path of each node (each node then
 shares replies among its own actors only).
 
 A (row, metric) that fails gets nulls in its columns and an entry in the
-row's ``judge_errors`` column (a JSON list of ``{metric, kind, message, raw,
-attempts}``; null when every metric scored), the row-level form of the
-``errors`` split.
+row's ``judge_errors`` column (a list of ``{metric, kind, message, raw,
+attempts}``, empty when every metric scored; ``raw`` cut to 1,000
+characters), the row-level form of the ``errors`` split: the column
+:class:`hf_judge.Judge` writes, with its name and type.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import json
 import os
 import socket
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from datasets import Dataset, DatasetDict, Features
 from .. import constants
 from ..errors import ConfigError
 from .core import Plan, score_features
-from .transform import check_fleet
+from .transform import RAW_CHARS, check_fleet, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
     import ray.data
@@ -146,6 +147,7 @@ def ray_stage(
         for m in job.metrics
     ]
     features = score_features([p.metric for p in plans], layout, settings.logprobs, job.token_columns)  # SplitRun's
+    features[ERRORS_COLUMN] = errors_feature()  # Judge's errors column: one transform, one shape
     clash = sorted(set(features) & set(names))
     if clash:
         raise ConfigError(f"the dataset already has the columns {clash} that these metrics write; drop them first")
@@ -238,13 +240,10 @@ class _Scorer:
         batch = {c: table.column(c).to_pylist() for c in self.needed}
         # committed before Ray sees the batch done: a retry after a crash finds them
         cols, errors = self.runtime.score(batch, self.plans, self.layout, self.token_columns)
+        # score_dataset_on_ray's own stage keeps each reply whole: its errors split is the in-process run's
+        cols[ERRORS_COLUMN] = errors_by_row(errors, table.num_rows, None if self.batch_stats else RAW_CHARS)
         for f in self.schema:
             table = table.append_column(f, pa.array(cols[f.name], type=f.type))
-        by_row: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for e in errors:
-            by_row[e["row"]].append({k: e[k] for k in ("metric", "kind", "message", "raw", "attempts")})
-        column = [json.dumps(by_row[r]) if r in by_row else None for r in range(table.num_rows)]
-        table = table.append_column(pa.field(ERRORS_COLUMN, pa.string()), pa.array(column, type=pa.string()))
         if self.batch_stats:
             stats = [self._moved()] + [None] * (table.num_rows - 1)
             table = table.append_column(pa.field(STATS_COLUMN, pa.string()), pa.array(stats, type=pa.string()))
@@ -372,8 +371,8 @@ def _collected(table: pa.Table, split: str, errors: list[dict[str, Any]], moved:
         if text:
             moved.append(json.loads(text))
     table = table.drop_columns([STATS_COLUMN])
-    for row, text in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
-        for item in json.loads(text) if text else ():
+    for row, found in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
+        for item in found:
             errors.append({"split": split, "row": row, **item})
     return Dataset(table.drop_columns([ERRORS_COLUMN]))
 

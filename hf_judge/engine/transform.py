@@ -156,8 +156,33 @@ def _close_runtimes() -> None:
 _CONFIG = ("job", "base_urls", "errors_column", "_id")
 
 
-def _errors_feature() -> list:
+def errors_feature() -> list:
+    """The per-row errors column's feature (``Judge`` and ``score_ray_dataset`` write it alike): a list of
+    ``{metric, kind, message, raw, attempts}``, one per metric of the row that failed.
+
+    Example:
+        >>> [sorted(entry) for entry in errors_feature()]
+        [['attempts', 'kind', 'message', 'metric', 'raw']]
+    """
     return [dict(ERROR_ENTRY)]
+
+
+def errors_by_row(errors: Sequence[Mapping[str, Any]], n: int, raw_chars: int | None = RAW_CHARS) -> list[list[dict]]:
+    """The per-row errors column of a batch of ``n`` rows from its error rows (``row`` within the batch): each
+    row's ``{metric, kind, message, raw, attempts}``, ``[]`` for a row every metric scored; ``raw`` (the reply)
+    cut to ``raw_chars`` characters (None: whole).
+
+    Example:
+        >>> errors_by_row([{"row": 1, "metric": "Q", "kind": "null_input", "message": "m", "raw": None}], 2)
+        [[], [{'metric': 'Q', 'kind': 'null_input', 'message': 'm', 'raw': None, 'attempts': None}]]
+    """
+    per_row: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    for e in errors:
+        raw = e.get("raw")
+        entry = {k: e.get(k) for k in ERROR_ENTRY}
+        entry["raw"] = raw[:raw_chars] if isinstance(raw, str) and raw_chars is not None else raw
+        per_row[e["row"]].append(entry)
+    return per_row
 
 
 class Judge:
@@ -278,7 +303,7 @@ class Judge:
             ['QA_Clarity_reason', 'QA_Clarity', 'judge_errors']
         """
         new = score_features(self.metrics, self.layout, self.settings.logprobs, self.token_columns)
-        new[self.errors_column] = _errors_feature()
+        new[self.errors_column] = errors_feature()
         return Features({**(input_features or {}), **new})
 
     def __call__(self, batch: Any, *_: Any) -> Any:
@@ -289,13 +314,7 @@ class Judge:
         rt = self._runtime()
         needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
         cols, errors = rt.score({c: columns[c] for c in needed}, plans, self.layout, self.token_columns)
-        per_row: list[list[dict[str, Any]]] = [[] for _ in range(n)]
-        for e in errors:
-            raw = e.get("raw")
-            entry = {k: e.get(k) for k in ERROR_ENTRY}
-            entry["raw"] = raw[:RAW_CHARS] if isinstance(raw, str) else raw
-            per_row[e["row"]].append(entry)
-        cols[self.errors_column] = per_row
+        cols[self.errors_column] = errors_by_row(errors, n)
         if one_row:
             return {c: v[0] for c, v in cols.items()}
         return _with_batch(batch, cols, self.features())
