@@ -1,0 +1,275 @@
+"""Human labels of scored rows, in one layout: reading, writing and joining them with a result.
+
+A labels file is JSONL (or CSV with the same columns), one object per labelled row::
+
+    {"split": "train", "row": 17, "score": "QA_Clarity", "label": 7, "note": "too terse", "reviewer": "ana"}
+
+``split`` and ``row`` (the row's index in that split of the scored result) are the join key; ``score`` names
+the score column the label is about (optional when the file labels one); ``label`` is a number (a human
+score), a bool (a verdict: true = positive) or, for a pairwise metric, "A" / "B" / "tie"; null = not
+labelled yet (``hf-judge sample-for-review`` writes null, readers skip it). ``note`` and ``reviewer`` are
+optional strings; any other key (context for the reviewer: the judged text, the judge's score) is ignored.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, DatasetDict
+
+from ..errors import ConfigError
+
+LAYOUT = ("split", "row", "score", "label", "note", "reviewer")
+FIX = 'each line an object like {"split": "train", "row": 17, "score": "QA_Clarity", "label": 7}'
+_CSV_TRUE = {"true", "yes"}
+_CSV_FALSE = {"false", "no"}
+
+
+def read_labels(path: str | Path) -> list[dict[str, Any]]:
+    """The labels of a JSONL or CSV file (by its extension: ``.csv`` is CSV, anything else JSONL), unlabelled
+    rows (``label`` null or empty) left out. Each dict has the layout's keys (``score``, ``note`` and
+    ``reviewer`` None where absent); a bad line is a ConfigError naming the file, the line and the fix.
+
+    Example:
+        >>> _ = Path("labels.jsonl").write_text('{"split": "train", "row": 3, "label": 8}\\n')  # doctest: +SKIP
+        >>> read_labels("labels.jsonl")  # doctest: +SKIP
+        [{'split': 'train', 'row': 3, 'score': None, 'label': 8, 'note': None, 'reviewer': None}]
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read labels {p} ({e.strerror or e}): give a JSONL or CSV file; {FIX}") from None
+    records = _csv_records(text) if p.suffix.lower() == ".csv" else _jsonl_records(text, p)
+    out = []
+    for line, obj in records:
+        label = _checked(obj, f"{p}, line {line}")
+        if label is not None:
+            out.append(label)
+    return out
+
+
+def _jsonl_records(text: str, p: Path) -> Iterable[tuple[int, dict]]:
+    for i, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as e:
+            raise ConfigError(f"labels {p}, line {i}: not JSON ({e}); {FIX}") from None
+        if not isinstance(obj, dict):
+            raise ConfigError(f"labels {p}, line {i}: a {type(obj).__name__}, not an object; {FIX}")
+        yield i, obj
+
+
+def _csv_records(text: str) -> Iterable[tuple[int, dict]]:
+    reader = csv.DictReader(text.splitlines())
+    for obj in reader:
+        row = {k: (None if v == "" else v) for k, v in obj.items() if k is not None}
+        if isinstance(row.get("label"), str):
+            row["label"] = _csv_value(row["label"])
+        yield reader.line_num, row
+
+
+def _csv_value(v: str) -> Any:
+    """A CSV cell as the JSON value it stands for: ``7`` -> 7, ``6.5`` -> 6.5, ``true`` -> True, ``A`` -> "A"."""
+    low = v.strip().lower()
+    if low in _CSV_TRUE | _CSV_FALSE:
+        return low in _CSV_TRUE
+    if low in ("null", "none"):
+        return None
+    try:
+        return int(low)
+    except ValueError:
+        pass
+    try:
+        return float(low)
+    except ValueError:
+        return v.strip()
+
+
+def _checked(obj: dict, where: str) -> dict[str, Any] | None:
+    missing = [k for k in ("split", "row") if obj.get(k) is None]
+    if missing:
+        raise ConfigError(f"{where}: no {' and no '.join(missing)}; {FIX}")
+    try:
+        row = int(obj["row"])
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: row {obj['row']!r} is not a row number; {FIX}") from None
+    if row < 0 or (isinstance(obj["row"], float) and not float(obj["row"]).is_integer()):
+        raise ConfigError(f"{where}: row {obj['row']!r} is not a row number (0 or more); {FIX}")
+    label = obj.get("label")
+    if label is None:
+        return None  # not labelled yet
+    if isinstance(label, float) and not math.isfinite(label):
+        raise ConfigError(f"{where}: label {label!r} is not a finite number; write a number, true/false or A/B/tie")
+    if not isinstance(label, (bool, int, float, str)):
+        raise ConfigError(
+            f"{where}: label {label!r} is a {type(label).__name__}; write a number, true/false or A/B/tie"
+        )
+    out = {"split": str(obj["split"]), "row": row, "score": obj.get("score"), "label": label}
+    for k in ("note", "reviewer"):
+        out[k] = None if obj.get(k) is None else str(obj[k])
+    if out["score"] is not None:
+        out["score"] = str(out["score"])
+    return out
+
+
+def write_labels(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Write rows in the labels layout (the layout's keys first, then any context key) as JSONL, or as CSV
+    when ``path`` ends in ``.csv`` (context values that are lists or dicts as JSON text).
+
+    Example:
+        >>> write_labels([{"split": "train", "row": 3, "score": "QA_Clarity", "label": None}], "x.jsonl")  # doctest: +SKIP
+        PosixPath('x.jsonl')
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    keys = list(LAYOUT) + [k for k in dict.fromkeys(k for r in rows for k in r) if k not in LAYOUT]
+    if p.suffix.lower() == ".csv":
+        with p.open("w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: _cell(r.get(k)) for k in keys})
+    else:
+        with p.open("w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps({k: r.get(k) for k in keys}, ensure_ascii=False, default=str) + "\n")
+    return p
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, ensure_ascii=False, default=str)
+    return "" if v is None else v
+
+
+@dataclass
+class Joined:
+    """Labels joined with a result's column: ``keys[i]`` = (split, row), ``scores[i]`` its value in the column
+    (None where the judge failed), ``labels[i]`` the label (several labels of one row combined: the mean of
+    numbers, else the most common, ties to the first); ``raters``: per (split, row), reviewer -> label, for
+    Krippendorff's alpha among the reviewers."""
+
+    score: str
+    column: str
+    keys: list[tuple[str, int]] = field(default_factory=list)
+    scores: list[Any] = field(default_factory=list)
+    labels: list[Any] = field(default_factory=list)
+    raters: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def reviewers(self) -> list[str]:
+        return sorted({r for by in self.raters.values() for r in by})
+
+
+def labels_for(labels: Sequence[dict[str, Any]], score: str) -> list[dict[str, Any]]:
+    """The labels about ``score``: those naming it, and those naming none when no label names another column.
+
+    Example:
+        >>> labels_for([{"split": "t", "row": 0, "score": None, "label": 1}], "QA_Clarity")[0]["row"]
+        0
+    """
+    named = {lab["score"] for lab in labels if lab.get("score")}
+    if named and score not in named and all(lab.get("score") for lab in labels):
+        raise ConfigError(
+            f"the labels are about {', '.join(sorted(named))}, not {score!r}: pass --score {sorted(named)[0]}"
+        )
+    return [lab for lab in labels if lab.get("score") in (score, None)]
+
+
+def join_labels(
+    result: Dataset | DatasetDict, labels: Sequence[dict[str, Any]], score: str, column: str | None = None
+) -> Joined:
+    """Align ``labels`` (as :func:`read_labels` gives them) with the result's ``score`` column (or ``column``,
+    e.g. ``QA_Correctness_expected``) by (split, row): one entry per labelled row, in (split, row) order.
+    A label whose split or row the result lacks is a ConfigError (the labels belong to another result).
+
+    Example:
+        >>> ds = Dataset.from_dict({"QA_Clarity": [7, 3, 9]})
+        >>> j = join_labels(ds, [{"split": "train", "row": 2, "label": 8}], "QA_Clarity")
+        >>> j.keys, j.scores, j.labels
+        ([('train', 2)], [9], [8])
+    """
+    dd = result if isinstance(result, DatasetDict) else DatasetDict({"train": result})
+    column = column or score
+    grouped: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for lab in labels_for(labels, score):
+        grouped[(lab["split"], lab["row"])].append(lab)
+    out = Joined(score=score, column=column)
+    for split in sorted({k[0] for k in grouped}):
+        if split not in dd or split == "errors":
+            have = ", ".join(k for k in dd if k != "errors")
+            raise ConfigError(f"the labels name split {split!r}; the result has: {have} (labels of another result?)")
+        d = dd[split]
+        if column not in d.column_names:
+            raise ConfigError(f"no column {column!r} in split {split!r}; it has: {', '.join(d.column_names)}")
+        rows = sorted(r for s, r in grouped if s == split)
+        if rows[-1] >= len(d):
+            raise ConfigError(
+                f"the labels name row {rows[-1]} of split {split!r}, which has {len(d):,} rows "
+                "(row is the 0-based index in the scored result: labels of another result?)"
+            )
+        values = d.select(rows)[column]
+        for r, v in zip(rows, values, strict=True):
+            group = grouped[(split, r)]
+            out.keys.append((split, r))
+            out.scores.append(v)
+            out.labels.append(combine([g["label"] for g in group]))
+            named = {g["reviewer"]: g["label"] for g in group if g.get("reviewer")}
+            if named:
+                out.raters[(split, r)] = named
+    return out
+
+
+def combine(values: Sequence[Any]) -> Any:
+    """One label from several of a row: the mean of numbers, else the most common (ties to the first).
+
+    Example:
+        >>> combine([7, 8]), combine([True, False, True]), combine(["A", "tie"])
+        (7.5, True, 'A')
+    """
+    if len(values) == 1:
+        return values[0]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return sum(values) / len(values)
+    return Counter(values).most_common(1)[0][0]
+
+
+def labelled_split(result: Dataset | DatasetDict, joined: Joined, name: str) -> Dataset:
+    """The labelled rows of the one split the labels name, in row order, with the labels added as column
+    ``name`` (bool, numbers, or text for preferences A/B/tie): what :func:`hf_judge.agreement` reads.
+
+    Example:
+        >>> ds = Dataset.from_dict({"QA_Clarity": [7, 3, 9]})
+        >>> j = join_labels(ds, [{"split": "train", "row": 2, "label": 8}], "QA_Clarity")
+        >>> labelled_split(ds, j, "human").to_dict()
+        {'QA_Clarity': [9], 'human': [8]}
+    """
+    dd = result if isinstance(result, DatasetDict) else DatasetDict({"train": result})
+    splits = sorted({s for s, _ in joined.keys})
+    if len(splits) != 1:
+        raise ConfigError(
+            f"the labels name splits {', '.join(splits) or '(none)'}: compare one at a time (--split NAME)"
+            if splits
+            else "no labelled row: every label is null (label some rows, or check the file's score names)"
+        )
+    labels = joined.labels
+    if all(isinstance(v, bool) for v in labels) or all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in labels
+    ):
+        typed: list[Any] = labels
+    else:
+        typed = [str(v).lower() if isinstance(v, bool) else str(v) for v in labels]
+    d = dd[splits[0]].select([r for _, r in joined.keys])
+    if name in d.column_names:
+        d = d.remove_columns(name)
+    return d.add_column(name, typed)
