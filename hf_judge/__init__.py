@@ -19,6 +19,11 @@ from .constants import VERSION
 # `hf-judge --help`, `metrics` and `recipes` start fast.
 _SUBMODULE_ATTRS = {
     "analysis.agreement": ["AgreementReport", "agreement"],
+    "analysis.alpha": ["krippendorff_alpha"],
+    "analysis.calibration": ["Calibration", "calibrate"],
+    "analysis.labels": ["read_labels", "write_labels"],
+    "analysis.review": ["sample_for_review"],
+    "results.calibrated": ["apply_calibration"],
     "engine.batch_files": ["export_batch", "import_batch"],
     "errors": [
         "AuthenticationError",
@@ -68,6 +73,10 @@ _ATTR_TO_SUBMODULE = {attr: mod for mod, attrs in _SUBMODULE_ATTRS.items() for a
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does this
     from .analysis.agreement import AgreementReport, agreement
+    from .analysis.alpha import krippendorff_alpha
+    from .analysis.calibration import Calibration, calibrate
+    from .analysis.labels import read_labels, write_labels
+    from .analysis.review import sample_for_review
     from .cli.recipes import Recipe, load_recipe
     from .engine.batch_files import export_batch, import_batch
     from .engine.estimate import CostEstimate, estimate_cost
@@ -103,6 +112,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .judging.metrics import Metric, Output
     from .judging.validate import parse_binary_verdict, parse_pair_scores
     from .progress import Progress
+    from .results.calibrated import apply_calibration
     from .results.summary import RunSummary
     from .settings import Aggregator, Panelist, Settings
     from .transport.local import local_judge

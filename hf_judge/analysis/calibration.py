@@ -72,7 +72,9 @@ def _pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.repeat(np.array(means), sizes)
 
 
-def isotonic_predict(knots_x: Sequence[float], knots_y: Sequence[float], x: np.ndarray) -> np.ndarray:
+def isotonic_predict(
+    knots_x: Sequence[float] | np.ndarray, knots_y: Sequence[float] | np.ndarray, x: np.ndarray
+) -> np.ndarray:
     """The fitted map at ``x``: linear between knots, the end values beyond them.
 
     Example:
@@ -133,7 +135,9 @@ def ece(pred: np.ndarray, truth: np.ndarray, bins: int = 10, lo: float = 0.0, hi
     if not len(pred):
         return None
     n = len(pred)
-    total = sum(r["count"] / n * abs(r["label_mean"] - r["prediction_mean"]) for r in reliability(pred, truth, bins, lo, hi))
+    total = sum(
+        r["count"] / n * abs(r["label_mean"] - r["prediction_mean"]) for r in reliability(pred, truth, bins, lo, hi)
+    )
     return float(round(total, 12))
 
 
@@ -264,7 +268,9 @@ class Calibration:
             data = json.loads(p.read_text(encoding="utf-8"))
             return cls(**data)
         except OSError as e:
-            raise ConfigError(f"cannot read calibration {p} ({e.strerror or e}): save one with hf-judge calibrate") from None
+            raise ConfigError(
+                f"cannot read calibration {p} ({e.strerror or e}): save one with hf-judge calibrate"
+            ) from None
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{p} is not a calibration ({e}): save one with hf-judge calibrate ... -o FILE") from None
 
@@ -327,7 +333,13 @@ def calibrate(
     else:
         lo, hi = float(min(y.min(), x.min())), float(max(y.max(), x.max()))
         raw = x
-    cal.ece = {"bins": bins, "low": lo, "high": hi, "judge": ece(raw, y, bins, lo, hi), "calibrated": ece(oof, y, bins, lo, hi)}
+    cal.ece = {
+        "bins": bins,
+        "low": lo,
+        "high": hi,
+        "judge": ece(raw, y, bins, lo, hi),
+        "calibrated": ece(oof, y, bins, lo, hi),
+    }
     cal.reliability = {"judge": reliability(raw, y, bins, lo, hi), "calibrated": reliability(oof, y, bins, lo, hi)}
     fitted = cal.predict(kx)
     cal.by_score = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ def _score(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:.2f}"
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  " + "  ".join(f"{c:>{w[i]}}" for i, c in enumerate(r)).rstrip() for r in rows]
 
@@ -71,10 +72,13 @@ def _threshold(cal: Calibration) -> list[str]:
     t = cal.threshold or {}
     cv = cal.cv
     if t.get("probability") is None:
-        return [f"threshold ({t.get('criterion')}): none reaches it on these labels; label more rows or lower the target"]
+        return [
+            f"threshold ({t.get('criterion')}): none reaches it on these labels; label more rows or lower the target"
+        ]
     return [
         f"threshold ({t['criterion']}): P >= {_n(t['probability'])}, i.e. {cal.column} >= {_score(t['min_score'])}",
-        f"  on the labelled rows: precision {_n(t.get('precision'))}, recall {_n(t.get('recall'))}, F1 {_n(t.get('f1'))}",
+        f"  on the labelled rows: precision {_n(t.get('precision'))}, recall {_n(t.get('recall'))}, "
+        f"F1 {_n(t.get('f1'))}",
         f"  cross-validated ({cv['folds']} folds, seed {cv['seed']}, the threshold chosen on the other folds): "
         f"precision {_n(cv.get('precision'))}, recall {_n(cv.get('recall'))}, F1 {_n(cv.get('f1'))}",
     ]

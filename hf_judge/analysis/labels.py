@@ -73,8 +73,9 @@ def _csv_records(text: str) -> Iterable[tuple[int, dict]]:
     reader = csv.DictReader(text.splitlines())
     for obj in reader:
         row = {k: (None if v == "" else v) for k, v in obj.items() if k is not None}
-        if isinstance(row.get("label"), str):
-            row["label"] = _csv_value(row["label"])
+        cell = row.get("label")
+        if isinstance(cell, str):
+            row["label"] = _csv_value(cell)
         yield reader.line_num, row
 
 
@@ -127,7 +128,7 @@ def write_labels(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     when ``path`` ends in ``.csv`` (context values that are lists or dicts as JSON text).
 
     Example:
-        >>> write_labels([{"split": "train", "row": 3, "score": "QA_Clarity", "label": None}], "x.jsonl")  # doctest: +SKIP
+        >>> write_labels([{"split": "train", "row": 3, "label": None}], "x.jsonl")  # doctest: +SKIP
         PosixPath('x.jsonl')
     """
     p = Path(path)

@@ -15,6 +15,7 @@ AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement labelled-judged/ --score QA_Correctness --label human_score --out report.json
   hf-judge agreement me/pairs-judged --score Comparative --label preferred --plots plots/
   hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
+  hf-judge agreement out/ --score QA_Clarity --labels labels.jsonl   # labels written apart (sample-for-review)
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
@@ -36,7 +37,13 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         required=True,
         help="the judge's column (a pairwise metric's name reads <name>_winner, Comparative__judge_a a panel judge's)",
     )
-    p.add_argument("--label", required=True, help="the column of trusted labels, or a second judge's column")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--label", help="the column of trusted labels, or a second judge's column")
+    given.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="a labels file (JSONL or CSV: split, row, label), joined with the result by (split, row)",
+    )
     p.add_argument("--split", help="the split to compare (needed when the dataset has several)")
     p.add_argument("--subset", help=SUBSET_HELP)
     p.add_argument("--revision", help=REVISION_HELP)
@@ -68,17 +75,22 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         revision=args.revision,
         token=args.token,
     )
+    label, reviewers, split = args.label, None, args.split
+    if args.labels:
+        ds, label, reviewers, split = _labelled(ds, args)
     report = agreement(
         ds,
         args.score,
-        args.label,
-        split=args.split,
+        label,
+        split=split,
         kind=args.kind,
         positive=args.positive,
         resamples=args.resamples,
         seed=args.seed,
         confidence=args.confidence,
     )
+    if reviewers is not None:
+        report.figures.update(reviewers)
     print(report)
     done = _save_report(args, report)
     if done:
@@ -91,6 +103,33 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _labelled(ds, args: argparse.Namespace):
+    """The labelled rows of the result with the labels file's labels as a column (named after the file), and
+    Krippendorff's alpha among the file's reviewers when several labelled the same rows."""
+    from ..analysis.alpha import krippendorff_alpha
+    from ..analysis.labels import join_labels, labelled_split, read_labels
+
+    records = read_labels(args.labels)
+    if args.split:
+        records = [r for r in records if r["split"] == args.split]
+    first = next(iter(ds.values()))
+    base, sep, judge = args.score.partition("__")
+    winner = f"{base}_winner{sep}{judge}"  # a pairwise metric's name reads its winner column, as agreement does
+    column = winner if args.score not in first.column_names and winner in first.column_names else args.score
+    joined = join_labels(ds, records, base if column == winner else args.score, column)
+    name = Path(args.labels).name
+    d = labelled_split(ds, joined, name)
+    split = joined.keys[0][0]
+    reviewers = joined.reviewers
+    if len(reviewers) < 2:
+        return d, name, None, split
+    ratings = [[joined.raters.get(k, {}).get(r) for k in joined.keys] for r in reviewers]
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in joined.labels)
+    level = "interval" if numeric else "nominal"
+    alpha = krippendorff_alpha(ratings, level)
+    return d, name, {f"reviewers_alpha_{level}": alpha}, split
 
 
 def _save_report(args: argparse.Namespace, report) -> list[str]:

@@ -13,6 +13,7 @@ from .save import check_repo, default_output_dir, write_result
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
   hf-judge filter out/ --min Q_Clarity=6 --max Q_Complexity=9 --output-dir best/
+  hf-judge filter out/ --min-prob QA_Correctness=0.8 --calibration out/calibration.json   # see hf-judge calibrate
 """
 
 
@@ -33,6 +34,20 @@ def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends
     p.add_argument(
         "--max", action="append", type=threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)"
     )
+    p.add_argument(
+        "--min-prob",
+        action="append",
+        type=threshold,
+        default=[],
+        metavar="COLUMN=P",
+        help="keep rows whose calibrated probability is >= P (needs --calibration; repeatable)",
+    )
+    p.add_argument(
+        "--calibration",
+        action="append",
+        metavar="FILE",
+        help="calibration.json of hf-judge calibrate: adds <score>_calibrated (repeatable)",
+    )
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
     add_output_options(p, "<name>-filtered")
     p.set_defaults(func=cmd_filter)
@@ -47,7 +62,9 @@ def cmd_filter(args: argparse.Namespace) -> int:
     if args.push_to_hub:
         check_repo(args.push_to_hub)
     source = source_of(args.dataset, args.subset, args.revision)
-    rule = thresholds(dict(args.min), dict(args.max), args.keep_missing)
+    # a calibrated probability is a threshold on the <score>_calibrated column the filter adds: recorded so
+    mins = {**dict(args.min), **{f"{k.removesuffix('_calibrated')}_calibrated": v for k, v in args.min_prob}}
+    rule = thresholds(mins, dict(args.max), args.keep_missing)
     out = args.output_dir or (None if args.push_to_hub else default_output_dir(args.dataset, "filtered"))
     if out:
         check_output(out, source, "filtered", None, args.overwrite, rule)
@@ -61,10 +78,17 @@ def cmd_filter(args: argparse.Namespace) -> int:
         except Exception:  # noqa: BLE001 - a repo without an errors config is fine
             pass
     before = {k: len(v) for k, v in ds.items() if k != "errors"}
-    out_ds = filter_by_scores(ds, min=dict(args.min), max=dict(args.max), keep_missing=args.keep_missing)
+    out_ds = filter_by_scores(
+        ds,
+        min=dict(args.min),
+        max=dict(args.max),
+        keep_missing=args.keep_missing,
+        min_prob=dict(args.min_prob),
+        calibration=args.calibration,
+    )
     kept = {k: len(out_ds[k]) for k in before}
     stored = input_summary(args.dataset, revision=args.revision, token=args.token)
-    summary = stored.with_filter(dict(args.min), dict(args.max), args.keep_missing, before, kept) if stored else None
+    summary = stored.with_filter(mins, dict(args.max), args.keep_missing, before, kept) if stored else None
     done = write_result(
         out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary, filters=rule
     )

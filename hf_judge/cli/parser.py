@@ -15,9 +15,11 @@ from typing import NoReturn
 from .. import constants
 from .agreement import add_agreement
 from .batch import add_batch
+from .calibrate import add_calibrate
 from .filter import add_filter
 from .listing import add_metrics, add_recipes
 from .merge import add_merge
+from .review import add_review
 from .score import add_run, add_score
 
 # the commands in the order `hf-judge --help` lists them; each adds its parser to the subparsers
@@ -30,6 +32,8 @@ COMMANDS = {
     "batch": add_batch,
     "agreement": add_agreement,
     "merge": add_merge,
+    "calibrate": add_calibrate,
+    "sample-for-review": add_review,
 }
 
 

@@ -40,7 +40,24 @@ def panel_agreement(layout: Layout, results: dict[str, Dataset], plans_by_split:
         if split in results and plans:
             table = results[split].data.table
             out[split] = {p.metric.name: layout.agreement(p.metric, table) for p in plans}
+            for by_column in out[split].values():
+                for column, entry in by_column.items():
+                    entry.update(panel_alpha(table, column, layout.judges))
     return out
+
+
+def panel_alpha(table: Any, column: str, judges: tuple[str, ...]) -> dict[str, Any]:
+    """Krippendorff's alpha of a panel's judges on one column (a pyarrow Table's ``<column>__<judge>``
+    columns): interval for numbers, nominal for verdicts and winners; ``alpha`` None when undefined."""
+    import pyarrow as pa
+
+    from ..analysis.alpha import krippendorff_alpha
+    from ..judging.ensemble import JUDGE_SEP
+
+    cols = [table.column(f"{column}{JUDGE_SEP}{j}") for j in judges]
+    numeric = all(pa.types.is_integer(c.type) or pa.types.is_floating(c.type) for c in cols)
+    level = "interval" if numeric else "nominal"
+    return {"alpha": krippendorff_alpha([c.to_pylist() for c in cols], level), "alpha_level": level}
 
 
 class RunResources(ExitStack):

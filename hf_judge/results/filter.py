@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
+from .calibrated import Calibrations
 from .columns import score_columns
 
 
@@ -43,8 +44,16 @@ def filter_by_scores(
     min: Mapping[str, float] | None = None,  # noqa: A002 - the natural name for users
     max: Mapping[str, float] | None = None,  # noqa: A002
     keep_missing: bool = False,
+    *,
+    min_prob: Mapping[str, float] | None = None,
+    calibration: Calibrations | None = None,
 ) -> Dataset | DatasetDict:
     """Keep rows with ``min[col] <= row[col] <= max[col]`` for every threshold (inclusive).
+
+    ``min_prob``: score -> the lowest calibrated probability to keep (``{"QA_Correctness": 0.8}``), with
+    ``calibration`` (a :class:`hf_judge.Calibration` of true/false labels, its ``calibration.json``, or a
+    list of them): the result gets ``<score>_calibrated`` (:func:`hf_judge.apply_calibration`) and keeps
+    the rows where it is >= the probability.
 
     A row whose score is null (the metric failed) is dropped unless
     ``keep_missing``. On a ``DatasetDict`` every split is filtered except
@@ -60,6 +69,9 @@ def filter_by_scores(
     """
     lo = dict(min or {})
     hi = dict(max or {})
+    if min_prob or calibration is not None:
+        ds, probs = _calibrated(ds, dict(min_prob or {}), calibration)
+        lo.update(probs)
     if not lo and not hi:
         raise ConfigError("give at least one threshold: min={'QA_Correctness': 8} (CLI: --min QA_Correctness=8)")
     for name, v in [*lo.items(), *hi.items()]:
@@ -85,6 +97,34 @@ def filter_by_scores(
         return out
     _check(ds, names, "train")
     return _filter(ds, lo, hi, names, keep_missing)
+
+
+def _calibrated(
+    ds: Dataset | DatasetDict, min_prob: dict[str, float], calibration: Calibrations | None
+) -> tuple[Dataset | DatasetDict, dict[str, float]]:
+    """The dataset with the calibrated columns, and the thresholds on them that ``min_prob`` asks for."""
+    from .calibrated import apply_calibration, as_calibrations
+
+    cals = as_calibrations(calibration)
+    if not cals:
+        raise ConfigError(
+            "min_prob needs the calibration that turns scores into probabilities: calibration='calibration.json' "
+            "(CLI: --calibration FILE, saved by hf-judge calibrate)"
+        )
+    out = {}
+    for name, p in min_prob.items():
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+            raise ConfigError(f"min_prob for {name!r} must be a probability between 0 and 1, got {p!r}")
+        cal = cals.get(name.removesuffix("_calibrated"))
+        if cal is None:
+            raise ConfigError(f"no calibration of {name!r}: the calibrations are of {', '.join(sorted(cals))}")
+        if cal.kind != "binary":
+            raise ConfigError(
+                f"the calibration of {cal.score!r} maps to a human score, not a probability: "
+                f"use min={{'{cal.output}': 7}} (CLI: --min {cal.output}=7)"
+            )
+        out[cal.output] = float(p)
+    return apply_calibration(ds, cals), out
 
 
 def _filter(ds: Dataset, lo: dict, hi: dict, names: list[str], keep_missing: bool) -> Dataset:

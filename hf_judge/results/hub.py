@@ -28,6 +28,10 @@ from .summary import RunSummary
 
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
+    from ..analysis.calibration import Calibration
+
+# files a scores push leaves alone: a calibration fitted on labels belongs to the data, not to one run's scores
+CALIBRATION_PREFIX = f"{FILES_DIR}/calibration"
 
 logger = logging.getLogger("hf_judge")
 
@@ -128,7 +132,7 @@ def push_scored(
     if summary is not None or pictures:
         # an earlier run's prompts and pictures that these scores did not use
         ours = f"{FILES_DIR}/" if summary is not None else f"{PLOTS_DIR}/"
-        ops += [CommitOperationDelete(f) for f in files if f.startswith(ours) and f not in new]
+        ops += [CommitOperationDelete(f) for f in files if f.startswith(ours) and f not in new and not _kept(f)]
     api.create_commit(
         repo_id,
         ops,
@@ -139,3 +143,44 @@ def push_scored(
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)
     return url
+
+
+def _kept(path: str) -> bool:
+    return path.startswith(CALIBRATION_PREFIX)
+
+
+def push_calibration(
+    calibration: Calibration,
+    repo_id: str,
+    *,
+    token: str | None = None,
+    revision: str | None = None,
+    png: bytes | None = None,
+) -> str:
+    """Upload ``calibration.json`` (and its reliability picture) to ``hf_judge/`` of the dataset repo
+    ``repo_id``, beside the data; a later push of scores leaves them there. Returns the file's URL.
+
+    Example:
+        >>> cal = hf_judge.calibrate(scored, "QA_Correctness", "human_ok")  # doctest: +SKIP
+        >>> push_calibration(cal, "me/gsm8k-judged")  # doctest: +SKIP
+        'https://huggingface.co/datasets/me/gsm8k-judged/blob/main/hf_judge/calibration.json'
+    """
+    import json
+
+    check_repo_id(repo_id)
+    register(token)
+    api = HfApi(token=token)
+    path = f"{CALIBRATION_PREFIX}.json"
+    ops = [CommitOperationAdd(path, json.dumps(calibration.to_dict(), indent=1).encode())]
+    if png is not None:
+        ops.append(CommitOperationAdd(f"{CALIBRATION_PREFIX}_{calibration.score}_reliability.png", png))
+    with quiet(*LIBRARY_CHATTER):
+        api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
+        api.create_commit(
+            repo_id,
+            ops,
+            repo_type="dataset",
+            revision=revision,
+            commit_message=f"Calibration of {calibration.score} against {calibration.label} (hf-judge)",
+        )
+    return f"{api.endpoint}/datasets/{repo_id}/blob/{revision or 'main'}/{path}"

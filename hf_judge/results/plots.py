@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from ..analysis.agreement import AgreementReport
+    from ..analysis.calibration import Calibration
 
 INSTALL_HINT = 'pip install "hf-judge[plots]"'
 _SIZE = (5.0, 3.2)
@@ -141,3 +142,27 @@ def report_pngs(report: AgreementReport) -> dict[str, bytes]:
     if report.calibration:
         out[f"{stem}_calibration.png"] = calibration_png(report)
     return out
+
+
+def reliability_png(cal: Calibration) -> bytes:
+    """The reliability diagram of a calibration: mean label against mean prediction per bin, for the judge's
+    score (read as a probability, or as the human score) and for the calibrated map out of fold (point size:
+    rows), against the diagonal of a perfect calibration."""
+    require()
+    fig = _figure()
+    ax = fig.add_subplot()
+    lo, hi = cal.ece["low"], cal.ece["high"]
+    ax.plot([lo, hi], [lo, hi], color="grey", linestyle="--", linewidth=1, label="perfect")
+    peak = max((r["count"] for rows in cal.reliability.values() for r in rows), default=1)
+    for name, color in (("judge", "#DD8452"), ("calibrated", _COLOR)):
+        rows = cal.reliability.get(name, [])
+        xs, ys = [r["prediction_mean"] for r in rows], [r["label_mean"] for r in rows]
+        ax.plot(xs, ys, color=color, linewidth=1)
+        e = cal.ece.get(name)
+        label = f"{name} (ECE {e:.3f})" if e is not None else name
+        ax.scatter(xs, ys, s=[20 + 120 * r["count"] / peak for r in rows], color=color, zorder=3, label=label)
+    what = "P(positive)" if cal.kind == "binary" else "human score"
+    ax.set(xlabel=f"predicted {what}", ylabel=f"observed {what}", title=f"Reliability: {cal.score}")
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig)

@@ -255,7 +255,12 @@ class RunSummary:
                     for pair, p in a["pairs"].items()
                 )
                 mean = "n/a" if a["mean_exact"] is None else f"{a['mean_exact']:.0%}"
-                lines.append(f"agreement      {split} {column}: {mean} same value ({pairs})")
+                alpha = (
+                    f", Krippendorff's alpha {a['alpha']:.2f} ({a['alpha_level']})"
+                    if a.get("alpha") is not None
+                    else ""
+                )
+                lines.append(f"agreement      {split} {column}: {mean} same value ({pairs}){alpha}")
         if self.filters:
             kept = ", ".join(
                 f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"

@@ -1,0 +1,118 @@
+"""``hf-judge calibrate``: fit a judge's score to human labels (isotonic), with its calibration error, a
+reliability picture and a cross-validated threshold; saved as ``calibration.json``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
+
+CALIBRATE_EXAMPLE = """examples:
+  hf-judge calibrate out/ --score QA_Correctness --labels labels.jsonl            # writes out/calibration.json
+  hf-judge calibrate out/ --score QA_Correctness --label human_ok --target-precision 0.9
+  hf-judge calibrate me/gsm8k-judged --score QA_Correctness --labels labels.csv --push-to-hub me/gsm8k-judged
+  hf-judge filter out/ --min-prob QA_Correctness=0.8 --calibration out/calibration.json
+
+True/false labels: P(label is positive) per judge score, the expected calibration error, a threshold (max F1,
+or the lowest reaching --target-precision) with its cross-validated precision and recall. Numeric labels: the
+expected human score per judge score. The judge's _expected column is read where the run had --logprobs.
+"""
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    """The scored result's options that ``calibrate`` and ``sample-for-review`` share."""
+    p.add_argument("dataset", help="the scored result: the folder hf-judge score saved, a Hub repo id or a data file")
+    p.add_argument("--split", help="the split (needed when the result has several)")
+    p.add_argument("--subset", help=SUBSET_HELP)
+    p.add_argument("--revision", help=REVISION_HELP)
+    p.add_argument("--token", help=TOKEN_HELP)
+
+
+def add_calibrate(sub: Any, settings: bool) -> None:  # noqa: ARG001 - calibrate sends no request
+    """The ``calibrate`` command's parser."""
+    p = sub.add_parser(
+        "calibrate",
+        help="fit a judge's scores to human labels (calibration.json)",
+        description="Fit an isotonic map from a judge's score to human labels; report its calibration error, a "
+        "reliability table (PNG with the plots extra) and a cross-validated threshold.",
+        epilog=CALIBRATE_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_source_options(p)
+    p.add_argument("--score", required=True, help="the judge's score column (its _expected is read when present)")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--label", help="a column of the result holding the labels")
+    given.add_argument("--labels", metavar="FILE", help="a labels file (JSONL or CSV: split, row, label; see README)")
+    p.add_argument("--kind", choices=["binary", "numeric"], help="default: binary for true/false labels")
+    p.add_argument("--positive", help="the label value counted as positive (makes the labels binary)")
+    p.add_argument("--no-expected", action="store_true", help="read the score itself, not its _expected column")
+    p.add_argument("--target-precision", type=float, help="choose the lowest threshold with this precision (0-1)")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="the folds' seed: same seed, same figures (default 0)")
+    p.add_argument("--bins", type=int, default=10, help="equal-width bins of the calibration error (default 10)")
+    p.add_argument(
+        "-o", "--out", metavar="FILE", help="where to save calibration.json (default: in the result folder, else here)"
+    )
+    p.add_argument("--plots", metavar="DIR", help='save the reliability PNG here (needs pip install "hf-judge[plots]")')
+    p.add_argument("--push-to-hub", metavar="REPO", help="upload calibration.json to REPO's hf_judge/ folder")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def load_result(args: argparse.Namespace):
+    """The scored result named by DATASET (one split when --split)."""
+    from .inputs import load_input
+
+    return load_input(
+        args.dataset,
+        subset=args.subset,
+        splits=[args.split] if args.split else None,
+        revision=args.revision,
+        token=args.token,
+    )
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """hf-judge calibrate RESULT --score COL (--label COL | --labels FILE) [-o calibration.json]."""
+    from ..analysis.calibration import FILE_NAME, calibrate
+    from ..results import plots
+    from ..results.hub import check_repo_id
+
+    if args.plots:
+        plots.require()
+    if args.push_to_hub:
+        check_repo_id(args.push_to_hub, "--push-to-hub")
+    cal = calibrate(
+        load_result(args),
+        args.score,
+        args.label,
+        labels=args.labels,
+        split=args.split,
+        positive=args.positive,
+        kind=args.kind,
+        use_expected=False if args.no_expected else None,
+        folds=args.folds,
+        seed=args.seed,
+        bins=args.bins,
+        target_precision=args.target_precision,
+    )
+    print(cal)
+    local = Path(args.dataset)
+    out = Path(args.out) if args.out else (local / FILE_NAME if local.is_dir() else Path(FILE_NAME))
+    path = cal.save(out)
+    done = [f"saved to {path}"]
+    png = None
+    folder = Path(args.plots) if args.plots else path.parent if plots.available() else None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        png = plots.reliability_png(cal)
+        picture = folder / f"{plots.file_name(cal.score)}_reliability.png"
+        picture.write_bytes(png)
+        done.append(f"reliability picture in {picture}")
+    if args.push_to_hub:
+        from ..results.hub import push_calibration
+
+        done.append(f"uploaded to {push_calibration(cal, args.push_to_hub, token=args.token, png=png)}")
+    print("", *done, sep="\n")
+    return 0

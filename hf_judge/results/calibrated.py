@@ -1,0 +1,87 @@
+"""``apply_calibration``: a scored dataset with ``<score>_calibrated`` columns from saved calibrations."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from datasets import Dataset, DatasetDict
+
+from ..analysis.calibration import Calibration
+from ..errors import ConfigError
+
+Calibrations = (
+    Calibration | str | Path | Sequence["Calibration | str | Path"] | Mapping[str, "Calibration | str | Path"]
+)
+
+
+def as_calibrations(calibration: Calibrations | None) -> dict[str, Calibration]:
+    """Score column -> calibration, from one calibration or file, a list of them, or a dict.
+
+    Example:
+        >>> as_calibrations("out/calibration.json")  # doctest: +SKIP
+        {'QA_Correctness': Calibration(score='QA_Correctness', ...)}
+    """
+    if calibration is None:
+        return {}
+    if isinstance(calibration, Mapping):
+        items: list[Any] = list(calibration.values())
+    elif isinstance(calibration, (Calibration, str, Path)):
+        items = [calibration]
+    else:
+        items = list(calibration)
+    out = {}
+    for c in items:
+        cal = c if isinstance(c, Calibration) else Calibration.load(c)
+        out[cal.score] = cal
+    return out
+
+
+def _column(d: Dataset, cal: Calibration) -> list[float | None]:
+    if cal.column not in d.column_names:
+        hint = (
+            " (the calibration read the probability-weighted score: run with --logprobs)"
+            if cal.column != cal.score
+            else ""
+        )
+        raise ConfigError(f"no column {cal.column!r} to calibrate{hint}; the dataset has: {', '.join(d.column_names)}")
+    arr = d.with_format("arrow")[cal.column].combine_chunks()
+    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        raise ConfigError(f"column {cal.column!r} is {arr.type}, not a numeric score: it cannot be calibrated")
+    values = np.asarray(arr.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False))
+    out = cal.predict(np.nan_to_num(values))
+    return [None if np.isnan(v) else float(p) for v, p in zip(values, out, strict=True)]
+
+
+def apply_calibration(scored: Dataset | DatasetDict, calibration: Calibrations) -> Dataset | DatasetDict:
+    """Add ``<score>_calibrated`` (P(label is positive), or the expected human score) to every split but
+    ``errors``, for each calibration (a :class:`hf_judge.Calibration`, a ``calibration.json`` path, or a list
+    of them); null where the judge gave no score. A scored result keeps its summary.
+
+    Example:
+        >>> cal = hf_judge.calibrate(labelled, "QA_Correctness", "human_ok")  # doctest: +SKIP
+        >>> scored = hf_judge.apply_calibration(scored, cal)  # doctest: +SKIP
+        >>> scored["train"]["QA_Correctness_calibrated"][:3]  # doctest: +SKIP
+        [0.91, 0.12, 0.55]
+    """
+    cals = as_calibrations(calibration)
+    if not cals:
+        raise ConfigError("give a calibration: hf_judge.calibrate(...) or the path of its calibration.json")
+
+    def one(d: Dataset) -> Dataset:
+        for cal in cals.values():
+            values = _column(d, cal)
+            if cal.output in d.column_names:
+                d = d.remove_columns(cal.output)
+            d = d.add_column(cal.output, values)
+        return d
+
+    if isinstance(scored, Dataset):
+        return one(scored)
+    out = type(scored)({k: v if k == "errors" else one(v) for k, v in scored.items()})
+    if hasattr(scored, "summary"):  # a ScoredDatasetDict: its summary goes with it
+        out.summary = scored.summary
+    return out
