@@ -129,8 +129,8 @@ def ece(pred: np.ndarray, truth: np.ndarray, bins: int = 10, lo: float = 0.0, hi
     in each times |mean label - mean prediction|, summed. None for no rows.
 
     Example:
-        >>> ece(np.array([0.1, 0.2, 0.9]), np.array([0.0, 1.0, 1.0]), bins=2)
-        0.2
+        >>> round(ece(np.array([0.1, 0.2, 0.9]), np.array([0.0, 1.0, 1.0]), bins=2), 4)  # 2/3 * 0.35 + 1/3 * 0.1
+        0.2667
     """
     if not len(pred):
         return None
@@ -138,7 +138,7 @@ def ece(pred: np.ndarray, truth: np.ndarray, bins: int = 10, lo: float = 0.0, hi
     total = sum(
         r["count"] / n * abs(r["label_mean"] - r["prediction_mean"]) for r in reliability(pred, truth, bins, lo, hi)
     )
-    return float(round(total, 12))
+    return float(total)
 
 
 def choose_threshold(prob: np.ndarray, truth: np.ndarray, target_precision: float | None = None) -> float | None:
