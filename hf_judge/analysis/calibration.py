@@ -188,7 +188,15 @@ def cross_validate(
         fp += int((pred & ~truth).sum())
         fn += int((~pred & truth).sum())
         fig = stats.binary_scores(truth, pred)
-        per_fold.append({"rows": len(test), "threshold": cut, "precision": fig["precision"], "recall": fig["recall"]})
+        per_fold.append(
+            {
+                "rows": len(test),
+                "threshold": cut,
+                "predicted": int(pred.sum()),
+                "precision": fig["precision"],
+                "recall": fig["recall"],
+            }
+        )
     if not binary:
         return oof, {"folds": folds, "seed": seed, "mae": stats.mae(oof, y)}
     return oof, {
@@ -362,7 +370,7 @@ def _pairs(
     """The (judge value, label) pairs, from a dataset's label column, a labels file joined with it, or
     labels records that carry the judge's value."""
     if isinstance(source, (str, Path)) or (isinstance(source, Sequence) and not isinstance(source, Dataset)):
-        records = read_labels(source) if isinstance(source, (str, Path)) else list(source)
+        records = read_labels(source, context=True) if isinstance(source, (str, Path)) else list(source)
         return _from_records(records, score, use_expected), str(source) if isinstance(source, (str, Path)) else "labels"
     if (label is None) == (labels is None):
         raise ConfigError("give the labels one way: label= (a column of the dataset) or labels= (a labels file)")

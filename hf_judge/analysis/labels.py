@@ -32,10 +32,11 @@ _CSV_TRUE = {"true", "yes"}
 _CSV_FALSE = {"false", "no"}
 
 
-def read_labels(path: str | Path) -> list[dict[str, Any]]:
+def read_labels(path: str | Path, context: bool = False) -> list[dict[str, Any]]:
     """The labels of a JSONL or CSV file (by its extension: ``.csv`` is CSV, anything else JSONL), unlabelled
     rows (``label`` null or empty) left out. Each dict has the layout's keys (``score``, ``note`` and
     ``reviewer`` None where absent); a bad line is a ConfigError naming the file, the line and the fix.
+    ``context``: keep the other keys too (the judge's score that ``sample-for-review`` wrote beside it).
 
     Example:
         >>> _ = Path("labels.jsonl").write_text('{"split": "train", "row": 3, "label": 8}\\n')  # doctest: +SKIP
@@ -52,7 +53,7 @@ def read_labels(path: str | Path) -> list[dict[str, Any]]:
     for line, obj in records:
         label = _checked(obj, f"{p}, line {line}")
         if label is not None:
-            out.append(label)
+            out.append({**{k: v for k, v in obj.items() if k not in label}, **label} if context else label)
     return out
 
 

@@ -16,6 +16,7 @@ Ties are broken by a seeded shuffle: the same result, strategy and seed give the
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -56,19 +57,11 @@ def _spread(d: Dataset, score: str) -> np.ndarray:
             f"--by disagreement needs several judgments of {score!r} per row: a panel (--models a,b) or samples "
             "(--samples 3); use --by uncertainty otherwise"
         )
-    with np.errstate(all="ignore"), _quiet():
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: nanmax warns, the NaN is what we want
         spread = np.nanmax(values, axis=1) - np.nanmin(values, axis=1)
     spread[np.sum(~np.isnan(values), axis=1) < 2] = np.nan  # one judgment: no disagreement to measure
     return spread
-
-
-def _quiet() -> Any:
-    import warnings
-
-    w = warnings.catch_warnings()
-    w.__enter__()
-    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: nanmax warns, the NaN is what we want
-    return w
 
 
 def priority(d: Dataset, score: str, by: str, threshold: float | None = None) -> tuple[np.ndarray, str]:
