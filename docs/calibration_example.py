@@ -119,6 +119,7 @@ def run(folder: Path, base_url: str, main) -> dict[str, str]:
 
 
 if __name__ == "__main__":
+    import os
     import tempfile
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -127,6 +128,7 @@ if __name__ == "__main__":
     from hf_judge.cli import main
 
     with JudgeServer() as server, tempfile.TemporaryDirectory() as tmp:
+        os.environ["HF_JUDGE_CACHE"] = str(Path(tmp, "cache"))  # a fresh reply store, not yours
         printed = run(Path(tmp), server.base_url, main)
         picture = Path(tmp, "humaneval-judged", "QA_Correctness_reliability.png")  # with the plots extra
         if picture.exists():

@@ -1,0 +1,186 @@
+"""`hf-judge calibrate`, `sample-for-review`, `agreement --labels` and `filter --min-prob` end to end: a result
+scored by the loopback judge, labels written in the labels layout, the README's worked example re-run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import krippendorff
+import numpy as np
+import pytest
+from datasets import load_from_disk
+from helpers import qa_dataset, run_cli, score_args
+from huggingface_hub import HfApi, hf_hub_download
+
+from hf_judge import Calibration, read_labels
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+@pytest.fixture
+def scored(judge, tmp_path, capfd, monkeypatch):
+    """A 120-row result scored by the loopback judge (QA_Correctness 1-10, a reason each)."""
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "data.jsonl"
+    qa_dataset(120).to_json(data)
+    out = tmp_path / "judged"
+    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness"))
+    assert code == 0, err
+    return out
+
+
+def labels_for_all(scored: Path, path: Path, reviewers=("ana",), shift=(0,)) -> list[int]:
+    """Labels for every row (the judge's score, moved by ``shift`` per reviewer), and the same as a column."""
+    d = load_from_disk(str(scored))["train"]
+    rows = []
+    for reviewer, delta in zip(reviewers, shift, strict=True):
+        for i, s in enumerate(d["QA_Correctness"]):
+            label = int(np.clip(s + (delta if i % 3 else -delta), 1, 10))
+            rows.append({"split": "train", "row": i, "score": "QA_Correctness", "label": label, "reviewer": reviewer})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return [r["label"] for r in rows[: len(d)]]
+
+
+def test_agreement_with_a_labels_file_equals_agreement_with_a_label_column(scored, tmp_path, capfd):
+    labels = labels_for_all(scored, tmp_path / "labels.jsonl", shift=(1,))
+    d = load_from_disk(str(scored))["train"]
+    d.add_column("human", labels).to_json(tmp_path / "with-column.jsonl")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    args = ["--score", "QA_Correctness", "--resamples", "200"]
+    code, _, err = run_cli(capfd, "agreement", scored, *args, "--labels", tmp_path / "labels.jsonl", "--out", a)
+    assert code == 0, err
+    code, _, err = run_cli(capfd, "agreement", tmp_path / "with-column.jsonl", *args, "--label", "human", "--out", b)
+    assert code == 0, err
+    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
+    assert ra["label"] == "labels.jsonl" and rb["label"] == "human"
+    for key in ("figures", "intervals", "confusion", "calibration", "pairs", "missing"):
+        assert ra[key] == rb[key], key
+    assert ra["pairs"] == 120
+
+
+def test_agreement_labels_of_several_reviewers_report_their_alpha(scored, tmp_path, capfd):
+    path = tmp_path / "labels.jsonl"
+    labels_for_all(scored, path, reviewers=("ana", "ben"), shift=(0, 2))
+    code, out, err = run_cli(capfd, "agreement", scored, "--score", "QA_Correctness", "--labels", path)
+    assert code == 0, err
+    by = {(r["reviewer"], r["row"]): r["label"] for r in read_labels(path)}
+    data = np.array([[by[(who, i)] for i in range(120)] for who in ("ana", "ben")], dtype=float)
+    want = krippendorff.alpha(reliability_data=data, level_of_measurement="interval")
+    shown = re.search(r"^reviewers_alpha_interval\s+(\S+)", out, flags=re.M)
+    assert shown and float(shown.group(1)) == pytest.approx(want, abs=5e-4)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_sample_for_review_writes_n_rows_in_the_labels_layout(scored, tmp_path, capfd, suffix):
+    out = tmp_path / f"to-label{suffix}"
+    args = ["sample-for-review", scored, "--score", "QA_Correctness", "--n", "25", "--by", "threshold"]
+    code, printed, err = run_cli(capfd, *args, "--threshold", "7", "-o", out)
+    assert code == 0, err
+    assert f"25 rows to label (--by threshold) saved to {out}" in printed
+    d = load_from_disk(str(scored))["train"]
+    if suffix == ".jsonl":
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert list(rows[0])[:6] == ["split", "row", "score", "label", "note", "reviewer"]
+        assert all(r["label"] is None for r in rows)
+    else:
+        header = out.read_text().splitlines()[0].split(",")
+        assert header[:6] == ["split", "row", "score", "label", "note", "reviewer"]
+        assert read_labels(out) == []  # nothing labelled yet
+        rows = [json.loads(json.dumps(r)) for r in _csv(out)]
+    assert len(rows) == 25
+    picked = [int(r["row"]) for r in rows]
+    dist = np.abs(np.array(d["QA_Correctness"], dtype=float) - 7)
+    assert max(dist[picked]) <= min(np.delete(dist, picked))  # the 25 rows nearest the threshold
+    for r in rows:  # the context a reviewer needs: the judged text, the score and its reason
+        row = d[int(r["row"])]
+        assert r["question"] == row["question"] and r["answer"] == row["answer"]
+        assert str(r["QA_Correctness"]) == str(row["QA_Correctness"]) and r["QA_Correctness_reason"]
+    code, _, err = run_cli(capfd, *args, "--threshold", "7", "-o", out)
+    assert code != 0 and "--overwrite" in err  # a file being labelled is never replaced unasked
+
+
+def _csv(path: Path) -> list[dict]:
+    import csv
+
+    return list(csv.DictReader(path.read_text().splitlines()))
+
+
+def test_calibrate_saves_in_the_result_and_filter_min_prob_uses_it(scored, tmp_path, capfd):
+    d = load_from_disk(str(scored))["train"]
+    rows = [
+        {"split": "train", "row": i, "label": s >= 6 if i % 5 else s >= 9} for i, s in enumerate(d["QA_Correctness"])
+    ]
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["calibrate", scored, "--score", "QA_Correctness", "--labels", tmp_path / "labels.jsonl"]
+    code, out, err = run_cli(capfd, *args, "--target-precision", "0.9", "--seed", "3")
+    assert code == 0, err
+    cal = Calibration.load(scored)
+    assert f"saved to {scored / 'calibration.json'}" in out
+    assert cal.pairs == 120 and cal.cv["seed"] == 3 and cal.threshold["criterion"] == "precision >= 0.9"
+    assert f"cross-validated (5 folds, seed 3" in out and "expected calibration error" in out
+    code, out2, _ = run_cli(capfd, *args, "--target-precision", "0.9", "--seed", "3", "-o", tmp_path / "again.json")
+    assert Calibration.load(tmp_path / "again.json") == cal  # seeded: the same figures
+    best = tmp_path / "best"
+    code, out, err = run_cli(
+        capfd, "filter", scored, "--min-prob", "QA_Correctness=0.7", "--calibration", scored / "calibration.json",
+        "-o", best,
+    )  # fmt: skip
+    assert code == 0, err
+    kept = load_from_disk(str(best))["train"]
+    probs = cal.predict(d["QA_Correctness"])
+    assert len(kept) == int((probs >= 0.7).sum()) and min(kept["QA_Correctness_calibrated"]) >= 0.7
+    assert f"train: kept {len(kept)} of 120 rows" in out
+    from hf_judge.results.output import read_manifest
+
+    assert read_manifest(best)["filters"]["min"] == {"QA_Correctness_calibrated": 0.7}  # what the folder holds
+
+
+def test_calibrate_pushes_calibration_json_beside_the_data(scored, hub, tmp_path, capfd):
+    d = load_from_disk(str(scored))["train"]
+    (tmp_path / "l.jsonl").write_text(
+        "".join(json.dumps({"split": "train", "row": i, "label": s >= 6}) + "\n" for i, s in enumerate(d["QA_Correctness"]))
+    )
+    repo = "tester/calibrated"
+    code, _, err = run_cli(capfd, "filter", scored, "--min", "QA_Correctness=1", "--push-to-hub", repo)
+    assert code == 0, err
+    args = ["calibrate", scored, "--score", "QA_Correctness", "--labels", tmp_path / "l.jsonl", "--push-to-hub", repo]
+    code, out, err = run_cli(capfd, *args, "-o", tmp_path / "c.json")
+    assert code == 0, err
+    remote = json.loads(Path(hf_hub_download(repo, "hf_judge/calibration.json", repo_type="dataset")).read_text())
+    assert Calibration(**remote) == Calibration.load(tmp_path / "c.json")
+    # a later push of the scores keeps it: a calibration belongs to the data, not to one run's files
+    code, _, err = run_cli(capfd, "filter", scored, "--min", "QA_Correctness=2", "--push-to-hub", repo)
+    assert code == 0, err
+    assert "hf_judge/calibration.json" in HfApi().list_repo_files(repo, repo_type="dataset")
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("calibration_example", ROOT / "docs" / "calibration_example.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_worked_example_prints_what_the_readme_shows(judge, tmp_path, monkeypatch):
+    """The "Calibrate against a labelled sample" section's output is what the example's commands print
+    against the loopback judge (docs/calibration_example.py), line for line."""
+    from hf_judge.cli import main
+
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    example = load_example()
+    printed = example.run(tmp_path, judge.base_url, main)
+    section = README.read_text(encoding="utf-8")
+    section = section[section.index("### Calibrate against a labelled sample") :]
+    section = section[: section.index("\n## ")]
+    blocks = re.findall(r"^```\n(.*?)^```", section, flags=re.S | re.M)
+    shown = [line for b in blocks for line in b.splitlines() if line.strip() and not line.startswith("$")]
+    everything = "\n".join(printed.values()).splitlines()
+    missing = [line for line in shown if line not in everything]
+    assert not missing, f"README lines the example did not print: {missing}"
+    assert any(line.startswith("threshold (precision >= 0.9)") for line in shown)
+    truth = re.search(r"simulated truth: ([\d.]+)% of the (\d+) kept rows", printed["truth"])
+    assert truth and float(truth.group(1)) >= 88  # the cut meant for 90 % precision holds on the truth
