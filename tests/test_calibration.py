@@ -120,7 +120,8 @@ def test_expected_is_read_when_every_labelled_row_has_one(tmp_path):
     assert cal.column == "S_expected"
     assert calibrate(ds, "S", labels=labels, use_expected=False).column == "S"
     with pytest.raises(ConfigError, match="--logprobs"):
-        calibrate(DatasetDict({"train": ds["train"].remove_columns("S_expected")}), "S", labels=labels, use_expected=True)
+        without = DatasetDict({"train": ds["train"].remove_columns("S_expected")})
+        calibrate(without, "S", labels=labels, use_expected=True)
     out = apply_calibration(ds, cal)
     np.testing.assert_allclose(out["train"]["S_calibrated"], cal.predict(x))
     path = cal.save(tmp_path)

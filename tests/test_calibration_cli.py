@@ -121,8 +121,8 @@ def test_calibrate_saves_in_the_result_and_filter_min_prob_uses_it(scored, tmp_p
     cal = Calibration.load(scored)
     assert f"saved to {scored / 'calibration.json'}" in out
     assert cal.pairs == 120 and cal.cv["seed"] == 3 and cal.threshold["criterion"] == "precision >= 0.9"
-    assert f"cross-validated (5 folds, seed 3" in out and "expected calibration error" in out
-    code, out2, _ = run_cli(capfd, *args, "--target-precision", "0.9", "--seed", "3", "-o", tmp_path / "again.json")
+    assert "cross-validated (5 folds, seed 3" in out and "expected calibration error" in out
+    code, _, _ = run_cli(capfd, *args, "--target-precision", "0.9", "--seed", "3", "-o", tmp_path / "again.json")
     assert Calibration.load(tmp_path / "again.json") == cal  # seeded: the same figures
     best = tmp_path / "best"
     code, out, err = run_cli(
@@ -141,9 +141,8 @@ def test_calibrate_saves_in_the_result_and_filter_min_prob_uses_it(scored, tmp_p
 
 def test_calibrate_pushes_calibration_json_beside_the_data(scored, hub, tmp_path, capfd):
     d = load_from_disk(str(scored))["train"]
-    (tmp_path / "l.jsonl").write_text(
-        "".join(json.dumps({"split": "train", "row": i, "label": s >= 6}) + "\n" for i, s in enumerate(d["QA_Correctness"]))
-    )
+    rows = [{"split": "train", "row": i, "label": s >= 6} for i, s in enumerate(d["QA_Correctness"])]
+    (tmp_path / "l.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     repo = "tester/calibrated"
     code, _, err = run_cli(capfd, "filter", scored, "--min", "QA_Correctness=1", "--push-to-hub", repo)
     assert code == 0, err
@@ -156,6 +155,18 @@ def test_calibrate_pushes_calibration_json_beside_the_data(scored, hub, tmp_path
     code, _, err = run_cli(capfd, "filter", scored, "--min", "QA_Correctness=2", "--push-to-hub", repo)
     assert code == 0, err
     assert "hf_judge/calibration.json" in HfApi().list_repo_files(repo, repo_type="dataset")
+
+
+def plain_blocks(text: str) -> list[str]:
+    """The lines of the fenced blocks with no language (program output), not of ```bash or ```json ones."""
+    lines, inside, plain = [], False, False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            inside, plain = (not inside), line == "```" and not inside
+            continue
+        if inside and plain:
+            lines.append(line)
+    return lines
 
 
 def load_example():
@@ -175,12 +186,11 @@ def test_the_readme_worked_example_prints_what_the_readme_shows(judge, tmp_path,
     printed = example.run(tmp_path, judge.base_url, main)
     section = README.read_text(encoding="utf-8")
     section = section[section.index("### Calibrate against a labelled sample") :]
-    section = section[: section.index("\n## ")]
-    blocks = re.findall(r"^```\n(.*?)^```", section, flags=re.S | re.M)
-    shown = [line for b in blocks for line in b.splitlines() if line.strip() and not line.startswith("$")]
+    section = section[: section.index("\n### ", 10)]
+    shown = [line for line in plain_blocks(section) if line.strip()]
     everything = "\n".join(printed.values()).splitlines()
     missing = [line for line in shown if line not in everything]
     assert not missing, f"README lines the example did not print: {missing}"
-    assert any(line.startswith("threshold (precision >= 0.9)") for line in shown)
+    assert len(shown) > 30 and any(line.startswith("threshold (precision >= 0.9)") for line in shown)
     truth = re.search(r"simulated truth: ([\d.]+)% of the (\d+) kept rows", printed["truth"])
     assert truth and float(truth.group(1)) >= 88  # the cut meant for 90 % precision holds on the truth

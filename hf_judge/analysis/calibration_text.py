@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .calibration import Calibration
+# a Calibration (calibration.py imports this module to print one: no import back, no cycle)
+Calibration = Any
 
 
 def _n(v: Any, digits: int = 3) -> str:
