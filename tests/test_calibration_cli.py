@@ -194,3 +194,33 @@ def test_the_readme_worked_example_prints_what_the_readme_shows(judge, tmp_path,
     assert len(shown) > 30 and any(line.startswith("threshold (precision >= 0.9)") for line in shown)
     truth = re.search(r"simulated truth: ([\d.]+)% of the (\d+) kept rows", printed["truth"])
     assert truth and float(truth.group(1)) >= 88  # the cut meant for 90 % precision holds on the truth
+
+
+def test_agreement_labels_for_a_pairwise_metric_read_its_winner_column(tmp_path, capfd):
+    from datasets import Dataset
+
+    winners = ["1", "2", "tie", "1", "2", "1", "1", "2"]
+    Dataset.from_dict({"Comparative_winner": winners}).to_json(tmp_path / "pairs.jsonl")
+    said = ["A", "B", "tie", "B", "B", "A", "A", "tie"]
+    (tmp_path / "prefs.jsonl").write_text(
+        "".join(
+            json.dumps({"split": "train", "row": i, "score": "Comparative", "label": v}) + "\n"
+            for i, v in enumerate(said)
+        )
+    )
+    args = ["agreement", tmp_path / "pairs.jsonl", "--score", "Comparative", "--labels", tmp_path / "prefs.jsonl"]
+    code, out, err = run_cli(capfd, *args, "--resamples", "0")
+    assert code == 0, err
+    assert "(pairwise, split train)" in out
+    assert re.search(r"^agreement\s+0\.750$", out, flags=re.M)  # 6 of 8 the same
+
+
+def test_sample_for_review_pushes_the_rows_as_a_hub_dataset(scored, hub, tmp_path, capfd):
+    from datasets import load_dataset
+
+    args = ["sample-for-review", scored, "--score", "QA_Correctness", "--n", "12", "--by", "random"]
+    code, out, err = run_cli(capfd, *args, "-o", tmp_path / "r.jsonl", "--push-to-hub", "tester/to-label")
+    assert code == 0, err
+    pushed = load_dataset("tester/to-label", split="train")
+    local = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert pushed["row"] == [r["row"] for r in local] and set(pushed["label"]) == {None}

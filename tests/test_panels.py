@@ -85,6 +85,13 @@ def test_panel_of_three_with_one_judge_down(judge, judge_b, tmp_path, monkeypatc
     assert pairs["judge_a~judge_b"]["exact"] == round(a.count(3) / 6, 4)
     assert pairs["judge_a~judge_b"]["mean_abs_diff"] == round(sum(abs(x - 3) for x in a) / 6, 4)
     assert pairs["judge_a~c"] == {"rows": 0, "exact": None}
+    # Krippendorff's alpha of the three judges (c answered nothing: missing ratings), as the package gives it
+    import krippendorff
+
+    entry = summary.agreement["train"]["QA_Correctness"]["QA_Correctness"]
+    want = krippendorff.alpha(reliability_data=[a, [3] * 6, [float("nan")] * 6], level_of_measurement="interval")
+    assert entry["alpha_level"] == "interval" and entry["alpha"] == pytest.approx(want)
+    assert f"Krippendorff's alpha {want:.2f} (interval)" in str(summary)
     assert "agreement      train QA_Correctness: " in str(summary)
     assert KEY_B not in str(summary.to_dict()) + str(errors)
     # the card names every judge; each judge's score column gets its own statistics
