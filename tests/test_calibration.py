@@ -141,6 +141,8 @@ def test_min_prob_keeps_exactly_the_rows_whose_calibrated_probability_reaches_it
         assert kept["train"]["S"] == [scores[i] for i in want]
         assert kept["train"]["S_calibrated"] == pytest.approx([probs[i] for i in want])
         assert len(kept["errors"]) == 1
+    every = filter_by_scores(ds, calibration=cal)  # no threshold: every row, calibrated
+    assert every["train"]["S"] == scores and len(every["train"]["S_calibrated"]) == len(scores)
     with pytest.raises(ConfigError, match="calibration"):
         filter_by_scores(ds, min_prob={"S": 0.5})
     with pytest.raises(ConfigError, match="between 0 and 1"):
@@ -296,3 +298,10 @@ def test_calibrate_from_the_labels_file_sample_for_review_wrote(tmp_path):
     joined = calibrate(ds, "S", labels=path)
     assert from_file.knots_x == joined.knots_x and from_file.knots_y == joined.knots_y
     assert from_file.threshold["min_score"] == 6 and from_file.threshold["precision"] == 1.0
+
+
+def test_the_cli_lists_the_strategies_the_library_has():
+    from hf_judge.analysis import review
+    from hf_judge.cli import review as cli_review
+
+    assert cli_review.STRATEGIES == review.STRATEGIES

@@ -224,3 +224,30 @@ def test_sample_for_review_pushes_the_rows_as_a_hub_dataset(scored, hub, tmp_pat
     pushed = load_dataset("tester/to-label", split="train")
     local = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert pushed["row"] == [r["row"] for r in local] and set(pushed["label"]) == {None}
+
+
+def test_with_logprobs_calibrate_reads_expected_and_review_reads_confidence(judge, tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "data.jsonl"
+    qa_dataset(60).to_json(data)
+    out = tmp_path / "judged"
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--logprobs", "-o", out, metrics="QA_Correctness"))
+    assert code == 0, err
+    d = load_from_disk(str(out))["train"]
+    assert None not in d["QA_Correctness_expected"]
+    human = [s >= 6 for s in d["QA_Correctness"]]
+    d.add_column("human_ok", human).to_json(tmp_path / "labelled.jsonl")
+    args = ["calibrate", tmp_path / "labelled.jsonl", "--score", "QA_Correctness", "--label", "human_ok"]
+    code, printed, err = run_cli(capfd, *args, "-o", tmp_path / "c.json", "--plots", tmp_path / "plots")
+    assert code == 0, err
+    assert "Calibration of QA_Correctness (read from QA_Correctness_expected) against human_ok" in printed
+    assert (tmp_path / "plots" / "QA_Correctness_reliability.png").read_bytes()[:4] == b"\x89PNG"
+    code, printed, err = run_cli(capfd, *args, "-o", tmp_path / "plain.json", "--no-expected")
+    assert "read from" not in printed and Calibration.load(tmp_path / "plain.json").column == "QA_Correctness"
+    review = tmp_path / "r.jsonl"
+    code, _, err = run_cli(capfd, "sample-for-review", out, "--score", "QA_Correctness", "--n", "10", "-o", review)
+    assert code == 0, err
+    rows = [json.loads(line) for line in review.read_text().splitlines()]
+    confidence = sorted(d["QA_Correctness_confidence"])
+    assert sorted(r["QA_Correctness_confidence"] for r in rows) == confidence[:10]  # the least certain first
+    assert all("QA_Correctness_expected" in r for r in rows)

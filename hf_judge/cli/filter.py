@@ -14,6 +14,7 @@ FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
   hf-judge filter out/ --min Q_Clarity=6 --max Q_Complexity=9 --output-dir best/
   hf-judge filter out/ --min-prob QA_Correctness=0.8 --calibration out/calibration.json   # see hf-judge calibrate
+  hf-judge filter out/ --calibration out/calibration.json -o out-calibrated/   # every row, + QA_Correctness_calibrated
 """
 
 

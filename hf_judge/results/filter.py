@@ -53,7 +53,8 @@ def filter_by_scores(
     ``min_prob``: score -> the lowest calibrated probability to keep (``{"QA_Correctness": 0.8}``), with
     ``calibration`` (a :class:`hf_judge.Calibration` of true/false labels, its ``calibration.json``, or a
     list of them): the result gets ``<score>_calibrated`` (:func:`hf_judge.apply_calibration`) and keeps
-    the rows where it is >= the probability.
+    the rows where it is >= the probability. A calibration with no threshold keeps every row and adds the
+    column.
 
     A row whose score is null (the metric failed) is dropped unless
     ``keep_missing``. On a ``DatasetDict`` every split is filtered except
@@ -72,6 +73,8 @@ def filter_by_scores(
     if min_prob or calibration is not None:
         ds, probs = _calibrated(ds, dict(min_prob or {}), calibration)
         lo.update(probs)
+        if not lo and not hi:  # a calibration alone: every row, with its calibrated column
+            return ds
     if not lo and not hi:
         raise ConfigError("give at least one threshold: min={'QA_Correctness': 8} (CLI: --min QA_Correctness=8)")
     for name, v in [*lo.items(), *hi.items()]:
