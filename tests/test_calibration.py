@@ -305,3 +305,14 @@ def test_the_cli_lists_the_strategies_the_library_has():
     from hf_judge.cli import review as cli_review
 
     assert cli_review.STRATEGIES == review.STRATEGIES
+
+
+def test_interval_alpha_on_many_distinct_values_equals_the_package():
+    """Means of samples or expected scores: ~100 distinct values; the closed form needs no value x value matrix."""
+    rng = np.random.default_rng(11)
+    truth = rng.random(300) * 9 + 1
+    data = np.round(truth + rng.normal(0, 1.5, (3, 300)), 1)
+    data[rng.random(data.shape) < 0.2] = np.nan
+    assert krippendorff_alpha(data, "interval") == pytest.approx(
+        krippendorff.alpha(reliability_data=data, level_of_measurement="interval"), abs=1e-12
+    )

@@ -49,15 +49,18 @@ def panel_agreement(layout: Layout, results: dict[str, Dataset], plans_by_split:
 def panel_alpha(table: Any, column: str, judges: tuple[str, ...]) -> dict[str, Any]:
     """Krippendorff's alpha of a panel's judges on one column (a pyarrow Table's ``<column>__<judge>``
     columns): interval for numbers, nominal for verdicts and winners; ``alpha`` None when undefined."""
+    import numpy as np
     import pyarrow as pa
 
     from ..analysis.alpha import krippendorff_alpha
     from ..judging.ensemble import JUDGE_SEP
 
     cols = [table.column(f"{column}{JUDGE_SEP}{j}") for j in judges]
-    numeric = all(pa.types.is_integer(c.type) or pa.types.is_floating(c.type) for c in cols)
-    level = "interval" if numeric else "nominal"
-    return {"alpha": krippendorff_alpha([c.to_pylist() for c in cols], level), "alpha_level": level}
+    numeric = all(pa.types.is_integer(c.type) or pa.types.is_floating(c.type) or pa.types.is_null(c.type) for c in cols)
+    if numeric:  # straight to numpy: a panel over a million rows
+        values = np.stack([c.cast(pa.float64()).to_numpy().astype(np.float64) for c in cols])
+        return {"alpha": krippendorff_alpha(values, "interval"), "alpha_level": "interval"}
+    return {"alpha": krippendorff_alpha([c.to_pylist() for c in cols], "nominal"), "alpha_level": "nominal"}
 
 
 class RunResources(ExitStack):
