@@ -50,7 +50,7 @@ def test_agreement_with_a_labels_file_equals_agreement_with_a_label_column(score
     d = load_from_disk(str(scored))["train"]
     d.add_column("human", labels).to_json(tmp_path / "with-column.jsonl")
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    args = ["--score", "QA_Correctness", "--resamples", "200"]
+    args = ["--score", "QA_Correctness", "--resamples", "50"]
     code, _, err = run_cli(capfd, "agreement", scored, *args, "--labels", tmp_path / "labels.jsonl", "--out", a)
     assert code == 0, err
     code, _, err = run_cli(capfd, "agreement", tmp_path / "with-column.jsonl", *args, "--label", "human", "--out", b)
