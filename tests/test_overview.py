@@ -161,12 +161,16 @@ def test_a_streamed_run_reads_its_overview_back_from_the_folder(judge, tmp_path,
 
 def test_the_card_shows_settings_a_glance_and_a_gallery_no_reprs(judge, tmp_path):
     # two metrics of different default temperatures: the settings a card used to print as a dict
-    scored = score(qa_dataset(12, "card"), ["QA_Clarity", "Q_Math_Difficulty"], judge, tmp_path)
+    # and a prompt with parameters (Binary's positive and negative verdicts)
+    ds = qa_dataset(12, "card")
+    ds = ds.add_column("prediction", ds["answer"])
+    scored = score(ds, ["QA_Clarity", "Q_Math_Difficulty", "Binary"], judge, tmp_path)
     pictures = ["hf_judge/plots/train/QA_Clarity.png", "hf_judge/plots/train/Q_Math_Difficulty.png"]
     card = render_section(scored, scored.summary, pictures=pictures)
     words = re.sub(r"<[^>]*>", "", card)  # the text, without the gallery's HTML attributes
     assert not re.search(r"[{}=]|None", words), words
-    assert "| temperature | 0.1 (`QA_Clarity`), 1 (`Q_Math_Difficulty`) |" in card
+    assert "| temperature | 0.1 (`QA_Clarity`), 1 (`Q_Math_Difficulty`), 0 (`Binary`) |" in card
+    assert "| `negative`: 0, `positive`: 1 |" in card
     assert "| max_tokens | the server's default |" in card
     glance = card[card.index("### Scores at a glance") : card.index("### How they were made")]
     want = _expected(scored["train"]["QA_Clarity"])
@@ -176,6 +180,7 @@ def test_the_card_shows_settings_a_glance_and_a_gallery_no_reprs(judge, tmp_path
     for p in pictures:  # a thumbnail that links to the full-size picture
         assert f'<a href="{p}"><img src="{p}" ' in gallery and 'width="240"' in gallery
     assert "![" not in card
+    assert re.search(r"\| `Binary` \| 12 \| 0 \| [\d.]+ \|  \| `true \d+ · false \d+` \|", glance)
 
 
 def test_summary_json_keeps_what_rebuilds_any_rows_prompt(judge, tmp_path):

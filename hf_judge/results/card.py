@@ -197,13 +197,13 @@ def _provenance(summary: RunSummary) -> list[str]:
         p = summary.prompts.get(m)
         if p:
             path = f"{FILES_DIR}/prompts/{p['file']}"
-            params = json.dumps(p.get("params") or {}, sort_keys=True) if p.get("params") else ""
+            params = _param_text(p.get("params") or {})
             pack = p.get("pack")
             origin = f" from the metric pack `{pack.get('name')}` {pack.get('version')}" if pack else ""
             out.append(f"| `{m}` | [`{path}`]({path}){origin} | `{p['sha256']}` | {params} |")
         else:
             out.append(f"| `{m}` |  | `{h}` |  |")
-    out += ["", *settings_table(summary), ""]
+    out += ["", "Request settings:", "", *settings_table(summary), ""]
     if runs:
         out += [
             "Runs that produced these scores:",
@@ -271,6 +271,20 @@ def _setting_value(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return ", ".join(_setting_value(x) for x in v)
     return str(v).replace("|", "\\|")
+
+
+def _param_text(v: Any) -> str:
+    """A prompt's parameters as words: ``positive``: yes, ``negative``: no (a list joined, a mapping nested).
+
+    Example:
+        >>> _param_text({"positive": "yes", "scale": [1, 5]})
+        '`positive`: yes, `scale`: 1, 5'
+    """
+    if isinstance(v, dict):
+        return ", ".join(f"`{k}`: {_param_text(x)}" for k, x in sorted(v.items()))
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_param_text(x) for x in v)
+    return _setting_value(v)
 
 
 def _judged_columns(summary: RunSummary) -> list[str]:
