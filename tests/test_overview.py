@@ -229,3 +229,15 @@ def test_length_bias_shows_where_the_summary_has_it():
     text = str(overview(ds, summary))
     assert "len ρ" in text and "+0.62!" in text and "-0.05" in text
     assert "length bias    QA_Clarity: longer answers score higher" in text
+
+
+def test_a_column_of_many_distinct_values_or_nans_stays_bounded_and_close():
+    n = 100_000
+    values = [(i * 7919) % n + 0.5 for i in range(n)]  # every value distinct
+    ds = Dataset.from_dict({"measure": values, "odd": [float("nan") if i % 4 == 0 else 2.0 for i in range(n)]})
+    by_name = {c.column: c for c in overview(DatasetDict(train=ds)).columns}
+    wide, odd = by_name["measure"], by_name["odd"]
+    assert wide.mean == pytest.approx(statistics.mean(values))
+    assert wide.median == pytest.approx(statistics.median(values), rel=5e-3)  # 3 significant digits
+    assert sum(c for _, c in wide.bins) == n and len(wide.bins) == 10
+    assert (odd.scored, odd.nulls, odd.mean) == (75_000, 25_000, 2.0)  # a NaN is no score

@@ -35,7 +35,10 @@ BLOCKS = " ▁▂▃▄▅▆▇█"  # an empty bin is a space: the histogram k
 FLOAT_BINS = 10
 MAX_INT_BINS = 20  # an integer range wider than this (0..100) is grouped into FLOAT_BINS bins
 TERMINAL_COLUMNS = 12  # score lines a terminal shows before it says how many more there are
-PLAIN_COLUMNS = 8  # the same outside a terminal, where each is a short item of one line
+PLAIN_COLUMNS = 8
+MAX_DISTINCT = 4096  # distinct values a column's counts keep exactly; past it, SIGNIFICANT digits
+SIGNIFICANT = 3
+SLICE = 65_536  # the same outside a terminal, where each is a short item of one line
 # columns a run writes beside each score: shown in the card's full table, not at a glance
 AUX_SUFFIXES = ("_std", "_majority", "_samples", "_confidence", "_disagree")
 JUDGE_SEP = "__"  # a panel judge's own column: <column>__<judge> (judging.ensemble)
@@ -93,30 +96,54 @@ def spark(counts: list[int]) -> str:
 
 
 class _Tally:
-    """Value counts of one column, fed Arrow arrays batch by batch."""
+    """Value counts of one column, fed Arrow arrays batch by batch.
+
+    Past MAX_DISTINCT values (a column of ids, of free measurements) the counts go coarse: each value rounded
+    to SIGNIFICANT digits, so memory stays bounded and the median is good to 3 significant digits. A NaN or
+    an infinite number is no score: it counts with the nulls.
+    """
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.rows = self.nulls = 0
         self.total = 0.0
         self.counts: Counter = Counter()
+        self.coarse = False
 
     def add(self, arr: pa.Array | pa.ChunkedArray) -> None:
+        # in slices: a column of distinct values goes coarse after its first slice, not after all of them
+        for start in range(0, len(arr), SLICE):
+            self._add(arr.slice(start, SLICE))
+
+    def _add(self, arr: pa.Array | pa.ChunkedArray) -> None:
         self.rows += len(arr)
         self.nulls += arr.null_count
         valid = pc.drop_null(arr)
-        if len(valid) == 0:
-            return
-        if self.kind == "number":
+        if len(valid) and self.kind == "number":
             num = valid.cast(pa.float64())
-            self.total += pc.sum(num).as_py()
-            if not pa.types.is_integer(valid.type):  # a mean of samples, a probability-weighted score
+            finite = pc.is_finite(num)
+            if not pc.all(finite).as_py():
+                num, valid = num.filter(finite), valid.filter(finite)
+                self.nulls += len(finite) - len(num)
+            self.total += pc.sum(num).as_py() or 0.0
+            if self.coarse:
+                valid = _significant(num)
+            elif not pa.types.is_integer(valid.type):  # a mean of samples, a probability-weighted score
                 valid = pc.round(num, 3)
-        elif self.kind == "bool":
+        elif len(valid) and self.kind == "bool":
             valid = valid.cast(pa.int64())  # True -> 1: the mean is the share that is true
             self.total += pc.sum(valid).as_py()
+        if len(valid) == 0:
+            return
         for d in pc.value_counts(valid).to_pylist():
             self.counts[d["values"]] += d["counts"]
+        if self.kind == "number" and not self.coarse and len(self.counts) > MAX_DISTINCT:
+            self.coarse = True
+            keys = list(self.counts)
+            coarse: Counter = Counter()
+            for k, v in zip(_significant(pa.array(keys, pa.float64())).to_pylist(), keys, strict=True):
+                coarse[k] += self.counts[v]
+            self.counts = coarse
 
     def result(self, split: str, column: str, value_range: tuple[float, float] | None) -> ColumnOverview:
         out = ColumnOverview(split, column, self.kind, self.rows, self.nulls)
@@ -133,6 +160,16 @@ class _Tally:
         out.median = _median(self.counts, n)
         out.bins = _bins(self.counts, value_range)
         return out
+
+
+def _significant(num: pa.Array) -> pa.Array:
+    """``num`` rounded to SIGNIFICANT digits (1234.5 -> 1230.0)."""
+    import numpy as np
+
+    x = num.to_numpy(zero_copy_only=False)
+    magnitude = np.floor(np.log10(np.abs(x), where=x != 0, out=np.zeros_like(x)))
+    scale = 10.0 ** (magnitude - (SIGNIFICANT - 1))
+    return pa.array(np.round(x / scale) * scale)
 
 
 def _median(counts: Mapping[float, int], n: int) -> float:
@@ -166,7 +203,7 @@ def _bins(counts: Mapping[float, int], value_range: tuple[float, float] | None) 
 
 
 def _label(v: float) -> str:
-    return f"{v:g}" if float(v).is_integer() else f"{v:.2f}"
+    return str(int(v)) if float(v).is_integer() else f"{v:.2f}"
 
 
 def _kind(dtype: Any, column: str) -> str | None:
