@@ -72,7 +72,11 @@ def test_booleans_verdicts_and_floats_have_their_own_figures():
     assert set(by_name) == {"Binary", "Comparative_winner", "QA_Clarity_expected"}
     binary, pairwise, floats = by_name["Binary"], by_name["Comparative_winner"], by_name["QA_Clarity_expected"]
     assert (binary.nulls, binary.mean, binary.histogram()) == (1, 3 / 5, "true 3 · false 2")
-    assert (pairwise.nulls, pairwise.histogram()) == (1, "1 3 · 2 1 · tie 1")
+    assert (pairwise.nulls, pairwise.histogram()) == (1, "1 wins 3 · 2 wins 1 · ties 1")
+    plain = overview(DatasetDict(train=ds)).lines(terminal=False)
+    assert "Binary 60% true" in plain[0] and "Comparative_winner 1 wins 3 · 2 wins 1 · ties 1" in " ".join(
+        " ".join(plain).split()
+    )
     want = _expected(values)
     assert floats.mean == pytest.approx(want["mean"]) and floats.median == pytest.approx(want["median"], abs=1e-3)
     assert sum(n for _, n in floats.bins) == 5 and floats.bins[0][0] == "1" and floats.bins[-1][0] == "9"

@@ -78,6 +78,9 @@ class ColumnOverview:
         """
         if not self.bins or self.scored == 0:
             return ""
+        if self.kind == "pairwise":  # the verdict column holds "1", "2" or "tie"
+            (_, one), (_, two), (_, tie) = self.bins
+            return f"1 wins {one:,} · 2 wins {two:,} · ties {tie:,}"
         if self.kind != "number":
             return " · ".join(f"{label} {count:,}" for label, count in self.bins)
         return f"{self.bins[0][0]} {spark([c for _, c in self.bins])} {self.bins[-1][0]}"
@@ -416,7 +419,7 @@ def _plain(ov: RunOverview, width: int) -> list[str]:
     for c in _shown(ov.columns):
         by_split.setdefault(c.split, []).append(c)
     for split, cols in by_split.items():
-        means = [f"{c.column} {c.mean:.2f}" for c in cols[:PLAIN_COLUMNS] if c.mean is not None]
+        means = [_plain_item(c) for c in cols[:PLAIN_COLUMNS] if c.scored]
         if len(cols) > PLAIN_COLUMNS:
             means.append(f"+{len(cols) - PLAIN_COLUMNS} more")
         nulls = sum(c.nulls for c in cols)
@@ -424,6 +427,15 @@ def _plain(ov: RunOverview, width: int) -> list[str]:
         text += f"; {nulls:,} null scores" if nulls else ""
         out += textwrap.wrap(text, width, initial_indent=f"{'scores':<15}", subsequent_indent=" " * 15)
     return out
+
+
+def _plain_item(c: ColumnOverview) -> str:
+    """One column in a log's line: its mean, a boolean's share of true, a pairwise judge's wins."""
+    if c.kind == "bool" and c.mean is not None:
+        return f"{c.column} {c.mean:.0%} true"
+    if c.kind == "pairwise":
+        return f"{c.column} {c.histogram()}"
+    return f"{c.column} {c.mean:.2f}"
 
 
 def _agreement(summary: RunSummary | None) -> dict[tuple[str, str], str]:
