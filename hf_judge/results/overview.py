@@ -425,7 +425,7 @@ def _plain(ov: RunOverview, width: int) -> list[str]:
             means.append(f"+{len(cols) - PLAIN_COLUMNS} more")
         nulls = sum(c.nulls for c in cols)
         text = f"{split} ({ov.rows.get(split, cols[0].rows):,} rows), mean: {', '.join(means) or 'no values'}"
-        text += f"; {nulls:,} null scores" if nulls else ""
+        text += f"; {nulls:,} null score{'s' if nulls != 1 else ''}" if nulls else ""
         out += textwrap.wrap(text, width, initial_indent=f"{'scores':<15}", subsequent_indent=" " * 15)
     return out
 
