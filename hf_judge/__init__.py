@@ -55,6 +55,7 @@ _SUBMODULE_ATTRS = {
     "engine.estimate": ["CostEstimate", "estimate_cost"],
     "results.filter": ["filter_by_scores"],
     "results.hub": ["push_scored"],
+    "results.overview": ["RunOverview", "overview"],
     "transport.local": ["local_judge"],
     "judging.catalogue": ["available_metrics", "load_metric"],
     "judging.metrics": ["Metric", "Output"],
@@ -113,6 +114,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .judging.validate import parse_binary_verdict, parse_pair_scores
     from .progress import Progress
     from .results.calibrated import apply_calibration
+    from .results.overview import RunOverview, overview
     from .results.summary import RunSummary
     from .settings import Aggregator, Panelist, Settings
     from .transport.local import local_judge

@@ -155,6 +155,17 @@ def _interactive(stream: TextIO) -> bool:
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
+def interactive(stream: TextIO) -> bool:
+    """Whether ``stream`` reaches a person at a terminal (or a notebook) rather than a log.
+
+    Example:
+        >>> import io
+        >>> interactive(io.StringIO())
+        False
+    """
+    return _interactive(stream)
+
+
 def bars_wanted() -> bool:
     """Whether hf-judge reports progress and batch news: datasets' bars are on, or off only for a log."""
     from datasets.utils.tqdm import are_progress_bars_disabled

@@ -198,7 +198,7 @@ def test_cli_models(capfd, judge, tmp_path, monkeypatch):
         *("--aggregator", "max", "-o", tmp_path / "out"),
     )
     assert code == 0, err
-    assert "judges         one (one at 127.0.0.1" in out and "the panel's max in the usual columns" in out
+    assert "judges         one, two at 127.0.0.1" in out and "the panel's max in the usual columns" in out
     from datasets import load_from_disk
 
     d = load_from_disk(str(tmp_path / "out"))["train"]

@@ -18,6 +18,11 @@ mpimg = pytest.importorskip("matplotlib.image")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+def thumbnail(path: str, title: str) -> str:
+    """A picture in the card's gallery: a small image that links to the full-size one."""
+    return f'<a href="{path}"><img src="{path}" alt="{title}" width="240"></a><br><sub>{title}</sub>'
+
+
 def _png(repo: str, path: str) -> bytes:
     return Path(hf_hub_download(repo, path, repo_type="dataset")).read_bytes()
 
@@ -37,14 +42,13 @@ def test_pushed_run_card_shows_distributions_and_agreement_pictures(judge, hub, 
         "hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_calibration.png",
     }
     text = str(DatasetCard.load("tester/plots", repo_type="dataset"))
-    assert "![QA_Clarity (train)](hf_judge/plots/train/QA_Clarity.png)" in text
-    assert (
-        "![QA_Clarity_vs_human_score_confusion](hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_confusion.png)"
-        in text
-    )
+    # a gallery of thumbnails, each a link to its full-size picture
+    assert thumbnail("hf_judge/plots/train/QA_Clarity.png", "QA_Clarity (train)") in text
+    path = "hf_judge/plots/agreement/0_QA_Clarity_vs_human_score_confusion.png"
+    assert thumbnail(path, "QA_Clarity_vs_human_score_confusion") in text
     assert "### Agreement with labels" in text and "| spearman |" in text and "40 of 40 rows compared" in text
     for f in pictures:  # every picture is a PNG in the repo that the card shows
-        assert _png("tester/plots", f).startswith(PNG) and f"]({f})" in text
+        assert _png("tester/plots", f).startswith(PNG) and f'<img src="{f}"' in text
     (tmp_path / "d.png").write_bytes(_png("tester/plots", "hf_judge/plots/train/QA_Clarity.png"))
     assert mpimg.imread(tmp_path / "d.png").shape[:2] == (320, 500)
 
@@ -53,7 +57,7 @@ def test_pushed_run_card_shows_distributions_and_agreement_pictures(judge, hub, 
     files = set(HfApi().list_repo_files("tester/plots", repo_type="dataset"))
     assert not any(f.startswith("hf_judge/plots/") for f in files) and "hf_judge/summary.json" in files
     text = str(DatasetCard.load("tester/plots", repo_type="dataset"))
-    assert "![" not in text and "`QA_Clarity`\n```\n" in text and "Agreement with labels" not in text
+    assert "<img" not in text and "`QA_Clarity`\n```\n" in text and "Agreement with labels" not in text
 
 
 def test_pictures_without_a_summary_replace_only_their_own(hub):
@@ -102,7 +106,7 @@ def test_without_the_plots_extra_the_terminal_and_the_card_show_text(tmp_path, c
     assert code == 2 and 'pictures need matplotlib: pip install "hf-judge[plots]"' in err
     push_scored(DatasetDict({"train": Dataset.from_dict({"QA_Correctness": [9, 7]})}), "tester/plots-text")
     text = str(DatasetCard.load("tester/plots-text", repo_type="dataset"))
-    assert "![" not in text and "`QA_Correctness`\n```\n" in text
+    assert "<img" not in text and "`QA_Correctness`\n```\n" in text
     with pytest.raises(ConfigError, match="matplotlib"):
         push_scored(DatasetDict({"train": Dataset.from_dict({"x": [1]})}), "tester/plots-text", plots=True)
 
@@ -126,7 +130,8 @@ def test_score_push_with_a_saved_agreement_report_shows_it_in_the_card(judge, hu
     text = str(DatasetCard.load("tester/plots-cli", repo_type="dataset"))
     assert "**`QA_Clarity` vs `human`** (split `train`): numeric, 6 of 6 rows compared" in text
     assert "| spearman | 0.886 |" in text  # scipy: 0.8857142857142858
-    assert "![QA_Clarity_vs_human_confusion](hf_judge/plots/agreement/0_QA_Clarity_vs_human_confusion.png)" in text
+    path = "hf_judge/plots/agreement/0_QA_Clarity_vs_human_confusion.png"
+    assert thumbnail(path, "QA_Clarity_vs_human_confusion") in text
 
 
 def test_score_output_folder_gets_distribution_pictures(judge, tmp_path, capfd, monkeypatch):
@@ -196,5 +201,5 @@ def test_the_card_of_a_pushed_panel_or_logprobs_run_shows_its_pictures(judge, hu
     assert {f"hf_judge/plots/train/{c}.png" for c in columns} <= pictures, sorted(pictures)
     text = str(DatasetCard.load(repo, repo_type="dataset"))
     for c in columns:
-        assert f"![{c} (train)](hf_judge/plots/train/{c}.png)" in text
+        assert thumbnail(f"hf_judge/plots/train/{c}.png", f"{c} (train)") in text
         assert _png(repo, f"hf_judge/plots/train/{c}.png").startswith(PNG)

@@ -142,6 +142,7 @@ def test_cli_score_with_ray_saves_the_same_result_and_concurrency_is_per_actor(c
     assert "rows           train: 64" in out and "errors         null_input: 1" in out
     # the actors' counters, added up from their batches (the summary said they were not summed)
     assert judge.stats()["requests"] == 63 and "requests       63 (0 retries)" in out
+    assert "scores         train (64 rows), mean: QA_Clarity " in out and "; 1 null score\n" in out  # the overview
     assert "Failed to load JSON" not in out + err
     judge.configure(latency=0)
     code, out, err = run_cli(capfd, *args, "-o", tmp_path / "single")

@@ -75,8 +75,8 @@ def write_result(
         saved = ScoredDatasetDict(result)
         saved.summary = summary
         save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
-        _save_pictures(result, out, summary)
-        done.append(f"saved to {out} ({_rows(result)})")
+        pictures = _save_pictures(result, out, summary)
+        done += [f"saved to {out} ({_rows(result)})", _pictures_line(pictures, Path(out, "plots"))]
     if repo:
         url = push_scored(
             result, repo, private=args.private, token=args.token, summary=summary, agreement=args.agreement
@@ -88,13 +88,16 @@ def write_result(
 def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, kind: str, filters) -> list[str]:
     """--streaming: each split is read (scored) once, by the save."""
     from ..engine.stream import push_folder
+    from ..results.card import PLOTS_DIR
     from ..results.output import save_result
 
     done = []
     result.agreement = list(getattr(args, "agreement", None) or [])
     if out:
         save_result(result, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
-        done.append(f"saved to {out} ({_rows(result)})")
+        plots = Path(out, PLOTS_DIR)
+        pictures = sorted(plots.rglob("*.png")) if plots.is_dir() else None
+        done += [f"saved to {out} ({_rows(result)})", _pictures_line(pictures, plots)]
     if repo:
         if out:  # the folder just written, not a second reading of the input
             url = push_folder(out, repo, private=args.private, token=args.token)
@@ -104,13 +107,44 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
     return done
 
 
-def _save_pictures(result, out: str, summary) -> None:
-    """Each score column's distribution as a PNG in ``out/plots/<split>/``, when the plots extra is installed."""
+def _save_pictures(result, out: str, summary) -> list[Path] | None:
+    """Each score column's distribution as a PNG in ``out/plots/<split>/``, when the plots extra is installed;
+    returns the files written (None: no plots extra)."""
     from ..results import plots
     from ..results.card import PLOTS_DIR, picture_files
 
-    if plots.available():
-        for path, png in picture_files(result, summary).items():
-            target = Path(out, "plots", path.removeprefix(f"{PLOTS_DIR}/"))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(png)
+    if not plots.available():
+        return None
+    written = []
+    for path, png in picture_files(result, summary).items():
+        target = Path(out, "plots", path.removeprefix(f"{PLOTS_DIR}/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(png)
+        written.append(target)
+    return written
+
+
+def _pictures_line(pictures: list[Path] | None, folder: Path) -> str:
+    """Where the run's pictures went, and how many: a run never writes files it does not mention."""
+    from ..results.plots import INSTALL_HINT
+
+    if pictures is None:
+        return f"{'plots':<15}none drawn: {INSTALL_HINT} draws each score's distribution as a PNG"
+    if not pictures:
+        return f"{'plots':<15}none (no score column with values)"
+    return f"{'plots':<15}{len(pictures)} PNG{'s' if len(pictures) != 1 else ''} in {folder}/ (score distributions)"
+
+
+def show_overview(result, summary, out: str | None, repo: str | None, *, terminal: bool) -> list[str]:
+    """The end-of-run overview's lines (hf_judge.results.overview): read from the saved folder for a streamed
+    result (its rows were read once, by the save), from the result itself otherwise."""
+    from ..engine.stream import ScoredIterableDatasetDict
+    from ..results.overview import folder_overview, overview
+
+    if isinstance(result, ScoredIterableDatasetDict):
+        if not out:  # pushed only: the rows are gone; the card on the Hub shows the scores
+            return []
+        ov = folder_overview(out, summary)
+    else:
+        ov = overview(result, summary, saved_to=out, repo=repo)
+    return ov.lines(terminal=terminal)

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..progress import interactive
 from .job import Job, resolve_api_key, resolve_job
 from .options import add_job_options
-from .save import check_repo, default_output_dir, filtered_name, write_result
+from .save import check_repo, default_output_dir, filtered_name, show_overview, write_result
 
 SCORE_EXAMPLE = """examples:
   hf-judge score --example --model local      # offline: a bundled dataset and a local llama.cpp judge
@@ -161,6 +162,7 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
     done: list[str] = []
     try:
         done += write_result(scored, args, out, job.push_to_hub, source=source, kind="scored", summary=summary)
+        done = show_overview(scored, summary, out, job.push_to_hub, terminal=interactive(sys.stdout)) + done
         if job.filters is not None:
             done += _filter_and_write(args, job, scored, summary, out, source)
     finally:

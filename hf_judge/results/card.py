@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -49,6 +50,8 @@ _SIZES = [
 ]
 FILES_DIR = "hf_judge"  # the repo folder of the provenance files
 PLOTS_DIR = f"{FILES_DIR}/plots"  # the card's pictures (the plots extra)
+GALLERY_COLUMNS = 3  # thumbnails a row: three of 240 pixels fit the Hub's card
+THUMBNAIL_WIDTH = 240
 
 
 def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
@@ -160,8 +163,6 @@ def _provenance(summary: RunSummary) -> list[str]:
         f"- **Source dataset:** {source}",
         *_judged_columns(summary),
         f"- **Model:** `{summary.model}` at `{_host(summary)}`",
-        f"- **Structured output:** {summary.structured_output}",
-        f"- **Sampling:** {', '.join(f'{k}={v}' for k, v in summary.sampling.items() if k != 'judges')}",
     ]
     if summary.batch:
         b = summary.batch
@@ -196,13 +197,13 @@ def _provenance(summary: RunSummary) -> list[str]:
         p = summary.prompts.get(m)
         if p:
             path = f"{FILES_DIR}/prompts/{p['file']}"
-            params = json.dumps(p.get("params") or {}, sort_keys=True) if p.get("params") else ""
+            params = _param_text(p.get("params") or {})
             pack = p.get("pack")
             origin = f" from the metric pack `{pack.get('name')}` {pack.get('version')}" if pack else ""
             out.append(f"| `{m}` | [`{path}`]({path}){origin} | `{p['sha256']}` | {params} |")
         else:
             out.append(f"| `{m}` |  | `{h}` |  |")
-    out.append("")
+    out += ["", "Request settings:", "", *settings_table(summary), ""]
     if runs:
         out += [
             "Runs that produced these scores:",
@@ -219,6 +220,71 @@ def _provenance(summary: RunSummary) -> list[str]:
             "",
         ]
     return out
+
+
+# the request settings a summary records (``sampling``), in the order a reader looks for them
+_SETTING_NAMES = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_tokens": "max_tokens",
+    "top_logprobs": "top_logprobs (logprobs)",
+    "samples": "samples per (row, metric)",
+    "min_samples": "samples that must succeed",
+    "aggregator": "panel aggregator",
+}
+
+
+def settings_table(summary: RunSummary) -> list[str]:
+    """The run's request settings as a Markdown table of name | value; one left to the server says so.
+
+    Example:
+        >>> s = RunSummary(sampling={"temperature": {"QA_All": 0.1, "Q_Math_Difficulty": 1.0}, "max_tokens": None})
+        >>> print("\\n".join(settings_table(s)))
+        | setting | value |
+        | --- | --- |
+        | output format | json_schema |
+        | temperature | 0.1 (`QA_All`), 1 (`Q_Math_Difficulty`) |
+        | max_tokens | the server's default |
+    """
+    rows = [("output format", summary.structured_output)] if summary.structured_output else []
+    sampling = summary.sampling
+    for key, name in _SETTING_NAMES.items():
+        if key in sampling:
+            rows.append((name, _setting_value(sampling[key])))
+    rows += [(k, _setting_value(v)) for k, v in sampling.items() if k not in _SETTING_NAMES and k != "judges"]
+    return ["| setting | value |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows)]
+
+
+def _setting_value(v: Any) -> str:
+    """A setting as a reader writes it: per-metric values grouped by value, None as the server's default."""
+    if v is None:
+        return "the server's default"
+    if isinstance(v, dict):
+        by_value: dict[str, list[str]] = {}
+        for metric, value in v.items():
+            by_value.setdefault(_setting_value(value), []).append(f"`{metric}`")
+        if len(by_value) == 1:
+            return next(iter(by_value))
+        return ", ".join(f"{value} ({', '.join(metrics)})" for value, metrics in by_value.items())
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_setting_value(x) for x in v)
+    return str(v).replace("|", "\\|")
+
+
+def _param_text(v: Any) -> str:
+    """A prompt's parameters as words: ``positive``: yes, ``negative``: no (a list joined, a mapping nested).
+
+    Example:
+        >>> _param_text({"positive": "yes", "scale": [1, 5]})
+        '`positive`: yes, `scale`: 1, 5'
+    """
+    if isinstance(v, dict):
+        return ", ".join(f"`{k}`: {_param_text(x)}" for k, x in sorted(v.items()))
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_param_text(x) for x in v)
+    return _setting_value(v)
 
 
 def _judged_columns(summary: RunSummary) -> list[str]:
@@ -296,8 +362,11 @@ def render_section(
         >>> print(render_section(scored, scored.summary))  # doctest: +SKIP
     """
     out = [START, "## Scored with hf-judge", ""]
+    glance = _at_a_glance(scored, summary)
+    if glance:
+        out += ["### Scores at a glance", "", glance, ""]
     if summary is not None:
-        out += _provenance(summary)
+        out += (["### How they were made", ""] if glance else []) + _provenance(summary)
     out += ["### Score distributions", ""]
     for split, d in scored.items():
         if split == "errors":
@@ -311,7 +380,7 @@ def render_section(
             "| column | count | null | mean | p10 | p50 | p90 |",
             "| --- | --- | --- | --- | --- | --- | --- |",
         ]
-        details = []
+        details, shown = [], {}
         for c in cols:
             s = column_stats(d, c)
             out.append(
@@ -320,18 +389,47 @@ def render_section(
             )
             picture = distribution_path(split, c)
             if picture in pictures:
-                details.append(f"![{c} ({split})]({picture})")
+                shown[f"{c} ({split})"] = picture
             elif s.get("hist"):
                 details.append(f"`{c}`\n```\n{text_histogram(s['hist'])}\n```")
-        out += ["", *details, ""]
+        out += ["", *([gallery(shown), ""] if shown else []), *details, ""]
     if reports:
         out += ["### Agreement with labels", ""]
         for i, r in enumerate(reports):
             prefix = f"{PLOTS_DIR}/agreement/{i}_"
             images = {p.removeprefix(prefix).removesuffix(".png"): p for p in sorted(pictures) if p.startswith(prefix)}
-            out += [r.to_markdown(images), ""]
+            out += [r.to_markdown(), ""]
+            if images:
+                out += [gallery(images), ""]
     out.append(END)
     return scrub("\n".join(out))  # the model name and the rest come from the user's settings: no secret goes public
+
+
+def _at_a_glance(scored: DatasetDict, summary: RunSummary | None) -> str:
+    """The overview's table (:mod:`hf_judge.results.overview`, what the terminal shows at the end of a run)."""
+    from .overview import overview
+
+    ov = overview(DatasetDict({k: d for k, d in scored.items() if k != "errors"}), summary)
+    return ov.to_markdown() if ov.columns else ""
+
+
+def gallery(images: dict[str, str], per_row: int = GALLERY_COLUMNS) -> str:
+    """Pictures as a table of thumbnails (title -> repo path), each linking to its full-size image: the Hub
+    renders the HTML in a card, and a row of small pictures reads faster than full-size ones one under another.
+
+    Example:
+        >>> print(gallery({"QA_Clarity (train)": "hf_judge/plots/train/QA_Clarity.png"}))
+        <table>
+        <tr><td align="center"><a href="hf_judge/plots/train/QA_Clarity.png"><img src="hf_judge/plots/train/QA_Clarity.png" alt="QA_Clarity (train)" width="240"></a><br><sub>QA_Clarity (train)</sub></td></tr>
+        </table>
+    """  # noqa: E501 - one table row
+    cells = [
+        f'<td align="center"><a href="{escape(path)}"><img src="{escape(path)}" alt="{escape(title)}" '
+        f'width="{THUMBNAIL_WIDTH}"></a><br><sub>{escape(title)}</sub></td>'
+        for title, path in images.items()
+    ]
+    rows = ["<tr>" + "".join(cells[i : i + per_row]) + "</tr>" for i in range(0, len(cells), per_row)]
+    return "\n".join(["<table>", *rows, "</table>"])
 
 
 def merge_card_text(existing: str, section: str) -> str:

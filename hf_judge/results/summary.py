@@ -246,21 +246,11 @@ class RunSummary:
                 f"{self.sampling.get('min_samples')} that succeed"
             )
         if self.sampling.get("judges"):
-            judges = ", ".join(f"{j['name']} ({j['model']} at {j['base_url_host']})" for j in self.sampling["judges"])
-            lines.append(f"judges         {judges}; the panel's {self.sampling.get('aggregator')} in the usual columns")
-        for split, by_metric in self.agreement.items():
-            for column, a in ((c, a) for cols in by_metric.values() for c, a in cols.items()):
-                pairs = ", ".join(
-                    f"{pair} {p['exact']:.0%} of {p['rows']:,}" if p["exact"] is not None else f"{pair} no rows"
-                    for pair, p in a["pairs"].items()
-                )
-                mean = "n/a" if a["mean_exact"] is None else f"{a['mean_exact']:.0%}"
-                alpha = (
-                    f", Krippendorff's alpha {a['alpha']:.2f} ({a['alpha_level']})"
-                    if a.get("alpha") is not None
-                    else ""
-                )
-                lines.append(f"agreement      {split} {column}: {mean} same value ({pairs}){alpha}")
+            lines.append(
+                f"judges         {describe_judges(self.sampling['judges'])}; the panel's "
+                f"{self.sampling.get('aggregator')} in the usual columns"
+            )
+        lines += self._agreement_lines()
         if self.filters:
             kept = ", ".join(
                 f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"
@@ -269,6 +259,35 @@ class RunSummary:
             lines.append(f"filtered       {describe_thresholds(self.filters)}; kept {kept}")
         lines += [f"note           {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def _agreement_lines(self) -> list[str]:
+        """A panel's judge-vs-judge agreement: a line per score column, or, past two columns (a panel over an
+        All metric), one per split, its mean and lowest column (the end-of-run overview shows each column's)."""
+        found = [(split, c, a) for split, by in self.agreement.items() for cols in by.values() for c, a in cols.items()]
+        if len(found) > 2:
+            out = []
+            for split in self.agreement:
+                known = [(a["mean_exact"], c) for s, c, a in found if s == split and a["mean_exact"] is not None]
+                if known:
+                    mean = sum(v for v, _ in known) / len(known)
+                    low, column = min(known)
+                    out.append(
+                        f"agreement      {split}: judges agree on {mean:.0%} of rows (mean of {len(known)} columns; "
+                        f"lowest {column} {low:.0%})"
+                    )
+            return out
+        lines = []
+        for split, column, a in found:
+            pairs = ", ".join(
+                f"{pair} {p['exact']:.0%} of {p['rows']:,}" if p["exact"] is not None else f"{pair} no rows"
+                for pair, p in a["pairs"].items()
+            )
+            mean = "n/a" if a["mean_exact"] is None else f"{a['mean_exact']:.0%}"
+            alpha = (
+                f", Krippendorff's alpha {a['alpha']:.2f} ({a['alpha_level']})" if a.get("alpha") is not None else ""
+            )
+            lines.append(f"agreement      {split} {column}: {mean} same value ({pairs}){alpha}")
+        return lines
 
     def _price_text(self) -> str:
         """``price ($0.1 in / $0.4 out per 1M tokens)``, the batch price for a run whose tokens all went in batches."""
@@ -282,6 +301,21 @@ class RunSummary:
         if self.prompt_tokens > b.get("prompt_tokens", 0):  # some sent online (batch_fallback='online')
             text += f", the tokens sent online at ${price.input:g} in / ${price.output:g} out"
         return text
+
+
+def describe_judges(judges: list[dict[str, Any]]) -> str:
+    """A panel's judges in few words: a judge's model only where it differs from its name, the host once
+    where they share one.
+
+    Example:
+        >>> describe_judges([{"name": "a", "model": "a", "base_url_host": "h:1"}, {"name": "b", "model": "m", "base_url_host": "h:1"}])
+        'a, b (m) at h:1'
+    """  # noqa: E501 - a doctest line
+    hosts = {j["base_url_host"] for j in judges}
+    if len(hosts) == 1:
+        names = ", ".join(j["name"] if j["name"] == j["model"] else f"{j['name']} ({j['model']})" for j in judges)
+        return f"{names} at {hosts.pop()}"
+    return ", ".join(f"{j['name']} ({j['model']} at {j['base_url_host']})" for j in judges)
 
 
 def describe_batches(b: dict[str, Any]) -> str:
