@@ -150,7 +150,9 @@ def test_self_preference_warns_for_a_judge_of_the_writers_family_only(judge, tmp
     assert "self-pref" in str(out.summary) and "Self-preference" in render_section(out, out.summary)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="hf_judge"):
-        other = score(ds, ["QA_Clarity"], judge, tmp_path, progress=False, model="mistral-small", generator_model="gpt-4.1")
+        other = score(
+            ds, ["QA_Clarity"], judge, tmp_path, progress=False, model="mistral-small", generator_model="gpt-4.1"
+        )
     assert other.summary.self_preference["warning"] is False
     assert other.summary.self_preference["judges"][0] == {"model": "mistral-small", "family": "mistral", "own_rows": 0}
     assert not [r for r in caplog.records if "self-preference" in r.getMessage()]

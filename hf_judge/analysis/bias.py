@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from . import stats
 
 POINT_ROWS = 100_000  # rows a figure is computed on (a sample above that)
-INTERVAL_ROWS = 5_000  # rows its bootstrap interval resamples (1,000 resamples in ~0.2 s)
+INTERVAL_ROWS = 2_000  # rows its bootstrap interval resamples (1,000 resamples in ~0.1 s on an idle core)
 RESAMPLES = 1000
 CONFIDENCE = 0.95
 RHO_WARNING = 0.3  # |rho| from which a length bias is worth a warning (when its interval excludes 0)
