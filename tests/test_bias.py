@@ -112,6 +112,16 @@ def test_length_control_on_a_stream_or_in_a_map_is_refused(judge, tmp_path):
     assert judge.stats()["requests"] == 0
 
 
+def test_a_map_transform_checks_the_generator_model_when_it_starts(judge, caplog):
+    from hf_judge import Judge
+
+    with caplog.at_level(logging.WARNING, logger="hf_judge"):
+        Judge(["QA_Clarity"], model="gpt-4o-mini", base_url=judge.base_url, api_key="k", generator_model="o3-mini")
+        Judge(["QA_Clarity"], model="claude-3-5-haiku", base_url=judge.base_url, api_key="k", generator_model="o3")
+    said = [r.getMessage() for r in caplog.records if "self-preference" in r.getMessage()]
+    assert len(said) == 1 and "gpt-4o-mini is of the openai family" in said[0]
+
+
 def test_a_pairwise_judges_longer_wins_rate_is_counted_by_hand(judge, tmp_path):
     judge.configure(length_scores=BIASED)
     ds = _data()

@@ -91,6 +91,8 @@ class Lengths:
             if c not in table.column_names:
                 continue
             arr = table.column(c).combine_chunks()
+            if pa.types.is_struct(arr.type) or pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
+                continue  # an image (datasets' Image is a struct of bytes and path): no text to measure
             valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
             total += np.where(valid, self._count(arr), 0.0)
             present |= valid

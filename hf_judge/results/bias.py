@@ -185,7 +185,12 @@ class BiasChecks:
     def _self_preference(self, summary: Any, table: pa.Table) -> list[str]:
         if self.generator_column is None and self.generator_model is None:
             return []
-        if self.generator_column is not None and self.generator_column in table.column_names:
+        if self.generator_column is not None:
+            if self.generator_column not in table.column_names:  # a stream without known columns: checked here
+                logger.warning(
+                    "generator_column %r is not a column of the data: no self-preference report", self.generator_column
+                )
+                return []
             writers = _strings(table, self.generator_column)
             source = f"column {self.generator_column!r}"
         else:
