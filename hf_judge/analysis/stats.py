@@ -263,8 +263,9 @@ def bootstrap_spearman(
     chunk: int = 100,
 ) -> tuple[float, float] | None:
     """:func:`bootstrap` of :func:`spearman`, vectorised: the resamples of :func:`resample_rows` ranked a
-    ``chunk`` at a time (1,000 resamples of 5,000 rows in 0.2 s, a third of the loop's time; 50 times faster on
-    a few dozen rows). A resample where the correlation is undefined is left out; None if it is undefined in all.
+    ``chunk`` at a time, each row's ranks from counts instead of a sort (measured side by side: 4 times faster than
+    the loop on 2,000 rows, 10 times on 60). A resample where the correlation is undefined is left out; None if it
+    is undefined in all.
 
     Example:
         >>> x = np.arange(30.0); y = x + np.tile([0.0, 9.0, 4.0], 10)
