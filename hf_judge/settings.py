@@ -231,6 +231,23 @@ class Settings(BaseModel):
         BatchFallback.BATCH, "where failed batch lines are retried: batch (a new batch) or online (one request each)"
     )
     no_wait: bool = _setting(False, "batch mode: submit the batches and stop; run again to collect them")
+    # -- checks of the finished scores (results/bias.py): they change no request, reply or cached result
+    length_control: bool = _setting(
+        False,
+        "add <column>_lc to each integer score: the score less the part that log(length) of the judged text "
+        "explains, from a line fitted on the run (not for a stream or a map transform)",
+    )
+    generator_column: str | None = _setting(
+        None,
+        "the column naming the model that wrote each judged text: the summary reports the rows a judge of the same "
+        "family scored, and warns (self-preference)",
+        min_length=1,
+    )
+    generator_model: str | None = _setting(
+        None,
+        "the model that wrote every judged text: warn when the judge is of its family (self-preference)",
+        min_length=1,
+    )
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
     backoff_max: float = _setting(30.0, "cap of a retry wait, Retry-After included", internal=True, ge=0)
@@ -267,6 +284,11 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _panel_checks(self) -> Settings:
+        if self.generator_column is not None and self.generator_model is not None:
+            raise ConfigError(
+                "give generator_column (--generator-column: a column names each row's writer) or generator_model "
+                "(--generator-model: one model wrote every row), not both"
+            )
         if self.min_samples is not None and self.min_samples > self.samples:
             raise ConfigError(
                 f"min_samples={self.min_samples} is more than samples={self.samples}: no row could succeed; "

@@ -45,6 +45,10 @@ DEFAULTS: dict = {
     "overrides": {},
     "n": "ignore",  # a request for n choices: "ignore" (one choice), "honour" (n choices), "refuse" (400)
     "attempt_scores": None,  # [4, 9, 9]: the n-th request of a prompt gets integer outputs [n-1 % len] (samples)
+    # {"pattern": regex, "step": 20, "noise": 1}: a judge biased to length. The i-th integer output (in the schema's
+    # order) is minimum + len(i-th match of the pattern in the prompt) // step, plus a noise in [-noise, noise] from
+    # the prompt's hash, clipped to the range (one match: every output follows it; none: the usual hash values)
+    "length_scores": None,
     "text_reply": "ok",
     "record": False,
     "faults": [],
@@ -136,9 +140,26 @@ class Judge:
             return bool(h % 2)
         return f"reason {h & 0xFFFFFFFF:08x}"
 
+    def _length_scores(self, text: str, props: dict) -> dict:
+        rule = self.config["length_scores"]
+        found = re.findall(rule["pattern"], text)
+        if not found:
+            return {}
+        noise, step = int(rule.get("noise", 0)), int(rule.get("step", 20))
+        out = {}
+        for i, k in enumerate(k for k, s in props.items() if s.get("type") == "integer"):
+            spec = props[k]
+            lo, hi = int(spec.get("minimum", 1)), int(spec.get("maximum", 10))
+            h = int.from_bytes(hashlib.blake2b((text + "\x00" + k).encode(), digest_size=8).digest(), "big")
+            shift = h % (2 * noise + 1) - noise if noise else 0
+            out[k] = max(lo, min(hi, lo + len(found[min(i, len(found) - 1)]) // step + shift))
+        return out
+
     def _reply_object(self, text: str, schema: dict, attempt: int = 1) -> dict:
         props = schema.get("properties", {})
         overrides = dict(self.config["overrides"])
+        if self.config["length_scores"]:
+            overrides = {**self._length_scores(text, props), **overrides}
         by_attempt = self.config["attempt_scores"]
         if by_attempt:
             score = by_attempt[(attempt - 1) % len(by_attempt)]

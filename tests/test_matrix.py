@@ -32,6 +32,8 @@ FEATURES = {
     # not settings: what else a run is asked for
     "token_columns": {"token_columns": True},
     "comparative": {"metrics": ["Comparative"], "columns": {"response1": "answer", "response2": "prediction"}},
+    # <column>_lc: a line fitted on the whole run (refused where rows pass a batch at a time)
+    "length_control": {"length_control": True},
     # an image variable (data URLs: sent as image parts, never fetched), and a user's own prompt file
     "images": {
         "metrics": ["VQA"],
@@ -41,9 +43,12 @@ FEATURES = {
 }
 # Combinations refused on this branch, with the words of their ConfigError (see the README, "What combines").
 # The core does not combine logprobs with several replies per row yet, and batch mode sends to one model.
-# (engine, feature) -> the ConfigError's words, for a combination refused by nature ("*": every engine). None
-# today: every cell runs and equals the in-process result.
-REFUSED: dict[tuple[str, str], str] = {}
+# (engine, feature) -> the ConfigError's words, for a combination refused by nature ("*": every engine). Only
+# length_control: a stream and a map transform see the rows a batch at a time, and it fits a line on all of them.
+REFUSED: dict[tuple[str, str], str] = {
+    ("stream", "length_control"): "is not for a stream",
+    ("map", "length_control"): "is not for a map transform",
+}
 ENGINES = ["dataset", "stream", "workers", "batch", "ray", "map"]
 
 
@@ -107,8 +112,9 @@ def _columns(split) -> dict[str, list]:
 
 
 def _summary(summary) -> dict:
-    """What a run's summary must say alike whichever engine ran it: requests, tokens, columns, judges."""
+    """What a run's summary must say alike whichever engine ran it: requests, tokens, columns, judges, biases."""
     keep = ("requests", "prompt_tokens", "completion_tokens", "columns", "sampling", "agreement", "errors", "rows")
+    keep += ("length_bias", "longer_wins")
     return {k: getattr(summary, k) for k in keep}
 
 

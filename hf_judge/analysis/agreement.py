@@ -20,6 +20,7 @@ interval. The statistics are in :mod:`hf_judge.analysis.stats`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from datasets import features as _features
 
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
-from . import stats
+from . import bias, stats
 
 KINDS = ("numeric", "binary", "pairwise")
 # figures that get an interval; Kendall's tau is left out: it costs ~4x Spearman per resample and moves with it
@@ -195,6 +196,9 @@ def agreement(
     resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    length_of: str | Sequence[str] | None = None,
+    generator_column: str | None = None,
+    judge_model: str | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -203,6 +207,14 @@ def agreement(
     ``Comparative__judge_a``). ``positive``: the label value that counts as positive for a binary judge,
     when the labels are not booleans, 0/1, yes/no or true/false (the judge's own verdicts are read as those).
     ``resamples``, ``seed``, ``confidence``: the bootstrap intervals (``resamples=0``: none).
+
+    Bias against the labels (:mod:`hf_judge.analysis.bias`): ``length_of``, the column(s) of the text the judge
+    scored, adds ``length_rho`` and ``label_length_rho`` (Spearman's rho of the score, and of the label, with the
+    text's length: a judge far above the labels prefers length), or for a pairwise judge the two responses'
+    columns, ``longer_wins_rate`` and ``label_longer_wins_rate``. ``generator_column``, the column naming the
+    model that wrote each text, with ``judge_model``: the judge's mean error (score minus label; for verdicts and
+    winners the share of disagreements) on the rows its own family wrote and on the others
+    (``own_family_error``, ``other_family_error`` and their row counts).
 
     Example:
         >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
@@ -256,6 +268,10 @@ def agreement(
         x, y = _preferences(s_kept, score), _preferences(l_kept, label)
         fns = _pairwise(report, x, y, d, score, keep)
     report.histograms = {score: _counts(x), label: _counts(y)}
+    if length_of is not None:
+        _length_figures(report, d, keep, x, y, [length_of] if isinstance(length_of, str) else list(length_of))
+    if generator_column is not None:
+        _family_figures(report, d, keep, x, y, generator_column, judge_model)
     if resamples:
         for name in HEADLINE[kind]:
             if name in fns and report.figures.get(name) is not None:
@@ -500,3 +516,67 @@ def _pairwise(
         report.figures["position_bias_rate"] = float(np.mean(flags)) if len(flags) else None
     report.confusion = {"labels": _WINNERS, "matrix": stats.confusion_matrix(y, x, _WINNERS).tolist()}
     return {"agreement": agree, "cohen_kappa": kappa}
+
+
+def _text_columns(d: Dataset, columns: list[str], keep: np.ndarray, what: str) -> pa.Table:
+    missing = [c for c in columns if c not in d.column_names]
+    if missing:
+        raise ConfigError(f"no column {missing[0]!r} ({what}) in the dataset; it has: {', '.join(d.column_names)}")
+    return d.with_format("arrow")[:].select(columns).filter(pa.array(keep))
+
+
+def _length_figures(
+    report: AgreementReport, d: Dataset, keep: np.ndarray, x: np.ndarray, y: np.ndarray, columns: list[str]
+) -> None:
+    """``length_rho`` and ``label_length_rho`` (numbers, verdicts), or the longer-wins rates (pairwise)."""
+    table = _text_columns(d, columns, keep, "length_of")
+    lengths = bias.Lengths("")  # characters: the judge's tokenizer is not known here
+    if report.kind == "pairwise":
+        if len(columns) != 2:
+            raise ConfigError(
+                f"a pairwise judge's length_of names its two responses' columns (--length-of A --length-of B), "
+                f"got {columns}"
+            )
+        first, second = lengths.of(table, columns[:1]), lengths.of(table, columns[1:])
+        for name, values in (("longer_wins_rate", x), ("label_longer_wins_rate", y)):
+            found = bias.longer_wins(values, first, second, lengths.unit, seed=report.seed)
+            report.figures[name] = found["rate"]
+            if report.resamples and found["rate"] is not None:
+                report.intervals[name] = (found["low"], found["high"])
+        return
+    total = lengths.of(table, columns)
+    ok = ~np.isnan(total)
+    for name, values in (("length_rho", x), ("label_length_rho", y)):
+        v = values.astype(np.float64)[ok]
+        report.figures[name] = stats.spearman(v, total[ok])
+        if report.resamples and report.figures[name] is not None:
+            report.intervals[name] = stats.bootstrap_spearman(
+                v, total[ok], resamples=report.resamples, seed=report.seed, confidence=report.confidence
+            )
+
+
+def _family_figures(
+    report: AgreementReport,
+    d: Dataset,
+    keep: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    column: str,
+    judge_model: str | None,
+) -> None:
+    """The judge's error on the rows its own family wrote and on the others (self-preference)."""
+    family = bias.model_family(judge_model)
+    if family is None:
+        named = f": {judge_model!r} names no family hf-judge knows" if judge_model else ""
+        raise ConfigError(
+            "generator_column needs the judge's model, to know its family: judge_model= (--judge-model NAME)" + named
+        )
+    writers = _text_columns(d, [column], keep, "generator_column").column(0).to_pylist()
+    own = np.array([bias.model_family(None if w is None else str(w)) == family for w in writers], dtype=bool)
+    if report.kind == "numeric":
+        error = x.astype(np.float64) - y.astype(np.float64)
+    else:
+        error = (x != y).astype(np.float64)  # a verdict or a winner: the share of disagreements
+    for name, rows in (("own_family", own), ("other_family", ~own)):
+        report.figures[f"{name}_error"] = float(error[rows].mean()) if rows.any() else None
+        report.figures[f"{name}_rows"] = int(rows.sum())

@@ -19,6 +19,7 @@ AGREEMENT_EXAMPLE = """examples:
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
+Length bias (the judge's and the labels'), and with --generator-column the judge's error on its own family's rows.
 """
 
 
@@ -57,6 +58,19 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
     )
     p.add_argument("--plots", metavar="DIR", help='save the PNG pictures here (needs pip install "hf-judge[plots]")')
+    p.add_argument(
+        "--length-of",
+        metavar="COL",
+        action="append",
+        help="the column of the text the judge scored (a pairwise judge: give both responses' columns), for the "
+        "length bias of the judge and of the labels (default: from the result's summary.json, where there is one)",
+    )
+    p.add_argument(
+        "--generator-column",
+        metavar="COL",
+        help="the column naming the model that wrote each text: the judge's error on its own family's rows vs the rest",
+    )
+    p.add_argument("--judge-model", metavar="NAME", help="the judge's model, for its family (default: the summary's)")
     p.set_defaults(func=cmd_agreement)
 
 
@@ -64,7 +78,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     """hf-judge agreement DATASET --score COL --label COL [--out report.json] [--plots DIR]."""
     from ..analysis.agreement import agreement
     from ..results import plots
-    from .inputs import load_input
+    from .inputs import input_summary, load_input
 
     if args.plots:
         plots.require()  # before the work: the user asked for pictures
@@ -78,6 +92,12 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     label, reviewers, split = args.label, None, args.split
     if args.labels:
         ds, label, reviewers, split = _labelled(ds, args)
+    length_of, judge_model = args.length_of, args.judge_model
+    if length_of is None or (args.generator_column and judge_model is None):
+        summary = input_summary(args.dataset, revision=args.revision, token=args.token)
+        if summary is not None:
+            length_of = length_of or judged_columns(summary, args.score)
+            judge_model = judge_model or summary.model or None
     report = agreement(
         ds,
         args.score,
@@ -88,6 +108,9 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         resamples=args.resamples,
         seed=args.seed,
         confidence=args.confidence,
+        length_of=length_of,
+        generator_column=args.generator_column,
+        judge_model=judge_model,
     )
     if reviewers is not None:
         report.figures.update(reviewers)
@@ -157,3 +180,33 @@ def _save_report(args: argparse.Namespace, report) -> list[str]:
         if not plots.available():
             print(f"\n(for PNG pictures: {plots.INSTALL_HINT}, then --plots DIR)")
     return done
+
+
+def judged_columns(summary: Any, score: str) -> list[str] | None:
+    """The dataset columns whose text the metric behind ``score`` judged, from a result's summary (its prompts
+    and column mapping): the responses of a pairwise metric, the judged text of a score; None if not found.
+
+    Example:
+        >>> judged_columns(RunSummary.load("out/"), "QA_Clarity")  # doctest: +SKIP
+        ['answer']
+    """
+    from ..judging.ensemble import JUDGE_SEP
+    from ..judging.metrics import MetricKind, parse_jinja_file, parse_seed_file
+    from ..results.bias import judged_variables, pair_variables
+
+    base = score.partition(JUDGE_SEP)[0]
+    mapping = summary.column_mapping
+    for name, p in summary.prompts.items():
+        if not p.get("text"):
+            continue
+        parse = parse_seed_file if str(p.get("file", "")).endswith(".txt") else parse_jinja_file
+        try:
+            metric = parse(name, Path(p.get("file") or name), p["text"], dict(p.get("params") or {}))
+        except Exception:  # noqa: BLE001 - a prompt this version cannot read: no default, as without a summary
+            continue
+        if metric.kind == MetricKind.PAIRWISE and base in (name, f"{name}_winner"):
+            pair = pair_variables(metric)
+            return [mapping.get(v, v) for v in pair] if pair else None
+        if base in metric.columns or any(base.startswith(f"{c}_") for c in metric.columns):
+            return [mapping.get(v, v) for v in judged_variables(metric)] or None
+    return None

@@ -23,6 +23,7 @@ characters), the row-level form of the ``errors`` split: the column
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -36,6 +37,7 @@ from datasets import Dataset, DatasetDict, Features
 
 from .. import constants
 from ..errors import ConfigError
+from ..results.bias import BiasChecks, refuse_in_a_map
 from .core import Plan, score_features
 from .transform import RAW_CHARS, check_fleet, errors_by_row, errors_feature
 
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from ..results.scored import ScoredDatasetDict
     from ..settings import Settings
     from .job import JudgeJob
+
+logger = logging.getLogger("hf_judge")
 
 ERRORS_COLUMN = "judge_errors"
 # score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
@@ -118,6 +122,7 @@ def score_ray_dataset(
         settings=settings,
         **setting_values,
     )
+    refuse_in_a_map(job.settings, "a Ray Data stage (score_ray_dataset)")
     return ray_stage(ds, job, base_urls, concurrency, batch_size, num_cpus, map_batches_kwargs, _batch_stats)
 
 
@@ -330,6 +335,8 @@ def score_dataset_on_ray(
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
     splits, _ = as_splits(ds)
+    checks = BiasChecks.of(job.metrics, job.columns, settings)
+    checks.check_input({s: d.column_names for s, d in splits.items()})
     started = time.monotonic()
     actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = actors if isinstance(actors, int) else actors[1]
@@ -352,13 +359,17 @@ def score_dataset_on_ray(
         )
         table = pa.concat_tables(ray.get(scored.to_arrow_refs()))
         results[split] = _collected(table, split, errors, moved)
+    summary = _summary(job, base_urls, splits, results, errors, moved)
+    results, warnings = checks.run(summary, results)
+    for warning in warnings:
+        logger.warning("%s", warning)
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = (
         Dataset.from_list(errors, features=ERROR_FEATURES)
         if errors
         else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
     )
-    out.summary = _summary(job, base_urls, splits, results, errors, moved)
+    out.summary = summary
     out.summary.elapsed_s = time.monotonic() - started
     out.summary.notes.append(f"scored on Ray by {actors} actors")
     return out

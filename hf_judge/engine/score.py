@@ -25,6 +25,7 @@ from ..judging.ensemble import Layout
 from ..pages import file_paths, release
 from ..progress import ProgressBar, ProgressCallback, datasets_bars_off
 from ..redact import install_log_filter
+from ..results.bias import BiasChecks, refuse_length_control
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..settings import Settings
@@ -176,6 +177,8 @@ def score_job(
         _warn_batches_in_flight(job.store_file, client)
     summary = new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
     summary.column_mapping = column_mapping(loaded, job.columns, splits)
+    checks = BiasChecks.of(loaded, job.columns, settings)
+    checks.check_input({s: list(d.column_names or []) for s, d in splits.items()})
     ctx = SplitContext(
         client=client,
         summary=summary,
@@ -198,7 +201,8 @@ def score_job(
             s: _stream_features(d, plans_by_split[s], token_columns, layout, settings.logprobs)
             for s, d in splits.items()
         }
-        streams = Streams(ctx, splits, plans_by_split, features, errors, job.store_path)  # type: ignore[arg-type,unused-ignore]
+        refuse_length_control(settings, "a stream (streaming=True, --streaming)")
+        streams = Streams(ctx, splits, plans_by_split, features, errors, job.store_path, checks)  # type: ignore[arg-type,unused-ignore]
         return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
@@ -219,6 +223,9 @@ def score_job(
         fill_summary(summary, clients, errors, started)
     if layout.panel:
         summary.agreement = panel_agreement(layout, results, plans_by_split)
+    results, warnings = checks.run(summary, results)
+    for warning in warnings:
+        logger.warning("%s", warning)
 
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = (

@@ -39,6 +39,7 @@ from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDa
 from ..errors import ConfigError, InterruptedRun
 from ..progress import ProgressBar, ProgressCallback
 from ..redact import register
+from ..results.bias import BiasChecks, StreamSample
 from ..results.card import card_metadata, merge_card_text, provenance_files, render_section
 from ..results.columns import SCORE_TYPES
 from ..store.replies import ReplyStore
@@ -177,9 +178,14 @@ class Streams:
         features: dict[str, Features],
         earlier_errors: list[dict[str, Any]],
         store_path: Path | None,
+        checks: BiasChecks | None = None,
     ):
         self.ctx = ctx
         self.splits = splits
+        # the bias checks read a uniform sample of each split's rows as they pass (results/bias.py)
+        self.checks = checks
+        self.samples: dict[str, StreamSample] = {}
+        self.warned: set[str] = set()
         self.plans = plans
         self.features = features
         self.store_path = store_path
@@ -216,6 +222,7 @@ class Streams:
         clients = ctx.judges or [client]
         current = (split, None, counters(clients), time.perf_counter())
         states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
+        sample = StreamSample(self.checks.needed()) if self.checks is not None and plans else None
 
         def inputs() -> Iterator[pa.Table]:
             for table in d.iter(batch_size=min(STREAM_BATCH, ctx.window)):
@@ -249,7 +256,10 @@ class Streams:
                     ):
                         rows += table.num_rows
                         errors += errs
-                        yield _with_scores(table, scores, schema), errs, states.popleft()
+                        out = _with_scores(table, scores, schema)
+                        if sample is not None:
+                            sample.add(out)
+                        yield out, errs, states.popleft()
             self.errors[split] = errors
         except KeyboardInterrupt:
             raise _interrupted(ctx.use_cache) from None
@@ -260,6 +270,18 @@ class Streams:
             if plans:
                 record_run(summary, current, clients, ctx.run_id, ctx.run_started)
             fill_summary(summary, clients, self.all_errors(), self.started)
+            if sample is not None:
+                self.samples[split] = sample
+                self._check()
+
+    def _check(self) -> None:
+        """The bias checks on the samples of the splits read so far; each warning logged once per result."""
+        assert self.checks is not None  # a sample is taken only with checks
+        _, warnings = self.checks.run(self.ctx.summary, {s: smp.dataset() for s, smp in self.samples.items()})
+        for warning in warnings:
+            if warning not in self.warned:
+                self.warned.add(warning)
+                logger.warning("%s", warning)
 
     def rows(self, split: str) -> Iterator[dict[str, Any]]:
         for table, _, _ in self.tables(split):

@@ -28,6 +28,7 @@ from ..errors import ConfigError
 from ..judging.ensemble import Layout
 from ..judging.images import image_variables
 from ..redact import install_log_filter, register
+from ..results.bias import refuse_in_a_map
 from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, judge_panel
@@ -256,6 +257,7 @@ class Judge:
             if asked[name]:
                 raise ConfigError(f"{name} is not for a map transform: {instead}")
         check_fleet(settings, base_urls)
+        refuse_in_a_map(settings, "a map transform (hf_judge.Judge)")
         # the prompts travel with the pickle; the key only as given (a variable's name is read in each process)
         self.job = JudgeJob.of(
             settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns

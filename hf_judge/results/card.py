@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict
 from huggingface_hub import DatasetCardData
 
+from ..analysis import bias
 from ..redact import scrub
 from .columns import score_columns
 from .summary import RunSummary, describe_batches, describe_thresholds
@@ -393,6 +394,8 @@ def render_section(
             elif s.get("hist"):
                 details.append(f"`{c}`\n```\n{text_histogram(s['hist'])}\n```")
         out += ["", *([gallery(shown), ""] if shown else []), *details, ""]
+    if summary is not None:
+        out += bias.markdown(summary.length_bias, summary.longer_wins, summary.self_preference)
     if reports:
         out += ["### Agreement with labels", ""]
         for i, r in enumerate(reports):

@@ -62,6 +62,13 @@ class RunSummary:
     batch: dict[str, Any] = field(default_factory=dict)
     # a judge panel's judge-vs-judge agreement: split -> metric -> column -> pairs (ensemble.Layout.agreement)
     agreement: dict[str, Any] = field(default_factory=dict)
+    # bias checks of the finished scores (results/bias.py), every split together: score column -> {rho, low, high,
+    # n, unit, warning} (Spearman's rho of the score and the judged text's length, its bootstrap interval)
+    length_bias: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # pairwise winner column -> {rate, low, high, n, skipped, unit, warning}: how often the longer response won
+    longer_wins: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # generator_column / generator_model given: rows a judge of the writer's family scored (analysis.bias)
+    self_preference: dict[str, Any] = field(default_factory=dict)
 
     @property
     def requests_per_s(self) -> float:
@@ -136,6 +143,8 @@ class RunSummary:
         self.prompts = {**earlier.prompts, **self.prompts}
         self.columns = [*earlier.columns, *(c for c in self.columns if c not in earlier.columns)]
         self.column_mapping = {**earlier.column_mapping, **self.column_mapping}
+        self.length_bias = {**earlier.length_bias, **self.length_bias}
+        self.longer_wins = {**earlier.longer_wins, **self.longer_wins}
         if earlier.source_dataset:
             self.source_dataset, self.source_on_hub = earlier.source_dataset, earlier.source_on_hub
         runs, self.runs = self.runs, []
@@ -251,6 +260,9 @@ class RunSummary:
                 f"{self.sampling.get('aggregator')} in the usual columns"
             )
         lines += self._agreement_lines()
+        from ..analysis import bias  # numpy: not for the quick commands that read a summary
+
+        lines += bias.describe(self.length_bias, self.longer_wins, self.self_preference)
         if self.filters:
             kept = ", ".join(
                 f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"
