@@ -53,7 +53,19 @@ def test_agreement_with_a_labels_file_equals_agreement_with_a_label_column(score
     args = ["--score", "QA_Correctness", "--resamples", "50"]
     code, _, err = run_cli(capfd, "agreement", scored, *args, "--labels", tmp_path / "labels.jsonl", "--out", a)
     assert code == 0, err
-    code, _, err = run_cli(capfd, "agreement", tmp_path / "with-column.jsonl", *args, "--label", "human", "--out", b)
+    # a saved result's summary names the judged column (its length figures); the JSONL copy needs --length-of
+    code, _, err = run_cli(
+        capfd,
+        "agreement",
+        tmp_path / "with-column.jsonl",
+        *args,
+        "--label",
+        "human",
+        "--length-of",
+        "answer",
+        "--out",
+        b,
+    )
     assert code == 0, err
     ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
     assert ra["label"] == "labels.jsonl" and rb["label"] == "human"

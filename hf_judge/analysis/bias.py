@@ -311,13 +311,17 @@ def describe(length: dict[str, dict], longer: dict[str, dict], preference: dict[
     Example:
         >>> describe({"s": {"rho": 0.5, "low": 0.4, "high": 0.6, "n": 90, "unit": "characters", "warning": True}},
         ...          {}, {})
-        ['length bias    s: rho 0.50 (95% interval 0.40 .. 0.60), 90 rows, length in characters  WARNING']
+        ['length bias    s: rho 0.50 (95% interval 0.40 .. 0.60), 90 rows, characters  WARNING']
     """
     lines = []
-    for column, f in length.items():
+    shown = length
+    if len(length) > 2:  # an All metric: each column's rho is in the overview's table; name the flagged ones here
+        # (a line only when one is flagged: the overview's table has each column's rho)
+        shown = {c: f for c, f in length.items() if f["warning"]}
+    for column, f in shown.items():
         lines.append(
-            f"length bias    {column}: rho {_num(f['rho'])} ({_interval(f)}), {f['n']:,} rows, length in "
-            f"{f['unit']}" + ("  WARNING" if f["warning"] else "")
+            f"length bias    {column}: rho {_num(f['rho'])} ({_interval(f)}), {f['n']:,} rows, {f['unit']}"
+            + ("  WARNING" if f["warning"] else "")
         )
     for column, f in longer.items():
         lines.append(
@@ -347,7 +351,7 @@ def markdown(length: dict[str, dict], longer: dict[str, dict], preference: dict[
     if length:
         out += [
             "Length bias: Spearman's rho between each score and the length of the text it judged "
-            "(a warning where the interval excludes 0 and |rho| >= 0.3).",
+            "(a warning where the interval excludes 0 and |rho| is 0.3 or more).",
             "",
             "| column | rho | 95% interval | rows | length in | warning |",
             "| --- | --- | --- | --- | --- | --- |",

@@ -343,7 +343,6 @@ class RunOverview:
             scores         train (8 rows), mean: QA_Relevance 7.25, QA_Clarity 6.5
         """
         out = _table(self, width) if terminal else _plain(self, width)
-        out += _length_bias_lines(self.summary, width)
         failed = sum(self.summary.errors.values()) if self.summary is not None else 0
         if failed and self.errors_command:  # on a line of its own: a command to copy, whatever its length
             out += [
@@ -459,19 +458,6 @@ def _length_bias(summary: RunSummary | None) -> dict[str, str]:
         if isinstance(rho, (int, float)) and not math.isnan(rho):
             out[column] = f"{rho:+.2f}" + ("!" if b.get("warning") else "")
     return out
-
-
-def _length_bias_lines(summary: RunSummary | None, width: int) -> list[str]:
-    """The first length-bias warning, in words (the table marks each column that has one with ``!``)."""
-    found = getattr(summary, "length_bias", None) or {}
-    warnings = [(c, b["warning"]) for c, b in (found.items() if isinstance(found, dict) else ()) if isinstance(b, dict)]
-    warnings = [(c, w) for c, w in warnings if w]
-    if not warnings:
-        return []
-    column, text = warnings[0]
-    more = f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else ""
-    line = f"{'length bias':<15}{column}: {text}{more}"
-    return [line if len(line) <= width else line[: width - 1] + "…"]
 
 
 def errors_command(saved_to: str | None = None, *, streamed: bool = False, repo: str | None = None) -> str:
