@@ -36,6 +36,7 @@ from datasets import Dataset, DatasetDict, Features
 
 from .. import constants
 from ..errors import ConfigError
+from .cascade import refuse_cascade
 from .core import Plan, score_features
 from .transform import RAW_CHARS, check_fleet, errors_by_row, errors_feature
 
@@ -51,6 +52,14 @@ ERRORS_COLUMN = "judge_errors"
 # score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
 # (JSON), which it sums into the summary and drops; a batch Ray retried after a worker died counts once more
 STATS_COLUMN = "_hf_judge_batch_stats"
+
+
+RAY_CASCADE = (
+    "Ray",
+    "its stage scores each batch where it lands, and the strong tier's rows are known once the cheap tier has "
+    "scored them; score the dataset with score_dataset(..., escalate_model=...) (num_workers= for processes), or "
+    "run the two tiers yourself: score on Ray, pick the doubtful rows, score those with the stronger model",
+)
 
 
 def score_ray_dataset(
@@ -136,6 +145,7 @@ def ray_stage(
     from .prepare import check_samples, judge_specs, preflight
 
     settings, layout = job.settings, job.layout
+    refuse_cascade(settings, *RAY_CASCADE)
     check_fleet(settings, base_urls)
     names = ds.schema().names
     plans = [
@@ -319,7 +329,8 @@ def score_dataset_on_ray(
     if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
         raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
     settings = run_settings(settings, setting_values)
-    check_fleet(settings, base_urls)  # before a cluster is started or joined
+    refuse_cascade(settings, *RAY_CASCADE)  # before a cluster is started or joined
+    check_fleet(settings, base_urls)
     job = JudgeJob.of(
         settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
     )
