@@ -15,6 +15,7 @@ from judge_fixture import JudgeServer
 from hf_judge import ConfigError, Judge, Settings, estimate_cost, load_prices, score_dataset
 from hf_judge.engine.cascade import audit_shares
 from hf_judge.judging.catalogue import load_metric
+from hf_judge.results.card import render_section
 from hf_judge.settings import resolve_settings
 
 ROWS = 10
@@ -115,12 +116,15 @@ def test_exactly_the_rows_under_the_cut_reach_the_strong_judge_and_a_rerun_sends
     rest = [r for r in range(ROWS) if r not in LOW]
     est = estimate_cost(ds.select(rest), ["QA_Correctness"], model="strong", base_url=strong.base_url,
                         api_key="sk-test", columns=COLUMNS, use_cache=False, logprobs=True, prices=prices)  # fmt: skip
-    out_per_reply = tiers["strong"]["completion_tokens"] / 3
-    projected = table["strong"].cost(est.input_tokens, out_per_reply * len(rest))
+    out_per_row = tiers["strong"]["completion_tokens"] / 3
+    projected = table["strong"].cost(est.input_tokens, out_per_row * len(rest))
     assert c["strong_only_cost"] == pytest.approx(tiers["strong"]["cost"] + projected, abs=1e-6)
     assert c["saved"] == pytest.approx(c["strong_only_cost"] - c["cost"], abs=1e-6) and c["saved"] > 0
     text = str(out.summary)
     assert "3 of 10 (row, metric)s escalated (30.0%) to strong" in text and "cost saved" in text
+    card = render_section(out, out.summary)
+    assert "**Cascade:** `cheap` scored every row; 3 of 10 (row, metric)s (30.0%) went to `strong`" in card
+    assert f"${c['saved']:,.4f} saved" in card
 
     before = (cheap.stats()["requests"], strong.stats()["requests"])
     again = _cascade(ds, cheap.base_url, strong.base_url, tmp_path / "cache", prices=prices)
@@ -191,7 +195,7 @@ def test_workers_and_batch_give_the_in_process_cascade(engine, cheap, strong, ba
     for k in ("pairs", "escalated", "reasons", "metrics"):
         assert out.summary.cascade[k] == ref.summary.cascade[k]
     for tier in ("cheap", "strong"):
-        for k in ("requests", "prompt_tokens", "completion_tokens"):
+        for k in ("requests", "prompt_tokens", "completion_tokens", "pairs", "scored_completion_tokens"):
             assert out.summary.cascade["tiers"][tier][k] == ref.summary.cascade["tiers"][tier][k], (tier, k)
 
 
@@ -229,15 +233,15 @@ def test_a_cheap_failure_escalates_and_the_strong_judge_decides(judge, strong, t
 def test_what_a_cascade_refuses(judge, tmp_path, monkeypatch):
     kw = {"escalate_model": "strong", "escalate_when": "confidence<0.6", "logprobs": True}
     ds = qa_dataset(3)
-    with pytest.raises(ConfigError, match="a stream"):
+    with pytest.raises(ConfigError, match="not for a stream"):
         _cascade(ds.to_iterable_dataset(), judge.base_url, judge.base_url, tmp_path / "s")
     with pytest.raises(ConfigError, match="not for a map transform"):
         Judge(["QA_Correctness"], model="cheap", base_url=judge.base_url, api_key="k", columns=COLUMNS, **kw)
-    pytest.importorskip("ray")
-    from hf_judge.ray import score_dataset_on_ray
+    from hf_judge.ray import score_ray_dataset
 
-    with pytest.raises(ConfigError, match="not for Ray"):
-        score_dataset_on_ray(ds, ["QA_Correctness"], model="cheap", base_url=judge.base_url, api_key="k", **kw)
+    # a Ray Data stage: refused before it reads the dataset (score_dataset_on_ray runs a cascade: tests/test_matrix.py)
+    with pytest.raises(ConfigError, match="not for a Ray Data stage"):
+        score_ray_dataset(None, ["QA_Correctness"], model="cheap", base_url=judge.base_url, api_key="k", **kw)
     with pytest.raises(ConfigError, match="needs logprobs"):
         resolve_settings({"model": "m", **kw, "logprobs": False})
     with pytest.raises(ConfigError, match="samples=3"):

@@ -32,6 +32,13 @@ FEATURES = {
     # not settings: what else a run is asked for
     "token_columns": {"token_columns": True},
     "comparative": {"metrics": ["Comparative"], "columns": {"response1": "answer", "response2": "prediction"}},
+    # a cascade of judges: the rows the judge is unsure of (and an audited share) scored again by a "stronger" model
+    "cascade": {
+        "logprobs": True,
+        "escalate_model": "strong",
+        "escalate_when": "confidence<0.65",
+        "escalate_audit": 0.3,
+    },
     # an image variable (data URLs: sent as image parts, never fetched), and a user's own prompt file
     "images": {
         "metrics": ["VQA"],
@@ -41,9 +48,13 @@ FEATURES = {
 }
 # Combinations refused on this branch, with the words of their ConfigError (see the README, "What combines").
 # The core does not combine logprobs with several replies per row yet, and batch mode sends to one model.
-# (engine, feature) -> the ConfigError's words, for a combination refused by nature ("*": every engine). None
-# today: every cell runs and equals the in-process result.
-REFUSED: dict[tuple[str, str], str] = {}
+# (engine, feature) -> the ConfigError's words, for a combination refused by nature ("*": every engine). Only the
+# cascade's two: every other cell runs and equals the in-process result.
+REFUSED: dict[tuple[str, str], str] = {
+    # the strong tier's rows are known once the cheap tier has scored the split (see README, "A cascade of judges")
+    ("stream", "cascade"): "not for a stream",
+    ("map", "cascade"): "not for a map transform",
+}
 ENGINES = ["dataset", "stream", "workers", "batch", "ray", "map"]
 
 

@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from ..judging import logprobs
 from ..judging.ensemble import JUDGE_SEP, NUMERIC, Layout
 from ..judging.metrics import Metric, MetricKind
-from ..progress import ProgressCallback
+from ..progress import ProgressCallback, datasets_bars_off
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
@@ -89,8 +89,9 @@ def score_cascade(
     strong_errors: list[dict] = []
     summaries = []
     for metrics, rows in _groups(job.metrics, picks):
-        sub = DatasetDict({s: inputs[s].select(r) for s, r in rows.items()})
-        out = run(sub, replace(strong_job, metrics=metrics), progress=progress, if_exists="overwrite")
+        with datasets_bars_off():  # the selection's own bar says nothing to the user
+            sub = DatasetDict({s: inputs[s].select(r).flatten_indices() for s, r in rows.items()})
+        out = run(sub, strong_job.for_metrics(metrics), progress=progress, if_exists="overwrite")
         summaries.append(out.summary)
         for s, r in rows.items():
             for m in metrics:

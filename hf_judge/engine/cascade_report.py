@@ -15,6 +15,7 @@ from datasets import Dataset
 
 from ..analysis.stats import cohen_kappa
 from ..judging.ensemble import NUMERIC
+from ..progress import datasets_bars_off
 from ..results.summary import RunSummary
 from ..transport.client import JudgeClient
 from .job import JudgeJob
@@ -55,7 +56,8 @@ def report(
     escalated = sum(m["escalated"] for m in by_metric.values())
     esc = job.settings.escalation
     assert esc is not None
-    tiers = {"cheap": _tier(cheap.model, [cheap]), "strong": _tier(esc.model, summaries)}
+    sent = escalated + sum(m["audited"] for m in by_metric.values())
+    tiers = {"cheap": _tier(cheap.model, [cheap], pairs), "strong": _tier(esc.model, summaries, sent)}
     tiers["strong"]["base_url_host"] = urlparse(strong_job.settings.base_url or "").netloc.rpartition("@")[2]
     cascade_cost = _sum(tiers["cheap"]["total_cost"], tiers["strong"]["total_cost"])
     projected = _strong_only(strong_job, picks, inputs, tiers["strong"])
@@ -83,16 +85,17 @@ def report(
     return out
 
 
-def _tier(model: str, summaries: list[RunSummary]) -> dict[str, Any]:
-    """One tier's counters (this run's), its cost this run, and the cost of the scores it gave (every run's)."""
-    out: dict[str, Any] = {"model": model}
+def _tier(model: str, summaries: list[RunSummary], pairs: int) -> dict[str, Any]:
+    """One tier's counters (this run's), its cost this run, and the (row, metric)s it scored with their tokens
+    and cost (every run's that made this result: the same on a rerun that pays nothing)."""
+    out: dict[str, Any] = {"model": model, "pairs": pairs}
     out.update({k: sum(getattr(s, k) for s in summaries) for k in TIER_COUNTERS})
     # batch mode's lines are requests too (a batch run's own counter counts those sent online)
     out["requests"] += sum(int(s.batch.get("submitted", 0)) for s in summaries)
     out["cost"] = _sum(*[s.cost() for s in summaries]) if summaries else 0.0
     out["total_cost"] = _sum(*[s.cost(s.totals()) for s in summaries]) if summaries else 0.0
     totals = [s.totals() for s in summaries]
-    out["scored_requests"] = sum(int(t["requests"]) for t in totals)
+    out["scored_prompt_tokens"] = sum(int(t["prompt_tokens"]) for t in totals)
     out["scored_completion_tokens"] = sum(int(t["completion_tokens"]) for t in totals)
     return out
 
@@ -107,7 +110,7 @@ def _strong_only(
 ) -> float | None:
     """The projected cost of the strong judge on the (row, metric)s it did not score: their requests rendered and
     their input tokens counted as ``estimate_cost`` counts them (over at most ``PROJECTION_ROWS`` rows, evenly
-    spread, scaled up), their output tokens at the strong judge's mean per reply in this result (else projected
+    spread, scaled up), their output tokens at the strong judge's mean per (row, metric) in this result (else projected
     from the declared outputs), at its price (the batch price in batch mode). None: the model has no price."""
     from .estimate import project
 
@@ -115,7 +118,7 @@ def _strong_only(
     client = JudgeClient(settings, api_key=strong_job.key(needed=False))
     if client.price is None:
         return None
-    n_in = n_requests = n_out = 0.0
+    n_in = n_pairs = n_out = 0.0
     for m in strong_job.metrics:
         for split, p in picks.items():
             if m.name not in p:
@@ -124,15 +127,17 @@ def _strong_only(
             if not rows:
                 continue
             sample = rows[:: math.ceil(len(rows) / PROJECTION_ROWS)]
-            splits = {split: inputs[split].select(sample)}
-            plans, _, _ = build_plans(splits, [m], strong_job.columns, settings.temperature, "overwrite", False)
+            with datasets_bars_off():
+                splits = {split: inputs[split].select(sample).flatten_indices()}
+            columns = strong_job.for_metrics([m]).columns
+            plans, _, _ = build_plans(splits, [m], columns, settings.temperature, "overwrite", False)
             est = project(splits, plans, [m], client, None, strong_job.key(needed=False))
             share = len(rows) / len(sample)
             n_in += est.input_tokens * share
-            n_requests += est.requests * share
+            n_pairs += len(rows)
             n_out += est.output_tokens * share
-    if strong_tier["scored_requests"]:  # the strong judge's own replies say best how long its replies are
-        n_out = strong_tier["scored_completion_tokens"] / strong_tier["scored_requests"] * n_requests
+    if strong_tier["pairs"] and strong_tier["scored_completion_tokens"]:  # its own replies say best how long
+        n_out = strong_tier["scored_completion_tokens"] / strong_tier["pairs"] * n_pairs
     return round(client.price.cost(n_in, n_out, batch=settings.batch), 6)
 
 

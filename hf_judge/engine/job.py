@@ -114,3 +114,9 @@ class JudgeJob:
         """The same job with some settings changed, as ``Settings.model_copy(update=...)`` changes them."""
         s = self.settings.model_copy(update=update)
         return replace(self, settings=s, layout=Layout.from_settings(s))
+
+    def for_metrics(self, metrics: list[Metric]) -> JudgeJob:
+        """The same job for some of its metrics, its column mapping cut to their variables (the rest would be
+        reported as unused)."""
+        used = {v for m in metrics for v in (*m.variables, *m.optional)}
+        return replace(self, metrics=metrics, columns={v: c for v, c in self.columns.items() if v in used})

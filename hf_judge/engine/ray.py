@@ -55,10 +55,10 @@ STATS_COLUMN = "_hf_judge_batch_stats"
 
 
 RAY_CASCADE = (
-    "Ray",
-    "its stage scores each batch where it lands, and the strong tier's rows are known once the cheap tier has "
-    "scored them; score the dataset with score_dataset(..., escalate_model=...) (num_workers= for processes), or "
-    "run the two tiers yourself: score on Ray, pick the doubtful rows, score those with the stronger model",
+    "a Ray Data stage (score_ray_dataset)",
+    "the stage scores each batch where it lands, and the strong tier's rows are known once the cheap tier has "
+    "scored them all; score a Dataset with hf_judge.ray.score_dataset_on_ray(..., escalate_model=...) (or "
+    "hf-judge score --ray), which runs the two tiers one after the other",
 )
 
 
@@ -315,10 +315,8 @@ def score_dataset_on_ray(
 
     from datasets import IterableDataset, IterableDatasetDict
 
-    from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
-    from ..results.scored import ScoredDatasetDict
     from .job import JudgeJob
-    from .prepare import as_splits, run_settings
+    from .prepare import run_settings
 
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
         raise ConfigError(
@@ -329,8 +327,7 @@ def score_dataset_on_ray(
     if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
         raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
     settings = run_settings(settings, setting_values)
-    refuse_cascade(settings, *RAY_CASCADE)  # before a cluster is started or joined
-    check_fleet(settings, base_urls)
+    check_fleet(settings, base_urls)  # before a cluster is started or joined
     job = JudgeJob.of(
         settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
     )
@@ -340,9 +337,30 @@ def score_dataset_on_ray(
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
+    actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    if settings.escalate_model is None:
+        return _on_ray(ds, job, actors, base_urls)
+    from .cascade import score_cascade
+
+    tiers: list[JudgeJob] = []
+
+    def tier(d: Any, j: JudgeJob, **_: Any) -> ScoredDatasetDict:
+        tiers.append(j)  # the first pass is the cheap tier's: the fleet (base_urls) is its judge's replicas
+        return _on_ray(d, j, actors, base_urls if len(tiers) == 1 else None)
+
+    return score_cascade(ds, job, tier, progress=False, if_exists="keep")
+
+
+def _on_ray(ds: Any, job: JudgeJob, actors: int | tuple[int, int], base_urls: list[str] | None) -> Any:
+    """:func:`score_dataset_on_ray` of a job resolved, on a cluster joined: each split by :func:`ray_stage`."""
+    import ray
+
+    from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+    from ..results.scored import ScoredDatasetDict
+    from .prepare import as_splits
+
     splits, _ = as_splits(ds)
     started = time.monotonic()
-    actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = actors if isinstance(actors, int) else actors[1]
     results: dict[str, Dataset] = {}
     errors: list[dict[str, Any]] = []
@@ -419,6 +437,9 @@ def _summary(
     summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
     if moved:
         summary.structured_output = moved[-1]["structured_output"]
+    prices = {c.price for c in clients}  # as score_dataset's: one price for the run's tokens, where there is one
+    price = prices.pop() if len(prices) == 1 else None
+    summary.price = price.model_dump() if price is not None else None
     return summary
 
 
