@@ -272,3 +272,38 @@ def test_the_cli_runs_a_cascade(cheap, strong, tmp_path, capfd, prices, monkeypa
     assert "3 of 10 (row, metric)s escalated" in out + err and "sk-strong-SECRET" not in out + err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["cascade"]["escalated"] == 3 and summary["cascade"]["tiers"]["strong"]["requests"] == 3
+
+
+EXAMPLE_PRICES = "small-judge: {input: 0.10, output: 0.40}\nlarge-judge: {input: 2.00, output: 8.00}\n"
+
+
+def _readme_example(cheap, strong, tmp_path, capfd) -> str:
+    """The README's cascade example, run against the loopback judges: 200 rows; the small judge gives every answer
+    a 5, unsure of it (probability 0.5 or 0.55) in the rows whose number ends in 3 or 7, sure (0.9) in the others;
+    the large judge's scores vary by prompt."""
+    cheap.configure(
+        overrides={"score": 5},
+        confidence=[{"match": "7 + ", "p": 0.5}, {"match": "3 + ", "p": 0.55}, {"match": "", "p": 0.9}],
+    )
+    data, prices = tmp_path / "data.jsonl", tmp_path / "prices.yaml"
+    qa_dataset(200).to_json(data)
+    prices.write_text(EXAMPLE_PRICES)
+    cascade = ["--logprobs", "--escalate-model", "large-judge", "--escalate-base-url", strong.base_url,
+               "--escalate-when", "confidence<0.6", "--escalate-audit", "0.05", "--prices", prices]  # fmt: skip
+    args = score_args(data, cheap, *cascade, "-o", tmp_path / "out", metrics="QA_Correctness", model="small-judge")
+    code, out, err = run_cli(capfd, *args)
+    assert code == 0, err
+    return out + err
+
+
+def test_the_readme_example_prints_what_the_readme_shows(judge, strong_proc, tmp_path, capfd):
+    from pathlib import Path
+
+    strong_proc.reset()
+    printed = _readme_example(judge, strong_proc, tmp_path, capfd).splitlines()
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### A cascade of judges") :]
+    shown = re.search(r"^```\n(cascade .*?)^```", section, flags=re.S | re.M)
+    assert shown, "no example output under 'A cascade of judges'"
+    for line in shown.group(1).splitlines():
+        assert line in printed, f"README line not printed by the example: {line!r}"
