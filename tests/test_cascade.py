@@ -157,15 +157,14 @@ def test_the_audit_sends_a_stable_share_of_the_other_rows_and_reports_agreement(
 
 
 def test_audit_agreement_of_verdicts_is_cohens_kappa():
-    from sklearn.metrics import cohen_kappa_score
-
     from hf_judge.engine.cascade_report import agreement
 
     cascade = [True, True, False, False, True, False, True, True]
     strong = [True, False, False, False, True, True, True, True]
     got = agreement([(a, b, "bool") for a, b in zip(cascade, strong, strict=True)])
     assert got["rows"] == 8 and got["exact"] == 0.75
-    assert got["kappa"] == pytest.approx(cohen_kappa_score(strong, cascade), abs=1e-4)
+    # by hand: observed 6/8; both say True 5/8 of the time: expected (5/8)^2 + (3/8)^2 = 34/64
+    assert got["kappa"] == pytest.approx((0.75 - 34 / 64) / (1 - 34 / 64), abs=1e-4)
 
 
 @pytest.fixture(scope="module")
@@ -257,23 +256,6 @@ def test_what_a_cascade_refuses(judge, tmp_path, monkeypatch):
     assert judge.stats()["requests"] == 0
 
 
-def test_the_cli_runs_a_cascade(cheap, strong, tmp_path, capfd, prices, monkeypatch):
-    monkeypatch.setenv("STRONG_KEY", "sk-strong-SECRET")
-    data = tmp_path / "d.jsonl"
-    qa_dataset(ROWS).to_json(data)
-    strong.configure(overrides={"score": 9}, record=True, require_key="sk-strong-SECRET")
-    cascade = ["--logprobs", "--escalate-model", "strong", "--escalate-base-url", strong.base_url,
-               "--escalate-api-key", "env:STRONG_KEY", "--escalate-when", "confidence<0.6"]  # fmt: skip
-    args = score_args(data, cheap, *cascade, "--prices", prices, "-o", tmp_path / "out", metrics="QA_Correctness",
-                      model="cheap")  # fmt: skip
-    code, out, err = run_cli(capfd, *args)
-    assert code == 0, err
-    assert _rows_sent(strong) == sorted(LOW)
-    assert "3 of 10 (row, metric)s escalated" in out + err and "sk-strong-SECRET" not in out + err
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["cascade"]["escalated"] == 3 and summary["cascade"]["tiers"]["strong"]["requests"] == 3
-
-
 EXAMPLE_PRICES = "small-judge: {input: 0.10, output: 0.40}\nlarge-judge: {input: 2.00, output: 8.00}\n"
 
 
@@ -289,21 +271,29 @@ def _readme_example(cheap, strong, tmp_path, capfd) -> str:
     qa_dataset(200).to_json(data)
     prices.write_text(EXAMPLE_PRICES)
     cascade = ["--logprobs", "--escalate-model", "large-judge", "--escalate-base-url", strong.base_url,
-               "--escalate-when", "confidence<0.6", "--escalate-audit", "0.05", "--prices", prices]  # fmt: skip
+               "--escalate-api-key", "env:LARGE_KEY", "--escalate-when", "confidence<0.6", "--escalate-audit", "0.05",
+               "--prices", prices]  # fmt: skip
     args = score_args(data, cheap, *cascade, "-o", tmp_path / "out", metrics="QA_Correctness", model="small-judge")
     code, out, err = run_cli(capfd, *args)
     assert code == 0, err
     return out + err
 
 
-def test_the_readme_example_prints_what_the_readme_shows(judge, strong_proc, tmp_path, capfd):
+def test_the_readme_example_prints_what_the_readme_shows(judge, strong_proc, tmp_path, capfd, monkeypatch):
+    """The CLI's cascade: the strong judge's key read from its variable (and never shown), the README's lines
+    printed, the report in summary.json."""
     from pathlib import Path
 
+    monkeypatch.setenv("LARGE_KEY", "sk-large-SECRET-0123")
     strong_proc.reset()
-    printed = _readme_example(judge, strong_proc, tmp_path, capfd).splitlines()
+    strong_proc.configure(require_key="sk-large-SECRET-0123")
+    text = _readme_example(judge, strong_proc, tmp_path, capfd)
+    assert strong_proc.stats()["by_status"] == {"200": 45} and "sk-large-SECRET" not in text
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("### A cascade of judges") :]
     shown = re.search(r"^```\n(cascade .*?)^```", section, flags=re.S | re.M)
     assert shown, "no example output under 'A cascade of judges'"
     for line in shown.group(1).splitlines():
-        assert line in printed, f"README line not printed by the example: {line!r}"
+        assert line in text.splitlines(), f"README line not printed by the example: {line!r}"
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["cascade"]["escalated"], summary["cascade"]["tiers"]["strong"]["requests"]) == (40, 45)

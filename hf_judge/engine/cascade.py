@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, Value
 
-from ..errors import ConfigError
+from ..errors import ConfigError, CostExceededError
 from ..judging import logprobs
 from ..judging.ensemble import JUDGE_SEP, NUMERIC, Layout
 from ..judging.metrics import Metric, MetricKind
@@ -84,14 +84,14 @@ def score_cascade(
         ]
         table = _table(cheap[split])
         picks[split] = {m.name: pick(table, m, job, conditions, d) for m in fresh}
-    strong_job = _strong_job(job, settings.model_copy(update={"max_cost": _left(settings, cheap)}))
+    strong_job = _strong_job(job, settings)
     strong: dict[tuple[str, str], tuple[list[int], Dataset]] = {}
     strong_errors: list[dict] = []
-    summaries = []
+    summaries: list[Any] = []
     for metrics, rows in _groups(job.metrics, picks):
         with datasets_bars_off():  # the selection's own bar says nothing to the user
             sub = DatasetDict({s: inputs[s].select(r).flatten_indices() for s, r in rows.items()})
-        out = run(sub, strong_job.for_metrics(metrics), progress=progress, if_exists="overwrite")
+        out = _strong_pass(run, sub, strong_job.for_metrics(metrics), progress, [cheap.summary, *summaries])
         summaries.append(out.summary)
         for s, r in rows.items():
             for m in metrics:
@@ -135,13 +135,22 @@ def _strong_job(job: JudgeJob, settings: Settings) -> JudgeJob:
     return replace(job, settings=s, layout=Layout.from_settings(s), api_key=key, token_columns=False)
 
 
-def _left(settings: Settings, cheap: ScoredDatasetDict) -> float | None:
-    """What the strong tier may spend of ``max_cost``: the budget is the cascade's, both tiers together."""
-    if settings.max_cost is None:
-        return None
-    assert cheap.summary is not None  # score_job sets it
-    spent = cheap.summary.cost() or 0.0
-    return max(settings.max_cost - spent, 1e-9)
+def _strong_pass(
+    run: Runner, sub: DatasetDict, job: JudgeJob, progress: bool | ProgressCallback, before: list
+) -> ScoredDatasetDict:
+    """One pass of the strong tier, with what is left of ``max_cost``: the budget is the cascade's, both tiers
+    together (``before``: the summaries of the passes that spent some)."""
+    budget = job.settings.max_cost
+    if budget is None:
+        return run(sub, job, progress=progress, if_exists="overwrite")
+    spent = sum(s.cost() or 0.0 for s in before)
+    try:
+        return run(sub, job.with_settings(max_cost=max(budget - spent, 1e-9)), progress=progress, if_exists="overwrite")
+    except CostExceededError as e:
+        raise CostExceededError(
+            f"max_cost=${budget:g} is the cascade's, both tiers together: ${spent:.4f} went before the strong "
+            f"tier ({job.settings.model}) began, which then spent the rest. {e}"
+        ) from None
 
 
 def _groups(metrics: list[Metric], picks: dict) -> list[tuple[list[Metric], dict[str, list[int]]]]:
