@@ -305,6 +305,11 @@ class Settings(BaseModel):
                 "escalate_model needs escalate_when (--escalate-when): which rows go to the stronger judge, e.g. "
                 "'confidence<0.6' (with logprobs), 'disagreement' (samples or a panel) or 'margin:QA_Correctness=7+-1'"
             )
+        if self.escalate_model == self.model and self.escalate_base_url in (None, self.base_url) and not self.models:
+            raise ConfigError(
+                f"escalate_model={self.escalate_model!r} is the run's own judge, on its own server: its replies "
+                "would be the cheap tier's, from the cache. Name a stronger model, or its server (escalate_base_url)"
+            )
         conditions = escalation_conditions(self.escalate_when)
         if self.escalation is None:  # never: escalate_model is set; checks the key's form (env:NAME) as a panel's
             raise AssertionError

@@ -245,6 +245,8 @@ def test_what_a_cascade_refuses(judge, tmp_path, monkeypatch):
         resolve_settings({"model": "m", **kw, "logprobs": False})
     with pytest.raises(ConfigError, match="samples=3"):
         resolve_settings({"model": "m", **kw, "escalate_when": "disagreement"})
+    with pytest.raises(ConfigError, match="is the run's own judge"):
+        resolve_settings({"model": "m", **kw, "escalate_model": "m"})
     with pytest.raises(ConfigError, match="needs escalate_when"):
         resolve_settings({"model": "m", "escalate_model": "s"})
     with pytest.raises(ConfigError, match="cannot read 'confidence<2'"):

@@ -57,7 +57,8 @@ def report(
     esc = job.settings.escalation
     assert esc is not None
     sent = escalated + sum(m["audited"] for m in by_metric.values())
-    tiers = {"cheap": _tier(cheap.model, [cheap], pairs), "strong": _tier(esc.model, summaries, sent)}
+    cheap_model = ", ".join(j.model for j in job.settings.judges)  # a panel's: every judge's
+    tiers = {"cheap": _tier(cheap_model, [cheap], pairs), "strong": _tier(esc.model, summaries, sent)}
     tiers["strong"]["base_url_host"] = urlparse(strong_job.settings.base_url or "").netloc.rpartition("@")[2]
     cascade_cost = _sum(tiers["cheap"]["total_cost"], tiers["strong"]["total_cost"])
     projected = _strong_only(strong_job, picks, inputs, tiers["strong"])
