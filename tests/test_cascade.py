@@ -218,6 +218,19 @@ def test_margin_and_disagreement(judge, strong, tmp_path):
     assert _rows_sent(strong) == [2]
     assert out["train"]["QA_Correctness"][2] == 9 and out["train"]["QA_Correctness__a"][2] == 5
     assert out.summary.cascade["reasons"] == {"disagreement": 1}
+    # disagreement: three samples, of which row 5's first says 1
+    strong.reset()
+    strong.configure(overrides={"score": 9}, record=True)
+    judge.reset()  # its count of each prompt's attempts starts again
+    judge.configure(
+        overrides={"score": 5},
+        faults=[{"match": "row-5:", "attempts": 1, "fault": "text", "text": '{"reason": "no", "score": 1}'}],
+    )
+    out = _cascade(ds, judge.base_url, strong.base_url, tmp_path / "k", logprobs=False, samples=3, temperature=0.7,
+                   escalate_when="disagreement")  # fmt: skip
+    assert out["train"]["QA_Correctness_samples"][5] == [1, 5, 5]
+    assert _rows_sent(strong) == [5]
+    assert out["train"]["QA_Correctness"][5] == 9 and out["train"]["QA_Correctness__cheap"][5] == pytest.approx(11 / 3)
 
 
 def test_a_cheap_failure_escalates_and_the_strong_judge_decides(judge, strong, tmp_path):
