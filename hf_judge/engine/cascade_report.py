@@ -116,7 +116,8 @@ def _strong_only(
     from .estimate import project
 
     settings = strong_job.settings
-    client = JudgeClient(settings, api_key=strong_job.key(needed=False))
+    # it sends nothing: no budget (a model without a price and a max_cost is the strong pass's error, not this)
+    client = JudgeClient(settings.model_copy(update={"max_cost": None}), api_key=strong_job.key(needed=False))
     if client.price is None:
         return None
     n_in = n_pairs = n_out = 0.0
