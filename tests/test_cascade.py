@@ -312,3 +312,15 @@ def test_the_readme_example_prints_what_the_readme_shows(judge, strong_proc, tmp
         assert line in text.splitlines(), f"README line not printed by the example: {line!r}"
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert (summary["cascade"]["escalated"], summary["cascade"]["tiers"]["strong"]["requests"]) == (40, 45)
+
+
+def test_a_dry_run_projects_the_cheap_tier_and_the_strong_one_on_every_row(cheap, strong, tmp_path, prices):
+    ds = qa_dataset(ROWS)
+    kw = {"columns": COLUMNS, "api_key": "sk-test", "use_cache": False, "logprobs": True, "prices": prices}
+    est = estimate_cost(ds, ["QA_Correctness"], model="cheap", base_url=cheap.base_url, escalate_model="strong",
+                        escalate_base_url=strong.base_url, escalate_when="confidence<0.6", **kw)  # fmt: skip
+    alone = estimate_cost(ds, ["QA_Correctness"], model="strong", base_url=strong.base_url, **kw)
+    assert est.requests == ROWS and est.strong is not None
+    assert est.strong.to_dict() == alone.to_dict()
+    assert f"on every row: {ROWS:,} requests" in str(est) and f"${alone.cost_online:,.4f} online" in str(est)
+    assert cheap.stats()["requests"] == 0 and strong.stats()["requests"] == 0

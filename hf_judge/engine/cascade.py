@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -40,11 +39,10 @@ from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import Settings, escalation_conditions
 from .cascade_report import report
-from .job import JudgeJob
+from .job import ESCALATE_FIELDS, JudgeJob
 from .prepare import as_splits
 
 CHEAP, STRONG = "cheap", "strong"
-ESCALATE_FIELDS = ("escalate_model", "escalate_base_url", "escalate_api_key", "escalate_when")
 Runner = Callable[..., ScoredDatasetDict]
 
 
@@ -73,7 +71,7 @@ def score_cascade(
         )
     conditions = escalation_conditions(settings.escalate_when or "")
     check_margins(conditions, job.metrics)
-    cheap_job = job.with_settings(**dict.fromkeys(ESCALATE_FIELDS), escalate_audit=0.0)
+    cheap_job = job.with_settings(**dict.fromkeys(ESCALATE_FIELDS), escalate_audit=0.0)  # the run, no cascade
     cheap = run(ds, cheap_job, progress=progress, if_exists=if_exists)
     inputs, _ = as_splits(ds)
     picks: dict[str, dict[str, tuple[list[str | None], list[bool]]]] = {}
@@ -84,7 +82,7 @@ def score_cascade(
         ]
         table = _table(cheap[split])
         picks[split] = {m.name: pick(table, m, job, conditions, d) for m in fresh}
-    strong_job = _strong_job(job, settings)
+    strong_job = job.strong_tier()
     strong: dict[tuple[str, str], tuple[list[int], Dataset]] = {}
     strong_errors: list[dict] = []
     summaries: list[Any] = []
@@ -114,25 +112,6 @@ def check_margins(conditions: list[tuple], metrics: list[Metric]) -> None:
                 f"escalate_when: margin:{c[1]}=... names no score column of the run's metrics; "
                 f"its score columns are {', '.join(sorted(numeric)) or 'none'}"
             )
-
-
-def _strong_job(job: JudgeJob, settings: Settings) -> JudgeJob:
-    """The strong tier's job: one reply per row from the stronger judge, on its server, with its key."""
-    esc = settings.escalation
-    assert esc is not None  # a cascade's
-    s = settings.model_copy(
-        update={
-            "model": esc.model,
-            "base_url": esc.base_url or settings.base_url,
-            "models": None,
-            "samples": 1,
-            "min_samples": None,
-            **dict.fromkeys(ESCALATE_FIELDS),
-            "escalate_audit": 0.0,
-        }
-    )
-    key = esc.api_key or job.api_key  # as given: ``env:NAME`` is read where the key is needed
-    return replace(job, settings=s, layout=Layout.from_settings(s), api_key=key, token_columns=False)
 
 
 def _strong_pass(
