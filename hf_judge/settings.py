@@ -310,6 +310,12 @@ class Settings(BaseModel):
                 f"escalate_model={self.escalate_model!r} is the run's own judge, on its own server: its replies "
                 "would be the cheap tier's, from the cache. Name a stronger model, or its server (escalate_base_url)"
             )
+        clash = [j.column_name for j in self.judges if j.column_name in ("cheap", "strong")] if self.models else []
+        if clash:
+            raise ConfigError(
+                f"a panel judge named {clash[0]!r} would write the columns <column>__{clash[0]} a cascade writes: "
+                "give it another name (models: [{model: ..., name: ...}])"
+            )
         conditions = escalation_conditions(self.escalate_when)
         if self.escalation is None:  # never: escalate_model is set; checks the key's form (env:NAME) as a panel's
             raise AssertionError

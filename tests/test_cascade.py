@@ -260,6 +260,8 @@ def test_what_a_cascade_refuses(judge, tmp_path, monkeypatch):
         resolve_settings({"model": "m", **kw, "escalate_when": "disagreement"})
     with pytest.raises(ConfigError, match="is the run's own judge"):
         resolve_settings({"model": "m", **kw, "escalate_model": "m"})
+    with pytest.raises(ConfigError, match="would write the columns <column>__cheap"):
+        resolve_settings({"model": "a", **kw, "models": ["a", "cheap"]})
     with pytest.raises(ConfigError, match="needs escalate_when"):
         resolve_settings({"model": "m", "escalate_model": "s"})
     with pytest.raises(ConfigError, match="cannot read 'confidence<2'"):
