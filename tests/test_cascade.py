@@ -202,7 +202,9 @@ def test_margin_and_disagreement(judge, strong, tmp_path):
     ds = qa_dataset(ROWS)
     # margin: the rows whose cheap score lies within 1 of 7 (the judge server's scores vary by prompt)
     out = _cascade(ds, judge.base_url, strong.base_url, tmp_path / "m", logprobs=False,
-                   escalate_when="margin:QA_Correctness=7+-1")  # fmt: skip
+                   escalate_when="margin:QA_Correctness=7+-1", metrics=["QA_Correctness", "QA_Clarity"])  # fmt: skip
+    assert out.summary.cascade["metrics"]["QA_Clarity"]["escalated"] == 0, "a margin decides its own metric's rows"
+    assert set(out["train"]["QA_Clarity_judge"]) == {"cheap"}
     near = [r for r, v in enumerate(out["train"]["QA_Correctness__cheap"]) if v is not None]
     cheap_scores = out["train"]["QA_Correctness"]
     assert near and _rows_sent(strong) == near

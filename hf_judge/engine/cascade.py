@@ -161,7 +161,7 @@ def pick(
     """Per row of a cheap result: why the row escalates (the first condition that holds, ``failed`` where the
     cheap tier has no value) or None; and whether it is audited (sent too, its score kept)."""
     n = table.num_rows
-    main = table.column(judged_columns(metric)[0]).to_pylist()
+    main = table.column((judged_columns(metric) or list(metric.column_types))[0]).to_pylist()
     why: list[str | None] = ["failed" if v is None else None for v in main]
     for c in conditions:
         hit = _condition(c, table, metric, job.layout)
@@ -178,7 +178,7 @@ def _condition(c: tuple, table: pa.Table, metric: Metric, layout: Layout) -> lis
     n = table.num_rows
     names = set(table.column_names)
     if c[0] == "margin":
-        if c[1] not in names:  # a column of another metric
+        if c[1] not in metric.column_types:  # a column of another metric: it decides that metric's rows only
             return [False] * n
         at, by = c[2], c[3]
         return [v is not None and abs(v - at) <= by + 1e-9 for v in table.column(c[1]).to_pylist()]
