@@ -211,6 +211,25 @@ class Settings(BaseModel):
         "score) and <column>_confidence; binary judges: <metric>_p_positive",
     )
     top_logprobs: int = _setting(20, "alternatives per token asked for with logprobs (OpenAI allows 20)", ge=1, le=20)
+    # -- a cascade of judges (engine/cascade.py): the run's judge scores every row, a stronger one the doubtful
+    escalate_model: str | None = _setting(
+        None,
+        "a stronger judge for the doubtful rows: the run's model scores every row, this one the rows that "
+        "escalate_when picks (a cascade; columns <metric>_judge, <column>__cheap, <column>__strong)",
+        min_length=1,
+    )
+    escalate_base_url: str | None = _setting(None, "the stronger judge's base URL (default: the run's base_url)")
+    escalate_api_key: str | None = _setting(
+        None, "the stronger judge's key, as the name of the variable that holds it: env:NAME (default: the run's key)"
+    )
+    escalate_when: str | None = _setting(
+        None,
+        "which rows go to the stronger judge, conditions separated by ';' (any one sends the row): "
+        "confidence<0.6 (needs logprobs), disagreement (samples or a panel), margin:QA_Correctness=7+-1",
+    )
+    escalate_audit: float = _setting(
+        0.0, "also send this share of the other rows (seeded by row content) to check the cascade", ge=0, le=1
+    )
     # -- the reply cache
     reuse: Literal["compatible", "strict"] = _setting(
         "compatible",
@@ -281,6 +300,66 @@ class Settings(BaseModel):
         first = models[0] if isinstance(models, list) and models else None
         first = first.model if isinstance(first, Panelist) else first.get("model") if isinstance(first, dict) else first
         return {**data, "models": models, **({"model": first} if isinstance(first, str) else {})}
+
+    @field_validator("escalate_base_url")
+    @classmethod
+    def _escalate_has_scheme(cls, v: str | None) -> str | None:
+        return None if v is None else check_base_url(v)
+
+    @model_validator(mode="after")
+    def _cascade_checks(self) -> Settings:
+        """A cascade's settings, checked together: the stronger judge, when it is asked for, and its rule."""
+        given = [f for f in ("escalate_base_url", "escalate_api_key", "escalate_when") if getattr(self, f) is not None]
+        if self.escalate_model is None:
+            if given or self.escalate_audit:
+                raise ConfigError(
+                    f"{(given or ['escalate_audit'])[0]} configures a cascade's stronger judge: give it with "
+                    "escalate_model= (--escalate-model)"
+                )
+            return self
+        if self.escalate_when is None:
+            raise ConfigError(
+                "escalate_model needs escalate_when (--escalate-when): which rows go to the stronger judge, e.g. "
+                "'confidence<0.6' (with logprobs), 'disagreement' (samples or a panel) or 'margin:QA_Correctness=7+-1'"
+            )
+        if self.escalate_model == self.model and self.escalate_base_url in (None, self.base_url) and not self.models:
+            raise ConfigError(
+                f"escalate_model={self.escalate_model!r} is the run's own judge, on its own server: its replies "
+                "would be the cheap tier's, from the cache. Name a stronger model, or its server (escalate_base_url)"
+            )
+        clash = [j.column_name for j in self.judges if j.column_name in ("cheap", "strong")] if self.models else []
+        if clash:
+            raise ConfigError(
+                f"a panel judge named {clash[0]!r} would write the columns <column>__{clash[0]} a cascade writes: "
+                "give it another name (models: [{model: ..., name: ...}])"
+            )
+        conditions = escalation_conditions(self.escalate_when)
+        if self.escalation is None:  # never: escalate_model is set; checks the key's form (env:NAME) as a panel's
+            raise AssertionError
+        kinds = {c[0] for c in conditions}
+        if "confidence" in kinds and not self.logprobs:
+            raise ConfigError(
+                "escalate_when='confidence<...' reads each reply's <column>_confidence, which needs logprobs=True "
+                "(--logprobs) and a server that returns log-probabilities"
+            )
+        if "disagreement" in kinds and self.samples == 1 and not (self.models and len(self.models) > 1):
+            raise ConfigError(
+                "escalate_when='disagreement' compares several replies per row: add samples=3 (--samples 3, with a "
+                "temperature above 0) or a panel (models=[...], --models a,b)"
+            )
+        return self
+
+    @property
+    def escalation(self) -> Panelist | None:
+        """The stronger judge of a cascade (``escalate_model``) as a :class:`Panelist`, or None."""
+        if self.escalate_model is None:
+            return None
+        return validated(
+            Panelist,
+            {"model": self.escalate_model, "name": "strong", "base_url": self.escalate_base_url,
+             "api_key": self.escalate_api_key},
+            "escalate_api_key",
+        )  # fmt: skip
 
     @model_validator(mode="after")
     def _panel_checks(self) -> Settings:
@@ -423,3 +502,41 @@ def resolve_settings(*layers: Settings | Mapping[str, Any] | None, where: str = 
         2
     """
     return validated(Settings, merge_layers(*layers), where)
+
+
+_CONDITION = re.compile(
+    r"^(?:(?P<conf>confidence)\s*<\s*(?P<cut>[0-9.]+)"
+    r"|(?P<dis>disagreement)"
+    r"|margin:\s*(?P<col>[A-Za-z0-9_]+)\s*(?:>=|=)\s*(?P<at>-?[0-9.]+)\s*\+-\s*(?P<by>[0-9.]+))$"
+)
+
+
+def escalation_conditions(text: str) -> list[tuple[Any, ...]]:
+    """``escalate_when`` read: ``("confidence", cut)``, ``("disagreement",)``, ``("margin", column, at, by)`` each;
+    a ConfigError naming the part it cannot read.
+
+    Example:
+        >>> escalation_conditions("confidence<0.6; margin:QA_Correctness=7+-1")
+        [('confidence', 0.6), ('margin', 'QA_Correctness', 7.0, 1.0)]
+    """
+    out: list[tuple[Any, ...]] = []
+    for part in (p.strip() for p in text.split(";")):
+        m = _CONDITION.match(part)
+        try:
+            if m is None:
+                raise ValueError
+            if m["conf"]:
+                cut = float(m["cut"])
+                if not 0 < cut <= 1:
+                    raise ValueError
+                out.append(("confidence", cut))
+            elif m["dis"]:
+                out.append(("disagreement",))
+            else:
+                out.append(("margin", m["col"], float(m["at"]), float(m["by"])))
+        except ValueError:
+            raise ConfigError(
+                f"escalate_when: cannot read {part!r}; write conditions separated by ';': 'confidence<0.6' (a cut "
+                "in (0, 1]), 'disagreement', 'margin:QA_Correctness=7+-1' (the score within 1 of 7)"
+            ) from None
+    return out

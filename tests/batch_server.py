@@ -274,7 +274,8 @@ class BatchService:
             )
             content = orjson.dumps(self.judge._reply_object(text, schema or {})).decode()
         top = int(body.get("top_logprobs") or 1) if body.get("logprobs") else None  # as the judge server reads it
-        return orjson.loads(Judge._completion_body(body.get("model", ""), content, "stop", len(text), top))
+        p = self.judge.confidence_for(text)
+        return orjson.loads(Judge._completion_body(body.get("model", ""), content, "stop", len(text), top, None, p))
 
     async def get_batch(self, request: web.Request) -> web.Response:
         b = self.batches.get(request.match_info["id"])

@@ -53,6 +53,9 @@ DEFAULTS: dict = {
     "record": False,
     "faults": [],
     "logprobs": True,  # False: never send token log-probabilities, even when asked
+    # [{"match": "row-3", "p": 0.4}]: in replies to prompts holding "row-3", a digit that starts a number has
+    # probability p and the next digit 1 - p (a score of 5 in 1-10: confidence exactly p); first rule that matches
+    "confidence": [],
     # usage.prompt_tokens_details.cached_tokens: prompt prefixes seen before, in blocks of PREFIX_BLOCK characters
     "prefix_cache": False,
     "tokenize": True,  # POST /tokenize, vLLM's form: {"model", "messages"} -> {"count", "tokens", "max_model_len"}
@@ -63,13 +66,14 @@ CHUNK = 64 * 1024
 _TOKEN = re.compile(r"\d|[^\W\d]+|\s+|[^\w\s]")
 
 
-def token_logprobs(content: str, top: int) -> list[dict]:
+def token_logprobs(content: str, top: int, p: float | None = None) -> list[dict]:
     """The reply's tokens and their ``top`` alternatives, by a rule that tests compute by hand.
 
     Tokens: each digit alone (as Llama and Gemma write numbers), runs of letters, runs of
     whitespace, any other character alone. A digit that starts a number: itself 0.6, the next
-    digit (mod 10) 0.25, the one before 0.1, a space 0.05. A digit that continues one: itself
-    0.7, ``,`` 0.2, the digit 5 places on 0.1. Any other token: itself, probability 1.
+    digit (mod 10) 0.25, the one before 0.1, a space 0.05 (``p`` given: itself ``p``, the next
+    digit ``1 - p``). A digit that continues one: itself 0.7, ``,`` 0.2, the digit 5 places on
+    0.1. Any other token: itself, probability 1.
     """
 
     def entry(t: str, p: float) -> dict:
@@ -81,6 +85,8 @@ def token_logprobs(content: str, top: int) -> list[dict]:
             d = int(tok)
             if prev.isdigit():
                 alts = [(tok, 0.7), (",", 0.2), (str((d + 5) % 10), 0.1)]
+            elif p is not None:
+                alts = [(tok, p), (str((d + 1) % 10), 1 - p)]
             else:
                 alts = [(tok, 0.6), (str((d + 1) % 10), 0.25), (str((d - 1) % 10), 0.1), (" ", 0.05)]
         else:
@@ -205,10 +211,15 @@ class Judge:
                 self.prefixes.add(d)
         return hits * PREFIX_BLOCK // 4
 
+    def confidence_for(self, text: str) -> float | None:
+        """The first digit's probability the ``confidence`` rules give a reply to ``text`` (None: the default)."""
+        return next((r["p"] for r in self.config["confidence"] if r.get("match", "") in text), None)
+
     @staticmethod
     def _completion_body(
-        model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None, cached=None
-    ) -> bytes:
+        model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None, cached=None,
+        p: float | None = None,
+    ) -> bytes:  # fmt: skip
         n_out = max(1, len(content) // 4 if isinstance(content, str) else 1)
         n_in = max(1, prompt_len // 4)
         body = {
@@ -220,16 +231,17 @@ class Judge:
             "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
         }
         if top is not None:  # asked for: the tokens (where there is text and the config allows), else null
-            lp = {"content": token_logprobs(content, top)} if top and isinstance(content, str) else None
+            lp = {"content": token_logprobs(content, top, p)} if top and isinstance(content, str) else None
             body["choices"][0]["logprobs"] = lp
         if cached is not None:
             body["usage"]["prompt_tokens_details"] = {"cached_tokens": min(cached, n_in)}
         return orjson.dumps(body)
 
     def _completion(
-        self, model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None, cached=None
-    ) -> web.Response:
-        body = self._completion_body(model, content, finish, prompt_len, top, cached)
+        self, model: str, content, finish: str = "stop", prompt_len: int = 0, top: int | None = None, cached=None,
+        p: float | None = None,
+    ) -> web.Response:  # fmt: skip
+        body = self._completion_body(model, content, finish, prompt_len, top, cached, p)
         return web.Response(body=body, content_type="application/json")
 
     async def _huge(self, request: web.BaseRequest, rule: dict, completion: bytes) -> web.StreamResponse:
@@ -383,7 +395,7 @@ class Judge:
                 answered.add(phash)
                 st["prompts"] = len(answered)
             cached = self._cached_tokens(text) if cfg["prefix_cache"] else None
-            resp = self._completion(model, content, "stop", len(text), top, cached)
+            resp = self._completion(model, content, "stop", len(text), top, cached, self.confidence_for(text))
             return self._more_choices(resp, n, text, schema, phash, top) if cfg["n"] == "honour" else resp
         finally:
             st["inflight"] -= 1

@@ -34,6 +34,13 @@ FEATURES = {
     "comparative": {"metrics": ["Comparative"], "columns": {"response1": "answer", "response2": "prediction"}},
     # <column>_lc: a line fitted on the whole run (refused where rows pass a batch at a time)
     "length_control": {"length_control": True},
+    # a cascade of judges: the rows the judge is unsure of (and an audited share) scored again by a "stronger" model
+    "cascade": {
+        "logprobs": True,
+        "escalate_model": "strong",
+        "escalate_when": "confidence<0.65",
+        "escalate_audit": 0.3,
+    },
     # an image variable (data URLs: sent as image parts, never fetched), and a user's own prompt file
     "images": {
         "metrics": ["VQA"],
@@ -43,11 +50,14 @@ FEATURES = {
 }
 # Combinations refused on this branch, with the words of their ConfigError (see the README, "What combines").
 # The core does not combine logprobs with several replies per row yet, and batch mode sends to one model.
-# (engine, feature) -> the ConfigError's words, for a combination refused by nature ("*": every engine). Only
-# length_control: a stream and a map transform see the rows a batch at a time, and it fits a line on all of them.
+# (engine, feature) -> the ConfigError's words, for a combination refused by nature ("*": every engine): a stream
+# and a map transform see the rows a batch at a time; length_control fits a line on all of them, and a cascade's
+# strong tier is known once the cheap tier has scored the whole split (see README, "A cascade of judges").
 REFUSED: dict[tuple[str, str], str] = {
     ("stream", "length_control"): "is not for a stream",
     ("map", "length_control"): "is not for a map transform",
+    ("stream", "cascade"): "not for a stream",
+    ("map", "cascade"): "not for a map transform",
 }
 ENGINES = ["dataset", "stream", "workers", "batch", "ray", "map"]
 

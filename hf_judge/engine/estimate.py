@@ -92,6 +92,8 @@ class CostEstimate:
     # a panel's: one estimate per judge, each at its own model's price; ``metrics`` then holds their sums
     judges: list[CostEstimate] = field(default_factory=list)
     judge: str = ""  # a panel judge's column name (``<column>__<judge>``)
+    # a cascade's (escalate_model): the strong judge on every row, the most its tier can send
+    strong: CostEstimate | None = None
 
     @classmethod
     def panel(cls, judges: Sequence[CostEstimate]) -> CostEstimate:
@@ -158,9 +160,24 @@ class CostEstimate:
             "cost_batch": self.cost_batch,
             **({"judges": [j.to_dict() for j in self.judges]} if self.judges else {}),
             **({"judge": self.judge} if self.judge else {}),
+            **({"strong_every_row": self.strong.to_dict()} if self.strong is not None else {}),
         }
 
     def __str__(self) -> str:
+        return self._text() + (self._strong_text() if self.strong is not None else "")
+
+    def _strong_text(self) -> str:
+        """A cascade's line: its strong tier scores the rows the cheap tier's replies pick, at most every row."""
+        s = self.strong
+        assert s is not None
+        cost = f", ${s.cost_online:,.4f} online" if s.cost_online is not None else " (no price in the price table)"
+        return (
+            f"\ncascade        the strong tier ({s.model}) scores the rows the cheap tier's replies pick (known once "
+            f"they are in); on every row: {s.requests:,} requests, {s.input_tokens:,} input tokens, "
+            f"{s.output_tokens:,} output tokens{cost}"
+        )
+
+    def _text(self) -> str:
         if not self.judges:
             return f"dry run: nothing was sent to the chat endpoint; model {self.model}\n\n" + self._table()
         # a panel: each judge's table (its requests at its own model's price), then the panel's total
@@ -292,11 +309,13 @@ def estimate_job(ds: Any, job: JudgeJob, *, if_exists: str = "keep", tokenizer: 
     finally:
         if store is not None:
             store.close()
-    if len(ests) == 1:
-        return ests[0]
-    for (name, _, _), est in zip(judges, ests, strict=True):
-        est.judge = name
-    return CostEstimate.panel(ests)
+    if len(ests) > 1:
+        for (name, _, _), est in zip(judges, ests, strict=True):
+            est.judge = name
+    out = ests[0] if len(ests) == 1 else CostEstimate.panel(ests)
+    if settings.escalation is not None:  # a cascade: the most its strong tier can send
+        out.strong = estimate_job(ds, job.strong_tier(), if_exists=if_exists, tokenizer=tokenizer)
+    return out
 
 
 def project(

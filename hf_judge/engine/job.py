@@ -25,6 +25,8 @@ from ..settings import Settings
 from .prepare import resolve_api_key, run_settings
 
 STORE_FILE = "replies.sqlite3"
+# the settings of a cascade's strong judge (engine/cascade.py): none of them in either tier's own job
+ESCALATE_FIELDS = ("escalate_model", "escalate_base_url", "escalate_api_key", "escalate_when")
 
 
 @dataclass(frozen=True)
@@ -114,3 +116,29 @@ class JudgeJob:
         """The same job with some settings changed, as ``Settings.model_copy(update=...)`` changes them."""
         s = self.settings.model_copy(update=update)
         return replace(self, settings=s, layout=Layout.from_settings(s))
+
+    def for_metrics(self, metrics: list[Metric]) -> JudgeJob:
+        """The same job for some of its metrics, its column mapping cut to their variables (the rest would be
+        reported as unused)."""
+        used = {v for m in metrics for v in (*m.variables, *m.optional)}
+        return replace(self, metrics=metrics, columns={v: c for v, c in self.columns.items() if v in used})
+
+    def strong_tier(self) -> JudgeJob:
+        """A cascade's strong tier (``escalate_model``, see :mod:`hf_judge.engine.cascade`): one reply per row
+        from the stronger judge, on its server (default: the run's), with its key (default: the run's).
+
+        Example:
+            >>> job = JudgeJob.resolve(["QA_Clarity"], model="m", logprobs=True, escalate_model="big",
+            ...                        escalate_when="confidence<0.6")  # fmt: skip
+            >>> job.strong_tier().settings.model
+            'big'
+        """
+        settings = self.settings
+        esc = settings.escalation
+        if esc is None:
+            raise ValueError("strong_tier() is a cascade's: the job has no escalate_model")
+        update = {"model": esc.model, "base_url": esc.base_url or settings.base_url, "models": None, "samples": 1}
+        s = settings.model_copy(update={**update, "min_samples": None, **dict.fromkeys(ESCALATE_FIELDS)})
+        s = s.model_copy(update={"escalate_audit": 0.0})
+        key = esc.api_key or self.api_key  # as given: ``env:NAME`` is read where the key is needed
+        return replace(self, settings=s, layout=Layout.from_settings(s), api_key=key, token_columns=False)

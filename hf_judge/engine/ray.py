@@ -38,6 +38,7 @@ from datasets import Dataset, DatasetDict, Features
 from .. import constants
 from ..errors import ConfigError
 from ..results.bias import BiasChecks, refuse_in_a_map
+from .cascade import refuse_cascade
 from .core import Plan, score_features
 from .transform import RAW_CHARS, check_fleet, errors_by_row, errors_feature
 
@@ -55,6 +56,14 @@ ERRORS_COLUMN = "judge_errors"
 # score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
 # (JSON), which it sums into the summary and drops; a batch Ray retried after a worker died counts once more
 STATS_COLUMN = "_hf_judge_batch_stats"
+
+
+RAY_CASCADE = (
+    "a Ray Data stage (score_ray_dataset)",
+    "the stage scores each batch where it lands, and the strong tier's rows are known once the cheap tier has "
+    "scored them all; score a Dataset with hf_judge.ray.score_dataset_on_ray(..., escalate_model=...) (or "
+    "hf-judge score --ray), which runs the two tiers one after the other",
+)
 
 
 def score_ray_dataset(
@@ -141,6 +150,7 @@ def ray_stage(
     from .prepare import check_samples, judge_specs, preflight
 
     settings, layout = job.settings, job.layout
+    refuse_cascade(settings, *RAY_CASCADE)
     check_fleet(settings, base_urls)
     names = ds.schema().names
     plans = [
@@ -310,10 +320,8 @@ def score_dataset_on_ray(
 
     from datasets import IterableDataset, IterableDatasetDict
 
-    from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
-    from ..results.scored import ScoredDatasetDict
     from .job import JudgeJob
-    from .prepare import as_splits, run_settings
+    from .prepare import run_settings
 
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
         raise ConfigError(
@@ -334,11 +342,32 @@ def score_dataset_on_ray(
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
+    actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    if settings.escalate_model is None:
+        return _on_ray(ds, job, actors, base_urls)
+    from .cascade import score_cascade
+
+    tiers: list[JudgeJob] = []
+
+    def tier(d: Any, j: JudgeJob, **_: Any) -> ScoredDatasetDict:
+        tiers.append(j)  # the first pass is the cheap tier's: the fleet (base_urls) is its judge's replicas
+        return _on_ray(d, j, actors, base_urls if len(tiers) == 1 else None)
+
+    return score_cascade(ds, job, tier, progress=False, if_exists="keep")
+
+
+def _on_ray(ds: Any, job: JudgeJob, actors: int | tuple[int, int], base_urls: list[str] | None) -> Any:
+    """:func:`score_dataset_on_ray` of a job resolved, on a cluster joined: each split by :func:`ray_stage`."""
+    import ray
+
+    from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+    from ..results.scored import ScoredDatasetDict
+    from .prepare import as_splits
+
     splits, _ = as_splits(ds)
-    checks = BiasChecks.of(job.metrics, job.columns, settings)
+    checks = BiasChecks.of(job.metrics, job.columns, job.settings)
     checks.check_input({s: d.column_names for s, d in splits.items()})
     started = time.monotonic()
-    actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = actors if isinstance(actors, int) else actors[1]
     results: dict[str, Dataset] = {}
     errors: list[dict[str, Any]] = []
@@ -419,6 +448,9 @@ def _summary(
     summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
     if moved:
         summary.structured_output = moved[-1]["structured_output"]
+    prices = {c.price for c in clients}  # as score_dataset's: one price for the run's tokens, where there is one
+    price = prices.pop() if len(prices) == 1 else None
+    summary.price = price.model_dump() if price is not None else None
     return summary
 
 

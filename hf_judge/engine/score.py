@@ -158,6 +158,10 @@ def score_job(
 ) -> ScoredDatasetDict:
     """:func:`score_dataset` of a job resolved already (the engines' and the CLI's entry)."""
     install_log_filter()
+    if job.settings.escalate_model is not None:  # a cascade: this function once per tier (engine/cascade.py)
+        from .cascade import score_cascade
+
+        return score_cascade(ds, job, score_job, progress=progress, if_exists=if_exists)
     settings, layout, token_columns, use_cache = job.settings, job.layout, job.token_columns, job.use_cache
     splits, earlier_errors = as_splits(ds)
     loaded = job.metrics

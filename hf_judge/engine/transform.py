@@ -33,6 +33,7 @@ from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, judge_panel
 from .batchscore import score_batch
+from .cascade import refuse_cascade
 from .core import Plan, score_features
 from .job import JudgeJob
 from .pipeline import LoopThread
@@ -256,6 +257,12 @@ class Judge:
         for name, instead in _NOT_IN_A_MAP.items():
             if asked[name]:
                 raise ConfigError(f"{name} is not for a map transform: {instead}")
+        refuse_cascade(
+            settings,
+            "a map transform",
+            "a batch's strong requests would wait on replies of rows in later batches' order; score the dataset with "
+            "score_dataset(..., escalate_model=...) instead",
+        )
         check_fleet(settings, base_urls)
         refuse_in_a_map(settings, "a map transform (hf_judge.Judge)")
         # the prompts travel with the pickle; the key only as given (a variable's name is read in each process)

@@ -175,6 +175,7 @@ def _provenance(summary: RunSummary) -> list[str]:
     if summary.sampling.get("judges"):  # a panel: each judge's columns end in __<name>
         judges = [f"`{j['name']}`: `{j['model']}` at `{j['base_url_host']}`" for j in summary.sampling["judges"]]
         out.append(f"- **Judges:** {', '.join(judges)}")
+    out += cascade_card(summary.cascade)
     if summary.recipe:
         out.append(f"- **Recipe:** `{summary.recipe}` ([`{FILES_DIR}/recipe.yaml`]({FILES_DIR}/recipe.yaml))")
     out.append(f"- **Rows scored:** {', '.join(f'{k}: {v:,}' for k, v in summary.rows.items())}")
@@ -286,6 +287,46 @@ def _param_text(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return ", ".join(_param_text(x) for x in v)
     return _setting_value(v)
+
+
+def cascade_card(c: dict[str, Any]) -> list[str]:
+    """The card lines of a cascade of judges (``summary.cascade``): the rule, the escalation rate, each tier's
+    requests, tokens and cost, the cost against the strong judge on every row, the audit; none without one.
+
+    Example:
+        >>> cascade_card({})
+        []
+    """
+    if not c:
+        return []
+    rate = "n/a" if c.get("rate") is None else f"{c['rate']:.1%}"
+    out = [
+        f"- **Cascade:** `{c['tiers']['cheap']['model']}` scored every row; {c['escalated']:,} of {c['pairs']:,} "
+        f"(row, metric)s ({rate}) went to `{c['strong_model']}` (`escalate_when: {c.get('when')}`); "
+        "`<metric>_judge` says which tier decided, `<column>__cheap` / `<column>__strong` hold both where both ran"
+    ]
+    for name, t in c["tiers"].items():
+        cost = "" if t.get("total_cost") is None else f", ${t['total_cost']:,.4f}"
+        out.append(
+            f"  - {name} tier `{t['model']}`: {t['pairs']:,} (row, metric)s, {t['scored_prompt_tokens']:,} "
+            f"prompt / {t['scored_completion_tokens']:,} completion tokens{cost}"
+        )
+    if c.get("cost") is not None and c.get("strong_only_cost") is not None:
+        out.append(
+            f"  - cost ${c['cost']:,.4f}, against ${c['strong_only_cost']:,.4f} for `{c['strong_model']}` on every "
+            f"row (projected for the rows it did not score): ${c['saved']:,.4f} saved"
+        )
+    audit = c.get("audit")
+    if audit:
+        agree = ", ".join(
+            f"`{col}` {a['exact']:.0%} same" + (f" (kappa {a['kappa']:g})" if a.get("kappa") is not None else "")
+            for col, a in audit["agreement"].items()
+            if a["exact"] is not None
+        )
+        out.append(
+            f"  - audit: {audit['rows']:,} other rows ({audit['share']:.0%}) checked by the strong judge: {agree}"
+        )
+    return out
 
 
 def _judged_columns(summary: RunSummary) -> list[str]:

@@ -69,6 +69,8 @@ class RunSummary:
     longer_wins: dict[str, dict[str, Any]] = field(default_factory=dict)
     # generator_column / generator_model given: rows a judge of the writer's family scored (analysis.bias)
     self_preference: dict[str, Any] = field(default_factory=dict)
+    # a cascade of judges (engine/cascade_report.py): escalation rate, each tier's counters and cost, the audit
+    cascade: dict[str, Any] = field(default_factory=dict)
 
     @property
     def requests_per_s(self) -> float:
@@ -263,6 +265,7 @@ class RunSummary:
         from ..analysis import bias  # numpy: not for the quick commands that read a summary
 
         lines += bias.describe(self.length_bias, self.longer_wins, self.self_preference)
+        lines += cascade_lines(self.cascade)
         if self.filters:
             kept = ", ".join(
                 f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"
@@ -343,3 +346,49 @@ def describe_thresholds(filters: dict[str, Any]) -> str:
     if filters.get("keep_missing"):
         parts.append("null scores kept")
     return ", ".join(parts) or "none"
+
+
+def cascade_lines(c: dict[str, Any]) -> list[str]:
+    """The end-of-run lines of a cascade of judges (``summary.cascade``); none without one.
+
+    Example:
+        >>> cascade_lines({})
+        []
+    """
+    if not c:
+        return []
+    reasons = ", ".join(f"{k} {v:,}" for k, v in c.get("reasons", {}).items())
+    rate = "n/a" if c.get("rate") is None else f"{c['rate']:.1%}"
+    lines = [
+        f"cascade        {c['escalated']:,} of {c['pairs']:,} (row, metric)s escalated ({rate}) to {c['strong_model']}"
+        + (f" ({reasons})" if reasons else "")
+        + f"; rule {c.get('when')}"
+    ]
+    for name, t in c.get("tiers", {}).items():
+        cost = "" if t.get("cost") is None else f", ${t['cost']:,.4f}"
+        lines.append(
+            f"  {name:<6} tier  {t['model']}: {t['requests']:,} requests, {t['prompt_tokens']:,} in / "
+            f"{t['completion_tokens']:,} out tokens{cost} this run"
+        )
+    if c.get("cost") is not None and c.get("strong_only_cost") is not None:
+        only, cost = c["strong_only_cost"], c["cost"]
+        share = f" ({(only - cost) / only:.0%} less)" if only else ""
+        lines.append(
+            f"cost saved     ${only - cost:,.4f}{share}: the cascade's scores cost ${cost:,.4f}, {c['strong_model']} "
+            f"on every row ${only:,.4f} (the rows it did not score projected)"
+        )
+    audit = c.get("audit")
+    if audit:
+        agree = "; ".join(
+            f"{col} {a['exact']:.0%} same"
+            + (f", mean abs diff {a['mean_abs_diff']:g}" if "mean_abs_diff" in a else "")
+            + (f", kappa {a['kappa']:g}" if a.get("kappa") is not None else "")
+            + f" (of {a['rows']:,})"
+            for col, a in audit["agreement"].items()
+            if a["exact"] is not None
+        )
+        lines.append(
+            f"audit          {audit['rows']:,} other (row, metric)s ({audit['share']:.0%}) sent to the strong judge"
+            + (f": {agree}" if agree else "")
+        )
+    return lines

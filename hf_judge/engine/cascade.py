@@ -1,0 +1,347 @@
+"""A cascade of judges: the run's judge (the cheap tier) scores every row, a stronger one (``escalate_model``) the
+rows whose cheap replies say they are doubtful.
+
+Two passes over the same engine, so that a cascade runs wherever a Dataset is scored (one process, workers,
+batch mode): the cheap pass is the run without its ``escalate_*`` settings; its result says, per (row, metric),
+whether the strong tier's request is made (:func:`pick`); the strong pass scores those rows with the strong
+judge as a job of its own (one reply per row, its model, server and key), and :func:`combine` puts the two
+together. Both passes keep their replies in the reply store, so a rerun pays neither tier again.
+
+A (row, metric) escalates when any condition of ``escalate_when`` holds on its cheap values
+(:func:`hf_judge.settings.escalation_conditions`), or when the cheap tier has no value for it (a failed
+reply: the strong judge may answer where the cheap one could not). ``escalate_audit`` sends a share of the
+other rows too, chosen by a hash of the row's judged values and the metric (the same rows on every rerun);
+their final score stays the cheap tier's, and the report says how often the strong judge agreed with it.
+
+Columns: the metric's usual columns hold the deciding tier's values; ``<metric>_judge`` says which tier
+decided (``cheap`` or ``strong``); ``<column>__cheap`` and ``<column>__strong`` hold both tiers' judgments
+(and their probability-weighted columns) where both ran. A cheap tier's ensemble columns (``_std``,
+``_samples``, a panel's ``__<judge>``) stay the cheap tier's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, Value
+
+from ..errors import ConfigError, CostExceededError
+from ..judging import logprobs
+from ..judging.ensemble import JUDGE_SEP, NUMERIC, Layout
+from ..judging.metrics import Metric, MetricKind
+from ..progress import ProgressCallback, datasets_bars_off
+from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+from ..results.scored import ScoredDatasetDict
+from ..results.summary import RunSummary
+from ..settings import Settings, escalation_conditions
+from .cascade_report import report
+from .job import ESCALATE_FIELDS, JudgeJob
+from .prepare import as_splits
+
+CHEAP, STRONG = "cheap", "strong"
+Runner = Callable[..., ScoredDatasetDict]
+
+
+def refuse_cascade(settings: Settings, where: str, instead: str) -> None:
+    """A cascade (``escalate_model``) in an engine that cannot make its second pass: a ConfigError that says so."""
+    if settings.escalate_model is not None:
+        raise ConfigError(f"escalate_model (a cascade of judges) is not for {where}: {instead}")
+
+
+def score_cascade(
+    ds: Dataset | DatasetDict, job: JudgeJob, run: Runner, *, progress: bool | ProgressCallback, if_exists: str
+) -> ScoredDatasetDict:
+    """Score ``ds`` with the cascade of ``job`` (see the module docstring); ``run`` scores a job
+    (:func:`hf_judge.engine.score.score_job`), once for each tier.
+
+    Example:
+        >>> score_cascade(ds, job, score_job, progress=False, if_exists="keep")  # doctest: +SKIP
+    """
+    settings = job.settings
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        refuse_cascade(
+            settings,
+            "a stream (streaming=True, --streaming)",
+            "the strong tier's rows are known once the cheap tier has scored the split, and a stream is read once. "
+            "Load the dataset without streaming",
+        )
+    conditions = escalation_conditions(settings.escalate_when or "")
+    check_margins(conditions, job.metrics)
+    cheap_job = job.with_settings(**dict.fromkeys(ESCALATE_FIELDS), escalate_audit=0.0)  # the run, no cascade
+    cheap = run(ds, cheap_job, progress=progress, if_exists=if_exists)
+    inputs, _ = as_splits(ds)
+    picks: dict[str, dict[str, tuple[list[str | None], list[bool]]]] = {}
+    for split, d in inputs.items():
+        # a metric whose columns the input had and kept (if_exists="keep") was not scored: nothing to escalate
+        fresh = [
+            m for m in job.metrics if if_exists == "overwrite" or not set(job.layout.columns(m)) & set(d.column_names)
+        ]
+        table = _table(cheap[split])
+        picks[split] = {m.name: pick(table, m, job, conditions, d) for m in fresh}
+    strong_job = job.strong_tier()
+    strong: dict[tuple[str, str], tuple[list[int], Dataset]] = {}
+    strong_errors: list[dict] = []
+    summaries: list[Any] = []
+    for metrics, rows in _groups(job.metrics, picks):
+        with datasets_bars_off():  # the selection's own bar says nothing to the user
+            sub = DatasetDict({s: inputs[s].select(r).flatten_indices() for s, r in rows.items()})
+        out = _strong_pass(run, sub, strong_job.for_metrics(metrics), progress, [cheap.summary, *summaries])
+        summaries.append(out.summary)
+        for s, r in rows.items():
+            for m in metrics:
+                strong[(s, m.name)] = (r, out[s])
+        strong_errors += [{**e, "row": rows[e["split"]][e["row"]]} for e in out[ERRORS_SPLIT].to_list()]
+    return combine(job, strong_job, cheap, picks, strong, strong_errors, summaries, inputs)
+
+
+def _table(d: Dataset) -> pa.Table:
+    # `_indices`: datasets has no public test for an indices mapping (a result is built without one)
+    return d.data.table if d._indices is None else d.flatten_indices().data.table
+
+
+def check_margins(conditions: list[tuple], metrics: list[Metric]) -> None:
+    """A ``margin:COLUMN=...`` condition must name a numeric column of a metric of the run."""
+    numeric = {c for m in metrics for c, t in m.column_types.items() if t in NUMERIC}
+    for c in conditions:
+        if c[0] == "margin" and c[1] not in numeric:
+            raise ConfigError(
+                f"escalate_when: margin:{c[1]}=... names no score column of the run's metrics; "
+                f"its score columns are {', '.join(sorted(numeric)) or 'none'}"
+            )
+
+
+def _strong_pass(
+    run: Runner, sub: DatasetDict, job: JudgeJob, progress: bool | ProgressCallback, before: list
+) -> ScoredDatasetDict:
+    """One pass of the strong tier, with what is left of ``max_cost``: the budget is the cascade's, both tiers
+    together (``before``: the summaries of the passes that spent some)."""
+    budget = job.settings.max_cost
+    if budget is None:
+        return run(sub, job, progress=progress, if_exists="overwrite")
+    spent = sum(s.cost() or 0.0 for s in before)
+    try:
+        return run(sub, job.with_settings(max_cost=max(budget - spent, 1e-9)), progress=progress, if_exists="overwrite")
+    except CostExceededError as e:
+        raise CostExceededError(
+            f"max_cost=${budget:g} is the cascade's, both tiers together: ${spent:.4f} went before the strong "
+            f"tier ({job.settings.model}) began, which then spent the rest. {e}"
+        ) from None
+
+
+def _groups(metrics: list[Metric], picks: dict) -> list[tuple[list[Metric], dict[str, list[int]]]]:
+    """The strong pass's jobs: metrics whose rows to send are the same go in one job (one pass, one batch)."""
+    by_rows: dict[tuple, list[Metric]] = {}
+    for m in metrics:
+        rows = {
+            s: [i for i, (why, audit) in enumerate(zip(*p[m.name], strict=True)) if why or audit]
+            for s, p in picks.items()
+            if m.name in p
+        }
+        rows = {s: r for s, r in rows.items() if r}
+        if rows:
+            by_rows.setdefault(tuple((s, tuple(r)) for s, r in rows.items()), []).append(m)
+    return [(ms, {s: list(r) for s, r in key}) for key, ms in by_rows.items()]
+
+
+def judged_columns(metric: Metric) -> list[str]:
+    """The columns of ``metric`` that hold a judgment (numbers, booleans, enums, a pairwise winner)."""
+    verdicts = {o.column for o in metric.outputs if o.enum}
+    if metric.kind == MetricKind.PAIRWISE:
+        verdicts.add(f"{metric.name}_winner")
+    return [c for c, t in metric.column_types.items() if t in NUMERIC or t == "bool" or c in verdicts]
+
+
+def pick(
+    table: pa.Table, metric: Metric, job: JudgeJob, conditions: list[tuple], data: Dataset
+) -> tuple[list[str | None], list[bool]]:
+    """Per row of a cheap result: why the row escalates (the first condition that holds, ``failed`` where the
+    cheap tier has no value) or None; and whether it is audited (sent too, its score kept)."""
+    n = table.num_rows
+    main = table.column((judged_columns(metric) or list(metric.column_types))[0]).to_pylist()
+    why: list[str | None] = ["failed" if v is None else None for v in main]
+    for c in conditions:
+        hit = _condition(c, table, metric, job.layout)
+        why = [w or (c[0] if h else None) for w, h in zip(why, hit, strict=True)]
+    rate = job.settings.escalate_audit
+    if not rate or all(why):
+        return why, [False] * n
+    shares = audit_shares(data, metric, job.columns)
+    return why, [w is None and s < rate for w, s in zip(why, shares, strict=True)]
+
+
+def _condition(c: tuple, table: pa.Table, metric: Metric, layout: Layout) -> list[bool]:
+    """Per row: whether condition ``c`` holds on the cheap tier's values."""
+    n = table.num_rows
+    names = set(table.column_names)
+    if c[0] == "margin":
+        if c[1] not in metric.column_types:  # a column of another metric: it decides that metric's rows only
+            return [False] * n
+        at, by = c[2], c[3]
+        return [v is not None and abs(v - at) <= by + 1e-9 for v in table.column(c[1]).to_pylist()]
+    if c[0] == "confidence":
+        return _low_confidence(table, metric, c[1])
+    hit = [False] * n
+    for col in judged_columns(metric):
+        groups = [f"{col}_samples"] if layout.samples > 1 and not layout.panel else []
+        for name in groups:
+            for i, values in enumerate(table.column(name).to_pylist()):
+                hit[i] = hit[i] or len({v for v in values or () if v is not None}) > 1
+        if layout.panel:
+            judges = [table.column(f"{col}{JUDGE_SEP}{j}").to_pylist() for j in layout.judges]
+            for i, values in enumerate(zip(*judges, strict=True)):
+                hit[i] = hit[i] or len({v for v in values if v is not None}) > 1
+    if f"{metric.name}_disagree" in names:  # a swapped pairwise judge whose two orders disagree
+        hit = [h or bool(v) for h, v in zip(hit, table.column(f"{metric.name}_disagree").to_pylist(), strict=True)]
+    return hit
+
+
+def _low_confidence(table: pa.Table, metric: Metric, cut: float) -> list[bool]:
+    """Per row: the lowest confidence of the metric's judgments under ``cut``; a reply without
+    log-probabilities (no confidence) counts as under it. A binary judge's confidence is max(p, 1 - p)."""
+    cols = [c for c in logprobs.columns(metric) if c.endswith(("_confidence", "_p_positive"))]
+    hit = [False] * table.num_rows
+    for c in cols:
+        for i, v in enumerate(table.column(c).to_pylist()):
+            conf = None if v is None else max(v, 1 - v) if c.endswith("_p_positive") else v
+            hit[i] = hit[i] or conf is None or conf < cut
+    return hit
+
+
+def audit_shares(data: Dataset, metric: Metric, columns: dict[str, str]) -> list[float]:
+    """Per row, a number in [0, 1) from a hash of the metric's name and the row's judged values: the same row
+    gets the same number on every run, and a row whose content changes gets another.
+
+    Example:
+        >>> from hf_judge import load_metric
+        >>> ds = Dataset.from_dict({"instruction": ["a", "b"], "output": ["x", "y"]})
+        >>> [round(s, 3) for s in audit_shares(ds, load_metric("QA_Clarity"), {})]  # doctest: +SKIP
+        [0.415, 0.872]
+    """
+    used = [c for c in metric.resolve_columns(columns, data.column_names).values() if c is not None]
+    rows = data.select_columns(used).with_format("arrow")[:].to_pylist() if used else [{}] * len(data)
+    out = []
+    for row in rows:
+        text = repr([metric.name, *[row[c] for c in used]]).encode()
+        out.append(int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") / 2**64)
+    return out
+
+
+def combine(
+    job: JudgeJob,
+    strong_job: JudgeJob,
+    cheap: ScoredDatasetDict,
+    picks: dict,
+    strong: dict[tuple[str, str], tuple[list[int], Dataset]],
+    strong_errors: list[dict],
+    summaries: list,
+    inputs: dict[str, Dataset],
+) -> ScoredDatasetDict:
+    """The two tiers' results as one: each split's columns (see the module docstring), the errors of the tier
+    that decided each (row, metric), and the summary's ``cascade`` report (:func:`report`)."""
+    out = ScoredDatasetDict()
+    added: list[str] = []
+    audit: dict[str, list[tuple[Any, Any, str]]] = {}
+    for split in cheap:
+        if split == ERRORS_SPLIT:
+            continue
+        if split not in picks or not picks[split]:
+            out[split] = cheap[split]
+            continue
+        out[split], cols = _split(job, cheap[split], picks[split], strong, split, audit)
+        added += [c for c in cols if c not in added]
+    escalated = {(s, i, m) for s, p in picks.items() for m, (why, _) in p.items() for i, w in enumerate(why) if w}
+    errors = [e for e in cheap[ERRORS_SPLIT].to_list() if (e["split"], e["row"], e["metric"]) not in escalated]
+    errors += [e for e in strong_errors if (e["split"], e["row"], e["metric"]) in escalated]
+    order = {s: i for i, s in enumerate(inputs)}
+    errors.sort(key=lambda e: (order.get(e["split"], len(order)), e["row"]))
+    out[ERRORS_SPLIT] = (
+        Dataset.from_list(errors, features=ERROR_FEATURES)
+        if errors
+        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    )
+    summary = cheap.summary
+    assert summary is not None  # score_job sets it
+    summary.columns = [*summary.columns, *added]
+    summary.errors = dict(Counter(e["kind"] for e in errors))
+    audit_failed = len(strong_errors) - sum(
+        1 for e in strong_errors if (e["split"], e["row"], e["metric"]) in escalated
+    )
+    summary.cascade = report(job, strong_job, picks, summaries, summary, audit, audit_failed, inputs)
+    add_tiers(summary, summaries)
+    out.summary = summary
+    return out
+
+
+def add_tiers(summary: RunSummary, strong: list[RunSummary]) -> None:
+    """The run's counters are both tiers' (``cascade.tiers`` has each one's); its one price only where both
+    tiers have the same (else the cost is the cascade report's, each tier at its model's price)."""
+    for s in strong:
+        for k in ("requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens",
+                  "cached_tokens", "elapsed_s"):  # fmt: skip
+            setattr(summary, k, getattr(summary, k) + getattr(s, k))
+        for kind, n in s.failed_attempts.items():
+            summary.failed_attempts[kind] = summary.failed_attempts.get(kind, 0) + n
+        summary.notes += [n for n in s.notes if n not in summary.notes]
+        summary.add_runs(s.runs)
+        if s.price != summary.price:
+            summary.price = None
+        for k, v in s.batch.items():
+            if isinstance(v, (int, float)) and isinstance(summary.batch.get(k, 0), (int, float)):
+                summary.batch[k] = summary.batch.get(k, 0) + v
+
+
+def _split(
+    job: JudgeJob,
+    cheap: Dataset,
+    picks: dict[str, tuple[list[str | None], list[bool]]],
+    strong: dict,
+    split: str,
+    audit: dict[str, list[tuple[Any, Any, str]]],
+) -> tuple[Dataset, list[str]]:
+    """One split's cascade columns: the usual ones from the deciding tier, ``_judge``, ``__cheap``/``__strong``."""
+    table = base = _table(cheap)
+    added: list[str] = []
+    metrics = {m.name: m for m in job.metrics}
+    for name, (why, audited) in picks.items():
+        metric = metrics[name]
+        rows, s = strong.get((split, name), ([], None))
+        at = {r: j for j, r in enumerate(rows)}
+        lp = list(logprobs.columns(metric)) if job.settings.logprobs else []
+        for col in [*metric.column_types, *lp]:
+            if col not in table.column_names or s is None:
+                continue
+            values, theirs = table.column(col).to_pylist(), s[col]
+            for r, j in at.items():
+                if why[r]:
+                    values[r] = theirs[j]
+            i = table.column_names.index(col)
+            table = table.set_column(i, col, pa.array(values, type=table.schema.field(col).type))
+        judge = [STRONG if w else CHEAP for w in why]
+        table = table.append_column(f"{name}_judge", pa.array(judge, pa.string()))
+        added.append(f"{name}_judge")
+        for col in [*judged_columns(metric), *lp]:
+            ours = base.column(col).to_pylist()
+            theirs = s[col] if s is not None else []
+            both_c = [ours[r] if r in at else None for r in range(len(why))]
+            both_s = [theirs[at[r]] if r in at else None for r in range(len(why))]
+            table = table.append_column(f"{col}{JUDGE_SEP}{CHEAP}", pa.array(both_c, base.schema.field(col).type))
+            table = table.append_column(f"{col}{JUDGE_SEP}{STRONG}", pa.array(both_s, _arrow(metric, col)))
+            added += [f"{col}{JUDGE_SEP}{CHEAP}", f"{col}{JUDGE_SEP}{STRONG}"]
+            if col in metric.column_types:
+                audit.setdefault(col, []).extend(
+                    (ours[r], theirs[at[r]], metric.column_types[col]) for r in at if audited[r] and not why[r]
+                )
+    info = cheap.info.copy()
+    info.features = Features({**cheap.features, **{c: Value(str(table.schema.field(c).type)) for c in added}})
+    return Dataset(table.replace_schema_metadata(None), info=info, split=cheap.split), added
+
+
+def _arrow(metric: Metric, col: str) -> pa.DataType:
+    """The strong tier's type of ``col``: the metric's declared one (one reply per row), float64 for the
+    probability-weighted columns."""
+    t = metric.column_types.get(col, "float64")
+    return {"int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}.get(t, pa.string())
