@@ -50,6 +50,7 @@ _SUBMODULE_ATTRS = {
     "engine.estimate": ["CostEstimate", "estimate_cost"],
     "results.filter": ["filter_by_scores"],
     "results.hub": ["push_scored"],
+    "results.report": ["write_report"],
     "transport.local": ["local_judge"],
     "judging.catalogue": ["available_metrics", "load_metric"],
     "judging.metrics": ["Metric", "Output"],
@@ -103,6 +104,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .judging.metrics import Metric, Output
     from .judging.validate import parse_binary_verdict, parse_pair_scores
     from .progress import Progress
+    from .results.report import write_report
     from .results.summary import RunSummary
     from .settings import Aggregator, Panelist, Settings
     from .transport.local import local_judge

@@ -19,6 +19,7 @@ from .filter import add_filter
 from .listing import add_metrics, add_recipes
 from .merge import add_merge
 from .score import add_run, add_score
+from .view import add_show_prompt, add_view
 
 # the commands in the order `hf-judge --help` lists them; each adds its parser to the subparsers
 COMMANDS = {
@@ -30,6 +31,8 @@ COMMANDS = {
     "batch": add_batch,
     "agreement": add_agreement,
     "merge": add_merge,
+    "view": add_view,
+    "show-prompt": add_show_prompt,
 }
 
 
