@@ -315,7 +315,7 @@ def test_a_prompt_that_cannot_be_rebuilt_says_why(result, tmp_path, capfd):
     assert code == 0 and "does not match its sha256" in html
 
 
-def test_push_to_hub_uploads_the_report_and_the_card_links_it(result, hub):
+def test_push_to_hub_uploads_the_report_and_the_card_links_it(result, hub, capfd, tmp_path):
     from huggingface_hub import DatasetCard, HfApi, hf_hub_download
 
     result["scored"].push_to_hub("tester/report-pushed")
@@ -325,3 +325,7 @@ def test_push_to_hub_uploads_the_report_and_the_card_links_it(result, hub):
     assert "tester/report-pushed" in page and "rep-7:" in page
     card = str(DatasetCard.load("tester/report-pushed", repo_type="dataset"))
     assert "[Report page](hf_judge/report.html)" in card
+    # view on the Hub repo: its errors config read too
+    code, out, _ = run_cli(capfd, "view", "tester/report-pushed", "-o", tmp_path / "hub.html")
+    html = (tmp_path / "hub.html").read_text()
+    assert code == 0 and "rep-7:" in html and f'"total":{len(result["scored"]["errors"])}' in html

@@ -73,8 +73,8 @@ def _load(args: argparse.Namespace, splits: list[str] | None):
     from .inputs import input_summary, load_input
 
     ds = load_input(args.result, subset=args.subset, splits=splits, revision=args.revision, token=args.token)
-    if "errors" not in ds and not Path(args.result).exists():
-        try:  # a Hub result keeps its errors in a config of their own
+    if "errors" not in ds and not Path(args.result).is_file():
+        try:  # a Hub result (and a streamed one's folder) keeps its errors in a config of their own
             ds["errors"] = load_input(args.result, subset="errors", revision=args.revision, token=args.token)["errors"]
         except Exception:  # noqa: BLE001 - a repo without an errors config is fine
             pass

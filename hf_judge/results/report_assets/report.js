@@ -196,7 +196,7 @@
         oninput: (e) => { cur[which] = e.target.value; S.page = 0; updateCount(); if (S.onlyPass) drawTable(); } });
       return el('label', {}, el('span', { title: c }, c), 'min', inp('min'), 'max', inp('max'));
     });
-    return el('details', { open: true }, el('summary', {}, 'Thresholds (inclusive, as hf-judge filter)'),
+    return el('details', { open: s.scores.length <= 12 || activeThresholds().length > 0 }, el('summary', {}, `Thresholds on ${s.scores.length} score columns (inclusive, as hf-judge filter)`),
       el('div', { class: 'thresholds' }, inputs),
       el('div', { class: 'controls' },
         el('label', {}, el('input', { type: 'checkbox', id: 'keep-missing', checked: S.keepMissing, onchange: (e) => { S.keepMissing = e.target.checked; updateCount(); drawTable(); } }), ' keep rows whose score is null'),
@@ -297,7 +297,8 @@
       const box = el('div', { class: 'metric', 'data-metric': m }, el('h3', {}, m));
       const main = cols.find((c) => c === m);
       if (main) box.append(el('div', { class: 'score' }, `${main}: ${fmt(value(s, main, p))}`));
-      const reasons = cols.filter((c) => typeof value(s, c, p) === 'string' && /reason|explanation|rationale/i.test(c));
+      // the metric's own reason as text; a judge's or a sample's beside the other values
+      const reasons = cols.filter((c) => typeof value(s, c, p) === 'string' && !c.includes('__') && /(reason|explanation|rationale)$/i.test(c));
       reasons.forEach((c) => box.append(el('div', { class: 'small muted' }, c), el('pre', { class: 'reason', 'data-col': c }, value(s, c, p))));
       const rest = cols.filter((c) => c !== main && !reasons.includes(c));
       if (rest.length) box.append(kv(rest.map((c) => [c, fmt(value(s, c, p))])));
