@@ -290,6 +290,12 @@ def test_a_large_result_embeds_a_bounded_selection(tmp_path):
     )
     assert 123 in split["indices"] and split["indices"] == sorted(split["indices"])
     assert len(split["all_scores"]["S"]) == n  # exact threshold counts over every row
+    # long texts: the rows embedded stop at the character budget, whatever the row cap
+    from hf_judge.results.report_data import select_rows
+
+    long = Dataset.from_dict({"text": ["x" * 100] * 50, "S": list(range(50))})
+    rows, reasons = select_rows(long, ["S"], set(), {"S": [25.0]}, max_rows=1_000, max_chars=1_050)
+    assert len(rows) == 10 and "all" not in reasons
     size = len(json.dumps(data))
     path = write_report(ds, tmp_path / "r.html", max_rows=1_000)
     assert path.stat().st_size < size + 200_000 < 2_000_000

@@ -94,8 +94,8 @@ def _split(
     """One split as the page embeds it (see report_data)."""
     scores = rd.split_scores(d, summary)
     error_rows = {int(e["row"]) for e in errors["rows"] if e.get("split") == name}
-    thresholds = rd.thresholds_of(d, scores, summary) if len(d) > max_rows else {}
-    indices, reasons = rd.select_rows(d, scores, error_rows, thresholds, max_rows)
+    thresholds = rd.thresholds_of(d, scores, summary)
+    indices, reasons = rd.select_rows(d, scores, error_rows, thresholds, max_rows, max_text=max_text)
     cols, cut, raw_rows = rd.split_rows(d, indices, max_text)
     names = list(summary.metrics) if summary is not None else []
     prompter = Prompter(summary, d.column_names, d.features) if summary is not None else None
@@ -155,7 +155,13 @@ def report_data(
         "source": command_source,
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "overview": _overview(summary),
-        "caps": {"rows": max_rows, "text": max_text, "errors": rd.MAX_ERRORS, "scores": rd.MAX_SCORE_VALUES},
+        "caps": {
+            "rows": max_rows,
+            "text": max_text,
+            "chars": rd.MAX_CHARS,
+            "errors": rd.MAX_ERRORS,
+            "scores": rd.MAX_SCORE_VALUES,
+        },
         "splits": {s: _split(s, result[s], summary, errors, max_rows, max_text) for s in chosen},
         "errors": errors,
     }

@@ -1,11 +1,12 @@
 """What the report page embeds of a split: which rows (all of them, or those a reviewer needs), their values,
 every row's scores, the distributions, and each row's prompt as sent.
 
-Rows: a split of at most ``max_rows`` rows is embedded whole. A larger one embeds, per score column, the lowest
-and highest rows and those nearest each threshold (a filter's, else the quartiles), the rows where a panel's
-judges or a judge's samples disagree most, the rows with errors, then a uniform sample up to ``max_rows``; the page
-shows how many of each and how many were left out. The scores of every row are embedded while they fit
-(``MAX_SCORE_VALUES``), so the page's threshold counts are those of ``filter_by_scores`` over the whole split.
+Rows: a split of at most ``max_rows`` rows holding at most ``MAX_CHARS`` characters of text is embedded whole.
+A larger one embeds, per score column, the lowest and highest rows and those nearest each threshold (a filter's,
+else the quartiles), the rows where a panel's judges or a judge's samples disagree most, the rows with errors, then
+a uniform sample, up to ``max_rows`` rows and ``MAX_CHARS`` characters; the page shows how many of each and how
+many were left out. The scores of every row are embedded while they fit (``MAX_SCORE_VALUES``), so the page's
+threshold counts are those of ``filter_by_scores`` over the whole split.
 
 Prompts: for each metric the page gets the rendered messages once, with a marker where each column's value goes
 (a *skeleton*), and the row's values fill it in; the rebuild is checked row by row against the messages
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 MAX_ROWS = 5_000  # rows embedded per split; a larger split embeds a selection (see the module docstring)
 MAX_TEXT = 20_000  # characters of one text value in the page; the rest is cut (show-prompt prints it whole)
+MAX_CHARS = 25_000_000  # characters of text embedded per split (after the cut): long documents embed fewer rows
 MAX_SCORE_VALUES = 2_000_000  # every row's scores embedded (for exact threshold counts) up to this many values
 MAX_ERRORS = 5_000  # error rows embedded; the counts by kind are of all of them
 EXTREMES = 50  # lowest and highest rows per score column
@@ -58,6 +60,20 @@ def _numbers(table: pa.Table, column: str) -> np.ndarray:
     return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
+def text_sizes(d: Dataset, max_text: int = MAX_TEXT) -> np.ndarray:
+    """Per row, the characters of its text columns as the page holds them (each value cut at ``max_text``)."""
+    import pyarrow.compute as pc
+
+    table = d.with_format("arrow")[:]
+    sizes = np.zeros(len(d), dtype=np.int64)
+    for name in table.column_names:
+        col = table.column(name)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            lengths = pc.fill_null(pc.min_element_wise(pc.utf8_length(col), max_text), 0)
+            sizes += np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return sizes
+
+
 def select_rows(
     d: Dataset,
     scores: Sequence[str],
@@ -65,8 +81,11 @@ def select_rows(
     thresholds: dict[str, list[float]],
     max_rows: int = MAX_ROWS,
     seed: int = 0,
+    max_chars: int = MAX_CHARS,
+    max_text: int = MAX_TEXT,
 ) -> tuple[list[int], dict[str, int]]:
-    """The row indices to embed, in order, and how many each reason added (``all`` when every row fits).
+    """The row indices to embed, in order, and how many each reason added (``all`` when every row fits in
+    ``max_rows`` rows and ``max_chars`` characters of text).
 
     Example:
         >>> from datasets import Dataset
@@ -74,20 +93,26 @@ def select_rows(
         ([0, 1, 2], {'all': 3})
     """
     n = len(d)
-    if n <= max_rows:
+    sizes = text_sizes(d, max_text)
+    if n <= max_rows and int(sizes.sum()) <= max_chars:
         return list(range(n)), {"all": n}
     table = d.with_format("arrow")[:] if scores else None
     rng = np.random.default_rng(seed)
     tiebreak = rng.permutation(n)  # ties (integer scores) broken at random, not by row order
     chosen: dict[int, None] = {}
     counts: dict[str, int] = {}
+    used = 0
 
     def add(reason: str, rows: Any) -> None:
+        nonlocal used
         before = len(chosen)
         for r in rows:
-            if len(chosen) >= max_rows:
+            if len(chosen) >= max_rows or used >= max_chars:
                 break
-            chosen.setdefault(int(r), None)
+            r = int(r)
+            if r not in chosen and used + sizes[r] <= max_chars:  # a row too long for what is left: the next
+                chosen[r] = None
+                used += int(sizes[r])
         counts[reason] = counts.get(reason, 0) + len(chosen) - before
 
     values = {c: _numbers(table, c) for c in scores} if table is not None else {}

@@ -218,7 +218,7 @@
     if (splits.length > 1) out.push(el('label', {}, 'split ', el('select', { id: 'split', onchange: (e) => { S.split = e.target.value; S.page = 0; S.sort = null; draw(); } }, splits.map((n) => el('option', { value: n, selected: n === S.split }, n)))));
     const left = s.rows - nRows(s);
     out.push(el('p', { class: 'muted', id: 'embedded' }, left > 0
-      ? `This page holds ${int(nRows(s))} of ${int(s.rows)} rows (${int(left)} left out, cap ${int(D.caps.rows)}): ` + Object.entries(s.reasons).map(([k, v]) => `${k} ${int(v)}`).join(', ') + '. Distributions and threshold counts cover every row.'
+      ? `This page holds ${int(nRows(s))} of ${int(s.rows)} rows (${int(left)} left out; caps: ${int(D.caps.rows)} rows, ${int(D.caps.chars)} characters of text): ` + Object.entries(s.reasons).map(([k, v]) => `${k} ${int(v)}`).join(', ') + '. Distributions and threshold counts cover every row.'
       : `All ${int(s.rows)} rows. Texts longer than ${int(D.caps.text)} characters are cut.`));
     out.push(el('div', { class: 'controls' }, el('input', { type: 'search', id: 'search', placeholder: 'search the text', value: S.search, size: 40, oninput: (e) => { S.search = e.target.value; S.page = 0; drawTable(); } })));
     if (s.scores.length) out.push(thresholdPanel(s));
