@@ -33,8 +33,14 @@ from .prompts import Prompter
 from .summary import RunSummary
 
 REPORT_FILE = "report.html"
-# the summary's keys the overview shows as figures where present (another hf-judge may add some: read as found)
-FIGURES = ("agreement", "bias", "calibration", "cascade")
+# the summary's keys the overview shows as the run's details; any other one that holds something (the judges'
+# agreement, and what a newer hf-judge records: bias, calibration) is shown as a figure, as found
+DETAILS = {
+    "model", "base_url_host", "rows", "requests", "retries", "cache_hits", "shared", "capped_waits", "cached_splits",
+    "errors", "failed_attempts", "prompt_tokens", "completion_tokens", "cached_tokens", "price", "elapsed_s",
+    "structured_output", "notes", "metrics", "columns", "column_mapping", "sampling", "source_dataset",
+    "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s",
+}  # fmt: skip
 
 
 def _asset(name: str) -> str:
@@ -68,7 +74,7 @@ def _overview(summary: RunSummary | None) -> dict[str, Any]:
         "filters": summary.filters,
         "structured_output": summary.structured_output,
         "notes": summary.notes,
-        "figures": {k: d[k] for k in FIGURES if d.get(k)},
+        "figures": {k: v for k, v in d.items() if k not in DETAILS and isinstance(v, (dict, list)) and v},
     }
     # the summary holds no secret; scrubbed all the same, as the card is (a model name comes from the user)
     return json.loads(scrub(json.dumps(out, default=str)))
