@@ -260,6 +260,30 @@ def test_the_example_dataset_page_and_its_screenshot(browser, judge, tmp_path, c
         browser.set_window_size(1400, 1000)
 
 
+def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, judge, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    judge.configure(record=True)
+    scored = score(
+        qa_dataset(6, "pan"), ["QA_Clarity"], judge, tmp_path, models="j1,j2", samples=2, temperature=0.7, logprobs=True
+    )
+    page = write_report(scored, tmp_path / "panel.html", source="panel")
+    _open(browser, page, "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='4']").click()
+    box = browser.find_element(By.CSS_SELECTOR, "#detail .metric[data-metric='QA_Clarity']")
+    text, row = box.text, scored["train"][4]
+    for column in ("QA_Clarity__j2", "QA_Clarity_samples__j1", "QA_Clarity_expected", "QA_Clarity_std__j1"):
+        assert column in text and column in row
+    shown = [_text(e) for e in box.find_elements(By.CSS_SELECTOR, "details.prompt pre.prompt-message")]
+    sent = {  # every judge and sample of the row was sent the same messages
+        tuple(m["content"] for m in b["messages"])
+        for b in judge.stats()["bodies"]
+        if any("pan-4:" in m["content"] for m in b["messages"])
+    }
+    assert len(sent) == 1 and shown == list(sent.pop())
+    assert _problems(browser) == []
+
+
 # -- without a browser ---------------------------------------------------------------------------
 
 

@@ -160,7 +160,7 @@
         ['tokens', `${int(t.prompt_tokens)} in / ${int(t.completion_tokens)} out`],
         ['cost', o.cost === null || o.cost === undefined ? '' : '$' + o.cost.toFixed(4)],
         ['output format', o.structured_output],
-        ['sampling', Object.entries(o.sampling || {}).filter(([k]) => k !== 'judges').map(([k, v]) => `${k}=${fmt(v)}`).join(', ')],
+        ['sampling', Object.entries(o.sampling || {}).filter(([k]) => k !== 'judges').map(([k, v]) => `${k}=${v === null ? 'none' : fmt(v)}`).join(', ')],
         ['filtered', o.filters && o.filters.min ? JSON.stringify({ min: o.filters.min, max: o.filters.max }) : ''],
       ]));
       out.push(el('h2', {}, 'Metrics and prompts'));
