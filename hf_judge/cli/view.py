@@ -17,8 +17,8 @@ VIEW_EXAMPLE = """examples:
 The page is one HTML file: no server, no network. It shows the run, the distributions, the rows (sort, search,
 thresholds and the `hf-judge filter` command that keeps them; each row's reasons and the prompt it was sent), the
 errors, and lets a reviewer label rows and download the labels (labels.jsonl, for `hf-judge agreement --labels`).
-A split of more than 5,000 rows embeds the rows a reviewer needs (extremes, threshold neighbourhoods,
-disagreements, errors, a uniform sample); texts are cut at 20,000 characters.
+A split of more than 5,000 rows (or 25 million characters of text) embeds the rows a reviewer needs (extremes,
+threshold neighbourhoods, disagreements, errors, a uniform sample); texts are cut at 20,000 characters.
 """
 
 SHOW_PROMPT_EXAMPLE = """examples:
