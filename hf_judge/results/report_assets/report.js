@@ -236,7 +236,7 @@
     const texts = s.judged.length ? s.judged : Object.keys(s.columns).filter((c) => !s.scores.includes(c)).slice(0, 2);
     const head = ['#', ...texts, ...s.scores].map((c) => el('th', { 'data-col': c, title: 'sort by ' + c,
       onclick: () => { if (S.sort === c) S.desc = !S.desc; else { S.sort = c; S.desc = false; } drawTable(); } }, c + (S.sort === c ? (S.desc ? ' ▼' : ' ▲') : '')));
-    const body = shown.map((p) => el('tr', { 'data-row': s.indices[p], class: active.length && !passes((c) => value(s, c, p), active) ? 'fails' : null, onclick: () => openRow(p) },
+    const body = shown.map((p) => el('tr', { 'data-row': s.indices[p], class: [active.length && !passes((c) => value(s, c, p), active) ? 'fails' : '', p === S.open ? 'open' : ''].join(' ').trim() || null, onclick: () => openRow(p) },
       el('td', { class: 'num' }, s.indices[p]),
       texts.map((c) => el('td', { class: 'text' }, fmt(value(s, c, p)).slice(0, 200))),
       s.scores.map((c) => el('td', { class: 'num', 'data-col': c }, fmt(value(s, c, p))))));
@@ -283,8 +283,11 @@
 
   function openRow(p) {
     S.open = p;
+    document.querySelectorAll('#rows tr.open').forEach((tr) => tr.classList.remove('open'));
+    const tr = document.querySelector(`#rows tr[data-row='${sp().indices[p]}']`);
+    if (tr) tr.classList.add('open');
     const s = sp(), d = document.getElementById('detail'), row = s.indices[p];
-    const kids = [el('button', { class: 'close', id: 'detail-close', onclick: () => { d.hidden = true; S.open = null; } }, '×'),
+    const kids = [el('button', { class: 'close', id: 'detail-close', onclick: () => { d.hidden = true; S.open = null; document.querySelectorAll('#rows tr.open').forEach((x) => x.classList.remove('open')); } }, '×'),
       el('h2', {}, `Row ${row} (${S.split})`), labelBox(s, p)];
     for (const c of s.judged) {
       const cut = (s.cut[c] || []).includes(p);
