@@ -56,6 +56,7 @@ _SUBMODULE_ATTRS = {
     "results.filter": ["filter_by_scores"],
     "results.hub": ["push_scored"],
     "results.overview": ["RunOverview", "overview"],
+    "results.report": ["write_report"],
     "transport.local": ["local_judge"],
     "judging.catalogue": ["available_metrics", "load_metric"],
     "judging.metrics": ["Metric", "Output"],
@@ -115,6 +116,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .progress import Progress
     from .results.calibrated import apply_calibration
     from .results.overview import RunOverview, overview
+    from .results.report import write_report
     from .results.summary import RunSummary
     from .settings import Aggregator, Panelist, Settings
     from .transport.local import local_judge

@@ -73,7 +73,11 @@ def test_pictures_without_a_summary_replace_only_their_own(hub):
     } <= files
     push_scored(DatasetDict({"train": ds.select_columns(["note", "QA_Clarity"])}), "tester/plots-bare")
     files = set(HfApi().list_repo_files("tester/plots-bare", repo_type="dataset"))
-    assert {f for f in files if f.startswith("hf_judge/")} == {"hf_judge/plots/train/QA_Clarity.png"}
+    # and the report page, made again for this push
+    assert {f for f in files if f.startswith("hf_judge/")} == {
+        "hf_judge/plots/train/QA_Clarity.png",
+        "hf_judge/report.html",
+    }
 
 
 def test_agreement_command_saves_pngs_beside_the_report(tmp_path, capfd):

@@ -21,6 +21,7 @@ from .listing import add_metrics, add_recipes
 from .merge import add_merge
 from .review import add_review
 from .score import add_run, add_score
+from .view import add_show_prompt, add_view
 
 # the commands in the order `hf-judge --help` lists them; each adds its parser to the subparsers
 COMMANDS = {
@@ -34,6 +35,8 @@ COMMANDS = {
     "merge": add_merge,
     "calibrate": add_calibrate,
     "sample-for-review": add_review,
+    "view": add_view,
+    "show-prompt": add_show_prompt,
 }
 
 

@@ -77,6 +77,7 @@ def write_result(
         save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
         pictures = _save_pictures(result, out, summary)
         done += [f"saved to {out} ({_rows(result)})", _pictures_line(pictures, Path(out, "plots"))]
+        done += _save_report(saved, out)
     if repo:
         url = push_scored(
             result, repo, private=args.private, token=args.token, summary=summary, agreement=args.agreement
@@ -148,3 +149,19 @@ def show_overview(result, summary, out: str | None, repo: str | None, *, termina
     else:
         ov = overview(result, summary, saved_to=out, repo=repo)
     return ov.lines(terminal=terminal)
+
+
+def _save_report(result, out: str) -> list[str]:
+    """The report page beside the saved result (``out/report.html``), and the line that says how to open it. A page
+    that cannot be made is a warning: the result is saved, and ``hf-judge view`` says what is wrong."""
+    import logging
+
+    from ..results.report import REPORT_FILE, write_report
+
+    path = Path(out, REPORT_FILE)
+    try:
+        write_report(result, path, source=out)
+    except Exception as e:  # noqa: BLE001 - the result is saved already; the page is not worth failing the run for
+        logging.getLogger("hf_judge").warning("the report page could not be written (%s: %s)", type(e).__name__, e)
+        return []
+    return [f"{'report':<15}{path}: open {path.resolve().as_uri()} in a browser"]

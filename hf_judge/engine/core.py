@@ -20,9 +20,8 @@ from datasets import Features
 from ..errors import ErrorKind, TemplateError
 from ..judging import logprobs
 from ..judging.ensemble import Layout, as_features, sample_key
-from ..judging.images import ImageValueError, image_urls
 from ..judging.metrics import Metric, MetricKind, OutputType
-from ..judging.render import format_value
+from ..judging.prompt import NoRequest, prompt_values, request_messages
 from ..redact import scrub
 from ..transport.client import JudgeClient, Outcome
 
@@ -114,20 +113,10 @@ class RowCore:
 
     def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:
         metric = plan.metric
-        values: dict[str, Any] = {}
-        for var, col in plan.columns.items():
-            v = batch[col][i] if col is not None else None
-            if v is None and var not in metric.optional:
-                return self._job_error(
-                    r, plan, ErrorKind.NULL_INPUT, f"column {col!r} is null in this row; nothing was sent"
-                )
-            if var in plan.images and v is not None:
-                try:
-                    values[var] = image_urls(v)
-                except ImageValueError as e:
-                    return self._job_error(r, plan, ErrorKind.BAD_IMAGE, f"column {col!r}: {e}; nothing was sent")
-            else:
-                values[var] = format_value(v)
+        try:
+            values = prompt_values(metric, plan.columns, batch, i, plan.images)
+        except NoRequest as e:
+            return self._job_error(r, plan, e.kind, e.message)
         if self.max_input_chars is not None:
             size = sum(len(v) for v in values.values() if isinstance(v, str))
             if size > self.max_input_chars:
@@ -137,12 +126,8 @@ class RowCore:
                     ErrorKind.INPUT_TOO_LONG,
                     f"the row's template values hold {size} characters, over max_input_chars={self.max_input_chars}",
                 )
-        orders = [values]
-        if metric.kind == _PAIRWISE and metric.swap:
-            a, b = metric.swap
-            orders.append({**values, a: values[b], b: values[a]})
         try:
-            rendered = [metric.messages(vals, plan.images) for vals in orders]
+            rendered = request_messages(metric, values, plan.images)
         except TemplateError as e:
             return self._job_error(r, plan, ErrorKind.TEMPLATE, str(e))
         n_orders, k = len(rendered), self.layout.samples

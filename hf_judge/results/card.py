@@ -395,10 +395,12 @@ def render_section(
     summary: RunSummary | None,
     reports: Sequence[AgreementReport] = (),
     pictures: Collection[str] = (),
+    report: str | None = None,
 ) -> str:
     """The markdown hf_judge owns in the card: provenance (with the filter, if any), score distributions
     and agreement reports. ``pictures``: the repo paths of the PNGs pushed beside the card
-    (:func:`picture_files`); a distribution with a picture shows it in place of its text histogram.
+    (:func:`picture_files`); a distribution with a picture shows it in place of its text histogram. ``report``:
+    the repo path of the report page pushed beside the card, which the card links.
 
     Example:
         >>> print(render_section(scored, scored.summary))  # doctest: +SKIP
@@ -407,6 +409,12 @@ def render_section(
     glance = _at_a_glance(scored, summary)
     if glance:
         out += ["### Scores at a glance", "", glance, ""]
+    if report:
+        out += [
+            f"**[Report page]({report})** (`{report}`): the scores, reasons and prompts of the rows, to sort, filter "
+            "and label; download it and open it in a browser (one file, no server, no network).",
+            "",
+        ]
     if summary is not None:
         out += (["### How they were made", ""] if glance else []) + _provenance(summary)
     out += ["### Score distributions", ""]

@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register
 from .card import FILES_DIR, PLOTS_DIR, card_metadata, merge_card_text, picture_files, provenance_files, render_section
+from .report import REPORT_FILE
 from .summary import RunSummary
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ def push_scored(
     revision: str | None = None,
     agreement: AgreementReport | Sequence[AgreementReport] = (),
     plots: bool | None = None,
+    report: bool = True,
     **push_kwargs,
 ) -> str:
     """Push scored splits, the errors, the provenance files and a dataset card; returns the repo URL.
@@ -79,7 +81,8 @@ def push_scored(
     the result of ``score_dataset`` or ``filter_by_scores`` does the same.
     ``agreement``: reports of :func:`hf_judge.agreement` to show in the card. ``plots``: push PNG
     pictures of the distributions (and of the reports) to ``hf_judge/plots/`` and show them in the
-    card; default: when the ``plots`` extra (matplotlib) is installed.
+    card; default: when the ``plots`` extra (matplotlib) is installed. ``report``: push the report page
+    (``hf_judge/report.html``, see :func:`hf_judge.write_report`) beside the data, linked from the card.
 
     Example:
         >>> push_scored(scored, "me/gsm8k-judged", private=True)  # doctest: +SKIP
@@ -121,9 +124,13 @@ def push_scored(
             text = str(card)
         except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
             text = "---\n---\n"
-    card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures)))
+    page = _report_page(data, errors, summary, repo_id) if report else None
+    page_path = f"{FILES_DIR}/{REPORT_FILE}" if page is not None else None
+    card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures, page_path)))
     card_metadata(cast(DatasetCardData, card.data), data, summary)  # a DatasetCard's data is one
     new = {**(provenance_files(summary) if summary is not None else {}), **pictures}
+    if page is not None:
+        new[f"{FILES_DIR}/{REPORT_FILE}"] = page
     # The card goes in the same commit as the files it shows. Not DatasetCard.push_to_hub: before
     # huggingface_hub 1.x its validation posts to huggingface.co whatever HF_ENDPOINT says (a private
     # Hub's card would be sent to the public one), and it would be a second commit.
@@ -184,3 +191,17 @@ def push_calibration(
             commit_message=f"Calibration of {calibration.score} against {calibration.label} (hf-judge)",
         )
     return f"{api.endpoint}/datasets/{repo_id}/blob/{revision or 'main'}/{path}"
+
+
+def _report_page(data: DatasetDict, errors: Dataset, summary: RunSummary | None, repo_id: str) -> bytes | None:
+    """The report page of a pushed result; None, with a warning, where it cannot be made (the data is pushed
+    already: a page is not worth failing the push for, and ``hf-judge view REPO`` makes it later)."""
+    from .report import report_html
+
+    try:
+        return report_html(DatasetDict({**data, "errors": errors}), summary=summary, source=repo_id).encode()
+    except Exception as e:  # noqa: BLE001 - any failure of the page leaves the push as it is
+        logger.warning(
+            "the report page could not be made (%s: %s); `hf-judge view %s` makes it", type(e).__name__, e, repo_id
+        )
+        return None

@@ -1,0 +1,137 @@
+"""``hf-judge view``: the report page of a result; ``hf-judge show-prompt``: the prompt one row was sent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
+
+VIEW_EXAMPLE = """examples:
+  hf-judge view example-judged/                 # writes example-judged/report.html
+  hf-judge view me/gsm8k-judged -o gsm8k.html --open
+
+The page is one HTML file: no server, no network. It shows the run, the distributions, the rows (sort, search,
+thresholds and the `hf-judge filter` command that keeps them; each row's reasons and the prompt it was sent), the
+errors, and lets a reviewer label rows and download the labels (labels.jsonl, for `hf-judge agreement --labels`).
+A split of more than 5,000 rows (or 25 million characters of text) embeds the rows a reviewer needs (extremes,
+threshold neighbourhoods, disagreements, errors, a uniform sample); texts are cut at 20,000 characters.
+"""
+
+SHOW_PROMPT_EXAMPLE = """examples:
+  hf-judge show-prompt example-judged/ --row 3 --metric QA_All
+  hf-judge show-prompt me/gsm8k-judged --row 17 --metric QA_Clarity --split test --json
+"""
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("result", help="the folder hf-judge saved, or a scored Hub repo id")
+    p.add_argument("--subset", help=SUBSET_HELP)
+    p.add_argument("--revision", help=REVISION_HELP)
+    p.add_argument("--token", help=TOKEN_HELP)
+
+
+def add_view(sub: Any, settings: bool) -> None:  # noqa: ARG001 - view sends no request
+    """The ``view`` command's parser."""
+    p = sub.add_parser(
+        "view",
+        help="write the report page of a result (one HTML file) to read, sort, filter and label the judgments",
+        description="Write a self-contained HTML report of RESULT: overview, rows, errors, labelling.",
+        epilog=VIEW_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_source(p)
+    p.add_argument("--split", action="append", dest="splits", help="split to show (repeatable; default: all)")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write the page (default: beside the result)")
+    p.add_argument("--open", action="store_true", help="open the page in the web browser")
+    p.set_defaults(func=cmd_view)
+
+
+def add_show_prompt(sub: Any, settings: bool) -> None:  # noqa: ARG001
+    """The ``show-prompt`` command's parser."""
+    p = sub.add_parser(
+        "show-prompt",
+        help="print the prompt a row was sent for a metric, exactly as sent",
+        description="Rebuild the messages RESULT's row ROW was sent for METRIC, from the recorded prompt file and "
+        "column mapping (summary.json), and print them.",
+        epilog=SHOW_PROMPT_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_source(p)
+    p.add_argument("--row", required=True, type=int, help="the row's index in its split")
+    p.add_argument("--metric", required=True, help="the metric's name (QA_All, QA_Clarity, ...)")
+    p.add_argument("--split", help="the split (needed when the result has several)")
+    p.add_argument("--json", action="store_true", help="print the messages as JSON (one list per request)")
+    p.set_defaults(func=cmd_show_prompt)
+
+
+def _load(args: argparse.Namespace, splits: list[str] | None):
+    """The result's splits (with its errors) and its summary."""
+    from .inputs import input_summary, load_input
+
+    ds = load_input(args.result, subset=args.subset, splits=splits, revision=args.revision, token=args.token)
+    if "errors" not in ds and not Path(args.result).is_file():
+        try:  # a Hub result (and a streamed one's folder) keeps its errors in a config of their own
+            ds["errors"] = load_input(args.result, subset="errors", revision=args.revision, token=args.token)["errors"]
+        except Exception:  # noqa: BLE001 - a repo without an errors config is fine
+            pass
+    return ds, input_summary(args.result, revision=args.revision, token=args.token)
+
+
+def default_report_path(result: str) -> Path:
+    """Where ``view`` writes by default: inside a result folder, else ``<owner>__<name>-report.html`` here.
+
+    Example:
+        >>> default_report_path("me/gsm8k-judged")
+        PosixPath('me__gsm8k-judged-report.html')
+    """
+    from ..results.report import REPORT_FILE
+
+    path = Path(result).expanduser()
+    if path.is_dir():
+        return path / REPORT_FILE
+    return Path(result.replace("/", "__") + "-report.html")
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """hf-judge view RESULT [-o report.html] [--open]."""
+    from ..results.report import write_report
+
+    splits = args.splits
+    ds, summary = _load(args, splits)
+    if splits and "errors" in ds:
+        ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
+    out = Path(args.output) if args.output else default_report_path(args.result)
+    path = write_report(ds, out, summary=summary, source=args.result, splits=splits)
+    size = path.stat().st_size
+    url = path.resolve().as_uri()
+    print(f"report written to {path} ({size / 1e6:.1f} MB); open it in a browser: {url}", flush=True)
+    if summary is None:
+        print("(no summary.json with this result: the page shows no run details and no prompts)")
+    if args.open:
+        import webbrowser
+
+        if not webbrowser.open(url):
+            print("could not start a web browser here; open the file yourself")
+    return 0
+
+
+def cmd_show_prompt(args: argparse.Namespace) -> int:
+    """hf-judge show-prompt RESULT --row N --metric NAME [--split S]."""
+    from ..results.prompts import Prompter, format_messages
+
+    ds, summary = _load(args, [args.split] if args.split else None)
+    names = [s for s in ds if s != "errors"]
+    if summary is None:
+        raise ConfigError(f"{args.result} has no summary.json: it records the prompts and columns; score it again")
+    if len(names) > 1 and not args.split:
+        raise ConfigError(f"{args.result} has several splits ({', '.join(names)}): choose one with --split")
+    d = ds[args.split or names[0]]
+    if not 0 <= args.row < len(d):
+        raise ConfigError(f"--row {args.row}: split {args.split or names[0]!r} has rows 0 to {len(d) - 1}")
+    requests = Prompter(summary, d.column_names, d.features).messages(args.metric, d[args.row])
+    print(json.dumps(requests, ensure_ascii=False, indent=1) if args.json else format_messages(requests))
+    return 0

@@ -1,0 +1,236 @@
+"""The report page: one self-contained HTML file to read, sort, filter and label a result's judgments.
+
+The page needs no server and no network: its script and style are inline (``report_assets/``, shipped in the
+package), the data is JSON in a ``<script type="application/json">``. Tabs: the overview of the run (model,
+metrics, prompt hashes, columns, requests, tokens, cost, runs, a histogram per score, errors by kind, agreement
+and other figures the summary holds), the rows (sortable by any score, a text search, thresholds that count the
+rows they keep and give the ``hf-judge filter`` command; a row opens with its text, each metric's values and
+reason, and the prompt it was sent), the errors (by kind, with the raw reply) and labelling (a reviewer's labels,
+kept in the browser's storage, downloaded as JSON lines in the labels layout).
+
+What is embedded of a large result, and the caps on text, are in :mod:`hf_judge.results.report_data`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import html
+import json
+import shlex
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, DatasetDict
+
+from ..constants import VERSION
+from ..redact import scrub
+from . import report_data as rd
+from .errors_split import ERRORS_SPLIT
+from .prompts import Prompter
+from .summary import RunSummary
+
+REPORT_FILE = "report.html"
+# the summary's keys the overview shows as the run's details; any other one that holds something (the judges'
+# agreement, and what a newer hf-judge records: bias, calibration) is shown as a figure, as found
+DETAILS = {
+    "model", "base_url_host", "rows", "requests", "retries", "cache_hits", "shared", "capped_waits", "cached_splits",
+    "errors", "failed_attempts", "prompt_tokens", "completion_tokens", "cached_tokens", "price", "elapsed_s",
+    "structured_output", "notes", "metrics", "columns", "column_mapping", "sampling", "source_dataset",
+    "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s",
+}  # fmt: skip
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("report_assets").joinpath(name).read_text(encoding="utf-8")
+
+
+def _overview(summary: RunSummary | None) -> dict[str, Any]:
+    """The run as the overview shows it; figures (agreement, and those a newer hf-judge records) as found."""
+    if summary is None:
+        return {}
+    d = summary.to_dict()
+    totals = summary.totals()
+    cost = summary.cost(totals)
+    prompts = {
+        m: {k: p.get(k) for k in ("file", "sha256", "params", "pack") if k in p} for m, p in d["prompts"].items()
+    }
+    out = {
+        "model": summary.model,
+        "host": summary.base_url_host.rpartition("@")[2],
+        "metrics": summary.metrics,
+        "prompts": prompts,
+        "column_mapping": summary.column_mapping,
+        "rows": summary.rows,
+        "totals": totals,
+        "cost": cost,
+        "errors": summary.errors,
+        "runs": summary.runs,
+        "sampling": summary.sampling,
+        "source": summary.source_dataset,
+        "recipe": summary.recipe,
+        "filters": summary.filters,
+        "structured_output": summary.structured_output,
+        "notes": summary.notes,
+        "figures": {k: v for k, v in d.items() if k not in DETAILS and isinstance(v, (dict, list)) and v},
+    }
+    # the summary holds no secret; scrubbed all the same, as the card is (a model name comes from the user)
+    return json.loads(scrub(json.dumps(out, default=str)))
+
+
+def _errors(errors: Dataset | None, max_text: int) -> dict[str, Any]:
+    if errors is None or len(errors) == 0:
+        return {"rows": [], "total": 0, "by_kind": {}}
+    by_kind: dict[str, int] = {}
+    for k in errors["kind"]:
+        by_kind[k] = by_kind.get(k, 0) + 1
+    rows = errors.select(range(min(len(errors), rd.MAX_ERRORS))).to_list()
+    for r in rows:
+        for k in ("message", "raw"):
+            if isinstance(r.get(k), str) and len(r[k]) > max_text:
+                r[k] = r[k][:max_text] + f"\n[cut at {max_text:,} characters]"
+    return {"rows": rows, "total": len(errors), "by_kind": by_kind}
+
+
+def _split(
+    name: str, d: Dataset, summary: RunSummary | None, errors: dict[str, Any], max_rows: int, max_text: int
+) -> dict[str, Any]:
+    """One split as the page embeds it (see report_data)."""
+    scores = rd.split_scores(d, summary)
+    error_rows = {int(e["row"]) for e in errors["rows"] if e.get("split") == name}
+    thresholds = rd.thresholds_of(d, scores, summary)
+    indices, reasons = rd.select_rows(d, scores, error_rows, thresholds, max_rows, max_text=max_text)
+    cols, cut, raw_rows = rd.split_rows(d, indices, max_text)
+    names = list(summary.metrics) if summary is not None else []
+    prompter = Prompter(summary, d.column_names, d.features) if summary is not None else None
+    prompts = rd.split_prompts(prompter, names, raw_rows) if prompter is not None else {}
+    referenced = {
+        p["c"]
+        for entry in prompts.values()
+        for skel in entry.get("skeletons", {}).values()
+        for messages in skel
+        for m in messages
+        for p in m["parts"]
+        if isinstance(p, dict)
+    }
+    # a column the prompt reads whose page value is not its prompt text (a number, a list): its prompt text too
+    ptext = {
+        c: [None if r.get(c) is None else rd.format_value(r[c])[:max_text] for r in raw_rows]
+        for c in referenced
+        if any(v is not None and not isinstance(v, str) for v in cols[c])
+    }
+    judged = [c for c in (summary.column_mapping.values() if summary is not None else []) if c in cols]
+    return {
+        "rows": len(d),
+        "indices": indices,
+        "reasons": reasons,
+        "thresholds": thresholds,
+        "columns": cols,
+        "cut": cut,
+        "scores": scores,
+        "judged": list(dict.fromkeys(judged)),
+        "metrics": rd.metric_columns(d, prompter, names),
+        "all_scores": rd.all_scores(d, scores),
+        "stats": rd.distributions(d, scores),
+        "prompts": prompts,
+        "ptext": ptext,
+    }
+
+
+def report_data(
+    result: DatasetDict | Dataset,
+    *,
+    summary: RunSummary | None = None,
+    source: str = "",
+    splits: Sequence[str] | None = None,
+    max_rows: int = rd.MAX_ROWS,
+    max_text: int = rd.MAX_TEXT,
+) -> dict[str, Any]:
+    """What the page embeds, as a JSON-able dict (see :func:`write_report`)."""
+    if isinstance(result, Dataset):
+        result = DatasetDict({"train": result})
+    summary = summary if summary is not None else getattr(result, "summary", None)
+    errors = _errors(result.get(ERRORS_SPLIT), max_text)
+    chosen = [s for s in result if s != ERRORS_SPLIT and (not splits or s in splits)]
+    command_source = shlex.quote(source) if source else "RESULT"
+    data: dict[str, Any] = {
+        "version": VERSION,
+        "title": source or (summary.source_dataset if summary is not None else "") or "scored dataset",
+        "source": command_source,
+        "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "overview": _overview(summary),
+        "caps": {
+            "rows": max_rows,
+            "text": max_text,
+            "chars": rd.MAX_CHARS,
+            "errors": rd.MAX_ERRORS,
+            "scores": rd.MAX_SCORE_VALUES,
+        },
+        "splits": {s: _split(s, result[s], summary, errors, max_rows, max_text) for s in chosen},
+        "errors": errors,
+    }
+    # the labels' storage key: one result's labels are not another's
+    key = json.dumps(
+        [data["title"], {s: v["rows"] for s, v in data["splits"].items()}, data["overview"].get("metrics")]
+    )
+    data["key"] = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return data
+
+
+def _json_for_script(data: dict[str, Any]) -> str:
+    """JSON safe inside ``<script>``: no ``</script>`` or ``<!--`` can end it early."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def report_html(result: DatasetDict | Dataset, **kwargs: Any) -> str:
+    """The page as one HTML string; the keyword arguments are :func:`write_report`'s (``path`` aside).
+
+    Example:
+        >>> page = report_html(scored, source="out/")  # doctest: +SKIP
+    """
+    data = report_data(result, **kwargs)
+    title = html.escape(f"hf-judge report: {data['title']}")
+    return (
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        # nothing may load from elsewhere: the page works offline and leaks nothing of the data when opened
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        "script-src 'unsafe-inline'; img-src data: blob:\">"
+        f"<title>{title}</title><style>{_asset('report.css')}</style></head>"
+        f"<body><div id='app'><p class='loading'>Loading the report...</p></div>"
+        f"<script type='application/json' id='hf-judge-data'>{_json_for_script(data)}</script>"
+        f"<script>{_asset('report.js')}</script></body></html>\n"
+    )
+
+
+def write_report(
+    result: DatasetDict | Dataset,
+    path: str | Path,
+    *,
+    summary: RunSummary | None = None,
+    source: str = "",
+    splits: Sequence[str] | None = None,
+    max_rows: int = rd.MAX_ROWS,
+    max_text: int = rd.MAX_TEXT,
+) -> Path:
+    """Write the report page of a scored result to ``path`` (one HTML file, no server, no network); returns it.
+
+    ``result``: a scored ``DatasetDict`` (its ``errors`` split included) or one split; ``summary``: the run's
+    (default: ``result.summary``), for the overview and the prompts; ``source``: how the page's ``hf-judge
+    filter`` commands name the result (a folder, a Hub id); ``splits``: those to show (default: all). A split of
+    more than ``max_rows`` rows embeds a selection (the extremes and threshold neighbourhoods per score,
+    disagreements, error rows, a uniform sample); texts are cut at ``max_text`` characters.
+
+    Example:
+        >>> scored = score_dataset(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
+        >>> write_report(scored, "report.html", source="out/")  # doctest: +SKIP
+        PosixPath('report.html')
+    """
+    page = report_html(result, summary=summary, source=source, splits=splits, max_rows=max_rows, max_text=max_text)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path

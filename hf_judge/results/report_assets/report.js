@@ -1,0 +1,379 @@
+// The hf-judge report page: reads the JSON the page embeds and draws four tabs. No network, no dependency.
+(function () {
+  'use strict';
+  const D = JSON.parse(document.getElementById('hf-judge-data').textContent);
+  const PAGE = 100;
+  const splits = Object.keys(D.splits);
+  const S = { tab: 'overview', split: splits[0], sort: null, desc: false, search: '', page: 0, kind: '', open: null,
+              thr: {}, keepMissing: false, onlyPass: false };
+  const STORE = 'hf-judge-labels:' + D.key;
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else if (k === 'text') e.textContent = v;
+      else e.setAttribute(k, v === true ? '' : v);
+    }
+    for (const k of kids.flat()) if (k !== null && k !== undefined && k !== false) e.append(k instanceof Node ? k : String(k));
+    return e;
+  }
+  const fmt = (v) => v === null || v === undefined ? '' : typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3).replace(/\.?0+$/, '')) : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  const num = (v) => v === null || v === undefined ? null : typeof v === 'boolean' ? (v ? 1 : 0) : typeof v === 'number' ? v : null;
+  const kv = (pairs) => el('table', { class: 'kv' }, pairs.filter((p) => p[1] !== '' && p[1] !== null && p[1] !== undefined).map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, v))));
+  const table = (head, rows, attrs) => el('table', attrs || {}, el('thead', {}, el('tr', {}, head.map((h) => el('th', {}, h)))), el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', {}, c))))));
+  const int = (n) => (n || 0).toLocaleString('en-US');
+
+  // -- labels (localStorage) ------------------------------------------------------------------------------
+  function loadLabels() { try { return JSON.parse(localStorage.getItem(STORE) || '{}'); } catch (e) { return {}; } }
+  function saveLabels(l) { try { localStorage.setItem(STORE, JSON.stringify(l)); } catch (e) { /* storage off: kept for this visit */ } LABELS = l; }
+  let LABELS = loadLabels();
+  const reviewer = () => localStorage.getItem('hf-judge-reviewer') || '';
+
+  // -- the split's rows ------------------------------------------------------------------------------------
+  function sp() { return D.splits[S.split]; }
+  function nRows(s) { return s.indices.length; }
+  function value(s, col, pos) { const c = s.columns[col]; return c ? c[pos] : null; }
+  function thresholds() { return S.thr[S.split] || (S.thr[S.split] = {}); }
+  function activeThresholds() {
+    const out = [];
+    for (const [c, t] of Object.entries(thresholds())) {
+      const lo = t.min === '' || t.min === undefined ? null : Number(t.min), hi = t.max === '' || t.max === undefined ? null : Number(t.max);
+      if ((lo !== null && Number.isFinite(lo)) || (hi !== null && Number.isFinite(hi))) out.push([c, Number.isFinite(lo) ? lo : null, Number.isFinite(hi) ? hi : null]);
+    }
+    return out;
+  }
+  // filter_by_scores' rule: inclusive, a null fails unless --keep-missing, booleans as 0/1
+  function passes(get, active) {
+    for (const [c, lo, hi] of active) {
+      const v = num(get(c));
+      if (v === null) { if (!S.keepMissing) return false; continue; }
+      if ((lo !== null && v < lo) || (hi !== null && v > hi)) return false;
+    }
+    return true;
+  }
+  function passCount(s, active) {
+    if (s.all_scores) {
+      let n = 0;
+      for (let i = 0; i < s.rows; i++) if (passes((c) => s.all_scores[c][i], active)) n++;
+      return [n, s.rows, true];
+    }
+    let n = 0;
+    for (let p = 0; p < nRows(s); p++) if (passes((c) => value(s, c, p), active)) n++;
+    return [n, nRows(s), false];
+  }
+  function command(active) {
+    const parts = ['hf-judge filter', D.source];
+    for (const [c, lo, hi] of active) {
+      if (lo !== null) parts.push('--min ' + c + '=' + lo);
+      if (hi !== null) parts.push('--max ' + c + '=' + hi);
+    }
+    if (S.keepMissing) parts.push('--keep-missing');
+    if (splits.length > 1) parts.push('--split ' + S.split);
+    return parts.join(' ');
+  }
+  function haystack(s, p) {
+    if (!s._hay) s._hay = [];
+    if (s._hay[p] === undefined) s._hay[p] = Object.keys(s.columns).map((c) => fmt(s.columns[c][p])).join('\n').toLowerCase();
+    return s._hay[p];
+  }
+  function visibleRows(s) {
+    let rows = [...Array(nRows(s)).keys()];
+    const q = S.search.trim().toLowerCase();
+    if (q) rows = rows.filter((p) => haystack(s, p).includes(q));
+    const active = activeThresholds();
+    if (S.onlyPass && active.length) rows = rows.filter((p) => passes((c) => value(s, c, p), active));
+    if (S.sort) {
+      const col = S.sort, dir = S.desc ? -1 : 1;
+      const key = col === '#' ? (p) => s.indices[p] : (p) => { const v = value(s, col, p); return typeof v === 'boolean' ? +v : v; };
+      rows.sort((a, b) => {
+        const x = key(a), y = key(b);
+        if (x === null || x === undefined) return (y === null || y === undefined) ? a - b : 1;
+        if (y === null || y === undefined) return -1;
+        return x < y ? -dir : x > y ? dir : a - b;
+      });
+    }
+    return rows;
+  }
+
+  // -- prompts ------------------------------------------------------------------------------------------------
+  function promptOf(s, metric, p) {
+    const entry = s.prompts[metric];
+    if (!entry) return { none: 'no prompt recorded for ' + metric };
+    if (entry.none) return { none: entry.none };
+    const ref = entry.rows[p];
+    if (typeof ref !== 'string') return ref;
+    const skel = entry.skeletons[ref];
+    if (!skel) return { none: 'this metric sends images: `hf-judge show-prompt` prints its messages' };
+    const cut = [];
+    const text = (c) => {
+      if ((s.cut[c] || []).includes(p)) cut.push(c);
+      const v = s.ptext[c] ? s.ptext[c][p] : s.columns[c][p];
+      return v === null || v === undefined ? '' : String(v);
+    };
+    const messages = skel.map((msgs) => msgs.map((m) => ({ role: m.role, content: m.parts.map((x) => typeof x === 'string' ? x : text(x.c)).join('') })));
+    return { messages, cut: [...new Set(cut)] };
+  }
+
+  // -- drawing ------------------------------------------------------------------------------------------------
+  function histogram(title, stats) {
+    const hist = stats.hist || {};
+    const keys = Object.keys(hist), W = 300, H = 120, pad = 18;
+    const peak = Math.max(1, ...keys.map((k) => hist[k]));
+    const bw = keys.length ? (W - 10) / keys.length : 0;
+    const ns = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(ns, 'svg');
+    svg.setAttribute('width', W); svg.setAttribute('height', H); svg.setAttribute('class', 'hist');
+    svg.setAttribute('role', 'img'); svg.setAttribute('aria-label', 'distribution of ' + title);
+    keys.forEach((k, i) => {
+      const h = (H - 2 * pad) * hist[k] / peak;
+      const r = document.createElementNS(ns, 'rect');
+      r.setAttribute('x', 5 + i * bw + 1); r.setAttribute('y', H - pad - h); r.setAttribute('width', Math.max(1, bw - 2)); r.setAttribute('height', h);
+      const t = document.createElementNS(ns, 'title'); t.textContent = k + ': ' + hist[k]; r.append(t);
+      svg.append(r);
+      if (keys.length <= 12 || i % Math.ceil(keys.length / 12) === 0) {
+        const lab = document.createElementNS(ns, 'text');
+        lab.setAttribute('x', 5 + i * bw + bw / 2); lab.setAttribute('y', H - 4); lab.setAttribute('text-anchor', 'middle'); lab.textContent = k;
+        svg.append(lab);
+      }
+    });
+    return el('div', { class: 'card' }, el('strong', {}, title), el('div', { class: 'small muted' },
+      `${int(stats.count)} scored, ${int(stats.null)} null` + (stats.mean !== undefined ? `, mean ${fmt(stats.mean)}` : '') + (stats.p50 !== undefined ? `, median ${fmt(stats.p50)}` : '')), svg);
+  }
+  function figure(value) {
+    if (value === null || typeof value !== 'object') return fmt(value);
+    if (Array.isArray(value)) return value.every((v) => v === null || typeof v !== 'object') ? value.map(fmt).join(', ') : el('div', {}, value.map(figure));
+    return kv(Object.entries(value).map(([k, v]) => [k, figure(v)]));
+  }
+
+  function overview() {
+    const o = D.overview, out = [];
+    if (!o.model) out.push(el('p', { class: 'muted' }, 'No summary.json with this result: the run\'s details are unknown.'));
+    else {
+      const t = o.totals || {};
+      const judges = (o.sampling && o.sampling.judges) ? o.sampling.judges.map((j) => `${j.name} (${j.model})`).join(', ') : '';
+      out.push(kv([
+        ['model', o.model + (o.host ? ' at ' + o.host : '')], ['judges', judges], ['source', o.source], ['recipe', o.recipe],
+        ['rows scored', Object.entries(o.rows || {}).map(([k, v]) => `${k}: ${int(v)}`).join(', ')],
+        ['requests', `${int(t.requests)} (${int(t.retries)} retries) over ${new Set((o.runs || []).map((r) => r.id)).size || 1} run(s)`],
+        ['tokens', `${int(t.prompt_tokens)} in / ${int(t.completion_tokens)} out`],
+        ['cost', o.cost === null || o.cost === undefined ? '' : '$' + o.cost.toFixed(4)],
+        ['output format', o.structured_output],
+        ['sampling', Object.entries(o.sampling || {}).filter(([k]) => k !== 'judges').map(([k, v]) => `${k}=${v === null ? 'none' : fmt(v)}`).join(', ')],
+        ['filtered', o.filters && o.filters.min ? JSON.stringify({ min: o.filters.min, max: o.filters.max }) : ''],
+      ]));
+      out.push(el('h2', {}, 'Metrics and prompts'));
+      out.push(table(['metric', 'prompt file', 'sha256', 'params'], Object.keys(o.metrics || {}).map((m) => {
+        const p = (o.prompts || {})[m] || {};
+        return [m, p.file || '', el('code', { class: 'small' }, p.sha256 || o.metrics[m]), p.params && Object.keys(p.params).length ? JSON.stringify(p.params) : ''];
+      })));
+      out.push(el('h2', {}, 'Columns judged'));
+      out.push(table(['template variable', 'column'], Object.entries(o.column_mapping || {}).map(([k, v]) => [k, v])));
+    }
+    for (const name of splits) {
+      const s = D.splits[name];
+      out.push(el('h2', {}, `Scores: ${name} (${int(s.rows)} rows)`));
+      out.push(el('div', { class: 'grid' }, s.scores.map((c) => histogram(c, s.stats[c] || {}))));
+    }
+    out.push(el('h2', {}, 'Errors'));
+    const kinds = Object.entries(D.errors.by_kind);
+    out.push(kinds.length ? table(['kind', 'rows'], kinds.map(([k, n]) => [el('a', { href: '#', onclick: (e) => { e.preventDefault(); S.kind = k; go('errors'); } }, k), int(n)])) : el('p', { class: 'muted' }, 'none'));
+    for (const [k, v] of Object.entries(o.figures || {})) { out.push(el('h2', {}, k[0].toUpperCase() + k.slice(1))); out.push(figure(v)); }
+    if ((o.runs || []).length) {
+      out.push(el('h2', {}, 'Runs'));
+      out.push(table(['run', 'started', 'split', 'requests', 'from cache', 'tokens in', 'tokens out', 's'], o.runs.map((r) => [r.id, r.started, r.split, int(r.requests), int(r.cache_hits), int(r.prompt_tokens), int(r.completion_tokens), fmt(r.elapsed_s)])));
+    }
+    return out;
+  }
+
+  function thresholdPanel(s) {
+    const t = thresholds();
+    const inputs = s.scores.map((c) => {
+      const cur = t[c] || (t[c] = {});
+      const st = s.stats[c] || {};
+      const inp = (which) => el('input', { type: 'number', step: 'any', id: `${which}-${c}`, 'data-col': c, placeholder: which === 'min' ? fmt(st.min) : fmt(st.max), value: cur[which] ?? '',
+        oninput: (e) => { cur[which] = e.target.value; S.page = 0; updateCount(); if (S.onlyPass) drawTable(); } });
+      return el('label', {}, el('span', { title: c }, c), 'min', inp('min'), 'max', inp('max'));
+    });
+    return el('details', { open: s.scores.length <= 12 || activeThresholds().length > 0 }, el('summary', {}, `Thresholds on ${s.scores.length} score columns (inclusive, as hf-judge filter)`),
+      el('div', { class: 'thresholds' }, inputs),
+      el('div', { class: 'controls' },
+        el('label', {}, el('input', { type: 'checkbox', id: 'keep-missing', checked: S.keepMissing, onchange: (e) => { S.keepMissing = e.target.checked; updateCount(); drawTable(); } }), ' keep rows whose score is null'),
+        el('label', {}, el('input', { type: 'checkbox', id: 'only-pass', checked: S.onlyPass, onchange: (e) => { S.onlyPass = e.target.checked; S.page = 0; drawTable(); } }), ' show only the rows that pass')),
+      el('div', { id: 'pass-count' }), el('code', { class: 'cmd', id: 'filter-command' }));
+  }
+  function updateCount() {
+    const s = sp(), active = activeThresholds();
+    const [n, of, all] = passCount(s, active);
+    const box = document.getElementById('pass-count');
+    if (!box) return;
+    box.textContent = active.length ? `${int(n)} of ${int(of)} rows pass` + (all ? '' : ' (of the rows embedded in this page)') : 'no threshold set';
+    box.setAttribute('data-pass', n);
+    document.getElementById('filter-command').textContent = active.length ? command(active) : 'hf-judge filter ' + D.source + ' --min COLUMN=V';
+  }
+
+  function rowsTab() {
+    const s = sp(), out = [];
+    if (splits.length > 1) out.push(el('label', {}, 'split ', el('select', { id: 'split', onchange: (e) => { S.split = e.target.value; S.page = 0; S.sort = null; draw(); } }, splits.map((n) => el('option', { value: n, selected: n === S.split }, n)))));
+    const left = s.rows - nRows(s);
+    out.push(el('p', { class: 'muted', id: 'embedded' }, left > 0
+      ? `This page holds ${int(nRows(s))} of ${int(s.rows)} rows (${int(left)} left out; caps: ${int(D.caps.rows)} rows, ${int(D.caps.chars)} characters of text): ` + Object.entries(s.reasons).map(([k, v]) => `${k} ${int(v)}`).join(', ') + '. Distributions and threshold counts cover every row.'
+      : `All ${int(s.rows)} rows. Texts longer than ${int(D.caps.text)} characters are cut.`));
+    out.push(el('div', { class: 'controls' }, el('input', { type: 'search', id: 'search', placeholder: 'search the text', value: S.search, size: 40, oninput: (e) => { S.search = e.target.value; S.page = 0; drawTable(); } })));
+    if (s.scores.length) out.push(thresholdPanel(s));
+    out.push(el('div', { id: 'table' }));
+    return out;
+  }
+  function drawTable() {
+    const box = document.getElementById('table');
+    if (!box) return;
+    const s = sp(), rows = visibleRows(s);
+    const pages = Math.max(1, Math.ceil(rows.length / PAGE));
+    S.page = Math.min(S.page, pages - 1);
+    const shown = rows.slice(S.page * PAGE, (S.page + 1) * PAGE);
+    const active = activeThresholds();
+    const texts = s.judged.length ? s.judged : Object.keys(s.columns).filter((c) => !s.scores.includes(c)).slice(0, 2);
+    const head = ['#', ...texts, ...s.scores].map((c) => el('th', { 'data-col': c, title: 'sort by ' + c,
+      onclick: () => { if (S.sort === c) S.desc = !S.desc; else { S.sort = c; S.desc = false; } drawTable(); } }, c + (S.sort === c ? (S.desc ? ' ▼' : ' ▲') : '')));
+    const body = shown.map((p) => el('tr', { 'data-row': s.indices[p], class: [active.length && !passes((c) => value(s, c, p), active) ? 'fails' : '', p === S.open ? 'open' : ''].join(' ').trim() || null, onclick: () => openRow(p) },
+      el('td', { class: 'num' }, s.indices[p]),
+      texts.map((c) => el('td', { class: 'text' }, fmt(value(s, c, p)).slice(0, 200))),
+      s.scores.map((c) => el('td', { class: 'num', 'data-col': c }, fmt(value(s, c, p))))));
+    box.replaceChildren(
+      el('div', { class: 'pager' }, el('button', { id: 'prev', disabled: S.page === 0, onclick: () => { S.page--; drawTable(); } }, '‹ prev'),
+        `page ${S.page + 1} of ${pages} (${int(rows.length)} rows)`,
+        el('button', { id: 'next', disabled: S.page >= pages - 1, onclick: () => { S.page++; drawTable(); } }, 'next ›')),
+      el('table', { class: 'rows', id: 'rows' }, el('thead', {}, el('tr', {}, head)), el('tbody', {}, body)));
+  }
+
+  function labelBox(s, p) {
+    const row = s.indices[p];
+    const pick = el('select', { id: 'label-score' }, s.scores.map((c) => el('option', { value: c }, c)));
+    const keyOf = () => `${S.split}:${row}:${pick.value}`;
+    const val = el('input', { type: 'number', id: 'label-value', min: 1, max: 10, step: 'any', placeholder: '1-10' });
+    const note = el('input', { type: 'text', id: 'label-note', placeholder: 'note (optional)' });
+    const status = el('span', { class: 'small muted', id: 'label-status' });
+    let verdict = null;
+    const good = el('button', { class: 'good', id: 'label-good', onclick: () => { verdict = true; val.value = ''; sync(); } }, '✓ good');
+    const bad = el('button', { class: 'bad', id: 'label-bad', onclick: () => { verdict = false; val.value = ''; sync(); } }, '✗ bad');
+    function sync() { good.classList.toggle('on', verdict === true); bad.classList.toggle('on', verdict === false); }
+    function show() {
+      const l = LABELS[keyOf()];
+      verdict = l && typeof l.label === 'boolean' ? l.label : null;
+      val.value = l && typeof l.label === 'number' ? l.label : '';
+      note.value = l ? (l.note || '') : '';
+      status.textContent = l ? 'labelled' : 'not labelled';
+      sync();
+    }
+    pick.addEventListener('change', show);
+    val.addEventListener('input', () => { verdict = null; sync(); });
+    const save = el('button', { id: 'label-save', onclick: () => {
+      const label = val.value !== '' ? Number(val.value) : verdict;
+      if (label === null || (typeof label === 'number' && !Number.isFinite(label))) { status.textContent = 'give a 1-10 label or a verdict'; return; }
+      const l = { ...LABELS };
+      l[keyOf()] = { split: S.split, row, score: pick.value, label, note: note.value || null, reviewer: reviewer() || null,
+        text: fmt(value(s, s.judged[0] || Object.keys(s.columns)[0], p)).slice(0, 500), judge_score: value(s, pick.value, p) ?? null };
+      saveLabels(l); status.textContent = 'saved (' + Object.keys(l).length + ' labels)';
+    } }, 'save label');
+    const clear = el('button', { id: 'label-clear', onclick: () => { const l = { ...LABELS }; delete l[keyOf()]; saveLabels(l); show(); } }, 'remove');
+    show();
+    return el('div', { class: 'labelbox' }, el('strong', {}, 'Your label '), 'for ', pick, ' ', val, ' or ', good, bad, ' ', note, ' ', save, clear, ' ', status);
+  }
+
+  function openRow(p) {
+    S.open = p;
+    document.querySelectorAll('#rows tr.open').forEach((tr) => tr.classList.remove('open'));
+    const tr = document.querySelector(`#rows tr[data-row='${sp().indices[p]}']`);
+    if (tr) tr.classList.add('open');
+    const s = sp(), d = document.getElementById('detail'), row = s.indices[p];
+    const kids = [el('button', { class: 'close', id: 'detail-close', onclick: () => { d.hidden = true; S.open = null; document.querySelectorAll('#rows tr.open').forEach((x) => x.classList.remove('open')); } }, '×'),
+      el('h2', {}, `Row ${row} (${S.split})`), labelBox(s, p)];
+    for (const c of s.judged) {
+      const cut = (s.cut[c] || []).includes(p);
+      kids.push(el('h3', {}, c), el('pre', { class: 'judged', 'data-col': c }, fmt(value(s, c, p))));
+      if (cut) kids.push(el('div', { class: 'small warn' }, `cut at ${int(D.caps.text)} characters in this page`));
+    }
+    const owned = new Set();
+    for (const [m, cols] of Object.entries(s.metrics)) {
+      cols.forEach((c) => owned.add(c));
+      const box = el('div', { class: 'metric', 'data-metric': m }, el('h3', {}, m));
+      const main = cols.find((c) => c === m);
+      if (main) box.append(el('div', { class: 'score' }, `${main}: ${fmt(value(s, main, p))}`));
+      // the metric's own reason as text; a judge's or a sample's beside the other values
+      const reasons = cols.filter((c) => typeof value(s, c, p) === 'string' && !c.includes('__') && /(reason|explanation|rationale)$/i.test(c));
+      reasons.forEach((c) => box.append(el('div', { class: 'small muted' }, c), el('pre', { class: 'reason', 'data-col': c }, value(s, c, p))));
+      const rest = cols.filter((c) => c !== main && !reasons.includes(c));
+      if (rest.length) box.append(kv(rest.map((c) => [c, fmt(value(s, c, p))])));
+      const pr = promptOf(s, m, p);
+      const det = el('details', { class: 'prompt', 'data-metric': m, open: true }, el('summary', {}, 'Prompt as sent'));
+      if (pr.none) det.append(el('p', { class: 'warn prompt-none' }, 'Cannot show the prompt: ' + pr.none));
+      else {
+        pr.messages.forEach((msgs, i) => {
+          if (pr.messages.length > 1) det.append(el('div', { class: 'small muted' }, `request ${i + 1} of ${pr.messages.length}` + (i ? ' (the answers swapped)' : '')));
+          msgs.forEach((msg) => det.append(el('div', { class: 'msg-role' }, msg.role), el('pre', { class: 'prompt-message', 'data-role': msg.role, 'data-request': i }, msg.content)));
+        });
+        if (pr.cut && pr.cut.length) det.append(el('div', { class: 'small warn' }, `the value of ${pr.cut.join(', ')} is cut in this page: hf-judge show-prompt ${D.source} --row ${row} --metric ${m} prints it whole`));
+      }
+      box.append(det);
+      kids.push(box);
+    }
+    const errs = D.errors.rows.filter((e) => e.split === S.split && e.row === row);
+    if (errs.length) kids.push(el('h3', {}, 'Errors'), table(['metric', 'kind', 'message'], errs.map((e) => [e.metric, e.kind, e.message])));
+    const other = Object.keys(s.columns).filter((c) => !owned.has(c) && !s.judged.includes(c));
+    if (other.length) kids.push(el('h3', {}, 'Other columns'), kv(other.map((c) => [c, fmt(value(s, c, p))])));
+    d.replaceChildren(...kids);
+    d.hidden = false;
+    d.scrollTop = 0;
+  }
+
+  function errorsTab() {
+    const E = D.errors, out = [];
+    if (!E.total) return [el('p', { class: 'muted' }, 'No errors: every (row, metric) was scored.')];
+    out.push(el('p', {}, `${int(E.total)} error rows` + (E.rows.length < E.total ? ` (the first ${int(E.rows.length)} in this page)` : '') + '. Load them with ', el('code', {}, 'load_dataset(..., "errors")'), ' or the saved folder\'s errors split.'));
+    out.push(el('label', {}, 'kind ', el('select', { id: 'error-kind', onchange: (e) => { S.kind = e.target.value; draw(); } },
+      el('option', { value: '' }, 'all'), Object.entries(E.by_kind).map(([k, n]) => el('option', { value: k, selected: k === S.kind }, `${k} (${int(n)})`)))));
+    const rows = E.rows.filter((e) => !S.kind || e.kind === S.kind).slice(0, 1000);
+    out.push(el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, ['split', 'row', 'metric', 'kind', 'attempts', 'message and raw reply'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, rows.map((e) => el('tr', { 'data-kind': e.kind }, el('td', {}, e.split), el('td', {}, e.row), el('td', {}, e.metric), el('td', {}, e.kind), el('td', {}, e.attempts),
+        el('td', {}, e.message, e.raw ? el('details', {}, el('summary', {}, 'raw reply'), el('pre', {}, e.raw)) : ''))))));
+    return out;
+  }
+
+  function labelsTab() {
+    const out = [];
+    const entries = Object.values(LABELS);
+    out.push(el('p', {}, 'Open a row in the Rows tab to label it (a 1-10 label or a verdict, and a note). Labels stay in this browser until you download them; ',
+      el('code', {}, `hf-judge agreement ${D.source} --labels labels.jsonl --score COLUMN`), ' reads the file back.'));
+    out.push(el('label', {}, 'reviewer ', el('input', { type: 'text', id: 'reviewer', value: reviewer(), oninput: (e) => { try { localStorage.setItem('hf-judge-reviewer', e.target.value); } catch (x) { /* storage off */ } } })));
+    out.push(el('div', { class: 'controls' },
+      el('button', { id: 'download-labels', disabled: !entries.length, onclick: download }, `download ${entries.length} label(s) as labels.jsonl`),
+      el('button', { id: 'clear-labels', disabled: !entries.length, onclick: () => { if (confirm('Remove every label of this report?')) { saveLabels({}); draw(); } } }, 'remove all')));
+    out.push(table(['split', 'row', 'score', 'label', 'note', 'reviewer'], entries.map((l) => [l.split, l.row, l.score, fmt(l.label), l.note || '', l.reviewer || '']), { id: 'labels' }));
+    return out;
+  }
+  function download() {
+    const lines = Object.values(LABELS).sort((a, b) => (a.split > b.split) - (a.split < b.split) || a.row - b.row)
+      .map((l) => JSON.stringify({ ...l, reviewer: l.reviewer || reviewer() || null })).join('\n') + '\n';
+    const a = el('a', { href: URL.createObjectURL(new Blob([lines], { type: 'application/x-ndjson' })), download: 'labels.jsonl' });
+    document.body.append(a); a.click(); a.remove();
+  }
+
+  const TABS = { overview: ['Overview', overview], rows: ['Rows', rowsTab], errors: ['Errors', errorsTab], labels: ['Labelling', labelsTab] };
+  function go(tab) { S.tab = tab; draw(); }
+  function draw() {
+    const app = document.getElementById('app');
+    const o = D.overview;
+    app.replaceChildren(
+      el('h1', {}, 'hf-judge report: ' + D.title),
+      el('div', { class: 'small muted' }, `${o.model ? 'judged by ' + o.model + ' · ' : ''}made ${D.generated} by hf-judge ${D.version}`),
+      el('nav', { class: 'tabs' }, Object.entries(TABS).map(([k, [name]]) => el('button', { id: 'tab-' + k, class: S.tab === k ? 'active' : null, onclick: () => go(k) }, name))),
+      el('main', { id: 'view', 'data-tab': S.tab }, TABS[S.tab][1]()));
+    let d = document.getElementById('detail');
+    if (!d) { d = el('aside', { id: 'detail', hidden: true }); document.body.append(d); }
+    if (S.tab === 'rows') { drawTable(); updateCount(); }
+    document.body.setAttribute('data-ready', '1');
+  }
+  document.addEventListener('keydown', (e) => { if (e.key === 'Escape') { const d = document.getElementById('detail'); if (d) d.hidden = true; } });
+  draw();
+})();

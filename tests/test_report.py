@@ -1,0 +1,363 @@
+"""The report page (``hf-judge view``) in a real browser: headless Chromium through Selenium (Debian's
+``chromium`` and ``chromium-driver``; no browser is downloaded). One browser for the module; each test loads the
+page from ``file://``, so nothing but the file can be read.
+
+Checked: no console error and no network request; sorting; a threshold's count is ``filter_by_scores``'s and the
+command shown keeps those rows; a row's reason and the prompt shown are those the judge server received; labels
+marked in the page download in the labels layout. ``HF_JUDGE_SCREENSHOT=1`` saves the page on the example dataset
+as ``docs/report.png`` (the README's picture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+from datasets import Dataset, load_from_disk
+from helpers import qa_dataset, run_cli, score
+
+from hf_judge import filter_by_scores, write_report
+from hf_judge.cli.inputs import example_dataset_path, load_input
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.fixture(scope="module")
+def downloads(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("downloads")
+
+
+@pytest.fixture(scope="module")
+def browser(downloads):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), "apt-get install chromium chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.add_experimental_option(
+        "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}
+    )
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _scored_rows():
+    """40 rows with LaTeX braces; row 5's answer null (no request), row 3 answered out of range (an error)."""
+    ds = qa_dataset(40, "rep")
+    return ds.map(lambda r, i: {"answer": None if i == 5 else r["answer"]}, with_indices=True)
+
+
+@pytest.fixture(scope="module")
+def result(judge_server_proc, tmp_path_factory):
+    """A result folder scored against the loopback judge, whose request bodies it records, and its page."""
+    judge = judge_server_proc
+    judge.reset()
+    judge.configure(record=True, faults=[{"fault": "out_of_range", "match": "rep-3:"}])
+    tmp = tmp_path_factory.mktemp("report")
+    scored = score(_scored_rows(), ["QA_All", "QA_Clarity"], judge, tmp, retries=0)
+    bodies = judge.stats()["bodies"]
+    judge.reset()
+    folder = tmp / "judged"
+    scored.save_to_disk(folder)
+    page = write_report(scored, folder / "report.html", source=str(folder))
+    return {"scored": scored, "folder": folder, "page": page, "bodies": bodies}
+
+
+def _open(browser, page: Path, tab: str | None = None) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(page.resolve().as_uri())
+    browser.execute_script("localStorage.clear()")
+    browser.get(page.resolve().as_uri())
+    _wait(lambda: browser.execute_script("return document.body.dataset.ready") == "1")
+    if tab:
+        browser.find_element(By.ID, f"tab-{tab}").click()
+
+
+def _wait(check, timeout: float = 10.0):
+    end = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > end:
+            return got
+        time.sleep(0.05)
+
+
+def _problems(browser) -> list:
+    return [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+
+
+def _text(element) -> str:
+    return element.get_attribute("textContent")
+
+
+def test_page_loads_offline_with_no_console_error_and_no_request(browser, result):
+    from selenium.webdriver.common.by import By
+
+    html = result["page"].read_text()
+    assert "http://" not in html.split("<script type='application/json'")[0]  # no stylesheet or font from elsewhere
+    _open(browser, result["page"])
+    browser.get_log("browser")  # the clearing load's
+    browser.get(result["page"].resolve().as_uri())
+    _wait(lambda: browser.execute_script("return document.body.dataset.ready") == "1")
+    for tab in ("rows", "errors", "labels", "overview"):
+        browser.find_element(By.ID, f"tab-{tab}").click()
+    assert _problems(browser) == []
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    text = browser.find_element(By.ID, "view").text
+    assert "QA_Clarity" in text and "out_of_range" in text and "127.0.0.1" in text  # histograms, errors, host
+
+
+def test_sorting_by_a_score_reorders_the_rows(browser, result):
+    from selenium.webdriver.common.by import By
+
+    _open(browser, result["page"], "rows")
+    train = result["scored"]["train"]
+
+    def shown() -> list[int]:
+        return [int(r.get_attribute("data-row")) for r in browser.find_elements(By.CSS_SELECTOR, "#rows tbody tr")]
+
+    assert shown() == list(range(40))
+    browser.find_element(By.CSS_SELECTOR, "#rows th[data-col='QA_Clarity']").click()
+    values = train["QA_Clarity"]
+    # ascending, nulls last, ties in row order: as Python sorts them
+    key = [(v is None, v or 0, i) for i, v in enumerate(values)]
+    assert shown() == [i for *_, i in sorted(key)]
+    browser.find_element(By.CSS_SELECTOR, "#rows th[data-col='QA_Clarity']").click()
+    desc = shown()
+    nulls = [i for i, v in enumerate(values) if v is None]
+    assert desc[len(desc) - len(nulls) :] == nulls and [values[i] for i in desc[: -len(nulls) or None]] == sorted(
+        (v for v in values if v is not None), reverse=True
+    )
+
+
+def test_a_threshold_counts_what_filter_by_scores_keeps_and_its_command_keeps_them(browser, result, capfd, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _open(browser, result["page"], "rows")
+    browser.find_element(By.ID, "min-QA_Clarity").send_keys("6")
+    browser.find_element(By.ID, "max-QA_Relevance").send_keys("8")
+    count = int(browser.find_element(By.ID, "pass-count").get_attribute("data-pass"))
+    kept = filter_by_scores(result["scored"], min={"QA_Clarity": 6}, max={"QA_Relevance": 8})
+    assert 0 < count == len(kept["train"]) < 40
+    command = _text(browser.find_element(By.ID, "filter-command"))
+    args = shlex.split(command)
+    assert args[:2] == ["hf-judge", "filter"] and args[2] == str(result["folder"])
+    code, out, _ = run_cli(capfd, *args[1:], "--output-dir", tmp_path / "best")
+    assert code == 0 and f"train: kept {count} of 40 rows" in out
+    # a saved result holds its page: the filtered one too
+    assert f"report page: {tmp_path / 'best' / 'report.html'}" in out and (tmp_path / "best" / "report.html").is_file()
+    browser.find_element(By.ID, "keep-missing").click()  # row 3 and 5 have null scores: kept now
+    with_nulls = filter_by_scores(result["scored"], min={"QA_Clarity": 6}, max={"QA_Relevance": 8}, keep_missing=True)
+    assert int(browser.find_element(By.ID, "pass-count").get_attribute("data-pass")) == len(with_nulls["train"])
+    assert _problems(browser) == []
+
+
+def _sent(bodies: list[dict], metric: str, marker: str) -> list[dict]:
+    [body] = [
+        b
+        for b in bodies
+        if b["response_format"]["json_schema"]["name"] == metric and any(marker in m["content"] for m in b["messages"])
+    ]
+    return [{"role": m["role"], "content": m["content"]} for m in body["messages"]]
+
+
+def test_a_row_shows_its_reason_and_the_prompt_the_judge_received(browser, result, capfd):
+    from selenium.webdriver.common.by import By
+
+    _open(browser, result["page"], "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='7']").click()
+    detail = browser.find_element(By.ID, "detail")
+    reason = detail.find_element(By.CSS_SELECTOR, ".metric[data-metric='QA_Clarity'] pre.reason")
+    assert _text(reason) == result["scored"]["train"][7]["QA_Clarity_reason"]
+    for metric in ("QA_Clarity", "QA_All"):
+        shown = [
+            {"role": e.get_attribute("data-role"), "content": _text(e)}
+            for e in detail.find_elements(By.CSS_SELECTOR, f"details.prompt[data-metric='{metric}'] pre.prompt-message")
+        ]
+        assert shown == _sent(result["bodies"], metric, "rep-7:")  # the braces of \frac{a}{b} and {x} included
+    code, out, _ = run_cli(capfd, "show-prompt", result["folder"], "--row", 7, "--metric", "QA_Clarity", "--json")
+    assert code == 0 and json.loads(out) == [_sent(result["bodies"], "QA_Clarity", "rep-7:")]
+    # row 5's answer is null: nothing was sent, and the page says so
+    browser.find_element(By.ID, "detail-close").click()
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='5']").click()
+    none = detail.find_element(By.CSS_SELECTOR, "details.prompt[data-metric='QA_Clarity'] .prompt-none")
+    assert "null_input" in _text(none)
+    assert _problems(browser) == []
+
+
+def test_labels_marked_in_the_page_download_in_the_labels_layout(browser, result, downloads):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _open(browser, result["page"], "labels")
+    browser.find_element(By.ID, "reviewer").send_keys("ana")
+    browser.find_element(By.ID, "tab-rows").click()
+    marks = [(2, "QA_Clarity", "7", "too terse"), (4, "QA_Relevance", False, "")]
+    for row, column, label, note in marks:
+        browser.find_element(By.CSS_SELECTOR, f"#rows tr[data-row='{row}']").click()
+        Select(browser.find_element(By.ID, "label-score")).select_by_value(column)
+        if isinstance(label, bool):
+            browser.find_element(By.ID, "label-good" if label else "label-bad").click()
+        else:
+            browser.find_element(By.ID, "label-value").send_keys(label)
+        browser.find_element(By.ID, "label-note").send_keys(note)
+        browser.find_element(By.ID, "label-save").click()
+        browser.find_element(By.ID, "detail-close").click()
+    browser.find_element(By.ID, "tab-labels").click()
+    for old in downloads.glob("labels*.jsonl"):
+        old.unlink()
+    browser.find_element(By.ID, "download-labels").click()
+    path = _wait(lambda: next(iter(downloads.glob("labels*.jsonl")), None))
+    assert path is not None, "no labels.jsonl downloaded"
+    _wait(lambda: path.read_text().endswith("\n"))
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    layout = [{k: r[k] for k in ("split", "row", "score", "label", "note", "reviewer")} for r in rows]
+    assert layout == [
+        {"split": "train", "row": 2, "score": "QA_Clarity", "label": 7, "note": "too terse", "reviewer": "ana"},
+        {"split": "train", "row": 4, "score": "QA_Relevance", "label": False, "note": None, "reviewer": "ana"},
+    ]
+    train = result["scored"]["train"]
+    assert rows[0]["judge_score"] == train[2]["QA_Clarity"] and rows[0]["text"] == train[2]["question"]
+    assert _problems(browser) == []
+
+
+def test_the_example_dataset_page_and_its_screenshot(browser, judge, tmp_path, capfd, monkeypatch):
+    """The README's picture: the example dataset scored by the loopback judge, a row open."""
+    from selenium.webdriver.common.by import By
+
+    monkeypatch.chdir(tmp_path)
+    ds = load_input(str(example_dataset_path()))
+    scored = score(ds, ["QA_All"], judge, tmp_path, columns=None)
+    scored.save_to_disk("example-judged")
+    code, out, _ = run_cli(capfd, "view", "example-judged")
+    page = tmp_path / "example-judged" / "report.html"
+    assert code == 0 and "report written to example-judged/report.html" in out and page.as_uri() in out
+    _open(browser, page, "rows")
+    browser.find_element(By.ID, "min-QA_Correctness").send_keys("7")
+    browser.find_element(By.CSS_SELECTOR, "#rows th[data-col='QA_Correctness']").click()
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='1']").click()
+    assert _problems(browser) == []
+    if os.environ.get("HF_JUDGE_SCREENSHOT") == "1":
+        browser.set_window_size(1700, 1000)
+        browser.execute_script("document.getElementById('table').scrollLeft = 0")
+        DOCS.mkdir(exist_ok=True)
+        assert browser.save_screenshot(str(DOCS / "report.png"))
+        browser.set_window_size(1400, 1000)
+
+
+def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, judge, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    judge.configure(record=True)
+    scored = score(
+        qa_dataset(6, "pan"), ["QA_Clarity"], judge, tmp_path, models="j1,j2", samples=2, temperature=0.7, logprobs=True
+    )
+    page = write_report(scored, tmp_path / "panel.html", source="panel")
+    _open(browser, page, "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='4']").click()
+    box = browser.find_element(By.CSS_SELECTOR, "#detail .metric[data-metric='QA_Clarity']")
+    text, row = box.text, scored["train"][4]
+    for column in ("QA_Clarity__j2", "QA_Clarity_samples__j1", "QA_Clarity_expected", "QA_Clarity_std__j1"):
+        assert column in text and column in row
+    shown = [_text(e) for e in box.find_elements(By.CSS_SELECTOR, "details.prompt pre.prompt-message")]
+    sent = {  # every judge and sample of the row was sent the same messages
+        tuple(m["content"] for m in b["messages"])
+        for b in judge.stats()["bodies"]
+        if any("pan-4:" in m["content"] for m in b["messages"])
+    }
+    assert len(sent) == 1 and shown == list(sent.pop())
+    assert _problems(browser) == []
+
+
+# -- without a browser ---------------------------------------------------------------------------
+
+
+def test_a_large_result_embeds_a_bounded_selection(tmp_path):
+    from hf_judge.results.report import report_data
+
+    n = 20_000
+    scores = [(i * 7919) % 10 + 1 for i in range(n)]
+    ds = Dataset.from_dict({"text": [f"row {i}" for i in range(n)], "S": scores, "S__a": scores, "S__b": [1] * n})
+    errors = Dataset.from_dict(
+        {
+            "split": ["train"],
+            "row": [123],
+            "metric": ["S"],
+            "kind": ["x"],
+            "message": ["m"],
+            "raw": [None],
+            "attempts": [1],
+        }
+    )
+    from datasets import DatasetDict
+
+    data = report_data(DatasetDict({"train": ds, "errors": errors}), max_rows=1_000)
+    split = data["splits"]["train"]
+    assert split["rows"] == n and len(split["indices"]) == 1_000 == sum(split["reasons"].values())
+    assert {"lowest", "highest", "near a threshold", "judges or samples disagree", "errors", "uniform sample"} <= set(
+        split["reasons"]
+    )
+    assert 123 in split["indices"] and split["indices"] == sorted(split["indices"])
+    assert len(split["all_scores"]["S"]) == n  # exact threshold counts over every row
+    # long texts: the rows embedded stop at the character budget, whatever the row cap
+    from hf_judge.results.report_data import select_rows
+
+    long = Dataset.from_dict({"text": ["x" * 100] * 50, "S": list(range(50))})
+    rows, reasons = select_rows(long, ["S"], set(), {"S": [25.0]}, max_rows=1_000, max_chars=1_050)
+    assert len(rows) == 10 and "all" not in reasons
+    size = len(json.dumps(data))
+    path = write_report(ds, tmp_path / "r.html", max_rows=1_000)
+    assert path.stat().st_size < size + 200_000 < 2_000_000
+
+
+def test_a_prompt_that_cannot_be_rebuilt_says_why(result, tmp_path, capfd):
+    from hf_judge.results.summary import RunSummary
+
+    folder = tmp_path / "edited"
+    saved = load_from_disk(str(result["folder"]))
+    saved.save_to_disk(folder)
+    summary = RunSummary.load(result["folder"])
+    summary.prompts["QA_Clarity"]["text"] += "\nedited"
+    summary.save(folder)
+    code, _, err = run_cli(capfd, "show-prompt", folder, "--row", 7, "--metric", "QA_Clarity")
+    assert code == 2 and "does not match its sha256" in err
+    code, _, err = run_cli(capfd, "show-prompt", folder, "--row", 7, "--metric", "QA_Nope")
+    assert code == 2 and "no metric 'QA_Nope'" in err
+    code, _, err = run_cli(capfd, "show-prompt", folder, "--row", 99, "--metric", "QA_All")
+    assert code == 2 and "rows 0 to 39" in err
+    code, out, _ = run_cli(capfd, "view", folder, "-o", tmp_path / "p.html")
+    html = (tmp_path / "p.html").read_text()
+    assert code == 0 and "does not match its sha256" in html
+
+
+def test_push_to_hub_uploads_the_report_and_the_card_links_it(result, hub, capfd, tmp_path):
+    from huggingface_hub import DatasetCard, HfApi, hf_hub_download
+
+    result["scored"].push_to_hub("tester/report-pushed")
+    files = set(HfApi().list_repo_files("tester/report-pushed", repo_type="dataset"))
+    assert "hf_judge/report.html" in files
+    page = Path(hf_hub_download("tester/report-pushed", "hf_judge/report.html", repo_type="dataset")).read_text()
+    assert "tester/report-pushed" in page and "rep-7:" in page
+    card = str(DatasetCard.load("tester/report-pushed", repo_type="dataset"))
+    assert "[Report page](hf_judge/report.html)" in card
+    # view on the Hub repo: its errors config read too
+    code, out, _ = run_cli(capfd, "view", "tester/report-pushed", "-o", tmp_path / "hub.html")
+    html = (tmp_path / "hub.html").read_text()
+    assert code == 0 and "rep-7:" in html and f'"total":{len(result["scored"]["errors"])}' in html
