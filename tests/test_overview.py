@@ -138,7 +138,7 @@ def test_a_run_in_a_log_ends_with_a_few_plain_lines(judge, tmp_path, capfd, monk
     assert code == 0, err
     end = out[out.index("scores  ") :].splitlines()
     assert end[0].startswith(f"{'scores':<15}train (8 rows), mean: QA_Relevance ")
-    assert len(end) <= 7 and max(map(len, end[:-3])) <= 100, out  # scores (2), errors (2), saved, plots
+    assert len(end) <= 8 and max(map(len, end[:-3])) <= 100, out  # scores (2), errors (2), saved, plots, report
     assert not set("".join(BLOCKS[1:])) & set(out) and "histogram" not in out  # no table, no blocks
     assert "errors split   1 row, listed by:" in out and "load_from_disk('example-judged')" in out
     assert f"plots          7 PNGs in {Path('example-judged', 'plots')}/ (score distributions)" in out

@@ -162,7 +162,8 @@ def test_a_threshold_counts_what_filter_by_scores_keeps_and_its_command_keeps_th
     code, out, _ = run_cli(capfd, *args[1:], "--output-dir", tmp_path / "best")
     assert code == 0 and f"train: kept {count} of 40 rows" in out
     # a saved result holds its page: the filtered one too
-    assert f"report page: {tmp_path / 'best' / 'report.html'}" in out and (tmp_path / "best" / "report.html").is_file()
+    page = tmp_path / "best" / "report.html"
+    assert f"report         {page}: open" in out and page.is_file()
     browser.find_element(By.ID, "keep-missing").click()  # row 3 and 5 have null scores: kept now
     with_nulls = filter_by_scores(result["scored"], min={"QA_Clarity": 6}, max={"QA_Relevance": 8}, keep_missing=True)
     assert int(browser.find_element(By.ID, "pass-count").get_attribute("data-pass")) == len(with_nulls["train"])

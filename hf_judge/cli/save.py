@@ -164,4 +164,4 @@ def _save_report(result, out: str) -> list[str]:
     except Exception as e:  # noqa: BLE001 - the result is saved already; the page is not worth failing the run for
         logging.getLogger("hf_judge").warning("the report page could not be written (%s: %s)", type(e).__name__, e)
         return []
-    return [f"{'report':<15}{path}: open {path.resolve().as_uri()} in a browser"]
+    return [f"{'report':<15}{path}: open it in a browser (one file, no server)"]
