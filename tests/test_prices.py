@@ -1,4 +1,4 @@
-"""Prices from genai-prices (its bundled data, never fetched), --prices files over it, and where each price came from."""
+"""Prices from genai-prices (its bundled data, never fetched), --prices files over it, and where each came from."""
 
 from __future__ import annotations
 

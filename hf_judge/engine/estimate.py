@@ -57,7 +57,7 @@ REASON_TOKENS = 60
 _ROWS_PER_STEP = 256
 _TOKENIZE_IN_FLIGHT = 32
 # Hosts known to have no /tokenize: the prompts are not offered to them.
-_NO_TOKENIZE_HOSTS = ("api.openai.com",)
+_NO_TOKENIZE_HOSTS = ("api.openai.com", "generativelanguage.googleapis.com")
 
 
 @dataclass
