@@ -41,6 +41,8 @@ NOT_RUN = {
     "vllm run-batch -i requests.jsonl": "needs vLLM and a GPU (test_batch.py plays the runner)",
     "hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming": "needs the Hub and your judge server",
     "hf-judge agreement labelled-judged/": "needs your labelled sample, scored (its example output is checked below)",
+    "GEMINI_API_KEY=... hf-judge score": "needs a Gemini key (tests/test_gemini_batch.py runs it against the loopback "
+    "Gemini server)",
 }
 # blocks that start the local llama.cpp judge: slow, and they need the `local` extra
 REAL_SERVER = {"hf-judge score --example --model local"}

@@ -176,6 +176,10 @@ def score_job(
         _warn_batches_in_flight(job.store_file, client)
     summary = new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
     summary.column_mapping = column_mapping(loaded, job.columns, splits)
+    if use_cache and any(plans_by_split.values()):
+        from .providers import provider_notes
+
+        summary.notes += provider_notes(cache_root, clients)
     ctx = SplitContext(
         client=client,
         summary=summary,
