@@ -227,9 +227,12 @@ class GeminiApi:
             headers["x-goog-api-key"] = self.api_key
         return {**headers, **(extra or {})}
 
-    def _open(self, method: str, url: str, data: bytes | None, headers: dict, retry: bool) -> Any:
-        """The response of one request (retried where ``retry`` and the failure is transient)."""
+    def _open(self, method: str, url: str, data: bytes | BinaryIO | None, headers: dict, retry: bool) -> Any:
+        """The response of one request (retried where ``retry`` and the failure is transient). ``data`` may be
+        a file (with its Content-Length in ``headers``): streamed, never held whole."""
         for attempt in range(self.retries + 1 if retry else 1):
+            if hasattr(data, "seek"):
+                data.seek(0)  # type: ignore[union-attr]
             req = urllib.request.Request(url, data=data, method=method, headers=self._headers(headers))
             try:
                 return urllib.request.urlopen(req, timeout=self.timeout)  # noqa: S310 - an http(s) URL we built
@@ -276,7 +279,8 @@ class GeminiApi:
         if not target:
             raise GeminiApiError(502, "the upload start returned no x-goog-upload-url")
         command = {"X-Goog-Upload-Command": "upload, finalize", "X-Goog-Upload-Offset": "0"}
-        with self._open("POST", target, f.read(), {**command, "Content-Type": mime_type}, True) as r:
+        headers = {**command, "Content-Type": mime_type, "Content-Length": str(size)}
+        with self._open("POST", target, f, headers, True) as r:
             doc = json.loads(r.read())
         return doc.get("file", doc)
 
