@@ -24,7 +24,8 @@ as a ``GenerateContentResponse``: a batch run and an online run get equal replie
 Modes (``POST /_admin/config``): ``delay`` (seconds from a batch's creation to its end), ``fail_lines``
 (every Nth line fails, on its request's first try), ``invalid_lines`` (every Nth line's reply is not JSON, on
 its first try), ``expire`` (this many of the next batches expire with ``expire_done`` of their lines run),
-``hold_upload`` / ``hold_create`` / ``drop_held`` (as tests/batch_server.py's). ``GET /_admin/stats``:
+``fail_batch`` (a message: the next batch fails as a whole, the operation's ``error``), ``hold_upload`` /
+``hold_create`` / ``drop_held`` (as tests/batch_server.py's). ``GET /_admin/stats``:
 uploads, creates, batches, ``paid`` (how many times each key was run), files left, online requests.
 """
 
@@ -51,6 +52,7 @@ DEFAULTS: dict = {
     "invalid_lines": 0,
     "expire": 0,
     "expire_done": 0.5,
+    "fail_batch": None,  # a message: the next batch fails as a whole (state FAILED, the operation's error)
     "hold_upload": False,
     "hold_create": False,
     "drop_held": True,
@@ -240,7 +242,11 @@ class GeminiService:
             "_created": time.monotonic(),
             "_model": model,
         }
-        if self.config["expire"] > 0:
+        if self.config["fail_batch"]:
+            b["metadata"]["state"], b["done"] = "BATCH_STATE_FAILED", True
+            b["error"] = {"code": 400, "message": self.config["fail_batch"], "status": "INVALID_ARGUMENT"}
+            self.config["fail_batch"] = None
+        elif self.config["expire"] > 0:
             self.config["expire"] -= 1
             b["_expire"] = self.config["expire_done"]
         self.batches[name] = b

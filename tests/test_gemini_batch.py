@@ -209,6 +209,14 @@ def test_lines_that_fail_every_try_are_error_rows(gemini, tmp_path):
     assert scored["train"]["QA_Clarity"] == [None] * 3
 
 
+def test_batch_failed_as_a_whole_reports_geminis_message(gemini, tmp_path):
+    gemini.configure(fail_batch="Request payload size exceeds the limit")
+    scored = run(qa_dataset(3), gemini, tmp_path / "b", batch=True, retries=0)
+    errors = scored["errors"].to_list()
+    assert [e["kind"] for e in errors] == ["batch_failed"] * 3
+    assert "the whole batch failed: INVALID_ARGUMENT: Request payload size exceeds the limit" in errors[0]["message"]
+
+
 def test_cli_gemini_batch_status_and_cancel(gemini, tmp_path, capfd, monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", "gm-env")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
