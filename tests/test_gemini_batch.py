@@ -250,3 +250,16 @@ def test_the_same_row_sent_to_another_provider_is_another_request_and_the_summar
     assert "note           " + note in str(second.summary)
     third = score_dataset(ds, ["QA_Clarity"], model=MODEL, provider="gemini", progress=False, **kw)
     assert gemini.stats()["online"] == 6 and not third.summary.notes  # the same provider: all cached, no note
+
+
+def test_a_gemini_judge_of_a_panel_sends_geminis_key_never_openais(judge, monkeypatch):
+    from hf_judge.engine.prepare import judge_specs, resolve_api_key
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-env")
+    settings = Settings(models=[{"model": "judge", "base_url": judge.base_url}, {"model": MODEL}])
+    key = resolve_api_key(settings, None, needed=True)
+    (_, openai_key), (_, gemini_key) = judge_specs(settings, key)
+    assert (openai_key, gemini_key) == ("sk-openai", "gm-env")
+    monkeypatch.delenv("GEMINI_API_KEY")
+    assert judge_specs(settings, resolve_api_key(settings, None, needed=True))[1][1] is None

@@ -256,7 +256,14 @@ def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None
 
     key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
     register(key)
-    base = judge.base_url or settings.base_url or constants.default_base_url()
+    own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
+    provider = resolved_provider(own)
+    base = judge.base_url or settings.base_url or constants.default_base_url(provider)
+    if key is None and provider == "gemini":
+        # a Gemini judge: GEMINI_API_KEY's key, never OPENAI_API_KEY's (Google is not to see another provider's)
+        key = constants.default_gemini_key() or (api_key if api_key != constants.default_api_key() else None)
+        register(key)
+        return key
     if key is None and not has_credentials(base):
         key = api_key
     return key
