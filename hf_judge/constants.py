@@ -6,7 +6,8 @@
 | ``OPENAI_BASE_URL`` | server URL when ``base_url`` is not given |
 | ``HF_JUDGE_CACHE`` | cache folder (default: ``$HF_DATASETS_CACHE/hf_judge``) |
 | ``HF_JUDGE_DEBUG`` | ``1``: debug logging and full tracebacks in the CLI |
-| ``HF_JUDGE_PRICES`` | YAML file of model prices extending the built-in table (``settings.prices`` wins) |
+| ``GEMINI_API_KEY``, ``GOOGLE_API_KEY`` | API key of a Gemini judge (``provider="gemini"``) with no ``api_key`` |
+| ``HF_JUDGE_PRICES`` | YAML file of model prices over genai-prices' (``settings.prices`` wins) |
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 VERSION = "0.1.0"
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"  # the Gemini API (google-genai's)
 DEFAULT_CONCURRENCY = 256
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 3
@@ -50,8 +52,17 @@ def default_api_key() -> str | None:
     return os.environ.get("OPENAI_API_KEY") or None
 
 
-def default_base_url() -> str:
+def default_base_url(provider: str = "openai") -> str:
+    """The server of a judge with no base_url: ``$OPENAI_BASE_URL`` or OpenAI's; Gemini's OpenAI-compatible
+    endpoint for ``provider="gemini"`` (its native batch API is beside it, at ``GEMINI_BASE_URL``)."""
+    if provider == "gemini":
+        return GEMINI_BASE_URL + "/openai"
     return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+
+def default_gemini_key() -> str | None:
+    """``GEMINI_API_KEY``, else ``GOOGLE_API_KEY`` (the names google-genai reads)."""
+    return os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY") or None
 
 
 def default_cache_dir() -> Path:
@@ -64,5 +75,5 @@ def default_cache_dir() -> Path:
 
 
 def prices_file() -> str | None:
-    """``HF_JUDGE_PRICES``: a YAML file of model prices that extends the built-in table."""
+    """``HF_JUDGE_PRICES``: a YAML file of model prices over genai-prices' list prices."""
     return os.environ.get("HF_JUDGE_PRICES") or None

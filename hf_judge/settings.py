@@ -165,6 +165,11 @@ class Settings(BaseModel):
         min_length=1,
     )
     base_url: str | None = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
+    provider: Literal["openai", "anthropic", "gemini"] | None = _setting(
+        None,
+        "the API the judge speaks; default: inferred (a `claude-` model with no base_url: anthropic; a `gemini-` "
+        "model with no base_url: gemini; else openai)",
+    )
     # -- limits
     concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight (per worker)")
     num_workers: int = _setting(
@@ -179,7 +184,9 @@ class Settings(BaseModel):
         None, "stop cleanly once the reported usage costs this many USD at the model's price (see --prices)", gt=0
     )
     prices: str | None = _setting(
-        None, "YAML file of model prices (USD per 1M tokens) extending the built-in table (default: $HF_JUDGE_PRICES)"
+        None,
+        "YAML file of model prices (USD per 1M tokens) over genai-prices' list prices, for private deployments and "
+        "gateways (default: $HF_JUDGE_PRICES)",
     )
     max_input_chars: int | None = _setting(None, "rows with longer inputs go to errors unsent", ge=1)
     max_reply_bytes: int = _setting(
@@ -396,6 +403,25 @@ class Settings(BaseModel):
     def required_samples(self) -> int:
         """``min_samples``, or its default: a majority of ``samples``."""
         return self.min_samples if self.min_samples is not None else self.samples // 2 + 1
+
+
+def resolved_provider(settings: Settings) -> str:
+    """The API the judge speaks: ``settings.provider``, else inferred from the model with no ``base_url``.
+
+    Example:
+        >>> resolved_provider(Settings(model="gemini-2.5-flash")), resolved_provider(Settings(model="gpt-4.1-nano"))
+        ('gemini', 'openai')
+        >>> resolved_provider(Settings(model="claude-sonnet-4-5", base_url="http://127.0.0.1:8000/v1"))
+        'openai'
+    """
+    if settings.provider is not None:
+        return settings.provider
+    if settings.base_url is None:
+        if settings.model.startswith("claude-"):
+            return "anthropic"
+        if settings.model.startswith("gemini-"):
+            return "gemini"
+    return "openai"
 
 
 def public_fields() -> dict[str, Any]:

@@ -48,7 +48,7 @@ def test_a_batch_run_costs_its_tokens_at_the_batch_price(batch, tmp_path, prices
     # the card counts the batch's tokens and prices them as the summary does
     card = render_section(scored, s)
     assert f"- **Tokens:** {p:,} prompt / {c:,} completion" in card
-    assert f"- **Cost:** ${expected:,.4f} at the model's price in hf-judge's table (the batch price)" in card
+    assert f"- **Cost:** ${expected:,.4f} at the model's price (the batch price), from the file " in card
     # and so does the summary of a later run that finds the result in the cache
     again = _run(batch, tmp_path, prices, batch=True).summary
     assert again.cost(again.totals()) == pytest.approx(expected)
@@ -154,7 +154,8 @@ def test_max_cost_refuses_a_batch_projected_over_it_before_uploading_anything(ba
     with pytest.raises(CostExceededError) as e:
         score_dataset_batch(batch, tmp_path, prices, ds, max_cost=cost * 0.9)
     message = str(e.value)
-    assert f"would cost ${cost:.4f} at judge's batch price ($1 in / $4 out per 1M tokens)" in message
+    price = f"judge's batch price ($1 in / $4 out per 1M tokens, from the file {prices})"
+    assert f"would cost ${cost:.4f} at {price}" in message
     assert f"max_cost=${cost * 0.9:g}" in message and "4 requests" in message
     assert "--max-cost" in message and "--limit" in message and "--dry-run --batch" in message
     assert _nothing_sent(batch)

@@ -45,6 +45,8 @@ NOT_RUN = {
     "tests/test_calibration_cli.py runs it (docs/calibration_example.py) and checks its output",
     "--escalate-model gpt-4.1": "needs an OpenAI key (tests/test_cascade.py runs a cascade against loopback judges)",
     "hf-judge view example-judged/": "needs a scored result (tests/test_report.py runs view and show-prompt on one)",
+    "GEMINI_API_KEY=... hf-judge score": "needs a Gemini key (tests/test_gemini_batch.py runs it against the loopback "
+    "Gemini server)",
 }
 # blocks that start the local llama.cpp judge: slow, and they need the `local` extra
 REAL_SERVER = {"hf-judge score --example --model local"}

@@ -186,6 +186,7 @@ def cmd_batch_cancel(args: argparse.Namespace) -> int:
     from openai import OpenAI
 
     from ..engine.batch_book import DONE
+    from ..engine.batch_gemini import GeminiBatches, is_gemini_batch
 
     key = resolve_api_key(args) or constants.default_api_key() or "none"
     book = _book(args.cache_dir)
@@ -199,8 +200,12 @@ def cmd_batch_cancel(args: argparse.Namespace) -> int:
                 )
             live = [j for j in live if j.batch_id in args.ids]
         for j in live:
-            with OpenAI(base_url=j.base_url, api_key=key) as api:
-                state = api.batches.cancel(j.batch_id).status
+            if is_gemini_batch(j.batch_id):  # Gemini's batch API: its key is GEMINI_API_KEY's
+                gemini_key = resolve_api_key(args) or constants.default_gemini_key()
+                state = GeminiBatches.at(j.base_url or "", gemini_key).batches.cancel(j.batch_id).status
+            else:
+                with OpenAI(base_url=j.base_url, api_key=key) as api:
+                    state = api.batches.cancel(j.batch_id).status
             book.update(j.name, state=state)
             print(f"{j.batch_id}: {state}")
     finally:

@@ -214,7 +214,7 @@ def add_scoring_options(p: argparse.ArgumentParser) -> None:
         "--dry-run",
         action="store_true",
         help="send nothing to the chat endpoint: print the requests, tokens (the server's /tokenize where it has "
-        "one) and, for a model in the price table (--prices), the cost online and in batch mode",
+        "one) and, for a model with a price (genai-prices, or --prices FILE), the cost online and in batch mode",
     )
 
 

@@ -106,6 +106,10 @@ class BatchRunner:
 
     @property
     def api(self) -> Any:
+        if self._api is None and self.client.provider == "gemini":
+            from .batch_gemini import GeminiBatches  # Gemini's batch API, in the openai SDK's shape
+
+            self._api = GeminiBatches.of(self.client, self._api_key)
         if self._api is None:
             from openai import OpenAI
 
@@ -132,14 +136,16 @@ class BatchRunner:
         """The batch API's errors as the run's stops, naming the server (and a panel's judge)."""
         import openai
 
+        from ..transport.gemini import GeminiApiError, GeminiConnectionError
+
         where = f"judge {self.judge!r}: " if self.judge else ""
         try:
             yield
-        except openai.APIStatusError as e:
+        except (openai.APIStatusError, GeminiApiError) as e:
             stop = _api_error(e, self.client.base_url)
             stop.args = (where + str(stop.args[0]), *stop.args[1:])
             raise stop from None
-        except openai.APIConnectionError as e:
+        except (openai.APIConnectionError, GeminiConnectionError) as e:
             raise ServerUnreachableError(
                 f"{where}cannot reach the batch API at {self.client.base_url} ({e}). Batches already submitted are "
                 "recorded in the reply cache: run the same command again once the server is back."
@@ -281,6 +287,8 @@ class BatchRunner:
         a batch, so before each new try the provider's list is searched for it (a second one would be paid twice)."""
         import openai
 
+        from ..transport.gemini import GeminiApiError, GeminiConnectionError
+
         api = self.api.with_options(max_retries=0)
         for attempt in range(6):
             try:
@@ -290,8 +298,14 @@ class BatchRunner:
                     completion_window="24h",
                     metadata={"hf_judge": job.name},
                 )
-            except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError):
-                if attempt == 5:
+            except (
+                openai.APIConnectionError,
+                openai.InternalServerError,
+                openai.RateLimitError,
+                GeminiConnectionError,
+                GeminiApiError,
+            ) as e:
+                if attempt == 5 or (isinstance(e, GeminiApiError) and e.status_code not in (429, 500, 502, 503, 504)):
                     raise
             self.sleep(min(30.0, self.settings.backoff_base * 2**attempt))
             found = self._find_batch(job)
@@ -385,18 +399,21 @@ class BatchRunner:
         """Delete a collected batch's files at the provider (its storage is limited); best effort, they expire too."""
         import openai
 
+        from ..transport.gemini import GeminiApiError, GeminiConnectionError
+
         for file_id in file_ids:
             if file_id:
                 try:
                     self.api.files.delete(file_id)
-                except openai.OpenAIError as e:
+                except (openai.OpenAIError, GeminiApiError, GeminiConnectionError) as e:
                     logger.debug("could not delete the batch file %s: %s", file_id, e)
 
     def _lines(self, file_id: str) -> Iterator[bytes | Oversized]:
         """The file's lines, streamed through a local copy: a 200 MB output is never held in memory, nor is a
         line over ``max_reply_bytes``."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"download-{file_id}-{uuid.uuid4().hex[:8]}.jsonl"
+        safe = file_id.replace("/", "_").replace(":", "_")  # Gemini's ids are paths (files/abc)
+        path = self.folder / f"download-{safe}-{uuid.uuid4().hex[:8]}.jsonl"
         try:
             with self.api.files.with_streaming_response.content(file_id) as r:
                 r.stream_to_file(path)

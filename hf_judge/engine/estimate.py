@@ -20,8 +20,8 @@ endpoint. Counted per metric:
   the reply its declared outputs describe (a digit or two per score, the
   longest enum value, ``REASON_TOKENS`` per free-text output), capped at
   ``max_tokens``.
-* cost, online and in batch mode, for a model in the price table (see
-  :mod:`hf_judge.transport.prices`). Retries are not projected.
+* cost, online and in batch mode, for a model with a price (genai-prices' list prices, or a ``--prices``
+  file: see :mod:`hf_judge.transport.prices`), and where each price comes from. Retries are not projected.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ..redact import install_log_filter, scrub
 from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, judge_panel
-from ..transport.prices import Price
+from ..transport.prices import Price, genai_prices_version
 from .job import JudgeJob
 from .pipeline import SplitRun, read_batches
 
@@ -57,7 +57,7 @@ REASON_TOKENS = 60
 _ROWS_PER_STEP = 256
 _TOKENIZE_IN_FLIGHT = 32
 # Hosts known to have no /tokenize: the prompts are not offered to them.
-_NO_TOKENIZE_HOSTS = ("api.openai.com",)
+_NO_TOKENIZE_HOSTS = ("api.openai.com", "generativelanguage.googleapis.com")
 
 
 @dataclass
@@ -190,7 +190,7 @@ class CostEstimate:
             lines.append(f"cost online    ${self.cost_online:,.4f} (each judge at its model's price)")
             lines.append(f"cost batch     ${self.cost_batch:,.4f} (--batch: one batch per judge)")
         else:
-            lines.append("cost           a judge has no price in the price table (see its table above)")
+            lines.append("cost           a judge has no price (see its table above)")
         return "\n".join(lines)
 
     def _table(self) -> str:
@@ -222,14 +222,15 @@ class CostEstimate:
             )
         if self.price is None:
             lines.append(
-                f"cost           no price for {self.model!r} in the price table; add it with --prices FILE "
-                "(a YAML file: `MODEL: {input: 0.10, output: 0.40}`, USD per 1M tokens)"
+                f"cost           no price for {self.model!r} in {genai_prices_version()} or a prices file; add it "
+                "with --prices FILE (a YAML file: `MODEL: {input: 0.10, output: 0.40}`, USD per 1M tokens)"
             )
         else:
             lines += [
                 f"cost online    ${self.cost_online:,.4f} ({self.price.describe()})",
-                f"cost batch     ${self.cost_batch:,.4f} (${self.price.batch_input:g} in / "
-                f"${self.price.batch_output:g} out per 1M tokens; --batch)",
+                f"cost batch     ${self.cost_batch:,.4f} ({self.price.describe_batch()}; --batch)",
+                f"prices from    {self.price.origin()}",
+                *([f"batch prices   {self.price.batch_source}"] if self.price.batch_source else []),
                 "               retries, and a server's prompt-cache discount, are not counted",
             ]
         return "\n".join(lines)
@@ -420,7 +421,7 @@ def _batch_prices(pairs: list[tuple[JudgeClient, CostEstimate]]) -> str:
 
     def price(c: JudgeClient) -> str:
         assert c.price is not None  # max_cost is refused for a model without a price (JudgeClient)
-        return f"{c.model}'s batch price (${c.price.batch_input:g} in / ${c.price.batch_output:g} out per 1M tokens)"
+        return f"{c.model}'s batch price ({c.price.describe_batch()}, from {c.price.origin(batch=True)})"
 
     if len(pairs) == 1:
         return price(pairs[0][0])

@@ -19,7 +19,7 @@ from ..judging.images import ImageValueError, image_urls, image_variables
 from ..redact import register
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.summary import RunSummary
-from ..settings import Settings, check_base_url, public_fields, resolve_settings
+from ..settings import Settings, check_base_url, public_fields, resolve_settings, resolved_provider
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, judge_panel
 from ..transport.endpoint import has_credentials
@@ -256,7 +256,14 @@ def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None
 
     key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
     register(key)
-    base = judge.base_url or settings.base_url or constants.default_base_url()
+    own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
+    provider = resolved_provider(own)
+    base = judge.base_url or settings.base_url or constants.default_base_url(provider)
+    if key is None and provider == "gemini":
+        # a Gemini judge: GEMINI_API_KEY's key, never OPENAI_API_KEY's (Google is not to see another provider's)
+        key = constants.default_gemini_key() or (api_key if api_key != constants.default_api_key() else None)
+        register(key)
+        return key
     if key is None and not has_credentials(base):
         key = api_key
     return key
@@ -265,10 +272,11 @@ def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None
 def resolve_api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
     """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials.
     In a panel, the key of every judge that names none of its own (``api_key: env:VAR``)."""
-    base = settings.base_url or check_base_url(constants.default_base_url())
+    base = settings.base_url or check_base_url(constants.default_base_url(resolved_provider(settings)))
     bases = [j.base_url or base for j in settings.judges if not j.api_key] if settings.models else [base]
     if api_key is None and any(not has_credentials(b) for b in bases):  # user:password@ is a URL's own auth
-        api_key = constants.default_api_key()
+        gemini = resolved_provider(settings) == "gemini" and not settings.models
+        api_key = constants.default_gemini_key() if gemini else constants.default_api_key()
     for base in bases:
         if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
             raise ConfigError(

@@ -183,6 +183,10 @@ def score_job(
     summary.column_mapping = column_mapping(loaded, job.columns, splits)
     checks = BiasChecks.of(loaded, job.columns, settings)
     checks.check_input({s: list(d.column_names or []) for s, d in splits.items()})
+    if use_cache and any(plans_by_split.values()):
+        from .providers import provider_notes
+
+        summary.notes += provider_notes(cache_root, clients)
     ctx = SplitContext(
         client=client,
         summary=summary,

@@ -147,6 +147,12 @@ def _host(summary: RunSummary) -> str:
     return summary.base_url_host.rpartition("@")[2]  # never user:password@ of a URL
 
 
+def _price_source(summary: RunSummary) -> str:
+    """`` from genai-prices 0.2.3 (...)``: where the price came from, as the run recorded it."""
+    source = (summary.price or {}).get("source")
+    return f", from {source}" if source else ""
+
+
 def _provenance(summary: RunSummary) -> list[str]:
     t = summary.totals()
     cost = summary.cost(t)
@@ -155,6 +161,7 @@ def _provenance(summary: RunSummary) -> list[str]:
     if batched:  # tokens that went through a batch API cost the batch price
         whole = batched == t["prompt_tokens"] + t["completion_tokens"]
         price = " (the batch price" + ("" if whole else " for the tokens sent in batches, online for the rest") + ")"
+    price += _price_source(summary)
     runs = summary.runs
     n_runs = len({r.get("id") for r in runs}) or 1
     source = summary.source_dataset or "unknown"
@@ -188,7 +195,7 @@ def _provenance(summary: RunSummary) -> list[str]:
         f"- **Requests:** {t['requests']:,} ({t['retries']:,} retries) over {n_runs} run{'s' if n_runs != 1 else ''}",
         f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion"
         + (f" ({t['cached_tokens']:,} prompt tokens from the server's prompt cache)" if t.get("cached_tokens") else ""),
-        *([f"- **Cost:** ${cost:,.4f} at the model's price in hf-judge's table{price}"] if cost is not None else []),
+        *([f"- **Cost:** ${cost:,.4f} at the model's price{price}"] if cost is not None else []),
         f"- **Errors:** {', '.join(f'{k}: {v:,}' for k, v in summary.errors.items()) or 'none'}"
         + (" (see the `errors` config)" if summary.errors else ""),
         "",

@@ -64,7 +64,7 @@ from ..judging.images import prompt_tokens_estimate
 from ..judging.metrics import Metric
 from ..judging.validate import ReplyError, parse_reply
 from ..redact import register, scrub, scrub_registered
-from ..settings import Settings
+from ..settings import Settings, resolved_provider
 from .endpoint import check_api_key, parse_endpoint
 from .limits import AdaptiveLimiter
 from .policy import (
@@ -202,9 +202,14 @@ class JudgeClient:
         self._now = clock.now
         self._transport: Transport = transport or self._post
         self._own_transport = transport is None
-        base_url = settings.base_url or constants.default_base_url()
+        self.provider = resolved_provider(settings)
+        base_url = settings.base_url or constants.default_base_url(self.provider)
         # parsed once, not per request
         self._url, self.base_url, self.server_id, auth = parse_endpoint(base_url, api_key)
+        if self.provider != "openai":
+            # another API answers the same metric and row another way: its replies are keyed apart (the
+            # OpenAI-compatible servers' keys stay what they were)
+            self.server_id = f"{self.provider}:{self.server_id}"
         self.url = self.base_url + "/chat/completions"
         self.settings = settings
         self.model = settings.model
@@ -222,7 +227,7 @@ class JudgeClient:
         # Of the stats' tokens, those of batch lines (batch.Reader): spent() prices them at the batch price.
         self.batch_tokens = [0, 0]
         # The model's price (None: not in the table): what max_cost and the summary's cost are counted at.
-        self.price = price_of(settings.model, settings.prices)
+        self.price = price_of(settings.model, settings.prices, self.provider)
         if self.max_cost is not None and self.price is None:
             raise no_price_error(settings.model, f"max_cost={self.max_cost:g}")
         self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
