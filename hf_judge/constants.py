@@ -4,6 +4,8 @@
 | --- | --- |
 | ``OPENAI_API_KEY`` | API key when ``api_key`` is not given |
 | ``OPENAI_BASE_URL`` | server URL when ``base_url`` is not given |
+| ``ANTHROPIC_API_KEY`` | API key of an Anthropic judge (``provider="anthropic"``) when ``api_key`` is not given |
+| ``ANTHROPIC_BASE_URL`` | an Anthropic judge's server URL when ``base_url`` is not given |
 | ``HF_JUDGE_CACHE`` | cache folder (default: ``$HF_DATASETS_CACHE/hf_judge``) |
 | ``HF_JUDGE_DEBUG`` | ``1``: debug logging and full tracebacks in the CLI |
 | ``HF_JUDGE_PRICES`` | YAML file of model prices extending the built-in table (``settings.prices`` wins) |
@@ -18,6 +20,13 @@ from pathlib import Path
 VERSION = "0.1.0"
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"  # the anthropic-version header of every request
+# Anthropic requires max_tokens; this is sent when the run sets none (a judge's reply is far shorter).
+ANTHROPIC_MAX_TOKENS = 4096
+# Anthropic's Message Batches limits per batch (100,000 requests, 256 MB)
+ANTHROPIC_BATCH_MAX_REQUESTS = 100_000
+ANTHROPIC_BATCH_MAX_BYTES = 256 * 1000 * 1000
 DEFAULT_CONCURRENCY = 256
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 3
@@ -50,8 +59,17 @@ def default_api_key() -> str | None:
     return os.environ.get("OPENAI_API_KEY") or None
 
 
-def default_base_url() -> str:
+def default_base_url(provider: str = "openai") -> str:
+    if provider == "anthropic":
+        return os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL
     return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+
+def provider_api_key(provider: str) -> str | None:
+    """The API key a provider's judge reads from the environment when none is given."""
+    if provider == "anthropic":
+        return os.environ.get("ANTHROPIC_API_KEY") or None
+    return default_api_key()
 
 
 def default_cache_dir() -> Path:

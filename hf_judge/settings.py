@@ -165,6 +165,11 @@ class Settings(BaseModel):
         min_length=1,
     )
     base_url: str | None = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
+    provider: Literal["openai", "anthropic", "gemini"] | None = _setting(
+        None,
+        "the API the judge speaks; default: inferred (a `claude-` model with no base_url: anthropic; a `gemini-` "
+        "model with no base_url: gemini; else openai)",
+    )
     # -- limits
     concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight (per worker)")
     num_workers: int = _setting(
@@ -295,6 +300,26 @@ class Settings(BaseModel):
     def required_samples(self) -> int:
         """``min_samples``, or its default: a majority of ``samples``."""
         return self.min_samples if self.min_samples is not None else self.samples // 2 + 1
+
+
+def resolved_provider(settings: Settings) -> str:
+    """The API a judge speaks: ``provider`` as given, else inferred from the model name when no ``base_url`` is
+    set (a gateway at a base URL speaks OpenAI's API whatever model it serves).
+
+    Example:
+        >>> [resolved_provider(Settings(model=m)) for m in ("claude-sonnet-4-5", "gemini-2.5-flash", "gpt-4.1")]
+        ['anthropic', 'gemini', 'openai']
+        >>> resolved_provider(Settings(model="claude-sonnet-4-5", base_url="http://127.0.0.1:8000/v1"))
+        'openai'
+    """
+    if settings.provider is not None:
+        return settings.provider
+    if settings.base_url is None:
+        if settings.model.startswith("claude-"):
+            return "anthropic"
+        if settings.model.startswith("gemini-"):
+            return "gemini"
+    return "openai"
 
 
 def public_fields() -> dict[str, Any]:

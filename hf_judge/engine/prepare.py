@@ -19,7 +19,7 @@ from ..judging.images import ImageValueError, image_urls, image_variables
 from ..redact import register
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.summary import RunSummary
-from ..settings import Settings, check_base_url, public_fields, resolve_settings
+from ..settings import Settings, check_base_url, public_fields, resolve_settings, resolved_provider
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient, judge_panel
 from ..transport.endpoint import has_credentials
@@ -256,23 +256,31 @@ def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None
 
     key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
     register(key)
-    base = judge.base_url or settings.base_url or constants.default_base_url()
+    own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
+    provider = resolved_provider(own)
+    base = own.base_url or constants.default_base_url(provider)
     if key is None and not has_credentials(base):
-        key = api_key
+        # a panel of Claude and GPT judges: each reads its own provider's key, unless the run was given one
+        key = api_key if provider == resolved_provider(settings) else constants.provider_api_key(provider)
+        register(key)
     return key
 
 
 def resolve_api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
-    """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials.
+    """The key to send: given, else ``OPENAI_API_KEY`` (``ANTHROPIC_API_KEY`` for an Anthropic judge), unless the
+    base URL carries its own credentials.
     In a panel, the key of every judge that names none of its own (``api_key: env:VAR``)."""
-    base = settings.base_url or check_base_url(constants.default_base_url())
+    provider = resolved_provider(settings)
+    base = settings.base_url or check_base_url(constants.default_base_url(provider))
     bases = [j.base_url or base for j in settings.judges if not j.api_key] if settings.models else [base]
     if api_key is None and any(not has_credentials(b) for b in bases):  # user:password@ is a URL's own auth
-        api_key = constants.default_api_key()
+        api_key = constants.provider_api_key(provider)
+    variable = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
     for base in bases:
-        if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
+        host = urlparse(base).hostname
+        if needed and not api_key and not has_credentials(base) and host in ("api.openai.com", "api.anthropic.com"):
             raise ConfigError(
-                f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
+                f"no API key for {base}: set {variable} (library: api_key=; CLI: --api-key-env NAME), "
                 "or point base_url (--base-url) at your own server"
             )
     register(api_key)

@@ -1,0 +1,218 @@
+"""Anthropic's Messages API, natively (``provider="anthropic"``): the request body and the reply's parts.
+
+:class:`~hf_judge.transport.client.JudgeClient` keeps everything else (attempts, backoff, ``Retry-After``,
+limits, validation): only the wire differs. A rendered metric's chat messages become a Messages body: the
+system message as a ``system`` text block, the user message as content blocks (images as ``image`` blocks: a
+``data:`` URL as base64, an http(s) URL as a ``url`` source), ``max_tokens`` always (the API requires it).
+
+Structured output by Anthropic's own means: ``output_config.format`` (a JSON schema; numeric limits, which
+it does not take, move into the description: the reply is checked against them anyway), or, where the
+model refuses that, a forced tool call whose ``input_schema`` is the metric's schema (the client negotiates
+it once, as it does json_schema -> json_object for OpenAI-compatible servers).
+
+Prompt caching: the static prefix (the tool definition, the system prompt) carries
+``cache_control: {"type": "ephemeral"}``; a reply's ``cache_read_input_tokens`` are counted as cached
+prompt tokens, ``cache_creation_input_tokens`` and ``input_tokens`` as prompt tokens.
+
+Errors need nothing of their own: Anthropic's statuses fall into the retry table as they are (529
+``overloaded_error`` and 500 ``api_error`` retried, 429 ``rate_limit_error`` retried after its
+``retry-after``, 401/403 ``authentication_error``/``permission_error`` and 404 ``not_found_error`` stop the
+run, 400 ``invalid_request_error`` and 413 ``request_too_large`` are error rows, 402 ``billing_error``
+stops it as a used-up quota), and its error body's ``error.message`` is read like OpenAI's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .. import constants
+from ..judging.metrics import Metric
+
+ROUTE = "/v1/messages"
+BATCHES_ROUTE = "/v1/messages/batches"
+EPHEMERAL = {"type": "ephemeral"}
+# stop_reason -> the finish_reason the validator knows (validate.parse_reply)
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+_LIMITS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength")
+
+
+def headers(api_key: str | None) -> dict[str, str]:
+    """The headers of every request: the key as ``x-api-key`` and the API version.
+
+    Example:
+        >>> headers("sk-ant-x")
+        {'anthropic-version': '2023-06-01', 'x-api-key': 'sk-ant-x'}
+    """
+    out = {"anthropic-version": constants.ANTHROPIC_VERSION}
+    if api_key:
+        out["x-api-key"] = api_key
+    return out
+
+
+def output_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` as ``output_config.format`` takes it: the limits it does not support said in the description.
+
+    Example:
+        >>> output_schema({"type": "integer", "minimum": 1, "maximum": 10})
+        {'type': 'integer', 'description': '{minimum: 1, maximum: 10}'}
+    """
+    out: dict[str, Any] = {}
+    limits = []
+    for k, v in schema.items():
+        if k in _LIMITS:
+            limits.append(f"{k}: {v}")
+        elif k == "properties" and isinstance(v, dict):
+            out[k] = {name: output_schema(s) if isinstance(s, dict) else s for name, s in v.items()}
+        elif k == "items" and isinstance(v, dict):
+            out[k] = output_schema(v)
+        else:
+            out[k] = v
+    if limits:
+        said = "{" + ", ".join(limits) + "}"
+        out["description"] = f"{out['description']}\n\n{said}" if out.get("description") else said
+    return out
+
+
+def content_blocks(content: Any) -> list[dict[str, Any]]:
+    """A user message's content (a string, or OpenAI content parts from judging/images.py) as Messages blocks.
+
+    Example:
+        >>> content_blocks([{"type": "text", "text": "See "},
+        ...                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}}])[1]
+        {'type': 'image', 'source': {'type': 'base64', 'media_type': 'image/png', 'data': 'iVBO'}}
+        >>> content_blocks([{"type": "image_url", "image_url": {"url": "https://x/a.png"}}])
+        [{'type': 'image', 'source': {'type': 'url', 'url': 'https://x/a.png'}}]
+    """
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks = []
+    for part in content:
+        if part.get("type") != "image_url":
+            blocks.append({"type": "text", "text": part.get("text", "")})
+            continue
+        url = part["image_url"]["url"]
+        if url[:5].lower() == "data:":
+            head, _, data = url.partition(",")
+            media = head[5:].split(";")[0].lower().replace("image/jpg", "image/jpeg")
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": data}})
+        else:
+            blocks.append({"type": "image", "source": {"type": "url", "url": url}})
+    return blocks
+
+
+class AnthropicWire:
+    """Request bodies for one client's model and settings, and the parts of a reply (see the module docstring).
+
+    Example:
+        >>> from hf_judge.judging.catalogue import load_metric
+        >>> wire = AnthropicWire("claude-haiku-4-5", top_p=1.0, max_tokens=None)
+        >>> m = load_metric("Q_Clarity")
+        >>> body = orjson.loads(wire.body(m, m.messages({"instruction": "Why?"}), 0.1, "json_schema"))
+        >>> body["max_tokens"], body["output_config"]["format"]["type"], body["messages"][0]["role"]
+        (4096, 'json_schema', 'user')
+    """
+
+    route = ROUTE
+
+    def __init__(self, model: str, *, top_p: float | None, max_tokens: int | None):
+        self.model = model
+        # top_p 1 changes nothing, and newer Claude models refuse temperature and top_p together
+        self.top_p = top_p if top_p is not None and top_p < 1 else None
+        self.max_tokens = max_tokens or constants.ANTHROPIC_MAX_TOKENS
+        self._static: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def structured(self, metric: Metric, mode: str) -> dict[str, Any]:
+        """The body's structured-output fields: ``output_config`` (mode json_schema), else a forced tool call."""
+        key = (id(metric), mode)
+        fields = self._static.get(key)
+        if fields is None:
+            if mode == "json_schema":
+                fields = {
+                    "output_config": {"format": {"type": "json_schema", "schema": output_schema(metric.json_schema)}}
+                }
+            else:
+                tool = {
+                    "name": metric.schema_name,
+                    "description": f"Record the judgment of {metric.name}.",
+                    "input_schema": metric.json_schema,
+                    "cache_control": EPHEMERAL,
+                }
+                fields = {"tools": [tool], "tool_choice": {"type": "tool", "name": metric.schema_name}}
+            self._static[key] = fields
+        return fields
+
+    def body(self, metric: Metric, messages: list, temperature: float, mode: str, *, max_tokens: bool = True) -> bytes:
+        """The Messages request body; ``max_tokens=False`` leaves max_tokens out (the body a reply key hashes)."""
+        payload: dict[str, Any] = {"model": self.model}
+        if max_tokens:
+            payload["max_tokens"] = self.max_tokens
+        turns = []
+        for m in messages:
+            if m["role"] == "system":
+                payload["system"] = [{"type": "text", "text": m["content"], "cache_control": EPHEMERAL}]
+            else:
+                content = m["content"]
+                turns.append(
+                    {"role": m["role"], "content": content if isinstance(content, str) else content_blocks(content)}
+                )
+        payload["messages"] = turns
+        payload["temperature"] = min(temperature, 1.0)  # Anthropic's range is 0..1
+        if self.top_p is not None:
+            payload["top_p"] = self.top_p
+        payload.update(self.structured(metric, mode))
+        return orjson.dumps(payload)
+
+
+def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, int]] | str:
+    """(content, finish_reason, (prompt, completion, cached prompt tokens)) of a Message, or what is wrong with it.
+
+    The content is the text blocks joined, or the forced tool call's input as JSON.
+
+    Example:
+        >>> reply(b'{"type":"message","content":[{"type":"text","text":"{}"}],"stop_reason":"end_turn",'
+        ...       b'"usage":{"input_tokens":5,"output_tokens":2,"cache_read_input_tokens":100}}')
+        ('{}', 'stop', (105, 2, 100))
+    """
+    try:
+        doc = orjson.loads(data) if isinstance(data, bytes) else data
+        blocks = doc["content"]
+        stop = doc.get("stop_reason")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return "the server's 200 reply is not a Message (no content blocks)"
+    if not isinstance(blocks, list):
+        return "the reply's content is not a list of blocks"
+    texts = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            return "a content block of the reply is not an object"
+        if block.get("type") == "tool_use":
+            texts = [orjson.dumps(block.get("input")).decode()]
+            break
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+    usage = doc.get("usage")
+    finish = _FINISH.get(stop, stop) if isinstance(stop, str) else None
+    return ("".join(texts) if texts else None), finish, usage_tokens(usage)
+
+
+def usage_tokens(usage: Any) -> tuple[int, int, int]:
+    """(prompt, completion, cached) tokens of a Message's usage: the prompt counts what the cache served and
+    wrote (``input_tokens`` is the rest), as OpenAI's ``prompt_tokens`` counts its ``cached_tokens``."""
+    if not isinstance(usage, dict):
+        return 0, 0, 0
+
+    def n(key: str) -> int:
+        v = usage.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    cached = n("cache_read_input_tokens")
+    return n("input_tokens") + cached + n("cache_creation_input_tokens"), n("output_tokens"), cached
