@@ -42,9 +42,9 @@ DEFAULTS: dict = {
     # -- online and batch lines
     "latency": 0.0,
     "overloaded": 0,  # the first N tries of each prompt get 529 overloaded_error
-    "rate_limited": 0,  # the first N tries of each prompt get 429 rate_limit_error with retry-after
+    "rate_limited": 0,  # the next N tries of each prompt get 429 rate_limit_error with retry-after
     "retry_after": "0",
-    "invalid_first": False,  # the first try of each prompt gets a reply that is not JSON
+    "invalid_first": False,  # the first try of each prompt past those faults gets a reply that is not JSON
     "reject_output_config": False,  # 400 for output_config.format (a model without structured outputs)
     "require_key": None,
     "models": None,  # model names that exist (else 404 not_found_error)
@@ -108,8 +108,9 @@ class Anthropic:
         messages = params.get("messages")
         if not isinstance(messages, list) or not messages or any(m.get("role") == "system" for m in messages):
             return 400, "invalid_request_error", "messages: roles must be user or assistant (system is top-level)"
-        if not 0 <= params.get("temperature", 1) <= 1:
-            return 400, "invalid_request_error", "temperature: must be between 0 and 1"
+        for extra in ("temperature", "top_p", "response_format", "n"):  # not in the SDK's MessageCreateParams
+            if extra in params:
+                return 400, "invalid_request_error", f"{extra}: Extra inputs are not permitted"
         if "output_config" in params and self.config["reject_output_config"]:
             return 400, "invalid_request_error", "output_config.format: structured outputs are not supported"
         models = self.config["models"]
@@ -146,14 +147,14 @@ class Anthropic:
         self.tries[phash] = tries = self.tries.get(phash, 0) + 1
         if tries <= cfg["overloaded"]:
             return 529, _error_body("overloaded_error", "Overloaded"), None
-        if tries <= cfg["rate_limited"]:
+        if tries <= cfg["overloaded"] + cfg["rate_limited"]:
             return 429, _error_body("rate_limit_error", "rate limited"), {"retry-after": cfg["retry_after"]}
         fmt = (params.get("output_config") or {}).get("format") or {}
         tools = params.get("tools") or []
         choice = params.get("tool_choice") or {}
         tool = next((t for t in tools if t.get("name") == choice.get("name")), None)
         schema = fmt.get("schema") if fmt.get("type") == "json_schema" else (tool or {}).get("input_schema")
-        invalid = (cfg["invalid_first"] and tries == 1) or (
+        invalid = (cfg["invalid_first"] and tries == cfg["overloaded"] + cfg["rate_limited"] + 1) or (
             cfg["invalid_lines"] and batch_line and batch_line % cfg["invalid_lines"] == 0 and tries == 1
         )
         obj = self.judge._reply_object(text, _limits(schema or {}))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import constants
-from ..errors import ConfigError
+from ..errors import ConfigError, RunStopped
 from .job import Job, resolve_api_key, resolve_job
 from .options import add_api_key_env, add_cache_dir, add_job_options
 from .score import score_job
@@ -183,11 +183,14 @@ def cmd_batch_status(args: argparse.Namespace) -> int:
 
 def cmd_batch_cancel(args: argparse.Namespace) -> int:
     """hf-judge batch cancel [BATCH_ID ...]: cancel batches in flight."""
+    import time
+
     from openai import OpenAI
 
+    from ..engine.batch_api import BatchApiError, BatchApiUnreachable, batch_api
     from ..engine.batch_book import DONE
 
-    key = resolve_api_key(args) or constants.default_api_key() or "none"
+    given = resolve_api_key(args)
     book = _book(args.cache_dir)
     try:
         live = [j for j in book.jobs(every_server=True) if j.batch_id and j.state not in DONE | {"collected"}]
@@ -199,8 +202,17 @@ def cmd_batch_cancel(args: argparse.Namespace) -> int:
                 )
             live = [j for j in live if j.batch_id in args.ids]
         for j in live:
-            with OpenAI(base_url=j.base_url, api_key=key) as api:
-                state = api.batches.cancel(j.batch_id).status
+            assert j.batch_id is not None and j.base_url is not None
+            provider = j.provider or "openai"
+            remote = batch_api(provider, j.base_url, given or constants.provider_api_key(provider), time.sleep)
+            if remote is not None:  # another provider's batch API (Anthropic's Message Batches)
+                try:
+                    state = remote.cancel(j.batch_id)
+                except (BatchApiError, BatchApiUnreachable) as e:
+                    raise RunStopped(f"could not cancel {j.batch_id} at {j.base_url}: {e}") from None
+            else:
+                with OpenAI(base_url=j.base_url, api_key=given or constants.default_api_key() or "none") as api:
+                    state = api.batches.cancel(j.batch_id).status
             book.update(j.name, state=state)
             print(f"{j.batch_id}: {state}")
     finally:

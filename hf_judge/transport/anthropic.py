@@ -3,7 +3,8 @@
 :class:`~hf_judge.transport.client.JudgeClient` keeps everything else (attempts, backoff, ``Retry-After``,
 limits, validation): only the wire differs. A rendered metric's chat messages become a Messages body: the
 system message as a ``system`` text block, the user message as content blocks (images as ``image`` blocks: a
-``data:`` URL as base64, an http(s) URL as a ``url`` source), ``max_tokens`` always (the API requires it).
+``data:`` URL as base64, an http(s) URL as a ``url`` source), ``max_tokens`` always (the API requires it),
+no ``temperature`` or ``top_p`` (it takes neither: a metric's temperature is not sent).
 
 Structured output by Anthropic's own means: ``output_config.format`` (a JSON schema; numeric limits, which
 it does not take, move into the description: the reply is checked against them anyway), or, where the
@@ -28,7 +29,9 @@ from typing import Any
 import orjson
 
 from .. import constants
+from ..errors import ConfigError
 from ..judging.metrics import Metric
+from ..settings import Settings
 
 ROUTE = "/v1/messages"
 BATCHES_ROUTE = "/v1/messages/batches"
@@ -43,6 +46,26 @@ _FINISH = {
     "refusal": "content_filter",
 }
 _LIMITS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength")
+
+
+def check_settings(settings: Settings) -> None:
+    """A ConfigError for a setting the Messages API cannot honour (rather than a run that silently ignores it).
+
+    Example:
+        >>> check_settings(Settings(model="claude-haiku-4-5", temperature=0.5))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hf_judge.errors.ConfigError: temperature=0.5 (--temperature): Anthropic's Messages API takes no ...
+    """
+    if settings.logprobs:
+        raise ConfigError("logprobs=True (--logprobs): Anthropic's Messages API returns no token log-probabilities")
+    if settings.temperature is not None:
+        raise ConfigError(
+            f"temperature={settings.temperature:g} (--temperature): Anthropic's Messages API takes no temperature; "
+            "drop it"
+        )
+    if settings.top_p is not None and settings.top_p != 1:
+        raise ConfigError(f"top_p={settings.top_p:g} (--top-p): Anthropic's Messages API takes no top_p; drop it")
 
 
 def headers(api_key: str | None) -> dict[str, str]:
@@ -114,7 +137,7 @@ class AnthropicWire:
 
     Example:
         >>> from hf_judge.judging.catalogue import load_metric
-        >>> wire = AnthropicWire("claude-haiku-4-5", top_p=1.0, max_tokens=None)
+        >>> wire = AnthropicWire("claude-haiku-4-5", max_tokens=None)
         >>> m = load_metric("Q_Clarity")
         >>> body = orjson.loads(wire.body(m, m.messages({"instruction": "Why?"}), 0.1, "json_schema"))
         >>> body["max_tokens"], body["output_config"]["format"]["type"], body["messages"][0]["role"]
@@ -123,10 +146,8 @@ class AnthropicWire:
 
     route = ROUTE
 
-    def __init__(self, model: str, *, top_p: float | None, max_tokens: int | None):
+    def __init__(self, model: str, *, max_tokens: int | None):
         self.model = model
-        # top_p 1 changes nothing, and newer Claude models refuse temperature and top_p together
-        self.top_p = top_p if top_p is not None and top_p < 1 else None
         self.max_tokens = max_tokens or constants.ANTHROPIC_MAX_TOKENS
         self._static: dict[tuple[int, str], dict[str, Any]] = {}
 
@@ -150,8 +171,19 @@ class AnthropicWire:
             self._static[key] = fields
         return fields
 
-    def body(self, metric: Metric, messages: list, temperature: float, mode: str, *, max_tokens: bool = True) -> bytes:
-        """The Messages request body; ``max_tokens=False`` leaves max_tokens out (the body a reply key hashes)."""
+    def body(
+        self,
+        metric: Metric,
+        messages: list,
+        temperature: float,  # noqa: ARG002 - the chat-completions signature; the Messages API takes none
+        mode: str,
+        *,
+        max_tokens: bool = True,
+    ) -> bytes:
+        """The Messages request body; ``max_tokens=False`` leaves max_tokens out (the body a reply key hashes).
+
+        ``temperature`` is not sent: the Messages API takes none (the SDK's ``MessageCreateParams`` has no
+        ``temperature`` or ``top_p``), so a retry after an invalid reply is the same request again."""
         payload: dict[str, Any] = {"model": self.model}
         if max_tokens:
             payload["max_tokens"] = self.max_tokens
@@ -165,9 +197,6 @@ class AnthropicWire:
                     {"role": m["role"], "content": content if isinstance(content, str) else content_blocks(content)}
                 )
         payload["messages"] = turns
-        payload["temperature"] = min(temperature, 1.0)  # Anthropic's range is 0..1
-        if self.top_p is not None:
-            payload["top_p"] = self.top_p
         payload.update(self.structured(metric, mode))
         return orjson.dumps(payload)
 

@@ -50,7 +50,6 @@ from ..errors import (
     AuthenticationError,
     BudgetExceededError,
     CircuitOpenError,
-    ConfigError,
     CostExceededError,
     ErrorKind,
     ModelNotFoundError,
@@ -207,12 +206,10 @@ class JudgeClient:
         self.provider = provider = resolved_provider(settings)
         # the provider's own wire (body, reply), or None: OpenAI's chat completions, inline below
         self.wire = (
-            anthropic.AnthropicWire(settings.model, top_p=settings.top_p, max_tokens=settings.max_tokens)
-            if provider == "anthropic"
-            else None
+            anthropic.AnthropicWire(settings.model, max_tokens=settings.max_tokens) if provider == "anthropic" else None
         )
-        if self.wire is not None and settings.logprobs:
-            raise ConfigError("logprobs=True (--logprobs): Anthropic's Messages API returns no token log-probabilities")
+        if self.wire is not None:
+            anthropic.check_settings(settings)
         base_url = settings.base_url or constants.default_base_url(provider)
         # parsed once, not per request
         route = "/chat/completions" if self.wire is None else self.wire.route

@@ -1,0 +1,193 @@
+"""provider="anthropic" online: Anthropic's Messages API against the loopback server (tests/anthropic_server.py)."""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+import pytest
+from anthropic_fixture import *  # noqa: F401,F403 - the Anthropic server fixtures
+from datasets import Dataset, Image
+from helpers import qa_dataset
+from test_images import png
+
+from hf_judge import AuthenticationError, ConfigError, ModelNotFoundError, Settings, load_metric, score_dataset
+from hf_judge.settings import resolved_provider
+from hf_judge.transport.client import JudgeClient
+
+COLUMNS = {"instruction": "question", "output": "answer"}
+FAST = {"backoff_base": 0.001, "backoff_max": 0.01}
+MODEL = "claude-haiku-4-5"
+
+
+def run(ds, server, tmp_path, metrics=("QA_Clarity",), model=MODEL, provider="anthropic", key="sk-ant-test", **kw):
+    knobs = {**FAST, **{k: kw.pop(k) for k in list(kw) if k in ("backoff_max",)}}
+    return score_dataset(
+        ds,
+        list(metrics),
+        settings=Settings(model=model, provider=provider, **knobs),
+        base_url=server.url if provider == "anthropic" else server.base_url,
+        api_key=key,
+        cache_dir=tmp_path / f"cache-{provider}",
+        columns=kw.pop("columns", COLUMNS),
+        progress=False,
+        **kw,
+    )
+
+
+def rows(scored):
+    return {k: v.to_list() for k, v in scored.items()}
+
+
+def test_provider_is_inferred_from_a_claude_model_without_base_url():
+    assert resolved_provider(Settings(model="claude-sonnet-4-5")) == "anthropic"
+    assert resolved_provider(Settings(model="claude-sonnet-4-5", base_url="http://127.0.0.1:1/v1")) == "openai"
+    assert resolved_provider(Settings(model="gpt-4.1", provider="anthropic")) == "anthropic"
+    client = JudgeClient(Settings(model="claude-sonnet-4-5"), api_key="sk-ant-x")
+    assert client.url == "https://api.anthropic.com/v1/messages"
+    # a base URL ending in /v1 (as OpenAI's are written) is not doubled
+    client = JudgeClient(Settings(model="m", provider="anthropic", base_url="http://127.0.0.1:9/v1"), api_key=None)
+    assert client.url == "http://127.0.0.1:9/v1/messages"
+
+
+def test_the_same_scores_as_the_openai_path_in_messages_shape(claude, judge, tmp_path):
+    """The loopback servers answer by the same function of the prompt: equal scores prove the Messages body
+    carries the prompt the chat completion does; the recorded request shows the Messages API's shape."""
+    ds = qa_dataset(12)
+    claude.configure(record=True, require_key="sk-ant-test")
+    got = run(
+        ds,
+        claude,
+        tmp_path,
+        metrics=("QA_Clarity", "QA_All", "Binary"),
+        columns={**COLUMNS, "ground_truth": "answer", "prediction": "answer"},
+    )
+    want = run(
+        ds,
+        judge,
+        tmp_path,
+        metrics=("QA_Clarity", "QA_All", "Binary"),
+        model="judge",
+        provider="openai",
+        columns={**COLUMNS, "ground_truth": "answer", "prediction": "answer"},
+    )
+    assert rows(got) == rows(want)
+    st = claude.stats()
+    assert st["by_status"] == {"200": 36}
+    headers, body = st["headers"][0], st["bodies"][0]
+    assert headers["x-api-key"] == "sk-ant-test" and headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in headers
+    assert body["model"] == MODEL and body["max_tokens"] == 4096
+    assert "temperature" not in body and "top_p" not in body  # the Messages API takes neither
+    assert body["output_config"]["format"]["type"] == "json_schema" and "response_format" not in body
+    assert all(m["role"] == "user" for m in body["messages"])
+    assert got.summary.prompt_tokens > 0 and got.summary.structured_output == "json_schema"
+
+
+def test_system_prompt_and_tool_carry_cache_control_and_cached_tokens_are_counted(claude, tmp_path):
+    pdir = tmp_path / "prompts"
+    pdir.mkdir()
+    rubric = "Grade with care. " * 40
+    (pdir / "Q_Sys.jinja").write_text(
+        f"---\nsystem: {rubric}\noutputs:\n  score: {{type: integer, minimum: 1, maximum: 5}}\n---\n"
+        "Rate: {{ instruction }}\n"
+    )
+    claude.configure(record=True, reject_output_config=True)  # a model without output_config: a forced tool call
+    scored = run(qa_dataset(6), claude, tmp_path, metrics=("Q_Sys",), prompts_dir=pdir)
+    body = claude.stats()["bodies"][-1]
+    assert body["system"] == [{"type": "text", "text": rubric.strip(), "cache_control": {"type": "ephemeral"}}]
+    assert body["tool_choice"] == {"type": "tool", "name": "Q_Sys"}
+    assert body["tools"][0]["input_schema"]["properties"]["score"] == {"type": "integer", "minimum": 1, "maximum": 5}
+    assert body["tools"][0]["cache_control"] == {"type": "ephemeral"}
+    s = scored.summary
+    assert s.structured_output == "tool" and any("forced tool call" in n for n in s.notes)
+    assert all(1 <= v <= 5 for v in scored["train"]["Q_Sys"])
+    st = claude.stats()
+    # the prefix is written once (per concurrent first wave at most), then read: cached tokens in the summary
+    assert s.cached_tokens == st["cache_read"] > 0
+    assert s.prompt_tokens >= s.cached_tokens + st["cache_creation"]
+
+
+def test_images_go_as_base64_and_url_blocks(claude, tmp_path):
+    pdir = tmp_path / "prompts"
+    pdir.mkdir()
+    (pdir / "VQA.jinja").write_text(
+        "---\nimages: [picture]\noutputs:\n  score: {type: integer, minimum: 1, maximum: 10}\n---\n"
+        "Look.\n{{ picture }}\nQ: {{ question }}"
+    )
+    claude.configure(record=True)
+    ds = Dataset.from_dict({"picture": [{"bytes": png((255, 0, 0)), "path": None}], "question": ["red?"]})
+    scored = run(ds.cast_column("picture", Image()), claude, tmp_path, metrics=("VQA",), prompts_dir=pdir, columns={})
+    assert scored["train"]["VQA"][0] is not None
+    ds = Dataset.from_dict({"picture": ["https://example.org/a.png"], "question": ["url?"]})
+    run(ds, claude, tmp_path, metrics=("VQA",), prompts_dir=pdir, columns={})
+    first, second = (b["messages"][0]["content"] for b in claude.stats()["bodies"])
+    assert first[0] == {"type": "text", "text": "Look.\n"}
+    assert first[1]["source"]["type"] == "base64" and first[1]["source"]["media_type"] == "image/png"
+    assert base64.b64decode(first[1]["source"]["data"]) == png((255, 0, 0))
+    assert second[1] == {"type": "image", "source": {"type": "url", "url": "https://example.org/a.png"}}
+
+
+def test_overloaded_and_rate_limited_are_retried_invalid_replies_hotter(claude, tmp_path):
+    claude.configure(overloaded=1, rate_limited=1, retry_after="0", invalid_first=True)
+    scored = run(qa_dataset(4), claude, tmp_path)
+    s = scored.summary
+    assert len(scored["errors"]) == 0 and all(v is not None for v in scored["train"]["QA_Clarity"])
+    # try 1: 529 overloaded_error; 2: 429 rate_limit_error; 3: a reply that is no JSON; 4: a good one
+    assert s.failed_attempts == {"http_529": 4, "http_429": 4, "invalid_json": 4}
+    assert s.requests == 4 * 4
+
+
+def test_key_and_model_errors_stop_the_run_with_anthropics_words(claude, tmp_path):
+    claude.configure(require_key="sk-ant-right")
+    with pytest.raises(AuthenticationError, match="ANTHROPIC_API_KEY"):
+        run(qa_dataset(2), claude, tmp_path, key="sk-ant-wrong")
+    claude.configure(require_key=None, models=["claude-sonnet-4-5"])
+    with pytest.raises(ModelNotFoundError, match="claude-haiku-4-5"):
+        run(qa_dataset(2), claude, tmp_path)
+
+
+def test_settings_the_messages_api_cannot_honour_are_refused(claude, tmp_path):
+    with pytest.raises(ConfigError, match="no token log-probabilities"):
+        run(qa_dataset(2), claude, tmp_path, logprobs=True)
+    with pytest.raises(ConfigError, match="takes no temperature"):
+        run(qa_dataset(2), claude, tmp_path, temperature=0.3)
+    assert claude.stats()["requests"] == 0
+
+
+def test_anthropic_key_is_read_from_its_own_variable(claude, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-env")
+    claude.configure(require_key="sk-ant-env")
+    scored = run(qa_dataset(2), claude, tmp_path, key=None)
+    assert len(scored["errors"]) == 0
+
+
+def test_another_provider_is_another_request(tmp_path):
+    """The same metric and row: a Messages body is not a chat completion, so their cache keys differ."""
+    metric = load_metric("QA_Clarity")
+    messages = metric.messages({"instruction": "q", "output": "a"})
+    keys = {}
+    for provider in ("openai", "anthropic"):
+        c = JudgeClient(Settings(model="m", provider=provider, base_url="http://127.0.0.1:9/v1"), api_key=None)
+        body = c.body(metric, messages, 0.1, "json_schema")
+        keys[provider] = c.reply_key(metric, messages, 0.1, body)
+    assert keys["openai"] != keys["anthropic"]
+
+
+def test_anthropic_sdk_reads_the_servers_replies(claude):
+    """The loopback server's shapes are the SDK's own types: it parses a Message and a MessageBatch."""
+    anthropic = pytest.importorskip("anthropic")
+    metric = load_metric("QA_Clarity")
+    c = JudgeClient(Settings(model=MODEL, provider="anthropic"), api_key="sk-ant-test")
+    params = orjson.loads(c.body(metric, metric.messages({"instruction": "q", "output": "a"}), 0.1))
+    sdk = anthropic.Anthropic(base_url=claude.url, api_key="sk-ant-test", max_retries=0)
+    message = sdk.messages.create(**params)
+    assert message.stop_reason == "end_turn" and message.usage.input_tokens > 0
+    batch = sdk.messages.batches.create(requests=[{"custom_id": "ab" * 16, "params": params}])
+    assert batch.processing_status == "in_progress" and batch.request_counts.processing == 1
+    ended = sdk.messages.batches.retrieve(batch.id)
+    assert ended.processing_status == "ended" and ended.request_counts.succeeded == 1
+    results = list(sdk.messages.batches.results(batch.id))
+    assert results[0].custom_id == "ab" * 16 and results[0].result.type == "succeeded"
+    assert results[0].result.message.content[0].type == "text"
