@@ -28,7 +28,7 @@ def run(ds, server, tmp_path, metrics=("QA_Clarity",), model=MODEL, provider="an
         settings=Settings(model=model, provider=provider, **knobs),
         base_url=server.url if provider == "anthropic" else server.base_url,
         api_key=key,
-        cache_dir=tmp_path / f"cache-{provider}",
+        cache_dir=kw.pop("cache_dir", tmp_path / f"cache-{provider}"),
         columns=kw.pop("columns", COLUMNS),
         progress=False,
         **kw,
@@ -191,3 +191,24 @@ def test_anthropic_sdk_reads_the_servers_replies(claude):
     results = list(sdk.messages.batches.results(batch.id))
     assert results[0].custom_id == "ab" * 16 and results[0].result.type == "succeeded"
     assert results[0].result.message.content[0].type == "text"
+
+
+def test_switching_provider_on_the_same_server_and_model_is_not_served_from_the_cache(claude, tmp_path):
+    ds = qa_dataset(3)
+    cache = tmp_path / "shared"
+    run(ds, claude, tmp_path, cache_dir=cache)
+    again = run(ds, claude, tmp_path, cache_dir=cache)
+    assert again.summary.cached_splits == ["train"]  # the same run: its result is cached
+    # the same base URL and model, asked through OpenAI's API: not this result, nor these replies (the loopback
+    # server has no /chat/completions route, so it is asked, and answers 404)
+    with pytest.raises(ModelNotFoundError):
+        score_dataset(
+            ds,
+            ["QA_Clarity"],
+            settings=Settings(model=MODEL, provider="openai", **FAST),
+            base_url=claude.url,
+            api_key="k",
+            cache_dir=cache,
+            columns=COLUMNS,
+            progress=False,
+        )

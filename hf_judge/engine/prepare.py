@@ -89,6 +89,9 @@ def results_fingerprint(
         state["logprobs"] = client.settings.top_logprobs
     if client.settings.reuse == "strict":  # only then: the default run's fingerprint stays what it was
         state["reuse"] = "strict"
+    providers = sorted({j.provider for j in judges or [client]} - {"openai"})
+    if providers:  # only then: another API is another result (the same server and model speaking OpenAI's is not)
+        state["providers"] = providers
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
