@@ -180,12 +180,19 @@ class Anthropic:
 
     def _usage(self, params: dict, system: str, text: str) -> dict:
         """Tokens at 4 characters each; a cache_control prefix (tools, then system) is written once, then read."""
-        prefix = ""
-        if any("cache_control" in t for t in params.get("tools") or []):
-            prefix += orjson.dumps(params["tools"]).decode()
+        # the prompt in the API's cache order (tools, system, messages), up to its last cache_control block
+        prefix, seen = "", ""
+        for t in params.get("tools") or []:
+            seen += orjson.dumps(t).decode()
+            prefix = seen if "cache_control" in t else prefix
         blocks = params.get("system")
-        if isinstance(blocks, list) and any("cache_control" in b for b in blocks):
-            prefix += system
+        for b in blocks if isinstance(blocks, list) else [{"text": blocks or ""}]:
+            seen += b.get("text", "")
+            prefix = seen if "cache_control" in b else prefix
+        for m in params["messages"]:
+            for b in m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}]:
+                seen += b.get("text", "")
+                prefix = seen if "cache_control" in b else prefix
         read = write = 0
         if prefix:
             key = hashlib.blake2b((params["model"] + "\0" + prefix).encode(), digest_size=16).digest()
@@ -196,7 +203,7 @@ class Anthropic:
                 write = len(prefix) // 4
         self.stats["cache_read"] += read
         self.stats["cache_creation"] += write
-        total = max(1, (len(text) + len(prefix) - len(system)) // 4)
+        total = max(1, len(seen) // 4)
         return {
             "input_tokens": max(0, total - read - write),
             "output_tokens": 20,

@@ -81,6 +81,11 @@ def test_the_same_scores_as_the_openai_path_in_messages_shape(claude, judge, tmp
     assert "temperature" not in body and "top_p" not in body  # the Messages API takes neither
     assert body["output_config"]["format"]["type"] == "json_schema" and "response_format" not in body
     assert all(m["role"] == "user" for m in body["messages"])
+    # the metric's instructions, the same for every row, go first in a block of their own, cached
+    head, rest = body["messages"][0]["content"]
+    assert head["cache_control"] == {"type": "ephemeral"} and "cache_control" not in rest
+    assert head["text"].startswith("You are ") and "row-" in rest["text"]
+    assert got.summary.cached_tokens == st["cache_read"] > 0
     assert got.summary.prompt_tokens > 0 and got.summary.structured_output == "json_schema"
 
 
@@ -122,7 +127,7 @@ def test_images_go_as_base64_and_url_blocks(claude, tmp_path):
     ds = Dataset.from_dict({"picture": ["https://example.org/a.png"], "question": ["url?"]})
     run(ds, claude, tmp_path, metrics=("VQA",), prompts_dir=pdir, columns={})
     first, second = (b["messages"][0]["content"] for b in claude.stats()["bodies"])
-    assert first[0] == {"type": "text", "text": "Look.\n"}
+    assert first[0] == {"type": "text", "text": "Look.\n", "cache_control": {"type": "ephemeral"}}
     assert first[1]["source"]["type"] == "base64" and first[1]["source"]["media_type"] == "image/png"
     assert base64.b64decode(first[1]["source"]["data"]) == png((255, 0, 0))
     assert second[1] == {"type": "image", "source": {"type": "url", "url": "https://example.org/a.png"}}

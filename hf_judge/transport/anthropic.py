@@ -11,8 +11,9 @@ it does not take, move into the description: the reply is checked against them a
 model refuses that, a forced tool call whose ``input_schema`` is the metric's schema (the client negotiates
 it once, as it does json_schema -> json_object for OpenAI-compatible servers).
 
-Prompt caching: the static prefix (the tool definition, the system prompt) carries
-``cache_control: {"type": "ephemeral"}``; a reply's ``cache_read_input_tokens`` are counted as cached
+Prompt caching: the static prefix (the tool definition, the system prompt, and the metric's instructions:
+the user message up to the line of its first variable, :func:`static_prefix`, sent as a text block of its
+own) carries ``cache_control: {"type": "ephemeral"}``; a reply's ``cache_read_input_tokens`` are counted as cached
 prompt tokens, ``cache_creation_input_tokens`` and ``input_tokens`` as prompt tokens.
 
 Errors need nothing of their own: Anthropic's statuses fall into the retry table as they are (529
@@ -24,6 +25,7 @@ stops it as a used-up quota), and its error body's ``error.message`` is read lik
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import orjson
@@ -132,6 +134,26 @@ def content_blocks(content: Any) -> list[dict[str, Any]]:
     return blocks
 
 
+def static_prefix(metric: Metric) -> str:
+    """The part of ``metric``'s user message that is the same for every row: up to the line where its first
+    variable goes (found by rendering it twice with different values). Empty where there is none.
+
+    Example:
+        >>> from hf_judge.judging.catalogue import load_metric
+        >>> static_prefix(load_metric("QA_Clarity")).endswith("# Question\\n")
+        True
+    """
+    try:
+        a, b = (metric.messages(dict.fromkeys((*metric.variables, *metric.optional), v)) for v in ("\x01a", "\x02b"))
+    except Exception:  # noqa: BLE001 - a template that cannot render so: no prefix, the request is sent whole
+        return ""
+    a_text, b_text = a[-1]["content"], b[-1]["content"]
+    if not isinstance(a_text, str) or not isinstance(b_text, str):
+        return ""
+    n = len(os.path.commonprefix([a_text, b_text]))
+    return a_text[: a_text.rfind("\n", 0, n) + 1]
+
+
 class AnthropicWire:
     """Request bodies for one client's model and settings, and the parts of a reply (see the module docstring).
 
@@ -150,6 +172,7 @@ class AnthropicWire:
         self.model = model
         self.max_tokens = max_tokens or constants.ANTHROPIC_MAX_TOKENS
         self._static: dict[tuple[int, str], dict[str, Any]] = {}
+        self._prefix: dict[int, str] = {}
 
     def structured(self, metric: Metric, mode: str) -> dict[str, Any]:
         """The body's structured-output fields: ``output_config`` (mode json_schema), else a forced tool call."""
@@ -192,13 +215,23 @@ class AnthropicWire:
             if m["role"] == "system":
                 payload["system"] = [{"type": "text", "text": m["content"], "cache_control": EPHEMERAL}]
             else:
-                content = m["content"]
-                turns.append(
-                    {"role": m["role"], "content": content if isinstance(content, str) else content_blocks(content)}
-                )
+                turns.append({"role": m["role"], "content": self._cached(metric, m["content"])})
         payload["messages"] = turns
         payload.update(self.structured(metric, mode))
         return orjson.dumps(payload)
+
+    def _cached(self, metric: Metric, content: Any) -> Any:
+        """The user message's content, its static prefix in a block of its own with ``cache_control``."""
+        prefix = self._prefix.get(id(metric))
+        if prefix is None:
+            prefix = self._prefix[id(metric)] = static_prefix(metric)
+        blocks = content_blocks(content)
+        first = blocks[0].get("text", "") if blocks[0]["type"] == "text" else ""
+        if not prefix or not first.startswith(prefix):
+            return content if isinstance(content, str) else blocks
+        head = {"type": "text", "text": prefix, "cache_control": EPHEMERAL}
+        rest = first[len(prefix) :]
+        return [head, *([{"type": "text", "text": rest}] if rest else []), *blocks[1:]]
 
 
 def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, int]] | str:
