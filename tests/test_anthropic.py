@@ -182,14 +182,15 @@ def test_another_provider_is_another_request(tmp_path):
 
 def test_anthropic_sdk_reads_the_servers_replies(claude):
     """The loopback server's shapes are the SDK's own types: it parses a Message and a MessageBatch."""
-    anthropic = pytest.importorskip("anthropic")
+    import anthropic
     metric = load_metric("QA_Clarity")
     c = JudgeClient(Settings(model=MODEL, provider="anthropic"), api_key="sk-ant-test")
     params = orjson.loads(c.body(metric, metric.messages({"instruction": "q", "output": "a"}), 0.1))
     sdk = anthropic.Anthropic(base_url=claude.url, api_key="sk-ant-test", max_retries=0)
-    message = sdk.messages.create(**params)
+    extra = {"output_config": params.pop("output_config")}  # as extra_body: SDKs before output_config send it too
+    message = sdk.messages.create(**params, extra_body=extra)
     assert message.stop_reason == "end_turn" and message.usage.input_tokens > 0
-    batch = sdk.messages.batches.create(requests=[{"custom_id": "ab" * 16, "params": params}])
+    batch = sdk.messages.batches.create(requests=[{"custom_id": "ab" * 16, "params": {**params, **extra}}])
     assert batch.processing_status == "in_progress" and batch.request_counts.processing == 1
     ended = sdk.messages.batches.retrieve(batch.id)
     assert ended.processing_status == "ended" and ended.request_counts.succeeded == 1

@@ -225,13 +225,21 @@ class AnthropicWire:
         prefix = self._prefix.get(id(metric))
         if prefix is None:
             prefix = self._prefix[id(metric)] = static_prefix(metric)
-        blocks = content_blocks(content)
-        first = blocks[0].get("text", "") if blocks[0]["type"] == "text" else ""
+        if isinstance(content, str):  # the usual message, without images: no blocks to build first
+            first, blocks = content, []
+        else:
+            blocks = content_blocks(content)
+            first = blocks[0].get("text", "") if blocks[0]["type"] == "text" else ""
+            blocks = blocks[1:] if first else blocks
         if not prefix or not first.startswith(prefix):
-            return content if isinstance(content, str) else blocks
+            return (
+                content
+                if isinstance(content, str)
+                else [*([{"type": "text", "text": first}] if first else []), *blocks]
+            )
         head = {"type": "text", "text": prefix, "cache_control": EPHEMERAL}
         rest = first[len(prefix) :]
-        return [head, *([{"type": "text", "text": rest}] if rest else []), *blocks[1:]]
+        return [head, *([{"type": "text", "text": rest}] if rest else []), *blocks]
 
 
 def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, int]] | str:
