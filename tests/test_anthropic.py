@@ -218,3 +218,22 @@ def test_switching_provider_on_the_same_server_and_model_is_not_served_from_the_
             columns=COLUMNS,
             progress=False,
         )
+
+
+def test_every_engine_speaks_anthropic_with_the_one_process_result(claude, tmp_path):
+    """A stream, two workers and the map transform send the same Messages requests, with the same result."""
+    from hf_judge import Judge
+
+    ds = qa_dataset(10)
+    want = rows(run(ds, claude, tmp_path, cache_dir=tmp_path / "one"))["train"]
+    streamed = run(ds.to_iterable_dataset(), claude, tmp_path, cache_dir=tmp_path / "stream")
+    assert list(streamed["train"]) == want
+    workers = run(ds, claude, tmp_path, cache_dir=tmp_path / "workers", num_workers=2)
+    assert rows(workers)["train"] == want
+    judge = Judge(
+        ["QA_Clarity"], columns=COLUMNS, settings=Settings(model=MODEL, provider="anthropic", **FAST),
+        base_url=claude.url, api_key="sk-ant-test", cache_dir=tmp_path / "map",
+    )  # fmt: skip
+    mapped = ds.map(judge, batched=True, batch_size=4).remove_columns("judge_errors")
+    assert mapped.to_list() == want
+    assert claude.stats()["by_status"] == {"200": 40}
