@@ -164,7 +164,11 @@ class Settings(BaseModel):
         'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"',
         min_length=1,
     )
-    base_url: str | None = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
+    base_url: str | None = _setting(
+        None,
+        "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI; an Anthropic judge: $ANTHROPIC_BASE_URL or "
+        "Anthropic's)",
+    )
     provider: Literal["openai", "anthropic", "gemini"] | None = _setting(
         None,
         "the API the judge speaks; default: inferred (a `claude-` model with no base_url: anthropic; a `gemini-` "
@@ -224,7 +228,9 @@ class Settings(BaseModel):
     )
     # -- batch mode (batch.py): the provider's batch API instead of one request per reply
     batch: bool = _setting(
-        False, "send the requests through the server's batch API (/v1/batches): half the price, replies within 24 h"
+        False,
+        "send the requests through the provider's batch API (/v1/batches; Anthropic's Message Batches): half the "
+        "price, replies within 24 h",
     )
     batch_max_requests: int = _setting(
         constants.DEFAULT_BATCH_MAX_REQUESTS, "requests per batch file (batch mode)", ge=1, le=10_000_000

@@ -183,6 +183,7 @@ def test_another_provider_is_another_request(tmp_path):
 def test_anthropic_sdk_reads_the_servers_replies(claude):
     """The loopback server's shapes are the SDK's own types: it parses a Message and a MessageBatch."""
     import anthropic
+
     metric = load_metric("QA_Clarity")
     c = JudgeClient(Settings(model=MODEL, provider="anthropic"), api_key="sk-ant-test")
     params = orjson.loads(c.body(metric, metric.messages({"instruction": "q", "output": "a"}), 0.1))
