@@ -113,6 +113,7 @@ class Panelist(BaseModel):
     name: str | None = Field(default=None, pattern=_JUDGE_NAME.pattern)
     base_url: str | None = None
     api_key: str | None = None
+    provider: Literal["openai", "anthropic", "gemini"] | None = None  # default: the run's, else inferred
 
     @field_validator("base_url")
     @classmethod

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from anthropic_fixture import *  # noqa: F401,F403 - the Anthropic server fixtures
+from batch_fixture import *  # noqa: F401,F403 - the OpenAI batch server fixtures (a panel's other judge)
 from helpers import qa_dataset, run_cli
 
 from hf_judge import BatchesPending, ConfigError, Settings, export_batch, score_dataset
@@ -237,3 +238,36 @@ def test_export_for_an_offline_runner_is_refused(claude, tmp_path):
             cache_dir=tmp_path / "c",
             columns=COLUMNS,
         )
+
+
+def test_a_panel_of_claude_and_an_openai_judge_online_and_in_batches(claude, batch, tmp_path, monkeypatch):
+    """Each judge speaks its own provider with its own key: online, and in batch mode one batch per judge at
+    its own batch API (Message Batches, OpenAI's files + batches), with the online panel's result."""
+    monkeypatch.setenv("CLAUDE_KEY", "sk-ant-panel")
+    claude.configure(require_key="sk-ant-panel")
+    ds = qa_dataset(6)
+    gpt = batch
+    models = [
+        {
+            "model": MODEL,
+            "name": "claude",
+            "base_url": claude.url,
+            "provider": "anthropic",
+            "api_key": "env:CLAUDE_KEY",
+        },
+        {"model": "judge", "name": "gpt", "base_url": gpt.base_url},
+    ]
+
+    def panel(cache, **kw):
+        return score_dataset(
+            ds, ["QA_Clarity"], models=models, api_key="sk-test", cache_dir=cache, columns=COLUMNS,
+            progress=False, settings=Settings(models=models, backoff_base=0.001, batch_poll_s=0.01), **kw,
+        )  # fmt: skip
+
+    online = panel(tmp_path / "online")
+    assert {"QA_Clarity__claude", "QA_Clarity__gpt", "QA_Clarity"} <= set(online["train"].column_names)
+    batched = panel(tmp_path / "batch", batch=True)
+    assert rows(batched) == rows(online)
+    assert claude.stats()["batches"] == 1 and gpt.stats()["batches"] == 1
+    assert paid(claude) == [1] * 6 and sorted(gpt.stats()["paid"].values()) == [1] * 6
+    assert gpt.stats()["auth"] == ["Bearer sk-test"]

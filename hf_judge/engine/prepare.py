@@ -248,9 +248,15 @@ def judge_specs(settings: Settings, api_key: str | None) -> list[tuple[Settings,
         return [(settings, api_key)]
     specs: list[tuple[Settings, str | None]] = []
     for judge in settings.judges:
-        own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
+        own = judge_settings(judge, settings)
         specs.append((own, judge_key(judge, settings, api_key)))
     return specs
+
+
+def judge_settings(judge: Any, settings: Settings) -> Settings:
+    """A panel judge's own settings: the run's, with its model, server and provider."""
+    update = {"model": judge.model, "base_url": judge.base_url or settings.base_url}
+    return settings.model_copy(update={**update, "provider": judge.provider or settings.provider})
 
 
 def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None:
@@ -259,7 +265,7 @@ def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None
 
     key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
     register(key)
-    own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
+    own = judge_settings(judge, settings)
     provider = resolved_provider(own)
     base = own.base_url or constants.default_base_url(provider)
     if key is None and not has_credentials(base):
