@@ -276,13 +276,19 @@ def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, i
 
 def usage_tokens(usage: Any) -> tuple[int, int, int]:
     """(prompt, completion, cached) tokens of a Message's usage: the prompt counts what the cache served and
-    wrote (``input_tokens`` is the rest), as OpenAI's ``prompt_tokens`` counts its ``cached_tokens``."""
+    wrote (``input_tokens`` is the rest), as OpenAI's ``prompt_tokens`` counts its ``cached_tokens``.
+
+    Example:
+        >>> usage_tokens({"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 7, "x": True})
+        (17, 5, 0)
+    """
     if not isinstance(usage, dict):
         return 0, 0, 0
+    read = _count(usage.get("cache_read_input_tokens"))
+    prompt = _count(usage.get("input_tokens")) + read + _count(usage.get("cache_creation_input_tokens"))
+    return prompt, _count(usage.get("output_tokens")), read
 
-    def n(key: str) -> int:
-        v = usage.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
-    cached = n("cache_read_input_tokens")
-    return n("input_tokens") + cached + n("cache_creation_input_tokens"), n("output_tokens"), cached
+def _count(v: Any) -> int:
+    """A token count: a positive int (not a bool, a string, a negative number); anything else counts 0."""
+    return v if type(v) is int and v > 0 else 0
