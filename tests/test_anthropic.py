@@ -238,3 +238,17 @@ def test_every_engine_speaks_anthropic_with_the_one_process_result(claude, tmp_p
     mapped = ds.map(judge, batched=True, batch_size=4).remove_columns("judge_errors")
     assert mapped.to_list() == want
     assert claude.stats()["by_status"] == {"200": 40}
+
+
+def test_the_anthropic_key_reaches_no_error_cache_or_summary(claude, tmp_path):
+    key = "sk-ant-api03-secretsecretsecret"
+    claude.configure(require_key="sk-ant-other")
+    with pytest.raises(AuthenticationError) as e:
+        run(qa_dataset(2), claude, tmp_path, key=key, cache_dir=tmp_path / "c1")
+    assert key not in str(e.value)
+    claude.configure(require_key=key)
+    scored = run(qa_dataset(2), claude, tmp_path, key=key, cache_dir=tmp_path / "c2", batch=True)
+    assert key not in str(scored.summary.to_dict())
+    for f in (tmp_path / "c2").rglob("*"):
+        if f.is_file():
+            assert key.encode() not in f.read_bytes(), f

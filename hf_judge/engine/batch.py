@@ -1,6 +1,11 @@
 """Batch mode: the requests of a run sent through a provider's batch API (OpenAI's ``/v1/files`` and
 ``/v1/batches``, which other providers and vLLM's ``run-batch`` speak too) instead of one by one.
 
+Another provider's batch API (Anthropic's Message Batches) is reached through a
+:class:`~hf_judge.engine.batch_api.BatchApi` (``self.remote``): a written file is created as a batch in one
+call (``submitting`` recorded before it), followed, and its results read as OpenAI output lines; the rest
+below holds for it as it is.
+
 Only the transport differs from an online run. The split's requests are rendered as the pipeline renders
 them (same bodies, same reply-store keys: a line's ``custom_id`` is the key in hex); those the reply store
 holds are not sent; the rest are packed into JSONL files within the provider's limits, uploaded and

@@ -1,4 +1,5 @@
-"""The transport: one aiohttp session to an OpenAI-compatible server.
+"""The transport: one aiohttp session to an OpenAI-compatible server (or, with ``provider="anthropic"``, to
+Anthropic's Messages API: the body and the reply are :mod:`.anthropic`'s, everything else is the same).
 
 What is retried and what is not is decided once, by :func:`~.policy.classify`
 (a table keyed by error kind, and the class of an HTTP status):
