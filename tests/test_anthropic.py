@@ -252,3 +252,20 @@ def test_the_anthropic_key_reaches_no_error_cache_or_summary(claude, tmp_path):
     for f in (tmp_path / "c2").rglob("*"):
         if f.is_file():
             assert key.encode() not in f.read_bytes(), f
+
+
+def test_a_fleet_of_anthropic_endpoints_keeps_the_provider_and_its_route(claude, tmp_path):
+    from hf_judge.transport.fleet import FleetClient
+
+    fleet = FleetClient(Settings(model=MODEL), ["http://a.test", "http://b.test/v1"], api_key="k")
+    assert fleet.provider == "anthropic"  # inferred from the model before the fleet's URLs were set
+    assert [str(u) for u in fleet.urls] == ["http://a.test/v1/messages", "http://b.test/v1/messages"]
+    # the map transform over a fleet of one: Anthropic's requests at the loopback server
+    from hf_judge import Judge
+
+    judge = Judge(
+        ["QA_Clarity"], columns=COLUMNS, settings=Settings(model=MODEL, **FAST), base_urls=[claude.url],
+        api_key="sk-ant-test", cache_dir=tmp_path / "fleet",
+    )  # fmt: skip
+    out = qa_dataset(3).map(judge, batched=True)
+    assert all(v is not None for v in out["QA_Clarity"]) and claude.stats()["by_status"] == {"200": 3}
