@@ -59,6 +59,7 @@ DEFAULTS: dict = {
     "hold_create": False,  # a batch create waits while this is true...
     "drop_held": True,  # ...and then answers 529 having made no batch or, false, having made it
     "overload_create": 0,  # the next N batch creates get 529
+    "fail_batch": None,  # a message: the next batch create is refused with it (400 invalid_request_error)
 }
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -251,6 +252,9 @@ class Anthropic:
         if cfg["overload_create"] > 0:
             cfg["overload_create"] -= 1
             return _error(529, "overloaded_error", "Overloaded")
+        if cfg["fail_batch"]:
+            message, cfg["fail_batch"] = cfg["fail_batch"], None
+            return _error(400, "invalid_request_error", message)
         requests = body.get("requests")
         if not isinstance(requests, list) or not requests:
             return _error(400, "invalid_request_error", "requests: Field required")

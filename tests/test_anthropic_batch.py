@@ -271,3 +271,17 @@ def test_a_panel_of_claude_and_an_openai_judge_online_and_in_batches(claude, bat
     assert claude.stats()["batches"] == 1 and gpt.stats()["batches"] == 1
     assert paid(claude) == [1] * 6 and sorted(gpt.stats()["paid"].values()) == [1] * 6
     assert gpt.stats()["auth"] == ["Bearer sk-test"]
+
+
+def test_a_batch_refused_as_a_whole_reports_the_providers_message_then_is_retried(claude, tmp_path):
+    ds = qa_dataset(4)
+    claude.configure(fail_batch="requests.2.params.max_tokens: must be at most 64000")
+    scored = run(ds, claude, tmp_path / "b", retries=0, batch=True)
+    errors = scored["errors"].to_list()
+    assert [e["kind"] for e in errors] == ["batch_failed"] * 4
+    assert "must be at most 64000" in errors[0]["message"] and "HTTP 400" in errors[0]["message"]
+    assert scored.summary.batch["failed"] == 4 and claude.stats()["batches"] == 0
+    expected = rows(run(ds, claude, tmp_path / "online"))
+    claude.configure(fail_batch="refused once")  # then its requests' next try, in a new batch, goes through
+    assert rows(run(ds, claude, tmp_path / "c", retries=1, batch=True)) == expected
+    assert claude.stats()["batches"] == 1

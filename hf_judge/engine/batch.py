@@ -344,8 +344,24 @@ class BatchRunner:
             batch = remote.find(job.created, job.requests, self._known_batches())
         if batch is None:
             self.book.update(job.name, state="submitting")
-            batch = self._create_remote(job, remote)
+            try:
+                batch = self._create_remote(job, remote)
+            except BatchApiError as e:
+                if e.status_code not in (400, 413, 422):
+                    raise
+                self._refused(job, e)
+                return
         self._submitted(job, batch.id, batch.status)
+
+    def _refused(self, job: Job, e: BatchApiError) -> None:
+        """A batch the provider refused as a whole (a request it cannot take): its requests have had a try, failed
+        with the provider's words, as those of an OpenAI batch that fails validation."""
+        message = scrub(f"the provider refused the whole batch (HTTP {e.status_code}): {e.message}")
+        self.book.update(job.name, message=message)
+        undone = self.book.close_job(job, ErrorKind.BATCH_FAILED, message)
+        self.report.failed += undone
+        (self.folder / f"{job.name}.jsonl").unlink(missing_ok=True)
+        logger.warning("batch: %s of %d requests was refused: %s", job.name, undone, message)
 
     def _known_batches(self) -> set[str]:
         return {j.batch_id for j in self.book.jobs(every_server=True) if j.batch_id}
