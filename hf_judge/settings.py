@@ -113,6 +113,7 @@ class Panelist(BaseModel):
     name: str | None = Field(default=None, pattern=_JUDGE_NAME.pattern)
     base_url: str | None = None
     api_key: str | None = None
+    provider: Literal["openai", "anthropic", "gemini"] | None = None  # default: the run's, else inferred
 
     @field_validator("base_url")
     @classmethod
@@ -164,7 +165,11 @@ class Settings(BaseModel):
         'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"',
         min_length=1,
     )
-    base_url: str | None = _setting(None, "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
+    base_url: str | None = _setting(
+        None,
+        "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI; an Anthropic judge: $ANTHROPIC_BASE_URL or "
+        "Anthropic's; a Gemini judge: Google's OpenAI-compatible endpoint)",
+    )
     provider: Literal["openai", "anthropic", "gemini"] | None = _setting(
         None,
         "the API the judge speaks; default: inferred (a `claude-` model with no base_url: anthropic; a `gemini-` "
@@ -245,7 +250,9 @@ class Settings(BaseModel):
     )
     # -- batch mode (batch.py): the provider's batch API instead of one request per reply
     batch: bool = _setting(
-        False, "send the requests through the server's batch API (/v1/batches): half the price, replies within 24 h"
+        False,
+        "send the requests through the provider's batch API (/v1/batches; Anthropic's Message Batches): half the "
+        "price, replies within 24 h",
     )
     batch_max_requests: int = _setting(
         constants.DEFAULT_BATCH_MAX_REQUESTS, "requests per batch file (batch mode)", ge=1, le=10_000_000
@@ -406,11 +413,12 @@ class Settings(BaseModel):
 
 
 def resolved_provider(settings: Settings) -> str:
-    """The API the judge speaks: ``settings.provider``, else inferred from the model with no ``base_url``.
+    """The API a judge speaks: ``provider`` as given, else inferred from the model name when no ``base_url`` is
+    set (a gateway at a base URL speaks OpenAI's API whatever model it serves).
 
     Example:
-        >>> resolved_provider(Settings(model="gemini-2.5-flash")), resolved_provider(Settings(model="gpt-4.1-nano"))
-        ('gemini', 'openai')
+        >>> [resolved_provider(Settings(model=m)) for m in ("claude-sonnet-4-5", "gemini-2.5-flash", "gpt-4.1")]
+        ['anthropic', 'gemini', 'openai']
         >>> resolved_provider(Settings(model="claude-sonnet-4-5", base_url="http://127.0.0.1:8000/v1"))
         'openai'
     """

@@ -215,3 +215,21 @@ def test_the_ray_stage_and_the_map_transform_write_one_errors_column(cluster, ju
     assert table.schema.field(judging.errors_column) == want
     assert table.column(judging.errors_column).to_pylist() == mapped[judging.errors_column]
     assert [[e["kind"] for e in row] for row in mapped[judging.errors_column]] == [[], ["null_input"], []]
+
+
+def test_an_anthropic_judge_on_ray_gives_the_one_process_result(cluster, tmp_path):
+    """provider="anthropic" on Ray: each actor's client speaks the Messages API (tests/anthropic_server.py)."""
+    from anthropic_fixture import AnthropicServer
+    from helpers import qa_dataset
+
+    from hf_judge import score_dataset
+    from hf_judge.ray import score_dataset_on_ray
+
+    with AnthropicServer() as claude:
+        kw = dict(
+            model="claude-haiku-4-5", provider="anthropic", base_url=claude.url, api_key="sk-ant-test", columns=COLUMNS
+        )
+        want = score_dataset(qa_dataset(4), ["QA_Clarity"], cache_dir=tmp_path / "one", progress=False, **kw)
+        got = score_dataset_on_ray(qa_dataset(4), ["QA_Clarity"], cache_dir=tmp_path / "ray", actors=1, **kw)
+        assert got["train"].to_list() == want["train"].to_list()
+        assert claude.stats()["by_status"] == {"200": 8}

@@ -37,6 +37,7 @@ NOT_RUN = {
     "hf-judge run config.yaml": "needs the seed tool's config.yaml and data files",
     "python -m llama_cpp.server --model gemma.gguf": "needs your data.jsonl; runs a server of yours in the background",
     "--models gpt-4.1-nano,gpt-4o-mini": "needs an OpenAI key",
+    "ANTHROPIC_API_KEY=sk-ant-...": "needs an Anthropic key (tests/test_anthropic*.py run it on a loopback server)",
     "--batch --no-wait": "needs an OpenAI key (tests/test_batch.py runs it against the loopback batch server)",
     "vllm run-batch -i requests.jsonl": "needs vLLM and a GPU (test_batch.py plays the runner)",
     "hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming": "needs the Hub and your judge server",

@@ -150,7 +150,9 @@ def test_score_dataset_names_its_settings_on_a_wrong_keyword(tmp_path):
 
     from hf_judge import score_dataset
 
-    match = r"concurency; did you mean 'concurrency' for 'concurency'\?.*Its settings are: model, base_url, provider, "
+    match = (
+        r"concurency; did you mean .concurrency. for .concurency.\?.*Its settings are: model, base_url, provider, conc"
+    )
     with pytest.raises(TypeError, match=match):
         score_dataset(qa_dataset(1), ["QA_Clarity"], model="m", concurency=4)
     with pytest.raises(TypeError, match=r"set backoff_base through settings=Settings\(\.\.\.\)"):

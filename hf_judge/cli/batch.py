@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import constants
-from ..errors import ConfigError
+from ..errors import ConfigError, RunStopped
 from .job import Job, resolve_api_key, resolve_job
 from .options import add_api_key_env, add_cache_dir, add_job_options
 from .score import score_job
@@ -183,12 +183,9 @@ def cmd_batch_status(args: argparse.Namespace) -> int:
 
 def cmd_batch_cancel(args: argparse.Namespace) -> int:
     """hf-judge batch cancel [BATCH_ID ...]: cancel batches in flight."""
-    from openai import OpenAI
-
     from ..engine.batch_book import DONE
-    from ..engine.batch_gemini import GeminiBatches, is_gemini_batch
 
-    key = resolve_api_key(args) or constants.default_api_key() or "none"
+    given = resolve_api_key(args)
     book = _book(args.cache_dir)
     try:
         live = [j for j in book.jobs(every_server=True) if j.batch_id and j.state not in DONE | {"collected"}]
@@ -200,12 +197,7 @@ def cmd_batch_cancel(args: argparse.Namespace) -> int:
                 )
             live = [j for j in live if j.batch_id in args.ids]
         for j in live:
-            if is_gemini_batch(j.batch_id):  # Gemini's batch API: its key is GEMINI_API_KEY's
-                gemini_key = resolve_api_key(args) or constants.default_gemini_key()
-                state = GeminiBatches.at(j.base_url or "", gemini_key).batches.cancel(j.batch_id).status
-            else:
-                with OpenAI(base_url=j.base_url, api_key=key) as api:
-                    state = api.batches.cancel(j.batch_id).status
+            state = _cancel(j, given)
             book.update(j.name, state=state)
             print(f"{j.batch_id}: {state}")
     finally:
@@ -213,3 +205,26 @@ def cmd_batch_cancel(args: argparse.Namespace) -> int:
     if not live:
         print("no batch in flight")
     return 0
+
+
+def _cancel(j, given: str | None) -> str:
+    """Cancel one batch at its provider's batch API; its state after."""
+    import time
+
+    from openai import OpenAI
+
+    from ..engine.batch_api import BatchApiError, BatchApiUnreachable, batch_api
+    from ..engine.batch_gemini import GeminiBatches, is_gemini_batch
+
+    assert j.batch_id is not None and j.base_url is not None
+    if is_gemini_batch(j.batch_id):  # Gemini's batch API: its key is GEMINI_API_KEY's
+        return GeminiBatches.at(j.base_url, given or constants.default_gemini_key()).batches.cancel(j.batch_id).status
+    provider = j.provider or "openai"
+    remote = batch_api(provider, j.base_url, given or constants.provider_api_key(provider), time.sleep)
+    if remote is not None:  # another provider's batch API (Anthropic's Message Batches)
+        try:
+            return remote.cancel(j.batch_id)
+        except (BatchApiError, BatchApiUnreachable) as e:
+            raise RunStopped(f"could not cancel {j.batch_id} at {j.base_url}: {e}") from None
+    with OpenAI(base_url=j.base_url, api_key=given or constants.default_api_key() or "none") as api:
+        return api.batches.cancel(j.batch_id).status

@@ -21,7 +21,7 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def resolve_api_key(args: argparse.Namespace, recipe_key: str | None = None, base_url: str | None = None) -> str | None:
     """The key from ``--api-key-env NAME``, else the recipe's ``api_key`` (``env:VAR``), else None (then
-    ``score_dataset`` reads OPENAI_API_KEY)."""
+    ``score_dataset`` reads OPENAI_API_KEY, or ANTHROPIC_API_KEY for an Anthropic judge)."""
     from urllib.parse import urlparse
 
     from ..redact import resolve_secret

@@ -83,7 +83,7 @@ def add_api_key_env(p: Any) -> None:
         "--api-key-env",
         default=None,
         metavar="NAME",
-        help="environment variable holding the API key (default: OPENAI_API_KEY)",
+        help="environment variable holding the API key (default: OPENAI_API_KEY; Anthropic judges: ANTHROPIC_API_KEY)",
     )
 
 

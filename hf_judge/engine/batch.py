@@ -1,6 +1,11 @@
 """Batch mode: the requests of a run sent through a provider's batch API (OpenAI's ``/v1/files`` and
 ``/v1/batches``, which other providers and vLLM's ``run-batch`` speak too) instead of one by one.
 
+Another provider's batch API (Anthropic's Message Batches) is reached through a
+:class:`~hf_judge.engine.batch_api.BatchApi` (``self.remote``): a written file is created as a batch in one
+call (``submitting`` recorded before it), followed, and its results read as OpenAI output lines; the rest
+below holds for it as it is.
+
 Only the transport differs from an online run. The split's requests are rendered as the pipeline renders
 them (same bodies, same reply-store keys: a line's ``custom_id`` is the key in hex); those the reply store
 holds are not sent; the rest are packed into JSONL files within the provider's limits, uploaded and
@@ -48,6 +53,7 @@ from ..errors import (
 from ..judging.metrics import Metric
 from ..redact import scrub
 from ..transport.client import JudgeClient
+from .batch_api import BatchApi, BatchApiError, BatchApiUnreachable, RemoteBatch, batch_api
 from .batch_book import CHUNK, DONE, ENDPOINT, UNDONE_KIND, BatchBook, BatchReport, Job, server_tag
 from .batch_lines import Oversized, Packer, Reader, bounded_lines, line, refuse_requests_file
 
@@ -91,7 +97,10 @@ class BatchRunner:
         self.settings = client.settings
         self.tries = self.settings.retries + 1
         self.judge = judge  # a panel's judge (its column name), named in the errors of its batch API
-        self.book = BatchBook(store_path, server_tag(client), client.model)
+        # another provider's batch API (Anthropic's Message Batches), or None: OpenAI's, spoken here
+        self.remote: BatchApi | None = batch_api(client.provider, client.base_url, api_key, sleep)
+        provider = self.remote.provider if self.remote is not None else None
+        self.book = BatchBook(store_path, server_tag(client), client.model, provider)
         self.folder = store_path.parent / "batches"
         self.report = BatchReport()
         self.reader = Reader(self.book, client, metrics, self.report)
@@ -141,11 +150,11 @@ class BatchRunner:
         where = f"judge {self.judge!r}: " if self.judge else ""
         try:
             yield
-        except (openai.APIStatusError, GeminiApiError) as e:
+        except (openai.APIStatusError, BatchApiError, GeminiApiError) as e:
             stop = _api_error(e, self.client.base_url)
             stop.args = (where + str(stop.args[0]), *stop.args[1:])
             raise stop from None
-        except (openai.APIConnectionError, GeminiConnectionError) as e:
+        except (openai.APIConnectionError, BatchApiUnreachable, GeminiConnectionError) as e:
             raise ServerUnreachableError(
                 f"{where}cannot reach the batch API at {self.client.base_url} ({e}). Batches already submitted are "
                 "recorded in the reply cache: run the same command again once the server is back."
@@ -212,7 +221,12 @@ class BatchRunner:
     # -- submission ---------------------------------------------------------------
     def _submit(self, requests: Iterator[list[tuple[bytes, Metric, bytes]]], retry: bool) -> int:
         """Pack the requests that need a (new) try into files and submit each as it is full. Returns how many."""
-        packer = Packer(self.folder, self.settings.batch_max_requests, self.settings.batch_max_bytes, self._new_file)
+        s, remote = self.settings, self.remote
+        if remote is None:
+            packer = Packer(self.folder, s.batch_max_requests, s.batch_max_bytes, self._new_file)
+        else:
+            most = (min(s.batch_max_requests, remote.max_requests), min(s.batch_max_bytes, remote.max_bytes))
+            packer = Packer(self.folder, *most, self._new_file, line=remote.line)
         n = 0
         for chunk in _grouped(requests, 2048):
             keys = [k for k, _, _ in chunk]
@@ -254,18 +268,21 @@ class BatchRunner:
         name = path.stem
         self.book.add_job(name, self.client.base_url, keys)
         logger.info("batch: wrote %s (%d requests)", path.name, len(keys))
-        self._advance(Job(name, "written", len(keys)))
+        self._advance(Job(name, "written", len(keys), created=time.time()))
 
     def _resume(self) -> None:
         """Carry every file an earlier run left half-way (written, uploaded) to a submitted batch."""
-        for job in self.book.jobs(["written", "uploaded"]):
-            if job.state == "written" and not (self.folder / f"{job.name}.jsonl").exists():
+        for job in self.book.jobs(["written", "uploaded", "submitting"]):
+            if job.state in ("written", "submitting") and not (self.folder / f"{job.name}.jsonl").exists():
                 # never uploaded, and its file is gone (a cleaned cache): its requests go in the next pass
                 self.book.release(job)
                 continue
             self._advance(job)
 
     def _advance(self, job: Job) -> None:
+        if self.remote is not None:
+            self._advance_remote(job, self.remote)
+            return
         if job.state == "written":
             file_id = self._find_upload(job) or self._upload(job)
             self.book.update(job.name, file_id=file_id, state="uploaded")
@@ -332,10 +349,66 @@ class BatchRunner:
                 return b
         return None
 
+    def _advance_remote(self, job: Job, remote: BatchApi) -> None:
+        """Submit a written file through another provider's batch API. ``submitting`` is recorded before the
+        create: a run killed before its batch id was recorded finds that batch (:meth:`BatchApi.find`) rather
+        than paying for a second one."""
+        batch = None
+        if job.state == "submitting":
+            batch = remote.find(job.created, job.requests, self._known_batches())
+        if batch is None:
+            self.book.update(job.name, state="submitting")
+            try:
+                batch = self._create_remote(job, remote)
+            except BatchApiError as e:
+                if e.status_code not in (400, 413, 422):
+                    raise
+                self._refused(job, e)
+                return
+        self._submitted(job, batch.id, batch.status)
+
+    def _refused(self, job: Job, e: BatchApiError) -> None:
+        """A batch the provider refused as a whole (a request it cannot take): its requests have had a try, failed
+        with the provider's words, as those of an OpenAI batch that fails validation."""
+        message = scrub(f"the provider refused the whole batch (HTTP {e.status_code}): {e.message}")
+        self.book.update(job.name, message=message)
+        undone = self.book.close_job(job, ErrorKind.BATCH_FAILED, message)
+        self.report.failed += undone
+        (self.folder / f"{job.name}.jsonl").unlink(missing_ok=True)
+        logger.warning("batch: %s of %d requests was refused: %s", job.name, undone, message)
+
+    def _known_batches(self) -> set[str]:
+        return {j.batch_id for j in self.book.jobs(every_server=True) if j.batch_id}
+
+    def _create_remote(self, job: Job, remote: BatchApi) -> RemoteBatch:
+        """As :meth:`_create`: a failed create is tried again only once the provider's list shows no batch of it."""
+        path = self.folder / f"{job.name}.jsonl"
+        for attempt in range(6):
+            try:
+                return remote.create(path, job.requests)
+            except (BatchApiError, BatchApiUnreachable) as e:
+                if attempt == 5 or (isinstance(e, BatchApiError) and e.status_code != 429 and e.status_code < 500):
+                    raise
+            self.sleep(min(30.0, self.settings.backoff_base * 2**attempt))
+            found = remote.find(job.created, job.requests, self._known_batches())
+            if found is not None:
+                return found
+        raise AssertionError("unreachable")
+
+    def _submitted(self, job: Job, batch_id: str, status: str) -> None:
+        self.book.update(job.name, batch_id=batch_id, state=status)
+        self.report.batches += 1
+        self.report.batch_ids.append(batch_id)
+        logger.info("batch: submitted %s as %s (%d requests)", job.name, batch_id, job.requests)
+        (self.folder / f"{job.name}.jsonl").unlink(missing_ok=True)
+
     # -- collection ---------------------------------------------------------------
     def _poll(self) -> list[Job]:
         """One look at the batches in flight, collecting each that has ended; returns those still running."""
         for job in [j for j in self.book.jobs() if j.batch_id and j.state != "collected"]:
+            if self.remote is not None:
+                self._poll_remote(job, self.remote)
+                continue
             batch = self.api.batches.retrieve(job.batch_id)
             counts = batch.request_counts
             if batch.status != job.state or (counts and counts.completed != job.done):
@@ -348,6 +421,41 @@ class BatchRunner:
             if batch.status in DONE:
                 self._collect(job, batch)
         return [j for j in self.book.jobs() if j.batch_id and j.state != "collected"]
+
+    def _poll_remote(self, job: Job, remote: BatchApi) -> None:
+        assert job.batch_id is not None
+        batch = remote.retrieve(job.batch_id)
+        if batch.status != job.state or batch.done != job.done:
+            self.book.update(job.name, state=batch.status, done=batch.done, failed=batch.failed)
+        if batch.status not in DONE:
+            return
+        lines = remote.lines(batch, self.folder, self.settings.max_reply_bytes)
+        accepted, failed, p_tok, c_tok = self.reader.read(lines, job.name, f"batch {batch.id}")
+        message = _batch_message(batch)
+        undone = self.book.close_job(job, UNDONE_KIND.get(batch.status, ErrorKind.BATCH_FAILED), message)
+        self.book.update(job.name, prompt_tokens=p_tok, completion_tokens=c_tok, message=message, done=accepted)
+        self._collected(batch, accepted, failed, undone, (p_tok, c_tok), message)
+
+    def _collected(self, batch: Any, accepted: int, failed: int, undone: int, tokens: tuple, message: str) -> None:
+        """Count a collected batch in the run's report (and say how it ended, where not every line came back)."""
+        r = self.report
+        if batch.id not in r.batch_ids:  # submitted by an earlier run (--no-wait, Ctrl-C): this run collected it
+            r.batches += 1
+            r.batch_ids.append(batch.id)
+        r.collected += accepted
+        r.failed += failed + undone
+        r.prompt_tokens += tokens[0]
+        r.completion_tokens += tokens[1]
+        if batch.status != "completed" or failed or undone:
+            logger.warning(
+                "batch %s ended %s: %d replies accepted, %d failed or invalid, %d not run (%s)",
+                batch.id,
+                batch.status,
+                accepted,
+                failed,
+                undone,
+                message,
+            )
 
     def _status(self, live: list[Job]) -> None:
         by_state: dict[str, int] = {}
@@ -376,24 +484,7 @@ class BatchRunner:
         undone = self.book.close_job(job, UNDONE_KIND.get(batch.status, ErrorKind.BATCH_FAILED), message)
         self.book.update(job.name, prompt_tokens=p_tok, completion_tokens=c_tok, message=message, done=accepted)
         self._delete(batch.input_file_id, batch.output_file_id, batch.error_file_id)
-        r = self.report
-        if batch.id not in r.batch_ids:  # submitted by an earlier run (--no-wait, Ctrl-C): this run collected it
-            r.batches += 1
-            r.batch_ids.append(batch.id)
-        r.collected += accepted
-        r.failed += failed + undone
-        r.prompt_tokens += p_tok
-        r.completion_tokens += c_tok
-        if batch.status != "completed" or failed or undone:
-            logger.warning(
-                "batch %s ended %s: %d replies accepted, %d failed or invalid, %d not run (%s)",
-                batch.id,
-                batch.status,
-                accepted,
-                failed,
-                undone,
-                message,
-            )
+        self._collected(batch, accepted, failed, undone, (p_tok, c_tok), message)
 
     def _delete(self, *file_ids: str | None) -> None:
         """Delete a collected batch's files at the provider (its storage is limited); best effort, they expire too."""

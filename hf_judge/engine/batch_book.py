@@ -119,6 +119,7 @@ class Job:
     done: int = 0
     failed: int = 0
     created: float = 0.0
+    provider: str | None = None  # whose batch API (None: OpenAI's)
 
 
 @dataclass
@@ -154,22 +155,26 @@ class BatchBook:
     next in the same process finds them (its appended ``pending`` rows show only after a reopen).
     """
 
-    def __init__(self, path: Path, server: str, model: str | None = None):
+    def __init__(self, path: Path, server: str, model: str | None = None, provider: str | None = None):
         self.path = Path(path)
         self.server = server
         # A panel's judges may share a server: each judge's runner follows the batches of its own model only
         # (a batch recorded before the book knew models, model NULL, is any runner's on that server).
         self.model = model
+        self.provider = provider  # recorded with each job (None: OpenAI's batch API)
         self.importing = ""  # the runner's output file an import reads: a request it lacks is not resubmitted
         self.conn = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False)
         self.conn.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.executescript(_SCHEMA)
-        if not any(row[1] == "model" for row in self.conn.execute("PRAGMA table_info(batch_jobs)")):
-            try:
-                self.conn.execute("ALTER TABLE batch_jobs ADD COLUMN model TEXT")
-            except sqlite3.OperationalError:  # another process added it first
-                pass
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(batch_jobs)")}
+        # model: a panel's judges on one server; provider: whose batch API a batch is at (NULL: OpenAI's)
+        for column in ("model", "provider"):
+            if column not in columns:
+                try:
+                    self.conn.execute(f"ALTER TABLE batch_jobs ADD COLUMN {column} TEXT")
+                except sqlite3.OperationalError:  # another process added it first
+                    pass
 
     def close(self) -> None:
         self.conn.close()
@@ -180,7 +185,7 @@ class BatchBook:
     # -- jobs -----------------------------------------------------------------
     def jobs(self, states: Iterable[str] | None = None, every_server: bool = False) -> list[Job]:
         q = "SELECT name, state, requests, file_id, batch_id, base_url, message, prompt_tokens, completion_tokens, "
-        q += "done, failed, created FROM batch_jobs"
+        q += "done, failed, created, provider FROM batch_jobs"
         where, args = [], []
         if not every_server:
             where.append("server = ?")
@@ -205,9 +210,9 @@ class BatchBook:
         """Record a written file and assign its requests (key, metric name) to it, in one transaction."""
         with self.transaction():
             self.conn.execute(
-                "INSERT INTO batch_jobs (name, server, model, base_url, state, requests, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, self.server, self.model, base_url, state, len(keys), time.time()),
+                "INSERT INTO batch_jobs (name, server, model, provider, base_url, state, requests, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, self.server, self.model, self.provider, base_url, state, len(keys), time.time()),
             )
             self._assign(keys, name)
 

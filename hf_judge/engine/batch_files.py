@@ -19,6 +19,7 @@ from ..settings import Settings, merge_layers, validated
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
 from .batch import BatchRunner
+from .batch_api import offline_runner_format
 from .job import JudgeJob
 
 
@@ -54,6 +55,7 @@ def export_batch(
             "and import each the same way, then score the panel with the same --cache-dir: every reply is in the "
             "cache, so nothing is sent"
         )
+    offline_runner_format(s)
     job = JudgeJob.of(s, metrics, columns, None, prompts_dir, metric_params, cache_dir)
     return export_job(ds, job, path)
 

@@ -21,6 +21,7 @@ from ..errors import (
 from ..judging.metrics import Metric
 from ..redact import scrub, scrub_registered
 from ..store.sqlite import encode_meta
+from ..transport import anthropic
 from ..transport.client import JudgeClient
 from .batch_book import CHUNK, ENDPOINT, BatchBook, BatchReport
 
@@ -40,8 +41,16 @@ def line(key: bytes, body: bytes) -> bytes:
 class Packer:
     """Writes request lines into files of at most ``max_requests`` lines and ``max_bytes`` bytes."""
 
-    def __init__(self, folder: Path, max_requests: int, max_bytes: int, on_file: Callable[[Path, list], None]):
+    def __init__(
+        self,
+        folder: Path,
+        max_requests: int,
+        max_bytes: int,
+        on_file: Callable[[Path, list], None],
+        line: Callable[[bytes, bytes], bytes] = line,
+    ):
         self.folder = folder
+        self.line = line  # the provider's request line (OpenAI's by default; batch_api.BatchApi.line)
         self.max_requests = max_requests
         self.max_bytes = max_bytes
         self.on_file = on_file
@@ -53,7 +62,7 @@ class Packer:
         self._path: Path | None = None
 
     def add(self, key: bytes, metric: str, body: bytes) -> None:
-        data = line(key, body)
+        data = self.line(key, body)
         if len(data) > self.max_bytes:
             raise ConfigError(
                 f"one request of metric {metric} takes {len(data):,} bytes, over batch_max_bytes={self.max_bytes:,}; "
@@ -86,6 +95,8 @@ class Packer:
 def line_tokens(usage: Any) -> tuple[int, int]:
     if not isinstance(usage, dict):
         return 0, 0
+    if "input_tokens" in usage:  # an Anthropic Message's
+        return anthropic.usage_tokens(usage)[:2]
     try:
         return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     except (TypeError, ValueError):
@@ -278,6 +289,11 @@ def refuse_requests_file(f: Any, path: Path, cap: int) -> None:
 
 
 def stop_content(body: dict) -> str | None:
+    if "choices" not in body and "content" in body:  # an Anthropic Message
+        parsed = anthropic.reply(body)
+        if isinstance(parsed, str) or parsed[1] != "stop" or parsed[0] is None:
+            return None
+        return scrub_registered(parsed[0])
     try:
         choice = body["choices"][0]
         content = choice["message"]["content"]

@@ -21,7 +21,7 @@ from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import Layout
 from ..judging.metrics import Metric
 from ..redact import resolve_secret
-from ..settings import Settings
+from ..settings import Settings, resolved_provider
 from .prepare import resolve_api_key, run_settings
 
 STORE_FILE = "replies.sqlite3"
@@ -108,7 +108,9 @@ class JudgeJob:
     def key(self, needed: bool, base_url: str | None = None) -> str | None:
         """The key to send (see :func:`~hf_judge.engine.prepare.resolve_api_key`); ``needed``: no key for
         OpenAI's API is a ConfigError; ``base_url``: the first replica of a fleet, when there is one."""
-        s = self.settings if base_url is None else self.settings.model_copy(update={"base_url": base_url})
+        # the provider as the settings say or imply it: a fleet's URL (a base URL) must not make it OpenAI's
+        update = {"base_url": base_url, "provider": resolved_provider(self.settings)}
+        s = self.settings if base_url is None else self.settings.model_copy(update=update)
         # ``env:NAME`` is read here, in the process that sends: a job, pickled, holds only the name
         return resolve_api_key(s, resolve_secret(self.api_key, "api_key"), needed=needed)
 

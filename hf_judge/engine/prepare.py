@@ -89,6 +89,9 @@ def results_fingerprint(
         state["logprobs"] = client.settings.top_logprobs
     if client.settings.reuse == "strict":  # only then: the default run's fingerprint stays what it was
         state["reuse"] = "strict"
+    providers = sorted({j.provider for j in judges or [client]} - {"openai"})
+    if providers:  # only then: another API is another result (the same server and model speaking OpenAI's is not)
+        state["providers"] = providers
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -245,9 +248,15 @@ def judge_specs(settings: Settings, api_key: str | None) -> list[tuple[Settings,
         return [(settings, api_key)]
     specs: list[tuple[Settings, str | None]] = []
     for judge in settings.judges:
-        own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
+        own = judge_settings(judge, settings)
         specs.append((own, judge_key(judge, settings, api_key)))
     return specs
+
+
+def judge_settings(judge: Any, settings: Settings) -> Settings:
+    """A panel judge's own settings: the run's, with its model, server and provider."""
+    update = {"model": judge.model, "base_url": judge.base_url or settings.base_url}
+    return settings.model_copy(update={**update, "provider": judge.provider or settings.provider})
 
 
 def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None:
@@ -256,31 +265,31 @@ def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None
 
     key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
     register(key)
-    own = settings.model_copy(update={"model": judge.model, "base_url": judge.base_url or settings.base_url})
+    own = judge_settings(judge, settings)
     provider = resolved_provider(own)
-    base = judge.base_url or settings.base_url or constants.default_base_url(provider)
-    if key is None and provider == "gemini":
-        # a Gemini judge: GEMINI_API_KEY's key, never OPENAI_API_KEY's (Google is not to see another provider's)
-        key = constants.default_gemini_key() or (api_key if api_key != constants.default_api_key() else None)
-        register(key)
-        return key
+    base = own.base_url or constants.default_base_url(provider)
     if key is None and not has_credentials(base):
-        key = api_key
+        # a panel of Claude and GPT judges: each reads its own provider's key, unless the run was given one
+        key = api_key if provider == resolved_provider(settings) else constants.provider_api_key(provider)
+        register(key)
     return key
 
 
 def resolve_api_key(settings: Settings, api_key: str | None, needed: bool) -> str | None:
-    """The key to send: given, else ``OPENAI_API_KEY``, unless the base URL carries its own credentials.
+    """The key to send: given, else ``OPENAI_API_KEY`` (``ANTHROPIC_API_KEY`` for an Anthropic judge), unless the
+    base URL carries its own credentials.
     In a panel, the key of every judge that names none of its own (``api_key: env:VAR``)."""
-    base = settings.base_url or check_base_url(constants.default_base_url(resolved_provider(settings)))
+    provider = resolved_provider(settings)
+    base = settings.base_url or check_base_url(constants.default_base_url(provider))
     bases = [j.base_url or base for j in settings.judges if not j.api_key] if settings.models else [base]
     if api_key is None and any(not has_credentials(b) for b in bases):  # user:password@ is a URL's own auth
-        gemini = resolved_provider(settings) == "gemini" and not settings.models
-        api_key = constants.default_gemini_key() if gemini else constants.default_api_key()
+        api_key = constants.provider_api_key(provider)
+    variable = {"anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}.get(provider, "OPENAI_API_KEY")
     for base in bases:
-        if needed and not api_key and not has_credentials(base) and urlparse(base).hostname == "api.openai.com":
+        host = urlparse(base).hostname
+        if needed and not api_key and not has_credentials(base) and host in ("api.openai.com", "api.anthropic.com"):
             raise ConfigError(
-                f"no API key for {base}: set OPENAI_API_KEY (library: api_key=; CLI: --api-key-env NAME), "
+                f"no API key for {base}: set {variable} (library: api_key=; CLI: --api-key-env NAME), "
                 "or point base_url (--base-url) at your own server"
             )
     register(api_key)

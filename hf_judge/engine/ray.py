@@ -147,6 +147,7 @@ def ray_stage(
 ) -> ray.data.Dataset:
     """:func:`score_ray_dataset` of a job resolved already: its ``map_batches`` stage over ``ds``."""
     from ..judging.images import image_variables
+    from ..settings import resolved_provider
     from .prepare import check_samples, judge_specs, preflight
 
     settings, layout = job.settings, job.layout
@@ -173,7 +174,7 @@ def ray_stage(
     if sample is not None:
         preflight("train", sample, plans)
     check_samples(settings, {"train": plans})
-    urls = list(base_urls or [settings.base_url or constants.default_base_url()])
+    urls = list(base_urls or [settings.base_url or constants.default_base_url(resolved_provider(settings))])
     key = job.key(needed=True, base_url=urls[0])
     # a panel: each judge's settings and key, resolved here; each actor builds one client per judge from them
     judges = judge_specs(settings, key) if layout.panel else []

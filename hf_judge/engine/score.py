@@ -304,6 +304,10 @@ def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
             "judge's output with its own --model (and --base-url), then score the panel (--models) with the same "
             "--cache-dir: every reply is in the cache, so nothing is sent"
         )
+    if settings.batch_import:
+        from .batch_api import offline_runner_format
+
+        offline_runner_format(settings)
     if not use_cache:
         raise ConfigError(
             "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"

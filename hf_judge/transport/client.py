@@ -1,4 +1,5 @@
-"""The transport: one aiohttp session to an OpenAI-compatible server.
+"""The transport: one aiohttp session to an OpenAI-compatible server (or, with ``provider="anthropic"``, to
+Anthropic's Messages API: the body and the reply are :mod:`.anthropic`'s, everything else is the same).
 
 What is retried and what is not is decided once, by :func:`~.policy.classify`
 (a table keyed by error kind, and the class of an HTTP status):
@@ -65,6 +66,7 @@ from ..judging.metrics import Metric
 from ..judging.validate import ReplyError, parse_reply
 from ..redact import register, scrub, scrub_registered
 from ..settings import Settings, resolved_provider
+from . import anthropic
 from .endpoint import check_api_key, parse_endpoint
 from .limits import AdaptiveLimiter
 from .policy import (
@@ -202,15 +204,22 @@ class JudgeClient:
         self._now = clock.now
         self._transport: Transport = transport or self._post
         self._own_transport = transport is None
-        self.provider = resolved_provider(settings)
-        base_url = settings.base_url or constants.default_base_url(self.provider)
+        self.provider = provider = resolved_provider(settings)
+        # the provider's own wire (body, reply), or None: OpenAI's chat completions, inline below
+        self.wire = (
+            anthropic.AnthropicWire(settings.model, max_tokens=settings.max_tokens) if provider == "anthropic" else None
+        )
+        if self.wire is not None:
+            anthropic.check_settings(settings)
+        base_url = settings.base_url or constants.default_base_url(provider)
         # parsed once, not per request
-        self._url, self.base_url, self.server_id, auth = parse_endpoint(base_url, api_key)
-        if self.provider != "openai":
+        route = "/chat/completions" if self.wire is None else self.wire.route
+        self._url, self.base_url, self.server_id, auth = parse_endpoint(base_url, api_key, route)
+        self.url = self.base_url + "/chat/completions" if self.wire is None else str(self._url.with_query(None))
+        if provider != "openai":
             # another API answers the same metric and row another way: its replies are keyed apart (the
             # OpenAI-compatible servers' keys stay what they were)
-            self.server_id = f"{self.provider}:{self.server_id}"
-        self.url = self.base_url + "/chat/completions"
+            self.server_id = f"{provider}:{self.server_id}"
         self.settings = settings
         self.model = settings.model
         self.timeout = settings.timeout
@@ -236,6 +245,10 @@ class JudgeClient:
         if api_key:
             register(api_key)
             self._headers["Authorization"] = f"Bearer {api_key}"
+        if self.wire is not None:  # Anthropic: x-api-key and the API version, no Bearer
+            self._headers.pop("Authorization", None)
+            self._headers.update(anthropic.headers(api_key))
+            self.n_choices = False  # no `n`: repeated samples are requests of their own
         if auth is not None:
             self._headers["Authorization"] = auth
         self._headers.update(extra_headers or {})
@@ -310,6 +323,8 @@ class JudgeClient:
         max_tokens: bool = True,
     ) -> bytes:
         """The request body; ``max_tokens=False`` leaves the max_tokens setting out (the body a reply key hashes)."""
+        if self.wire is not None:
+            return self.wire.body(metric, messages, temperature, mode or self._mode, max_tokens=max_tokens)
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
         if self.top_p is not None:
             payload["top_p"] = self.top_p
@@ -546,9 +561,9 @@ class JudgeClient:
             self.limiter.release(sent_at=sent_at)
             return outcome, 0, retry_after
         self.stats.statuses[status] += 1
-        self.limiter.release(throttled=status == 429, sent_at=sent_at)
+        self.limiter.release(throttled=status in (429, 529), sent_at=sent_at)  # 529: Anthropic's overloaded_error
         message = error_message(status, data)
-        if status == 429:
+        if status in (402, 429):  # 402: Anthropic's billing_error
             self._check_quota(data, message)
         return Outcome(None, None, http_kind(status), message), status, parse_retry_after(headers, self._clock.wall)
 
@@ -569,7 +584,7 @@ class JudgeClient:
         if status in (401, 403):
             raise AuthenticationError(
                 f"the server at {self.base_url} refused the API key (HTTP {status}: {message}). "
-                "Check --api-key-env / OPENAI_API_KEY and the base URL."
+                f"Check --api-key-env / {'ANTHROPIC' if self.wire else 'OPENAI'}_API_KEY and the base URL."
             )
         raise ModelNotFoundError(
             f"HTTP {status} from {self.url}: {message}. Check the model name ({self.model!r}) and the base URL "
@@ -604,13 +619,16 @@ class JudgeClient:
     def _schema_rejected(self, status: int, message: str) -> bool:
         """Switch to json_object + schema, once, when json_schema is refused."""
         text = message.lower()
-        if any(w in text for w in ("response_format", "json_schema", "schema", "structured", "grammar")):
+        words = ("response_format", "json_schema", "schema", "structured", "grammar", "output_config", "output_format")
+        if any(w in text for w in words):
             if self._mode == "json_schema":
-                self._mode = "json_object"
-                self.stats.structured_output = "json_object"
+                self._mode = "json_object"  # Anthropic: a forced tool call whose input schema is the metric's
+                self.stats.structured_output = "json_object" if self.wire is None else "tool"
                 note = (
                     f"server rejected response_format json_schema (HTTP {status}); "
                     "switched to json_object with the schema"
+                    if self.wire is None
+                    else f"server rejected output_config json_schema (HTTP {status}); switched to a forced tool call"
                 )
                 self.stats.notes.append(note)
                 logger.warning(note)
@@ -648,6 +666,8 @@ class JudgeClient:
         return out, len(choices)
 
     def _handle_ok(self, metric: Metric, data: bytes) -> Outcome:
+        if self.wire is not None:
+            return self._handle_message(metric, data)
         try:
             doc = orjson.loads(data)
             choice = doc["choices"][0]
@@ -688,6 +708,23 @@ class JudgeClient:
         if self.settings.logprobs and logprobs.targets(metric):
             dists = logprobs.distributions(metric, value, choice.get("logprobs"))
         return Outcome(value, content, usage=tokens, logprobs=dists)
+
+    def _handle_message(self, metric: Metric, data: bytes) -> Outcome:
+        """:meth:`_handle_ok` of an Anthropic Message (:func:`anthropic.reply`)."""
+        parsed = anthropic.reply(data)
+        if isinstance(parsed, str):
+            return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), ErrorKind.BAD_RESPONSE, parsed)
+        content, finish, (p, c, cached) = parsed
+        if content is not None:
+            content = scrub_registered(content)
+        stats = self.stats
+        stats.prompt_tokens, stats.completion_tokens = stats.prompt_tokens + p, stats.completion_tokens + c
+        stats.cached_tokens += cached
+        try:
+            value = parse_reply(metric, content, finish)
+        except ReplyError as e:
+            return Outcome(None, content, e.kind, e.message)
+        return Outcome(value, content, usage=(p, c))
 
     def spent(self) -> float | None:
         """USD of the usage this client's replies reported, at the model's price (None: no price): the

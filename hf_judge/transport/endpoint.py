@@ -25,8 +25,11 @@ def has_credentials(base_url: str) -> bool:
     return url.user is not None or url.password is not None
 
 
-def parse_endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, str, str | None]:
-    """``base_url`` parsed once: the chat-completions URL (its query kept, after the path: Azure-style
+def parse_endpoint(
+    base_url: str, api_key: str | None, route: str = "/chat/completions"
+) -> tuple[yarl.URL, str, str, str | None]:
+    """``base_url`` parsed once: the URL of ``route`` (chat completions; Anthropic's ``/v1/messages``, whose
+    ``/v1`` is left out where the base URL ends with it) (its query kept, after the path: Azure-style
     ``?api-version=`` gateways), the form shown in messages, logs and the card (no credentials, no
     query), the form that identifies the server in cache keys, and the HTTP Basic Authorization
     header of a ``user:password@`` in it."""
@@ -52,7 +55,9 @@ def parse_endpoint(base_url: str, api_key: str | None) -> tuple[yarl.URL, str, s
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigError(f"base_url must be an http:// or https:// URL like http://127.0.0.1:8000/v1, got {shown!r}")
     query = f"?{url.raw_query_string}" if url.raw_query_string else ""
-    request_url = yarl.URL(shown + "/chat/completions" + query, encoded=True)
+    if route.startswith("/v1/") and shown.endswith("/v1"):
+        route = route[3:]
+    request_url = yarl.URL(shown + route + query, encoded=True)
     # The server's identity in cache keys is the URL requested (less its fixed "/chat/completions"), as yarl
     # writes it: scheme and host in lower case, no default port, no trailing slash, no user:password (sent as a
     # header), so two spellings of one URL share their cache. The usual spelling (http://host:port/v1) reads

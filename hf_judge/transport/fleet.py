@@ -30,7 +30,7 @@ import aiohttp
 
 from ..errors import ConfigError, ErrorKind
 from ..judging.metrics import Metric
-from ..settings import Settings, check_base_url
+from ..settings import Settings, check_base_url, resolved_provider
 from .client import JudgeClient, Outcome, ReplyTooLarge, read_limited
 from .endpoint import parse_endpoint
 
@@ -60,8 +60,11 @@ class FleetClient(JudgeClient):
         if isinstance(base_urls, str) or not base_urls:
             raise ConfigError("base_urls takes a list of one or more base URLs, e.g. ['http://gpu1:8000/v1', ...]")
         urls = [check_base_url(u) for u in base_urls]
-        super().__init__(settings.model_copy(update={"base_url": urls[0]}), api_key=api_key)
-        self.urls = [parse_endpoint(u, api_key)[0] for u in urls]
+        # the provider as the settings say or imply it: the replicas' URLs (base URLs) must not make it OpenAI's
+        update = {"base_url": urls[0], "provider": resolved_provider(settings)}
+        super().__init__(settings.model_copy(update=update), api_key=api_key)
+        route = "/chat/completions" if self.wire is None else self.wire.route
+        self.urls = [parse_endpoint(u, api_key, route)[0] for u in urls]
         self.loads = [0] * len(urls)
         self.sent: Counter[int] = Counter()  # attempts per endpoint (index into urls)
         self.down_until = [0.0] * len(urls)  # client clock time before which a replica gets no request

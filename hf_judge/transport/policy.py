@@ -22,8 +22,8 @@ import orjson
 from ..errors import ErrorKind
 from ..redact import scrub
 
-# 429 codes (OpenAI's) that mean the account cannot pay: retrying never helps.
-QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
+# 429 codes (OpenAI's; Anthropic's 402 billing_error) that mean the account cannot pay: retrying never helps.
+QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "billing_error"}
 # Statuses with which a server may refuse response_format json_schema (see _schema_rejected).
 SCHEMA_STATUSES = frozenset({400, 422, 500, 501})
 

@@ -1,0 +1,467 @@
+"""An Anthropic-compatible server for tests and benchmarks (loopback): Messages and Message Batches.
+
+    python tests/anthropic_server.py --host 127.0.0.1 --port 0   # prints "PORT <n>"
+
+It speaks Anthropic's wire format (shapes from the ``anthropic`` SDK's types: ``Message``, ``MessageBatch``,
+``MessageBatchIndividualResponse``, ``ErrorResponse``): ``POST /v1/messages`` online, and ``/v1/messages/batches``
+(create, retrieve, list, cancel, delete, ``results``). A reply's values are the judge server's deterministic
+function of the prompt (tests/judge_server.py, imported), read against the schema of ``output_config.format``
+or of the forced tool, so an online run and a batch run get equal replies, and a run against
+tests/judge_server.py the same scores.
+
+Requests are checked as the API checks them (``x-api-key`` and ``anthropic-version`` headers, ``model``,
+``max_tokens``, ``messages``, a batch's ``custom_id`` pattern and uniqueness). Prompt caching: a system
+block or tool with ``cache_control`` is written to the cache on its first use and read from it after
+(``cache_creation_input_tokens``, ``cache_read_input_tokens``, at 4 characters a token).
+
+``POST /_admin/config`` sets the modes (``DEFAULTS``), ``POST /_admin/reset`` restores them and clears
+everything, ``GET /_admin/stats`` returns counters: requests, bodies (with ``record``), batches created, how
+many times each request (``custom_id``) was run, that is paid for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import datetime as dt
+import hashlib
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).parent))
+from judge_server import Judge  # noqa: E402
+
+DEFAULTS: dict = {
+    # -- online and batch lines
+    "latency": 0.0,
+    "overloaded": 0,  # the first N tries of each prompt get 529 overloaded_error
+    "rate_limited": 0,  # the next N tries of each prompt get 429 rate_limit_error with retry-after
+    "retry_after": "0",
+    "invalid_first": False,  # the first try of each prompt past those faults gets a reply that is not JSON
+    "reject_output_config": False,  # 400 for output_config.format (a model without structured outputs)
+    "require_key": None,
+    "models": None,  # model names that exist (else 404 not_found_error)
+    "record": False,
+    "overrides": {},
+    # -- batches
+    "delay": 0.0,  # seconds from a batch's creation to its end
+    "fail_lines": 0,  # every Nth request of a batch errors (api_error), on its request's first try
+    "invalid_lines": 0,  # every Nth request's reply is not JSON, on its request's first try
+    "expire": 0,  # this many of the next batches end with part of their requests expired...
+    "expire_done": 0.5,  # ...this share of them run
+    "hold_create": False,  # a batch create waits while this is true...
+    "drop_held": True,  # ...and then answers 529 having made no batch or, false, having made it
+    "overload_create": 0,  # the next N batch creates get 529
+    "fail_batch": None,  # a message: the next batch create is refused with it (400 invalid_request_error)
+}
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _error(status: int, type_: str, message: str, headers: dict | None = None) -> web.Response:
+    body = {"type": "error", "error": {"type": type_, "message": message}, "request_id": f"req_{uuid.uuid4().hex[:12]}"}
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
+
+
+class Anthropic:
+    def __init__(self) -> None:
+        self.judge = Judge()
+        self.reset()
+
+    def reset(self) -> None:
+        self.config = copy.deepcopy(DEFAULTS)
+        self.judge.config["overrides"] = {}
+        self.tries: dict[bytes, int] = {}  # tries of each prompt (online and batch lines together)
+        self.cached: set[bytes] = set()
+        self.batches: dict[str, dict] = {}
+        self.stats: dict = {
+            "requests": 0,
+            "ok": 0,
+            "by_status": {},
+            "bodies": [],
+            "headers": [],
+            "creates": 0,
+            "batches": 0,
+            "paid": {},
+            "cancels": 0,
+            "lists": 0,
+            "cache_read": 0,
+            "cache_creation": 0,
+        }
+
+    # -- one request ---------------------------------------------------------------
+    def check(self, params: dict) -> tuple[int, str, str] | None:
+        """What the API would refuse in a Messages body: (status, error type, message), or None."""
+        if not isinstance(params.get("model"), str):
+            return 400, "invalid_request_error", "model: Field required"
+        if not isinstance(params.get("max_tokens"), int):
+            return 400, "invalid_request_error", "max_tokens: Field required"
+        messages = params.get("messages")
+        if not isinstance(messages, list) or not messages or any(m.get("role") == "system" for m in messages):
+            return 400, "invalid_request_error", "messages: roles must be user or assistant (system is top-level)"
+        for extra in ("temperature", "top_p", "response_format", "n"):  # not in the SDK's MessageCreateParams
+            if extra in params:
+                return 400, "invalid_request_error", f"{extra}: Extra inputs are not permitted"
+        if "output_config" in params and self.config["reject_output_config"]:
+            return 400, "invalid_request_error", "output_config.format: structured outputs are not supported"
+        models = self.config["models"]
+        if models is not None and params["model"] not in models:
+            return 404, "not_found_error", f"model: {params['model']}"
+        return None
+
+    @staticmethod
+    def _text(blocks) -> str:
+        if isinstance(blocks, str):
+            return blocks
+        out = []
+        for b in blocks or []:
+            if b.get("type") == "image":
+                src = b["source"]
+                out.append(src.get("url") or f"data:{src.get('media_type')};base64,{src.get('data')}")
+            else:
+                out.append(b.get("text", ""))
+        return "".join(out)
+
+    def prompt(self, params: dict) -> tuple[str, str]:
+        """(system text, the whole prompt's text) as the judge server reads an OpenAI body's messages."""
+        system = self._text(params.get("system"))
+        return system, system + "".join(self._text(m.get("content")) for m in params["messages"])
+
+    def run(self, params: dict, batch_line: int = 0) -> tuple[int, dict, dict | None]:
+        """(status, body, headers) of one Messages request (online, or a batch's line ``batch_line``)."""
+        cfg = self.config
+        refused = self.check(params)
+        if refused is not None:
+            return refused[0], _error_body(refused[1], refused[2]), None
+        system, text = self.prompt(params)
+        phash = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        self.tries[phash] = tries = self.tries.get(phash, 0) + 1
+        if tries <= cfg["overloaded"]:
+            return 529, _error_body("overloaded_error", "Overloaded"), None
+        if tries <= cfg["overloaded"] + cfg["rate_limited"]:
+            return 429, _error_body("rate_limit_error", "rate limited"), {"retry-after": cfg["retry_after"]}
+        fmt = (params.get("output_config") or {}).get("format") or {}
+        tools = params.get("tools") or []
+        choice = params.get("tool_choice") or {}
+        tool = next((t for t in tools if t.get("name") == choice.get("name")), None)
+        schema = fmt.get("schema") if fmt.get("type") == "json_schema" else (tool or {}).get("input_schema")
+        invalid = (cfg["invalid_first"] and tries == cfg["overloaded"] + cfg["rate_limited"] + 1) or (
+            cfg["invalid_lines"] and batch_line and batch_line % cfg["invalid_lines"] == 0 and tries == 1
+        )
+        obj = self.judge._reply_object(text, _limits(schema or {}))
+        if invalid:
+            content = [{"type": "text", "text": "this is not JSON"}]
+        elif tool is not None and choice.get("type") == "tool":
+            content = [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:20]}", "name": tool["name"], "input": obj}]
+        else:
+            content = [{"type": "text", "text": orjson.dumps(obj).decode()}]
+        usage = self._usage(params, system, text)
+        message = {
+            "id": f"msg_{uuid.uuid4().hex[:24]}",
+            "type": "message",
+            "role": "assistant",
+            "model": params["model"],
+            "content": content,
+            "stop_reason": "tool_use" if content[0]["type"] == "tool_use" else "end_turn",
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        self.stats["ok"] += 1
+        return 200, message, None
+
+    def _usage(self, params: dict, system: str, text: str) -> dict:
+        """Tokens at 4 characters each; a cache_control prefix (tools, then system) is written once, then read."""
+        # the prompt in the API's cache order (tools, system, messages), up to its last cache_control block
+        prefix, seen = "", ""
+        for t in params.get("tools") or []:
+            seen += orjson.dumps(t).decode()
+            prefix = seen if "cache_control" in t else prefix
+        blocks = params.get("system")
+        for b in blocks if isinstance(blocks, list) else [{"text": blocks or ""}]:
+            seen += b.get("text", "")
+            prefix = seen if "cache_control" in b else prefix
+        for m in params["messages"]:
+            for b in m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}]:
+                seen += b.get("text", "")
+                prefix = seen if "cache_control" in b else prefix
+        read = write = 0
+        if prefix:
+            key = hashlib.blake2b((params["model"] + "\0" + prefix).encode(), digest_size=16).digest()
+            if key in self.cached:
+                read = len(prefix) // 4
+            else:
+                self.cached.add(key)
+                write = len(prefix) // 4
+        self.stats["cache_read"] += read
+        self.stats["cache_creation"] += write
+        total = max(1, len(seen) // 4)
+        return {
+            "input_tokens": max(0, total - read - write),
+            "output_tokens": 20,
+            "cache_creation_input_tokens": write,
+            "cache_read_input_tokens": read,
+            "service_tier": "standard",
+        }
+
+    def _auth(self, request: web.BaseRequest) -> web.Response | None:
+        cfg = self.config
+        if "anthropic-version" not in request.headers:
+            return _error(400, "invalid_request_error", "anthropic-version: header is required")
+        if cfg["require_key"] is not None and request.headers.get("x-api-key") != cfg["require_key"]:
+            return _error(401, "authentication_error", "invalid x-api-key")
+        return None
+
+    async def messages(self, request: web.BaseRequest) -> web.Response:
+        st = self.stats
+        st["requests"] += 1
+        refused = self._auth(request)
+        try:
+            params = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return _error(400, "invalid_request_error", "the body is not JSON")
+        if self.config["record"]:
+            st["bodies"].append(params)
+            st["headers"].append({k.lower(): v for k, v in request.headers.items() if k.lower() != "content-length"})
+        if refused is not None:
+            st["by_status"]["401"] = st["by_status"].get("401", 0) + 1
+            return refused
+        if self.config["latency"]:
+            await asyncio.sleep(self.config["latency"])
+        status, body, headers = self.run(params)
+        st["by_status"][str(status)] = st["by_status"].get(str(status), 0) + 1
+        return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
+
+    # -- batches ------------------------------------------------------------------------
+    async def create(self, request: web.Request) -> web.Response:
+        refused = self._auth(request)
+        if refused is not None:
+            return refused
+        cfg = self.config
+        body = await request.json()
+        self.stats["creates"] += 1
+        if cfg["overload_create"] > 0:
+            cfg["overload_create"] -= 1
+            return _error(529, "overloaded_error", "Overloaded")
+        if cfg["fail_batch"]:
+            message, cfg["fail_batch"] = cfg["fail_batch"], None
+            return _error(400, "invalid_request_error", message)
+        requests = body.get("requests")
+        if not isinstance(requests, list) or not requests:
+            return _error(400, "invalid_request_error", "requests: Field required")
+        seen = set()
+        for i, r in enumerate(requests):
+            cid = r.get("custom_id")
+            if not isinstance(cid, str) or not _CUSTOM_ID.fullmatch(cid):
+                return _error(400, "invalid_request_error", f"requests.{i}.custom_id: String should match pattern")
+            if cid in seen:
+                return _error(400, "invalid_request_error", f"requests.{i}.custom_id: duplicate custom_id {cid}")
+            seen.add(cid)
+            if not isinstance(r.get("params"), dict) or not isinstance(r["params"].get("max_tokens"), int):
+                return _error(400, "invalid_request_error", f"requests.{i}.params.max_tokens: Field required")
+        held = False
+        while cfg["hold_create"]:
+            held = True
+            await asyncio.sleep(0.02)
+        bid = f"msgbatch_{uuid.uuid4().hex[:24]}"
+        b = {
+            "id": bid,
+            "type": "message_batch",
+            "processing_status": "in_progress",
+            "request_counts": {"processing": len(requests), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
+            "ended_at": None,
+            "created_at": _now(),
+            "expires_at": _now(),
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": None,
+            "_created": time.monotonic(),
+            "_requests": requests,
+            "_base": f"{request.scheme}://{request.host}",
+        }
+        if cfg["expire"] > 0:
+            cfg["expire"] -= 1
+            b["_expire"] = cfg["expire_done"]
+        if not (held and cfg["drop_held"]):
+            self.batches[bid] = b
+            self.stats["batches"] += 1
+        if held:  # the caller died, or the connection broke, before the reply
+            return _error(529, "overloaded_error", "the server went away")
+        return web.json_response(_public(b))
+
+    def _advance(self, b: dict) -> None:
+        if b["processing_status"] == "ended":
+            return
+        canceling = b["processing_status"] == "canceling"
+        if not canceling and time.monotonic() < b["_created"] + self.config["delay"]:
+            return
+        requests = b.pop("_requests")
+        n = 0 if canceling else int(len(requests) * b["_expire"]) if "_expire" in b else len(requests)
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        lines = []
+        for i, r in enumerate(requests, 1):
+            cid = r["custom_id"]
+            if i > n:
+                kind = "canceled" if canceling else "expired"
+                result: dict = {"type": kind}
+            else:
+                self.stats["paid"][cid] = self.stats["paid"].get(cid, 0) + 1
+                result = self._line(r["params"], i, cid)
+            counts[result["type"]] += 1
+            lines.append({"custom_id": cid, "result": result})
+        b["_results"] = b"".join(orjson.dumps(x) + b"\n" for x in lines)
+        b["request_counts"] = counts
+        b["processing_status"] = "ended"
+        b["ended_at"] = _now()
+        b["results_url"] = f"{b['_base']}/v1/messages/batches/{b['id']}/results"
+
+    def _line(self, params: dict, i: int, cid: str) -> dict:
+        cfg = self.config
+        self.tries[cid.encode()] = tries = self.tries.get(cid.encode(), 0) + 1
+        if cfg["fail_lines"] and i % cfg["fail_lines"] == 0 and tries == 1:
+            return {"type": "errored", "error": _error_body("api_error", "Internal server error")}
+        status, body, _ = self.run(params, batch_line=i)
+        if status != 200:
+            return {"type": "errored", "error": body}
+        return {"type": "succeeded", "message": body}
+
+    def _batch(self, request: web.Request) -> dict | None:
+        return self.batches.get(request.match_info["id"])
+
+    async def get_batch(self, request: web.Request) -> web.Response:
+        b = self._batch(request)
+        if b is None:
+            return _error(404, "not_found_error", "No such message batch")
+        self._advance(b)
+        return web.json_response(_public(b))
+
+    async def results(self, request: web.Request) -> web.Response:
+        b = self._batch(request)
+        if b is None or "_results" not in b:
+            return _error(404, "not_found_error", "No results for this message batch (yet)")
+        return web.Response(body=b["_results"], content_type="application/binary")
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        b = self._batch(request)
+        if b is None:
+            return _error(404, "not_found_error", "No such message batch")
+        self.stats["cancels"] += 1
+        if b["processing_status"] == "in_progress":
+            b["processing_status"] = "canceling"
+            b["cancel_initiated_at"] = _now()
+        return web.json_response(_public(b))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        b = self._batch(request)
+        if b is None:
+            return _error(404, "not_found_error", "No such message batch")
+        if b["processing_status"] != "ended":
+            return _error(400, "invalid_request_error", "a batch in progress cannot be deleted; cancel it first")
+        del self.batches[b["id"]]
+        return web.json_response({"id": b["id"], "type": "message_batch_deleted"})
+
+    async def list_batches(self, request: web.Request) -> web.Response:
+        """Newest first, as the API lists them; ``after_id`` pages on, ``limit`` (default 20) items a page."""
+        self.stats["lists"] += 1
+        data = [_public(b) for b in reversed(list(self.batches.values()))]
+        after = request.query.get("after_id")
+        if after is not None:
+            ids = [d["id"] for d in data]
+            data = data[ids.index(after) + 1 :] if after in ids else []
+        limit = int(request.query.get("limit", 20))
+        page = data[:limit]
+        return web.json_response(
+            {
+                "data": page,
+                "has_more": len(data) > limit,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+            }
+        )
+
+    # -- admin ------------------------------------------------------------------
+    async def admin_config(self, request: web.Request) -> web.Response:
+        values = await request.json()
+        self.config.update(values)
+        self.judge.config["overrides"] = self.config["overrides"]
+        return web.json_response(self.config)
+
+    async def admin_reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.json_response({"ok": True})
+
+    async def admin_stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats)
+
+
+def _limits(schema: dict) -> dict:
+    """The schema with the limits output_config's form moved into descriptions put back (as a model reads them)."""
+    props = {}
+    for k, spec in (schema.get("properties") or {}).items():
+        found = re.search(r"\{minimum: (-?\d+), maximum: (-?\d+)\}", spec.get("description", ""))
+        props[k] = {**spec, "minimum": int(found[1]), "maximum": int(found[2])} if found else spec
+    return {**schema, "properties": props}
+
+
+def _error_body(type_: str, message: str) -> dict:
+    return {"type": "error", "error": {"type": type_, "message": message}, "request_id": None}
+
+
+def _public(b: dict) -> dict:
+    return {k: v for k, v in b.items() if not k.startswith("_")}
+
+
+def make_app() -> web.Application:
+    svc = Anthropic()
+    app = web.Application(client_max_size=1 << 30)
+    app.add_routes(
+        [
+            web.post("/v1/messages", svc.messages),
+            web.post("/v1/messages/batches", svc.create),
+            web.get("/v1/messages/batches", svc.list_batches),
+            web.get("/v1/messages/batches/{id}", svc.get_batch),
+            web.get("/v1/messages/batches/{id}/results", svc.results),
+            web.post("/v1/messages/batches/{id}/cancel", svc.cancel),
+            web.delete("/v1/messages/batches/{id}", svc.delete),
+            web.post("/_admin/config", svc.admin_config),
+            web.post("/_admin/reset", svc.admin_reset),
+            web.get("/_admin/stats", svc.admin_stats),
+        ]
+    )
+    return app
+
+
+async def _serve(host: str, port: int) -> None:
+    runner = web.AppRunner(make_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    await site.start()
+    print(f"PORT {site._server.sockets[0].getsockname()[1]}", flush=True)  # noqa: SLF001 - the port the OS picked
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        asyncio.run(_serve(args.host, args.port))
+    except (KeyboardInterrupt, SystemExit):
+        pass
+
+
+if __name__ == "__main__":
+    main()
