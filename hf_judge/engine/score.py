@@ -231,10 +231,15 @@ def score_job(
         fill_summary(summary, clients, errors, started)
     if layout.panel:
         summary.agreement = panel_agreement(layout, results, plans_by_split)
+    return _scored(results, errors, summary, checks)
+
+
+def _scored(results: dict[str, Dataset], errors: list[dict], summary: Any, checks: BiasChecks) -> ScoredDatasetDict:
+    """The run's result: its splits after the bias checks (which may add ``_lc`` columns), the errors split and the
+    summary."""
     results, warnings = checks.run(summary, results)
     for warning in warnings:
         logger.warning("%s", warning)
-
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = (
         Dataset.from_list(errors, features=ERROR_FEATURES)
