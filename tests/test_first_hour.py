@@ -113,7 +113,7 @@ def test_a_plain_run_records_its_column_mapping_in_summary_and_card(judge, hub, 
     [
         (["score", "d.jsonl", "--limit", "0"], "hf-judge score: error: argument -n/--limit: must be 1 or more, got 0"),
         (["score", "d.jsonl", "--temperature", "x"], "argument --temperature: invalid float value: 'x'"),
-        (["agreement", "d.jsonl", "--score", "s"], "the following arguments are required: --label"),
+        (["agreement", "d.jsonl", "--score", "s"], "one of the arguments --label --labels is required"),
         (["score", "d.jsonl", "--concurency", "3"], "did you mean --concurrency"),
     ],
 )

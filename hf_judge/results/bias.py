@@ -26,6 +26,7 @@ import pyarrow as pa
 from ..analysis import bias as figures
 from ..errors import ConfigError
 from ..judging.metrics import Metric, MetricKind, OutputType
+from ..pages import file_paths, release
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -147,6 +148,9 @@ class BiasChecks:
         lengths = figures.Lengths(self.model)
         warnings = self._length_bias(summary, table, lengths) + self._longer_wins(summary, table, lengths)
         warnings += self._self_preference(summary, table)
+        # the judged texts were read from the input's files: give their pages back, as the run itself does (a
+        # million-row input stays out of the resident set after the run)
+        release(file_paths([f for d in results.values() for f in d.cache_files]))
         if self.length_control:
             results = self._length_control(summary, results, lengths)
         return results, warnings
