@@ -15,6 +15,7 @@ from typing import NoReturn
 from .. import constants
 from .agreement import add_agreement
 from .batch import add_batch
+from .cache import add_cache
 from .filter import add_filter
 from .listing import add_metrics, add_recipes
 from .merge import add_merge
@@ -30,6 +31,7 @@ COMMANDS = {
     "batch": add_batch,
     "agreement": add_agreement,
     "merge": add_merge,
+    "cache": add_cache,
 }
 
 

@@ -30,6 +30,7 @@ from ..judging.images import image_variables
 from ..redact import install_log_filter, register
 from ..settings import Settings
 from ..store.replies import ReplyStore
+from ..store.segments import Remote
 from ..transport.client import JudgeClient, judge_panel
 from .batchscore import score_batch
 from .core import Plan, score_features
@@ -84,6 +85,7 @@ class Runtime:
         specs: Sequence[tuple[Settings, str | None]],
         store_path: Path | None,
         base_urls: Sequence[str] | None = None,
+        remote: Remote | None = None,
     ):
         from ..transport.fleet import FleetClient
 
@@ -97,7 +99,7 @@ class Runtime:
         )
         self.client = self.judges[0]
         self.settings = settings
-        self.store = ReplyStore(store_path, shared=True) if store_path is not None else None
+        self.store = ReplyStore(store_path, shared=True, remote=remote) if store_path is not None else None
         self.loop = LoopThread()
         for c in self.judges:
             c.caching = store_path is not None
@@ -356,7 +358,7 @@ class Judge:
 
                 key = self.job.key(needed=True, base_url=self.base_urls[0] if self.base_urls else None)
                 specs = judge_specs(self.settings, key)
-                rt = _RUNTIMES[self._id] = Runtime(specs, self.store_path, self.base_urls)
+                rt = _RUNTIMES[self._id] = Runtime(specs, self.store_path, self.base_urls, self.job.remote)
             return rt
 
     def close(self) -> None:
