@@ -126,7 +126,8 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
         "--ray",
         action="store_true",
         help='score on a Ray cluster (pip install "hf-judge[ray]"): at --ray-address, else $RAY_ADDRESS, else a '
-        "local one; --cache-dir is each node's own (local disk, not a network filesystem)",
+        "local one; --cache-dir is each node's own local disk, or a URL on object storage that every node shares "
+        "(s3://bucket/prefix)",
     )
     g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
     add_cache_dir(g)

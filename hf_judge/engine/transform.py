@@ -125,6 +125,9 @@ class Runtime:
         )
         if self.store is not None:
             self.store.flush()
+            # on object storage too before Ray sees the batch done: a retry on another node, or a rerun after
+            # the driver died, finds them (a map's pool processes are terminated without any exit handler)
+            self.store.publish(at_least=PUBLISH_AT_LEAST)
         return cols, errors
 
     def close(self) -> None:
@@ -138,6 +141,10 @@ class Runtime:
                 self.store.close()
         except Exception:  # noqa: BLE001 - best effort while stopping
             pass
+
+
+# a batch that stored fewer replies leaves them to the store's timer (batched=False would publish a segment a row)
+PUBLISH_AT_LEAST = 64
 
 
 # this process's runtimes, by the configuration of the Judge that built them: every copy of one Judge (each
@@ -234,6 +241,8 @@ class Judge:
         base_urls: Sequence[str] | None = None,
         errors_column: str = ERRORS_COLUMN,
         settings: Settings | None = None,
+        storage_options: dict[str, Any] | None = None,
+        local_cache_dir: str | os.PathLike | None = None,
         **setting_values: Any,
     ):
         from .prepare import check_samples, run_settings
@@ -260,7 +269,17 @@ class Judge:
         check_fleet(settings, base_urls)
         # the prompts travel with the pickle; the key only as given (a variable's name is read in each process)
         self.job = JudgeJob.of(
-            settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
+            settings,
+            metrics,
+            columns,
+            api_key,
+            prompts_dir,
+            metric_params,
+            cache_dir,
+            use_cache,
+            token_columns,
+            storage_options=storage_options,
+            local_cache_dir=local_cache_dir,
         )
         temperature = settings.temperature
         check_samples(

@@ -651,6 +651,11 @@ class ReplyStore:
             except RuntimeError:  # the run's event loop is already closed
                 pass
 
+    def publish(self, at_least: int = 1) -> None:
+        """A store on object storage: publish the replies not yet published now, if there are ``at_least``."""
+        if self._segments is not None and self._segments.pending >= at_least:
+            self._segments.publish()
+
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything queued so far is committed (or kept for a retry)."""
         ev = threading.Event()

@@ -260,6 +260,12 @@ class SegmentSync:
         self._thread.start()
         atexit.register(self.close)  # an interrupted run whose store was never closed still publishes
 
+    @property
+    def pending(self) -> int:
+        """Replies queued and not yet published."""
+        with self._lock:
+            return len(self._buffer)
+
     def _check_home(self) -> None:
         """Nothing published yet: make sure there is somewhere to publish (a missing bucket is said now)."""
         if _is_local(self.fs):
@@ -287,12 +293,10 @@ class SegmentSync:
             self._wake.wait(min(0.25, self.remote.publish_s))
             self._wake.clear()
             with self._lock:
-                due = bool(self._buffer) and (
-                    len(self._buffer) >= self.remote.publish_n
-                    or time.monotonic() - self._first_at >= self.remote.publish_s
-                )
-            if due:
-                self.publish()
+                full = len(self._buffer) >= self.remote.publish_n
+                late = bool(self._buffer) and time.monotonic() - self._first_at >= self.remote.publish_s
+            if late or full:
+                self.publish(full_only=not late)
             if time.monotonic() - pulled >= self.remote.pull_s:
                 pulled = time.monotonic()
                 self._quietly(self.pull)
@@ -305,14 +309,20 @@ class SegmentSync:
                 logger.warning("could not read the shared reply cache %s: %s (will try again)", self.remote.url, e)
             self._failing = True
 
-    def publish(self) -> bool:
-        """Publish the queued replies as segments of at most ``publish_n``; False (they stay queued) if it failed."""
+    def publish(self, full_only: bool = False) -> bool:
+        """Publish the queued replies as segments of at most ``publish_n``; False (they stay queued) if it failed.
+
+        Only those queued when it starts (``full_only``: only whole segments of them): what comes in meanwhile
+        waits for the next segment, not a tiny one of its own."""
         with self._io:
-            while True:
+            with self._lock:
+                left = len(self._buffer)
+            if full_only:
+                left -= left % self.remote.publish_n
+            while left > 0:
                 with self._lock:
-                    rows = self._buffer[: self.remote.publish_n]
-                if not rows:
-                    return True
+                    rows = self._buffer[: min(left, self.remote.publish_n)]
+                left -= len(rows)
                 name = new_name(self.tag, self.seq)
                 try:
                     put_segment(self.fs, self.path, name, encode(rows))
@@ -336,6 +346,7 @@ class SegmentSync:
                     self.conn.execute("INSERT OR IGNORE INTO segments VALUES (?)", (name,))
                 except sqlite3.Error:
                     pass  # read again at the next start: its replies are here already (OR IGNORE)
+            return True
 
     def pull(self) -> int:
         """Import the segments not read yet into the local store; the number of replies imported."""
