@@ -208,3 +208,75 @@ def test_compaction_during_a_run_loses_nothing(judge, s3, tmp_path):
     rerun = _job(judge, url, tmp_path / "node2", s3, 1500, 16, tmp_path / "out2")
     assert rerun.wait(120) == 0
     assert judge.stats()["requests"] == 0
+
+
+def test_every_engine_reads_and_publishes_the_shared_store(judge, s3, tmp_path, capfd):
+    """One process publishes; a stream, workers, the map transform and the CLI, each on a machine of its own
+    (a fresh local store), pay 0 for it. Options given as storage_options, not the environment: the workers'
+    forkserver may have started before this test set it."""
+    from datasets import Dataset
+    from helpers import qa_dataset, run_cli
+
+    from hf_judge import Judge, score_dataset
+
+    url = s3.bucket() + "/cache"
+    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3.endpoint}}
+    ds = qa_dataset(40)
+    kw = dict(
+        model="judge",
+        base_url=judge.base_url,
+        api_key="sk-test",
+        columns={"instruction": "question", "output": "answer"},
+        cache_dir=url,
+        storage_options=options,
+        progress=False,
+    )
+    first = score_dataset(ds, ["QA_Clarity"], local_cache_dir=tmp_path / "m1", **kw)
+    assert judge.stats()["requests"] == 40
+    stream = score_dataset(ds.to_iterable_dataset(), ["QA_Clarity"], local_cache_dir=tmp_path / "m2", **kw)
+    assert [r["QA_Clarity"] for r in stream["train"]] == first["train"]["QA_Clarity"]
+    workers = score_dataset(ds, ["QA_Clarity"], local_cache_dir=tmp_path / "m3", num_workers=2, **kw)
+    assert workers["train"]["QA_Clarity"] == first["train"]["QA_Clarity"]
+    kw.pop("progress")
+    with Judge(["QA_Clarity"], local_cache_dir=tmp_path / "m4", **kw) as j:
+        mapped = ds.map(j, batched=True)
+    assert mapped["QA_Clarity"] == first["train"]["QA_Clarity"]
+    assert judge.stats()["requests"] == 40  # none of them paid
+    data = tmp_path / "data.jsonl"
+    Dataset.from_dict(ds[:]).to_json(data)
+    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer"]
+    args += ["-m", "judge", "--base-url", judge.base_url, "--cache-dir", url, "-o", tmp_path / "out"]
+    args += ["--local-cache-dir", tmp_path / "m5", "--storage-option", f"client_kwargs.endpoint_url={s3.endpoint}"]
+    code, out, err = run_cli(capfd, *args)  # the environment's credentials (the s3 fixture's)
+    assert code == 0, err
+    assert judge.stats()["requests"] == 40
+
+
+def test_ctrl_c_publishes_what_the_run_paid(judge, s3, tmp_path):
+    """A publish interval longer than the run: only the stop publishes, and a rerun elsewhere pays only what was
+    in flight."""
+    url = s3.bucket() + "/cache"
+    judge.configure(latency=0.02)
+    p = _job(judge, url, tmp_path / "node1", s3, ROWS, IN_FLIGHT, tmp_path / "out1", HF_JUDGE_PUBLISH_S="600")
+    assert p.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 120
+    while judge.stats()["ok"] < ROWS // 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(60) != 0
+    answered = judge.stats()["ok"]
+    assert answered < ROWS
+    judge.reset()
+    rerun = _job(judge, url, tmp_path / "node2", s3, ROWS, IN_FLIGHT, tmp_path / "out2")
+    assert rerun.wait(120) == 0
+    assert judge.stats()["requests"] - (ROWS - answered) <= IN_FLIGHT
+
+
+def test_an_output_dir_url_on_the_command_line_is_refused_before_any_request(judge, tmp_path, capfd):
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"question": "q", "answer": "a"}\n')
+    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", "s3://bucket/out", "--cache-dir", tmp_path / "c"))
+    assert code == 2 and "--output-dir 's3://bucket/out' is a URL" in err and "write_parquet" in err
+    assert judge.stats()["requests"] == 0
