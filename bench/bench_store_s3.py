@@ -108,9 +108,22 @@ def segments_report(remote) -> tuple[int, int, list[tuple]]:
     return len(names), size, rows
 
 
-def startup(remote, rows: list[tuple], keys: int, work: Path) -> dict:
-    """Seconds to open a store on a fresh machine that must import ``keys`` published replies, and more."""
+def open_store(url: str, local: str, keys: int) -> None:
+    """Open (and close) a store on ``url`` with the local copy at ``local``; prints the seconds the open took."""
     from hf_judge.store.replies import ReplyStore
+    from hf_judge.store.segments import Remote
+
+    t = time.perf_counter()
+    store = ReplyStore(Path(local) / "replies.sqlite3", remote=Remote.of(url))
+    took = time.perf_counter() - t
+    assert len(store) >= keys, len(store)
+    store.close()
+    print(took, flush=True)
+
+
+def startup(remote, rows: list[tuple], keys: int, work: Path, env: dict) -> dict:
+    """Seconds to open a store on a fresh machine that must import ``keys`` published replies, and more: each
+    open in a process of its own (the S3 server's threads are this process's)."""
     from hf_judge.store.segments import PUBLISH_N, compact, encode, new_name, put_segment
 
     fs, path = remote.filesystem()
@@ -123,12 +136,11 @@ def startup(remote, rows: list[tuple], keys: int, work: Path) -> dict:
     publish_s = time.perf_counter() - t0
 
     def open_close(local: Path) -> float:
-        t = time.perf_counter()
-        store = ReplyStore(local / "replies.sqlite3", remote=remote)
-        took = time.perf_counter() - t
-        assert len(store) >= keys, len(store)
-        store.close()
-        return took
+        cmd = [sys.executable, __file__, "--open", remote.url, str(local), str(keys)]
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if out.returncode:
+            raise SystemExit(out.stderr[-3000:])
+        return float(out.stdout.strip().splitlines()[-1])
 
     fresh = open_close(work / "fresh")
     again = open_close(work / "fresh")
@@ -154,7 +166,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="pairs of runs (local, s3), alternating their order")
     ap.add_argument("--keys", type=int, default=1_000_000, help="published replies a fresh start imports")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--open", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.open:
+        open_store(args.open[0], args.open[1], int(args.open[2]))
+        return 0
     if args.child:
         url, cache, rows, conc, tag = args.child
         child(url, cache, int(rows), int(conc), tag)
@@ -183,7 +199,7 @@ def main() -> int:
             count, size, rows = segments_report(remote)
             compact(remote)
             _, compacted, _ = segments_report(remote)
-            start = startup(Remote.of(f"{bucket}/startup"), rows, args.keys, work)
+            start = startup(Remote.of(f"{bucket}/startup"), rows, args.keys, work, env)
     finally:
         server.terminate()
         server.wait(10)

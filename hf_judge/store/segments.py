@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CacheError, ConfigError
-from .sqlite import connect, insert
+from .sqlite import connect, insert_flat
 
 logger = logging.getLogger("hf_judge")
 
@@ -57,6 +57,8 @@ SEGMENTS = "segments"
 SUFFIX = ".parquet"
 # Segments read per request to the store (fsspec fetches them concurrently); bounds the memory of an import.
 _READ_BATCH = 64
+# Rows imported in one transaction at most (memory: ~150 bytes of Python objects a row).
+_IMPORT_ROWS = 200_000
 # The local store's record of the segments imported into it (an older hf-judge ignores the table).
 _SEEN_SCHEMA = "CREATE TABLE IF NOT EXISTS segments (name TEXT PRIMARY KEY) WITHOUT ROWID"
 # The package that gives fsspec each protocol, for the error that names it.
@@ -179,13 +181,27 @@ def encode(rows: list[tuple]) -> bytes:
     return buf.getvalue()
 
 
-def decode(data: bytes) -> list[tuple]:
-    """The (key, content, usage) rows of a segment's bytes."""
+def read_table(data: bytes) -> Any:
+    """A segment's bytes as an Arrow table of (key, content, usage)."""
     import pyarrow.parquet as pq
 
-    t = pq.read_table(io.BytesIO(data), columns=["key", "content", "usage"])
+    return pq.read_table(io.BytesIO(data), columns=["key", "content", "usage"])
+
+
+def decode(data: bytes) -> list[tuple]:
+    """The (key, content, usage) rows of a segment's bytes."""
+    t = read_table(data)
     keys, contents, usages = (t.column(c).to_pylist() for c in ("key", "content", "usage"))
     return list(zip(keys, contents, usages, strict=True))
+
+
+def flat_rows(table: Any) -> list:
+    """The rows of a (key, content, usage) table in key order, flat: key, content, usage, key, ..."""
+    table = table.sort_by("key")
+    values: list = [None] * (3 * table.num_rows)
+    for i, c in enumerate(("key", "content", "usage")):
+        values[i::3] = table.column(c).to_pylist()
+    return values
 
 
 def put_segment(fs: Any, path: str, name: str, data: bytes) -> None:
@@ -357,34 +373,48 @@ class SegmentSync:
             seen = {n for (n,) in self.conn.execute("SELECT name FROM segments")}
             new = [n for n in names if n not in seen]
             count = 0
+            tables: list = []
+            read: list[str] = []
             for i in range(0, len(new), _READ_BATCH):
                 paths = [f"{self.path}/{n}" for n in new[i : i + _READ_BATCH]]
                 # a segment compacted away since the listing is skipped: the merged one holds its replies
                 got = self.fs.cat(paths, on_error="omit")
                 for p in paths:
                     if p in got:
-                        count += self._import(p.rsplit("/", 1)[-1], got[p])
+                        read.append(p.rsplit("/", 1)[-1])
+                        tables += self._decode(read[-1], got[p])
+                if sum(t.num_rows for t in tables) >= _IMPORT_ROWS:
+                    count += self._import(read, tables)
+                    tables, read = [], []
+            if read:
+                count += self._import(read, tables)
             self.imported += count
             return count
 
-    def _import(self, name: str, data: bytes) -> int:
+    def _decode(self, name: str, data: bytes) -> list:
         try:
-            rows = decode(data)
+            return [read_table(data)]
         except Exception as e:  # noqa: BLE001 - a damaged segment costs its replies, never the run
             logger.warning("skipped the damaged segment %s/%s (%s); its rows will be scored again", self.path, name, e)
-            return 0
-        rows.sort(key=lambda r: r[0])  # key order: fewer pages dirtied
+            return []  # and marked read: a segment never changes
+
+    def _import(self, names: list[str], tables: list) -> int:
+        """Insert the rows of the segments ``names`` and mark them read, in one transaction: the rows of many
+        segments in one key order dirty each page once (a transaction a segment took five times as long)."""
+        import pyarrow as pa
+
+        values = flat_rows(pa.concat_tables(tables)) if tables else []
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            insert(conn, rows, "INSERT OR IGNORE INTO replies")
-            conn.execute("INSERT OR IGNORE INTO segments VALUES (?)", (name,))
+            insert_flat(conn, values, "INSERT OR IGNORE INTO replies")
+            conn.executemany("INSERT OR IGNORE INTO segments VALUES (?)", [(n,) for n in names])
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return len(rows)
+        return len(values) // 3
 
     def close(self) -> None:
         """Stop the thread and publish what is queued (a few tries: a reply kept only locally is still kept)."""
