@@ -265,3 +265,23 @@ def test_a_driver_killed_mid_run_then_rerun_pays_twice_only_unpublished_batches(
     assert table.column("id").to_pylist() == list(range(n))  # each row once: the rerun wrote the output anew
     assert table.column("QA_Clarity").to_pylist() == single["train"]["QA_Clarity"]
     assert table.column("QA_Clarity_reason").to_pylist() == single["train"]["QA_Clarity_reason"]
+
+
+def test_cli_score_with_ray_and_a_cache_on_object_storage(cluster, judge, s3, tmp_path, capfd):
+    """``--ray --cache-dir s3://...``: the actors publish what they pay, and a run elsewhere (no Ray, a fresh local
+    store) pays nothing and saves the same scores."""
+    from datasets import load_from_disk
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"q{i}", "answer": "a"}) + "\n" for i in range(48)))
+    url = s3.bucket() + "/cache"
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", url, "--ray", "-o", tmp_path / "ray"))
+    assert code == 0, err
+    assert judge.stats()["requests"] == 48
+    elsewhere = ["--local-cache-dir", tmp_path / "elsewhere", "-o", tmp_path / "o"]
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", url, *elsewhere))
+    assert code == 0, err
+    assert judge.stats()["requests"] == 48  # every reply from the segments the actors published
+    scores = [load_from_disk(tmp_path / d)["train"]["QA_Clarity"] for d in ("o", "ray")]
+    assert scores[0] == scores[1]
