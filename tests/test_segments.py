@@ -15,7 +15,7 @@ from s3_fixture import subprocess_env
 
 from hf_judge.errors import CacheError, ConfigError
 from hf_judge.store.replies import ReplyStore
-from hf_judge.store.segments import Remote, compact, parse_storage_options, segment_names
+from hf_judge.store.segments import Remote, cat_some, compact, parse_storage_options, segment_names
 
 JOB = Path(__file__).with_name("score_job.py")
 
@@ -85,6 +85,11 @@ def test_compaction_merges_segments_and_loses_nothing(s3, tmp_path):
     finally:
         r.close()
     assert compact(remote) == (0, 0)  # one segment: nothing to do
+    # a reader that listed segments a compaction then deleted reads the others, or none, without an error
+    fs, path = remote.filesystem()
+    (name,) = _names(remote)
+    assert list(cat_some(fs, [f"{path}/{name}", f"{path}/gone.parquet"])) == [f"{path}/{name}"]
+    assert cat_some(fs, [f"{path}/gone.parquet"]) == {}
 
 
 def test_a_file_url_is_a_shared_folder_with_atomic_segments(tmp_path):

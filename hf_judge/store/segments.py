@@ -204,6 +204,14 @@ def flat_rows(table: Any) -> list:
     return values
 
 
+def cat_some(fs: Any, paths: list[str]) -> dict[str, bytes]:
+    """The bytes of those of ``paths`` that still exist (fetched concurrently where the filesystem can)."""
+    try:
+        return fs.cat(paths, on_error="omit")
+    except FileNotFoundError:  # every one of them gone (fsspec raises when none is left to read)
+        return {}
+
+
 def put_segment(fs: Any, path: str, name: str, data: bytes) -> None:
     """Write one segment whole or not at all: an object store's put is atomic; a local or mounted
     filesystem gets a hidden temporary name first, then a rename."""
@@ -378,7 +386,7 @@ class SegmentSync:
             for i in range(0, len(new), _READ_BATCH):
                 paths = [f"{self.path}/{n}" for n in new[i : i + _READ_BATCH]]
                 # a segment compacted away since the listing is skipped: the merged one holds its replies
-                got = self.fs.cat(paths, on_error="omit")
+                got = cat_some(self.fs, paths)
                 for p in paths:
                     if p in got:
                         read.append(p.rsplit("/", 1)[-1])
@@ -462,7 +470,7 @@ def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
     merged = []
     for i in range(0, len(names), _READ_BATCH):
         paths = [f"{path}/{n}" for n in names[i : i + _READ_BATCH]]
-        got = fs.cat(paths, on_error="omit")
+        got = cat_some(fs, paths)
         for p in paths:
             if p not in got:
                 continue  # another compaction took it: its replies are in that one's segment
