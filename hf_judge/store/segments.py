@@ -167,7 +167,6 @@ def segment_names(fs: Any, path: str) -> list[str]:
 def encode(rows: list[tuple]) -> bytes:
     """A segment's bytes: (key, content, usage) rows as one zstd Parquet table."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = pa.table(
         {
@@ -176,6 +175,13 @@ def encode(rows: list[tuple]) -> bytes:
             "usage": pa.array([r[2] for r in rows], pa.string()),
         }
     )
+    return write_table(table)
+
+
+def write_table(table: Any) -> bytes:
+    """A segment's bytes from an Arrow table of (key, content, usage)."""
+    import pyarrow.parquet as pq
+
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
     return buf.getvalue()
@@ -466,7 +472,7 @@ def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
     names = segment_names(fs, path)
     if len(names) < min_segments:
         return 0, 0
-    rows: dict[bytes, tuple] = {}
+    tables = []
     merged = []
     for i in range(0, len(names), _READ_BATCH):
         paths = [f"{path}/{n}" for n in names[i : i + _READ_BATCH]]
@@ -474,20 +480,30 @@ def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
         for p in paths:
             if p not in got:
                 continue  # another compaction took it: its replies are in that one's segment
-            for r in decode(got[p]):
-                rows.setdefault(r[0], r)
+            tables.append(read_table(got[p]))
             merged.append(p)
     if len(merged) < min_segments:
         return 0, 0
-    out = list(rows.values())
-    put_segment(fs, path, new_name(f"compact-{_process_tag()}", 0), encode(out))
+    out = unique_keys(tables)
+    put_segment(fs, path, new_name(f"compact-{_process_tag()}", 0), write_table(out))
     for p in merged:
         try:
             fs.rm_file(p)
         except FileNotFoundError:
             pass
     _drop_stale_temporaries(fs, path)
-    return len(merged), len(out)
+    return len(merged), out.num_rows
+
+
+def unique_keys(tables: list) -> Any:
+    """The rows of ``tables`` (Arrow, key/content/usage), each key once (its first row), in key order: in Arrow,
+    so that compacting millions of replies takes about their size in memory, not Python objects."""
+    import pyarrow as pa
+
+    t = pa.concat_tables(tables)
+    t = t.append_column("i", pa.array(range(t.num_rows), pa.int64()))
+    first = t.group_by("key", use_threads=False).aggregate([("i", "min")]).column("i_min")
+    return t.take(first).drop_columns(["i"]).sort_by("key")
 
 
 def _drop_stale_temporaries(fs: Any, path: str, age_s: float = 3600.0) -> None:
