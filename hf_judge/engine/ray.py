@@ -242,6 +242,9 @@ class _Scorer:
             # the store is shared on object storage: each node's local copy where that node keeps it
             store = Path(os.environ["HF_JUDGE_LOCAL_CACHE"]).expanduser().absolute() / store.name
         self.runtime = Runtime(judges or [(settings, api_key)], store, None if judges else base_urls, remote)
+        # every batch's replies published before Ray sees it done, however few: Ray ends a pool's actors with
+        # ray.kill (no exit handler runs), and a retry or a rerun may land on another node
+        self.runtime.publish_at_least = 1
         self.judges = self.runtime.judges
         self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
         self.batch_stats = batch_stats

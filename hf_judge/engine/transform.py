@@ -105,6 +105,8 @@ class Runtime:
             c.caching = store_path is not None
             self.loop.run(c.open())
         self.pid = os.getpid()
+        # a batch that stored fewer replies leaves them to the store's timer (see PUBLISH_AT_LEAST)
+        self.publish_at_least = PUBLISH_AT_LEAST
 
     def score(
         self, batch: dict[str, Sequence[Any]], plans: Sequence[Plan], layout: Layout | None, token_columns: bool
@@ -127,7 +129,7 @@ class Runtime:
             self.store.flush()
             # on object storage too before Ray sees the batch done: a retry on another node, or a rerun after
             # the driver died, finds them (a map's pool processes are terminated without any exit handler)
-            self.store.publish(at_least=PUBLISH_AT_LEAST)
+            self.store.publish(at_least=self.publish_at_least)
         return cols, errors
 
     def close(self) -> None:
