@@ -37,22 +37,26 @@ def _workers_of(raylet: int) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(s3_server, tmp_path_factory):
     from ray.cluster_utils import Cluster
 
     small = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
+    # each node its own local disk for a reply store on object storage, and the loopback S3 server's address
+    # (the raylet's environment is its workers'): as on a real cluster, where each node has its own disk
+    nodes = tmp_path_factory.mktemp("nodes")
+    env_of = [{**s3_server.env, "HF_JUDGE_LOCAL_CACHE": str(nodes / f"node{i}")} for i in range(2)]
     with pytest.MonkeyPatch.context() as env:
         # no usage report: nothing leaves the machine, and Ray Data starts no actor for it (~1 s of CPU)
         env.setenv("RAY_USAGE_STATS_ENABLED", "0")
         # no autoscaler monitor (the cluster is fixed) and no metrics export (nothing reads them): fewer processes
         # and less CPU beside the tests, and a shutdown ~1 s shorter
-        head = {**small, "include_dashboard": False, "no_monitor": True}
+        head = {**small, "include_dashboard": False, "no_monitor": True, "env_vars": env_of[0]}
         c = Cluster(
             initialize_head=True,
             connect=True,
             head_node_args={**head, "_system_config": {"enable_metrics_collection": False}},
         )
-        node = c.add_node(**small)
+        node = c.add_node(**small, env_vars=env_of[1])
         c.wait_for_nodes()
         ray.data.DataContext.get_current().execution_options.preserve_order = True
         yield c, node
@@ -233,3 +237,70 @@ def test_an_anthropic_judge_on_ray_gives_the_one_process_result(cluster, tmp_pat
         got = score_dataset_on_ray(qa_dataset(4), ["QA_Clarity"], cache_dir=tmp_path / "ray", actors=1, **kw)
         assert got["train"].to_list() == want["train"].to_list()
         assert claude.stats()["by_status"] == {"200": 8}
+
+
+RAY_JOB = Path(__file__).with_name("ray_store_job.py")
+
+
+def test_a_driver_killed_mid_run_then_rerun_pays_twice_only_unpublished_batches(cluster, judge, s3, tmp_path):
+    """The store and the output on object storage; each node its own local store, so a batch that the rerun
+    gives to the other node is found in the segments. Ray writes the output's shards as they finish."""
+    import subprocess
+    import sys
+
+    import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
+    from ray_store_job import rows
+    from s3_fixture import subprocess_env
+
+    c, _ = cluster
+    n, batch, actors = 960, 40, 2
+    bucket = s3.bucket()
+    job = [sys.executable, str(RAY_JOB), c.address, judge.base_url, f"{bucket}/cache", f"{bucket}/out", str(n)]
+    env = subprocess_env(s3, tmp_path / "driver")
+    judge.configure(latency=0.02)
+    p = subprocess.Popen([*job, str(batch)], stdout=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while judge.stats()["ok"] < n // 3 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.02)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(10)
+    at_kill = judge.stats()["ok"]
+    assert 0 < at_kill < n, "the kill came mid-run"
+    time.sleep(1)  # Ray ends the dead driver's actors; what they still had in flight is answered meanwhile
+    answered = judge.stats()["ok"]
+    judge.reset()
+    rerun = subprocess.run([*job, str(batch)], capture_output=True, text=True, env=env, timeout=240)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    paid_twice = judge.stats()["requests"] - (n - answered)
+    print(f"driver killed at {at_kill} replies ({answered} answered in all): paid twice {paid_twice}")
+    # a batch's replies are published when it ends: each actor's batch in progress, at most
+    assert paid_twice <= actors * batch
+
+    s3fs_ = pafs.S3FileSystem(endpoint_override=s3.endpoint, access_key="testing", secret_key="testing")
+    table = pads.dataset(f"{bucket[5:]}/out", format="parquet", filesystem=s3fs_).to_table().sort_by("id")
+    judge.configure(latency=0)
+    single = score(Dataset.from_list(rows(n)), ["QA_Clarity"], judge, tmp_path / "single", progress=False)
+    assert table.column("id").to_pylist() == list(range(n))  # each row once: the rerun wrote the output anew
+    assert table.column("QA_Clarity").to_pylist() == single["train"]["QA_Clarity"]
+    assert table.column("QA_Clarity_reason").to_pylist() == single["train"]["QA_Clarity_reason"]
+
+
+def test_cli_score_with_ray_and_a_cache_on_object_storage(cluster, judge, s3, tmp_path, capfd):
+    """``--ray --cache-dir s3://...``: the actors publish what they pay, and a run elsewhere (no Ray, a fresh local
+    store) pays nothing and saves the same scores."""
+    from datasets import load_from_disk
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"q{i}", "answer": "a"}) + "\n" for i in range(48)))
+    url = s3.bucket() + "/cache"
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", url, "--ray", "-o", tmp_path / "ray"))
+    assert code == 0, err
+    assert judge.stats()["requests"] == 48
+    elsewhere = ["--local-cache-dir", tmp_path / "elsewhere", "-o", tmp_path / "o"]
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", url, *elsewhere))
+    assert code == 0, err
+    assert judge.stats()["requests"] == 48  # every reply from the segments the actors published
+    scores = [load_from_disk(tmp_path / d)["train"]["QA_Clarity"] for d in ("o", "ray")]
+    assert scores[0] == scores[1]

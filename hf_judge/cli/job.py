@@ -74,7 +74,7 @@ class Job:
             >>> sorted(Job(metrics=["QA_All"], client={"model": "m"}).library_args(ns))
             ['api_key', 'cache_dir', 'columns', 'model', 'prompts_dir', 'use_cache']
         """
-        return {
+        out = {
             "columns": self.columns,
             "prompts_dir": self.prompts_dir,
             "api_key": api_key,
@@ -82,6 +82,13 @@ class Job:
             "use_cache": not getattr(args, "no_cache", False),
             **self.client,
         }
+        if getattr(args, "storage_option", None):
+            from ..store.segments import parse_storage_options
+
+            out["storage_options"] = parse_storage_options(args.storage_option)
+        if getattr(args, "local_cache_dir", None):
+            out["local_cache_dir"] = args.local_cache_dir
+        return out
 
 
 def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = None) -> Job:

@@ -88,7 +88,28 @@ def add_api_key_env(p: Any) -> None:
 
 
 def add_cache_dir(p: Any) -> None:
-    p.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
+    p.add_argument(
+        "--cache-dir",
+        help="cache folder (default: $HF_DATASETS_CACHE/hf_judge), or a URL on object storage shared by every "
+        "machine (s3://bucket/prefix, gs://, az://, file://)",
+    )
+
+
+def add_object_store(p: Any) -> None:
+    """The flags of a --cache-dir on object storage."""
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an fsspec storage option of a --cache-dir URL, repeatable (e.g. --storage-option "
+        "client_kwargs.endpoint_url=http://minio:9000); credentials are best left to the usual environment variables",
+    )
+    p.add_argument(
+        "--local-cache-dir",
+        metavar="DIR",
+        help="this machine's copy of a --cache-dir URL (default: $HF_JUDGE_LOCAL_CACHE, else a folder of the user "
+        "cache named after the URL)",
+    )
 
 
 def add_client_options(p: argparse.ArgumentParser) -> None:
@@ -105,10 +126,12 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
         "--ray",
         action="store_true",
         help='score on a Ray cluster (pip install "hf-judge[ray]"): at --ray-address, else $RAY_ADDRESS, else a '
-        "local one; --cache-dir is each node's own (local disk, not a network filesystem)",
+        "local one; --cache-dir is each node's own local disk, or a URL on object storage that every node shares "
+        "(s3://bucket/prefix)",
     )
     g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
     add_cache_dir(g)
+    add_object_store(g)
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument(
         "--token-columns",

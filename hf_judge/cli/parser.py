@@ -15,6 +15,7 @@ from typing import NoReturn
 from .. import constants
 from .agreement import add_agreement
 from .batch import add_batch
+from .cache import add_cache
 from .calibrate import add_calibrate
 from .filter import add_filter
 from .listing import add_metrics, add_recipes
@@ -37,6 +38,7 @@ COMMANDS = {
     "sample-for-review": add_review,
     "view": add_view,
     "show-prompt": add_show_prompt,
+    "cache": add_cache,
 }
 
 

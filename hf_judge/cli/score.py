@@ -217,9 +217,16 @@ def _check_outputs(args: argparse.Namespace, job: Job, ds, produced: list[str], 
     """The folder to save in (and its filtered copy), refused before any request where it holds a different
     result; returns it (None: push only) and the source the result is named by."""
     from ..results.output import check_output, source_of, thresholds
+    from ..store.segments import is_url
 
     assert job.dataset is not None
     out = job.output_dir or (None if job.push_to_hub else default_output_dir(job.dataset))
+    if is_url(out):
+        raise ConfigError(
+            f"--output-dir {out!r} is a URL: the command line saves to a local folder (or --push-to-hub). On a "
+            "Ray cluster, write to object storage with Ray Data's writer: hf_judge.ray.score_ray_dataset(...)"
+            ".write_parquet('s3://...') (see the README, Scale)"
+        )
     # a local input is named by the hash of its bytes (output.source_of): read only for a folder to write
     source = source_of(job.dataset, job.subset, job.revision) if out else ""
     if out:

@@ -64,6 +64,12 @@ def export_job(ds: Dataset | DatasetDict, job: JudgeJob, path: str | os.PathLike
     """:func:`export_batch` of a job resolved already."""
     from .prepare import as_splits, build_plans, plan_requests
 
+    if job.remote is not None:
+        raise ConfigError(
+            "batch files are exported and imported against a local reply store: give a local cache_dir "
+            f"(--cache-dir), not {job.remote.url!r}; online runs share a cache_dir on object storage"
+        )
+
     layout = job.layout
     splits, _ = as_splits(ds)
     plans_by_split, _, _ = build_plans(

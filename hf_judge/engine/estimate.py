@@ -289,7 +289,7 @@ def estimate_job(ds: Any, job: JudgeJob, *, if_exists: str = "keep", tokenizer: 
     plans_by_split, _, _ = build_plans(splits, loaded, job.columns, settings.temperature, if_exists, False)
     api_key = job.key(needed=False)
     store_path = job.store_file
-    store = ReplyStore(store_path) if job.use_cache and store_path.exists() else None
+    store = ReplyStore(store_path, remote=job.remote) if job.use_cache and (store_path.exists() or job.remote) else None
     # only a --batch run collects the batches in flight (an online run would send their requests again), and
     # it sends each of K samples as a request of its own, as the batch projection of score_dataset counts them
     batch = store_path if settings.batch else None

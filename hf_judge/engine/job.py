@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import constants
+from ..errors import ConfigError
 from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import Layout
 from ..judging.metrics import Metric
 from ..redact import resolve_secret
 from ..settings import Settings, resolved_provider
+from ..store.segments import Remote, default_local_dir, is_url
 from .prepare import resolve_api_key, run_settings
 
 STORE_FILE = "replies.sqlite3"
@@ -50,6 +52,8 @@ class JudgeJob:
     cache_root: Path = field(default_factory=constants.default_cache_dir)
     use_cache: bool = True
     token_columns: bool = False
+    # cache_dir on object storage: the shared home of the store (``cache_root`` is then this process's local copy)
+    remote: Remote | None = None
 
     @classmethod
     def resolve(
@@ -64,6 +68,8 @@ class JudgeJob:
         use_cache: bool = True,
         token_columns: bool = False,
         settings: Settings | None = None,
+        storage_options: dict[str, Any] | None = None,
+        local_cache_dir: str | os.PathLike | None = None,
         **setting_values: Any,
     ) -> JudgeJob:
         """The job the public functions' keyword arguments describe; a bad setting or metric raises here.
@@ -73,7 +79,19 @@ class JudgeJob:
             3
         """
         s = run_settings(settings, setting_values)
-        return cls.of(s, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns)
+        return cls.of(
+            s,
+            metrics,
+            columns,
+            api_key,
+            prompts_dir,
+            metric_params,
+            cache_dir,
+            use_cache,
+            token_columns,
+            storage_options=storage_options,
+            local_cache_dir=local_cache_dir,
+        )
 
     @classmethod
     def of(
@@ -87,13 +105,19 @@ class JudgeJob:
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
         token_columns: bool = False,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        local_cache_dir: str | os.PathLike | None = None,
     ) -> JudgeJob:
-        """The job of settings already merged (an entry point that checks them before the metrics load)."""
+        """The job of settings already merged (an entry point that checks them before the metrics load).
+
+        ``cache_dir`` may be an fsspec URL (``s3://bucket/prefix``): the store's shared home, configured by
+        ``storage_options``; ``local_cache_dir`` (else ``$HF_JUDGE_LOCAL_CACHE``, else a folder of the user
+        cache keyed by the URL) holds this process's local copy (:mod:`hf_judge.store.segments`)."""
         layout = Layout.from_settings(settings)
         loaded = resolve_metrics(metrics, prompts_dir, metric_params)
-        # absolute: a map transform's processes and Ray's workers may run from another directory
-        root = Path(cache_dir).expanduser().absolute() if cache_dir is not None else constants.default_cache_dir()
-        return cls(loaded, settings, layout, dict(columns or {}), api_key, root, use_cache, token_columns)
+        root, remote = cache_location(cache_dir, storage_options, local_cache_dir)
+        return cls(loaded, settings, layout, dict(columns or {}), api_key, root, use_cache, token_columns, remote)
 
     @property
     def store_path(self) -> Path | None:
@@ -144,3 +168,39 @@ class JudgeJob:
         s = s.model_copy(update={"escalate_audit": 0.0})
         key = esc.api_key or self.api_key  # as given: ``env:NAME`` is read where the key is needed
         return replace(self, settings=s, layout=Layout.from_settings(s), api_key=key, token_columns=False)
+
+
+def cache_location(
+    cache_dir: str | os.PathLike | None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+) -> tuple[Path, Remote | None]:
+    """(the local cache folder, the shared store on object storage or None) of a ``cache_dir``.
+
+    Example:
+        >>> root, remote = cache_location("s3://bucket/cache", local_cache_dir="/tmp/judge")
+        >>> str(root), remote.url
+        ('/tmp/judge', 's3://bucket/cache')
+    """
+    if storage_options is not None and not is_url(cache_dir):
+        raise ConfigError(
+            f"storage_options= configures a cache_dir on object storage (s3://..., gs://...), but cache_dir is "
+            f"{cache_dir!r}; give cache_dir as a URL or leave storage_options out"
+        )
+    if is_url(cache_dir):
+        remote = Remote.of(str(cache_dir), storage_options)
+        local = local_cache_dir or os.environ.get("HF_JUDGE_LOCAL_CACHE")
+        # absolute: a map transform's processes and Ray's workers may run from another directory
+        root = Path(local).expanduser().absolute() if local else default_local_dir(remote.url, _default_root())
+        return root, remote
+    if local_cache_dir is not None:
+        raise ConfigError(
+            "local_cache_dir= is the local copy of a cache_dir on object storage (s3://...); with a local "
+            f"cache_dir ({cache_dir!r}) leave it out"
+        )
+    root = Path(cache_dir).expanduser().absolute() if cache_dir is not None else constants.default_cache_dir()
+    return root, None
+
+
+def _default_root() -> Path:
+    return constants.default_cache_dir()

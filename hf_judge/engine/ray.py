@@ -10,8 +10,11 @@ request is sent twice by two actors of one host, a repeated run sends
 nothing, and the batch Ray retries after an actor died sends only what the
 dead actor had in flight. Replies are committed before a batch is returned.
 SQLite's WAL does not work over a network filesystem: on a cluster of several
-machines, ``cache_dir`` must be a local path of each node (each node then
-shares replies among its own actors only).
+machines, give ``cache_dir`` as a URL on object storage (``s3://bucket/prefix``):
+each node keeps a local copy (``$HF_JUDGE_LOCAL_CACHE`` on that node, else
+``local_cache_dir``) and publishes its replies there as segments that every
+other node reads (:mod:`hf_judge.store.segments`); a local path is each node's
+own (its actors share replies among themselves only).
 
 A (row, metric) that fails gets nulls in its columns and an entry in the
 row's ``judge_errors`` column (a list of ``{metric, kind, message, raw,
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
     from ..judging.ensemble import Layout
     from ..results.scored import ScoredDatasetDict
     from ..settings import Settings
+    from ..store.segments import Remote
     from .job import JudgeJob
 
 logger = logging.getLogger("hf_judge")
@@ -97,7 +101,9 @@ def score_ray_dataset(
     (an int, or ``(min, max)`` to autoscale); ``in_flight``: requests in flight
     per actor (the ``concurrency`` setting of :func:`hf_judge.score_dataset`).
     ``cache_dir``: the reply store, a local path of each node (not a network
-    filesystem: see the module docstring). Other keyword arguments are settings, as for
+    filesystem), or a URL on object storage shared by every node (``s3://...``, with
+    ``storage_options=`` and ``local_cache_dir=`` as in :func:`hf_judge.score_dataset`;
+    see the module docstring). Other keyword arguments are settings, as for
     :func:`hf_judge.score_dataset`. ``map_batches_kwargs`` go to
     ``map_batches`` (``memory=``, ``resources=``, ``runtime_env=``, ...).
     Template errors and missing columns are found on the first row, before
@@ -199,6 +205,7 @@ def ray_stage(
             "batch_stats": batch_stats,
             "judges": judges,
             "layout": layout,
+            "remote": job.remote,
         },
         batch_format="pyarrow",
         batch_size=batch_size,
@@ -237,6 +244,7 @@ class _Scorer:
         batch_stats: bool = False,
         judges: list[tuple[Settings, str | None]] | None = None,
         layout: Layout | None = None,
+        remote: Remote | None = None,
     ):
         from .transform import Runtime
 
@@ -246,7 +254,13 @@ class _Scorer:
         self.layout = layout
         # one judge: a client over the fleet's replicas; a panel: one client per judge, each on its own server
         store = Path(store_path) if store_path is not None else None
-        self.runtime = Runtime(judges or [(settings, api_key)], store, None if judges else base_urls)
+        if store is not None and remote is not None and os.environ.get("HF_JUDGE_LOCAL_CACHE"):
+            # the store is shared on object storage: each node's local copy where that node keeps it
+            store = Path(os.environ["HF_JUDGE_LOCAL_CACHE"]).expanduser().absolute() / store.name
+        self.runtime = Runtime(judges or [(settings, api_key)], store, None if judges else base_urls, remote)
+        # every batch's replies published before Ray sees it done, however few: Ray ends a pool's actors with
+        # ray.kill (no exit handler runs), and a retry or a rerun may land on another node
+        self.runtime.publish_at_least = 1
         self.judges = self.runtime.judges
         self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
         self.batch_stats = batch_stats
@@ -300,6 +314,8 @@ def score_dataset_on_ray(
     token_columns: bool = False,
     base_urls: list[str] | None = None,
     settings: Settings | None = None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
     **setting_values: Any,
 ) -> ScoredDatasetDict:
     """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
@@ -335,7 +351,17 @@ def score_dataset_on_ray(
     settings = run_settings(settings, setting_values)
     check_fleet(settings, base_urls)  # before a cluster is started or joined
     job = JudgeJob.of(
-        settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
+        settings,
+        metrics,
+        columns,
+        api_key,
+        prompts_dir,
+        metric_params,
+        cache_dir,
+        use_cache,
+        token_columns,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
     )
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:

@@ -26,6 +26,7 @@ from ..progress import ProgressCallback
 from ..results.summary import RunSummary
 from ..settings import Settings
 from ..store.replies import ReplyStore
+from ..store.segments import Remote
 from ..transport.client import JudgeClient, Stats
 from .core import Plan
 from .pipeline import LoopThread, SplitRun
@@ -68,9 +69,10 @@ class RunResources(ExitStack):
     session. Opened when the first split needs them; closed once, each best effort, however the run ends:
     the split in flight cancelled, the session closed, the loop stopped, then the store flushed and closed."""
 
-    def __init__(self, clients: list[JudgeClient], store_path: Path | None):
+    def __init__(self, clients: list[JudgeClient], store_path: Path | None, remote: Remote | None = None):
         self.clients = clients
         self.store_path = store_path
+        self.remote = remote  # the store's shared home on object storage, if any
         self.store: ReplyStore | None = None
         self.loop: LoopThread | None = None
         self.active: SplitRun | None = None  # the split being scored, cancelled if the run stops
@@ -84,7 +86,7 @@ class RunResources(ExitStack):
         if self.loop is not None:
             return
         if self.store_path is not None:
-            self.store = ReplyStore(self.store_path)
+            self.store = ReplyStore(self.store_path, remote=self.remote)
             self.callback(self._close_store, self.store)
         self.loop = loop = LoopThread()
         self.callback(loop.stop)
@@ -133,6 +135,7 @@ class SplitContext:
     judge_specs: list[tuple[Settings, str | None]] = field(default_factory=list)  # what workers build `judges` from
     resources: RunResources | None = None
     unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
+    remote: Remote | None = None  # the reply store's shared home on object storage (JudgeJob.remote)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 

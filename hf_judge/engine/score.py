@@ -78,6 +78,8 @@ def score_dataset(
     progress: bool | ProgressCallback = True,
     if_exists: str = "keep",
     settings: Settings | None = None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
     **setting_values: Any,
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
@@ -94,7 +96,11 @@ def score_dataset(
     {settings}
 
     Replies are cached: a repeated call sends no request, and an interrupted
-    run resumes where it stopped when called again.
+    run resumes where it stopped when called again. ``cache_dir`` may be on
+    object storage (``"s3://bucket/prefix"``, ``gs://``, ``az://``,
+    ``file://``), shared by every machine: ``storage_options`` configure it
+    as in fsspec, and ``local_cache_dir`` holds this machine's copy
+    (:mod:`hf_judge.store.segments`).
 
     An ``IterableDataset`` or ``IterableDatasetDict`` (``load_dataset(...,
     streaming=True)``) is scored as it is read: the result is a
@@ -144,8 +150,23 @@ def score_dataset(
     _check_batch(settings, ds, use_cache)
     _check_workers(settings, ds)
     job = JudgeJob.of(
-        settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
+        settings,
+        metrics,
+        columns,
+        api_key,
+        prompts_dir,
+        metric_params,
+        cache_dir,
+        use_cache,
+        token_columns,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
     )
+    if job.remote is not None and (settings.batch or settings.batch_import):
+        raise ConfigError(
+            "batch mode keeps its batches and replies in the local store only: give it a local cache_dir, "
+            f"not {job.remote.url!r} (online runs share a cache_dir on object storage)"
+        )
     return score_job(ds, job, progress=progress, if_exists=if_exists)
 
 
@@ -200,6 +221,7 @@ def score_job(
         judges=clients,
         api_key=api_key,
         judge_specs=specs,
+        remote=job.remote,
     )
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
@@ -215,7 +237,7 @@ def score_job(
     started = time.perf_counter()
     results: dict[str, Dataset] = {}
     try:
-        with sparse_gc(), RunResources(clients, job.store_path) as res:
+        with sparse_gc(), RunResources(clients, job.store_path, job.remote) as res:
             ctx.resources = res
             if settings.batch or settings.batch_import:
                 _run_batches(ctx, splits, plans_by_split, api_key)
@@ -484,6 +506,7 @@ def _workers_run(
             judges=ctx.judge_specs,
             layout=ctx.layout,
             store_path=ctx.cache_root / "replies.sqlite3" if ctx.use_cache else None,
+            remote=ctx.remote,
             features=features,
             out=folder / f"{fp}-{i}.arrow",
             window=ctx.window,

@@ -236,7 +236,7 @@ class Streams:
                     rows += table.num_rows
                     yield table.cast(schema), [], states.popleft()
             else:
-                with sparse_gc(), RunResources(clients, self.store_path) as res:
+                with sparse_gc(), RunResources(clients, self.store_path, self.ctx.remote) as res:
                     res.open()
                     assert res.loop is not None  # open() started it
                     for table, scores, errs in score_batches(

@@ -31,6 +31,7 @@ from ..redact import install_log_filter, register
 from ..results.bias import refuse_in_a_map
 from ..settings import Settings
 from ..store.replies import ReplyStore
+from ..store.segments import Remote
 from ..transport.client import JudgeClient, judge_panel
 from .batchscore import score_batch
 from .cascade import refuse_cascade
@@ -86,6 +87,7 @@ class Runtime:
         specs: Sequence[tuple[Settings, str | None]],
         store_path: Path | None,
         base_urls: Sequence[str] | None = None,
+        remote: Remote | None = None,
     ):
         from ..transport.fleet import FleetClient
 
@@ -99,12 +101,14 @@ class Runtime:
         )
         self.client = self.judges[0]
         self.settings = settings
-        self.store = ReplyStore(store_path, shared=True) if store_path is not None else None
+        self.store = ReplyStore(store_path, shared=True, remote=remote) if store_path is not None else None
         self.loop = LoopThread()
         for c in self.judges:
             c.caching = store_path is not None
             self.loop.run(c.open())
         self.pid = os.getpid()
+        # a batch that stored fewer replies leaves them to the store's timer (see PUBLISH_AT_LEAST)
+        self.publish_at_least = PUBLISH_AT_LEAST
 
     def score(
         self, batch: dict[str, Sequence[Any]], plans: Sequence[Plan], layout: Layout | None, token_columns: bool
@@ -125,6 +129,9 @@ class Runtime:
         )
         if self.store is not None:
             self.store.flush()
+            # on object storage too before Ray sees the batch done: a retry on another node, or a rerun after
+            # the driver died, finds them (a map's pool processes are terminated without any exit handler)
+            self.store.publish(at_least=self.publish_at_least)
         return cols, errors
 
     def close(self) -> None:
@@ -138,6 +145,10 @@ class Runtime:
                 self.store.close()
         except Exception:  # noqa: BLE001 - best effort while stopping
             pass
+
+
+# a batch that stored fewer replies leaves them to the store's timer (batched=False would publish a segment a row)
+PUBLISH_AT_LEAST = 64
 
 
 # this process's runtimes, by the configuration of the Judge that built them: every copy of one Judge (each
@@ -234,6 +245,8 @@ class Judge:
         base_urls: Sequence[str] | None = None,
         errors_column: str = ERRORS_COLUMN,
         settings: Settings | None = None,
+        storage_options: dict[str, Any] | None = None,
+        local_cache_dir: str | os.PathLike | None = None,
         **setting_values: Any,
     ):
         from .prepare import check_samples, run_settings
@@ -267,7 +280,17 @@ class Judge:
         refuse_in_a_map(settings, "a map transform (hf_judge.Judge)")
         # the prompts travel with the pickle; the key only as given (a variable's name is read in each process)
         self.job = JudgeJob.of(
-            settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns
+            settings,
+            metrics,
+            columns,
+            api_key,
+            prompts_dir,
+            metric_params,
+            cache_dir,
+            use_cache,
+            token_columns,
+            storage_options=storage_options,
+            local_cache_dir=local_cache_dir,
         )
         temperature = settings.temperature
         check_samples(
@@ -365,7 +388,7 @@ class Judge:
 
                 key = self.job.key(needed=True, base_url=self.base_urls[0] if self.base_urls else None)
                 specs = judge_specs(self.settings, key)
-                rt = _RUNTIMES[self._id] = Runtime(specs, self.store_path, self.base_urls)
+                rt = _RUNTIMES[self._id] = Runtime(specs, self.store_path, self.base_urls, self.job.remote)
             return rt
 
     def close(self) -> None:

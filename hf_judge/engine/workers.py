@@ -49,6 +49,7 @@ from ..errors import RunStopped, WorkerDiedError
 from ..judging.ensemble import Layout
 from ..progress import INTERVAL, Progress, ProgressCallback
 from ..settings import Settings
+from ..store.segments import Remote
 from ..transport.client import Stats, judge_panel
 from .core import Plan
 from .pipeline import LoopThread, SplitRun, sparse_gc
@@ -89,6 +90,7 @@ class ShardJob:
     # a panel: each judge's (settings, key), resolved by the parent; () for one judge (`settings`, `api_key`)
     judges: Sequence[tuple[Settings, str | None]] = ()
     layout: Layout | None = None  # samples, judges and aggregator, as SplitRun takes them
+    remote: Remote | None = None  # the store's shared home on object storage
 
 
 def shard_bounds(n: int, workers: int) -> list[tuple[int, int]]:
@@ -419,7 +421,7 @@ def _score_shard(
     box["stats"] = [c.stats for c in clients]
     for c in clients:
         c.caching = job.store_path is not None
-    store = ReplyStore(job.store_path, shared=True) if job.store_path is not None else None
+    store = ReplyStore(job.store_path, shared=True, remote=job.remote) if job.store_path is not None else None
     loop = LoopThread()
     run = None
     try:

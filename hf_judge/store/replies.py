@@ -85,6 +85,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import CacheError, CacheLockedError, DiskFullError
+from .segments import Remote, SegmentSync
 from .sqlite import (
     CLAIMS_SCHEMA,
     SQLITE_BUSY,
@@ -131,8 +132,18 @@ _RETRY_S = 0.05
 class ReplyStore:
     """Request-hash -> reply content, durable across crashes and processes."""
 
-    def __init__(self, path: Path, *, lock_wait: float | None = None, shared: bool = False, lease_s: float = LEASE_S):
-        """``shared``: several processes score together (see the module docstring); ``lease_s``: a claim's lease."""
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock_wait: float | None = None,
+        shared: bool = False,
+        lease_s: float = LEASE_S,
+        remote: Remote | None = None,
+    ):
+        """``shared``: several processes score together (see the module docstring); ``lease_s``: a claim's lease;
+        ``remote``: the store's shared home on object storage (:mod:`hf_judge.store.segments`), read now and
+        published to as replies are stored."""
         self.path = Path(path)
         self.shared = shared
         self.lease_s = lease_s
@@ -171,6 +182,14 @@ class ReplyStore:
         self._last_error = ""
         self.written = 0
         self._bytes = 0
+        self._segments: SegmentSync | None = None
+        if remote is not None:
+            try:
+                self._segments = SegmentSync(remote, self.path, lock_wait)
+                self._segments.start()
+            except BaseException:
+                self.close()
+                raise
         self._writer.start()
         if others:
             self._wait_for_company()
@@ -499,7 +518,10 @@ class ReplyStore:
 
     def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None) -> None:
         """Queue one accepted reply (and its token usage and log-probability table, if known) for the next commit."""
-        self._queue.put((key, content, encode_meta(usage, logprobs)))
+        row = (key, content, encode_meta(usage, logprobs))
+        self._queue.put(row)
+        if self._segments is not None:
+            self._segments.add(row)
 
     def _write_loop(self) -> None:
         q = self._queue
@@ -629,6 +651,11 @@ class ReplyStore:
             except RuntimeError:  # the run's event loop is already closed
                 pass
 
+    def publish(self, at_least: int = 1) -> None:
+        """A store on object storage: publish the replies not yet published now, if there are ``at_least``."""
+        if self._segments is not None and self._segments.pending >= at_least:
+            self._segments.publish()
+
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything queued so far is committed (or kept for a retry)."""
         ev = threading.Event()
@@ -648,6 +675,8 @@ class ReplyStore:
             self._commit([])  # a last try: the lock may be gone, the disk may have room again
         if self._unsaved:
             self._set_aside()
+        if self._segments is not None:
+            self._segments.close()
         if self.shared:
             try:  # the claims a cancelled run still held: free for the other workers at once
                 self._write_conn.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))

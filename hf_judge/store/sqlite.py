@@ -158,6 +158,15 @@ def insert(conn: sqlite3.Connection, rows: list[tuple], into: str = "INSERT INTO
         conn.execute(_insert_sql(len(chunk), into), [v for row in chunk for v in row])
 
 
+def insert_flat(conn: sqlite3.Connection, values: list, into: str = "INSERT INTO pending") -> None:
+    """:func:`insert` of rows given flat (key, content, usage, key, ...): a large import builds that list from
+    columns with slice assignments, not a tuple a row."""
+    step = 3 * _ROWS_PER_INSERT
+    for i in range(0, len(values), step):
+        chunk = values[i : i + step]
+        conn.execute(_insert_sql(len(chunk) // 3, into), chunk)
+
+
 def delete_claims(conn: sqlite3.Connection, keys: Sequence[bytes]) -> None:
     for i in range(0, len(keys), 500):
         chunk = keys[i : i + 500]

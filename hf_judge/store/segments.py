@@ -1,0 +1,520 @@
+"""The reply store on object storage: immutable segment files that every process publishes and reads.
+
+SQLite cannot live on a network filesystem or in a bucket, so a ``cache_dir`` that is an fsspec URL
+(``s3://bucket/prefix``, ``gs://``, ``az://``, ``file:///shared/path``) is the store's durable, shared
+home, and each process keeps its fast SQLite store on local disk as before (``local_cache_dir``, by
+default a folder under the user cache keyed by the URL). What a process adds to its local store it also
+publishes to ``<url>/segments/`` as one Parquet file per batch (key, content, usage: what the store's
+table holds, nothing more): every ``PUBLISH_S`` seconds, or every ``PUBLISH_N`` replies, whichever comes
+first, and at close (Ctrl-C included, and at interpreter exit). A ``kill -9`` loses at most the replies
+of one publish interval from the shared store (the local one has them all). At open, and every
+``PULL_S`` seconds, a process lists the segments and imports, into its local store, those it has not
+read yet (their names are kept in the local store's ``segments`` table, so a restart reads only new
+ones). A segment is written whole or not at all (one object put; on a local filesystem a temporary
+name, then a rename), never rewritten, so no lock is needed across machines. :func:`compact` merges
+many segments into one while runs go on: the merged segment is written first, then its inputs deleted,
+and a reader that finds a segment gone skips it (its replies are in the merged one, listed next time).
+
+Within one machine, processes that share a local store claim requests before sending them (see
+:mod:`hf_judge.store.replies`), so an identical prompt is paid at most once per machine; two machines
+that meet the same new prompt within one publish interval may both pay it.
+
+Example:
+    >>> remote = Remote.of("s3://bucket/judge-cache", {"anon": False})
+    >>> remote.url, remote.segment_dir
+    ('s3://bucket/judge-cache', 's3://bucket/judge-cache/segments')
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import io
+import logging
+import os
+import re
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CacheError, ConfigError
+from .sqlite import connect, insert_flat
+
+logger = logging.getLogger("hf_judge")
+
+# A reply stored is published at most this many seconds later (a kill -9 loses at most this much of
+# the shared store); a segment holds at most PUBLISH_N replies (one is written as soon as that many wait).
+PUBLISH_S = 5.0
+PUBLISH_N = 5000
+# How often a process looks for the segments other processes published.
+PULL_S = 5.0
+SEGMENTS = "segments"
+SUFFIX = ".parquet"
+# Segments read per request to the store (fsspec fetches them concurrently); bounds the memory of an import.
+_READ_BATCH = 64
+# Rows imported in one transaction at most (memory: ~150 bytes of Python objects a row).
+_IMPORT_ROWS = 200_000
+# The local store's record of the segments imported into it (an older hf-judge ignores the table).
+_SEEN_SCHEMA = "CREATE TABLE IF NOT EXISTS segments (name TEXT PRIMARY KEY) WITHOUT ROWID"
+# The package that gives fsspec each protocol, for the error that names it.
+_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
+
+
+def is_url(path: Any) -> bool:
+    """Whether a ``cache_dir`` is an fsspec URL (``s3://...``, ``file://...``) rather than a local path.
+
+    Example:
+        >>> is_url("s3://bucket/cache"), is_url("/tmp/cache"), is_url("C:\\\\cache")
+        (True, False, False)
+    """
+    return isinstance(path, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", path) is not None
+
+
+def parse_storage_options(pairs: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--storage-option``) as fsspec ``storage_options``; a dotted key nests
+    (``client_kwargs.endpoint_url=http://...``), ``true``/``false``/numbers are typed.
+
+    Example:
+        >>> parse_storage_options(["anon=true", "client_kwargs.region_name=eu-west-1"])
+        {'anon': True, 'client_kwargs': {'region_name': 'eu-west-1'}}
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--storage-option takes KEY=VALUE, got {pair!r} (e.g. --storage-option anon=true)")
+        typed: Any = {"true": True, "false": False}.get(value.lower(), value)
+        if typed is value and re.fullmatch(r"-?\d+", value):
+            typed = int(value)
+        node = out
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = typed
+    return out
+
+
+def default_local_dir(url: str, root: Path) -> Path:
+    """The local folder of the store whose shared home is ``url``: under ``root`` (the user cache), keyed
+    by the URL, so that two URLs never mix and one URL finds its local store again."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", url.split("://", 1)[1])[:48].strip("_")
+    return root / "remote" / f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Where the shared store lives: an fsspec URL and its ``storage_options`` (never shown: they may
+    hold credentials), and how often this process publishes."""
+
+    url: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    publish_s: float = PUBLISH_S
+    publish_n: int = PUBLISH_N
+    pull_s: float = PULL_S
+
+    @classmethod
+    def of(cls, url: str, storage_options: dict[str, Any] | None = None, **timing: Any) -> Remote:
+        """The remote of ``url`` (a trailing slash dropped), checked: a URL without a path is refused."""
+        scheme, _, rest = url.partition("://")
+        url = f"{scheme}://{rest.rstrip('/')}"
+        if not rest.strip("/"):
+            raise ConfigError(f"cache_dir={url!r} names no bucket or folder; give one, e.g. s3://my-bucket/hf_judge")
+        # HF_JUDGE_PUBLISH_S: a shorter interval bounds what a kill -9 loses more tightly (more, smaller segments)
+        timing.setdefault("publish_s", float(os.environ.get("HF_JUDGE_PUBLISH_S") or PUBLISH_S))
+        return cls(url, dict(storage_options or {}), **timing)
+
+    @property
+    def segment_dir(self) -> str:
+        return f"{self.url}/{SEGMENTS}"
+
+    def filesystem(self) -> tuple[Any, str]:
+        """(the fsspec filesystem, the segments folder's path on it); a missing package is a ConfigError."""
+        import fsspec
+
+        protocol = self.url.split("://", 1)[0].lower()
+        try:
+            fs, path = fsspec.core.url_to_fs(self.segment_dir, **self.storage_options)
+        except ImportError as e:
+            pkg = _PACKAGES.get(protocol, f"the fsspec package for {protocol}://")
+            extra = ' (pip install "hf-judge[s3]")' if pkg == "s3fs" else ""
+            raise ConfigError(f"cache_dir={self.url!r} needs {pkg}: pip install {pkg}{extra} ({e})") from None
+        except ValueError as e:
+            raise ConfigError(f"cache_dir={self.url!r}: {e}") from None
+        return fs, path.rstrip("/")
+
+
+def _is_local(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "file" in protocol or "local" in protocol
+
+
+def segment_names(fs: Any, path: str) -> list[str]:
+    """The published segments' file names, oldest first (names start with their time); none yet: []."""
+    try:
+        fs.invalidate_cache(path)  # s3fs caches listings: a new segment must show
+        listed = fs.ls(path, detail=False)
+    except FileNotFoundError:
+        return []
+    names = (p.rstrip("/").rsplit("/", 1)[-1] for p in listed)
+    return sorted(n for n in names if n.endswith(SUFFIX) and not n.startswith("."))
+
+
+def encode(rows: list[tuple]) -> bytes:
+    """A segment's bytes: (key, content, usage) rows as one zstd Parquet table."""
+    import pyarrow as pa
+
+    table = pa.table(
+        {
+            "key": pa.array([r[0] for r in rows], pa.binary()),
+            "content": pa.array([r[1] for r in rows], pa.string()),
+            "usage": pa.array([r[2] for r in rows], pa.string()),
+        }
+    )
+    return write_table(table)
+
+
+def write_table(table: Any) -> bytes:
+    """A segment's bytes from an Arrow table of (key, content, usage)."""
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def read_table(data: bytes) -> Any:
+    """A segment's bytes as an Arrow table of (key, content, usage)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(io.BytesIO(data), columns=["key", "content", "usage"])
+
+
+def decode(data: bytes) -> list[tuple]:
+    """The (key, content, usage) rows of a segment's bytes."""
+    t = read_table(data)
+    keys, contents, usages = (t.column(c).to_pylist() for c in ("key", "content", "usage"))
+    return list(zip(keys, contents, usages, strict=True))
+
+
+def flat_rows(table: Any) -> list:
+    """The rows of a (key, content, usage) table in key order, flat: key, content, usage, key, ..."""
+    table = table.sort_by("key")
+    values: list = [None] * (3 * table.num_rows)
+    for i, c in enumerate(("key", "content", "usage")):
+        values[i::3] = table.column(c).to_pylist()
+    return values
+
+
+def cat_some(fs: Any, paths: list[str]) -> dict[str, bytes]:
+    """The bytes of those of ``paths`` that still exist (fetched concurrently where the filesystem can)."""
+    try:
+        return fs.cat(paths, on_error="omit")
+    except FileNotFoundError:  # every one of them gone (fsspec raises when none is left to read)
+        return {}
+
+
+def put_segment(fs: Any, path: str, name: str, data: bytes) -> None:
+    """Write one segment whole or not at all: an object store's put is atomic; a local or mounted
+    filesystem gets a hidden temporary name first, then a rename."""
+    target = f"{path}/{name}"
+    if not _is_local(fs):
+        fs.pipe_file(target, data)
+        return
+    fs.makedirs(path, exist_ok=True)
+    tmp = f"{path}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
+    with fs.open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    fs.mv(tmp, target)
+
+
+def new_name(tag: str, seq: int) -> str:
+    """A segment name no other process can take: time (ms, so names sort oldest first), ``tag``, sequence."""
+    return f"{int(time.time() * 1000):013d}-{tag}-{seq:06d}{SUFFIX}"
+
+
+def _process_tag() -> str:
+    host = re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname())[:32]
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class SegmentSync:
+    """One process's link between its local store (``local``, a SQLite file) and the shared segments.
+
+    :meth:`add` queues a reply to publish; a thread publishes and pulls; :meth:`close` publishes the rest.
+
+    Example:
+        >>> sync = SegmentSync(Remote.of("s3://bucket/cache"), Path("/tmp/replies.sqlite3"))  # doctest: +SKIP
+        >>> sync.pull(); sync.add((key, "reply", "12 5")); sync.close()  # doctest: +SKIP
+    """
+
+    def __init__(self, remote: Remote, local: Path, lock_wait: float = 60.0):
+        self.remote = remote
+        self.fs, self.path = remote.filesystem()
+        self.conn = connect(local, lock_wait)
+        self.conn.execute(_SEEN_SCHEMA)
+        self.tag = _process_tag()
+        self.seq = 0
+        self.published = 0  # replies this process published
+        self.imported = 0  # replies other processes published that this one imported
+        self._buffer: list[tuple] = []
+        self._first_at = 0.0  # when the oldest reply in the buffer came
+        self._lock = threading.Lock()  # the buffer
+        self._io = threading.Lock()  # one publish or pull at a time (the thread, close)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._failing = False
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        """Import what others published (now, so that the run's first lookups see it), then keep in sync."""
+        try:
+            if not self.pull():
+                self._check_home()
+        except CacheError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any filesystem's error: the run cannot keep its promise
+            raise CacheError(
+                f"could not read the shared reply cache {self.remote.url}: {type(e).__name__}: {e}. Check the URL "
+                "and its credentials (storage_options= / --storage-option, or the usual environment variables "
+                "such as AWS_PROFILE, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS), then run again."
+            ) from None
+        self._thread = threading.Thread(target=self._loop, name="hf_judge-segments", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)  # an interrupted run whose store was never closed still publishes
+
+    @property
+    def pending(self) -> int:
+        """Replies queued and not yet published."""
+        with self._lock:
+            return len(self._buffer)
+
+    def _check_home(self) -> None:
+        """Nothing published yet: make sure there is somewhere to publish (a missing bucket is said now)."""
+        if _is_local(self.fs):
+            self.fs.makedirs(self.path, exist_ok=True)
+            return
+        bucket = self.path.split("/", 1)[0]
+        if not self.fs.exists(bucket):
+            raise CacheError(
+                f"the shared reply cache {self.remote.url}: the bucket {bucket!r} does not exist (or these "
+                "credentials cannot see it). Create it, or check the URL and credentials, then run again."
+            )
+
+    def add(self, row: tuple) -> None:
+        """Queue one stored reply, (key, content, usage), for the next segment."""
+        with self._lock:
+            if not self._buffer:
+                self._first_at = time.monotonic()
+            self._buffer.append(row)
+            if len(self._buffer) >= self.remote.publish_n:
+                self._wake.set()
+
+    def _loop(self) -> None:
+        pulled = time.monotonic()
+        while not self._stop.is_set():
+            self._wake.wait(min(0.25, self.remote.publish_s))
+            self._wake.clear()
+            with self._lock:
+                full = len(self._buffer) >= self.remote.publish_n
+                late = bool(self._buffer) and time.monotonic() - self._first_at >= self.remote.publish_s
+            if late or full:
+                self.publish(full_only=not late)
+            if time.monotonic() - pulled >= self.remote.pull_s:
+                pulled = time.monotonic()
+                self._quietly(self.pull)
+
+    def _quietly(self, step: Any) -> None:
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 - a store that cannot be reached now may be later
+            if not self._failing:
+                logger.warning("could not read the shared reply cache %s: %s (will try again)", self.remote.url, e)
+            self._failing = True
+
+    def publish(self, full_only: bool = False) -> bool:
+        """Publish the queued replies as segments of at most ``publish_n``; False (they stay queued) if it failed.
+
+        Only those queued when it starts (``full_only``: only whole segments of them): what comes in meanwhile
+        waits for the next segment, not a tiny one of its own."""
+        with self._io:
+            with self._lock:
+                left = len(self._buffer)
+            if full_only:
+                left -= left % self.remote.publish_n
+            while left > 0:
+                with self._lock:
+                    rows = self._buffer[: min(left, self.remote.publish_n)]
+                left -= len(rows)
+                name = new_name(self.tag, self.seq)
+                try:
+                    put_segment(self.fs, self.path, name, encode(rows))
+                except Exception as e:  # noqa: BLE001 - network, permissions: keep them, try again later
+                    if not self._failing:
+                        logger.warning(
+                            "could not publish %s replies to the shared reply cache %s: %s (kept; will try again)",
+                            len(rows),
+                            self.remote.url,
+                            e,
+                        )
+                    self._failing = True
+                    return False
+                self._failing = False
+                self.seq += 1
+                self.published += len(rows)
+                with self._lock:
+                    del self._buffer[: len(rows)]
+                    self._first_at = time.monotonic()
+                try:
+                    self.conn.execute("INSERT OR IGNORE INTO segments VALUES (?)", (name,))
+                except sqlite3.Error:
+                    pass  # read again at the next start: its replies are here already (OR IGNORE)
+            return True
+
+    def pull(self) -> int:
+        """Import the segments not read yet into the local store; the number of replies imported."""
+        with self._io:
+            names = segment_names(self.fs, self.path)
+            if not names:
+                return 0
+            seen = {n for (n,) in self.conn.execute("SELECT name FROM segments")}
+            new = [n for n in names if n not in seen]
+            count = 0
+            tables: list = []
+            read: list[str] = []
+            for i in range(0, len(new), _READ_BATCH):
+                paths = [f"{self.path}/{n}" for n in new[i : i + _READ_BATCH]]
+                # a segment compacted away since the listing is skipped: the merged one holds its replies
+                got = cat_some(self.fs, paths)
+                for p in paths:
+                    if p in got:
+                        read.append(p.rsplit("/", 1)[-1])
+                        tables += self._decode(read[-1], got[p])
+                if sum(t.num_rows for t in tables) >= _IMPORT_ROWS:
+                    count += self._import(read, tables)
+                    tables, read = [], []
+            if read:
+                count += self._import(read, tables)
+            self.imported += count
+            return count
+
+    def _decode(self, name: str, data: bytes) -> list:
+        try:
+            return [read_table(data)]
+        except Exception as e:  # noqa: BLE001 - a damaged segment costs its replies, never the run
+            logger.warning("skipped the damaged segment %s/%s (%s); its rows will be scored again", self.path, name, e)
+            return []  # and marked read: a segment never changes
+
+    def _import(self, names: list[str], tables: list) -> int:
+        """Insert the rows of the segments ``names`` and mark them read, in one transaction: the rows of many
+        segments in one key order dirty each page once (a transaction a segment took five times as long)."""
+        import pyarrow as pa
+
+        values = flat_rows(pa.concat_tables(tables)) if tables else []
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            insert_flat(conn, values, "INSERT OR IGNORE INTO replies")
+            conn.executemany("INSERT OR IGNORE INTO segments VALUES (?)", [(n,) for n in names])
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return len(values) // 3
+
+    def close(self) -> None:
+        """Stop the thread and publish what is queued (a few tries: a reply kept only locally is still kept)."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        for attempt in range(3):
+            if self.publish():
+                break
+            time.sleep(0.5 * (attempt + 1))
+        with self._lock:
+            left = len(self._buffer)
+        if left:
+            logger.warning(
+                "%s replies of this run are only in the local reply cache, not in %s (it could not be written)",
+                left,
+                self.remote.url,
+            )
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+
+
+def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
+    """Merge the published segments into one, safe while runs go on: (segments merged, replies kept).
+
+    The merged segment is written before its inputs are deleted, so a reader sees every reply in one of
+    them at any moment; a segment published during the compaction is left for the next one.
+
+    Example:
+        >>> compact(Remote.of("s3://bucket/judge-cache"))  # doctest: +SKIP
+        (412, 1003520)
+    """
+    fs, path = remote.filesystem()
+    names = segment_names(fs, path)
+    if len(names) < min_segments:
+        return 0, 0
+    tables = []
+    merged = []
+    for i in range(0, len(names), _READ_BATCH):
+        paths = [f"{path}/{n}" for n in names[i : i + _READ_BATCH]]
+        got = cat_some(fs, paths)
+        for p in paths:
+            if p not in got:
+                continue  # another compaction took it: its replies are in that one's segment
+            tables.append(read_table(got[p]))
+            merged.append(p)
+    if len(merged) < min_segments:
+        return 0, 0
+    out = unique_keys(tables)
+    put_segment(fs, path, new_name(f"compact-{_process_tag()}", 0), write_table(out))
+    for p in merged:
+        try:
+            fs.rm_file(p)
+        except FileNotFoundError:
+            pass
+    _drop_stale_temporaries(fs, path)
+    return len(merged), out.num_rows
+
+
+def unique_keys(tables: list) -> Any:
+    """The rows of ``tables`` (Arrow, key/content/usage), each key once (its first row), in key order: in Arrow,
+    so that compacting millions of replies takes about their size in memory, not Python objects."""
+    import pyarrow as pa
+
+    t = pa.concat_tables(tables)
+    t = t.append_column("i", pa.array(range(t.num_rows), pa.int64()))
+    first = t.group_by("key", use_threads=False).aggregate([("i", "min")]).column("i_min")
+    return t.take(first).drop_columns(["i"]).sort_by("key")
+
+
+def _drop_stale_temporaries(fs: Any, path: str, age_s: float = 3600.0) -> None:
+    """Remove the temporary files of writers killed mid-write (an hour old: no live writer takes that long)."""
+    if not _is_local(fs):
+        return
+    for p in fs.ls(path, detail=False):
+        name = p.rsplit("/", 1)[-1]
+        if name.startswith(".") and name.endswith(".tmp"):
+            try:
+                if time.time() - os.path.getmtime(p) > age_s:
+                    fs.rm_file(p)
+            except OSError:
+                pass

@@ -1,0 +1,287 @@
+"""The reply store on object storage (hf_judge/store/segments.py), against a loopback S3 server (moto)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from s3_fixture import subprocess_env
+
+from hf_judge.errors import CacheError, ConfigError
+from hf_judge.store.replies import ReplyStore
+from hf_judge.store.segments import Remote, cat_some, compact, parse_storage_options, segment_names
+
+JOB = Path(__file__).with_name("score_job.py")
+
+
+def _names(remote: Remote) -> list[str]:
+    fs, path = remote.filesystem()
+    return segment_names(fs, path)
+
+
+def test_a_reply_one_process_stored_is_found_by_another_with_its_own_local_store(s3, tmp_path):
+    remote = Remote.of(s3.bucket() + "/cache")
+    a = ReplyStore(tmp_path / "a" / "replies.sqlite3", remote=remote)
+    a.put(b"k1", "reply 1", (3, 4))
+    a.put(b"k2", "reply 2")
+    a.close()
+    assert len(_names(remote)) == 1
+    b = ReplyStore(tmp_path / "b" / "replies.sqlite3", remote=remote)
+    try:
+        assert b.get_many([b"k1", b"k2", b"k3"]) == {b"k1": ("reply 1", (3, 4)), b"k2": ("reply 2", None)}
+    finally:
+        b.close()
+    assert len(_names(remote)) == 1  # b added nothing, so published nothing
+    # a restart reads only the segments it has not read: the local store keeps their names
+    c = ReplyStore(tmp_path / "b" / "replies.sqlite3", remote=remote)
+    assert c._segments is not None and c._segments.imported == 0
+    c.close()
+
+
+def test_a_running_store_publishes_within_the_interval_and_sees_what_others_publish(s3, tmp_path):
+    remote = Remote.of(s3.bucket() + "/cache", publish_s=0.1, pull_s=0.1)
+    a = ReplyStore(tmp_path / "a" / "replies.sqlite3", remote=remote)
+    b = ReplyStore(tmp_path / "b" / "replies.sqlite3", remote=remote)
+    try:
+        a.put(b"k1", "from a")
+        deadline = time.monotonic() + 10
+        while not b.get_many([b"k1"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b.get_many([b"k1"]) == {b"k1": ("from a", None)}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_segments_hold_at_most_publish_n_replies(s3, tmp_path):
+    remote = Remote.of(s3.bucket() + "/cache", publish_n=100)
+    a = ReplyStore(tmp_path / "a" / "replies.sqlite3", remote=remote)
+    for i in range(250):
+        a.put(i.to_bytes(4, "big"), f"r{i}")
+    a.close()
+    assert len(_names(remote)) == 3
+
+
+def test_compaction_merges_segments_and_loses_nothing(s3, tmp_path):
+    remote = Remote.of(s3.bucket() + "/cache")
+    for n in range(4):
+        s = ReplyStore(tmp_path / f"w{n}" / "replies.sqlite3", remote=remote)
+        for i in range(50):
+            s.put(f"{n}-{i}".encode(), f"reply {n}-{i}")
+        s.put(b"same", "one reply")  # every writer stored this one: the merged segment holds it once
+        s.close()
+    assert len(_names(remote)) == 4
+    assert compact(remote) == (4, 201)
+    assert len(_names(remote)) == 1
+    r = ReplyStore(tmp_path / "reader" / "replies.sqlite3", remote=remote)
+    try:
+        assert len(r) == 201
+    finally:
+        r.close()
+    assert compact(remote) == (0, 0)  # one segment: nothing to do
+    # a reader that listed segments a compaction then deleted reads the others, or none, without an error
+    fs, path = remote.filesystem()
+    (name,) = _names(remote)
+    assert list(cat_some(fs, [f"{path}/{name}", f"{path}/gone.parquet"])) == [f"{path}/{name}"]
+    assert cat_some(fs, [f"{path}/gone.parquet"]) == {}
+
+
+def test_a_file_url_is_a_shared_folder_with_atomic_segments(tmp_path):
+    remote = Remote.of(f"file://{tmp_path}/shared")
+    a = ReplyStore(tmp_path / "a" / "replies.sqlite3", remote=remote)
+    a.put(b"k", "v")
+    a.close()
+    names = os.listdir(tmp_path / "shared" / "segments")
+    assert len(names) == 1 and names[0].endswith(".parquet")  # no temporary file left
+    b = ReplyStore(tmp_path / "b" / "replies.sqlite3", remote=remote)
+    assert b.get_many([b"k"]) == {b"k": ("v", None)}
+    b.close()
+
+
+def test_a_missing_bucket_and_misplaced_options_are_clear_errors(s3, tmp_path):
+    with pytest.raises(CacheError, match="bucket 'no-such-bucket' does not exist"):
+        ReplyStore(tmp_path / "replies.sqlite3", remote=Remote.of("s3://no-such-bucket/cache"))
+    from hf_judge.engine.job import cache_location
+
+    with pytest.raises(ConfigError, match="storage_options= configures a cache_dir on object storage"):
+        cache_location(str(tmp_path), {"anon": True})
+    with pytest.raises(ConfigError, match="names no bucket"):
+        Remote.of("s3://")
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_storage_options(["anon"])
+
+
+def test_cli_compact(s3, tmp_path, capsys):
+    from hf_judge.cli.entry import main
+
+    url = s3.bucket() + "/cache"
+    remote = Remote.of(url)
+    for n in range(3):
+        s = ReplyStore(tmp_path / f"w{n}" / "replies.sqlite3", remote=remote)
+        s.put(f"k{n}".encode(), "v")
+        s.close()
+    assert main(["cache", "compact", url, "--storage-option", f"client_kwargs.endpoint_url={s3.endpoint}"]) == 0
+    assert "merged 3 segments into one of 3 replies" in capsys.readouterr().out
+    assert len(_names(remote)) == 1
+    assert main(["cache", "compact", str(tmp_path)]) == 2
+
+
+def _job(judge, url: str, local: Path, server, n: int, concurrency: int, out: Path, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(JOB), judge.base_url, url, str(n), str(concurrency), str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(server, local, **env),
+    )
+
+
+def test_two_processes_with_their_own_local_stores_pay_once(judge, s3, tmp_path):
+    url = s3.bucket() + "/cache"
+    first = _job(judge, url, tmp_path / "node1", s3, 200, 32, tmp_path / "out1")
+    assert first.wait(120) == 0
+    assert judge.stats()["requests"] == 200
+    judge.reset()
+    second = _job(judge, url, tmp_path / "node2", s3, 200, 32, tmp_path / "out2")
+    assert second.wait(120) == 0
+    assert judge.stats()["requests"] == 0  # every reply came from the segments the first one published
+    assert "done 0" in second.stdout.read()
+    assert not (tmp_path / "node1" / "segments").exists()
+
+
+ROWS = 3000
+IN_FLIGHT = 16
+PUBLISH_S = 0.5
+
+
+def test_kill_9_then_a_rerun_elsewhere_pays_twice_at_most_in_flight_and_one_publish_interval(judge, s3, tmp_path):
+    """The rerun has a fresh local store (another node): only the segments tell it what was paid."""
+    url = s3.bucket() + "/cache"
+    judge.configure(latency=0.02)
+    p = _job(judge, url, tmp_path / "node1", s3, ROWS, IN_FLIGHT, tmp_path / "out1", HF_JUDGE_PUBLISH_S=str(PUBLISH_S))
+    assert p.stdout.readline().strip() == "started"
+    answered: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        answered.append((time.monotonic(), judge.stats()["ok"]))
+        if answered[-1][1] >= ROWS // 2:
+            break
+        time.sleep(0.02)
+    os.kill(p.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    p.wait(10)
+    at_kill = judge.stats()["ok"]
+    assert 0 < at_kill < ROWS
+    # replies answered within the last publish interval (and the publisher's 0.25 s tick) may be unpublished
+    window = PUBLISH_S + 0.25 + 0.1
+    before = max((n for t, n in answered if t <= killed_at - window), default=0)
+    judge.reset()
+    rerun = _job(judge, url, tmp_path / "node2", s3, ROWS, IN_FLIGHT, tmp_path / "out2")
+    assert rerun.wait(120) == 0
+    paid_twice = judge.stats()["requests"] - (ROWS - at_kill)
+    bound = IN_FLIGHT + (at_kill - before)
+    print(f"killed at {at_kill} answered: paid twice {paid_twice} (bound {bound})")
+    assert paid_twice <= bound
+
+
+def test_compaction_during_a_run_loses_nothing(judge, s3, tmp_path):
+    url = s3.bucket() + "/cache"
+    judge.configure(latency=0.01)
+    p = _job(judge, url, tmp_path / "node1", s3, 1500, 16, tmp_path / "out1", HF_JUDGE_PUBLISH_S="0.1")
+    stop = threading.Event()
+    merged = []
+
+    def compact_again() -> None:
+        while not stop.is_set():
+            merged.append(compact(Remote.of(url))[0])
+            time.sleep(0.05)
+
+    t = threading.Thread(target=compact_again)
+    t.start()
+    try:
+        assert p.wait(120) == 0
+    finally:
+        stop.set()
+        t.join()
+    assert sum(merged) > 0  # it did compact while the run published
+    judge.reset()
+    rerun = _job(judge, url, tmp_path / "node2", s3, 1500, 16, tmp_path / "out2")
+    assert rerun.wait(120) == 0
+    assert judge.stats()["requests"] == 0
+
+
+def test_every_engine_reads_and_publishes_the_shared_store(judge, s3, tmp_path, capfd):
+    """One process publishes; a stream, workers, the map transform and the CLI, each on a machine of its own
+    (a fresh local store), pay 0 for it. Options given as storage_options, not the environment: the workers'
+    forkserver may have started before this test set it."""
+    from datasets import Dataset
+    from helpers import qa_dataset, run_cli
+
+    from hf_judge import Judge, score_dataset
+
+    url = s3.bucket() + "/cache"
+    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3.endpoint}}
+    ds = qa_dataset(40)
+    kw = dict(
+        model="judge",
+        base_url=judge.base_url,
+        api_key="sk-test",
+        columns={"instruction": "question", "output": "answer"},
+        cache_dir=url,
+        storage_options=options,
+        progress=False,
+    )
+    first = score_dataset(ds, ["QA_Clarity"], local_cache_dir=tmp_path / "m1", **kw)
+    assert judge.stats()["requests"] == 40
+    stream = score_dataset(ds.to_iterable_dataset(), ["QA_Clarity"], local_cache_dir=tmp_path / "m2", **kw)
+    assert [r["QA_Clarity"] for r in stream["train"]] == first["train"]["QA_Clarity"]
+    workers = score_dataset(ds, ["QA_Clarity"], local_cache_dir=tmp_path / "m3", num_workers=2, **kw)
+    assert workers["train"]["QA_Clarity"] == first["train"]["QA_Clarity"]
+    kw.pop("progress")
+    with Judge(["QA_Clarity"], local_cache_dir=tmp_path / "m4", **kw) as j:
+        mapped = ds.map(j, batched=True)
+    assert mapped["QA_Clarity"] == first["train"]["QA_Clarity"]
+    assert judge.stats()["requests"] == 40  # none of them paid
+    data = tmp_path / "data.jsonl"
+    Dataset.from_dict(ds[:]).to_json(data)
+    args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer"]
+    args += ["-m", "judge", "--base-url", judge.base_url, "--cache-dir", url, "-o", tmp_path / "out"]
+    args += ["--local-cache-dir", tmp_path / "m5", "--storage-option", f"client_kwargs.endpoint_url={s3.endpoint}"]
+    code, out, err = run_cli(capfd, *args)  # the environment's credentials (the s3 fixture's)
+    assert code == 0, err
+    assert judge.stats()["requests"] == 40
+
+
+def test_ctrl_c_publishes_what_the_run_paid(judge, s3, tmp_path):
+    """A publish interval longer than the run: only the stop publishes, and a rerun elsewhere pays only what was
+    in flight."""
+    url = s3.bucket() + "/cache"
+    judge.configure(latency=0.02)
+    p = _job(judge, url, tmp_path / "node1", s3, ROWS, IN_FLIGHT, tmp_path / "out1", HF_JUDGE_PUBLISH_S="600")
+    assert p.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 120
+    while judge.stats()["ok"] < ROWS // 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(60) != 0
+    answered = judge.stats()["ok"]
+    assert answered < ROWS
+    judge.reset()
+    rerun = _job(judge, url, tmp_path / "node2", s3, ROWS, IN_FLIGHT, tmp_path / "out2")
+    assert rerun.wait(120) == 0
+    assert judge.stats()["requests"] - (ROWS - answered) <= IN_FLIGHT
+
+
+def test_an_output_dir_url_on_the_command_line_is_refused_before_any_request(judge, tmp_path, capfd):
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"question": "q", "answer": "a"}\n')
+    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", "s3://bucket/out", "--cache-dir", tmp_path / "c"))
+    assert code == 2 and "--output-dir 's3://bucket/out' is a URL" in err and "write_parquet" in err
+    assert judge.stats()["requests"] == 0
