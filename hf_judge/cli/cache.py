@@ -20,7 +20,7 @@ def add_cache(sub: Any, settings: bool) -> None:  # noqa: ARG001 - no request is
         epilog=CACHE_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    actions = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    actions = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True, help="what to do")
     c = actions.add_parser(
         "compact",
         help="merge the published segments into one (safe while runs go on)",
