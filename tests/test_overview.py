@@ -151,7 +151,9 @@ def test_a_streamed_run_reads_its_overview_back_from_the_folder(judge, tmp_path,
     judge.configure(faults=[{"fault": "malformed_json", "match": BROKEN}])
     data = tmp_path / "d.jsonl"
     qa_dataset(40).to_json(data)
-    out_dir = tmp_path / "out"
+    # a name of its own: datasets caches a local folder by its name and files' sizes, and another test's "out"
+    # of the same sizes would answer
+    out_dir = tmp_path / "streamed-overview"
     code, out, err = run_cli(capfd, *score_args(data, judge, "--streaming", "-o", out_dir, "--retries", "0"))
     assert code == 0, err
     saved = load_dataset(str(out_dir), split="train")
