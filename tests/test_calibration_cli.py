@@ -149,6 +149,10 @@ def test_calibrate_saves_in_the_result_and_filter_min_prob_uses_it(scored, tmp_p
     from hf_judge.results.output import read_manifest
 
     assert read_manifest(best)["filters"]["min"] == {"QA_Correctness_calibrated": 0.7}  # what the folder holds
+    # no --calibration: the result folder's own (calibrate saved it there), said so
+    code, out, err = run_cli(capfd, "filter", scored, "--min-prob", "QA_Correctness=0.7", "-o", tmp_path / "b2")
+    assert code == 0 and "the result's own, saved by hf-judge calibrate" in err, err
+    assert load_from_disk(str(tmp_path / "b2"))["train"]["QA_Correctness"] == kept["QA_Correctness"]
 
 
 def test_calibrate_pushes_calibration_json_beside_the_data(scored, hub, tmp_path, capfd):
