@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from datasets import Dataset, load_from_disk
+from datasets import Dataset, DatasetDict, load_from_disk
 from helpers import qa_dataset, run_cli, score
 
 from hf_judge import filter_by_scores, write_report
@@ -236,6 +236,50 @@ def test_labels_marked_in_the_page_download_in_the_labels_layout(browser, result
     ]
     train = result["scored"]["train"]
     assert rows[0]["judge_score"] == train[2]["QA_Clarity"] and rows[0]["text"] == train[2]["question"]
+    assert _problems(browser) == []
+
+
+def test_labels_downloaded_from_the_page_feed_agreement_with_the_figures_on_those_rows(
+    browser, result, downloads, capfd, tmp_path
+):
+    """The review loop closed: labels marked in the page, downloaded, read by ``hf-judge agreement --labels``
+    give the figures that :func:`hf_judge.agreement` gives on the same rows with the labels as a column."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from hf_judge import agreement
+    from hf_judge.cli.agreement import judged_columns
+    from hf_judge.results.summary import RunSummary
+
+    _open(browser, result["page"], "rows")
+    marks = {0: 8, 1: 3, 2: 7, 4: 9, 6: 2, 7: 6, 9: 5}  # row -> a reviewer's 1-10 label
+    for row, label in marks.items():
+        browser.find_element(By.CSS_SELECTOR, f"#rows tr[data-row='{row}']").click()
+        Select(browser.find_element(By.ID, "label-score")).select_by_value("QA_Clarity")
+        browser.find_element(By.ID, "label-value").send_keys(str(label))
+        browser.find_element(By.ID, "label-save").click()
+        browser.find_element(By.ID, "detail-close").click()
+    browser.find_element(By.ID, "tab-labels").click()
+    for old in downloads.glob("labels*.jsonl"):
+        old.unlink()
+    browser.find_element(By.ID, "download-labels").click()
+    path = _wait(lambda: next(iter(downloads.glob("labels*.jsonl")), None))
+    assert path is not None, "no labels.jsonl downloaded"
+    _wait(lambda: path.read_text().count("\n") == len(marks))
+    out_json = tmp_path / "agreement.json"
+    code, out, err = run_cli(
+        capfd, "agreement", result["folder"], "--labels", path, "--score", "QA_Clarity", "--out", out_json
+    )
+    assert code == 0, err
+    got = json.loads(out_json.read_text())
+    train = result["scored"]["train"]
+    rows = sorted(marks)
+    labelled = train.select(rows).add_column(path.name, [marks[r] for r in rows])
+    judged = judged_columns(RunSummary.load(result["folder"]), "QA_Clarity")  # as the command finds them
+    want = agreement(DatasetDict({"train": labelled}), "QA_Clarity", path.name, split="train", length_of=judged)
+    assert got["pairs"] == want.pairs == sum(train[r]["QA_Clarity"] is not None for r in rows) >= 5
+    assert got["figures"]["spearman"] is not None and got["figures"]["length_rho"] is not None
+    assert got == json.loads(want.to_json())
     assert _problems(browser) == []
 
 
