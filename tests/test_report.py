@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from datasets import Dataset, DatasetDict, load_from_disk
-from helpers import qa_dataset, run_cli, score
+from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+from helpers import qa_dataset, run_cli, score, score_args
 
 from hf_judge import filter_by_scores, write_report
 from hf_judge.cli.inputs import example_dataset_path, load_input
@@ -370,6 +370,33 @@ def test_a_large_result_embeds_a_bounded_selection(tmp_path):
     size = len(json.dumps(data))
     path = write_report(ds, tmp_path / "r.html", max_rows=1_000)
     assert path.stat().st_size < size + 200_000 < 2_000_000
+
+
+def _embedded(page: Path) -> dict:
+    """The data a page embeds (the JSON in its ``hf-judge-data`` script)."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index(">", text.index("id='hf-judge-data'")) + 1
+    return json.loads(text[start : text.index("</script>", start)])
+
+
+def test_a_streamed_run_saves_its_page_built_from_the_saved_folder(judge, tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    judge.configure(faults=[{"fault": "out_of_range", "match": "str-3:"}])
+    data = tmp_path / "d.jsonl"
+    qa_dataset(12, "str").to_json(data)
+    out_dir = tmp_path / "streamed-report"  # a name of its own: datasets caches a local folder by name and sizes
+    code, out, err = run_cli(capfd, *score_args(data, judge, "--streaming", "-o", out_dir, "--retries", "0"))
+    assert code == 0, err
+    page = out_dir / "report.html"
+    assert f"{'report':<15}{page}: open it in a browser" in out and page.is_file()
+    saved = load_dataset(str(out_dir), split="train")
+    embedded = _embedded(page)
+    train = embedded["splits"]["train"]
+    assert train["rows"] == len(saved) == 12 and train["indices"] == list(range(12))
+    assert train["columns"]["QA_Clarity"] == saved["QA_Clarity"] and saved["QA_Clarity"][3] is None
+    assert train["columns"]["question"] == saved["question"]
+    assert embedded["errors"]["total"] == 1 and list(embedded["overview"]["metrics"]) == ["QA_Clarity"]
+    assert train["prompts"], "the summary's prompts: each row's prompt rebuilt"
 
 
 def test_a_prompt_that_cannot_be_rebuilt_says_why(result, tmp_path, capfd):

@@ -105,6 +105,11 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
         else:
             url = result.push_to_hub(repo, private=args.private, token=args.token)
         done.append(f"pushed to {url} ({_rows(result)})")
+    if out:  # the page from the saved folder, as `hf-judge view` makes it; after the push, which sends the data only
+        from .view import load_result
+
+        saved, summary = load_result(out)
+        done[2:2] = _save_report(saved, out, summary)
     return done
 
 
@@ -151,7 +156,7 @@ def show_overview(result, summary, out: str | None, repo: str | None, *, termina
     return ov.lines(terminal=terminal)
 
 
-def _save_report(result, out: str) -> list[str]:
+def _save_report(result, out: str, summary=None) -> list[str]:
     """The report page beside the saved result (``out/report.html``), and the line that says how to open it. A page
     that cannot be made is a warning: the result is saved, and ``hf-judge view`` says what is wrong."""
     import logging
@@ -160,7 +165,7 @@ def _save_report(result, out: str) -> list[str]:
 
     path = Path(out, REPORT_FILE)
     try:
-        write_report(result, path, source=out)
+        write_report(result, path, source=out, summary=summary)
     except Exception as e:  # noqa: BLE001 - the result is saved already; the page is not worth failing the run for
         logging.getLogger("hf_judge").warning("the report page could not be written (%s: %s)", type(e).__name__, e)
         return []

@@ -70,15 +70,39 @@ def add_show_prompt(sub: Any, settings: bool) -> None:  # noqa: ARG001
 
 def _load(args: argparse.Namespace, splits: list[str] | None):
     """The result's splits (with its errors) and its summary."""
+    return load_result(args.result, subset=args.subset, splits=splits, revision=args.revision, token=args.token)
+
+
+def load_result(
+    result: str,
+    *,
+    subset: str | None = None,
+    splits: list[str] | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+):
+    """A scored result (a folder, a file, a Hub repo) as the page reads it: its splits with its ``errors`` split,
+    and its summary (None where it has no summary.json).
+
+    Example:
+        >>> ds, summary = load_result("example-judged")  # doctest: +SKIP
+    """
     from .inputs import input_summary, load_input
 
-    ds = load_input(args.result, subset=args.subset, splits=splits, revision=args.revision, token=args.token)
-    if "errors" not in ds and not Path(args.result).is_file():
+    ds = load_input(result, subset=subset, splits=splits, revision=revision, token=token)
+    if "errors" not in ds and Path(result, "errors").is_dir():  # a streamed result's folder: a config of its own
+        from datasets import load_dataset
+
+        try:
+            ds["errors"] = load_dataset(str(result), "errors", split="errors")
+        except Exception:  # noqa: BLE001 - an empty errors split (datasets cannot load a 0-row one): no errors
+            pass
+    if "errors" not in ds and not Path(result).is_file():
         try:  # a Hub result (and a streamed one's folder) keeps its errors in a config of their own
-            ds["errors"] = load_input(args.result, subset="errors", revision=args.revision, token=args.token)["errors"]
+            ds["errors"] = load_input(result, subset="errors", revision=revision, token=token)["errors"]
         except Exception:  # noqa: BLE001 - a repo without an errors config is fine
             pass
-    return ds, input_summary(args.result, revision=args.revision, token=args.token)
+    return ds, input_summary(result, revision=revision, token=token)
 
 
 def default_report_path(result: str) -> Path:
