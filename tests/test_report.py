@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import time
 from pathlib import Path
@@ -328,6 +329,48 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
         if any("pan-4:" in m["content"] for m in b["messages"])
     }
     assert len(sent) == 1 and shown == list(sent.pop())
+    assert _problems(browser) == []
+
+
+def test_the_overview_shows_the_calibration_its_picture_and_the_length_bias(browser, result, capfd, tmp_path):
+    """The folder's calibration.json and reliability PNG (``hf-judge calibrate`` with the plots extra) and the
+    summary's length bias: in the overview, the PNG inline (a data: URI the page's policy lets it draw)."""
+    import base64
+
+    from selenium.webdriver.common.by import By
+
+    from hf_judge.results.summary import RunSummary
+
+    folder = tmp_path / "calibrated"
+    load_from_disk(str(result["folder"])).save_to_disk(folder)
+    summary = RunSummary.load(result["folder"])
+    assert summary.length_bias, "the run measured the length bias of its scores"
+    summary.save(folder)
+    train = result["scored"]["train"]
+    labels = tmp_path / "labels.jsonl"
+    with labels.open("w") as f:
+        for i, v in enumerate(train["QA_Clarity"]):
+            if v is not None:
+                f.write(json.dumps({"split": "train", "row": i, "score": "QA_Clarity", "label": v >= 6}) + "\n")
+    code, out, err = run_cli(capfd, "calibrate", folder, "--score", "QA_Clarity", "--labels", labels, "--folds", 2)
+    png = folder / "QA_Clarity_reliability.png"
+    assert code == 0 and png.is_file(), err
+    code, out, err = run_cli(capfd, "view", folder)
+    assert code == 0, err
+    page = folder / "report.html"
+    pictures = _embedded(page)["overview"]["pictures"]["items"]
+    assert [p["name"] for p in pictures] == [png.name]
+    assert base64.b64decode(pictures[0]["src"].removeprefix("data:image/png;base64,")) == png.read_bytes()
+    _open(browser, page, "overview")
+    img = browser.find_element(By.CSS_SELECTOR, f".pictures figure[data-name='{png.name}'] img")
+    assert _wait(lambda: browser.execute_script("return arguments[0].naturalWidth", img)) > 100  # drawn
+    text = browser.find_element(By.ID, "app").text
+    calibration = json.loads((folder / "calibration.json").read_text())
+    assert "Calibration" in text and "judge " + re.sub(r"\.?0+$", "", f"{calibration['ece']['judge']:.3f}") in text
+    assert "Length bias" in text
+    bias = browser.find_element(By.XPATH, "//h2[.='Length bias']/following-sibling::table[1]")
+    column = next(iter(summary.length_bias))
+    assert column in bias.text and all(k in bias.text for k in summary.length_bias[column])
     assert _problems(browser) == []
 
 

@@ -30,6 +30,7 @@ from ..redact import scrub
 from . import report_data as rd
 from .errors_split import ERRORS_SPLIT
 from .prompts import Prompter
+from .report_pictures import folder_calibration, folder_pictures
 from .summary import RunSummary
 
 REPORT_FILE = "report.html"
@@ -147,6 +148,7 @@ def report_data(
     splits: Sequence[str] | None = None,
     max_rows: int = rd.MAX_ROWS,
     max_text: int = rd.MAX_TEXT,
+    folder: str | Path | None = None,
 ) -> dict[str, Any]:
     """What the page embeds, as a JSON-able dict (see :func:`write_report`)."""
     if isinstance(result, Dataset):
@@ -171,6 +173,10 @@ def report_data(
         "splits": {s: _split(s, result[s], summary, errors, max_rows, max_text) for s in chosen},
         "errors": errors,
     }
+    # the pictures and calibration the result's folder holds (``folder``, else ``source`` where it is a folder)
+    where = folder if folder is not None else (source if source and Path(source).is_dir() else None)
+    data["overview"]["pictures"] = folder_pictures(where)
+    data["overview"]["calibration"] = folder_calibration(where)
     # the labels' storage key: one result's labels are not another's
     key = json.dumps(
         [data["title"], {s: v["rows"] for s, v in data["splits"].items()}, data["overview"].get("metrics")]
@@ -215,6 +221,7 @@ def write_report(
     splits: Sequence[str] | None = None,
     max_rows: int = rd.MAX_ROWS,
     max_text: int = rd.MAX_TEXT,
+    folder: str | Path | None = None,
 ) -> Path:
     """Write the report page of a scored result to ``path`` (one HTML file, no server, no network); returns it.
 
@@ -222,14 +229,18 @@ def write_report(
     (default: ``result.summary``), for the overview and the prompts; ``source``: how the page's ``hf-judge
     filter`` commands name the result (a folder, a Hub id); ``splits``: those to show (default: all). A split of
     more than ``max_rows`` rows embeds a selection (the extremes and threshold neighbourhoods per score,
-    disagreements, error rows, a uniform sample); texts are cut at ``max_text`` characters.
+    disagreements, error rows, a uniform sample); texts are cut at ``max_text`` characters. ``folder``: the result's
+    folder (default: ``source`` where it is one), whose pictures (``calibrate``'s reliability PNG, agreement PNGs)
+    and ``calibration.json`` the overview shows.
 
     Example:
         >>> scored = score_dataset(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
         >>> write_report(scored, "report.html", source="out/")  # doctest: +SKIP
         PosixPath('report.html')
     """
-    page = report_html(result, summary=summary, source=source, splits=splits, max_rows=max_rows, max_text=max_text)
+    page = report_html(
+        result, summary=summary, source=source, splits=splits, max_rows=max_rows, max_text=max_text, folder=folder
+    )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")

@@ -141,10 +141,33 @@
     return el('div', { class: 'card' }, el('strong', {}, title), el('div', { class: 'small muted' },
       `${int(stats.count)} scored, ${int(stats.null)} null` + (stats.mean !== undefined ? `, mean ${fmt(stats.mean)}` : '') + (stats.p50 !== undefined ? `, median ${fmt(stats.p50)}` : '')), svg);
   }
+  const flat = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((x) => x === null || typeof x !== 'object');
   function figure(value) {
     if (value === null || typeof value !== 'object') return fmt(value);
     if (Array.isArray(value)) return value.every((v) => v === null || typeof v !== 'object') ? value.map(fmt).join(', ') : el('div', {}, value.map(figure));
-    return kv(Object.entries(value).map(([k, v]) => [k, figure(v)]));
+    const entries = Object.entries(value);
+    if (entries.length && entries.every(([, v]) => flat(v))) { // per column, the same figures (length bias, longer wins): a table
+      const keys = [...new Set(entries.flatMap(([, v]) => Object.keys(v)))];
+      return table(['', ...keys], entries.map(([k, v]) => [k, ...keys.map((x) => fmt(v[x]))]), { class: 'figures' });
+    }
+    return kv(entries.map(([k, v]) => [k, figure(v)]));
+  }
+  function calibrationAndPictures(o) {
+    const out = [], c = o.calibration, pics = (o.pictures || {}).items || [];
+    if (c) {
+      out.push(el('h2', {}, 'Calibration'));
+      out.push(kv([['score', c.column && c.column !== c.score ? `${c.score} (reads ${c.column})` : c.score], ['labels', c.label], ['kind', c.kind], ['pairs', int(c.pairs)],
+        ['calibration error (ECE)', c.ece ? `judge ${fmt(c.ece.judge)}, calibrated ${fmt(c.ece.calibrated)} (out of fold)` : ''],
+        ['threshold', c.threshold ? figure(c.threshold) : ''], ['cross-validated', c.cv && Object.keys(c.cv).length ? figure(c.cv) : '']]));
+    }
+    if (pics.length || (o.pictures || {}).left_out) {
+      out.push(el('h2', {}, 'Pictures'));
+      out.push(el('div', { class: 'grid pictures' }, pics.map((p) => el('figure', { class: 'card', 'data-name': p.name },
+        // a click shows it full size (a data: URL cannot be opened in a tab of its own)
+        el('img', { src: p.src, alt: p.title, title: 'click: full size', onclick: (e) => e.target.classList.toggle('full') }), el('figcaption', { class: 'small muted' }, p.name)))));
+      if (o.pictures.left_out) out.push(el('p', { class: 'muted' }, `${int(o.pictures.left_out)} more PNG(s) in the result folder, left out of the page (size cap)`));
+    }
+    return out;
   }
 
   function overview() {
@@ -179,7 +202,8 @@
     out.push(el('h2', {}, 'Errors'));
     const kinds = Object.entries(D.errors.by_kind);
     out.push(kinds.length ? table(['kind', 'rows'], kinds.map(([k, n]) => [el('a', { href: '#', onclick: (e) => { e.preventDefault(); S.kind = k; go('errors'); } }, k), int(n)])) : el('p', { class: 'muted' }, 'none'));
-    for (const [k, v] of Object.entries(o.figures || {})) { out.push(el('h2', {}, k[0].toUpperCase() + k.slice(1))); out.push(figure(v)); }
+    for (const [k, v] of Object.entries(o.figures || {})) { out.push(el('h2', {}, (k[0].toUpperCase() + k.slice(1)).replaceAll('_', ' '))); out.push(figure(v)); }
+    out.push(...calibrationAndPictures(o));
     if ((o.runs || []).length) {
       out.push(el('h2', {}, 'Runs'));
       out.push(table(['run', 'started', 'split', 'requests', 'from cache', 'tokens in', 'tokens out', 's'], o.runs.map((r) => [r.id, r.started, r.split, int(r.requests), int(r.cache_hits), int(r.prompt_tokens), int(r.completion_tokens), fmt(r.elapsed_s)])));
