@@ -374,6 +374,53 @@ def test_the_overview_shows_the_calibration_its_picture_and_the_length_bias(brow
     assert _problems(browser) == []
 
 
+def test_a_logprobs_run_shows_each_score_s_distribution_read_back_from_the_reply_store(browser, judge, tmp_path, capfd):
+    """``view --cache-dir``: each row's probability of each score value, as the reply store holds it (the table
+    the row's ``_expected`` and ``_confidence`` were computed from), drawn as bars; without it, the page says how."""
+    import sqlite3
+
+    from selenium.webdriver.common.by import By
+
+    from hf_judge.judging.logprobs import row_values
+    from hf_judge.results.prompts import rebuild_metric
+    from hf_judge.store.sqlite import decode_meta
+
+    judge.configure(overrides={"Clarity": 10})
+    scored = score(qa_dataset(6, "lp"), ["QA_Clarity"], judge, tmp_path, logprobs=True)
+    folder = tmp_path / "lp-judged"
+    scored.save_to_disk(folder)
+    code, _, err = run_cli(capfd, "view", folder, "--cache-dir", tmp_path / "cache", "-o", tmp_path / "lp.html")
+    assert code == 0, err
+    data = _embedded(tmp_path / "lp.html")
+    train = data["splits"]["train"]
+    found = train["distributions"]["by_metric"]["QA_Clarity"]
+    assert train["distributions"]["found"] == 6 and sorted(found, key=int) == [str(p) for p in range(6)]
+    with sqlite3.connect(tmp_path / "cache" / "replies.sqlite3") as db:
+        tables = [decode_meta(usage)[1] for (usage,) in db.execute("SELECT usage FROM replies")]
+    metric = rebuild_metric("QA_Clarity", scored.summary)
+    for p, entries in found.items():
+        (entry,) = entries
+        dist = entry["outputs"]["QA_Clarity"]
+        assert {"version": 1, "outputs": {"score": dist}} in tables  # the store's table, as it is
+        row = scored["train"][train["indices"][int(p)]]
+        want = {k: row[k] for k in ("QA_Clarity_expected", "QA_Clarity_confidence")}
+        assert row_values(metric, {"score": row["QA_Clarity"]}, {"version": 1, "outputs": {"score": dist}}) == want
+    _open(browser, tmp_path / "lp.html", "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='2']").click()
+    bars = browser.find_elements(By.CSS_SELECTOR, "#detail .dist[data-col='QA_Clarity'] .bar-row")
+    p = str(train["indices"].index(2))
+    assert [b.get_attribute("data-value") for b in bars] == sorted(found[p][0]["outputs"]["QA_Clarity"], key=int)
+    assert all(b.find_element(By.CSS_SELECTOR, ".bar").size["width"] > 0 for b in bars) and len(bars) >= 2
+    assert _problems(browser) == []
+
+    code, _, err = run_cli(capfd, "view", folder, "-o", tmp_path / "hint.html")
+    assert code == 0 and _embedded(tmp_path / "hint.html")["logprobs"] == {"ran": True, "read": False}
+    _open(browser, tmp_path / "hint.html", "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='2']").click()
+    hint = browser.find_element(By.CSS_SELECTOR, "#detail .metric[data-metric='QA_Clarity'] .dist-hint")
+    assert "--cache-dir" in hint.text and _problems(browser) == []
+
+
 # -- without a browser ---------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
 VIEW_EXAMPLE = """examples:
   hf-judge view example-judged/                 # writes example-judged/report.html
   hf-judge view me/gsm8k-judged -o gsm8k.html --open
+  hf-judge view out/ --cache-dir ~/.cache/hf_judge      # a logprobs run: each score's distribution in the rows
 
 The page is one HTML file: no server, no network. It shows the run, the distributions, the rows (sort, search,
 thresholds and the `hf-judge filter` command that keeps them; each row's reasons and the prompt it was sent), the
@@ -47,6 +48,17 @@ def add_view(sub: Any, settings: bool) -> None:  # noqa: ARG001 - view sends no 
     p.add_argument("--split", action="append", dest="splits", help="split to show (repeatable; default: all)")
     p.add_argument("-o", "--output", metavar="FILE", help="where to write the page (default: beside the result)")
     p.add_argument("--open", action="store_true", help="open the page in the web browser")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="the run's cache folder (its --cache-dir; default location: HF_JUDGE_CACHE): a logprobs run's "
+        "probability distribution over each score's values is read back from its reply store into the rows",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="with --cache-dir: the judge's base URL, where it is not http(s)://HOST/v1 (HOST: summary.json's)",
+    )
     p.set_defaults(func=cmd_view)
 
 
@@ -129,7 +141,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     if splits and "errors" in ds:
         ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
     out = Path(args.output) if args.output else default_report_path(args.result)
-    path = write_report(ds, out, summary=summary, source=args.result, splits=splits)
+    path = write_report(
+        ds, out, summary=summary, source=args.result, splits=splits, cache_dir=args.cache_dir, base_url=args.base_url
+    )
     size = path.stat().st_size
     url = path.resolve().as_uri()
     print(f"report written to {path} ({size / 1e6:.1f} MB); open it in a browser: {url}", flush=True)

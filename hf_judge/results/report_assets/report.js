@@ -117,6 +117,31 @@
   }
 
   // -- drawing ------------------------------------------------------------------------------------------------
+  // a logprobs run's probability of each score value (read from the reply store by `view --cache-dir`), as bars
+  function distributionBox(s, m, p, cols) {
+    const L = D.logprobs || {};
+    if (!L.ran || !cols.some((c) => /_(expected|p_positive)(__|$)/.test(c))) return null;
+    const found = ((s.distributions || {}).by_metric || {})[m] || {};
+    const entries = found[p] || [];
+    if (!L.read) return el('p', { class: 'small muted dist-hint' }, `The probability of each value is in the run's reply store: hf-judge view ${D.source} --cache-dir DIR (the run's cache folder) shows it here.`);
+    if (!entries.length) return el('p', { class: 'small muted dist-hint' }, 'No probability distribution for this row in the reply store read.');
+    const out = el('div', { class: 'dists' });
+    for (const e of entries) {
+      for (const [col, dist] of Object.entries(e.outputs)) {
+        const total = Object.values(dist).reduce((a, b) => a + b, 0) || 1;
+        const keys = Object.keys(dist).sort((a, b) => (isNaN(a) || isNaN(b) ? a.localeCompare(b) : Number(a) - Number(b)));
+        const peak = Math.max(...keys.map((k) => dist[k]));
+        const bars = keys.map((k) => {
+          const bar = el('span', { class: 'bar' });
+          bar.style.width = Math.max(1, Math.round(160 * dist[k] / peak)) + 'px';
+          return el('div', { class: 'bar-row', 'data-value': k, 'data-p': dist[k] }, el('span', { class: 'bar-label' }, k), bar, el('span', { class: 'small' }, (100 * dist[k] / total).toFixed(1) + '%'));
+        });
+        out.append(el('div', { class: 'dist', 'data-col': col, 'data-judge': e.judge },
+          el('div', { class: 'small muted' }, `${col}: probability of each value` + (e.judge ? ` (judge ${e.judge})` : '')), bars));
+      }
+    }
+    return out;
+  }
   function histogram(title, stats) {
     const hist = stats.hist || {};
     const keys = Object.keys(hist), W = 300, H = 120, pad = 18;
@@ -329,6 +354,8 @@
       reasons.forEach((c) => box.append(el('div', { class: 'small muted' }, c), el('pre', { class: 'reason', 'data-col': c }, value(s, c, p))));
       const rest = cols.filter((c) => c !== main && !reasons.includes(c));
       if (rest.length) box.append(kv(rest.map((c) => [c, fmt(value(s, c, p))])));
+      const dist = distributionBox(s, m, p, cols);
+      if (dist) box.append(dist);
       const pr = promptOf(s, m, p);
       const det = el('details', { class: 'prompt', 'data-metric': m, open: true }, el('summary', {}, 'Prompt as sent'));
       if (pr.none) det.append(el('p', { class: 'warn prompt-none' }, 'Cannot show the prompt: ' + pr.none));
