@@ -489,6 +489,20 @@ def test_a_streamed_run_saves_its_page_built_from_the_saved_folder(judge, tmp_pa
     assert train["prompts"], "the summary's prompts: each row's prompt rebuilt"
 
 
+def test_a_logprobs_run_s_page_embeds_the_distributions_of_its_reply_store(judge, tmp_path, capfd):
+    data, out_dir = tmp_path / "d.jsonl", tmp_path / "lp-cli"
+    qa_dataset(5, "lpc").to_json(data)
+    args = score_args(data, judge, "--logprobs", "-o", out_dir, "--cache-dir", tmp_path / "c", "--retries", "0")
+    code, out, err = run_cli(capfd, *args)
+    assert code == 0, err
+    train = _embedded(out_dir / "report.html")["splits"]["train"]
+    assert train["distributions"]["found"] == train["distributions"]["looked"] == 5
+    saved = load_from_disk(str(out_dir))["train"]
+    for p, (entry,) in train["distributions"]["by_metric"]["QA_Clarity"].items():
+        dist = entry["outputs"]["QA_Clarity"]
+        assert str(saved[train["indices"][int(p)]]["QA_Clarity"]) in dist  # the value written has its probability
+
+
 def test_a_prompt_that_cannot_be_rebuilt_says_why(result, tmp_path, capfd):
     from hf_judge.results.summary import RunSummary
 
