@@ -315,7 +315,9 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
     scored = score(
         qa_dataset(6, "pan"), ["QA_Clarity"], judge, tmp_path, models="j1,j2", samples=2, temperature=0.7, logprobs=True
     )
-    page = write_report(scored, tmp_path / "panel.html", source="panel")
+    page = write_report(scored, tmp_path / "panel.html", source="panel", cache_dir=tmp_path / "cache")
+    found = _embedded(page)["splits"]["train"]["distributions"]
+    assert found["found"] == found["looked"] == 12  # each judge's first sample of each row, from the store
     _open(browser, page, "rows")
     browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='4']").click()
     box = browser.find_element(By.CSS_SELECTOR, "#detail .metric[data-metric='QA_Clarity']")
@@ -329,6 +331,8 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
         if any("pan-4:" in m["content"] for m in b["messages"])
     }
     assert len(sent) == 1 and shown == list(sent.pop())
+    judges = [d.get_attribute("data-judge") for d in box.find_elements(By.CSS_SELECTOR, ".dist[data-col='QA_Clarity']")]
+    assert judges == ["j1", "j2"]
     assert _problems(browser) == []
 
 
