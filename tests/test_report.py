@@ -269,15 +269,18 @@ def test_labels_downloaded_from_the_page_feed_agreement_with_the_figures_on_thos
     _wait(lambda: path.read_text().count("\n") == len(marks))
     out_json = tmp_path / "agreement.json"
     code, out, err = run_cli(
-        capfd, "agreement", result["folder"], "--labels", path, "--score", "QA_Clarity", "--out", out_json
-    )
+        capfd, "agreement", result["folder"], "--labels", path, "--score", "QA_Clarity", "--out", out_json,
+        "--resamples", 200,
+    )  # fmt: skip
     assert code == 0, err
     got = json.loads(out_json.read_text())
     train = result["scored"]["train"]
     rows = sorted(marks)
     labelled = train.select(rows).add_column(path.name, [marks[r] for r in rows])
     judged = judged_columns(RunSummary.load(result["folder"]), "QA_Clarity")  # as the command finds them
-    want = agreement(DatasetDict({"train": labelled}), "QA_Clarity", path.name, split="train", length_of=judged)
+    want = agreement(
+        DatasetDict({"train": labelled}), "QA_Clarity", path.name, split="train", length_of=judged, resamples=200
+    )
     assert got["pairs"] == want.pairs == sum(train[r]["QA_Clarity"] is not None for r in rows) >= 5
     assert got["figures"]["spearman"] is not None and got["figures"]["length_rho"] is not None
     assert got == json.loads(want.to_json())
