@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import time
 from pathlib import Path
 
 import pytest
-from datasets import Dataset, load_from_disk
-from helpers import qa_dataset, run_cli, score
+from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+from helpers import qa_dataset, run_cli, score, score_args
 
 from hf_judge import filter_by_scores, write_report
 from hf_judge.cli.inputs import example_dataset_path, load_input
@@ -239,6 +240,53 @@ def test_labels_marked_in_the_page_download_in_the_labels_layout(browser, result
     assert _problems(browser) == []
 
 
+def test_labels_downloaded_from_the_page_feed_agreement_with_the_figures_on_those_rows(
+    browser, result, downloads, capfd, tmp_path
+):
+    """The review loop closed: labels marked in the page, downloaded, read by ``hf-judge agreement --labels``
+    give the figures that :func:`hf_judge.agreement` gives on the same rows with the labels as a column."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from hf_judge import agreement
+    from hf_judge.cli.agreement import judged_columns
+    from hf_judge.results.summary import RunSummary
+
+    _open(browser, result["page"], "rows")
+    marks = {0: 8, 1: 3, 2: 7, 4: 9, 6: 2, 7: 6, 9: 5}  # row -> a reviewer's 1-10 label
+    for row, label in marks.items():
+        browser.find_element(By.CSS_SELECTOR, f"#rows tr[data-row='{row}']").click()
+        Select(browser.find_element(By.ID, "label-score")).select_by_value("QA_Clarity")
+        browser.find_element(By.ID, "label-value").send_keys(str(label))
+        browser.find_element(By.ID, "label-save").click()
+        browser.find_element(By.ID, "detail-close").click()
+    browser.find_element(By.ID, "tab-labels").click()
+    for old in downloads.glob("labels*.jsonl"):
+        old.unlink()
+    browser.find_element(By.ID, "download-labels").click()
+    path = _wait(lambda: next(iter(downloads.glob("labels*.jsonl")), None))
+    assert path is not None, "no labels.jsonl downloaded"
+    _wait(lambda: path.read_text().count("\n") == len(marks))
+    out_json = tmp_path / "agreement.json"
+    code, out, err = run_cli(
+        capfd, "agreement", result["folder"], "--labels", path, "--score", "QA_Clarity", "--out", out_json,
+        "--resamples", 200,
+    )  # fmt: skip
+    assert code == 0, err
+    got = json.loads(out_json.read_text())
+    train = result["scored"]["train"]
+    rows = sorted(marks)
+    labelled = train.select(rows).add_column(path.name, [marks[r] for r in rows])
+    judged = judged_columns(RunSummary.load(result["folder"]), "QA_Clarity")  # as the command finds them
+    want = agreement(
+        DatasetDict({"train": labelled}), "QA_Clarity", path.name, split="train", length_of=judged, resamples=200
+    )
+    assert got["pairs"] == want.pairs == sum(train[r]["QA_Clarity"] is not None for r in rows) >= 5
+    assert got["figures"]["spearman"] is not None and got["figures"]["length_rho"] is not None
+    assert got == json.loads(want.to_json())
+    assert _problems(browser) == []
+
+
 def test_the_example_dataset_page_and_its_screenshot(browser, judge, tmp_path, capfd, monkeypatch):
     """The README's picture: the example dataset scored by the loopback judge, a row open."""
     from selenium.webdriver.common.by import By
@@ -270,7 +318,9 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
     scored = score(
         qa_dataset(6, "pan"), ["QA_Clarity"], judge, tmp_path, models="j1,j2", samples=2, temperature=0.7, logprobs=True
     )
-    page = write_report(scored, tmp_path / "panel.html", source="panel")
+    page = write_report(scored, tmp_path / "panel.html", source="panel", cache_dir=tmp_path / "cache")
+    found = _embedded(page)["splits"]["train"]["distributions"]
+    assert found["found"] == found["looked"] == 12  # each judge's first sample of each row, from the store
     _open(browser, page, "rows")
     browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='4']").click()
     box = browser.find_element(By.CSS_SELECTOR, "#detail .metric[data-metric='QA_Clarity']")
@@ -284,7 +334,98 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
         if any("pan-4:" in m["content"] for m in b["messages"])
     }
     assert len(sent) == 1 and shown == list(sent.pop())
+    judges = [d.get_attribute("data-judge") for d in box.find_elements(By.CSS_SELECTOR, ".dist[data-col='QA_Clarity']")]
+    assert judges == ["j1", "j2"]
     assert _problems(browser) == []
+
+
+def test_the_overview_shows_the_calibration_its_picture_and_the_length_bias(browser, result, capfd, tmp_path):
+    """The folder's calibration.json and reliability PNG (``hf-judge calibrate`` with the plots extra) and the
+    summary's length bias: in the overview, the PNG inline (a data: URI the page's policy lets it draw)."""
+    import base64
+
+    from selenium.webdriver.common.by import By
+
+    from hf_judge.results.summary import RunSummary
+
+    folder = tmp_path / "calibrated"
+    load_from_disk(str(result["folder"])).save_to_disk(folder)
+    summary = RunSummary.load(result["folder"])
+    assert summary.length_bias, "the run measured the length bias of its scores"
+    summary.save(folder)
+    train = result["scored"]["train"]
+    labels = tmp_path / "labels.jsonl"
+    with labels.open("w") as f:
+        for i, v in enumerate(train["QA_Clarity"]):
+            if v is not None:
+                f.write(json.dumps({"split": "train", "row": i, "score": "QA_Clarity", "label": v >= 6}) + "\n")
+    code, out, err = run_cli(capfd, "calibrate", folder, "--score", "QA_Clarity", "--labels", labels, "--folds", 2)
+    png = folder / "QA_Clarity_reliability.png"
+    assert code == 0 and png.is_file(), err
+    code, out, err = run_cli(capfd, "view", folder)
+    assert code == 0, err
+    page = folder / "report.html"
+    pictures = _embedded(page)["overview"]["pictures"]["items"]
+    assert [p["name"] for p in pictures] == [png.name]
+    assert base64.b64decode(pictures[0]["src"].removeprefix("data:image/png;base64,")) == png.read_bytes()
+    _open(browser, page, "overview")
+    img = browser.find_element(By.CSS_SELECTOR, f".pictures figure[data-name='{png.name}'] img")
+    assert _wait(lambda: browser.execute_script("return arguments[0].naturalWidth", img)) > 100  # drawn
+    text = browser.find_element(By.ID, "app").text
+    calibration = json.loads((folder / "calibration.json").read_text())
+    assert "Calibration" in text and "judge " + re.sub(r"\.?0+$", "", f"{calibration['ece']['judge']:.3f}") in text
+    assert "Length bias" in text
+    bias = browser.find_element(By.XPATH, "//h2[.='Length bias']/following-sibling::table[1]")
+    column = next(iter(summary.length_bias))
+    assert column in bias.text and all(k in bias.text for k in summary.length_bias[column])
+    assert _problems(browser) == []
+
+
+def test_a_logprobs_run_shows_each_score_s_distribution_read_back_from_the_reply_store(browser, judge, tmp_path, capfd):
+    """``view --cache-dir``: each row's probability of each score value, as the reply store holds it (the table
+    the row's ``_expected`` and ``_confidence`` were computed from), drawn as bars; without it, the page says how."""
+    import sqlite3
+
+    from selenium.webdriver.common.by import By
+
+    from hf_judge.judging.logprobs import row_values
+    from hf_judge.results.prompts import rebuild_metric
+    from hf_judge.store.sqlite import decode_meta
+
+    judge.configure(overrides={"Clarity": 10})
+    scored = score(qa_dataset(6, "lp"), ["QA_Clarity"], judge, tmp_path, logprobs=True)
+    folder = tmp_path / "lp-judged"
+    scored.save_to_disk(folder)
+    code, _, err = run_cli(capfd, "view", folder, "--cache-dir", tmp_path / "cache", "-o", tmp_path / "lp.html")
+    assert code == 0, err
+    data = _embedded(tmp_path / "lp.html")
+    train = data["splits"]["train"]
+    found = train["distributions"]["by_metric"]["QA_Clarity"]
+    assert train["distributions"]["found"] == 6 and sorted(found, key=int) == [str(p) for p in range(6)]
+    with sqlite3.connect(tmp_path / "cache" / "replies.sqlite3") as db:
+        tables = [decode_meta(usage)[1] for (usage,) in db.execute("SELECT usage FROM replies")]
+    metric = rebuild_metric("QA_Clarity", scored.summary)
+    for p, entries in found.items():
+        (entry,) = entries
+        dist = entry["outputs"]["QA_Clarity"]
+        assert {"version": 1, "outputs": {"score": dist}} in tables  # the store's table, as it is
+        row = scored["train"][train["indices"][int(p)]]
+        want = {k: row[k] for k in ("QA_Clarity_expected", "QA_Clarity_confidence")}
+        assert row_values(metric, {"score": row["QA_Clarity"]}, {"version": 1, "outputs": {"score": dist}}) == want
+    _open(browser, tmp_path / "lp.html", "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='2']").click()
+    bars = browser.find_elements(By.CSS_SELECTOR, "#detail .dist[data-col='QA_Clarity'] .bar-row")
+    p = str(train["indices"].index(2))
+    assert [b.get_attribute("data-value") for b in bars] == sorted(found[p][0]["outputs"]["QA_Clarity"], key=int)
+    assert all(b.find_element(By.CSS_SELECTOR, ".bar").size["width"] > 0 for b in bars) and len(bars) >= 2
+    assert _problems(browser) == []
+
+    code, _, err = run_cli(capfd, "view", folder, "-o", tmp_path / "hint.html")
+    assert code == 0 and _embedded(tmp_path / "hint.html")["logprobs"] == {"ran": True, "read": False}
+    _open(browser, tmp_path / "hint.html", "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='2']").click()
+    hint = browser.find_element(By.CSS_SELECTOR, "#detail .metric[data-metric='QA_Clarity'] .dist-hint")
+    assert "--cache-dir" in hint.text and _problems(browser) == []
 
 
 # -- without a browser ---------------------------------------------------------------------------
@@ -326,6 +467,47 @@ def test_a_large_result_embeds_a_bounded_selection(tmp_path):
     size = len(json.dumps(data))
     path = write_report(ds, tmp_path / "r.html", max_rows=1_000)
     assert path.stat().st_size < size + 200_000 < 2_000_000
+
+
+def _embedded(page: Path) -> dict:
+    """The data a page embeds (the JSON in its ``hf-judge-data`` script)."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index(">", text.index("id='hf-judge-data'")) + 1
+    return json.loads(text[start : text.index("</script>", start)])
+
+
+def test_a_streamed_run_saves_its_page_built_from_the_saved_folder(judge, tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    judge.configure(faults=[{"fault": "out_of_range", "match": "str-3:"}])
+    data = tmp_path / "d.jsonl"
+    qa_dataset(12, "str").to_json(data)
+    out_dir = tmp_path / "streamed-report"  # a name of its own: datasets caches a local folder by name and sizes
+    code, out, err = run_cli(capfd, *score_args(data, judge, "--streaming", "-o", out_dir, "--retries", "0"))
+    assert code == 0, err
+    page = out_dir / "report.html"
+    assert f"{'report':<15}{page}: open it in a browser" in out and page.is_file()
+    saved = load_dataset(str(out_dir), split="train")
+    embedded = _embedded(page)
+    train = embedded["splits"]["train"]
+    assert train["rows"] == len(saved) == 12 and train["indices"] == list(range(12))
+    assert train["columns"]["QA_Clarity"] == saved["QA_Clarity"] and saved["QA_Clarity"][3] is None
+    assert train["columns"]["question"] == saved["question"]
+    assert embedded["errors"]["total"] == 1 and list(embedded["overview"]["metrics"]) == ["QA_Clarity"]
+    assert train["prompts"], "the summary's prompts: each row's prompt rebuilt"
+
+
+def test_a_logprobs_run_s_page_embeds_the_distributions_of_its_reply_store(judge, tmp_path, capfd):
+    data, out_dir = tmp_path / "d.jsonl", tmp_path / "lp-cli"
+    qa_dataset(5, "lpc").to_json(data)
+    args = score_args(data, judge, "--logprobs", "-o", out_dir, "--cache-dir", tmp_path / "c", "--retries", "0")
+    code, out, err = run_cli(capfd, *args)
+    assert code == 0, err
+    train = _embedded(out_dir / "report.html")["splits"]["train"]
+    assert train["distributions"]["found"] == train["distributions"]["looked"] == 5
+    saved = load_from_disk(str(out_dir))["train"]
+    for p, (entry,) in train["distributions"]["by_metric"]["QA_Clarity"].items():
+        dist = entry["outputs"]["QA_Clarity"]
+        assert str(saved[train["indices"][int(p)]]["QA_Clarity"]) in dist  # the value written has its probability
 
 
 def test_a_prompt_that_cannot_be_rebuilt_says_why(result, tmp_path, capfd):

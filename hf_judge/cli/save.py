@@ -77,7 +77,7 @@ def write_result(
         save_result(saved, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
         pictures = _save_pictures(result, out, summary)
         done += [f"saved to {out} ({_rows(result)})", _pictures_line(pictures, Path(out, "plots"))]
-        done += _save_report(saved, out)
+        done += _save_report(saved, out, summary, _store_dir(args, summary))
     if repo:
         url = push_scored(
             result, repo, private=args.private, token=args.token, summary=summary, agreement=args.agreement
@@ -105,6 +105,11 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
         else:
             url = result.push_to_hub(repo, private=args.private, token=args.token)
         done.append(f"pushed to {url} ({_rows(result)})")
+    if out:  # the page from the saved folder, as `hf-judge view` makes it; after the push, which sends the data only
+        from .view import load_result
+
+        saved, summary = load_result(out)
+        done[2:2] = _save_report(saved, out, summary, _store_dir(args, summary))
     return done
 
 
@@ -151,7 +156,23 @@ def show_overview(result, summary, out: str | None, repo: str | None, *, termina
     return ov.lines(terminal=terminal)
 
 
-def _save_report(result, out: str) -> list[str]:
+def _store_dir(args: argparse.Namespace, summary) -> Path | None:
+    """The local cache folder whose reply store holds a logprobs run's distributions, for its page; None for a run
+    without logprobs, without the cache, or whose cache is on object storage (``hf-judge view --cache-dir`` reads
+    a local copy)."""
+    from ..constants import default_cache_dir
+    from ..results.report_logprobs import STORE_FILE, ran_logprobs
+
+    if not ran_logprobs(summary) or getattr(args, "no_cache", False):
+        return None
+    given = getattr(args, "cache_dir", None)
+    if given and "://" in str(given):
+        return None
+    root = Path(given) if given else default_cache_dir()
+    return root if (root / STORE_FILE).is_file() else None
+
+
+def _save_report(result, out: str, summary=None, cache_dir: Path | None = None) -> list[str]:
     """The report page beside the saved result (``out/report.html``), and the line that says how to open it. A page
     that cannot be made is a warning: the result is saved, and ``hf-judge view`` says what is wrong."""
     import logging
@@ -160,7 +181,7 @@ def _save_report(result, out: str) -> list[str]:
 
     path = Path(out, REPORT_FILE)
     try:
-        write_report(result, path, source=out)
+        write_report(result, path, source=out, summary=summary, cache_dir=cache_dir)
     except Exception as e:  # noqa: BLE001 - the result is saved already; the page is not worth failing the run for
         logging.getLogger("hf_judge").warning("the report page could not be written (%s: %s)", type(e).__name__, e)
         return []

@@ -13,6 +13,7 @@ from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
 VIEW_EXAMPLE = """examples:
   hf-judge view example-judged/                 # writes example-judged/report.html
   hf-judge view me/gsm8k-judged -o gsm8k.html --open
+  hf-judge view out/ --cache-dir ~/.cache/hf_judge      # a logprobs run: each score's distribution in the rows
 
 The page is one HTML file: no server, no network. It shows the run, the distributions, the rows (sort, search,
 thresholds and the `hf-judge filter` command that keeps them; each row's reasons and the prompt it was sent), the
@@ -47,6 +48,17 @@ def add_view(sub: Any, settings: bool) -> None:  # noqa: ARG001 - view sends no 
     p.add_argument("--split", action="append", dest="splits", help="split to show (repeatable; default: all)")
     p.add_argument("-o", "--output", metavar="FILE", help="where to write the page (default: beside the result)")
     p.add_argument("--open", action="store_true", help="open the page in the web browser")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="the run's cache folder (its --cache-dir; default location: HF_JUDGE_CACHE): a logprobs run's "
+        "probability distribution over each score's values is read back from its reply store into the rows",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="with --cache-dir: the judge's base URL, where it is not http(s)://HOST/v1 (HOST: summary.json's)",
+    )
     p.set_defaults(func=cmd_view)
 
 
@@ -70,15 +82,39 @@ def add_show_prompt(sub: Any, settings: bool) -> None:  # noqa: ARG001
 
 def _load(args: argparse.Namespace, splits: list[str] | None):
     """The result's splits (with its errors) and its summary."""
+    return load_result(args.result, subset=args.subset, splits=splits, revision=args.revision, token=args.token)
+
+
+def load_result(
+    result: str,
+    *,
+    subset: str | None = None,
+    splits: list[str] | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+):
+    """A scored result (a folder, a file, a Hub repo) as the page reads it: its splits with its ``errors`` split,
+    and its summary (None where it has no summary.json).
+
+    Example:
+        >>> ds, summary = load_result("example-judged")  # doctest: +SKIP
+    """
     from .inputs import input_summary, load_input
 
-    ds = load_input(args.result, subset=args.subset, splits=splits, revision=args.revision, token=args.token)
-    if "errors" not in ds and not Path(args.result).is_file():
+    ds = load_input(result, subset=subset, splits=splits, revision=revision, token=token)
+    if "errors" not in ds and Path(result, "errors").is_dir():  # a streamed result's folder: a config of its own
+        from datasets import load_dataset
+
+        try:
+            ds["errors"] = load_dataset(str(result), "errors", split="errors")
+        except Exception:  # noqa: BLE001 - an empty errors split (datasets cannot load a 0-row one): no errors
+            pass
+    if "errors" not in ds and not Path(result).is_file():
         try:  # a Hub result (and a streamed one's folder) keeps its errors in a config of their own
-            ds["errors"] = load_input(args.result, subset="errors", revision=args.revision, token=args.token)["errors"]
+            ds["errors"] = load_input(result, subset="errors", revision=revision, token=token)["errors"]
         except Exception:  # noqa: BLE001 - a repo without an errors config is fine
             pass
-    return ds, input_summary(args.result, revision=args.revision, token=args.token)
+    return ds, input_summary(result, revision=revision, token=token)
 
 
 def default_report_path(result: str) -> Path:
@@ -105,7 +141,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     if splits and "errors" in ds:
         ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
     out = Path(args.output) if args.output else default_report_path(args.result)
-    path = write_report(ds, out, summary=summary, source=args.result, splits=splits)
+    path = write_report(
+        ds, out, summary=summary, source=args.result, splits=splits, cache_dir=args.cache_dir, base_url=args.base_url
+    )
     size = path.stat().st_size
     url = path.resolve().as_uri()
     print(f"report written to {path} ({size / 1e6:.1f} MB); open it in a browser: {url}", flush=True)

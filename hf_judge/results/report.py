@@ -30,6 +30,8 @@ from ..redact import scrub
 from . import report_data as rd
 from .errors_split import ERRORS_SPLIT
 from .prompts import Prompter
+from .report_logprobs import ran_logprobs, split_distributions
+from .report_pictures import folder_calibration, folder_pictures
 from .summary import RunSummary
 
 REPORT_FILE = "report.html"
@@ -95,7 +97,13 @@ def _errors(errors: Dataset | None, max_text: int) -> dict[str, Any]:
 
 
 def _split(
-    name: str, d: Dataset, summary: RunSummary | None, errors: dict[str, Any], max_rows: int, max_text: int
+    name: str,
+    d: Dataset,
+    summary: RunSummary | None,
+    errors: dict[str, Any],
+    max_rows: int,
+    max_text: int,
+    cache: tuple[str | Path, str | None] | None = None,
 ) -> dict[str, Any]:
     """One split as the page embeds it (see report_data)."""
     scores = rd.split_scores(d, summary)
@@ -122,6 +130,8 @@ def _split(
         if any(v is not None and not isinstance(v, str) for v in cols[c])
     }
     judged = [c for c in (summary.column_mapping.values() if summary is not None else []) if c in cols]
+    # the distributions over the score values where logprobs ran: from the reply store, where it is given
+    dists = split_distributions(prompter, raw_rows, *cache) if cache and prompter and ran_logprobs(summary) else None
     return {
         "rows": len(d),
         "indices": indices,
@@ -136,6 +146,7 @@ def _split(
         "stats": rd.distributions(d, scores),
         "prompts": prompts,
         "ptext": ptext,
+        "distributions": dists,
     }
 
 
@@ -147,6 +158,9 @@ def report_data(
     splits: Sequence[str] | None = None,
     max_rows: int = rd.MAX_ROWS,
     max_text: int = rd.MAX_TEXT,
+    folder: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    base_url: str | None = None,
 ) -> dict[str, Any]:
     """What the page embeds, as a JSON-able dict (see :func:`write_report`)."""
     if isinstance(result, Dataset):
@@ -155,6 +169,7 @@ def report_data(
     errors = _errors(result.get(ERRORS_SPLIT), max_text)
     chosen = [s for s in result if s != ERRORS_SPLIT and (not splits or s in splits)]
     command_source = shlex.quote(source) if source else "RESULT"
+    cache = (cache_dir, base_url) if cache_dir is not None else None
     data: dict[str, Any] = {
         "version": VERSION,
         "title": source or (summary.source_dataset if summary is not None else "") or "scored dataset",
@@ -168,9 +183,15 @@ def report_data(
             "errors": rd.MAX_ERRORS,
             "scores": rd.MAX_SCORE_VALUES,
         },
-        "splits": {s: _split(s, result[s], summary, errors, max_rows, max_text) for s in chosen},
+        "splits": {s: _split(s, result[s], summary, errors, max_rows, max_text, cache) for s in chosen},
         "errors": errors,
     }
+    # the pictures and calibration the result's folder holds (``folder``, else ``source`` where it is a folder)
+    where = folder if folder is not None else (source if source and Path(source).is_dir() else None)
+    data["overview"]["pictures"] = folder_pictures(where)
+    data["overview"]["calibration"] = folder_calibration(where)
+    # where logprobs ran and no store was read, the page says where the distributions are and how to show them
+    data["logprobs"] = {"ran": ran_logprobs(summary), "read": cache is not None}
     # the labels' storage key: one result's labels are not another's
     key = json.dumps(
         [data["title"], {s: v["rows"] for s, v in data["splits"].items()}, data["overview"].get("metrics")]
@@ -215,6 +236,9 @@ def write_report(
     splits: Sequence[str] | None = None,
     max_rows: int = rd.MAX_ROWS,
     max_text: int = rd.MAX_TEXT,
+    folder: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    base_url: str | None = None,
 ) -> Path:
     """Write the report page of a scored result to ``path`` (one HTML file, no server, no network); returns it.
 
@@ -222,14 +246,28 @@ def write_report(
     (default: ``result.summary``), for the overview and the prompts; ``source``: how the page's ``hf-judge
     filter`` commands name the result (a folder, a Hub id); ``splits``: those to show (default: all). A split of
     more than ``max_rows`` rows embeds a selection (the extremes and threshold neighbourhoods per score,
-    disagreements, error rows, a uniform sample); texts are cut at ``max_text`` characters.
+    disagreements, error rows, a uniform sample); texts are cut at ``max_text`` characters. ``folder``: the result's
+    folder (default: ``source`` where it is one), whose pictures (``calibrate``'s reliability PNG, agreement PNGs)
+    and ``calibration.json`` the overview shows. ``cache_dir``: the run's cache folder, where a ``logprobs`` run's
+    probability distributions over the score values are read back for the embedded rows (``base_url``: the
+    judge's, where the default ``http(s)://HOST/v1`` of the host the summary records is not it).
 
     Example:
         >>> scored = score_dataset(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
         >>> write_report(scored, "report.html", source="out/")  # doctest: +SKIP
         PosixPath('report.html')
     """
-    page = report_html(result, summary=summary, source=source, splits=splits, max_rows=max_rows, max_text=max_text)
+    page = report_html(
+        result,
+        summary=summary,
+        source=source,
+        splits=splits,
+        max_rows=max_rows,
+        max_text=max_text,
+        folder=folder,
+        cache_dir=cache_dir,
+        base_url=base_url,
+    )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")

@@ -117,6 +117,31 @@
   }
 
   // -- drawing ------------------------------------------------------------------------------------------------
+  // a logprobs run's probability of each score value (read from the reply store by `view --cache-dir`), as bars
+  function distributionBox(s, m, p, cols) {
+    const L = D.logprobs || {};
+    if (!L.ran || !cols.some((c) => /_(expected|p_positive)(__|$)/.test(c))) return null;
+    const found = ((s.distributions || {}).by_metric || {})[m] || {};
+    const entries = found[p] || [];
+    if (!L.read) return el('p', { class: 'small muted dist-hint' }, `The probability of each value is in the run's reply store: hf-judge view ${D.source} --cache-dir DIR (the run's cache folder) shows it here.`);
+    if (!entries.length) return el('p', { class: 'small muted dist-hint' }, 'No probability distribution for this row in the reply store read.');
+    const out = el('div', { class: 'dists' });
+    for (const e of entries) {
+      for (const [col, dist] of Object.entries(e.outputs)) {
+        const total = Object.values(dist).reduce((a, b) => a + b, 0) || 1;
+        const keys = Object.keys(dist).sort((a, b) => (isNaN(a) || isNaN(b) ? a.localeCompare(b) : Number(a) - Number(b)));
+        const peak = Math.max(...keys.map((k) => dist[k]));
+        const bars = keys.map((k) => {
+          const bar = el('span', { class: 'bar' });
+          bar.style.width = Math.max(1, Math.round(160 * dist[k] / peak)) + 'px';
+          return el('div', { class: 'bar-row', 'data-value': k, 'data-p': dist[k] }, el('span', { class: 'bar-label' }, k), bar, el('span', { class: 'small' }, (100 * dist[k] / total).toFixed(1) + '%'));
+        });
+        out.append(el('div', { class: 'dist', 'data-col': col, 'data-judge': e.judge },
+          el('div', { class: 'small muted' }, `${col}: probability of each value` + (e.judge ? ` (judge ${e.judge})` : '')), bars));
+      }
+    }
+    return out;
+  }
   function histogram(title, stats) {
     const hist = stats.hist || {};
     const keys = Object.keys(hist), W = 300, H = 120, pad = 18;
@@ -141,10 +166,33 @@
     return el('div', { class: 'card' }, el('strong', {}, title), el('div', { class: 'small muted' },
       `${int(stats.count)} scored, ${int(stats.null)} null` + (stats.mean !== undefined ? `, mean ${fmt(stats.mean)}` : '') + (stats.p50 !== undefined ? `, median ${fmt(stats.p50)}` : '')), svg);
   }
+  const flat = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((x) => x === null || typeof x !== 'object');
   function figure(value) {
     if (value === null || typeof value !== 'object') return fmt(value);
     if (Array.isArray(value)) return value.every((v) => v === null || typeof v !== 'object') ? value.map(fmt).join(', ') : el('div', {}, value.map(figure));
-    return kv(Object.entries(value).map(([k, v]) => [k, figure(v)]));
+    const entries = Object.entries(value);
+    if (entries.length && entries.every(([, v]) => flat(v))) { // per column, the same figures (length bias, longer wins): a table
+      const keys = [...new Set(entries.flatMap(([, v]) => Object.keys(v)))];
+      return table(['', ...keys], entries.map(([k, v]) => [k, ...keys.map((x) => fmt(v[x]))]), { class: 'figures' });
+    }
+    return kv(entries.map(([k, v]) => [k, figure(v)]));
+  }
+  function calibrationAndPictures(o) {
+    const out = [], c = o.calibration, pics = (o.pictures || {}).items || [];
+    if (c) {
+      out.push(el('h2', {}, 'Calibration'));
+      out.push(kv([['score', c.column && c.column !== c.score ? `${c.score} (reads ${c.column})` : c.score], ['labels', c.label], ['kind', c.kind], ['pairs', int(c.pairs)],
+        ['calibration error (ECE)', c.ece ? `judge ${fmt(c.ece.judge)}, calibrated ${fmt(c.ece.calibrated)} (out of fold)` : ''],
+        ['threshold', c.threshold ? figure(c.threshold) : ''], ['cross-validated', c.cv && Object.keys(c.cv).length ? figure(c.cv) : '']]));
+    }
+    if (pics.length || (o.pictures || {}).left_out) {
+      out.push(el('h2', {}, 'Pictures'));
+      out.push(el('div', { class: 'grid pictures' }, pics.map((p) => el('figure', { class: 'card', 'data-name': p.name },
+        // a click shows it full size (a data: URL cannot be opened in a tab of its own)
+        el('img', { src: p.src, alt: p.title, title: 'click: full size', onclick: (e) => e.target.classList.toggle('full') }), el('figcaption', { class: 'small muted' }, p.name)))));
+      if (o.pictures.left_out) out.push(el('p', { class: 'muted' }, `${int(o.pictures.left_out)} more PNG(s) in the result folder, left out of the page (size cap)`));
+    }
+    return out;
   }
 
   function overview() {
@@ -179,7 +227,8 @@
     out.push(el('h2', {}, 'Errors'));
     const kinds = Object.entries(D.errors.by_kind);
     out.push(kinds.length ? table(['kind', 'rows'], kinds.map(([k, n]) => [el('a', { href: '#', onclick: (e) => { e.preventDefault(); S.kind = k; go('errors'); } }, k), int(n)])) : el('p', { class: 'muted' }, 'none'));
-    for (const [k, v] of Object.entries(o.figures || {})) { out.push(el('h2', {}, k[0].toUpperCase() + k.slice(1))); out.push(figure(v)); }
+    for (const [k, v] of Object.entries(o.figures || {})) { out.push(el('h2', {}, (k[0].toUpperCase() + k.slice(1)).replaceAll('_', ' '))); out.push(figure(v)); }
+    out.push(...calibrationAndPictures(o));
     if ((o.runs || []).length) {
       out.push(el('h2', {}, 'Runs'));
       out.push(table(['run', 'started', 'split', 'requests', 'from cache', 'tokens in', 'tokens out', 's'], o.runs.map((r) => [r.id, r.started, r.split, int(r.requests), int(r.cache_hits), int(r.prompt_tokens), int(r.completion_tokens), fmt(r.elapsed_s)])));
@@ -305,6 +354,8 @@
       reasons.forEach((c) => box.append(el('div', { class: 'small muted' }, c), el('pre', { class: 'reason', 'data-col': c }, value(s, c, p))));
       const rest = cols.filter((c) => c !== main && !reasons.includes(c));
       if (rest.length) box.append(kv(rest.map((c) => [c, fmt(value(s, c, p))])));
+      const dist = distributionBox(s, m, p, cols);
+      if (dist) box.append(dist);
       const pr = promptOf(s, m, p);
       const det = el('details', { class: 'prompt', 'data-metric': m, open: true }, el('summary', {}, 'Prompt as sent'));
       if (pr.none) det.append(el('p', { class: 'warn prompt-none' }, 'Cannot show the prompt: ' + pr.none));

@@ -1,0 +1,80 @@
+"""What a result folder holds beside its data that the report's overview shows: the pictures (PNG, embedded as
+``data:`` URIs so the page stays one file) and the calibration ``hf-judge calibrate`` saved.
+
+Found in the folder, never drawn here: the plots extra draws them when the command that makes them runs
+(``hf-judge calibrate`` writes ``<score>_reliability.png`` beside ``calibration.json``; ``hf-judge agreement
+--plots DIR`` writes where it is told, and a result downloaded from the Hub holds ``hf_judge/plots/agreement/``).
+The score distributions are left out: the page draws them from the data.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+# pictures a page embeds at most, in bytes (before base64): a folder of many PNGs does not make a page of many MB
+MAX_PICTURE_BYTES = 3_000_000
+_PNG = b"\x89PNG\r\n\x1a\n"
+# where the pictures that are not score distributions lie in a result folder (a local run's, a Hub download's)
+_WHERE = ("*.png", "plots/agreement/**/*.png", "hf_judge/plots/agreement/**/*.png", "agreement/**/*.png")
+_CALIBRATION_KEYS = ("score", "column", "label", "kind", "pairs", "ece", "threshold", "cv", "dropped")
+
+
+def folder_pictures(folder: str | Path | None, max_bytes: int = MAX_PICTURE_BYTES) -> dict[str, Any]:
+    """The PNGs of a result folder as the page embeds them: ``{"items": [{"name", "title", "src"}], "left_out":
+    n}`` (``src`` a ``data:image/png;base64,`` URI; past ``max_bytes`` the rest are counted, not embedded).
+
+    Example:
+        >>> folder_pictures("out/")["items"][0]["name"]  # doctest: +SKIP
+        'QA_Correctness_reliability.png'
+    """
+    out: dict[str, Any] = {"items": [], "left_out": 0}
+    if folder is None or not Path(folder).is_dir():
+        return out
+    root = Path(folder)
+    seen: set[Path] = set()
+    used = 0
+    for pattern in _WHERE:
+        for path in sorted(root.glob(pattern)):
+            if path in seen or not path.is_file():
+                continue
+            seen.add(path)
+            data = path.read_bytes()
+            if not data.startswith(_PNG):
+                continue
+            if used + len(data) > max_bytes:
+                out["left_out"] += 1
+                continue
+            used += len(data)
+            out["items"].append(
+                {
+                    "name": path.relative_to(root).as_posix(),
+                    "title": path.stem.replace("_", " "),
+                    "src": "data:image/png;base64," + base64.b64encode(data).decode("ascii"),
+                }
+            )
+    return out
+
+
+def folder_calibration(folder: str | Path | None) -> dict[str, Any] | None:
+    """The figures of the folder's ``calibration.json`` (score, labels, kind, pairs, calibration errors, threshold
+    and its cross-validated figures), None where there is none or it is not one.
+
+    Example:
+        >>> folder_calibration("out/")["ece"]["calibrated"]  # doctest: +SKIP
+        0.041
+    """
+    from ..analysis.calibration import FILE_NAME
+
+    if folder is None:
+        return None
+    path = Path(folder, FILE_NAME)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or "score" not in data:
+        return None
+    return {k: data[k] for k in _CALIBRATION_KEYS if k in data}
