@@ -119,7 +119,12 @@ async def sdk_rps(url: str, n: int) -> tuple[float, float]:
     wire = _client("anthropic", url)
     limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
     sdk = anthropic.AsyncAnthropic(
-        api_key="k", base_url=url, max_retries=0, http_client=anthropic.DefaultAsyncHttpxClient(limits=limits)
+        api_key="k",
+        base_url=url,
+        max_retries=0,
+        # the SDK's 5 s to connect fails the 256 connections opened at once on a busy machine
+        timeout=60.0,
+        http_client=anthropic.DefaultAsyncHttpxClient(limits=limits),
     )
     rows = [metric.messages({"instruction": f"q{i}", "output": f"a{i}"}) for i in range(n)]
     gate = asyncio.Semaphore(CONCURRENCY)
