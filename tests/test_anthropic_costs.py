@@ -90,3 +90,34 @@ def test_a_panel_names_each_judges_provider_where_not_openai(claude, judge, tmp_
     assert "`claude`: `claude-haiku-4-5` at `127.0.0.1:" in card and "(`provider: anthropic`)" in card
     assert "`local`: `judge` at" in card
 
+
+def test_dry_run_counts_tokens_with_anthropics_count_tokens(claude, tmp_path):
+    """The estimate's input tokens are the server's counts, which are what the run then reports as its prompt."""
+    from hf_judge import estimate_cost
+
+    ds = qa_dataset(10)
+    kw = dict(
+        settings=Settings(model=MODEL, provider="anthropic", **FAST),
+        base_url=claude.url,
+        api_key="sk-ant-test",
+        cache_dir=tmp_path / "cache",
+        columns=COLUMNS,
+    )
+    claude.configure(require_key="sk-ant-test")
+    est = estimate_cost(ds, ["QA_Clarity"], tokenizer="server", **kw)
+    st = claude.stats()
+    assert st["count_tokens"] == 10 and st["requests"] == 0  # counted, nothing judged
+    assert est.input_tokens == st["counted"] > 10 * 50 and "count_tokens" in str(est)
+    scored = score_dataset(ds, ["QA_Clarity"], progress=False, **kw)
+    assert scored.summary.prompt_tokens == est.input_tokens
+    # "auto" asks it too; "chars" does not
+    assert estimate_cost(ds, ["QA_Clarity"], tokenizer="auto", **{**kw, "cache_dir": tmp_path / "c2"}).input_tokens == (
+        est.input_tokens
+    )
+    before = claude.stats()["count_tokens"]
+    chars = estimate_cost(ds, ["QA_Clarity"], tokenizer="chars", **{**kw, "cache_dir": tmp_path / "c3"})
+    assert claude.stats()["count_tokens"] == before and "characters / 4" in str(chars)
+    # a wrong key: the count is refused, and the estimate says how it counted instead
+    claude.configure(require_key="other")
+    fallback = estimate_cost(ds, ["QA_Clarity"], tokenizer="auto", **{**kw, "cache_dir": tmp_path / "c4"})
+    assert "count_tokens" not in str(fallback)

@@ -135,6 +135,24 @@ def content_blocks(content: Any) -> list[dict[str, Any]]:
     return blocks
 
 
+def count_tokens_body(model: str, messages: list) -> dict[str, Any]:
+    """The body of ``POST /v1/messages/count_tokens`` for chat messages: the Messages request without
+    ``max_tokens`` (and without the structured-output fields, which the dry-run does not count for any provider).
+
+    Example:
+        >>> count_tokens_body("claude-haiku-4-5", [{"role": "system", "content": "Judge."},
+        ...                                        {"role": "user", "content": "Q?"}])
+        {'model': 'claude-haiku-4-5', 'messages': [{'role': 'user', 'content': [{'type': 'text', 'text': 'Q?'}]}], 'system': 'Judge.'}
+    """  # noqa: E501 - a doctest line
+    body: dict[str, Any] = {"model": model, "messages": []}
+    for m in messages:
+        if m["role"] == "system":
+            body["system"] = m["content"]
+        else:
+            body["messages"].append({"role": m["role"], "content": content_blocks(m["content"])})
+    return body
+
+
 def static_prefix(metric: Metric) -> str:
     """The part of ``metric``'s user message that is the same for every row: up to the line where its first
     variable goes (found by rendering it twice with different values). Empty where there is none.
