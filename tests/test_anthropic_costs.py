@@ -121,3 +121,28 @@ def test_dry_run_counts_tokens_with_anthropics_count_tokens(claude, tmp_path):
     claude.configure(require_key="other")
     fallback = estimate_cost(ds, ["QA_Clarity"], tokenizer="auto", **{**kw, "cache_dir": tmp_path / "c4"})
     assert "count_tokens" not in str(fallback)
+
+
+def test_a_message_batchs_cache_writes_are_priced_at_the_batch_discount(claude, tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(PRICES)
+    knobs = {**FAST, "batch_poll_s": 0.01}
+    scored = score_dataset(
+        qa_dataset(12),
+        ["QA_Clarity"],
+        settings=Settings(model=MODEL, provider="anthropic", prices=str(prices), **knobs),
+        base_url=claude.url,
+        api_key="sk-ant-test",
+        cache_dir=tmp_path / "cache",
+        columns=COLUMNS,
+        progress=False,
+        batch=True,
+    )
+    s, st = scored.summary, claude.stats()
+    assert st["requests"] == 0 and s.batch["collected"] == 12  # every reply came through the batch
+    assert s.cache_write_tokens == st["cache_creation"] > 0 and s.cached_tokens == st["cache_read"] > 0
+    plain = s.prompt_tokens - s.cached_tokens - s.cache_write_tokens
+    # the batch discount (half) on input, cache writes (1.25 -> 0.625) and output; cache reads at the file's
+    # default batch_cached_input, the lower of batch_input (0.5) and cached_input (0.1)
+    want = (plain * 0.5 + s.cached_tokens * 0.1 + s.cache_write_tokens * 0.625 + s.completion_tokens * 2.5) / 1e6
+    assert s.cost() == pytest.approx(want)

@@ -108,8 +108,13 @@ class RunSummary:
         price = Price(**self.price)
         # the client counts every reply's usage, the batch's too: what is left was sent online
         p, c, cached = t["prompt_tokens"] - bp, t["completion_tokens"] - bc, t.get("cached_tokens", 0)
-        online = price.cost(p, c, min(cached, p), t.get("cache_write_tokens", 0))
-        return online + price.cost(bp, bc, max(cached - p, 0), batch=True) if bp or bc else online
+        # the cache's reads and writes are not told apart by where they went: online first, the rest in batches
+        written = t.get("cache_write_tokens", 0)
+        online_written = min(written, p - min(cached, p))
+        online = price.cost(p, c, min(cached, p), online_written)
+        if not (bp or bc):
+            return online
+        return online + price.cost(bp, bc, max(cached - p, 0), written - online_written, batch=True)
 
     def totals(self) -> dict[str, float]:
         """Requests, retries, tokens and seconds summed over the runs that produced the scores.

@@ -737,8 +737,9 @@ class JudgeClient:
         bp, bc = self.batch_tokens
         p, c = s.prompt_tokens - bp, s.completion_tokens - bc
         cached = min(s.cached_tokens, p)
-        online = self.price.cost(p, c, cached, s.cache_write_tokens)  # batch lines' cache writes are not counted
-        return online + self.price.cost(bp, bc, s.cached_tokens - cached, batch=True)
+        written = min(s.cache_write_tokens, p - cached)  # as the summary splits them: online first
+        online = self.price.cost(p, c, cached, written)
+        return online + self.price.cost(bp, bc, s.cached_tokens - cached, s.cache_write_tokens - written, batch=True)
 
     def _check_budget(self) -> None:
         if self.max_cost is not None:
