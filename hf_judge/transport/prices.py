@@ -120,9 +120,10 @@ class Price(BaseModel):
 
     def describe(self) -> str:
         """``$0.10 in / $0.40 out per 1M tokens`` (and the cached and cache-write prices where they differ)."""
-        cached = f" (${self.cached_input:g} cached)" if self.cached_input != self.input else ""
+        apart = [f"${self.cached_input:g} cached"] if self.cached_input != self.input else []
         if self.cache_write_input != self.input:
-            cached += f" (${self.cache_write_input:g} cache write)"
+            apart.append(f"${self.cache_write_input:g} cache write")
+        cached = f" ({', '.join(apart)})" if apart else ""
         return f"${self.input:g} in{cached} / ${self.output:g} out per 1M tokens"
 
     def describe_batch(self) -> str:
