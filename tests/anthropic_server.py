@@ -3,8 +3,9 @@
     python tests/anthropic_server.py --host 127.0.0.1 --port 0   # prints "PORT <n>"
 
 It speaks Anthropic's wire format (shapes from the ``anthropic`` SDK's types: ``Message``, ``MessageBatch``,
-``MessageBatchIndividualResponse``, ``ErrorResponse``): ``POST /v1/messages`` online, and ``/v1/messages/batches``
-(create, retrieve, list, cancel, delete, ``results``). A reply's values are the judge server's deterministic
+``MessageBatchIndividualResponse``, ``ErrorResponse``): ``POST /v1/messages`` online,
+``POST /v1/messages/count_tokens``, and ``/v1/messages/batches`` (create, retrieve, list, cancel, delete,
+``results``). A reply's values are the judge server's deterministic
 function of the prompt (tests/judge_server.py, imported), read against the schema of ``output_config.format``
 or of the forced tool, so an online run and a batch run get equal replies, and a run against
 tests/judge_server.py the same scores.
@@ -97,6 +98,8 @@ class Anthropic:
             "lists": 0,
             "cache_read": 0,
             "cache_creation": 0,
+            "count_tokens": 0,  # POST /v1/messages/count_tokens requests...
+            "counted": 0,  # ...and the tokens they answered
         }
 
     # -- one request ---------------------------------------------------------------
@@ -179,6 +182,33 @@ class Anthropic:
         self.stats["ok"] += 1
         return 200, message, None
 
+    @staticmethod
+    def tokens(params: dict) -> int:
+        """A request's input tokens, at 4 characters each: the tools' JSON, the system and the messages' text (what
+        ``count_tokens`` answers and a reply's usage adds up to)."""
+        seen = "".join(orjson.dumps(t).decode() for t in params.get("tools") or [])
+        blocks = params.get("system")
+        seen += "".join(b.get("text", "") for b in (blocks if isinstance(blocks, list) else [{"text": blocks or ""}]))
+        for m in params["messages"]:
+            content = m["content"]
+            seen += "".join(b.get("text", "") for b in (content if isinstance(content, list) else [{"text": content}]))
+        return max(1, len(seen) // 4)
+
+    async def count_tokens(self, request: web.BaseRequest) -> web.Response:
+        """``POST /v1/messages/count_tokens``: the Messages body without ``max_tokens``; ``{"input_tokens": N}``."""
+        refused = self._auth(request)
+        if refused is not None:
+            return refused
+        params = orjson.loads(await request.read())
+        if not isinstance(params.get("model"), str) or not isinstance(params.get("messages"), list):
+            return _error(400, "invalid_request_error", "model and messages: Field required")
+        if "max_tokens" in params:  # not in the SDK's MessageCountTokensParams
+            return _error(400, "invalid_request_error", "max_tokens: Extra inputs are not permitted")
+        n = self.tokens(params)
+        self.stats["count_tokens"] += 1
+        self.stats["counted"] += n
+        return web.json_response({"input_tokens": n})
+
     def _usage(self, params: dict, system: str, text: str) -> dict:
         """Tokens at 4 characters each; a cache_control prefix (tools, then system) is written once, then read."""
         # the prompt in the API's cache order (tools, system, messages), up to its last cache_control block
@@ -204,7 +234,7 @@ class Anthropic:
                 write = len(prefix) // 4
         self.stats["cache_read"] += read
         self.stats["cache_creation"] += write
-        total = max(1, len(seen) // 4)
+        total = self.tokens(params)
         return {
             "input_tokens": max(0, total - read - write),
             "output_tokens": 20,
@@ -426,6 +456,7 @@ def make_app() -> web.Application:
     app.add_routes(
         [
             web.post("/v1/messages", svc.messages),
+            web.post("/v1/messages/count_tokens", svc.count_tokens),
             web.post("/v1/messages/batches", svc.create),
             web.get("/v1/messages/batches", svc.list_batches),
             web.get("/v1/messages/batches/{id}", svc.get_batch),

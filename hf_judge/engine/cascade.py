@@ -281,7 +281,7 @@ def add_tiers(summary: RunSummary, strong: list[RunSummary]) -> None:
     tiers have the same (else the cost is the cascade report's, each tier at its model's price)."""
     for s in strong:
         for k in ("requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens",
-                  "cached_tokens", "elapsed_s"):  # fmt: skip
+                  "cached_tokens", "cache_write_tokens", "elapsed_s"):  # fmt: skip
             setattr(summary, k, getattr(summary, k) + getattr(s, k))
         for kind, n in s.failed_attempts.items():
             summary.failed_attempts[kind] = summary.failed_attempts.get(kind, 0) + n

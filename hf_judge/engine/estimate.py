@@ -10,7 +10,8 @@ endpoint. Counted per metric:
 * input tokens of those requests, counted by the first of these that works:
   the server's tokenizer (vLLM's ``POST /tokenize`` with the chat messages, or
   llama.cpp's ``/apply-template`` and ``/tokenize``: the chat template applied,
-  so exact; llama-cpp-python's ``/extras/tokenize/count``: the messages' text
+  so exact; an Anthropic judge's ``/v1/messages/count_tokens``; llama-cpp-python's
+  ``/extras/tokenize/count``: the messages' text
   without the chat template), tiktoken where installed (the model's encoding,
   else o200k_base, plus 3 tokens per message and 3 for the reply, OpenAI's chat
   overhead), else a character count divided by 4 (plus 4 per message). The
@@ -44,6 +45,7 @@ from ..judging.metrics import Metric, OutputType
 from ..redact import install_log_filter, scrub
 from ..settings import Settings
 from ..store.replies import ReplyStore
+from ..transport import anthropic
 from ..transport.client import JudgeClient, judge_panel
 from ..transport.prices import Price, genai_prices_version
 from .job import JudgeJob
@@ -254,9 +256,9 @@ def estimate_cost(
     """What ``score_dataset`` with the same arguments would send and cost, without sending it.
 
     Takes the arguments of :func:`hf_judge.score_dataset` (settings as keyword arguments or
-    ``settings=``). ``tokenizer``: ``"auto"`` (the server's ``/tokenize``, else tiktoken, else
-    characters / 4), ``"server"``, ``"tiktoken"`` or ``"chars"``. See the module docstring for what
-    is counted and how.
+    ``settings=``). ``tokenizer``: ``"auto"`` (the server's ``/tokenize``, an Anthropic judge's
+    ``/v1/messages/count_tokens``, else tiktoken, else characters / 4), ``"server"``, ``"tiktoken"`` or
+    ``"chars"``. See the module docstring for what is counted and how.
 
     Example:
         >>> est = estimate_cost(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
@@ -518,6 +520,8 @@ _SERVER_FORMS = (
         "(llama-cpp-python's /extras/tokenize/count)",
     ),
 )
+# An Anthropic judge's: the Messages API's own token counting (POST /v1/messages/count_tokens)
+_ANTHROPIC_FORM = ("anthropic", "Anthropic's token counting (POST /v1/messages/count_tokens with the messages)")
 
 
 class _TokenCounter:
@@ -535,6 +539,10 @@ class _TokenCounter:
         host = urlparse(client.base_url).hostname or ""
         offered = tokenizer in ("auto", "server") and host not in _NO_TOKENIZE_HOSTS
         self._forms = list(_SERVER_FORMS) if offered else []
+        if client.provider == "anthropic":  # api.anthropic.com counts too: its endpoint is beside /v1/messages
+            self.root, self.headers = client.url, anthropic.headers(api_key)
+            offered = tokenizer in ("auto", "server")
+            self._forms = [_ANTHROPIC_FORM] if offered else []
         self._try_tiktoken = tokenizer in ("auto", "tiktoken")
         if tokenizer == "server" and not offered:
             raise ValueError(f"{host} has no token-count endpoint; use tokenizer='auto'")
@@ -606,7 +614,9 @@ class _TokenCounter:
 
         async def one(messages: list[dict]) -> int:
             async with slots:
-                if form == "vllm":
+                if form == "anthropic":
+                    n = await post("/count_tokens", anthropic.count_tokens_body(self.model, messages), "input_tokens")
+                elif form == "vllm":
                     n = await post("/tokenize", {"model": self.model, "messages": messages}, "count")
                 elif form == "llama.cpp":
                     prompt = await post("/apply-template", {"messages": messages}, "prompt")

@@ -296,6 +296,11 @@ def resolve_api_key(settings: Settings, api_key: str | None, needed: bool) -> st
     return api_key
 
 
+def _provider(client: JudgeClient) -> dict[str, str]:
+    """``{"provider": ...}`` for a judge that speaks a provider's own API, ``{}`` for OpenAI's (the default)."""
+    return {} if client.provider == "openai" else {"provider": client.provider}
+
+
 def new_summary(
     settings: Settings,
     client: JudgeClient,
@@ -321,12 +326,14 @@ def new_summary(
     if layout.panel:
         sampling["aggregator"] = str(layout.aggregator)
         sampling["judges"] = [
-            {"name": name, "model": c.model, "base_url_host": _host(c)}
+            # a judge's provider only where it is not OpenAI's API: the entries of OpenAI-compatible panels stay
+            {"name": name, "model": c.model, "base_url_host": _host(c), **_provider(c)}
             for name, c in zip(layout.judges, clients or [], strict=True)
         ]
     summary = RunSummary(
         model=settings.model,
         base_url_host=_host(client),
+        provider=_provider(client).get("provider", ""),
         metrics={m.name: m.prompt_hash for m in loaded},
         columns=list(score_types(loaded, layout, settings.logprobs)),
         sampling=sampling,

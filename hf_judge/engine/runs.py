@@ -140,7 +140,9 @@ class SplitContext:
     run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
-COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "cached_tokens")
+COUNTERS = (
+    "requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens"
+)  # fmt: skip
 
 
 # every counter of a run that adds up across clients (a panel's judges, Ray's actors)

@@ -65,7 +65,8 @@ STOP_WAIT_S = 30.0
 PARENT_POLL_S = 1.0
 # The counters of a Stats that add up across workers.
 _SUMMED = (
-    "requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens", "cached_tokens"
+    "requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens",
+    "cached_tokens", "cache_write_tokens",
 )  # fmt: skip
 
 

@@ -153,6 +153,24 @@ def _price_source(summary: RunSummary) -> str:
     return f", from {source}" if source else ""
 
 
+def _cache_prices(summary: RunSummary, t: dict[str, Any]) -> str:
+    """``; prompt-cache reads at $0.1, writes at $1.25 per 1M tokens``: how the cost priced the cache's tokens,
+    where the run had any and the price sets them apart from other prompt tokens."""
+    p = summary.price or {}
+    parts = []
+    if t.get("cached_tokens") and p.get("cached_input") not in (None, p.get("input")):
+        parts.append(f"reads at ${p['cached_input']:g}")
+    if t.get("cache_write_tokens") and p.get("cache_write_input") not in (None, p.get("input")):
+        parts.append(f"writes at ${p['cache_write_input']:g}")
+    return f"; prompt-cache {', '.join(parts)} per 1M tokens" if parts else ""
+
+
+def _model_line(summary: RunSummary) -> str:
+    """The card's model, its server, and its provider where it is a provider's own API (not OpenAI's)."""
+    through = f", through {summary.provider}'s own API (`provider: {summary.provider}`)" if summary.provider else ""
+    return f"- **Model:** `{summary.model}` at `{_host(summary)}`{through}"
+
+
 def _provenance(summary: RunSummary) -> list[str]:
     t = summary.totals()
     cost = summary.cost(t)
@@ -161,7 +179,7 @@ def _provenance(summary: RunSummary) -> list[str]:
     if batched:  # tokens that went through a batch API cost the batch price
         whole = batched == t["prompt_tokens"] + t["completion_tokens"]
         price = " (the batch price" + ("" if whole else " for the tokens sent in batches, online for the rest") + ")"
-    price += _price_source(summary)
+    price += _cache_prices(summary, t) + _price_source(summary)
     runs = summary.runs
     n_runs = len({r.get("id") for r in runs}) or 1
     source = summary.source_dataset or "unknown"
@@ -170,7 +188,7 @@ def _provenance(summary: RunSummary) -> list[str]:
     out = [
         f"- **Source dataset:** {source}",
         *_judged_columns(summary),
-        f"- **Model:** `{summary.model}` at `{_host(summary)}`",
+        _model_line(summary),
     ]
     if summary.batch:
         b = summary.batch
@@ -180,7 +198,11 @@ def _provenance(summary: RunSummary) -> list[str]:
             f"{b.get('completion_tokens', 0):,} completion tokens as the provider reported them"
         )
     if summary.sampling.get("judges"):  # a panel: each judge's columns end in __<name>
-        judges = [f"`{j['name']}`: `{j['model']}` at `{j['base_url_host']}`" for j in summary.sampling["judges"]]
+        judges = [
+            f"`{j['name']}`: `{j['model']}` at `{j['base_url_host']}`"
+            + (f" (`provider: {j['provider']}`)" if j.get("provider") else "")
+            for j in summary.sampling["judges"]
+        ]
         out.append(f"- **Judges:** {', '.join(judges)}")
     out += cascade_card(summary.cascade)
     if summary.recipe:
@@ -194,7 +216,8 @@ def _provenance(summary: RunSummary) -> list[str]:
     out += [
         f"- **Requests:** {t['requests']:,} ({t['retries']:,} retries) over {n_runs} run{'s' if n_runs != 1 else ''}",
         f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion"
-        + (f" ({t['cached_tokens']:,} prompt tokens from the server's prompt cache)" if t.get("cached_tokens") else ""),
+        + (f" ({t['cached_tokens']:,} prompt tokens from the server's prompt cache)" if t.get("cached_tokens") else "")
+        + (f" ({t['cache_write_tokens']:,} written to its prompt cache)" if t.get("cache_write_tokens") else ""),
         *([f"- **Cost:** ${cost:,.4f} at the model's price{price}"] if cost is not None else []),
         f"- **Errors:** {', '.join(f'{k}: {v:,}' for k, v in summary.errors.items()) or 'none'}"
         + (" (see the `errors` config)" if summary.errors else ""),

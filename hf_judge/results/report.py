@@ -38,9 +38,10 @@ REPORT_FILE = "report.html"
 # the summary's keys the overview shows as the run's details; any other one that holds something (the judges'
 # agreement, and what a newer hf-judge records: bias, calibration) is shown as a figure, as found
 DETAILS = {
-    "model", "base_url_host", "rows", "requests", "retries", "cache_hits", "shared", "capped_waits", "cached_splits",
-    "errors", "failed_attempts", "prompt_tokens", "completion_tokens", "cached_tokens", "price", "elapsed_s",
-    "structured_output", "notes", "metrics", "columns", "column_mapping", "sampling", "source_dataset",
+    "model", "base_url_host", "provider", "rows", "requests", "retries", "cache_hits", "shared", "capped_waits",
+    "cached_splits", "errors", "failed_attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
+    "cache_write_tokens", "price", "elapsed_s", "structured_output", "notes", "metrics", "columns", "column_mapping",
+    "sampling", "source_dataset",
     "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s",
 }  # fmt: skip
 

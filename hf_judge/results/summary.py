@@ -18,7 +18,9 @@ from typing import Any
 
 SUMMARY_FILE = "summary.json"
 # the counters of one run entry that add up over runs
-RUN_COUNTERS = ("requests", "retries", "prompt_tokens", "completion_tokens", "cached_tokens", "elapsed_s")
+RUN_COUNTERS = (
+    "requests", "retries", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "elapsed_s"
+)  # fmt: skip
 # of a run entry's tokens, those that went through a batch API (batch mode, or imported): priced at the batch price
 BATCH_COUNTERS = ("batch_prompt_tokens", "batch_completion_tokens")
 
@@ -29,6 +31,7 @@ class RunSummary:
 
     model: str = ""
     base_url_host: str = ""
+    provider: str = ""  # the API the judge speaks where it is a provider's own ("anthropic", "gemini"); "": OpenAI's
     rows: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     retries: int = 0
@@ -41,6 +44,7 @@ class RunSummary:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # of the prompt tokens, those the server served from its prompt cache
+    cache_write_tokens: int = 0  # of the prompt tokens, those written to the prompt cache (Anthropic's, priced apart)
     price: dict[str, Any] | None = None  # the model's price (hf_judge.Price, USD per 1M tokens), where it has one
     elapsed_s: float = 0.0
     structured_output: str = "json_schema"
@@ -104,8 +108,13 @@ class RunSummary:
         price = Price(**self.price)
         # the client counts every reply's usage, the batch's too: what is left was sent online
         p, c, cached = t["prompt_tokens"] - bp, t["completion_tokens"] - bc, t.get("cached_tokens", 0)
-        online = price.cost(p, c, min(cached, p))
-        return online + price.cost(bp, bc, max(cached - p, 0), batch=True) if bp or bc else online
+        # the cache's reads and writes are not told apart by where they went: online first, the rest in batches
+        written = t.get("cache_write_tokens", 0)
+        online_written = min(written, p - min(cached, p))
+        online = price.cost(p, c, min(cached, p), online_written)
+        if not (bp or bc):
+            return online
+        return online + price.cost(bp, bc, max(cached - p, 0), written - online_written, batch=True)
 
     def totals(self) -> dict[str, float]:
         """Requests, retries, tokens and seconds summed over the runs that produced the scores.
@@ -207,6 +216,8 @@ class RunSummary:
             f"rows           {rows}",
             f"requests       {self.requests:,} ({self.retries:,} retries)",
         ]
+        if self.provider:
+            lines.insert(0, f"provider       {self.provider} ({self.model} at {self.base_url_host})")
         cached = []
         if self.cached_splits:
             # a split found whole in the results cache: its rows are served, no reply is looked up
@@ -228,7 +239,8 @@ class RunSummary:
         lines += [
             f"errors         {errs}",
             f"tokens         {self.prompt_tokens:,} in / {self.completion_tokens:,} out"
-            + (f" ({self.cached_tokens:,} in from the server's prompt cache)" if self.cached_tokens else ""),
+            + (f" ({self.cached_tokens:,} in from the server's prompt cache)" if self.cached_tokens else "")
+            + (f" ({self.cache_write_tokens:,} in written to its prompt cache)" if self.cache_write_tokens else ""),
             f"elapsed        {self.elapsed_s:.1f} s ({self.requests_per_s:,.0f} requests/s)",
             f"output format  {self.structured_output}",
         ]
@@ -320,17 +332,32 @@ class RunSummary:
 
 def describe_judges(judges: list[dict[str, Any]]) -> str:
     """A panel's judges in few words: a judge's model only where it differs from its name, the host once
-    where they share one.
+    where they share one, the provider of a judge that speaks one's own API.
 
     Example:
         >>> describe_judges([{"name": "a", "model": "a", "base_url_host": "h:1"}, {"name": "b", "model": "m", "base_url_host": "h:1"}])
         'a, b (m) at h:1'
+        >>> describe_judges([{"name": "a", "model": "a", "base_url_host": "h:1"},
+        ...                  {"name": "c", "model": "claude-x", "base_url_host": "h:2", "provider": "anthropic"}])
+        'a (a at h:1), c (claude-x at h:2, anthropic)'
     """  # noqa: E501 - a doctest line
     hosts = {j["base_url_host"] for j in judges}
     if len(hosts) == 1:
-        names = ", ".join(j["name"] if j["name"] == j["model"] else f"{j['name']} ({j['model']})" for j in judges)
+        names = ", ".join(
+            j["name"] if j["name"] == j["model"] and "provider" not in j else f"{j['name']} ({_model_of(j)})"
+            for j in judges
+        )
         return f"{names} at {hosts.pop()}"
-    return ", ".join(f"{j['name']} ({j['model']} at {j['base_url_host']})" for j in judges)
+    return ", ".join(f"{j['name']} ({j['model']} at {j['base_url_host']}{_provider_of(j)})" for j in judges)
+
+
+def _model_of(judge: dict[str, Any]) -> str:
+    return judge["model"] + _provider_of(judge)
+
+
+def _provider_of(judge: dict[str, Any]) -> str:
+    """``, anthropic`` for a judge entry with a provider (only those that are not OpenAI's API have one)."""
+    return f", {judge['provider']}" if judge.get("provider") else ""
 
 
 def describe_batches(b: dict[str, Any]) -> str:

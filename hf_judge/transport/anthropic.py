@@ -14,7 +14,8 @@ it once, as it does json_schema -> json_object for OpenAI-compatible servers).
 Prompt caching: the static prefix (the tool definition, the system prompt, and the metric's instructions:
 the user message up to the line of its first variable, :func:`static_prefix`, sent as a text block of its
 own) carries ``cache_control: {"type": "ephemeral"}``; a reply's ``cache_read_input_tokens`` are counted as cached
-prompt tokens, ``cache_creation_input_tokens`` and ``input_tokens`` as prompt tokens.
+prompt tokens, ``cache_creation_input_tokens`` as cache writes (priced at the model's cache-write price), both
+and ``input_tokens`` as prompt tokens.
 
 Errors need nothing of their own: Anthropic's statuses fall into the retry table as they are (529
 ``overloaded_error`` and 500 ``api_error`` retried, 429 ``rate_limit_error`` retried after its
@@ -134,6 +135,24 @@ def content_blocks(content: Any) -> list[dict[str, Any]]:
     return blocks
 
 
+def count_tokens_body(model: str, messages: list) -> dict[str, Any]:
+    """The body of ``POST /v1/messages/count_tokens`` for chat messages: the Messages request without
+    ``max_tokens`` (and without the structured-output fields, which the dry-run does not count for any provider).
+
+    Example:
+        >>> count_tokens_body("claude-haiku-4-5", [{"role": "system", "content": "Judge."},
+        ...                                        {"role": "user", "content": "Q?"}])
+        {'model': 'claude-haiku-4-5', 'messages': [{'role': 'user', 'content': [{'type': 'text', 'text': 'Q?'}]}], 'system': 'Judge.'}
+    """  # noqa: E501 - a doctest line
+    body: dict[str, Any] = {"model": model, "messages": []}
+    for m in messages:
+        if m["role"] == "system":
+            body["system"] = m["content"]
+        else:
+            body["messages"].append({"role": m["role"], "content": content_blocks(m["content"])})
+    return body
+
+
 def static_prefix(metric: Metric) -> str:
     """The part of ``metric``'s user message that is the same for every row: up to the line where its first
     variable goes (found by rendering it twice with different values). Empty where there is none.
@@ -242,15 +261,16 @@ class AnthropicWire:
         return [head, *([{"type": "text", "text": rest}] if rest else []), *blocks]
 
 
-def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, int]] | str:
-    """(content, finish_reason, (prompt, completion, cached prompt tokens)) of a Message, or what is wrong with it.
+def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, int, int]] | str:
+    """(content, finish_reason, (prompt, completion, cache-read, cache-written prompt tokens)) of a Message, or
+    what is wrong with it.
 
     The content is the text blocks joined, or the forced tool call's input as JSON.
 
     Example:
         >>> reply(b'{"type":"message","content":[{"type":"text","text":"{}"}],"stop_reason":"end_turn",'
         ...       b'"usage":{"input_tokens":5,"output_tokens":2,"cache_read_input_tokens":100}}')
-        ('{}', 'stop', (105, 2, 100))
+        ('{}', 'stop', (105, 2, 100, 0))
     """
     try:
         doc = orjson.loads(data) if isinstance(data, bytes) else data
@@ -274,19 +294,20 @@ def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, i
     return ("".join(texts) if texts else None), finish, usage_tokens(usage)
 
 
-def usage_tokens(usage: Any) -> tuple[int, int, int]:
-    """(prompt, completion, cached) tokens of a Message's usage: the prompt counts what the cache served and
-    wrote (``input_tokens`` is the rest), as OpenAI's ``prompt_tokens`` counts its ``cached_tokens``.
+def usage_tokens(usage: Any) -> tuple[int, int, int, int]:
+    """(prompt, completion, cache-read, cache-written) tokens of a Message's usage: the prompt counts what the
+    cache served and wrote (``input_tokens`` is the rest), as OpenAI's ``prompt_tokens`` counts its
+    ``cached_tokens``; the writes apart, as they cost more than other prompt tokens (1.25x for 5 minutes).
 
     Example:
         >>> usage_tokens({"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 7, "x": True})
-        (17, 5, 0)
+        (17, 5, 0, 7)
     """
     if not isinstance(usage, dict):
-        return 0, 0, 0
-    read = _count(usage.get("cache_read_input_tokens"))
-    prompt = _count(usage.get("input_tokens")) + read + _count(usage.get("cache_creation_input_tokens"))
-    return prompt, _count(usage.get("output_tokens")), read
+        return 0, 0, 0, 0
+    read, written = _count(usage.get("cache_read_input_tokens")), _count(usage.get("cache_creation_input_tokens"))
+    prompt = _count(usage.get("input_tokens")) + read + written
+    return prompt, _count(usage.get("output_tokens")), read, written
 
 
 def _count(v: Any) -> int:

@@ -118,6 +118,7 @@ class Stats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens the server served from its prompt cache (usage.prompt_tokens_details)
+    cache_write_tokens: int = 0  # prompt tokens written to the prompt cache (Anthropic's cache_creation_input_tokens)
     failures: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)
     structured_output: str = "json_schema"
@@ -714,12 +715,13 @@ class JudgeClient:
         parsed = anthropic.reply(data)
         if isinstance(parsed, str):
             return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), ErrorKind.BAD_RESPONSE, parsed)
-        content, finish, (p, c, cached) = parsed
+        content, finish, (p, c, cached, written) = parsed
         if content is not None:
             content = scrub_registered(content)
         stats = self.stats
         stats.prompt_tokens, stats.completion_tokens = stats.prompt_tokens + p, stats.completion_tokens + c
         stats.cached_tokens += cached
+        stats.cache_write_tokens += written
         try:
             value = parse_reply(metric, content, finish)
         except ReplyError as e:
@@ -735,7 +737,9 @@ class JudgeClient:
         bp, bc = self.batch_tokens
         p, c = s.prompt_tokens - bp, s.completion_tokens - bc
         cached = min(s.cached_tokens, p)
-        return self.price.cost(p, c, cached) + self.price.cost(bp, bc, s.cached_tokens - cached, batch=True)
+        written = min(s.cache_write_tokens, p - cached)  # as the summary splits them: online first
+        online = self.price.cost(p, c, cached, written)
+        return online + self.price.cost(bp, bc, s.cached_tokens - cached, s.cache_write_tokens - written, batch=True)
 
     def _check_budget(self) -> None:
         if self.max_cost is not None:

@@ -64,6 +64,9 @@ class Price(BaseModel):
     batch_cached_input: Usd | None = Field(
         None, ge=0, description="cached prompt tokens in batch mode (default: the lower of batch_input, cached_input)"
     )
+    cache_write_input: Usd | None = Field(
+        None, ge=0, description="prompt tokens written to the prompt cache (Anthropic's: 1.25x input; default: input)"
+    )
     # where the numbers come from (not read from a prices file: set by whoever made the price)
     source: str | None = Field(None, description="where the online prices come from")
     batch_source: str | None = Field(None, description="where the batch prices come from, where not from source")
@@ -77,27 +80,50 @@ class Price(BaseModel):
             "batch_input": batch_in,
             "batch_output": self.output / 2 if self.batch_output is None else self.batch_output,
             "batch_cached_input": min(batch_in, cached) if self.batch_cached_input is None else self.batch_cached_input,
+            "cache_write_input": self.input if self.cache_write_input is None else self.cache_write_input,
         }
         for k, v in fills.items():
             object.__setattr__(self, k, v)
 
-    def cost(self, prompt_tokens: float, completion_tokens: float, cached_tokens: float = 0, *, batch=False) -> float:
-        """USD for these tokens; ``cached_tokens`` (part of ``prompt_tokens``) at the cached price.
+    def cost(
+        self,
+        prompt_tokens: float,
+        completion_tokens: float,
+        cached_tokens: float = 0,
+        cache_write_tokens: float = 0,
+        *,
+        batch=False,
+    ) -> float:
+        """USD for these tokens; ``cached_tokens`` (part of ``prompt_tokens``) at the cached price,
+        ``cache_write_tokens`` (part of them too, Anthropic's ``cache_creation_input_tokens``) at the cache-write
+        price (in batch mode with the batch discount: the batch input price's share of the online one).
 
         In batch mode, prompt tokens cost the batch price, cached ones the batch cached price.
+
+        Example:
+            >>> p = Price(input=1.0, output=5.0, cached_input=0.1, cache_write_input=1.25)
+            >>> p.cost(1_000_000, 0, 0, 1_000_000), p.cost(1_000_000, 0, 0, 1_000_000, batch=True)
+            (1.25, 0.625)
         """
         cached = min(cached_tokens, prompt_tokens)
+        written = min(cache_write_tokens, prompt_tokens - cached)
         assert self.cached_input is not None and self.batch_input is not None and self.batch_output is not None
-        assert self.batch_cached_input is not None
+        assert self.batch_cached_input is not None and self.cache_write_input is not None
         if batch:
             rate_in, rate_cached, rate_out = self.batch_input, self.batch_cached_input, self.batch_output
+            rate_write = self.cache_write_input * (self.batch_input / self.input) if self.input else rate_in
         else:
             rate_in, rate_cached, rate_out = self.input, self.cached_input, self.output
-        return ((prompt_tokens - cached) * rate_in + cached * rate_cached + completion_tokens * rate_out) / _PER
+            rate_write = self.cache_write_input
+        plain = prompt_tokens - cached - written
+        return (plain * rate_in + cached * rate_cached + written * rate_write + completion_tokens * rate_out) / _PER
 
     def describe(self) -> str:
-        """``$0.10 in / $0.40 out per 1M tokens`` (and the cached price where it differs)."""
-        cached = f" (${self.cached_input:g} cached)" if self.cached_input != self.input else ""
+        """``$0.10 in / $0.40 out per 1M tokens`` (and the cached and cache-write prices where they differ)."""
+        apart = [f"${self.cached_input:g} cached"] if self.cached_input != self.input else []
+        if self.cache_write_input != self.input:
+            apart.append(f"${self.cache_write_input:g} cache write")
+        cached = f" ({', '.join(apart)})" if apart else ""
         return f"${self.input:g} in{cached} / ${self.output:g} out per 1M tokens"
 
     def describe_batch(self) -> str:
@@ -305,13 +331,14 @@ def _to_price(model: str, provider: str, info: Any) -> Price | None:
     now = dt.datetime.now(dt.timezone.utc)
     online = info.get_prices(now)
     batch = info.get_prices(now, {"processing": "batch"})
-    rates = [_flat(getattr(online, k)) for k in ("input_mtok", "output_mtok", "cache_read_mtok")]
+    rates = [_flat(getattr(online, k)) for k in ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")]
     if rates[0] is None or rates[1] is None:
         return None  # priced per request or per second: no token price to count with
     has_batch = any(getattr(batch, k) != getattr(online, k) for k in ("input_mtok", "output_mtok"))
     where = f"{genai_prices_version()} (bundled data, prices of {genai_data_date() or 'an unknown date'}"
     where += f"; {provider} {info.id})" if info.id != model else f"; {provider})"
     kw: dict[str, Any] = {"input": rates[0], "output": rates[1], "cached_input": rates[2], "source": where}
+    kw["cache_write_input"] = rates[3]  # the 5-minute write (genai-prices' cache_write_mtok; the 1-hour one is apart)
     if has_batch:
         kw.update(
             batch_input=_flat(batch.input_mtok),
