@@ -4,7 +4,7 @@ Every ```bash block of README.md is either run (RUN) or listed with the reason i
 is not (NOT_RUN): a new block fails test_every_bash_block_is_classified until it is
 put in one of them. Blocks run with `bash -euo pipefail`, no API key, the Hub
 switched off, and a fresh cache. A leading `pip install ... &&` is the one step not
-run: the test environment is that install (`.ci/run` installs `.[test,local]`).
+run: the test environment is that install (`.ci/run` installs `.[test,local,wire]`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ RUN = {
 # key: a piece of the block -> why the test does not run it
 NOT_RUN = {
     "OPENAI_API_KEY=sk-... hf-judge score openai/gsm8k": "needs an OpenAI key and the Hub",
-    'pip install -e ".[test,local]" && python -m pytest -q -n 2': "the test command itself: CI runs it",
+    'pip install -e ".[test,local,wire]" && python -m pytest -q -n 2': "the test command itself: CI runs it",
     "--push-to-hub me/gsm8k-judged": "needs an OpenAI key and write access to the Hub",
     "hf-judge run config.yaml": "needs the seed tool's config.yaml and data files",
     "python -m llama_cpp.server --model gemma.gguf": "needs your data.jsonl; runs a server of yours in the background",
