@@ -304,3 +304,44 @@ def test_cli_score_with_ray_and_a_cache_on_object_storage(cluster, judge, s3, tm
     assert judge.stats()["requests"] == 48  # every reply from the segments the actors published
     scores = [load_from_disk(tmp_path / d)["train"]["QA_Clarity"] for d in ("o", "ray")]
     assert scores[0] == scores[1]
+
+
+def test_cli_score_with_ray_writes_the_output_to_object_storage_as_the_one_process_run(
+    cluster, judge, s3, tmp_path, capfd
+):
+    """``--ray --output-dir s3://...``: Ray Data's writer puts each split there shard by shard, then ``errors/``
+    and ``summary.json``; read back, it is the one-process result row for row."""
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets import load_from_disk
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    rows = [{"question": f"q{i}", "answer": None if i == 5 else f"a{i}"} for i in range(40)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = s3.bucket() + "/scored"
+    cache = ["--cache-dir", s3.bucket() + "/cache"]
+    code, printed, err = run_cli(capfd, *score_args(data, judge, *cache, "--ray", "-o", out))
+    assert code == 0, err
+    assert f"saved to {out}/ (train: 40 rows" in printed and "errors         null_input: 1" in printed
+    assert judge.stats()["requests"] == 39
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", tmp_path / "one", "-o", tmp_path / "one_out"))
+    assert code == 0, err
+    single = load_from_disk(tmp_path / "one_out")
+
+    fs = fsspec.filesystem("s3")
+    shards = sorted(p for p in fs.find(out + "/train") if p.endswith(".parquet"))
+    assert shards, "Ray's writer wrote no shard"
+    train = pa.concat_tables([pq.read_table(fs.open(p, "rb")) for p in shards])
+    assert train.to_pylist() == single["train"].to_list()  # row for row, in input order, no helper column
+    errors = pq.read_table(fs.open(out + "/errors/errors.parquet", "rb")).to_pylist()
+    assert errors == single["errors"].to_list() and [(e["row"], e["kind"]) for e in errors] == [(5, "null_input")]
+    summary = json.loads(fs.cat(out + "/summary.json"))
+    assert summary["rows"] == {"train": 40} and summary["requests"] == 39 and summary["source_dataset"]
+    # a rerun pays nothing and writes the same output anew (no shard of the first run is left beside it)
+    code, _, err = run_cli(capfd, *score_args(data, judge, *cache, "--ray", "-o", out))
+    assert code == 0, err
+    assert judge.stats()["requests"] == 39 * 2  # the one-process run paid its own (another store)
+    again = sorted(p for p in fs.find(out + "/train") if p.endswith(".parquet"))
+    assert sum(pq.read_metadata(fs.open(p, "rb")).num_rows for p in again) == 40
