@@ -68,11 +68,13 @@ class RayOutput:
             fn_kwargs={"collector": collector, "stats": stats_column, "errors": errors_column, "split": split},
             batch_format="pyarrow",
             batch_size=None,
-            num_cpus=0.1,  # the actors hold the nodes' CPUs; this only drops three columns
+            num_cpus=0,  # the actors hold every CPU (one per CPU): the shards are written while they score
         )
         fs = pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
         # overwrite: a rerun after a kill replaces the shards it kept, whatever the batches were then
-        stripped.write_parquet(f"{self.root}/{split}", filesystem=fs, mode=SaveMode.OVERWRITE)
+        stripped.write_parquet(
+            f"{self.root}/{split}", filesystem=fs, mode=SaveMode.OVERWRITE, ray_remote_args={"num_cpus": 0}
+        )
         moved, errors = ray.get(collector.reports.remote())
         ray.kill(collector)
         return Dataset(self.read_split(split)), errors, moved
