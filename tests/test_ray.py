@@ -58,6 +58,7 @@ def cluster(s3_server, tmp_path_factory):
         )
         node = c.add_node(**small, env_vars=env_of[1])
         c.wait_for_nodes()
+        c.local_dirs = [Path(e["HF_JUDGE_LOCAL_CACHE"]) for e in env_of]  # type: ignore[attr-defined]
         ray.data.DataContext.get_current().execution_options.preserve_order = True
         yield c, node
         ray.shutdown()
@@ -304,3 +305,98 @@ def test_cli_score_with_ray_and_a_cache_on_object_storage(cluster, judge, s3, tm
     assert judge.stats()["requests"] == 48  # every reply from the segments the actors published
     scores = [load_from_disk(tmp_path / d)["train"]["QA_Clarity"] for d in ("o", "ray")]
     assert scores[0] == scores[1]
+
+
+def test_cli_score_with_ray_writes_the_output_to_object_storage_as_the_one_process_run(
+    cluster, judge, s3, tmp_path, capfd
+):
+    """``--ray --output-dir s3://...``: Ray Data's writer puts each split there shard by shard, then ``errors/``
+    and ``summary.json``; read back, it is the one-process result row for row."""
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets import load_from_disk
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    rows = [{"question": f"q{i}", "answer": None if i == 5 else f"a{i}"} for i in range(40)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = s3.bucket() + "/scored"
+    cache = ["--cache-dir", s3.bucket() + "/cache"]
+    code, printed, err = run_cli(capfd, *score_args(data, judge, *cache, "--ray", "-o", out))
+    assert code == 0, err
+    assert f"saved to {out}/ (train: 40 rows" in printed and "errors         null_input: 1" in printed
+    assert judge.stats()["requests"] == 39
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", tmp_path / "one", "-o", tmp_path / "one_out"))
+    assert code == 0, err
+    single = load_from_disk(tmp_path / "one_out")
+
+    fs = fsspec.filesystem("s3")
+    shards = sorted(p for p in fs.find(out + "/train") if p.endswith(".parquet"))
+    assert shards, "Ray's writer wrote no shard"
+    train = pa.concat_tables([pq.read_table(fs.open(p, "rb")) for p in shards])
+    assert train.to_pylist() == single["train"].to_list()  # row for row, in input order, no helper column
+    errors = pq.read_table(fs.open(out + "/errors/errors.parquet", "rb")).to_pylist()
+    assert errors == single["errors"].to_list() and [(e["row"], e["kind"]) for e in errors] == [(5, "null_input")]
+    summary = json.loads(fs.cat(out + "/summary.json"))
+    assert summary["rows"] == {"train": 40} and summary["requests"] == 39 and summary["source_dataset"]
+    # a rerun pays nothing and writes the same output anew (no shard of the first run is left beside it)
+    code, _, err = run_cli(capfd, *score_args(data, judge, *cache, "--ray", "-o", out))
+    assert code == 0, err
+    assert judge.stats()["requests"] == 39 * 2  # the one-process run paid its own (another store)
+    again = sorted(p for p in fs.find(out + "/train") if p.endswith(".parquet"))
+    assert sum(pq.read_metadata(fs.open(p, "rb")).num_rows for p in again) == 40
+
+
+def test_a_node_whose_workers_are_killed_with_the_store_on_object_storage_pays_twice_one_batch(
+    cluster, judge, s3, tmp_path
+):
+    """kill -9 of the second node's workers mid-run, the store on object storage and each node its own local copy:
+    Ray retries the lost batch (on the other node, or on an actor it starts again), which finds in the segments
+    every batch the dead actor finished. The node's local copy is wiped with its workers (a node replaced: its disk
+    gone), so nothing it paid is found but in the segments. Paid twice: at most the replies of the batch it was
+    scoring (each batch's replies are published when it ends: the publish interval on Ray)."""
+    import shutil
+
+    from hf_judge.ray import score_ray_dataset
+
+    c, node = cluster
+    n, batch = 480, 40  # 12 batches, ~6 per actor
+    # prompts of its own: a node's local copy ($HF_JUDGE_LOCAL_CACHE) holds the other tests' replies
+    rows = [{"question": f"node kill {i}?", "answer": f"a{i}"} for i in range(n)]
+    judge.configure(latency=0.05)  # a batch's requests take longer than its publish: the kill lands mid-batch
+    scored = score_ray_dataset(
+        ray.data.from_items(rows, override_num_blocks=n // batch),
+        ["QA_Clarity"],
+        columns=COLUMNS,
+        model="judge",
+        api_key="sk-test",
+        base_urls=[judge.base_url],
+        cache_dir=s3.bucket() + "/cache",
+        concurrency=2,
+        in_flight=IN_FLIGHT,
+        batch_size=batch,
+    )
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.setdefault("rows", scored.take_all()))
+    t.start()
+    deadline = time.monotonic() + 90
+    while judge.stats()["ok"] < n // 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    killed = _workers_of(node.all_processes["raylet"][0].process.pid)
+    assert killed, "the second node runs no worker process"
+    at_kill = judge.stats()["ok"]
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(c.local_dirs[1], ignore_errors=True)
+    t.join(120)
+    got, st = out["rows"], judge.stats()
+    assert 0 < at_kill < n  # the kill came mid-run
+    print(f"killed {len(killed)} processes at {at_kill} replies; paid twice: {st['duplicates']} (batch {batch})")
+    assert st["prompts"] == n and st["duplicates"] <= batch
+    assert [r["question"] for r in got] == [r["question"] for r in rows]
+    judge.configure(latency=0)
+    single = score(Dataset.from_list(rows), ["QA_Clarity"], judge, tmp_path / "single", progress=False)
+    assert [r["QA_Clarity"] for r in got] == single["train"]["QA_Clarity"]
+    assert [r["QA_Clarity_reason"] for r in got] == single["train"]["QA_Clarity_reason"]
+    assert not any(r["judge_errors"] for r in got)

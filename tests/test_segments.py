@@ -277,11 +277,12 @@ def test_ctrl_c_publishes_what_the_run_paid(judge, s3, tmp_path):
     assert judge.stats()["requests"] - (ROWS - answered) <= IN_FLIGHT
 
 
-def test_an_output_dir_url_on_the_command_line_is_refused_before_any_request(judge, tmp_path, capfd):
+def test_an_output_dir_url_without_ray_is_refused_before_any_request(judge, tmp_path, capfd):
+    """Only Ray Data's writer writes to object storage (shard by shard): without --ray the message says so."""
     from helpers import run_cli, score_args
 
     data = tmp_path / "data.jsonl"
     data.write_text('{"question": "q", "answer": "a"}\n')
     code, _, err = run_cli(capfd, *score_args(data, judge, "-o", "s3://bucket/out", "--cache-dir", tmp_path / "c"))
-    assert code == 2 and "--output-dir 's3://bucket/out' is a URL" in err and "write_parquet" in err
+    assert code == 2 and "--output-dir 's3://bucket/out' is a URL" in err and "add --ray" in err
     assert judge.stats()["requests"] == 0

@@ -159,7 +159,7 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
     summary = scored.summary
     assert summary is not None  # score_dataset always sets it
     _add_provenance(summary, job, args.token)
-    done: list[str] = []
+    done: list[str] = _saved_on_ray(args, job, scored)
     try:
         done += write_result(scored, args, out, job.push_to_hub, source=source, kind="scored", summary=summary)
         done = show_overview(scored, summary, out, job.push_to_hub, terminal=interactive(sys.stdout)) + done
@@ -221,12 +221,9 @@ def _check_outputs(args: argparse.Namespace, job: Job, ds, produced: list[str], 
 
     assert job.dataset is not None
     out = job.output_dir or (None if job.push_to_hub else default_output_dir(job.dataset))
-    if is_url(out):
-        raise ConfigError(
-            f"--output-dir {out!r} is a URL: the command line saves to a local folder (or --push-to-hub). On a "
-            "Ray cluster, write to object storage with Ray Data's writer: hf_judge.ray.score_ray_dataset(...)"
-            ".write_parquet('s3://...') (see the README, Scale)"
-        )
+    if out is not None and is_url(out):
+        _check_url_output(args, job, out)
+        return None, ""  # the engine writes it (hf_judge.engine.ray_output) and checks what the URL holds
     # a local input is named by the hash of its bytes (output.source_of): read only for a folder to write
     source = source_of(job.dataset, job.subset, job.revision) if out else ""
     if out:
@@ -242,6 +239,34 @@ def _check_outputs(args: argparse.Namespace, job: Job, ds, produced: list[str], 
             applied = thresholds(job.filters.min, job.filters.max, job.filters.keep_missing)
             check_output(filtered_name(out), source, "filtered", None, args.overwrite, applied)
     return out, source
+
+
+def _saved_on_ray(args: argparse.Namespace, job: Job, scored) -> list[str]:
+    """An ``--output-dir`` URL that the Ray run wrote: its ``summary.json`` again, now with the provenance."""
+    from ..engine.ray_output import RayOutput
+    from ..store.segments import is_url
+
+    if not is_url(job.output_dir):
+        return []
+    assert job.output_dir is not None
+    options = job.library_args(args).get("storage_options")
+    RayOutput(job.output_dir, options).write_summary(scored.summary)
+    rows = ", ".join(f"{k}: {len(v):,} rows" for k, v in scored.items() if k != "errors")
+    return [f"saved to {job.output_dir.rstrip('/')}/ ({rows}; Parquet by split, errors/, summary.json)"]
+
+
+def _check_url_output(args: argparse.Namespace, job: Job, out: str) -> None:
+    """An ``--output-dir`` URL is written by Ray Data's writer, shard by shard: ``--ray`` only, without filters."""
+    if not (getattr(args, "ray", False) or getattr(args, "ray_address", None)):
+        raise ConfigError(
+            f"--output-dir {out!r} is a URL: only a run with --ray writes to object storage (Ray Data's writer, "
+            "shard by shard); add --ray, or save to a local folder and copy it"
+        )
+    if job.filters is not None:
+        raise ConfigError(
+            f"--output-dir {out!r} is a URL: a recipe's filters are applied to a local folder; score with --ray "
+            "--output-dir URL, then filter a local copy with `hf-judge filter`"
+        )
 
 
 def _run_scoring(
@@ -275,10 +300,15 @@ def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | No
         # Ray Data logs each dataset's plan, start and end, and its progress every few seconds, at INFO on
         # stderr: the run's summary says what they say, and warnings still show
         logging.getLogger("ray.data").setLevel(logging.WARNING)
+    from ..store.segments import is_url
+
+    url = job.output_dir if is_url(job.output_dir) else None
     return score_dataset_on_ray(
         ds,
         job.metrics,
         address=args.ray_address,
+        output_dir=url,
+        output_overwrite=bool(args.overwrite),
         token_columns=job.token_columns,
         **{**job.library_args(args, api_key), **client},
     )

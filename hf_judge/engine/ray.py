@@ -43,6 +43,7 @@ from ..errors import ConfigError
 from ..results.bias import BiasChecks, refuse_in_a_map
 from .cascade import refuse_cascade
 from .core import Plan, score_features
+from .ray_output import ROW_COLUMN, RayOutput
 from .transform import RAW_CHARS, check_fleet, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
@@ -316,6 +317,8 @@ def score_dataset_on_ray(
     settings: Settings | None = None,
     storage_options: dict[str, Any] | None = None,
     local_cache_dir: str | os.PathLike | None = None,
+    output_dir: str | None = None,
+    output_overwrite: bool = False,
     **setting_values: Any,
 ) -> ScoredDatasetDict:
     """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
@@ -327,8 +330,17 @@ def score_dataset_on_ray(
     rows back in input order. The summary holds the run's settings, rows and
     errors, and the request and token counters of the batches the actors finished.
 
+    ``output_dir``: a URL on object storage (``s3://bucket/scored``, with the store's ``storage_options``)
+    that Ray Data's Parquet writer fills as shards finish: ``<output_dir>/<split>/``, then ``errors/`` and
+    ``summary.json`` (see :mod:`hf_judge.engine.ray_output`). A killed job keeps its finished shards, and a
+    rerun writes each split anew. A URL holding files no hf-judge run wrote is refused unless
+    ``output_overwrite``.
+
     Example:
         >>> scored = score_dataset_on_ray(ds, ["QA_All"], model="judge", address="ray://head:10001")  # doctest: +SKIP
+        >>> scored = score_dataset_on_ray(  # doctest: +SKIP
+        ...     ds, ["QA_All"], model="judge", cache_dir="s3://bucket/cache", output_dir="s3://bucket/scored"
+        ... )
     """
     try:
         import ray
@@ -363,6 +375,16 @@ def score_dataset_on_ray(
         storage_options=storage_options,
         local_cache_dir=local_cache_dir,
     )
+    output = None
+    if output_dir is not None:
+        if settings.escalate_model is not None:
+            raise ConfigError(
+                "escalate_model (--escalate-model) on Ray writes no output_dir URL: the strong tier rescores rows "
+                "the cheap tier wrote; save to a local folder, or write the result yourself"
+            )
+        output = RayOutput(output_dir, storage_options)
+        output.check(output_overwrite)
+        output.start()
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
         _check_address(address)
@@ -371,7 +393,7 @@ def score_dataset_on_ray(
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
     actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     if settings.escalate_model is None:
-        return _on_ray(ds, job, actors, base_urls)
+        return _on_ray(ds, job, actors, base_urls, output)
     from .cascade import score_cascade
 
     tiers: list[JudgeJob] = []
@@ -383,8 +405,11 @@ def score_dataset_on_ray(
     return score_cascade(ds, job, tier, progress=False, if_exists="keep")
 
 
-def _on_ray(ds: Any, job: JudgeJob, actors: int | tuple[int, int], base_urls: list[str] | None) -> Any:
-    """:func:`score_dataset_on_ray` of a job resolved, on a cluster joined: each split by :func:`ray_stage`."""
+def _on_ray(
+    ds: Any, job: JudgeJob, actors: int | tuple[int, int], base_urls: list[str] | None, output: RayOutput | None = None
+) -> Any:
+    """:func:`score_dataset_on_ray` of a job resolved, on a cluster joined: each split by :func:`ray_stage`, brought
+    back to the driver, or written to ``output`` (and read back from there)."""
     import ray
 
     from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
@@ -403,18 +428,25 @@ def _on_ray(ds: Any, job: JudgeJob, actors: int | tuple[int, int], base_urls: li
         if len(d) == 0:  # Ray Data gives no block back, so no columns: score_dataset's, which sends nothing for 0 rows
             results[split] = _empty_split(split, d, job, base_urls)
             continue
+        table = d.with_format("arrow")[:]
+        if output is not None:  # each row's position, for the errors of batches written where they finish
+            table = table.append_column(ROW_COLUMN, pa.array(range(len(d)), type=pa.int64()))
         scored = ray_stage(
             # not from_huggingface: it reloads the split by its builder's name to look for Hub Parquet files
             # (a local JSON file's builder "json" reads every JSON file of the working directory), and hands
             # an in-memory split over as one block, which one actor scores alone
-            ray.data.from_arrow(d.with_format("arrow")[:], override_num_blocks=max(1, min(len(d), 4 * size))),
+            ray.data.from_arrow(table, override_num_blocks=max(1, min(len(d), 4 * size))),
             job,
             base_urls,
             concurrency=actors,
             batch_stats=True,
         )
-        table = pa.concat_tables(ray.get(scored.to_arrow_refs()))
-        results[split] = _collected(table, split, errors, moved)
+        if output is None:
+            results[split] = _collected(pa.concat_tables(ray.get(scored.to_arrow_refs())), split, errors, moved)
+        else:
+            results[split], found, batches = output.write_split(split, scored, STATS_COLUMN, ERRORS_COLUMN)
+            errors += found
+            moved += batches
     summary = _summary(job, base_urls, splits, results, errors, moved)
     results, warnings = checks.run(summary, results)
     for warning in warnings:
@@ -428,6 +460,8 @@ def _on_ray(ds: Any, job: JudgeJob, actors: int | tuple[int, int], base_urls: li
     out.summary = summary
     out.summary.elapsed_s = time.monotonic() - started
     out.summary.notes.append(f"scored on Ray by {actors} actors")
+    if output is not None:
+        output.write_errors_and_summary(out[ERRORS_SPLIT], out.summary)
     return out
 
 

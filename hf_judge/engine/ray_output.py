@@ -1,0 +1,137 @@
+"""A Ray run's scored output on object storage (``score_dataset_on_ray(..., output_dir="s3://...")``,
+``hf-judge score --ray --output-dir s3://...``).
+
+Each split is written by Ray Data's own Parquet writer to ``<output_dir>/<split>/`` as its shards finish, so the
+finished part of a killed job is kept; a rerun (which pays nothing for the replies the store published) writes
+each split anew. The errors split goes to ``<output_dir>/errors/`` and the run's ``summary.json`` beside them once
+every split is done. The rows and errors come back to the driver too: from the files written (the summary,
+the bias checks and the overview need them), and from a small actor each batch reports its errors to.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, cast
+
+import pyarrow as pa
+from datasets import Dataset
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import ray.data
+
+# the input row's position, carried through the scoring stage so a batch's errors name their rows; never written
+ROW_COLUMN = "_hf_judge_row"
+MARKER = ".hf_judge_output"  # written first: a rerun after a kill finds its own partial output, not a stranger's
+
+
+class RayOutput:
+    """Where a Ray run writes: an fsspec URL and its ``storage_options`` (the store's, given once)."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+        except (ImportError, ValueError) as e:
+            raise ConfigError(f"output_dir={url!r}: {e} (pip install s3fs / gcsfs / adlfs for its scheme)") from None
+        self.root = self.root.rstrip("/")
+
+    def check(self, overwrite: bool) -> None:
+        """Refuse a URL that holds something other than an earlier (or killed) hf-judge output, unless ``overwrite``."""
+        found = self.fs.find(self.root, maxdepth=1, withdirs=True) if self.fs.exists(self.root) else []
+        held = [p for p in found if p.rstrip("/") != self.root]
+        if held and not overwrite and not self.fs.exists(f"{self.root}/{MARKER}"):
+            raise ConfigError(
+                f"--output-dir {self.url} holds files that no hf-judge run wrote: give an empty location, or pass "
+                "--overwrite to write the result's splits there anyway"
+            )
+
+    def start(self) -> None:
+        self.fs.makedirs(self.root, exist_ok=True)
+        self.fs.pipe(f"{self.root}/{MARKER}", b"hf-judge: a scored output (see summary.json once the run ends)\n")
+
+    def write_split(
+        self, split: str, stage: ray.data.Dataset, stats_column: str, errors_column: str
+    ) -> tuple[Dataset, list[dict[str, Any]], list[dict[str, Any]]]:
+        """Run ``stage`` (the scoring stage over rows numbered in ``ROW_COLUMN``) into ``<url>/<split>/``; return the
+        split as written, its error rows and each batch's counters."""
+        import pyarrow.fs as pafs
+        import ray
+        from ray.data import SaveMode
+
+        collector: Any = ray.remote(num_cpus=0)(_Collector).remote()
+        stripped = stage.map_batches(
+            cast(Any, _report),  # its keywords come by fn_kwargs
+            fn_kwargs={"collector": collector, "stats": stats_column, "errors": errors_column, "split": split},
+            batch_format="pyarrow",
+            batch_size=None,
+            num_cpus=0,  # the actors hold every CPU (one per CPU): the shards are written while they score
+        )
+        fs = pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+        # overwrite: a rerun after a kill replaces the shards it kept, whatever the batches were then
+        stripped.write_parquet(
+            f"{self.root}/{split}", filesystem=fs, mode=SaveMode.OVERWRITE, ray_remote_args={"num_cpus": 0}
+        )
+        moved, errors = ray.get(collector.reports.remote())
+        ray.kill(collector)
+        return Dataset(self.read_split(split)), errors, moved
+
+    def read_split(self, split: str) -> pa.Table:
+        """A split's shards, in the order Ray's writer named them: its tasks' order, which is the input's
+        (``preserve_order``)."""
+        import pyarrow.parquet as pq
+
+        files = sorted(p for p in self.fs.find(f"{self.root}/{split}") if p.endswith(".parquet"))
+        tables = []
+        for path in files:
+            with self.fs.open(path, "rb") as f:
+                tables.append(pq.read_table(f))
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+    def write_errors_and_summary(self, errors: Dataset, summary: Any) -> None:
+        """The errors split (``<url>/errors/``, one Parquet file) and ``summary.json``, once every split is written."""
+        self.fs.makedirs(f"{self.root}/errors", exist_ok=True)
+        with self.fs.open(f"{self.root}/errors/errors.parquet", "wb") as f:
+            errors.to_parquet(f)
+        self.write_summary(summary)
+
+    def write_summary(self, summary: Any) -> None:
+        from ..results.summary import SUMMARY_FILE
+
+        text = json.dumps(summary.to_dict(), indent=1, default=str)
+        self.fs.pipe(f"{self.root}/{SUMMARY_FILE}", text.encode())
+
+
+class _Collector:
+    """Each batch's counters (by the row they ride on) and each row's errors, by row: a batch retried reports once."""
+
+    def __init__(self) -> None:
+        self.moved: dict[int, dict[str, Any]] = {}
+        self.errors: dict[int, list[dict[str, Any]]] = {}
+
+    def add(self, moved: dict[int, dict[str, Any]], errors: dict[int, list[dict[str, Any]]]) -> None:
+        self.moved.update(moved)
+        self.errors.update(errors)
+
+    def reports(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(each batch's counters, the error rows), in row order."""
+        return [m for _, m in sorted(self.moved.items())], [e for _, es in sorted(self.errors.items()) for e in es]
+
+
+def _report(table: pa.Table, collector: Any, stats: str, errors: str, split: str) -> pa.Table:
+    """A scored batch as it is written: its counters and error rows sent to the driver's collector first."""
+    import ray
+
+    rows = table.column(ROW_COLUMN).to_pylist()
+    moved = {r: json.loads(t) for r, t in zip(rows, table.column(stats).to_pylist(), strict=True) if t}
+    found = {
+        r: [{"split": split, "row": r, **item} for item in items]
+        for r, items in zip(rows, table.column(errors).to_pylist(), strict=True)
+        if items
+    }
+    if moved or found:
+        ray.get(collector.add.remote(moved, found))
+    return table.drop_columns([ROW_COLUMN, stats, errors])
