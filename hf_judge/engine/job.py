@@ -179,8 +179,8 @@ def cache_location(
 
     Example:
         >>> root, remote = cache_location("s3://bucket/cache", local_cache_dir="/tmp/judge")
-        >>> str(root), remote.url
-        ('/tmp/judge', 's3://bucket/cache')
+        >>> str(root.parent), remote.url  # a folder of its own per URL, inside the one given
+        ('/tmp/judge/remote', 's3://bucket/cache')
     """
     if storage_options is not None and not is_url(cache_dir):
         raise ConfigError(
@@ -191,7 +191,8 @@ def cache_location(
         remote = Remote.of(str(cache_dir), storage_options)
         local = local_cache_dir or os.environ.get("HF_JUDGE_LOCAL_CACHE")
         # absolute: a map transform's processes and Ray's workers may run from another directory
-        root = Path(local).expanduser().absolute() if local else default_local_dir(remote.url, _default_root())
+        # keyed by the URL inside the folder given too: one node's folder serves several stores, never mixing them
+        root = default_local_dir(remote.url, Path(local).expanduser().absolute() if local else _default_root())
         return root, remote
     if local_cache_dir is not None:
         raise ConfigError(
