@@ -106,11 +106,23 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
             url = result.push_to_hub(repo, private=args.private, token=args.token)
         done.append(f"pushed to {url} ({_rows(result)})")
     if out:  # the page from the saved folder, as `hf-judge view` makes it; after the push, which sends the data only
-        from .view import load_result
-
-        saved, summary = load_result(out)
-        done[2:2] = _save_report(saved, out, summary, _store_dir(args, summary))
+        done[2:2] = _stream_report(args, out)
     return done
+
+
+def _stream_report(args: argparse.Namespace, out: str) -> list[str]:
+    """A streamed run's page, from the folder it saved (as `hf-judge view` makes it). A folder that cannot be read
+    back is a warning: the result is saved, and ``hf-judge view`` says what is wrong."""
+    import logging
+
+    from .view import load_result
+
+    try:
+        saved, summary = load_result(out)
+    except Exception as e:  # noqa: BLE001 - the result is saved already; the page is not worth failing the run for
+        logging.getLogger("hf_judge").warning("the report page could not be written (%s: %s)", type(e).__name__, e)
+        return []
+    return _save_report(saved, out, summary, _store_dir(args, summary))
 
 
 def _save_pictures(result, out: str, summary) -> list[Path] | None:

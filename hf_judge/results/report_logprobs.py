@@ -126,6 +126,10 @@ def split_distributions(
             columns = {o.key: o.column for o in logprobs.targets(metric)}
             entry = {"judge": judge, "outputs": {columns.get(k, k): d for k, d in dists.items()}}
             out.setdefault(name, {}).setdefault(str(p), []).append(entry)
+    order = {judge: i for i, (judge, _) in enumerate(judges)}  # the panel's order, not the store's
+    for by_row in out.values():
+        for entries in by_row.values():
+            entries.sort(key=lambda e: order.get(e["judge"], len(order)))
     looked = len({(n, p, j) for v in wanted.values() for n, p, j, _ in v})
     if looked and not done:
         logger.warning(
