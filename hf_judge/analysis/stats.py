@@ -214,12 +214,7 @@ def bootstrap(
         v = stat(x[i], y[i])
         if v is not None:
             values[b] = v
-    values = values[~np.isnan(values)]
-    if not len(values):
-        return None
-    alpha = (1.0 - confidence) / 2
-    lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+    return percentile_interval(values, confidence)
 
 
 def _row_ranks(codes: np.ndarray, k: int) -> np.ndarray:
@@ -288,12 +283,7 @@ def bootstrap_spearman(
             for s in range(0, resamples, chunk)
         ]
     )
-    values = values[~np.isnan(values)]
-    if not len(values):
-        return None
-    alpha = (1.0 - confidence) / 2
-    lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+    return percentile_interval(values, confidence)
 
 
 def bootstrap_mean(
@@ -312,6 +302,19 @@ def bootstrap_mean(
         return None
     rows = resample_rows(n, resamples, seed)
     values = np.concatenate([x[rows[s : s + chunk]].mean(axis=1) for s in range(0, resamples, chunk)])
+    return percentile_interval(values, confidence)
+
+
+def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float] | None:
+    """The central ``confidence`` interval of bootstrap ``values`` (NaN resamples left out); None for none.
+
+    Example:
+        >>> [round(v, 6) for v in percentile_interval(np.arange(101.0), 0.9)]
+        [5.0, 95.0]
+    """
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return None
     alpha = (1.0 - confidence) / 2
     lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
