@@ -328,3 +328,21 @@ def test_a_dry_run_projects_the_cheap_tier_and_the_strong_one_on_every_row(cheap
     assert est.strong.to_dict() == alone.to_dict()
     assert f"on every row: {ROWS:,} requests" in str(est) and f"${alone.cost_online:,.4f} online" in str(est)
     assert cheap.stats()["requests"] == 0 and strong.stats()["requests"] == 0
+
+
+def test_the_bias_checks_read_the_scores_that_decided(cheap, strong, tmp_path):
+    """Length bias and ``_lc`` are the combined result's: the cheap judge's 5s where it decided, the strong 9s where
+    it did (each tier's own checks would read scores the result does not hold)."""
+    from scipy.stats import spearmanr
+
+    ds = qa_dataset(ROWS)
+    out = _cascade(ds, cheap.base_url, strong.base_url, tmp_path / "cache", length_control=True)
+    d = out["train"]
+    scores = list(d["QA_Correctness"])
+    assert scores == [9 if r in LOW else 5 for r in range(ROWS)]
+    lengths = [len(a) for a in ds["answer"]]
+    found = out.summary.length_bias["QA_Correctness"]
+    assert found["n"] == ROWS and found["rho"] == pytest.approx(spearmanr(scores, lengths).statistic)
+    assert d.column_names.count("QA_Correctness_lc") == 1
+    lc = [v for v in d["QA_Correctness_lc"]]
+    assert sum(lc) / ROWS == pytest.approx(sum(scores) / ROWS)  # the mean score is kept

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -34,7 +35,8 @@ from ..judging import logprobs
 from ..judging.ensemble import JUDGE_SEP, NUMERIC, Layout
 from ..judging.metrics import Metric, MetricKind
 from ..progress import ProgressCallback, datasets_bars_off
-from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+from ..results.bias import BiasChecks
+from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import Settings, escalation_conditions
@@ -71,9 +73,13 @@ def score_cascade(
         )
     conditions = escalation_conditions(settings.escalate_when or "")
     check_margins(conditions, job.metrics)
-    cheap_job = job.with_settings(**dict.fromkeys(ESCALATE_FIELDS), escalate_audit=0.0)  # the run, no cascade
-    cheap = run(ds, cheap_job, progress=progress, if_exists=if_exists)
     inputs, _ = as_splits(ds)
+    # the bias checks read the scores that decided, once the tiers are combined (not each tier's)
+    checks = BiasChecks.of(job.metrics, job.columns, settings) if job.bias_checks else None
+    if checks is not None:
+        checks.check_input({s: d.column_names for s, d in inputs.items()})
+    cheap_job = job.with_settings(**dict.fromkeys(ESCALATE_FIELDS), escalate_audit=0.0)  # the run, no cascade
+    cheap = run(ds, replace(cheap_job, bias_checks=False), progress=progress, if_exists=if_exists)
     picks: dict[str, dict[str, tuple[list[str | None], list[bool]]]] = {}
     for split, d in inputs.items():
         # a metric whose columns the input had and kept (if_exists="keep") was not scored: nothing to escalate
@@ -82,7 +88,7 @@ def score_cascade(
         ]
         table = _table(cheap[split])
         picks[split] = {m.name: pick(table, m, job, conditions, d) for m in fresh}
-    strong_job = job.strong_tier()
+    strong_job = replace(job.strong_tier(), bias_checks=False)
     strong: dict[tuple[str, str], tuple[list[int], Dataset]] = {}
     strong_errors: list[dict] = []
     summaries: list[Any] = []
@@ -95,7 +101,11 @@ def score_cascade(
             for m in metrics:
                 strong[(s, m.name)] = (r, out[s])
         strong_errors += [{**e, "row": rows[e["split"]][e["row"]]} for e in out[ERRORS_SPLIT].to_list()]
-    return combine(job, strong_job, cheap, picks, strong, strong_errors, summaries, inputs)
+    out = combine(job, strong_job, cheap, picks, strong, strong_errors, summaries, inputs)
+    if checks is not None:
+        scored = checks.apply(out.summary, {k: v for k, v in out.items() if k != ERRORS_SPLIT})
+        out.update(scored)
+    return out
 
 
 def _table(d: Dataset) -> pa.Table:
@@ -258,11 +268,7 @@ def combine(
     errors += [e for e in strong_errors if (e["split"], e["row"], e["metric"]) in escalated]
     order = {s: i for i, s in enumerate(inputs)}
     errors.sort(key=lambda e: (order.get(e["split"], len(order)), e["row"]))
-    out[ERRORS_SPLIT] = (
-        Dataset.from_list(errors, features=ERROR_FEATURES)
-        if errors
-        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
-    )
+    out[ERRORS_SPLIT] = errors_dataset(errors)
     summary = cheap.summary
     assert summary is not None  # score_job sets it
     summary.columns = [*summary.columns, *added]

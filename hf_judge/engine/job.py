@@ -54,6 +54,9 @@ class JudgeJob:
     token_columns: bool = False
     # cache_dir on object storage: the shared home of the store (``cache_root`` is then this process's local copy)
     remote: Remote | None = None
+    # the bias checks of the finished result (results/bias.py); off for a cascade's tiers, whose combined result
+    # is checked once
+    bias_checks: bool = True
 
     @classmethod
     def resolve(

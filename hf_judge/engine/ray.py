@@ -412,13 +412,14 @@ def _on_ray(
     back to the driver, or written to ``output`` (and read back from there)."""
     import ray
 
-    from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+    from ..results.errors_split import ERRORS_SPLIT, errors_dataset
     from ..results.scored import ScoredDatasetDict
     from .prepare import as_splits
 
     splits, _ = as_splits(ds)
-    checks = BiasChecks.of(job.metrics, job.columns, job.settings)
-    checks.check_input({s: d.column_names for s, d in splits.items()})
+    checks = BiasChecks.of(job.metrics, job.columns, job.settings) if job.bias_checks else None
+    if checks is not None:
+        checks.check_input({s: d.column_names for s, d in splits.items()})
     started = time.monotonic()
     size = actors if isinstance(actors, int) else actors[1]
     results: dict[str, Dataset] = {}
@@ -448,15 +449,10 @@ def _on_ray(
             errors += found
             moved += batches
     summary = _summary(job, base_urls, splits, results, errors, moved)
-    results, warnings = checks.run(summary, results)
-    for warning in warnings:
-        logger.warning("%s", warning)
+    if checks is not None:
+        results = checks.apply(summary, results)
     out = ScoredDatasetDict(results)
-    out[ERRORS_SPLIT] = (
-        Dataset.from_list(errors, features=ERROR_FEATURES)
-        if errors
-        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
-    )
+    out[ERRORS_SPLIT] = errors_dataset(errors)
     out.summary = summary
     out.summary.elapsed_s = time.monotonic() - started
     out.summary.notes.append(f"scored on Ray by {actors} actors")

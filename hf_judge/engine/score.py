@@ -26,7 +26,7 @@ from ..pages import file_paths, release
 from ..progress import ProgressBar, ProgressCallback, datasets_bars_off
 from ..redact import install_log_filter
 from ..results.bias import BiasChecks, refuse_length_control
-from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..settings import Settings
 from ..store.sqlite import free_space, human_bytes, is_disk_full
@@ -202,8 +202,9 @@ def score_job(
         _warn_batches_in_flight(job.store_file, client)
     summary = new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
     summary.column_mapping = column_mapping(loaded, job.columns, splits)
-    checks = BiasChecks.of(loaded, job.columns, settings)
-    checks.check_input({s: list(d.column_names or []) for s, d in splits.items()})
+    checks = BiasChecks.of(loaded, job.columns, settings) if job.bias_checks else None
+    if checks is not None:
+        checks.check_input({s: list(d.column_names or []) for s, d in splits.items()})
     if use_cache and any(plans_by_split.values()):
         from .providers import provider_notes
 
@@ -256,18 +257,15 @@ def score_job(
     return _scored(results, errors, summary, checks)
 
 
-def _scored(results: dict[str, Dataset], errors: list[dict], summary: Any, checks: BiasChecks) -> ScoredDatasetDict:
+def _scored(
+    results: dict[str, Dataset], errors: list[dict], summary: Any, checks: BiasChecks | None
+) -> ScoredDatasetDict:
     """The run's result: its splits after the bias checks (which may add ``_lc`` columns), the errors split and the
     summary."""
-    results, warnings = checks.run(summary, results)
-    for warning in warnings:
-        logger.warning("%s", warning)
+    if checks is not None:
+        results = checks.apply(summary, results)
     out = ScoredDatasetDict(results)
-    out[ERRORS_SPLIT] = (
-        Dataset.from_list(errors, features=ERROR_FEATURES)
-        if errors
-        else Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
-    )
+    out[ERRORS_SPLIT] = errors_dataset(errors)
     out.summary = summary
     logger.info("hf_judge run summary\n%s", summary)
     return out

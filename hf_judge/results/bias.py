@@ -136,6 +136,13 @@ class BiasChecks:
                     "judged text, or give generator_model (--generator-model NAME) when one model wrote them all"
                 )
 
+    def apply(self, summary: Any, results: dict[str, Dataset]) -> dict[str, Dataset]:
+        """:meth:`run` with its warnings logged: the splits (with ``<column>_lc`` when ``length_control``)."""
+        results, warnings = self.run(summary, results)
+        for warning in warnings:
+            logger.warning("%s", warning)
+        return results
+
     def run(self, summary: Any, results: dict[str, Dataset]) -> tuple[dict[str, Dataset], list[str]]:
         """Fill ``summary.length_bias``, ``longer_wins`` and ``self_preference`` from the scored ``results``;
         returns the splits (with ``<column>_lc`` when ``length_control``) and the warnings to log."""

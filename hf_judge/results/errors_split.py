@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from datasets import Features, Value
+from datasets import Dataset, Features, Value
 
 logger = logging.getLogger("hf_judge")
 
@@ -23,3 +23,15 @@ ERROR_FEATURES = Features(
         "attempts": Value("int64"),
     }
 )
+
+
+def errors_dataset(errors: list[dict]) -> Dataset:
+    """The ``errors`` split of these error rows (with its columns when there are none).
+
+    Example:
+        >>> errors_dataset([]).column_names
+        ['split', 'row', 'metric', 'kind', 'message', 'raw', 'attempts']
+    """
+    if errors:
+        return Dataset.from_list(errors, features=ERROR_FEATURES)
+    return Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)

@@ -92,7 +92,7 @@ def push_scored(
     """
     from ..analysis.agreement import AgreementReport
     from ..judging.images import saveable
-    from .errors_split import ERROR_FEATURES, ERRORS_SPLIT
+    from .errors_split import ERRORS_SPLIT, errors_dataset
     from .plots import available
 
     if "config_name" in push_kwargs or "data_dir" in push_kwargs:
@@ -104,7 +104,7 @@ def push_scored(
     data = DatasetDict({k: saveable(v) for k, v in scored.items() if k != ERRORS_SPLIT})
     errors = scored.get(ERRORS_SPLIT)
     if errors is None:
-        errors = Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+        errors = errors_dataset([])
     reports = [agreement] if isinstance(agreement, AgreementReport) else list(agreement)
     pictures = picture_files(data, summary, reports) if (available() if plots is None else plots) else {}
     with quiet(*LIBRARY_CHATTER):
