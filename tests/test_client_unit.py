@@ -598,3 +598,36 @@ def test_errors_rows_and_summary_hold_plain_strings(judge, tmp_path):
     summary = out.summary.to_dict()
     assert summary["errors"] == {"invalid_json": 1} and summary["failed_attempts"] == {"invalid_json": 2}
     orjson.dumps(summary)  # raised "Dict key must be str" on enum keys
+
+
+def test_a_metric_at_a_freed_metrics_address_gets_its_own_schema():
+    """One client serves many copies of a job in a process (a Ray worker unpickles the Judge once per task):
+    a metric built where a freed one lived is sent its own schema and prefix, not the freed one's. (Keyed by
+    id(metric), a Binary metric was sent QA_Clarity's schema and its replies failed the schema check.)"""
+    import pickle
+
+    from hf_judge.judging.metrics import Metric
+    from hf_judge.transport.anthropic import AnthropicWire
+
+    client = JudgeClient(Settings(model="m", base_url="http://judge.test/v1"), api_key=None)
+    wire = AnthropicWire("claude-haiku-4-5", max_tokens=None)
+    clarity, binary = pickle.dumps(load_metric("QA_Clarity")), pickle.loads(pickle.dumps(load_metric("Binary")))
+    for _ in range(500):
+        first = pickle.loads(clarity)  # a copy of its own, as a Ray task unpickles it (load_metric's are kept)
+        assert client.response_format(first)["json_schema"]["name"] == "QA_Clarity"
+        assert wire.structured(first, "tool")["tool_choice"]["name"] == "QA_Clarity"
+        wire.body(first, [{"role": "user", "content": "x"}], 0.0, "tool")
+        freed = id(first)
+        del first
+        other = object.__new__(Metric)  # allocated straight after the free: CPython often hands out that block
+        if id(other) == freed:
+            other.__dict__.update(binary.__dict__)
+            break
+    else:
+        pytest.fail("CPython gave no new metric the freed metric's address in 500 tries")
+    assert client.response_format(other)["json_schema"] == {
+        "name": "Binary", "schema": binary.json_schema, "strict": True,
+    }  # fmt: skip
+    assert wire.structured(other, "tool")["tool_choice"]["name"] == "Binary"
+    body = json.loads(wire.body(other, [{"role": "user", "content": "x"}], 0.0, "tool"))
+    assert body["tools"][0]["input_schema"] == binary.json_schema

@@ -27,6 +27,7 @@ stops it as a used-up quota), and its error body's ``error.message`` is read lik
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import orjson
@@ -190,13 +191,16 @@ class AnthropicWire:
     def __init__(self, model: str, *, max_tokens: int | None):
         self.model = model
         self.max_tokens = max_tokens or constants.ANTHROPIC_MAX_TOKENS
-        self._static: dict[tuple[int, str], dict[str, Any]] = {}
-        self._prefix: dict[int, str] = {}
+        # Keyed by the metric object, weakly (not by id(metric): a freed metric's address is reused).
+        self._static: weakref.WeakKeyDictionary[Metric, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
+        self._prefix: weakref.WeakKeyDictionary[Metric, str] = weakref.WeakKeyDictionary()
 
     def structured(self, metric: Metric, mode: str) -> dict[str, Any]:
         """The body's structured-output fields: ``output_config`` (mode json_schema), else a forced tool call."""
-        key = (id(metric), mode)
-        fields = self._static.get(key)
+        by_mode = self._static.get(metric)
+        if by_mode is None:
+            by_mode = self._static[metric] = {}
+        fields = by_mode.get(mode)
         if fields is None:
             if mode == "json_schema":
                 fields = {
@@ -210,7 +214,7 @@ class AnthropicWire:
                     "cache_control": EPHEMERAL,
                 }
                 fields = {"tools": [tool], "tool_choice": {"type": "tool", "name": metric.schema_name}}
-            self._static[key] = fields
+            by_mode[mode] = fields
         return fields
 
     def body(
@@ -241,9 +245,9 @@ class AnthropicWire:
 
     def _cached(self, metric: Metric, content: Any) -> Any:
         """The user message's content, its static prefix in a block of its own with ``cache_control``."""
-        prefix = self._prefix.get(id(metric))
+        prefix = self._prefix.get(metric)
         if prefix is None:
-            prefix = self._prefix[id(metric)] = static_prefix(metric)
+            prefix = self._prefix[metric] = static_prefix(metric)
         if isinstance(content, str):  # the usual message, without images: no blocks to build first
             first, blocks = content, []
         else:

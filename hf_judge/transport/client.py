@@ -38,6 +38,7 @@ import asyncio
 import hashlib
 import logging
 import socket
+import weakref
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -255,7 +256,10 @@ class JudgeClient:
         self._headers.update(extra_headers or {})
         self._mode = "json_schema"
         self._schema_ok = False
-        self._rf_cache: dict[tuple[int, str], dict] = {}
+        # Keyed by the metric object itself, weakly: a key of id(metric) outlived its metric where one client
+        # serves many copies of a job (a Ray worker unpickles the Judge once per task), and a later metric at
+        # the freed address was sent the earlier one's schema.
+        self._rf_cache: weakref.WeakKeyDictionary[Metric, dict[str, dict]] = weakref.WeakKeyDictionary()
         self._recent: deque[bool] = deque(maxlen=circuit_window)
         self._recent_failures = 0
         self._circuit_threshold = circuit_threshold
@@ -300,8 +304,10 @@ class JudgeClient:
     # -- request building ------------------------------------------------
     def response_format(self, metric: Metric, mode: str | None = None) -> dict:
         mode = mode or self._mode
-        key = (id(metric), mode)
-        rf = self._rf_cache.get(key)
+        by_mode = self._rf_cache.get(metric)
+        if by_mode is None:
+            by_mode = self._rf_cache[metric] = {}
+        rf = by_mode.get(mode)
         if rf is None:
             if mode == "json_schema":
                 rf = {
@@ -310,7 +316,7 @@ class JudgeClient:
                 }
             else:
                 rf = {"type": "json_object", "schema": metric.json_schema}
-            self._rf_cache[key] = rf
+            by_mode[mode] = rf
         return rf
 
     def body(
