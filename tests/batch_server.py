@@ -272,7 +272,7 @@ class BatchService:
             schema = (
                 (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
             )
-            content = orjson.dumps(self.judge._reply_object(text, schema or {})).decode()
+            content = orjson.dumps(self.judge._reply_object(text, schema or {}, model=body.get("model", ""))).decode()
         top = int(body.get("top_logprobs") or 1) if body.get("logprobs") else None  # as the judge server reads it
         p = self.judge.confidence_for(text)
         return orjson.loads(Judge._completion_body(body.get("model", ""), content, "stop", len(text), top, None, p))

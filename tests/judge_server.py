@@ -47,7 +47,8 @@ DEFAULTS: dict = {
     "attempt_scores": None,  # [4, 9, 9]: the n-th request of a prompt gets integer outputs [n-1 % len] (samples)
     # {"pattern": regex, "step": 20, "noise": 1}: a judge biased to length. The i-th integer output (in the schema's
     # order) is minimum + len(i-th match of the pattern in the prompt) // step, plus a noise in [-noise, noise] from
-    # the prompt's hash, clipped to the range (one match: every output follows it; none: the usual hash values)
+    # the prompt's hash, clipped to the range (one match: every output follows it; none: the usual hash values);
+    # "model": "a" biases only the replies to that model (one judge of a panel)
     "length_scores": None,
     "text_reply": "ok",
     "record": False,
@@ -146,10 +147,10 @@ class Judge:
             return bool(h % 2)
         return f"reason {h & 0xFFFFFFFF:08x}"
 
-    def _length_scores(self, text: str, props: dict) -> dict:
+    def _length_scores(self, text: str, props: dict, model: str) -> dict:
         rule = self.config["length_scores"]
         found = re.findall(rule["pattern"], text)
-        if not found:
+        if not found or rule.get("model") not in (None, model):
             return {}
         noise, step = int(rule.get("noise", 0)), int(rule.get("step", 20))
         out = {}
@@ -161,11 +162,11 @@ class Judge:
             out[k] = max(lo, min(hi, lo + len(found[min(i, len(found) - 1)]) // step + shift))
         return out
 
-    def _reply_object(self, text: str, schema: dict, attempt: int = 1) -> dict:
+    def _reply_object(self, text: str, schema: dict, attempt: int = 1, model: str = "") -> dict:
         props = schema.get("properties", {})
         overrides = dict(self.config["overrides"])
         if self.config["length_scores"]:
-            overrides = {**self._length_scores(text, props), **overrides}
+            overrides = {**self._length_scores(text, props, model), **overrides}
         by_attempt = self.config["attempt_scores"]
         if by_attempt:
             score = by_attempt[(attempt - 1) % len(by_attempt)]
@@ -386,7 +387,7 @@ class Judge:
             if schema is None:
                 content = cfg["text_reply"]
             else:
-                content = orjson.dumps(self._reply_object(text, schema, attempt)).decode()
+                content = orjson.dumps(self._reply_object(text, schema, attempt, model)).decode()
             self._event(200, inflight)
             st["ok"] += 1
             if phash in answered:
@@ -410,7 +411,7 @@ class Judge:
             return resp
         first = self.attempts[phash]
         for i in range(1, n):
-            content = orjson.dumps(self._reply_object(text, schema, first + i)).decode()
+            content = orjson.dumps(self._reply_object(text, schema, first + i, doc.get("model", ""))).decode()
             choice = {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
             if top is not None:
                 choice["logprobs"] = {"content": token_logprobs(content, top)} if top else None
@@ -451,7 +452,7 @@ class Judge:
         if kind == "no_choices":
             self._event(200, inflight)
             return web.Response(body=orjson.dumps({"id": "x", "choices": []}), content_type="application/json")
-        obj = self._reply_object(text, schema or {"properties": {"score": {"type": "integer"}}})
+        obj = self._reply_object(text, schema or {"properties": {"score": {"type": "integer"}}}, model=model)
         ints = [k for k, s in (schema or {}).get("properties", {}).items() if s.get("type") == "integer"]
         finish = "stop"
         if kind == "malformed_json":

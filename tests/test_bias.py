@@ -79,6 +79,39 @@ def test_an_unbiased_judge_gets_no_warning(judge, tmp_path, caplog):
     assert not [r for r in caplog.records if "length bias" in r.getMessage()]
 
 
+def test_a_panel_reports_each_judges_length_bias_and_flags_the_biased_one(judge, tmp_path, caplog):
+    """A panel of two judges of which only ``a`` follows length: each judge's own column gets its figure (scipy's
+    rho on the same data); ``a`` is flagged, ``b`` is not; ``_lc`` stays on the panel's aggregate."""
+    judge.configure(length_scores={**BIASED, "model": "a"})
+    ds = _data()
+    with caplog.at_level(logging.WARNING, logger="hf_judge"):
+        out = score(ds, ["QA_Clarity"], judge, tmp_path, progress=False, models="a,b", length_control=True)
+    found, train = out.summary.length_bias, out["train"]
+    assert list(found) == ["QA_Clarity", "QA_Clarity__a", "QA_Clarity__b"]
+    assert set(found["QA_Clarity"]) == {"rho", "low", "high", "n", "unit", "warning"}  # the aggregate's, as before
+    lengths = _lengths(ds["answer"])
+    for column in found:
+        rho = scipy.stats.spearmanr(train[column], lengths).statistic
+        assert found[column]["rho"] == pytest.approx(rho, abs=1e-12) and found[column]["n"] == ROWS, column
+    a, b = found["QA_Clarity__a"], found["QA_Clarity__b"]
+    assert a["judge"] == "a" and a["panel_column"] == "QA_Clarity" and b["judge"] == "b"
+    assert a["rho"] > 0.9 and a["low"] > 0.3 and a["warning"] is True
+    assert abs(b["rho"]) < 0.3 and b["warning"] is False
+    warnings = [r.getMessage() for r in caplog.records if "length bias" in r.getMessage()]
+    judged = [w for w in warnings if "__" in w]
+    assert len(judged) == 1 and judged[0].startswith("length bias: QA_Clarity__a follows the length")
+    assert "the panel's judge 'a'" in judged[0] and "QA_Clarity_lc" in judged[0]
+    lines = [line for line in str(out.summary).splitlines() if line.startswith("length bias")]
+    assert any(line.startswith("length bias    QA_Clarity: rho") for line in lines)  # the aggregate: always
+    flagged = [line for line in lines if "__" in line]  # a judge's: only when flagged
+    assert len(flagged) == 1 and "QA_Clarity__a: rho" in flagged[0] and flagged[0].endswith("judge a  WARNING")
+    assert [c for c in train.column_names if c.endswith("_lc")] == ["QA_Clarity_lc"]
+    out.save_to_disk(tmp_path / "out")
+    assert RunSummary.load(tmp_path / "out").length_bias == found  # summary.json
+    card = render_section(out, out.summary)
+    assert "| `QA_Clarity__a` |" in card and "| `QA_Clarity__b` |" in card and "`<column>__<judge>`" in card
+
+
 def test_length_control_is_the_ols_residual_on_log_length(judge, tmp_path):
     judge.configure(length_scores=BIASED)
     ds = _data()
@@ -206,13 +239,31 @@ def test_the_cli_flags_and_agreement_read_the_judged_column_from_the_summary(jud
     assert "length_rho" in stdout and "label_length_rho" in stdout  # the judged column came from summary.json
 
 
-def test_a_streams_length_bias_is_the_in_process_one(judge, tmp_path):
-    judge.configure(length_scores=BIASED)
+def test_the_end_of_run_names_the_panels_length_biased_judge(judge, tmp_path, capfd):
+    judge.configure(length_scores={**BIASED, "model": "b"})
+    path = tmp_path / "data.jsonl"
+    _data().to_json(path)
+    extra = ["--models", "a,b", "--cache-dir", tmp_path / "c", "-o", tmp_path / "out"]
+    args = score_args(path, judge, *extra)
+    del args[args.index("--model") : args.index("--model") + 2]  # a panel's judges are its models
+    code, stdout, err = run_cli(capfd, *args)
+    assert code == 0, err
+    saved = json.loads((tmp_path / "out" / "summary.json").read_text())["length_bias"]
+    assert saved["QA_Clarity__b"]["warning"] is True and saved["QA_Clarity__a"]["warning"] is False
+    printed = [line for line in stdout.splitlines() if line.startswith("length bias") and "__" in line]
+    assert len(printed) == 1 and printed[0].startswith("length bias    QA_Clarity__b: rho"), stdout
+    assert "length bias: QA_Clarity__b follows" in err and "QA_Clarity__a follows" not in err
+
+
+@pytest.mark.parametrize("panel", [{}, {"models": "a,b"}], ids=["one judge", "panel"])
+def test_a_streams_length_bias_is_the_in_process_one(judge, tmp_path, panel):
+    judge.configure(length_scores={**BIASED, "model": "a"} if panel else BIASED)
     ds = _data()
-    ref = score(ds, ["QA_Clarity"], judge, tmp_path / "a", progress=False).summary.length_bias
-    out = score(ds.to_iterable_dataset(num_shards=2), ["QA_Clarity"], judge, tmp_path / "b", progress=False)
+    ref = score(ds, ["QA_Clarity"], judge, tmp_path / "a", progress=False, **panel).summary.length_bias
+    out = score(ds.to_iterable_dataset(num_shards=2), ["QA_Clarity"], judge, tmp_path / "b", progress=False, **panel)
     list(out["train"])
     assert out.summary.length_bias == ref
+    assert len(ref) == (3 if panel else 1) and (ref.get("QA_Clarity__a") or ref["QA_Clarity"])["warning"] is True
 
 
 def test_the_stream_sample_is_a_bounded_uniform_sample():

@@ -220,6 +220,9 @@ def test_margin_and_disagreement(judge, strong, tmp_path):
     assert _rows_sent(strong) == [2]
     assert out["train"]["QA_Correctness"][2] == 9 and out["train"]["QA_Correctness__a"][2] == 5
     assert out.summary.cascade["reasons"] == {"disagreement": 1}
+    # each cheap judge of the panel keeps its own column, and with it its own length bias
+    judged = {c: f["judge"] for c, f in out.summary.length_bias.items() if f.get("judge")}
+    assert judged == {"QA_Correctness__a": "a", "QA_Correctness__b": "b"}
     # disagreement: three samples, of which row 5's first says 1
     strong.reset()
     strong.configure(overrides={"score": 9}, record=True)

@@ -235,3 +235,8 @@ def test_engine_x_feature_equals_the_in_process_result(engine, feature, judge, r
     assert len(expected_errors) == len(_job(feature)["metrics"])
     if engine in ("dataset", "workers", "ray"):  # a stream's summary is made as it is read; batch lines are no requests
         assert _summary(out.summary) == expected_summary
+    if engine == "batch":  # its requests are batch lines, its bias checks those of any run
+        assert out.summary.length_bias == expected_summary["length_bias"]
+    if "models" in _job(feature):  # a panel: each judge's length bias beside the aggregate's
+        judged = {c: f["judge"] for c, f in expected_summary["length_bias"].items() if f.get("judge")}
+        assert judged == {"QA_Clarity__a": "a", "QA_Clarity__b": "b"}  # Binary's verdict is no integer score

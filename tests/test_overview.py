@@ -217,6 +217,10 @@ def test_a_panel_over_qa_all_still_fits_one_screen(judge, tmp_path):
     assert sum(line.startswith("agreement") for line in lines) == 1 and "agree" in lines[lines.index(
         next(line for line in lines if line.startswith("scores"))) + 1]  # fmt: skip
     assert "  + 14 columns beside them (each judge's, spreads): in the data and its plots" in lines
+    # several judges' columns flagged for length bias: one line names them (summary.json has every judge's)
+    flagged = [c for c, f in scored.summary.length_bias.items() if f.get("judge") and f["warning"]]
+    judged = [line for line in lines if line.startswith("length bias    judges:")]
+    assert len(flagged) > 1 and len(judged) == 1 and all(f"{c} " in judged[0] for c in flagged)
 
 
 def test_length_bias_shows_where_the_summary_has_it():

@@ -336,6 +336,9 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
     assert len(sent) == 1 and shown == list(sent.pop())
     judges = [d.get_attribute("data-judge") for d in box.find_elements(By.CSS_SELECTOR, ".dist[data-col='QA_Clarity']")]
     assert judges == ["j1", "j2"]
+    _open(browser, page, "overview")  # each judge's length bias, a row of its own beside the aggregate's
+    bias = browser.find_element(By.XPATH, "//h2[.='Length bias']/following-sibling::table[1]").text
+    assert all(k in bias for k in ("QA_Clarity__j1", "QA_Clarity__j2", "judge", "panel_column", "rho"))
     assert _problems(browser) == []
 
 

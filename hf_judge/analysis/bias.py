@@ -279,10 +279,17 @@ def _interval(found: dict[str, Any], fmt: str = ".2f") -> str:
 def length_warning(column: str, found: dict[str, Any]) -> str:
     """The warning of a length bias worth one (see :func:`length_bias`)."""
     way = "higher" if (found["rho"] or 0) > 0 else "lower"
-    return (
+    head = (
         f"length bias: {column} follows the length of the text it judged (Spearman's rho {_num(found['rho'])}, "
-        f"{_interval(found)}, {found['n']:,} rows, length in {found['unit']}): longer texts score {way}. Check "
-        f"against labels (hf-judge agreement), or add {column}_lc with length_control=True (--length-control)"
+        f"{_interval(found)}, {found['n']:,} rows, length in {found['unit']}): longer texts score {way}. "
+    )
+    if found.get("judge") is not None:  # one judge of a panel: the remedy is the panel's, not a column's
+        return head + (
+            f"It is the panel's judge {found['judge']!r}: replace it, check it against labels (hf-judge agreement "
+            f"--score {column}), or add {found['panel_column']}_lc with length_control=True (--length-control)"
+        )
+    return head + (
+        f"Check against labels (hf-judge agreement), or add {column}_lc with length_control=True (--length-control)"
     )
 
 
@@ -314,15 +321,22 @@ def describe(length: dict[str, dict], longer: dict[str, dict], preference: dict[
         ['length bias    s: rho 0.50 (95% interval 0.40 .. 0.60), 90 rows, characters  WARNING']
     """
     lines = []
-    shown = length
-    if len(length) > 2:  # an All metric: each column's rho is in the overview's table; name the flagged ones here
+    shown = {c: f for c, f in length.items() if f.get("judge") is None}
+    if len(shown) > 2:  # an All metric: each column's rho is in the overview's table; name the flagged ones here
         # (a line only when one is flagged: the overview's table has each column's rho)
-        shown = {c: f for c, f in length.items() if f["warning"]}
+        shown = {c: f for c, f in shown.items() if f["warning"]}
+    # a panel judge's own column: a line only when flagged (the card and summary.json have every judge's)
+    flagged = {c: f for c, f in length.items() if f.get("judge") is not None and f["warning"]}
+    if len(flagged) == 1:
+        shown.update(flagged)
     for column, f in shown.items():
         lines.append(
             f"length bias    {column}: rho {_num(f['rho'])} ({_interval(f)}), {f['n']:,} rows, {f['unit']}"
+            + (f", judge {f['judge']}" if f.get("judge") is not None else "")
             + ("  WARNING" if f["warning"] else "")
         )
+    if len(flagged) > 1:  # several (a panel over an All metric): one line, as the screen has room for
+        lines.append(_flagged_judges(flagged))
     for column, f in longer.items():
         lines.append(
             f"longer wins    {column}: {_num(f['rate'], '.0%')} of {f['n']:,} decided pairs ({_interval(f, '.0%')}), "
@@ -343,6 +357,27 @@ def describe(length: dict[str, dict], longer: dict[str, dict], preference: dict[
     return lines
 
 
+def _flagged_judges(judges: dict[str, dict], width: int = 100) -> str:
+    """One line naming the flagged judges' columns and their rho, cut to ``width`` with what is left counted.
+
+    Example:
+        >>> _flagged_judges({"QA_Clarity__a": {"rho": 0.91}, "QA_Clarity__b": {"rho": -0.4}})
+        'length bias    judges: QA_Clarity__a +0.91, QA_Clarity__b -0.40  WARNING'
+    """
+    items = [f"{c} {_num(f['rho'], '+.2f')}" for c, f in judges.items()]
+    head, tail = "length bias    judges: ", "  WARNING"
+    for shown in range(len(items), 0, -1):
+        more = f", +{len(items) - shown} more in summary.json" if shown < len(items) else ""
+        line = head + ", ".join(items[:shown]) + more + tail
+        if len(line) <= width or shown == 1:
+            return line
+    return head + tail
+
+
+def _judged(length: dict[str, dict]) -> bool:
+    return any(f.get("judge") is not None for f in length.values())
+
+
 def markdown(length: dict[str, dict], longer: dict[str, dict], preference: dict[str, Any]) -> list[str]:
     """The card's section on the bias checks (markdown lines); none for a run without them."""
     if not (length or longer or preference):
@@ -351,7 +386,8 @@ def markdown(length: dict[str, dict], longer: dict[str, dict], preference: dict[
     if length:
         out += [
             "Length bias: Spearman's rho between each score and the length of the text it judged "
-            "(a warning where the interval excludes 0 and |rho| is 0.3 or more).",
+            "(a warning where the interval excludes 0 and |rho| is 0.3 or more)"
+            + ("; a panel's judges each on their own column (`<column>__<judge>`)." if _judged(length) else "."),
             "",
             "| column | rho | 95% interval | rows | length in | warning |",
             "| --- | --- | --- | --- | --- | --- |",

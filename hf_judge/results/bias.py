@@ -8,6 +8,10 @@ reads the scored splits (pooled: a judge's bias is the judge's, not a split's), 
 (one process, workers, batch mode, Ray); a stream calls it on :class:`StreamSample`, a bounded uniform
 sample of the rows that passed. The figures are in :mod:`hf_judge.analysis.bias`.
 
+A panel's judges are checked one by one too: each judge's own column ``<column>__<judge>`` gets its entry in
+``length_bias`` (with ``judge`` and ``panel_column``), its length counted as the aggregate's, so the judges
+compare. ``<column>_lc`` stays on the aggregate: it is the column a filter reads.
+
 What length is: the text the metric judged, that is its ``output`` variable, or, for a metric without one
 (``Q_Clarity`` judges the question), all its text variables together; for a pairwise metric each response.
 Counted in tokens of the judge's encoding where tiktoken is installed and knows the model (``gpt-4o``),
@@ -17,7 +21,7 @@ else in characters; ``unit`` says which.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +29,7 @@ import pyarrow as pa
 
 from ..analysis import bias as figures
 from ..errors import ConfigError
+from ..judging.ensemble import JUDGE_SEP
 from ..judging.metrics import Metric, MetricKind, OutputType
 from ..pages import file_paths, release
 
@@ -96,6 +101,8 @@ class BiasChecks:
     length_control: bool = False
     generator_column: str | None = None
     generator_model: str | None = None
+    # a panel's judges as its columns name them (<column>__<judge>): each judge's own length bias; none: no panel
+    panel: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, metrics: list[Metric], columns: dict[str, str], settings: Settings) -> BiasChecks:
@@ -107,16 +114,22 @@ class BiasChecks:
             settings.length_control,
             settings.generator_column,
             settings.generator_model,
+            [j.column_name for j in settings.judges] if len(settings.judges) > 1 else [],
         )
 
     def column(self, variable: str) -> str:
         return self.columns.get(variable, variable)
 
+    def judge_columns(self, column: str) -> list[str]:
+        """A panel's per-judge columns of a score column (``<column>__<judge>``); none without a panel."""
+        return [f"{column}{JUDGE_SEP}{name}" for name in self.panel]
+
     def needed(self) -> list[str]:
         """The dataset columns the checks read (a stream's sample keeps only these)."""
         cols: list[str] = []
         for m in self.metrics:
-            cols += [self.column(v) for v in judged_variables(m)] + integer_scores(m)
+            cols += [self.column(v) for v in judged_variables(m)]
+            cols += [c for col in integer_scores(m) for c in (col, *self.judge_columns(col))]
             pair = pair_variables(m) if m.kind == MetricKind.PAIRWISE else None
             if pair is not None:
                 cols += [self.column(pair[0]), self.column(pair[1]), f"{m.name}_winner"]
@@ -176,6 +189,22 @@ class BiasChecks:
                 summary.length_bias[col] = found
                 if found["warning"]:
                     warnings.append(figures.length_warning(col, found))
+                warnings += self._judges_length_bias(summary, table, col, seen[key], lengths.unit)
+        return warnings
+
+    def _judges_length_bias(
+        self, summary: Any, table: pa.Table, column: str, judged: np.ndarray, unit: str
+    ) -> list[str]:
+        """Each panel judge's own column beside the aggregate's (``<column>__<judge>``, marked with ``judge``
+        and ``panel_column``): which judge of a panel follows length, which its aggregate hides or dilutes."""
+        warnings = []
+        for name, own in zip(self.panel, self.judge_columns(column), strict=True):
+            if own not in table.column_names:
+                continue
+            found = {**figures.length_bias(_numbers(table, own), judged, unit), "judge": name, "panel_column": column}
+            summary.length_bias[own] = found
+            if found["warning"]:
+                warnings.append(figures.length_warning(own, found))
         return warnings
 
     def _longer_wins(self, summary: Any, table: pa.Table, lengths: figures.Lengths) -> list[str]:

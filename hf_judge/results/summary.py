@@ -67,7 +67,8 @@ class RunSummary:
     # a judge panel's judge-vs-judge agreement: split -> metric -> column -> pairs (ensemble.Layout.agreement)
     agreement: dict[str, Any] = field(default_factory=dict)
     # bias checks of the finished scores (results/bias.py), every split together: score column -> {rho, low, high,
-    # n, unit, warning} (Spearman's rho of the score and the judged text's length, its bootstrap interval)
+    # n, unit, warning} (Spearman's rho of the score and the judged text's length, its bootstrap interval); a panel
+    # adds each judge's own column (<column>__<judge>) with two more keys, judge and panel_column
     length_bias: dict[str, dict[str, Any]] = field(default_factory=dict)
     # pairwise winner column -> {rate, low, high, n, skipped, unit, warning}: how often the longer response won
     longer_wins: dict[str, dict[str, Any]] = field(default_factory=dict)
