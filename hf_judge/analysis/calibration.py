@@ -29,7 +29,7 @@ from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
 from . import stats
-from .labels import Joined, join_labels, labels_for, read_labels
+from .labels import Joined, join_labels, label_source_name, labels_for, read_labels
 
 FORMAT = 1  # calibration.json's format version
 FILE_NAME = "calibration.json"
@@ -302,6 +302,7 @@ def calibrate(
     seed: int = 0,
     bins: int = 10,
     target_precision: float | None = None,
+    token: str | None = None,
 ) -> Calibration:
     """Fit a calibration of the judge's ``score`` against human labels.
 
@@ -312,7 +313,8 @@ def calibrate(
     value that counts as positive) or "numeric" (human scores); default from the labels. ``use_expected``:
     read ``<score>_expected`` (default: when every labelled row has one). ``folds``/``seed``: the k-fold
     cross-validation; ``bins``: of the ECE; ``target_precision``: choose the lowest threshold reaching it
-    (default: the threshold maximising F1).
+    (default: the threshold maximising F1). ``token``: the Hub token that reads labels kept on the Hub
+    (``labels="me/to-label"``, see :func:`hf_judge.analysis.labels.read_labels`).
 
     Example:
         >>> ds = Dataset.from_dict({"S": [2, 4, 6, 8] * 10, "ok": [False, False, True, True] * 10})
@@ -326,7 +328,7 @@ def calibrate(
         raise ConfigError(f"bins must be 1 or more, got {bins}")
     if target_precision is not None and not 0 < target_precision <= 1:
         raise ConfigError(f"target_precision must be in (0, 1], e.g. 0.9; got {target_precision}")
-    joined, label_name = _pairs(scored_or_labels, score, label, labels, split, use_expected)
+    joined, label_name = _pairs(scored_or_labels, score, label, labels, split, use_expected, token)
     x, y, kind, dropped = _arrays(joined, kind, positive)
     if len(x) < folds:
         raise ConfigError(f"{len(x)} labelled rows with a score: too few for {folds}-fold cross-validation; label more")
@@ -365,23 +367,30 @@ def calibrate(
 
 
 def _pairs(
-    source: Any, score: str, label: str | None, labels: Any, split: str | None, use_expected: bool | None
+    source: Any,
+    score: str,
+    label: str | None,
+    labels: Any,
+    split: str | None,
+    use_expected: bool | None,
+    token: str | None = None,
 ) -> tuple[Joined, str]:
     """The (judge value, label) pairs, from a dataset's label column, a labels file joined with it, or
     labels records that carry the judge's value."""
     if isinstance(source, (str, Path)) or (isinstance(source, Sequence) and not isinstance(source, Dataset)):
-        records = read_labels(source, context=True) if isinstance(source, (str, Path)) else list(source)
-        return _from_records(records, score, use_expected), str(source) if isinstance(source, (str, Path)) else "labels"
+        named = isinstance(source, (str, Path))
+        records = read_labels(source, context=True, token=token) if named else list(source)
+        return _from_records(records, score, use_expected), label_source_name(source) if named else "labels"
     if (label is None) == (labels is None):
         raise ConfigError("give the labels one way: label= (a column of the dataset) or labels= (a labels file)")
     dd = source if isinstance(source, DatasetDict) else DatasetDict({split or "train": source})
     if labels is not None:
-        records = read_labels(labels) if isinstance(labels, (str, Path)) else list(labels)
+        records = read_labels(labels, token=token) if isinstance(labels, (str, Path)) else list(labels)
         if split is not None:
             records = [r for r in records if r["split"] == split]
         column = _column(dd, score, use_expected, {r["split"] for r in records})
         joined = join_labels(dd, records, score, column)
-        return joined, str(labels) if isinstance(labels, (str, Path)) else "labels"
+        return joined, label_source_name(labels) if isinstance(labels, (str, Path)) else "labels"
     names = [k for k in dd if k != "errors"]
     if split is None and len(names) != 1:
         raise ConfigError(f"the dataset has splits {', '.join(names)}: name one (split=..., --split)")

@@ -43,7 +43,8 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
     given.add_argument(
         "--labels",
         metavar="FILE",
-        help="a labels file (JSONL or CSV: split, row, label), joined with the result by (split, row)",
+        help="a labels file (JSONL or CSV: split, row, label), joined with the result by (split, row), or labels on "
+        "the Hub: a dataset id (sample-for-review --push-to-hub, labels filled in) or hf://datasets/OWNER/NAME/FILE",
     )
     p.add_argument("--split", help="the split to compare (needed when the dataset has several)")
     p.add_argument("--subset", help=SUBSET_HELP)
@@ -132,9 +133,9 @@ def _labelled(ds, args: argparse.Namespace):
     """The labelled rows of the result with the labels file's labels as a column (named after the file), and
     Krippendorff's alpha among the file's reviewers when several labelled the same rows."""
     from ..analysis.alpha import krippendorff_alpha
-    from ..analysis.labels import join_labels, labelled_split, read_labels
+    from ..analysis.labels import join_labels, label_source_name, labelled_split, read_labels
 
-    records = read_labels(args.labels)
+    records = read_labels(args.labels, token=args.token)
     if args.split:
         records = [r for r in records if r["split"] == args.split]
     first = next(iter(ds.values()))
@@ -142,7 +143,7 @@ def _labelled(ds, args: argparse.Namespace):
     winner = f"{base}_winner{sep}{judge}"  # a pairwise metric's name reads its winner column, as agreement does
     column = winner if args.score not in first.column_names and winner in first.column_names else args.score
     joined = join_labels(ds, records, base if column == winner else args.score, column)
-    name = Path(args.labels).name
+    name = label_source_name(args.labels)
     d = labelled_split(ds, joined, name)
     split = joined.keys[0][0]
     reviewers = joined.reviewers

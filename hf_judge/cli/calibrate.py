@@ -44,7 +44,12 @@ def add_calibrate(sub: Any, settings: bool) -> None:  # noqa: ARG001 - calibrate
     p.add_argument("--score", required=True, help="the judge's score column (its _expected is read when present)")
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--label", help="a column of the result holding the labels")
-    given.add_argument("--labels", metavar="FILE", help="a labels file (JSONL or CSV: split, row, label; see README)")
+    given.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="a labels file (JSONL or CSV: split, row, label; see README), or labels on the Hub: a dataset id "
+        "(what sample-for-review --push-to-hub wrote, labels filled in) or hf://datasets/OWNER/NAME/FILE",
+    )
     p.add_argument("--kind", choices=["binary", "numeric"], help="default: binary for true/false labels")
     p.add_argument("--positive", help="the label value counted as positive (makes the labels binary)")
     p.add_argument("--no-expected", action="store_true", help="read the score itself, not its _expected column")
@@ -96,6 +101,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         seed=args.seed,
         bins=args.bins,
         target_precision=args.target_precision,
+        token=args.token,
     )
     print(cal)
     local = Path(args.dataset)
