@@ -378,9 +378,11 @@ def _pairs(
     """The (judge value, label) pairs, from a dataset's label column, a labels file joined with it, or
     labels records that carry the judge's value."""
     if isinstance(source, (str, Path)) or (isinstance(source, Sequence) and not isinstance(source, Dataset)):
-        named = isinstance(source, (str, Path))
-        records = read_labels(source, context=True, token=token) if named else list(source)
-        return _from_records(records, score, use_expected), label_source_name(source) if named else "labels"
+        if isinstance(source, (str, Path)):
+            records, name = read_labels(source, context=True, token=token), label_source_name(source)
+        else:
+            records, name = list(source), "labels"
+        return _from_records(records, score, use_expected), name
     if (label is None) == (labels is None):
         raise ConfigError("give the labels one way: label= (a column of the dataset) or labels= (a labels file)")
     dd = source if isinstance(source, DatasetDict) else DatasetDict({split or "train": source})
