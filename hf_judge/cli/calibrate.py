@@ -108,6 +108,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else (local / FILE_NAME if local.is_dir() else Path(FILE_NAME))
     path = cal.save(out)
     done = [f"saved to {path}"]
+    if local.is_dir() and path.parent.resolve() == local.resolve():
+        done += _record(local, cal, path.name)
     png = None
     folder = Path(args.plots) if args.plots else path.parent if plots.available() else None
     if folder is not None:
@@ -122,3 +124,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         done.append(f"uploaded to {push_calibration(cal, args.push_to_hub, token=args.token, png=png)}")
     print("", *done, sep="\n")
     return 0
+
+
+def _record(folder: Path, cal, file: str) -> list[str]:
+    """Record the calibration in the result folder's ``summary.json`` (what its card shows once pushed)."""
+    from ..results.calibrated import with_calibrations
+    from ..results.summary import RunSummary
+
+    summary = with_calibrations(RunSummary.load(folder), [cal], file)
+    if summary is None:  # not a folder hf-judge saved: no summary to record it in
+        return []
+    return [f"recorded in {summary.save(folder)} (the card shows it once the result is pushed)"]
