@@ -52,6 +52,12 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
     p.add_argument("--token", help=TOKEN_HELP)
     p.add_argument("--kind", choices=["numeric", "binary", "pairwise"], help="default: from the columns' types")
     p.add_argument("--positive", help="the label value counted as positive, for verdicts not true/false, 1/0, yes/no")
+    p.add_argument(
+        "--label-threshold",
+        type=float,
+        metavar="T",
+        help="numeric labels (e.g. 1-5 ratings) as verdicts: label >= T is positive (a Binary judge against them)",
+    )
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 0: none (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
     p.add_argument("--confidence", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
@@ -112,6 +118,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         length_of=length_of,
         generator_column=args.generator_column,
         judge_model=judge_model,
+        label_threshold=args.label_threshold,
     )
     if reviewers is not None:
         report.figures.update(reviewers)
@@ -152,8 +159,12 @@ def _labelled(ds, args: argparse.Namespace):
     ratings = [[joined.raters.get(k, {}).get(r) for k in joined.keys] for r in reviewers]
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in joined.labels)
     level = "interval" if numeric else "nominal"
-    alpha = krippendorff_alpha(ratings, level)
-    return d, name, {f"reviewers_alpha_{level}": alpha}, split
+    figures = {f"reviewers_alpha_{level}": krippendorff_alpha(ratings, level)}
+    given = [v for by in joined.raters.values() for v in by.values()]
+    if numeric and all(isinstance(v, int) and not isinstance(v, bool) for v in given):
+        # ratings on a scale (1-5): ordinal alpha counts a 1-vs-2 disagreement as less than 1-vs-5 by rank alone
+        figures["reviewers_alpha_ordinal"] = krippendorff_alpha(ratings, "ordinal")
+    return d, name, figures, split
 
 
 def _save_report(args: argparse.Namespace, report) -> list[str]:

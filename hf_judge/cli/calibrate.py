@@ -12,6 +12,7 @@ from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
 CALIBRATE_EXAMPLE = """examples:
   hf-judge calibrate out/ --score QA_Correctness --labels labels.jsonl            # writes out/calibration.json
   hf-judge calibrate out/ --score QA_Correctness --label human_ok --target-precision 0.9
+  hf-judge calibrate out/ --score QA_Correctness --labels ratings.jsonl --label-threshold 4   # 1-5 ratings: 4+ pass
   hf-judge calibrate me/gsm8k-judged --score QA_Correctness --labels labels.csv --push-to-hub me/gsm8k-judged
   hf-judge filter out/ --min-prob QA_Correctness=0.8 --calibration out/calibration.json
 
@@ -52,6 +53,12 @@ def add_calibrate(sub: Any, settings: bool) -> None:  # noqa: ARG001 - calibrate
     )
     p.add_argument("--kind", choices=["binary", "numeric"], help="default: binary for true/false labels")
     p.add_argument("--positive", help="the label value counted as positive (makes the labels binary)")
+    p.add_argument(
+        "--label-threshold",
+        type=float,
+        metavar="T",
+        help="numeric labels (e.g. 1-5 ratings) as pass/fail: label >= T is positive; the map gives P(label >= T)",
+    )
     p.add_argument("--no-expected", action="store_true", help="read the score itself, not its _expected column")
     p.add_argument("--target-precision", type=float, help="choose the lowest threshold with this precision (0-1)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
@@ -102,6 +109,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         bins=args.bins,
         target_precision=args.target_precision,
         token=args.token,
+        label_threshold=args.label_threshold,
     )
     print(cal)
     local = Path(args.dataset)
