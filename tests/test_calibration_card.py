@@ -119,3 +119,28 @@ def test_calibrate_push_to_hub_puts_the_calibration_in_the_hub_card_and_a_later_
     card = remote("README.md")
     _assert_shows(card, Calibration.load(tmp_path / "c2.json"))
     assert re.search(r"labelled rows of labels\.jsonl", card) and str(tmp_path) not in card
+
+
+def test_a_streamed_result_folder_records_it_in_its_summary_and_its_own_card(judge, tmp_path, capfd, monkeypatch):
+    """A streamed run writes its card beside the data (README.md): calibrate fills in its calibration part."""
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "data.jsonl"
+    qa_dataset(60).to_json(data)
+    out = tmp_path / "streamed"
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--streaming", "-o", out, metrics="QA_Correctness"))
+    assert code == 0, err
+    from hf_judge.cli.inputs import load_input
+
+    d = load_input(str(out))["train"]
+    rows = [
+        {"split": "train", "row": i, "label": s >= 6 if i % 4 else s >= 9} for i, s in enumerate(d["QA_Correctness"])
+    ]
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, printed, err = run_cli(
+        capfd, "calibrate", out, "--score", "QA_Correctness", "--labels", tmp_path / "labels.jsonl", "--folds", "3"
+    )
+    assert code == 0, err
+    assert f"and in its card {out / 'README.md'}" in printed
+    cal = Calibration.load(out)
+    assert RunSummary.load(out).calibration["QA_Correctness"]["labels"] == 60
+    _assert_shows((out / "README.md").read_text(), cal)

@@ -137,9 +137,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _record(folder: Path, cal, file: str) -> list[str]:
     """Record the calibration in the result folder's ``summary.json`` (what its card shows once pushed)."""
     from ..results.calibrated import with_calibrations
+    from ..results.calibration_card import calibration_card, merge_calibration_card
+    from ..results.card import END
     from ..results.summary import RunSummary
 
     summary = with_calibrations(RunSummary.load(folder), [cal], file)
     if summary is None:  # not a folder hf-judge saved: no summary to record it in
         return []
-    return [f"recorded in {summary.save(folder)} (the card shows it once the result is pushed)"]
+    done = [f"recorded in {summary.save(folder)} (the card shows it once the result is pushed)"]
+    card = folder / "README.md"
+    if card.is_file() and END in (text := card.read_text(encoding="utf-8")):  # a streamed folder's own card
+        card.write_text(merge_calibration_card(text, calibration_card(summary.calibration), END), encoding="utf-8")
+        done.append(f"and in its card {card}")
+    return done
