@@ -85,6 +85,11 @@ def test_an_hf_path_names_one_labels_file_of_a_hub_dataset(hub, tmp_path):
         assert got == read_labels(tmp_path / name) and len(got) == 11
     # the dataset id reads every labels file of it, in path order
     assert read_labels(repo) == read_labels(tmp_path / "labels.csv") + read_labels(tmp_path / "labels.jsonl")
+    # a bad line is named as in a local file: the Hub file and its line
+    bad = b'{"split": "train", "row": 0, "label": 3}\n{"split": "train", "label": 4}\n'
+    api.upload_file(path_or_fileobj=bad, path_in_repo="more/bad.jsonl", repo_id=repo, repo_type="dataset")
+    with pytest.raises(ConfigError, match=f"hf://datasets/{repo}/more/bad.jsonl, line 2: no row"):
+        read_labels(repo)
 
 
 def test_labels_neither_here_nor_on_the_hub_name_both(scored, hub, tmp_path, capfd):

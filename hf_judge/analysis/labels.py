@@ -66,13 +66,14 @@ def read_labels(path: str | Path, context: bool = False, *, token: str | None = 
             raise ConfigError(f"cannot read labels {path}: {local}{e}") from None
         out: list[dict[str, Any]] = []
         for name, content in files:
-            out += _kept(_records(content, Path(name)), name, context)
+            unit = "row" if isinstance(content, list) else "line"  # a Parquet file's rows have no lines
+            out += _kept(_records(content, name), name, context, unit)
         return out
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read labels {p} ({e.strerror or e}): give a JSONL or CSV file; {FIX}") from None
-    return _kept(_records(text, p), str(p), context)
+    return _kept(_records(text, str(p)), str(p), context)
 
 
 def label_source_name(source: str | Path) -> str:
@@ -90,23 +91,23 @@ def label_source_name(source: str | Path) -> str:
     return scrub(where.name) if where is not None else p.name
 
 
-def _records(content: str | list[dict[str, Any]], p: Path) -> Iterable[tuple[int, dict]]:
+def _records(content: str | list[dict[str, Any]], name: str) -> Iterable[tuple[int, dict]]:
     """A file's objects with their line (JSONL, CSV) or row number (Parquet rows, counted from 1)."""
     if isinstance(content, list):
         return enumerate(content, 1)
-    return _csv_records(content) if p.suffix.lower() == ".csv" else _jsonl_records(content, p)
+    return _csv_records(content) if name.lower().endswith(".csv") else _jsonl_records(content, name)
 
 
-def _kept(records: Iterable[tuple[int, dict]], name: str, context: bool) -> list[dict[str, Any]]:
+def _kept(records: Iterable[tuple[int, dict]], name: str, context: bool, unit: str = "line") -> list[dict[str, Any]]:
     out = []
     for line, obj in records:
-        label = _checked(obj, f"{name}, line {line}")
+        label = _checked(obj, f"{name}, {unit} {line}")
         if label is not None:
             out.append({**{k: v for k, v in obj.items() if k not in label}, **label} if context else label)
     return out
 
 
-def _jsonl_records(text: str, p: Path) -> Iterable[tuple[int, dict]]:
+def _jsonl_records(text: str, p: str) -> Iterable[tuple[int, dict]]:
     for i, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
