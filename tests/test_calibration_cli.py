@@ -210,6 +210,13 @@ def test_the_readme_worked_example_prints_what_the_readme_shows(judge, tmp_path,
     assert len(shown) > 30 and any(line.startswith("threshold (precision >= 0.9)") for line in shown)
     truth = re.search(r"simulated truth: ([\d.]+)% of the (\d+) kept rows", printed["truth"])
     assert truth and float(truth.group(1)) >= 88  # the cut meant for 90 % precision holds on the truth
+    # the card row the section shows is the one the example's result renders (calibrate recorded it there)
+    from hf_judge.results.calibration_card import calibration_card
+    from hf_judge.results.summary import RunSummary
+
+    rendered = calibration_card(RunSummary.load(tmp_path / "humaneval-judged").calibration)
+    row = next(line for line in rendered if line.startswith("| `QA_Correctness` |"))
+    assert row in section.splitlines()
 
 
 def test_agreement_labels_for_a_pairwise_metric_read_its_winner_column(tmp_path, capfd):

@@ -44,6 +44,8 @@ NOT_RUN = {
     "hf-judge agreement labelled-judged/": "needs your labelled sample, scored (its example output is checked below)",
     "hf-judge sample-for-review humaneval-judged": "needs the loopback judge and a reviewer: "
     "tests/test_calibration_cli.py runs it (docs/calibration_example.py) and checks its output",
+    "--labels me/to-label": "needs the Hub and labels of yours there (tests/test_labels_hub.py runs it on the "
+    "loopback Hub)",
     "--escalate-model gpt-4.1": "needs an OpenAI key (tests/test_cascade.py runs a cascade against loopback judges)",
     "hf-judge view example-judged/": "needs a scored result (tests/test_report.py runs view and show-prompt on one)",
     "GEMINI_API_KEY=... hf-judge score": "needs a Gemini key (tests/test_gemini_batch.py runs it against the loopback "

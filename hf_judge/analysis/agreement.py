@@ -199,6 +199,7 @@ def agreement(
     length_of: str | Sequence[str] | None = None,
     generator_column: str | None = None,
     judge_model: str | None = None,
+    label_threshold: float | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -207,6 +208,8 @@ def agreement(
     ``Comparative__judge_a``). ``positive``: the label value that counts as positive for a binary judge,
     when the labels are not booleans, 0/1, yes/no or true/false (the judge's own verdicts are read as those).
     ``resamples``, ``seed``, ``confidence``: the bootstrap intervals (``resamples=0``: none).
+    ``label_threshold``: numeric labels (1-5 ratings) read as verdicts, true where label >= it: a Binary judge's
+    verdicts, or a score's calibration curve, against them (the report's label reads ``human >= 4``).
 
     Bias against the labels (:mod:`hf_judge.analysis.bias`): ``length_of``, the column(s) of the text the judge
     scored, adds ``length_rho`` and ``label_length_rho`` (Spearman's rho of the score, and of the label, with the
@@ -232,6 +235,8 @@ def agreement(
         if col not in d.column_names:
             raise ConfigError(f"no column {col!r} ({what}) in the dataset; it has: {', '.join(d.column_names)}")
     s_arr, l_arr = _column(d, score), _column(d, label)
+    if label_threshold is not None:
+        l_arr, label = _passed(l_arr, label, label_threshold, positive), f"{label} >= {label_threshold:g}"
     kind = kind or _guess_kind(score, s_arr)
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -279,6 +284,17 @@ def agreement(
                     fns[name], x, y, resamples=resamples, seed=seed, confidence=confidence
                 )
     return report
+
+
+def _passed(arr: pa.Array, label: str, threshold: float, positive: Any) -> pa.Array:
+    """Numeric labels as verdicts: true where the label is >= ``threshold`` (nulls stay null)."""
+    if positive is not None:
+        raise ConfigError("give positive= (a label value) or label_threshold= (a cut on numeric labels), not both")
+    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        raise ConfigError(
+            f"label_threshold needs numeric labels; {label!r} is {arr.type} (for verdicts name positive= instead)"
+        )
+    return pc.greater_equal(arr, pa.scalar(float(threshold)))
 
 
 def _pick_split(ds: Dataset | DatasetDict, split: str | None) -> tuple[str | None, Dataset]:

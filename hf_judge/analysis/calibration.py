@@ -29,7 +29,7 @@ from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
 from . import stats
-from .labels import Joined, join_labels, labels_for, read_labels
+from .labels import Joined, join_labels, label_source_name, labels_for, read_labels
 
 FORMAT = 1  # calibration.json's format version
 FILE_NAME = "calibration.json"
@@ -235,6 +235,8 @@ class Calibration:
     cv: dict[str, Any] = field(default_factory=dict)
     dropped: int = 0
     format: int = FORMAT
+    # numeric labels read as verdicts (label >= it is positive): the map gives P(human label >= label_threshold)
+    label_threshold: float | None = None
 
     @property
     def output(self) -> str:
@@ -302,6 +304,8 @@ def calibrate(
     seed: int = 0,
     bins: int = 10,
     target_precision: float | None = None,
+    token: str | None = None,
+    label_threshold: float | None = None,
 ) -> Calibration:
     """Fit a calibration of the judge's ``score`` against human labels.
 
@@ -312,7 +316,10 @@ def calibrate(
     value that counts as positive) or "numeric" (human scores); default from the labels. ``use_expected``:
     read ``<score>_expected`` (default: when every labelled row has one). ``folds``/``seed``: the k-fold
     cross-validation; ``bins``: of the ECE; ``target_precision``: choose the lowest threshold reaching it
-    (default: the threshold maximising F1).
+    (default: the threshold maximising F1). ``token``: the Hub token that reads labels kept on the Hub
+    (``labels="me/to-label"``, see :func:`hf_judge.analysis.labels.read_labels`). ``label_threshold``: numeric
+    labels (1-5 ratings) read as verdicts, positive where label >= it: the map gives P(human label >= it) and a
+    threshold on the judge's score comes with its precision and recall, as for true/false labels.
 
     Example:
         >>> ds = Dataset.from_dict({"S": [2, 4, 6, 8] * 10, "ok": [False, False, True, True] * 10})
@@ -326,14 +333,15 @@ def calibrate(
         raise ConfigError(f"bins must be 1 or more, got {bins}")
     if target_precision is not None and not 0 < target_precision <= 1:
         raise ConfigError(f"target_precision must be in (0, 1], e.g. 0.9; got {target_precision}")
-    joined, label_name = _pairs(scored_or_labels, score, label, labels, split, use_expected)
-    x, y, kind, dropped = _arrays(joined, kind, positive)
+    joined, label_name = _pairs(scored_or_labels, score, label, labels, split, use_expected, token)
+    x, y, kind, dropped = _arrays(joined, kind, positive, label_threshold)
     if len(x) < folds:
         raise ConfigError(f"{len(x)} labelled rows with a score: too few for {folds}-fold cross-validation; label more")
     kx, ky = isotonic_fit(x, y)
     binary = kind == "binary"
     oof, cv = cross_validate(x, y, folds=folds, seed=seed, binary=binary, target_precision=target_precision)
     cal = Calibration(score, joined.column, label_name, kind, len(x), *_compact(kx, ky), cv=cv, dropped=dropped)
+    cal.label_threshold = label_threshold
     if binary:
         lo, hi = 0.0, 1.0
         span = float(x.max() - x.min()) or 1.0
@@ -365,23 +373,32 @@ def calibrate(
 
 
 def _pairs(
-    source: Any, score: str, label: str | None, labels: Any, split: str | None, use_expected: bool | None
+    source: Any,
+    score: str,
+    label: str | None,
+    labels: Any,
+    split: str | None,
+    use_expected: bool | None,
+    token: str | None = None,
 ) -> tuple[Joined, str]:
     """The (judge value, label) pairs, from a dataset's label column, a labels file joined with it, or
     labels records that carry the judge's value."""
     if isinstance(source, (str, Path)) or (isinstance(source, Sequence) and not isinstance(source, Dataset)):
-        records = read_labels(source, context=True) if isinstance(source, (str, Path)) else list(source)
-        return _from_records(records, score, use_expected), str(source) if isinstance(source, (str, Path)) else "labels"
+        if isinstance(source, (str, Path)):
+            records, name = read_labels(source, context=True, token=token), label_source_name(source)
+        else:
+            records, name = list(source), "labels"
+        return _from_records(records, score, use_expected), name
     if (label is None) == (labels is None):
         raise ConfigError("give the labels one way: label= (a column of the dataset) or labels= (a labels file)")
     dd = source if isinstance(source, DatasetDict) else DatasetDict({split or "train": source})
     if labels is not None:
-        records = read_labels(labels) if isinstance(labels, (str, Path)) else list(labels)
+        records = read_labels(labels, token=token) if isinstance(labels, (str, Path)) else list(labels)
         if split is not None:
             records = [r for r in records if r["split"] == split]
         column = _column(dd, score, use_expected, {r["split"] for r in records})
         joined = join_labels(dd, records, score, column)
-        return joined, str(labels) if isinstance(labels, (str, Path)) else "labels"
+        return joined, label_source_name(labels) if isinstance(labels, (str, Path)) else "labels"
     names = [k for k in dd if k != "errors"]
     if split is None and len(names) != 1:
         raise ConfigError(f"the dataset has splits {', '.join(names)}: name one (split=..., --split)")
@@ -429,7 +446,9 @@ def _from_records(records: list[dict[str, Any]], score: str, use_expected: bool 
     return out
 
 
-def _arrays(joined: Joined, kind: str | None, positive: Any) -> tuple[np.ndarray, np.ndarray, str, int]:
+def _arrays(
+    joined: Joined, kind: str | None, positive: Any, label_threshold: float | None = None
+) -> tuple[np.ndarray, np.ndarray, str, int]:
     keep = [
         i
         for i, (s, lab) in enumerate(zip(joined.scores, joined.labels, strict=True))
@@ -440,6 +459,8 @@ def _arrays(joined: Joined, kind: str | None, positive: Any) -> tuple[np.ndarray
     if any(isinstance(s, (str, bool)) for s in scores):
         raise ConfigError(f"column {joined.column!r} is not a numeric score: calibrate a 1-N score or an _expected")
     x = np.asarray(scores, dtype=np.float64)
+    if label_threshold is not None:
+        return x, _passed(labels, label_threshold, positive, kind), "binary", len(joined.scores) - len(keep)
     if kind is None:
         kind = "binary" if positive is not None or all(isinstance(v, bool) for v in labels) else "numeric"
     if kind == "binary":
@@ -455,6 +476,25 @@ def _arrays(joined: Joined, kind: str | None, positive: Any) -> tuple[np.ndarray
     else:
         raise ConfigError(f"kind must be binary or numeric, got {kind!r}")
     return x, y, kind, len(joined.scores) - len(keep)
+
+
+def _passed(labels: list[Any], threshold: float, positive: Any, kind: str | None) -> np.ndarray:
+    """Numeric labels as 0/1: 1 where the label is >= ``threshold``."""
+    if positive is not None or kind == "numeric":
+        raise ConfigError(
+            "label_threshold makes the labels true/false: leave out positive= (--positive) and kind='numeric'"
+        )
+    if any(isinstance(v, (bool, str)) for v in labels):
+        raise ConfigError(
+            f"label_threshold needs numeric labels (e.g. 1-5 ratings); these are {sorted({str(v) for v in labels})[:5]}"
+        )
+    y = np.asarray(labels, dtype=np.float64) >= threshold
+    if y.all() or not y.any():
+        raise ConfigError(
+            f"every label is {'at or above' if y.all() else 'below'} {threshold:g}: no pass/fail to calibrate on; "
+            "choose a threshold inside the labels' range"
+        )
+    return y.astype(np.float64)
 
 
 def _positive(v: Any, positive: Any) -> bool:

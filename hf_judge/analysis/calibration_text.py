@@ -28,10 +28,13 @@ def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
 def describe(cal: Calibration) -> str:
     """The calibration's figures, its map per judge value and its reliability table, as lines of text."""
     binary = cal.kind == "binary"
+    cut = getattr(cal, "label_threshold", None)
     target = "P(label is positive)" if binary else "the expected human score"
+    target = f"P(label >= {cut:g})" if cut is not None else target
     read = f" (read from {cal.column})" if cal.column != cal.score else ""
+    kind = f"{cal.kind} (label >= {cut:g} counted positive)" if cut is not None else cal.kind
     lines = [
-        f"Calibration of {cal.score}{read} against {cal.label}: {cal.kind}, {cal.pairs:,} labelled rows"
+        f"Calibration of {cal.score}{read} against {cal.label}: {kind}, {cal.pairs:,} labelled rows"
         + (f" ({cal.dropped:,} without a score or label left out)" if cal.dropped else ""),
         "",
         f"isotonic map: judge value -> {target}",

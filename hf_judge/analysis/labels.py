@@ -25,6 +25,8 @@ from typing import Any
 from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
+from ..redact import scrub
+from .labels_hub import HF_PREFIX, fetch_hub_labels, hub_labels
 
 LAYOUT = ("split", "row", "score", "label", "note", "reviewer")
 FIX = 'each line an object like {"split": "train", "row": 17, "score": "QA_Clarity", "label": 7}'
@@ -32,32 +34,80 @@ _CSV_TRUE = {"true", "yes"}
 _CSV_FALSE = {"false", "no"}
 
 
-def read_labels(path: str | Path, context: bool = False) -> list[dict[str, Any]]:
+def read_labels(path: str | Path, context: bool = False, *, token: str | None = None) -> list[dict[str, Any]]:
     """The labels of a JSONL or CSV file (by its extension: ``.csv`` is CSV, anything else JSONL), unlabelled
     rows (``label`` null or empty) left out. Each dict has the layout's keys (``score``, ``note`` and
     ``reviewer`` None where absent); a bad line is a ConfigError naming the file, the line and the fix.
     ``context``: keep the other keys too (the judge's score that ``sample-for-review`` wrote beside it).
 
+    ``path`` may name labels on the Hub where no local file has that name: a dataset id (``me/to-label``,
+    every JSONL/CSV/Parquet file of it, as ``sample-for-review --push-to-hub`` wrote them) or one file of
+    one (``hf://datasets/me/to-label/labels.jsonl``, ``@REVISION`` after the name); ``token``: the Hub token
+    to read it with (None: ``HF_TOKEN`` or the login).
+
     Example:
         >>> _ = Path("labels.jsonl").write_text('{"split": "train", "row": 3, "label": 8}\\n')  # doctest: +SKIP
         >>> read_labels("labels.jsonl")  # doctest: +SKIP
         [{'split': 'train', 'row': 3, 'score': None, 'label': 8, 'note': None, 'reviewer': None}]
+        >>> read_labels("me/to-label", token="hf_...")  # doctest: +SKIP
     """
     p = Path(path)
+    if not p.is_file():
+        where = hub_labels(str(path))
+        if where is None:
+            raise ConfigError(
+                f"cannot read labels {p}: no such file here, and not a Hub dataset (me/to-label, or "
+                f"hf://datasets/me/to-label/labels.jsonl); give a JSONL or CSV file or a Hub dataset; {FIX}"
+            )
+        try:
+            files = fetch_hub_labels(where, token)
+        except ConfigError as e:
+            local = "" if str(path).startswith(HF_PREFIX) else "no such file here, and "
+            raise ConfigError(f"cannot read labels {path}: {local}{e}") from None
+        out: list[dict[str, Any]] = []
+        for name, content in files:
+            unit = "row" if isinstance(content, list) else "line"  # a Parquet file's rows have no lines
+            out += _kept(_records(content, name), name, context, unit)
+        return out
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read labels {p} ({e.strerror or e}): give a JSONL or CSV file; {FIX}") from None
-    records = _csv_records(text) if p.suffix.lower() == ".csv" else _jsonl_records(text, p)
+    return _kept(_records(text, str(p)), str(p), context)
+
+
+def label_source_name(source: str | Path) -> str:
+    """How a labels source is named in a report, a calibration or a card: a local file by its name (no folder
+    of the user's machine goes public), labels on the Hub as :func:`read_labels` was given them.
+
+    Example:
+        >>> label_source_name("/home/ana/labels.jsonl"), label_source_name("me/to-label")
+        ('labels.jsonl', 'me/to-label')
+    """
+    p = Path(source)
+    if p.is_file():
+        return p.name
+    where = hub_labels(str(source))
+    return scrub(where.name) if where is not None else p.name
+
+
+def _records(content: str | list[dict[str, Any]], name: str) -> Iterable[tuple[int, dict]]:
+    """A file's objects with their line (JSONL, CSV) or row number (Parquet rows, counted from 1)."""
+    if isinstance(content, list):
+        return enumerate(content, 1)
+    return _csv_records(content) if name.lower().endswith(".csv") else _jsonl_records(content, name)
+
+
+def _kept(records: Iterable[tuple[int, dict]], name: str, context: bool, unit: str = "line") -> list[dict[str, Any]]:
     out = []
     for line, obj in records:
-        label = _checked(obj, f"{p}, line {line}")
+        label = _checked(obj, f"{name}, {unit} {line}")
         if label is not None:
             out.append({**{k: v for k, v in obj.items() if k not in label}, **label} if context else label)
     return out
 
 
-def _jsonl_records(text: str, p: Path) -> Iterable[tuple[int, dict]]:
+def _jsonl_records(text: str, p: str) -> Iterable[tuple[int, dict]]:
     for i, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue

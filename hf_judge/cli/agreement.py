@@ -43,7 +43,8 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
     given.add_argument(
         "--labels",
         metavar="FILE",
-        help="a labels file (JSONL or CSV: split, row, label), joined with the result by (split, row)",
+        help="a labels file (JSONL or CSV: split, row, label), joined with the result by (split, row), or labels on "
+        "the Hub: a dataset id (sample-for-review --push-to-hub, labels filled in) or hf://datasets/OWNER/NAME/FILE",
     )
     p.add_argument("--split", help="the split to compare (needed when the dataset has several)")
     p.add_argument("--subset", help=SUBSET_HELP)
@@ -51,6 +52,12 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
     p.add_argument("--token", help=TOKEN_HELP)
     p.add_argument("--kind", choices=["numeric", "binary", "pairwise"], help="default: from the columns' types")
     p.add_argument("--positive", help="the label value counted as positive, for verdicts not true/false, 1/0, yes/no")
+    p.add_argument(
+        "--label-threshold",
+        type=float,
+        metavar="T",
+        help="numeric labels (e.g. 1-5 ratings) as verdicts: label >= T is positive (a Binary judge against them)",
+    )
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 0: none (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
     p.add_argument("--confidence", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
@@ -111,6 +118,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         length_of=length_of,
         generator_column=args.generator_column,
         judge_model=judge_model,
+        label_threshold=args.label_threshold,
     )
     if reviewers is not None:
         report.figures.update(reviewers)
@@ -132,9 +140,9 @@ def _labelled(ds, args: argparse.Namespace):
     """The labelled rows of the result with the labels file's labels as a column (named after the file), and
     Krippendorff's alpha among the file's reviewers when several labelled the same rows."""
     from ..analysis.alpha import krippendorff_alpha
-    from ..analysis.labels import join_labels, labelled_split, read_labels
+    from ..analysis.labels import join_labels, label_source_name, labelled_split, read_labels
 
-    records = read_labels(args.labels)
+    records = read_labels(args.labels, token=args.token)
     if args.split:
         records = [r for r in records if r["split"] == args.split]
     first = next(iter(ds.values()))
@@ -142,7 +150,7 @@ def _labelled(ds, args: argparse.Namespace):
     winner = f"{base}_winner{sep}{judge}"  # a pairwise metric's name reads its winner column, as agreement does
     column = winner if args.score not in first.column_names and winner in first.column_names else args.score
     joined = join_labels(ds, records, base if column == winner else args.score, column)
-    name = Path(args.labels).name
+    name = label_source_name(args.labels)
     d = labelled_split(ds, joined, name)
     split = joined.keys[0][0]
     reviewers = joined.reviewers
@@ -151,8 +159,12 @@ def _labelled(ds, args: argparse.Namespace):
     ratings = [[joined.raters.get(k, {}).get(r) for k in joined.keys] for r in reviewers]
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in joined.labels)
     level = "interval" if numeric else "nominal"
-    alpha = krippendorff_alpha(ratings, level)
-    return d, name, {f"reviewers_alpha_{level}": alpha}, split
+    figures = {f"reviewers_alpha_{level}": krippendorff_alpha(ratings, level)}
+    given = [v for by in joined.raters.values() for v in by.values()]
+    if numeric and all(isinstance(v, int) and not isinstance(v, bool) for v in given):
+        # ratings on a scale (1-5): ordinal alpha counts a 1-vs-2 disagreement as less than 1-vs-5 by rank alone
+        figures["reviewers_alpha_ordinal"] = krippendorff_alpha(ratings, "ordinal")
+    return d, name, figures, split
 
 
 def _save_report(args: argparse.Namespace, report) -> list[str]:

@@ -12,6 +12,7 @@ from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
 CALIBRATE_EXAMPLE = """examples:
   hf-judge calibrate out/ --score QA_Correctness --labels labels.jsonl            # writes out/calibration.json
   hf-judge calibrate out/ --score QA_Correctness --label human_ok --target-precision 0.9
+  hf-judge calibrate out/ --score QA_Correctness --labels ratings.jsonl --label-threshold 4   # 1-5 ratings: 4+ pass
   hf-judge calibrate me/gsm8k-judged --score QA_Correctness --labels labels.csv --push-to-hub me/gsm8k-judged
   hf-judge filter out/ --min-prob QA_Correctness=0.8 --calibration out/calibration.json
 
@@ -44,9 +45,20 @@ def add_calibrate(sub: Any, settings: bool) -> None:  # noqa: ARG001 - calibrate
     p.add_argument("--score", required=True, help="the judge's score column (its _expected is read when present)")
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--label", help="a column of the result holding the labels")
-    given.add_argument("--labels", metavar="FILE", help="a labels file (JSONL or CSV: split, row, label; see README)")
+    given.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="a labels file (JSONL or CSV: split, row, label; see README), or labels on the Hub: a dataset id "
+        "(what sample-for-review --push-to-hub wrote, labels filled in) or hf://datasets/OWNER/NAME/FILE",
+    )
     p.add_argument("--kind", choices=["binary", "numeric"], help="default: binary for true/false labels")
     p.add_argument("--positive", help="the label value counted as positive (makes the labels binary)")
+    p.add_argument(
+        "--label-threshold",
+        type=float,
+        metavar="T",
+        help="numeric labels (e.g. 1-5 ratings) as pass/fail: label >= T is positive; the map gives P(label >= T)",
+    )
     p.add_argument("--no-expected", action="store_true", help="read the score itself, not its _expected column")
     p.add_argument("--target-precision", type=float, help="choose the lowest threshold with this precision (0-1)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
@@ -96,12 +108,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         seed=args.seed,
         bins=args.bins,
         target_precision=args.target_precision,
+        token=args.token,
+        label_threshold=args.label_threshold,
     )
     print(cal)
     local = Path(args.dataset)
     out = Path(args.out) if args.out else (local / FILE_NAME if local.is_dir() else Path(FILE_NAME))
     path = cal.save(out)
     done = [f"saved to {path}"]
+    if local.is_dir() and path.parent.resolve() == local.resolve():
+        done += _record(local, cal, path.name)
     png = None
     folder = Path(args.plots) if args.plots else path.parent if plots.available() else None
     if folder is not None:
@@ -116,3 +132,21 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         done.append(f"uploaded to {push_calibration(cal, args.push_to_hub, token=args.token, png=png)}")
     print("", *done, sep="\n")
     return 0
+
+
+def _record(folder: Path, cal, file: str) -> list[str]:
+    """Record the calibration in the result folder's ``summary.json`` (what its card shows once pushed)."""
+    from ..results.calibrated import with_calibrations
+    from ..results.calibration_card import calibration_card, merge_calibration_card
+    from ..results.card import END
+    from ..results.summary import RunSummary
+
+    summary = with_calibrations(RunSummary.load(folder), [cal], file)
+    if summary is None:  # not a folder hf-judge saved: no summary to record it in
+        return []
+    done = [f"recorded in {summary.save(folder)} (the card shows it once the result is pushed)"]
+    card = folder / "README.md"
+    if card.is_file() and END in (text := card.read_text(encoding="utf-8")):  # a streamed folder's own card
+        card.write_text(merge_calibration_card(text, calibration_card(summary.calibration), END), encoding="utf-8")
+        done.append(f"and in its card {card}")
+    return done

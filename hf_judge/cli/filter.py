@@ -95,6 +95,11 @@ def cmd_filter(args: argparse.Namespace) -> int:
     kept = {k: len(out_ds[k]) for k in before}
     stored = input_summary(args.dataset, revision=args.revision, token=args.token)
     summary = stored.with_filter(mins, dict(args.max), args.keep_missing, before, kept) if stored else None
+    if args.calibration:  # the card and summary say what the <score>_calibrated column is, and on which labels
+        from ..results.calibrated import as_calibrations, with_calibrations
+
+        one = args.calibration[0] if len(args.calibration) == 1 else None
+        summary = with_calibrations(summary, as_calibrations(args.calibration).values(), one)
     done = write_result(
         out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary, filters=rule
     )

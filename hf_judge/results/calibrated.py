@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,8 @@ from datasets import Dataset, DatasetDict
 
 from ..analysis.calibration import Calibration
 from ..errors import ConfigError
+from .calibration_card import calibration_entry
+from .summary import RunSummary
 
 Calibrations = (
     Calibration | str | Path | Sequence["Calibration | str | Path"] | Mapping[str, "Calibration | str | Path"]
@@ -82,6 +84,23 @@ def apply_calibration(scored: Dataset | DatasetDict, calibration: Calibrations) 
     if isinstance(scored, Dataset):
         return one(scored)
     out = type(scored)({k: v if k == "errors" else one(v) for k, v in scored.items()})
-    if hasattr(scored, "summary"):  # a ScoredDatasetDict: its summary goes with it
-        out.summary = scored.summary
+    if hasattr(scored, "summary"):  # a ScoredDatasetDict: its summary goes with it, saying what the column is
+        out.summary = with_calibrations(scored.summary, cals.values(), calibration)
+    return out
+
+
+def with_calibrations(summary: RunSummary | None, cals: Iterable[Calibration], given: Any = None) -> RunSummary | None:
+    """A copy of ``summary`` recording each calibration (``summary.calibration``, which the card and
+    ``str(summary)`` show); None stays None. ``given``: what the caller passed, for the file's name.
+
+    Example:
+        >>> with_calibrations(RunSummary(), [cal]).calibration["QA_Correctness"]["labels"]  # doctest: +SKIP
+        200
+    """
+    if summary is None:
+        return None
+    out = RunSummary.from_dict(summary.to_dict())
+    file = Path(given).name if isinstance(given, (str, Path)) else None
+    for cal in cals:
+        out.calibration[cal.score] = calibration_entry(cal, file)
     return out

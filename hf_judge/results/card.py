@@ -27,6 +27,7 @@ from huggingface_hub import DatasetCardData
 
 from ..analysis import bias
 from ..redact import scrub
+from .calibration_card import calibration_card
 from .columns import score_columns
 from .summary import RunSummary, describe_batches, describe_thresholds
 
@@ -475,6 +476,9 @@ def render_section(
         out += ["", *([gallery(shown), ""] if shown else []), *details, ""]
     if summary is not None:
         out += bias.markdown(summary.length_bias, summary.longer_wins, summary.self_preference)
+        if summary.calibration:
+            columns = {c for d in scored.values() for c in d.column_names}
+            out += [*calibration_card(summary.calibration, columns), ""]
     if reports:
         out += ["### Agreement with labels", ""]
         for i, r in enumerate(reports):

@@ -124,6 +124,7 @@ def push_scored(
             text = str(card)
         except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
             text = "---\n---\n"
+    summary = _with_remote_calibration(summary, files, api, repo_id, revision)
     page = _report_page(data, errors, summary, repo_id) if report else None
     page_path = f"{FILES_DIR}/{REPORT_FILE}" if page is not None else None
     card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures, page_path)))
@@ -183,6 +184,7 @@ def push_calibration(
         ops.append(CommitOperationAdd(f"{CALIBRATION_PREFIX}_{calibration.score}_reliability.png", png))
     with quiet(*LIBRARY_CHATTER):
         api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
+        ops += _card_with_calibration(api, repo_id, revision, calibration)
         api.create_commit(
             repo_id,
             ops,
@@ -191,6 +193,67 @@ def push_calibration(
             commit_message=f"Calibration of {calibration.score} against {calibration.label} (hf-judge)",
         )
     return f"{api.endpoint}/datasets/{repo_id}/blob/{revision or 'main'}/{path}"
+
+
+def _remote_file(api: HfApi, repo_id: str, path: str, revision: str | None) -> bytes:
+    from huggingface_hub import hf_hub_download
+
+    local = hf_hub_download(repo_id, path, repo_type="dataset", revision=revision, token=api.token)
+    with open(local, "rb") as f:
+        return f.read()
+
+
+def _card_with_calibration(
+    api: HfApi, repo_id: str, revision: str | None, calibration: Calibration
+) -> list[CommitOperationAdd]:
+    """The repo's ``summary.json`` and card with the calibration recorded (those it has: a repo of labels
+    alone has neither), so the card says which labels the scores were calibrated on and how well."""
+    import json
+
+    from .calibrated import with_calibrations
+    from .calibration_card import calibration_card, merge_calibration_card
+    from .card import END
+
+    files = set(api.list_repo_files(repo_id, repo_type="dataset", revision=revision))
+    summary_path = f"{FILES_DIR}/summary.json"
+    if summary_path in files:
+        stored = RunSummary.from_dict(json.loads(_remote_file(api, repo_id, summary_path, revision)))
+    else:
+        stored = RunSummary()
+    summary = with_calibrations(stored, [calibration], f"{CALIBRATION_PREFIX}.json")
+    assert summary is not None
+    ops = []
+    if summary_path in files:
+        ops.append(CommitOperationAdd(summary_path, json.dumps(summary.to_dict(), indent=1, default=str).encode()))
+    if "README.md" in files:
+        text = _remote_file(api, repo_id, "README.md", revision).decode("utf-8")
+        card = merge_calibration_card(text, calibration_card(summary.calibration), END)
+        ops.append(CommitOperationAdd("README.md", card.encode()))
+    return ops
+
+
+def _with_remote_calibration(
+    summary: RunSummary | None, files: list[str], api: HfApi, repo_id: str, revision: str | None
+) -> RunSummary | None:
+    """The summary with the repo's own ``calibration.json`` recorded where it does not say it already: a
+    later push of the scores keeps the calibration in the card, as it keeps the file."""
+    import json
+
+    from ..analysis.calibration import Calibration
+    from .calibrated import with_calibrations
+
+    path = f"{CALIBRATION_PREFIX}.json"
+    if summary is None or path not in files:
+        return summary
+    try:
+        with quiet(*LIBRARY_CHATTER):
+            cal = Calibration(**json.loads(_remote_file(api, repo_id, path, revision)))
+    except (TypeError, ValueError):  # another hf-judge's format: the card goes without it, the push goes on
+        logger.warning("%s in %s is not a calibration this hf-judge reads: the card leaves it out", path, repo_id)
+        return summary
+    if cal.score in summary.calibration:
+        return summary
+    return with_calibrations(summary, [cal], path)
 
 
 def _report_page(data: DatasetDict, errors: Dataset, summary: RunSummary | None, repo_id: str) -> bytes | None:

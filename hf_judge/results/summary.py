@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .calibration_card import calibration_lines
+
 SUMMARY_FILE = "summary.json"
 # the counters of one run entry that add up over runs
 RUN_COUNTERS = (
@@ -76,6 +78,9 @@ class RunSummary:
     self_preference: dict[str, Any] = field(default_factory=dict)
     # a cascade of judges (engine/cascade_report.py): escalation rate, each tier's counters and cost, the audit
     cascade: dict[str, Any] = field(default_factory=dict)
+    # score column -> the calibration fitted on labels for it (results/calibration_card.calibration_entry): the
+    # labels' count and source, its calibration errors and threshold, what <score>_calibrated means
+    calibration: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def requests_per_s(self) -> float:
@@ -279,6 +284,7 @@ class RunSummary:
 
         lines += bias.describe(self.length_bias, self.longer_wins, self.self_preference)
         lines += cascade_lines(self.cascade)
+        lines += calibration_lines(self.calibration)
         if self.filters:
             kept = ", ".join(
                 f"{k}: {v:,} of {self.filters.get('rows_before', {}).get(k, v):,}"
