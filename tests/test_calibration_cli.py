@@ -274,3 +274,44 @@ def test_with_logprobs_calibrate_reads_expected_and_review_reads_confidence(judg
     confidence = sorted(d["QA_Correctness_confidence"])
     assert sorted(r["QA_Correctness_confidence"] for r in rows) == confidence[:10]  # the least certain first
     assert all("QA_Correctness_expected" in r for r in rows)
+
+
+def test_a_folder_keeps_one_calibration_per_score_and_filter_finds_each(judge, tmp_path, capfd, monkeypatch):
+    """Calibrating a second score in a result folder does not overwrite the first's calibration.json: it goes to
+    calibration_<score>.json, the summary records both files, and filter --min-prob finds each score's own."""
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "data.jsonl"
+    qa_dataset(60).to_json(data)
+    out = tmp_path / "two-scores"
+    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness,QA_Clarity"))
+    assert code == 0, err
+    d = load_from_disk(str(out))["train"]
+    for score in ("QA_Correctness", "QA_Clarity"):
+        rows = [
+            {"split": "train", "row": i, "label": bool(s >= 6 if i % 4 else s >= 8)} for i, s in enumerate(d[score])
+        ]
+        labels = tmp_path / f"{score}.jsonl"
+        labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        code, printed, err = run_cli(capfd, "calibrate", out, "--score", score, "--labels", labels, "--seed", "1")
+        assert code == 0, err
+    assert (
+        "calibration.json holds another score's calibration, kept: this one is calibration_QA_Clarity.json" in printed
+    )
+    first, second = Calibration.load(out / "calibration.json"), Calibration.load(out / "calibration_QA_Clarity.json")
+    assert (first.score, second.score) == ("QA_Correctness", "QA_Clarity")
+    recorded = json.loads((out / "summary.json").read_text())["calibration"]
+    assert {k: v["file"] for k, v in recorded.items()} == {
+        "QA_Correctness": "calibration.json", "QA_Clarity": "calibration_QA_Clarity.json",
+    }  # fmt: skip
+    # calibrating the second score again rewrites its own file, not the first's
+    code, printed, err = run_cli(capfd, "calibrate", out, "--score", "QA_Clarity", "--labels", labels, "--seed", "2")
+    assert code == 0 and f"saved to {out / 'calibration_QA_Clarity.json'}" in printed, err
+    assert Calibration.load(out / "calibration.json") == first
+    code, printed, err = run_cli(
+        capfd, "filter", out, "--min-prob", "QA_Correctness=0.5", "--min-prob", "QA_Clarity=0.5", "-o", tmp_path / "f"
+    )
+    assert code == 0, err
+    assert "calibration.json (the result's own" in err and "calibration_QA_Clarity.json (the result's own" in err
+    second = Calibration.load(out / "calibration_QA_Clarity.json")
+    keep = (first.predict(d["QA_Correctness"]) >= 0.5) & (second.predict(d["QA_Clarity"]) >= 0.5)
+    assert len(load_from_disk(str(tmp_path / "f"))["train"]) == int(keep.sum())

@@ -113,9 +113,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     print(cal)
     local = Path(args.dataset)
-    out = Path(args.out) if args.out else (local / FILE_NAME if local.is_dir() else Path(FILE_NAME))
+    done = []
+    if args.out:
+        out = Path(args.out)
+    elif local.is_dir():
+        out, note = folder_file(local, cal.score)
+        done += note
+    else:
+        out = Path(FILE_NAME)
     path = cal.save(out)
-    done = [f"saved to {path}"]
+    done.insert(0, f"saved to {path}")
     if local.is_dir() and path.parent.resolve() == local.resolve():
         done += _record(local, cal, path.name)
     png = None
@@ -132,6 +139,28 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         done.append(f"uploaded to {push_calibration(cal, args.push_to_hub, token=args.token, png=png)}")
     print("", *done, sep="\n")
     return 0
+
+
+def folder_file(folder: Path, score: str) -> tuple[Path, list[str]]:
+    """Where a calibration of ``score`` goes in a result folder: ``calibration.json``, unless that holds another
+    score's, which stays (a folder keeps one calibration per score): then ``calibration_<score>.json``.
+
+    Example:
+        >>> folder_file(Path("out"), "QA_Clarity")  # doctest: +SKIP
+        (PosixPath('out/calibration_QA_Clarity.json'), ['calibration.json holds another score...'])
+    """
+    from ..analysis.calibration import FILE_NAME
+    from ..results.calibrated import folder_calibrations
+    from ..results.plots import file_name
+
+    first = folder / FILE_NAME
+    held = {cal.score: path for path, cal in folder_calibrations(folder)}
+    if score in held:
+        return held[score], []
+    if not first.exists():
+        return first, []
+    other = folder / f"calibration_{file_name(score)}.json"
+    return other, [f"{FILE_NAME} holds another score's calibration, kept: this one is {other.name}"]
 
 
 def _record(folder: Path, cal, file: str) -> list[str]:

@@ -48,7 +48,7 @@ def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends
         action="append",
         metavar="FILE",
         help="calibration.json of hf-judge calibrate: adds <score>_calibrated (repeatable; with --min-prob, "
-        "default: the result folder's calibration.json)",
+        "default: the result folder's, one per score: calibration.json, calibration_<score>.json)",
     )
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
     add_output_options(p, "<name>-filtered")
@@ -63,10 +63,14 @@ def cmd_filter(args: argparse.Namespace) -> int:
 
     if args.push_to_hub:
         check_repo(args.push_to_hub)
-    if args.min_prob and not args.calibration and Path(args.dataset, "calibration.json").is_file():
-        # hf-judge calibrate saved it in the result folder: the one a reader means
-        args.calibration = [str(Path(args.dataset, "calibration.json"))]
-        print(f"calibration    {args.calibration[0]} (the result's own, saved by hf-judge calibrate)", file=sys.stderr)
+    if args.min_prob and not args.calibration and Path(args.dataset).is_dir():
+        # hf-judge calibrate saved them in the result folder, one per score: the ones a reader means
+        from ..results.calibrated import folder_calibrations
+
+        wanted = {k.removesuffix("_calibrated") for k, _ in args.min_prob}
+        args.calibration = [str(p) for p, cal in folder_calibrations(args.dataset) if cal.score in wanted] or None
+        for path in args.calibration or []:
+            print(f"calibration    {path} (the result's own, saved by hf-judge calibrate)", file=sys.stderr)
     source = source_of(args.dataset, args.subset, args.revision)
     # a calibrated probability is a threshold on the <score>_calibrated column the filter adds: recorded so
     mins = {**dict(args.min), **{f"{k.removesuffix('_calibrated')}_calibrated": v for k, v in args.min_prob}}

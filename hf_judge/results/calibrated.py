@@ -42,6 +42,26 @@ def as_calibrations(calibration: Calibrations | None) -> dict[str, Calibration]:
     return out
 
 
+def folder_calibrations(folder: str | Path) -> list[tuple[Path, Calibration]]:
+    """The calibrations ``hf-judge calibrate`` saved in a result folder (``calibration.json``, and
+    ``calibration_<score>.json`` for each further score), as (path, calibration); files that are not one are
+    left out.
+
+    Example:
+        >>> [(p.name, c.score) for p, c in folder_calibrations("out/")]  # doctest: +SKIP
+        [('calibration.json', 'QA_Correctness'), ('calibration_QA_Clarity.json', 'QA_Clarity')]
+    """
+    out = []
+    for path in sorted(Path(folder).glob("calibration*.json")):
+        if path.name != "calibration.json" and not path.name.startswith("calibration_"):
+            continue
+        try:
+            out.append((path, Calibration.load(path)))
+        except ConfigError:
+            continue
+    return out
+
+
 def _column(d: Dataset, cal: Calibration) -> list[float | None]:
     if cal.column not in d.column_names:
         hint = (
