@@ -144,3 +144,45 @@ def test_a_streamed_result_folder_records_it_in_its_summary_and_its_own_card(jud
     cal = Calibration.load(out)
     assert RunSummary.load(out).calibration["QA_Correctness"]["labels"] == 60
     _assert_shows((out / "README.md").read_text(), cal)
+
+
+def test_two_scores_calibrated_on_the_hub_keep_a_file_each_and_the_card_shows_both(judge, hub, tmp_path, capfd):
+    """The Hub copy keeps one calibration per score, as a result folder does: the second score's goes to
+    hf_judge/calibration_<score>.json, the card and summary.json show both, and a later push keeps both."""
+    data, out, repo = tmp_path / "data.jsonl", tmp_path / "two", "tester/two-calibrations"
+    qa_dataset(50).to_json(data)
+    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness,QA_Clarity"))
+    assert code == 0, err
+    code, _, err = run_cli(capfd, "filter", out, "--min", "QA_Correctness=1", "--push-to-hub", repo)
+    assert code == 0, err
+    d = load_from_disk(str(out))["train"]
+    cals = {}
+    for score in ("QA_Correctness", "QA_Clarity"):
+        labels = tmp_path / f"{score}.jsonl"
+        rows = [
+            {"split": "train", "row": i, "label": bool(s >= 6 if i % 4 else s >= 8)} for i, s in enumerate(d[score])
+        ]
+        labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        args = ["calibrate", out, "--score", score, "--labels", labels, "-o", tmp_path / f"{score}.json"]
+        code, printed, err = run_cli(capfd, *args, "--push-to-hub", repo)
+        assert code == 0, err
+        cals[score] = Calibration.load(tmp_path / f"{score}.json")
+    assert "hf_judge/calibration_QA_Clarity.json" in printed
+
+    def remote(path: str) -> str:
+        return Path(hf_hub_download(repo, path, repo_type="dataset", force_download=True)).read_text()
+
+    assert Calibration(**json.loads(remote("hf_judge/calibration.json"))) == cals["QA_Correctness"]
+    assert Calibration(**json.loads(remote("hf_judge/calibration_QA_Clarity.json"))) == cals["QA_Clarity"]
+    files = {k: v["file"] for k, v in json.loads(remote("hf_judge/summary.json"))["calibration"].items()}
+    assert files == {
+        "QA_Correctness": "calibration.json",
+        "QA_Clarity": "calibration_QA_Clarity.json",
+    }
+    for cal in cals.values():
+        _assert_shows(remote("README.md"), cal)
+    # a later push of the scores, from a folder whose summary knows neither, keeps both in the card
+    code, _, err = run_cli(capfd, "filter", out, "--min", "QA_Correctness=2", "--push-to-hub", repo)
+    assert code == 0, err
+    for cal in cals.values():
+        _assert_shows(remote("README.md"), cal)

@@ -178,13 +178,15 @@ def push_calibration(
     check_repo_id(repo_id)
     register(token)
     api = HfApi(token=token)
-    path = f"{CALIBRATION_PREFIX}.json"
-    ops = [CommitOperationAdd(path, json.dumps(calibration.to_dict(), indent=1).encode())]
-    if png is not None:
-        ops.append(CommitOperationAdd(f"{CALIBRATION_PREFIX}_{calibration.score}_reliability.png", png))
     with quiet(*LIBRARY_CHATTER):
         api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
-        ops += _card_with_calibration(api, repo_id, revision, calibration)
+        files = set(api.list_repo_files(repo_id, repo_type="dataset", revision=revision))
+        held = _remote_calibrations(sorted(files), api, repo_id, revision)
+        path = _calibration_path(calibration.score, held, files)
+        ops = [CommitOperationAdd(path, json.dumps(calibration.to_dict(), indent=1).encode())]
+        if png is not None:
+            ops.append(CommitOperationAdd(f"{CALIBRATION_PREFIX}_{calibration.score}_reliability.png", png))
+        ops += _card_with_calibration(api, repo_id, revision, calibration, files, path)
         api.create_commit(
             repo_id,
             ops,
@@ -203,8 +205,19 @@ def _remote_file(api: HfApi, repo_id: str, path: str, revision: str | None) -> b
         return f.read()
 
 
+def _calibration_path(score: str, held: dict[str, tuple[str, Calibration]], files: set[str]) -> str:
+    """Where a calibration of ``score`` goes in the repo: one file per score, as in a result folder
+    (``calibration.json``, then ``calibration_<score>.json``), so a second score keeps the first's."""
+    from .plots import file_name
+
+    if score in held:
+        return held[score][0]
+    first = f"{CALIBRATION_PREFIX}.json"
+    return first if first not in files else f"{CALIBRATION_PREFIX}_{file_name(score)}.json"
+
+
 def _card_with_calibration(
-    api: HfApi, repo_id: str, revision: str | None, calibration: Calibration
+    api: HfApi, repo_id: str, revision: str | None, calibration: Calibration, files: set[str], path: str
 ) -> list[CommitOperationAdd]:
     """The repo's ``summary.json`` and card with the calibration recorded (those it has: a repo of labels
     alone has neither), so the card says which labels the scores were calibrated on and how well."""
@@ -214,13 +227,12 @@ def _card_with_calibration(
     from .calibration_card import calibration_card, merge_calibration_card
     from .card import END
 
-    files = set(api.list_repo_files(repo_id, repo_type="dataset", revision=revision))
     summary_path = f"{FILES_DIR}/summary.json"
     if summary_path in files:
         stored = RunSummary.from_dict(json.loads(_remote_file(api, repo_id, summary_path, revision)))
     else:
         stored = RunSummary()
-    summary = with_calibrations(stored, [calibration], f"{CALIBRATION_PREFIX}.json")
+    summary = with_calibrations(stored, [calibration], path)
     assert summary is not None
     ops = []
     if summary_path in files:
@@ -232,28 +244,47 @@ def _card_with_calibration(
     return ops
 
 
-def _with_remote_calibration(
-    summary: RunSummary | None, files: list[str], api: HfApi, repo_id: str, revision: str | None
-) -> RunSummary | None:
-    """The summary with the repo's own ``calibration.json`` recorded where it does not say it already: a
-    later push of the scores keeps the calibration in the card, as it keeps the file."""
+def _remote_calibrations(
+    files: list[str], api: HfApi, repo_id: str, revision: str | None
+) -> dict[str, tuple[str, Calibration]]:
+    """Score -> (path, calibration) of the repo's ``hf_judge/calibration*.json`` files; one this hf-judge cannot
+    read is left out with a warning."""
     import json
 
     from ..analysis.calibration import Calibration
+
+    out: dict[str, tuple[str, Calibration]] = {}
+    for path in files:
+        name = path.removeprefix(f"{FILES_DIR}/")
+        if not path.startswith(CALIBRATION_PREFIX) or not path.endswith(".json") or "/" in name:
+            continue
+        if name != "calibration.json" and not name.startswith("calibration_"):
+            continue
+        try:
+            with quiet(*LIBRARY_CHATTER):
+                cal = Calibration(**json.loads(_remote_file(api, repo_id, path, revision)))
+        except (TypeError, ValueError):  # another hf-judge's format: the card goes without it, the push goes on
+            logger.warning("%s in %s is not a calibration this hf-judge reads: the card leaves it out", path, repo_id)
+            continue
+        out.setdefault(cal.score, (path, cal))
+    return out
+
+
+def _with_remote_calibration(
+    summary: RunSummary | None, files: list[str], api: HfApi, repo_id: str, revision: str | None
+) -> RunSummary | None:
+    """The summary with the repo's own calibrations (``calibration.json``, ``calibration_<score>.json``)
+    recorded where it does not say them already: a later push of the scores keeps them in the card, as it keeps
+    the files."""
     from .calibrated import with_calibrations
 
-    path = f"{CALIBRATION_PREFIX}.json"
-    if summary is None or path not in files:
+    if summary is None:
         return summary
-    try:
-        with quiet(*LIBRARY_CHATTER):
-            cal = Calibration(**json.loads(_remote_file(api, repo_id, path, revision)))
-    except (TypeError, ValueError):  # another hf-judge's format: the card goes without it, the push goes on
-        logger.warning("%s in %s is not a calibration this hf-judge reads: the card leaves it out", path, repo_id)
-        return summary
-    if cal.score in summary.calibration:
-        return summary
-    return with_calibrations(summary, [cal], path)
+    held = _remote_calibrations(files, api, repo_id, revision)
+    new = [(path, cal) for score, (path, cal) in held.items() if score not in summary.calibration]
+    for path, cal in new:
+        summary = with_calibrations(summary, [cal], path) or summary
+    return summary
 
 
 def _report_page(data: DatasetDict, errors: Dataset, summary: RunSummary | None, repo_id: str) -> bytes | None:
