@@ -105,6 +105,15 @@ def test_labels_neither_here_nor_on_the_hub_name_both(scored, hub, tmp_path, cap
     with pytest.raises(ConfigError, match="holds no labels file"):
         HfApi().create_repo("tester/empty-labels", repo_type="dataset", exist_ok=True)
         read_labels("tester/empty-labels")
+    # a local folder named like a dataset id is the user's folder, not a Hub dataset that "cannot be read"
+    folder = tmp_path / "tester" / "no-such-labels"
+    folder.mkdir(parents=True)
+    (folder / "ana.jsonl").write_text('{"split": "train", "row": 0, "label": true}\n')
+    code, _, err = run_cli(capfd, *calibrate, "--labels", folder)
+    assert (
+        code != 0
+        and f"cannot read labels {folder}: it is a folder; give one labels file in it ({folder / 'ana.jsonl'})" in err
+    )
 
 
 def test_what_names_hub_labels_and_what_stays_a_local_name():

@@ -52,6 +52,10 @@ def read_labels(path: str | Path, context: bool = False, *, token: str | None = 
         >>> read_labels("me/to-label", token="hf_...")  # doctest: +SKIP
     """
     p = Path(path)
+    if p.is_dir():  # a folder here is what the user means, never a Hub dataset of the same name
+        found = sorted(str(f) for f in p.iterdir() if f.suffix in (".jsonl", ".json", ".csv"))[:3]
+        hint = f" ({', '.join(found)}{', ...' if len(found) == 3 else ''})" if found else ""
+        raise ConfigError(f"cannot read labels {p}: it is a folder; give one labels file in it{hint}; {FIX}")
     if not p.is_file():
         where = hub_labels(str(path))
         if where is None:
