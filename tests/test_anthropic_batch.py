@@ -18,7 +18,7 @@ from helpers import qa_dataset, run_cli
 from hf_judge import BatchesPending, ConfigError, Settings, export_batch, score_dataset
 
 ROOT = Path(__file__).parents[1]
-JOB = Path(__file__).with_name("claude_batch_job.py")
+JOB = Path(__file__).with_name("batch_job.py")
 COLUMNS = {"instruction": "question", "output": "answer"}
 MODEL = "claude-haiku-4-5"
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
@@ -93,7 +93,7 @@ def test_ctrl_c_while_waiting_then_rerun_collects(claude, tmp_path):
     expected = rows(run(ds, claude, tmp_path / "online"))
     claude.configure(delay=30)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), claude.url, str(tmp_path / "b"), "6"],
+        [sys.executable, str(JOB), "anthropic", claude.url, str(tmp_path / "b"), "6"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -114,7 +114,7 @@ def test_kill_9_during_create_pays_nothing_twice(claude, tmp_path, created):
     expected = rows(run(ds, claude, tmp_path / "online"))
     claude.configure(hold_create=True, drop_held=not created)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), claude.url, str(tmp_path / "b"), "8"],
+        [sys.executable, str(JOB), "anthropic", claude.url, str(tmp_path / "b"), "8"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=ENV,

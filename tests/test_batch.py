@@ -91,7 +91,7 @@ def test_ctrl_c_while_waiting_then_rerun_collects(batch, tmp_path):
     expected = rows(run(ds, batch, tmp_path / "online"))
     batch.configure(delay=30)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "6"],
+        [sys.executable, str(JOB), "openai", batch.base_url, str(tmp_path / "b"), "6"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -113,7 +113,7 @@ def test_kill_9_between_upload_and_create_pays_nothing_twice(batch, tmp_path, cr
     expected = rows(run(ds, batch, tmp_path / "online"))
     batch.configure(hold_create=True, drop_held=not created)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "8"],
+        [sys.executable, str(JOB), "openai", batch.base_url, str(tmp_path / "b"), "8"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
@@ -139,7 +139,7 @@ def test_kill_9_while_uploading_reuses_the_upload(batch, tmp_path):
     expected = rows(run(ds, batch, tmp_path / "online"))
     batch.configure(hold_upload=True)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "5"],
+        [sys.executable, str(JOB), "openai", batch.base_url, str(tmp_path / "b"), "5"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},

@@ -18,7 +18,7 @@ from helpers import qa_dataset, run_cli
 from hf_judge import BatchesPending, ConfigError, Settings, score_dataset
 
 ROOT = Path(__file__).parents[1]
-JOB = Path(__file__).with_name("batch_panel_job.py")
+JOB = Path(__file__).with_name("batch_job.py")
 COLUMNS = {"instruction": "question", "output": "answer"}
 KEY_B = "sk-judge-b-SECRET-0123456789"
 
@@ -155,7 +155,7 @@ def test_kill_9_in_a_panel_run_pays_nothing_twice(batch, batch_b, tmp_path):
     batch_b.configure(overrides={"score": 3}, hold_create=True, drop_held=False)
     batch.configure(delay=600)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    args = [sys.executable, str(JOB), str(tmp_path / "b"), "4", json.dumps(models)]
+    args = [sys.executable, str(JOB), "panel", json.dumps(models), str(tmp_path / "b"), "4"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         _until(lambda: batch_b.stats()["creates"] == 1)  # judge b's create is on its way

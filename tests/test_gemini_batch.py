@@ -18,7 +18,7 @@ from hf_judge import BatchesPending, Settings, score_dataset
 from hf_judge.transport.gemini import to_chat_completion, to_gemini_request
 
 ROOT = Path(__file__).parents[1]
-JOB = Path(__file__).with_name("gemini_job.py")
+JOB = Path(__file__).with_name("batch_job.py")
 COLUMNS = {"instruction": "question", "output": "answer"}
 MODEL = "gemini-2.5-flash"
 
@@ -166,7 +166,7 @@ def test_kill_9_between_steps_pays_nothing_twice(gemini, tmp_path, step):
     expected = rows(run(ds, gemini, tmp_path / "online"))
     gemini.configure(**({"hold_upload": True} if step == "upload" else {"hold_create": True, "drop_held": False}))
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), gemini.base_url, str(tmp_path / "b"), "6"],
+        [sys.executable, str(JOB), "gemini", gemini.base_url, str(tmp_path / "b"), "6"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
