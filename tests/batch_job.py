@@ -11,16 +11,9 @@ import datasets
 
 datasets.disable_progress_bars()
 
-from helpers import qa_dataset  # noqa: E402
+from helpers import JUDGES, QA_COLUMNS, qa_dataset  # noqa: E402
 
 from hf_judge import Settings, score_dataset  # noqa: E402
-
-# each provider's judge, as the loopback servers answer it: its settings and its key
-JUDGES = {
-    "openai": ({"model": "judge"}, "sk-test"),
-    "anthropic": ({"model": "claude-haiku-4-5", "provider": "anthropic"}, "sk-ant-test"),
-    "gemini": ({"model": "gemini-2.5-flash", "provider": "gemini"}, "gm-test"),
-}
 
 
 def main() -> None:
@@ -38,7 +31,7 @@ def main() -> None:
         api_key=api_key,
         cache_dir=cache_dir,
         batch=True,
-        columns={"instruction": "question", "output": "answer"},
+        columns=QA_COLUMNS,
         progress=False,
         **more,
     )
