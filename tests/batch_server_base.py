@@ -76,7 +76,7 @@ class BatchServiceBase:
         raise NotImplementedError
 
     def end(self, b: dict, cancelled: bool) -> None:
-        """End ``b``: its lines run (``ran`` of them, :meth:`ran`), or, ``cancelled``, none."""
+        """End ``b``: its lines run (as many as :meth:`ran` says), or, ``cancelled``, none of them."""
         raise NotImplementedError
 
     def not_found(self) -> web.Response:
