@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from judge_fixture import JudgeServer
+from judge_fixture import JudgeServer, server_fixtures
 
 
 class AnthropicServer(JudgeServer):
@@ -15,14 +14,4 @@ class AnthropicServer(JudgeServer):
     SCRIPT = Path(__file__).with_name("anthropic_server.py")
 
 
-@pytest.fixture(scope="session")
-def anthropic_server_proc():
-    server = AnthropicServer()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def claude(anthropic_server_proc):
-    anthropic_server_proc.reset()
-    yield anthropic_server_proc
+anthropic_server_proc, claude = server_fixtures(AnthropicServer, "anthropic_server_proc", "claude")

@@ -22,9 +22,7 @@ many times each request (``custom_id``) was run, that is paid for.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import copy
 import datetime as dt
 import hashlib
 import re
@@ -37,7 +35,7 @@ import orjson
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
-from judge_server import Judge  # noqa: E402
+from batch_server_base import BATCH_DEFAULTS, BatchServiceBase, Stages, after, app, main, public  # noqa: E402
 
 DEFAULTS: dict = {
     # -- online and batch lines
@@ -51,16 +49,10 @@ DEFAULTS: dict = {
     "models": None,  # model names that exist (else 404 not_found_error)
     "record": False,
     "overrides": {},
-    # -- batches
-    "delay": 0.0,  # seconds from a batch's creation to its end
-    "fail_lines": 0,  # every Nth request of a batch errors (api_error), on its request's first try
-    "invalid_lines": 0,  # every Nth request's reply is not JSON, on its request's first try
-    "expire": 0,  # this many of the next batches end with part of their requests expired...
-    "expire_done": 0.5,  # ...this share of them run
-    "hold_create": False,  # a batch create waits while this is true...
-    "drop_held": True,  # ...and then answers 529 having made no batch or, false, having made it
+    # -- batches: fail_lines: an api_error result; expire: part of a batch's requests expired; drop_held: a 529
+    # either way, having made no batch or, false, having made it; fail_batch: the create refused with it (400)
+    **BATCH_DEFAULTS,
     "overload_create": 0,  # the next N batch creates get 529
-    "fail_batch": None,  # a message: the next batch create is refused with it (400 invalid_request_error)
 }
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -74,33 +66,31 @@ def _error(status: int, type_: str, message: str, headers: dict | None = None) -
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
 
 
-class Anthropic:
-    def __init__(self) -> None:
-        self.judge = Judge()
-        self.reset()
+class Anthropic(BatchServiceBase):
+    DEFAULTS = DEFAULTS
+    STAGES = Stages(
+        running="in_progress",
+        cancelling="canceling",
+        cancelable=frozenset({"in_progress"}),
+        ended=frozenset({"ended"}),
+    )
 
     def reset(self) -> None:
-        self.config = copy.deepcopy(DEFAULTS)
-        self.judge.config["overrides"] = {}
-        self.tries: dict[bytes, int] = {}  # tries of each prompt (online and batch lines together)
+        super().reset()  # self.tries: of each prompt's hash and each batch line's custom_id, in bytes
         self.cached: set[bytes] = set()
-        self.batches: dict[str, dict] = {}
-        self.stats: dict = {
-            "requests": 0,
-            "ok": 0,
-            "by_status": {},
-            "bodies": [],
-            "headers": [],
-            "creates": 0,
-            "batches": 0,
-            "paid": {},
-            "cancels": 0,
-            "lists": 0,
-            "cache_read": 0,
-            "cache_creation": 0,
-            "count_tokens": 0,  # POST /v1/messages/count_tokens requests...
-            "counted": 0,  # ...and the tokens they answered
-        }
+        self.stats.update(requests=0, ok=0, by_status={}, bodies=[], headers=[], lists=0, cache_read=0)
+        self.stats.update(cache_creation=0, count_tokens=0, counted=0)  # count_tokens requests, the tokens answered
+
+    def state(self, b: dict) -> str:
+        return b["processing_status"]
+
+    def set_state(self, b: dict, state: str) -> None:
+        b["processing_status"] = state
+        if state == "canceling":
+            b["cancel_initiated_at"] = _now()
+
+    def not_found(self) -> web.Response:
+        return _error(404, "not_found_error", "No such message batch")
 
     # -- one request ---------------------------------------------------------------
     def check(self, params: dict) -> tuple[int, str, str] | None:
@@ -159,7 +149,7 @@ class Anthropic:
         tool = next((t for t in tools if t.get("name") == choice.get("name")), None)
         schema = fmt.get("schema") if fmt.get("type") == "json_schema" else (tool or {}).get("input_schema")
         invalid = (cfg["invalid_first"] and tries == cfg["overloaded"] + cfg["rate_limited"] + 1) or (
-            cfg["invalid_lines"] and batch_line and batch_line % cfg["invalid_lines"] == 0 and tries == 1
+            batch_line and self.invalid(batch_line, tries)
         )
         obj = self.judge._reply_object(text, _limits(schema or {}))
         if invalid:
@@ -282,8 +272,8 @@ class Anthropic:
         if cfg["overload_create"] > 0:
             cfg["overload_create"] -= 1
             return _error(529, "overloaded_error", "Overloaded")
-        if cfg["fail_batch"]:
-            message, cfg["fail_batch"] = cfg["fail_batch"], None
+        message = self.take_fail_batch()
+        if message:
             return _error(400, "invalid_request_error", message)
         requests = body.get("requests")
         if not isinstance(requests, list) or not requests:
@@ -298,10 +288,7 @@ class Anthropic:
             seen.add(cid)
             if not isinstance(r.get("params"), dict) or not isinstance(r["params"].get("max_tokens"), int):
                 return _error(400, "invalid_request_error", f"requests.{i}.params.max_tokens: Field required")
-        held = False
-        while cfg["hold_create"]:
-            held = True
-            await asyncio.sleep(0.02)
+        held = await self.hold("hold_create")
         bid = f"msgbatch_{uuid.uuid4().hex[:24]}"
         b = {
             "id": bid,
@@ -318,33 +305,24 @@ class Anthropic:
             "_requests": requests,
             "_base": f"{request.scheme}://{request.host}",
         }
-        if cfg["expire"] > 0:
-            cfg["expire"] -= 1
-            b["_expire"] = cfg["expire_done"]
+        self.arm_expiry(b)
         if not (held and cfg["drop_held"]):
-            self.batches[bid] = b
-            self.stats["batches"] += 1
+            self.register(bid, b)
         if held:  # the caller died, or the connection broke, before the reply
             return _error(529, "overloaded_error", "the server went away")
-        return web.json_response(_public(b))
+        return web.json_response(public(b))
 
-    def _advance(self, b: dict) -> None:
-        if b["processing_status"] == "ended":
-            return
-        canceling = b["processing_status"] == "canceling"
-        if not canceling and time.monotonic() < b["_created"] + self.config["delay"]:
-            return
+    def end(self, b: dict, cancelled: bool) -> None:
         requests = b.pop("_requests")
-        n = 0 if canceling else int(len(requests) * b["_expire"]) if "_expire" in b else len(requests)
+        n = 0 if cancelled else self.ran(b, len(requests))
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         lines = []
         for i, r in enumerate(requests, 1):
             cid = r["custom_id"]
             if i > n:
-                kind = "canceled" if canceling else "expired"
+                kind = "canceled" if cancelled else "expired"
                 result: dict = {"type": kind}
             else:
-                self.stats["paid"][cid] = self.stats["paid"].get(cid, 0) + 1
                 result = self._line(r["params"], i, cid)
             counts[result["type"]] += 1
             lines.append({"custom_id": cid, "result": result})
@@ -355,45 +333,24 @@ class Anthropic:
         b["results_url"] = f"{b['_base']}/v1/messages/batches/{b['id']}/results"
 
     def _line(self, params: dict, i: int, cid: str) -> dict:
-        cfg = self.config
-        self.tries[cid.encode()] = tries = self.tries.get(cid.encode(), 0) + 1
-        if cfg["fail_lines"] and i % cfg["fail_lines"] == 0 and tries == 1:
+        tries = self.pay(cid, cid.encode())
+        if self.fails(i, tries):
             return {"type": "errored", "error": _error_body("api_error", "Internal server error")}
         status, body, _ = self.run(params, batch_line=i)
         if status != 200:
             return {"type": "errored", "error": body}
         return {"type": "succeeded", "message": body}
 
-    def _batch(self, request: web.Request) -> dict | None:
-        return self.batches.get(request.match_info["id"])
-
-    async def get_batch(self, request: web.Request) -> web.Response:
-        b = self._batch(request)
-        if b is None:
-            return _error(404, "not_found_error", "No such message batch")
-        self._advance(b)
-        return web.json_response(_public(b))
-
     async def results(self, request: web.Request) -> web.Response:
-        b = self._batch(request)
+        b = self.find(request)
         if b is None or "_results" not in b:
             return _error(404, "not_found_error", "No results for this message batch (yet)")
         return web.Response(body=b["_results"], content_type="application/binary")
 
-    async def cancel(self, request: web.Request) -> web.Response:
-        b = self._batch(request)
-        if b is None:
-            return _error(404, "not_found_error", "No such message batch")
-        self.stats["cancels"] += 1
-        if b["processing_status"] == "in_progress":
-            b["processing_status"] = "canceling"
-            b["cancel_initiated_at"] = _now()
-        return web.json_response(_public(b))
-
     async def delete(self, request: web.Request) -> web.Response:
-        b = self._batch(request)
+        b = self.find(request)
         if b is None:
-            return _error(404, "not_found_error", "No such message batch")
+            return self.not_found()
         if b["processing_status"] != "ended":
             return _error(400, "invalid_request_error", "a batch in progress cannot be deleted; cancel it first")
         del self.batches[b["id"]]
@@ -402,11 +359,7 @@ class Anthropic:
     async def list_batches(self, request: web.Request) -> web.Response:
         """Newest first, as the API lists them; ``after_id`` pages on, ``limit`` (default 20) items a page."""
         self.stats["lists"] += 1
-        data = [_public(b) for b in reversed(list(self.batches.values()))]
-        after = request.query.get("after_id")
-        if after is not None:
-            ids = [d["id"] for d in data]
-            data = data[ids.index(after) + 1 :] if after in ids else []
+        data = after([public(b) for b in reversed(list(self.batches.values()))], request.query.get("after_id"))
         limit = int(request.query.get("limit", 20))
         page = data[:limit]
         return web.json_response(
@@ -418,19 +371,12 @@ class Anthropic:
             }
         )
 
-    # -- admin ------------------------------------------------------------------
     async def admin_config(self, request: web.Request) -> web.Response:
+        """Every mode is this server's; the judge only lends its replies, with ``overrides``."""
         values = await request.json()
         self.config.update(values)
         self.judge.config["overrides"] = self.config["overrides"]
         return web.json_response(self.config)
-
-    async def admin_reset(self, request: web.Request) -> web.Response:
-        self.reset()
-        return web.json_response({"ok": True})
-
-    async def admin_stats(self, request: web.Request) -> web.Response:
-        return web.json_response(self.stats)
 
 
 def _limits(schema: dict) -> dict:
@@ -446,14 +392,10 @@ def _error_body(type_: str, message: str) -> dict:
     return {"type": "error", "error": {"type": type_, "message": message}, "request_id": None}
 
 
-def _public(b: dict) -> dict:
-    return {k: v for k, v in b.items() if not k.startswith("_")}
-
-
 def make_app() -> web.Application:
     svc = Anthropic()
-    app = web.Application(client_max_size=1 << 30)
-    app.add_routes(
+    return app(
+        svc,
         [
             web.post("/v1/messages", svc.messages),
             web.post("/v1/messages/count_tokens", svc.count_tokens),
@@ -463,36 +405,9 @@ def make_app() -> web.Application:
             web.get("/v1/messages/batches/{id}/results", svc.results),
             web.post("/v1/messages/batches/{id}/cancel", svc.cancel),
             web.delete("/v1/messages/batches/{id}", svc.delete),
-            web.post("/_admin/config", svc.admin_config),
-            web.post("/_admin/reset", svc.admin_reset),
-            web.get("/_admin/stats", svc.admin_stats),
-        ]
+        ],
     )
-    return app
-
-
-async def _serve(host: str, port: int) -> None:
-    runner = web.AppRunner(make_app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096)
-    await site.start()
-    print(f"PORT {site._server.sockets[0].getsockname()[1]}", flush=True)  # noqa: SLF001 - the port the OS picked
-    await asyncio.Event().wait()
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
-    args = ap.parse_args()
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        asyncio.run(_serve(args.host, args.port))
-    except (KeyboardInterrupt, SystemExit):
-        pass
 
 
 if __name__ == "__main__":
-    main()
+    main(make_app, __doc__, backlog=4096)

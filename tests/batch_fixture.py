@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from judge_fixture import JudgeServer
+from judge_fixture import JudgeServer, server_fixtures
 
 
 class BatchServer(JudgeServer):
@@ -14,14 +13,4 @@ class BatchServer(JudgeServer):
     SCRIPT = Path(__file__).with_name("batch_server.py")
 
 
-@pytest.fixture(scope="session")
-def batch_server_proc():
-    server = BatchServer()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def batch(batch_server_proc):
-    batch_server_proc.reset()
-    yield batch_server_proc
+batch_server_proc, batch = server_fixtures(BatchServer, "batch_server_proc", "batch")

@@ -17,10 +17,7 @@ headers the files and batches endpoints were sent (``auth``).
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import atexit
-import copy
 import shutil
 import sys
 import tempfile
@@ -32,19 +29,11 @@ import orjson
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
-from judge_server import DEFAULTS as JUDGE_DEFAULTS  # noqa: E402
-from judge_server import Judge  # noqa: E402
+from batch_server_base import BATCH_DEFAULTS, BatchServiceBase, Stages, after, app, judge_reply, main, public  # noqa: E402
 
 DEFAULTS: dict = {
-    "delay": 0.0,  # seconds from a batch's creation to its end
-    "fail_lines": 0,  # every Nth line of a file fails (HTTP 500 in the error file), on its request's first try
-    "invalid_lines": 0,  # every Nth line's reply is not JSON, on its request's first try
-    "expire": 0,  # this many of the next batches expire, with `expire_done` of their lines run
-    "expire_done": 0.5,
-    "fail_batch": None,  # a message: the next batch fails validation as a whole
+    **BATCH_DEFAULTS,  # fail_lines: an HTTP 500 in the error file; fail_batch: the batch fails validation
     "hold_upload": False,  # an upload is stored, then its reply waits while this is true
-    "hold_create": False,  # a batch create waits while this is true...
-    "drop_held": True,  # ...and then makes no batch (the caller died first) or, false, makes it
     # -- output files as a faulty provider writes them
     "extra_lines": [],  # raw lines put before the next output file's own ("$CID": the custom_id of its first line)
     "cross_lines": False,  # an output also answers the first request of every other batch, with its own first reply
@@ -53,25 +42,36 @@ DEFAULTS: dict = {
 }
 
 
-class BatchService:
-    def __init__(self) -> None:
-        self.judge = Judge()
-        self.reset()
+class BatchService(BatchServiceBase):
+    DEFAULTS = DEFAULTS
+    STAGES = Stages(
+        running="in_progress",
+        cancelling="cancelling",
+        cancelable=frozenset({"validating", "in_progress"}),
+        ended=frozenset({"completed", "failed", "expired", "cancelled"}),
+    )
 
     def reset(self) -> None:
         if getattr(self, "dir", None) is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
-        self.config = copy.deepcopy(DEFAULTS)
+        super().reset()
         self.files: dict[str, dict] = {}
         # file contents live on disk: a benchmark's million lines would not fit in memory twice
         self.dir = Path(tempfile.mkdtemp(prefix="batch-server-"))
         self.content: dict[str, Path] = {}
-        self.batches: dict[str, dict] = {}
-        self.tries: dict[str, int] = {}
-        self.stats: dict = {"uploads": 0, "creates": 0, "batches": 0, "paid": {}, "deleted": 0, "cancels": 0}
-        self.stats["auth"] = []
-        self.judge.config = copy.deepcopy(JUDGE_DEFAULTS)
-        self.judge.reset_stats()
+        self.stats.update(uploads=0, deleted=0, auth=[])
+
+    def state(self, b: dict) -> str:
+        return b["status"]
+
+    def set_state(self, b: dict, state: str) -> None:
+        b["status"] = state
+
+    def not_found(self) -> web.Response:
+        return _error(404, "No such Batch object")
+
+    def stats_view(self) -> dict:
+        return dict(self.stats, files=len(self.files), online=self.judge.stats["requests"])
 
     # -- files ------------------------------------------------------------------
     def _file(self, name: str, path: Path, purpose: str) -> dict:
@@ -108,8 +108,7 @@ class BatchService:
                 purpose = await part.text()
         self.stats["uploads"] += 1
         stored = self._file(name, path, purpose)
-        while self.config["hold_upload"]:  # stored, but the caller has not heard so yet
-            await asyncio.sleep(0.02)
+        await self.hold("hold_upload")  # stored, but the caller has not heard so yet
         return web.json_response(stored)
 
     async def list_files(self, request: web.Request) -> web.Response:
@@ -140,11 +139,7 @@ class BatchService:
         body = await request.json()
         self._auth(request)
         self.stats["creates"] += 1
-        held = False
-        while self.config["hold_create"]:
-            held = True
-            await asyncio.sleep(0.02)
-        if held and self.config["drop_held"]:
+        if await self.hold("hold_create") and self.config["drop_held"]:
             return _error(503, "the server went away")
         fid = body.get("input_file_id")
         if fid not in self.content:
@@ -167,34 +162,25 @@ class BatchService:
             "request_counts": {"total": total, "completed": 0, "failed": 0},
             "metadata": body.get("metadata"),
         }
-        cfg = self.config
-        if cfg["fail_batch"]:
+        message = self.take_fail_batch()
+        if message:
             b["status"] = "failed"
             b["errors"] = {
                 "object": "list",
-                "data": [{"code": "invalid_request", "message": cfg["fail_batch"], "param": "body", "line": 1}],
+                "data": [{"code": "invalid_request", "message": message, "param": "body", "line": 1}],
             }
-            cfg["fail_batch"] = None
-        elif cfg["expire"] > 0:
-            cfg["expire"] -= 1
-            b["_expire"] = cfg["expire_done"]
-        b["_created"] = time.monotonic()
+        else:
+            self.arm_expiry(b)
         b["_first"] = orjson.loads(first) if first else None  # cross_lines answer it in other batches' outputs
-        self.batches[bid] = b
-        self.stats["batches"] += 1
-        return web.json_response(_public(b))
+        self.register(bid, b)
+        return web.json_response(public(b))
 
-    def _advance(self, b: dict) -> None:
-        if b["status"] in ("completed", "failed", "expired", "cancelled"):
-            return
-        if b["status"] == "cancelling":
+    def end(self, b: dict, cancelled: bool) -> None:
+        if cancelled:
             b["status"] = "cancelled"
             return
-        if time.monotonic() < b["_created"] + self.config["delay"]:  # the delay as configured now
-            b["status"] = "in_progress"
-            return
         total = b["request_counts"]["total"]
-        n = int(total * b["_expire"]) if "_expire" in b else total
+        n = self.ran(b, total)
         cfg = self.config
         out_path, err_path = self.dir / uuid.uuid4().hex, self.dir / uuid.uuid4().hex
         done = failed = 0
@@ -250,82 +236,31 @@ class BatchService:
     def _run_line(self, ln: dict, i: int, cfg: dict) -> dict:
         """One request line run: its output line (status 200) or its error line."""
         cid = ln["custom_id"]
-        self.tries[cid] = tries = self.tries.get(cid, 0) + 1
-        self.stats["paid"][cid] = self.stats["paid"].get(cid, 0) + 1
+        tries = self.pay(cid)
         rid = f"batch_req_{uuid.uuid4().hex[:16]}"
-        if cfg["fail_lines"] and i % cfg["fail_lines"] == 0 and tries == 1:
+        if self.fails(i, tries):
             body = {"error": {"message": "The server had an error processing your request", "type": "server"}}
             return {"id": rid, "custom_id": cid, "response": {"status_code": 500, "body": body}, "error": None}
-        invalid = bool(cfg["invalid_lines"] and i % cfg["invalid_lines"] == 0 and tries == 1)
-        reply = self.reply(ln["body"], invalid)
+        reply = self.reply(ln["body"], self.invalid(i, tries))
         if cfg["huge_line"] and i == 1 and tries == 1:  # a valid reply, but larger than any client should hold
             reply["system_fingerprint"] = "x" * cfg["huge_line"]
         return {"id": rid, "custom_id": cid, "response": {"status_code": 200, "body": reply}, "error": None}
 
     def reply(self, body: dict, invalid: bool = False) -> dict:
         """The judge server's reply to ``body`` (tests/judge_server.py), as a chat completion."""
-        text = "".join(Judge._text(m.get("content"), self.judge.stats) for m in body.get("messages", []))
-        if invalid:
-            content = "this is not JSON"
-        else:
-            rf = body.get("response_format") or {}
-            schema = (
-                (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
-            )
-            content = orjson.dumps(self.judge._reply_object(text, schema or {}, model=body.get("model", ""))).decode()
-        top = int(body.get("top_logprobs") or 1) if body.get("logprobs") else None  # as the judge server reads it
-        p = self.judge.confidence_for(text)
-        return orjson.loads(Judge._completion_body(body.get("model", ""), content, "stop", len(text), top, None, p))
-
-    async def get_batch(self, request: web.Request) -> web.Response:
-        b = self.batches.get(request.match_info["id"])
-        if b is None:
-            return _error(404, "No such Batch object")
-        self._advance(b)
-        return web.json_response(_public(b))
-
-    async def cancel(self, request: web.Request) -> web.Response:
-        b = self.batches.get(request.match_info["id"])
-        if b is None:
-            return _error(404, "No such Batch object")
-        self.stats["cancels"] += 1
-        if b["status"] in ("validating", "in_progress"):
-            b["status"] = "cancelling"
-        return web.json_response(_public(b))
+        return judge_reply(self.judge, body, invalid)
 
     async def list_batches(self, request: web.Request) -> web.Response:
-        data = [_public(b) for b in reversed(list(self.batches.values()))]
+        data = [public(b) for b in reversed(list(self.batches.values()))]
         return web.json_response(_page(data, request))
-
-    # -- admin ------------------------------------------------------------------
-    async def admin_config(self, request: web.Request) -> web.Response:
-        values = await request.json()
-        self.judge.config.update({k: v for k, v in values.items() if k in JUDGE_DEFAULTS and k not in DEFAULTS})
-        self.config.update({k: v for k, v in values.items() if k not in JUDGE_DEFAULTS or k in DEFAULTS})
-        return web.json_response(self.config)
-
-    async def admin_reset(self, request: web.Request) -> web.Response:
-        self.reset()
-        return web.json_response({"ok": True})
-
-    async def admin_stats(self, request: web.Request) -> web.Response:
-        st = dict(self.stats, files=len(self.files), online=self.judge.stats["requests"])
-        return web.json_response(st)
 
 
 def _page(data: list[dict], request: web.Request) -> dict:
     """One page of a list, as OpenAI pages them: ``limit`` items after the cursor ``after`` (an item's id).
     Older openai SDKs (1.55) follow ``after`` until a page is empty, whatever ``has_more`` says."""
-    after = request.query.get("after")
-    if after is not None:
-        ids = [d["id"] for d in data]
-        data = data[ids.index(after) + 1 :] if after in ids else []
+    data = after(data, request.query.get("after"))
     limit = int(request.query.get("limit", 10_000))
     return {"object": "list", "data": data[:limit], "has_more": len(data) > limit}
-
-
-def _public(b: dict) -> dict:
-    return {k: v for k, v in b.items() if not k.startswith("_")}
 
 
 def _jsonl(rows: list[dict]) -> bytes:
@@ -339,8 +274,8 @@ def _error(status: int, message: str) -> web.Response:
 def make_app() -> web.Application:
     svc = BatchService()
     atexit.register(lambda: shutil.rmtree(svc.dir, ignore_errors=True))
-    app = web.Application(client_max_size=1 << 30)
-    app.add_routes(
+    return app(
+        svc,
         [
             web.post("/v1/files", svc.upload),
             web.get("/v1/files", svc.list_files),
@@ -352,36 +287,9 @@ def make_app() -> web.Application:
             web.get("/v1/batches/{id}", svc.get_batch),
             web.post("/v1/batches/{id}/cancel", svc.cancel),
             web.post("/v1/chat/completions", svc.judge.completions),
-            web.post("/_admin/config", svc.admin_config),
-            web.post("/_admin/reset", svc.admin_reset),
-            web.get("/_admin/stats", svc.admin_stats),
-        ]
+        ],
     )
-    return app
-
-
-async def _serve(host: str, port: int) -> None:
-    runner = web.AppRunner(make_app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    print(f"PORT {site._server.sockets[0].getsockname()[1]}", flush=True)  # noqa: SLF001 - the port the OS picked
-    await asyncio.Event().wait()
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
-    args = ap.parse_args()
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        asyncio.run(_serve(args.host, args.port))
-    except (KeyboardInterrupt, SystemExit):
-        pass
 
 
 if __name__ == "__main__":
-    main()
+    main(make_app, __doc__)

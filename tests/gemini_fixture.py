@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from judge_fixture import JudgeServer
+from judge_fixture import JudgeServer, server_fixtures
 
 
 class GeminiServer(JudgeServer):
@@ -20,14 +19,4 @@ class GeminiServer(JudgeServer):
         self.base_url = self.url + "/v1beta/openai"
 
 
-@pytest.fixture(scope="session")
-def gemini_server_proc():
-    server = GeminiServer()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def gemini(gemini_server_proc):
-    gemini_server_proc.reset()
-    yield gemini_server_proc
+gemini_server_proc, gemini = server_fixtures(GeminiServer, "gemini_server_proc", "gemini")

@@ -31,9 +31,6 @@ uploads, creates, batches, ``paid`` (how many times each key was run), files lef
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import copy
 import sys
 import time
 import uuid
@@ -43,20 +40,10 @@ import orjson
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
-from judge_server import DEFAULTS as JUDGE_DEFAULTS  # noqa: E402
-from judge_server import Judge  # noqa: E402
+from batch_server_base import BATCH_DEFAULTS, BatchServiceBase, Stages, app, judge_reply, main, public  # noqa: E402
 
-DEFAULTS: dict = {
-    "delay": 0.0,
-    "fail_lines": 0,
-    "invalid_lines": 0,
-    "expire": 0,
-    "expire_done": 0.5,
-    "fail_batch": None,  # a message: the next batch fails as a whole (state FAILED, the operation's error)
-    "hold_upload": False,
-    "hold_create": False,
-    "drop_held": True,
-}
+# fail_batch: the next batch fails as a whole (state FAILED, the operation's error)
+DEFAULTS: dict = {**BATCH_DEFAULTS, "hold_upload": False}
 _TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
 
 
@@ -120,21 +107,40 @@ def gemini_response(completion: dict) -> dict:
     }
 
 
-class GeminiService:
-    def __init__(self) -> None:
-        self.judge = Judge()
-        self.reset()
+class GeminiService(BatchServiceBase):
+    DEFAULTS = DEFAULTS
+    STAGES = Stages(
+        running="BATCH_STATE_RUNNING",
+        cancelling="BATCH_STATE_CANCELLING",
+        cancelable=frozenset({"BATCH_STATE_PENDING", "BATCH_STATE_RUNNING", "BATCH_STATE_CANCELLING"}),
+        ended=frozenset(
+            {"BATCH_STATE_SUCCEEDED", "BATCH_STATE_EXPIRED", "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED"}
+        ),
+    )
+    ID_PREFIX = "batches/"
 
     def reset(self) -> None:
-        self.config = copy.deepcopy(DEFAULTS)
+        super().reset()
         self.files: dict[str, dict] = {}
         self.content: dict[str, bytes] = {}
         self.uploads: dict[str, dict] = {}
-        self.batches: dict[str, dict] = {}
-        self.tries: dict[str, int] = {}
-        self.stats: dict = {"uploads": 0, "creates": 0, "batches": 0, "paid": {}, "cancels": 0, "keys": []}
-        self.judge.config = copy.deepcopy(JUDGE_DEFAULTS)
-        self.judge.reset_stats()
+        self.stats.update(uploads=0, keys=[])
+
+    def state(self, b: dict) -> str:
+        return b["metadata"]["state"]
+
+    def set_state(self, b: dict, state: str) -> None:
+        b["metadata"]["state"] = state
+
+    def not_found(self) -> web.Response:
+        return _error(404, "NOT_FOUND", "no such batch")
+
+    def cancel_reply(self, b: dict) -> web.Response:
+        return web.json_response({})
+
+    def stats_view(self) -> dict:
+        inputs = sum(1 for f in self.files.values() if f["source"] == "UPLOADED")
+        return dict(self.stats, files=len(self.files), inputs=inputs, online=self.judge.stats["requests"])
 
     def _key(self, request: web.Request) -> None:
         key = request.headers.get("x-goog-api-key", "")
@@ -178,8 +184,7 @@ class GeminiService:
         meta = self.uploads.pop(uid)
         self.stats["uploads"] += 1
         stored = self._file(data, meta["displayName"], meta["mimeType"])
-        while self.config["hold_upload"]:  # stored, but the caller has not heard so yet
-            await asyncio.sleep(0.02)
+        await self.hold("hold_upload")  # stored, but the caller has not heard so yet
         return web.json_response({"file": stored}, headers={"x-goog-upload-status": "final"})
 
     async def list_files(self, request: web.Request) -> web.Response:
@@ -208,11 +213,7 @@ class GeminiService:
         model = request.match_info["model"]
         batch = (await request.json()).get("batch") or {}
         self.stats["creates"] += 1
-        held = False
-        while self.config["hold_create"]:
-            held = True
-            await asyncio.sleep(0.02)
-        if held and self.config["drop_held"]:
+        if await self.hold("hold_create") and self.config["drop_held"]:
             return _error(503, "UNAVAILABLE", "the server went away")
         source = batch.get("inputConfig") or {}
         if "fileName" in source:
@@ -242,29 +243,22 @@ class GeminiService:
             "_created": time.monotonic(),
             "_model": model,
         }
-        if self.config["fail_batch"]:
+        message = self.take_fail_batch()
+        if message:
             b["metadata"]["state"], b["done"] = "BATCH_STATE_FAILED", True
-            b["error"] = {"code": 400, "message": self.config["fail_batch"], "status": "INVALID_ARGUMENT"}
-            self.config["fail_batch"] = None
-        elif self.config["expire"] > 0:
-            self.config["expire"] -= 1
-            b["_expire"] = self.config["expire_done"]
-        self.batches[name] = b
-        self.stats["batches"] += 1
-        return web.json_response(_public(b))
+            b["error"] = {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}
+        else:
+            self.arm_expiry(b)
+        self.register(name, b)
+        return web.json_response(public(b))
 
-    def _advance(self, b: dict) -> None:
+    def end(self, b: dict, cancelled: bool) -> None:
         meta = b["metadata"]
-        if b["done"]:
-            return
-        if meta["state"] == "BATCH_STATE_CANCELLING" or meta["state"] == "BATCH_STATE_CANCELLED":
+        if cancelled:
             meta["state"], b["done"] = "BATCH_STATE_CANCELLED", True
             return
-        if time.monotonic() < b["_created"] + self.config["delay"]:
-            meta["state"] = "BATCH_STATE_RUNNING"
-            return
         lines = b["_lines"]
-        n = int(len(lines) * b["_expire"]) if "_expire" in b else len(lines)
+        n = self.ran(b, len(lines))
         out, ok, failed = [], 0, 0
         for i, ln in enumerate(lines[:n], 1):
             result = self._run_line(ln, i, b["_model"])
@@ -290,69 +284,24 @@ class GeminiService:
 
     def _run_line(self, ln: dict, i: int, model: str) -> dict:
         key = ln.get("key")
-        self.tries[key] = tries = self.tries.get(key, 0) + 1
-        self.stats["paid"][key] = self.stats["paid"].get(key, 0) + 1
+        tries = self.pay(key)
         tag = {"metadata": ln["_inline"]} if "_inline" in ln else {"key": key}
-        cfg = self.config
-        if cfg["fail_lines"] and i % cfg["fail_lines"] == 0 and tries == 1:
+        if self.fails(i, tries):
             return {**tag, "error": {"code": 13, "message": "Internal error encountered.", "status": "INTERNAL"}}
-        body = chat_body(ln["request"], model)
-        text = "".join(Judge._text(m.get("content"), self.judge.stats) for m in body["messages"])
-        if cfg["invalid_lines"] and i % cfg["invalid_lines"] == 0 and tries == 1:
-            content = "this is not JSON"
-        else:
-            schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
-            content = orjson.dumps(self.judge._reply_object(text, schema)).decode()
-        top = int(body.get("top_logprobs") or 1) if body.get("logprobs") else None
-        completion = orjson.loads(Judge._completion_body(model, content, "stop", len(text), top))
+        # the judge's confidence rules are OpenAI-only: a Gemini reply's log-probabilities are the default ones
+        completion = judge_reply(self.judge, chat_body(ln["request"], model), self.invalid(i, tries), confidence=False)
         return {**tag, "response": gemini_response(completion)}
 
-    def _batch(self, request: web.Request) -> dict | None:
-        return self.batches.get("batches/" + request.match_info["id"])
-
-    async def get_batch(self, request: web.Request) -> web.Response:
-        b = self._batch(request)
-        if b is None:
-            return _error(404, "NOT_FOUND", "no such batch")
-        self._advance(b)
-        return web.json_response(_public(b))
-
-    async def cancel(self, request: web.Request) -> web.Response:
-        b = self._batch(request)
-        if b is None:
-            return _error(404, "NOT_FOUND", "no such batch")
-        self.stats["cancels"] += 1
-        if not b["done"]:
-            b["metadata"]["state"] = "BATCH_STATE_CANCELLING"
-        return web.json_response({})
-
     async def delete_batch(self, request: web.Request) -> web.Response:
-        b = self._batch(request)
+        b = self.find(request)
         if b is None:
-            return _error(404, "NOT_FOUND", "no such batch")
+            return self.not_found()
         del self.batches[b["name"]]
         return web.json_response({})
 
     async def list_batches(self, request: web.Request) -> web.Response:
-        ops = [_public(b) for b in reversed(list(self.batches.values()))]
+        ops = [public(b) for b in reversed(list(self.batches.values()))]
         return web.json_response(_page(ops, request, "operations"))
-
-    # -- admin ------------------------------------------------------------------
-    async def admin_config(self, request: web.Request) -> web.Response:
-        values = await request.json()
-        self.judge.config.update({k: v for k, v in values.items() if k in JUDGE_DEFAULTS and k not in DEFAULTS})
-        self.config.update({k: v for k, v in values.items() if k not in JUDGE_DEFAULTS or k in DEFAULTS})
-        return web.json_response(self.config)
-
-    async def admin_reset(self, request: web.Request) -> web.Response:
-        self.reset()
-        return web.json_response({"ok": True})
-
-    async def admin_stats(self, request: web.Request) -> web.Response:
-        inputs = sum(1 for f in self.files.values() if f["source"] == "UPLOADED")
-        return web.json_response(
-            dict(self.stats, files=len(self.files), inputs=inputs, online=self.judge.stats["requests"])
-        )
 
 
 def _now() -> str:
@@ -369,18 +318,14 @@ def _page(items: list[dict], request: web.Request, field: str) -> dict:
     return page
 
 
-def _public(b: dict) -> dict:
-    return {k: v for k, v in b.items() if not k.startswith("_")}
-
-
 def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": {"code": status, "message": message, "status": code}}, status=status)
 
 
 def make_app() -> web.Application:
     svc = GeminiService()
-    app = web.Application(client_max_size=1 << 30)
-    app.add_routes(
+    return app(
+        svc,
         [
             web.post("/upload/v1beta/files", svc.upload),
             web.get("/v1beta/files", svc.list_files),
@@ -393,36 +338,9 @@ def make_app() -> web.Application:
             web.post("/v1beta/batches/{id}:cancel", svc.cancel),
             web.delete("/v1beta/batches/{id}", svc.delete_batch),
             web.post("/v1beta/openai/chat/completions", svc.judge.completions),
-            web.post("/_admin/config", svc.admin_config),
-            web.post("/_admin/reset", svc.admin_reset),
-            web.get("/_admin/stats", svc.admin_stats),
-        ]
+        ],
     )
-    return app
-
-
-async def _serve(host: str, port: int) -> None:
-    runner = web.AppRunner(make_app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    print(f"PORT {site._server.sockets[0].getsockname()[1]}", flush=True)  # noqa: SLF001 - the port the OS picked
-    await asyncio.Event().wait()
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
-    args = ap.parse_args()
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        asyncio.run(_serve(args.host, args.port))
-    except (KeyboardInterrupt, SystemExit):
-        pass
 
 
 if __name__ == "__main__":
-    main()
+    main(make_app, __doc__)

@@ -36,6 +36,55 @@ def score(ds, metrics, judge, tmp_path, **kw):
     )
 
 
+QA_COLUMNS = {"instruction": "question", "output": "answer"}
+# each provider's judge as the loopback servers answer it (tests/batch_server.py, anthropic_server.py,
+# gemini_server.py): its settings and its key
+JUDGES = {
+    "openai": ({"model": "judge"}, "sk-test"),
+    "anthropic": ({"model": "claude-haiku-4-5", "provider": "anthropic"}, "sk-ant-test"),
+    "gemini": ({"model": "gemini-2.5-flash", "provider": "gemini"}, "gm-test"),
+}
+FAST = {"backoff_base": 0.001, "backoff_max": 0.01, "batch_poll_s": 0.01}  # retries and batch polls at once
+
+
+def score_as(provider, ds, base_url, cache, metrics=("QA_Clarity",), settings=(), **kw):
+    """``ds`` (qa_dataset's columns) scored by ``provider``'s judge (``JUDGES``) at ``base_url``, with ``FAST``
+    knobs; the keyword arguments named in ``settings`` go in the Settings object, the others to score_dataset.
+
+        score_as("anthropic", qa_dataset(4), claude.url, tmp_path / "c", batch=True)
+    """
+    from hf_judge import Settings, score_dataset
+
+    values, api_key = JUDGES[provider]
+    knobs = {**FAST, **{k: kw.pop(k) for k in settings if k in kw}}
+    return score_dataset(
+        ds,
+        list(metrics),
+        settings=Settings(**values, **knobs),
+        base_url=base_url,
+        api_key=api_key,
+        cache_dir=cache,
+        columns=QA_COLUMNS,
+        progress=False,
+        **kw,
+    )
+
+
+def rows(scored) -> dict[str, list[dict]]:
+    """A scored DatasetDict's rows, split by split: what two runs that should agree are compared by."""
+    return {k: v.to_list() for k, v in scored.items()}
+
+
+def until(cond, timeout: float = 60.0) -> None:
+    """Wait for ``cond()`` to be true (a server's counters, a file), polling; an AssertionError after ``timeout`` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
 def run_cli(capfd, *args, entry=None) -> tuple[int, str, str]:
     """``hf-judge ARGS`` in this process: (exit code, stdout, stderr), as a subprocess would give them.
 

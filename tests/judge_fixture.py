@@ -61,14 +61,26 @@ class JudgeServer:
         self.stop()
 
 
-@pytest.fixture(scope="session")
-def judge_server_proc():
-    server = JudgeServer()
-    yield server
-    server.stop()
+def server_fixtures(server: type[JudgeServer], proc: str, name: str):
+    """A loopback server's two fixtures: ``proc``, its process, one for the session, and ``name``, that server
+    reset for a test. A fixture module binds them to their names, for ``import *`` to take::
+
+        batch_server_proc, batch = server_fixtures(BatchServer, "batch_server_proc", "batch")
+    """
+
+    @pytest.fixture(scope="session", name=proc)
+    def started():
+        s = server()
+        yield s
+        s.stop()
+
+    @pytest.fixture(name=name)
+    def reset(request):
+        s = request.getfixturevalue(proc)
+        s.reset()
+        yield s
+
+    return started, reset
 
 
-@pytest.fixture
-def judge(judge_server_proc):
-    judge_server_proc.reset()
-    yield judge_server_proc
+judge_server_proc, judge = server_fixtures(JudgeServer, "judge_server_proc", "judge")

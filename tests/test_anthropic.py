@@ -8,7 +8,7 @@ import orjson
 import pytest
 from anthropic_fixture import *  # noqa: F401,F403 - the Anthropic server fixtures
 from datasets import Dataset, Image
-from helpers import qa_dataset
+from helpers import qa_dataset, rows
 from test_images import png
 
 from hf_judge import AuthenticationError, ConfigError, ModelNotFoundError, Settings, load_metric, score_dataset
@@ -33,10 +33,6 @@ def run(ds, server, tmp_path, metrics=("QA_Clarity",), model=MODEL, provider="an
         progress=False,
         **kw,
     )
-
-
-def rows(scored):
-    return {k: v.to_list() for k, v in scored.items()}
 
 
 def test_provider_is_inferred_from_a_claude_model_without_base_url():

@@ -7,51 +7,28 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from anthropic_fixture import *  # noqa: F401,F403 - the Anthropic server fixtures
 from batch_fixture import *  # noqa: F401,F403 - the OpenAI batch server fixtures (a panel's other judge)
-from helpers import qa_dataset, run_cli
+from helpers import qa_dataset, rows, run_cli, score_as, until
 
 from hf_judge import BatchesPending, ConfigError, Settings, export_batch, score_dataset
 
 ROOT = Path(__file__).parents[1]
-JOB = Path(__file__).with_name("claude_batch_job.py")
+JOB = Path(__file__).with_name("batch_job.py")
 COLUMNS = {"instruction": "question", "output": "answer"}
 MODEL = "claude-haiku-4-5"
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
 
 
 def run(ds, server, cache, metrics=("QA_Clarity",), **kw):
-    knobs = {"backoff_base": 0.001, "backoff_max": 0.01, "batch_poll_s": 0.01}
-    return score_dataset(
-        ds,
-        list(metrics),
-        settings=Settings(model=MODEL, provider="anthropic", **knobs),
-        base_url=server.url,
-        api_key="sk-ant-test",
-        cache_dir=cache,
-        columns=COLUMNS,
-        progress=False,
-        **kw,
-    )
-
-
-def rows(scored):
-    return {k: v.to_list() for k, v in scored.items()}
+    return score_as("anthropic", ds, server.url, cache, metrics, **kw)
 
 
 def paid(server) -> list[int]:
     return sorted(server.stats()["paid"].values())
-
-
-def _until(cond, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_batch_run_equals_online_row_for_row(claude, tmp_path):
@@ -93,13 +70,13 @@ def test_ctrl_c_while_waiting_then_rerun_collects(claude, tmp_path):
     expected = rows(run(ds, claude, tmp_path / "online"))
     claude.configure(delay=30)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), claude.url, str(tmp_path / "b"), "6"],
+        [sys.executable, str(JOB), "anthropic", claude.url, str(tmp_path / "b"), "6"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=ENV,
     )
-    _until(lambda: claude.stats()["batches"] == 1)
+    until(lambda: claude.stats()["batches"] == 1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "the next run collects them" in err
@@ -114,19 +91,19 @@ def test_kill_9_during_create_pays_nothing_twice(claude, tmp_path, created):
     expected = rows(run(ds, claude, tmp_path / "online"))
     claude.configure(hold_create=True, drop_held=not created)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), claude.url, str(tmp_path / "b"), "8"],
+        [sys.executable, str(JOB), "anthropic", claude.url, str(tmp_path / "b"), "8"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=ENV,
     )
     try:
-        _until(lambda: claude.stats()["creates"] == 1)  # "submitting" is recorded, the create is on its way
+        until(lambda: claude.stats()["creates"] == 1)  # "submitting" is recorded, the create is on its way
     finally:
         proc.kill()  # SIGKILL: no clean-up runs
         proc.wait()
     claude.configure(hold_create=False)
     if created:
-        _until(lambda: claude.stats()["batches"] == 1)
+        until(lambda: claude.stats()["batches"] == 1)
     assert rows(run(ds, claude, tmp_path / "b", batch=True)) == expected
     st = claude.stats()
     assert st["batches"] == 1  # the batch the kill hid is found and adopted, or made once

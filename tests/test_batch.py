@@ -7,22 +7,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from datasets import DatasetDict
-from helpers import qa_dataset, run_cli
+from helpers import qa_dataset, rows, run_cli, score_as, until
 
 from hf_judge import (
     BatchesPending,
     ConfigError,
     ModelNotFoundError,
-    Settings,
     export_batch,
     import_batch,
-    score_dataset,
 )
 
 ROOT = Path(__file__).parents[1]
@@ -31,23 +28,7 @@ COLUMNS = {"instruction": "question", "output": "answer"}
 
 
 def run(ds, server, cache, metrics=("QA_Clarity",), **kw):
-    knobs = {"backoff_base": 0.001, "backoff_max": 0.01, "batch_poll_s": 0.01}
-    knobs.update({k: kw.pop(k) for k in list(kw) if k in ("batch_poll_s", "batch_offline")})
-    return score_dataset(
-        ds,
-        list(metrics),
-        settings=Settings(model="judge", **knobs),
-        base_url=server.base_url,
-        api_key="sk-test",
-        cache_dir=cache,
-        columns=COLUMNS,
-        progress=False,
-        **kw,
-    )
-
-
-def rows(scored):
-    return {k: v.to_list() for k, v in scored.items()}
+    return score_as("openai", ds, server.base_url, cache, metrics, settings=("batch_poll_s", "batch_offline"), **kw)
 
 
 def test_batch_run_equals_online_row_for_row(batch, tmp_path):
@@ -91,13 +72,13 @@ def test_ctrl_c_while_waiting_then_rerun_collects(batch, tmp_path):
     expected = rows(run(ds, batch, tmp_path / "online"))
     batch.configure(delay=30)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "6"],
+        [sys.executable, str(JOB), "openai", batch.base_url, str(tmp_path / "b"), "6"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
     )
-    _until(lambda: batch.stats()["batches"] == 1)
+    until(lambda: batch.stats()["batches"] == 1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "the next run collects them" in err
@@ -113,19 +94,19 @@ def test_kill_9_between_upload_and_create_pays_nothing_twice(batch, tmp_path, cr
     expected = rows(run(ds, batch, tmp_path / "online"))
     batch.configure(hold_create=True, drop_held=not created)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "8"],
+        [sys.executable, str(JOB), "openai", batch.base_url, str(tmp_path / "b"), "8"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
     )
     try:
-        _until(lambda: batch.stats()["creates"] == 1)  # uploaded, and the create is on its way
+        until(lambda: batch.stats()["creates"] == 1)  # uploaded, and the create is on its way
     finally:
         proc.kill()  # SIGKILL: no clean-up runs
         proc.wait()
     batch.configure(hold_create=False)
     if created:
-        _until(lambda: batch.stats()["batches"] == 1)
+        until(lambda: batch.stats()["batches"] == 1)
     assert batch.stats()["uploads"] == 1
     assert rows(run(ds, batch, tmp_path / "b", batch=True)) == expected
     st = batch.stats()
@@ -139,13 +120,13 @@ def test_kill_9_while_uploading_reuses_the_upload(batch, tmp_path):
     expected = rows(run(ds, batch, tmp_path / "online"))
     batch.configure(hold_upload=True)
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), batch.base_url, str(tmp_path / "b"), "5"],
+        [sys.executable, str(JOB), "openai", batch.base_url, str(tmp_path / "b"), "5"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
     )
     try:
-        _until(lambda: batch.stats()["uploads"] == 1)  # stored at the provider; the id never reached the book
+        until(lambda: batch.stats()["uploads"] == 1)  # stored at the provider; the id never reached the book
     finally:
         proc.kill()
         proc.wait()
@@ -294,13 +275,6 @@ def test_export_external_runner_import_equals_online(batch, tmp_path):
         progress=False,
     )
     assert rows(scored) == expected
-
-
-def _until(cond, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_cli_batch_score_status_cancel_export_import(batch, tmp_path, capfd):

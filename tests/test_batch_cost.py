@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
-from helpers import qa_dataset
+from helpers import qa_dataset, score_as
 
-from hf_judge import Settings, score_dataset
 from hf_judge.results.card import render_section
 from hf_judge.results.summary import RunSummary
 
@@ -23,18 +22,7 @@ def prices(tmp_path):
 
 
 def _run(server, tmp_path, prices, **kw):
-    return score_dataset(
-        qa_dataset(4),
-        ["QA_Clarity"],
-        settings=Settings(model="judge", backoff_base=0.001, backoff_max=0.01, batch_poll_s=0.01),
-        base_url=server.base_url,
-        api_key="sk-test",
-        cache_dir=tmp_path / "cache",
-        columns={"instruction": "question", "output": "answer"},
-        progress=False,
-        prices=prices,
-        **kw,
-    )
+    return _run_on(server, tmp_path, prices, qa_dataset(4), **kw)
 
 
 def test_a_batch_run_costs_its_tokens_at_the_batch_price(batch, tmp_path, prices):
@@ -129,20 +117,7 @@ def score_dataset_batch(server, tmp_path, prices, ds, **kw):
 
 
 def _run_on(server, tmp_path, prices, ds, **kw):
-    from hf_judge import score_dataset
-
-    return score_dataset(
-        ds,
-        ["QA_Clarity"],
-        settings=Settings(model="judge", backoff_base=0.001, backoff_max=0.01, batch_poll_s=0.01),
-        base_url=server.base_url,
-        api_key="sk-test",
-        cache_dir=tmp_path / "cache",
-        columns={"instruction": "question", "output": "answer"},
-        progress=False,
-        prices=prices,
-        **kw,
-    )
+    return score_as("openai", ds, server.base_url, tmp_path / "cache", prices=prices, **kw)
 
 
 def test_max_cost_refuses_a_batch_projected_over_it_before_uploading_anything(batch, tmp_path, prices):

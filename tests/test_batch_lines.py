@@ -10,9 +10,9 @@ import tracemalloc
 
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
-from helpers import qa_dataset
+from helpers import qa_dataset, rows, score_as
 
-from hf_judge import BatchesPending, Settings, export_batch, import_batch, score_dataset
+from hf_judge import BatchesPending, export_batch, import_batch
 
 COLUMNS = {"instruction": "question", "output": "answer"}
 # lines that are no output line: not JSON, not an object, no custom_id that is a key in hex
@@ -22,23 +22,7 @@ LIST_BODY = '{"custom_id": "$CID", "response": {"status_code": 200, "body": [1]}
 
 
 def run(ds, server, cache, **kw):
-    knobs = {"backoff_base": 0.001, "backoff_max": 0.01, "batch_poll_s": 0.01}
-    knobs.update({k: kw.pop(k) for k in ("max_reply_bytes",) if k in kw})
-    return score_dataset(
-        ds,
-        ["QA_Clarity"],
-        settings=Settings(model="judge", **knobs),
-        base_url=server.base_url,
-        api_key="sk-test",
-        cache_dir=cache,
-        columns=COLUMNS,
-        progress=False,
-        **kw,
-    )
-
-
-def rows(scored):
-    return {k: v.to_list() for k, v in scored.items()}
+    return score_as("openai", ds, server.base_url, cache, settings=("max_reply_bytes",), **kw)
 
 
 def export(ds, server, cache, path):

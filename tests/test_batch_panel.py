@@ -7,18 +7,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from batch_fixture import BatchServer
-from helpers import qa_dataset, run_cli
+from helpers import qa_dataset, rows, run_cli, until
 
 from hf_judge import BatchesPending, ConfigError, Settings, score_dataset
 
 ROOT = Path(__file__).parents[1]
-JOB = Path(__file__).with_name("batch_panel_job.py")
+JOB = Path(__file__).with_name("batch_job.py")
 COLUMNS = {"instruction": "question", "output": "answer"}
 KEY_B = "sk-judge-b-SECRET-0123456789"
 
@@ -58,10 +57,6 @@ def run(ds, models, cache, **kw):
         progress=False,
         **kw,
     )
-
-
-def rows(scored):
-    return {k: v.to_list() for k, v in scored.items()}
 
 
 def paid(*servers) -> list[int]:
@@ -136,13 +131,6 @@ def test_no_wait_with_a_panel_submits_each_judge_once(batch, batch_b, tmp_path):
     assert scored.summary.batch["submitted"] == 0 and scored.summary.batch["collected"] == 15
 
 
-def _until(cond, timeout=60.0):
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
-
-
 def test_kill_9_in_a_panel_run_pays_nothing_twice(batch, batch_b, tmp_path):
     """Killed while judge b's batch is being created (judge a's is submitted, judge c's file not written): the
     next run adopts the batch the kill hid from judge b's book and submits judge c's while judge a's is still
@@ -155,15 +143,15 @@ def test_kill_9_in_a_panel_run_pays_nothing_twice(batch, batch_b, tmp_path):
     batch_b.configure(overrides={"score": 3}, hold_create=True, drop_held=False)
     batch.configure(delay=600)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    args = [sys.executable, str(JOB), str(tmp_path / "b"), "4", json.dumps(models)]
+    args = [sys.executable, str(JOB), "panel", json.dumps(models), str(tmp_path / "b"), "4"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
-        _until(lambda: batch_b.stats()["creates"] == 1)  # judge b's create is on its way
+        until(lambda: batch_b.stats()["creates"] == 1)  # judge b's create is on its way
     finally:
         proc.kill()  # SIGKILL: no clean-up runs
         proc.wait()
     batch_b.configure(hold_create=False)
-    _until(lambda: batch_b.stats()["batches"] == 1)  # made, but its id never reached the book
+    until(lambda: batch_b.stats()["batches"] == 1)  # made, but its id never reached the book
     assert batch.stats()["batches"] == 1  # judge a's; judge c's file came after judge b's
     with pytest.raises(BatchesPending, match="2 batch"):  # judge b's has ended: collected; a's and c's run
         run(ds, models, tmp_path / "b", batch=True, no_wait=True)

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
-from helpers import qa_dataset
+from helpers import qa_dataset, score_as
 
-from hf_judge import BatchesPending, Settings, score_dataset
+from hf_judge import BatchesPending
 from hf_judge.results.card import render_section
 
 
 def _run(server, cache, **kw):
-    return score_dataset(
-        qa_dataset(4),
-        ["QA_Clarity"],
-        settings=Settings(model="judge", backoff_base=0.001, backoff_max=0.01, batch_poll_s=0.01),
-        base_url=server.base_url,
-        api_key="sk-test",
-        cache_dir=cache,
-        columns={"instruction": "question", "output": "answer"},
-        progress=False,
-        **{"batch": True, **kw},
-    )
+    return score_as("openai", qa_dataset(4), server.base_url, cache, **{"batch": True, **kw})
 
 
 def test_a_run_that_collects_an_earlier_runs_batch_counts_it(batch, tmp_path):

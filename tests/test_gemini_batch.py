@@ -6,48 +6,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
 import pytest
 from gemini_fixture import *  # noqa: F401,F403 - the Gemini server fixtures
-from helpers import qa_dataset, run_cli
+from helpers import qa_dataset, rows, run_cli, score_as, until
 
 from hf_judge import BatchesPending, Settings, score_dataset
 from hf_judge.transport.gemini import to_chat_completion, to_gemini_request
 
 ROOT = Path(__file__).parents[1]
-JOB = Path(__file__).with_name("gemini_job.py")
+JOB = Path(__file__).with_name("batch_job.py")
 COLUMNS = {"instruction": "question", "output": "answer"}
 MODEL = "gemini-2.5-flash"
 
 
 def run(ds, server, cache, metrics=("QA_Clarity",), **kw):
-    knobs = {"backoff_base": 0.001, "backoff_max": 0.01, "batch_poll_s": 0.01}
-    return score_dataset(
-        ds,
-        list(metrics),
-        settings=Settings(model=MODEL, provider="gemini", **knobs),
-        base_url=server.base_url,
-        api_key="gm-test",
-        cache_dir=cache,
-        columns=COLUMNS,
-        progress=False,
-        **kw,
-    )
-
-
-def rows(scored):
-    return {k: v.to_list() for k, v in scored.items()}
-
-
-def _until(cond, timeout=30.0):
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("timed out")
-        time.sleep(0.02)
+    return score_as("gemini", ds, server.base_url, cache, metrics, **kw)
 
 
 def test_google_genai_sdk_speaks_the_servers_shapes(gemini, tmp_path):
@@ -166,19 +142,19 @@ def test_kill_9_between_steps_pays_nothing_twice(gemini, tmp_path, step):
     expected = rows(run(ds, gemini, tmp_path / "online"))
     gemini.configure(**({"hold_upload": True} if step == "upload" else {"hold_create": True, "drop_held": False}))
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), gemini.base_url, str(tmp_path / "b"), "6"],
+        [sys.executable, str(JOB), "gemini", gemini.base_url, str(tmp_path / "b"), "6"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
     )
     try:  # stored at the provider, its reply (the id) on its way back
-        _until(lambda: gemini.stats()["uploads" if step == "upload" else "creates"] == 1)
+        until(lambda: gemini.stats()["uploads" if step == "upload" else "creates"] == 1, timeout=30.0)
     finally:
         proc.kill()  # SIGKILL: no clean-up runs
         proc.wait()
     gemini.configure(hold_upload=False, hold_create=False)
     if step == "create":
-        _until(lambda: gemini.stats()["batches"] == 1)
+        until(lambda: gemini.stats()["batches"] == 1, timeout=30.0)
     assert rows(run(ds, gemini, tmp_path / "b", batch=True)) == expected
     st = gemini.stats()
     assert st["uploads"] == 1  # the upload the kill hid is found by its display name
