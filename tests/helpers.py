@@ -117,6 +117,19 @@ def score_args(data, server, *extra, metrics: str = "QA_Clarity", columns=("inst
     return [str(a) for a in args]
 
 
+def scored_result(capfd, judge, tmp_path, rows: int, *extra, metrics: str = "QA_Correctness", name: str = "judged"):
+    """``rows`` rows of :func:`qa_dataset` scored by ``hf-judge score`` against the loopback ``judge`` into
+    ``tmp_path / name`` (the reply store in ``tmp_path / "cache"``; ``extra``: more options, such as
+    ``--streaming`` or ``--logprobs``): the result folder the post-run tools (calibrate, agreement, ...) read."""
+    data = tmp_path / "data.jsonl"
+    qa_dataset(rows).to_json(data)
+    out = tmp_path / name
+    args = score_args(data, judge, "-o", out, "--cache-dir", tmp_path / "cache", *extra, metrics=metrics)
+    code, _, err = run_cli(capfd, *args)
+    assert code == 0, err
+    return out
+
+
 def llama_servers_with(marker: str) -> list[int]:
     """Pids of live (not zombie) llama.cpp servers whose command line holds ``marker`` (a model's path)."""
     pids = []

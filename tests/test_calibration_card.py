@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from datasets import load_from_disk
-from helpers import qa_dataset, run_cli, score_args
+from helpers import run_cli, scored_result
 from huggingface_hub import hf_hub_download
 
 from hf_judge import Calibration
@@ -20,14 +20,9 @@ from hf_judge.results.summary import RunSummary
 
 
 @pytest.fixture
-def scored(judge, tmp_path, capfd, monkeypatch):
+def scored(judge, tmp_path, capfd):
     """A 80-row result scored by the loopback judge, and true/false labels of every row (in labels.jsonl)."""
-    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    data = tmp_path / "data.jsonl"
-    qa_dataset(80).to_json(data)
-    out = tmp_path / "judged"
-    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness"))
-    assert code == 0, err
+    out = scored_result(capfd, judge, tmp_path, 80)
     d = load_from_disk(str(out))["train"]
     rows = [
         {"split": "train", "row": i, "label": s >= 6 if i % 5 else s >= 9} for i, s in enumerate(d["QA_Correctness"])
@@ -121,14 +116,9 @@ def test_calibrate_push_to_hub_puts_the_calibration_in_the_hub_card_and_a_later_
     assert re.search(r"labelled rows of labels\.jsonl", card) and str(tmp_path) not in card
 
 
-def test_a_streamed_result_folder_records_it_in_its_summary_and_its_own_card(judge, tmp_path, capfd, monkeypatch):
+def test_a_streamed_result_folder_records_it_in_its_summary_and_its_own_card(judge, tmp_path, capfd):
     """A streamed run writes its card beside the data (README.md): calibrate fills in its calibration part."""
-    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    data = tmp_path / "data.jsonl"
-    qa_dataset(60).to_json(data)
-    out = tmp_path / "streamed"
-    code, _, err = run_cli(capfd, *score_args(data, judge, "--streaming", "-o", out, metrics="QA_Correctness"))
-    assert code == 0, err
+    out = scored_result(capfd, judge, tmp_path, 60, "--streaming", name="streamed")
     from hf_judge.cli.inputs import load_input
 
     d = load_input(str(out))["train"]
@@ -149,10 +139,8 @@ def test_a_streamed_result_folder_records_it_in_its_summary_and_its_own_card(jud
 def test_two_scores_calibrated_on_the_hub_keep_a_file_each_and_the_card_shows_both(judge, hub, tmp_path, capfd):
     """The Hub copy keeps one calibration per score, as a result folder does: the second score's goes to
     hf_judge/calibration_<score>.json, the card and summary.json show both, and a later push keeps both."""
-    data, out, repo = tmp_path / "data.jsonl", tmp_path / "two", "tester/two-calibrations"
-    qa_dataset(50).to_json(data)
-    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness,QA_Clarity"))
-    assert code == 0, err
+    repo = "tester/two-calibrations"
+    out = scored_result(capfd, judge, tmp_path, 50, metrics="QA_Correctness,QA_Clarity", name="two")
     code, _, err = run_cli(capfd, "filter", out, "--min", "QA_Correctness=1", "--push-to-hub", repo)
     assert code == 0, err
     d = load_from_disk(str(out))["train"]

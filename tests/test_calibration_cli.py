@@ -12,7 +12,7 @@ import krippendorff
 import numpy as np
 import pytest
 from datasets import load_from_disk
-from helpers import qa_dataset, run_cli, score_args
+from helpers import run_cli, scored_result
 from huggingface_hub import HfApi, hf_hub_download
 
 from hf_judge import Calibration, read_labels
@@ -22,15 +22,9 @@ README = ROOT / "README.md"
 
 
 @pytest.fixture
-def scored(judge, tmp_path, capfd, monkeypatch):
+def scored(judge, tmp_path, capfd):
     """A 120-row result scored by the loopback judge (QA_Correctness 1-10, a reason each)."""
-    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    data = tmp_path / "data.jsonl"
-    qa_dataset(120).to_json(data)
-    out = tmp_path / "judged"
-    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness"))
-    assert code == 0, err
-    return out
+    return scored_result(capfd, judge, tmp_path, 120)
 
 
 def labels_for_all(scored: Path, path: Path, reviewers=("ana",), shift=(0,)) -> list[int]:
@@ -249,13 +243,8 @@ def test_sample_for_review_pushes_the_rows_as_a_hub_dataset(scored, hub, tmp_pat
     assert pushed["row"] == [r["row"] for r in local] and set(pushed["label"]) == {None}
 
 
-def test_with_logprobs_calibrate_reads_expected_and_review_reads_confidence(judge, tmp_path, capfd, monkeypatch):
-    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    data = tmp_path / "data.jsonl"
-    qa_dataset(60).to_json(data)
-    out = tmp_path / "judged"
-    code, _, err = run_cli(capfd, *score_args(data, judge, "--logprobs", "-o", out, metrics="QA_Correctness"))
-    assert code == 0, err
+def test_with_logprobs_calibrate_reads_expected_and_review_reads_confidence(judge, tmp_path, capfd):
+    out = scored_result(capfd, judge, tmp_path, 60, "--logprobs")
     d = load_from_disk(str(out))["train"]
     assert None not in d["QA_Correctness_expected"]
     human = [s >= 6 for s in d["QA_Correctness"]]
@@ -276,15 +265,10 @@ def test_with_logprobs_calibrate_reads_expected_and_review_reads_confidence(judg
     assert all("QA_Correctness_expected" in r for r in rows)
 
 
-def test_a_folder_keeps_one_calibration_per_score_and_filter_finds_each(judge, tmp_path, capfd, monkeypatch):
+def test_a_folder_keeps_one_calibration_per_score_and_filter_finds_each(judge, tmp_path, capfd):
     """Calibrating a second score in a result folder does not overwrite the first's calibration.json: it goes to
     calibration_<score>.json, the summary records both files, and filter --min-prob finds each score's own."""
-    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    data = tmp_path / "data.jsonl"
-    qa_dataset(60).to_json(data)
-    out = tmp_path / "two-scores"
-    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness,QA_Clarity"))
-    assert code == 0, err
+    out = scored_result(capfd, judge, tmp_path, 60, metrics="QA_Correctness,QA_Clarity", name="two-scores")
     d = load_from_disk(str(out))["train"]
     for score in ("QA_Correctness", "QA_Clarity"):
         rows = [

@@ -10,7 +10,7 @@ import krippendorff
 import numpy as np
 import pytest
 from datasets import Dataset, load_from_disk
-from helpers import qa_dataset, run_cli, score_args
+from helpers import run_cli, scored_result
 
 from hf_judge import Calibration, agreement, calibrate
 from hf_judge.errors import ConfigError
@@ -69,14 +69,8 @@ def test_agreement_of_a_verdict_judge_with_ratings_through_a_threshold():
 
 
 @pytest.fixture
-def scored(judge, tmp_path, capfd, monkeypatch):
-    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    data = tmp_path / "data.jsonl"
-    qa_dataset(90).to_json(data)
-    out = tmp_path / "judged"
-    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness"))
-    assert code == 0, err
-    return out
+def scored(judge, tmp_path, capfd):
+    return scored_result(capfd, judge, tmp_path, 90)
 
 
 def test_cli_label_threshold_and_the_reviewers_ordinal_alpha(scored, tmp_path, capfd):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from datasets import Dataset, load_dataset
-from helpers import qa_dataset, run_cli, score_args
+from helpers import run_cli, scored_result
 from huggingface_hub import HfApi
 
 from hf_judge import Calibration, read_labels
@@ -18,15 +18,9 @@ TOKEN = "hf_other_user_token_SECRET42"
 
 
 @pytest.fixture
-def scored(judge, tmp_path, capfd, monkeypatch):
+def scored(judge, tmp_path, capfd):
     """A 60-row result scored by the loopback judge (QA_Correctness 1-10)."""
-    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
-    data = tmp_path / "data.jsonl"
-    qa_dataset(60).to_json(data)
-    out = tmp_path / "judged"
-    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", out, metrics="QA_Correctness"))
-    assert code == 0, err
-    return out
+    return scored_result(capfd, judge, tmp_path, 60)
 
 
 def _label(row: dict) -> bool:
