@@ -339,6 +339,58 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
     assert _problems(browser) == []
 
 
+def test_a_panel_with_samples_and_both_orders_draws_every_judgment_and_the_judges_agreement(browser, judge, tmp_path):
+    """Issue 26: with samples, a panel and a pairwise judge in both orders, the overview counts every sample of
+    every judge per value (the counts drawn are those of the result's ``_samples`` columns), says how often a
+    row's samples agree and in how many judgments the two orders chose different winners, and draws the panel's
+    agreement as a heat map whose cells are the figures of the agreement table (the summary's)."""
+    from panel_run import counts_of, panel_run
+    from selenium.webdriver.common.by import By
+
+    scored = panel_run(judge, tmp_path)
+    rows, agreement = scored["train"].to_list(), scored.summary.agreement["train"]
+    page = write_report(scored, tmp_path / "panel.html", source="panel")
+    _open(browser, page)
+    drawn: dict[tuple[str, str], dict[str, int]] = {}
+    for bar in browser.find_elements(By.CSS_SELECTOR, "svg.pooled rect"):
+        col, who, value, count = (bar.get_attribute(a) for a in ("data-col", "data-judge", "data-value", "data-count"))
+        if int(count):
+            drawn.setdefault((col, who), {})[value] = int(count)
+    outputs = ["QA_Clarity", "Comparative_score_1", "Comparative_score_2", "Comparative_winner", "Comparative_disagree"]
+    assert {c for c, _ in drawn} == set(outputs)
+    for col in outputs:
+        for who in ("j1", "j2", "j3"):
+            assert drawn[col, who] == counts_of(rows, [f"{col}_samples__{who}"]), (col, who)
+    # every row got 3, 8, 5, 3, 8, 5 from its six judgments (the server's attempt scores), whoever gave which
+    pooled = {}
+    for (col, _), hist in drawn.items():
+        if col == "QA_Clarity":
+            for v, n in hist.items():
+                pooled[v] = pooled.get(v, 0) + n
+    assert pooled == {"3": 16, "5": 16, "8": 16}
+    cards = {c.get_attribute("data-pooled"): _text(c) for c in browser.find_elements(By.CSS_SELECTOR, "[data-pooled]")}
+    same = sum(len(set(r[f"QA_Clarity_samples__{j}"])) == 1 for r in rows for j in ("j1", "j2", "j3"))
+    assert f"samples agree on {same} of 24 (row, judge)s" in cards["QA_Clarity"]
+    # j2 prefers whichever response is shown first: its two orders disagree in each of its 16 judgments
+    flips = counts_of(rows, [f"Comparative_disagree_samples__{j}" for j in ("j1", "j2", "j3")])
+    assert flips == {"true": 16, "false": 32}
+    assert "chose different winners (position bias) in 16 of 48" in cards["Comparative_disagree"]
+
+    cells = {
+        (r.get_attribute("data-col"), r.get_attribute("data-pair")): r.get_attribute("data-value")
+        for r in browser.find_elements(By.CSS_SELECTOR, ".heatmap[data-split='train'] svg.heat rect")
+    }
+    table = {
+        (c, pair): e["exact"] for by in agreement.values() for c, a in by.items() for pair, e in a["pairs"].items()
+    }
+    assert {k: float(v) for k, v in cells.items()} == table and len(table) == 5 * 3
+    assert table["Comparative_winner", "j1~j3"] == 1.0 and table["Comparative_winner", "j1~j2"] == 0.0
+    # the table under it shows the same figures
+    shown = _text(browser.find_element(By.CSS_SELECTOR, ".heatmap"))
+    assert "QA_Clarity (α -0.44)" in shown and "100% · " not in shown and "0% · Δ5" in shown
+    assert _problems(browser) == []
+
+
 def test_the_overview_shows_the_calibration_its_picture_and_the_length_bias(browser, result, capfd, tmp_path):
     """The folder's calibration.json and reliability PNG (``hf-judge calibrate`` with the plots extra) and the
     summary's length bias: in the overview, the PNG inline (a data: URI the page's policy lets it draw)."""

@@ -150,7 +150,12 @@ def _pictures_line(pictures: list[Path] | None, folder: Path) -> str:
         return f"{'plots':<15}none drawn: {INSTALL_HINT} draws each score's distribution as a PNG"
     if not pictures:
         return f"{'plots':<15}none (no score column with values)"
-    return f"{'plots':<15}{len(pictures)} PNG{'s' if len(pictures) != 1 else ''} in {folder}/ (score distributions)"
+    kinds = ["score distributions"]
+    if any(p.parent.name == "all_judgments" for p in pictures):
+        kinds.append("every judgment")
+    if any(p.parent.name == "agreement" for p in pictures):
+        kinds.append("judges' agreement")
+    return f"{'plots':<15}{len(pictures)} PNG{'s' if len(pictures) != 1 else ''} in {folder}/ ({', '.join(kinds)})"
 
 
 def show_overview(result, summary, out: str | None, repo: str | None, *, terminal: bool) -> list[str]:

@@ -29,6 +29,7 @@ from ..constants import VERSION
 from ..redact import scrub
 from . import report_data as rd
 from .errors_split import ERRORS_SPLIT
+from .pooled import pooled_distributions
 from .prompts import Prompter
 from .report_logprobs import ran_logprobs, split_distributions
 from .report_pictures import folder_calibration, folder_pictures
@@ -145,6 +146,7 @@ def _split(
         "metrics": rd.metric_columns(d, prompter, names),
         "all_scores": rd.all_scores(d, scores),
         "stats": rd.distributions(d, scores),
+        "pooled": pooled_distributions(d),
         "prompts": prompts,
         "ptext": ptext,
         "distributions": dists,
