@@ -320,7 +320,15 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
     )
     page = write_report(scored, tmp_path / "panel.html", source="panel", cache_dir=tmp_path / "cache")
     found = _embedded(page)["splits"]["train"]["distributions"]
-    assert found["found"] == found["looked"] == 12  # each judge's first sample of each row, from the store
+    assert found["found"] == found["looked"] == 12  # each (row, judge): both its samples, from the store
+    for p, entries in found["by_metric"]["QA_Clarity"].items():
+        row = scored["train"][_embedded(page)["splits"]["train"]["indices"][int(p)]]
+        for e in entries:
+            # the mean of the judge's two samples' distributions: its _expected column is that one's expectation
+            dist = e["outputs"]["QA_Clarity"]
+            assert e["samples"] == 2 and sum(dist.values()) == pytest.approx(1)
+            expected = sum(int(v) * q for v, q in dist.items())
+            assert expected == pytest.approx(row[f"QA_Clarity_expected__{e['judge']}"])
     _open(browser, page, "rows")
     browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='4']").click()
     box = browser.find_element(By.CSS_SELECTOR, "#detail .metric[data-metric='QA_Clarity']")
@@ -388,6 +396,34 @@ def test_a_panel_with_samples_and_both_orders_draws_every_judgment_and_the_judge
     # the table under it shows the same figures
     shown = _text(browser.find_element(By.CSS_SELECTOR, ".heatmap"))
     assert "QA_Clarity (α -0.44)" in shown and "100% · " not in shown and "0% · Δ5" in shown
+    assert _problems(browser) == []
+
+
+def test_a_pairwise_judge_s_distributions_are_shown_per_order(browser, judge, tmp_path):
+    """A pairwise judge asked in both orders with logprobs: the row shows each order's distribution, the swapped
+    order's under the response it scored, so their mean's expectation is the row's ``_expected`` column."""
+    from panel_run import COLUMNS, panel_dataset
+    from selenium.webdriver.common.by import By
+
+    scored = score(panel_dataset("lpp"), ["Comparative"], judge, tmp_path, logprobs=True, columns=COLUMNS)
+    page = write_report(scored, tmp_path / "pairs.html", source="pairs", cache_dir=tmp_path / "cache")
+    split = _embedded(page)["splits"]["train"]
+    found = split["distributions"]["by_metric"]["Comparative"]
+    assert split["distributions"]["found"] == 8 and len(found) == 8
+    for p, entries in found.items():
+        row = scored["train"][split["indices"][int(p)]]
+        assert [e["order"] for e in entries] == [0, 1]
+        for col in ("Comparative_score_1", "Comparative_score_2"):
+            means = []
+            for e in entries:
+                dist = e["outputs"][col]
+                means.append(sum(int(v) * q for v, q in dist.items()) / sum(dist.values()))
+            assert sum(means) / 2 == pytest.approx(row[f"{col}_expected"])
+    _open(browser, page, "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='2']").click()
+    boxes = browser.find_elements(By.CSS_SELECTOR, "#detail .dist[data-col='Comparative_score_1']")
+    assert [b.get_attribute("data-order") for b in boxes] == ["0", "1"]
+    assert "responses swapped" in boxes[1].text and "order as written" in boxes[0].text
     assert _problems(browser) == []
 
 

@@ -125,7 +125,7 @@
     const entries = found[p] || [];
     if (!L.read) return el('p', { class: 'small muted dist-hint' }, `The probability of each value is in the run's reply store: hf-judge view ${D.source} --cache-dir DIR (the run's cache folder) shows it here.`);
     if (!entries.length) return el('p', { class: 'small muted dist-hint' }, 'No probability distribution for this row in the reply store read.');
-    const out = el('div', { class: 'dists' });
+    const out = el('div', { class: 'dists' }), two = entries.some((e) => e.order);
     for (const e of entries) {
       for (const [col, dist] of Object.entries(e.outputs)) {
         const total = Object.values(dist).reduce((a, b) => a + b, 0) || 1;
@@ -136,8 +136,10 @@
           bar.style.width = Math.max(1, Math.round(160 * dist[k] / peak)) + 'px';
           return el('div', { class: 'bar-row', 'data-value': k, 'data-p': dist[k] }, el('span', { class: 'bar-label' }, k), bar, el('span', { class: 'small' }, (100 * dist[k] / total).toFixed(1) + '%'));
         });
-        out.append(el('div', { class: 'dist', 'data-col': col, 'data-judge': e.judge },
-          el('div', { class: 'small muted' }, `${col}: probability of each value` + (e.judge ? ` (judge ${e.judge})` : '')), bars));
+        // per judge the mean of its samples' distributions; a pairwise judge's second order: the responses swapped
+        const how = [e.judge ? `judge ${e.judge}` : '', e.samples > 1 ? `mean of ${e.samples} samples` : '', two ? (e.order ? 'responses swapped' : 'order as written') : ''].filter((x) => x).join(', ');
+        out.append(el('div', { class: 'dist', 'data-col': col, 'data-judge': e.judge, 'data-order': e.order || 0, 'data-samples': e.samples || 1 },
+          el('div', { class: 'small muted' }, `${col}: probability of each value` + (how ? ` (${how})` : '')), bars));
       }
     }
     return out;
