@@ -488,7 +488,7 @@ def render_section(
                 shown[f"{c} ({split})"] = picture
             elif s.get("hist"):
                 details.append(f"`{c}`\n```\n{text_histogram(s['hist'])}\n```")
-        shown.update(_panel_pictures(split, pictures))
+        shown = {**_panel_pictures(split, pictures), **shown}  # first: the columns hold means of these
         out += ["", *([gallery(shown), ""] if shown else []), *details, ""]
     if summary is not None:
         out += bias.markdown(summary.length_bias, summary.longer_wins, summary.self_preference)
