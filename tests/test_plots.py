@@ -247,5 +247,8 @@ def test_a_panel_run_with_samples_saves_every_judgment_and_the_judges_agreement_
         for who, counts in p["judges"].items():
             assert counts["hist"] == counts_of(rows, [f"{col}_samples__{who}"])
     assert pooled["Comparative_disagree"]["hist"] == {"false": 32, "true": 16}
+    # the run's page read its own reply store for each order's winner (j2 picks the response shown first)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '"j2":{"pairs":{"1":{"2":16}},"judgments":16,"first_shown":16,"second_shown":0}' in page
     n = len(list(out.glob("plots/**/*.png")))
     assert f"{n} PNGs in {out / 'plots'}/" in stdout

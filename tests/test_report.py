@@ -357,7 +357,7 @@ def test_a_panel_with_samples_and_both_orders_draws_every_judgment_and_the_judge
 
     scored = panel_run(judge, tmp_path)
     rows, agreement = scored["train"].to_list(), scored.summary.agreement["train"]
-    page = write_report(scored, tmp_path / "panel.html", source="panel")
+    page = write_report(scored, tmp_path / "panel.html", source="panel", cache_dir=tmp_path / "cache")
     _open(browser, page)
     drawn: dict[tuple[str, str], dict[str, int]] = {}
     for bar in browser.find_elements(By.CSS_SELECTOR, "svg.pooled rect"):
@@ -383,6 +383,20 @@ def test_a_panel_with_samples_and_both_orders_draws_every_judgment_and_the_judge
     flips = counts_of(rows, [f"Comparative_disagree_samples__{j}" for j in ("j1", "j2", "j3")])
     assert flips == {"true": 16, "false": 32}
     assert "chose different winners (position bias) in 16 of 48" in cards["Comparative_disagree"]
+
+    # each order's winner, read from the reply store: j2's flips are the response shown first winning both times,
+    # and every judge's flips are the judgments its result marks _disagree
+    for who, want in {"j1": ("1", "1"), "j2": ("1", "2"), "j3": ("1", "1")}.items():
+        card = browser.find_element(By.CSS_SELECTOR, f".orders[data-metric='Comparative'][data-judge='{who}']")
+        counts = {
+            (td.get_attribute("data-written"), td.get_attribute("data-swapped")): int(td.get_attribute("data-count"))
+            for td in card.find_elements(By.CSS_SELECTOR, "td[data-count]")
+        }
+        assert {k: n for k, n in counts.items() if n} == {want: 16}
+        flipped = sum(n for (a, b), n in counts.items() if a != b)
+        assert flipped == counts_of(rows, [f"Comparative_disagree_samples__{who}"]).get("true", 0)
+        first = 16 if who == "j2" else 0
+        assert f"the response shown first won both in {first}, the one shown second in 0" in _text(card)
 
     cells = {
         (r.get_attribute("data-col"), r.get_attribute("data-pair")): r.get_attribute("data-value")

@@ -32,6 +32,7 @@ from .errors_split import ERRORS_SPLIT
 from .pooled import pooled_distributions
 from .prompts import Prompter
 from .report_logprobs import ran_logprobs, split_distributions
+from .report_orders import split_orders
 from .report_pictures import folder_calibration, folder_pictures
 from .summary import RunSummary
 
@@ -134,6 +135,8 @@ def _split(
     judged = [c for c in (summary.column_mapping.values() if summary is not None else []) if c in cols]
     # the distributions over the score values where logprobs ran: from the reply store, where it is given
     dists = split_distributions(prompter, raw_rows, *cache) if cache and prompter and ran_logprobs(summary) else None
+    # a pairwise judge's winner in each order, from the same store: which way its position bias goes
+    orders = split_orders(prompter, raw_rows, *cache) if cache and prompter else {}
     return {
         "rows": len(d),
         "indices": indices,
@@ -150,6 +153,7 @@ def _split(
         "prompts": prompts,
         "ptext": ptext,
         "distributions": dists,
+        "orders": orders,
     }
 
 

@@ -47,8 +47,9 @@ def _judges(summary: RunSummary) -> list[tuple[str, str, str]]:
     return [("", summary.model, summary.base_url_host)]
 
 
-def _clients(summary: RunSummary, base_url: str | None) -> list[tuple[str, list[Any]]]:
-    """Per judge, its name and the clients that build its keys, one per base URL tried."""
+def clients(summary: RunSummary, base_url: str | None, logprobs: bool = True) -> list[tuple[str, list[Any]]]:
+    """Per judge, its name and the clients that build its keys, one per base URL tried (``logprobs``: whether the
+    run asked for log-probabilities, which its request bodies say)."""
     from ..settings import Settings
     from ..transport.client import JudgeClient
 
@@ -61,7 +62,7 @@ def _clients(summary: RunSummary, base_url: str | None) -> list[tuple[str, list[
             settings = Settings(
                 model=model,
                 base_url=url,
-                logprobs=True,
+                logprobs=logprobs,
                 top_logprobs=s.get("top_logprobs", 20),
                 top_p=s.get("top_p"),
                 max_tokens=s.get("max_tokens"),
@@ -71,7 +72,8 @@ def _clients(summary: RunSummary, base_url: str | None) -> list[tuple[str, list[
     return out
 
 
-def _temperature(summary: RunSummary, metric: Any) -> float:
+def temperature_of(summary: RunSummary, metric: Any) -> float:
+    """The temperature the run sent ``metric`` with (a per-metric setting, else the metric's own)."""
     t = (summary.sampling or {}).get("temperature")
     if isinstance(t, Mapping):
         t = t.get(metric.name)
@@ -97,7 +99,7 @@ def split_distributions(
     if not path.is_file():
         raise ConfigError(f"no reply store in {cache_dir} (no {STORE_FILE}): give the run's --cache-dir")
     summary = prompter.summary
-    judges = _clients(summary, base_url)
+    judges = clients(summary, base_url)
     wanted = _wanted(prompter, rows, judges, int((summary.sampling or {}).get("samples") or 1))
     store = ReplyStore(path)
     try:
@@ -145,7 +147,7 @@ def _wanted(
         targets = logprobs.targets(metric)
         if not targets:
             continue
-        temperature = _temperature(prompter.summary, metric)
+        temperature = temperature_of(prompter.summary, metric)
         straight = {o.key: o.column for o in targets}
         swapped = {a.key: b.column for a, b in zip(targets, targets[::-1], strict=True)} if len(targets) == 2 else {}
         for p, row in enumerate(rows):

@@ -204,6 +204,20 @@
     const legend = judges.length > 1 ? el('div', { class: 'small legend' }, judges.map((j, n) => { const b = el('span', { class: 'swatch' }); b.style.background = JUDGE_FILL[n % JUDGE_FILL.length]; return el('span', {}, b, j + ' '); })) : null;
     return el('div', { class: 'card', 'data-pooled': col }, el('strong', {}, col), lines.map((t) => el('div', { class: 'small muted' }, t)), svg, legend);
   }
+  // a pairwise judge's winner as written against its winner with the responses swapped (read from the reply store)
+  function ordersCard(metric, judge, o) {
+    const W = ['1', '2', 'tie'], peak = Math.max(1, ...W.flatMap((a) => W.map((b) => (o.pairs[a] || {})[b] || 0)));
+    const rows = W.map((a) => [el('th', {}, `${a}`), ...W.map((b) => {
+      const n = (o.pairs[a] || {})[b] || 0, td = el('td', { class: 'num', 'data-written': a, 'data-swapped': b, 'data-count': n }, int(n));
+      td.style.background = n ? `rgba(84, 174, 255, ${(0.15 + 0.6 * n / peak).toFixed(2)})` : '';
+      return td;
+    })]);
+    const head = el('tr', {}, el('th', {}, 'as written \\ swapped'), W.map((b) => el('th', {}, b)));
+    return el('div', { class: 'card orders', 'data-metric': metric, 'data-judge': judge },
+      el('strong', {}, metric + (judge ? ` (judge ${judge})` : '')),
+      el('div', { class: 'small muted' }, `${int(o.judgments)} judgments in both orders: the response shown first won both in ${int(o.first_shown)}, the one shown second in ${int(o.second_shown)}`),
+      el('table', { class: 'orders-table' }, el('thead', {}, head), el('tbody', {}, rows.map((r) => el('tr', {}, r)))));
+  }
   // a panel's judge-vs-judge agreement (the summary's figures, as the table below it shows them): a heat map per split,
   // a row per score column, a column per pair of judges, the share of rows both gave the same value
   function agreementMap(agreement) {
@@ -293,8 +307,13 @@
       if (pooled.length) { // samples or a panel: every judgment first, then each column the run wrote
         out.push(el('h3', {}, 'Every judgment'), el('p', { class: 'small muted' }, 'Each sample of each judge counted per value (a score column holds a row\'s mean over its samples and judges).'));
         out.push(el('div', { class: 'grid' }, pooled.map(([c, p]) => pooledCard(c, p))));
-        out.push(el('h3', {}, 'Each score column'));
       }
+      const orders = Object.entries(s.orders || {});
+      if (orders.length) {
+        out.push(el('h3', {}, 'Both orders'), el('p', { class: 'small muted' }, 'The winner (in the responses\' own labels) when the prompt shows them as written, against when it shows them swapped, from the reply store, over the rows in this page: off the diagonal, the judge changed its mind with the order; "1" then "2" is the response shown first winning both times.'));
+        out.push(el('div', { class: 'grid' }, orders.flatMap(([m, by]) => Object.entries(by).map(([j, o]) => ordersCard(m, j, o)))));
+      }
+      if (pooled.length || orders.length) out.push(el('h3', {}, 'Each score column'));
       out.push(el('div', { class: 'grid' }, s.scores.map((c) => histogram(c, s.stats[c] || {}))));
     }
     out.push(el('h2', {}, 'Errors'));
