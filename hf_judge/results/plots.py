@@ -1,4 +1,5 @@
-"""Pictures of scores as PNG: a column's distribution, the confusion matrix as a heat map, the calibration curve.
+"""Pictures of scores as PNG: a column's distribution, the confusion matrix as a heat map, the calibration curve,
+every judgment of a run with samples or a panel (a bar per judge), and a panel's agreement as a heat map.
 
 Drawn with matplotlib, the optional extra ``pip install "hf-judge[plots]"``; without it the card and the
 terminal keep their text histograms (:func:`hf_judge.results.card.text_histogram`). Figures are made with

@@ -1,10 +1,12 @@
 """The report page: one self-contained HTML file to read, sort, filter and label a result's judgments.
 
 The page needs no server and no network: its script and style are inline (``report_assets/``, shipped in the
-package), the data is JSON in a ``<script type="application/json">``. Tabs: the overview of the run (model,
-metrics, prompt hashes, columns, requests, tokens, cost, runs, a histogram per score, errors by kind, agreement
-and other figures the summary holds), the rows (sortable by any score, a text search, thresholds that count the
-rows they keep and give the ``hf-judge filter`` command; a row opens with its text, each metric's values and
+package), the data is JSON in a ``<script type="application/json">``. Tabs: the overview of the run (model, metrics,
+prompt hashes, columns, requests, tokens, cost, runs, a histogram per score, every judgment of a run with samples or
+a panel counted per value (:mod:`hf_judge.results.pooled`), a pairwise judge's winner in each order where the reply
+store is given (:mod:`hf_judge.results.report_orders`), errors by kind, a panel's agreement as a heat map and a
+table, and other figures the summary holds), the rows (sortable by any score, a text search, thresholds that count
+the rows they keep and give the ``hf-judge filter`` command; a row opens with its text, each metric's values and
 reason, and the prompt it was sent), the errors (by kind, with the raw reply) and labelling (a reviewer's labels,
 kept in the browser's storage, downloaded as JSON lines in the labels layout).
 
