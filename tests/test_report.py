@@ -407,9 +407,17 @@ def test_a_panel_with_samples_and_both_orders_draws_every_judgment_and_the_judge
     }
     assert {k: float(v) for k, v in cells.items()} == table and len(table) == 5 * 3
     assert table["Comparative_winner", "j1~j3"] == 1.0 and table["Comparative_winner", "j1~j2"] == 0.0
-    # the table under it shows the same figures
+    # each cell's label and tip: the same figures (the share, the rows, a number column's mean difference), and
+    # each row's name Krippendorff's alpha (which of the judges got which attempt score varies from run to run)
     shown = _text(browser.find_element(By.CSS_SELECTOR, ".heatmap"))
-    assert "QA_Clarity (α -0.44)" in shown and "100% · " not in shown and "0% · Δ5" in shown
+    for c, a in (item for by in agreement.values() for item in by.items()):
+        assert f"{c} (α {a['alpha']:.2f})" in shown
+        for pair, e in a["pairs"].items():
+            rect = browser.find_element(By.CSS_SELECTOR, f".heatmap rect[data-col='{c}'][data-pair='{pair}']")
+            tip = _text(rect)
+            assert f"{100 * e['exact']:.1f}% same value over {e['rows']} rows" in tip
+            if "mean_abs_diff" in e:  # the page writes 3 decimals
+                assert float(tip.rpartition("mean |difference| ")[2]) == pytest.approx(e["mean_abs_diff"], abs=1e-3)
     assert _problems(browser) == []
 
 
