@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from datasets import Dataset, DatasetDict
+from datasets import Dataset, DatasetDict, load_from_disk
 from helpers import qa_dataset, run_cli, score
 from huggingface_hub import DatasetCard, HfApi, hf_hub_download
 
@@ -207,3 +207,48 @@ def test_the_card_of_a_pushed_panel_or_logprobs_run_shows_its_pictures(judge, hu
     for c in columns:
         assert thumbnail(f"hf_judge/plots/train/{c}.png", f"{c} (train)") in text
         assert _png(repo, f"hf_judge/plots/train/{c}.png").startswith(PNG)
+
+
+def test_a_panel_run_with_samples_saves_every_judgment_and_the_judges_agreement_as_pictures(
+    judge, tmp_path, capfd, monkeypatch
+):
+    """Issue 26: a run with samples, a panel and a pairwise judge in both orders writes, beside each column's
+    distribution, a picture of every judgment per score column (what ``pooled_distributions`` counts, which are
+    the result's samples) and the panel's agreement heat map (from the summary's figures)."""
+    from panel_run import COLUMNS, configure, counts_of, panel_dataset
+
+    from hf_judge.results.pooled import pooled_distributions
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-plots")
+    monkeypatch.setenv("HF_JUDGE_CACHE", str(tmp_path / "cache"))
+    configure(judge)
+    data = tmp_path / "pairs.jsonl"
+    panel_dataset().to_json(data)
+    out = tmp_path / "out"
+    columns = [a for v, c in COLUMNS.items() for a in ("--column", f"{v}={c}")]
+    code, stdout, err = run_cli(
+        capfd, "score", data, "--metrics", "QA_Clarity,Comparative", *columns, "--models", "j1,j2,j3",
+        "--samples", 2, "--temperature", 0.7, "--base-url", judge.base_url, "-o", out,
+    )  # fmt: skip
+    assert code == 0, err
+    folder = out / "plots/train"
+    drawn = sorted(p.name for p in (folder / "all_judgments").iterdir())
+    assert drawn == [
+        f"{c}.png"
+        for c in sorted(["QA_Clarity", *(f"Comparative_{x}" for x in ("disagree", "score_1", "score_2", "winner"))])
+    ]
+    assert mpimg.imread(folder / "agreement/judges.png").shape[2] == 4  # a PNG matplotlib reads back
+    assert all((folder / "all_judgments" / n).read_bytes().startswith(PNG) for n in drawn)
+    # what the pictures draw is what the saved result holds, every sample of every judge
+    saved = load_from_disk(str(out))["train"]
+    rows = saved.to_list()
+    pooled = pooled_distributions(saved)
+    for col, p in pooled.items():
+        for who, counts in p["judges"].items():
+            assert counts["hist"] == counts_of(rows, [f"{col}_samples__{who}"])
+    assert pooled["Comparative_disagree"]["hist"] == {"false": 32, "true": 16}
+    # the run's page read its own reply store for each order's winner (j2 picks the response shown first)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '"j2":{"pairs":{"1":{"2":16}},"judgments":16,"first_shown":16,"second_shown":0}' in page
+    n = len(list(out.glob("plots/**/*.png")))
+    assert f"{n} PNGs in {out / 'plots'}/" in stdout

@@ -320,7 +320,15 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
     )
     page = write_report(scored, tmp_path / "panel.html", source="panel", cache_dir=tmp_path / "cache")
     found = _embedded(page)["splits"]["train"]["distributions"]
-    assert found["found"] == found["looked"] == 12  # each judge's first sample of each row, from the store
+    assert found["found"] == found["looked"] == 12  # each (row, judge): both its samples, from the store
+    for p, entries in found["by_metric"]["QA_Clarity"].items():
+        row = scored["train"][_embedded(page)["splits"]["train"]["indices"][int(p)]]
+        for e in entries:
+            # the mean of the judge's two samples' distributions: its _expected column is that one's expectation
+            dist = e["outputs"]["QA_Clarity"]
+            assert e["samples"] == 2 and sum(dist.values()) == pytest.approx(1)
+            expected = sum(int(v) * q for v, q in dist.items())
+            assert expected == pytest.approx(row[f"QA_Clarity_expected__{e['judge']}"])
     _open(browser, page, "rows")
     browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='4']").click()
     box = browser.find_element(By.CSS_SELECTOR, "#detail .metric[data-metric='QA_Clarity']")
@@ -339,6 +347,108 @@ def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, 
     _open(browser, page, "overview")  # each judge's length bias, a row of its own beside the aggregate's
     bias = browser.find_element(By.XPATH, "//h2[.='Length bias']/following-sibling::table[1]").text
     assert all(k in bias for k in ("QA_Clarity__j1", "QA_Clarity__j2", "judge", "panel_column", "rho"))
+    assert _problems(browser) == []
+
+
+def test_a_panel_with_samples_and_both_orders_draws_every_judgment_and_the_judges_agreement(browser, judge, tmp_path):
+    """Issue 26: with samples, a panel and a pairwise judge in both orders, the overview counts every sample of
+    every judge per value (the counts drawn are those of the result's ``_samples`` columns), says how often a
+    row's samples agree and in how many judgments the two orders chose different winners, and draws the panel's
+    agreement as a heat map whose cells are the figures of the agreement table (the summary's)."""
+    from panel_run import counts_of, panel_run
+    from selenium.webdriver.common.by import By
+
+    scored = panel_run(judge, tmp_path)
+    rows, agreement = scored["train"].to_list(), scored.summary.agreement["train"]
+    page = write_report(scored, tmp_path / "panel.html", source="panel", cache_dir=tmp_path / "cache")
+    _open(browser, page)
+    drawn: dict[tuple[str, str], dict[str, int]] = {}
+    for bar in browser.find_elements(By.CSS_SELECTOR, "svg.pooled rect"):
+        col, who, value, count = (bar.get_attribute(a) for a in ("data-col", "data-judge", "data-value", "data-count"))
+        if int(count):
+            drawn.setdefault((col, who), {})[value] = int(count)
+    outputs = ["QA_Clarity", "Comparative_score_1", "Comparative_score_2", "Comparative_winner", "Comparative_disagree"]
+    assert {c for c, _ in drawn} == set(outputs)
+    for col in outputs:
+        for who in ("j1", "j2", "j3"):
+            assert drawn[col, who] == counts_of(rows, [f"{col}_samples__{who}"]), (col, who)
+    # every row got 3, 8, 5, 3, 8, 5 from its six judgments (the server's attempt scores), whoever gave which
+    pooled = {}
+    for (col, _), hist in drawn.items():
+        if col == "QA_Clarity":
+            for v, n in hist.items():
+                pooled[v] = pooled.get(v, 0) + n
+    assert pooled == {"3": 16, "5": 16, "8": 16}
+    cards = {c.get_attribute("data-pooled"): _text(c) for c in browser.find_elements(By.CSS_SELECTOR, "[data-pooled]")}
+    same = sum(len(set(r[f"QA_Clarity_samples__{j}"])) == 1 for r in rows for j in ("j1", "j2", "j3"))
+    assert f"samples agree on {same} of 24 (row, judge)s" in cards["QA_Clarity"]
+    # j2 prefers whichever response is shown first: its two orders disagree in each of its 16 judgments
+    flips = counts_of(rows, [f"Comparative_disagree_samples__{j}" for j in ("j1", "j2", "j3")])
+    assert flips == {"true": 16, "false": 32}
+    assert "chose different winners (position bias) in 16 of 48" in cards["Comparative_disagree"]
+
+    # each order's winner, read from the reply store: j2's flips are the response shown first winning both times,
+    # and every judge's flips are the judgments its result marks _disagree
+    for who, want in {"j1": ("1", "1"), "j2": ("1", "2"), "j3": ("1", "1")}.items():
+        card = browser.find_element(By.CSS_SELECTOR, f".orders[data-metric='Comparative'][data-judge='{who}']")
+        counts = {
+            (td.get_attribute("data-written"), td.get_attribute("data-swapped")): int(td.get_attribute("data-count"))
+            for td in card.find_elements(By.CSS_SELECTOR, "td[data-count]")
+        }
+        assert {k: n for k, n in counts.items() if n} == {want: 16}
+        flipped = sum(n for (a, b), n in counts.items() if a != b)
+        assert flipped == counts_of(rows, [f"Comparative_disagree_samples__{who}"]).get("true", 0)
+        first = 16 if who == "j2" else 0
+        assert f"the response shown first won both in {first}, the one shown second in 0" in _text(card)
+
+    cells = {
+        (r.get_attribute("data-col"), r.get_attribute("data-pair")): r.get_attribute("data-value")
+        for r in browser.find_elements(By.CSS_SELECTOR, ".heatmap[data-split='train'] svg.heat rect")
+    }
+    table = {
+        (c, pair): e["exact"] for by in agreement.values() for c, a in by.items() for pair, e in a["pairs"].items()
+    }
+    assert {k: float(v) for k, v in cells.items()} == table and len(table) == 5 * 3
+    assert table["Comparative_winner", "j1~j3"] == 1.0 and table["Comparative_winner", "j1~j2"] == 0.0
+    # each cell's label and tip: the same figures (the share, the rows, a number column's mean difference), and
+    # each row's name Krippendorff's alpha (which of the judges got which attempt score varies from run to run)
+    shown = _text(browser.find_element(By.CSS_SELECTOR, ".heatmap"))
+    for c, a in (item for by in agreement.values() for item in by.items()):
+        assert f"{c} (α {a['alpha']:.2f})" in shown
+        for pair, e in a["pairs"].items():
+            rect = browser.find_element(By.CSS_SELECTOR, f".heatmap rect[data-col='{c}'][data-pair='{pair}']")
+            tip = _text(rect)
+            assert f"{100 * e['exact']:.1f}% same value over {e['rows']} rows" in tip
+            if "mean_abs_diff" in e:  # the page writes 3 decimals
+                assert float(tip.rpartition("mean |difference| ")[2]) == pytest.approx(e["mean_abs_diff"], abs=1e-3)
+    assert _problems(browser) == []
+
+
+def test_a_pairwise_judge_s_distributions_are_shown_per_order(browser, judge, tmp_path):
+    """A pairwise judge asked in both orders with logprobs: the row shows each order's distribution, the swapped
+    order's under the response it scored, so their mean's expectation is the row's ``_expected`` column."""
+    from panel_run import COLUMNS, panel_dataset
+    from selenium.webdriver.common.by import By
+
+    scored = score(panel_dataset("lpp"), ["Comparative"], judge, tmp_path, logprobs=True, columns=COLUMNS)
+    page = write_report(scored, tmp_path / "pairs.html", source="pairs", cache_dir=tmp_path / "cache")
+    split = _embedded(page)["splits"]["train"]
+    found = split["distributions"]["by_metric"]["Comparative"]
+    assert split["distributions"]["found"] == 8 and len(found) == 8
+    for p, entries in found.items():
+        row = scored["train"][split["indices"][int(p)]]
+        assert [e["order"] for e in entries] == [0, 1]
+        for col in ("Comparative_score_1", "Comparative_score_2"):
+            means = []
+            for e in entries:
+                dist = e["outputs"][col]
+                means.append(sum(int(v) * q for v, q in dist.items()) / sum(dist.values()))
+            assert sum(means) / 2 == pytest.approx(row[f"{col}_expected"])
+    _open(browser, page, "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='2']").click()
+    boxes = browser.find_elements(By.CSS_SELECTOR, "#detail .dist[data-col='Comparative_score_1']")
+    assert [b.get_attribute("data-order") for b in boxes] == ["0", "1"]
+    assert "responses swapped" in boxes[1].text and "order as written" in boxes[0].text
     assert _problems(browser) == []
 
 

@@ -292,3 +292,18 @@ def test_a_ctrl_c_between_two_batches_of_a_save_is_the_interrupted_message_and_t
     again = score(ds.to_iterable_dataset(num_shards=3), ["QA_Clarity"], judge, tmp_path / "s", window=32)
     again.save_to_disk(tmp_path / "out", max_shard_size="4KB")
     assert load_dataset(str(tmp_path / "out"))["train"].to_list() == want
+
+
+def test_a_saved_stream_with_samples_draws_every_judgment_as_the_dataset_result_does(judge, tmp_path):
+    """The card of a saved stream reads back each judgment's samples (a list column) beside the score columns:
+    its picture of every judgment is the one a Dataset result draws."""
+    pytest.importorskip("matplotlib")
+    from hf_judge.results.card import picture_files
+
+    kw = dict(samples=2, retries=0, temperature=0.7)
+    want = score(qa_dataset(10), ["QA_Correctness"], judge, tmp_path / "a", **kw)
+    got = score(qa_dataset(10).to_iterable_dataset(), ["QA_Correctness"], judge, tmp_path / "b", **kw)
+    got.save_to_disk(tmp_path / "out")
+    path = "hf_judge/plots/train/all_judgments/QA_Correctness.png"
+    assert (tmp_path / "out" / path).read_bytes() == picture_files(want, want.summary)[path]
+    assert path in (tmp_path / "out" / "README.md").read_text()

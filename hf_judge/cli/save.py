@@ -150,7 +150,12 @@ def _pictures_line(pictures: list[Path] | None, folder: Path) -> str:
         return f"{'plots':<15}none drawn: {INSTALL_HINT} draws each score's distribution as a PNG"
     if not pictures:
         return f"{'plots':<15}none (no score column with values)"
-    return f"{'plots':<15}{len(pictures)} PNG{'s' if len(pictures) != 1 else ''} in {folder}/ (score distributions)"
+    kinds = ["score distributions"]
+    if any(p.parent.name == "all_judgments" for p in pictures):
+        kinds.append("every judgment")
+    if any(p.parent.name == "agreement" for p in pictures):
+        kinds.append("judges' agreement")
+    return f"{'plots':<15}{len(pictures)} PNG{'s' if len(pictures) != 1 else ''} in {folder}/ ({', '.join(kinds)})"
 
 
 def show_overview(result, summary, out: str | None, repo: str | None, *, terminal: bool) -> list[str]:
@@ -169,13 +174,13 @@ def show_overview(result, summary, out: str | None, repo: str | None, *, termina
 
 
 def _store_dir(args: argparse.Namespace, summary) -> Path | None:
-    """The local cache folder whose reply store holds a logprobs run's distributions, for its page; None for a run
-    without logprobs, without the cache, or whose cache is on object storage (``hf-judge view --cache-dir`` reads
-    a local copy)."""
+    """The local cache folder whose reply store holds a logprobs run's distributions and a pairwise judge's two
+    orders, for its page; None for a run without the cache, or whose cache is on object storage (``hf-judge view
+    --cache-dir`` reads a local copy)."""
     from ..constants import default_cache_dir
-    from ..results.report_logprobs import STORE_FILE, ran_logprobs
+    from ..results.report_logprobs import STORE_FILE
 
-    if not ran_logprobs(summary) or getattr(args, "no_cache", False):
+    if summary is None or getattr(args, "no_cache", False):
         return None
     given = getattr(args, "cache_dir", None)
     if given and "://" in str(given):

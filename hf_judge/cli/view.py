@@ -52,7 +52,8 @@ def add_view(sub: Any, settings: bool) -> None:  # noqa: ARG001 - view sends no 
         "--cache-dir",
         metavar="DIR",
         help="the run's cache folder (its --cache-dir; default location: HF_JUDGE_CACHE): a logprobs run's "
-        "probability distribution over each score's values is read back from its reply store into the rows",
+        "probability distribution over each score's values is read back from its reply store into the rows, and a "
+        "pairwise judge's winner in each of its two orders into the overview (which way its position bias goes)",
     )
     p.add_argument(
         "--base-url",

@@ -630,8 +630,18 @@ def _card_text(
     scores = DatasetDict()
     for split, paths in files.items():
         # numeric and boolean score columns only (the card's distributions): reasons would grow with the data
+        # and each judgment's samples (a short list of numbers; a pairwise winner's, its "1"/"2"/"tie"), which the
+        # pictures of every judgment count
         names = [
-            n for n, f in streams.features[split].items() if n in wanted and getattr(f, "dtype", None) in SCORE_TYPES
+            n
+            for n, f in streams.features[split].items()
+            if n in wanted
+            and (
+                getattr(f, "dtype", None) in SCORE_TYPES
+                or ("_samples" in n and getattr(getattr(f, "feature", None), "dtype", None) in (*SCORE_TYPES, "string"))
+            )
+            and "_reason" not in n
+            and "_explanation" not in n
         ]
         scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
     pictures = picture_files(scores, summary, reports) if plots.available() else {}

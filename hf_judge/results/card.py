@@ -389,6 +389,19 @@ def distribution_path(split: str, column: str) -> str:
     return f"{PLOTS_DIR}/{file_name(split)}/{file_name(column)}.png"
 
 
+def _panel_pictures(split: str, pictures: Collection[str]) -> dict[str, str]:
+    """Title -> repo path of a split's pictures of samples and judges (:func:`hf_judge.results.plots.panel_pngs`)."""
+    from .plots import file_name
+
+    folder = f"{PLOTS_DIR}/{file_name(split)}/"
+    found = sorted(p for p in pictures if p.startswith((folder + "all_judgments/", folder + "agreement/")))
+    return {
+        ("judges' agreement" if "/agreement/" in p else p.rpartition("/")[2].removesuffix(".png") + ", every judgment")
+        + f" ({split})": p
+        for p in found
+    }
+
+
 def _report_pictures(index: int, report: AgreementReport) -> dict[str, bytes]:
     from .plots import report_pngs
 
@@ -405,7 +418,7 @@ def picture_files(
         >>> sorted(picture_files(scored, scored.summary))  # doctest: +SKIP
         ['hf_judge/plots/train/QA_Clarity.png']
     """
-    from .plots import histogram_png, require
+    from .plots import file_name, histogram_png, panel_pngs, require
 
     require()
     files = {}
@@ -416,6 +429,9 @@ def picture_files(
             hist = column_stats(d, c).get("hist")
             if hist:
                 files[distribution_path(split, c)] = histogram_png(hist, f"{c} ({split})")
+        # every sample of every judge counted, and the panel's agreement as a heat map (a run with samples or judges)
+        agreement = (summary.agreement or {}).get(split) if summary is not None else None
+        files.update({f"{PLOTS_DIR}/{file_name(split)}/{n}": png for n, png in panel_pngs(split, d, agreement).items()})
     for i, r in enumerate(reports):
         files.update(_report_pictures(i, r))
     return files
@@ -473,6 +489,7 @@ def render_section(
                 shown[f"{c} ({split})"] = picture
             elif s.get("hist"):
                 details.append(f"`{c}`\n```\n{text_histogram(s['hist'])}\n```")
+        shown = {**_panel_pictures(split, pictures), **shown}  # first: the columns hold means of these
         out += ["", *([gallery(shown), ""] if shown else []), *details, ""]
     if summary is not None:
         out += bias.markdown(summary.length_bias, summary.longer_wins, summary.self_preference)

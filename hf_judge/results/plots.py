@@ -1,4 +1,5 @@
-"""Pictures of scores as PNG: a column's distribution, the confusion matrix as a heat map, the calibration curve.
+"""Pictures of scores as PNG: a column's distribution, the confusion matrix as a heat map, the calibration curve,
+every judgment of a run with samples or a panel (a bar per judge), and a panel's agreement as a heat map.
 
 Drawn with matplotlib, the optional extra ``pip install "hf-judge[plots]"``; without it the card and the
 terminal keep their text histograms (:func:`hf_judge.results.card.text_histogram`). Figures are made with
@@ -166,3 +167,93 @@ def reliability_png(cal: Calibration) -> bytes:
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return _png(fig)
+
+
+_JUDGE_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
+
+
+def pooled_png(pooled: Mapping[str, Any], title: str) -> bytes:
+    """The counts of one score column's judgments per value (:func:`hf_judge.results.pooled.pooled_distributions`):
+    a bar per judge side by side (every sample of each), and in the title how often a row's samples agree.
+
+    Example:
+        >>> pooled_png({"judges": {"": {"hist": {"7": 3, "8": 5}}}, "hist": {"7": 3, "8": 5}}, "QA_Clarity")[:4]
+        b'\\x89PNG'
+    """
+    fig = _figure()
+    ax = fig.add_subplot()
+    keys = list(pooled["hist"])
+    judges = pooled["judges"]
+    width = 0.8 / max(1, len(judges))
+    for i, (name, j) in enumerate(judges.items()):
+        xs = [k + (i - (len(judges) - 1) / 2) * width for k in range(len(keys))]
+        ys = [j["hist"].get(k, 0) for k in keys]
+        ax.bar(xs, ys, width=width, color=_JUDGE_COLORS[i % len(_JUDGE_COLORS)], label=name or None)
+    ax.set_xticks(range(len(keys)), keys, rotation=45 if max(map(len, keys), default=0) > 3 else 0)
+    multi = sum(j.get("multi", 0) for j in judges.values())
+    agree = sum(j.get("agree", 0) for j in judges.values())
+    rows = "(row, judge)s" if len(judges) > 1 else "rows"
+    sub = f"samples agree on {agree:,} of {multi:,} {rows}" if multi else f"{len(judges)} judges"
+    ax.set(title=f"{title}: every judgment\n{sub}", xlabel="value", ylabel="judgments")
+    ax.title.set_fontsize(9)
+    if any(judges):
+        ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig)
+
+
+def judge_agreement_png(agreement: Mapping[str, Mapping[str, Any]], title: str) -> bytes:
+    """A panel's judge-vs-judge agreement on one split as a heat map: a row per score column, a column per pair
+    of judges, each cell the share of rows both judges gave the same value (the summary's ``agreement``, metric ->
+    column -> ``pairs``), written in the cell; Krippendorff's alpha beside each row's name where it was computed.
+
+    Example:
+        >>> a = {"QA_Clarity": {"QA_Clarity": {"pairs": {"j1~j2": {"rows": 8, "exact": 0.75}}, "alpha": 0.6}}}
+        >>> judge_agreement_png(a, "train")[:4]
+        b'\\x89PNG'
+    """
+    import numpy as np
+
+    columns = [(c, a) for by_column in agreement.values() for c, a in by_column.items()]
+    pairs = list(dict.fromkeys(p for _, a in columns for p in a["pairs"]))
+    cells = np.array(
+        [[np.nan if a["pairs"].get(p, {}).get("exact") is None else a["pairs"][p]["exact"] for p in pairs]
+         for _, a in columns],
+        dtype=float,
+    )  # fmt: skip
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(2.2 + 1.1 * len(pairs), 1.2 + 0.35 * len(columns)), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(cells), cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
+    fig.colorbar(image, ax=ax, label="same value")
+    names = [c + (f"  (α {a['alpha']:.2f})" if a.get("alpha") is not None else "") for c, a in columns]
+    ax.set_xticks(range(len(pairs)), [p.replace("~", " ~ ") for p in pairs], fontsize=8)
+    ax.set_yticks(range(len(columns)), names, fontsize=8)
+    for i, row in enumerate(cells):
+        for j, v in enumerate(row):
+            ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.0%}", ha="center", va="center", fontsize=8)
+    ax.set_title(f"Judges' agreement: {title}", fontsize=9)
+    return _png(fig)
+
+
+def panel_pngs(split: str, d: Any, agreement: Mapping[str, Any] | None) -> dict[str, bytes]:
+    """Name -> PNG of a split's pictures of samples and judges: per score column every judgment counted
+    (``all_judgments/<column>.png``, for a run with samples or a panel) and the judges' agreement heat map
+    (``agreement/judges.png``, from the summary's figures: ``agreement`` is ``summary.agreement[split]``).
+
+    Example:
+        >>> sorted(panel_pngs("train", scored["train"], scored.summary.agreement.get("train")))  # doctest: +SKIP
+        ['agreement/judges.png', 'all_judgments/QA_Clarity.png']
+    """
+    from .pooled import pooled_distributions
+
+    require()
+    out = {
+        f"all_judgments/{file_name(c)}.png": pooled_png(p, f"{c} ({split})")
+        for c, p in pooled_distributions(d).items()
+        if p["hist"]
+    }
+    if agreement and any(a["pairs"] for by in agreement.values() for a in by.values()):
+        out["agreement/judges.png"] = judge_agreement_png(agreement, split)
+    return out

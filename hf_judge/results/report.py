@@ -1,10 +1,12 @@
 """The report page: one self-contained HTML file to read, sort, filter and label a result's judgments.
 
 The page needs no server and no network: its script and style are inline (``report_assets/``, shipped in the
-package), the data is JSON in a ``<script type="application/json">``. Tabs: the overview of the run (model,
-metrics, prompt hashes, columns, requests, tokens, cost, runs, a histogram per score, errors by kind, agreement
-and other figures the summary holds), the rows (sortable by any score, a text search, thresholds that count the
-rows they keep and give the ``hf-judge filter`` command; a row opens with its text, each metric's values and
+package), the data is JSON in a ``<script type="application/json">``. Tabs: the overview of the run (model, metrics,
+prompt hashes, columns, requests, tokens, cost, runs, a histogram per score, every judgment of a run with samples or
+a panel counted per value (:mod:`hf_judge.results.pooled`), a pairwise judge's winner in each order where the reply
+store is given (:mod:`hf_judge.results.report_orders`), errors by kind, a panel's agreement as a heat map and a
+table, and other figures the summary holds), the rows (sortable by any score, a text search, thresholds that count
+the rows they keep and give the ``hf-judge filter`` command; a row opens with its text, each metric's values and
 reason, and the prompt it was sent), the errors (by kind, with the raw reply) and labelling (a reviewer's labels,
 kept in the browser's storage, downloaded as JSON lines in the labels layout).
 
@@ -29,8 +31,10 @@ from ..constants import VERSION
 from ..redact import scrub
 from . import report_data as rd
 from .errors_split import ERRORS_SPLIT
+from .pooled import pooled_distributions
 from .prompts import Prompter
 from .report_logprobs import ran_logprobs, split_distributions
+from .report_orders import split_orders
 from .report_pictures import folder_calibration, folder_pictures
 from .summary import RunSummary
 
@@ -133,6 +137,8 @@ def _split(
     judged = [c for c in (summary.column_mapping.values() if summary is not None else []) if c in cols]
     # the distributions over the score values where logprobs ran: from the reply store, where it is given
     dists = split_distributions(prompter, raw_rows, *cache) if cache and prompter and ran_logprobs(summary) else None
+    # a pairwise judge's winner in each order, from the same store: which way its position bias goes
+    orders = split_orders(prompter, raw_rows, *cache) if cache and prompter else {}
     return {
         "rows": len(d),
         "indices": indices,
@@ -145,9 +151,11 @@ def _split(
         "metrics": rd.metric_columns(d, prompter, names),
         "all_scores": rd.all_scores(d, scores),
         "stats": rd.distributions(d, scores),
+        "pooled": pooled_distributions(d),
         "prompts": prompts,
         "ptext": ptext,
         "distributions": dists,
+        "orders": orders,
     }
 
 

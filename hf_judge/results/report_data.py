@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +149,9 @@ def _disagreement(values: dict[str, np.ndarray]) -> np.ndarray | None:
     for vs in groups.values():
         if len(vs) > 1:
             stack = np.vstack(vs)
-            with np.errstate(all="ignore"):
+            # a row no judge answered is all NaN: its spread is 0, not a RuntimeWarning printed to the reader
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
                 s = np.nan_to_num(np.nanmax(stack, axis=0) - np.nanmin(stack, axis=0))
             spread = s if spread is None else np.maximum(spread, s)
     return spread

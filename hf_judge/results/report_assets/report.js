@@ -125,7 +125,7 @@
     const entries = found[p] || [];
     if (!L.read) return el('p', { class: 'small muted dist-hint' }, `The probability of each value is in the run's reply store: hf-judge view ${D.source} --cache-dir DIR (the run's cache folder) shows it here.`);
     if (!entries.length) return el('p', { class: 'small muted dist-hint' }, 'No probability distribution for this row in the reply store read.');
-    const out = el('div', { class: 'dists' });
+    const out = el('div', { class: 'dists' }), two = entries.some((e) => e.order);
     for (const e of entries) {
       for (const [col, dist] of Object.entries(e.outputs)) {
         const total = Object.values(dist).reduce((a, b) => a + b, 0) || 1;
@@ -136,8 +136,10 @@
           bar.style.width = Math.max(1, Math.round(160 * dist[k] / peak)) + 'px';
           return el('div', { class: 'bar-row', 'data-value': k, 'data-p': dist[k] }, el('span', { class: 'bar-label' }, k), bar, el('span', { class: 'small' }, (100 * dist[k] / total).toFixed(1) + '%'));
         });
-        out.append(el('div', { class: 'dist', 'data-col': col, 'data-judge': e.judge },
-          el('div', { class: 'small muted' }, `${col}: probability of each value` + (e.judge ? ` (judge ${e.judge})` : '')), bars));
+        // per judge the mean of its samples' distributions; a pairwise judge's second order: the responses swapped
+        const how = [e.judge ? `judge ${e.judge}` : '', e.samples > 1 ? `mean of ${e.samples} samples` : '', two ? (e.order ? 'responses swapped' : 'order as written') : ''].filter((x) => x).join(', ');
+        out.append(el('div', { class: 'dist', 'data-col': col, 'data-judge': e.judge, 'data-order': e.order || 0, 'data-samples': e.samples || 1 },
+          el('div', { class: 'small muted' }, `${col}: probability of each value` + (how ? ` (${how})` : '')), bars));
       }
     }
     return out;
@@ -165,6 +167,85 @@
     });
     return el('div', { class: 'card' }, el('strong', {}, title), el('div', { class: 'small muted' },
       `${int(stats.count)} scored, ${int(stats.null)} null` + (stats.mean !== undefined ? `, mean ${fmt(stats.mean)}` : '') + (stats.p50 !== undefined ? `, median ${fmt(stats.p50)}` : '')), svg);
+  }
+  // every judgment of a score column (each sample of each judge, hf_judge.results.pooled): a bar per judge and value
+  const JUDGE_FILL = ['#54aeff', '#f0883e', '#4ac26b', '#e5534b', '#986ee2', '#a5814c', '#db61a2', '#8c959f'];
+  function svgEl(tag, attrs) { const e = document.createElementNS('http://www.w3.org/2000/svg', tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); return e; }
+  function pooledCard(col, p) {
+    const judges = Object.keys(p.judges), W = 300, H = 120, pad = 18;
+    // numbers in their order (an object lists integer keys before "2.5"), else as given ("1", "2", "tie")
+    const keys = Object.keys(p.hist).every((k) => !isNaN(k)) ? Object.keys(p.hist).sort((a, b) => Number(a) - Number(b)) : Object.keys(p.hist);
+    const peak = Math.max(1, ...judges.flatMap((j) => keys.map((k) => p.judges[j].hist[k] || 0)));
+    const gw = keys.length ? (W - 10) / keys.length : 0, bw = Math.max(1, (gw - 2) / judges.length);
+    const svg = svgEl('svg', { width: W, height: H, class: 'hist pooled', role: 'img', 'aria-label': 'every judgment of ' + col });
+    keys.forEach((k, i) => {
+      judges.forEach((j, n) => {
+        const c = p.judges[j].hist[k] || 0, h = (H - 2 * pad) * c / peak;
+        const r = svgEl('rect', { x: 5 + i * gw + 1 + n * bw, y: H - pad - h, width: bw, height: h, 'data-col': col, 'data-judge': j, 'data-value': k, 'data-count': c });
+        r.style.fill = JUDGE_FILL[n % JUDGE_FILL.length];
+        const t = svgEl('title', {}); t.textContent = (j ? j + ', ' : '') + k + ': ' + c; r.append(t);
+        svg.append(r);
+      });
+      if (keys.length <= 12 || i % Math.ceil(keys.length / 12) === 0) {
+        const lab = svgEl('text', { x: 5 + i * gw + gw / 2, y: H - 4, 'text-anchor': 'middle' }); lab.textContent = k; svg.append(lab);
+      }
+    });
+    const js = judges.map((j) => p.judges[j]);
+    const multi = js.reduce((a, j) => a + (j.multi || 0), 0), agree = js.reduce((a, j) => a + (j.agree || 0), 0);
+    const missing = js.reduce((a, j) => a + (j.missing || 0), 0);
+    const lines = [`${int(p.values)} judgments` + (judges.length > 1 ? ` by ${judges.length} judges` : '') + (missing ? `, ${int(missing)} samples missing` : '')];
+    if (multi) {
+      const spread = {};
+      for (const j of js) for (const [k, n] of Object.entries(j.spread || {})) spread[k] = (spread[k] || 0) + n;
+      const by = Object.keys(spread).filter((k) => k !== '0').sort((a, b) => Number(a) - Number(b)).map((k) => `${int(spread[k])} by ${k}`).join(', ');
+      lines.push(`a ${judges.length > 1 ? 'judge\'s' : 'row\'s'} samples agree on ${int(agree)} of ${int(multi)} ${judges.length > 1 ? '(row, judge)s' : 'rows'}` + (by ? `; they differ ${by}` : ''));
+    }
+    if (/_disagree$/.test(col) && p.hist.true !== undefined) lines.push(`the two orders chose different winners (position bias) in ${int(p.hist.true)} of ${int(p.values)}`);
+    const legend = judges.length > 1 ? el('div', { class: 'small legend' }, judges.map((j, n) => { const b = el('span', { class: 'swatch' }); b.style.background = JUDGE_FILL[n % JUDGE_FILL.length]; return el('span', {}, b, j + ' '); })) : null;
+    return el('div', { class: 'card', 'data-pooled': col }, el('strong', {}, col), lines.map((t) => el('div', { class: 'small muted' }, t)), svg, legend);
+  }
+  // a pairwise judge's winner as written against its winner with the responses swapped (read from the reply store)
+  function ordersCard(metric, judge, o) {
+    const W = ['1', '2', 'tie'], peak = Math.max(1, ...W.flatMap((a) => W.map((b) => (o.pairs[a] || {})[b] || 0)));
+    const rows = W.map((a) => [el('th', {}, `${a}`), ...W.map((b) => {
+      const n = (o.pairs[a] || {})[b] || 0, td = el('td', { class: 'num', 'data-written': a, 'data-swapped': b, 'data-count': n }, int(n));
+      td.style.background = n ? `rgba(84, 174, 255, ${(0.15 + 0.6 * n / peak).toFixed(2)})` : '';
+      return td;
+    })]);
+    const head = el('tr', {}, el('th', {}, 'as written \\ swapped'), W.map((b) => el('th', {}, b)));
+    return el('div', { class: 'card orders', 'data-metric': metric, 'data-judge': judge },
+      el('strong', {}, metric + (judge ? ` (judge ${judge})` : '')),
+      el('div', { class: 'small muted' }, `${int(o.judgments)} judgments in both orders: the response shown first won both in ${int(o.first_shown)}, the one shown second in ${int(o.second_shown)}`),
+      el('table', { class: 'orders-table' }, el('thead', {}, head), el('tbody', {}, rows.map((r) => el('tr', {}, r)))));
+  }
+  // a panel's judge-vs-judge agreement (the summary's figures, as the table below it shows them): a heat map per split,
+  // a row per score column, a column per pair of judges, the share of rows both gave the same value
+  function agreementMap(agreement) {
+    const out = [];
+    for (const [split, byMetric] of Object.entries(agreement || {})) {
+      const cols = Object.values(byMetric || {}).flatMap((m) => Object.entries(m || {}));
+      const pairs = [...new Set(cols.flatMap(([, a]) => Object.keys(a.pairs || {})))];
+      if (!cols.length || !pairs.length) continue;
+      const cw = 84, ch = 24, left = 200, top = 22, W = left + cw * pairs.length + 10, H = top + ch * cols.length + 4;
+      const svg = svgEl('svg', { width: W, height: H, class: 'heat', role: 'img', 'aria-label': `judges' agreement: ${split}` });
+      pairs.forEach((pr, j) => { const t = svgEl('text', { x: left + j * cw + cw / 2, y: 14, 'text-anchor': 'middle' }); t.textContent = pr.replace('~', ' ~ '); svg.append(t); });
+      cols.forEach(([col, a], i) => {
+        const t = svgEl('text', { x: left - 6, y: top + i * ch + ch / 2 + 4, 'text-anchor': 'end' });
+        t.textContent = col + (typeof a.alpha === 'number' ? ` (α ${a.alpha.toFixed(2)})` : ''); svg.append(t);
+        pairs.forEach((pr, j) => {
+          const e = (a.pairs || {})[pr] || {}, v = typeof e.exact === 'number' ? e.exact : null;
+          const r = svgEl('rect', { x: left + j * cw, y: top + i * ch, width: cw - 2, height: ch - 2, 'data-split': split, 'data-col': col, 'data-pair': pr, 'data-value': v === null ? '' : v });
+          // red (0) through yellow to green (1): a low cell is a column the judges read differently
+          r.style.fill = v === null ? '#eee' : `hsl(${Math.round(120 * v)}, 65%, ${Math.round(72 - 12 * v)}%)`;
+          const tip = svgEl('title', {}); tip.textContent = `${col}, ${pr}: ${v === null ? 'no rows' : (100 * v).toFixed(1) + '% same value'} over ${int(e.rows)} rows` + (typeof e.mean_abs_diff === 'number' ? `, mean |difference| ${fmt(e.mean_abs_diff)}` : '');
+          r.append(tip); svg.append(r);
+          const lab = svgEl('text', { x: left + j * cw + cw / 2 - 1, y: top + i * ch + ch / 2 + 3, 'text-anchor': 'middle', class: 'cell' });
+          lab.textContent = v === null ? 'n/a' : Math.round(100 * v) + '%' + (typeof e.mean_abs_diff === 'number' ? ` · Δ${fmt(e.mean_abs_diff)}` : ''); svg.append(lab);
+        });
+      });
+      out.push(el('div', { class: 'card heatmap', 'data-split': split }, el('strong', {}, `Judges' agreement: ${split}`), el('div', { class: 'small muted' }, 'share of rows both judges gave the same value (Δ: their mean absolute difference)'), svg));
+    }
+    return out.length ? el('div', { class: 'grid' }, out) : null;
   }
   const flat = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((x) => x === null || typeof x !== 'object');
   function figure(value) {
@@ -222,12 +303,23 @@
     for (const name of splits) {
       const s = D.splits[name];
       out.push(el('h2', {}, `Scores: ${name} (${int(s.rows)} rows)`));
+      const pooled = Object.entries(s.pooled || {});
+      if (pooled.length) { // samples or a panel: every judgment first, then each column the run wrote
+        out.push(el('h3', {}, 'Every judgment'), el('p', { class: 'small muted' }, 'Each sample of each judge counted per value (a score column holds a row\'s mean over its samples and judges).'));
+        out.push(el('div', { class: 'grid' }, pooled.map(([c, p]) => pooledCard(c, p))));
+      }
+      const orders = Object.entries(s.orders || {});
+      if (orders.length) {
+        out.push(el('h3', {}, 'Both orders'), el('p', { class: 'small muted' }, 'The winner (in the responses\' own labels) when the prompt shows them as written, against when it shows them swapped, from the reply store, over the rows in this page: off the diagonal, the judge changed its mind with the order; "1" then "2" is the response shown first winning both times.'));
+        out.push(el('div', { class: 'grid' }, orders.flatMap(([m, by]) => Object.entries(by).map(([j, o]) => ordersCard(m, j, o)))));
+      }
+      if (pooled.length || orders.length) out.push(el('h3', {}, 'Each score column'));
       out.push(el('div', { class: 'grid' }, s.scores.map((c) => histogram(c, s.stats[c] || {}))));
     }
     out.push(el('h2', {}, 'Errors'));
     const kinds = Object.entries(D.errors.by_kind);
     out.push(kinds.length ? table(['kind', 'rows'], kinds.map(([k, n]) => [el('a', { href: '#', onclick: (e) => { e.preventDefault(); S.kind = k; go('errors'); } }, k), int(n)])) : el('p', { class: 'muted' }, 'none'));
-    for (const [k, v] of Object.entries(o.figures || {})) { out.push(el('h2', {}, (k[0].toUpperCase() + k.slice(1)).replaceAll('_', ' '))); out.push(figure(v)); }
+    for (const [k, v] of Object.entries(o.figures || {})) { out.push(el('h2', {}, (k[0].toUpperCase() + k.slice(1)).replaceAll('_', ' '))); if (k === 'agreement') out.push(agreementMap(v)); out.push(figure(v)); }
     out.push(...calibrationAndPictures(o));
     if ((o.runs || []).length) {
       out.push(el('h2', {}, 'Runs'));
