@@ -469,24 +469,30 @@ def test_the_overview_shows_the_calibration_its_picture_and_the_length_bias(brow
     train = result["scored"]["train"]
     labels = tmp_path / "labels.jsonl"
     with labels.open("w") as f:
-        for i, v in enumerate(train["QA_Clarity"]):
-            if v is not None:
-                f.write(json.dumps({"split": "train", "row": i, "score": "QA_Clarity", "label": v >= 6}) + "\n")
+        for score in ("QA_Clarity", "QA_Correctness"):  # two scores: the folder keeps a calibration of each
+            for i, v in enumerate(train[score]):
+                if v is not None:
+                    f.write(json.dumps({"split": "train", "row": i, "score": score, "label": v >= 6}) + "\n")
     code, out, err = run_cli(capfd, "calibrate", folder, "--score", "QA_Clarity", "--labels", labels, "--folds", 2)
     png = folder / "QA_Clarity_reliability.png"
     assert code == 0 and png.is_file(), err
+    code, out, err = run_cli(capfd, "calibrate", folder, "--score", "QA_Correctness", "--labels", labels, "--folds", 2)
+    assert code == 0 and (folder / "calibration_QA_Correctness.json").is_file(), err
     code, out, err = run_cli(capfd, "view", folder)
     assert code == 0, err
     page = folder / "report.html"
     pictures = _embedded(page)["overview"]["pictures"]["items"]
-    assert [p["name"] for p in pictures] == [png.name]
+    assert [p["name"] for p in pictures] == ["QA_Clarity_reliability.png", "QA_Correctness_reliability.png"]
     assert base64.b64decode(pictures[0]["src"].removeprefix("data:image/png;base64,")) == png.read_bytes()
     _open(browser, page, "overview")
     img = browser.find_element(By.CSS_SELECTOR, f".pictures figure[data-name='{png.name}'] img")
     assert _wait(lambda: browser.execute_script("return arguments[0].naturalWidth", img)) > 100  # drawn
     text = browser.find_element(By.ID, "app").text
-    calibration = json.loads((folder / "calibration.json").read_text())
-    assert "Calibration" in text and "judge " + re.sub(r"\.?0+$", "", f"{calibration['ece']['judge']:.3f}") in text
+    assert text.count("Calibration") >= 1
+    for file in ("calibration.json", "calibration_QA_Correctness.json"):  # each score's calibration is shown
+        calibration = json.loads((folder / file).read_text())
+        assert calibration["score"] in text
+        assert "judge " + re.sub(r"\.?0+$", "", f"{calibration['ece']['judge']:.3f}") in text
     assert "Length bias" in text
     bias = browser.find_element(By.XPATH, "//h2[.='Length bias']/following-sibling::table[1]")
     column = next(iter(summary.length_bias))

@@ -35,7 +35,7 @@ from .pooled import pooled_distributions
 from .prompts import Prompter
 from .report_logprobs import ran_logprobs, split_distributions
 from .report_orders import split_orders
-from .report_pictures import folder_calibration, folder_pictures
+from .report_pictures import folder_calibrations, folder_pictures
 from .summary import RunSummary
 
 REPORT_FILE = "report.html"
@@ -198,7 +198,7 @@ def report_data(
     # the pictures and calibration the result's folder holds (``folder``, else ``source`` where it is a folder)
     where = folder if folder is not None else (source if source and Path(source).is_dir() else None)
     data["overview"]["pictures"] = folder_pictures(where)
-    data["overview"]["calibration"] = folder_calibration(where)
+    data["overview"]["calibrations"] = folder_calibrations(where)
     # where logprobs ran and no store was read, the page says where the distributions are and how to show them
     data["logprobs"] = {"ran": ran_logprobs(summary), "read": cache is not None}
     # the labels' storage key: one result's labels are not another's

@@ -58,23 +58,27 @@ def folder_pictures(folder: str | Path | None, max_bytes: int = MAX_PICTURE_BYTE
     return out
 
 
-def folder_calibration(folder: str | Path | None) -> dict[str, Any] | None:
-    """The figures of the folder's ``calibration.json`` (score, labels, kind, pairs, calibration errors, threshold
-    and its cross-validated figures), None where there is none or it is not one.
+def folder_calibrations(folder: str | Path | None) -> list[dict[str, Any]]:
+    """The figures of each calibration the folder holds (``calibration.json``, ``calibration_<score>.json``: one
+    per score): score, labels, kind, pairs, calibration errors, threshold and its cross-validated figures. Files
+    that are not a calibration are left out.
 
     Example:
-        >>> folder_calibration("out/")["ece"]["calibrated"]  # doctest: +SKIP
+        >>> folder_calibrations("out/")[0]["ece"]["calibrated"]  # doctest: +SKIP
         0.041
     """
     from ..analysis.calibration import FILE_NAME
 
-    if folder is None:
-        return None
-    path = Path(folder, FILE_NAME)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or "score" not in data:
-        return None
-    return {k: data[k] for k in _CALIBRATION_KEYS if k in data}
+    if folder is None or not Path(folder).is_dir():
+        return []
+    out = []
+    for path in sorted(Path(folder).glob("calibration*.json")):
+        if path.name != FILE_NAME and not path.name.startswith("calibration_"):
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and "score" in data:
+            out.append({k: data[k] for k in _CALIBRATION_KEYS if k in data})
+    return out

@@ -259,9 +259,9 @@
     return kv(entries.map(([k, v]) => [k, figure(v)]));
   }
   function calibrationAndPictures(o) {
-    const out = [], c = o.calibration, pics = (o.pictures || {}).items || [];
-    if (c) {
-      out.push(el('h2', {}, 'Calibration'));
+    const out = [], cals = o.calibrations || [], pics = (o.pictures || {}).items || [];
+    if (cals.length) out.push(el('h2', {}, 'Calibration'));
+    for (const c of cals) { // one per score the folder holds a calibration of
       out.push(kv([['score', c.column && c.column !== c.score ? `${c.score} (reads ${c.column})` : c.score], ['labels', c.label], ['kind', c.kind], ['pairs', int(c.pairs)],
         ['calibration error (ECE)', c.ece ? `judge ${fmt(c.ece.judge)}, calibrated ${fmt(c.ece.calibrated)} (out of fold)` : ''],
         ['threshold', c.threshold ? figure(c.threshold) : ''], ['cross-validated', c.cv && Object.keys(c.cv).length ? figure(c.cv) : '']]));
