@@ -381,7 +381,7 @@ def test_a_panel_with_samples_and_both_orders_draws_every_judgment_and_the_judge
     assert pooled == {"3": 16, "5": 16, "8": 16}
     cards = {c.get_attribute("data-pooled"): _text(c) for c in browser.find_elements(By.CSS_SELECTOR, "[data-pooled]")}
     same = sum(len(set(r[f"QA_Clarity_samples__{j}"])) == 1 for r in rows for j in ("j1", "j2", "j3"))
-    assert f"samples agree on {same} of 24 (row, judge)s" in cards["QA_Clarity"]
+    assert f"samples agree on {same} of 24 rows x judges" in cards["QA_Clarity"]
     # j2 prefers whichever response is shown first: its two orders disagree in each of its 16 judgments
     flips = counts_of(rows, [f"Comparative_disagree_samples__{j}" for j in ("j1", "j2", "j3")])
     assert flips == {"true": 16, "false": 32}

@@ -192,7 +192,7 @@ def pooled_png(pooled: Mapping[str, Any], title: str) -> bytes:
     ax.set_xticks(range(len(keys)), keys, rotation=45 if max(map(len, keys), default=0) > 3 else 0)
     multi = sum(j.get("multi", 0) for j in judges.values())
     agree = sum(j.get("agree", 0) for j in judges.values())
-    rows = "(row, judge)s" if len(judges) > 1 else "rows"
+    rows = "rows x judges" if len(judges) > 1 else "rows"
     sub = f"samples agree on {agree:,} of {multi:,} {rows}" if multi else f"{len(judges)} judges"
     ax.set(title=f"{title}: every judgment\n{sub}", xlabel="value", ylabel="judgments")
     ax.title.set_fontsize(9)

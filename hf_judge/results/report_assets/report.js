@@ -198,7 +198,7 @@
       const spread = {};
       for (const j of js) for (const [k, n] of Object.entries(j.spread || {})) spread[k] = (spread[k] || 0) + n;
       const by = Object.keys(spread).filter((k) => k !== '0').sort((a, b) => Number(a) - Number(b)).map((k) => `${int(spread[k])} by ${k}`).join(', ');
-      lines.push(`a ${judges.length > 1 ? 'judge\'s' : 'row\'s'} samples agree on ${int(agree)} of ${int(multi)} ${judges.length > 1 ? '(row, judge)s' : 'rows'}` + (by ? `; they differ ${by}` : ''));
+      lines.push(`a ${judges.length > 1 ? 'judge\'s' : 'row\'s'} samples agree on ${int(agree)} of ${int(multi)} ${judges.length > 1 ? 'rows x judges' : 'rows'}` + (by ? `; they differ ${by}` : ''));
     }
     if (/_disagree$/.test(col) && p.hist.true !== undefined) lines.push(`the two orders chose different winners (position bias) in ${int(p.hist.true)} of ${int(p.values)}`);
     const legend = judges.length > 1 ? el('div', { class: 'small legend' }, judges.map((j, n) => { const b = el('span', { class: 'swatch' }); b.style.background = JUDGE_FILL[n % JUDGE_FILL.length]; return el('span', {}, b, j + ' '); })) : null;
