@@ -362,6 +362,8 @@ def test_a_panel_with_samples_and_both_orders_draws_every_judgment_and_the_judge
     rows, agreement = scored["train"].to_list(), scored.summary.agreement["train"]
     page = write_report(scored, tmp_path / "panel.html", source="panel", cache_dir=tmp_path / "cache")
     _open(browser, page)
+    header = browser.find_element(By.CSS_SELECTOR, "#app > h1 + div.small").text
+    assert header.startswith("judged by j1, j2, j3 · "), header  # every judge's model, not the first one's
     drawn: dict[tuple[str, str], dict[str, int]] = {}
     for bar in browser.find_elements(By.CSS_SELECTOR, "svg.pooled rect"):
         col, who, value, count = (bar.get_attribute(a) for a in ("data-col", "data-judge", "data-value", "data-count"))

@@ -276,6 +276,12 @@
     return out;
   }
 
+  // a panel is judged by every judge's model, not the first one's
+  function judgedBy(o) {
+    const judges = (o.sampling && o.sampling.judges) || [];
+    return judges.length > 1 ? [...new Set(judges.map((j) => j.model))].join(', ') : o.model;
+  }
+
   function overview() {
     const o = D.overview, out = [];
     if (!o.model) out.push(el('p', { class: 'muted' }, 'No summary.json with this result: the run\'s details are unknown.'));
@@ -283,7 +289,7 @@
       const t = o.totals || {};
       const judges = (o.sampling && o.sampling.judges) ? o.sampling.judges.map((j) => `${j.name} (${j.model})`).join(', ') : '';
       out.push(kv([
-        ['model', o.model + (o.host ? ' at ' + o.host : '')], ['judges', judges], ['source', o.source], ['recipe', o.recipe],
+        ['model', judgedBy(o) + (o.host ? ' at ' + o.host : '')], ['judges', judges], ['source', o.source], ['recipe', o.recipe],
         ['rows scored', Object.entries(o.rows || {}).map(([k, v]) => `${k}: ${int(v)}`).join(', ')],
         ['requests', `${int(t.requests)} (${int(t.retries)} retries) over ${new Set((o.runs || []).map((r) => r.id)).size || 1} run(s)`],
         ['tokens', `${int(t.prompt_tokens)} in / ${int(t.completion_tokens)} out`],
@@ -509,7 +515,7 @@
     const o = D.overview;
     app.replaceChildren(
       el('h1', {}, 'hf-judge report: ' + D.title),
-      el('div', { class: 'small muted' }, `${o.model ? 'judged by ' + o.model + ' · ' : ''}made ${D.generated} by hf-judge ${D.version}`),
+      el('div', { class: 'small muted' }, `${judgedBy(o) ? 'judged by ' + judgedBy(o) + ' · ' : ''}made ${D.generated} by hf-judge ${D.version}`),
       el('nav', { class: 'tabs' }, Object.entries(TABS).map(([k, [name]]) => el('button', { id: 'tab-' + k, class: S.tab === k ? 'active' : null, onclick: () => go(k) }, name))),
       el('main', { id: 'view', 'data-tab': S.tab }, TABS[S.tab][1]()));
     let d = document.getElementById('detail');
