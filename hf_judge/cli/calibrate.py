@@ -65,7 +65,11 @@ def add_calibrate(sub: Any, settings: bool) -> None:  # noqa: ARG001 - calibrate
     p.add_argument("--seed", type=int, default=0, help="the folds' seed: same seed, same figures (default 0)")
     p.add_argument("--bins", type=int, default=10, help="equal-width bins of the calibration error (default 10)")
     p.add_argument(
-        "-o", "--out", metavar="FILE", help="where to save calibration.json (default: in the result folder, else here)"
+        "-o",
+        "--out",
+        metavar="FILE",
+        help="where to save calibration.json (default: in the result folder, one file per score: "
+        "calibration.json, then calibration_<score>.json; else here)",
     )
     p.add_argument("--plots", metavar="DIR", help='save the reliability PNG here (needs pip install "hf-judge[plots]")')
     p.add_argument("--push-to-hub", metavar="REPO", help="upload calibration.json to REPO's hf_judge/ folder")
