@@ -17,7 +17,7 @@ from s3_fixture import subprocess_env
 
 from hf_judge.errors import CacheError, ConfigError
 from hf_judge.store.replies import ReplyStore
-from hf_judge.store.segments import Remote, cat_some, compact, parse_storage_options, segment_names
+from hf_judge.store.segments import Remote, cat_some, compact, parse_storage_options, remove_all, segment_names
 
 JOB = Path(__file__).with_name("score_job.py")
 
@@ -92,6 +92,9 @@ def test_compaction_merges_segments_and_loses_nothing(object_store, tmp_path):
     (name,) = _names(remote)
     assert list(cat_some(fs, [f"{path}/{name}", f"{path}/gone.parquet"])) == [f"{path}/{name}"]
     assert cat_some(fs, [f"{path}/gone.parquet"]) == {}
+    # a compaction that deletes what another one deleted already deletes the rest, without an error
+    remove_all(fs, [f"{path}/gone.parquet", f"{path}/{name}"])
+    assert _names(remote) == []
 
 
 def test_a_file_url_is_a_shared_folder_with_atomic_segments(tmp_path):
@@ -108,7 +111,8 @@ def test_a_file_url_is_a_shared_folder_with_atomic_segments(tmp_path):
 
 def test_a_missing_bucket_and_misplaced_options_are_clear_errors(object_store, tmp_path):
     url = f"{object_store.scheme}://no-such-bucket/cache"
-    with pytest.raises(CacheError, match=f"{url}: the bucket 'no-such-bucket' does not exist"):
+    kind = "container" if object_store.scheme == "az" else "bucket"
+    with pytest.raises(CacheError, match=f"{url}: the {kind} 'no-such-bucket' does not exist"):
         ReplyStore(tmp_path / "replies.sqlite3", remote=Remote.of(url))
     from hf_judge.engine.job import cache_location
 
@@ -118,6 +122,34 @@ def test_a_missing_bucket_and_misplaced_options_are_clear_errors(object_store, t
         Remote.of("s3://")
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_storage_options(["anon"])
+
+
+def test_a_missing_fsspec_package_names_what_to_install():
+    """s3fs, gcsfs, adlfs absent (an import of them fails, as where they are not installed): a ConfigError that names
+    the package and hf-judge's extra that carries it, for the store and for a Ray run's output."""
+    script = """
+import sys
+sys.modules.update(s3fs=None, gcsfs=None, adlfs=None)
+from hf_judge.engine.ray_output import RayOutput
+from hf_judge.errors import ConfigError
+from hf_judge.store.segments import Remote
+for url in ("s3://b/c", "gs://b/c", "az://b/c"):
+    for make in (lambda: Remote.of(url).filesystem(), lambda: RayOutput(url)):
+        try:
+            make()
+        except ConfigError as e:
+            print(e)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 6, out.stderr
+    for line, (scheme, pkg, extra) in zip(
+        lines[::2], [("s3", "s3fs", "s3"), ("gs", "gcsfs", "gcs"), ("az", "adlfs", "azure")], strict=True
+    ):
+        assert line.startswith(f"cache_dir='{scheme}://b/c' needs {pkg}: pip install {pkg} ")
+        assert f'pip install "hf-judge[{extra}]"' in line
+    for line, pkg in zip(lines[1::2], ["s3fs", "gcsfs", "adlfs"], strict=True):
+        assert line.startswith("output_dir=") and f"needs {pkg}: pip install {pkg}" in line
 
 
 def test_cli_compact(object_store, tmp_path, capsys):
