@@ -1,9 +1,12 @@
 import signal
 from pathlib import Path
 
-from hub_fixture import *  # noqa: F401,F403  (first: sets HF_ENDPOINT before datasets is imported)
+from azure_fixture import azure, azure_server  # noqa: F401  (Azurite on loopback: started by the first test that asks)
+from gcs_fixture import gcs, gcs_server  # noqa: F401  (a GCS emulator on loopback: likewise)
+from hub_fixture import *  # noqa: F401,F403  (before any fixture that imports datasets: sets HF_ENDPOINT)
 from judge_fixture import *  # noqa: F401,F403
 from llama_fixture import llama_server  # noqa: F401  (session-scoped: one llama.cpp server for every test that asks)
+from object_store_fixture import object_store  # noqa: F401  (each of the three in turn)
 from s3_fixture import s3, s3_server  # noqa: F401  (a loopback S3 server: moto, started by the first test that asks)
 
 # A shell starts a background job (`pytest ... &` in a script, nohup) with SIGINT ignored, and children inherit

@@ -16,6 +16,8 @@ import pytest
 class S3Server:
     """moto's S3 in a thread of this process, on a free loopback port."""
 
+    scheme = "s3"
+
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
@@ -34,6 +36,16 @@ class S3Server:
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": "us-east-1",
         }
+
+    @property
+    def options(self) -> dict:
+        """The same as ``storage_options`` (for a process whose environment does not point at it)."""
+        return {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": self.endpoint}}
+
+    @property
+    def cli_options(self) -> list[str]:
+        """``--storage-option`` values beside the environment's credentials."""
+        return [f"client_kwargs.endpoint_url={self.endpoint}"]
 
     def bucket(self) -> str:
         """A new empty bucket's URL."""

@@ -1,4 +1,6 @@
-"""The reply store on object storage (hf_judge/store/segments.py), against a loopback S3 server (moto)."""
+"""The reply store on object storage (hf_judge/store/segments.py), against loopback servers: S3 (moto), and, for
+the tests about the store's semantics (the ``object_store`` fixture), Google Cloud Storage (gcp-storage-emulator)
+and Azure Blob Storage (Azurite) too, each through its own fsspec package."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from s3_fixture import subprocess_env
 
 from hf_judge.errors import CacheError, ConfigError
 from hf_judge.store.replies import ReplyStore
-from hf_judge.store.segments import Remote, cat_some, compact, parse_storage_options, segment_names
+from hf_judge.store.segments import Remote, cat_some, compact, parse_storage_options, remove_all, segment_names
 
 JOB = Path(__file__).with_name("score_job.py")
 
@@ -25,8 +27,8 @@ def _names(remote: Remote) -> list[str]:
     return segment_names(fs, path)
 
 
-def test_a_reply_one_process_stored_is_found_by_another_with_its_own_local_store(s3, tmp_path):
-    remote = Remote.of(s3.bucket() + "/cache")
+def test_a_reply_one_process_stored_is_found_by_another_with_its_own_local_store(object_store, tmp_path):
+    remote = Remote.of(object_store.bucket() + "/cache")
     a = ReplyStore(tmp_path / "a" / "replies.sqlite3", remote=remote)
     a.put(b"k1", "reply 1", (3, 4))
     a.put(b"k2", "reply 2")
@@ -44,8 +46,8 @@ def test_a_reply_one_process_stored_is_found_by_another_with_its_own_local_store
     c.close()
 
 
-def test_a_running_store_publishes_within_the_interval_and_sees_what_others_publish(s3, tmp_path):
-    remote = Remote.of(s3.bucket() + "/cache", publish_s=0.1, pull_s=0.1)
+def test_a_running_store_publishes_within_the_interval_and_sees_what_others_publish(object_store, tmp_path):
+    remote = Remote.of(object_store.bucket() + "/cache", publish_s=0.1, pull_s=0.1)
     a = ReplyStore(tmp_path / "a" / "replies.sqlite3", remote=remote)
     b = ReplyStore(tmp_path / "b" / "replies.sqlite3", remote=remote)
     try:
@@ -68,8 +70,8 @@ def test_segments_hold_at_most_publish_n_replies(s3, tmp_path):
     assert len(_names(remote)) == 3
 
 
-def test_compaction_merges_segments_and_loses_nothing(s3, tmp_path):
-    remote = Remote.of(s3.bucket() + "/cache")
+def test_compaction_merges_segments_and_loses_nothing(object_store, tmp_path):
+    remote = Remote.of(object_store.bucket() + "/cache")
     for n in range(4):
         s = ReplyStore(tmp_path / f"w{n}" / "replies.sqlite3", remote=remote)
         for i in range(50):
@@ -90,6 +92,9 @@ def test_compaction_merges_segments_and_loses_nothing(s3, tmp_path):
     (name,) = _names(remote)
     assert list(cat_some(fs, [f"{path}/{name}", f"{path}/gone.parquet"])) == [f"{path}/{name}"]
     assert cat_some(fs, [f"{path}/gone.parquet"]) == {}
+    # a compaction that deletes what another one deleted already deletes the rest, without an error
+    remove_all(fs, [f"{path}/gone.parquet", f"{path}/{name}"])
+    assert _names(remote) == []
 
 
 def test_a_file_url_is_a_shared_folder_with_atomic_segments(tmp_path):
@@ -104,9 +109,11 @@ def test_a_file_url_is_a_shared_folder_with_atomic_segments(tmp_path):
     b.close()
 
 
-def test_a_missing_bucket_and_misplaced_options_are_clear_errors(s3, tmp_path):
-    with pytest.raises(CacheError, match="bucket 'no-such-bucket' does not exist"):
-        ReplyStore(tmp_path / "replies.sqlite3", remote=Remote.of("s3://no-such-bucket/cache"))
+def test_a_missing_bucket_and_misplaced_options_are_clear_errors(object_store, tmp_path):
+    url = f"{object_store.scheme}://no-such-bucket/cache"
+    kind = "container" if object_store.scheme == "az" else "bucket"
+    with pytest.raises(CacheError, match=f"{url}: the {kind} 'no-such-bucket' does not exist"):
+        ReplyStore(tmp_path / "replies.sqlite3", remote=Remote.of(url))
     from hf_judge.engine.job import cache_location
 
     with pytest.raises(ConfigError, match="storage_options= configures a cache_dir on object storage"):
@@ -117,16 +124,45 @@ def test_a_missing_bucket_and_misplaced_options_are_clear_errors(s3, tmp_path):
         parse_storage_options(["anon"])
 
 
-def test_cli_compact(s3, tmp_path, capsys):
+def test_a_missing_fsspec_package_names_what_to_install():
+    """s3fs, gcsfs, adlfs absent (an import of them fails, as where they are not installed): a ConfigError that names
+    the package and hf-judge's extra that carries it, for the store and for a Ray run's output."""
+    script = """
+import sys
+sys.modules.update(s3fs=None, gcsfs=None, adlfs=None)
+from hf_judge.engine.ray_output import RayOutput
+from hf_judge.errors import ConfigError
+from hf_judge.store.segments import Remote
+for url in ("s3://b/c", "gs://b/c", "az://b/c"):
+    for make in (lambda: Remote.of(url).filesystem(), lambda: RayOutput(url)):
+        try:
+            make()
+        except ConfigError as e:
+            print(e)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 6, out.stderr
+    for line, (scheme, pkg, extra) in zip(
+        lines[::2], [("s3", "s3fs", "s3"), ("gs", "gcsfs", "gcs"), ("az", "adlfs", "azure")], strict=True
+    ):
+        assert line.startswith(f"cache_dir='{scheme}://b/c' needs {pkg}: pip install {pkg} ")
+        assert f'pip install "hf-judge[{extra}]"' in line
+    for line, pkg in zip(lines[1::2], ["s3fs", "gcsfs", "adlfs"], strict=True):
+        assert line.startswith("output_dir=") and f"needs {pkg}: pip install {pkg}" in line
+
+
+def test_cli_compact(object_store, tmp_path, capsys):
     from hf_judge.cli.entry import main
 
-    url = s3.bucket() + "/cache"
+    url = object_store.bucket() + "/cache"
     remote = Remote.of(url)
     for n in range(3):
         s = ReplyStore(tmp_path / f"w{n}" / "replies.sqlite3", remote=remote)
         s.put(f"k{n}".encode(), "v")
         s.close()
-    assert main(["cache", "compact", url, "--storage-option", f"client_kwargs.endpoint_url={s3.endpoint}"]) == 0
+    options = [a for o in object_store.cli_options for a in ("--storage-option", o)]
+    assert main(["cache", "compact", url, *options]) == 0
     assert "merged 3 segments into one of 3 replies" in capsys.readouterr().out
     assert len(_names(remote)) == 1
     assert main(["cache", "compact", str(tmp_path)]) == 2
@@ -141,13 +177,14 @@ def _job(judge, url: str, local: Path, server, n: int, concurrency: int, out: Pa
     )
 
 
-def test_two_processes_with_their_own_local_stores_pay_once(judge, s3, tmp_path):
-    url = s3.bucket() + "/cache"
-    first = _job(judge, url, tmp_path / "node1", s3, 200, 32, tmp_path / "out1")
+def test_two_processes_with_their_own_local_stores_pay_once(judge, object_store, tmp_path):
+    """Configured only by the environment, as a user's job on a cluster is."""
+    url = object_store.bucket() + "/cache"
+    first = _job(judge, url, tmp_path / "node1", object_store, 200, 32, tmp_path / "out1")
     assert first.wait(120) == 0
     assert judge.stats()["requests"] == 200
     judge.reset()
-    second = _job(judge, url, tmp_path / "node2", s3, 200, 32, tmp_path / "out2")
+    second = _job(judge, url, tmp_path / "node2", object_store, 200, 32, tmp_path / "out2")
     assert second.wait(120) == 0
     assert judge.stats()["requests"] == 0  # every reply came from the segments the first one published
     assert "done 0" in second.stdout.read()
@@ -189,10 +226,10 @@ def test_kill_9_then_a_rerun_elsewhere_pays_twice_at_most_in_flight_and_one_publ
     assert paid_twice <= bound
 
 
-def test_compaction_during_a_run_loses_nothing(judge, s3, tmp_path):
-    url = s3.bucket() + "/cache"
+def test_compaction_during_a_run_loses_nothing(judge, object_store, tmp_path):
+    url = object_store.bucket() + "/cache"
     judge.configure(latency=0.01)
-    p = _job(judge, url, tmp_path / "node1", s3, 1500, 16, tmp_path / "out1", HF_JUDGE_PUBLISH_S="0.1")
+    p = _job(judge, url, tmp_path / "node1", object_store, 1500, 16, tmp_path / "out1", HF_JUDGE_PUBLISH_S="0.1")
     stop = threading.Event()
     merged = []
 
@@ -210,12 +247,12 @@ def test_compaction_during_a_run_loses_nothing(judge, s3, tmp_path):
         t.join()
     assert sum(merged) > 0  # it did compact while the run published
     judge.reset()
-    rerun = _job(judge, url, tmp_path / "node2", s3, 1500, 16, tmp_path / "out2")
+    rerun = _job(judge, url, tmp_path / "node2", object_store, 1500, 16, tmp_path / "out2")
     assert rerun.wait(120) == 0
     assert judge.stats()["requests"] == 0
 
 
-def test_every_engine_reads_and_publishes_the_shared_store(judge, s3, tmp_path, capfd):
+def test_every_engine_reads_and_publishes_the_shared_store(judge, object_store, tmp_path, capfd):
     """One process publishes; a stream, workers, the map transform and the CLI, each on a machine of its own
     (a fresh local store), pay 0 for it. Options given as storage_options, not the environment: the workers'
     forkserver may have started before this test set it."""
@@ -224,8 +261,8 @@ def test_every_engine_reads_and_publishes_the_shared_store(judge, s3, tmp_path, 
 
     from hf_judge import Judge, score_dataset
 
-    url = s3.bucket() + "/cache"
-    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3.endpoint}}
+    url = object_store.bucket() + "/cache"
+    options = object_store.options
     ds = qa_dataset(40)
     kw = dict(
         model="judge",
@@ -251,8 +288,9 @@ def test_every_engine_reads_and_publishes_the_shared_store(judge, s3, tmp_path, 
     Dataset.from_dict(ds[:]).to_json(data)
     args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question", "--column", "output=answer"]
     args += ["-m", "judge", "--base-url", judge.base_url, "--cache-dir", url, "-o", tmp_path / "out"]
-    args += ["--local-cache-dir", tmp_path / "m5", "--storage-option", f"client_kwargs.endpoint_url={s3.endpoint}"]
-    code, out, err = run_cli(capfd, *args)  # the environment's credentials (the s3 fixture's)
+    args += ["--local-cache-dir", tmp_path / "m5"]
+    args += [a for o in object_store.cli_options for a in ("--storage-option", o)]
+    code, out, err = run_cli(capfd, *args)  # beside the environment's configuration (the fixture's)
     assert code == 0, err
     assert judge.stats()["requests"] == 40
 

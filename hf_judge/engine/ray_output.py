@@ -17,6 +17,7 @@ import pyarrow as pa
 from datasets import Dataset
 
 from ..errors import ConfigError
+from ..store.segments import missing_package
 
 if TYPE_CHECKING:
     import ray.data
@@ -35,8 +36,11 @@ class RayOutput:
         self.url = url.rstrip("/")
         try:
             self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
-        except (ImportError, ValueError) as e:
-            raise ConfigError(f"output_dir={url!r}: {e} (pip install s3fs / gcsfs / adlfs for its scheme)") from None
+        except ImportError as e:
+            needs = missing_package(self.url.split("://", 1)[0].lower())
+            raise ConfigError(f"output_dir={url!r} needs {needs} ({e})") from None
+        except ValueError as e:
+            raise ConfigError(f"output_dir={url!r}: {e}") from None
         self.root = self.root.rstrip("/")
 
     def check(self, overwrite: bool) -> None:

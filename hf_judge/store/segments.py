@@ -61,8 +61,16 @@ _READ_BATCH = 64
 _IMPORT_ROWS = 200_000
 # The local store's record of the segments imported into it (an older hf-judge ignores the table).
 _SEEN_SCHEMA = "CREATE TABLE IF NOT EXISTS segments (name TEXT PRIMARY KEY) WITHOUT ROWID"
-# The package that gives fsspec each protocol, for the error that names it.
-_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
+# The package that gives fsspec each protocol, and hf-judge's extra that installs it, for the error that names them.
+_PACKAGES = {
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+    "az": ("adlfs", "azure"),
+    "abfs": ("adlfs", "azure"),
+    "abfss": ("adlfs", "azure"),
+}
 
 
 def is_url(path: Any) -> bool:
@@ -140,17 +148,31 @@ class Remote:
         try:
             fs, path = fsspec.core.url_to_fs(self.segment_dir, **self.storage_options)
         except ImportError as e:
-            pkg = _PACKAGES.get(protocol, f"the fsspec package for {protocol}://")
-            extra = ' (pip install "hf-judge[s3]")' if pkg == "s3fs" else ""
-            raise ConfigError(f"cache_dir={self.url!r} needs {pkg}: pip install {pkg}{extra} ({e})") from None
+            raise ConfigError(f"cache_dir={self.url!r} needs {missing_package(protocol)} ({e})") from None
         except ValueError as e:
             raise ConfigError(f"cache_dir={self.url!r}: {e}") from None
         return fs, path.rstrip("/")
 
 
+def missing_package(protocol: str) -> str:
+    """What to install for an fsspec ``protocol``: the package, and hf-judge's extra that carries it.
+
+    Example:
+        >>> missing_package("gs")
+        'gcsfs: pip install gcsfs (or pip install "hf-judge[gcs]")'
+    """
+    if protocol not in _PACKAGES:
+        return f"the fsspec package for {protocol}:// (see fsspec's list of known implementations)"
+    pkg, extra = _PACKAGES[protocol]
+    return f'{pkg}: pip install {pkg} (or pip install "hf-judge[{extra}]")'
+
+
+def _protocols(fs: Any) -> set[str]:
+    return set(fs.protocol) if isinstance(fs.protocol, (tuple, list)) else {fs.protocol}
+
+
 def _is_local(fs: Any) -> bool:
-    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    return "file" in protocol or "local" in protocol
+    return bool({"file", "local"} & _protocols(fs))
 
 
 def segment_names(fs: Any, path: str) -> list[str]:
@@ -284,7 +306,8 @@ class SegmentSync:
             raise CacheError(
                 f"could not read the shared reply cache {self.remote.url}: {type(e).__name__}: {e}. Check the URL "
                 "and its credentials (storage_options= / --storage-option, or the usual environment variables "
-                "such as AWS_PROFILE, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS), then run again."
+                "such as AWS_PROFILE, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS, STORAGE_EMULATOR_HOST, "
+                "AZURE_STORAGE_CONNECTION_STRING), then run again."
             ) from None
         self._thread = threading.Thread(target=self._loop, name="hf_judge-segments", daemon=True)
         self._thread.start()
@@ -303,8 +326,9 @@ class SegmentSync:
             return
         bucket = self.path.split("/", 1)[0]
         if not self.fs.exists(bucket):
+            kind = "container" if {"az", "abfs"} & _protocols(self.fs) else "bucket"  # Azure's word for a bucket
             raise CacheError(
-                f"the shared reply cache {self.remote.url}: the bucket {bucket!r} does not exist (or these "
+                f"the shared reply cache {self.remote.url}: the {kind} {bucket!r} does not exist (or these "
                 "credentials cannot see it). Create it, or check the URL and credentials, then run again."
             )
 
@@ -486,13 +510,25 @@ def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
         return 0, 0
     out = unique_keys(tables)
     put_segment(fs, path, new_name(f"compact-{_process_tag()}", 0), write_table(out))
-    for p in merged:
-        try:
-            fs.rm_file(p)
-        except FileNotFoundError:
-            pass
+    remove_all(fs, merged)
     _drop_stale_temporaries(fs, path)
     return len(merged), out.num_rows
+
+
+def remove_all(fs: Any, paths: list[str]) -> None:
+    """Delete ``paths``, ignoring those already gone (another compaction took them): in one batch where the
+    filesystem can (S3's DeleteObjects: one request per 1,000), else one by one. ``rm``, not ``rm_file``: adlfs
+    before 2024.12 has no ``rm_file`` (NotImplementedError)."""
+    try:
+        fs.rm(paths)
+        return
+    except FileNotFoundError:  # some were gone: the others may or may not be deleted yet
+        pass
+    for p in paths:
+        try:
+            fs.rm(p)
+        except FileNotFoundError:
+            pass
 
 
 def unique_keys(tables: list) -> Any:
