@@ -242,6 +242,22 @@ class Settings(BaseModel):
     escalate_audit: float = _setting(
         0.0, "also send this share of the other rows (seeded by row content) to check the cascade", ge=0, le=1
     )
+    escalate_models: list[JudgeSpec] | None = _setting(
+        None,
+        "a panel as the stronger judge: each doubtful row scored by each of these models (CLI: a,b; a recipe may "
+        "give each its own base_url and api_key: env:VAR); the panel's aggregate decides, each judge's columns "
+        "<column>__<judge>__strong",
+    )
+    escalate_samples: int = _setting(
+        1,
+        "replies per doubtful (row, metric) from the stronger judge (from each judge of its panel): their mean or "
+        "majority decides, <column>_samples__strong holds them",
+        ge=1,
+        le=100,
+    )
+    escalate_temperature: Temperature | None = _setting(
+        None, "the stronger judge's temperature (default: the run's); escalate_samples > 1 needs one above 0"
+    )
     # -- the reply cache
     reuse: Literal["compatible", "strict"] = _setting(
         "compatible",
@@ -315,6 +331,33 @@ class Settings(BaseModel):
         first = first.model if isinstance(first, Panelist) else first.get("model") if isinstance(first, dict) else first
         return {**data, "models": models, **({"model": first} if isinstance(first, str) else {})}
 
+    @model_validator(mode="before")
+    @classmethod
+    def _escalate_panel(cls, data: Any) -> Any:
+        """``escalate_models="a,b"`` (a flag) is a list; the stronger panel's first judge is ``escalate_model``."""
+        if not isinstance(data, dict) or data.get("escalate_models") is None:
+            return data
+        models = data["escalate_models"]
+        if isinstance(models, str):
+            models = [m.strip() for m in models.split(",") if m.strip()]
+        if models == []:
+            raise ConfigError(
+                "escalate_models is empty: give the stronger panel's judges, e.g. escalate_models=['a', 'b'] "
+                "(--escalate-models a,b)"
+            )
+        first = models[0] if isinstance(models, list) else None
+        first = first.model if isinstance(first, Panelist) else first.get("model") if isinstance(first, dict) else first
+        names = [
+            e.model if isinstance(e, Panelist) else e.get("model") if isinstance(e, Mapping) else e for e in models
+        ]
+        given = data.get("escalate_model")
+        if given is not None and given not in names:
+            raise ConfigError(
+                f"both escalate_model={given!r} and a stronger panel (escalate_models) are given: the panel's judges "
+                f"are its models. Drop escalate_model, or add {given!r} to escalate_models"
+            )
+        return {**data, "escalate_models": models, **({"escalate_model": first} if isinstance(first, str) else {})}
+
     @field_validator("escalate_base_url")
     @classmethod
     def _escalate_has_scheme(cls, v: str | None) -> str | None:
@@ -323,12 +366,14 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _cascade_checks(self) -> Settings:
         """A cascade's settings, checked together: the stronger judge, when it is asked for, and its rule."""
-        given = [f for f in ("escalate_base_url", "escalate_api_key", "escalate_when") if getattr(self, f) is not None]
+        fields = ("escalate_base_url", "escalate_api_key", "escalate_when", "escalate_temperature")
+        given = [f for f in fields if getattr(self, f) is not None]
+        given += [f for f in ("escalate_audit", "escalate_samples") if getattr(self, f) != (0.0 if "audit" in f else 1)]
         if self.escalate_model is None:
-            if given or self.escalate_audit:
+            if given:
                 raise ConfigError(
-                    f"{(given or ['escalate_audit'])[0]} configures a cascade's stronger judge: give it with "
-                    "escalate_model= (--escalate-model)"
+                    f"{given[0]} configures a cascade's stronger judge: give it with escalate_model= "
+                    "(--escalate-model) or escalate_models= (--escalate-models)"
                 )
             return self
         if self.escalate_when is None:
@@ -336,7 +381,10 @@ class Settings(BaseModel):
                 "escalate_model needs escalate_when (--escalate-when): which rows go to the stronger judge, e.g. "
                 "'confidence<0.6' (with logprobs), 'disagreement' (samples or a panel) or 'margin:QA_Correctness=7+-1'"
             )
-        if self.escalate_model == self.model and self.escalate_base_url in (None, self.base_url) and not self.models:
+        self._strong_tier_checks()
+        same_server = self.escalate_base_url in (None, self.base_url)
+        alone = not self.models and not self.escalate_models and self.escalate_samples == 1
+        if self.escalate_model == self.model and same_server and alone:
             raise ConfigError(
                 f"escalate_model={self.escalate_model!r} is the run's own judge, on its own server: its replies "
                 "would be the cheap tier's, from the cache. Name a stronger model, or its server (escalate_base_url)"
@@ -362,6 +410,23 @@ class Settings(BaseModel):
                 "temperature above 0) or a panel (models=[...], --models a,b)"
             )
         return self
+
+    def _strong_tier_checks(self) -> None:
+        """The stronger judge's own panel and samples (``escalate_models``, ``escalate_samples``)."""
+        names = [j.column_name for j in self.escalate_models or []]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ConfigError(
+                f"two judges of the stronger panel (escalate_models) would write the same columns "
+                f"(__{twice[0]}__strong); give each a name, e.g. escalate_models: [{{model: m, name: m_a}}, ...]"
+            )
+        temperature = self.escalate_temperature if self.escalate_temperature is not None else self.temperature
+        if self.escalate_samples > 1 and temperature == 0:
+            raise ConfigError(
+                f"escalate_samples={self.escalate_samples} at temperature 0: the stronger judge's replies would be "
+                "the same reply paid for each time. Give it a temperature above 0: escalate_temperature=0.7 "
+                "(--escalate-temperature 0.7)"
+            )
 
     @property
     def escalation(self) -> Panelist | None:
@@ -508,6 +573,10 @@ def merge_layers(*layers: Settings | Mapping[str, Any] | None) -> dict[str, Any]
             merged.pop("model", None)
         elif layer.get("model") is not None:
             merged.pop("models", None)
+        if layer.get("escalate_models") is not None:  # the same for the stronger judge of a cascade
+            merged.pop("escalate_model", None)
+        elif layer.get("escalate_model") is not None:
+            merged.pop("escalate_models", None)
         merged.update(layer)
     return merged
 

@@ -70,6 +70,8 @@ def _rows_sent(server) -> list[int]:
 def _cascade(ds, cheap_url, strong_url, cache, **kw):
     fast = Settings(model="cheap", backoff_base=0.001, backoff_max=0.01, batch_poll_s=0.01)
     kw = {"logprobs": True, "escalate_when": f"confidence<{CUT}", **kw}
+    if "escalate_models" not in kw:  # a stronger panel names its own judges
+        kw["escalate_model"] = "strong"
     return score_dataset(
         ds,
         kw.pop("metrics", ["QA_Correctness"]),
@@ -80,7 +82,6 @@ def _cascade(ds, cheap_url, strong_url, cache, **kw):
         columns=COLUMNS,
         progress=False,
         retries=0,
-        escalate_model="strong",
         escalate_base_url=strong_url,
         **kw,
     )
@@ -349,3 +350,102 @@ def test_the_bias_checks_read_the_scores_that_decided(cheap, strong, tmp_path):
     assert d.column_names.count("QA_Correctness_lc") == 1
     lc = [v for v in d["QA_Correctness_lc"]]
     assert sum(lc) / ROWS == pytest.approx(sum(scores) / ROWS)  # the mean score is kept
+
+
+def test_the_strong_tier_takes_its_own_samples_and_their_mean_decides(cheap, strong, tmp_path):
+    """escalate_samples=3: the strong server gives a prompt's 1st, 2nd and 3rd reply the scores 4, 9 and 9; the
+    escalated rows get their mean, and the strong tier's own columns (std, majority, the samples) with __strong."""
+    import statistics
+
+    strong.configure(overrides={}, attempt_scores=[4, 9, 9], record=True)
+    ds = qa_dataset(ROWS)
+    out = _cascade(ds, cheap.base_url, strong.base_url, tmp_path / "c", escalate_samples=3,
+                   escalate_temperature=0.7)  # fmt: skip
+    assert _rows_sent(strong) == sorted(r for r in LOW for _ in range(3)), "three replies per escalated row"
+    temps = {b.get("temperature") for b in strong.stats()["bodies"]}
+    assert temps == {0.7}, "the strong tier's own temperature"
+    d = out["train"]
+    for r in range(ROWS):
+        samples = d["QA_Correctness_samples__strong"][r]
+        if r not in LOW:
+            assert samples is None and d["QA_Correctness"][r] == 5 and d["QA_Correctness__strong"][r] is None
+            continue
+        assert sorted(samples) == [4, 9, 9]
+        # the in-process computation of the same replies: mean, population std, majority
+        assert d["QA_Correctness"][r] == d["QA_Correctness__strong"][r] == statistics.fmean(samples) == 22 / 3
+        assert d["QA_Correctness_std__strong"][r] == statistics.pstdev(samples)
+        assert d["QA_Correctness_majority__strong"][r] == 9
+        assert d["QA_Correctness__cheap"][r] == 5 and d["QA_Correctness_judge"][r] == "strong"
+    assert d.features["QA_Correctness"].dtype == "float64", "a cheap 5 and a strong mean in one column"
+    assert out.summary.cascade["strong_samples"] == 3
+    assert out.summary.cascade["tiers"]["strong"]["requests"] == 3 * len(LOW)
+    # the same as the strong judge alone with three samples on those rows
+    alone = score_dataset(ds.select(sorted(LOW)), ["QA_Correctness"], model="strong", base_url=strong.base_url,
+                          api_key="sk-test", columns=COLUMNS, progress=False, samples=3, temperature=0.7,
+                          logprobs=True, cache_dir=tmp_path / "alone")  # fmt: skip
+    for j, r in enumerate(sorted(LOW)):
+        for c in ("QA_Correctness", "QA_Correctness_std", "QA_Correctness_majority"):
+            assert d[f"{c}__strong"][r] == alone["train"][c][j], c
+    before = strong.stats()["requests"]
+    again = _cascade(ds, cheap.base_url, strong.base_url, tmp_path / "c", escalate_samples=3,
+                     escalate_temperature=0.7)  # fmt: skip
+    assert strong.stats()["requests"] == before and again["train"].to_dict() == d.to_dict()
+
+
+def test_a_strong_panel_decides_by_its_aggregate_and_keeps_each_judges_columns(cheap, strong, tmp_path):
+    """escalate_models=big-a,big-b on the strong server, which answers big-b with a 2 and big-a with a 9."""
+    from hf_judge.judging.ensemble import Layout
+    from hf_judge.settings import Aggregator
+
+    strong.configure(faults=[{"model": "big-b", "fault": "text", "text": '{"reason": "b", "score": 2}'}])
+    out = _cascade(qa_dataset(ROWS), cheap.base_url, strong.base_url, tmp_path / "p", escalate_models="big-a,big-b",
+                   logprobs=True)  # fmt: skip
+    sent = strong.stats()["bodies"]
+    assert sorted(b["model"] for b in sent) == ["big-a"] * len(LOW) + ["big-b"] * len(LOW)
+    d = out["train"]
+    metric = load_metric("QA_Correctness")
+    for r in LOW:
+        a, b = d["QA_Correctness__big_a__strong"][r], d["QA_Correctness__big_b__strong"][r]
+        assert (a, b) == (9, 2)
+        judges = [{"QA_Correctness": v, "QA_Correctness_reason": "r"} for v in (a, b)]
+        want = Layout(judges=("big_a", "big_b"), aggregator=Aggregator.MEAN).combine_judges(metric, judges)
+        assert d["QA_Correctness"][r] == d["QA_Correctness__strong"][r] == want["QA_Correctness"] == 5.5
+        assert d["QA_Correctness_reason__big_b__strong"][r] == "b"
+    assert all(d["QA_Correctness__big_a__strong"][r] is None for r in range(ROWS) if r not in LOW)
+    c = out.summary.cascade
+    assert c["strong_model"] == "big-a, big-b" and c["tiers"]["strong"]["requests"] == 2 * len(LOW)
+    assert "escalated (30.0%) to big-a, big-b" in str(out.summary)
+    with pytest.raises(ConfigError, match="Drop escalate_model"):
+        resolve_settings({"model": "m", "escalate_model": "x", "escalate_models": "a,b", "samples": 2,
+                          "escalate_when": "disagreement"})  # fmt: skip
+    with pytest.raises(ConfigError, match="escalate_temperature=0.7"):
+        resolve_settings({"model": "m", "escalate_model": "x", "escalate_samples": 3, "temperature": 0,
+                          "escalate_when": "margin:Q=1+-1"})  # fmt: skip
+    with pytest.raises(ConfigError, match="escalate_samples configures a cascade's stronger judge"):
+        resolve_settings({"model": "m", "escalate_samples": 3})
+
+
+def _prompt_tokens(server) -> dict[int, int]:
+    """Row -> the prompt tokens the judge server reported for the requests about it (its rule: a quarter of the
+    messages' characters), summed over its recorded bodies."""
+    out: dict[int, int] = {}
+    for body in server.stats()["bodies"]:
+        text = "".join(str(m.get("content")) for m in body["messages"])
+        row = int(re.search(r"row-(\d+):", text).group(1))
+        out[row] = out.get(row, 0) + max(1, len(text) // 4)
+    return out
+
+
+@pytest.mark.parametrize("strong_kw", [{}, {"escalate_models": "big-a,big-b"}])
+def test_token_columns_count_both_tiers_on_the_rows_the_strong_tier_judged(cheap, strong, tmp_path, strong_kw):
+    out = _cascade(qa_dataset(ROWS), cheap.base_url, strong.base_url, tmp_path / "t", token_columns=True,
+                   escalate_audit=0.3, **strong_kw)  # fmt: skip
+    d = out["train"]
+    cheap_in, strong_in = _prompt_tokens(cheap), _prompt_tokens(strong)
+    assert set(strong_in) > set(LOW), "escalated rows and audited ones"
+    assert list(d["judge_prompt_tokens"]) == [cheap_in[r] + strong_in.get(r, 0) for r in range(ROWS)]
+    tiers = out.summary.cascade["tiers"]
+    both = tiers["cheap"]["completion_tokens"] + tiers["strong"]["completion_tokens"]
+    assert sum(d["judge_completion_tokens"]) == both
+    assert sum(d["judge_prompt_tokens"]) == out.summary.prompt_tokens
+    assert sum(d["judge_completion_tokens"]) == out.summary.completion_tokens

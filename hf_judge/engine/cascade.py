@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
-from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, Value
+from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
 
 from ..errors import ConfigError, CostExceededError
 from ..judging import logprobs
@@ -41,6 +41,7 @@ from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import Settings, escalation_conditions
 from .cascade_report import report
+from .core import COMPLETION_TOKENS, PROMPT_TOKENS
 from .job import ESCALATE_FIELDS, JudgeJob
 from .prepare import as_splits
 
@@ -78,7 +79,9 @@ def score_cascade(
     checks = BiasChecks.of(job.metrics, job.columns, settings) if job.bias_checks else None
     if checks is not None:
         checks.check_input({s: d.column_names for s, d in inputs.items()})
-    cheap_job = job.with_settings(**dict.fromkeys(ESCALATE_FIELDS), escalate_audit=0.0)  # the run, no cascade
+    strong_job = replace(job.strong_tier(), bias_checks=False)
+    check_strong_samples(strong_job)  # before the cheap tier pays: its replies would be wasted on a refusal
+    cheap_job = job.with_settings(**dict.fromkeys(ESCALATE_FIELDS), escalate_audit=0.0, escalate_samples=1)
     cheap = run(ds, replace(cheap_job, bias_checks=False), progress=progress, if_exists=if_exists)
     picks: dict[str, dict[str, tuple[list[str | None], list[bool]]]] = {}
     for split, d in inputs.items():
@@ -88,8 +91,8 @@ def score_cascade(
         ]
         table = _table(cheap[split])
         picks[split] = {m.name: pick(table, m, job, conditions, d) for m in fresh}
-    strong_job = replace(job.strong_tier(), bias_checks=False)
     strong: dict[tuple[str, str], tuple[list[int], Dataset]] = {}
+    tokens: dict[str, dict[int, list[int | None]]] = {}  # split -> row -> the strong tier's [prompt, completion]
     strong_errors: list[dict] = []
     summaries: list[Any] = []
     for metrics, rows in _groups(job.metrics, picks):
@@ -100,8 +103,10 @@ def score_cascade(
         for s, r in rows.items():
             for m in metrics:
                 strong[(s, m.name)] = (r, out[s])
+            if job.token_columns:
+                add_tokens(tokens.setdefault(s, {}), r, out[s])
         strong_errors += [{**e, "row": rows[e["split"]][e["row"]]} for e in out[ERRORS_SPLIT].to_list()]
-    out = combine(job, strong_job, cheap, picks, strong, strong_errors, summaries, inputs)
+    out = combine(job, strong_job, cheap, picks, strong, strong_errors, summaries, inputs, tokens)
     if checks is not None:
         scored = checks.apply(out.summary, {k: v for k, v in out.items() if k != ERRORS_SPLIT})
         out.update(scored)
@@ -111,6 +116,32 @@ def score_cascade(
 def _table(d: Dataset) -> pa.Table:
     # `_indices`: datasets has no public test for an indices mapping (a result is built without one)
     return d.data.table if d._indices is None else d.flatten_indices().data.table
+
+
+def check_strong_samples(strong: JudgeJob) -> None:
+    """``escalate_samples`` > 1 for a metric whose own temperature is 0 (no ``escalate_temperature`` or
+    ``temperature`` given): a ConfigError before either tier sends (``Settings`` checks the temperatures given)."""
+    if strong.settings.samples == 1 or strong.settings.temperature is not None:
+        return
+    cold = sorted(m.name for m in strong.metrics if m.temperature == 0)
+    if cold:
+        raise ConfigError(
+            f"escalate_samples={strong.settings.samples} for {', '.join(cold)}, whose temperature is 0: the stronger "
+            "judge's replies would be the same reply paid for each time. Give it a temperature above 0: "
+            "escalate_temperature=0.7 (--escalate-temperature 0.7)"
+        )
+
+
+def add_tokens(into: dict[int, list[int | None]], rows: list[int], d: Dataset) -> None:
+    """Add a strong pass's per-row token columns (``d``, the rows ``rows`` of a split) to ``into``."""
+    for r, p, c in zip(rows, d[PROMPT_TOKENS], d[COMPLETION_TOKENS], strict=True):
+        got = into.setdefault(r, [None, None])
+        got[0], got[1] = _plus(got[0], p), _plus(got[1], c)
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """A sum of token counts where a missing one (null: no usage reported, no reply) adds nothing."""
+    return a if b is None else b if a is None else a + b
 
 
 def check_margins(conditions: list[tuple], metrics: list[Metric]) -> None:
@@ -249,9 +280,11 @@ def combine(
     strong_errors: list[dict],
     summaries: list,
     inputs: dict[str, Dataset],
+    tokens: dict[str, dict[int, list[int | None]]] | None = None,
 ) -> ScoredDatasetDict:
     """The two tiers' results as one: each split's columns (see the module docstring), the errors of the tier
-    that decided each (row, metric), and the summary's ``cascade`` report (:func:`report`)."""
+    that decided each (row, metric), and the summary's ``cascade`` report (:func:`report`). ``tokens``: per split
+    and row, the strong tier's tokens, added to the token columns (``token_columns=True``)."""
     out = ScoredDatasetDict()
     added: list[str] = []
     audit: dict[str, list[tuple[Any, Any, str]]] = {}
@@ -261,7 +294,8 @@ def combine(
         if split not in picks or not picks[split]:
             out[split] = cheap[split]
             continue
-        out[split], cols = _split(job, cheap[split], picks[split], strong, split, audit)
+        out[split], cols = _split(job, strong_job.layout, cheap[split], picks[split], strong, split, audit)
+        out[split] = _with_tokens(out[split], (tokens or {}).get(split, {}))
         added += [c for c in cols if c not in added]
     escalated = {(s, i, m) for s, p in picks.items() for m, (why, _) in p.items() for i, w in enumerate(why) if w}
     errors = [e for e in cheap[ERRORS_SPLIT].to_list() if (e["split"], e["row"], e["metric"]) not in escalated]
@@ -302,13 +336,15 @@ def add_tiers(summary: RunSummary, strong: list[RunSummary]) -> None:
 
 def _split(
     job: JudgeJob,
+    strong_layout: Layout,
     cheap: Dataset,
     picks: dict[str, tuple[list[str | None], list[bool]]],
     strong: dict,
     split: str,
     audit: dict[str, list[tuple[Any, Any, str]]],
 ) -> tuple[Dataset, list[str]]:
-    """One split's cascade columns: the usual ones from the deciding tier, ``_judge``, ``__cheap``/``__strong``."""
+    """One split's cascade columns: the usual ones from the deciding tier, ``_judge``, ``__cheap``/``__strong``,
+    and the strong tier's own ensemble columns (its samples, its panel's judges) with ``__strong``."""
     table = base = _table(cheap)
     added: list[str] = []
     metrics = {m.name: m for m in job.metrics}
@@ -317,6 +353,7 @@ def _split(
         rows, s = strong.get((split, name), ([], None))
         at = {r: j for j, r in enumerate(rows)}
         lp = list(logprobs.columns(metric)) if job.settings.logprobs else []
+        types = strong_types(metric, strong_layout, job.settings.logprobs)
         for col in [*metric.column_types, *lp]:
             if col not in table.column_names or s is None:
                 continue
@@ -325,7 +362,7 @@ def _split(
                 if why[r]:
                     values[r] = theirs[j]
             i = table.column_names.index(col)
-            table = table.set_column(i, col, pa.array(values, type=table.schema.field(col).type))
+            table = table.set_column(i, col, pa.array(values, type=_wider(table.schema.field(col).type, types[col])))
         judge = [STRONG if w else CHEAP for w in why]
         table = table.append_column(f"{name}_judge", pa.array(judge, pa.string()))
         added.append(f"{name}_judge")
@@ -335,19 +372,59 @@ def _split(
             both_c = [ours[r] if r in at else None for r in range(len(why))]
             both_s = [theirs[at[r]] if r in at else None for r in range(len(why))]
             table = table.append_column(f"{col}{JUDGE_SEP}{CHEAP}", pa.array(both_c, base.schema.field(col).type))
-            table = table.append_column(f"{col}{JUDGE_SEP}{STRONG}", pa.array(both_s, _arrow(metric, col)))
+            table = table.append_column(f"{col}{JUDGE_SEP}{STRONG}", pa.array(both_s, types[col]))
             added += [f"{col}{JUDGE_SEP}{CHEAP}", f"{col}{JUDGE_SEP}{STRONG}"]
             if col in metric.column_types:
                 audit.setdefault(col, []).extend(
                     (ours[r], theirs[at[r]], metric.column_types[col]) for r in at if audited[r] and not why[r]
                 )
+        own = {*metric.column_types, *logprobs.columns(metric)}
+        for col in [c for c in types if c not in own]:  # the strong tier's samples and judges
+            theirs = s[col] if s is not None else []
+            values = [theirs[at[r]] if r in at else None for r in range(len(why))]
+            table = table.append_column(f"{col}{JUDGE_SEP}{STRONG}", pa.array(values, types[col]))
+            added.append(f"{col}{JUDGE_SEP}{STRONG}")
+    recast = [
+        c for c in metrics_columns(job) if c in table.column_names and table.schema.field(c) != base.schema.field(c)
+    ]
     info = cheap.info.copy()
-    info.features = Features({**cheap.features, **{c: Value(str(table.schema.field(c).type)) for c in added}})
+    new = {c: Features.from_arrow_schema(pa.schema([table.schema.field(c)]))[c] for c in [*recast, *added]}
+    info.features = Features({**cheap.features, **new})
     return Dataset(table.replace_schema_metadata(None), info=info, split=cheap.split), added
 
 
-def _arrow(metric: Metric, col: str) -> pa.DataType:
-    """The strong tier's type of ``col``: the metric's declared one (one reply per row), float64 for the
-    probability-weighted columns."""
-    t = metric.column_types.get(col, "float64")
-    return {"int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}.get(t, pa.string())
+def metrics_columns(job: JudgeJob) -> list[str]:
+    """The usual columns of the run's metrics (and their probability-weighted ones)."""
+    return [c for m in job.metrics for c in (*m.column_types, *logprobs.columns(m))]
+
+
+def strong_types(metric: Metric, layout: Layout, with_logprobs: bool) -> dict[str, pa.DataType]:
+    """Every column the strong tier writes for ``metric`` -> its Arrow type (its layout's: a mean of samples is a
+    float64, a sample list a list)."""
+    from .core import score_types
+
+    def arrow(t: Any) -> pa.DataType:
+        return pa.list_(arrow(t[1])) if isinstance(t, tuple) else pa.type_for_alias(str(t))
+
+    return {c: arrow(t) for c, t in score_types([metric], layout, with_logprobs).items()}
+
+
+def _wider(cheap: pa.DataType, strong: pa.DataType) -> pa.DataType:
+    """The usual column's type when both tiers write it: the cheap tier's, or float64 where one tier's is an
+    integer and the other's a float (one judge's score against the mean of the strong tier's samples)."""
+    if cheap == strong or not (pa.types.is_floating(strong) and pa.types.is_integer(cheap)):
+        return cheap
+    return pa.float64()
+
+
+def _with_tokens(d: Dataset, tokens: dict[int, list[int | None]]) -> Dataset:
+    """``d`` with the strong tier's tokens added to its token columns, at the rows the strong tier judged."""
+    if not tokens or PROMPT_TOKENS not in d.column_names:
+        return d
+    table = _table(d)
+    for k, col in enumerate((PROMPT_TOKENS, COMPLETION_TOKENS)):
+        values = table.column(col).to_pylist()
+        for r, both in tokens.items():
+            values[r] = _plus(values[r], both[k])
+        table = table.set_column(table.column_names.index(col), col, pa.array(values, pa.int64()))
+    return Dataset(table, info=d.info.copy(), split=d.split)

@@ -54,18 +54,18 @@ def report(
             reasons.update(w for w in why if w)
     pairs = sum(m["rows"] for m in by_metric.values())
     escalated = sum(m["escalated"] for m in by_metric.values())
-    esc = job.settings.escalation
-    assert esc is not None
     sent = escalated + sum(m["audited"] for m in by_metric.values())
     cheap_model = ", ".join(j.model for j in job.settings.judges)  # a panel's: every judge's
-    tiers = {"cheap": _tier(cheap_model, [cheap], pairs), "strong": _tier(esc.model, summaries, sent)}
+    strong_model = ", ".join(j.model for j in strong_job.settings.judges)
+    tiers = {"cheap": _tier(cheap_model, [cheap], pairs), "strong": _tier(strong_model, summaries, sent)}
     tiers["strong"]["base_url_host"] = urlparse(strong_job.settings.base_url or "").netloc.rpartition("@")[2]
     cascade_cost = _sum(tiers["cheap"]["total_cost"], tiers["strong"]["total_cost"])
     projected = _strong_only(strong_job, picks, inputs, tiers["strong"])
     strong_only = _sum(tiers["strong"]["total_cost"], projected)
     out: dict[str, Any] = {
         "when": job.settings.escalate_when,
-        "strong_model": esc.model,
+        "strong_model": strong_model,
+        "strong_samples": strong_job.settings.samples,
         "pairs": pairs,
         "escalated": escalated,
         "rate": round(escalated / pairs, 4) if pairs else None,
@@ -116,6 +116,8 @@ def _strong_only(
     from .estimate import project
 
     settings = strong_job.settings
+    if not strong_job.layout.plain:
+        return _strong_only_by_pair(picks, strong_tier)
     # it sends nothing: no budget (a model without a price and a max_cost is the strong pass's error, not this)
     client = JudgeClient(settings.model_copy(update={"max_cost": None}), api_key=strong_job.key(needed=False))
     if client.price is None:
@@ -141,6 +143,16 @@ def _strong_only(
     if strong_tier["pairs"] and strong_tier["scored_completion_tokens"]:  # its own replies say best how long
         n_out = strong_tier["scored_completion_tokens"] / strong_tier["pairs"] * n_pairs
     return round(client.price.cost(n_in, n_out, batch=settings.batch), 6)
+
+
+def _strong_only_by_pair(picks: dict, strong_tier: dict[str, Any]) -> float | None:
+    """The projection of a strong tier of several replies per (row, metric) (a panel, samples: each judge at its
+    own price): the (row, metric)s it did not score at its mean cost per (row, metric) in this result."""
+    if strong_tier["total_cost"] is None or not strong_tier["pairs"]:
+        return None
+    pairs = [zip(why, audited, strict=True) for p in picks.values() for why, audited in p.values()]
+    rest = sum(1 for z in pairs for w, a in z if not (w or a))
+    return round(strong_tier["total_cost"] / strong_tier["pairs"] * rest, 6)
 
 
 def agreement(pairs: list[tuple[Any, Any, str]]) -> dict[str, Any]:

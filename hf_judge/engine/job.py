@@ -28,7 +28,10 @@ from .prepare import resolve_api_key, run_settings
 
 STORE_FILE = "replies.sqlite3"
 # the settings of a cascade's strong judge (engine/cascade.py): none of them in either tier's own job
-ESCALATE_FIELDS = ("escalate_model", "escalate_base_url", "escalate_api_key", "escalate_when")
+ESCALATE_FIELDS = (
+    "escalate_model", "escalate_base_url", "escalate_api_key", "escalate_when", "escalate_models",
+    "escalate_temperature",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -153,8 +156,11 @@ class JudgeJob:
         return replace(self, metrics=metrics, columns={v: c for v, c in self.columns.items() if v in used})
 
     def strong_tier(self) -> JudgeJob:
-        """A cascade's strong tier (``escalate_model``, see :mod:`hf_judge.engine.cascade`): one reply per row
-        from the stronger judge, on its server (default: the run's), with its key (default: the run's).
+        """A cascade's strong tier (``escalate_model``, see :mod:`hf_judge.engine.cascade`): the stronger judge
+        (or its panel, ``escalate_models``), ``escalate_samples`` replies per row from each, at
+        ``escalate_temperature`` (default: the run's), on its server (default: the run's), with its key (default:
+        the run's); a panel judge without its own server or key has the strong tier's. Its token columns are the
+        run's (the cascade adds them to the cheap tier's).
 
         Example:
             >>> job = JudgeJob.resolve(["QA_Clarity"], model="m", logprobs=True, escalate_model="big",
@@ -166,11 +172,19 @@ class JudgeJob:
         esc = settings.escalation
         if esc is None:
             raise ValueError("strong_tier() is a cascade's: the job has no escalate_model")
-        update = {"model": esc.model, "base_url": esc.base_url or settings.base_url, "models": None, "samples": 1}
+        temperature = settings.temperature if settings.escalate_temperature is None else settings.escalate_temperature
+        update = {
+            "model": esc.model,
+            "base_url": esc.base_url or settings.base_url,
+            # one judge of its own (escalate_models=[one]) keeps its own server and key: a panel of one
+            "models": list(settings.escalate_models) if settings.escalate_models else None,
+            "samples": settings.escalate_samples,
+            "temperature": temperature,
+        }
         s = settings.model_copy(update={**update, "min_samples": None, **dict.fromkeys(ESCALATE_FIELDS)})
-        s = s.model_copy(update={"escalate_audit": 0.0})
+        s = s.model_copy(update={"escalate_audit": 0.0, "escalate_samples": 1})
         key = esc.api_key or self.api_key  # as given: ``env:NAME`` is read where the key is needed
-        return replace(self, settings=s, layout=Layout.from_settings(s), api_key=key, token_columns=False)
+        return replace(self, settings=s, layout=Layout.from_settings(s), api_key=key)
 
 
 def cache_location(
