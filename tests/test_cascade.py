@@ -113,6 +113,10 @@ def test_exactly_the_rows_under_the_cut_reach_the_strong_judge_and_a_rerun_sends
         t = tiers[name]
         assert t["cost"] == pytest.approx(table[name].cost(t["prompt_tokens"], t["completion_tokens"]), abs=1e-6)
     assert c["cost"] == pytest.approx(tiers["cheap"]["cost"] + tiers["strong"]["cost"], abs=1e-6)
+    # the run's own cost is both tiers', each at its price (the summary has no one price for two models)
+    assert out.summary.price is None and out.summary.cost() == pytest.approx(c["cost"], abs=1e-6)
+    assert f"cost           ${c['cost']:,.4f}, both tiers of the cascade" in str(out.summary)
+    assert f"**Cost:** ${c['cost']:,.4f} at each cascade tier's model's price" in render_section(out, out.summary)
     # strong-only: the strong judge's own cost, and the other rows projected as estimate_cost projects them
     rest = [r for r in range(ROWS) if r not in LOW]
     est = estimate_cost(ds.select(rest), ["QA_Correctness"], model="strong", base_url=strong.base_url,
@@ -132,6 +136,7 @@ def test_exactly_the_rows_under_the_cut_reach_the_strong_judge_and_a_rerun_sends
     assert (cheap.stats()["requests"], strong.stats()["requests"]) == before, "a rerun pays neither tier"
     assert again["train"].to_dict() == d.to_dict()
     assert again.summary.cascade["tiers"]["strong"]["requests"] == 0
+    assert again.summary.cost() == 0 and again.summary.cost(again.summary.totals()) == pytest.approx(c["cost"])
     assert again.summary.cascade["strong_only_cost"] == pytest.approx(c["strong_only_cost"], abs=1e-6)
 
 

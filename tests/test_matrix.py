@@ -41,6 +41,15 @@ FEATURES = {
         "escalate_when": "confidence<0.65",
         "escalate_audit": 0.3,
     },
+    # the strong tier as a panel of two, two samples each, with token columns counting both tiers
+    "cascade_ensemble": {
+        "logprobs": True,
+        "escalate_models": "strong-a,strong-b",
+        "escalate_samples": 2,
+        "escalate_temperature": 0.7,
+        "escalate_when": "confidence<0.65",
+        "token_columns": True,
+    },
     # an image variable (data URLs: sent as image parts, never fetched), and a user's own prompt file
     "images": {
         "metrics": ["VQA"],
@@ -58,6 +67,8 @@ REFUSED: dict[tuple[str, str], str] = {
     ("map", "length_control"): "is not for a map transform",
     ("stream", "cascade"): "not for a stream",
     ("map", "cascade"): "not for a map transform",
+    ("stream", "cascade_ensemble"): "not for a stream",
+    ("map", "cascade_ensemble"): "not for a map transform",
 }
 ENGINES = ["dataset", "stream", "workers", "batch", "ray", "map"]
 

@@ -172,6 +172,11 @@ def _model_line(summary: RunSummary) -> str:
     return f"- **Model:** `{summary.model}` at `{_host(summary)}`{through}"
 
 
+def _priced(summary: RunSummary) -> str:
+    """At whose price the cost is: the model's, or a cascade's tiers' (different prices: each at its own)."""
+    return "the model's price" if summary.price is not None else "each cascade tier's model's price"
+
+
 def _provenance(summary: RunSummary) -> list[str]:
     t = summary.totals()
     cost = summary.cost(t)
@@ -219,7 +224,7 @@ def _provenance(summary: RunSummary) -> list[str]:
         f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion"
         + (f" ({t['cached_tokens']:,} prompt tokens from the server's prompt cache)" if t.get("cached_tokens") else "")
         + (f" ({t['cache_write_tokens']:,} written to its prompt cache)" if t.get("cache_write_tokens") else ""),
-        *([f"- **Cost:** ${cost:,.4f} at the model's price{price}"] if cost is not None else []),
+        *([f"- **Cost:** ${cost:,.4f} at {_priced(summary)}{price}"] if cost is not None else []),
         f"- **Errors:** {', '.join(f'{k}: {v:,}' for k, v in summary.errors.items()) or 'none'}"
         + (" (see the `errors` config)" if summary.errors else ""),
         "",

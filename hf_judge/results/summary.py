@@ -102,7 +102,7 @@ class RunSummary:
             3.0
         """
         if self.price is None:
-            return None
+            return self._tiers_cost(tokens)
         from ..transport.prices import Price
 
         t = tokens if tokens is not None else self.to_dict()
@@ -121,6 +121,13 @@ class RunSummary:
         if not (bp or bc):
             return online
         return online + price.cost(bp, bc, max(cached - p, 0), written - online_written, batch=True)
+
+    def _tiers_cost(self, tokens: dict[str, Any] | None) -> float | None:
+        """A cascade whose tiers have different prices: each tier's cost at its own model's price, summed
+        (``cascade.tiers``): this run's, or with ``tokens`` (the totals) every run's; None where one has none."""
+        tiers = self.cascade.get("tiers") or {}
+        costs = [t.get("cost" if tokens is None else "total_cost") for t in tiers.values()]
+        return None if not costs or any(c is None for c in costs) else round(sum(costs), 6)
 
     def totals(self) -> dict[str, float]:
         """Requests, retries, tokens and seconds summed over the runs that produced the scores.
@@ -260,6 +267,8 @@ class RunSummary:
         cost = self.cost()
         if cost is not None and self.price is not None:
             lines.append(f"cost           ${cost:,.4f} at {self.model}'s {self._price_text()}")
+        elif cost is not None:  # a cascade's tiers, each at its own price
+            lines.append(f"cost           ${cost:,.4f}, both tiers of the cascade, each at its model's price")
         if self.capped_waits:
             lines.append(f"capped waits   {self.capped_waits:,} (Retry-After over backoff_max; waited backoff_max)")
         if len({r.get("id") for r in self.runs}) > 1 or (self.runs and self.requests == 0 and self.cached_splits):
