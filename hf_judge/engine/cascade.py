@@ -4,7 +4,8 @@ rows whose cheap replies say they are doubtful.
 Two passes over the same engine, so that a cascade runs wherever a Dataset is scored (one process, workers,
 batch mode): the cheap pass is the run without its ``escalate_*`` settings; its result says, per (row, metric),
 whether the strong tier's request is made (:func:`pick`); the strong pass scores those rows with the strong
-judge as a job of its own (one reply per row, its model, server and key), and :func:`combine` puts the two
+judge as a job of its own (its model, server and key; its own samples and panel: ``escalate_samples``,
+``escalate_models``), and :func:`combine` puts the two
 together. Both passes keep their replies in the reply store, so a rerun pays neither tier again.
 
 A (row, metric) escalates when any condition of ``escalate_when`` holds on its cheap values
@@ -16,7 +17,8 @@ their final score stays the cheap tier's, and the report says how often the stro
 Columns: the metric's usual columns hold the deciding tier's values; ``<metric>_judge`` says which tier
 decided (``cheap`` or ``strong``); ``<column>__cheap`` and ``<column>__strong`` hold both tiers' judgments
 (and their probability-weighted columns) where both ran. A cheap tier's ensemble columns (``_std``,
-``_samples``, a panel's ``__<judge>``) stay the cheap tier's.
+``_samples``, a panel's ``__<judge>``) stay the cheap tier's; the strong tier's are ``<its column>__strong``
+(``_samples__strong``, ``__<judge>__strong``). Token columns add the strong tier's tokens on the rows it judged.
 """
 
 from __future__ import annotations
