@@ -355,3 +355,54 @@ def test_the_checks_at_a_million_rows_are_cheap():
     found = bias.length_bias(scores[rows], lengths[rows], "characters")
     took = time.perf_counter() - t
     assert found["n"] == bias.POINT_ROWS and found["warning"] is True and took < 5
+
+
+def test_agreement_counts_length_as_the_runs_length_bias_does(judge, tmp_path, capfd, monkeypatch):
+    """A judge tiktoken knows (a stand-in that counts words): the run's length bias is in tokens, and
+    ``agreement --length-of`` counts the same tokens, so its length_rho over every row is the run's rho."""
+
+    class Encoding:
+        name = "o200k_base"
+
+        @staticmethod
+        def encode_ordinary_batch(texts):
+            return [t.split() for t in texts]
+
+    def encoding_for_model(model):
+        if not model.startswith("gpt-"):
+            raise KeyError(model)
+        return Encoding()
+
+    fake = types.ModuleType("tiktoken")
+    fake.Encoding, fake.encoding_for_model = Encoding, encoding_for_model
+    monkeypatch.setitem(sys.modules, "tiktoken", fake)
+    judge.configure(length_scores=BIASED)
+    rng = random.Random(1)
+    words = [" ".join("w" * rng.randint(1, 40) for _ in range(rng.randint(1, 12))) for _ in range(ROWS)]
+    ds = _data().remove_columns("answer").add_column("answer", [f"⟦{w}⟧" for w in words])
+    path = tmp_path / "data.jsonl"
+    ds.to_json(path)
+    extra = ["--cache-dir", tmp_path / "c", "-o", tmp_path / "out"]
+    code, _, err = run_cli(capfd, *score_args(path, judge, *extra, model="gpt-4o-mini"))
+    assert code == 0, err
+    run = json.loads((tmp_path / "out" / "summary.json").read_text())["length_bias"]["QA_Clarity"]
+    assert run["unit"] == "tokens"
+    code, stdout, err = run_cli(capfd, "agreement", tmp_path / "out", "--score", "QA_Clarity", "--label", "human",
+                                "--resamples", "0", "--out", tmp_path / "r.json")  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["length_unit"] == "tokens" and report["figures"]["length_rho"] == pytest.approx(run["rho"], abs=1e-12)
+    assert "length in tokens (tiktoken's encoding of the judge's model), as the run's length bias" in stdout
+    tokens = [len(a.split()) for a in ds["answer"]]
+    chars = [len(a) for a in ds["answer"]]
+    # the figure is the rho with the token counts, not with the characters (which differ here)
+    from datasets import load_from_disk
+
+    got = load_from_disk(str(tmp_path / "out"))["train"]["QA_Clarity"]
+    assert run["rho"] == pytest.approx(scipy.stats.spearmanr(got, tokens).statistic, abs=1e-12)
+    assert abs(scipy.stats.spearmanr(got, chars).statistic - run["rho"]) > 0.01
+    # no tokenizer for the judge's model: characters, said so
+    r = agreement(ds.add_column("QA_Clarity", got), "QA_Clarity", "human", length_of="answer", judge_model="judge",
+                  resamples=0)  # fmt: skip
+    assert r.length_unit == "characters" and "length in characters" in str(r)
+    assert r.figures["length_rho"] == pytest.approx(scipy.stats.spearmanr(got, chars).statistic, abs=1e-12)

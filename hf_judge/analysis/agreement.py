@@ -76,6 +76,8 @@ class AgreementReport:
     resamples: int = 1000
     seed: int = 0
     confidence: float = 0.95
+    # how ``length_of``'s texts were measured: "tokens" (tiktoken's encoding of judge_model) or "characters"
+    length_unit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
@@ -130,6 +132,8 @@ class AgreementReport:
         rows = [("figure", "value", ci), *self._rows()]
         w = [max(len(r[i]) for r in rows) for i in range(2)]
         lines += [f"{a:<{w[0]}}  {b:>{w[1]}}  {c}".rstrip() for a, b, c in rows]
+        if self.length_unit:
+            lines += ["", self._length_note()]
         if self.confusion:
             lines += [
                 "",
@@ -137,6 +141,15 @@ class AgreementReport:
                 *_matrix_text(self.confusion),
             ]
         return "\n".join(lines)
+
+    def _length_note(self) -> str:
+        """What the length figures measured, in words (the run's length bias measures alike)."""
+        how = (
+            "tiktoken's encoding of the judge's model"
+            if self.length_unit == "tokens"
+            else "tiktoken does not know the judge's model, or is not installed"
+        )
+        return f"length in {self.length_unit} ({how}), as the run's length bias measures it"
 
     def to_markdown(self, images: dict[str, str] | None = None) -> str:
         """The report as markdown for a dataset card; ``images``: title -> repo path of a PNG."""
@@ -149,6 +162,7 @@ class AgreementReport:
             "| --- | --- | --- |",
             *[f"| {a} | {b} | {c} |" for a, b, c in self._rows()],
             "",
+            *([self._length_note(), ""] if self.length_unit else []),
         ]
         if self.confusion:
             labels = [str(v) for v in self.confusion["labels"]]
@@ -217,7 +231,9 @@ def agreement(
     columns, ``longer_wins_rate`` and ``label_longer_wins_rate``. ``generator_column``, the column naming the
     model that wrote each text, with ``judge_model``: the judge's mean error (score minus label; for verdicts and
     winners the share of disagreements) on the rows its own family wrote and on the others
-    (``own_family_error``, ``other_family_error`` and their row counts).
+    (``own_family_error``, ``other_family_error`` and their row counts). ``judge_model`` also says how length is
+    counted: in tokens of its tiktoken encoding where tiktoken knows it, else in characters, as the run's length
+    bias counts it (``report.length_unit`` says which).
 
     Example:
         >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
@@ -274,7 +290,8 @@ def agreement(
         fns = _pairwise(report, x, y, d, score, keep)
     report.histograms = {score: _counts(x), label: _counts(y)}
     if length_of is not None:
-        _length_figures(report, d, keep, x, y, [length_of] if isinstance(length_of, str) else list(length_of))
+        columns = [length_of] if isinstance(length_of, str) else list(length_of)
+        _length_figures(report, d, keep, x, y, columns, bias.Lengths(judge_model or ""))
     if generator_column is not None:
         _family_figures(report, d, keep, x, y, generator_column, judge_model)
     if resamples:
@@ -542,11 +559,18 @@ def _text_columns(d: Dataset, columns: list[str], keep: np.ndarray, what: str) -
 
 
 def _length_figures(
-    report: AgreementReport, d: Dataset, keep: np.ndarray, x: np.ndarray, y: np.ndarray, columns: list[str]
+    report: AgreementReport,
+    d: Dataset,
+    keep: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    columns: list[str],
+    lengths: bias.Lengths,
 ) -> None:
-    """``length_rho`` and ``label_length_rho`` (numbers, verdicts), or the longer-wins rates (pairwise)."""
+    """``length_rho`` and ``label_length_rho`` (numbers, verdicts), or the longer-wins rates (pairwise), with
+    lengths counted as the run's length bias counts them (``lengths``: the judge's model's)."""
     table = _text_columns(d, columns, keep, "length_of")
-    lengths = bias.Lengths("")  # characters: the judge's tokenizer is not known here
+    report.length_unit = lengths.unit
     if report.kind == "pairwise":
         if len(columns) != 2:
             raise ConfigError(

@@ -77,7 +77,12 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         metavar="COL",
         help="the column naming the model that wrote each text: the judge's error on its own family's rows vs the rest",
     )
-    p.add_argument("--judge-model", metavar="NAME", help="the judge's model, for its family (default: the summary's)")
+    p.add_argument(
+        "--judge-model",
+        metavar="NAME",
+        help="the judge's model, for its family and for counting length in its tokens (tiktoken), as the run's "
+        "length bias does (default: the summary's)",
+    )
     p.set_defaults(func=cmd_agreement)
 
 
@@ -100,7 +105,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     if args.labels:
         ds, label, reviewers, split = _labelled(ds, args)
     length_of, judge_model = args.length_of, args.judge_model
-    if length_of is None or (args.generator_column and judge_model is None):
+    # the judge's model: its family, and its tokenizer, which measures length as the run's length bias did
+    if length_of is None or judge_model is None:
         summary = input_summary(args.dataset, revision=args.revision, token=args.token)
         if summary is not None:
             length_of = length_of or judged_columns(summary, args.score)
