@@ -337,6 +337,14 @@ def test_a_dry_run_projects_the_cheap_tier_and_the_strong_one_on_every_row(cheap
     assert est.strong.to_dict() == alone.to_dict()
     assert f"on every row: {ROWS:,} requests" in str(est) and f"${alone.cost_online:,.4f} online" in str(est)
     assert cheap.stats()["requests"] == 0 and strong.stats()["requests"] == 0
+    # a stronger panel: each of its judges on every row, as a dry run of that panel alone projects it
+    kw["escalate_models"], kw["models"] = "big-a,big-b", None
+    est = estimate_cost(ds, ["QA_Correctness"], model="cheap", base_url=cheap.base_url,
+                        escalate_base_url=strong.base_url, escalate_when="confidence<0.6",
+                        **{k: v for k, v in kw.items() if k != "models"})  # fmt: skip
+    panel = estimate_cost(ds, ["QA_Correctness"], models="big-a,big-b", base_url=strong.base_url,
+                          **{k: v for k, v in kw.items() if k not in ("models", "escalate_models")})  # fmt: skip
+    assert est.strong is not None and est.strong.to_dict() == panel.to_dict() and panel.requests == 2 * ROWS
 
 
 def test_the_bias_checks_read_the_scores_that_decided(cheap, strong, tmp_path):
@@ -383,6 +391,7 @@ def test_the_strong_tier_takes_its_own_samples_and_their_mean_decides(cheap, str
         assert d["QA_Correctness__cheap"][r] == 5 and d["QA_Correctness_judge"][r] == "strong"
     assert d.features["QA_Correctness"].dtype == "float64", "a cheap 5 and a strong mean in one column"
     assert out.summary.cascade["strong_samples"] == 3
+    assert "escalated (30.0%) to strong (3 samples each) (confidence 3)" in str(out.summary)
     assert out.summary.cascade["tiers"]["strong"]["requests"] == 3 * len(LOW)
     # the same as the strong judge alone with three samples on those rows
     alone = score_dataset(ds.select(sorted(LOW)), ["QA_Correctness"], model="strong", base_url=strong.base_url,

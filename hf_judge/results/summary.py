@@ -404,6 +404,7 @@ def cascade_lines(c: dict[str, Any]) -> list[str]:
     rate = "n/a" if c.get("rate") is None else f"{c['rate']:.1%}"
     lines = [
         f"cascade        {c['escalated']:,} of {c['pairs']:,} (row, metric)s escalated ({rate}) to {c['strong_model']}"
+        + (f" ({c['strong_samples']} samples each)" if c.get("strong_samples", 1) > 1 else "")
         + (f" ({reasons})" if reasons else "")
         + f"; rule {c.get('when')}"
     ]
