@@ -390,6 +390,10 @@ def test_the_strong_tier_takes_its_own_samples_and_their_mean_decides(cheap, str
         assert d["QA_Correctness_majority__strong"][r] == 9
         assert d["QA_Correctness__cheap"][r] == 5 and d["QA_Correctness_judge"][r] == "strong"
     assert d.features["QA_Correctness"].dtype == "float64", "a cheap 5 and a strong mean in one column"
+    unsure = _cascade(ds, cheap.base_url, strong.base_url, tmp_path / "n", escalate_samples=3,
+                      escalate_temperature=0.7, escalate_when="confidence<0.3")  # fmt: skip
+    assert unsure.summary.cascade["escalated"] == 0, "no row under 0.3"
+    assert unsure["train"].features["QA_Correctness"].dtype == "float64", "the same type, whatever escalated"
     assert out.summary.cascade["strong_samples"] == 3
     assert "escalated (30.0%) to strong (3 samples each) (confidence 3)" in str(out.summary)
     assert out.summary.cascade["tiers"]["strong"]["requests"] == 3 * len(LOW)

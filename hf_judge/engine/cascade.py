@@ -357,12 +357,13 @@ def _split(
         lp = list(logprobs.columns(metric)) if job.settings.logprobs else []
         types = strong_types(metric, strong_layout, job.settings.logprobs)
         for col in [*metric.column_types, *lp]:
-            if col not in table.column_names or s is None:
+            if col not in table.column_names:
                 continue
-            values, theirs = table.column(col).to_pylist(), s[col]
+            values, theirs = table.column(col).to_pylist(), s[col] if s is not None else []
             for r, j in at.items():
                 if why[r]:
                     values[r] = theirs[j]
+            # the type of the strong tier's layout too where it decided no row: each split, each run alike
             i = table.column_names.index(col)
             table = table.set_column(i, col, pa.array(values, type=_wider(table.schema.field(col).type, types[col])))
         judge = [STRONG if w else CHEAP for w in why]
