@@ -467,3 +467,23 @@ def test_token_columns_count_both_tiers_on_the_rows_the_strong_tier_judged(cheap
     assert sum(d["judge_completion_tokens"]) == both
     assert sum(d["judge_prompt_tokens"]) == out.summary.prompt_tokens
     assert sum(d["judge_completion_tokens"]) == out.summary.completion_tokens
+
+
+def test_each_judge_of_a_strong_panel_has_its_own_server_and_key(cheap, strong, tmp_path, monkeypatch):
+    """big-a on the strong server with its own key (read from its variable), big-b on the cheap server with the
+    run's key: each request reaches its judge's server with its judge's key, and the key is in no output."""
+    monkeypatch.setenv("BIG_A_KEY", "sk-big-a-SECRET-42")
+    strong.configure(require_key="sk-big-a-SECRET-42")
+    panel = [{"model": "big-a", "base_url": strong.base_url, "api_key": "env:BIG_A_KEY"},
+             {"model": "big-b", "base_url": cheap.base_url}]  # fmt: skip
+    out = _cascade(qa_dataset(ROWS), cheap.base_url, strong.base_url, tmp_path / "k", escalate_models=panel)
+    assert strong.stats()["by_status"] == {"200": len(LOW)}
+    assert {b["model"] for b in strong.stats()["bodies"]} == {"big-a"}
+    to_cheap = [b["model"] for b in cheap.stats()["bodies"]]
+    assert to_cheap.count("big-b") == len(LOW) and to_cheap.count("cheap") == ROWS
+    assert set(strong.stats()["auth"]) == {"Bearer sk-big-a-SECRET-42"}
+    assert "sk-big-a-SECRET" not in json.dumps(out.summary.to_dict(), default=str) + str(out.summary)
+    d = out["train"]
+    assert [d["QA_Correctness__big_b__strong"][r] for r in sorted(LOW)] == [5] * len(LOW)  # the cheap server's 5
+    assert [d["QA_Correctness__big_a__strong"][r] for r in sorted(LOW)] == [9] * len(LOW)
+    assert [d["QA_Correctness"][r] for r in sorted(LOW)] == [7.0] * len(LOW)
