@@ -14,7 +14,8 @@ reuses the replies of a non-streaming one and the other way round.
 iterated (every iteration is a run; replies already in the reply store cost
 nothing), and ``errors`` holds the error rows once the splits have been read.
 ``save_to_disk`` writes Parquet shards as the rows arrive; ``push_to_hub``
-uploads that layout, the errors config and the card.
+uploads that layout, the errors config, the card and the report page kept as the
+rows passed (results/report_stream.py).
 """
 
 from __future__ import annotations

@@ -156,6 +156,7 @@ class SplitKeeper:
         self.rows = 0
         self.pool: list[pa.Table] = []  # the kept rows, with their row number
         self.pooled = 0
+        self.live = self.max_rows  # rows the keepers held at the last compaction
         self.sample = _Best(max_rows)
         self.low = {c: _Best(rd.EXTREMES) for c in self.scores}
         self.high = {c: _Best(rd.EXTREMES) for c in self.scores}
@@ -198,7 +199,7 @@ class SplitKeeper:
             part = _cut(table.take(pa.array(keep - rows[0])), self.max_text)
             self.pool.append(part.append_column(_ROW, pa.array(keep)))
             self.pooled += len(keep)
-            if self.pooled > 4 * self.max_rows + 4096:
+            if self.pooled > 2 * self.live + 4096:  # the rows no keeper holds any more go, now and then
                 self._compact()
         self._count(table, keys)
 
@@ -240,6 +241,7 @@ class SplitKeeper:
         table = pa.concat_tables(self.pool)
         table = table.filter(pc.is_in(table.column(_ROW), pa.array(self._live())))
         self.pool, self.pooled = [table], table.num_rows
+        self.live = table.num_rows
 
     def embedded(
         self, name: str, summary: RunSummary | None, errors: dict[str, Any], cache: tuple[str | Path, str | None] | None
@@ -322,7 +324,12 @@ class StreamPage:
 
     def html(self, summary: RunSummary | None, errors: list[dict[str, Any]]) -> bytes:
         """The page, as :func:`hf_judge.write_report` writes a Dataset's."""
-        embedded_errors = errors_data(errors_dataset(errors), self.max_text)
+        # the first rows (those the page shows), counted by kind over all of them: no Dataset of every error row
+        embedded_errors = errors_data(errors_dataset(errors[: rd.MAX_ERRORS]), self.max_text)
+        by_kind: dict[str, int] = {}
+        for e in errors:
+            by_kind[e["kind"]] = by_kind.get(e["kind"], 0) + 1
+        embedded_errors.update(total=len(errors), by_kind=by_kind)
         splits = {s: k.embedded(s, summary, embedded_errors, None) for s, k in self.splits.items()}
         data = page_data(
             splits, embedded_errors, summary=summary, source=self.source, max_rows=self.max_rows, max_text=self.max_text
