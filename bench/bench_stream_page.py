@@ -10,13 +10,16 @@ python bench/bench_stream_page.py                      # 1,000,000 rows, both mo
 python bench/bench_stream_page.py --rows 200000 3000000
 
 Measured 2026-11-25 on the shared 2-core box (busy; copied into the README, "Look at your scores"):
-     1,000,000 rows: peak 235 MB without the page, 425 MB with it (x1.81; 312 MB before the page is rendered);
-                     pass 2.0 s / 5.4 s, page 5.1 MB in 0.7 s
-     3,000,000 rows: peak 291 MB without the page, 496 MB with it (x1.70; 381 MB before the page is rendered);
-                     pass 6.2 s / 14.0 s, page 5.1 MB in 0.9 s
-The page adds ~190-205 MB whatever the rows (what grows in both modes is the error rows a stream holds, 1% here):
-~75 MB kept during the pass (every row's 8 scores until 2,000,000 values, then a sample of as many; the kept
-rows), ~115 MB to render (the 5,000 embedded rows' values and prompts, the JSON), as a Dataset's page costs.
+     1,000,000 rows: peak 235 MB without the page, 426 MB with it (x1.81; 318 MB before the page is rendered);
+                     pass 1.9 s / 5.0 s, page 5.1 MB rendered in 0.8 s
+     3,000,000 rows: peak 292 MB without the page, 482 MB with it (x1.65; 368 MB before it is rendered);
+                     pass 5.7 s / 15.0 s, page 5.1 MB in 0.7 s
+     6,000,000 rows: peak 370 MB without the page, 558 MB with it (x1.51; 467 MB before it is rendered);
+                     pass 11.4 s / 29.5 s, page 5.1 MB in 1.0 s
+The page adds ~190 MB whatever the rows (what grows in both modes is the error rows a stream holds, 1% here):
+~80 MB kept during the pass (every row's 8 scores until 2,000,000 values, then a sample of as many; the kept
+rows), ~110 MB to render (the 5,000 embedded rows' values and prompts, the JSON), as a Dataset's page costs; and
+~3 microseconds a row.
 """
 
 from __future__ import annotations

@@ -595,9 +595,8 @@ def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, pro
     schema = streams.features[split].arrow_schema
     entry = progress["splits"].setdefault(split, {"shards": [], "rows": 0, "state": None, "errors": [], "done": False})
     paths = [root / "data" / name for name in entry["shards"]]
-    if streams.page is not None:  # a resumed save's page: the rows written before it, read back
+    if streams.page is not None:  # a push's save, into a new folder: never one resumed
         streams.page.start(split, streams.features[split], streams.ctx.summary)
-        streams.page.replay(split, paths, entry["errors"])
     if entry["done"]:
         streams.finished(split, entry["rows"], entry["errors"])
         return paths

@@ -86,11 +86,12 @@ def select_rows(
     max_text: int = MAX_TEXT,
     sample: Sequence[int] | None = None,
     every_row: bool = True,
+    tiebreak: np.ndarray | None = None,
 ) -> tuple[list[int], dict[str, int]]:
     """The row indices to embed, in order, and how many each reason added (``all`` when every row fits in
     ``max_rows`` rows and ``max_chars`` characters of text). ``sample``: the rows of the uniform sample, in the
     order they are taken (default: every row, shuffled); a stream's page gives its reservoir, and ``every_row=False``
-    where ``d`` holds only the rows it kept.
+    where ``d`` holds only the rows it kept, and ``tiebreak``: each row's random key, by which it kept them.
 
     Example:
         >>> from datasets import Dataset
@@ -103,7 +104,8 @@ def select_rows(
         return list(range(n)), {"all": n}
     table = d.with_format("arrow")[:] if scores else None
     rng = np.random.default_rng(seed)
-    tiebreak = rng.permutation(n)  # ties (integer scores) broken at random, not by row order
+    if tiebreak is None:
+        tiebreak = rng.permutation(n)  # ties (integer scores) broken at random, not by row order
     chosen: dict[int, None] = {}
     counts: dict[str, int] = {}
     used = 0

@@ -1,9 +1,9 @@
 """The report page of a streamed result that has no folder to read back (a push with no ``-o DIR``): built from
 the rows as they pass, once, in bounded memory, by the same code as a Dataset's page (:mod:`.report`).
 
-Per split it keeps, as the rows pass (each row gets a random key, its tie-break and its place in the sample):
+Per split it keeps, as the rows pass (each row gets two random keys: its tie-break, and its place in the sample):
 
-- a uniform sample of ``max_rows`` rows (the rows of the smallest keys: a reservoir);
+- a uniform sample of ``max_rows`` rows (the rows of the smallest sample keys: a reservoir);
 - per score column, the ``EXTREMES`` lowest and highest rows;
 - per value of a score column with at most ``DISCRETE`` values, the ``2 * NEAR`` rows of smallest key: the
   neighbourhood of a threshold that falls on that value (the quartiles are known only at the end);
@@ -179,14 +179,15 @@ class SplitKeeper:
         if not n:
             return
         rows = np.arange(self.rows, self.rows + n, dtype=np.int64)
-        keys = self.rng.random(n)
+        keys = self.rng.random(n)  # the tie-break, as report_data's permutation: lowest first, highest last
+        drawn = self.rng.random(n)  # the sample's own, as report_data's second permutation
         self.rows += n
-        taken = [self.sample.offer(rows, keys, keys)]
+        taken = [self.sample.offer(rows, drawn, drawn)]
         values = {c: _floats(table.column(c)) for c in self.scores}
         for c, v in values.items():
             ok = ~np.isnan(v)
             taken.append(self.low[c].offer(rows[ok], v[ok], keys[ok]))
-            taken.append(self.high[c].offer(rows[ok], -v[ok], keys[ok]))
+            taken.append(self.high[c].offer(rows[ok], -v[ok], -keys[ok]))
             taken += self._near(c, rows[ok], v[ok], keys[ok])
             self.counts[c].add(table.column(c))
         spread = rd.disagreement(values)
@@ -197,11 +198,15 @@ class SplitKeeper:
         keep = np.unique(np.concatenate([*taken, rows[np.asarray(mine, dtype=np.int64)]]))
         if len(keep):
             part = _cut(table.take(pa.array(keep - rows[0])), self.max_text)
-            self.pool.append(part.append_column(_ROW, pa.array(keep)))
+            self.pool.append(
+                part.append_column(_ROW, pa.array(keep)).append_column(_KEY, pa.array(keys[keep - rows[0]]))
+            )
             self.pooled += len(keep)
-            if self.pooled > 2 * self.live + 4096:  # the rows no keeper holds any more go, now and then
+            # the rows no keeper holds any more go, now and then; and the small tables of a long stream's few new
+            # rows per batch are joined (each costs its columns' buffers)
+            if self.pooled > 2 * self.live + 4096 or len(self.pool) > 256:
                 self._compact()
-        self._count(table, keys)
+        self._count(table, drawn)
 
     def _near(self, c: str, rows: np.ndarray, v: np.ndarray, keys: np.ndarray) -> list[np.ndarray]:
         by_value = self.near[c]
@@ -253,17 +258,19 @@ class SplitKeeper:
             kept = self.pool[0].sort_by(_ROW)
         else:
             kept = schema.empty_table().append_column(_ROW, pa.array([], pa.int64()))
+            kept = kept.append_column(_KEY, pa.array([], pa.float64()))
         numbers = np.asarray(kept.column(_ROW), dtype=np.int64)
+        keys = np.asarray(kept.column(_KEY), dtype=np.float64)
         # the split's features (Image, ClassLabel, ...), which the page reads, not those Arrow's types would give
-        d = Dataset(kept.drop_columns([_ROW]).cast(schema), info=DatasetInfo(features=self.features))
+        d = Dataset(kept.drop_columns([_ROW, _KEY]).cast(schema), info=DatasetInfo(features=self.features))
         where = {int(r): i for i, r in enumerate(numbers)}
         values = self._values()
         thresholds = rd.thresholds_of(values, self.scores, summary)
         error_rows = {where[int(e["row"])] for e in errors["rows"] if e.get("split") == name and int(e["row"]) in where}
-        sample = [where[int(r)] for r in self.sample.rows]  # smallest key first: a uniform order
+        sample = [where[int(r)] for r in self.sample.rows]  # smallest sample key first: a uniform order
         local, reasons = rd.select_rows(
             d, self.scores, error_rows, thresholds, self.max_rows, max_text=self.max_text, sample=sample,
-            every_row=len(d) == self.rows,
+            every_row=len(d) == self.rows, tiebreak=keys,
         )  # fmt: skip
         stats = rd.distributions(values, self.scores)
         if not self.exact:
@@ -307,20 +314,6 @@ class StreamPage:
 
     def add(self, split: str, table: pa.Table, errors: Iterable[dict[str, Any]] = ()) -> None:
         self.splits[split].add(table, errors)
-
-    def replay(self, split: str, paths: Iterable[Path], errors: list[dict[str, Any]]) -> None:
-        """The rows an earlier, interrupted save wrote to ``paths`` (read batch by batch), and their errors."""
-        import pyarrow.parquet as pq
-
-        keeper = self.splits[split]
-        errors = sorted(errors, key=lambda e: int(e["row"]))
-        at = 0
-        for path in paths:
-            for batch in pq.ParquetFile(path).iter_batches():
-                stop, start = keeper.rows + batch.num_rows, at
-                while at < len(errors) and int(errors[at]["row"]) < stop:
-                    at += 1
-                keeper.add(pa.Table.from_batches([batch]), errors[start:at])
 
     def html(self, summary: RunSummary | None, errors: list[dict[str, Any]]) -> bytes:
         """The page, as :func:`hf_judge.write_report` writes a Dataset's."""
