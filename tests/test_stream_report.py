@@ -133,6 +133,7 @@ def _large(n: int) -> tuple[Dataset, list[dict]]:
             "S__a": clarity,
             "S__b": rng.integers(1, 11, n).tolist(),
             "ok": (rng.random(n) > 0.3).tolist(),
+            "T": [i / n for i in range(n)],  # a score that grows along the stream: a sample weighted to its end shows
         }
     )
     errors = [
@@ -166,15 +167,17 @@ def test_the_kept_rows_give_the_dataset_s_extremes_disagreements_errors_and_exac
 
 def test_past_the_score_cap_the_counts_stay_exact_and_the_rest_is_sampled(monkeypatch):
     monkeypatch.setattr(rd, "MAX_SCORE_VALUES", 10_000)
-    ds, errors = _large(12_000)
+    ds, errors = _large(11_000)  # the last rows came after the last pruning of the sample
     got = _feed(ds, errors)
     want = report_data(DatasetDict({"train": ds, "errors": errors_dataset(errors)}))["splits"]["train"]
     assert got["all_scores"] is None is want["all_scores"]
     for c in ("S", "ok"):  # integers and booleans: exact histograms
         for key in ("count", "null", "mean", "hist"):
             assert got["stats"][c][key] == pytest.approx(want["stats"][c][key]), (c, key)
-    assert got["stats"]["F"]["count"] == 12_000 and got["stats"]["F"]["min"] == want["stats"]["F"]["min"]
-    assert got["stats"]["F"]["sample"] < 12_000 and abs(got["stats"]["F"]["p50"] - want["stats"]["F"]["p50"]) < 0.05
+    assert got["stats"]["F"]["count"] == 11_000 and got["stats"]["F"]["min"] == want["stats"]["F"]["min"]
+    assert got["stats"]["F"]["sample"] < 11_000 and abs(got["stats"]["F"]["p50"] - want["stats"]["F"]["p50"]) < 0.05
+    # a uniform sample of the whole stream, as many rows as the cap holds: not the rows since the last pruning
+    assert got["stats"]["T"]["sample"] == 10_000 // len(got["scores"]) and abs(got["stats"]["T"]["p50"] - 0.5) < 0.05
 
 
 def test_text_is_kept_cut_as_the_page_shows_it():

@@ -229,13 +229,22 @@ class SplitKeeper:
             return
         self.values.append(table.select(self.counted).append_column(_KEY, pa.array(keys)))
         self.kept_values += table.num_rows
-        room = rd.MAX_SCORE_VALUES // max(1, len(self.scores))
-        if self.kept_values > room:
+        if self.kept_values > self._room():
             self.exact = False
-        if not self.exact and self.kept_values > 2 * room:
-            kept = pa.concat_tables(self.values)
+        if not self.exact and self.kept_values > 2 * self._room():
+            self._prune()
+
+    def _room(self) -> int:
+        return rd.MAX_SCORE_VALUES // max(1, len(self.scores))
+
+    def _prune(self) -> None:
+        """Keep the counted columns of the rows of the smallest sample keys: a uniform sample of them."""
+        room = self._room()
+        kept = pa.concat_tables(self.values)
+        if kept.num_rows > room:
             smallest = np.argpartition(np.asarray(kept.column(_KEY)), room)[:room]
-            self.values, self.kept_values = [kept.take(pa.array(np.sort(smallest)))], room
+            kept = kept.take(pa.array(np.sort(smallest)))
+        self.values, self.kept_values = [kept], kept.num_rows
 
     def _live(self) -> np.ndarray:
         keepers = [self.sample, self.disagree, *self.low.values(), *self.high.values()]
@@ -287,6 +296,8 @@ class SplitKeeper:
         )
 
     def _values(self) -> Dataset:
+        if not self.exact:  # the rows since the last pruning would weigh more than those before
+            self._prune()
         table = pa.concat_tables(self.values) if self.values else None
         features = Features({c: self.features[c] for c in self.counted})
         table = features.arrow_schema.empty_table() if table is None else table.drop_columns([_KEY])
