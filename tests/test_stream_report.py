@@ -185,3 +185,22 @@ def test_text_is_kept_cut_as_the_page_shows_it():
     got = _feed(ds, [], max_text=10)
     want = report_data(ds, max_text=10)["splits"]["train"]
     assert got["columns"] == want["columns"] and got["cut"] == want["cut"] == {"text": [0, 2, 4]}
+
+
+def test_what_a_long_stream_keeps_does_not_grow_with_its_rows(monkeypatch):
+    monkeypatch.setattr(rd, "MAX_SCORE_VALUES", 6_000)
+    block, _ = _large(2_048)
+    table = block.with_format("arrow")[:]
+    page = StreamPage(max_rows=100)
+    page.start("train", block.features, None)
+    keeper = page.splits["train"]
+    held = []
+    for i in range(200):  # 204,800 rows
+        batch = table.slice((i % 2) * 1024, 1024)
+        page.add("train", batch, [{"row": i * 1024 + 7, "kind": "x"}] if i < 150 else [])
+        held.append((keeper.pooled, keeper.kept_values, len(keeper.pool)))
+    assert keeper.rows == 204_800
+    pooled, values, tables = (max(h[k] for h in held[100:]) for k in range(3))
+    assert pooled <= 2 * keeper.live + 4096 and keeper.live < 3_000  # the rows of the keepers, not of the stream
+    assert values <= 2 * (6_000 // len(keeper.scores)) and tables <= 257
+    assert len(keeper.errors) == 100  # the first max_rows rows with errors
