@@ -89,7 +89,12 @@ def _overview(summary: RunSummary | None) -> dict[str, Any]:
 
 def errors_data(errors: Dataset | None, max_text: int = rd.MAX_TEXT) -> dict[str, Any]:
     """The errors split as the page embeds it: the first ``MAX_ERRORS`` rows (their texts cut at ``max_text``),
-    the total and the counts by kind."""
+    the total and the counts by kind.
+
+    Example:
+        >>> errors_data(None)
+        {'rows': [], 'total': 0, 'by_kind': {}}
+    """
     if errors is None or len(errors) == 0:
         return {"rows": [], "total": 0, "by_kind": {}}
     by_kind: dict[str, int] = {}
@@ -139,7 +144,11 @@ def embed_split(
 ) -> dict[str, Any]:
     """A split as the page embeds it, from the rows chosen to embed (``chosen``: those rows, in order;
     ``indices``: their numbers in the split) and what is known of every row (``whole``: ``rows``, ``all_scores``,
-    ``stats``, ``pooled``). A Dataset's (``report_data``) and a stream's (``report_stream``) pages both end here."""
+    ``stats``, ``pooled``). A Dataset's (``report_data``) and a stream's (``report_stream``) pages both end here.
+
+    Example:
+        >>> embed_split(d.select([0, 7]), [0, 7], {"lowest": 2}, {}, ["S"], whole, summary, 20_000)  # doctest: +SKIP
+    """
     d = chosen
     cols, cut, raw_rows = rd.split_rows(d, list(range(len(d))), max_text)
     names = list(summary.metrics) if summary is not None else []
@@ -228,7 +237,11 @@ def page_data(
     folder: str | Path | None = None,
     read_store: bool = False,
 ) -> dict[str, Any]:
-    """The page's data from its splits as embedded (:func:`embed_split`) and its errors (:func:`errors_data`)."""
+    """The page's data from its splits as embedded (:func:`embed_split`) and its errors (:func:`errors_data`).
+
+    Example:
+        >>> data = page_data({"train": split}, errors_data(None), summary=summary, source="me/x")  # doctest: +SKIP
+    """
     command_source = shlex.quote(source) if source else "RESULT"
     data: dict[str, Any] = {
         "version": VERSION,
@@ -262,7 +275,12 @@ def page_data(
 
 def for_source(data: dict[str, Any], source: str) -> dict[str, Any]:
     """The page's data (:func:`report_data`'s) naming the result ``source`` (its title and ``hf-judge filter``
-    commands): a folder's page, pushed beside the data to the Hub repo ``source``."""
+    commands): a folder's page, pushed beside the data to the Hub repo ``source``.
+
+    Example:
+        >>> for_source({"title": "out", "source": "out"}, "me/gsm8k-judged")
+        {'title': 'me/gsm8k-judged', 'source': 'me/gsm8k-judged'}
+    """
     return {**data, "title": source, "source": shlex.quote(source)}
 
 
@@ -282,7 +300,11 @@ def report_html(result: DatasetDict | Dataset, **kwargs: Any) -> str:
 
 
 def render_page(data: dict[str, Any]) -> str:
-    """The page (one HTML string) of :func:`report_data`'s (or :func:`page_data`'s) data."""
+    """The page (one HTML string) of :func:`report_data`'s (or :func:`page_data`'s) data.
+
+    Example:
+        >>> Path("report.html").write_text(render_page(report_data(scored, source="out/")))  # doctest: +SKIP
+    """
     title = html.escape(f"hf-judge report: {data['title']}")
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"

@@ -142,7 +142,12 @@ def select_rows(
 
 def disagreement(values: dict[str, np.ndarray]) -> np.ndarray | None:
     """Per row, how much its panel's judges (``c__judge`` columns, a pairwise ``_disagree``) or a judge's samples
-    (``c_std``) disagree: the largest spread over its score columns; None without such columns."""
+    (``c_std``) disagree: the largest spread over its score columns; None without such columns.
+
+    Example:
+        >>> disagreement({"S__a": np.array([1.0, 5.0]), "S__b": np.array([1.0, 2.0])})
+        array([0., 3.])
+    """
     spread = None
     groups: dict[str, list[np.ndarray]] = {}
     for c, v in values.items():
