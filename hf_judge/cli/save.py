@@ -94,35 +94,43 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
 
     done = []
     result.agreement = list(getattr(args, "agreement", None) or [])
+    page = None
     if out:
         save_result(result, out, source=source, kind=kind, overwrite=args.overwrite, filters=filters)
         plots = Path(out, PLOTS_DIR)
         pictures = sorted(plots.rglob("*.png")) if plots.is_dir() else None
         done += [f"saved to {out} ({_rows(result)})", _pictures_line(pictures, plots)]
+        # the page from the saved folder, as `hf-judge view` makes it; the push uploads the same page
+        lines, page = _stream_report(args, out, repo)
+        done += lines
     if repo:
         if out:  # the folder just written, not a second reading of the input
-            url = push_folder(out, repo, private=args.private, token=args.token)
-        else:
+            url = push_folder(out, repo, private=args.private, token=args.token, page=page)
+        else:  # the page is kept as the rows pass into the push
             url = result.push_to_hub(repo, private=args.private, token=args.token)
         done.append(f"pushed to {url} ({_rows(result)})")
-    if out:  # the page from the saved folder, as `hf-judge view` makes it; after the push, which sends the data only
-        done[2:2] = _stream_report(args, out)
     return done
 
 
-def _stream_report(args: argparse.Namespace, out: str) -> list[str]:
-    """A streamed run's page, from the folder it saved (as `hf-judge view` makes it). A folder that cannot be read
-    back is a warning: the result is saved, and ``hf-judge view`` says what is wrong."""
+def _stream_report(args: argparse.Namespace, out: str, repo: str | None) -> tuple[list[str], bytes | None]:
+    """A streamed run's page, from the folder it saved (as `hf-judge view` makes it), and the same page naming the
+    Hub repo ``repo`` for the push. A folder that cannot be read back is a warning: the result is saved, and
+    ``hf-judge view`` says what is wrong."""
     import logging
 
+    from ..results.report import REPORT_FILE, for_source, render_page, report_data
     from .view import load_result
 
+    path = Path(out, REPORT_FILE)
     try:
         saved, summary = load_result(out)
+        data = report_data(saved, source=out, summary=summary, cache_dir=_store_dir(args, summary))
+        path.write_text(render_page(data), encoding="utf-8")
     except Exception as e:  # noqa: BLE001 - the result is saved already; the page is not worth failing the run for
         logging.getLogger("hf_judge").warning("the report page could not be written (%s: %s)", type(e).__name__, e)
-        return []
-    return _save_report(saved, out, summary, _store_dir(args, summary))
+        return [], None
+    page = render_page(for_source(data, repo)).encode() if repo else None
+    return [f"{'report':<15}{path}: open it in a browser (one file, no server)"], page
 
 
 def _save_pictures(result, out: str, summary) -> list[Path] | None:

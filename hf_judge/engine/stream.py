@@ -14,7 +14,8 @@ reuses the replies of a non-streaming one and the other way round.
 iterated (every iteration is a run; replies already in the reply store cost
 nothing), and ``errors`` holds the error rows once the splits have been read.
 ``save_to_disk`` writes Parquet shards as the rows arrive; ``push_to_hub``
-uploads that layout, the errors config and the card.
+uploads that layout, the errors config, the card and the report page kept as the
+rows passed (results/report_stream.py).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .pipeline import LoopThread, SplitRun, sparse_gc
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
     from ..judging.ensemble import Layout
+    from ..results.report_stream import StreamPage
     from ..results.summary import RunSummary
     from ..transport.client import JudgeClient
     from .runs import SplitContext
@@ -185,6 +187,8 @@ class Streams:
         # the bias checks read a uniform sample of each split's rows as they pass (results/bias.py)
         self.checks = checks
         self.samples: dict[str, StreamSample] = {}
+        # the report page of a push with no folder, kept as the rows pass (results/report_stream.py); None: none
+        self.page: StreamPage | None = None
         self.warned: set[str] = set()
         self.plans = plans
         self.features = features
@@ -424,22 +428,31 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         revision: str | None = None,
         max_shard_size: int | str | None = None,
         commit_message: str | None = None,
+        report: bool = True,
     ) -> str:
         """Push as ``ScoredDatasetDict.push_to_hub`` does (the scored splits in the default config, ``errors`` in
         a config of its own, the card and provenance files), writing the Parquet shards to a temporary folder
-        first (disk, not memory: it holds the output once). Returns the repo URL.
+        first (disk, not memory: it holds the output once). Returns the repo URL. ``report``: the report page
+        (``hf_judge/report.html``, linked from the card), built from the rows as they pass into the push, in
+        bounded memory (:mod:`hf_judge.results.report_stream` says what it keeps).
 
         Example:
             >>> scored.push_to_hub("me/big-judged", private=True)  # doctest: +SKIP
         """
         from ..results.hub import check_repo_id
+        from ..results.report_stream import StreamPage
 
         check_repo_id(repo_id)  # before the save, which scores the stream: no request is paid for a push that fails
-        with tempfile.TemporaryDirectory(prefix="hf_judge-push-") as tmp:
-            self.save_to_disk(tmp, max_shard_size=max_shard_size)
-            return push_folder(
-                tmp, repo_id, private=private, token=token, revision=revision, commit_message=commit_message
-            )
+        # the page, kept as the rows pass into the save, goes with the data as hf_judge/report.html (if report)
+        self._streams.page = StreamPage(source=repo_id) if report else None
+        try:
+            with tempfile.TemporaryDirectory(prefix="hf_judge-push-") as tmp:
+                self.save_to_disk(tmp, max_shard_size=max_shard_size)
+                return push_folder(
+                    tmp, repo_id, private=private, token=token, revision=revision, commit_message=commit_message
+                )
+        finally:
+            self._streams.page = None
 
 
 def push_folder(
@@ -450,17 +463,22 @@ def push_folder(
     token: str | None = None,
     revision: str | None = None,
     commit_message: str | None = None,
+    page: bytes | None = None,
 ) -> str:
     """Push a folder ``ScoredIterableDatasetDict.save_to_disk`` wrote, in one commit; returns the repo URL.
     The repo's card keeps its text around hf_judge's section; an earlier push's data and prompt files go.
+    ``page``: the result's report page (``hf-judge view``'s), uploaded with the card as ``hf_judge/report.html``
+    and linked from it; a folder's own ``report.html`` is not uploaded as it is (it names the folder).
 
     Example:
         >>> push_folder("big-judged/", "me/big-judged")  # doctest: +SKIP
     """
     from huggingface_hub import CommitOperationAdd, HfApi
 
+    from ..results.card import FILES_DIR, with_report_link
     from ..results.hub import check_repo_id
     from ..results.output import MANIFEST
+    from ..results.report import REPORT_FILE
 
     check_repo_id(repo_id)
     register(token)
@@ -468,6 +486,10 @@ def push_folder(
     api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
     root = Path(folder)
     card = _merged_card(api, repo_id, (root / "README.md").read_text(encoding="utf-8"))
+    ops = []
+    if page is not None:
+        ops.append(CommitOperationAdd(f"{FILES_DIR}/{REPORT_FILE}", page))
+        card = with_report_link(card, f"{FILES_DIR}/{REPORT_FILE}")
     api.upload_folder(
         repo_id=repo_id,
         folder_path=root,
@@ -475,13 +497,13 @@ def push_folder(
         revision=revision,
         commit_message=commit_message or "Upload the scored dataset (hf-judge, streaming)",
         # the local manifest and summary stay local (the summary goes as hf_judge/summary.json); README: below
-        ignore_patterns=[MANIFEST, "summary.json", "README.md"],
+        ignore_patterns=[MANIFEST, "summary.json", "README.md", REPORT_FILE],
         # an earlier push's shards, errors and prompt files go: the repo holds this result only
         delete_patterns=["data/**", "errors/**", "hf_judge/**"],
     )
     api.create_commit(
         repo_id,
-        [CommitOperationAdd("README.md", card.encode())],
+        [CommitOperationAdd("README.md", card.encode()), *ops],
         repo_type="dataset",
         revision=revision,
         commit_message="Update dataset card (hf-judge)",
@@ -532,7 +554,8 @@ def _write_result(streams: Streams, root: Path, shard_bytes: int, reports: Seque
         files[split] = _write_split(streams, split, root, shard_bytes, progress)
     errors = pa.Table.from_pylist(streams.all_errors(), schema=ERROR_FEATURES.arrow_schema)
     _write_table(errors, root / "errors" / "errors-00000.parquet")
-    card, pictures = _card_text(streams, files, reports)
+    page = _page_file(streams, root)
+    card, pictures = _card_text(streams, files, reports, page)
     for name, content in {**provenance_files(summary), **pictures}.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(content)
@@ -572,6 +595,8 @@ def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, pro
     schema = streams.features[split].arrow_schema
     entry = progress["splits"].setdefault(split, {"shards": [], "rows": 0, "state": None, "errors": [], "done": False})
     paths = [root / "data" / name for name in entry["shards"]]
+    if streams.page is not None:  # a push's save, into a new folder: never one resumed
+        streams.page.start(split, streams.features[split], streams.ctx.summary)
     if entry["done"]:
         streams.finished(split, entry["rows"], entry["errors"])
         return paths
@@ -594,6 +619,8 @@ def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, pro
                 paths.append(root / "data" / f"{split}-{len(paths):05d}.parquet")
                 writer, size = pq.ParquetWriter(paths[-1], schema), 0
             writer.write_table(table)
+            if streams.page is not None:
+                streams.page.add(split, table, errs)
             size += table.nbytes
             rows, state = rows + table.num_rows, after
             errors += errs
@@ -613,8 +640,27 @@ def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, pro
     return paths
 
 
+def _page_file(streams: Streams, root: Path) -> str | None:
+    """Write the page the stream kept (``streams.page``) to ``hf_judge/report.html``; its repo path, or None (no
+    page kept, or one that could not be made: a warning, the result goes on without it, as a Dataset's push)."""
+    from ..results.card import FILES_DIR
+    from ..results.report import REPORT_FILE
+
+    if streams.page is None:
+        return None
+    try:
+        page = streams.page.html(streams.ctx.summary, streams.all_errors())
+    except Exception as e:  # noqa: BLE001 - the data is written: a page is not worth failing the result for
+        logger.warning("the report page could not be made (%s: %s); `hf-judge view` makes it", type(e).__name__, e)
+        return None
+    path = f"{FILES_DIR}/{REPORT_FILE}"
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_bytes(page)
+    return path
+
+
 def _card_text(
-    streams: Streams, files: dict[str, list[Path]], reports: Sequence[AgreementReport]
+    streams: Streams, files: dict[str, list[Path]], reports: Sequence[AgreementReport], page: str | None = None
 ) -> tuple[str, dict[str, bytes]]:
     """The card: hf_judge's section (score distributions read back from the shards' score columns only)
     and the ``configs`` that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``;
@@ -645,7 +691,8 @@ def _card_text(
         ]
         scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
     pictures = picture_files(scores, summary, reports) if plots.available() else {}
-    card = DatasetCard(merge_card_text("---\n---\n", render_section(scores, summary, reports, list(pictures))))
+    section = render_section(scores, summary, reports, list(pictures), page)
+    card = DatasetCard(merge_card_text("---\n---\n", section))
     card_metadata(card.data, scores, summary)  # type: ignore[arg-type]
     card.data["configs"] = [
         {"config_name": "default", "data_files": [{"split": s, "path": f"data/{s}-*"} for s in files]},

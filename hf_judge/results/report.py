@@ -87,7 +87,14 @@ def _overview(summary: RunSummary | None) -> dict[str, Any]:
     return json.loads(scrub(json.dumps(out, default=str)))
 
 
-def _errors(errors: Dataset | None, max_text: int) -> dict[str, Any]:
+def errors_data(errors: Dataset | None, max_text: int = rd.MAX_TEXT) -> dict[str, Any]:
+    """The errors split as the page embeds it: the first ``MAX_ERRORS`` rows (their texts cut at ``max_text``),
+    the total and the counts by kind.
+
+    Example:
+        >>> errors_data(None)
+        {'rows': [], 'total': 0, 'by_kind': {}}
+    """
     if errors is None or len(errors) == 0:
         return {"rows": [], "total": 0, "by_kind": {}}
     by_kind: dict[str, int] = {}
@@ -115,7 +122,35 @@ def _split(
     error_rows = {int(e["row"]) for e in errors["rows"] if e.get("split") == name}
     thresholds = rd.thresholds_of(d, scores, summary)
     indices, reasons = rd.select_rows(d, scores, error_rows, thresholds, max_rows, max_text=max_text)
-    cols, cut, raw_rows = rd.split_rows(d, indices, max_text)
+    whole = {
+        "rows": len(d),
+        "all_scores": rd.all_scores(d, scores),
+        "stats": rd.distributions(d, scores),
+        "pooled": pooled_distributions(d),
+    }
+    return embed_split(d.select(indices), indices, reasons, thresholds, scores, whole, summary, max_text, cache)
+
+
+def embed_split(
+    chosen: Dataset,
+    indices: list[int],
+    reasons: dict[str, int],
+    thresholds: dict[str, list[float]],
+    scores: list[str],
+    whole: dict[str, Any],
+    summary: RunSummary | None,
+    max_text: int,
+    cache: tuple[str | Path, str | None] | None = None,
+) -> dict[str, Any]:
+    """A split as the page embeds it, from the rows chosen to embed (``chosen``: those rows, in order;
+    ``indices``: their numbers in the split) and what is known of every row (``whole``: ``rows``, ``all_scores``,
+    ``stats``, ``pooled``). A Dataset's (``report_data``) and a stream's (``report_stream``) pages both end here.
+
+    Example:
+        >>> embed_split(d.select([0, 7]), [0, 7], {"lowest": 2}, {}, ["S"], whole, summary, 20_000)  # doctest: +SKIP
+    """
+    d = chosen
+    cols, cut, raw_rows = rd.split_rows(d, list(range(len(d))), max_text)
     names = list(summary.metrics) if summary is not None else []
     prompter = Prompter(summary, d.column_names, d.features) if summary is not None else None
     prompts = rd.split_prompts(prompter, names, raw_rows) if prompter is not None else {}
@@ -140,7 +175,7 @@ def _split(
     # a pairwise judge's winner in each order, from the same store: which way its position bias goes
     orders = split_orders(prompter, raw_rows, *cache) if cache and prompter else {}
     return {
-        "rows": len(d),
+        "rows": whole["rows"],
         "indices": indices,
         "reasons": reasons,
         "thresholds": thresholds,
@@ -149,9 +184,9 @@ def _split(
         "scores": scores,
         "judged": list(dict.fromkeys(judged)),
         "metrics": rd.metric_columns(d, prompter, names),
-        "all_scores": rd.all_scores(d, scores),
-        "stats": rd.distributions(d, scores),
-        "pooled": pooled_distributions(d),
+        "all_scores": whole["all_scores"],
+        "stats": whole["stats"],
+        "pooled": whole["pooled"],
         "prompts": prompts,
         "ptext": ptext,
         "distributions": dists,
@@ -175,10 +210,39 @@ def report_data(
     if isinstance(result, Dataset):
         result = DatasetDict({"train": result})
     summary = summary if summary is not None else getattr(result, "summary", None)
-    errors = _errors(result.get(ERRORS_SPLIT), max_text)
+    errors = errors_data(result.get(ERRORS_SPLIT), max_text)
     chosen = [s for s in result if s != ERRORS_SPLIT and (not splits or s in splits)]
-    command_source = shlex.quote(source) if source else "RESULT"
     cache = (cache_dir, base_url) if cache_dir is not None else None
+    embedded = {s: _split(s, result[s], summary, errors, max_rows, max_text, cache) for s in chosen}
+    return page_data(
+        embedded,
+        errors,
+        summary=summary,
+        source=source,
+        max_rows=max_rows,
+        max_text=max_text,
+        folder=folder,
+        read_store=cache is not None,
+    )
+
+
+def page_data(
+    embedded: dict[str, dict[str, Any]],
+    errors: dict[str, Any],
+    *,
+    summary: RunSummary | None,
+    source: str = "",
+    max_rows: int = rd.MAX_ROWS,
+    max_text: int = rd.MAX_TEXT,
+    folder: str | Path | None = None,
+    read_store: bool = False,
+) -> dict[str, Any]:
+    """The page's data from its splits as embedded (:func:`embed_split`) and its errors (:func:`errors_data`).
+
+    Example:
+        >>> data = page_data({"train": split}, errors_data(None), summary=summary, source="me/x")  # doctest: +SKIP
+    """
+    command_source = shlex.quote(source) if source else "RESULT"
     data: dict[str, Any] = {
         "version": VERSION,
         "title": source or (summary.source_dataset if summary is not None else "") or "scored dataset",
@@ -192,7 +256,7 @@ def report_data(
             "errors": rd.MAX_ERRORS,
             "scores": rd.MAX_SCORE_VALUES,
         },
-        "splits": {s: _split(s, result[s], summary, errors, max_rows, max_text, cache) for s in chosen},
+        "splits": embedded,
         "errors": errors,
     }
     # the pictures and calibration the result's folder holds (``folder``, else ``source`` where it is a folder)
@@ -200,13 +264,24 @@ def report_data(
     data["overview"]["pictures"] = folder_pictures(where)
     data["overview"]["calibrations"] = folder_calibrations(where)
     # where logprobs ran and no store was read, the page says where the distributions are and how to show them
-    data["logprobs"] = {"ran": ran_logprobs(summary), "read": cache is not None}
+    data["logprobs"] = {"ran": ran_logprobs(summary), "read": read_store}
     # the labels' storage key: one result's labels are not another's
     key = json.dumps(
         [data["title"], {s: v["rows"] for s, v in data["splits"].items()}, data["overview"].get("metrics")]
     )
     data["key"] = hashlib.sha256(key.encode()).hexdigest()[:16]
     return data
+
+
+def for_source(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """The page's data (:func:`report_data`'s) naming the result ``source`` (its title and ``hf-judge filter``
+    commands): a folder's page, pushed beside the data to the Hub repo ``source``.
+
+    Example:
+        >>> for_source({"title": "out", "source": "out"}, "me/gsm8k-judged")
+        {'title': 'me/gsm8k-judged', 'source': 'me/gsm8k-judged'}
+    """
+    return {**data, "title": source, "source": shlex.quote(source)}
 
 
 def _json_for_script(data: dict[str, Any]) -> str:
@@ -221,7 +296,15 @@ def report_html(result: DatasetDict | Dataset, **kwargs: Any) -> str:
     Example:
         >>> page = report_html(scored, source="out/")  # doctest: +SKIP
     """
-    data = report_data(result, **kwargs)
+    return render_page(report_data(result, **kwargs))
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The page (one HTML string) of :func:`report_data`'s (or :func:`page_data`'s) data.
+
+    Example:
+        >>> Path("report.html").write_text(render_page(report_data(scored, source="out/")))  # doctest: +SKIP
+    """
     title = html.escape(f"hf-judge report: {data['title']}")
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"

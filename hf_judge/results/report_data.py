@@ -84,9 +84,14 @@ def select_rows(
     seed: int = 0,
     max_chars: int = MAX_CHARS,
     max_text: int = MAX_TEXT,
+    sample: Sequence[int] | None = None,
+    every_row: bool = True,
+    tiebreak: np.ndarray | None = None,
 ) -> tuple[list[int], dict[str, int]]:
     """The row indices to embed, in order, and how many each reason added (``all`` when every row fits in
-    ``max_rows`` rows and ``max_chars`` characters of text).
+    ``max_rows`` rows and ``max_chars`` characters of text). ``sample``: the rows of the uniform sample, in the
+    order they are taken (default: every row, shuffled); a stream's page gives its reservoir, and ``every_row=False``
+    where ``d`` holds only the rows it kept, and ``tiebreak``: each row's random key, by which it kept them.
 
     Example:
         >>> from datasets import Dataset
@@ -95,11 +100,12 @@ def select_rows(
     """
     n = len(d)
     sizes = text_sizes(d, max_text)
-    if n <= max_rows and int(sizes.sum()) <= max_chars:
+    if every_row and n <= max_rows and int(sizes.sum()) <= max_chars:
         return list(range(n)), {"all": n}
     table = d.with_format("arrow")[:] if scores else None
     rng = np.random.default_rng(seed)
-    tiebreak = rng.permutation(n)  # ties (integer scores) broken at random, not by row order
+    if tiebreak is None:
+        tiebreak = rng.permutation(n)  # ties (integer scores) broken at random, not by row order
     chosen: dict[int, None] = {}
     counts: dict[str, int] = {}
     used = 0
@@ -125,18 +131,23 @@ def select_rows(
         for t in thresholds.get(c, []):
             dist = np.abs(v[ok] - t)
             add("near a threshold", ok[np.lexsort((tiebreak[ok], dist))][: 2 * NEAR])
-    spread = _disagreement(values)
+    spread = disagreement(values)
     if spread is not None:
         top = np.flatnonzero(spread > 0)
         add("judges or samples disagree", top[np.argsort(-spread[top], kind="stable")][:DISAGREE])
     add("errors", sorted(error_rows))
-    add("uniform sample", rng.permutation(n))
+    add("uniform sample", rng.permutation(n) if sample is None else sample)
     return sorted(chosen), {k: v for k, v in counts.items() if v}
 
 
-def _disagreement(values: dict[str, np.ndarray]) -> np.ndarray | None:
+def disagreement(values: dict[str, np.ndarray]) -> np.ndarray | None:
     """Per row, how much its panel's judges (``c__judge`` columns, a pairwise ``_disagree``) or a judge's samples
-    (``c_std``) disagree: the largest spread over its score columns; None without such columns."""
+    (``c_std``) disagree: the largest spread over its score columns; None without such columns.
+
+    Example:
+        >>> disagreement({"S__a": np.array([1.0, 5.0]), "S__b": np.array([1.0, 2.0])})
+        array([0., 3.])
+    """
     spread = None
     groups: dict[str, list[np.ndarray]] = {}
     for c, v in values.items():

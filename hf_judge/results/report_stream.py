@@ -1,0 +1,341 @@
+"""The report page of a streamed result that has no folder to read back (a push with no ``-o DIR``): built from
+the rows as they pass, once, in bounded memory, by the same code as a Dataset's page (:mod:`.report`).
+
+Per split it keeps, as the rows pass (each row gets two random keys: its tie-break, and its place in the sample):
+
+- a uniform sample of ``max_rows`` rows (the rows of the smallest sample keys: a reservoir);
+- per score column, the ``EXTREMES`` lowest and highest rows;
+- per value of a score column with at most ``DISCRETE`` values, the ``2 * NEAR`` rows of smallest key: the
+  neighbourhood of a threshold that falls on that value (the quartiles are known only at the end);
+- the ``DISAGREE`` rows whose judges or samples disagree most, and the first ``max_rows`` rows with errors;
+- every row's score columns while they fit ``MAX_SCORE_VALUES`` values, else a uniform sample of that many values,
+  with exact counts, nulls, mean, minimum, maximum and integer and boolean histograms;
+
+their text values cut at ``max_text`` characters (as the page shows them). At the end
+:func:`~.report_data.select_rows` chooses among the kept rows as it does among all the rows of a Dataset, so a split
+that fits is embedded whole, and the extremes, the disagreements and the error rows are those of every row. What
+differs from a Dataset's page: the neighbourhood of a quartile on a score of more than ``DISCRETE`` values is the
+nearest rows of the sample, not of the split; past ``MAX_SCORE_VALUES`` the quantiles, a float score's histogram
+and the counts of every judgment are those of a uniform sample (as a Dataset's page, it then has no exact threshold
+counts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from datasets import Dataset, DatasetInfo, Features
+
+from . import report_data as rd
+from .columns import SCORE_TYPES
+from .errors_split import errors_dataset
+from .pooled import pooled_distributions
+from .report import embed_split, errors_data, page_data, render_page
+from .summary import RunSummary
+
+MAX_VALUES = 1_000  # an integer score's exact histogram up to this many values
+DISCRETE = 32  # a score column of at most this many values keeps the neighbourhood of each of them
+_ROW, _KEY = "__hf_judge_row", "__hf_judge_key"
+
+
+class _Best:
+    """The ``k`` rows of smallest (``first``, ``second``) seen so far."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.rows = np.zeros(0, dtype=np.int64)
+        self.first = np.zeros(0)
+        self.second = np.zeros(0)
+
+    def offer(self, rows: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """Take the rows among these that are among the ``k`` best; returns those taken."""
+        if len(self.rows) >= self.k:  # only those better than the worst kept can enter
+            wf, ws = self.first[-1], self.second[-1]
+            better = (first < wf) | ((first == wf) & (second < ws))
+            rows, first, second = rows[better], first[better], second[better]
+        if not len(rows):
+            return rows
+        all_rows = np.concatenate([self.rows, rows])
+        all_first, all_second = np.concatenate([self.first, first]), np.concatenate([self.second, second])
+        order = np.lexsort((all_second, all_first))[: self.k]
+        self.rows, self.first, self.second = all_rows[order], all_first[order], all_second[order]
+        return np.intersect1d(rows, self.rows)
+
+
+def _floats(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    if pa.types.is_boolean(column.type):
+        column = column.cast(pa.int8())
+    return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _cut(table: pa.Table, cap: int) -> pa.Table:
+    """The table with each text value cut after ``cap + 1`` characters: the page shows ``cap`` and marks the cut."""
+    for i, name in enumerate(table.column_names):
+        col = table.column(i)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            table = table.set_column(i, name, pc.utf8_slice_codeunits(col, 0, cap + 1))
+    return table
+
+
+class _Counts:
+    """Exact count, nulls, sum, minimum, maximum and (integers and booleans) value counts of one score column."""
+
+    def __init__(self) -> None:
+        self.count = self.null = 0
+        self.total = 0.0
+        self.low, self.high = np.inf, -np.inf
+        self.values: dict[Any, int] | None = {}
+
+    def add(self, column: pa.ChunkedArray) -> None:
+        valid = pc.drop_null(column)
+        self.null += len(column) - len(valid)
+        if not len(valid):
+            return
+        v = _floats(valid)
+        self.count += len(v)
+        self.total += float(v.sum())
+        self.low, self.high = min(self.low, float(v.min())), max(self.high, float(v.max()))
+        if self.values is not None and (pa.types.is_integer(valid.type) or pa.types.is_boolean(valid.type)):
+            for d in pc.value_counts(valid).to_pylist():
+                self.values[d["values"]] = self.values.get(d["values"], 0) + d["counts"]
+            if len(self.values) > MAX_VALUES:  # a histogram of so many bars is the sample's, scaled
+                self.values = None
+        else:
+            self.values = None
+
+    def patch(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """A sample's stats with what is exact of every row in their place."""
+        sampled = stats.get("count", 0)
+        stats.update(count=self.count, null=self.null, sample=sampled)
+        if not self.count:
+            return stats
+        stats["mean"] = self.total / self.count
+        if self.values is not None and any(isinstance(k, bool) for k in self.values):
+            stats["hist"] = {"true": self.values.get(True, 0), "false": self.values.get(False, 0)}
+            return stats
+        stats.update(min=self.low, max=self.high)
+        if self.values is not None:
+            stats["hist"] = {int(k): self.values[k] for k in sorted(self.values)}
+        elif sampled:  # a float score's bins: the sample's, scaled to every row
+            stats["hist"] = {k: round(n * self.count / sampled) for k, n in stats.get("hist", {}).items()}
+        return stats
+
+
+class SplitKeeper:
+    """What one split's page needs of its rows, kept as they pass (see the module docstring).
+
+    Example:
+        >>> keeper = SplitKeeper(features, summary)  # doctest: +SKIP
+        >>> for table, errors in batches: keeper.add(table, errors)  # doctest: +SKIP
+        >>> split = keeper.embedded("train", summary, errors_data(errors_dataset(all_errors)))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        features: Features,
+        summary: RunSummary | None,
+        max_rows: int = rd.MAX_ROWS,
+        max_text: int = rd.MAX_TEXT,
+        seed: int = 0,
+    ):
+        self.features, self.max_rows, self.max_text = features, max_rows, max_text
+        wanted = set(summary.columns) if summary is not None and summary.columns else None
+        self.scores = [
+            n
+            for n, f in features.items()
+            if getattr(f, "dtype", None) in SCORE_TYPES and (wanted is None or n in wanted)
+        ]
+        # the columns whose every value the page counts: the scores and each judgment's samples (pooled.py)
+        self.counted = [*self.scores, *(n for n in features if "_samples" in n and n not in self.scores)]
+        self.rng = np.random.default_rng(seed)
+        self.rows = 0
+        self.pool: list[pa.Table] = []  # the kept rows, with their row number
+        self.pooled = 0
+        self.live = self.max_rows  # rows the keepers held at the last compaction
+        self.sample = _Best(max_rows)
+        self.low = {c: _Best(rd.EXTREMES) for c in self.scores}
+        self.high = {c: _Best(rd.EXTREMES) for c in self.scores}
+        self.near: dict[str, dict[float, _Best] | None] = {c: {} for c in self.scores}
+        self.disagree = _Best(rd.DISAGREE)
+        self.errors: dict[int, None] = {}
+        self.values: list[pa.Table] = []  # the counted columns of every row, or of a uniform sample of them
+        self.kept_values = 0
+        self.exact = True
+        self.counts = {c: _Counts() for c in self.scores}
+
+    def add(self, table: pa.Table, errors: Iterable[dict[str, Any]] = ()) -> None:
+        """The next rows of the split (in order, with the score columns) and their error rows."""
+        n = table.num_rows
+        mine = []
+        for e in errors:  # the batch's own (the first max_rows rows with errors are kept)
+            if len(self.errors) < self.max_rows and int(e["row"]) not in self.errors:
+                self.errors[int(e["row"])] = None
+                mine.append(int(e["row"]) - self.rows)
+        if not n:
+            return
+        rows = np.arange(self.rows, self.rows + n, dtype=np.int64)
+        keys = self.rng.random(n)  # the tie-break, as report_data's permutation: lowest first, highest last
+        drawn = self.rng.random(n)  # the sample's own, as report_data's second permutation
+        self.rows += n
+        taken = [self.sample.offer(rows, drawn, drawn)]
+        values = {c: _floats(table.column(c)) for c in self.scores}
+        for c, v in values.items():
+            ok = ~np.isnan(v)
+            taken.append(self.low[c].offer(rows[ok], v[ok], keys[ok]))
+            taken.append(self.high[c].offer(rows[ok], -v[ok], -keys[ok]))
+            taken += self._near(c, rows[ok], v[ok], keys[ok])
+            self.counts[c].add(table.column(c))
+        spread = rd.disagreement(values)
+        if spread is not None:
+            top = spread > 0
+            taken.append(self.disagree.offer(rows[top], -spread[top], rows[top].astype(np.float64)))
+        mine = [r for r in mine if 0 <= r < n]
+        keep = np.unique(np.concatenate([*taken, rows[np.asarray(mine, dtype=np.int64)]]))
+        if len(keep):
+            part = _cut(table.take(pa.array(keep - rows[0])), self.max_text)
+            self.pool.append(
+                part.append_column(_ROW, pa.array(keep)).append_column(_KEY, pa.array(keys[keep - rows[0]]))
+            )
+            self.pooled += len(keep)
+            # the rows no keeper holds any more go, now and then; and the small tables of a long stream's few new
+            # rows per batch are joined (each costs its columns' buffers)
+            if self.pooled > 2 * self.live + 4096 or len(self.pool) > 256:
+                self._compact()
+        self._count(table, drawn)
+
+    def _near(self, c: str, rows: np.ndarray, v: np.ndarray, keys: np.ndarray) -> list[np.ndarray]:
+        by_value = self.near[c]
+        if by_value is None:
+            return []
+        taken = []
+        for u in np.unique(v):
+            if u not in by_value:
+                if len(by_value) >= DISCRETE:  # a continuous score: its quartiles' rows come from the sample
+                    self.near[c] = None
+                    return []
+                by_value[float(u)] = _Best(2 * rd.NEAR)
+            at = v == u
+            taken.append(by_value[float(u)].offer(rows[at], keys[at], keys[at]))
+        return taken
+
+    def _count(self, table: pa.Table, keys: np.ndarray) -> None:
+        """Keep the counted columns of every row while they fit ``MAX_SCORE_VALUES`` values, then of a sample."""
+        if not self.counted:
+            return
+        self.values.append(table.select(self.counted).append_column(_KEY, pa.array(keys)))
+        self.kept_values += table.num_rows
+        if self.kept_values > self._room():
+            self.exact = False
+        if not self.exact and self.kept_values > 2 * self._room():
+            self._prune()
+
+    def _room(self) -> int:
+        return rd.MAX_SCORE_VALUES // max(1, len(self.scores))
+
+    def _prune(self) -> None:
+        """Keep the counted columns of the rows of the smallest sample keys: a uniform sample of them."""
+        room = self._room()
+        kept = pa.concat_tables(self.values)
+        if kept.num_rows > room:
+            smallest = np.argpartition(np.asarray(kept.column(_KEY)), room)[:room]
+            kept = kept.take(pa.array(np.sort(smallest)))
+        self.values, self.kept_values = [kept], kept.num_rows
+
+    def _live(self) -> np.ndarray:
+        keepers = [self.sample, self.disagree, *self.low.values(), *self.high.values()]
+        keepers += [b for by in self.near.values() if by for b in by.values()]
+        return np.unique(np.concatenate([*(k.rows for k in keepers), np.fromiter(self.errors, np.int64)]))
+
+    def _compact(self) -> None:
+        table = pa.concat_tables(self.pool)
+        table = table.filter(pc.is_in(table.column(_ROW), pa.array(self._live())))
+        self.pool, self.pooled = [table], table.num_rows
+        self.live = table.num_rows
+
+    def embedded(
+        self, name: str, summary: RunSummary | None, errors: dict[str, Any], cache: tuple[str | Path, str | None] | None
+    ) -> dict[str, Any]:
+        """The split as the page embeds it (``errors``: :func:`errors_data`'s, of every split)."""
+        schema = self.features.arrow_schema
+        if self.pool:
+            self._compact()
+            kept = self.pool[0].sort_by(_ROW)
+        else:
+            kept = schema.empty_table().append_column(_ROW, pa.array([], pa.int64()))
+            kept = kept.append_column(_KEY, pa.array([], pa.float64()))
+        numbers = np.asarray(kept.column(_ROW), dtype=np.int64)
+        keys = np.asarray(kept.column(_KEY), dtype=np.float64)
+        # the split's features (Image, ClassLabel, ...), which the page reads, not those Arrow's types would give
+        d = Dataset(kept.drop_columns([_ROW, _KEY]).cast(schema), info=DatasetInfo(features=self.features))
+        where = {int(r): i for i, r in enumerate(numbers)}
+        values = self._values()
+        thresholds = rd.thresholds_of(values, self.scores, summary)
+        error_rows = {where[int(e["row"])] for e in errors["rows"] if e.get("split") == name and int(e["row"]) in where}
+        sample = [where[int(r)] for r in self.sample.rows]  # smallest sample key first: a uniform order
+        local, reasons = rd.select_rows(
+            d, self.scores, error_rows, thresholds, self.max_rows, max_text=self.max_text, sample=sample,
+            every_row=len(d) == self.rows, tiebreak=keys,
+        )  # fmt: skip
+        stats = rd.distributions(values, self.scores)
+        if not self.exact:
+            stats = {c: self.counts[c].patch(s) for c, s in stats.items()}
+        whole = {
+            "rows": self.rows,
+            "all_scores": rd.all_scores(values, self.scores) if self.exact else None,
+            "stats": stats,
+            "pooled": pooled_distributions(values),
+        }
+        indices = [int(numbers[i]) for i in local]
+        return embed_split(
+            d.select(local), indices, reasons, thresholds, self.scores, whole, summary, self.max_text, cache
+        )
+
+    def _values(self) -> Dataset:
+        if not self.exact:  # the rows since the last pruning would weigh more than those before
+            self._prune()
+        table = pa.concat_tables(self.values) if self.values else None
+        features = Features({c: self.features[c] for c in self.counted})
+        table = features.arrow_schema.empty_table() if table is None else table.drop_columns([_KEY])
+        return Dataset(table.cast(features.arrow_schema), info=DatasetInfo(features=features))
+
+
+class StreamPage:
+    """The page of a streamed result's splits, built as their rows pass (``add``), rendered once all have (``html``).
+
+    Example:
+        >>> page = StreamPage(source="me/big-judged")  # doctest: +SKIP
+        >>> page.start("train", features, summary); page.add("train", table, errors)  # doctest: +SKIP
+        >>> html = page.html(summary, all_errors)  # doctest: +SKIP
+    """
+
+    def __init__(self, source: str = "", max_rows: int | None = None, max_text: int | None = None):
+        self.source = source
+        self.max_rows = rd.MAX_ROWS if max_rows is None else max_rows  # read now: a test lowers the caps
+        self.max_text = rd.MAX_TEXT if max_text is None else max_text
+        self.splits: dict[str, SplitKeeper] = {}
+
+    def start(self, split: str, features: Features, summary: RunSummary | None) -> None:
+        """A split begins (again: a new reading replaces what an earlier one kept)."""
+        self.splits[split] = SplitKeeper(features, summary, self.max_rows, self.max_text)
+
+    def add(self, split: str, table: pa.Table, errors: Iterable[dict[str, Any]] = ()) -> None:
+        self.splits[split].add(table, errors)
+
+    def html(self, summary: RunSummary | None, errors: list[dict[str, Any]]) -> bytes:
+        """The page, as :func:`hf_judge.write_report` writes a Dataset's."""
+        # the first rows (those the page shows), counted by kind over all of them: no Dataset of every error row
+        embedded_errors = errors_data(errors_dataset(errors[: rd.MAX_ERRORS]), self.max_text)
+        by_kind: dict[str, int] = {}
+        for e in errors:
+            by_kind[e["kind"]] = by_kind.get(e["kind"], 0) + 1
+        embedded_errors.update(total=len(errors), by_kind=by_kind)
+        splits = {s: k.embedded(s, summary, embedded_errors, None) for s, k in self.splits.items()}
+        data = page_data(
+            splits, embedded_errors, summary=summary, source=self.source, max_rows=self.max_rows, max_text=self.max_text
+        )
+        return render_page(data).encode("utf-8")
