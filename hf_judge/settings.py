@@ -377,8 +377,9 @@ class Settings(BaseModel):
                 )
             return self
         if self.escalate_when is None:
+            named = "escalate_models" if self.escalate_models else "escalate_model"
             raise ConfigError(
-                "escalate_model needs escalate_when (--escalate-when): which rows go to the stronger judge, e.g. "
+                f"{named} needs escalate_when (--escalate-when): which rows go to the stronger judge, e.g. "
                 "'confidence<0.6' (with logprobs), 'disagreement' (samples or a panel) or 'margin:QA_Correctness=7+-1'"
             )
         self._strong_tier_checks()

@@ -273,8 +273,10 @@ def test_what_a_cascade_refuses(judge, tmp_path, monkeypatch):
         resolve_settings({"model": "m", **kw, "escalate_model": "m"})
     with pytest.raises(ConfigError, match="would write the columns <column>__cheap"):
         resolve_settings({"model": "a", **kw, "models": ["a", "cheap"]})
-    with pytest.raises(ConfigError, match="needs escalate_when"):
+    with pytest.raises(ConfigError, match="^invalid settings: escalate_model needs escalate_when"):
         resolve_settings({"model": "m", "escalate_model": "s"})
+    with pytest.raises(ConfigError, match="^invalid settings: escalate_models needs escalate_when"):
+        resolve_settings({"model": "m", "escalate_models": ["s", "t"]})  # the option the user gave is named
     with pytest.raises(ConfigError, match="cannot read 'confidence<2'"):
         resolve_settings({"model": "m", **kw, "escalate_when": "confidence<2"})
     with pytest.raises(ConfigError, match="env:JUDGE_B_KEY"):
