@@ -320,16 +320,7 @@ class Settings(BaseModel):
         """``models="a,b"`` (a flag) is a list; a panel's first judge is the run's ``model`` (its summary, card)."""
         if not isinstance(data, dict) or data.get("models") is None:
             return data
-        models = data["models"]
-        if isinstance(models, str):
-            models = [m.strip() for m in models.split(",") if m.strip()]
-        if models == []:  # before `model` is missing: that error would send the user the wrong way
-            raise ConfigError("models is empty: give the panel's judges, e.g. models=['a', 'b'] (--models a,b)")
-        if isinstance(models, list):
-            _one_judge_or_a_panel(data.get("model"), models)
-        first = models[0] if isinstance(models, list) and models else None
-        first = first.model if isinstance(first, Panelist) else first.get("model") if isinstance(first, dict) else first
-        return {**data, "models": models, **({"model": first} if isinstance(first, str) else {})}
+        return _panel_of(data, "models", "model", "panel")
 
     @model_validator(mode="before")
     @classmethod
@@ -337,26 +328,7 @@ class Settings(BaseModel):
         """``escalate_models="a,b"`` (a flag) is a list; the stronger panel's first judge is ``escalate_model``."""
         if not isinstance(data, dict) or data.get("escalate_models") is None:
             return data
-        models = data["escalate_models"]
-        if isinstance(models, str):
-            models = [m.strip() for m in models.split(",") if m.strip()]
-        if models == []:
-            raise ConfigError(
-                "escalate_models is empty: give the stronger panel's judges, e.g. escalate_models=['a', 'b'] "
-                "(--escalate-models a,b)"
-            )
-        first = models[0] if isinstance(models, list) else None
-        first = first.model if isinstance(first, Panelist) else first.get("model") if isinstance(first, dict) else first
-        names = [
-            e.model if isinstance(e, Panelist) else e.get("model") if isinstance(e, Mapping) else e for e in models
-        ]
-        given = data.get("escalate_model")
-        if given is not None and given not in names:
-            raise ConfigError(
-                f"both escalate_model={given!r} and a stronger panel (escalate_models) are given: the panel's judges "
-                f"are its models. Drop escalate_model, or add {given!r} to escalate_models"
-            )
-        return {**data, "escalate_models": models, **({"escalate_model": first} if isinstance(first, str) else {})}
+        return _panel_of(data, "escalate_models", "escalate_model", "stronger panel")
 
     @field_validator("escalate_base_url")
     @classmethod
@@ -582,16 +554,32 @@ def merge_layers(*layers: Settings | Mapping[str, Any] | None) -> dict[str, Any]
     return merged
 
 
-def _one_judge_or_a_panel(model: Any, models: list) -> None:
-    """A ``model`` outside ``models``, given together (in the flags, a recipe, the keyword arguments), asks for
-    two runs at once; the panel would silently replace the model. (:func:`merge_layers` keeps the later of
-    the two when they come from different layers.)"""
-    names = [e.model if isinstance(e, Panelist) else e.get("model") if isinstance(e, Mapping) else e for e in models]
-    if model is not None and model not in names:
-        raise ConfigError(
-            f"both model={model!r} and a panel (models) are given: a panel's judges are its models. Drop model "
-            f"(--model), or add {model!r} to models (--models)"
-        )
+def _panel_of(data: dict, many: str, one: str, panel: str) -> dict:
+    """``data`` with the panel ``many`` (``models``, ``escalate_models``; ``"a,b"`` from a flag) as a list, and
+    its first judge as ``one`` (``model``, ``escalate_model``). An empty panel is refused before ``one`` is
+    found missing (that error would send the user the wrong way), and so is a ``one`` outside the panel: given
+    together (in the flags, a recipe, the keyword arguments) they ask for two runs at once, and the panel would
+    silently replace it (:func:`merge_layers` keeps the later of the two when they come from different layers).
+    ``panel``: how the messages name it."""
+    models = data[many]
+    if isinstance(models, str):
+        models = [m.strip() for m in models.split(",") if m.strip()]
+    flag, one_flag = "--" + many.replace("_", "-"), "--" + one.replace("_", "-")
+    if models == []:
+        raise ConfigError(f"{many} is empty: give the {panel}'s judges, e.g. {many}=['a', 'b'] ({flag} a,b)")
+    if isinstance(models, list):
+        names = [
+            e.model if isinstance(e, Panelist) else e.get("model") if isinstance(e, Mapping) else e for e in models
+        ]
+        given = data.get(one)
+        if given is not None and given not in names:
+            raise ConfigError(
+                f"both {one}={given!r} and a {panel} ({many}) are given: a panel's judges are its models. Drop "
+                f"{one} ({one_flag}), or add {given!r} to {many} ({flag})"
+            )
+    first = models[0] if isinstance(models, list) and models else None
+    first = first.model if isinstance(first, Panelist) else first.get("model") if isinstance(first, dict) else first
+    return {**data, many: models, **({one: first} if isinstance(first, str) else {})}
 
 
 def resolve_settings(*layers: Settings | Mapping[str, Any] | None, where: str = "settings") -> Settings:
