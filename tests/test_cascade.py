@@ -275,6 +275,10 @@ def test_what_a_cascade_refuses(judge, tmp_path, monkeypatch):
         resolve_settings({"model": "a", **kw, "models": ["a", "cheap"]})
     with pytest.raises(ConfigError, match="^invalid settings: escalate_model needs escalate_when"):
         resolve_settings({"model": "m", "escalate_model": "s"})
+    with pytest.raises(ConfigError, match=r"both escalate_model='x' and a stronger panel .*add 'x' to escalate_models"):
+        resolve_settings({"model": "m", **kw, "escalate_model": "x", "escalate_models": "a,b"})
+    with pytest.raises(ConfigError, match=r"escalate_models is empty.*--escalate-models a,b"):
+        resolve_settings({"model": "m", **kw, "escalate_models": ""})
     with pytest.raises(ConfigError, match="^invalid settings: escalate_models needs escalate_when"):
         resolve_settings({"model": "m", "escalate_models": ["s", "t"]})  # the option the user gave is named
     with pytest.raises(ConfigError, match="cannot read 'confidence<2'"):
