@@ -2,8 +2,9 @@
 
 Used through adlfs exactly as a user's storage account is: ``AZURE_STORAGE_CONNECTION_STRING``, with the
 emulator's well-known development account. Azurite comes from npm (``.ci/run`` installs it in
-``~/.cache/hf_judge/azurite``); ``HF_JUDGE_AZURITE`` names another ``azurite-blob``. Where it is missing the
-tests that need it are skipped, except under ``CI=true``, where that is a failure: CI must run them.
+``~/.cache/hf_judge/azurite``; the first test that needs it does the same where npm is here);
+``HF_JUDGE_AZURITE`` names another ``azurite-blob``. Only where there is no npm are those tests skipped, except
+under ``CI=true``, where that is a failure: CI must run them.
 """
 
 from __future__ import annotations
@@ -95,14 +96,32 @@ class AzuriteServer:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
+def install_azurite() -> str | None:
+    """Azurite from npm into the cache folder .ci/run uses (once; one test process at a time), where npm is
+    here; None where it is not (Node.js is a system package, outside what pip installs)."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    from filelock import FileLock
+
+    INSTALL.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(INSTALL / ".install.lock"), timeout=600):
+        if azurite_executable() is None:
+            cmd = [npm, "install", "--prefix", str(INSTALL), "--no-audit", "--no-fund", "--silent", "azurite@3"]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                raise RuntimeError(f"npm could not install Azurite: {done.stderr[-2000:]}")
+    return azurite_executable()
+
+
 @pytest.fixture(scope="session")
 def azure_server():
-    executable = azurite_executable()
+    executable = azurite_executable() or install_azurite()
     if executable is None:
-        how = f"npm install --prefix {INSTALL} azurite (or set HF_JUDGE_AZURITE to an azurite-blob)"
+        how = "install Node.js and npm (apt-get install nodejs npm), or set HF_JUDGE_AZURITE to an azurite-blob"
         if os.environ.get("CI"):  # CI installs it (.ci/run): there a missing Azurite is a failure, never a skip
-            pytest.fail(f"Azurite is not installed: the az:// store tests did not run; {how}")
-        pytest.skip(f"Azurite is not installed ({how}; CI runs these)")
+            pytest.fail(f"Azurite cannot be installed here: the az:// store tests did not run; {how}")
+        pytest.skip(f"no npm to install Azurite, the Azure Storage emulator, with ({how}; CI runs these)")
     server = AzuriteServer(executable)
     yield server
     server.stop()
