@@ -315,8 +315,8 @@ def test_model_families():
     assert {m: bias.model_family(m) for m in cases} == cases
 
 
-def test_lengths_count_tokens_where_tiktoken_knows_the_model(monkeypatch):
-    import pyarrow as pa
+def _words_as_tokens(monkeypatch) -> None:
+    """A stand-in tiktoken (not installed here) that knows the ``gpt-`` models and counts words as tokens."""
 
     class Encoding:
         name = "o200k_base"
@@ -333,6 +333,12 @@ def test_lengths_count_tokens_where_tiktoken_knows_the_model(monkeypatch):
     fake = types.ModuleType("tiktoken")
     fake.Encoding, fake.encoding_for_model = Encoding, encoding_for_model
     monkeypatch.setitem(sys.modules, "tiktoken", fake)
+
+
+def test_lengths_count_tokens_where_tiktoken_knows_the_model(monkeypatch):
+    import pyarrow as pa
+
+    _words_as_tokens(monkeypatch)
     table = pa.table({"a": ["one two three", None, "x"], "b": ["four", None, None]})
     tokens = bias.Lengths("gpt-4o")
     assert tokens.unit == "tokens" and tokens.of(table, ["a", "b"]).tolist()[::2] == [4.0, 1.0]
@@ -361,21 +367,7 @@ def test_agreement_counts_length_as_the_runs_length_bias_does(judge, tmp_path, c
     """A judge tiktoken knows (a stand-in that counts words): the run's length bias is in tokens, and
     ``agreement --length-of`` counts the same tokens, so its length_rho over every row is the run's rho."""
 
-    class Encoding:
-        name = "o200k_base"
-
-        @staticmethod
-        def encode_ordinary_batch(texts):
-            return [t.split() for t in texts]
-
-    def encoding_for_model(model):
-        if not model.startswith("gpt-"):
-            raise KeyError(model)
-        return Encoding()
-
-    fake = types.ModuleType("tiktoken")
-    fake.Encoding, fake.encoding_for_model = Encoding, encoding_for_model
-    monkeypatch.setitem(sys.modules, "tiktoken", fake)
+    _words_as_tokens(monkeypatch)
     judge.configure(length_scores=BIASED)
     rng = random.Random(1)
     words = [" ".join("w" * rng.randint(1, 40) for _ in range(rng.randint(1, 12))) for _ in range(ROWS)]

@@ -80,6 +80,20 @@ def result(judge_server_proc, tmp_path_factory):
     return {"scored": scored, "folder": folder, "page": page, "bodies": bodies}
 
 
+def _download_labels(browser, downloads: Path, lines: int) -> Path:
+    """Click the Labelling tab's download, and wait for the labels file to hold ``lines`` lines."""
+    from selenium.webdriver.common.by import By
+
+    browser.find_element(By.ID, "tab-labels").click()
+    for old in downloads.glob("labels*.jsonl"):
+        old.unlink()
+    browser.find_element(By.ID, "download-labels").click()
+    path = _wait(lambda: next(iter(downloads.glob("labels*.jsonl")), None))
+    assert path is not None, "no labels.jsonl downloaded"
+    _wait(lambda: path.read_text().count("\n") == lines)
+    return path
+
+
 def _open(browser, page: Path, tab: str | None = None) -> None:
     from selenium.webdriver.common.by import By
 
@@ -222,13 +236,7 @@ def test_labels_marked_in_the_page_download_in_the_labels_layout(browser, result
         browser.find_element(By.ID, "label-note").send_keys(note)
         browser.find_element(By.ID, "label-save").click()
         browser.find_element(By.ID, "detail-close").click()
-    browser.find_element(By.ID, "tab-labels").click()
-    for old in downloads.glob("labels*.jsonl"):
-        old.unlink()
-    browser.find_element(By.ID, "download-labels").click()
-    path = _wait(lambda: next(iter(downloads.glob("labels*.jsonl")), None))
-    assert path is not None, "no labels.jsonl downloaded"
-    _wait(lambda: path.read_text().endswith("\n"))
+    path = _download_labels(browser, downloads, lines=2)
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     layout = [{k: r[k] for k in ("split", "row", "score", "label", "note", "reviewer")} for r in rows]
     assert layout == [
@@ -260,13 +268,7 @@ def test_labels_downloaded_from_the_page_feed_agreement_with_the_figures_on_thos
         browser.find_element(By.ID, "label-value").send_keys(str(label))
         browser.find_element(By.ID, "label-save").click()
         browser.find_element(By.ID, "detail-close").click()
-    browser.find_element(By.ID, "tab-labels").click()
-    for old in downloads.glob("labels*.jsonl"):
-        old.unlink()
-    browser.find_element(By.ID, "download-labels").click()
-    path = _wait(lambda: next(iter(downloads.glob("labels*.jsonl")), None))
-    assert path is not None, "no labels.jsonl downloaded"
-    _wait(lambda: path.read_text().count("\n") == len(marks))
+    path = _download_labels(browser, downloads, lines=len(marks))
     out_json = tmp_path / "agreement.json"
     code, out, err = run_cli(
         capfd, "agreement", result["folder"], "--labels", path, "--score", "QA_Clarity", "--out", out_json,
