@@ -299,3 +299,10 @@ def test_a_folder_keeps_one_calibration_per_score_and_filter_finds_each(judge, t
     second = Calibration.load(out / "calibration_QA_Clarity.json")
     keep = (first.predict(d["QA_Correctness"]) >= 0.5) & (second.predict(d["QA_Clarity"]) >= 0.5)
     assert len(load_from_disk(str(tmp_path / "f"))["train"]) == int(keep.sum())
+
+
+def test_a_mistyped_score_is_named_before_an_empty_labels_file(scored, tmp_path, capfd):
+    """A typo in --score is the first thing to fix: said (with the column meant) even when no label names a split."""
+    (tmp_path / "empty.jsonl").write_text("")
+    code, _, err = run_cli(capfd, "calibrate", scored, "--score", "QA_Corectness", "--labels", tmp_path / "empty.jsonl")
+    assert code == 2 and "no score column 'QA_Corectness' in the result: did you mean 'QA_Correctness'?" in err, err

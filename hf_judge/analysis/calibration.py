@@ -18,6 +18,7 @@ to the expected human score for numeric ones, with the pool-adjacent-violators a
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -417,6 +418,12 @@ def _pairs(
 
 
 def _column(dd: DatasetDict, score: str, use_expected: bool | None, splits: set[str]) -> str:
+    # a score that is no column is named as such first, also where no label names a split (an empty file)
+    for s in splits or {k for k in dd if k != "errors"}:
+        if s in dd and score not in dd[s].column_names:
+            close = difflib.get_close_matches(score, dd[s].column_names, n=1)
+            hint = f": did you mean {close[0]!r}?" if close else f"; it has: {', '.join(dd[s].column_names)}"
+            raise ConfigError(f"no score column {score!r} in the result{hint}")
     expected = f"{score}_expected"
     has = all(s in dd and expected in dd[s].column_names for s in splits) and bool(splits)
     if use_expected and not has:
