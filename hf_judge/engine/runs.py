@@ -249,6 +249,12 @@ def fill_summary(summary: RunSummary, clients: list[JudgeClient], errors: list[d
     for name in (*COUNTERS, "capped_waits"):
         setattr(summary, name, getattr(s, name))
     summary.failed_attempts = dict(s.failures)
+    if len(clients) > 1:  # a panel: each judge's own, to tell a judge that answered nothing (summary.losses)
+        names = [j["name"] for j in summary.sampling.get("judges", [])]
+        summary.judge_requests = {
+            name: {"requests": c.stats.requests, "failed_attempts": dict(c.stats.failures)}
+            for name, c in zip(names, clients, strict=False)
+        }
     summary.errors = dict(Counter(e["kind"] for e in errors))
     summary.structured_output = s.structured_output
     summary.notes = [*summary.notes, *s.notes]

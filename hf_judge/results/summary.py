@@ -81,6 +81,8 @@ class RunSummary:
     # score column -> the calibration fitted on labels for it (results/calibration_card.calibration_entry): the
     # labels' count and source, its calibration errors and threshold, what <score>_calibrated means
     calibration: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # a panel's judges, this run's own: judge -> {"requests": attempts sent, "failed_attempts": {kind: n}}
+    judge_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def requests_per_s(self) -> float:
@@ -93,6 +95,31 @@ class RunSummary:
     @property
     def cached_rows(self) -> int:
         return sum(self.rows.get(s, 0) for s in self.cached_splits)
+
+    def losses(self) -> list[str]:
+        """What this run lost whole, one line each: every request it sent failed, or every request to one judge
+        of a panel (whose scores are then the other judges' alone). The CLI exits 3 when there is one.
+
+        Example:
+            >>> RunSummary(requests=8, failed_attempts={"connection": 8}).losses()
+            ['every request of this run failed (8 of 8; connection: 8)']
+            >>> RunSummary(requests=9, failed_attempts={"http_500": 3},
+            ...            judge_requests={"a": {"requests": 6}, "b": {"requests": 3, "failed_attempts": {"http_500": 3}}}
+            ...            ).losses()  # doctest: +NORMALIZE_WHITESPACE
+            ["judge 'b' lost: every one of its requests failed (3 of 3; http_500: 3); the panel's scores are the
+             other judges' alone"]
+        """  # noqa: E501 - a doctest line
+        if self.requests and sum(self.failed_attempts.values()) >= self.requests:
+            return [f"every request of this run failed ({_failed(self.requests, self.failed_attempts)})"]
+        lost = []
+        for name, j in self.judge_requests.items():
+            n, failed = j.get("requests", 0), j.get("failed_attempts") or {}
+            if n and sum(failed.values()) >= n:
+                lost.append(
+                    f"judge {name!r} lost: every one of its requests failed ({_failed(n, failed)}); the panel's "
+                    "scores are the other judges' alone"
+                )
+        return lost
 
     def cost(self, tokens: dict[str, Any] | None = None) -> float | None:
         """USD of ``tokens`` (default: this run's) at the model's price; None where it has none.
@@ -344,6 +371,12 @@ class RunSummary:
         if self.prompt_tokens > b.get("prompt_tokens", 0):  # some sent online (batch_fallback='online')
             text += f", the tokens sent online at ${price.input:g} in / ${price.output:g} out"
         return text
+
+
+def _failed(requests: int, failed: dict[str, int]) -> str:
+    """``8 of 8; connection: 5, http_503: 3``: how many requests failed, by kind, the commonest first."""
+    kinds = ", ".join(f"{k}: {n:,}" for k, n in Counter(failed).most_common())
+    return f"{sum(failed.values()):,} of {requests:,}; {kinds}"
 
 
 def describe_judges(judges: list[dict[str, Any]]) -> str:
