@@ -79,6 +79,7 @@ from .policy import (
     classify,
     error_code,
     error_message,
+    not_found_hint,
     parse_retry_after,
 )
 from .prices import no_price_error, price_of
@@ -594,8 +595,7 @@ class JudgeClient:
                 f"Check --api-key-env / {'ANTHROPIC' if self.wire else 'OPENAI'}_API_KEY and the base URL."
             )
         raise ModelNotFoundError(
-            f"HTTP {status} from {self.url}: {message}. Check the model name ({self.model!r}) and the base URL "
-            "(it usually ends in /v1)."
+            f"HTTP {status} from {self.url}: {message}. {not_found_hint(self.model, self.provider)}"
         )
 
     def _check_quota(self, data: bytes, message: str) -> None:

@@ -209,3 +209,27 @@ class Deadlines:
         # Python 3.11+: undo our cancel; if the run cancelled the task as well
         # (stopping), that one stands and the CancelledError goes on.
         return not hasattr(task, "uncancel") or task.uncancel() == 0
+
+
+def not_found_hint(model: str, provider: str) -> str:
+    """The next step after a 404: a Claude or Gemini model asked through OpenAI's API (at a base URL, where no
+    provider is inferred) needs its provider; anything else, the model name or the base URL.
+
+    Example:
+        >>> print(not_found_hint("claude-haiku-4-5", "openai").split(": ")[1])
+        add --provider anthropic (Anthropic's Messages API; provider="anthropic" in Python), or drop --base-url ...
+    """
+    name = model.lower()
+    if provider == "openai" and name.startswith("claude"):
+        return (
+            f"{model!r} is an Anthropic model, asked here through OpenAI's chat completions API: add --provider "
+            'anthropic (Anthropic\'s Messages API; provider="anthropic" in Python), or drop --base-url for '
+            "Anthropic's own server."
+        )
+    if provider == "openai" and name.startswith("gemini"):
+        return (
+            f"{model!r} is a Gemini model, asked here at a base URL that is not Google's: add --provider gemini and "
+            'drop --base-url for Google\'s endpoint (provider="gemini" in Python), or give a base URL that serves '
+            "Gemini through OpenAI's API (Google's ends in /v1beta/openai)."
+        )
+    return f"Check the model name ({model!r}) and the base URL (it usually ends in /v1)."
