@@ -3,7 +3,9 @@ into one line and an exit code.
 
 Exit codes: 0 the run finished (errors rows, if any, are saved and counted),
 1 the run stopped early (auth, circuit breaker, budget), 2 usage or config
-error, 130 interrupted. Set ``HF_JUDGE_DEBUG=1`` for tracebacks and debug logs.
+error, 3 the run finished and saved its result but lost something whole (every
+request, a panel's judge, the local judge: ``cli.score.LOST``, said in its last
+lines), 130 interrupted. Set ``HF_JUDGE_DEBUG=1`` for tracebacks and debug logs.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .parser import build_parser, subcommands
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hf-judge`` console script.
 
-    Example (what the console script runs; the exit code is 0, 1, 2 or 130 as above):
+    Example (what the console script runs; the exit code is 0, 1, 2, 3 or 130 as above):
         >>> sys.exit(main(["score", "data.jsonl", "--metrics", "QA_All", "--model", "judge"]))  # doctest: +SKIP
     """
     words = sys.argv[1:] if argv is None else argv

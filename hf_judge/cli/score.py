@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..progress import interactive
+from ..errors import ConfigError, InterruptedRun, RunStopped
+from ..progress import datasets_bars_off, interactive
 from .job import Job, resolve_api_key, resolve_job
 from .options import add_job_options
 from .save import check_repo, default_output_dir, filtered_name, show_overview, write_result
@@ -44,6 +44,18 @@ RUN_EXAMPLE = """examples:
 Flags override the recipe; the recipe overrides the defaults.
 """
 JUDGED = "<name>-judged; a recipe's filters also save <dir>-filtered"
+# the run finished and its result is saved, but it lost something whole (see summary.losses): a script must notice
+LOST = 3
+EXIT_CODES = f"""
+exit codes:
+  0    the run finished (rows that failed are saved in the errors split and counted)
+  1    the run stopped early (key refused, server unreachable, circuit breaker, budget, the local judge died
+       while nothing could be scored): what finished is cached, run the same command again to resume
+  2    usage or config error, found before any request
+  {LOST}    the run finished and its result is saved, but it lost something whole: every request failed, every
+       request to one judge of a panel failed, or the local judge died; the last lines say what and why
+  130  interrupted (Ctrl-C, SIGTERM)
+"""
 
 
 def add_score(sub: Any, settings: bool) -> None:
@@ -52,7 +64,7 @@ def add_score(sub: Any, settings: bool) -> None:
         "score",
         help="score a dataset",
         description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv/.arrow file).",
-        epilog=SCORE_EXAMPLE,
+        epilog=SCORE_EXAMPLE + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
@@ -72,7 +84,7 @@ def add_run(sub: Any, settings: bool) -> None:
         "run",
         help="run a whole job from a recipe or a seed config.yaml",
         description="Run the job a YAML file describes.",
-        epilog=RUN_EXAMPLE,
+        epilog=RUN_EXAMPLE + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", help="recipe name, recipe YAML, or seed-004 config.yaml")
@@ -155,21 +167,64 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
         client = dict(job.client)
         if judge is not None:
             client.update(model=judge.model, base_url=judge.base_url)
-        scored = _run_scoring(args, job, ds, api_key, client, batch_import)
-    summary = scored.summary
-    assert summary is not None  # score_dataset always sets it
+        try:
+            scored = _run_scoring(args, job, ds, api_key, client, batch_import)
+        except RunStopped as e:
+            if not isinstance(e, InterruptedRun):
+                _raise_if_died(judge, e)
+            raise
+        summary = scored.summary
+        assert summary is not None  # score_dataset always sets it
+        # a run that lost every request gives a dying server a moment to be reaped (its connections close first)
+        died = _died_message(judge, wait=2.0 if summary.losses() else 0.0)
     _add_provenance(summary, job, args.token)
     done: list[str] = _saved_on_ray(args, job, scored)
     try:
-        done += write_result(scored, args, out, job.push_to_hub, source=source, kind="scored", summary=summary)
-        done = show_overview(scored, summary, out, job.push_to_hub, terminal=interactive(sys.stdout)) + done
-        if job.filters is not None:
-            done += _filter_and_write(args, job, scored, summary, out, source)
+        # datasets' "Saving the dataset" bar says nothing the lines printed after it do not ("saved to ...")
+        with datasets_bars_off():
+            done += write_result(scored, args, out, job.push_to_hub, source=source, kind="scored", summary=summary)
+            done = show_overview(scored, summary, out, job.push_to_hub, terminal=interactive(sys.stdout)) + done
+            if job.filters is not None:
+                done += _filter_and_write(args, job, scored, summary, out, source)
     finally:
         # after every progress bar (scoring, saving, pushing), not in between them
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
-    return 0
+    return _lost(summary, died)
+
+
+def _lost(summary, died: str | None) -> int:
+    """The exit code of a run that finished: :data:`LOST` where it lost something whole (every request, a panel's
+    judge, its local judge), said in its last lines; else 0."""
+    lines = [*summary.losses(), *([died] if died else [])]
+    for line in lines:
+        print(f"hf-judge: lost: {line}", file=sys.stderr, flush=True)
+    return LOST if lines else 0
+
+
+def _died_message(judge, wait: float) -> str | None:
+    """How the local judge died and the fix (``transport.local.died_message``); None where it runs (waited for up
+    to ``wait`` s: a server's connections close before its exit is seen) or there is none."""
+    import subprocess
+
+    from ..transport.local import died_message
+
+    proc = judge.process if judge is not None else None
+    if proc is None:
+        return None
+    try:
+        return died_message(proc.wait(timeout=wait), judge.log_path)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _raise_if_died(judge, stopped: RunStopped) -> None:
+    """A run stopped because its local judge died: say how it died and how to fix it, not "check the base URL"."""
+    died = _died_message(judge, wait=2.0)
+    if died is not None:
+        from ..transport.local import LocalJudgeDiedError
+
+        raise LocalJudgeDiedError(f"{died}\n(the run stopped: {stopped})") from stopped
 
 
 def _check_job(job: Job) -> None:
@@ -428,7 +483,8 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
         started = time.perf_counter()
         say = functools.partial(print, file=sys.stderr, flush=True)
         say(f"hf-judge: starting a local llama.cpp judge ({model_path or BUNDLED_MODEL_NAME})")
-        with local_judge(model_path, models_dir=models_dir) as judge:
+        # a judge that dies is reported by score_job (exit code, message), not by a warning as well
+        with local_judge(model_path, models_dir=models_dir, warn_if_died=False) as judge:
             elapsed = time.perf_counter() - started
             say(f"hf-judge: local judge {judge.model} ready at {judge.base_url} in {elapsed:.1f} s (pid {judge.pid})")
             if model_path is None:
