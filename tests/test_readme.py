@@ -76,17 +76,37 @@ def test_every_bash_block_is_classified():
     assert not stale, f"no README block matches {stale}: update tests/test_readme.py"
 
 
+def _install_words(line: str) -> list[str] | None:
+    """A line's leading `pip install ...` command (after any `VAR=value` words), split; None where it has none."""
+    head = line.partition(" && ")[0]
+    words = shlex.split(head)
+    while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+        words = words[1:]
+    return words if words[:2] == ["pip", "install"] else None
+
+
 def _without_install(block: str) -> str:
-    """Drop a leading `pip install ... &&` (each line of the block)."""
+    """Drop a leading `[VAR=value ...] pip install ... &&` (each line of the block)."""
     lines = []
     for line in block.splitlines():
-        if line.startswith("pip install "):
+        if _install_words(line) is not None:
             head, sep, rest = line.partition(" && ")
             assert sep, f"a `pip install` line with nothing after it: {line}"
-            assert shlex.split(head)[:2] == ["pip", "install"]
             line = rest
         lines.append(line)
     return "\n".join(lines)
+
+
+def test_the_first_command_builds_the_local_judge_as_ci_does():
+    """The README's first command builds llama.cpp with the flags .ci/run builds with and the local judge's rebuild
+    hint names (no -march=native: a native build dies on a CPU whose AMX the OS does not enable)."""
+    from hf_judge.transport.local import PORTABLE_CMAKE_ARGS
+
+    first = bash_blocks()[0].splitlines()[0]
+    assert first.startswith(f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install ".[local]" && '), first
+    assert _without_install(first) == "hf-judge score --example --model local"
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}"' in ci
 
 
 def _blocks_to_run():
