@@ -94,10 +94,9 @@ def test_a_panel_that_lost_a_judge_exits_3_naming_it_and_the_error_kind(judge, c
     )
     assert lost and len(set(lost.groups())) == 1, last
 
-    # a panel whose judges all answered: 0
-    judge.configure(faults=[])
-    code, out, err = run_cli(capfd, "score", "--example", "--recipe", recipe, "--retries", "0", "--overwrite")
-    if how == "failing":
+    if how == "failing":  # the same panel once judge c answers: 0
+        judge.configure(faults=[])
+        code, out, err = run_cli(capfd, "score", "--example", "--recipe", recipe, "--retries", "0")
         assert code == 0 and "lost" not in err, err
 
 
