@@ -41,8 +41,9 @@ class MetricItem(BaseModel):
 
 class Filters(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    min: dict[str, float] = {}
-    max: dict[str, float] = {}
+    # true/false for a true/false score (min: {Binary: true} keeps the true rows), as filter_by_scores reads it
+    min: dict[str, bool | float] = {}
+    max: dict[str, bool | float] = {}
     keep_missing: bool = False
 
 
