@@ -6,6 +6,7 @@ score compared with true/false labels."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 
 import pytest
@@ -26,14 +27,25 @@ def _errors(err: str) -> list[str]:
 
 
 # -- item 8: messages -------------------------------------------------------------------------------------------
-def test_a_malformed_json_line_gets_one_message_naming_its_line(tmp_path, capfd):
+@pytest.fixture
+def library_errors(caplog):
+    """What datasets logs at ERROR: its handler took the stderr of the test session when it was imported,
+    which capfd does not see, so its records are caught where they go (datasets' logger does not propagate)."""
+    root = logging.getLogger("datasets")
+    root.addHandler(caplog.handler)
+    yield lambda: [r.getMessage() for r in caplog.records if r.name.startswith("datasets") and r.levelno >= 40]
+    root.removeHandler(caplog.handler)
+
+
+def test_a_malformed_json_line_gets_one_message_naming_its_line(tmp_path, capfd, library_errors):
     path = tmp_path / "data.jsonl"
     path.write_text('{"q": "a"}\n{"q": "b"}\n{"q": "c"}\n{"q": "d", oops}\n{"q": "e"}\n')
     code, _, err = run_cli(capfd, "score", path, *NOWHERE)
     assert code == 2
     lines = _errors(err)
-    assert len(lines) == 1, err  # datasets' own "Failed to load JSON ... in row 3" is not printed beside it
+    assert len(lines) == 1, err
     assert lines[0].startswith(f"hf-judge: error: {path}, line 4: not valid JSON")
+    assert library_errors() == []  # datasets' own "Failed to load JSON ... in row 3" is not printed beside it
 
 
 def test_a_misspelt_recipe_name_or_key_gets_a_did_you_mean(tmp_path):
@@ -150,13 +162,15 @@ def test_a_400_digit_label_is_refused_naming_its_line(result, tmp_path, capfd):
     ("latin.jsonl", b'{"q": "ok"}\n{"q": "caf\xe9 cr\xe8me"}\n', 2, 11),
     ("latin.csv", b"q\nok\ncaf\xe9\n", 3, 4),
 ])  # fmt: skip
-def test_a_latin1_file_is_named_with_its_line_and_the_iconv_command(tmp_path, capfd, name, content, line, column):
+def test_a_latin1_file_is_named_with_its_line_and_the_iconv_command(
+    tmp_path, capfd, library_errors, name, content, line, column
+):
     path = tmp_path / name
     path.write_bytes(content)
     code, _, err = run_cli(capfd, "score", path, *NOWHERE)
     assert code == 2
     lines = _errors(err)
-    assert len(lines) == 1, err
+    assert len(lines) == 1 and library_errors() == [], err
     stem, suffix = name.split(".")
     assert lines[0] == (
         f"hf-judge: error: {path}, line {line}: not UTF-8 (byte 0xe9 at column {column}; b'\\xe9' is 'é' in "
@@ -177,7 +191,7 @@ def test_a_corrupt_parquet_file_in_a_folder_is_named(tmp_path):
     )
 
 
-def test_a_corrupt_parquet_file_on_the_hub_is_named_by_its_path_in_the_repo(hub, capfd):
+def test_a_corrupt_parquet_file_on_the_hub_is_named_by_its_path_in_the_repo(hub, capfd, library_errors):
     import huggingface_hub
 
     api = huggingface_hub.HfApi()
@@ -191,7 +205,7 @@ def test_a_corrupt_parquet_file_on_the_hub_is_named_by_its_path_in_the_repo(hub,
     code, _, err = run_cli(capfd, "score", "tester/corrupt-parquet", *NOWHERE)
     assert code == 2
     lines = _errors(err)
-    assert len(lines) == 1, err
+    assert len(lines) == 1 and library_errors() == [], err
     assert lines[0].startswith(
         "hf-judge: error: tester/corrupt-parquet: cannot read data/train-00000.parquet (ArrowInvalid: "
     )
