@@ -149,9 +149,9 @@ def test_filter_rejects_a_non_finite_threshold(bad):
         filter_by_scores(_ds([1, 2], "int64"), min={"s": bad})
 
 
-@pytest.mark.parametrize("bad", [True, "8", None])
+@pytest.mark.parametrize("bad", ["8", None])
 def test_filter_rejects_a_threshold_that_is_not_a_number(bad):
-    with pytest.raises(ConfigError, match=r"threshold for 's' must be a number, got "):
+    with pytest.raises(ConfigError, match=r"threshold for 's' must be a number or true/false, got "):
         filter_by_scores(_ds([1, 2], "int64"), max={"s": bad})
 
 

@@ -20,6 +20,7 @@ interval. The statistics are in :mod:`hf_judge.analysis.stats`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -78,6 +79,8 @@ class AgreementReport:
     confidence: float = 0.95
     # how ``length_of``'s texts were measured: "tokens" (tiktoken's encoding of judge_model) or "characters"
     length_unit: str | None = None
+    # what the comparison cannot say, and the option that makes it (a rating against true/false labels)
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
@@ -109,6 +112,9 @@ class AgreementReport:
             out.append((name, _num(v), f"{_num(ci[0])} .. {_num(ci[1])}" if ci else ""))
         return out
 
+    def _kind(self) -> str:
+        return "a rating against true/false labels" if self.note else self.kind
+
     def _dropped(self) -> str:
         m = self.missing
         return f"null score {m['score']:,}, null label {m['label']:,}, both {m['both']:,}"
@@ -116,10 +122,12 @@ class AgreementReport:
     def __str__(self) -> str:
         where = f", split {self.split}" if self.split else ""
         lines = [
-            f"Agreement of {self.score} with {self.label} ({self.kind}{where})",
+            f"Agreement of {self.score} with {self.label} ({self._kind()}{where})",
             f"rows {self.rows:,}, compared {self.pairs:,}, dropped: {self._dropped()}",
             "",
         ]
+        if self.note:
+            lines += [f"note: {self.note}", ""]
         if not self.pairs:
             lines += [
                 f"nothing to compare: no row has both a {self.score} and a {self.label} value "
@@ -155,9 +163,10 @@ class AgreementReport:
         """The report as markdown for a dataset card; ``images``: title -> repo path of a PNG."""
         where = f" (split `{self.split}`)" if self.split else ""
         out = [
-            f"**`{self.score}` vs `{self.label}`**{where}: {self.kind}, {self.pairs:,} of {self.rows:,} rows "
+            f"**`{self.score}` vs `{self.label}`**{where}: {self._kind()}, {self.pairs:,} of {self.rows:,} rows "
             f"compared ({self._dropped()})",
             "",
+            *([f"Note: {self.note}", ""] if self.note else []),
             f"| figure | value | {self.confidence:.0%} interval |",
             "| --- | --- | --- |",
             *[f"| {a} | {b} | {c} |" for a, b, c in self._rows()],
@@ -214,6 +223,7 @@ def agreement(
     generator_column: str | None = None,
     judge_model: str | None = None,
     label_threshold: float | None = None,
+    score_threshold: float | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -224,6 +234,11 @@ def agreement(
     ``resamples``, ``seed``, ``confidence``: the bootstrap intervals (``resamples=0``: none).
     ``label_threshold``: numeric labels (1-5 ratings) read as verdicts, true where label >= it: a Binary judge's
     verdicts, or a score's calibration curve, against them (the report's label reads ``human >= 4``).
+    ``score_threshold``: the judge's numeric score read as verdicts, true where score >= it, against true/false
+    labels (the report's score reads ``QA_Correctness >= 8``). A rating (values beyond 0-1) against true/false
+    labels has no scale in common with them (an MAE between a 1-10 score and 0/1 means nothing): it needs
+    ``score_threshold``, or ``kind="numeric"`` for the rank correlations; a probability (``_p_positive``,
+    ``_calibrated``) against them is compared as numbers, a calibration.
 
     Bias against the labels (:mod:`hf_judge.analysis.bias`): ``length_of``, the column(s) of the text the judge
     scored, adds ``length_rho`` and ``label_length_rho`` (Spearman's rho of the score, and of the label, with the
@@ -253,6 +268,8 @@ def agreement(
     s_arr, l_arr = _column(d, score), _column(d, label)
     if label_threshold is not None:
         l_arr, label = _passed(l_arr, label, label_threshold, positive), f"{label} >= {label_threshold:g}"
+    if score_threshold is not None:
+        s_arr, score = _passed(s_arr, score, score_threshold, None, "score"), f"{score} >= {score_threshold:g}"
     kind = kind or _guess_kind(score, s_arr)
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -281,7 +298,8 @@ def agreement(
         x, y = _numbers(s_kept, score), _numbers(l_kept, label)
         # a 0/1 side (boolean labels, a calibration) has no scale in common with the other: no kappa, no matrix
         ordinal = not (pa.types.is_boolean(s_arr.type) or pa.types.is_boolean(l_arr.type))
-        fns = _numeric(report, x, y, ordinal)
+        report.note = _rating_note(x, l_arr, score, label)
+        fns = _numeric(report, x, y, ordinal, mae=report.note is None)
     elif kind == "binary":
         x, y = _booleans(s_kept, score, None, judge=True), _booleans(l_kept, label, positive)
         fns = _binary(report, x, y)
@@ -303,15 +321,30 @@ def agreement(
     return report
 
 
-def _passed(arr: pa.Array, label: str, threshold: float, positive: Any) -> pa.Array:
-    """Numeric labels as verdicts: true where the label is >= ``threshold`` (nulls stay null)."""
+def _passed(arr: pa.Array, label: str, threshold: float, positive: Any, what: str = "label") -> pa.Array:
+    """Numeric labels (or scores) as verdicts: true where the value is >= ``threshold`` (nulls stay null)."""
     if positive is not None:
         raise ConfigError("give positive= (a label value) or label_threshold= (a cut on numeric labels), not both")
     if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
-        raise ConfigError(
-            f"label_threshold needs numeric labels; {label!r} is {arr.type} (for verdicts name positive= instead)"
-        )
+        hint = "for verdicts name positive= instead" if what == "label" else "it is no numeric score"
+        raise ConfigError(f"{what}_threshold needs numeric {what}s; {label!r} is {arr.type} ({hint})")
     return pc.greater_equal(arr, pa.scalar(float(threshold)))
+
+
+def _rating_note(x: np.ndarray, labels: pa.Array, score: str, label: str) -> str | None:
+    """What a rating (values beyond 0-1) against true/false labels is compared by, and what it needs to be
+    compared as verdicts; None for any other pair. Its "MAE" would be the distance between a 1-10 scale and
+    0/1, which means nothing; a probability (``_p_positive``) against the labels is a calibration, as numbers."""
+    if not pa.types.is_boolean(labels.type) or not len(x) or (x.min() >= 0 and x.max() <= 1):
+        return None
+    lo, hi = float(x.min()), float(x.max())
+    return (
+        f"{score} is a rating ({lo:g}-{hi:g}) and {label} holds true/false labels: they share no scale, so no "
+        "MAE; the correlations rank the rating against the labels, the calibration table gives the share of "
+        f"true labels per score. To compare verdicts (accuracy, precision, recall, kappa), cut the rating: "
+        f"--score-threshold {math.ceil((lo + hi) / 2):g} (score_threshold=; score >= it is true), or let "
+        "hf-judge calibrate choose the cut from these labels"
+    )
 
 
 def _pick_split(ds: Dataset | DatasetDict, split: str | None) -> tuple[str | None, Dataset]:
@@ -428,9 +461,15 @@ def _booleans(arr: pa.Array, column: str, positive: Any, judge: bool = False) ->
             "scores as numbers (leave out kind=binary, --kind binary), or name a verdict column as the score"
         )
     if unknown:
+        ratings = all(_is_number(w) for w in unknown)
         raise ConfigError(
             f"column {column!r} holds {unknown[:5]}, not verdicts (true/false, 1/0, yes/no): "
-            "name the positive value (positive=..., --positive)"
+            + (
+                "ratings against a judge's verdicts need a cut: label_threshold= (--label-threshold T: label >= T "
+                "is positive)"
+                if ratings
+                else "name the positive value (positive=..., --positive)"
+            )
         )
     return np.array([w in _TRUE for w in words], dtype=bool)
 
@@ -464,13 +503,16 @@ def _integers(v: np.ndarray) -> bool:
     return bool(len(v)) and bool(np.all(v == np.round(v)))
 
 
-def _numeric(report: AgreementReport, x: np.ndarray, y: np.ndarray, ordinal: bool) -> dict[str, stats.Stat]:
+def _numeric(
+    report: AgreementReport, x: np.ndarray, y: np.ndarray, ordinal: bool, mae: bool = True
+) -> dict[str, stats.Stat]:
     fns: dict[str, stats.Stat] = {
         "spearman": stats.spearman,
         "kendall_tau_b": stats.kendall_tau_b,
         "pearson": stats.pearson,
-        "mae": stats.mae,
     }
+    if mae:  # no common scale (a rating against 0/1): no distance between them
+        fns["mae"] = stats.mae
     labels = _scale(x, y) if ordinal and _integers(x) and _integers(y) else None
     if labels is not None:
 

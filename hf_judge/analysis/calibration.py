@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +36,7 @@ from .labels import Joined, join_labels, label_source_name, labels_for, read_lab
 
 FORMAT = 1  # calibration.json's format version
 FILE_NAME = "calibration.json"
+logger = logging.getLogger("hf_judge")
 
 
 def isotonic_fit(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -219,7 +222,11 @@ class Calibration:
     ``knots_x``/``knots_y``: the isotonic map; ``ece``: expected calibration errors (``judge``: the score
     read as a probability or as the human score, ``calibrated``: out of fold, ``bins``); ``reliability``:
     the tables behind them; ``by_score``: per judge value, rows, mean label and the map's value;
-    ``threshold``: the chosen cut (``probability``, ``min_score``, ``criterion``); ``cv``: its k-fold figures.
+    ``threshold``: the chosen cut (``probability``, ``min_score``, ``criterion``); ``cv``: its k-fold figures;
+    ``warning``: why the figures cannot be trusted (every label of one class), None when they can.
+
+    The map is checked when the calibration is made or loaded: finite knots, ``knots_x`` increasing,
+    ``knots_y`` non-decreasing and, for a probability, in [0, 1]; anything else is a ConfigError.
     """
 
     score: str
@@ -238,6 +245,32 @@ class Calibration:
     format: int = FORMAT
     # numeric labels read as verdicts (label >= it is positive): the map gives P(human label >= label_threshold)
     label_threshold: float | None = None
+    # e.g. every label positive: the map is constant, and F1 1.000 / ECE 0.000 say nothing about the judge
+    warning: str | None = None
+
+    def __post_init__(self) -> None:
+        self._check_map()
+
+    def _check_map(self) -> None:
+        """A ConfigError for a map :meth:`predict` would apply wrongly: ``np.interp`` takes unsorted or NaN
+        knots without a word, and a probability of 7.0 would pass every ``min_prob``."""
+        if self.kind not in ("binary", "numeric"):
+            raise ConfigError(f"kind must be binary or numeric, got {self.kind!r}")
+        kx, ky = self.knots_x, self.knots_y
+        if not isinstance(kx, list) or not isinstance(ky, list) or not kx or len(kx) != len(ky):
+            raise ConfigError("knots_x and knots_y must be two lists of numbers of the same length, not empty")
+        for name, knots in (("knots_x", kx), ("knots_y", ky)):
+            bad = [v for v in knots if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)]
+            if bad:
+                raise ConfigError(f"{name} holds {bad[0]!r}: every knot must be a finite number")
+        if any(b <= a for a, b in zip(kx, kx[1:], strict=False)):
+            raise ConfigError("knots_x must be increasing (the judge values the map is fitted at, sorted)")
+        if any(b < a for a, b in zip(ky, ky[1:], strict=False)):
+            raise ConfigError("knots_y must be non-decreasing (an isotonic map: a higher score never maps lower)")
+        if self.kind == "binary" and not 0 <= ky[0] <= ky[-1] <= 1:
+            raise ConfigError(
+                f"knots_y of a binary calibration are probabilities between 0 and 1; got {ky[0]!r} .. {ky[-1]!r}"
+            )
 
     @property
     def output(self) -> str:
@@ -282,6 +315,8 @@ class Calibration:
             raise ConfigError(
                 f"cannot read calibration {p} ({e.strerror or e}): save one with hf-judge calibrate"
             ) from None
+        except ConfigError as e:  # the map's own check
+            raise ConfigError(f"{p} is no usable calibration: {e}; fit it again with hf-judge calibrate") from None
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{p} is not a calibration ({e}): save one with hf-judge calibrate ... -o FILE") from None
 
@@ -343,6 +378,9 @@ def calibrate(
     oof, cv = cross_validate(x, y, folds=folds, seed=seed, binary=binary, target_precision=target_precision)
     cal = Calibration(score, joined.column, label_name, kind, len(x), *_compact(kx, ky), cv=cv, dropped=dropped)
     cal.label_threshold = label_threshold
+    cal.warning = _one_class(y, binary)
+    if cal.warning:
+        logger.warning("calibration of %s: %s", score, cal.warning)
     if binary:
         lo, hi = 0.0, 1.0
         span = float(x.max() - x.min()) or 1.0
@@ -371,6 +409,22 @@ def calibrate(
             cal.threshold["min_score"] = float(x[cal.predict(x) >= cut].min())
             cal.threshold.update(stats.binary_scores(y.astype(bool), cal.predict(x) >= cut))
     return cal
+
+
+def _one_class(y: np.ndarray, binary: bool) -> str | None:
+    """Why labels of one class make a calibration meaningless, or None: the map is a constant, and its
+    figures (F1 1.000, ECE 0.000) are perfect whatever the judge said."""
+    values = np.unique(y)
+    if len(values) > 1:
+        return None
+    if binary:
+        what = f"every label is {'positive' if values[0] else 'negative'}"
+    else:
+        what = f"every label is {values[0]:g}"
+    return (
+        f"{what}: the map is a constant and its F1 and ECE say nothing about the judge; label rows of both "
+        "outcomes (hf-judge sample-for-review picks them) and calibrate again"
+    )
 
 
 def _pairs(

@@ -39,6 +39,8 @@ def describe(cal: Calibration) -> str:
         "",
         f"isotonic map: judge value -> {target}",
     ]
+    if getattr(cal, "warning", None):  # before the figures it makes meaningless
+        lines[1:1] = ["", f"WARNING: {cal.warning}"]
     mean = "positive" if binary else "mean label"
     by = cal.by_score
     if len(by) > 20:  # an _expected column: the knots would be hundreds of lines; the bins say it

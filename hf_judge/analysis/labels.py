@@ -14,6 +14,7 @@ optional strings; any other key (context for the reviewer: the judged text, the 
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 import math
 from collections import Counter, defaultdict
@@ -30,6 +31,10 @@ from .labels_hub import HF_PREFIX, fetch_hub_labels, hub_labels
 
 LAYOUT = ("split", "row", "score", "label", "note", "reviewer")
 FIX = 'each line an object like {"split": "train", "row": 17, "score": "QA_Clarity", "label": 7}'
+# the largest integer a float holds exactly: a label is compared as a float, and 10**400 is none
+_LARGEST_LABEL = 2**53
+# the words a pairwise label may be beside numbers (1, 2 and "tie" in one file)
+_PREFERENCE_WORDS = {"a", "b", "tie", "draw", "model_a", "model_b"}
 _CSV_TRUE = {"true", "yes"}
 _CSV_FALSE = {"false", "no"}
 
@@ -104,11 +109,35 @@ def _records(content: str | list[dict[str, Any]], name: str) -> Iterable[tuple[i
 
 def _kept(records: Iterable[tuple[int, dict]], name: str, context: bool, unit: str = "line") -> list[dict[str, Any]]:
     out = []
+    number: tuple[int, Any] | None = None  # the first numeric label, and its line
+    word: tuple[int, Any] | None = None  # the first label that is text and no number, preference or verdict
     for line, obj in records:
         label = _checked(obj, f"{name}, {unit} {line}")
-        if label is not None:
-            out.append({**{k: v for k, v in obj.items() if k not in label}, **label} if context else label)
+        if label is None:
+            continue
+        value = label["label"]
+        if number is None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = (line, value)
+        if word is None and isinstance(value, str) and not _label_word(value):
+            word = (line, value)
+        out.append({**{k: v for k, v in obj.items() if k not in label}, **label} if context else label)
+    if number is not None and word is not None:  # ratings with a typo: said where, not as "a string column"
+        raise ConfigError(
+            f"labels {name}, {unit} {word[0]}: label {word[1]!r} is not a number, but the labels are numbers "
+            f"({unit} {number[0]}: {number[1]!r}); write a number there (or null: not labelled yet)"
+        )
     return out
+
+
+def _label_word(v: str) -> bool:
+    """True for text a label may be beside numbers: a number written as text, a preference, a verdict."""
+    low = v.strip().lower()
+    if low in _PREFERENCE_WORDS or low.startswith("tie") or low in _CSV_TRUE | _CSV_FALSE:
+        return True
+    try:
+        return math.isfinite(float(low))
+    except ValueError:
+        return False
 
 
 def _jsonl_records(text: str, p: str) -> Iterable[tuple[int, dict]]:
@@ -155,6 +184,8 @@ def _checked(obj: dict, where: str) -> dict[str, Any] | None:
     missing = [k for k in ("split", "row") if obj.get(k) is None]
     if missing:
         raise ConfigError(f"{where}: no {' and no '.join(missing)}; {FIX}")
+    if isinstance(obj["row"], bool):  # int(True) is 1: a true would label row 1
+        raise ConfigError(f"{where}: row {json.dumps(obj['row'])} is true/false, not a row number; {FIX}")
     try:
         row = int(obj["row"])
     except (TypeError, ValueError):
@@ -166,6 +197,12 @@ def _checked(obj: dict, where: str) -> dict[str, Any] | None:
         return None  # not labelled yet
     if isinstance(label, float) and not math.isfinite(label):
         raise ConfigError(f"{where}: label {label!r} is not a finite number; write a number, true/false or A/B/tie")
+    if isinstance(label, int) and not isinstance(label, bool) and abs(label) > _LARGEST_LABEL:
+        digits = len(str(abs(label)))
+        raise ConfigError(
+            f"{where}: label {str(label)[:12]}... ({digits} digits) is too large to be a score or rating; "
+            "write a number, true/false or A/B/tie"
+        )
     if not isinstance(label, (bool, int, float, str)):
         raise ConfigError(
             f"{where}: label {label!r} is a {type(label).__name__}; write a number, true/false or A/B/tie"
@@ -227,8 +264,11 @@ class Joined:
         return sorted({r for by in self.raters.values() for r in by})
 
 
-def labels_for(labels: Sequence[dict[str, Any]], score: str) -> list[dict[str, Any]]:
+def labels_for(
+    labels: Sequence[dict[str, Any]], score: str, columns: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """The labels about ``score``: those naming it, and those naming none when no label names another column.
+    ``columns``: the result's, to tell a file that misspells a score (did you mean ...?) from one about another.
 
     Example:
         >>> labels_for([{"split": "t", "row": 0, "score": None, "label": 1}], "QA_Clarity")[0]["row"]
@@ -236,6 +276,13 @@ def labels_for(labels: Sequence[dict[str, Any]], score: str) -> list[dict[str, A
     """
     named = {lab["score"] for lab in labels if lab.get("score")}
     if named and score not in named and all(lab.get("score") for lab in labels):
+        typos = sorted(n for n in named if columns is not None and n not in columns)
+        close = difflib.get_close_matches(typos[0], [score, *(columns or [])], n=1) if typos else []
+        if close:  # the file misspells a column: the fix is in the file, not in --score
+            raise ConfigError(
+                f"the labels name score {typos[0]!r}, which is no column of the result: did you mean "
+                f'{close[0]!r}? Fix the labels file\'s "score" (or leave it out where the file labels one score)'
+            )
         raise ConfigError(
             f"the labels are about {', '.join(sorted(named))}, not {score!r}: pass --score {sorted(named)[0]}"
         )
@@ -258,7 +305,8 @@ def join_labels(
     dd = result if isinstance(result, DatasetDict) else DatasetDict({"train": result})
     column = column or score
     grouped: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for lab in labels_for(labels, score):
+    columns = list(dict.fromkeys(c for k, d in dd.items() if k != "errors" for c in d.column_names))
+    for lab in labels_for(labels, score, columns):
         grouped[(lab["split"], lab["row"])].append(lab)
     out = Joined(score=score, column=column)
     for split in sorted({k[0] for k in grouped}):

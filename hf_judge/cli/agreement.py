@@ -16,6 +16,7 @@ AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement me/pairs-judged --score Comparative --label preferred --plots plots/
   hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
   hf-judge agreement out/ --score QA_Clarity --labels labels.jsonl   # labels written apart (sample-for-review)
+  hf-judge agreement out/ --score QA_Correctness --labels ok.jsonl --score-threshold 8   # 1-10 vs true/false
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
@@ -57,6 +58,12 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         type=float,
         metavar="T",
         help="numeric labels (e.g. 1-5 ratings) as verdicts: label >= T is positive (a Binary judge against them)",
+    )
+    p.add_argument(
+        "--score-threshold",
+        type=float,
+        metavar="T",
+        help="the judge's numeric score as verdicts: score >= T is positive (a 1-10 score against true/false labels)",
     )
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 0: none (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
@@ -125,6 +132,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         generator_column=args.generator_column,
         judge_model=judge_model,
         label_threshold=args.label_threshold,
+        score_threshold=args.score_threshold,
     )
     if reviewers is not None:
         report.figures.update(reviewers)

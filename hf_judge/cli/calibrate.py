@@ -126,7 +126,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         out = Path(FILE_NAME)
     path = cal.save(out)
-    done.insert(0, f"saved to {path}")
+    done.insert(0, f"saved to {path}" + (" (WARNING: labels of one class, see above)" if cal.warning else ""))
     if local.is_dir() and path.parent.resolve() == local.resolve():
         done += _record(local, cal, path.name)
     png = None

@@ -7,15 +7,31 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .options import add_input_options, add_output_options, threshold
+from .options import add_input_options, add_output_options, kv, threshold
 from .save import check_repo, default_output_dir, write_result
 
 FILTER_EXAMPLE = """examples:
   hf-judge filter me/gsm8k-judged --min QA_Correctness=8 --push-to-hub me/gsm8k-best
   hf-judge filter out/ --min Q_Clarity=6 --max Q_Complexity=9 --output-dir best/
+  hf-judge filter out/ --min Binary=true          # a true/false score: true keeps the true rows (--max X=false: false)
   hf-judge filter out/ --min-prob QA_Correctness=0.8 --calibration out/calibration.json   # see hf-judge calibrate
   hf-judge filter out/ --calibration out/calibration.json -o out-calibrated/   # every row, + QA_Correctness_calibrated
 """
+
+
+_VERDICTS = {"true": True, "false": False}
+
+
+def score_threshold(text: str) -> tuple[str, float | bool]:
+    """``COLUMN=V``: a finite number, or true/false for a true/false score (``--min Binary=true``)."""
+    key, value = kv(text)
+    verdict = _VERDICTS.get(value.strip().lower())
+    if verdict is not None:
+        return key, verdict
+    try:
+        return threshold(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e} (nor true/false, for a true/false score)") from None
 
 
 def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends no request
@@ -30,10 +46,20 @@ def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends
     p.add_argument("dataset", help="a scored Hub repo id or the folder hf-judge score saved")
     add_input_options(p)
     p.add_argument(
-        "--min", action="append", type=threshold, default=[], metavar="COLUMN=V", help="keep COLUMN >= V (repeatable)"
+        "--min",
+        action="append",
+        type=score_threshold,
+        default=[],
+        metavar="COLUMN=V",
+        help="keep COLUMN >= V (repeatable); for a true/false score, --min COLUMN=true keeps the true rows",
     )
     p.add_argument(
-        "--max", action="append", type=threshold, default=[], metavar="COLUMN=V", help="keep COLUMN <= V (repeatable)"
+        "--max",
+        action="append",
+        type=score_threshold,
+        default=[],
+        metavar="COLUMN=V",
+        help="keep COLUMN <= V (repeatable); for a true/false score, --max COLUMN=false keeps the false rows",
     )
     p.add_argument(
         "--min-prob",

@@ -6,20 +6,24 @@ import bz2
 import gzip
 import io
 import json
+import logging
 import lzma
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
+import pyarrow as pa
 from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset, load_from_disk
 from datasets import config as datasets_config
 from datasets.data_files import EmptyDatasetError
 from datasets.exceptions import DataFilesNotFoundError, DatasetGenerationError
 
+from .. import pages
 from ..errors import ConfigError, HubUnreachableError
 from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register, scrub
@@ -35,6 +39,66 @@ _FILE_TYPES = ".jsonl, .json, .parquet, .csv or .arrow (.jsonl, .json and .csv m
 _FOLDER_CONTENTS = (
     "data files (.jsonl, .json, .parquet, .csv, .arrow), or be a folder saved by hf-judge or Dataset.save_to_disk"
 )
+
+
+# datasets' readers log an error naming the file before raising: kept for our one message, not printed
+_READER_LOGGERS = tuple(
+    f"datasets.packaged_modules.{name}.{name}" for name in ("json", "parquet", "csv", "arrow", "text")
+)
+_NAMED_FILE = re.compile(r"(?:from file|from|file) '([^']+)'")
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _reader_errors() -> Iterator[list[str]]:
+    """The error lines datasets' file readers log in the block, kept (not printed: the ConfigError that follows
+    says it once, with the right line and the fix); printed as well under ``HF_JUDGE_DEBUG=1``."""
+    from .. import constants
+
+    found = [logging.getLogger(name) for name in _READER_LOGGERS]
+    handler, before = _Collect(), [log.propagate for log in found]
+    for log in found:
+        log.addHandler(handler)
+        log.propagate = constants.debug_enabled()
+    try:
+        yield handler.messages
+    finally:
+        for log, propagate in zip(found, before, strict=True):
+            log.removeHandler(handler)
+            log.propagate = propagate
+
+
+def _unreadable(spec: str, logged: list[str], e: BaseException) -> ConfigError:
+    """A reader's failure as a ConfigError naming the file (as the Hub repo names it) and the fix."""
+    cause = e.__cause__ or e
+    named = next((m.group(1) for line in logged if (m := _NAMED_FILE.search(line))), None)
+    where = _repo_path(named) if named else None
+    what = f"{spec}: cannot read {where}" if where else f"{spec}: cannot read a data file"
+    parquet = "parquet" in str(cause).lower() or (where or "").endswith(".parquet")
+    return ConfigError(f"{what} ({type(cause).__name__}: {str(cause)[:300]}); {_PARQUET_FIX if parquet else _FIX}")
+
+
+_PARQUET_FIX = "the file is damaged or not Parquet: write it again (e.g. pyarrow.parquet.write_table), or remove it"
+_FIX = "fix that file, or remove it"
+
+
+def _repo_path(file: str) -> str:
+    """A data file as the user knows it: its path in the Hub repo, not in the local cache
+    (``.../datasets--me--x/snapshots/<sha>/data/train.parquet`` -> ``data/train.parquet``)."""
+    file = file.removeprefix("file://")
+    head, sep, tail = file.partition("/snapshots/")
+    if sep and "/" in tail:
+        return tail.partition("/")[2]
+    rest = re.sub(r"^hf://datasets/[^@/]+/[^@/]+(@[^/]+)?/", "", file)
+    return rest
 
 
 def load_input(
@@ -60,8 +124,11 @@ def load_input(
         IterableDatasetDict({train: IterableDataset({features: [...], num_shards: 14})})
     """
     register(token)  # before scoring: a judge reply quoting it must not keep it
-    with quiet(*LIBRARY_CHATTER):  # a README without metadata beside the data is no news to the user
-        dd = _load(spec, subset, revision, token, streaming)
+    with quiet(*LIBRARY_CHATTER), _reader_errors() as failed:  # a README without metadata: no news to the user
+        try:
+            dd = _load(spec, subset, revision, token, streaming)
+        except (DatasetGenerationError, pa.ArrowException) as e:  # a data file a reader refused (corrupt Parquet)
+            raise _unreadable(spec, failed, e) from None
     if isinstance(dd, Dataset):
         dd = DatasetDict({"train": dd})
     if streaming and isinstance(dd, DatasetDict):  # already local: iterated as it is
@@ -175,7 +242,7 @@ def _load_folder(spec: str, path: Path) -> DatasetDict | Dataset:
         loaded = load_from_disk(str(path))
         return loaded if isinstance(loaded, DatasetDict) else DatasetDict({"train": loaded})
     try:
-        return load_dataset(str(path))
+        return _utf8_checked(load_dataset(str(path)), sorted(f for f in path.rglob("*") if _is_text_data(f)))
     except (EmptyDatasetError, DataFilesNotFoundError):
         if not any(path.iterdir()):
             raise ConfigError(f"{spec}: the folder is empty; it should hold {_FOLDER_CONTENTS}") from None
@@ -281,6 +348,8 @@ def _load_hub(
         return dd
     try:
         return load_dataset(spec, subset, revision=revision, token=token, streaming=streaming)
+    except (DatasetGenerationError, pa.ArrowException):
+        raise  # a data file that cannot be read: load_input names it
     except ConnectionError as e:  # datasets' own: "Couldn't reach 'x' on the Hub (<cause>)", after its retries
         cause = str(e).rpartition("(")[2].rstrip(")") or type(e).__name__
         if cause == "OfflineModeIsEnabled" or datasets_config.HF_HUB_OFFLINE:
@@ -336,12 +405,76 @@ def _load_file(path: Path, builder: str) -> DatasetDict:
     if _no_text(path):
         raise ConfigError(f"{path} is empty: no rows to score")
     try:
-        return load_dataset(builder, data_files={"train": str(path)})
+        dd = load_dataset(builder, data_files={"train": str(path)})
     except (DatasetGenerationError, ValueError) as e:  # ValueError: datasets' own, from reading the first rows
+        cause = e.__cause__ or e
+        if builder in ("json", "csv"):
+            _check_utf8(path)
         if builder == "json":
             _check_json_lines(path)
-        cause = e.__cause__ or e
-        raise ConfigError(f"{path}: cannot read it ({type(cause).__name__}: {cause})") from None
+        fix = f"; {_PARQUET_FIX}" if builder == "parquet" else ""
+        raise ConfigError(f"{path}: cannot read it ({type(cause).__name__}: {cause}){fix}") from None
+    return _utf8_checked(dd, [path] if builder == "json" else [])
+
+
+def _is_text_data(path: Path) -> bool:
+    return path.is_file() and _data_suffix(path) in _TEXT_FORMATS
+
+
+def _utf8_checked(dd: DatasetDict, files: list[Path]) -> DatasetDict:
+    """``dd``, once its text is known to be UTF-8. Arrow's JSON reader stores the bytes of a latin-1 file as
+    they are, and reading such a row later fails (UnicodeDecodeError); Arrow's check of the table runs at
+    gigabytes a second, and the pages it reads are released after it."""
+    if not files or not isinstance(dd, DatasetDict):
+        return dd
+    for d in dd.values():
+        try:
+            d.data.table.validate(full=True)
+        except pa.ArrowInvalid:
+            for f in files:
+                _check_utf8(f)
+            raise ConfigError(
+                f"{files[0] if len(files) == 1 else files[0].parent}: text that is not UTF-8; re-encode the "
+                "data files as UTF-8 (iconv -f latin1 -t utf-8 FILE > NEW_FILE, naming the encoding they were "
+                "written in after -f)"
+            ) from None
+        finally:
+            pages.release(pages.file_paths(d.cache_files))
+    return dd
+
+
+def _check_utf8(path: Path) -> None:
+    """A ConfigError naming the first line of ``path`` (decompressed) that is not UTF-8, with the command that
+    re-encodes the file; nothing when every line is."""
+    with _open_bytes(path) as f:
+        for n, line in enumerate(f, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                byte = line[e.start]
+                plain = path.with_name(file_stem(path) + _data_suffix(path))
+                fixed = plain.with_name(f"{plain.stem}.utf8{plain.suffix}")
+                read = f"{_DECOMPRESS[path.suffix.lower()]} {path} | " if path.suffix.lower() in _COMPRESSED else ""
+                source = "" if read else f" {path}"
+                raise ConfigError(
+                    f"{path}, line {n}: not UTF-8 (byte 0x{byte:02x} at column {e.start + 1}; {bytes([byte])!r} "
+                    f"is {bytes([byte]).decode('latin-1')!r} in latin-1). Re-encode the file as UTF-8: "
+                    f"{read}iconv -f latin1 -t utf-8{source} > {fixed} (if it was written in another encoding, "
+                    "name it after -f, e.g. cp1252)"
+                ) from None
+
+
+_DECOMPRESS = {".gz": "gzip -dc", ".bz2": "bzip2 -dc", ".xz": "xz -dc", ".zst": "zstd -dc"}
+
+
+def _open_bytes(path: Path) -> IO[bytes]:
+    """``path``'s bytes, decompressed."""
+    opener = _COMPRESSED.get(path.suffix.lower(), open)
+    if opener is None:  # .zst: zstandard, whose presence _builder checked
+        import zstandard  # type: ignore[import-not-found,unused-ignore]  # optional, as in datasets
+
+        return zstandard.open(path, "rb")
+    return cast(IO[bytes], opener(path, "rb"))  # gzip/bz2/lzma files and open(): each a binary file
 
 
 def _no_text(path: Path) -> bool:

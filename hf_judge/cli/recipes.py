@@ -8,15 +8,17 @@ holds the key.
 
 from __future__ import annotations
 
+import difflib
 import os
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError
-from ..settings import SettingsOverrides, public_fields, validated
+from ..settings import SettingsOverrides, config_error, public_fields
 
 
 def builtin_recipes_dir() -> Path:
@@ -41,8 +43,9 @@ class MetricItem(BaseModel):
 
 class Filters(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    min: dict[str, float] = {}
-    max: dict[str, float] = {}
+    # true/false for a true/false score (min: {Binary: true} keeps the true rows), as filter_by_scores reads it
+    min: dict[str, bool | float] = {}
+    max: dict[str, bool | float] = {}
     keep_missing: bool = False
 
 
@@ -137,8 +140,12 @@ def find_recipe(name_or_path: str | os.PathLike) -> Path:
         q = builtin_recipes_dir() / f"{name}{suffix}"
         if q.is_file():
             return q
-    known = ", ".join(sorted(x.stem for x in builtin_recipes_dir().glob("*.yaml")))
-    raise ConfigError(f"no recipe file or built-in recipe named {str(name_or_path)!r}. Built-in recipes: {known}")
+    names = sorted(x.stem for x in builtin_recipes_dir().glob("*.yaml"))
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "."
+    raise ConfigError(
+        f"no recipe file or built-in recipe named {str(name_or_path)!r}{hint} Built-in recipes: {', '.join(names)}"
+    )
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -153,6 +160,42 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _validated(data: dict[str, Any], where: str) -> Recipe:
+    """``Recipe(**data)``, or a ConfigError naming every bad field, with a did-you-mean for a misspelt key."""
+    try:
+        return Recipe(**data)
+    except ValidationError as e:
+        error = config_error(e, where)
+        hints = [
+            f"{'.'.join(str(x) for x in err['loc'])!r} -> {close!r}"
+            for err in e.errors()
+            if err["type"] == "extra_forbidden" and (close := _close_key(err["loc"]))
+        ]
+        if hints:
+            raise ConfigError(f"{error}. Did you mean: {', '.join(hints)}?") from None
+        raise error from None
+
+
+def _close_key(loc: tuple[Any, ...]) -> str | None:
+    """The key closest to an unknown one at ``loc`` (``("dataset", "nmae")`` -> ``"name"``), among the keys
+    of the model it is in; None when none is close."""
+    models: list[type[BaseModel]] = [Recipe]
+    for part in loc[:-1]:
+        fields = [m.model_fields[part] for m in models if isinstance(part, str) and part in m.model_fields]
+        if fields:  # a list index or a union member's name keeps the models where they are
+            models = [m for f in fields for m in _models_in(f.annotation)]
+    keys = [k for m in models for k in m.model_fields]
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+    return close[0] if close else None
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's type holds: ``list[str | MetricItem]`` -> ``[MetricItem]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
 def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     """Read and validate a recipe by file path or built-in name.
 
@@ -162,7 +205,7 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     """
     path = find_recipe(name_or_path)
     data = read_yaml(path)
-    recipe = validated(Recipe, data, f"recipe {path}")
+    recipe = _validated(data, f"recipe {path}")
     recipe.name = recipe.name or path.stem
     if recipe.prompts_dir and not os.path.isabs(recipe.prompts_dir):
         recipe.prompts_dir = str((path.parent / recipe.prompts_dir).resolve())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ from ..analysis.calibration import Calibration
 from ..errors import ConfigError
 from .calibration_card import calibration_entry
 from .summary import RunSummary
+
+logger = logging.getLogger("hf_judge")
 
 Calibrations = (
     Calibration | str | Path | Sequence["Calibration | str | Path"] | Mapping[str, "Calibration | str | Path"]
@@ -38,6 +42,8 @@ def as_calibrations(calibration: Calibrations | None) -> dict[str, Calibration]:
     out = {}
     for c in items:
         cal = c if isinstance(c, Calibration) else Calibration.load(c)
+        if cal.warning:  # saved with the warning: whoever applies it hears it too
+            logger.warning("the calibration of %s cannot be trusted: %s", cal.score, cal.warning)
         out[cal.score] = cal
     return out
 
@@ -45,7 +51,7 @@ def as_calibrations(calibration: Calibrations | None) -> dict[str, Calibration]:
 def folder_calibrations(folder: str | Path) -> list[tuple[Path, Calibration]]:
     """The calibrations ``hf-judge calibrate`` saved in a result folder (``calibration.json``, and
     ``calibration_<score>.json`` for each further score), as (path, calibration); files that are not one are
-    left out.
+    left out, and one whose map is broken (NaN or unsorted knots) is a ConfigError naming it.
 
     Example:
         >>> [(p.name, c.score) for p, c in folder_calibrations("out/")]  # doctest: +SKIP
@@ -58,8 +64,18 @@ def folder_calibrations(folder: str | Path) -> list[tuple[Path, Calibration]]:
         try:
             out.append((path, Calibration.load(path)))
         except ConfigError:
+            if _has_map(path):  # a calibration, damaged: left out, the filter would run without it unsaid
+                raise
             continue
     return out
+
+
+def _has_map(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "knots_x" in data
 
 
 def _column(d: Dataset, cal: Calibration) -> list[float | None]:

@@ -47,6 +47,7 @@ def calibration_entry(cal: Calibration, file: str | None = None) -> dict[str, An
         ),
         "cv": {k: cv[k] for k in ("precision", "recall", "f1", "mae") if k in cv},
         "file": file,
+        "warning": getattr(cal, "warning", None),
     }
 
 
@@ -103,6 +104,7 @@ def calibration_lines(calibration: dict[str, dict[str, Any]]) -> list[str]:
         out.append(
             f"calibration    {score} against {_labels(c)}: ECE {_n(e.get('judge'))} judge, "
             f"{_n(e.get('calibrated'))} calibrated (out of fold); {_threshold(c)}; {c['output']} = {meaning(c)}"
+            + (f"; WARNING: {c['warning']}" if c.get("warning") else "")
         )
     return out
 
@@ -140,6 +142,7 @@ def calibration_card(calibration: dict[str, dict[str, Any]], columns: Collection
             f"- `{c['output']}` ({where}): {meaning(c)}, from an isotonic map of `{c['column']}` fitted on the "
             f"labels{saved}; ECE over {(c.get('ece') or {}).get('bins')} bins, the calibrated one out of fold "
             f"({c.get('folds')} folds, seed {c.get('seed')})"
+            + (f". **Warning**: {c['warning']}" if c.get("warning") else "")
         )
     out += ["", END]
     return out

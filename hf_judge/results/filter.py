@@ -30,19 +30,25 @@ def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where:
             raise ConfigError(f"no score column {name!r} in {where}; {hint}Score columns: {have}")
 
 
-def _check(ds: Dataset, names: list[str], split: str) -> None:
+def _check(ds: Dataset, names: list[str], split: str, verdicts: dict[str, bool]) -> None:
     check_threshold_columns(names, score_columns(ds) + [n for n in names if n in ds.column_names], f"split {split!r}")
     bad = [n for n in names if n not in score_columns(ds)]
     if bad:
         raise ConfigError(
             f"column {bad[0]!r} in split {split!r} is not numeric or boolean; thresholds apply to score columns"
         )
+    for name, v in verdicts.items():
+        if getattr(ds.features[name], "dtype", None) != "bool":
+            raise ConfigError(
+                f"threshold {name}={str(v).lower()}: true/false applies to a true/false score, and {name!r} in "
+                f"split {split!r} is {ds.features[name].dtype}: give a number (min={{{name!r}: 8}}, --min {name}=8)"
+            )
 
 
 def filter_by_scores(
     ds: Dataset | DatasetDict,
-    min: Mapping[str, float] | None = None,  # noqa: A002 - the natural name for users
-    max: Mapping[str, float] | None = None,  # noqa: A002
+    min: Mapping[str, float | bool] | None = None,  # noqa: A002 - the natural name for users
+    max: Mapping[str, float | bool] | None = None,  # noqa: A002
     keep_missing: bool = False,
     *,
     min_prob: Mapping[str, float] | None = None,
@@ -56,17 +62,24 @@ def filter_by_scores(
     the rows where it is >= the probability. A calibration with no threshold keeps every row and adds the
     column.
 
+    A true/false score is filtered the way it is written: ``min={"Binary": True}`` keeps the true rows,
+    ``max={"Binary": False}`` the false ones (false < true, as 0 < 1: ``min=False`` or ``max=True`` keeps
+    both); a true/false threshold on a numeric score is an error. A numeric threshold on a true/false score
+    compares it as 0/1.
+
     A row whose score is null (the metric failed) is dropped unless
-    ``keep_missing``. On a ``DatasetDict`` every split is filtered except
-    ``errors``, which passes through untouched. Booleans compare as 0/1. The
+    ``keep_missing``. A NaN score passes no threshold (``keep_missing`` keeps nulls, not NaN). On a
+    ``DatasetDict`` every split is filtered except ``errors``, which passes through untouched. The
     result of ``score_dataset`` stays a ``ScoredDatasetDict`` with its
     ``summary``, so ``.push_to_hub(repo)`` pushes it with its errors and card.
 
     Example:
         >>> from datasets import Dataset
-        >>> ds = Dataset.from_dict({"QA_Correctness": [9, 3, None]})
+        >>> ds = Dataset.from_dict({"QA_Correctness": [9, 3, None], "Binary": [True, False, True]})
         >>> list(filter_by_scores(ds, min={"QA_Correctness": 8})["QA_Correctness"])
         [9]
+        >>> list(filter_by_scores(ds, max={"Binary": False})["QA_Correctness"])
+        [3]
     """
     lo = dict(min or {})
     hi = dict(max or {})
@@ -77,16 +90,20 @@ def filter_by_scores(
             return ds
     if not lo and not hi:
         raise ConfigError("give at least one threshold: min={'QA_Correctness': 8} (CLI: --min QA_Correctness=8)")
+    verdicts = {}
     for name, v in [*lo.items(), *hi.items()]:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ConfigError(f"threshold for {name!r} must be a number, got {v!r}")
+        if isinstance(v, bool):
+            verdicts[name] = v
+            continue
+        if not isinstance(v, (int, float)):
+            raise ConfigError(f"threshold for {name!r} must be a number or true/false, got {v!r}")
         if not math.isfinite(v):  # nan compares false with everything: it would keep every row
             raise ConfigError(f"threshold for {name!r} must be a finite number, got {v!r}")
     names = sorted(set(lo) | set(hi))
     if isinstance(ds, DatasetDict):
         for split, d in ds.items():
             if split != "errors":
-                _check(d, names, split)
+                _check(d, names, split, verdicts)
         out = DatasetDict(
             {split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()}
         )
@@ -98,7 +115,7 @@ def filter_by_scores(
             rows = {k: len(v) for k, v in ds.items() if k != "errors"}
             out.summary = summary.with_filter(lo, hi, keep_missing, rows, {k: len(out[k]) for k in rows})
         return out
-    _check(ds, names, "train")
+    _check(ds, names, "train", verdicts)
     return _filter(ds, lo, hi, names, keep_missing)
 
 
@@ -142,7 +159,7 @@ def _filter(ds: Dataset, lo: dict, hi: dict, names: list[str], keep_missing: boo
                 if v is None:
                     if not keep_missing:
                         out[i] = False
-                elif (a is not None and v < a) or (b is not None and v > b):
+                elif v != v or (a is not None and v < a) or (b is not None and v > b):  # v != v: NaN
                     out[i] = False
         return out
 
