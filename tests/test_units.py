@@ -50,6 +50,15 @@ def test_column_stats_floats_use_ten_equal_bins_labelled_by_their_lower_edge():
     assert stats["hist"] == {"0.00": 1, "0.50": 1, "0.90": 1}  # the maximum falls in the last bin, not an 11th
 
 
+def test_column_stats_counts_a_nan_score_with_the_nulls():
+    # a NaN in a float score (a user's own column, a calibration gone wrong) is no score: the card's figures and
+    # histogram are those of the real values, and the NaN is counted as missing (it made the card fail before)
+    stats = column_stats(_ds([0.0, float("nan"), 1.0, None], "float64"), "s")
+    assert stats["count"] == 2 and stats["null"] == 2 and stats["mean"] == 0.5
+    assert stats["hist"] == {"0.00": 1, "0.90": 1}
+    assert column_stats(_ds([float("nan")], "float32"), "s") == {"count": 0, "null": 1}
+
+
 def test_column_stats_constant_floats_are_one_bin():
     stats = column_stats(_ds([2.5, 2.5, 2.5], "float32"), "s")
     assert stats["hist"] == {"2.50": 3} and stats["min"] == stats["max"] == stats["p50"] == 2.5

@@ -59,6 +59,8 @@ THUMBNAIL_WIDTH = 240
 def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
     """Count, nulls, mean, quantiles and a histogram of one score column."""
     arr = ds.with_format("arrow")[column].combine_chunks()  # the rows a select/shuffle kept, in their order
+    if pa.types.is_floating(arr.type):  # a NaN score is no score: counted with the nulls, never in a mean
+        arr = pc.if_else(pc.is_nan(arr), pa.scalar(None, arr.type), arr)
     valid = pc.drop_null(arr)
     n = len(valid)
     stats: dict[str, Any] = {"count": n, "null": len(arr) - n}
