@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .groups import GroupTable, folder_groups, group_by_of, overview_lines, split_groups
 from .summary import RunSummary
 from .tally import (
     ArrowDtype,
@@ -71,13 +72,15 @@ class RunOverview:
     """What a run found: its score columns' overviews, its errors and the command that lists them.
 
     ``str()`` gives the terminal form; :meth:`lines` the form for a log too (``terminal=False``);
-    :meth:`to_markdown` the card's table.
+    :meth:`to_markdown` the card's table. ``groups``: the scores by group (:mod:`hf_judge.results.groups`),
+    a table per score column, where a column to group by was named.
     """
 
     columns: list[ColumnOverview]
     summary: RunSummary | None = None
     rows: dict[str, int] = field(default_factory=dict)
     errors_command: str = ""
+    groups: list[GroupTable] = field(default_factory=list)
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -91,6 +94,7 @@ class RunOverview:
             scores         train (8 rows), mean: QA_Relevance 7.25, QA_Clarity 6.5
         """
         out = _table(self, width) if terminal else _plain(self, width)
+        out += overview_lines(self.groups, terminal, width)
         failed = sum(self.summary.errors.values()) if self.summary is not None else 0
         if failed and self.errors_command:  # on a line of its own: a command to copy, whatever its length
             out += [
@@ -234,10 +238,13 @@ def overview(
     *,
     saved_to: str | None = None,
     repo: str | None = None,
+    by: str | None = None,
 ) -> RunOverview:
     """The overview of a scored result (``score_dataset``'s, ``filter_by_scores``'s, a ``DatasetDict``):
     per score column, rows scored, nulls, mean, median and a histogram. ``summary``: the run's (default: the
     result's own); ``saved_to``/``repo``: where the result went, for the command that lists its errors.
+    ``by``: a column to show the scores by group of (``by="subject"``: per subject, the lowest mean first;
+    default: the one the run recorded, ``summary.group_by``; ``""``: none), in ``.groups``.
 
     Example:
         >>> from hf_judge import overview
@@ -246,20 +253,31 @@ def overview(
         scores         train: 4 rows
           column      scored  nulls   mean  median  histogram
           QA_Clarity       3      1   7.67    8.00  7 ▄█ 8
+        >>> ds = Dataset.from_dict({"subject": ["algebra", "geometry", "algebra"], "QA_Clarity": [8, 3, 6]})
+        >>> print("\\n".join(overview(DatasetDict(train=ds), by="subject").lines()[3:]))
+        by subject     QA_Clarity, lowest mean first
+          subject     rows  nulls   mean  median  histogram
+          geometry       1      0   3.00    3.00  3 █      8
+          algebra        2      0   7.00    7.00  3    █ █ 8
     """
     summary = summary if summary is not None else getattr(scored, "summary", None)
+    by = group_by_of(by, summary)
     columns: list[ColumnOverview] = []
+    groups: list[GroupTable] = []
     for split, d in scored.items():
         if split != "errors":
             columns += split_overviews(d, split, summary)
+            groups += split_groups(d, split, by, summary) if by else []
     rows = {k: len(d) for k, d in scored.items() if k != "errors"}
-    return RunOverview(columns, summary, rows, errors_command(saved_to, repo=repo))
+    return RunOverview(columns, summary, rows, errors_command(saved_to, repo=repo), groups)
 
 
-def folder_overview(folder: str | Path, summary: RunSummary | None = None) -> RunOverview:
+def folder_overview(folder: str | Path, summary: RunSummary | None = None, *, by: str | None = None) -> RunOverview:
     """The overview of a streamed run's saved folder (Parquet shards), read batch by batch; ``summary``:
-    the run's (default: the folder's ``summary.json``)."""
+    the run's (default: the folder's ``summary.json``); ``by``: as :func:`overview`'s."""
     summary = summary if summary is not None else RunSummary.load(folder)
+    by = group_by_of(by, summary)
     columns = folder_overviews(folder, summary)
+    groups = folder_groups(folder, by, summary) if by else []
     rows = dict(summary.rows) if summary is not None else {}
-    return RunOverview(columns, summary, rows, errors_command(str(folder), streamed=True))
+    return RunOverview(columns, summary, rows, errors_command(str(folder), streamed=True), groups)
