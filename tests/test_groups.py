@@ -128,6 +128,7 @@ def test_a_streamed_run_groups_from_its_parquet_folder_as_a_dataset_does(judge, 
     )
     assert code == 0, err
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["group_by"] == "subject"
+    assert "### Scores by subject" in (tmp_path / "out" / "README.md").read_text()  # the folder's card
     assert f"{'by subject':<15}QA_Correctness, mean, lowest first: " in out  # a log's form: no terminal here
     # the shards are read a batch at a time: batches smaller than a shard
     import pyarrow.parquet as pq
@@ -210,3 +211,25 @@ def test_filter_keeps_or_drops_groups_and_names_a_typo(judge, tmp_path, capfd):
     assert list(got["question"]) == list(want["question"])
     with pytest.raises(ConfigError, match="no column 'sbject' to group by"):
         filter_by_scores(ds, keep_groups={"sbject": ["logic"]})
+
+
+def test_a_stream_s_page_counts_the_groups_as_its_rows_pass():
+    """A streamed push with no folder builds its page as the rows pass (results/report_stream.py): its tables are
+    those of the whole split, however the rows came in batches."""
+    import pyarrow as pa
+    from datasets import Features, Value
+
+    from hf_judge.results.report_stream import StreamPage
+
+    summary = RunSummary(group_by="src", columns=["S"])
+    page = StreamPage(source="me/x")
+    page.start("train", Features({"src": Value("string"), "S": Value("int64")}), summary)
+    page.add("train", pa.table({"src": ["a", "b", "a"], "S": [1, 5, 3]}))
+    page.add("train", pa.table({"src": ["b", "c"], "S": [None, 2]}))
+    html = page.html(summary, []).decode()
+    (table,) = json.loads(html.split("id='hf-judge-data'>", 1)[1].split("</script>", 1)[0])["overview"]["groups"]
+    assert [(g["name"], g["rows"], g["nulls"], g["mean"]) for g in table["groups"]] == [
+        ("a", 2, 0, 2.0),
+        ("c", 1, 0, 2.0),
+        ("b", 2, 1, 5.0),
+    ]
