@@ -65,4 +65,5 @@ def test_score_run_and_the_batch_files_share_one_set_of_job_options():
     assert "--concurrency" in shared and "--metrics" in shared and "--split" in shared
     assert shared <= score and shared <= run and shared <= import_
     assert score - run == {"--example", "--streaming", "--recipe"} and run - score == {"--dataset"}
-    assert import_ == shared | {"--output-dir", "--push-to-hub", "--private", "--agreement", "--token", "--overwrite"}
+    saved = {"--output-dir", "--push-to-hub", "--private", "--agreement", "--token", "--overwrite", "--by"}
+    assert import_ == shared | saved

@@ -21,7 +21,8 @@ from helpers import QA_ALL, qa_dataset, run_cli, score, score_args
 from hf_judge import RunSummary, overview
 from hf_judge.judging.metrics import parse_jinja_file
 from hf_judge.results.card import render_section
-from hf_judge.results.overview import BLOCKS, folder_overview, spark
+from hf_judge.results.overview import folder_overview
+from hf_judge.results.tally import BLOCKS, spark
 
 KEY = "sk-test-overview-0123456789"
 BROKEN = "row-3:"  # the rows whose QA_All reply the judge breaks (malformed JSON): nulls and an errors split

@@ -667,3 +667,31 @@ def test_push_to_hub_uploads_the_report_and_the_card_links_it(result, hub, capfd
     code, out, _ = run_cli(capfd, "view", "tester/report-pushed", "-o", tmp_path / "hub.html")
     html = (tmp_path / "hub.html").read_text()
     assert code == 0 and "rep-7:" in html and f'"total":{len(result["scored"]["errors"])}' in html
+
+
+def test_view_by_a_column_shows_each_score_per_group_lowest_mean_first(browser, judge, tmp_path, capfd):
+    """``hf-judge view --by source``: the overview's table per score, its groups in the order and with the figures
+    of a pandas groupby over every row, a group's name shown as text, never as markup."""
+    from selenium.webdriver.common.by import By
+
+    sources = ["forum", "<b>wiki</b>", "book"]
+    ds = qa_dataset(30, "grp").add_column("source", [sources[i % 7 % 3] for i in range(30)])
+    folder = tmp_path / "judged"
+    score(ds, ["QA_Clarity"], judge, tmp_path).save_to_disk(folder)
+    code, _, err = run_cli(capfd, "view", folder, "--by", "source")
+    assert code == 0, err
+    df = ds.to_pandas().assign(QA_Clarity=load_from_disk(str(folder))["train"]["QA_Clarity"])
+    want = df.groupby("source")["QA_Clarity"].agg(["size", "mean", "median"]).reset_index()
+    want = want.assign(neg=-want["size"]).sort_values(["mean", "neg", "source"])
+    _open(browser, folder / "report.html", "overview")
+    card = browser.find_element(By.CSS_SELECTOR, ".groups[data-column='QA_Clarity']")
+    assert browser.find_element(By.XPATH, "//h3[.='Scores by source']") and not card.find_elements(By.TAG_NAME, "b")
+    cells = [
+        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in card.find_elements(By.CSS_SELECTOR, "tbody tr")
+    ]
+    assert [c[:5] for c in cells] == [
+        [r.source, str(r.size), "0", f"{r.mean:.2f}", f"{r.median:.2f}"] for r in want.itertuples()
+    ]
+    assert all(c[5].startswith("1 ") and c[5].endswith(" 10") for c in cells)  # the declared range, 1..10
+    assert _problems(browser) == []

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .options import add_input_options, add_output_options, kv, threshold
+from .options import add_input_options, add_output_options, group_values, kv, threshold
 from .save import check_repo, default_output_dir, write_result
 
 FILTER_EXAMPLE = """examples:
@@ -16,6 +16,7 @@ FILTER_EXAMPLE = """examples:
   hf-judge filter out/ --min Binary=true          # a true/false score: true keeps the true rows (--max X=false: false)
   hf-judge filter out/ --min-prob QA_Correctness=0.8 --calibration out/calibration.json   # see hf-judge calibrate
   hf-judge filter out/ --calibration out/calibration.json -o out-calibrated/   # every row, + QA_Correctness_calibrated
+  hf-judge filter out/ --drop-group source=forum,scraped -o out-curated/   # the worst sources out (see --by)
 """
 
 
@@ -77,6 +78,23 @@ def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends
         "default: the result folder's, one per score: calibration.json, calibration_<score>.json)",
     )
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
+    p.add_argument(
+        "--keep-group",
+        action="append",
+        type=group_values,
+        default=[],
+        metavar="COLUMN=V[,V...]",
+        help="keep only the rows whose COLUMN is one of these values, as the scores by group name them "
+        "(score/view --by); repeatable",
+    )
+    p.add_argument(
+        "--drop-group",
+        action="append",
+        type=group_values,
+        default=[],
+        metavar="COLUMN=V[,V...]",
+        help="drop the rows whose COLUMN is one of these values (repeatable)",
+    )
     add_output_options(p, "<name>-filtered")
     p.set_defaults(func=cmd_filter)
 
@@ -84,6 +102,7 @@ def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends
 def cmd_filter(args: argparse.Namespace) -> int:
     """hf-judge filter DATASET --min COLUMN=V ..."""
     from ..results.filter import filter_by_scores
+    from ..results.group_filter import group_rule
     from ..results.output import check_output, source_of, thresholds
     from .inputs import input_summary, load_input
 
@@ -100,7 +119,9 @@ def cmd_filter(args: argparse.Namespace) -> int:
     source = source_of(args.dataset, args.subset, args.revision)
     # a calibrated probability is a threshold on the <score>_calibrated column the filter adds: recorded so
     mins = {**dict(args.min), **{f"{k.removesuffix('_calibrated')}_calibrated": v for k, v in args.min_prob}}
-    rule = thresholds(mins, dict(args.max), args.keep_missing)
+    keep_groups, drop_groups = _groups(args.keep_group), _groups(args.drop_group)
+    groups = group_rule(keep_groups, drop_groups)
+    rule = thresholds(mins, dict(args.max), args.keep_missing, groups)
     out = args.output_dir or (None if args.push_to_hub else default_output_dir(args.dataset, "filtered"))
     if out:
         check_output(out, source, "filtered", None, args.overwrite, rule)
@@ -121,10 +142,12 @@ def cmd_filter(args: argparse.Namespace) -> int:
         keep_missing=args.keep_missing,
         min_prob=dict(args.min_prob),
         calibration=args.calibration,
+        keep_groups=keep_groups,
+        drop_groups=drop_groups,
     )
     kept = {k: len(out_ds[k]) for k in before}
     stored = input_summary(args.dataset, revision=args.revision, token=args.token)
-    summary = stored.with_filter(mins, dict(args.max), args.keep_missing, before, kept) if stored else None
+    summary = stored.with_filter(mins, dict(args.max), args.keep_missing, before, kept, groups) if stored else None
     if args.calibration:  # the card and summary say what the <score>_calibrated column is, and on which labels
         from ..results.calibrated import as_calibrations, with_calibrations
 
@@ -138,3 +161,11 @@ def cmd_filter(args: argparse.Namespace) -> int:
         print(f"{k}: kept {kept[k]:,} of {n:,} rows")
     print(*done, sep="\n", flush=True)
     return 0
+
+
+def _groups(given: list[tuple[str, list[str]]]) -> dict[str, list[str]]:
+    """``--keep-group`` / ``--drop-group`` flags as ``keep_groups``: a column given twice gets both lists."""
+    out: dict[str, list[str]] = {}
+    for column, values in given:
+        out.setdefault(column, []).extend(v for v in values if v not in out.get(column, []))
+    return out

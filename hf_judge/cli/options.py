@@ -56,6 +56,22 @@ def threshold(text: str) -> tuple[str, float]:
     return key, number
 
 
+def group_values(text: str) -> tuple[str, list[str]]:
+    """``COLUMN=V1,V2`` -> ``(COLUMN, [V1, V2])``: ``--keep-group subject=algebra,geometry``."""
+    key, value = kv(text)
+    values = [v.strip() for v in value.split(",") if v.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r} names no group: COLUMN=VALUE[,VALUE...], e.g. subject=algebra")
+    return key, values
+
+
+BY_HELP = (
+    "show each score by group of this column (rows, nulls, mean, median and histogram per value, the lowest mean "
+    "first) in the overview, the report page and the card; recorded in summary.json, so a later view or push "
+    "shows them too (e.g. --by subject)"
+)
+
+
 def agreement_report(path: str):
     """A saved agreement report, read when the flags are parsed: a wrong path fails before any request."""
     import json
@@ -269,3 +285,4 @@ def add_job_options(
         add_client_options(p)
     if output is not None:
         add_output_options(p, output)
+        p.add_argument("--by", metavar="COLUMN", help=BY_HELP)

@@ -35,6 +35,7 @@ SCORE_EXAMPLE = """examples:
   hf-judge score data.jsonl --metrics QA_All --model gpt-4.1-nano --dry-run   # requests, tokens, cost; none sent
   hf-judge score data.jsonl --metrics QA_Correctness --samples 5 --temperature 0.7   # mean, std, majority of 5
   hf-judge score data.jsonl --metrics QA_Correctness --models gpt-4.1-nano,gpt-4o-mini   # a panel of two judges
+  hf-judge score mix.jsonl --metrics QA_Correctness --by source   # each score per source, the lowest mean first
 """
 RUN_EXAMPLE = """examples:
   hf-judge run quality --dataset data.jsonl --output-dir out/      # a built-in recipe, by name
@@ -160,6 +161,7 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
         streaming=streaming,
     )
     produced = _produced_columns(job, ds)
+    _check_group_by(getattr(args, "by", None), ds)
     if args.dry_run:
         return _dry_run(args, job, ds, api_key)
     out, source = _check_outputs(args, job, ds, produced, streaming)
@@ -178,6 +180,8 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
         # a run that lost every request gives a dying server a moment to be reaped (its connections close first)
         died = _died_message(judge, wait=2.0 if summary.losses() else 0.0)
     _add_provenance(summary, job, args.token)
+    if getattr(args, "by", None):  # the overview, page and card show the scores by it, now and on a later view
+        summary.group_by = args.by
     done: list[str] = _saved_on_ray(args, job, scored)
     try:
         # datasets' "Saving the dataset" bar says nothing the lines printed after it do not ("saved to ...")
@@ -235,6 +239,22 @@ def _check_job(job: Job) -> None:
         raise ConfigError("no model: pass --model NAME (the model name your server serves), or --model local")
     if job.push_to_hub:
         check_repo(job.push_to_hub, job.filters is not None)
+
+
+def _check_group_by(by: str | None, ds) -> None:
+    """``--by COLUMN`` names a column of every split, checked before any request (a stream whose columns are
+    known only once read: by its first row)."""
+    from ..results.groups import check_group_column
+
+    if not by:
+        return
+    for split, d in ds.items():
+        if split == "errors":
+            continue
+        names = d.column_names
+        if names is None:
+            names = list(next(iter(d.take(1)), {}))
+        check_group_column(names, by, f"split {split!r} (--by)")
 
 
 def _produced_columns(job: Job, ds) -> list[str]:

@@ -14,6 +14,7 @@ VIEW_EXAMPLE = """examples:
   hf-judge view example-judged/                 # writes example-judged/report.html
   hf-judge view me/gsm8k-judged -o gsm8k.html --open
   hf-judge view out/ --cache-dir ~/.cache/hf_judge      # a logprobs run: each score's distribution in the rows
+  hf-judge view out/ --by subject               # each score per subject, the lowest mean first
 
 The page is one HTML file: no server, no network. It shows the run, the distributions, the rows (sort, search,
 thresholds and the `hf-judge filter` command that keeps them; each row's reasons and the prompt it was sent), the
@@ -59,6 +60,12 @@ def add_view(sub: Any, settings: bool) -> None:  # noqa: ARG001 - view sends no 
         "--base-url",
         metavar="URL",
         help="with --cache-dir: the judge's base URL, where it is not http(s)://HOST/v1 (HOST: summary.json's)",
+    )
+    p.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="show each score by group of this column in the overview (rows, nulls, mean, median and histogram per "
+        "value, the lowest mean first; default: the column summary.json records, from score --by; e.g. --by subject)",
     )
     p.set_defaults(func=cmd_view)
 
@@ -143,7 +150,14 @@ def cmd_view(args: argparse.Namespace) -> int:
         ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
     out = Path(args.output) if args.output else default_report_path(args.result)
     path = write_report(
-        ds, out, summary=summary, source=args.result, splits=splits, cache_dir=args.cache_dir, base_url=args.base_url
+        ds,
+        out,
+        summary=summary,
+        source=args.result,
+        splits=splits,
+        cache_dir=args.cache_dir,
+        base_url=args.base_url,
+        by=args.by,
     )
     size = path.stat().st_size
     url = path.resolve().as_uri()

@@ -689,6 +689,9 @@ def _card_text(
             and "_reason" not in n
             and "_explanation" not in n
         ]
+        # the column the scores are shown by group of (summary.group_by: the card's "Scores by ...")
+        by = summary.group_by if summary is not None else ""
+        names += [by] if by and by in streams.features[split] and by not in names else []
         scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
     pictures = picture_files(scores, summary, reports) if plots.available() else {}
     section = render_section(scores, summary, reports, list(pictures), page)

@@ -29,10 +29,12 @@ from ..analysis import bias
 from ..redact import scrub
 from .calibration_card import calibration_card
 from .columns import score_columns
+from .groups import groups_markdown
 from .summary import RunSummary, describe_batches, describe_thresholds
 
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
+    from .overview import RunOverview
 
 START = "<!-- hf-judge:start -->"
 END = "<!-- hf-judge:end -->"
@@ -479,19 +481,26 @@ def render_section(
     reports: Sequence[AgreementReport] = (),
     pictures: Collection[str] = (),
     report: str | None = None,
+    *,
+    by: str | None = None,
 ) -> str:
     """The markdown hf_judge owns in the card: provenance (with the filter, if any), score distributions
     and agreement reports. ``pictures``: the repo paths of the PNGs pushed beside the card
     (:func:`picture_files`); a distribution with a picture shows it in place of its text histogram. ``report``:
-    the repo path of the report page pushed beside the card, which the card links.
+    the repo path of the report page pushed beside the card, which the card links. ``by``: a column to show
+    the scores by group of ("Scores by subject", :mod:`hf_judge.results.groups`; default: the one the
+    summary records, ``summary.group_by``).
 
     Example:
         >>> print(render_section(scored, scored.summary))  # doctest: +SKIP
     """
     out = [START, "## Scored with hf-judge", ""]
-    glance = _at_a_glance(scored, summary)
+    ov = _at_a_glance(scored, summary, by)
+    glance = ov.to_markdown() if ov.columns else ""
     if glance:
         out += ["### Scores at a glance", "", glance, ""]
+    if ov.groups:
+        out += [f"### Scores by {ov.groups[0].by}", "", groups_markdown(ov.groups), ""]
     if report:
         out += _report_link(report)
     if summary is not None:
@@ -540,12 +549,12 @@ def render_section(
     return scrub("\n".join(out))  # the model name and the rest come from the user's settings: no secret goes public
 
 
-def _at_a_glance(scored: DatasetDict, summary: RunSummary | None) -> str:
-    """The overview's table (:mod:`hf_judge.results.overview`, what the terminal shows at the end of a run)."""
+def _at_a_glance(scored: DatasetDict, summary: RunSummary | None, by: str | None) -> RunOverview:
+    """The overview (:mod:`hf_judge.results.overview`, what the terminal shows at the end of a run): its table,
+    and its scores by group where a column to group by is named."""
     from .overview import overview
 
-    ov = overview(DatasetDict({k: d for k, d in scored.items() if k != "errors"}), summary)
-    return ov.to_markdown() if ov.columns else ""
+    return overview(DatasetDict({k: d for k, d in scored.items() if k != "errors"}), summary, by=by)
 
 
 def gallery(images: dict[str, str], per_row: int = GALLERY_COLUMNS) -> str:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
 from .calibrated import Calibrations
 from .columns import score_columns
+from .group_filter import filter_groups, group_rule
 
 
 def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where: str) -> None:
@@ -53,8 +55,15 @@ def filter_by_scores(
     *,
     min_prob: Mapping[str, float] | None = None,
     calibration: Calibrations | None = None,
+    keep_groups: Mapping[str, Iterable[Any]] | None = None,
+    drop_groups: Mapping[str, Iterable[Any]] | None = None,
 ) -> Dataset | DatasetDict:
     """Keep rows with ``min[col] <= row[col] <= max[col]`` for every threshold (inclusive).
+
+    ``keep_groups``: column -> the values to keep (``{"subject": ["algebra", "geometry"]}``), ``drop_groups``:
+    column -> the values to drop; a value is named as the scores by group name it (:func:`hf_judge.overview`
+    with ``by=``: a number or boolean as text, ``3``, ``true``; a null as ``(null)``), and one that the column
+    does not hold is refused with a did-you-mean. They combine with the thresholds, or stand alone.
 
     ``min_prob``: score -> the lowest calibrated probability to keep (``{"QA_Correctness": 0.8}``), with
     ``calibration`` (a :class:`hf_judge.Calibration` of true/false labels, its ``calibration.json``, or a
@@ -83,13 +92,22 @@ def filter_by_scores(
     """
     lo = dict(min or {})
     hi = dict(max or {})
+    original = ds
+    groups = group_rule(keep_groups, drop_groups)
+    if groups:
+        ds = filter_groups(ds, groups)
     if min_prob or calibration is not None:
         ds, probs = _calibrated(ds, dict(min_prob or {}), calibration)
         lo.update(probs)
         if not lo and not hi:  # a calibration alone: every row, with its calibrated column
             return ds
+    if not lo and not hi and groups:
+        return _recorded(ds, original, lo, hi, keep_missing, groups)
     if not lo and not hi:
-        raise ConfigError("give at least one threshold: min={'QA_Correctness': 8} (CLI: --min QA_Correctness=8)")
+        raise ConfigError(
+            "give at least one threshold: min={'QA_Correctness': 8} (CLI: --min QA_Correctness=8), or groups to "
+            "keep: keep_groups={'subject': ['algebra']} (CLI: --keep-group subject=algebra)"
+        )
     verdicts = {}
     for name, v in [*lo.items(), *hi.items()]:
         if isinstance(v, bool):
@@ -107,16 +125,25 @@ def filter_by_scores(
         out = DatasetDict(
             {split: d if split == "errors" else _filter(d, lo, hi, names, keep_missing) for split, d in ds.items()}
         )
-        summary = getattr(ds, "summary", None)
-        if summary is not None:  # a scored result: its card keeps the provenance and adds the thresholds
-            from .scored import ScoredDatasetDict
-
-            out = ScoredDatasetDict(out)
-            rows = {k: len(v) for k, v in ds.items() if k != "errors"}
-            out.summary = summary.with_filter(lo, hi, keep_missing, rows, {k: len(out[k]) for k in rows})
-        return out
+        return _recorded(out, original, lo, hi, keep_missing, groups)
     _check(ds, names, "train", verdicts)
     return _filter(ds, lo, hi, names, keep_missing)
+
+
+def _recorded(
+    out: Dataset | DatasetDict, original: Dataset | DatasetDict, lo: dict, hi: dict, keep_missing: bool, groups: dict
+) -> Dataset | DatasetDict:
+    """``out``, where ``original`` is a scored result, as one with its summary: its card keeps the provenance and
+    adds the thresholds and groups, and the rows before and after."""
+    summary = getattr(original, "summary", None)
+    if summary is None or not isinstance(out, DatasetDict):
+        return out
+    from .scored import ScoredDatasetDict
+
+    scored = ScoredDatasetDict(out)
+    rows = {k: len(v) for k, v in original.items() if k != "errors"}
+    scored.summary = summary.with_filter(lo, hi, keep_missing, rows, {k: len(out[k]) for k in rows}, groups)
+    return scored
 
 
 def _calibrated(

@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register
 from .card import FILES_DIR, PLOTS_DIR, card_metadata, merge_card_text, picture_files, provenance_files, render_section
+from .groups import check_group_column, group_by_of
 from .report import REPORT_FILE
 from .summary import RunSummary
 
@@ -72,6 +73,7 @@ def push_scored(
     agreement: AgreementReport | Sequence[AgreementReport] = (),
     plots: bool | None = None,
     report: bool = True,
+    by: str | None = None,
     **push_kwargs,
 ) -> str:
     """Push scored splits, the errors, the provenance files and a dataset card; returns the repo URL.
@@ -82,7 +84,9 @@ def push_scored(
     ``agreement``: reports of :func:`hf_judge.agreement` to show in the card. ``plots``: push PNG
     pictures of the distributions (and of the reports) to ``hf_judge/plots/`` and show them in the
     card; default: when the ``plots`` extra (matplotlib) is installed. ``report``: push the report page
-    (``hf_judge/report.html``, see :func:`hf_judge.write_report`) beside the data, linked from the card.
+    (``hf_judge/report.html``, see :func:`hf_judge.write_report`) beside the data, linked from the card. ``by``:
+    a column whose groups the card and the page compare ("Scores by subject"; default: the summary's
+    ``group_by``, recorded by ``hf-judge score --by``).
 
     Example:
         >>> push_scored(scored, "me/gsm8k-judged", private=True)  # doctest: +SKIP
@@ -102,6 +106,9 @@ def push_scored(
     summary = summary if summary is not None else getattr(scored, "summary", None)
     # saveable: a path-only image whose file is gone would fail the push's embedding of it
     data = DatasetDict({k: saveable(v) for k, v in scored.items() if k != ERRORS_SPLIT})
+    group_by = group_by_of(by, summary)
+    for split, d in data.items() if group_by else ():  # before anything is pushed: the card groups by it
+        check_group_column(d.column_names, group_by, f"split {split!r}")
     errors = scored.get(ERRORS_SPLIT)
     if errors is None:
         errors = errors_dataset([])
@@ -125,9 +132,9 @@ def push_scored(
         except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
             text = "---\n---\n"
     summary = _with_remote_calibration(summary, files, api, repo_id, revision)
-    page = _report_page(data, errors, summary, repo_id) if report else None
+    page = _report_page(data, errors, summary, repo_id, by) if report else None
     page_path = f"{FILES_DIR}/{REPORT_FILE}" if page is not None else None
-    card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures, page_path)))
+    card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures, page_path, by=by)))
     card_metadata(cast(DatasetCardData, card.data), data, summary)  # a DatasetCard's data is one
     new = {**(provenance_files(summary) if summary is not None else {}), **pictures}
     if page is not None:
@@ -287,13 +294,15 @@ def _with_remote_calibration(
     return summary
 
 
-def _report_page(data: DatasetDict, errors: Dataset, summary: RunSummary | None, repo_id: str) -> bytes | None:
+def _report_page(
+    data: DatasetDict, errors: Dataset, summary: RunSummary | None, repo_id: str, by: str | None = None
+) -> bytes | None:
     """The report page of a pushed result; None, with a warning, where it cannot be made (the data is pushed
     already: a page is not worth failing the push for, and ``hf-judge view REPO`` makes it later)."""
     from .report import report_html
 
     try:
-        return report_html(DatasetDict({**data, "errors": errors}), summary=summary, source=repo_id).encode()
+        return report_html(DatasetDict({**data, "errors": errors}), summary=summary, source=repo_id, by=by).encode()
     except Exception as e:  # noqa: BLE001 - any failure of the page leaves the push as it is
         logger.warning(
             "the report page could not be made (%s: %s); `hf-judge view %s` makes it", type(e).__name__, e, repo_id

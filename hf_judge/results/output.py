@@ -103,18 +103,27 @@ def shape_of(dd: DatasetDict) -> Shape:
     return {k: (len(v), list(v.column_names)) for k, v in dd.items()}
 
 
-def thresholds(min: dict, max: dict, keep_missing: bool) -> dict:  # noqa: A002 - as filter_by_scores names them
-    """The filter a filtered result records in its manifest, in one form however the numbers were written.
+def thresholds(
+    min: dict,  # noqa: A002 - as filter_by_scores names them
+    max: dict,  # noqa: A002
+    keep_missing: bool,
+    groups: dict | None = None,
+) -> dict:
+    """The filter a filtered result records in its manifest, in one form however the numbers were written;
+    ``groups``: the groups it kept or dropped (``group_filter.group_rule``'s), where any.
 
     Example:
         >>> thresholds({"QA_Correctness": 8}, {}, False)
         {'min': {'QA_Correctness': 8.0}, 'max': {}, 'keep_missing': False}
     """
-    return {
+    out = {
         "min": {k: float(v) for k, v in sorted(min.items())},
         "max": {k: float(v) for k, v in sorted(max.items())},
         "keep_missing": bool(keep_missing),
     }
+    for key, rule in sorted((groups or {}).items()):
+        out[key] = {c: sorted(v) for c, v in sorted(rule.items())}
+    return out
 
 
 def check_output(

@@ -31,6 +31,7 @@ from ..constants import VERSION
 from ..redact import scrub
 from . import report_data as rd
 from .errors_split import ERRORS_SPLIT
+from .groups import GroupTable, group_by_of, split_groups
 from .pooled import pooled_distributions
 from .prompts import Prompter
 from .report_logprobs import ran_logprobs, split_distributions
@@ -46,7 +47,7 @@ DETAILS = {
     "cached_splits", "errors", "failed_attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
     "cache_write_tokens", "price", "elapsed_s", "structured_output", "notes", "metrics", "columns", "column_mapping",
     "sampling", "source_dataset",
-    "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s",
+    "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s", "group_by",
 }  # fmt: skip
 
 
@@ -205,13 +206,17 @@ def report_data(
     folder: str | Path | None = None,
     cache_dir: str | Path | None = None,
     base_url: str | None = None,
+    by: str | None = None,
 ) -> dict[str, Any]:
     """What the page embeds, as a JSON-able dict (see :func:`write_report`)."""
     if isinstance(result, Dataset):
         result = DatasetDict({"train": result})
     summary = summary if summary is not None else getattr(result, "summary", None)
-    errors = errors_data(result.get(ERRORS_SPLIT), max_text)
+    by = group_by_of(by, summary)
     chosen = [s for s in result if s != ERRORS_SPLIT and (not splits or s in splits)]
+    # every row counted, not only those embedded: before the page's rows are chosen (a missing column fails first)
+    groups = [t for s in chosen for t in split_groups(result[s], s, by, summary)] if by else []
+    errors = errors_data(result.get(ERRORS_SPLIT), max_text)
     cache = (cache_dir, base_url) if cache_dir is not None else None
     embedded = {s: _split(s, result[s], summary, errors, max_rows, max_text, cache) for s in chosen}
     return page_data(
@@ -223,6 +228,7 @@ def report_data(
         max_text=max_text,
         folder=folder,
         read_store=cache is not None,
+        groups=groups,
     )
 
 
@@ -236,8 +242,10 @@ def page_data(
     max_text: int = rd.MAX_TEXT,
     folder: str | Path | None = None,
     read_store: bool = False,
+    groups: Sequence[GroupTable] = (),
 ) -> dict[str, Any]:
-    """The page's data from its splits as embedded (:func:`embed_split`) and its errors (:func:`errors_data`).
+    """The page's data from its splits as embedded (:func:`embed_split`) and its errors (:func:`errors_data`);
+    ``groups``: the scores by group (:mod:`hf_judge.results.groups`), counted over every row.
 
     Example:
         >>> data = page_data({"train": split}, errors_data(None), summary=summary, source="me/x")  # doctest: +SKIP
@@ -263,6 +271,8 @@ def page_data(
     where = folder if folder is not None else (source if source and Path(source).is_dir() else None)
     data["overview"]["pictures"] = folder_pictures(where)
     data["overview"]["calibrations"] = folder_calibrations(where)
+    # group names are the data's: scrubbed as the rest of the overview is
+    data["overview"]["groups"] = json.loads(scrub(json.dumps([t.to_dict() for t in groups], default=str)))
     # where logprobs ran and no store was read, the page says where the distributions are and how to show them
     data["logprobs"] = {"ran": ran_logprobs(summary), "read": read_store}
     # the labels' storage key: one result's labels are not another's
@@ -331,6 +341,7 @@ def write_report(
     folder: str | Path | None = None,
     cache_dir: str | Path | None = None,
     base_url: str | None = None,
+    by: str | None = None,
 ) -> Path:
     """Write the report page of a scored result to ``path`` (one HTML file, no server, no network); returns it.
 
@@ -342,7 +353,9 @@ def write_report(
     folder (default: ``source`` where it is one), whose pictures (``calibrate``'s reliability PNG, agreement PNGs)
     and ``calibration.json`` the overview shows. ``cache_dir``: the run's cache folder, where a ``logprobs`` run's
     probability distributions over the score values are read back for the embedded rows (``base_url``: the
-    judge's, where the default ``http(s)://HOST/v1`` of the host the summary records is not it).
+    judge's, where the default ``http(s)://HOST/v1`` of the host the summary records is not it). ``by``: a column
+    whose groups the overview compares (each score's rows, nulls, mean, median and histogram per value, the lowest
+    mean first; default: the summary's ``group_by``, recorded by ``hf-judge score --by``).
 
     Example:
         >>> scored = score_dataset(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
@@ -359,6 +372,7 @@ def write_report(
         folder=folder,
         cache_dir=cache_dir,
         base_url=base_url,
+        by=by,
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,9 +34,11 @@ from datasets import Dataset, DatasetInfo, Features
 from . import report_data as rd
 from .columns import SCORE_TYPES
 from .errors_split import errors_dataset
+from .groups import GroupTally, group_by_of, group_tally
 from .pooled import pooled_distributions
 from .report import embed_split, errors_data, page_data, render_page
 from .summary import RunSummary
+from .tally import declared_ranges
 
 MAX_VALUES = 1_000  # an integer score's exact histogram up to this many values
 DISCRETE = 32  # a score column of at most this many values keeps the neighbourhood of each of them
@@ -318,13 +320,20 @@ class StreamPage:
         self.max_rows = rd.MAX_ROWS if max_rows is None else max_rows  # read now: a test lowers the caps
         self.max_text = rd.MAX_TEXT if max_text is None else max_text
         self.splits: dict[str, SplitKeeper] = {}
+        self.groups: dict[str, GroupTally] = {}  # the scores by group (summary.group_by), counted as rows pass
 
     def start(self, split: str, features: Features, summary: RunSummary | None) -> None:
         """A split begins (again: a new reading replaces what an earlier one kept)."""
         self.splits[split] = SplitKeeper(features, summary, self.max_rows, self.max_text)
+        by = group_by_of(None, summary)
+        if by:
+            self.groups[split] = group_tally(by, features, summary, f"split {split!r}")
 
     def add(self, split: str, table: pa.Table, errors: Iterable[dict[str, Any]] = ()) -> None:
         self.splits[split].add(table, errors)
+        tally = self.groups.get(split)
+        if tally is not None:
+            tally.add(table[tally.by], {c: table[c] for c, _ in tally.kinds})
 
     def html(self, summary: RunSummary | None, errors: list[dict[str, Any]]) -> bytes:
         """The page, as :func:`hf_judge.write_report` writes a Dataset's."""
@@ -335,7 +344,15 @@ class StreamPage:
             by_kind[e["kind"]] = by_kind.get(e["kind"], 0) + 1
         embedded_errors.update(total=len(errors), by_kind=by_kind)
         splits = {s: k.embedded(s, summary, embedded_errors, None) for s, k in self.splits.items()}
+        ranges = declared_ranges(summary)
+        groups = [t for s, tally in self.groups.items() for t in tally.tables(s, ranges)]
         data = page_data(
-            splits, embedded_errors, summary=summary, source=self.source, max_rows=self.max_rows, max_text=self.max_text
+            splits,
+            embedded_errors,
+            summary=summary,
+            source=self.source,
+            max_rows=self.max_rows,
+            max_text=self.max_text,
+            groups=groups,
         )
         return render_page(data).encode("utf-8")

@@ -83,6 +83,8 @@ class RunSummary:
     calibration: dict[str, dict[str, Any]] = field(default_factory=dict)
     # a panel's judges, this run's own: judge -> {"requests": attempts sent, "failed_attempts": {kind: n}}
     judge_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the column the scores are shown by group of (--by, results/groups.py): what a later view or push shows
+    group_by: str = ""
 
     @property
     def requests_per_s(self) -> float:
@@ -196,6 +198,7 @@ class RunSummary:
         self.column_mapping = {**earlier.column_mapping, **self.column_mapping}
         self.length_bias = {**earlier.length_bias, **self.length_bias}
         self.longer_wins = {**earlier.longer_wins, **self.longer_wins}
+        self.group_by = self.group_by or earlier.group_by
         if earlier.source_dataset:
             self.source_dataset, self.source_on_hub = earlier.source_dataset, earlier.source_on_hub
         runs, self.runs = self.runs, []
@@ -208,13 +211,16 @@ class RunSummary:
         keep_missing: bool,
         rows_before: dict,
         rows_kept: dict,
+        groups: dict | None = None,
     ) -> RunSummary:
-        """A copy recording the thresholds a filter applied and the rows it kept."""
+        """A copy recording the thresholds a filter applied, the groups it kept or dropped (``groups``:
+        ``{"keep_groups": {column: [values]}, "drop_groups": ...}``) and the rows it kept."""
         out = RunSummary.from_dict(self.to_dict())
         out.filters = {
             "min": dict(min),
             "max": dict(max),
             "keep_missing": keep_missing,
+            **{k: {c: list(v) for c, v in g.items()} for k, g in (groups or {}).items() if g},
             "rows_before": dict(rows_before),
             "rows_kept": dict(rows_kept),
         }
@@ -416,9 +422,16 @@ def describe_batches(b: dict[str, Any]) -> str:
 
 
 def describe_thresholds(filters: dict[str, Any]) -> str:
-    """``QA_Correctness >= 8, Q_Clarity <= 9`` from a summary's ``filters``."""
+    """``QA_Correctness >= 8, Q_Clarity <= 9`` from a summary's ``filters``.
+
+    Example:
+        >>> describe_thresholds({"min": {"QA_Correctness": 8}, "drop_groups": {"subject": ["geometry"]}})
+        'QA_Correctness >= 8, subject not in {geometry}'
+    """
     parts = [f"{k} >= {v:g}" for k, v in filters.get("min", {}).items()]
     parts += [f"{k} <= {v:g}" for k, v in filters.get("max", {}).items()]
+    parts += [f"{c} in {{{', '.join(v)}}}" for c, v in filters.get("keep_groups", {}).items()]
+    parts += [f"{c} not in {{{', '.join(v)}}}" for c, v in filters.get("drop_groups", {}).items()]
     if filters.get("keep_missing"):
         parts.append("null scores kept")
     return ", ".join(parts) or "none"

@@ -282,6 +282,20 @@
     return judges.length > 1 ? [...new Set(judges.map((j) => j.model))].join(', ') : o.model;
   }
 
+  // the scores by group (hf_judge.results.groups): every row of the split counted, the groups sorted in Python
+  function groupTables(tables) {
+    if (!tables.length) return [];
+    const by = tables[0].by;
+    return [el('h3', {}, `Scores by ${by}`),
+      el('p', { class: 'small muted' }, `Each score per value of ${by}, over every row of the split (not only those in this page).`),
+      el('div', { class: 'grid' }, tables.map((t) => el('div', { class: 'card groups', 'data-column': t.column },
+        el('strong', {}, t.column), el('span', { class: 'small muted' }, ` (${t.order})`),
+        table([by, 'rows', 'nulls', 'mean', 'median', 'histogram'], [
+          ...t.groups.map((g) => [g.name, int(g.rows), int(g.nulls), g.mean === null ? '' : g.mean.toFixed(2), g.median === null ? '' : g.median.toFixed(2), el('code', {}, g.histogram)]),
+          ...(t.more ? [[el('em', { class: 'muted' }, t.more_text), '', '', '', '', '']] : []),
+        ], { class: 'groups-table' }))))];
+  }
+
   function overview() {
     const o = D.overview, out = [];
     if (!o.model) out.push(el('p', { class: 'muted' }, 'No summary.json with this result: the run\'s details are unknown.'));
@@ -296,7 +310,7 @@
         ['cost', o.cost === null || o.cost === undefined ? '' : '$' + o.cost.toFixed(4)],
         ['output format', o.structured_output],
         ['sampling', Object.entries(o.sampling || {}).filter(([k]) => k !== 'judges').map(([k, v]) => `${k}=${v === null ? 'none' : fmt(v)}`).join(', ')],
-        ['filtered', o.filters && o.filters.min ? JSON.stringify({ min: o.filters.min, max: o.filters.max }) : ''],
+        ['filtered', o.filters && o.filters.min ? JSON.stringify({ min: o.filters.min, max: o.filters.max, keep_groups: o.filters.keep_groups, drop_groups: o.filters.drop_groups }) : ''],
       ]));
       out.push(el('h2', {}, 'Metrics and prompts'));
       out.push(table(['metric', 'prompt file', 'sha256', 'params'], Object.keys(o.metrics || {}).map((m) => {
@@ -321,6 +335,7 @@
       }
       if (pooled.length || orders.length) out.push(el('h3', {}, 'Each score column'));
       out.push(el('div', { class: 'grid' }, s.scores.map((c) => histogram(c, s.stats[c] || {}))));
+      out.push(...groupTables((o.groups || []).filter((t) => t.split === name)));
     }
     out.push(el('h2', {}, 'Errors'));
     const kinds = Object.entries(D.errors.by_kind);
