@@ -134,7 +134,7 @@ class SplitContext:
     api_key: str | None = None  # for the worker processes of num_workers
     judge_specs: list[tuple[Settings, str | None]] = field(default_factory=list)  # what workers build `judges` from
     resources: RunResources | None = None
-    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
+    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (None: sent)
     remote: Remote | None = None  # the reply store's shared home on object storage (JudgeJob.remote)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
