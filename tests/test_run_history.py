@@ -75,7 +75,10 @@ def test_a_run_killed_with_kill_9_leaves_its_counters_in_the_run_history(judge, 
 
 
 # -- what a run saves is what it paid: the final entry, not the last checkpoint's -------------------------------
-SLOW_ROW = 11  # the last row of 12: its reply comes 1 s late, so checkpoints (every 0.1 s) land before it
+# the last row of 12: its reply comes 1 s late. A checkpoint (history_every_s, 10 s outside tests) lands at 0.7 s,
+# after the other 11 replies and before it, and the next one would be at 1.4 s, after the run ended
+SLOW_ROW = 11
+EVERY_S = 0.7
 
 
 def _slow_last_row(judge) -> None:
@@ -104,7 +107,7 @@ def _run_with_checkpoints(judge, tmp_path, stream: bool = False, **settings):
     return score_dataset(
         ds.to_iterable_dataset(num_shards=2) if stream else ds,
         ["QA_Clarity"],
-        settings=Settings(model="judge", base_url=judge.base_url, history_every_s=0.1, **settings),
+        settings=Settings(model="judge", base_url=judge.base_url, history_every_s=EVERY_S, **settings),
         api_key="sk-test",
         cache_dir=tmp_path / "cache",
         columns=COLUMNS,
