@@ -241,7 +241,7 @@ class BatchService(BatchServiceBase):
         if self.fails(i, tries):
             body = {"error": {"message": "The server had an error processing your request", "type": "server"}}
             return {"id": rid, "custom_id": cid, "response": {"status_code": 500, "body": body}, "error": None}
-        reply = self.reply(ln["body"], self.invalid(i, tries))
+        reply = judge_reply(self.judge, ln["body"], self.invalid(i, tries), filtered=self.filtered(cid, i, tries))
         if cfg["huge_line"] and i == 1 and tries == 1:  # a valid reply, but larger than any client should hold
             reply["system_fingerprint"] = "x" * cfg["huge_line"]
         return {"id": rid, "custom_id": cid, "response": {"status_code": 200, "body": reply}, "error": None}

@@ -31,6 +31,7 @@ BATCH_DEFAULTS: dict = {
     "delay": 0.0,  # seconds from a batch's creation to its end
     "fail_lines": 0,  # every Nth line of a batch fails, on its request's first try
     "invalid_lines": 0,  # every Nth line's reply is not JSON, on its request's first try
+    "filtered_lines": 0,  # every Nth line's reply is withheld by the content filter, and its request's ever after
     "expire": 0,  # this many of the next batches expire, with `expire_done` of their lines run
     "expire_done": 0.5,
     "fail_batch": None,  # a message: the next batch is refused or fails as a whole
@@ -64,6 +65,7 @@ class BatchServiceBase:
         self.config = copy.deepcopy(self.DEFAULTS)
         self.batches: dict[str, dict] = {}
         self.tries: dict = {}
+        self.blocked: set = set()  # the requests the content filter withholds (filtered_lines)
         self.stats: dict = {"creates": 0, "batches": 0, "paid": {}, "cancels": 0}
         self.judge.config = copy.deepcopy(JUDGE_DEFAULTS)
         self.judge.reset_stats()
@@ -121,6 +123,14 @@ class BatchServiceBase:
     def fails(self, i: int, tries: int) -> bool:
         """Line ``i`` fails (``fail_lines``): on its request's first try."""
         return bool(self.config["fail_lines"] and i % self.config["fail_lines"] == 0 and tries == 1)
+
+    def filtered(self, key: str, i: int, tries: int) -> bool:
+        """Line ``i``'s reply is content-filtered (``filtered_lines``, on its request's first try), and so is every
+        later try of its request ``key``, wherever its line is: a filter says the same of the same prompt."""
+        n = self.config["filtered_lines"]
+        if n and i % n == 0 and tries == 1:
+            self.blocked.add(key)
+        return key in self.blocked
 
     def invalid(self, i: int, tries: int) -> bool:
         """Line ``i``'s reply is not JSON (``invalid_lines``): on its request's first try."""
@@ -199,10 +209,15 @@ def after(items: list[dict], cursor: str | None) -> list[dict]:
     return items[ids.index(cursor) + 1 :] if cursor in ids else []
 
 
-def judge_reply(judge: Judge, body: dict, invalid: bool = False, confidence: bool = True) -> dict:
+def judge_reply(
+    judge: Judge, body: dict, invalid: bool = False, confidence: bool = True, filtered: bool = False
+) -> dict:
     """The judge server's reply to the chat body ``body`` (tests/judge_server.py), as a chat completion; ``invalid``:
-    one whose content is not JSON; ``confidence``: the judge's ``confidence`` rules shape its log-probabilities."""
+    one whose content is not JSON; ``confidence``: the judge's ``confidence`` rules shape its log-probabilities;
+    ``filtered``: one the content filter withheld (no content, finish_reason ``content_filter``), paid all the same."""
     text = "".join(Judge._text(m.get("content"), judge.stats) for m in body.get("messages", []))
+    if filtered:
+        return orjson.loads(Judge._completion_body(body.get("model", ""), "", "content_filter", len(text), None, None))
     if invalid:
         content = "this is not JSON"
     else:

@@ -23,7 +23,8 @@ as a ``GenerateContentResponse``: a batch run and an online run get equal replie
 
 Modes (``POST /_admin/config``): ``delay`` (seconds from a batch's creation to its end), ``fail_lines``
 (every Nth line fails, on its request's first try), ``invalid_lines`` (every Nth line's reply is not JSON, on
-its first try), ``expire`` (this many of the next batches expire with ``expire_done`` of their lines run),
+its first try), ``filtered_lines`` (every Nth line's reply is blocked, ``SAFETY``, and its request's ever
+after), ``expire`` (this many of the next batches expire with ``expire_done`` of their lines run),
 ``fail_batch`` (a message: the next batch fails as a whole, the operation's ``error``), ``hold_upload`` /
 ``hold_create`` / ``drop_held`` (as tests/batch_server.py's). ``GET /_admin/stats``:
 uploads, creates, batches, ``paid`` (how many times each key was run), files left, online requests.
@@ -85,6 +86,12 @@ def gemini_response(completion: dict) -> dict:
         "finishReason": {"stop": "STOP", "length": "MAX_TOKENS"}.get(choice["finish_reason"], "OTHER"),
         "index": 0,
     }
+    if choice["finish_reason"] == "content_filter":  # as Gemini blocks a reply: no content, its safety ratings
+        cand = {
+            "finishReason": "SAFETY",
+            "index": 0,
+            "safetyRatings": [{"category": "HARM_CATEGORY_HARASSMENT", "probability": "HIGH", "blocked": True}],
+        }
     lp = (choice.get("logprobs") or {}).get("content")
     if lp:
         cand["logprobsResult"] = {
@@ -289,7 +296,10 @@ class GeminiService(BatchServiceBase):
         if self.fails(i, tries):
             return {**tag, "error": {"code": 13, "message": "Internal error encountered.", "status": "INTERNAL"}}
         # the judge's confidence rules are OpenAI-only: a Gemini reply's log-probabilities are the default ones
-        completion = judge_reply(self.judge, chat_body(ln["request"], model), self.invalid(i, tries), confidence=False)
+        body = chat_body(ln["request"], model)
+        completion = judge_reply(
+            self.judge, body, self.invalid(i, tries), confidence=False, filtered=self.filtered(key, i, tries)
+        )
         return {**tag, "response": gemini_response(completion)}
 
     async def delete_batch(self, request: web.Request) -> web.Response:

@@ -172,6 +172,19 @@ def test_failed_and_invalid_lines_retried_then_error_rows(batch, tmp_path):
     assert [v is None for v in scored["train"]["QA_Clarity"]] == [i in (2, 3, 5, 7, 8, 11) for i in range(12)]
 
 
+@pytest.mark.parametrize("fallback", ["batch", "online"])
+def test_content_filtered_lines_are_final_errors_never_sent_again(batch, tmp_path, fallback):
+    batch.configure(filtered_lines=2)  # lines 2, 4, 6 (rows 1, 3, 5) are withheld by the filter, every time
+    scored = run(qa_dataset(6), batch, tmp_path / "b", batch=True, retries=3, batch_fallback=fallback)
+    st = batch.stats()
+    # one paid line per row: the filter's refusal is not resubmitted (it was, three times: 15 lines for 6 rows)
+    assert sum(st["paid"].values()) == 6 and st["batches"] == 1 and st["online"] == 0
+    errors = sorted((e["row"], e["kind"], e["attempts"]) for e in scored["errors"].to_list())
+    assert errors == [(1, "content_filter", 1), (3, "content_filter", 1), (5, "content_filter", 1)]
+    assert [v is None for v in scored["train"]["QA_Clarity"]] == [i in (1, 3, 5) for i in range(6)]
+    assert (scored.summary.batch["resubmitted"], scored.summary.batch["failed"]) == (0, 3)
+
+
 def test_batch_failed_as_a_whole_reports_the_providers_message(batch, tmp_path):
     ds = qa_dataset(4)
     batch.configure(fail_batch="Line 1: the model `judge` does not support the batch API")

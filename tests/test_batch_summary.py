@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from helpers import qa_dataset, score_as
@@ -45,3 +47,17 @@ def test_lines_an_expired_batch_did_not_run_are_not_called_failed():
 
     text = str(RunSummary(batch={"batches": 1, "submitted": 30, "collected": 15, "failed": 15}))
     assert "15 replies collected, 15 lines failed or not run;" in text
+
+
+def test_a_batch_runs_saved_history_holds_what_the_terminal_prints(batch, tmp_path):
+    """Batch mode, half the replies collected by the online fallback (the lines that failed): the run's entry of the
+    history (summary.json, the card's and the page's totals) holds the tokens and requests of both."""
+    batch.configure(fail_lines=2)  # rows 1 and 3 fail in the batch and go online
+    scored = _run(batch, tmp_path / "c", batch_fallback="online")
+    s = scored.summary
+    scored.save_to_disk(tmp_path / "out")
+    saved = json.loads((tmp_path / "out" / "summary.json").read_text())
+    figures = ("requests", "prompt_tokens", "completion_tokens")
+    printed = {k: getattr(s, k) for k in figures}
+    assert s.requests == batch.stats()["online"] == 2 and s.prompt_tokens > s.batch["prompt_tokens"] > 0
+    assert {k: saved["runs"][-1][k] for k in figures} == {k: s.totals()[k] for k in figures} == printed

@@ -185,6 +185,16 @@ def test_lines_that_fail_every_try_are_error_rows(gemini, tmp_path):
     assert scored["train"]["QA_Clarity"] == [None] * 3
 
 
+def test_safety_blocked_lines_are_final_errors_never_resubmitted(gemini, tmp_path):
+    gemini.configure(filtered_lines=2)  # lines 2, 4, 6 (rows 1, 3, 5): finishReason SAFETY, every time
+    scored = run(qa_dataset(6), gemini, tmp_path / "b", batch=True, retries=3)
+    st = gemini.stats()
+    assert sum(st["paid"].values()) == 6 and st["batches"] == 1  # one line per row, none resubmitted
+    errors = sorted((e["row"], e["kind"], e["attempts"]) for e in scored["errors"].to_list())
+    assert errors == [(1, "content_filter", 1), (3, "content_filter", 1), (5, "content_filter", 1)]
+    assert scored.summary.batch["resubmitted"] == 0
+
+
 def test_batch_failed_as_a_whole_reports_geminis_message(gemini, tmp_path):
     gemini.configure(fail_batch="Request payload size exceeds the limit")
     scored = run(qa_dataset(3), gemini, tmp_path / "b", batch=True, retries=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -148,6 +149,13 @@ def test_cli_score_with_ray_saves_the_same_result_and_concurrency_is_per_actor(c
     # the actors' counters, added up from their batches (the summary said they were not summed)
     assert judge.stats()["requests"] == 63 and "requests       63 (0 retries)" in out
     assert "scores         train (64 rows), mean: QA_Clarity " in out and "; 1 null score\n" in out  # the overview
+    # what it saves (summary.json's run history, the card's and the page's totals) is what it printed: it was empty
+    tokens = re.search(r"\ntokens +([\d,]+) in / ([\d,]+) out", out)
+    assert tokens is not None, out
+    saved = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    assert [r["split"] for r in saved["runs"]] == ["train"]
+    paid = [63, int(tokens[1].replace(",", "")), int(tokens[2].replace(",", ""))]
+    assert [saved["runs"][0][k] for k in ("requests", "prompt_tokens", "completion_tokens")] == paid
     assert "Failed to load JSON" not in out + err
     judge.configure(latency=0)
     code, out, err = run_cli(capfd, *args, "-o", tmp_path / "single")

@@ -72,3 +72,57 @@ def test_a_run_killed_with_kill_9_leaves_its_counters_in_the_run_history(judge, 
     assert runs[0] == killed[0]  # the killed run's entry, as its last checkpoint wrote it
     assert runs[1]["requests"] == out.summary.requests == judge.stats()["requests"] - paid
     assert runs[1]["requests"] + out.summary.cache_hits == ROWS
+
+
+# -- what a run saves is what it paid: the final entry, not the last checkpoint's -------------------------------
+# the last row of 12: its reply comes 1 s late. A checkpoint (history_every_s, 10 s outside tests) lands at 0.7 s,
+# after the other 11 replies and before it, and the next one would be at 1.4 s, after the run ended
+SLOW_ROW = 11
+EVERY_S = 0.7
+
+
+def _slow_last_row(judge) -> None:
+    judge.configure(faults=[{"fault": "delay", "seconds": 1.0, "match": f"row-{SLOW_ROW}:"}])
+
+
+def _paid_equals_saved(out, judge, tmp_path, sent: int | None = SLOW_ROW + 1) -> None:
+    """The run's own entries of the history hold the figures the terminal prints (the summary's), which are what
+    the server was sent; so do summary.json, the totals the card and the report page show."""
+    s = out.summary
+    out.save_to_disk(tmp_path / "saved")  # a stream is scored here, as it is read
+    figures = ("requests", "prompt_tokens", "completion_tokens")
+    printed = {k: getattr(s, k) for k in figures}
+    if sent is not None:
+        assert s.requests == judge.stats()["requests"] == sent
+    mine = [r for r in s.runs if r["id"] == s.runs[-1]["id"]]
+    assert {k: sum(r[k] for r in mine) for k in figures} == printed
+    assert {k: s.totals()[k] for k in figures} == printed
+    saved = json.loads((tmp_path / "saved" / "summary.json").read_text())
+    assert {k: saved["runs"][-1][k] for k in figures} == printed
+
+
+def _run_with_checkpoints(judge, tmp_path, stream: bool = False, **settings):
+    _slow_last_row(judge)
+    ds = qa_dataset(SLOW_ROW + 1)
+    return score_dataset(
+        ds.to_iterable_dataset(num_shards=2) if stream else ds,
+        ["QA_Clarity"],
+        settings=Settings(model="judge", base_url=judge.base_url, history_every_s=EVERY_S, **settings),
+        api_key="sk-test",
+        cache_dir=tmp_path / "cache",
+        columns=COLUMNS,
+    )
+
+
+def test_a_run_past_a_checkpoint_saves_its_final_counters(judge, tmp_path):
+    """Before, the summary kept the run's last checkpoint (11 of 12 requests), read back from the history file."""
+    _paid_equals_saved(_run_with_checkpoints(judge, tmp_path), judge, tmp_path)
+    assert len(_runs(tmp_path / "cache")) == 1 and _runs(tmp_path / "cache")[0]["requests"] == SLOW_ROW + 1
+
+
+def test_workers_past_a_checkpoint_save_their_final_counters(judge, tmp_path):
+    _paid_equals_saved(_run_with_checkpoints(judge, tmp_path, num_workers=2), judge, tmp_path)
+
+
+def test_a_stream_past_a_checkpoint_saves_its_final_counters(judge, tmp_path):
+    _paid_equals_saved(_run_with_checkpoints(judge, tmp_path, stream=True), judge, tmp_path)

@@ -28,6 +28,8 @@ server and model (``batch_jobs.model``), and a request's key says which judge it
 Partial outcomes: a line that failed, one a batch left undone (expired, cancelled, failed as a whole) and
 a reply that fails validation are resubmitted in a new batch (or, with ``batch_fallback="online"``, left
 to the online pipeline) until each has had ``retries + 1`` tries; then they are error rows of their kind.
+A line that failed as online mode never retries (``content_filter``, an HTTP 400: ``batch_book.final``) is an
+error row after its one try, sent again neither in a batch nor online.
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ class BatchRunner:
                     keys = [k for k, _, _ in chunk]
                     have = self._stored(keys)
                     # an identical request earlier in the file is assigned to this export already
-                    have.update(k for k, (job, _) in self.book.states(keys).items() if job == name)
+                    have.update(k for k, (job, _, _) in self.book.states(keys).items() if job == name)
                     todo = list({k: (k, m, b) for k, m, b in chunk if k not in have}.values())
                     f.write(b"".join(line(k, b) for k, _, b in todo))
                     self.book.assign([(k, m.name) for k, m, _ in todo], name)
@@ -241,11 +243,11 @@ class BatchRunner:
                     continue
                 state = known.get(key)
                 if state is not None:
-                    job, attempts = state
+                    job, attempts, failed_for_good = state
                     if job is not None and job.startswith("export:"):
                         job = None  # written for an offline runner: batch mode sends it itself
-                    if job is not None or attempts >= self.tries or not retry:
-                        continue  # in a batch already, or out of tries: its error row says why
+                    if job is not None or attempts >= self.tries or failed_for_good or not retry:
+                        continue  # in a batch already, out of tries or refused for good: its error row says why
                     self.report.resubmitted += 1
                 packer.add(key, metric.name, body)
                 n += 1

@@ -17,6 +17,7 @@ from ..errors import (
 )
 from ..store.replies import LOCK_WAIT_S
 from ..transport.client import JudgeClient, Outcome
+from ..transport.policy import Decision, classify
 
 logger = logging.getLogger("hf_judge")
 
@@ -55,6 +56,21 @@ CREATE INDEX IF NOT EXISTS batch_members_job ON batch_members (job);
 
 
 CHUNK = 500  # keys per SQL statement (under every SQLite's 999-parameter limit)
+
+
+def final(kind: str | None) -> bool:
+    """Whether a line that failed with ``kind`` has failed for good: online mode gives up on it at once (a
+    content filter's refusal, an HTTP 400 or 422), so batch mode sends it no second time, in a batch or online.
+
+    Example:
+        >>> [final(k) for k in ("content_filter", "http_400", "http_500", "invalid_json", "batch_expired", None)]
+        [True, True, False, False, False, False]
+    """
+    if kind is None:
+        return False
+    status = kind.removeprefix("http_")
+    failure: int | str = int(status) if kind.startswith("http_") and status.isdigit() else kind
+    return classify(failure) is Decision.GIVE_UP
 
 
 def submitted(path: Path, keys: list[bytes]) -> set[bytes]:
@@ -217,14 +233,14 @@ class BatchBook:
             self._assign(keys, name)
 
     # -- requests -------------------------------------------------------------
-    def states(self, keys: list[bytes]) -> dict[bytes, tuple[str | None, int]]:
-        """key -> (job, attempts) for the keys the book knows."""
-        out: dict[bytes, tuple[str | None, int]] = {}
+    def states(self, keys: list[bytes]) -> dict[bytes, tuple[str | None, int, bool]]:
+        """key -> (job, attempts, whether its last try failed for good: :func:`final`) for the keys the book knows."""
+        out: dict[bytes, tuple[str | None, int, bool]] = {}
         for i in range(0, len(keys), CHUNK):
             chunk = keys[i : i + CHUNK]
-            q = f"SELECT key, job, attempts FROM batch_requests WHERE key IN ({','.join('?' * len(chunk))})"
-            for k, job, attempts in self.conn.execute(q, chunk):
-                out[k] = (job, attempts)
+            q = f"SELECT key, job, attempts, kind FROM batch_requests WHERE key IN ({','.join('?' * len(chunk))})"
+            for k, job, attempts, kind in self.conn.execute(q, chunk):
+                out[k] = (job, attempts, job is None and final(kind))
         return out
 
     def failure(self, key: bytes) -> Outcome:
@@ -248,6 +264,12 @@ class BatchBook:
             return Outcome(None, None, ErrorKind.BATCH_MISSING, message, attempts=row[1] if row else 0)
         _, attempts, kind, message, raw = row
         return Outcome(None, raw, kind, message, attempts=attempts)
+
+    def final_failure(self, key: bytes) -> Outcome | None:
+        """How a request ends whose batch line failed for good (:func:`final`); None for any other, which
+        ``batch_fallback="online"`` sends online."""
+        row = self.conn.execute("SELECT job, kind FROM batch_requests WHERE key = ?", (key,)).fetchone()
+        return self.failure(key) if row is not None and row[0] is None and final(row[1]) else None
 
     def accept(self, rows: list[tuple[bytes, str, str | None]]) -> None:
         """Store accepted replies (key, content, usage as the store writes it) and close their requests."""
@@ -335,9 +357,9 @@ class BatchBook:
             self.conn.execute("DELETE FROM batch_jobs WHERE name = ?", (job.name,))
 
     def retryable(self, tries: int) -> int:
-        return self.conn.execute(
-            "SELECT count(*) FROM batch_requests WHERE job IS NULL AND attempts < ?", (tries,)
-        ).fetchone()[0]
+        """How many requests another batch would send: free, with tries left, and not failed for good."""
+        q = "SELECT kind, count(*) FROM batch_requests WHERE job IS NULL AND attempts < ? GROUP BY kind"
+        return sum(n for kind, n in self.conn.execute(q, (tries,)) if not final(kind))
 
 
 class Transaction:

@@ -135,7 +135,7 @@ class SplitRun(RowCore):
         on_progress: ProgressCallback | None = None,
         judges: Sequence[JudgeClient] = (),
         layout: Layout | None = None,
-        unsent: Callable[[bytes], Outcome] | None = None,
+        unsent: Callable[[bytes], Outcome | None] | None = None,
     ):
         super().__init__(
             split,
@@ -302,9 +302,7 @@ class SplitRun(RowCore):
                 if store is not None and sends:
                     sends = self._from_store(store, sends)
                 if self.unsent is not None:
-                    for job, part, _, _ in sends:
-                        self._finish_part(job, part, self.unsent(job.keys[part]))
-                    sends = []
+                    sends = self._settle_unsent(sends)
                 claimed = store is not None and store.shared
                 if claimed and sends:
                     poller = poller or asyncio.get_running_loop().create_task(self._poll_parked())
@@ -340,6 +338,20 @@ class SplitRun(RowCore):
                 remaining.append(item)
             else:
                 self.clients[part // job.per_judge].stats.cache_hits += 1
+                self._finish_part(job, part, outcome)
+        return remaining
+
+    def _settle_unsent(self, sends: list) -> list:
+        """Batch mode: end the sends ``unsent`` has an outcome for (the batch book's error); the others, which
+        ``batch_fallback="online"`` sends."""
+        assert self.unsent is not None
+        remaining = []
+        for item in sends:
+            job, part = item[0], item[1]
+            outcome = self.unsent(job.keys[part])
+            if outcome is None:
+                remaining.append(item)
+            else:
                 self._finish_part(job, part, outcome)
         return remaining
 

@@ -30,8 +30,10 @@ import logging
 import os
 import socket
 import time
+import uuid
 from collections import Counter
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -415,20 +417,24 @@ def _on_ray(
     from ..results.errors_split import ERRORS_SPLIT, errors_dataset
     from ..results.scored import ScoredDatasetDict
     from .prepare import as_splits
+    from .runs import moved_entry
 
     splits, _ = as_splits(ds)
     checks = BiasChecks.of(job.metrics, job.columns, job.settings) if job.bias_checks else None
     if checks is not None:
         checks.check_input({s: d.column_names for s, d in splits.items()})
     started = time.monotonic()
+    run_id, run_started = uuid.uuid4().hex[:12], datetime.now(timezone.utc).isoformat(timespec="seconds")
     size = actors if isinstance(actors, int) else actors[1]
     results: dict[str, Dataset] = {}
     errors: list[dict[str, Any]] = []
     moved: list[dict[str, Any]] = []  # each batch's counters
+    runs: list[dict[str, Any]] = []  # this run's entry of each split's history, from its batches' counters
     for split, d in splits.items():
         if len(d) == 0:  # Ray Data gives no block back, so no columns: score_dataset's, which sends nothing for 0 rows
             results[split] = _empty_split(split, d, job, base_urls)
             continue
+        split_started, first = time.monotonic(), len(moved)
         table = d.with_format("arrow")[:]
         if output is not None:  # each row's position, for the errors of batches written where they finish
             table = table.append_column(ROW_COLUMN, pa.array(range(len(d)), type=pa.int64()))
@@ -448,7 +454,9 @@ def _on_ray(
             results[split], found, batches = output.write_split(split, scored, STATS_COLUMN, ERRORS_COLUMN)
             errors += found
             moved += batches
+        runs.append(moved_entry(run_id, run_started, split, moved[first:], time.monotonic() - split_started))
     summary = _summary(job, base_urls, splits, results, errors, moved)
+    summary.add_runs(runs)  # the figures the summary adds up from the same batches: what the run paid
     if checks is not None:
         results = checks.apply(summary, results)
     out = ScoredDatasetDict(results)

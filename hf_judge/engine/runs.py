@@ -134,7 +134,7 @@ class SplitContext:
     api_key: str | None = None  # for the worker processes of num_workers
     judge_specs: list[tuple[Settings, str | None]] = field(default_factory=list)  # what workers build `judges` from
     resources: RunResources | None = None
-    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (batch.py)
+    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (None: sent)
     remote: Remote | None = None  # the reply store's shared home on object storage (JudgeJob.remote)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -180,10 +180,13 @@ def read_runs(cache_file: Path) -> list[dict[str, Any]]:
 
 def record_run(summary: RunSummary, current: tuple, clients: list[JudgeClient], run_id: str, started: str) -> None:
     """Add this run's share of one split to the summary, after the earlier runs that worked on the same
-    result (an interrupted run, one whose failed rows this run retried); keep the list beside the results cache."""
+    result (an interrupted run, one whose failed rows this run retried); keep the list beside the results cache.
+
+    The entry is made from the final counters, the figures the terminal prints: it takes the place of this run's
+    checkpoints (:class:`Checkpoints`, every ``history_every_s``), which the history file holds until now."""
     cache_file = current[1]
     entry = run_entry(summary, current, clients, run_id, started)
-    earlier = read_runs(cache_file) if cache_file is not None else []
+    earlier = [r for r in read_runs(cache_file) if r.get("id") != run_id] if cache_file is not None else []
     summary.add_runs([*earlier, entry])
     if cache_file is not None:
         write_runs(cache_file, run_id, entry)
@@ -202,6 +205,20 @@ def run_entry(summary: RunSummary, current: tuple, clients: list[JudgeClient], r
         for k in ("prompt_tokens", "completion_tokens"):
             entry[k] += b.get(k, 0)
             entry[f"batch_{k}"] = b.get(k, 0)
+    return entry
+
+
+def moved_entry(run_id: str, started: str, split: str, moved: list[dict[str, Any]], elapsed_s: float) -> dict:
+    """A run's entry of the history of one split from the counters its batches moved (Ray's actors report them
+    with each batch): the same keys as :func:`run_entry`'s.
+
+    Example:
+        >>> moved_entry("r1", "2025-01-01T00:00:00+00:00", "train", [{"requests": 2}, {"requests": 3}], 1.5)["requests"]
+        5
+    """
+    entry: dict[str, Any] = {"id": run_id, "started": started, "split": split}
+    entry.update({k: sum(m.get(k, 0) for m in moved) for k in COUNTERS})
+    entry["elapsed_s"] = round(elapsed_s, 3)
     return entry
 
 

@@ -368,6 +368,8 @@ def _run_batches(
         res.callback(runner.close)
     if settings.batch_fallback == "batch" or settings.batch_import:
         ctx.unsent = runners[0].book.failure  # the book's requests are every judge's: one lookup by key
+    else:  # online fallback: what failed for good in a batch (a content filter) is not sent online either
+        ctx.unsent = runners[0].book.final_failure
     if settings.batch_import:
         runner = runners[0]  # one judge: a panel's import is refused (_check_batch)
         try:

@@ -15,9 +15,10 @@ What is retried and what is not is decided once, by :func:`~.policy.classify`
   is used up, and nothing but 429 for ``max_throttle_s``.
 
 A server cannot stall or swamp a run: a ``Retry-After`` wait is capped at
-``backoff_max``, a reply body over ``max_reply_bytes`` (compressed or not) is
-cut off as ``bad_response``, and a reply of any shape ends as a reply or an
-error row, never as an exception.
+``backoff_max`` (a negative or NaN one is ignored for the backoff), a reply
+body over ``max_reply_bytes`` (compressed or not) is cut off as
+``bad_response``, and a reply of any shape ends as a reply or an error row,
+never as an exception.
 
 Structured output is negotiated once per client: requests go out with
 ``response_format={"type": "json_schema", ...}``; if the server rejects that

@@ -102,30 +102,34 @@ SYSTEM_CLOCK = SystemClock()
 
 
 def parse_retry_after(headers: Mapping[str, str], wall: Callable[[], float] = time.time) -> float | None:
-    """Seconds the server asks us to wait, uncapped (``inf`` stays ``inf``); None when absent or unreadable.
+    """Seconds the server asks us to wait, uncapped (``inf`` stays ``inf``); None when absent or unusable.
 
-    ``wall``: the current time since the epoch, for a Retry-After that is an HTTP date.
+    ``wall``: the current time since the epoch, for a Retry-After that is an HTTP date. A negative or NaN delay,
+    or a date already past, says nothing we can act on (a retry at once would fail the row within a second of a
+    broken server's replies): it is None, and the client backs off as it would without one.
+
+    >>> parse_retry_after({"retry-after": "2"}), parse_retry_after({"retry-after": "-5"})
+    (2.0, None)
     """
     ms = headers.get("retry-after-ms")
     if ms:
         try:
             v = float(ms) / 1000
-            if not math.isnan(v):
-                return max(0.0, v)
         except ValueError:
-            pass
+            v = math.nan
+        if v >= 0:  # False for NaN and negatives: fall through to Retry-After, then to the backoff
+            return v
     ra = headers.get("retry-after")
     if not ra:
         return None
     try:
         v = float(ra)
-        return None if math.isnan(v) else max(0.0, v)
     except ValueError:
         try:
-            when = email.utils.parsedate_to_datetime(ra)
-            return max(0.0, when.timestamp() - wall())
+            v = email.utils.parsedate_to_datetime(ra).timestamp() - wall()
         except (TypeError, ValueError, OverflowError):
             return None
+    return v if v >= 0 else None
 
 
 def error_code(raw: bytes) -> str | None:
