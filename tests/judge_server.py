@@ -60,7 +60,11 @@ DEFAULTS: dict = {
     # usage.prompt_tokens_details.cached_tokens: prompt prefixes seen before, in blocks of PREFIX_BLOCK characters
     "prefix_cache": False,
     "tokenize": True,  # POST /tokenize, vLLM's form: {"model", "messages"} -> {"count", "tokens", "max_model_len"}
+    # a completion's usage: "reported" (counts), "omit" (no usage), "null", or its counts as "strings", "floats",
+    # "negative" numbers (what a careless gateway sends: not to be trusted)
+    "usage": "reported",
 }
+USAGE_FORMS = {"strings": str, "floats": lambda n: n + 0.5, "negative": lambda n: -n}
 MAX_EVENTS = 200_000
 PREFIX_BLOCK = 64  # characters: 16 tokens at this server's 4 characters a token
 CHUNK = 64 * 1024
@@ -243,6 +247,16 @@ class Judge:
         p: float | None = None,
     ) -> web.Response:  # fmt: skip
         body = self._completion_body(model, content, finish, prompt_len, top, cached, p)
+        form = self.config["usage"]
+        if form != "reported":
+            doc = orjson.loads(body)
+            if form == "omit":
+                del doc["usage"]
+            elif form == "null":
+                doc["usage"] = None
+            else:
+                doc["usage"] = {k: USAGE_FORMS[form](v) for k, v in doc["usage"].items() if isinstance(v, int)}
+            body = orjson.dumps(doc)
         return web.Response(body=body, content_type="application/json")
 
     async def _huge(self, request: web.BaseRequest, rule: dict, completion: bytes) -> web.StreamResponse:

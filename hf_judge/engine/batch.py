@@ -248,6 +248,7 @@ class BatchRunner:
                         continue  # in a batch already, or out of tries: its error row says why
                     self.report.resubmitted += 1
                 packer.add(key, metric.name, body)
+                self.client.meter.note_written(body)  # what a line whose reply has no usage counts (budget.py)
                 n += 1
         packer.flush()
         self.report.submitted += n
