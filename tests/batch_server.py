@@ -30,6 +30,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
 from batch_server_base import BATCH_DEFAULTS, BatchServiceBase, Stages, after, app, judge_reply, main, public  # noqa: E402
+from judge_server import shape_usage  # noqa: E402
 
 DEFAULTS: dict = {
     **BATCH_DEFAULTS,  # fail_lines: an HTTP 500 in the error file; fail_batch: the batch fails validation
@@ -248,7 +249,7 @@ class BatchService(BatchServiceBase):
 
     def reply(self, body: dict, invalid: bool = False) -> dict:
         """The judge server's reply to ``body`` (tests/judge_server.py), as a chat completion."""
-        return judge_reply(self.judge, body, invalid)
+        return shape_usage(judge_reply(self.judge, body, invalid), "usage", self.judge.config["usage"])
 
     async def list_batches(self, request: web.Request) -> web.Response:
         data = [public(b) for b in reversed(list(self.batches.values()))]

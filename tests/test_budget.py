@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from helpers import qa_dataset, run_cli, score, score_args
+from anthropic_fixture import *  # noqa: F401,F403 - the loopback Anthropic server (claude)
+from batch_fixture import *  # noqa: F401,F403 - the loopback OpenAI batch server (batch)
+from gemini_fixture import *  # noqa: F401,F403 - the loopback Gemini server (gemini)
+from helpers import JUDGES, qa_dataset, run_cli, score, score_args, score_as
 
 from hf_judge import CostExceededError
 
@@ -105,3 +108,22 @@ def test_cli_max_cost_help_and_stop_state_the_bound(judge, tmp_path, fixed, capf
     assert code == 1 and "paid by earlier runs" in err and judge.stats()["requests"] == 5
     code, out, _ = run_cli(capfd, "score", "--help")
     assert "earlier runs included" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(("provider", "server"), [("openai", "batch"), ("anthropic", "claude"), ("gemini", "gemini")])
+def test_batch_lines_without_usage_are_counted_for_the_cost_and_the_budget(provider, server, request, tmp_path):
+    """On main a batch line without usage cost nothing ("cost $0.0000"), and the budget of the passes after it
+    counted nothing: its tokens are counted (the prompt as the requests written, the reply from its text)."""
+    server = request.getfixturevalue(server)
+    server.configure(usage="omit")
+    model = JUDGES[provider][0]["model"]
+    path = tmp_path / "prices.yaml"
+    path.write_text(f"{model}: {{input: 1.0, output: 4.0, batch_input: 1.0, batch_output: 4.0}}\n", encoding="utf-8")
+    url = server.url if provider == "anthropic" else server.base_url
+    scored = score_as(provider, qa_dataset(4), url, tmp_path / "c", batch=True, prices=str(path), max_cost=1.0)
+    s = scored.summary
+    p, c = s.batch["prompt_tokens"], s.batch["completion_tokens"]
+    assert p > 4 * 50 and c >= 4 * 5  # four prompts of a few hundred bytes, four replies of a JSON object
+    assert (s.prompt_tokens, s.completion_tokens) == (p, c)
+    assert s.cost() == pytest.approx((p * 1.0 + c * 4.0) / 1e6)
+    assert any("without usable token counts" in n for n in s.notes), (s.notes, server.stats())
