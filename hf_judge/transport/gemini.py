@@ -163,9 +163,11 @@ def to_chat_completion(response: dict, model: str = "") -> dict:
         "model": response.get("modelVersion", model),
         "choices": choices,
     }
-    u = response.get("usageMetadata")
-    u = u if isinstance(u, dict) else {}
-    p, c, thoughts = (u.get(k) for k in ("promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount"))
+    meta = response.get("usageMetadata")
+    u: dict[str, Any] = meta if isinstance(meta, dict) else {}
+    p: Any = u.get("promptTokenCount")
+    c: Any = u.get("candidatesTokenCount")
+    thoughts: Any = u.get("thoughtsTokenCount")
     if _count(p) and _count(c) and (thoughts is None or _count(thoughts)):
         # no usage where the counts are missing or no counts ("12", 7.9, -5): the client counts such a reply
         usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c + (thoughts or 0)}
