@@ -186,7 +186,13 @@ class Settings(BaseModel):
     max_tokens_per_minute: float | None = _setting(None, "max tokens per minute", gt=0)
     max_total_tokens: int | None = _setting(None, "stop cleanly once this many tokens are used", ge=1)
     max_cost: Usd | None = _setting(
-        None, "stop cleanly once the reported usage costs this many USD at the model's price (see --prices)", gt=0
+        None,
+        "USD budget of the job at the model's price (see --prices): the total paid for its replies in this reply "
+        "store, earlier runs included. Each request's worst case (its prompt at 4 bytes a token of the body, its "
+        "reply at --max-tokens, else 1,024 tokens) is reserved before it is sent, so the total passes the budget "
+        "only by what replies cost beyond that; the run stops cleanly once the next request does not fit "
+        "(e.g. --max-cost 5)",
+        gt=0,
     )
     prices: str | None = _setting(
         None,

@@ -36,6 +36,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
 from batch_server_base import BATCH_DEFAULTS, BatchServiceBase, Stages, after, app, main, public  # noqa: E402
+from judge_server import shape_usage  # noqa: E402
 
 DEFAULTS: dict = {
     # -- online and batch lines
@@ -49,6 +50,7 @@ DEFAULTS: dict = {
     "models": None,  # model names that exist (else 404 not_found_error)
     "record": False,
     "overrides": {},
+    "usage": "reported",  # a Message's usage: "omit", "null", or counts as "strings", "floats", "negative" numbers
     # -- batches: fail_lines: an api_error result; expire: part of a batch's requests expired; drop_held: a 529
     # either way, having made no batch or, false, having made it; fail_batch: the create refused with it (400)
     **BATCH_DEFAULTS,
@@ -170,7 +172,7 @@ class Anthropic(BatchServiceBase):
             "usage": usage,
         }
         self.stats["ok"] += 1
-        return 200, message, None
+        return 200, shape_usage(message, "usage", self.config["usage"]), None
 
     @staticmethod
     def tokens(params: dict) -> int:

@@ -30,6 +30,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
 from batch_server_base import BATCH_DEFAULTS, BatchServiceBase, Stages, after, app, judge_reply, main, public  # noqa: E402
+from judge_server import shape_usage  # noqa: E402
 
 DEFAULTS: dict = {
     **BATCH_DEFAULTS,  # fail_lines: an HTTP 500 in the error file; fail_batch: the batch fails validation
@@ -241,14 +242,16 @@ class BatchService(BatchServiceBase):
         if self.fails(i, tries):
             body = {"error": {"message": "The server had an error processing your request", "type": "server"}}
             return {"id": rid, "custom_id": cid, "response": {"status_code": 500, "body": body}, "error": None}
-        reply = judge_reply(self.judge, ln["body"], self.invalid(i, tries), filtered=self.filtered(cid, i, tries))
+        reply = self.reply(ln["body"], self.invalid(i, tries), filtered=self.filtered(cid, i, tries))
         if cfg["huge_line"] and i == 1 and tries == 1:  # a valid reply, but larger than any client should hold
             reply["system_fingerprint"] = "x" * cfg["huge_line"]
         return {"id": rid, "custom_id": cid, "response": {"status_code": 200, "body": reply}, "error": None}
 
-    def reply(self, body: dict, invalid: bool = False) -> dict:
-        """The judge server's reply to ``body`` (tests/judge_server.py), as a chat completion."""
-        return judge_reply(self.judge, body, invalid)
+    def reply(self, body: dict, invalid: bool = False, filtered: bool = False) -> dict:
+        """The judge server's reply to ``body`` (tests/judge_server.py), as a chat completion; ``filtered``: one
+        the content filter withheld."""
+        completion = judge_reply(self.judge, body, invalid, filtered=filtered)
+        return shape_usage(completion, "usage", self.judge.config["usage"])
 
     async def list_batches(self, request: web.Request) -> web.Response:
         data = [public(b) for b in reversed(list(self.batches.values()))]

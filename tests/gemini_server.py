@@ -42,6 +42,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
 from batch_server_base import BATCH_DEFAULTS, BatchServiceBase, Stages, app, judge_reply, main, public  # noqa: E402
+from judge_server import shape_usage  # noqa: E402
 
 # fail_batch: the next batch fails as a whole (state FAILED, the operation's error)
 DEFAULTS: dict = {**BATCH_DEFAULTS, "hold_upload": False}
@@ -300,7 +301,8 @@ class GeminiService(BatchServiceBase):
         completion = judge_reply(
             self.judge, body, self.invalid(i, tries), confidence=False, filtered=self.filtered(key, i, tries)
         )
-        return {**tag, "response": gemini_response(completion)}
+        response = shape_usage(gemini_response(completion), "usageMetadata", self.judge.config["usage"])
+        return {**tag, "response": response}
 
     async def delete_batch(self, request: web.Request) -> web.Response:
         b = self.find(request)

@@ -60,7 +60,27 @@ DEFAULTS: dict = {
     # usage.prompt_tokens_details.cached_tokens: prompt prefixes seen before, in blocks of PREFIX_BLOCK characters
     "prefix_cache": False,
     "tokenize": True,  # POST /tokenize, vLLM's form: {"model", "messages"} -> {"count", "tokens", "max_model_len"}
+    # a completion's usage: "reported" (counts), "omit" (no usage), "null", or its counts as "strings", "floats",
+    # "negative" numbers (what a careless gateway sends: not to be trusted)
+    "usage": "reported",
 }
+USAGE_FORMS = {"strings": str, "floats": lambda n: n + 0.5, "negative": lambda n: -n}
+
+
+def shape_usage(reply: dict, key: str, form: str) -> dict:
+    """``reply[key]`` (a reply's usage: OpenAI's ``usage``, Anthropic's, Gemini's ``usageMetadata``) in the
+    config's ``usage`` form, in place: left out, null, or its counts as strings, fractions or negative numbers."""
+    if form == "reported" or key not in reply:
+        return reply
+    if form == "omit":
+        del reply[key]
+    elif form == "null":
+        reply[key] = None
+    else:
+        reply[key] = {k: USAGE_FORMS[form](v) if isinstance(v, int) else v for k, v in reply[key].items()}
+    return reply
+
+
 MAX_EVENTS = 200_000
 PREFIX_BLOCK = 64  # characters: 16 tokens at this server's 4 characters a token
 CHUNK = 64 * 1024
@@ -243,6 +263,10 @@ class Judge:
         p: float | None = None,
     ) -> web.Response:  # fmt: skip
         body = self._completion_body(model, content, finish, prompt_len, top, cached, p)
+        if self.config["usage"] != "reported":
+            doc = orjson.loads(body)
+            shape_usage(doc, "usage", self.config["usage"])
+            body = orjson.dumps(doc)
         return web.Response(body=body, content_type="application/json")
 
     async def _huge(self, request: web.BaseRequest, rule: dict, completion: bytes) -> web.StreamResponse:

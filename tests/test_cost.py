@@ -127,20 +127,28 @@ def test_price_table_defaults_and_extension(tmp_path, monkeypatch):
 # -- max_cost --------------------------------------------------------------------------------------------------------
 
 
-def test_max_cost_stops_the_run_cleanly_at_the_spend(judge, tmp_path, prices):
+def test_max_cost_stops_the_run_cleanly_at_the_spend(judge, tmp_path):
+    """A request is sent when what was paid and its worst case (its reply at max_tokens: replies only are priced
+    here) fit in the budget: the 3rd fits, the 4th would not."""
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("judge: {input: 0, output: 2.0}\n", encoding="utf-8")
     ds = qa_dataset(8)
     ref = score(ds, ["QA_Clarity"], judge, tmp_path / "ref", token_columns=True)
     rows = ref["train"].to_list()
-    cost = [(r["judge_prompt_tokens"] * 1.0 + r["judge_completion_tokens"] * 2.0) / 1e6 for r in rows]
-    limit = sum(cost[:3]) + cost[3] / 2  # reached by the 4th reply
+    cost = [r["judge_completion_tokens"] * 2.0 / 1e6 for r in rows]
+    longest = max(r["judge_completion_tokens"] for r in rows)
+    worst = longest * 2.0 / 1e6
+    limit = sum(cost[:2]) + worst + cost[2] / 2  # >= paid before the 3rd + its worst; < before the 4th + its worst
     judge.reset()
     with pytest.raises(CostExceededError, match=r"max_cost=\$"):
-        score(ds, ["QA_Clarity"], judge, tmp_path, prices=prices, max_cost=limit, concurrency=1)
-    assert judge.stats()["requests"] == 4
+        score(
+            ds, ["QA_Clarity"], judge, tmp_path, prices=str(prices), max_cost=limit, concurrency=1, max_tokens=longest
+        )
+    assert judge.stats()["requests"] == 3
     # the replies paid for are kept: a rerun with more budget sends only the rest
-    rest = score(ds, ["QA_Clarity"], judge, tmp_path, prices=prices, max_cost=1.0)
-    assert (rest.summary.requests, rest.summary.cache_hits) == (4, 4)
-    assert rest.summary.cost() == pytest.approx(sum(cost[4:]))
+    rest = score(ds, ["QA_Clarity"], judge, tmp_path, prices=str(prices), max_cost=1.0)
+    assert (rest.summary.requests, rest.summary.cache_hits) == (5, 3)
+    assert rest.summary.cost() == pytest.approx(sum(cost[3:]))
     assert "cost           $" in str(rest.summary)
 
 
@@ -149,7 +157,7 @@ def test_a_budget_stop_keeps_the_replies_in_flight(judge, tmp_path, prices):
     judge.configure(latency=0.05)
     ds = qa_dataset(40)
     with pytest.raises(CostExceededError):
-        score(ds, ["QA_Clarity"], judge, tmp_path, prices=prices, max_cost=0.002, concurrency=8)
+        score(ds, ["QA_Clarity"], judge, tmp_path, prices=prices, max_cost=0.004, concurrency=8, max_tokens=100)
     paid = judge.stats()["requests"]
     assert 2 < paid < 40
     judge.reset()

@@ -250,6 +250,7 @@ class BatchRunner:
                         continue  # in a batch already, out of tries or refused for good: its error row says why
                     self.report.resubmitted += 1
                 packer.add(key, metric.name, body)
+                self.client.meter.note_written(body)  # what a line whose reply has no usage counts (budget.py)
                 n += 1
         packer.flush()
         self.report.submitted += n

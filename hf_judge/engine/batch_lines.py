@@ -22,6 +22,7 @@ from ..judging.metrics import Metric
 from ..redact import scrub, scrub_registered
 from ..store.sqlite import encode_meta
 from ..transport import anthropic
+from ..transport.budget import reported_tokens
 from ..transport.client import JudgeClient
 from .batch_book import CHUNK, ENDPOINT, BatchBook, BatchReport
 
@@ -97,10 +98,8 @@ def line_tokens(usage: Any) -> tuple[int, int]:
         return 0, 0
     if "input_tokens" in usage:  # an Anthropic Message's
         return anthropic.usage_tokens(usage)[:2]
-    try:
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    except (TypeError, ValueError):
-        return 0, 0
+    # counts that are no counts ("12", 7.9, -5) are not taken: the client counts such a reply's tokens itself
+    return reported_tokens(usage) or (0, 0)
 
 
 class Reader:
@@ -206,8 +205,9 @@ class Reader:
         before = (stats.prompt_tokens, stats.completion_tokens)
         outcome = self.client._handle_ok(metric, orjson.dumps(body))
         # the usage it counted, as the client counts it, was paid at the batch price (the budget's spent())
-        tokens[0] += stats.prompt_tokens - before[0]
-        tokens[1] += stats.completion_tokens - before[1]
+        p, c = stats.prompt_tokens - before[0], stats.completion_tokens - before[1]  # reported, or counted
+        tokens[0] += p
+        tokens[1] += c
         if outcome.value is None:
             return None, (key, str(outcome.kind), outcome.message or "", outcome.raw), p, c
         assert outcome.raw is not None

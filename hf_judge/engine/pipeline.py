@@ -337,8 +337,7 @@ class SplitRun(RowCore):
             if outcome is None:
                 remaining.append(item)
             else:
-                self.clients[part // job.per_judge].stats.cache_hits += 1
-                self._finish_part(job, part, outcome)
+                self._hit(job, part, item[3], outcome)
         return remaining
 
     def _settle_unsent(self, sends: list) -> list:
@@ -354,6 +353,15 @@ class SplitRun(RowCore):
             else:
                 self._finish_part(job, part, outcome)
         return remaining
+
+    def _hit(self, job: RowJob, part: int, body: bytes, outcome: Outcome) -> None:
+        """A reply of the store serves (job, part). Under max_cost it is the job's too, and what an earlier run
+        paid for it counts (a batch run's replies are its own, already counted: see budget.py)."""
+        client = self.clients[part // job.per_judge]
+        client.stats.cache_hits += 1
+        if client.budget is not None and self.unsent is None:
+            client.reused(outcome.usage, body, outcome.raw or "")
+        self._finish_part(job, part, outcome)
 
     async def _send_all(self, sends: list, claimed: bool = True) -> bool:
         """Send each of ``sends`` (or share an identical request's reply); False once the run has failed.
@@ -434,8 +442,7 @@ class SplitRun(RowCore):
             hit = found.get(key)
             outcome = self._from_cache(job.plan.metric, hit) if hit is not None else None
             if outcome is not None:
-                self.clients[part // job.per_judge].stats.cache_hits += 1
-                self._finish_part(job, part, outcome)
+                self._hit(job, part, item[3], outcome)
             elif key in claimed or hit is not None:  # a damaged entry is scored again
                 out.append(item)
             else:

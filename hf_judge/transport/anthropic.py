@@ -265,9 +265,10 @@ class AnthropicWire:
         return [head, *([{"type": "text", "text": rest}] if rest else []), *blocks]
 
 
-def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, int, int]] | str:
+def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, int, int] | None] | str:
     """(content, finish_reason, (prompt, completion, cache-read, cache-written prompt tokens)) of a Message, or
-    what is wrong with it.
+    what is wrong with it. The tokens are None where the usage holds no ``input_tokens``/``output_tokens``
+    counts (missing, strings, fractions, negative): not to be trusted, the client counts them itself.
 
     The content is the text blocks joined, or the forced tool call's input as JSON.
 
@@ -295,7 +296,8 @@ def reply(data: bytes | dict) -> tuple[str | None, str | None, tuple[int, int, i
             texts.append(block["text"])
     usage = doc.get("usage")
     finish = _FINISH.get(stop, stop) if isinstance(stop, str) else None
-    return ("".join(texts) if texts else None), finish, usage_tokens(usage)
+    counted = isinstance(usage, dict) and all(_valid(usage.get(k)) for k in ("input_tokens", "output_tokens"))
+    return ("".join(texts) if texts else None), finish, (usage_tokens(usage) if counted else None)
 
 
 def usage_tokens(usage: Any) -> tuple[int, int, int, int]:
@@ -312,6 +314,10 @@ def usage_tokens(usage: Any) -> tuple[int, int, int, int]:
     read, written = _count(usage.get("cache_read_input_tokens")), _count(usage.get("cache_creation_input_tokens"))
     prompt = _count(usage.get("input_tokens")) + read + written
     return prompt, _count(usage.get("output_tokens")), read, written
+
+
+def _valid(v: Any) -> bool:
+    return type(v) is int and v >= 0
 
 
 def _count(v: Any) -> int:

@@ -53,7 +53,6 @@ from ..errors import (
     AuthenticationError,
     BudgetExceededError,
     CircuitOpenError,
-    CostExceededError,
     ErrorKind,
     ModelNotFoundError,
     QuotaExceededError,
@@ -69,6 +68,7 @@ from ..judging.validate import ReplyError, parse_reply
 from ..redact import register, scrub, scrub_registered
 from ..settings import Settings, resolved_provider
 from . import anthropic
+from .budget import CostBudget, Meter, reported_tokens, stop_error
 from .endpoint import check_api_key, parse_endpoint
 from .limits import AdaptiveLimiter
 from .policy import (
@@ -84,6 +84,7 @@ from .policy import (
     parse_retry_after,
 )
 from .prices import no_price_error, price_of
+from .reading import ReplyTooLarge, read_limited
 
 logger = logging.getLogger("hf_judge")
 
@@ -128,35 +129,6 @@ class Stats:
     notes: list[str] = field(default_factory=list)
     no_logprobs: int = 0  # replies without the token log-probabilities that logprobs=True asked for
     unplaced_logprobs: int = 0  # replies with them, but a score's value not found among the tokens
-
-
-class ReplyTooLarge(Exception):
-    status = 0  # the HTTP status of the reply that was cut off, and its headers
-    headers: Mapping[str, str] | None = None
-
-
-async def read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The body, or :class:`ReplyTooLarge` as soon as it passes ``limit`` bytes.
-
-    Both sizes are bounded: the bytes on the wire (``Content-Length`` up front,
-    then as they come) and the bytes after aiohttp's decompression, which it
-    does a bounded piece at a time, so a gzip bomb never expands in one go.
-    """
-    declared = resp.content_length
-    if declared is not None and declared > limit:
-        raise ReplyTooLarge(f"Content-Length {declared:,}")
-    content = resp.content
-    chunks = []
-    size = 0
-    while True:
-        chunk = await content.readany()
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > limit or content.total_raw_bytes > limit:
-            raise ReplyTooLarge(f"over {limit:,} bytes read")
-        chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _int(v: Any) -> int:
@@ -243,6 +215,10 @@ class JudgeClient:
         self.price = price_of(settings.model, settings.prices, self.provider)
         if self.max_cost is not None and self.price is None:
             raise no_price_error(settings.model, f"max_cost={self.max_cost:g}")
+        # max_cost's account, shared by a panel's judges (judge_panel); None: no budget, nothing on the hot path
+        self.budget = None if self.max_cost is None else CostBudget(self.max_cost, self._peers_spent)
+        # the reply tokens a server cannot pass: max_tokens, or what the Anthropic wire always sends
+        self.meter = Meter(settings.max_tokens if self.wire is None else self.wire.max_tokens)
         self.limiter = AdaptiveLimiter(settings.concurrency, now=clock.now)
         self.stats = Stats()
         self._headers = {"Content-Type": "application/json"}
@@ -476,13 +452,25 @@ class JudgeClient:
                 body = first_body
             else:
                 body = self.body(metric, messages, temperature, mode, n)
+            budget, worst = self.budget, 0.0
+            if budget is not None:
+                worst = self.meter.worst_case(self.price, body, n)
+                try:
+                    await budget.admit(worst, self._cost_stop)
+                except BaseException:
+                    limiter.release()
+                    raise
             if self._tpm is not None:
                 tokens = prompt_tokens_estimate(body) + (self.max_tokens or 256)
                 await self._tpm.acquire(min(self._tpm.max_rate, tokens))
             stats.requests += 1
             if attempt > 1:
                 stats.retries += 1
-            outcome, status, retry_after = await self._attempt(metric, body, task, n)
+            try:
+                outcome, status, retry_after = await self._attempt(metric, body, task, n)
+            finally:
+                if budget is not None:  # its usage is counted now: the rest of its reservation goes back
+                    budget.release(worst)
             if outcome.value is not None:
                 if mode == "json_schema":
                     self._schema_ok = True
@@ -562,7 +550,7 @@ class JudgeClient:
         if status == 200:
             self.limiter.release(sent_at=sent_at)
             self.stats.statuses[200] += 1
-            outcome = self._handle_ok(metric, data)
+            outcome = self._handle_ok(metric, data, body, n)
             if n > 1:
                 outcome.extra, outcome.choices = self._other_choices(metric, data)
             return outcome, 200, None
@@ -673,9 +661,11 @@ class JudgeClient:
                 out.append(Outcome(None, None, ErrorKind.BAD_RESPONSE, "a choice of the reply is not an object"))
         return out, len(choices)
 
-    def _handle_ok(self, metric: Metric, data: bytes) -> Outcome:
+    def _handle_ok(self, metric: Metric, data: bytes, body: bytes | None = None, n: int = 1) -> Outcome:
+        """The outcome of a 200 reply ``data`` to the request ``body`` (None: a batch line, whose request is not
+        at hand) for ``n`` choices; its usage is counted in the stats."""
         if self.wire is not None:
-            return self._handle_message(metric, data)
+            return self._handle_message(metric, data, body)
         try:
             doc = orjson.loads(data)
             choice = doc["choices"][0]
@@ -700,12 +690,12 @@ class JudgeClient:
         if isinstance(content, str):  # a reply quoting the key must not carry it into the store or the columns
             content = scrub_registered(content)
         usage = doc.get("usage") if isinstance(doc, dict) else None
-        tokens = None
-        if isinstance(usage, dict):
-            tokens = (_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
-            self.stats.prompt_tokens += tokens[0]
-            self.stats.completion_tokens += tokens[1]
-            details = usage.get("prompt_tokens_details")
+        tokens = reported_tokens(usage)
+        if tokens is None:
+            self._count_tokens(body, content, n)
+        else:
+            self._add_tokens(*tokens)
+            details = usage.get("prompt_tokens_details")  # type: ignore[union-attr]  # a dict: it had counts
             if isinstance(details, dict):  # OpenAI, vLLM: the prefix served from the server's prompt cache
                 self.stats.cached_tokens += _int(details.get("cached_tokens"))
         try:
@@ -717,47 +707,64 @@ class JudgeClient:
             dists = logprobs.distributions(metric, value, choice.get("logprobs"))
         return Outcome(value, content, usage=tokens, logprobs=dists)
 
-    def _handle_message(self, metric: Metric, data: bytes) -> Outcome:
+    def _handle_message(self, metric: Metric, data: bytes, body: bytes | None = None) -> Outcome:
         """:meth:`_handle_ok` of an Anthropic Message (:func:`anthropic.reply`)."""
         parsed = anthropic.reply(data)
         if isinstance(parsed, str):
             return Outcome(None, scrub(data[:2000].decode("utf-8", "replace")), ErrorKind.BAD_RESPONSE, parsed)
-        content, finish, (p, c, cached, written) = parsed
+        content, finish, tokens = parsed
         if content is not None:
             content = scrub_registered(content)
-        stats = self.stats
-        stats.prompt_tokens, stats.completion_tokens = stats.prompt_tokens + p, stats.completion_tokens + c
-        stats.cached_tokens += cached
-        stats.cache_write_tokens += written
+        usage = None
+        if tokens is None:
+            self._count_tokens(body, content, 1)
+        else:
+            usage = tokens[:2]
+            self._add_tokens(*usage)
+            self.stats.cached_tokens += tokens[2]
+            self.stats.cache_write_tokens += tokens[3]
         try:
             value = parse_reply(metric, content, finish)
         except ReplyError as e:
             return Outcome(None, content, e.kind, e.message)
-        return Outcome(value, content, usage=(p, c))
+        return Outcome(value, content, usage=usage)
+
+    def _add_tokens(self, prompt: int, completion: int) -> None:
+        stats = self.stats
+        stats.prompt_tokens += prompt
+        stats.completion_tokens += completion
+        if completion > self.meter.longest:
+            self.meter.longest = completion
+
+    def _count_tokens(self, body: bytes | None, content: str | None, n: int) -> None:
+        """A reply whose server did not say what it used (no usage, or counts that are no counts): its tokens
+        counted here, so that the cost and max_cost hold all the same (see budget.py)."""
+        self._add_tokens(*self.meter.count(body, content, n))
+        if self.meter.counted == 1:  # said once, in the log and the summary
+            self.stats.notes.append(note := self.meter.counted_note(self.base_url))
+            logger.warning(note)
+
+    def reused(self, usage: tuple[int, int] | None, body: bytes, content: str) -> None:
+        """A reply the store held, paid by an earlier run: what it cost counts against max_cost (see budget.py)."""
+        if self.budget is not None:
+            self.budget.reused(self.meter.reused_cost(self.price, usage, body, content))
 
     def spent(self) -> float | None:
-        """USD of the usage this client's replies reported, at the model's price (None: no price): the
-        tokens of batch lines at the batch price, the rest online, as the run's summary prices them."""
-        if self.price is None:
-            return None
-        s = self.stats
-        bp, bc = self.batch_tokens
-        p, c = s.prompt_tokens - bp, s.completion_tokens - bc
-        cached = min(s.cached_tokens, p)
-        written = min(s.cache_write_tokens, p - cached)  # as the summary splits them: online first
-        online = self.price.cost(p, c, cached, written)
-        return online + self.price.cost(bp, bc, s.cached_tokens - cached, s.cache_write_tokens - written, batch=True)
+        """USD of this client's replies (see :meth:`budget.Meter.spent`); None: no price."""
+        return self.meter.spent(self.price, self.stats, self.batch_tokens)
+
+    def _peers_spent(self) -> float:
+        # a panel's judges share the budget, each at its own model's price (__init__ refuses a model without)
+        return sum(c.spent() or 0.0 for c in self.budget_peers)
+
+    def _cost_stop(self, worst: float | None = None) -> BaseException:
+        assert self.budget is not None and self.price is not None  # a budget needs a price (__init__)
+        price = f"{self.model}'s price ({self.price.describe()})"
+        return stop_error(self.budget, self._peers_spent(), worst, price, self.resume_hint())
 
     def _check_budget(self) -> None:
-        if self.max_cost is not None:
-            # a panel's judges share the budget, each at its own model's price (__init__ refuses a model without)
-            spent = sum(c.spent() or 0.0 for c in self.budget_peers)
-            if not spent < self.max_cost:  # a NaN or infinite spend stops the run too: it is no proof of room left
-                raise CostExceededError(
-                    f"the cost budget max_cost=${self.max_cost:g} is used up: this run's replies cost ${spent:.4f} "
-                    f"at {self.model}'s price ({self.price.describe() if self.price else ''}). "
-                    f"Raise it, then {self.resume_hint()}"
-                )
+        if self.budget is not None and not self.budget.fits(0.0):  # a NaN or infinite spend stops the run too
+            raise self._cost_stop()
         if self.max_total_tokens is not None:
             used = sum(c.stats.prompt_tokens + c.stats.completion_tokens for c in self.budget_peers)
             if used >= self.max_total_tokens:
@@ -778,4 +785,6 @@ def judge_panel(specs: Sequence[tuple[Settings, str | None]]) -> list[JudgeClien
     clients = [JudgeClient(s, api_key=key) for s, key in specs]
     for c in clients:  # the run's budget, whichever judge spends it
         c.budget_peers = clients
+        if c.budget is not None:
+            c.budget = clients[0].budget
     return clients

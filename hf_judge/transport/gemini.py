@@ -157,22 +157,30 @@ def to_chat_completion(response: dict, model: str = "") -> dict:
     block = (response.get("promptFeedback") or {}).get("blockReason")
     if not choices and block:  # the prompt itself was blocked: no candidate
         choices.append({"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "content_filter"})
-    u = response.get("usageMetadata") or {}
-    completion = int(u.get("candidatesTokenCount") or 0) + int(u.get("thoughtsTokenCount") or 0)
-    usage: dict[str, Any] = {
-        "prompt_tokens": int(u.get("promptTokenCount") or 0),
-        "completion_tokens": completion,
-        "total_tokens": int(u.get("totalTokenCount") or 0),
-    }
-    if u.get("cachedContentTokenCount"):
-        usage["prompt_tokens_details"] = {"cached_tokens": int(u["cachedContentTokenCount"])}
-    return {
+    out = {
         "id": response.get("responseId", ""),
         "object": "chat.completion",
         "model": response.get("modelVersion", model),
         "choices": choices,
-        "usage": usage,
     }
+    meta = response.get("usageMetadata")
+    u: dict[str, Any] = meta if isinstance(meta, dict) else {}
+    p: Any = u.get("promptTokenCount")
+    c: Any = u.get("candidatesTokenCount")
+    thoughts: Any = u.get("thoughtsTokenCount")
+    if _count(p) and _count(c) and (thoughts is None or _count(thoughts)):
+        # no usage where the counts are missing or no counts ("12", 7.9, -5): the client counts such a reply
+        usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c + (thoughts or 0)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        cached = u.get("cachedContentTokenCount")
+        if _count(cached) and cached:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        out["usage"] = usage
+    return out
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 0
 
 
 # -- the files and batches endpoints ---------------------------------------------------------------------------------
