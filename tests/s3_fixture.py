@@ -55,6 +55,27 @@ class S3Server:
         s3fs.S3FileSystem(client_kwargs={"endpoint_url": self.endpoint}, key="testing", secret="testing").mkdir(name)
         return f"s3://{name}"
 
+    def refuse_writes(self, url: str, refuse: bool = True) -> None:
+        """Make the bucket of ``url`` refuse every object put (a bucket policy that denies s3:PutObject, as a
+        read-only grant does), reads still allowed; ``refuse=False``: writable again."""
+        import json
+
+        import boto3
+
+        bucket = url.split("://", 1)[1].split("/", 1)[0]
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+        if not refuse:
+            client.delete_bucket_policy(Bucket=bucket)
+            return
+        deny = {"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{bucket}/*"}
+        client.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [deny]}))
+
     def stop(self) -> None:
         self.server.stop()
 

@@ -4,6 +4,7 @@ and Azure Blob Storage (Azurite) too, each through its own fsspec package."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -324,3 +325,180 @@ def test_an_output_dir_url_without_ray_is_refused_before_any_request(judge, tmp_
     code, _, err = run_cli(capfd, *score_args(data, judge, "-o", "s3://bucket/out", "--cache-dir", tmp_path / "c"))
     assert code == 2 and "--output-dir 's3://bucket/out' is a URL" in err and "add --ray" in err
     assert judge.stats()["requests"] == 0
+
+
+def test_a_refused_publish_is_published_by_the_next_run_and_no_node_pays_it_again(judge, s3, tmp_path, caplog):
+    """Issue 33, item 13: the bucket refused writes during the first run; the same command run again on that node
+    (the bucket writable now) publishes what the first kept, so another node pays nothing for it."""
+    from score_job import run
+
+    url = s3.bucket() + "/cache"
+    rows = 60
+    s3.refuse_writes(url)
+    caplog.set_level(logging.WARNING, logger="hf_judge")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_JUDGE_LOCAL_CACHE", str(tmp_path / "node1"))
+        run(judge.base_url, url, rows, 8, tmp_path / "out1")
+        assert judge.stats()["requests"] == rows
+        assert _names(Remote.of(url)) == []
+        said = caplog.text
+        s3.refuse_writes(url, refuse=False)
+        run(judge.base_url, url, rows, 8, tmp_path / "out1-again")  # the same command, the same node
+    assert judge.stats()["requests"] == rows
+    assert len(_names(Remote.of(url))) == 1
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_JUDGE_LOCAL_CACHE", str(tmp_path / "node2"))
+        run(judge.base_url, url, rows, 8, tmp_path / "out2")
+    assert judge.stats()["requests"] == rows  # the other node paid nothing
+    assert not list((tmp_path / "node1").rglob("unpublished/*.parquet"))
+    assert f"{rows} replies are not in {url} yet (it could not be written): kept in " in said
+
+
+def _foreign_segment(remote: Remote, name: str, columns: dict, cut: bool = False) -> None:
+    """A segment another Arrow tool wrote (its own column types), or a truncated one (``cut``)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table(columns), buf)
+    data = buf.getvalue()
+    fs, path = remote.filesystem()
+    fs.pipe_file(f"{path}/{name}", data[: len(data) // 2] if cut else data)
+
+
+def test_an_unusual_segment_is_cast_or_skipped_by_runs_and_compaction_alike(judge, s3, tmp_path, caplog, capfd):
+    """Issue 33, item 12: segments of other Arrow types (large_binary or string keys, large_string texts, a usage
+    typed null) are cast and used; a truncated one and one whose key cannot be a key are skipped with a warning,
+    and compaction merges the rest, leaving those where they are. A run on the store, and the CLI, work."""
+    import pyarrow as pa
+    from helpers import run_cli
+
+    url = s3.bucket() + "/cache"
+    remote = Remote.of(url)
+    a = ReplyStore(tmp_path / "a" / "replies.sqlite3", remote=remote)
+    a.put(b"k1", "v1", (1, 2))
+    a.close()
+    _foreign_segment(remote, "0000000000001-x-000000.parquet", {"key": pa.array([b"k2"], pa.large_binary()),
+                     "content": ["v2"], "usage": pa.array([None], pa.null())})  # fmt: skip
+    _foreign_segment(remote, "0000000000002-x-000000.parquet", {"key": ["k3", None], "usage": ["3 4", "5 6"],
+                     "content": pa.array(["v3", "v4"], pa.large_string())})  # fmt: skip
+    _foreign_segment(remote, "0000000000003-x-000000.parquet", {"key": [b"k4"], "content": ["v"], "usage": [""]}, True)
+    _foreign_segment(remote, "0000000000004-x-000000.parquet", {"key": [[1]], "content": ["v"], "usage": [""]})
+    caplog.set_level(logging.WARNING, logger="hf_judge")
+    b = ReplyStore(tmp_path / "b" / "replies.sqlite3", remote=remote)
+    try:
+        assert b.get_many([b"k1", b"k2", b"k3", b"k4"]) == {
+            b"k1": ("v1", (1, 2)),
+            b"k2": ("v2", None),
+            b"k3": ("v3", (3, 4)),
+        }
+    finally:
+        b.close()
+    skipped = [r.getMessage() for r in caplog.records if "skipped the damaged segment" in r.getMessage()]
+    assert len(skipped) == 2 and "0000000000003-x" in skipped[0] and "0000000000004-x" in skipped[1]
+    caplog.clear()
+    options = [a for o in s3.cli_options for a in ("--storage-option", o)]
+    code, out, err = run_cli(capfd, "cache", "compact", url, *options)
+    assert code == 0, err
+    assert "merged 3 segments into one of 3 replies" in out
+    names = _names(remote)
+    assert len(names) == 3 and names[:2] == ["0000000000003-x-000000.parquet", "0000000000004-x-000000.parquet"]
+    assert sum("left the unreadable segment" in r.getMessage() for r in caplog.records) == 2
+    c = ReplyStore(tmp_path / "c" / "replies.sqlite3", remote=remote)
+    try:
+        assert len(c) == 3
+    finally:
+        c.close()
+    from score_job import run
+
+    with pytest.MonkeyPatch.context() as env:  # a scoring run on the store works, and pays only its own rows
+        env.setenv("HF_JUDGE_LOCAL_CACHE", str(tmp_path / "d"))
+        run(judge.base_url, url, 5, 4, tmp_path / "out")
+    assert judge.stats()["requests"] == 5
+
+
+def test_credentials_in_a_cache_dir_url_are_refused_never_shown_and_name_no_folder(judge, tmp_path, capfd, monkeypatch):
+    """Issue 33, item 23: ``s3://KEY:SECRET@bucket`` (an AWS secret may hold a slash) is refused before anything is
+    read or made; the message never repeats the key or the secret and says how to pass them instead."""
+    from helpers import qa_dataset, run_cli, score_args
+
+    from hf_judge import score_dataset
+    from hf_judge.engine.job import cache_location
+
+    key, secret = "AKIAEXAMPLE7Q", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzEXAMPLE"
+    url = f"s3://{key}:{secret}@bucket/cache"
+    monkeypatch.setenv("HF_JUDGE_LOCAL_CACHE", str(tmp_path / "local"))
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"question": "q", "answer": "a"}\n')
+    for args in (score_args(data, judge, "--cache-dir", url, "-o", tmp_path / "out"), ["cache", "compact", url]):
+        code, out, err = run_cli(capfd, *args)
+        assert code == 2, err
+        assert "holds credentials" in err and "AWS_SECRET_ACCESS_KEY" in err and "storage_options=" in err
+        assert key not in out + err and secret not in out + err and "EXAMPLE" not in out + err
+    with pytest.raises(ConfigError) as e:
+        score_dataset(qa_dataset(2), ["QA_Clarity"], model="judge", base_url=judge.base_url, cache_dir=url)
+    assert "--storage-option secret=" in str(e.value) and secret not in str(e.value) and key not in str(e.value)
+    assert not (tmp_path / "local").exists()  # no folder named after them either
+    assert judge.stats()["requests"] == 0
+    # an @ that holds no secret is a URL as any: an Azure container@account, a path with an @ or a colon
+    assert cache_location("abfs://box@acct.dfs.core.windows.net/c")[1] is not None
+    assert cache_location("s3://bucket/v@2:x/cache")[1] is not None
+
+
+def _pulled(local: Path, name: str) -> bool:
+    """Whether the node whose local cache folder is ``local`` has imported the segment ``name``."""
+    import sqlite3
+
+    for db in local.rglob("replies.sqlite3"):
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            if conn.execute("SELECT 1 FROM segments WHERE name = ?", (name,)).fetchone():
+                return True
+        except sqlite3.Error:
+            pass  # not made yet
+        finally:
+            conn.close()
+    return False
+
+
+def test_a_node_does_not_send_what_another_published_after_its_lookup_and_before_its_send(judge, s3, tmp_path):
+    """Issue 33, item 11. Node 2 looks its 32 rows up at once (one read batch), finds none, and sends them one at a
+    time (concurrency 1). While its first request is held by the judge, node 1 publishes the replies of rows 1-20 and
+    node 2 imports them; node 2 then sends only rows 0 and 21-31: 12 requests, not 32.
+
+    The order is made, not hoped for: node 1's replies are published (copied into the store, one object put) only
+    once node 2's first request is at the judge, and the test checks that node 2 imported them while that request
+    was still the only one it had sent."""
+    from helpers import qa_dataset
+
+    from hf_judge import score_dataset
+
+    url = s3.bucket() + "/cache"
+    rows, published = 32, range(1, 21)
+    score_dataset(  # node 1, earlier: its segment is staged elsewhere, to be published at the moment chosen
+        qa_dataset(rows).select(published),
+        ["QA_Clarity"],
+        model="judge",
+        base_url=judge.base_url,
+        api_key="sk-test",
+        cache_dir=url.replace("/cache", "/staged"),
+        local_cache_dir=tmp_path / "node1",
+        columns={"instruction": "question", "output": "answer"},
+        progress=False,
+    )
+    (staged,) = _names(Remote.of(url.replace("/cache", "/staged")))
+    fs, path = Remote.of(url).filesystem()
+    judge.reset()
+    judge.configure(faults=[{"match": "row-0:", "fault": "delay", "seconds": 3.0}])
+    node2 = _job(judge, url, tmp_path / "node2", s3, rows, 1, tmp_path / "out2", HF_JUDGE_PULL_S="0.05")
+    deadline = time.monotonic() + 60
+    while judge.stats()["requests"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    fs.pipe_file(f"{path}/{staged}", fs.cat_file(f"{path.replace('/cache/', '/staged/')}/{staged}"))  # published
+    while not _pulled(tmp_path / "node2", staged) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert judge.stats()["requests"] == 1  # imported while row 0 was the only request node 2 had sent
+    assert node2.wait(120) == 0
+    assert judge.stats()["requests"] == rows - len(published)

@@ -299,6 +299,8 @@ class SplitRun(RowCore):
                     return
                 sends = self.prepare_rows(batch, row, size)
                 row += size
+                # read before the lookup: replies imported while it runs are looked at again before sending
+                looked = store.pulled if store is not None else 0
                 if store is not None and sends:
                     sends = self._from_store(store, sends)
                 if self.unsent is not None:
@@ -307,7 +309,7 @@ class SplitRun(RowCore):
                 if claimed and sends:
                     poller = poller or asyncio.get_running_loop().create_task(self._poll_parked())
                     sends = await self._claim(sends)
-                if not await self._send_all(sends, claimed):
+                if not await self._send_all(sends, claimed, looked):
                     return
                 # yield once per batch so replies are handled between batches
                 await asyncio.sleep(0)
@@ -363,20 +365,27 @@ class SplitRun(RowCore):
             client.reused(outcome.usage, body, outcome.raw or "")
         self._finish_part(job, part, outcome)
 
-    async def _send_all(self, sends: list, claimed: bool = True) -> bool:
+    async def _send_all(self, sends: list, claimed: bool = True, looked: int | None = None) -> bool:
         """Send each of ``sends`` (or share an identical request's reply); False once the run has failed.
 
-        ``claimed``: their keys are claimed, or the store is not shared."""
+        ``claimed``: their keys are claimed, or the store is not shared. ``looked``: the store's ``pulled`` when
+        ``sends`` were looked up (default: now). Sends wait here for a slot; when replies other processes
+        published came in meanwhile, the rest are looked up again before the next is sent (another node may
+        have paid for them), and only then: an integer compared per request otherwise."""
         inflight, clients, down, store = self.inflight, self.clients, self.judge_down, self.store
         extra: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
         several = self.layout.samples > 1
+        if looked is None:
+            looked = store.pulled if store is not None else 0
         i = 0
         while i < len(sends):
             if not claimed and store is not None and store.shared:
                 # the store turned shared while these waited for a slot: the other run may have claimed them
+                looked = store.pulled
                 sends, i, claimed = await self._claim(sends[i:]), 0, True
                 continue
-            job, part, messages, body = sends[i]
+            item = sends[i]
+            job, part, messages, body = item
             i += 1
             key = job.keys[part]
             if extra and (id(job), part) in extra:
@@ -389,15 +398,42 @@ class SplitRun(RowCore):
             limiter = client.limiter
             if self._shared(job, part, key, client.stats):
                 continue
-            inflight[key] = []
-            followers = self._followers(job, part, client, extra) if several else ()
-            if not limiter.try_acquire():
+            waited = not limiter.try_acquire()
+            if waited:
                 await limiter.acquire()
             if self.failure is not None:
                 limiter.release()
                 return False
+            if waited and not claimed and store is not None and store.shared:
+                limiter.release()  # the store turned shared while it waited: claim it first, with the rest
+                i -= 1
+                continue
+            if store is not None and store.pulled != looked:
+                looked = store.pulled
+                sends, i = self._look_again(store, sends[i - 1 :], extra, claimed), 1
+                if not sends or sends[0] is not item:  # its reply came from another process: the slot is free
+                    limiter.release()
+                    i = 0
+                    continue
+            if waited and self._shared(job, part, key, client.stats):  # an identical request started meanwhile
+                limiter.release()
+                continue
+            inflight[key] = []
+            followers = self._followers(job, part, client, extra) if several else ()
             self._spawn(self._send(job, part, messages, body, followers))
         return True
+
+    def _look_again(self, store: ReplyStore, sends: list, extra: set, claimed: bool) -> list:
+        """Of ``sends``, looked up before the store imported more replies, those it still lacks; it finishes the
+        others. ``extra``'s are asked for already (extra choices of a request in flight): left out."""
+        todo = [s for s in sends if (id(s[0]), s[1]) not in extra] if extra else sends
+        rest = self._from_store(store, todo)
+        if claimed and store.shared and len(rest) < len(todo):
+            kept = {id(s) for s in rest}
+            for s in todo:
+                if id(s) not in kept:
+                    store.release(s[0].keys[s[1]])  # claimed to send it, but not sent: free it for the others
+        return rest
 
     def _join_company(self) -> None:
         """Another run opened the reply store: claim what this one is sending, then claim before each send."""
@@ -458,7 +494,8 @@ class SplitRun(RowCore):
             self.polling = True
             try:
                 items = [item for key in list(self.parked) for item in self.parked.pop(key)]
-                await self._send_all(await self._claim(items))
+                looked = self.store.pulled if self.store is not None else 0
+                await self._send_all(await self._claim(items), looked=looked)
             except asyncio.CancelledError:
                 raise
             except BaseException as e:  # noqa: BLE001 - a store error: it must stop the run, not hang its rows

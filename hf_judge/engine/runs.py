@@ -26,7 +26,7 @@ from ..progress import ProgressCallback
 from ..results.summary import RunSummary
 from ..settings import Settings
 from ..store.replies import ReplyStore
-from ..store.segments import Remote
+from ..store.segments import Remote, publish_backlog
 from ..transport.client import JudgeClient, Stats
 from .core import Plan
 from .pipeline import LoopThread, SplitRun
@@ -77,6 +77,7 @@ class RunResources(ExitStack):
         self.loop: LoopThread | None = None
         self.active: SplitRun | None = None  # the split being scored, cancelled if the run stops
         super().__init__()
+        self.callback(self._quietly, self._publish_backlog)  # last, at exit
 
     @property
     def written(self) -> int:
@@ -95,6 +96,12 @@ class RunResources(ExitStack):
         self.callback(self._quietly, self._cancel_active)
         for client in self.clients:
             loop.run(client.open())
+
+    def _publish_backlog(self) -> None:
+        """A run that needed no store (its result was cached whole) still publishes what earlier runs on this
+        machine could not: another node would pay for it again (an opened store does so itself)."""
+        if self.store is None and self.remote is not None and self.store_path is not None:
+            publish_backlog(self.remote, self.store_path)
 
     @staticmethod
     def _close_client(loop: LoopThread, client: JudgeClient) -> None:

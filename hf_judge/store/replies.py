@@ -651,6 +651,17 @@ class ReplyStore:
             except RuntimeError:  # the run's event loop is already closed
                 pass
 
+    @property
+    def pulled(self) -> int:
+        """A store on object storage: how many imports of other processes' replies added rows since it opened
+        (0 otherwise). A lookup made before this number last changed may find more now.
+
+        Example:
+            >>> seen = store.pulled; found = store.get_many(keys)  # doctest: +SKIP
+            >>> if store.pulled != seen: found = store.get_many(keys)  # replies came in: look again  # doctest: +SKIP
+        """
+        return self._segments.generation if self._segments is not None else 0
+
     def publish(self, at_least: int = 1) -> None:
         """A store on object storage: publish the replies not yet published now, if there are ``at_least``."""
         if self._segments is not None and self._segments.pending >= at_least:

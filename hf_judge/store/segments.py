@@ -7,13 +7,20 @@ default a folder under the user cache keyed by the URL). What a process adds to 
 publishes to ``<url>/segments/`` as one Parquet file per batch (key, content, usage: what the store's
 table holds, nothing more): every ``PUBLISH_S`` seconds, or every ``PUBLISH_N`` replies, whichever comes
 first, and at close (Ctrl-C included, and at interpreter exit). A ``kill -9`` loses at most the replies
-of one publish interval from the shared store (the local one has them all). At open, and every
+of one publish interval from the shared store (the local one has them all). A segment the store refuses (a
+bucket that refuses writes, a network down) is kept beside the local store, in ``unpublished/``, as the file it
+would have put, and put by the next publish of any run on this machine (at the next run's start at the latest):
+no reply paid here stays out of the shared store for good. At open, and every
 ``PULL_S`` seconds, a process lists the segments and imports, into its local store, those it has not
 read yet (their names are kept in the local store's ``segments`` table, so a restart reads only new
-ones). A segment is written whole or not at all (one object put; on a local filesystem a temporary
-name, then a rename), never rewritten, so no lock is needed across machines. :func:`compact` merges
-many segments into one while runs go on: the merged segment is written first, then its inputs deleted,
-and a reader that finds a segment gone skips it (its replies are in the merged one, listed next time).
+ones); ``generation`` counts the imports that added replies, so that a run looks a row up again just
+before sending it when, and only when, replies came in since its first lookup. A segment that cannot be read
+(damaged, or another tool's whose columns cannot be cast to the store's types) is skipped with a warning, by
+runs and by :func:`compact` alike. A segment is written whole or not at all (one object put; on a local
+filesystem a temporary name, then a rename), never rewritten, so no lock is needed across machines.
+:func:`compact` merges many segments into one while runs go on: the merged segment is written first, then
+its inputs deleted, and a reader that finds a segment gone skips it (its replies are in the merged one,
+listed next time).
 
 Within one machine, processes that share a local store claim requests before sending them (see
 :mod:`hf_judge.store.replies`), so an identical prompt is paid at most once per machine; two machines
@@ -54,6 +61,9 @@ PUBLISH_N = 5000
 # How often a process looks for the segments other processes published.
 PULL_S = 5.0
 SEGMENTS = "segments"
+# Beside the local store: the segments a process could not put (the bucket refused them), as the files it would
+# have put, published by the next publish of any run on this machine (the next run's start at the latest).
+UNPUBLISHED = "unpublished"
 SUFFIX = ".parquet"
 # Segments read per request to the store (fsspec fetches them concurrently); bounds the memory of an import.
 _READ_BATCH = 64
@@ -107,6 +117,32 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def has_credentials(url: str) -> bool:
+    """Whether a URL carries credentials before its host or bucket (``s3://KEY:SECRET@bucket``). An ``@`` alone
+    is no secret (``abfs://container@account.dfs.core.windows.net``), nor a ``:`` further down the path. A secret
+    may hold ``/`` (AWS's do), so the colon is looked for in the text before the first ``@``.
+
+    Example:
+        >>> has_credentials("s3://AKIA:ab/cd@bucket/c"), has_credentials("abfs://c@acct.dfs.core.windows.net/p")
+        (True, False)
+    """
+    rest = url.partition("://")[2]
+    user, at, _ = rest.partition("@")
+    return bool(at) and ":" in user and "/" not in user.partition(":")[0]
+
+
+def credentials_message(what: str, scheme: str) -> str:
+    """The error for credentials in a URL: it never repeats them, and says how to pass them instead."""
+    return (
+        f"{what} ({scheme}://...) holds credentials (KEY:SECRET@ before the bucket). A URL is shown in messages "
+        "and logs and names the local cache folder, so hf-judge does not take secrets there. Remove them from the "
+        "URL and give them in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; "
+        "GOOGLE_APPLICATION_CREDENTIALS; AZURE_STORAGE_CONNECTION_STRING), or as storage options: "
+        "storage_options={'key': ..., 'secret': ...} in Python, --storage-option key=... --storage-option "
+        "secret=... on the command line (visible to other users of the machine in its process list)"
+    )
+
+
 def default_local_dir(url: str, root: Path) -> Path:
     """The local folder of the store whose shared home is ``url``: under ``root`` (the user cache), keyed
     by the URL, so that two URLs never mix and one URL finds its local store again."""
@@ -129,11 +165,15 @@ class Remote:
     def of(cls, url: str, storage_options: dict[str, Any] | None = None, **timing: Any) -> Remote:
         """The remote of ``url`` (a trailing slash dropped), checked: a URL without a path is refused."""
         scheme, _, rest = url.partition("://")
+        if has_credentials(url):
+            raise ConfigError(credentials_message("cache_dir", scheme))
         url = f"{scheme}://{rest.rstrip('/')}"
         if not rest.strip("/"):
             raise ConfigError(f"cache_dir={url!r} names no bucket or folder; give one, e.g. s3://my-bucket/hf_judge")
         # HF_JUDGE_PUBLISH_S: a shorter interval bounds what a kill -9 loses more tightly (more, smaller segments)
         timing.setdefault("publish_s", float(os.environ.get("HF_JUDGE_PUBLISH_S") or PUBLISH_S))
+        # HF_JUDGE_PULL_S: nodes that score the same rows side by side see each other's replies sooner (more listings)
+        timing.setdefault("pull_s", float(os.environ.get("HF_JUDGE_PULL_S") or PULL_S))
         return cls(url, dict(storage_options or {}), **timing)
 
     @property
@@ -210,10 +250,23 @@ def write_table(table: Any) -> bytes:
 
 
 def read_table(data: bytes) -> Any:
-    """A segment's bytes as an Arrow table of (key, content, usage)."""
+    """A segment's bytes as an Arrow table of (key: binary, content: string, usage: string).
+
+    Other Arrow tools write ``large_binary`` or ``string`` keys, ``large_string`` texts, an all-null ``usage``
+    typed ``null``: such columns are cast, so that every segment's table has one schema (tables of two schemas
+    cannot be concatenated). Rows without a key or a content, which the store cannot hold, are left out. A
+    segment that cannot be read or cast raises (the caller skips it with a warning)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    return pq.read_table(io.BytesIO(data), columns=["key", "content", "usage"])
+    schema = pa.schema([("key", pa.binary()), ("content", pa.string()), ("usage", pa.string())])
+    t = pq.read_table(io.BytesIO(data), columns=["key", "content", "usage"]).select(["key", "content", "usage"])
+    if not t.schema.equals(schema):
+        t = t.cast(schema)
+    if t.column("key").null_count or t.column("content").null_count:
+        t = t.filter(pc.and_(pc.is_valid(t.column("key")), pc.is_valid(t.column("content"))))
+    return t
 
 
 def decode(data: bytes) -> list[tuple]:
@@ -285,6 +338,12 @@ class SegmentSync:
         self.seq = 0
         self.published = 0  # replies this process published
         self.imported = 0  # replies other processes published that this one imported
+        self.backlog_published = 0  # replies of earlier refused publishes that this process published
+        # Imports that added replies: a lookup made before it last changed may find more now (the pipeline
+        # looks its rows up again before sending them, only then).
+        self.generation = 0
+        self.outbox = Path(local).parent / UNPUBLISHED
+        self._backlog = False  # files wait in the outbox
         self._buffer: list[tuple] = []
         self._first_at = 0.0  # when the oldest reply in the buffer came
         self._lock = threading.Lock()  # the buffer
@@ -309,6 +368,9 @@ class SegmentSync:
                 "such as AWS_PROFILE, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS, STORAGE_EMULATOR_HOST, "
                 "AZURE_STORAGE_CONNECTION_STRING), then run again."
             ) from None
+        self._backlog = bool(self._outbox_files())
+        if self._backlog:  # what an earlier run here could not publish: before anything else of this run
+            self.publish()
         self._thread = threading.Thread(target=self._loop, name="hf_judge-segments", daemon=True)
         self._thread.start()
         atexit.register(self.close)  # an interrupted run whose store was never closed still publishes
@@ -354,6 +416,8 @@ class SegmentSync:
             if time.monotonic() - pulled >= self.remote.pull_s:
                 pulled = time.monotonic()
                 self._quietly(self.pull)
+                if self._backlog and not (late or full):  # a refused publish: try again, even with nothing new
+                    self._quietly(self.publish)
 
     def _quietly(self, step: Any) -> None:
         try:
@@ -364,11 +428,14 @@ class SegmentSync:
             self._failing = True
 
     def publish(self, full_only: bool = False) -> bool:
-        """Publish the queued replies as segments of at most ``publish_n``; False (they stay queued) if it failed.
+        """Publish the queued replies as segments of at most ``publish_n``; False if the store refused them.
 
         Only those queued when it starts (``full_only``: only whole segments of them): what comes in meanwhile
-        waits for the next segment, not a tiny one of its own."""
+        waits for the next segment, not a tiny one of its own. The outbox (what earlier publishes could not put)
+        goes first; once the store refuses a segment, that one and the rest go to the outbox, not back to memory
+        (a run whose bucket refuses writes for hours would hold them all), and wait for the next publish."""
         with self._io:
+            refused = self._backlog and not self._publish_backlog()
             with self._lock:
                 left = len(self._buffer)
             if full_only:
@@ -378,29 +445,88 @@ class SegmentSync:
                     rows = self._buffer[: min(left, self.remote.publish_n)]
                 left -= len(rows)
                 name = new_name(self.tag, self.seq)
-                try:
-                    put_segment(self.fs, self.path, name, encode(rows))
-                except Exception as e:  # noqa: BLE001 - network, permissions: keep them, try again later
-                    if not self._failing:
-                        logger.warning(
-                            "could not publish %s replies to the shared reply cache %s: %s (kept; will try again)",
-                            len(rows),
-                            self.remote.url,
-                            e,
-                        )
-                    self._failing = True
-                    return False
-                self._failing = False
                 self.seq += 1
-                self.published += len(rows)
+                data = encode(rows)
+                if not refused:
+                    try:
+                        put_segment(self.fs, self.path, name, data)
+                    except Exception as e:  # noqa: BLE001 - network, permissions: keep them, try again later
+                        refused = True
+                        self._refused(e)
+                if refused and not self._keep(name, data):
+                    return False  # nor could the disk take them: they stay queued in memory
                 with self._lock:
                     del self._buffer[: len(rows)]
                     self._first_at = time.monotonic()
-                try:
-                    self.conn.execute("INSERT OR IGNORE INTO segments VALUES (?)", (name,))
-                except sqlite3.Error:
-                    pass  # read again at the next start: its replies are here already (OR IGNORE)
-            return True
+                if not refused:
+                    self._failing = False
+                    self.published += len(rows)
+                    self._mark_read(name)
+            return not refused
+
+    def _refused(self, e: Exception) -> None:
+        if not self._failing:
+            logger.warning(
+                "could not publish to the shared reply cache %s: %s (the replies are kept in %s and published at "
+                "the next chance: this run's next publish, or the next run's start on this machine)",
+                self.remote.url,
+                e,
+                self.outbox,
+            )
+        self._failing = True
+
+    def _mark_read(self, name: str) -> None:
+        """This process's own segment: its replies are in the local store, so it is never imported."""
+        try:
+            self.conn.execute("INSERT OR IGNORE INTO segments VALUES (?)", (name,))
+        except sqlite3.Error:
+            pass  # read again at the next start: its replies are here already (OR IGNORE)
+
+    def _outbox_files(self) -> list[Path]:
+        try:
+            return sorted(self.outbox.glob(f"*{SUFFIX}"))
+        except OSError:
+            return []
+
+    def _keep(self, name: str, data: bytes) -> bool:
+        """Write a segment the store refused to the outbox, whole or not at all; False if the disk refused too."""
+        tmp = self.outbox / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            self.outbox.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.outbox / name)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            logger.warning("could not keep the unpublished replies in %s either: %s (kept in memory)", self.outbox, e)
+            return False
+        self._backlog = True
+        return True
+
+    def _publish_backlog(self) -> bool:
+        """Put the outbox's segments under their own names, oldest first; False at the first the store refuses.
+        Two processes of this machine may put one file both: the same bytes under the same name, no harm."""
+        done = 0
+        for f in self._outbox_files():
+            try:
+                data = f.read_bytes()
+            except FileNotFoundError:
+                continue  # another process of this machine published it
+            try:
+                put_segment(self.fs, self.path, f.name, data)
+            except Exception as e:  # noqa: BLE001 - still refused: it stays in the outbox
+                self._refused(e)
+                return False
+            self._mark_read(f.name)
+            f.unlink(missing_ok=True)
+            done += _rows_in(data)
+        self._backlog = False
+        if done:
+            self.backlog_published += done
+            logger.info("published %s replies an earlier publish could not put (kept in %s)", done, self.outbox)
+        return True
 
     def pull(self) -> int:
         """Import the segments not read yet into the local store; the number of replies imported."""
@@ -452,6 +578,8 @@ class SegmentSync:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if values:
+            self.generation += 1  # after the commit: a lookup that sees the new number sees the rows
         return len(values) // 3
 
     def close(self) -> None:
@@ -467,9 +595,19 @@ class SegmentSync:
         for attempt in range(3):
             if self.publish():
                 break
-            time.sleep(0.5 * (attempt + 1))
+            if attempt < 2:
+                time.sleep(0.5 * (attempt + 1))
         with self._lock:
             left = len(self._buffer)
+        kept = sum(_rows_in(f) for f in self._outbox_files())
+        if kept:
+            logger.warning(
+                "%s replies are not in %s yet (it could not be written): kept in %s, which the next run on this "
+                "machine publishes first (or its next publish, if the store still refuses them at its start)",
+                kept,
+                self.remote.url,
+                self.outbox,
+            )
         if left:
             logger.warning(
                 "%s replies of this run are only in the local reply cache, not in %s (it could not be written)",
@@ -480,6 +618,36 @@ class SegmentSync:
             self.conn.close()
         except sqlite3.Error:
             pass
+
+
+def publish_backlog(remote: Remote, local: Path) -> int:
+    """Publish what earlier runs of this machine could not (kept in ``unpublished/`` beside the local store
+    ``local``), for a run that opens no store (its result was cached whole): the replies published, 0 when
+    none waited or the store still refuses them (it says so; they wait for the next run).
+
+    Example:
+        >>> publish_backlog(Remote.of("s3://bucket/cache"), Path("/tmp/cache/replies.sqlite3"))  # doctest: +SKIP
+        252
+    """
+    if not any((Path(local).parent / UNPUBLISHED).glob(f"*{SUFFIX}")):
+        return 0  # the usual case: no listing, no request
+    sync = SegmentSync(remote, Path(local))
+    try:
+        sync._backlog = True
+        sync.publish()
+        return sync.backlog_published
+    finally:
+        sync.conn.close()
+
+
+def _rows_in(segment: bytes | Path) -> int:
+    """The replies in a segment (its bytes or its file), from its footer (0 if it is unreadable or gone)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.read_metadata(io.BytesIO(segment) if isinstance(segment, bytes) else segment).num_rows)
+    except Exception:  # noqa: BLE001 - only for a message
+        return 0
 
 
 def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
@@ -504,7 +672,17 @@ def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
         for p in paths:
             if p not in got:
                 continue  # another compaction took it: its replies are in that one's segment
-            tables.append(read_table(got[p]))
+            try:
+                tables.append(read_table(got[p]))
+            except Exception as e:  # noqa: BLE001 - one damaged segment must not block every compaction
+                logger.warning(
+                    "left the unreadable segment %s out of the compaction, where it is (%s: %s); runs skip it too. "
+                    "Look at it, then delete it: no run can use its replies",
+                    p,
+                    type(e).__name__,
+                    e,
+                )
+                continue
             merged.append(p)
     if len(merged) < min_segments:
         return 0, 0
