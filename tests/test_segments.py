@@ -445,6 +445,12 @@ def test_credentials_in_a_cache_dir_url_are_refused_never_shown_and_name_no_fold
     # an @ that holds no secret is a URL as any: an Azure container@account, a path with an @ or a colon
     assert cache_location("abfs://box@acct.dfs.core.windows.net/c")[1] is not None
     assert cache_location("s3://bucket/v@2:x/cache")[1] is not None
+    # and Ray's output_dir, which names the result's location in the summary and the card
+    from hf_judge.engine.ray_output import RayOutput
+
+    with pytest.raises(ConfigError) as e:
+        RayOutput(f"s3://{key}:{secret}@bucket/out")
+    assert "output_dir" in str(e.value) and secret not in str(e.value) and key not in str(e.value)
 
 
 def _pulled(local: Path, name: str) -> bool:

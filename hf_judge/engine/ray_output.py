@@ -33,6 +33,10 @@ class RayOutput:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
         import fsspec
 
+        from ..store.segments import credentials_message, has_credentials
+
+        if has_credentials(url):  # never repeated: it would be printed, and name the output
+            raise ConfigError(credentials_message("output_dir", url.split("://", 1)[0]))
         self.url = url.rstrip("/")
         try:
             self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
