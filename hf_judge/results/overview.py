@@ -407,6 +407,11 @@ def _table(ov: RunOverview, width: int) -> list[str]:
             f"{aux} columns beside them (each judge's, spreads)"
         ] * (aux > 0)
         out.append(f"  + {' and '.join(more)}: in the data and its plots"[:width])
+    # the short headers said in words, on one line (the table must still fit one screen)
+    if agree or bias:
+        legend = ["agree: rows the judges scored alike"] * bool(agree)
+        legend += ["len ρ: rank correlation of score and text length (!: a bias)"] * bool(bias)
+        out.append(f"  {'; '.join(legend)}"[:width])
     return out
 
 
