@@ -217,7 +217,9 @@ def test_a_panel_over_qa_all_still_fits_one_screen(judge, tmp_path):
     assert sum(line.startswith("agreement") for line in lines) == 1 and "agree" in lines[lines.index(
         next(line for line in lines if line.startswith("scores"))) + 1]  # fmt: skip
     assert "  + 14 columns beside them (each judge's, spreads): in the data and its plots" in lines
-    assert any(line.endswith("; agree: judges scored alike; len ρ: score/length rank corr. (!: bias)") for line in lines)
+    assert any(
+        line.endswith("; agree: judges scored alike; len ρ: score/length rank corr. (!: bias)") for line in lines
+    )
     # several judges' columns flagged for length bias: one line names them (summary.json has every judge's)
     flagged = [c for c, f in scored.summary.length_bias.items() if f.get("judge") and f["warning"]]
     judged = [line for line in lines if line.startswith("length bias    judges:")]

@@ -57,7 +57,9 @@ def _peak_mb():  # this process's own high-water mark: ru_maxrss would count the
     status = open("/proc/self/status").read()
     return int(status.split("VmHWM:")[1].split()[0]) // 1024
 """
-_CAPPED = _PEAK_MB + """
+_CAPPED = (
+    _PEAK_MB
+    + """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 from hf_judge.cli import main
@@ -65,6 +67,7 @@ code = main(sys.argv[1:])
 print("PEAK_MB", _peak_mb())
 sys.exit(code)
 """
+)
 
 
 def _capped(where: Path, *args, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -140,10 +143,15 @@ def test_view_degrades_on_a_summary_with_nan_a_lone_surrogate_and_wrong_types(tm
     # not JSON at all: the page is written without the run's details
     (folder / "summary.json").write_text("{nope", encoding="utf-8")
     code, out, err = run_cli(capfd, "view", folder)
-    assert code == 0 and "summary.json cannot be read" in out and _embedded(page)["overview"] == {
-        "pictures": _embedded(page)["overview"]["pictures"],
-        "calibrations": [],
-    }
+    assert (
+        code == 0
+        and "summary.json cannot be read" in out
+        and _embedded(page)["overview"]
+        == {
+            "pictures": _embedded(page)["overview"]["pictures"],
+            "calibrations": [],
+        }
+    )
 
 
 def test_view_refuses_to_write_over_a_file_of_the_result(tmp_path, capfd):
@@ -165,18 +173,23 @@ def test_only_the_panel_the_summary_declares_is_drawn_as_one(tmp_path):
     page = write_report(DatasetDict(train=d), tmp_path / "own.html", summary=RunSummary(model="m"))
     split = _embedded(page)["splits"]["train"]
     assert split["pooled"] == {} and split["scores"] == ["size__small", "size__large"]
-    panel = RunSummary(model="m", sampling={"judges": [{"name": "small", "model": "a"}, {"name": "large", "model": "b"}]})
+    panel = RunSummary(
+        model="m", sampling={"judges": [{"name": "small", "model": "a"}, {"name": "large", "model": "b"}]}
+    )
     page = write_report(DatasetDict(train=d), tmp_path / "panel.html", summary=panel)
     assert set(_embedded(page)["splits"]["train"]["pooled"]["size"]["judges"]) == {"small", "large"}
 
 
-_PEAK = _PEAK_MB + """
+_PEAK = (
+    _PEAK_MB
+    + """
 import sys
 from hf_judge.cli import main
 code = main(["view", sys.argv[1], "-o", sys.argv[2]])
 print("PEAK_MB", _peak_mb())
 sys.exit(code)
 """
+)
 
 
 def test_long_cells_are_cut_before_they_are_read_so_view_s_memory_stays_bounded(tmp_path):

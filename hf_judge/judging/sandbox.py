@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
-from jinja2 import nodes
+from jinja2 import nodes, pass_context
 from jinja2.compiler import CodeGenerator, Frame
-from jinja2 import pass_context
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import generate_lorem_ipsum
