@@ -689,7 +689,10 @@ def test_a_large_result_embeds_a_bounded_selection(tmp_path):
     )
     from datasets import DatasetDict
 
-    data = report_data(DatasetDict({"train": ds, "errors": errors}), max_rows=1_000)
+    from hf_judge.results.summary import RunSummary
+
+    panel = RunSummary(sampling={"judges": [{"name": "a", "model": "m"}, {"name": "b", "model": "m"}]})
+    data = report_data(DatasetDict({"train": ds, "errors": errors}), summary=panel, max_rows=1_000)
     split = data["splits"]["train"]
     assert split["rows"] == n and len(split["indices"]) == 1_000 == sum(split["reasons"].values())
     assert {"lowest", "highest", "near a threshold", "judges or samples disagree", "errors", "uniform sample"} <= set(

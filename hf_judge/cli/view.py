@@ -46,7 +46,12 @@ def add_view(sub: Any, settings: bool) -> None:  # noqa: ARG001 - view sends no 
     )
     _add_source(p)
     p.add_argument("--split", action="append", dest="splits", help="split to show (repeatable; default: all)")
-    p.add_argument("-o", "--output", metavar="FILE", help="where to write the page (default: beside the result)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write the page (default: beside the result; never over a file of it)",
+    )
     p.add_argument("--open", action="store_true", help="open the page in the web browser")
     p.add_argument(
         "--cache-dir",
