@@ -218,6 +218,9 @@ def test_a_panel_over_qa_all_still_fits_one_screen(judge, tmp_path):
     assert sum(line.startswith("agreement") for line in lines) == 1 and "agree" in lines[lines.index(
         next(line for line in lines if line.startswith("scores"))) + 1]  # fmt: skip
     assert "  + 14 columns beside them (each judge's, spreads): in the data and its plots" in lines
+    assert any(
+        line.endswith("; agree: judges scored alike; len ρ: score/length rank corr. (!: bias)") for line in lines
+    )
     # several judges' columns flagged for length bias: one line names them (summary.json has every judge's)
     flagged = [c for c, f in scored.summary.length_bias.items() if f.get("judge") and f["warning"]]
     judged = [line for line in lines if line.startswith("length bias    judges:")]
@@ -240,6 +243,8 @@ def test_length_bias_shows_where_the_summary_has_it():
     text = str(overview(ds, summary))
     # the flagged column is marked in the table; the summary's own lines say why (str(summary))
     assert "len ρ" in text and "+0.62!" in text and "-0.05 " in text and "-0.05!" not in text
+    # issue 33: the header is said in words below the table
+    assert text.splitlines()[0].endswith("; len ρ: score/length rank corr. (!: bias)")
 
 
 def test_a_column_of_many_distinct_values_or_nans_stays_bounded_and_close():

@@ -551,6 +551,122 @@ def test_a_logprobs_run_shows_each_score_s_distribution_read_back_from_the_reply
     assert "--cache-dir" in hint.text and _problems(browser) == []
 
 
+def test_a_verdict_or_a_value_is_saved_as_it_is_given_without_pressing_save(browser, result, downloads):
+    """Issue 33: a verdict's click looked saved and was not (row 9's verdict missing from labels.jsonl). Now a
+    verdict, a value typed and a note are saved as they are given: closing the row keeps them."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _open(browser, result["page"], "rows")
+    for row, column, act in ((9, "QA_Clarity", "good"), (4, "QA_Relevance", "bad"), (6, "QA_Clarity", "7")):
+        browser.find_element(By.CSS_SELECTOR, f"#rows tr[data-row='{row}']").click()
+        Select(browser.find_element(By.ID, "label-score")).select_by_value(column)
+        if act in ("good", "bad"):
+            browser.find_element(By.ID, f"label-{act}").click()
+        else:
+            browser.find_element(By.ID, "label-value").send_keys(act)
+            browser.find_element(By.ID, "label-note").send_keys("terse")
+        browser.find_element(By.ID, "detail-close").click()  # no "save label"
+    path = _download_labels(browser, downloads, lines=3)
+    got = [{k: r[k] for k in ("row", "score", "label", "note")} for r in map(json.loads, path.read_text().splitlines())]
+    assert got == [
+        {"row": 4, "score": "QA_Relevance", "label": False, "note": None},
+        {"row": 6, "score": "QA_Clarity", "label": 7, "note": "terse"},
+        {"row": 9, "score": "QA_Clarity", "label": True, "note": None},
+    ]
+    # the row opened again shows its saved verdict
+    browser.find_element(By.ID, "tab-rows").click()
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='9']").click()
+    Select(browser.find_element(By.ID, "label-score")).select_by_value("QA_Clarity")
+    assert "on" in browser.find_element(By.ID, "label-good").get_attribute("class").split()
+    assert browser.find_element(By.ID, "label-status").get_attribute("data-saved") == "1"
+    assert _problems(browser) == []
+
+
+def test_labels_stay_with_the_rows_they_were_made_on(browser, tmp_path):
+    """Issue 33: two different 8-row results viewed as ``out/`` shared their labels. A label made in one page is
+    not in the other's (written at the same path, same title, rows and metrics), and is there again when the first
+    result's page is written again."""
+    from selenium.webdriver.common.by import By
+
+    def page(prefix: str) -> Path:
+        d = Dataset.from_dict({"question": [f"{prefix}{i}" for i in range(8)], "S": [i % 5 for i in range(8)]})
+        return write_report(DatasetDict(train=d), tmp_path / "out" / "report.html", source="out/")
+
+    def labels() -> int:
+        browser.get(page_path.resolve().as_uri())
+        _wait(lambda: browser.execute_script("return document.body.dataset.ready") == "1")
+        return browser.execute_script(
+            "return Object.keys(JSON.parse(localStorage.getItem('hf-judge-labels:' + "
+            "JSON.parse(document.getElementById('hf-judge-data').textContent).key) || '{}')).length"
+        )
+
+    page_path = page("a")
+    _open(browser, page_path, "rows")
+    browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='1']").click()
+    browser.find_element(By.ID, "label-good").click()
+    browser.find_element(By.ID, "label-save").click()
+    assert labels() == 1
+    page("b")
+    assert labels() == 0  # another result at the same place: none of the first one's labels
+    page("a")
+    assert labels() == 1
+    assert _problems(browser) == []
+
+
+def test_the_filter_command_quotes_every_argument_and_runs_nothing_when_pasted(browser, tmp_path):
+    """Issue 33: a column named ``q;touch${IFS}pwned;#`` gave a command that, pasted in bash, created the file.
+    The command the page shows, run by a real bash (``hf-judge`` a function that prints its arguments), creates
+    no file and passes each name whole."""
+    import subprocess
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    column, split = "q;touch${IFS}pwned;#", "b$(touch pwned2)"
+    d = Dataset.from_dict({"question": ["x", "y", "z"], column: [1, 5, 9]})
+    page = write_report(DatasetDict({"train": d, split: d}), tmp_path / "page.html", source="out dir/")
+    _open(browser, page, "rows")
+    Select(browser.find_element(By.ID, "split")).select_by_value(split)
+    box = browser.execute_script(
+        "return [...document.querySelectorAll('input[data-col]')].find((e) => e.dataset.col === arguments[0] "
+        "&& e.id.startsWith('min-'))",
+        column,
+    )
+    box.send_keys("5")
+    command = _text(browser.find_element(By.ID, "filter-command"))
+    shell = tmp_path / "shell"
+    shell.mkdir()
+    assert subprocess.run(["bash", "-n", "-c", command], cwd=shell).returncode == 0
+    ran = subprocess.run(
+        ["bash", "-c", 'hf-judge() { printf "%s\\n" "$@"; }\n' + command],
+        cwd=shell, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert list(shell.iterdir()) == []  # nothing created
+    assert ran.stdout.splitlines() == ["filter", "out dir/", "--min", f"{column}=5", "--split", split]
+    assert shlex.split(command)[1:] == ran.stdout.splitlines()
+    assert _problems(browser) == []
+
+
+def test_a_page_whose_every_row_failed_says_so_first(browser, judge, tmp_path, result):
+    """Issue 33: every row failed, and the overview showed empty cards and no word of it. A banner says so and
+    leads to the errors; a page with some scores has none."""
+    from selenium.webdriver.common.by import By
+
+    judge.configure(faults=[{"fault": "out_of_range", "match": "dead-"}])
+    scored = score(qa_dataset(4, "dead"), ["QA_Clarity"], judge, tmp_path, retries=0)
+    judge.reset()
+    page = write_report(scored, tmp_path / "dead.html", source="dead")
+    _open(browser, page)
+    banner = browser.find_element(By.ID, "all-failed")
+    assert "Every row failed in train" in banner.text and "4 error rows (out_of_range 4)" in banner.text
+    browser.find_element(By.ID, "all-failed-errors").click()
+    assert browser.find_element(By.ID, "view").get_attribute("data-tab") == "errors"
+    _open(browser, result["page"])
+    assert browser.find_elements(By.ID, "all-failed") == []
+    assert _problems(browser) == []
+
+
 # -- without a browser ---------------------------------------------------------------------------
 
 
@@ -573,7 +689,10 @@ def test_a_large_result_embeds_a_bounded_selection(tmp_path):
     )
     from datasets import DatasetDict
 
-    data = report_data(DatasetDict({"train": ds, "errors": errors}), max_rows=1_000)
+    from hf_judge.results.summary import RunSummary
+
+    panel = RunSummary(sampling={"judges": [{"name": "a", "model": "m"}, {"name": "b", "model": "m"}]})
+    data = report_data(DatasetDict({"train": ds, "errors": errors}), summary=panel, max_rows=1_000)
     split = data["splits"]["train"]
     assert split["rows"] == n and len(split["indices"]) == 1_000 == sum(split["reasons"].values())
     assert {"lowest", "highest", "near a threshold", "judges or samples disagree", "errors", "uniform sample"} <= set(

@@ -15,6 +15,7 @@ from hf_judge.results import report_data as rd
 from hf_judge.results.errors_split import errors_dataset
 from hf_judge.results.report import errors_data, report_data
 from hf_judge.results.report_stream import StreamPage
+from hf_judge.results.summary import RunSummary
 
 PAGE = "hf_judge/report.html"
 
@@ -112,13 +113,18 @@ def test_cli_streaming_push_without_a_folder_uploads_a_page(judge, hub, tmp_path
     assert pushed["splits"]["train"]["columns"]["QA_Clarity"] == load_dataset(repo)["train"]["QA_Clarity"]
 
 
-def _feed(ds: Dataset, errors: list[dict], step: int = 1000, **caps) -> dict:
+def _feed(ds: Dataset, errors: list[dict], step: int = 1000, summary=None, **caps) -> dict:
     page = StreamPage(**caps)
     page.start("train", ds.features, None)
     table = ds.with_format("arrow")[:]
     for s in range(0, len(ds), step):
         page.add("train", table.slice(s, step), [e for e in errors if s <= e["row"] < s + step])
-    return page.splits["train"].embedded("train", None, errors_data(errors_dataset(errors)), None)
+    return page.splits["train"].embedded("train", summary, errors_data(errors_dataset(errors)), None)
+
+
+# S__a and S__b are a panel's judges' columns where the run's summary declares judges a and b (issue 33: a user's
+# own a__b columns are no panel)
+PANEL = RunSummary(sampling={"judges": [{"name": "a", "model": "m"}, {"name": "b", "model": "m"}]})
 
 
 def _large(n: int) -> tuple[Dataset, list[dict]]:
@@ -145,8 +151,8 @@ def _large(n: int) -> tuple[Dataset, list[dict]]:
 
 def test_the_kept_rows_give_the_dataset_s_extremes_disagreements_errors_and_exact_figures():
     ds, errors = _large(20_000)
-    got = _feed(ds, errors)
-    want = report_data(DatasetDict({"train": ds, "errors": errors_dataset(errors)}))["splits"]["train"]
+    got = _feed(ds, errors, summary=PANEL)
+    want = report_data(DatasetDict({"train": ds, "errors": errors_dataset(errors)}), summary=PANEL)["splits"]["train"]
     assert got["rows"] == 20_000 and len(got["indices"]) == rd.MAX_ROWS == len(want["indices"])
     assert set(got["reasons"]) == set(want["reasons"])
     for key in ("all_scores", "stats", "pooled", "thresholds", "scores"):

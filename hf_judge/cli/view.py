@@ -47,7 +47,12 @@ def add_view(sub: Any, settings: bool) -> None:  # noqa: ARG001 - view sends no 
     )
     _add_source(p)
     p.add_argument("--split", action="append", dest="splits", help="split to show (repeatable; default: all)")
-    p.add_argument("-o", "--output", metavar="FILE", help="where to write the page (default: beside the result)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write the page (default: beside the result; never over a file of it)",
+    )
     p.add_argument("--open", action="store_true", help="open the page in the web browser")
     p.add_argument(
         "--cache-dir",
@@ -107,7 +112,7 @@ def load_result(
     Example:
         >>> ds, summary = load_result("example-judged")  # doctest: +SKIP
     """
-    from .inputs import input_summary, load_input
+    from .inputs import load_input
 
     ds = load_input(result, subset=subset, splits=splits, revision=revision, token=token)
     if "errors" not in ds and Path(result, "errors").is_dir():  # a streamed result's folder: a config of its own
@@ -122,7 +127,24 @@ def load_result(
             ds["errors"] = load_input(result, subset="errors", revision=revision, token=token)["errors"]
         except Exception:  # noqa: BLE001 - a repo without an errors config is fine
             pass
-    return ds, input_summary(result, revision=revision, token=token)
+    return ds, _summary(result, revision, token)
+
+
+def _summary(result: str, revision: str | None, token: str | None):
+    """The result's summary as the page may use it (:mod:`hf_judge.results.report_summary`), a warning printed
+    for what was dropped; None, with a warning, for one that cannot be read at all."""
+    from ..results.report_summary import checked_summary
+    from .inputs import input_summary
+
+    try:
+        summary = input_summary(result, revision=revision, token=token)
+    except (ValueError, TypeError, AttributeError) as e:  # not JSON, not an object, not UTF-8
+        print(f"warning: {result}'s summary.json cannot be read ({type(e).__name__}: {e}); it is left out", flush=True)
+        return None
+    summary, problems = checked_summary(summary)
+    for problem in problems:
+        print(f"warning: {problem}", flush=True)
+    return summary
 
 
 def default_report_path(result: str) -> Path:
@@ -140,6 +162,28 @@ def default_report_path(result: str) -> Path:
     return Path(result.replace("/", "__") + "-report.html")
 
 
+def refuse_result_file(result: str, out: Path) -> None:
+    """A ConfigError where writing the page to ``out`` would overwrite a file of the result itself (its data, its
+    ``summary.json``, its card); its own page (``report.html`` in its folder) may be written again.
+
+    Example:
+        >>> refuse_result_file("out", Path("out/summary.json"))  # doctest: +SKIP
+        Traceback (most recent call last):
+        hf_judge.errors.ConfigError: -o out/summary.json is a file of the result out: ...
+    """
+    from ..results.report import REPORT_FILE
+
+    source = Path(result).expanduser().resolve()
+    target = out.expanduser().resolve()
+    own_page = source.is_dir() and target == source / REPORT_FILE
+    inside = target == source or (source.is_dir() and source in target.parents)
+    if inside and not own_page and (target.exists() or target.is_symlink()):
+        raise ConfigError(
+            f"-o {out} is a file of the result {result}: the page would overwrite it. Write the page elsewhere "
+            f"(-o report.html), or leave -o out: it goes to {default_report_path(result)}"
+        )
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     """hf-judge view RESULT [-o report.html] [--open]."""
     from ..results.report import write_report
@@ -149,6 +193,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     if splits and "errors" in ds:
         ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
     out = Path(args.output) if args.output else default_report_path(args.result)
+    refuse_result_file(args.result, out)
     path = write_report(
         ds,
         out,

@@ -22,11 +22,12 @@ import jinja2
 import orjson
 import yaml
 from jinja2 import meta, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import TemplateError
+from .sandbox import BoundedSandbox, RenderLimitError, budget_for
 
-_env = ImmutableSandboxedEnvironment(
+# bounded where a caller asks (a recorded prompt someone else wrote: see sandbox.py); otherwise jinja2's sandbox
+_env = BoundedSandbox(
     undefined=jinja2.StrictUndefined,
     autoescape=False,
     keep_trailing_newline=False,
@@ -81,7 +82,10 @@ def render(template: jinja2.Template, values: dict[str, Any], where: str) -> str
     """Render ``template``; an undefined variable or a sandbox violation is a
     :class:`TemplateError` that names ``where``."""
     try:
-        return template.render(values)
+        with budget_for(values):
+            return template.render(values)
+    except RenderLimitError as e:
+        raise RenderLimitError(f"{where}: {e}") from None
     except jinja2.UndefinedError as e:
         raise TemplateError(
             f"{where}: {e.message}. Map it to a column with columns={{...}} or give it in params."
@@ -113,6 +117,8 @@ def _to_slot(value: Any) -> Any:
     if slots is None:
         return value
     prefix, texts = slots
+    if not isinstance(value, str):
+        BoundedSandbox.hfj_value(value)
     texts.append(str(value))  # a strict undefined raises here, as it would when printed
     return f"{prefix}{len(texts) - 1}x"
 

@@ -159,6 +159,13 @@ def _table(ov: RunOverview, width: int) -> list[str]:
             f"{aux} columns beside them (each judge's, spreads)"
         ] * (aux > 0)
         out.append(f"  + {' and '.join(more)}: in the data and its plots"[:width])
+    # the short headers said in words: beside the rows where they fit (the table must still fit one screen)
+    legend = ["agree: judges scored alike"] * bool(agree)
+    legend += ["len ρ: score/length rank corr. (!: bias)"] * bool(bias)
+    if legend and len(out[0]) + 2 + len("; ".join(legend)) <= width:
+        out[0] += "; " + "; ".join(legend)
+    elif legend:
+        out.append(f"  {'; '.join(legend)}"[:width])
     return out
 
 

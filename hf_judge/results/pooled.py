@@ -14,6 +14,7 @@ page and the PNGs draw what :func:`pooled_distributions` returns.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,13 +41,17 @@ def _judgment(base: str, kind: pa.DataType) -> bool:
     return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
 
 
-def _sources(d: Dataset) -> dict[str, dict[str, tuple[str, bool]]]:
+def _sources(d: Dataset, judges: Collection[str] | None = None) -> dict[str, dict[str, tuple[str, bool]]]:
     """Score column -> judge ("" for a lone judge) -> (the column holding its judgments, whether a list of
-    samples); a judge's samples where the run drew several, else its one value (a panel without samples)."""
+    samples); a judge's samples where the run drew several, else its one value (a panel without samples).
+    ``judges``: the panel's judges, where known: a ``<column>__<name>`` column of another name is a column of
+    its own (a user's ``a__b``), not a judge's."""
     schema = d.with_format("arrow")[:0].schema
     found: dict[str, dict[str, tuple[str, bool]]] = {}
     for field in schema:
         base, _, judge = field.name.partition(JUDGE_SEP)
+        if judge and judges is not None and judge not in judges:
+            base, judge = field.name, ""
         is_list = pa.types.is_list(field.type) or pa.types.is_large_list(field.type)
         if is_list and base.endswith(SAMPLES):
             base = base.removesuffix(SAMPLES)
@@ -121,12 +126,13 @@ def _judge(table: pa.Table, column: str, is_list: bool) -> dict[str, Any] | None
     return out
 
 
-def pooled_distributions(d: Dataset) -> dict[str, dict[str, Any]]:
+def pooled_distributions(d: Dataset, judges: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
     """Score column -> its judgments counted per value: ``{"judges": {judge: {"hist": {value: count}, "values",
     "missing", "rows"[, "multi", "agree", "spread"]}}, "hist": {value: count} (every judge's), "values",
     "samples": whether from samples}``, for the columns a run with ``samples`` > 1 or a panel wrote ({} else).
     ``multi``: rows with two or more samples; ``agree``: those whose samples all gave one value; ``spread``: rows
-    by their samples' range. Judge ``""``: a run with one judge.
+    by their samples' range. Judge ``""``: a run with one judge. ``judges``: the panel's judge names, where the
+    run's summary says them (only their ``<column>__<judge>`` columns are a judge's).
 
     Example:
         >>> from datasets import Dataset
@@ -135,7 +141,7 @@ def pooled_distributions(d: Dataset) -> dict[str, dict[str, Any]]:
         >>> p["hist"], p["judges"][""]["agree"], p["judges"][""]["spread"]
         ({'7': 1, '8': 3}, 1, {'0': 1, '1': 1})
     """
-    sources = _sources(d)
+    sources = _sources(d, judges)
     if not sources:
         return {}
     table = d.with_format("arrow")[:]

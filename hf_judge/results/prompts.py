@@ -17,6 +17,7 @@ from ..errors import ConfigError, TemplateError
 from ..judging.images import image_variables
 from ..judging.metrics import SEED_SUFFIX, Metric, parse_jinja_file, parse_seed_file
 from ..judging.prompt import NoRequest, prompt_values, request_messages
+from ..judging.sandbox import RenderLimitError, render_limits
 from .summary import RunSummary
 
 
@@ -83,7 +84,8 @@ class Prompter:
         self.images: dict[str, frozenset[str]] = {}
         for name in summary.metrics:
             try:
-                metric = rebuild_metric(name, summary)
+                with render_limits():  # a recorded prompt file's front matter renders too: within bounds
+                    metric = rebuild_metric(name, summary)
                 columns = metric.resolve_columns(summary.column_mapping, self.column_names)
                 self.images[name] = image_variables(metric, columns, self.features)
             except ConfigError as e:
@@ -107,7 +109,12 @@ class Prompter:
         batch = {c: [row.get(c)] for c in self.columns[name].values() if c is not None}
         try:
             values = prompt_values(metric, self.columns[name], batch, 0, self.images[name])
-            return request_messages(metric, values, self.images[name])
+            with render_limits():
+                return request_messages(metric, values, self.images[name])
+        except RenderLimitError as e:
+            # past a bound once, it is not tried again for the next rows (a page renders thousands)
+            self.problems[name] = f"{name}: the recorded prompt cannot be shown: {e}"
+            raise PromptUnavailable(self.problems[name]) from None
         except NoRequest as e:
             raise PromptUnavailable(f"{name}: no request was sent for this row ({e.kind}: {e.message})") from None
         except TemplateError as e:

@@ -20,6 +20,7 @@ import hashlib
 import html
 import json
 import shlex
+import warnings
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -37,6 +38,7 @@ from .prompts import Prompter
 from .report_logprobs import ran_logprobs, split_distributions
 from .report_orders import split_orders
 from .report_pictures import folder_calibrations, folder_pictures
+from .report_summary import checked_summary
 from .summary import RunSummary
 
 REPORT_FILE = "report.html"
@@ -122,14 +124,16 @@ def _split(
     scores = rd.split_scores(d, summary)
     error_rows = {int(e["row"]) for e in errors["rows"] if e.get("split") == name}
     thresholds = rd.thresholds_of(d, scores, summary)
-    indices, reasons = rd.select_rows(d, scores, error_rows, thresholds, max_rows, max_text=max_text)
+    judges = rd.panel_judges(summary)
+    indices, reasons = rd.select_rows(d, scores, error_rows, thresholds, max_rows, max_text=max_text, judges=judges)
     whole = {
         "rows": len(d),
         "all_scores": rd.all_scores(d, scores),
         "stats": rd.distributions(d, scores),
-        "pooled": pooled_distributions(d),
+        "pooled": pooled_distributions(d, judges),
     }
-    return embed_split(d.select(indices), indices, reasons, thresholds, scores, whole, summary, max_text, cache)
+    chosen = rd.capped_rows(d, indices, max_text)  # long values cut while still Arrow: memory stays bounded
+    return embed_split(chosen, indices, reasons, thresholds, scores, whole, summary, max_text, cache)
 
 
 def embed_split(
@@ -212,6 +216,9 @@ def report_data(
     if isinstance(result, Dataset):
         result = DatasetDict({"train": result})
     summary = summary if summary is not None else getattr(result, "summary", None)
+    summary, problems = checked_summary(summary)  # one from elsewhere (a Hub repo) may hold what the page cannot use
+    for problem in problems:
+        warnings.warn(problem, stacklevel=3)
     by = group_by_of(by, summary)
     chosen = [s for s in result if s != ERRORS_SPLIT and (not splits or s in splits)]
     # every row counted, not only those embedded: before the page's rows are chosen (a missing column fails first)
@@ -275,12 +282,28 @@ def page_data(
     data["overview"]["groups"] = json.loads(scrub(json.dumps([t.to_dict() for t in groups], default=str)))
     # where logprobs ran and no store was read, the page says where the distributions are and how to show them
     data["logprobs"] = {"ran": ran_logprobs(summary), "read": read_store}
-    # the labels' storage key: one result's labels are not another's
-    key = json.dumps(
-        [data["title"], {s: v["rows"] for s, v in data["splits"].items()}, data["overview"].get("metrics")]
-    )
-    data["key"] = hashlib.sha256(key.encode()).hexdigest()[:16]
+    data["key"] = labels_key(embedded)
     return data
+
+
+def labels_key(embedded: dict[str, dict[str, Any]]) -> str:
+    """The page's key for its labels in the browser's storage: a hash of the rows it holds (each split's name, row
+    count, embedded row numbers and values, every row's scores), so a label stays with the rows it was made on:
+    two results viewed under one name (``out/``) do not share labels, and the same result's page written again
+    (from memory, from its folder, from the Hub) finds them.
+
+    Example:
+        >>> labels_key({"train": {"rows": 1, "indices": [0], "columns": {"q": ["hi"]}}})
+        'db2cf19ad0d7f4fc8d26'
+    """
+    h = hashlib.sha256()
+    for name in sorted(embedded):
+        split = embedded[name]
+        h.update(json.dumps([name, split.get("rows"), split.get("indices")], default=str).encode())
+        for column in sorted(split.get("columns") or {}):  # one column at a time: no second copy of the page
+            h.update(json.dumps([column, split["columns"][column]], ensure_ascii=False, default=str).encode())
+        h.update(json.dumps(split.get("all_scores"), default=str, sort_keys=True).encode())
+    return h.hexdigest()[:20]
 
 
 def for_source(data: dict[str, Any], source: str) -> dict[str, Any]:
@@ -374,7 +397,8 @@ def write_report(
         base_url=base_url,
         by=by,
     )
+    data = page.encode("utf-8")  # before the file is opened: a page that cannot be written leaves no empty file
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    path.write_bytes(data)
     return path

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +28,7 @@ import pyarrow as pa
 from ..errors import ConfigError, TemplateError
 from ..judging.prompt import NoRequest, prompt_values, request_messages
 from ..judging.render import format_value
+from ..judging.sandbox import RenderLimitError, render_limits
 from .card import column_stats
 from .columns import score_columns
 from .prompts import Prompter
@@ -44,6 +45,7 @@ MAX_ERRORS = 5_000  # error rows embedded; the counts by kind are of all of them
 EXTREMES = 50  # lowest and highest rows per score column
 NEAR = 25  # rows on each side of each threshold
 DISAGREE = 200  # rows where judges or samples disagree most
+_SIZE_ROWS = 1024  # rows whose text sizes are counted at once (at most this many cut values held)
 _MARK = re.compile("\ue000(\\d+)\ue001")  # private-use characters: no prompt file writes them
 
 
@@ -61,18 +63,67 @@ def _numbers(table: pa.Table, column: str) -> np.ndarray:
     return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def cut_texts(table: pa.Table, cap: int) -> pa.Table:
+    """The table with each text value cut after ``cap + 1`` characters, in Arrow: the page shows ``cap`` and marks
+    the cut, and a value of 100 MB is never read whole (only the part kept is).
+
+    Example:
+        >>> cut_texts(pa.table({"q": ["abcdef"], "n": [1]}), 2).to_pylist()
+        [{'q': 'abc', 'n': 1}]
+    """
+    import pyarrow.compute as pc
+
+    for i, name in enumerate(table.column_names):
+        col = table.column(i)
+        if _is_text(col.type):
+            table = table.set_column(i, name, pc.utf8_slice_codeunits(col, 0, cap + 1))
+    return table
+
+
 def text_sizes(d: Dataset, max_text: int = MAX_TEXT) -> np.ndarray:
-    """Per row, the characters of its text columns as the page holds them (each value cut at ``max_text``)."""
+    """Per row, the characters of its text columns as the page holds them (each value cut at ``max_text``).
+    Counted a few rows at a time from each value's first ``max_text`` characters, the rest never read."""
     import pyarrow.compute as pc
 
     table = d.with_format("arrow")[:]
     sizes = np.zeros(len(d), dtype=np.int64)
     for name in table.column_names:
         col = table.column(name)
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            lengths = pc.fill_null(pc.min_element_wise(pc.utf8_length(col), max_text), 0)
-            sizes += np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if _is_text(col.type):
+            for start in range(0, len(col), _SIZE_ROWS):
+                part = pc.utf8_slice_codeunits(col.slice(start, _SIZE_ROWS), 0, max_text)
+                lengths = pc.fill_null(pc.utf8_length(part), 0)
+                sizes[start : start + len(part)] += np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
     return sizes
+
+
+def capped_rows(d: Dataset, indices: Sequence[int], max_text: int = MAX_TEXT) -> Dataset:
+    """The rows ``indices`` of ``d`` (ascending), as a Dataset of their own, with each text value cut after
+    ``max_text + 1`` characters (:func:`cut_texts`) before any is read into Python: embedding 12 values of 100 MB
+    costs what embedding their first ``max_text`` characters costs.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> capped_rows(Dataset.from_dict({"q": ["a" * 9, "b"]}), [0], 3).to_list()
+        [{'q': 'aaaa'}]
+    """
+    from datasets import Dataset, DatasetInfo
+
+    arrow = d.with_format("arrow")
+    parts = []
+    start = 0
+    while start < len(indices):  # runs of consecutive rows: a slice each, which copies nothing
+        stop = start + 1
+        while stop < len(indices) and indices[stop] == indices[stop - 1] + 1:
+            stop += 1
+        parts.append(cut_texts(arrow[int(indices[start]) : int(indices[stop - 1]) + 1], max_text))
+        start = stop
+    table = pa.concat_tables(parts) if parts else cut_texts(arrow[:0], max_text)
+    return Dataset(table, info=DatasetInfo(features=d.features))
 
 
 def select_rows(
@@ -87,6 +138,7 @@ def select_rows(
     sample: Sequence[int] | None = None,
     every_row: bool = True,
     tiebreak: np.ndarray | None = None,
+    judges: Collection[str] | None = None,
 ) -> tuple[list[int], dict[str, int]]:
     """The row indices to embed, in order, and how many each reason added (``all`` when every row fits in
     ``max_rows`` rows and ``max_chars`` characters of text). ``sample``: the rows of the uniform sample, in the
@@ -131,7 +183,7 @@ def select_rows(
         for t in thresholds.get(c, []):
             dist = np.abs(v[ok] - t)
             add("near a threshold", ok[np.lexsort((tiebreak[ok], dist))][: 2 * NEAR])
-    spread = disagreement(values)
+    spread = disagreement(values, judges)
     if spread is not None:
         top = np.flatnonzero(spread > 0)
         add("judges or samples disagree", top[np.argsort(-spread[top], kind="stable")][:DISAGREE])
@@ -140,9 +192,10 @@ def select_rows(
     return sorted(chosen), {k: v for k, v in counts.items() if v}
 
 
-def disagreement(values: dict[str, np.ndarray]) -> np.ndarray | None:
+def disagreement(values: dict[str, np.ndarray], judges: Collection[str] | None = None) -> np.ndarray | None:
     """Per row, how much its panel's judges (``c__judge`` columns, a pairwise ``_disagree``) or a judge's samples
-    (``c_std``) disagree: the largest spread over its score columns; None without such columns.
+    (``c_std``) disagree: the largest spread over its score columns; None without such columns. ``judges``: the
+    panel's judges where known (a ``c__name`` column of another name is no judge's).
 
     Example:
         >>> disagreement({"S__a": np.array([1.0, 5.0]), "S__b": np.array([1.0, 2.0])})
@@ -151,8 +204,8 @@ def disagreement(values: dict[str, np.ndarray]) -> np.ndarray | None:
     spread = None
     groups: dict[str, list[np.ndarray]] = {}
     for c, v in values.items():
-        base, sep, _ = c.partition("__")
-        if sep:
+        base, sep, judge = c.partition("__")
+        if sep and (judges is None or judge in judges):
             groups.setdefault(base, []).append(v)
         elif c.endswith(("_std", "_disagree")):
             s = np.nan_to_num(v)
@@ -166,6 +219,18 @@ def disagreement(values: dict[str, np.ndarray]) -> np.ndarray | None:
                 s = np.nan_to_num(np.nanmax(stack, axis=0) - np.nanmin(stack, axis=0))
             spread = s if spread is None else np.maximum(spread, s)
     return spread
+
+
+def panel_judges(summary: RunSummary | None) -> frozenset[str]:
+    """The judges of the run's panel, by name (none without a summary, or with one judge): only their
+    ``<column>__<judge>`` columns are drawn and counted as a judge's.
+
+    Example:
+        >>> sorted(panel_judges(RunSummary(sampling={"judges": [{"name": "a"}, {"name": "b"}]})))
+        ['a', 'b']
+    """
+    judges = (summary.sampling.get("judges") if summary is not None else None) or []
+    return frozenset(j["name"] for j in judges if isinstance(j, dict) and isinstance(j.get("name"), str))
 
 
 def thresholds_of(d: Dataset, scores: Sequence[str], summary: RunSummary | None) -> dict[str, list[float]]:
@@ -290,27 +355,39 @@ def split_prompts(prompter: Prompter, names: Sequence[str], raw_rows: list[dict]
         if name not in prompter.metrics:
             out[name] = {"none": prompter.problems.get(name, f"{name}: not rebuilt")}
             continue
-        metric, columns, images = prompter.metrics[name], prompter.columns[name], prompter.images[name]
-        skeletons: dict[str, Any] = {}
-        rows: list[Any] = []
-        for row in raw_rows:
-            batch = {c: [row.get(c)] for c in columns.values() if c is not None}
-            try:
-                sent = request_messages(metric, prompt_values(metric, columns, batch, 0, images), images)
-            except NoRequest as e:
-                rows.append({"none": f"no request was sent for this row ({e.kind}: {e.message})"})
-                continue
-            except (TemplateError, ConfigError) as e:
-                rows.append({"none": f"the template fails on this row, so nothing was sent: {e}"})
-                continue
-            nulls = frozenset(v for v, c in columns.items() if c is not None and row.get(c) is None)
-            key = ",".join(sorted(nulls))
-            if key not in skeletons:
-                skeletons[key] = skeleton(prompter, name, nulls)
-            skel = skeletons[key]
-            rows.append(key if skel is not None and fill(skel, row) == sent else {"messages": _cap_messages(sent)})
-        out[name] = {"skeletons": {k: v for k, v in skeletons.items() if v is not None}, "rows": rows}
+        try:  # a recorded prompt someone else wrote renders within bounds (judging/sandbox.py)
+            with render_limits():
+                out[name] = _metric_prompts(prompter, name, raw_rows)
+        except RenderLimitError as e:
+            prompter.problems[name] = f"{name}: the recorded prompt cannot be shown: {e}"
+            out[name] = {"none": prompter.problems[name]}
     return out
+
+
+def _metric_prompts(prompter: Prompter, name: str, raw_rows: list[dict]) -> dict[str, Any]:
+    """One metric's entry of :func:`split_prompts`."""
+    metric, columns, images = prompter.metrics[name], prompter.columns[name], prompter.images[name]
+    skeletons: dict[str, Any] = {}
+    rows: list[Any] = []
+    for row in raw_rows:
+        batch = {c: [row.get(c)] for c in columns.values() if c is not None}
+        try:
+            sent = request_messages(metric, prompt_values(metric, columns, batch, 0, images), images)
+        except RenderLimitError:
+            raise  # not this row's: the template's (split_prompts)
+        except NoRequest as e:
+            rows.append({"none": f"no request was sent for this row ({e.kind}: {e.message})"})
+            continue
+        except (TemplateError, ConfigError) as e:
+            rows.append({"none": f"the template fails on this row, so nothing was sent: {e}"})
+            continue
+        nulls = frozenset(v for v, c in columns.items() if c is not None and row.get(c) is None)
+        key = ",".join(sorted(nulls))
+        if key not in skeletons:
+            skeletons[key] = skeleton(prompter, name, nulls)
+        skel = skeletons[key]
+        rows.append(key if skel is not None and fill(skel, row) == sent else {"messages": _cap_messages(sent)})
+    return {"skeletons": {k: v for k, v in skeletons.items() if v is not None}, "rows": rows}
 
 
 def _cap_messages(requests: list[list[dict]], cap: int = 4 * MAX_TEXT) -> list[list[dict]]:

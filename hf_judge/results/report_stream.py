@@ -75,15 +75,6 @@ def _floats(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def _cut(table: pa.Table, cap: int) -> pa.Table:
-    """The table with each text value cut after ``cap + 1`` characters: the page shows ``cap`` and marks the cut."""
-    for i, name in enumerate(table.column_names):
-        col = table.column(i)
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            table = table.set_column(i, name, pc.utf8_slice_codeunits(col, 0, cap + 1))
-    return table
-
-
 class _Counts:
     """Exact count, nulls, sum, minimum, maximum and (integers and booleans) value counts of one score column."""
 
@@ -199,7 +190,7 @@ class SplitKeeper:
         mine = [r for r in mine if 0 <= r < n]
         keep = np.unique(np.concatenate([*taken, rows[np.asarray(mine, dtype=np.int64)]]))
         if len(keep):
-            part = _cut(table.take(pa.array(keep - rows[0])), self.max_text)
+            part = rd.cut_texts(table.take(pa.array(keep - rows[0])), self.max_text)
             self.pool.append(
                 part.append_column(_ROW, pa.array(keep)).append_column(_KEY, pa.array(keys[keep - rows[0]]))
             )
@@ -281,7 +272,7 @@ class SplitKeeper:
         sample = [where[int(r)] for r in self.sample.rows]  # smallest sample key first: a uniform order
         local, reasons = rd.select_rows(
             d, self.scores, error_rows, thresholds, self.max_rows, max_text=self.max_text, sample=sample,
-            every_row=len(d) == self.rows, tiebreak=keys,
+            every_row=len(d) == self.rows, tiebreak=keys, judges=rd.panel_judges(summary),
         )  # fmt: skip
         stats = rd.distributions(values, self.scores)
         if not self.exact:
@@ -290,7 +281,7 @@ class SplitKeeper:
             "rows": self.rows,
             "all_scores": rd.all_scores(values, self.scores) if self.exact else None,
             "stats": stats,
-            "pooled": pooled_distributions(values),
+            "pooled": pooled_distributions(values, rd.panel_judges(summary)),
         }
         indices = [int(numbers[i]) for i in local]
         return embed_split(

@@ -24,6 +24,9 @@
   const kv = (pairs) => el('table', { class: 'kv' }, pairs.filter((p) => p[1] !== '' && p[1] !== null && p[1] !== undefined).map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, v))));
   const table = (head, rows, attrs) => el('table', attrs || {}, el('thead', {}, el('tr', {}, head.map((h) => el('th', {}, h)))), el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', {}, c))))));
   const int = (n) => (n || 0).toLocaleString('en-US');
+  // an argument of a command to paste in a shell, quoted as Python's shlex.quote quotes it: a column or split name
+  // holding `;` or `$(...)` stays one argument and runs nothing
+  const shq = (v) => { const t = String(v); return t === '' ? "''" : /^[A-Za-z0-9_@%+=:,.\/-]+$/.test(t) ? t : "'" + t.replace(/'/g, "'\"'\"'") + "'"; };
 
   // -- labels (localStorage) ------------------------------------------------------------------------------
   function loadLabels() { try { return JSON.parse(localStorage.getItem(STORE) || '{}'); } catch (e) { return {}; } }
@@ -66,11 +69,11 @@
   function command(active) {
     const parts = ['hf-judge filter', D.source];
     for (const [c, lo, hi] of active) {
-      if (lo !== null) parts.push('--min ' + c + '=' + lo);
-      if (hi !== null) parts.push('--max ' + c + '=' + hi);
+      if (lo !== null) parts.push('--min ' + shq(c + '=' + lo));
+      if (hi !== null) parts.push('--max ' + shq(c + '=' + hi));
     }
     if (S.keepMissing) parts.push('--keep-missing');
-    if (splits.length > 1) parts.push('--split ' + S.split);
+    if (splits.length > 1) parts.push('--split ' + shq(S.split));
     return parts.join(' ');
   }
   function haystack(s, p) {
@@ -296,8 +299,20 @@
         ], { class: 'groups-table' }))))];
   }
 
+  // splits none of whose rows got a score: say so first, and where the reasons are (not only empty histograms)
+  function failedBanner() {
+    const E = D.errors, some = (n) => E.rows.some((e) => e.split === n) || E.rows.length < E.total;
+    const failed = splits.filter((n) => { const s = D.splits[n]; return s.rows > 0 && s.scores.every((c) => !((s.stats[c] || {}).count)) && some(n); });
+    if (!failed.length) return null;
+    const kinds = Object.entries(D.errors.by_kind).map(([k, n]) => `${k} ${int(n)}`).join(', ');
+    return el('div', { class: 'banner', id: 'all-failed' }, el('strong', {}, `Every row failed in ${failed.join(', ')}: no score was written.`),
+      ' ', `${int(D.errors.total)} error rows` + (kinds ? ` (${kinds})` : '') + ' say why: see the ',
+      el('a', { href: '#', id: 'all-failed-errors', onclick: (e) => { e.preventDefault(); go('errors'); } }, 'Errors tab'),
+      ', or the result\'s errors split (', el('code', {}, 'load_dataset(..., "errors")'), ').');
+  }
+
   function overview() {
-    const o = D.overview, out = [];
+    const o = D.overview, out = [failedBanner()];
     if (!o.model) out.push(el('p', { class: 'muted' }, 'No summary.json with this result: the run\'s details are unknown.'));
     else {
       const t = o.totals || {};
@@ -417,27 +432,36 @@
     const note = el('input', { type: 'text', id: 'label-note', placeholder: 'note (optional)' });
     const status = el('span', { class: 'small muted', id: 'label-status' });
     let verdict = null;
-    const good = el('button', { class: 'good', id: 'label-good', onclick: () => { verdict = true; val.value = ''; sync(); } }, '✓ good');
-    const bad = el('button', { class: 'bad', id: 'label-bad', onclick: () => { verdict = false; val.value = ''; sync(); } }, '✗ bad');
+    // every change is saved as it is made (a verdict's click, a value typed, a note): nothing waits for a button
+    // a reviewer might not press, so closing the row or the page loses no label
+    const good = el('button', { class: 'good', id: 'label-good', title: 'saved at once', onclick: () => { verdict = true; val.value = ''; sync(); commit(); } }, '✓ good');
+    const bad = el('button', { class: 'bad', id: 'label-bad', title: 'saved at once', onclick: () => { verdict = false; val.value = ''; sync(); commit(); } }, '✗ bad');
     function sync() { good.classList.toggle('on', verdict === true); bad.classList.toggle('on', verdict === false); }
     function show() {
       const l = LABELS[keyOf()];
       verdict = l && typeof l.label === 'boolean' ? l.label : null;
       val.value = l && typeof l.label === 'number' ? l.label : '';
       note.value = l ? (l.note || '') : '';
-      status.textContent = l ? 'labelled' : 'not labelled';
+      status.textContent = l ? 'saved' : 'not labelled';
+      status.setAttribute('data-saved', l ? '1' : '0');
       sync();
     }
-    pick.addEventListener('change', show);
-    val.addEventListener('input', () => { verdict = null; sync(); });
-    const save = el('button', { id: 'label-save', onclick: () => {
+    function commit(asked) {
       const label = val.value !== '' ? Number(val.value) : verdict;
-      if (label === null || (typeof label === 'number' && !Number.isFinite(label))) { status.textContent = 'give a 1-10 label or a verdict'; return; }
+      if (label === null || (typeof label === 'number' && !Number.isFinite(label))) {
+        if (asked) status.textContent = 'give a 1-10 label or a verdict';
+        return;
+      }
       const l = { ...LABELS };
       l[keyOf()] = { split: S.split, row, score: pick.value, label, note: note.value || null, reviewer: reviewer() || null,
         text: fmt(value(s, s.judged[0] || Object.keys(s.columns)[0], p)).slice(0, 500), judge_score: value(s, pick.value, p) ?? null };
       saveLabels(l); status.textContent = 'saved (' + Object.keys(l).length + ' labels)';
-    } }, 'save label');
+      status.setAttribute('data-saved', '1');
+    }
+    pick.addEventListener('change', show);
+    val.addEventListener('input', () => { verdict = null; sync(); commit(); });
+    note.addEventListener('input', () => commit());
+    const save = el('button', { id: 'label-save', onclick: () => commit(true) }, 'save label');
     const clear = el('button', { id: 'label-clear', onclick: () => { const l = { ...LABELS }; delete l[keyOf()]; saveLabels(l); show(); } }, 'remove');
     show();
     return el('div', { class: 'labelbox' }, el('strong', {}, 'Your label '), 'for ', pick, ' ', val, ' or ', good, bad, ' ', note, ' ', save, clear, ' ', status);
@@ -477,7 +501,7 @@
           if (pr.messages.length > 1) det.append(el('div', { class: 'small muted' }, `request ${i + 1} of ${pr.messages.length}` + (i ? ' (the answers swapped)' : '')));
           msgs.forEach((msg) => det.append(el('div', { class: 'msg-role' }, msg.role), el('pre', { class: 'prompt-message', 'data-role': msg.role, 'data-request': i }, msg.content)));
         });
-        if (pr.cut && pr.cut.length) det.append(el('div', { class: 'small warn' }, `the value of ${pr.cut.join(', ')} is cut in this page: hf-judge show-prompt ${D.source} --row ${row} --metric ${m} prints it whole`));
+        if (pr.cut && pr.cut.length) det.append(el('div', { class: 'small warn' }, `the value of ${pr.cut.join(', ')} is cut in this page: hf-judge show-prompt ${D.source} --row ${row} --metric ${shq(m)}${splits.length > 1 ? ' --split ' + shq(S.split) : ''} prints it whole`));
       }
       box.append(det);
       kids.push(box);
