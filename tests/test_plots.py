@@ -252,3 +252,18 @@ def test_a_panel_run_with_samples_saves_every_judgment_and_the_judges_agreement_
     assert '"j2":{"pairs":{"1":{"2":16}},"judgments":16,"first_shown":16,"second_shown":0}' in page
     n = len(list(out.glob("plots/**/*.png")))
     assert f"{n} PNGs in {out / 'plots'}/" in stdout
+
+
+def test_a_users_own_double_underscore_columns_are_no_judges_in_the_pictures():
+    """Issue 33, item 23: ``<score>__<name>`` columns are a judge's only where the summary declares the panel; a
+    user's own ``QA_Clarity__old`` beside a lone judge's ``QA_Clarity`` draws no picture of "every judgment"."""
+    from hf_judge.results.card import picture_files
+    from hf_judge.results.summary import RunSummary
+
+    d = Dataset.from_dict({"QA_Clarity": [7, 8, 9, 8], "QA_Clarity__old": [1, 2, 3, 2]})
+    lone = picture_files(DatasetDict({"train": d}), RunSummary())
+    assert not [p for p in lone if "all_judgments" in p], sorted(lone)
+    panel = RunSummary(sampling={"judges": [{"name": "old"}, {"name": "new"}]})
+    two = Dataset.from_dict({**d.to_dict(), "QA_Clarity__new": [7, 8, 9, 8]})
+    drawn = picture_files(DatasetDict({"train": two}), panel)
+    assert "hf_judge/plots/train/all_judgments/QA_Clarity.png" in drawn, sorted(drawn)

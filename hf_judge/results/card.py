@@ -30,7 +30,7 @@ from ..redact import scrub
 from .calibration_card import calibration_card
 from .columns import score_columns
 from .groups import groups_markdown
-from .summary import RunSummary, describe_batches, describe_thresholds
+from .summary import RunSummary, describe_batches, describe_thresholds, panel_judges
 
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
@@ -440,7 +440,9 @@ def picture_files(
                 files[distribution_path(split, c)] = histogram_png(hist, f"{c} ({split})")
         # every sample of every judge counted, and the panel's agreement as a heat map (a run with samples or judges)
         agreement = (summary.agreement or {}).get(split) if summary is not None else None
-        files.update({f"{PLOTS_DIR}/{file_name(split)}/{n}": png for n, png in panel_pngs(split, d, agreement).items()})
+        judges = panel_judges(summary)  # only the declared panel's columns are a judge's (not a user's a__b)
+        pngs = panel_pngs(split, d, agreement, judges)
+        files.update({f"{PLOTS_DIR}/{file_name(split)}/{n}": png for n, png in pngs.items()})
     for i, r in enumerate(reports):
         files.update(_report_pictures(i, r))
     return files

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
@@ -237,10 +237,13 @@ def judge_agreement_png(agreement: Mapping[str, Mapping[str, Any]], title: str) 
     return _png(fig)
 
 
-def panel_pngs(split: str, d: Any, agreement: Mapping[str, Any] | None) -> dict[str, bytes]:
+def panel_pngs(
+    split: str, d: Any, agreement: Mapping[str, Any] | None, judges: Collection[str] | None = None
+) -> dict[str, bytes]:
     """Name -> PNG of a split's pictures of samples and judges: per score column every judgment counted
     (``all_judgments/<column>.png``, for a run with samples or a panel) and the judges' agreement heat map
     (``agreement/judges.png``, from the summary's figures: ``agreement`` is ``summary.agreement[split]``).
+    ``judges``: the panel's judges (``summary.panel_judges``): another ``<column>__<name>`` column is the user's own.
 
     Example:
         >>> sorted(panel_pngs("train", scored["train"], scored.summary.agreement.get("train")))  # doctest: +SKIP
@@ -251,7 +254,7 @@ def panel_pngs(split: str, d: Any, agreement: Mapping[str, Any] | None) -> dict[
     require()
     out = {
         f"all_judgments/{file_name(c)}.png": pooled_png(p, f"{c} ({split})")
-        for c, p in pooled_distributions(d).items()
+        for c, p in pooled_distributions(d, judges).items()
         if p["hist"]
     }
     if agreement and any(a["pairs"] for by in agreement.values() for a in by.values()):

@@ -39,7 +39,7 @@ from .report_logprobs import ran_logprobs, split_distributions
 from .report_orders import split_orders
 from .report_pictures import folder_calibrations, folder_pictures
 from .report_summary import checked_summary
-from .summary import RunSummary
+from .summary import RunSummary, panel_judges
 
 REPORT_FILE = "report.html"
 # the summary's keys the overview shows as the run's details; any other one that holds something (the judges'
@@ -124,7 +124,7 @@ def _split(
     scores = rd.split_scores(d, summary)
     error_rows = {int(e["row"]) for e in errors["rows"] if e.get("split") == name}
     thresholds = rd.thresholds_of(d, scores, summary)
-    judges = rd.panel_judges(summary)
+    judges = panel_judges(summary)
     indices, reasons = rd.select_rows(d, scores, error_rows, thresholds, max_rows, max_text=max_text, judges=judges)
     whole = {
         "rows": len(d),

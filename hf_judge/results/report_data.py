@@ -221,18 +221,6 @@ def disagreement(values: dict[str, np.ndarray], judges: Collection[str] | None =
     return spread
 
 
-def panel_judges(summary: RunSummary | None) -> frozenset[str]:
-    """The judges of the run's panel, by name (none without a summary, or with one judge): only their
-    ``<column>__<judge>`` columns are drawn and counted as a judge's.
-
-    Example:
-        >>> sorted(panel_judges(RunSummary(sampling={"judges": [{"name": "a"}, {"name": "b"}]})))
-        ['a', 'b']
-    """
-    judges = (summary.sampling.get("judges") if summary is not None else None) or []
-    return frozenset(j["name"] for j in judges if isinstance(j, dict) and isinstance(j.get("name"), str))
-
-
 def thresholds_of(d: Dataset, scores: Sequence[str], summary: RunSummary | None) -> dict[str, list[float]]:
     """The thresholds whose neighbourhood a large split embeds: a filter's where the result records one, else
     each score column's quartiles."""

@@ -37,7 +37,7 @@ from .errors_split import errors_dataset
 from .groups import GroupTally, group_by_of, group_tally
 from .pooled import pooled_distributions
 from .report import embed_split, errors_data, page_data, render_page
-from .summary import RunSummary
+from .summary import RunSummary, panel_judges
 from .tally import declared_ranges
 
 MAX_VALUES = 1_000  # an integer score's exact histogram up to this many values
@@ -272,7 +272,7 @@ class SplitKeeper:
         sample = [where[int(r)] for r in self.sample.rows]  # smallest sample key first: a uniform order
         local, reasons = rd.select_rows(
             d, self.scores, error_rows, thresholds, self.max_rows, max_text=self.max_text, sample=sample,
-            every_row=len(d) == self.rows, tiebreak=keys, judges=rd.panel_judges(summary),
+            every_row=len(d) == self.rows, tiebreak=keys, judges=panel_judges(summary),
         )  # fmt: skip
         stats = rd.distributions(values, self.scores)
         if not self.exact:
@@ -281,7 +281,7 @@ class SplitKeeper:
             "rows": self.rows,
             "all_scores": rd.all_scores(values, self.scores) if self.exact else None,
             "stats": stats,
-            "pooled": pooled_distributions(values, rd.panel_judges(summary)),
+            "pooled": pooled_distributions(values, panel_judges(summary)),
         }
         indices = [int(numbers[i]) for i in local]
         return embed_split(

@@ -482,3 +482,15 @@ def cascade_lines(c: dict[str, Any]) -> list[str]:
             + (f": {agree}" if agree else "")
         )
     return lines
+
+
+def panel_judges(summary: RunSummary | None) -> frozenset[str]:
+    """The judges of the run's panel, by name (none without a summary, or with one judge): only their
+    ``<column>__<judge>`` columns are drawn and counted as a judge's.
+
+    Example:
+        >>> sorted(panel_judges(RunSummary(sampling={"judges": [{"name": "a"}, {"name": "b"}]})))
+        ['a', 'b']
+    """
+    judges = (summary.sampling.get("judges") if summary is not None else None) or []
+    return frozenset(j["name"] for j in judges if isinstance(j, dict) and isinstance(j.get("name"), str))
