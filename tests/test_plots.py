@@ -260,10 +260,10 @@ def test_a_users_own_double_underscore_columns_are_no_judges_in_the_pictures():
     from hf_judge.results.card import picture_files
     from hf_judge.results.summary import RunSummary
 
-    d = Dataset.from_dict({"QA_Clarity": [7, 8, 9, 8], "QA_Clarity__old": [1, 2, 3, 2]})
+    d = Dataset.from_dict({"QA_Clarity": [7, 8, 9, 8], "QA_Clarity__old": [1, 2, 3, 2], "QA_Clarity__v2": [2, 2, 3, 3]})
     lone = picture_files(DatasetDict({"train": d}), RunSummary())
     assert not [p for p in lone if "all_judgments" in p], sorted(lone)
     panel = RunSummary(sampling={"judges": [{"name": "old"}, {"name": "new"}]})
-    two = Dataset.from_dict({**d.to_dict(), "QA_Clarity__new": [7, 8, 9, 8]})
+    two = Dataset.from_dict({**d.remove_columns("QA_Clarity__v2").to_dict(), "QA_Clarity__new": [7, 8, 9, 8]})
     drawn = picture_files(DatasetDict({"train": two}), panel)
     assert "hf_judge/plots/train/all_judgments/QA_Clarity.png" in drawn, sorted(drawn)
