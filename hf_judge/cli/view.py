@@ -136,15 +136,25 @@ def default_report_path(result: str) -> Path:
 def cmd_view(args: argparse.Namespace) -> int:
     """hf-judge view RESULT [-o report.html] [--open]."""
     from ..results.report import write_report
+    from .inputs import input_summary
 
     splits = args.splits
-    ds, summary = _load(args, splits)
-    if splits and "errors" in ds:
-        ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
     out = Path(args.output) if args.output else default_report_path(args.result)
-    path = write_report(
-        ds, out, summary=summary, source=args.result, splits=splits, cache_dir=args.cache_dir, base_url=args.base_url
-    )
+    if stream_folder_page(args, out):
+        path, summary = out, input_summary(args.result)
+    else:
+        ds, summary = _load(args, splits)
+        if splits and "errors" in ds:
+            ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
+        path = write_report(
+            ds,
+            out,
+            summary=summary,
+            source=args.result,
+            splits=splits,
+            cache_dir=args.cache_dir,
+            base_url=args.base_url,
+        )
     size = path.stat().st_size
     url = path.resolve().as_uri()
     print(f"report written to {path} ({size / 1e6:.1f} MB); open it in a browser: {url}", flush=True)
@@ -156,6 +166,24 @@ def cmd_view(args: argparse.Namespace) -> int:
         if not webbrowser.open(url):
             print("could not start a web browser here; open the file yourself")
     return 0
+
+
+def stream_folder_page(args: argparse.Namespace, out: Path) -> bool:
+    """Write the page of a streamed result's folder (``score --streaming -o DIR``) to ``out``, read from its Parquet
+    shards batch by batch (no Arrow cache of the folder, memory bounded by the page, not the rows); False where
+    ``args.result`` is no such folder."""
+    from ..results.report import render_page
+    from ..results.report_stream import folder_page, stream_folder
+    from .inputs import input_summary
+
+    if stream_folder(Path(args.result).expanduser()) is None:
+        return False
+    folder = str(Path(args.result).expanduser())
+    cache = (args.cache_dir, args.base_url) if args.cache_dir is not None else None
+    data = folder_page(folder, summary=input_summary(folder), source=args.result, splits=args.splits, cache=cache)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_page(data), encoding="utf-8")
+    return True
 
 
 def cmd_show_prompt(args: argparse.Namespace) -> int:
