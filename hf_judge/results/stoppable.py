@@ -108,6 +108,7 @@ def stoppable_push(repo_id: str, steps: Sequence[str], push: Callable[[PushSteps
     hooks = client.event_hooks
     client.event_hooks = {**hooks, "request": [*hooks.get("request", []), state.on_request]}
     outcome: dict[str, Any] = {}
+    ended = threading.Event()
 
     def run() -> None:
         try:
@@ -117,13 +118,16 @@ def stoppable_push(repo_id: str, steps: Sequence[str], push: Callable[[PushSteps
         finally:  # the hook goes once the push (and any upload it left in flight) has ended
             now = client.event_hooks
             client.event_hooks = {**now, "request": [h for h in now.get("request", []) if h != state.on_request]}
+            ended.set()
 
     before = set(threading.enumerate())
     thread = threading.Thread(target=run, name=f"hf_judge push to {repo_id}", daemon=True)
     thread.start()
     try:
-        while thread.is_alive():
-            thread.join(_POLL_S)
+        # an Event, not thread.join(): a join interrupted by Ctrl-C marks the thread stopped while it runs
+        # (Python 3.11's fix of bpo-45274)
+        while not ended.wait(_POLL_S):
+            pass
     except KeyboardInterrupt:
         state.cancel()
         _STOPPED.update(set(threading.enumerate()) - before)
