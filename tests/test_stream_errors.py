@@ -170,3 +170,25 @@ def test_the_page_of_a_streamed_folder_is_the_page_of_its_dataset(judge, tmp_pat
     assert data["errors"] == want["errors"] and data["errors"]["total"] == 2
     assert data["splits"]["train"]["indices"] == want["splits"]["train"]["indices"]
     assert data["splits"]["train"]["stats"] == want["splits"]["train"]["stats"]
+
+
+def test_only_a_streamed_result_s_folder_is_read_as_one(tmp_path):
+    """A Hub repo's layout (``<split>-00000-of-00001.parquet``) or a Dataset's save is read by ``load_dataset``."""
+    from hf_judge.results.report_stream import stream_folder
+
+    def folder(name: str, *files: str) -> Path:
+        for f in files:
+            (tmp_path / name / f).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / f).write_bytes(b"")
+        return tmp_path / name
+
+    streamed = folder(
+        "s", "data/train-00000.parquet", "data/train-00001.parquet", "data/my-test-00000.parquet", "errors/e"
+    )
+    assert stream_folder(streamed) == {
+        "my-test": [streamed / "data/my-test-00000.parquet"],
+        "train": [streamed / "data/train-00000.parquet", streamed / "data/train-00001.parquet"],
+    }
+    assert stream_folder(folder("hub", "data/train-00000-of-00001.parquet", "errors/e")) is None
+    assert stream_folder(folder("saved", "data/train-00000.parquet", "errors/e", "dataset_dict.json")) is None
+    assert stream_folder(folder("no-errors", "data/train-00000.parquet")) is None

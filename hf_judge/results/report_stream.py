@@ -23,6 +23,7 @@ counts).
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -391,8 +392,14 @@ def stream_folder(folder: str | Path) -> dict[str, list[Path]] | None:
         return None
     files: dict[str, list[Path]] = {}
     for f in sorted((root / "data").glob("*.parquet")) if (root / "data").is_dir() else ():
-        files.setdefault(f.name.rsplit("-", 1)[0], []).append(f)
+        shard = _SHARD.fullmatch(f.name)
+        if shard is None:  # another layout (a Hub repo's <split>-00000-of-00001.parquet): not a stream's
+            return None
+        files.setdefault(shard["split"], []).append(f)
     return files or None
+
+
+_SHARD = re.compile(r"(?P<split>.+)(?<!-of)-\d{5}\.parquet")
 
 
 def folder_page(
