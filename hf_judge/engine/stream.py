@@ -209,12 +209,11 @@ class Streams:
         self.store_path = store_path
         # the error rows are written to Parquet as they come, never held: in a folder of the result's own while it
         # is iterated (its splits' errors: scored["errors"]), in the saved folder's errors/ while it is saved
-        self.spill = Path(tempfile.mkdtemp(prefix="hf_judge-errors-"))
-        weakref.finalize(self, shutil.rmtree, self.spill, True)
+        self.spill: Path | None = None  # made with the first error row (spill_paths)
         self.numbers = itertools.count(1)
         self.errors: dict[str, ErrorFiles] = {}  # split -> error rows of its last complete reading
         self.kinds: dict[str, Counter[str]] = {}  # split -> the count of each kind of error of that reading
-        self.earlier = _write_errors(earlier_errors, self.spill / f"{ERRORS_STEM}-00000.parquet")
+        self.earlier = _write_errors(earlier_errors, self.spill_paths(itertools.count()))
         self.started = time.perf_counter()
         self.key = uuid.uuid4().hex
         _LIVE[self.key] = self
@@ -309,9 +308,17 @@ class Streams:
                 self.warned.add(warning)
                 logger.warning("%s", warning)
 
+    def spill_paths(self, numbers: Iterator[int]) -> Iterator[Path]:
+        """Files for error rows in the result's own temporary folder, made when the first is asked for."""
+        for k in numbers:
+            if self.spill is None:
+                self.spill = Path(tempfile.mkdtemp(prefix="hf_judge-errors-"))
+                weakref.finalize(self, shutil.rmtree, self.spill, True)
+            yield self.spill / f"{ERRORS_STEM}-{k:05d}.parquet"
+
     def reading(self, split: str) -> Iterator[pa.Table]:
         """The split's scored rows (as ``tables``), their error rows written to the result's own folder."""
-        writer = ErrorWriter(self.spill / f"{ERRORS_STEM}-{k:05d}.parquet" for k in self.numbers)
+        writer = ErrorWriter(self.spill_paths(self.numbers))
         try:
             for table, errs, _ in self.tables(split):
                 yield table
@@ -382,9 +389,9 @@ class Streams:
 ERRORS_STEM = "errors"  # error files are errors-NNNNN.parquet, numbered in the order the rows were written
 
 
-def _write_errors(rows: list[dict[str, Any]], path: Path) -> ErrorFiles:
+def _write_errors(rows: list[dict[str, Any]], paths: Iterator[Path]) -> ErrorFiles:
     """Error rows in one file (none for no row)."""
-    writer = ErrorWriter(iter([path]))
+    writer = ErrorWriter(paths)
     writer.add(rows)
     return writer.close()
 
