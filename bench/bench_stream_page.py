@@ -26,8 +26,8 @@ With --e2e, the same day and box:
         20,000 rows: peak 249 MB without the page, 256 MB with it (x1.03); 1.1 s / 1.3 s; page 0.66 MB
        300,000 rows: peak 375 MB without the page, 375 MB with it (x1.00); 7.8 s / 8.1 s; page 1.29 MB
 (the page's memory fits under the peak the push reaches anyway: the card reads every score column back).
-In the save loop alone, the page adds ~190 MB whatever the rows (what grows in both modes is the error rows a
-stream holds, 1% here):
+In the save loop alone, the page adds ~190 MB whatever the rows (what grew in both modes was the error rows a
+stream held, 1% here; they go to disk as they come since, bench/bench_stream_errors.py):
 ~80 MB kept during the pass (every row's 8 scores until 2,000,000 values, then a sample of as many; the kept
 rows), ~110 MB to render (the 5,000 embedded rows' values and prompts, the JSON), as a Dataset's page costs; and
 ~3 microseconds a row.
@@ -36,6 +36,7 @@ rows), ~110 MB to render (the 5,000 embedded rows' values and prompts, the JSON)
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import subprocess
@@ -56,6 +57,7 @@ def run(rows: int, page: bool) -> dict:
     import pyarrow.parquet as pq
     from bench_report import synthetic
 
+    from hf_judge.results.errors_split import ErrorWriter
     from hf_judge.results.report_stream import StreamPage
 
     pool = synthetic(8 * BATCH)  # rows to draw each batch's from (the texts and scores of a real run's columns)
@@ -66,9 +68,10 @@ def run(rows: int, page: bool) -> dict:
     keeper = StreamPage(source="me/big-judged") if page else None
     if keeper is not None:
         keeper.start("train", features, summary)
-    errors: list[dict] = []  # a stream holds its error rows either way (Streams.errors)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
+        # the stream's error rows go to Parquet as they come (engine/stream.py), in both modes
+        errors = ErrorWriter(Path(tmp, f"errors-{k:05d}.parquet") for k in itertools.count())
         writer = pq.ParquetWriter(Path(tmp, "train-00000.parquet"), table.schema)
         for first in range(0, rows, BATCH):
             n = min(BATCH, rows - first)
@@ -79,7 +82,7 @@ def run(rows: int, page: bool) -> dict:
                  "message": "the reply is not JSON", "raw": "{not json", "attempts": 3}
                 for i in failed
             ]  # fmt: skip
-            errors += errs
+            errors.add(errs)
             writer.write_table(batch)
             if keeper is not None:
                 keeper.add("train", batch, errs)
@@ -88,7 +91,7 @@ def run(rows: int, page: bool) -> dict:
         peak_pass = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         size = 0
         if keeper is not None:
-            size = len(keeper.html(summary, errors))
+            size = len(keeper.html(summary, errors.close()))
     return {
         "rows": rows,
         "page": page,

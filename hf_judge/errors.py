@@ -25,6 +25,7 @@ HfJudgeError
     │   └── DiskFullError    no space left where the cache is written
     ├── WorkerDiedError      a worker process of ``num_workers`` died (kill -9, out of memory)
     └── InterruptedRun       Ctrl-C or SIGTERM
+        └── PushInterrupted  Ctrl-C stopped a push to the Hub; the message says what reached the repo
 ```
 
 Every message names the problem and the next step. None of them ever holds a
@@ -198,3 +199,8 @@ class WorkerDiedError(RunStopped):
 
 class InterruptedRun(RunStopped, KeyboardInterrupt):
     """Ctrl-C (SIGINT) or SIGTERM stopped the run."""
+
+
+class PushInterrupted(InterruptedRun):
+    """Ctrl-C (or SIGTERM) stopped a push to the Hub: the message says which of its steps reached the repo and
+    which did not. Nothing is sent to the Hub after it (see ``hf_judge.results.stoppable``)."""

@@ -6,6 +6,9 @@ Repos live under DIR as a JSON state file each (one branch, a linear history);
 every uploaded byte is kept under DIR/blobs, so tests can grep it. Requests it
 does not implement are logged to stderr and answered 404, so gaps show.
 Xet is never advertised: clients use the classic LFS upload path.
+
+``--upload-delay S`` (or ``POST /_admin/upload-delay {"seconds": S}``) holds every upload (an LFS object's body,
+a commit) for S seconds before it is read: a slow push, for the Ctrl-C tests.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ class Hub:
         (self.dir / "repos").mkdir(parents=True, exist_ok=True)
         self.auth: list[str] = []
         self.pending_lfs: dict[str, bytes] = {}
+        self.upload_delay = 0.0  # seconds each upload (LFS object, commit) is held before it is read
+
+    async def _slow(self) -> None:
+        if self.upload_delay:
+            await asyncio.sleep(self.upload_delay)
 
     # -- storage ---------------------------------------------------------------
     def _state_path(self, rtype: str, repo: str) -> Path:
@@ -191,6 +199,7 @@ class Hub:
         )
 
     async def lfs_upload(self, request: web.Request) -> web.Response:
+        await self._slow()
         data = await request.read()
         sha = self.put_blob(data)
         if sha != request.match_info["oid"]:
@@ -199,6 +208,7 @@ class Hub:
 
     async def commit(self, request: web.Request) -> web.Response:
         self._note_auth(request)
+        await self._slow()
         rtype, repo, state = self._repo(request)
         raw = await request.read()
         files = state["files"]
@@ -335,6 +345,10 @@ class Hub:
     async def admin_auth(self, request: web.Request) -> web.Response:
         return web.json_response(self.auth)
 
+    async def admin_upload_delay(self, request: web.Request) -> web.Response:
+        self.upload_delay = float((await request.json())["seconds"])
+        return web.json_response({"seconds": self.upload_delay})
+
     async def admin_datadir(self, request: web.Request) -> web.Response:
         return web.json_response(str(self.dir))
 
@@ -343,8 +357,9 @@ class Hub:
         return web.json_response({"error": f"not implemented: {request.method} {request.path}"}, status=404)
 
 
-def make_app(data_dir: Path) -> web.Application:
+def make_app(data_dir: Path, upload_delay: float = 0.0) -> web.Application:
     hub = Hub(data_dir)
+    hub.upload_delay = upload_delay
     seen: list[str] = []  # every request but the admin ones: for "no request reached the Hub"
 
     @web.middleware
@@ -378,13 +393,14 @@ def make_app(data_dir: Path) -> web.Application:
     r.add_post("/_lfs/upload/{oid}", hub.lfs_upload)
     r.add_get("/_admin/auth", hub.admin_auth)
     r.add_get("/_admin/datadir", hub.admin_datadir)
+    r.add_post("/_admin/upload-delay", hub.admin_upload_delay)
     r.add_get("/_admin/requests", admin_requests)
     r.add_route("*", "/{tail:.*}", hub.fallback)
     return app
 
 
-async def _serve(host: str, port: int, data_dir: Path) -> None:
-    runner = web.AppRunner(make_app(data_dir), access_log=None)
+async def _serve(host: str, port: int, data_dir: Path, upload_delay: float = 0.0) -> None:
+    runner = web.AppRunner(make_app(data_dir, upload_delay), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -397,12 +413,13 @@ def main() -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--data-dir", required=True)
+    ap.add_argument("--upload-delay", type=float, default=0.0, help="hold each upload this many seconds")
     args = ap.parse_args()
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        asyncio.run(_serve(args.host, args.port, Path(args.data_dir)))
+        asyncio.run(_serve(args.host, args.port, Path(args.data_dir), args.upload_delay))
     except (KeyboardInterrupt, SystemExit):
         pass
 

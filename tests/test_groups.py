@@ -219,6 +219,7 @@ def test_a_stream_s_page_counts_the_groups_as_its_rows_pass():
     import pyarrow as pa
     from datasets import Features, Value
 
+    from hf_judge.results.errors_split import ErrorFiles
     from hf_judge.results.report_stream import StreamPage
 
     summary = RunSummary(group_by="src", columns=["S"])
@@ -226,7 +227,7 @@ def test_a_stream_s_page_counts_the_groups_as_its_rows_pass():
     page.start("train", Features({"src": Value("string"), "S": Value("int64")}), summary)
     page.add("train", pa.table({"src": ["a", "b", "a"], "S": [1, 5, 3]}))
     page.add("train", pa.table({"src": ["b", "c"], "S": [None, 2]}))
-    html = page.html(summary, []).decode()
+    html = page.html(summary, ErrorFiles()).decode()
     (table,) = json.loads(html.split("id='hf-judge-data'>", 1)[1].split("</script>", 1)[0])["overview"]["groups"]
     assert [(g["name"], g["rows"], g["nulls"], g["mean"]) for g in table["groups"]] == [
         ("a", 2, 0, 2.0),

@@ -42,9 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(hub_login=args.command in ("score", "run", "filter"))
     previous = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        return _run(args)
+        code = _run(args)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if code == 130 and argv is None:  # the console script, which owns its process
+        _exit_unheld(code)
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -122,6 +125,24 @@ def _unrecognized(extra: list[str], parser: argparse.ArgumentParser, command: st
         if close:
             hints.append(f"did you mean {close[0]} for {word}?")
     return f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else "")
+
+
+def _exit_unheld(code: int) -> None:
+    """End the process now where a push stopped by Ctrl-C still has uploads in flight (results/stoppable.py): they
+    cannot be aborted (huggingface_hub's requests have no timeout) and nothing more is sent after the Ctrl-C, but
+    the interpreter would wait for their threads at exit, as long as they take (the Ctrl-C that did nothing). The
+    exit functions (temporary folders, logs) run; only that wait is skipped."""
+    import atexit
+
+    from ..results.stoppable import stopped_push_in_flight
+
+    if not stopped_push_in_flight():
+        return
+    atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit runs, without its join of the uploading threads
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _sigterm(signum, frame):  # noqa: ARG001

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -79,17 +81,18 @@ def write_result(
         done += [f"saved to {out} ({_rows(result)})", _pictures_line(pictures, Path(out, "plots"))]
         done += _save_report(saved, out, summary, _store_dir(args, summary))
     if repo:
-        url = push_scored(
-            result, repo, private=args.private, token=args.token, summary=summary, agreement=args.agreement
-        )
+        with _kept_when_interrupted(args, out):
+            url = push_scored(
+                result, repo, private=args.private, token=args.token, summary=summary, agreement=args.agreement
+            )
         done.append(f"pushed to {url} ({_rows(result)})")
     return done
 
 
 def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, kind: str, filters) -> list[str]:
     """--streaming: each split is read (scored) once, by the save."""
-    from ..engine.stream import push_folder
     from ..results.card import PLOTS_DIR
+    from ..results.hub_folder import push_folder
     from ..results.output import save_result
 
     done = []
@@ -104,12 +107,34 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
         lines, page = _stream_report(args, out, repo)
         done += lines
     if repo:
-        if out:  # the folder just written, not a second reading of the input
-            url = push_folder(out, repo, private=args.private, token=args.token, page=page)
-        else:  # the page is kept as the rows pass into the push
-            url = result.push_to_hub(repo, private=args.private, token=args.token)
+        with _kept_when_interrupted(args, out):
+            if out:  # the folder just written, not a second reading of the input
+                url = push_folder(out, repo, private=args.private, token=args.token, page=page)
+            else:  # the page is kept as the rows pass into the push
+                url = result.push_to_hub(repo, private=args.private, token=args.token)
         done.append(f"pushed to {url} ({_rows(result)})")
     return done
+
+
+@contextlib.contextmanager
+def _kept_when_interrupted(args: argparse.Namespace, out: str | None) -> Iterator[None]:
+    """A push stopped by Ctrl-C: its message says what reached the repo, and this adds where the result is kept."""
+    from ..errors import PushInterrupted
+
+    try:
+        yield
+    except PushInterrupted as e:
+        if out:
+            kept = f"The scored result is saved in {out}"
+            kept += "" if getattr(args, "no_cache", False) else " and every reply in the reply cache"
+        elif not getattr(args, "no_cache", False):
+            kept = "Every reply is saved in the reply cache"
+        else:
+            raise PushInterrupted(f"{e}. The cache is off (--no-cache): the scores were not kept.") from None
+        raise PushInterrupted(
+            f"{e}. {kept}: nothing paid for is lost; the same command again (with the right --push-to-hub) "
+            "sends no request for a stored reply."
+        ) from None
 
 
 def _stream_report(args: argparse.Namespace, out: str, repo: str | None) -> tuple[list[str], bytes | None]:
@@ -118,13 +143,16 @@ def _stream_report(args: argparse.Namespace, out: str, repo: str | None) -> tupl
     ``hf-judge view`` says what is wrong."""
     import logging
 
-    from ..results.report import REPORT_FILE, for_source, render_page, report_data
-    from .view import load_result
+    from ..results.report import REPORT_FILE, for_source, render_page
+    from ..results.report_stream import folder_page
+    from ..results.summary import RunSummary
 
     path = Path(out, REPORT_FILE)
     try:
-        saved, summary = load_result(out)
-        data = report_data(saved, source=out, summary=summary, cache_dir=_store_dir(args, summary))
+        summary = RunSummary.load(out)
+        store = _store_dir(args, summary)
+        # read from the Parquet shards, batch by batch: no Arrow cache of the folder is written
+        data = folder_page(out, summary=summary, source=out, cache=(store, None) if store is not None else None)
         path.write_text(render_page(data), encoding="utf-8")
     except Exception as e:  # noqa: BLE001 - the result is saved already; the page is not worth failing the run for
         logging.getLogger("hf_judge").warning("the report page could not be written (%s: %s)", type(e).__name__, e)

@@ -189,21 +189,25 @@ def cmd_view(args: argparse.Namespace) -> int:
     from ..results.report import write_report
 
     splits = args.splits
-    ds, summary = _load(args, splits)
-    if splits and "errors" in ds:
-        ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
     out = Path(args.output) if args.output else default_report_path(args.result)
     refuse_result_file(args.result, out)
-    path = write_report(
-        ds,
-        out,
-        summary=summary,
-        source=args.result,
-        splits=splits,
-        cache_dir=args.cache_dir,
-        base_url=args.base_url,
-        by=args.by,
-    )
+    streamed, summary = stream_folder_page(args, out)
+    if streamed:
+        path = out
+    else:
+        ds, summary = _load(args, splits)
+        if splits and "errors" in ds:
+            ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
+        path = write_report(
+            ds,
+            out,
+            summary=summary,
+            source=args.result,
+            splits=splits,
+            cache_dir=args.cache_dir,
+            base_url=args.base_url,
+            by=args.by,
+        )
     size = path.stat().st_size
     url = path.resolve().as_uri()
     print(f"report written to {path} ({size / 1e6:.1f} MB); open it in a browser: {url}", flush=True)
@@ -215,6 +219,25 @@ def cmd_view(args: argparse.Namespace) -> int:
         if not webbrowser.open(url):
             print("could not start a web browser here; open the file yourself")
     return 0
+
+
+def stream_folder_page(args: argparse.Namespace, out: Path) -> tuple[bool, Any]:
+    """Write the page of a streamed result's folder (``score --streaming -o DIR``) to ``out``, read from its Parquet
+    shards batch by batch (no Arrow cache of the folder, memory bounded by the page, not the rows): (True, its
+    summary); (False, None) where ``args.result`` is no such folder."""
+    from ..results.report import render_page
+    from ..results.report_stream import folder_page, stream_folder
+
+    if stream_folder(Path(args.result).expanduser()) is None:
+        return False, None
+    folder = str(Path(args.result).expanduser())
+    cache = (args.cache_dir, args.base_url) if args.cache_dir is not None else None
+    summary = _summary(folder, None, None)  # checked as a Dataset's is
+    data = folder_page(folder, summary=summary, source=args.result, splits=args.splits, cache=cache, by=args.by)
+    page = render_page(data).encode("utf-8")  # before the file is opened: a page that fails leaves no empty file
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(page)
+    return True, summary
 
 
 def cmd_show_prompt(args: argparse.Namespace) -> int:

@@ -206,6 +206,10 @@ class SplitRun(RowCore):
     def _requests(self) -> int:
         return sum(c.stats.requests for c in self.clients)
 
+    def error_count(self) -> int:
+        """Error rows made so far (the progress line's count)."""
+        return len(self.errors)
+
     def _report(self) -> None:
         if self.on_progress is None:
             return
@@ -216,7 +220,7 @@ class SplitRun(RowCore):
                     self.rows_done,
                     self.total,
                     sum(c.limiter.in_flight for c in self.clients),
-                    len(self.errors),
+                    self.error_count(),
                     self._requests() - self._requests0,
                     time.perf_counter() - self._started,
                 )

@@ -21,14 +21,16 @@ rows passed (results/report_stream.py).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 import uuid
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,10 +41,11 @@ from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDa
 
 from ..errors import ConfigError, InterruptedRun
 from ..progress import ProgressBar, ProgressCallback
-from ..redact import register
 from ..results.bias import BiasChecks, StreamSample
 from ..results.card import card_metadata, merge_card_text, provenance_files, render_section
 from ..results.columns import SCORE_TYPES
+from ..results.errors_split import ErrorFiles, ErrorWriter
+from ..results.hub_folder import push_folder
 from ..store.replies import ReplyStore
 from .core import Plan
 from .pipeline import LoopThread, SplitRun, sparse_gc
@@ -70,6 +73,19 @@ class StreamRun(SplitRun):
     def __init__(self, split: str, plans: Sequence[Plan], client: JudgeClient, store: ReplyStore | None, **kwargs):
         super().__init__(split, None, plans, client, store, **kwargs)
         self._batches: asyncio.Queue[tuple[int, dict[str, list]] | None] = asyncio.Queue()
+        self.errors_taken = 0  # error rows handed out by take_errors, no longer held here
+
+    def take_errors(self) -> list[dict[str, Any]]:
+        """The error rows made since the last call, handed over: a stream holds none it has handed out, so its
+        memory does not grow with its error rows."""
+        n = len(self.errors)  # the loop thread only appends: the first n are these
+        taken = self.errors[:n]
+        del self.errors[:n]
+        self.errors_taken += n
+        return taken
+
+    def error_count(self) -> int:
+        return self.errors_taken + len(self.errors)
 
     def put(self, loop: LoopThread, rows: int, batch: dict[str, list] | None) -> None:
         """Hand ``rows`` rows (the columns the plans read) to the feeder; ``None``: the input has ended."""
@@ -131,15 +147,13 @@ def score_batches(
     needed = sorted({c for p in plans for c in p.columns.values() if c})
     feeder = loop.submit(run.feed())
     pending: deque[tuple[int, pa.Table]] = deque()
-    seen = 0  # error rows of the run already handed out or held in `later`
-    later: list[dict[str, Any]] = []
+    later: list[dict[str, Any]] = []  # error rows of rows past the batch handed out: at most the window's
 
     def finished(start: int, table: pa.Table) -> tuple[pa.Table, dict[str, list], list[dict[str, Any]]]:
-        nonlocal seen, later
+        nonlocal later
         stop = start + table.num_rows
         scores = run.consume(list(range(start, stop)))  # waits for the rows of this batch only
-        new = run.errors[seen:]  # appended by the loop thread: every row below `stop` has finished
-        seen += len(new)
+        new = run.take_errors()  # every row below `stop` has finished
         mine = [e for e in later + new if e["row"] < stop]
         later = [e for e in later + new if e["row"] >= stop]
         mine = run.in_order(mine)
@@ -193,8 +207,13 @@ class Streams:
         self.plans = plans
         self.features = features
         self.store_path = store_path
-        self.errors: dict[str, list[dict[str, Any]]] = {}  # split -> error rows of its last complete reading
-        self.earlier_errors = earlier_errors
+        # the error rows are written to Parquet as they come, never held: in a folder of the result's own while it
+        # is iterated (its splits' errors: scored["errors"]), in the saved folder's errors/ while it is saved
+        self.spill: Path | None = None  # made with the first error row (spill_paths)
+        self.numbers = itertools.count(1)
+        self.errors: dict[str, ErrorFiles] = {}  # split -> error rows of its last complete reading
+        self.kinds: dict[str, Counter[str]] = {}  # split -> the count of each kind of error of that reading
+        self.earlier = _write_errors(earlier_errors, self.spill_paths(itertools.count()))
         self.started = time.perf_counter()
         self.key = uuid.uuid4().hex
         _LIVE[self.key] = self
@@ -208,16 +227,17 @@ class Streams:
         self, split: str, resume: dict[str, Any] | None = None
     ) -> Iterator[tuple[pa.Table, list[dict[str, Any]], dict[str, Any]]]:
         """The split's scored rows, as Arrow tables of the output features, with their error rows and the input's
-        ``state_dict()`` after them. ``resume`` (``rows``, ``state``, ``errors``): go on after that many rows.
-        One reading is one run: the event loop, client session and reply store are open while it lasts."""
+        ``state_dict()`` after them. ``resume`` (``rows``, ``state``, ``kinds``: the count of each kind of error
+        so far): go on after that many rows. The caller keeps the error rows (:meth:`reading` writes them to
+        Parquet). One reading is one run: the event loop, client session and reply store are open while it lasts."""
         from .runs import RunResources, counters, fill_summary, record_run
 
         ctx, plans, schema = self.ctx, self.plans[split], self.features[split].arrow_schema
         d = self.splits[split].with_format("arrow")
-        first, errors = 0, []
+        first, kinds = 0, Counter[str]()
         if resume is not None:
             d.load_state_dict(resume["state"])
-            first, errors = resume["rows"], list(resume["errors"])
+            first, kinds = resume["rows"], Counter(resume["kinds"])
         client, summary = ctx.client, ctx.summary
         rows = first
         known = _known_rows(self.splits[split])
@@ -259,12 +279,12 @@ class Streams:
                         layout=ctx.layout,
                     ):
                         rows += table.num_rows
-                        errors += errs
+                        kinds.update(e["kind"] for e in errs)
                         out = _with_scores(table, scores, schema)
                         if sample is not None:
                             sample.add(out)
                         yield out, errs, states.popleft()
-            self.errors[split] = errors
+            self.kinds[split] = kinds
         except KeyboardInterrupt:
             raise _interrupted(ctx.use_cache) from None
         finally:
@@ -273,7 +293,8 @@ class Streams:
             summary.rows[split] = rows
             if plans:
                 record_run(summary, current, clients, ctx.run_id, ctx.run_started)
-            fill_summary(summary, clients, self.all_errors(), self.started)
+            fill_summary(summary, clients, [], self.started)
+            summary.errors = dict(self.error_kinds())  # counted as they passed: the rows are on disk
             if sample is not None:
                 self.samples[split] = sample
                 self._check()
@@ -287,13 +308,36 @@ class Streams:
                 self.warned.add(warning)
                 logger.warning("%s", warning)
 
+    def spill_paths(self, numbers: Iterator[int]) -> Iterator[Path]:
+        """Files for error rows in the result's own temporary folder, made when the first is asked for."""
+        for k in numbers:
+            if self.spill is None:
+                self.spill = Path(tempfile.mkdtemp(prefix="hf_judge-errors-"))
+                weakref.finalize(self, shutil.rmtree, self.spill, True)
+            yield self.spill / f"{ERRORS_STEM}-{k:05d}.parquet"
+
+    def reading(self, split: str) -> Iterator[pa.Table]:
+        """The split's scored rows (as ``tables``), their error rows written to the result's own folder."""
+        writer = ErrorWriter(self.spill_paths(self.numbers))
+        try:
+            for table, errs, _ in self.tables(split):
+                yield table
+                writer.add(errs)
+        except BaseException:  # a reading left before its end (or failed) leaves no error rows behind
+            for f in writer.close().files:
+                f.unlink(missing_ok=True)
+            raise
+        old, self.errors[split] = self.errors.get(split), writer.close()
+        for f in old.files if old is not None else ():  # an earlier reading's
+            f.unlink(missing_ok=True)
+
     def rows(self, split: str) -> Iterator[dict[str, Any]]:
-        for table, _, _ in self.tables(split):
+        for table in self.reading(split):
             yield from table.to_pylist()
 
-    def finished(self, split: str, rows: int, errors: list[dict[str, Any]]) -> None:
+    def finished(self, split: str, rows: int, errors: ErrorFiles) -> None:
         """Record a split an earlier, interrupted save finished writing (see ``write_result``)."""
-        self.errors[split] = errors
+        self.errors[split], self.kinds[split] = errors, errors.kinds
         self.ctx.summary.rows[split] = rows
 
     def job_key(self) -> str:
@@ -303,6 +347,7 @@ class Streams:
 
         ctx = self.ctx
         state: dict[str, Any] = {
+            "progress": 2,  # the progress file's format: 2, error rows in files of their own
             "model": ctx.client.model,
             "server": ctx.client.server_id,
             "max_input_chars": ctx.max_input_chars,
@@ -321,15 +366,34 @@ class Streams:
             ]
         return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
-    def all_errors(self) -> list[dict[str, Any]]:
-        return self.earlier_errors + [e for s in self.splits for e in self.errors.get(s, [])]
+    def all_errors(self) -> ErrorFiles:
+        """The errors split of the splits read so far, on disk: the input's own error rows first."""
+        out = self.earlier
+        for split in self.splits:
+            if split in self.errors:
+                out = out + self.errors[split]
+        return out
+
+    def error_kinds(self) -> Counter[str]:
+        """The count of each kind of error of the splits read so far (the input's own error rows included)."""
+        return sum((self.kinds[s] for s in self.splits if s in self.kinds), Counter(self.earlier.kinds))
 
     def error_rows(self) -> Iterator[dict[str, Any]]:
         for split in self.splits:
             if split not in self.errors:  # read it once: its errors are known only then
-                for _ in self.tables(split):
+                for _ in self.reading(split):
                     pass
         yield from self.all_errors()
+
+
+ERRORS_STEM = "errors"  # error files are errors-NNNNN.parquet, numbered in the order the rows were written
+
+
+def _write_errors(rows: list[dict[str, Any]], paths: Iterator[Path]) -> ErrorFiles:
+    """Error rows in one file (none for no row)."""
+    writer = ErrorWriter(paths)
+    writer.add(rows)
+    return writer.close()
 
 
 _LIVE: weakref.WeakValueDictionary[str, Streams] = weakref.WeakValueDictionary()
@@ -455,64 +519,6 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
             self._streams.page = None
 
 
-def push_folder(
-    folder: str | os.PathLike,
-    repo_id: str,
-    *,
-    private: bool | None = None,
-    token: str | None = None,
-    revision: str | None = None,
-    commit_message: str | None = None,
-    page: bytes | None = None,
-) -> str:
-    """Push a folder ``ScoredIterableDatasetDict.save_to_disk`` wrote, in one commit; returns the repo URL.
-    The repo's card keeps its text around hf_judge's section; an earlier push's data and prompt files go.
-    ``page``: the result's report page (``hf-judge view``'s), uploaded with the card as ``hf_judge/report.html``
-    and linked from it; a folder's own ``report.html`` is not uploaded as it is (it names the folder).
-
-    Example:
-        >>> push_folder("big-judged/", "me/big-judged")  # doctest: +SKIP
-    """
-    from huggingface_hub import CommitOperationAdd, HfApi
-
-    from ..results.card import FILES_DIR, with_report_link
-    from ..results.hub import check_repo_id
-    from ..results.output import MANIFEST
-    from ..results.report import REPORT_FILE
-
-    check_repo_id(repo_id)
-    register(token)
-    api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    root = Path(folder)
-    card = _merged_card(api, repo_id, (root / "README.md").read_text(encoding="utf-8"))
-    ops = []
-    if page is not None:
-        ops.append(CommitOperationAdd(f"{FILES_DIR}/{REPORT_FILE}", page))
-        card = with_report_link(card, f"{FILES_DIR}/{REPORT_FILE}")
-    api.upload_folder(
-        repo_id=repo_id,
-        folder_path=root,
-        repo_type="dataset",
-        revision=revision,
-        commit_message=commit_message or "Upload the scored dataset (hf-judge, streaming)",
-        # the local manifest and summary stay local (the summary goes as hf_judge/summary.json); README: below
-        ignore_patterns=[MANIFEST, "summary.json", "README.md", REPORT_FILE],
-        # an earlier push's shards, errors and prompt files go: the repo holds this result only
-        delete_patterns=["data/**", "errors/**", "hf_judge/**"],
-    )
-    api.create_commit(
-        repo_id,
-        [CommitOperationAdd("README.md", card.encode()), *ops],
-        repo_type="dataset",
-        revision=revision,
-        commit_message="Update dataset card (hf-judge)",
-    )
-    url = f"{api.endpoint}/datasets/{repo_id}"
-    logger.info("pushed to %s", url)
-    return url
-
-
 # A save's progress beside its shards: the splits written, and where to go on after the last closed shard.
 PROGRESS = "hf_judge_progress.json"
 
@@ -541,19 +547,27 @@ def _write_result(streams: Streams, root: Path, shard_bytes: int, reports: Seque
 
     root.mkdir(parents=True, exist_ok=True)
     progress = _read_progress(root / PROGRESS, streams.job_key())
-    written = {name for entry in progress["splits"].values() for name in entry["shards"]}
-    for sub in ("data", "errors"):
+    kept = {
+        sub: {name for entry in progress["splits"].values() for name in entry[key]}
+        for sub, key in (("data", "shards"), ("errors", "errors"))
+    }
+    for sub, names in kept.items():
         (root / sub).mkdir(exist_ok=True)
         for old in (root / sub).glob("*.parquet"):
-            if sub == "errors" or old.name not in written:  # a shard open when a run was killed has no footer
+            if old.name not in names:  # a shard open when a run was killed has no footer
                 old.unlink()
     summary = streams.ctx.summary
     summary.add_runs(progress["runs"])
+    first = root / "errors" / f"{ERRORS_STEM}-00000.parquet"  # the input's own error rows, then each split's
+    if streams.earlier.files:
+        shutil.copyfile(streams.earlier.files[0], first)
+    numbers = itertools.count(1 + max((int(Path(n).stem.rsplit("-", 1)[1]) for n in kept["errors"]), default=0))
+    errors = (root / "errors" / f"{ERRORS_STEM}-{k:05d}.parquet" for k in numbers)
     files: dict[str, list[Path]] = {}
     for split in streams.splits:
-        files[split] = _write_split(streams, split, root, shard_bytes, progress)
-    errors = pa.Table.from_pylist(streams.all_errors(), schema=ERROR_FEATURES.arrow_schema)
-    _write_table(errors, root / "errors" / "errors-00000.parquet")
+        files[split] = _write_split(streams, split, root, shard_bytes, progress, errors)
+    if not any((root / "errors").glob("*.parquet")):  # the errors config loads as 0 rows
+        _write_table(ERROR_FEATURES.arrow_schema.empty_table(), first)
     page = _page_file(streams, root)
     card, pictures = _card_text(streams, files, reports, page)
     for name, content in {**provenance_files(summary), **pictures}.items():
@@ -590,22 +604,31 @@ def _save_progress(path: Path, progress: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, progress: dict[str, Any]) -> list[Path]:
-    """Write one split's shards, recording in ``progress`` each closed shard with the input's state after it."""
+def _write_split(
+    streams: Streams, split: str, root: Path, shard_bytes: int, progress: dict[str, Any], error_paths: Iterator[Path]
+) -> list[Path]:
+    """Write one split's shards, recording in ``progress`` each closed shard with the input's state after it, and
+    its error rows to files of ``error_paths``, each closed with the data shard whose rows they are."""
     schema = streams.features[split].arrow_schema
-    entry = progress["splits"].setdefault(split, {"shards": [], "rows": 0, "state": None, "errors": [], "done": False})
+    new = {"shards": [], "rows": 0, "state": None, "errors": [], "kinds": {}, "done": False}
+    entry = progress["splits"].setdefault(split, new)
     paths = [root / "data" / name for name in entry["shards"]]
+    done = ErrorFiles([root / "errors" / name for name in entry["errors"]], entry["kinds"])
     if streams.page is not None:  # a push's save, into a new folder: never one resumed
         streams.page.start(split, streams.features[split], streams.ctx.summary)
     if entry["done"]:
-        streams.finished(split, entry["rows"], entry["errors"])
+        streams.finished(split, entry["rows"], done)
         return paths
-    rows, errors, state = entry["rows"], list(entry["errors"]), entry["state"]
+    rows, state = entry["rows"], entry["state"]
+    errors = ErrorWriter(error_paths, done)
     writer: pq.ParquetWriter | None = None
     size = 0
 
     def record(done: bool = False) -> None:
-        entry.update(shards=[p.name for p in paths], rows=rows, state=state, errors=errors, done=done)
+        errors.close_file()  # the error rows of the rows written so far, and no others
+        names = [f.name for f in errors.done.files]
+        entry.update(shards=[p.name for p in paths], rows=rows, state=state, errors=names, done=done)
+        entry["kinds"] = dict(errors.done.kinds)
         progress["runs"] = streams.ctx.summary.runs
         _save_progress(root / PROGRESS, progress)
 
@@ -623,7 +646,7 @@ def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, pro
                 streams.page.add(split, table, errs)
             size += table.nbytes
             rows, state = rows + table.num_rows, after
-            errors += errs
+            errors.add(errs)
         if not paths:  # an empty split still gets a file, so that its config loads as 0 rows
             paths.append(root / "data" / f"{split}-00000.parquet")
             _write_table(schema.empty_table(), paths[-1])
@@ -637,6 +660,7 @@ def _write_split(streams: Streams, split: str, root: Path, shard_bytes: int, pro
         if writer is not None:
             writer.close()
     record(done=True)
+    streams.errors[split] = errors.done
     return paths
 
 
@@ -703,28 +727,6 @@ def _card_text(
     ]
     card.data.pop("dataset_info", None)  # an earlier push's sizes and features would not match these files
     return str(card), pictures
-
-
-def _merged_card(api: Any, repo_id: str, ours: str) -> str:
-    """Our card with the text and metadata the repo's card had around hf_judge's section."""
-    from huggingface_hub import DatasetCard
-    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
-
-    from ..progress import LIBRARY_CHATTER, quiet
-    from ..results.card import END, START
-
-    try:
-        with quiet(*LIBRARY_CHATTER):
-            theirs = DatasetCard.load(repo_id, repo_type="dataset", token=api.token)
-    except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
-        return ours
-    card = DatasetCard(ours)
-    section = ours[ours.index(START) : ours.index(END) + len(END)]
-    merged = DatasetCard(merge_card_text(str(theirs), section))
-    for k, v in card.data.to_dict().items():
-        merged.data[k] = v
-    merged.data.pop("dataset_info", None)
-    return str(merged)
 
 
 def stream_splits(

@@ -26,6 +26,7 @@ from ..redact import register
 from .card import FILES_DIR, PLOTS_DIR, card_metadata, merge_card_text, picture_files, provenance_files, render_section
 from .groups import check_group_column, group_by_of
 from .report import REPORT_FILE
+from .stoppable import PushSteps, stoppable_push
 from .summary import RunSummary
 
 if TYPE_CHECKING:
@@ -113,9 +114,40 @@ def push_scored(
     if errors is None:
         errors = errors_dataset([])
     reports = [agreement] if isinstance(agreement, AgreementReport) else list(agreement)
-    pictures = picture_files(data, summary, reports) if (available() if plots is None else plots) else {}
+    draw = available() if plots is None else plots
+
+    def push(steps: PushSteps) -> str:
+        pictures = picture_files(data, summary, reports) if draw else {}
+        return _push(steps, data, errors, summary, reports, pictures, token, revision, report, private, push_kwargs, by)
+
+    return stoppable_push(repo_id, [DATA_STEP, ERRORS_STEP, CARD_STEP], push)
+
+
+DATA_STEP, ERRORS_STEP = "the scored splits", "the errors split"
+CARD_STEP = "the card (with the prompts, pictures and report page)"
+
+
+def _push(
+    steps: PushSteps,
+    data: DatasetDict,
+    errors: Dataset,
+    summary: RunSummary | None,
+    reports: list[AgreementReport],
+    pictures: dict[str, bytes],
+    token: str | None,
+    revision: str | None,
+    report: bool,
+    private: bool | None,
+    push_kwargs: dict,
+    by: str | None,
+) -> str:
+    """push_scored's uploads and commits, each step marked done on ``steps`` as it reaches the repo."""
+    from .errors_split import ERRORS_SPLIT
+
+    repo_id = steps.repo_id
     with quiet(*LIBRARY_CHATTER):
         data.push_to_hub(repo_id, private=private, token=token, revision=revision, **push_kwargs)
+        steps.done(DATA_STEP)
         api = HfApi(token=token)
         files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
         # One shard even when empty: datasets writes one parquet file for it, so the config loads as 0 rows.
@@ -126,6 +158,7 @@ def push_scored(
             revision=revision,
             num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
         )
+        steps.done(ERRORS_STEP)
         try:
             card = DatasetCard.load(repo_id, repo_type="dataset", token=token)
             text = str(card)
@@ -155,6 +188,7 @@ def push_scored(
         revision=revision,
         commit_message="Update the dataset card, prompts, recipe and pictures of the scores (hf-judge)",
     )
+    steps.done(CARD_STEP)
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)
     return url

@@ -22,18 +22,22 @@ counts).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import bisect
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from datasets import Dataset, DatasetInfo, Features
 
 from . import report_data as rd
 from .columns import SCORE_TYPES
-from .errors_split import errors_dataset
+from .errors_split import ErrorFiles, errors_dataset
 from .groups import GroupTally, group_by_of, group_tally
 from .pooled import pooled_distributions
 from .report import embed_split, errors_data, page_data, render_page
@@ -313,10 +317,10 @@ class StreamPage:
         self.splits: dict[str, SplitKeeper] = {}
         self.groups: dict[str, GroupTally] = {}  # the scores by group (summary.group_by), counted as rows pass
 
-    def start(self, split: str, features: Features, summary: RunSummary | None) -> None:
+    def start(self, split: str, features: Features, summary: RunSummary | None, by: str | None = None) -> None:
         """A split begins (again: a new reading replaces what an earlier one kept)."""
         self.splits[split] = SplitKeeper(features, summary, self.max_rows, self.max_text)
-        by = group_by_of(None, summary)
+        by = group_by_of(by, summary)
         if by:
             self.groups[split] = group_tally(by, features, summary, f"split {split!r}")
 
@@ -326,24 +330,118 @@ class StreamPage:
         if tally is not None:
             tally.add(table[tally.by], {c: table[c] for c, _ in tally.kinds})
 
-    def html(self, summary: RunSummary | None, errors: list[dict[str, Any]]) -> bytes:
-        """The page, as :func:`hf_judge.write_report` writes a Dataset's."""
-        # the first rows (those the page shows), counted by kind over all of them: no Dataset of every error row
-        embedded_errors = errors_data(errors_dataset(errors[: rd.MAX_ERRORS]), self.max_text)
-        by_kind: dict[str, int] = {}
-        for e in errors:
-            by_kind[e["kind"]] = by_kind.get(e["kind"], 0) + 1
-        embedded_errors.update(total=len(errors), by_kind=by_kind)
-        splits = {s: k.embedded(s, summary, embedded_errors, None) for s, k in self.splits.items()}
+    def html(self, summary: RunSummary | None, errors: ErrorFiles) -> bytes:
+        """The page, as :func:`hf_judge.write_report` writes a Dataset's; ``errors``: the result's, on disk."""
+        return render_page(self.data(summary, embedded_errors(errors, self.max_text))).encode("utf-8")
+
+    def data(
+        self,
+        summary: RunSummary | None,
+        errors: dict[str, Any],
+        folder: str | Path | None = None,
+        cache: tuple[str | Path, str | None] | None = None,
+    ) -> dict[str, Any]:
+        """The page's data (:func:`~.report.page_data`'s); ``errors``: :func:`embedded_errors`'."""
+        splits = {s: k.embedded(s, summary, errors, cache) for s, k in self.splits.items()}
         ranges = declared_ranges(summary)
         groups = [t for s, tally in self.groups.items() for t in tally.tables(s, ranges)]
-        data = page_data(
+        return page_data(
             splits,
-            embedded_errors,
+            errors,
             summary=summary,
             source=self.source,
             max_rows=self.max_rows,
             max_text=self.max_text,
             groups=groups,
+            folder=folder,
+            read_store=cache is not None,
         )
-        return render_page(data).encode("utf-8")
+
+
+def embedded_errors(errors: ErrorFiles, max_text: int, splits: Sequence[str] | None = None) -> dict[str, Any]:
+    """The errors split as the page embeds it (:func:`~.report.errors_data`'s) from its files, read batch by batch:
+    the first rows, the total and the count of each kind (of ``splits`` only, where given)."""
+    if splits is None:
+        # the first rows (those the page shows), counted by kind over all of them: no Dataset of every error row
+        out = errors_data(errors_dataset(errors.head(rd.MAX_ERRORS)), max_text)
+        out.update(total=len(errors), by_kind=dict(errors.kinds))
+        return out
+    first: list[dict[str, Any]] = []
+    kinds: Counter[str] = Counter()
+    for batch in errors.batches():
+        batch = batch.filter(pc.is_in(batch.column("split"), pa.array(list(splits), pa.string())))
+        kinds.update(batch.column("kind").to_pylist())
+        if len(first) < rd.MAX_ERRORS:
+            first += batch.slice(0, rd.MAX_ERRORS - len(first)).to_pylist()
+    out = errors_data(errors_dataset(first), max_text)
+    out.update(total=sum(kinds.values()), by_kind=dict(kinds))
+    return out
+
+
+# rows read from a folder's Parquet shards at a time, for its page
+FOLDER_BATCH = 4096
+
+
+def stream_folder(folder: str | Path) -> dict[str, list[Path]] | None:
+    """A streamed result's folder (``data/<split>-NNNNN.parquet``, ``errors/``): its Parquet shards by split, in
+    order; None for any other folder or file.
+
+    Example:
+        >>> stream_folder("big-judged")  # doctest: +SKIP
+        {'train': [PosixPath('big-judged/data/train-00000.parquet'), ...]}
+    """
+    root = Path(folder)
+    if not (root / "errors").is_dir() or (root / "dataset_dict.json").exists():
+        return None
+    files: dict[str, list[Path]] = {}
+    for f in sorted((root / "data").glob("*.parquet")) if (root / "data").is_dir() else ():
+        shard = _SHARD.fullmatch(f.name)
+        if shard is None:  # another layout (a Hub repo's <split>-00000-of-00001.parquet): not a stream's
+            return None
+        files.setdefault(shard["split"], []).append(f)
+    return files or None
+
+
+_SHARD = re.compile(r"(?P<split>.+)(?<!-of)-\d{5}\.parquet")
+
+
+def folder_page(
+    folder: str | Path,
+    *,
+    summary: RunSummary | None,
+    source: str = "",
+    splits: Sequence[str] | None = None,
+    cache: tuple[str | Path, str | None] | None = None,
+    by: str | None = None,
+) -> dict[str, Any]:
+    """The page's data of a streamed result's folder (:func:`stream_folder`), read from its Parquet shards batch by
+    batch as a push keeps its page (:class:`StreamPage`): no Arrow cache is written, memory does not grow with the
+    rows. ``splits``: those to show (default: all); ``cache``: the reply store's folder and the judge's base URL
+    (:func:`~.report.write_report`'s ``cache_dir`` and ``base_url``); ``by``: the column to show the scores by
+    group of (default: the summary's ``group_by``).
+
+    Example:
+        >>> html = render_page(folder_page("big-judged", summary=RunSummary.load("big-judged")))  # doctest: +SKIP
+    """
+    files = stream_folder(folder) or {}
+    order = list(summary.rows) if summary is not None else []  # the splits in the run's order
+    chosen = [*(s for s in order if s in files), *(s for s in files if s not in order)]
+    chosen = [s for s in chosen if not splits or s in splits]
+    errors = ErrorFiles(sorted(Path(folder, "errors").glob("*.parquet")))
+    page = StreamPage(source=source)
+    # the first rows with errors of each split, which the page keeps (its keeper takes those of each batch)
+    failed: dict[str, set[int]] = {s: set() for s in chosen}
+    for batch in errors.batches(["split", "row"]):
+        for split, row in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            if split in failed and len(failed[split]) < page.max_rows:
+                failed[split].add(row)
+    for split in chosen:
+        page.start(split, Features.from_arrow_schema(pq.read_schema(files[split][0])), summary, by)
+        start, rows = 0, sorted(failed[split])
+        for path in files[split]:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=FOLDER_BATCH):
+                stop = start + batch.num_rows
+                mine = rows[bisect.bisect_left(rows, start) : bisect.bisect_left(rows, stop)]
+                page.add(split, pa.Table.from_batches([batch]), [{"row": r} for r in mine])
+                start = stop
+    return page.data(summary, embedded_errors(errors, page.max_text, splits), folder=folder, cache=cache)

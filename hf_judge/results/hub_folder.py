@@ -1,0 +1,117 @@
+"""Pushing a streamed result's folder (Parquet shards, ``errors/``, the card, the provenance files) to the Hub."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ..redact import register
+from .card import merge_card_text
+from .stoppable import PushSteps, stoppable_push
+
+logger = logging.getLogger("hf_judge")
+
+DATA_STEP = "the scored splits, the errors split and the prompt files"
+CARD_STEP = "the card (with the report page)"
+
+
+def push_folder(
+    folder: str | os.PathLike,
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    revision: str | None = None,
+    commit_message: str | None = None,
+    page: bytes | None = None,
+) -> str:
+    """Push a folder ``ScoredIterableDatasetDict.save_to_disk`` wrote, in one commit; returns the repo URL.
+    The repo's card keeps its text around hf_judge's section; an earlier push's data and prompt files go.
+    ``page``: the result's report page (``hf-judge view``'s), uploaded with the card as ``hf_judge/report.html``
+    and linked from it; a folder's own ``report.html`` is not uploaded as it is (it names the folder).
+    Ctrl-C stops the push at once (:class:`~hf_judge.errors.PushInterrupted`, see :mod:`.stoppable`).
+
+    Example:
+        >>> push_folder("big-judged/", "me/big-judged")  # doctest: +SKIP
+    """
+    from .hub import check_repo_id
+
+    check_repo_id(repo_id)
+    register(token)
+
+    def push(steps: PushSteps) -> str:
+        return _push(steps, Path(folder), private, token, revision, commit_message, page)
+
+    return stoppable_push(repo_id, [DATA_STEP, CARD_STEP], push)
+
+
+def _push(
+    steps: PushSteps,
+    root: Path,
+    private: bool | None,
+    token: str | None,
+    revision: str | None,
+    commit_message: str | None,
+    page: bytes | None,
+) -> str:
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    from .card import FILES_DIR, with_report_link
+    from .output import MANIFEST
+    from .report import REPORT_FILE
+
+    repo_id = steps.repo_id
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    card = _merged_card(api, repo_id, (root / "README.md").read_text(encoding="utf-8"))
+    ops = []
+    if page is not None:
+        ops.append(CommitOperationAdd(f"{FILES_DIR}/{REPORT_FILE}", page))
+        card = with_report_link(card, f"{FILES_DIR}/{REPORT_FILE}")
+    api.upload_folder(
+        repo_id=repo_id,
+        folder_path=root,
+        repo_type="dataset",
+        revision=revision,
+        commit_message=commit_message or "Upload the scored dataset (hf-judge, streaming)",
+        # the local manifest and summary stay local (the summary goes as hf_judge/summary.json); README: below
+        ignore_patterns=[MANIFEST, "summary.json", "README.md", REPORT_FILE],
+        # an earlier push's shards, errors and prompt files go: the repo holds this result only
+        delete_patterns=["data/**", "errors/**", "hf_judge/**"],
+    )
+    steps.done(DATA_STEP)
+    api.create_commit(
+        repo_id,
+        [CommitOperationAdd("README.md", card.encode()), *ops],
+        repo_type="dataset",
+        revision=revision,
+        commit_message="Update dataset card (hf-judge)",
+    )
+    steps.done(CARD_STEP)
+    url = f"{api.endpoint}/datasets/{repo_id}"
+    logger.info("pushed to %s", url)
+    return url
+
+
+def _merged_card(api: Any, repo_id: str, ours: str) -> str:
+    """Our card with the text and metadata the repo's card had around hf_judge's section."""
+    from huggingface_hub import DatasetCard
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+    from ..progress import LIBRARY_CHATTER, quiet
+    from .card import END, START
+
+    try:
+        with quiet(*LIBRARY_CHATTER):
+            theirs = DatasetCard.load(repo_id, repo_type="dataset", token=api.token)
+    except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
+        return ours
+    card = DatasetCard(ours)
+    section = ours[ours.index(START) : ours.index(END) + len(END)]
+    merged = DatasetCard(merge_card_text(str(theirs), section))
+    for k, v in card.data.to_dict().items():
+        merged.data[k] = v
+    merged.data.pop("dataset_info", None)
+    return str(merged)
