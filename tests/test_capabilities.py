@@ -51,22 +51,24 @@ def _ray(**kw):
 # (what is run, the engine and feature whose refusal it must raise, word for word) over the public entry points
 CASES = {
     "stream+workers": (
-        lambda tmp: score_dataset(qa_dataset(2).to_iterable_dataset(), ["QA_Clarity"], columns=COLUMNS,
-                                  num_workers=2, cache_dir=tmp, **JUDGE),  # fmt: skip
+        lambda tmp: score_dataset(
+            qa_dataset(2).to_iterable_dataset(), ["QA_Clarity"], columns=COLUMNS, num_workers=2, cache_dir=tmp, **JUDGE
+        ),  # fmt: skip
         ("stream", "workers"),
     ),
     "batch+no_cache": (
-        lambda tmp: score_dataset(qa_dataset(2), ["QA_Clarity"], columns=COLUMNS, batch=True, use_cache=False,
-                                  **JUDGE),  # fmt: skip
+        lambda _: score_dataset(
+            qa_dataset(2), ["QA_Clarity"], columns=COLUMNS, batch=True, use_cache=False, **JUDGE
+        ),  # fmt: skip
         ("batch", "no_cache"),
     ),
     "no_wait": (
         lambda tmp: score_dataset(qa_dataset(2), ["QA_Clarity"], columns=COLUMNS, no_wait=True, cache_dir=tmp, **JUDGE),
         ("dataset", "no_wait"),
     ),
-    "map+batch": (lambda tmp: Judge(["QA_Clarity"], batch=True, **JUDGE), ("map", "batch")),
+    "map+batch": (lambda _: Judge(["QA_Clarity"], batch=True, **JUDGE), ("map", "batch")),
     "map+generator_column": (
-        lambda tmp: Judge(["QA_Clarity"], generator_column="g", **JUDGE),
+        lambda _: Judge(["QA_Clarity"], generator_column="g", **JUDGE),
         ("map", "generator_column"),
     ),
     "map+existing": (
@@ -96,8 +98,8 @@ def test_each_engine_refuses_with_the_words_of_the_table(case, tmp_path):
 def test_the_cli_refuses_a_url_output_without_ray_through_the_table(tmp_path, capfd):
     data = tmp_path / "d.jsonl"
     qa_dataset(1).to_json(data)
-    code, _, err = run_cli(capfd, "score", data, "--metrics", "QA_Clarity", "--model", "judge", "--column",
-                           "instruction=question", "--column", "output=answer", "--output-dir", "s3://b/out")  # fmt: skip
+    args = ["--column", "instruction=question", "--column", "output=answer", "--output-dir", "s3://b/out"]
+    code, _, err = run_cli(capfd, "score", data, "--metrics", "QA_Clarity", "--model", "judge", *args)
     assert code != 0
     assert refusal("dataset", "url_output", url="s3://b/out") in err.replace("\n", " ")
 

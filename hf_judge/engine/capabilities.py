@@ -417,6 +417,7 @@ def check(
     alone (an engine that learns of some later, e.g. a batch's columns).
 
     Example:
+        >>> from hf_judge import Settings
         >>> check("dataset", Settings(model="m", length_control=True))  # one process fits the line: nothing to say
         >>> check("ray", Settings(model="m", num_workers=2))
         Traceback (most recent call last):
