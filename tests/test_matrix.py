@@ -18,6 +18,7 @@ from batch_fixture import *  # noqa: F401,F403 - the batch server fixtures
 from datasets import Dataset
 
 from hf_judge import ConfigError, Settings, score_dataset
+from hf_judge.engine import capabilities
 
 COLUMNS = {"instruction": "question", "output": "answer"}
 METRICS = ["QA_Clarity", "Binary"]
@@ -57,24 +58,15 @@ FEATURES = {
         "prompts_dir": str(Path(__file__).parent / "prompts_matrix"),
     },
 }
-# Combinations refused on this branch, with the words of their ConfigError (see the README, "What combines").
-# The core does not combine logprobs with several replies per row yet, and batch mode sends to one model.
-# (engine, feature) -> the ConfigError's words, for a combination refused by nature ("*": every engine): a stream
-# and a map transform see the rows a batch at a time; length_control fits a line on all of them, and a cascade's
-# strong tier is known once the cheap tier has scored the whole split (see README, "A cascade of judges").
-REFUSED: dict[tuple[str, str], str] = {
-    ("stream", "length_control"): "is not for a stream",
-    ("map", "length_control"): "is not for a map transform",
-    ("stream", "cascade"): "not for a stream",
-    ("map", "cascade"): "not for a map transform",
-    ("stream", "cascade_ensemble"): "not for a stream",
-    ("map", "cascade_ensemble"): "not for a map transform",
-}
-ENGINES = ["dataset", "stream", "workers", "batch", "ray", "map"]
+# The engines and what each refuses come from the declared capabilities (hf_judge.engine.capabilities), as the
+# README's tables do: a cell is either equal to the in-process result or the table's ConfigError, word for word.
+ENGINES = [e for e, engine in capabilities.ENGINES.items() if engine.matrix]
+# a feature of this module -> the capability a run of it asks for (the ways of judging a row are their own)
+ASKS = {"cascade": "cascade", "cascade_ensemble": "cascade", "length_control": "length_control"}
 
 
 def _refusal(engine: str, feature: str) -> str | None:
-    return REFUSED.get((engine, feature)) or REFUSED.get(("*", feature))
+    return capabilities.refusal(engine, ASKS.get(feature, feature))
 
 
 # a 1x1 PNG as a data URL; each row's differs in its (ignored) trailing bytes, so each is a request of its own
@@ -232,8 +224,9 @@ def test_engine_x_feature_equals_the_in_process_result(engine, feature, judge, r
     refused = _refusal(engine, feature)
     batch_server = request.getfixturevalue("batch") if engine == "batch" else None
     if refused is not None:
-        with pytest.raises(ConfigError, match=refused.replace("(", r"\(")):
+        with pytest.raises(ConfigError) as raised:
             _run(engine, feature, judge, batch_server, tmp_path, request)
+        assert str(raised.value) == refused
         return
     expected, expected_errors, expected_summary = references(feature)
     out = _run(engine, feature, judge, batch_server, tmp_path, request)

@@ -408,3 +408,26 @@ def test_a_node_whose_workers_are_killed_with_the_store_on_object_storage_pays_t
     assert [r["QA_Clarity"] for r in got] == single["train"]["QA_Clarity"]
     assert [r["QA_Clarity_reason"] for r in got] == single["train"]["QA_Clarity_reason"]
     assert not any(r["judge_errors"] for r in got)
+
+
+def test_a_result_that_has_the_metrics_columns_is_scored_on_ray_as_in_one_process(cluster, judge, tmp_path):
+    """Ray's plans come from build_plans, as every engine's: a metric already there is kept (nothing sent),
+    ``QA_Clarity`` beside ``QA_All`` moves the All's score to ``QA_All_Clarity``, and ``if_exists='overwrite'``
+    scores it again (it was a ConfigError: the stage refused any column it would write)."""
+    from helpers import qa_dataset, score
+
+    from hf_judge.ray import score_dataset_on_ray
+
+    kw = dict(model="judge", base_urls=[judge.base_url], api_key="sk-test", columns=COLUMNS, actors=1)
+    alone = score(qa_dataset(3), ["QA_All"], judge, tmp_path)["train"]
+    sent = judge.stats()["requests"]
+    again = score_dataset_on_ray(alone, ["QA_All"], cache_dir=tmp_path / "ray", **kw)
+    assert judge.stats()["requests"] == sent, "kept: nothing sent"
+    assert again["train"].to_list() == alone.to_list()
+    assert any(n.startswith("kept the existing columns of QA_All in train") for n in again.summary.notes)
+    both = score_dataset_on_ray(alone, ["QA_All", "QA_Clarity"], cache_dir=tmp_path / "ray", **kw)["train"]
+    in_process = score(alone, ["QA_All", "QA_Clarity"], judge, tmp_path)["train"]
+    assert both.column_names == in_process.column_names
+    assert both["QA_All_Clarity"] == alone["QA_Clarity"] and both["QA_Clarity"] == in_process["QA_Clarity"]
+    over = score_dataset_on_ray(alone, ["QA_All"], cache_dir=tmp_path / "ray", if_exists="overwrite", **kw)
+    assert over["train"].column_names == alone.column_names and over["train"]["QA_Clarity"] == alone["QA_Clarity"]

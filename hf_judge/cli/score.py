@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..engine.capabilities import check
 from ..errors import ConfigError, InterruptedRun, RunStopped
 from ..progress import datasets_bars_off, interactive
 from .job import Job, resolve_api_key, resolve_job
@@ -146,11 +147,8 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
     is_local = parse_local_model(job.client.get("model"))[0]
     api_key = None if is_local else resolve_api_key(args, job.recipe_api_key, job.client.get("base_url"))
     streaming = bool(getattr(args, "streaming", False))
-    if streaming and job.filters is not None:
-        raise ConfigError(
-            "--streaming does not apply a recipe's filters: score with --streaming --output-dir OUT, "
-            "then run `hf-judge filter OUT --min ...`"
-        )
+    if streaming:
+        check("stream", None, only=("filters",), filters=job.filters is not None)
     ds = load_input(
         job.dataset,
         subset=job.subset,
@@ -332,16 +330,8 @@ def _saved_on_ray(args: argparse.Namespace, job: Job, scored) -> list[str]:
 
 def _check_url_output(args: argparse.Namespace, job: Job, out: str) -> None:
     """An ``--output-dir`` URL is written by Ray Data's writer, shard by shard: ``--ray`` only, without filters."""
-    if not (getattr(args, "ray", False) or getattr(args, "ray_address", None)):
-        raise ConfigError(
-            f"--output-dir {out!r} is a URL: only a run with --ray writes to object storage (Ray Data's writer, "
-            "shard by shard); add --ray, or save to a local folder and copy it"
-        )
-    if job.filters is not None:
-        raise ConfigError(
-            f"--output-dir {out!r} is a URL: a recipe's filters are applied to a local folder; score with --ray "
-            "--output-dir URL, then filter a local copy with `hf-judge filter`"
-        )
+    engine = "ray" if getattr(args, "ray", False) or getattr(args, "ray_address", None) else "dataset"
+    check(engine, None, only=("url_output", "filters"), url_output=True, filters=job.filters is not None, url=out)
 
 
 def _run_scoring(
@@ -367,8 +357,6 @@ def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | No
         from ..engine.ray import score_dataset_on_ray
     except ImportError as e:  # pragma: no cover - the ray extra is missing
         raise ConfigError(f'--ray needs Ray: pip install "hf-judge[ray]" ({e})') from None
-    if args.overwrite_scores:
-        raise ConfigError("--overwrite-scores is not supported with --ray: score the columns again without --ray")
     if not os.environ.get("HF_JUDGE_DEBUG"):
         import ray.data  # noqa: F401 - configures Ray Data's loggers, which the next line then turns down
 
@@ -384,6 +372,7 @@ def _score_on_ray(args: argparse.Namespace, job: Job, ds: Any, api_key: str | No
         address=args.ray_address,
         output_dir=url,
         output_overwrite=bool(args.overwrite),
+        if_exists="overwrite" if args.overwrite_scores else "keep",
         token_columns=job.token_columns,
         **{**job.library_args(args, api_key), **client},
     )

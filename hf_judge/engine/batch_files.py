@@ -20,6 +20,7 @@ from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
 from .batch import BatchRunner
 from .batch_api import offline_runner_format
+from .capabilities import check
 from .job import JudgeJob
 
 
@@ -48,13 +49,7 @@ def export_batch(
     from .prepare import run_settings
 
     s = run_settings(settings, setting_values)
-    if s.models:
-        raise ConfigError(
-            "a batch file is one model's (an offline runner such as vllm run-batch serves one), and a panel has "
-            "several (models=, --models): export one file per judge with its own --model (and --base-url), run "
-            "and import each the same way, then score the panel with the same --cache-dir: every reply is in the "
-            "cache, so nothing is sent"
-        )
+    check("batch_files", s, only=("batch_panel",), files=True)
     offline_runner_format(s)
     job = JudgeJob.of(s, metrics, columns, None, prompts_dir, metric_params, cache_dir)
     return export_job(ds, job, path)
@@ -65,10 +60,7 @@ def export_job(ds: Dataset | DatasetDict, job: JudgeJob, path: str | os.PathLike
     from .prepare import as_splits, build_plans, plan_requests
 
     if job.remote is not None:
-        raise ConfigError(
-            "batch files are exported and imported against a local reply store: give a local cache_dir "
-            f"(--cache-dir), not {job.remote.url!r}; online runs share a cache_dir on object storage"
-        )
+        check("batch_files", job.settings, only=("remote_cache",), remote=True, url=job.remote.url)
 
     layout = job.layout
     splits, _ = as_splits(ds)

@@ -41,7 +41,8 @@ from ..results.bias import BiasChecks
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
-from ..settings import Settings, escalation_conditions
+from ..settings import escalation_conditions
+from .capabilities import check
 from .cascade_report import report
 from .core import COMPLETION_TOKENS, PROMPT_TOKENS
 from .job import ESCALATE_FIELDS, JudgeJob
@@ -49,12 +50,6 @@ from .prepare import as_splits
 
 CHEAP, STRONG = "cheap", "strong"
 Runner = Callable[..., ScoredDatasetDict]
-
-
-def refuse_cascade(settings: Settings, where: str, instead: str) -> None:
-    """A cascade (``escalate_model``) in an engine that cannot make its second pass: a ConfigError that says so."""
-    if settings.escalate_model is not None:
-        raise ConfigError(f"escalate_model (a cascade of judges) is not for {where}: {instead}")
 
 
 def score_cascade(
@@ -68,12 +63,7 @@ def score_cascade(
     """
     settings = job.settings
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
-        refuse_cascade(
-            settings,
-            "a stream (streaming=True, --streaming)",
-            "the strong tier's rows are known once the cheap tier has scored the split, and a stream is read once. "
-            "Load the dataset without streaming",
-        )
+        check("stream", settings, only=("cascade",))
     conditions = escalation_conditions(settings.escalate_when or "")
     check_margins(conditions, job.metrics)
     inputs, _ = as_splits(ds)

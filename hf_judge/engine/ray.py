@@ -42,11 +42,11 @@ from datasets import Dataset, DatasetDict, Features
 
 from .. import constants
 from ..errors import ConfigError
-from ..results.bias import BiasChecks, refuse_in_a_map
-from .cascade import refuse_cascade
+from ..results.bias import BiasChecks, warn_self_preference
+from .capabilities import check
 from .core import Plan, score_features
 from .ray_output import ROW_COLUMN, RayOutput
-from .transform import RAW_CHARS, check_fleet, errors_by_row, errors_feature
+from .transform import RAW_CHARS, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
     import ray.data
@@ -63,14 +63,6 @@ ERRORS_COLUMN = "judge_errors"
 # score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
 # (JSON), which it sums into the summary and drops; a batch Ray retried after a worker died counts once more
 STATS_COLUMN = "_hf_judge_batch_stats"
-
-
-RAY_CASCADE = (
-    "a Ray Data stage (score_ray_dataset)",
-    "the stage scores each batch where it lands, and the strong tier's rows are known once the cheap tier has "
-    "scored them all; score a Dataset with hf_judge.ray.score_dataset_on_ray(..., escalate_model=...) (or "
-    "hf-judge score --ray), which runs the two tiers one after the other",
-)
 
 
 def score_ray_dataset(
@@ -140,7 +132,8 @@ def score_ray_dataset(
         settings=settings,
         **setting_values,
     )
-    refuse_in_a_map(job.settings, "a Ray Data stage (score_ray_dataset)")
+    check("ray_stage", job.settings, base_urls=base_urls)
+    warn_self_preference(job.settings)
     return ray_stage(ds, job, base_urls, concurrency, batch_size, num_cpus, map_batches_kwargs, _batch_stats)
 
 
@@ -153,36 +146,21 @@ def ray_stage(
     num_cpus: float = 1.0,
     map_batches_kwargs: dict[str, Any] | None = None,
     batch_stats: bool = False,
+    plans: list[Plan] | None = None,
 ) -> ray.data.Dataset:
-    """:func:`score_ray_dataset` of a job resolved already: its ``map_batches`` stage over ``ds``."""
-    from ..judging.images import image_variables
+    """:func:`score_ray_dataset` of a job resolved already: its ``map_batches`` stage over ``ds``. ``plans``: built
+    by ``prepare.build_plans`` on the whole split (:func:`score_dataset_on_ray`), else here, from the first row."""
     from ..settings import resolved_provider
-    from .prepare import check_samples, judge_specs, preflight
+    from .prepare import judge_specs
 
     settings, layout = job.settings, job.layout
-    refuse_cascade(settings, *RAY_CASCADE)
-    check_fleet(settings, base_urls)
     names = ds.schema().names
-    plans = [
-        Plan(
-            m,
-            m.resolve_columns(job.columns, names),
-            m.temperature if settings.temperature is None else settings.temperature,
-        )
-        for m in job.metrics
-    ]
+    if plans is None:
+        plans = _stage_plans(ds, job, names)
     features = score_features([p.metric for p in plans], layout, settings.logprobs, job.token_columns)  # SplitRun's
     features[ERRORS_COLUMN] = errors_feature()  # Judge's errors column: one transform, one shape
-    clash = sorted(set(features) & set(names))
-    if clash:
-        raise ConfigError(f"the dataset already has the columns {clash} that these metrics write; drop them first")
-    first = ds.take(1)
-    sample = Dataset.from_list(first) if first else None
-    for p in plans:
-        p.images = image_variables(p.metric, p.columns, sample.features if sample is not None else Features())
-    if sample is not None:
-        preflight("train", sample, plans)
-    check_samples(settings, {"train": plans})
+    # a stage sees the rows a batch at a time: the columns it adds may not be there already
+    check("ray_stage", settings, only=("if_exists",), existing=sorted(set(features) & set(names)))
     urls = list(base_urls or [settings.base_url or constants.default_base_url(resolved_provider(settings))])
     key = job.key(needed=True, base_url=urls[0])
     # a panel: each judge's settings and key, resolved here; each actor builds one client per judge from them
@@ -230,6 +208,27 @@ def _check_address(address: str) -> None:
             f"no Ray cluster answers at {address!r} ({e}): check --ray-address / $RAY_ADDRESS (the head node's "
             "host:port, e.g. 10.0.0.1:6379, or ray://host:10001), or leave both unset to start a local cluster"
         ) from None
+
+
+def _stage_plans(ds: ray.data.Dataset, job: JudgeJob, names: list[str]) -> list[Plan]:
+    """The plans of a Ray Data stage over a dataset it sees a batch at a time: every metric, checked on the first
+    row."""
+    from ..judging.images import image_variables
+    from .prepare import check_samples, preflight
+
+    temperature = job.settings.temperature
+    plans = [
+        Plan(m, m.resolve_columns(job.columns, names), m.temperature if temperature is None else temperature)
+        for m in job.metrics
+    ]
+    first = ds.take(1)
+    sample = Dataset.from_list(first) if first else None
+    for p in plans:
+        p.images = image_variables(p.metric, p.columns, sample.features if sample is not None else Features())
+    if sample is not None:
+        preflight("train", sample, plans)
+    check_samples(job.settings, {"train": plans})
+    return plans
 
 
 class _Scorer:
@@ -321,6 +320,7 @@ def score_dataset_on_ray(
     local_cache_dir: str | os.PathLike | None = None,
     output_dir: str | None = None,
     output_overwrite: bool = False,
+    if_exists: str = "keep",
     **setting_values: Any,
 ) -> ScoredDatasetDict:
     """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
@@ -336,7 +336,8 @@ def score_dataset_on_ray(
     that Ray Data's Parquet writer fills as shards finish: ``<output_dir>/<split>/``, then ``errors/`` and
     ``summary.json`` (see :mod:`hf_judge.engine.ray_output`). A killed job keeps its finished shards, and a
     rerun writes each split anew. A URL holding files no hf-judge run wrote is refused unless
-    ``output_overwrite``.
+    ``output_overwrite``. ``if_exists``: what to do with a metric whose columns a split has already, as
+    :func:`hf_judge.score_dataset`'s (the same rules: ``prepare.build_plans``).
 
     Example:
         >>> scored = score_dataset_on_ray(ds, ["QA_All"], model="judge", address="ray://head:10001")  # doctest: +SKIP
@@ -354,16 +355,10 @@ def score_dataset_on_ray(
     from .job import JudgeJob
     from .prepare import run_settings
 
-    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
-        raise ConfigError(
-            "scoring on Ray takes a Dataset on local disk, not a stream (streaming=True, --streaming): drop "
-            "--streaming, or read the data in Ray itself with hf_judge.ray.score_ray_dataset(ray.data.read_parquet("
-            "...)) (see the README, Scale)"
-        )
-    if setting_values.get("num_workers", 1) > 1 or (settings is not None and settings.num_workers > 1):
-        raise ConfigError("num_workers (--workers) does not apply on Ray: its actors are the workers; drop --workers")
     settings = run_settings(settings, setting_values)
-    check_fleet(settings, base_urls)  # before a cluster is started or joined
+    stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
+    # before a cluster is started or joined
+    check("ray", settings, stream=stream, base_urls=base_urls, url_output=output_dir is not None, url=output_dir or "")
     job = JudgeJob.of(
         settings,
         metrics,
@@ -379,11 +374,6 @@ def score_dataset_on_ray(
     )
     output = None
     if output_dir is not None:
-        if settings.escalate_model is not None:
-            raise ConfigError(
-                "escalate_model (--escalate-model) on Ray writes no output_dir URL: the strong tier rescores rows "
-                "the cheap tier wrote; save to a local folder, or write the result yourself"
-            )
         output = RayOutput(output_dir, storage_options)
         output.check(output_overwrite)
         output.start()
@@ -395,31 +385,43 @@ def score_dataset_on_ray(
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
     actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     if settings.escalate_model is None:
-        return _on_ray(ds, job, actors, base_urls, output)
+        return _on_ray(ds, job, actors, base_urls, output, if_exists)
     from .cascade import score_cascade
 
     tiers: list[JudgeJob] = []
 
-    def tier(d: Any, j: JudgeJob, **_: Any) -> ScoredDatasetDict:
+    def tier(d: Any, j: JudgeJob, *, if_exists: str, **_: Any) -> ScoredDatasetDict:
         tiers.append(j)  # the first pass is the cheap tier's: the fleet (base_urls) is its judge's replicas
-        return _on_ray(d, j, actors, base_urls if len(tiers) == 1 else None)
+        return _on_ray(d, j, actors, base_urls if len(tiers) == 1 else None, if_exists=if_exists)
 
-    return score_cascade(ds, job, tier, progress=False, if_exists="keep")
+    return score_cascade(ds, job, tier, progress=False, if_exists=if_exists)
 
 
 def _on_ray(
-    ds: Any, job: JudgeJob, actors: int | tuple[int, int], base_urls: list[str] | None, output: RayOutput | None = None
+    ds: Any,
+    job: JudgeJob,
+    actors: int | tuple[int, int],
+    base_urls: list[str] | None,
+    output: RayOutput | None = None,
+    if_exists: str = "keep",
 ) -> Any:
-    """:func:`score_dataset_on_ray` of a job resolved, on a cluster joined: each split by :func:`ray_stage`, brought
-    back to the driver, or written to ``output`` (and read back from there)."""
+    """:func:`score_dataset_on_ray` of a job resolved, on a cluster joined: each split by :func:`ray_stage` with the
+    plans ``build_plans`` made (as every engine's), brought back to the driver, or written to ``output`` (and read
+    back from there)."""
     import ray
 
     from ..results.errors_split import ERRORS_SPLIT, errors_dataset
     from ..results.scored import ScoredDatasetDict
-    from .prepare import as_splits
+    from .prepare import as_splits, build_plans, check_samples
     from .runs import moved_entry
 
     splits, _ = as_splits(ds)
+    # the same if_exists rules as score_dataset's: a metric already there is kept, renamed beside <Mode>_All, or
+    # its columns dropped to be scored again
+    plans_by_split, kept, renamed = build_plans(
+        splits, job.metrics, job.columns, job.settings.temperature, if_exists, job.token_columns, job.layout
+    )
+    check_samples(job.settings, plans_by_split)
     checks = BiasChecks.of(job.metrics, job.columns, job.settings) if job.bias_checks else None
     if checks is not None:
         checks.check_input({s: d.column_names for s, d in splits.items()})
@@ -434,6 +436,9 @@ def _on_ray(
         if len(d) == 0:  # Ray Data gives no block back, so no columns: score_dataset's, which sends nothing for 0 rows
             results[split] = _empty_split(split, d, job, base_urls)
             continue
+        if not plans_by_split[split]:  # every metric's columns kept: nothing to send
+            results[split] = d
+            continue
         split_started, first = time.monotonic(), len(moved)
         table = d.with_format("arrow")[:]
         if output is not None:  # each row's position, for the errors of batches written where they finish
@@ -447,6 +452,7 @@ def _on_ray(
             base_urls,
             concurrency=actors,
             batch_stats=True,
+            plans=plans_by_split[split],
         )
         if output is None:
             results[split] = _collected(pa.concat_tables(ray.get(scored.to_arrow_refs())), split, errors, moved)
@@ -455,7 +461,7 @@ def _on_ray(
             errors += found
             moved += batches
         runs.append(moved_entry(run_id, run_started, split, moved[first:], time.monotonic() - split_started))
-    summary = _summary(job, base_urls, splits, results, errors, moved)
+    summary = _summary(job, base_urls, splits, results, errors, moved, (kept, renamed))
     summary.add_runs(runs)  # the figures the summary adds up from the same batches: what the run paid
     if checks is not None:
         results = checks.apply(summary, results)
@@ -489,6 +495,7 @@ def _summary(
     results: dict[str, Dataset],
     errors: list[dict[str, Any]],
     moved: list[dict[str, Any]],
+    kept_renamed: tuple[dict[str, list[str]], dict[str, dict[str, str]]] | None = None,
 ) -> Any:
     """The run summary of a Ray run: what ``score_dataset``'s says, with the counters the batches brought back."""
     from ..transport.client import JudgeClient
@@ -499,9 +506,8 @@ def _summary(
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
     # for the summary's model and server names only: they send nothing
     clients = [JudgeClient(s, api_key=None) for s, _ in judge_specs(shown, None)]
-    summary = new_summary(
-        settings, clients[0], loaded, splits, {s: [] for s in splits}, {s: {} for s in splits}, layout, clients
-    )
+    kept, renamed = kept_renamed or ({s: [] for s in splits}, {s: {} for s in splits})
+    summary = new_summary(settings, clients[0], loaded, splits, kept, renamed, layout, clients)
     if layout.panel:
         plans = [Plan(m, {}, 0.0) for m in loaded]
         summary.agreement = panel_agreement(layout, results, {s: plans for s in results})

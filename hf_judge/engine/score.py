@@ -25,12 +25,13 @@ from ..judging.ensemble import Layout
 from ..pages import file_paths, release
 from ..progress import ProgressBar, ProgressCallback, datasets_bars_off
 from ..redact import install_log_filter
-from ..results.bias import BiasChecks, refuse_length_control
+from ..results.bias import BiasChecks
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..settings import Settings
 from ..store.sqlite import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
+from .capabilities import check
 from .core import Plan, score_features
 from .job import JudgeJob
 from .pipeline import SplitRun, sparse_gc
@@ -147,8 +148,12 @@ def score_dataset(
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
     settings = run_settings(settings, setting_values)
-    _check_batch(settings, ds, use_cache)
-    _check_workers(settings, ds)
+    engine = engine_of(settings, ds)
+    check(engine, settings, stream=isinstance(ds, (IterableDataset, IterableDatasetDict)), use_cache=use_cache)
+    if settings.batch_import:
+        from .batch_api import offline_runner_format
+
+        offline_runner_format(settings)  # the provider's refusal: a file in OpenAI's batch format
     job = JudgeJob.of(
         settings,
         metrics,
@@ -162,11 +167,8 @@ def score_dataset(
         storage_options=storage_options,
         local_cache_dir=local_cache_dir,
     )
-    if job.remote is not None and (settings.batch or settings.batch_import):
-        raise ConfigError(
-            "batch mode keeps its batches and replies in the local store only: give it a local cache_dir, "
-            f"not {job.remote.url!r} (online runs share a cache_dir on object storage)"
-        )
+    if job.remote is not None:
+        check(engine, settings, only=("remote_cache",), remote=True, url=job.remote.url)
     return score_job(ds, job, progress=progress, if_exists=if_exists)
 
 
@@ -232,7 +234,7 @@ def score_job(
             s: _stream_features(d, plans_by_split[s], token_columns, layout, settings.logprobs)
             for s, d in splits.items()
         }
-        refuse_length_control(settings, "a stream (streaming=True, --streaming)")
+        check("stream", settings, only=("length_control",))
         streams = Streams(ctx, splits, plans_by_split, features, errors, job.store_path, checks)  # type: ignore[arg-type,unused-ignore]
         return ScoredIterableDatasetDict._of(streams)  # type: ignore[return-value,unused-ignore]
     started = time.perf_counter()
@@ -271,13 +273,14 @@ def _scored(
     return out
 
 
-def _check_workers(settings: Settings, ds: object) -> None:
-    """``num_workers`` > 1 shards a Dataset on disk; a stream is a ConfigError, before any work."""
-    if settings.num_workers > 1 and isinstance(ds, (IterableDataset, IterableDatasetDict)):
-        raise ConfigError(
-            "num_workers (--workers) shards a Dataset on local disk; a stream (streaming=True, --streaming) is "
-            "scored by one process: leave num_workers at 1, or load the dataset without streaming to use workers"
-        )
+def engine_of(settings: Settings, ds: object) -> str:
+    """Which engine of :mod:`hf_judge.engine.capabilities` ``score_dataset`` runs a job on: batch mode, a stream,
+    workers, or one process (a job that asks for two is checked against the first)."""
+    if settings.batch or settings.batch_import:
+        return "batch"
+    if isinstance(ds, (IterableDataset, IterableDatasetDict)):
+        return "stream"
+    return "workers" if settings.num_workers > 1 else "dataset"
 
 
 def _interrupted(ctx: SplitContext, settings: Settings) -> InterruptedRun:
@@ -317,33 +320,6 @@ def _warn_batches_in_flight(store_path: Path, client: JudgeClient) -> None:
         )
 
 
-def _check_batch(settings: Settings, ds: Any, use_cache: bool) -> None:
-    """Batch mode's conditions, before anything is read or sent."""
-    if settings.no_wait and not settings.batch:
-        raise ConfigError("no_wait (--no-wait) submits batches and stops: it needs batch=True (--batch)")
-    if not (settings.batch or settings.batch_import):
-        return
-    if settings.models and settings.batch_import:
-        raise ConfigError(
-            "batch import reads one runner's output, for one model, and a panel has several (models=): import each "
-            "judge's output with its own --model (and --base-url), then score the panel (--models) with the same "
-            "--cache-dir: every reply is in the cache, so nothing is sent"
-        )
-    if settings.batch_import:
-        from .batch_api import offline_runner_format
-
-        offline_runner_format(settings)
-    if not use_cache:
-        raise ConfigError(
-            "batch mode keeps its batches and their replies in the reply cache: drop use_cache=False (--no-cache)"
-        )
-    if isinstance(ds, (IterableDataset, IterableDatasetDict)) or settings.num_workers > 1:
-        raise ConfigError(
-            "batch mode scores a whole Dataset in one process: drop streaming=True / num_workers (--workers), or "
-            "score without --batch"
-        )
-
-
 def _run_batches(
     ctx: SplitContext, splits: dict[str, Dataset], plans_by_split: dict[str, list[Plan]], api_key: str | None
 ) -> None:
@@ -371,7 +347,7 @@ def _run_batches(
     else:  # online fallback: what failed for good in a batch (a content filter) is not sent online either
         ctx.unsent = runners[0].book.final_failure
     if settings.batch_import:
-        runner = runners[0]  # one judge: a panel's import is refused (_check_batch)
+        runner = runners[0]  # one judge: a panel's import is refused (capabilities.check)
         try:
             runner.read_output(Path(settings.batch_import))
         finally:

@@ -28,13 +28,13 @@ from ..errors import ConfigError
 from ..judging.ensemble import Layout
 from ..judging.images import image_variables
 from ..redact import install_log_filter, register
-from ..results.bias import refuse_in_a_map
+from ..results.bias import warn_self_preference
 from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..store.segments import Remote
 from ..transport.client import JudgeClient, judge_panel
 from .batchscore import score_batch
-from .cascade import refuse_cascade
+from .capabilities import check
 from .core import Plan, score_features
 from .job import JudgeJob
 from .pipeline import LoopThread
@@ -53,23 +53,6 @@ ERROR_ENTRY = {
     "raw": Value("string"),
     "attempts": Value("int64"),
 }
-# settings a map stage cannot honour, and what to use instead
-_NOT_IN_A_MAP = {
-    "batch": "a provider batch takes up to 24 h and a map waits for its batch: use score_dataset(batch=True)",
-    "no_wait": "a map stage returns its rows: use score_dataset(batch=True, no_wait=True)",
-    "batch_import": "use score_dataset or hf-judge batch import",
-    "num_workers": "the map's own processes do it: Dataset.map(num_proc=N) or Ray's concurrency",
-}
-
-
-def check_fleet(settings: Settings, base_urls: Sequence[str] | None) -> None:
-    """``base_urls`` are replicas of one model; a panel names each judge's server in ``models`` instead."""
-    if settings.models and len(settings.judges) > 1 and base_urls:
-        raise ConfigError(
-            "base_urls (a fleet of replicas of one model) applies to a single judge; a panel of judges names each "
-            "judge's server in models= (e.g. models=[{'model': 'a', 'base_url': 'http://gpu1:8000/v1'}, ...]): "
-            "drop base_urls, or score with one judge"
-        )
 
 
 class Runtime:
@@ -261,23 +244,8 @@ class Judge:
             settings = run_settings(settings, setting_values)
         except TypeError as e:
             raise TypeError(str(e).replace("score_dataset()", "Judge()", 1)) from None
-        asked = {
-            "batch": settings.batch,
-            "no_wait": settings.no_wait,
-            "batch_import": settings.batch_import is not None,
-            "num_workers": settings.num_workers > 1,
-        }
-        for name, instead in _NOT_IN_A_MAP.items():
-            if asked[name]:
-                raise ConfigError(f"{name} is not for a map transform: {instead}")
-        refuse_cascade(
-            settings,
-            "a map transform",
-            "a batch's strong requests would wait on replies of rows in later batches' order; score the dataset with "
-            "score_dataset(..., escalate_model=...) instead",
-        )
-        check_fleet(settings, base_urls)
-        refuse_in_a_map(settings, "a map transform (hf_judge.Judge)")
+        check("map", settings, base_urls=base_urls)
+        warn_self_preference(settings)
         # the prompts travel with the pickle; the key only as given (a variable's name is read in each process)
         self.job = JudgeJob.of(
             settings,
@@ -359,12 +327,8 @@ class Judge:
             return plans
         from .prepare import preflight
 
-        clash = sorted(set(self.features()) & set(names))
-        if clash:
-            raise ConfigError(
-                f"the batch already has the columns {clash} that this Judge writes: drop them first "
-                f"(ds.remove_columns({clash!r})), or score with score_dataset(if_exists='overwrite')"
-            )
+        # a map step declares its columns upfront and sees a batch at a time: no if_exists, no renames
+        check("map", self.settings, only=("if_exists",), existing=sorted(set(self.features()) & set(names)))
         temperature = self.settings.temperature
         plans = [
             Plan(m, m.resolve_columns(self.columns, names), m.temperature if temperature is None else temperature)

@@ -275,27 +275,9 @@ def _table(d: Dataset, columns: list[str]) -> pa.Table:
     return table.select([c for c in columns if c in table.column_names])
 
 
-def refuse_length_control(settings: Settings, where: str) -> None:
-    """``length_control`` fits a line on every row of a run: an engine that sees rows a batch at a time
-    (a stream, a map transform) refuses it, before any request."""
-    if settings.length_control:
-        raise ConfigError(
-            f"length_control (--length-control) is not for {where}: <column>_lc comes from a line fitted on every "
-            "row of the run, and rows here pass one batch at a time. Score a Dataset (not streamed) with "
-            "score_dataset, --workers, --batch or --ray (the replies of this run serve it from the cache)"
-        )
-
-
-def refuse_in_a_map(settings: Settings, where: str) -> None:
-    """A map transform returns rows, no summary: ``length_control`` and ``generator_column`` (whose report is
-    the summary's) are refused; ``generator_model`` is checked at once, a warning if the judge is of its family."""
-    refuse_length_control(settings, where)
-    if settings.generator_column is not None:
-        raise ConfigError(
-            f"generator_column is not for {where}: its report (the rows a judge of the writer's family scored) is "
-            "in a run's summary, and a map transform has none. Score with score_dataset (or --ray), or compare "
-            "the scored rows against labels afterwards: hf-judge agreement --generator-column COLUMN"
-        )
+def warn_self_preference(settings: Settings) -> None:
+    """``generator_model`` checked at once where no summary reports it (a map transform): a warning if the judge is
+    of its family. (What such an engine refuses is in :mod:`hf_judge.engine.capabilities`.)"""
     if settings.generator_model is not None:
         family = figures.model_family(settings.generator_model)
         same = [j.model for j in settings.judges if family is not None and figures.model_family(j.model) == family]
