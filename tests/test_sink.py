@@ -22,7 +22,7 @@ def _score(capfd, judge, tmp_path, name, *extra):
     if not data.exists():
         qa_dataset(60).to_json(data)
     out = tmp_path / name
-    args = score_args(data, judge, "-o", out, "--cache-dir", tmp_path / "cache", *extra, metrics="QA_Correctness")
+    args = score_args(data, judge, "-o", out, "--cache-dir", tmp_path / f"cache-{name}", *extra, metrics="QA_Correctness")
     code, _, err = run_cli(capfd, *args)
     assert code == 0, err
     return out
@@ -63,3 +63,34 @@ def test_a_push_over_a_calibrated_repo_keeps_the_calibration_whichever_engine_sc
     card = _repo_card(repo)
     assert CALIBRATION_MARK in card and "Calibration against labels" in card
     assert set(_repo_summary(repo)["calibration"]) == {"QA_Correctness"}
+
+
+def test_a_streamed_runs_folder_reads_back_as_the_one_process_folder(judge, tmp_path, capfd, monkeypatch):
+    """hf_judge.load_result reads a streamed run's Parquet shards as it reads a saved folder: the same rows,
+    columns, errors and summary; no Arrow cache written. Every command reads it that way: `filter` keeps its
+    errors split (it lost it before, load_dataset(folder) giving the default config only)."""
+    import datasets
+
+    from hf_judge import ScoredDatasetDict, load_result
+
+    judge.configure(
+        faults=[{"fault": "status", "status": 400, "match": "row-3:"}, {"fault": "malformed_json", "match": "row-7:"}]
+    )
+    plain = _score(capfd, judge, tmp_path, "plain")
+    streamed = _score(capfd, judge, tmp_path, "streamed", "--streaming")
+    with pytest.raises(FileNotFoundError):  # datasets reads Arrow files only: the loader is the one way
+        load_from_disk(str(streamed))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    a, b = load_result(plain), load_result(streamed)
+    assert isinstance(b, ScoredDatasetDict) and list(a) == list(b) == ["train", "errors"]
+    assert not (tmp_path / "hf-cache").exists()
+    for split in a:
+        assert a[split].column_names == b[split].column_names
+        assert a[split].to_list() == b[split].to_list()
+    assert len(b["errors"]) == 2
+    for field in ("rows", "errors", "columns", "model", "prompts", "column_mapping"):
+        assert getattr(a.summary, field) == getattr(b.summary, field), field
+    for name, folder in (("pf", plain), ("sf", streamed)):
+        code, _, err = run_cli(capfd, "filter", folder, "--min", "QA_Correctness=1", "-o", tmp_path / name)
+        assert code == 0, err
+    assert load_result(tmp_path / "sf")["errors"].to_list() == load_result(tmp_path / "pf")["errors"].to_list()
