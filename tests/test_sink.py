@@ -22,7 +22,9 @@ def _score(capfd, judge, tmp_path, name, *extra):
     if not data.exists():
         qa_dataset(60).to_json(data)
     out = tmp_path / name
-    args = score_args(data, judge, "-o", out, "--cache-dir", tmp_path / f"cache-{name}", *extra, metrics="QA_Correctness")
+    args = score_args(
+        data, judge, "-o", out, "--cache-dir", tmp_path / f"cache-{name}", *extra, metrics="QA_Correctness"
+    )
     code, _, err = run_cli(capfd, *args)
     assert code == 0, err
     return out
@@ -94,3 +96,22 @@ def test_a_streamed_runs_folder_reads_back_as_the_one_process_folder(judge, tmp_
         code, _, err = run_cli(capfd, "filter", folder, "--min", "QA_Correctness=1", "-o", tmp_path / name)
         assert code == 0, err
     assert load_result(tmp_path / "sf")["errors"].to_list() == load_result(tmp_path / "pf")["errors"].to_list()
+
+
+def test_the_card_is_rendered_from_the_template_the_wheel_ships():
+    """The card's section comes from hf_judge/results/templates/card.md.j2 (jinja2, as huggingface_hub renders its
+    dataset card template), a file inside the package that the wheel's `packages = ["hf_judge"]` ships."""
+    import hf_judge
+    from hf_judge.results import card
+
+    template = card._card_template()
+    package = Path(hf_judge.__file__).parent
+    assert Path(template.filename) == package / "results" / "templates" / card.CARD_TEMPLATE
+    pyproject = (package.parent / "pyproject.toml").read_text()
+    wheel = pyproject.partition("[tool.hatch.build.targets.wheel]\n")[2].partition("\n[")[0]
+    assert wheel.strip() == 'packages = ["hf_judge"]'  # every file of the package, the template included
+    from datasets import Dataset, DatasetDict
+
+    text = card.render_section(DatasetDict({"train": Dataset.from_dict({"QA_Clarity": [1, 2, 2]})}), None)
+    assert text.startswith(card.START + "\n## Scored with hf-judge\n") and text.endswith("\n" + card.END)
+    assert "| `QA_Clarity` | 3 | 0 | 1.67 |" in text
