@@ -56,6 +56,7 @@ _SUBMODULE_ATTRS = {
     "engine.estimate": ["CostEstimate", "estimate_cost"],
     "results.filter": ["filter_by_scores"],
     "results.hub": ["push_scored"],
+    "results.loader": ["load_result"],
     "results.overview": ["RunOverview", "overview"],
     "results.report": ["write_report"],
     "transport.local": ["local_judge"],
@@ -117,6 +118,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .judging.validate import parse_binary_verdict, parse_pair_scores
     from .progress import Progress
     from .results.calibrated import apply_calibration
+    from .results.loader import load_result
     from .results.overview import RunOverview, overview
     from .results.report import write_report
     from .results.summary import RunSummary

@@ -163,7 +163,7 @@ def test_a_streamed_run_reads_its_overview_back_from_the_folder(judge, tmp_path,
     (col,) = folder_overview(out_dir).columns
     assert (col.scored, col.nulls, col.median) == (want["scored"], want["nulls"], want["median"])
     assert col.bins == [(str(v), want["counts"][v]) for v in range(1, 11)]
-    assert f"load_dataset('{out_dir}', 'errors')" in out and "plots          " in out
+    assert f"hf_judge.load_result('{out_dir}')" in out and "plots          " in out
 
 
 def test_the_card_shows_settings_a_glance_and_a_gallery_no_reprs(judge, tmp_path):

@@ -27,6 +27,9 @@ from .. import pages
 from ..errors import ConfigError, HubUnreachableError
 from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register, scrub
+from ..results.loader import load_result
+from ..results.report_stream import stream_folder
+from ..results.sink import RAY_MARKER
 from ..results.summary import SUMMARY_FILE, RunSummary
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
@@ -241,6 +244,9 @@ def _load_folder(spec: str, path: Path) -> DatasetDict | Dataset:
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
         loaded = load_from_disk(str(path))
         return loaded if isinstance(loaded, DatasetDict) else DatasetDict({"train": loaded})
+    if stream_folder(path) is not None or (path / RAY_MARKER).is_file():
+        # a streamed run's Parquet shards or a Ray output_dir: read back as a saved result is, errors included
+        return DatasetDict(load_result(path))
     try:
         return _utf8_checked(load_dataset(str(path)), sorted(f for f in path.rglob("*") if _is_text_data(f)))
     except (EmptyDatasetError, DataFilesNotFoundError):

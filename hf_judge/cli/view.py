@@ -115,13 +115,6 @@ def load_result(
     from .inputs import load_input
 
     ds = load_input(result, subset=subset, splits=splits, revision=revision, token=token)
-    if "errors" not in ds and Path(result, "errors").is_dir():  # a streamed result's folder: a config of its own
-        from datasets import load_dataset
-
-        try:
-            ds["errors"] = load_dataset(str(result), "errors", split="errors")
-        except Exception:  # noqa: BLE001 - an empty errors split (datasets cannot load a 0-row one): no errors
-            pass
     if "errors" not in ds and not Path(result).is_file():
         try:  # a Hub result (and a streamed one's folder) keeps its errors in a config of their own
             ds["errors"] = load_input(result, subset="errors", revision=revision, token=token)["errors"]

@@ -17,6 +17,7 @@ import pyarrow as pa
 from datasets import Dataset
 
 from ..errors import ConfigError
+from ..results.sink import RAY_MARKER
 from ..store.segments import missing_package
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 # the input row's position, carried through the scoring stage so a batch's errors name their rows; never written
 ROW_COLUMN = "_hf_judge_row"
-MARKER = ".hf_judge_output"  # written first: a rerun after a kill finds its own partial output, not a stranger's
+MARKER = RAY_MARKER  # written first: a rerun after a kill finds its own partial output (hf_judge.load_result reads it)
 
 
 class RayOutput:

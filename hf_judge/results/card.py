@@ -15,11 +15,13 @@ its two markers: text and metadata around it survive a second push.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+import jinja2
 import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict
@@ -496,59 +498,80 @@ def render_section(
     Example:
         >>> print(render_section(scored, scored.summary))  # doctest: +SKIP
     """
-    out = [START, "## Scored with hf-judge", ""]
     ov = _at_a_glance(scored, summary, by)
     glance = ov.to_markdown() if ov.columns else ""
-    if glance:
-        out += ["### Scores at a glance", "", glance, ""]
-    if ov.groups:
-        out += [f"### Scores by {ov.groups[0].by}", "", groups_markdown(ov.groups), ""]
-    if report:
-        out += _report_link(report)
-    if summary is not None:
-        out += (["### How they were made", ""] if glance else []) + _provenance(summary)
-    out += ["### Score distributions", ""]
+    splits = []
     for split, d in scored.items():
-        if split == "errors":
-            continue
-        cols = _card_columns(d, summary)
+        cols = _card_columns(d, summary) if split != "errors" else []
         if not cols:
             continue
-        out += [
-            f"**{split}**",
-            "",
-            "| column | count | null | mean | p10 | p50 | p90 |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        details, shown = [], {}
-        for c in cols:
-            s = column_stats(d, c)
-            out.append(
-                f"| `{c}` | {s['count']:,} | {s['null']:,} | {_fmt(s.get('mean'))} | {_fmt(s.get('p10'))} | "
-                f"{_fmt(s.get('p50'))} | {_fmt(s.get('p90'))} |"
-            )
-            picture = distribution_path(split, c)
-            if picture in pictures:
-                shown[f"{c} ({split})"] = picture
-            elif s.get("hist"):
-                details.append(f"`{c}`\n```\n{text_histogram(s['hist'])}\n```")
+        stats = {c: column_stats(d, c) for c in cols}
+        shown = {f"{c} ({split})": distribution_path(split, c) for c in cols}
+        shown = {title: path for title, path in shown.items() if path in pictures}
         shown = {**_panel_pictures(split, pictures), **shown}  # first: the columns hold means of these
-        out += ["", *([gallery(shown), ""] if shown else []), *details, ""]
-    if summary is not None:
-        out += bias.markdown(summary.length_bias, summary.longer_wins, summary.self_preference)
-        if summary.calibration:
-            columns = {c for d in scored.values() for c in d.column_names}
-            out += [*calibration_card(summary.calibration, columns), ""]
-    if reports:
-        out += ["### Agreement with labels", ""]
-        for i, r in enumerate(reports):
-            prefix = f"{PLOTS_DIR}/agreement/{i}_"
-            images = {p.removeprefix(prefix).removesuffix(".png"): p for p in sorted(pictures) if p.startswith(prefix)}
-            out += [r.to_markdown(), ""]
-            if images:
-                out += [gallery(images), ""]
-    out.append(END)
-    return scrub("\n".join(out))  # the model name and the rest come from the user's settings: no secret goes public
+        histograms = [
+            f"`{c}`\n```\n{text_histogram(s['hist'])}\n```"
+            for c, s in stats.items()
+            if distribution_path(split, c) not in pictures and s.get("hist")
+        ]
+        columns = [{"name": c, "count": s["count"], "null": s["null"], **_quantiles(s)} for c, s in stats.items()]
+        splits.append(
+            {"name": split, "columns": columns, "gallery": gallery(shown) if shown else "", "histograms": histograms}
+        )
+    values = {
+        "start": START,
+        "end": END,
+        "glance": glance,
+        "groups": groups_markdown(ov.groups) if ov.groups else "",
+        "groups_by": ov.groups[0].by if ov.groups else "",
+        "report": report,
+        "report_link": _report_link(report)[0] if report else "",
+        "provenance": _provenance(summary) if summary is not None else [],
+        "splits": splits,
+        "bias": bias.markdown(summary.length_bias, summary.longer_wins, summary.self_preference) if summary else [],
+        "calibration": _calibration_lines(scored, summary),
+        "reports": [_agreement_entry(i, r, pictures) for i, r in enumerate(reports)],
+    }
+    # the model name and the rest come from the user's settings: no secret goes public
+    return scrub(_card_template().render(values))
+
+
+def _quantiles(s: dict[str, Any]) -> dict[str, Any]:
+    return {k: s.get(k) for k in ("mean", "p10", "p50", "p90")}
+
+
+def _calibration_lines(scored: DatasetDict, summary: RunSummary | None) -> list[str]:
+    if summary is None or not summary.calibration:
+        return []
+    return calibration_card(summary.calibration, {c for d in scored.values() for c in d.column_names})
+
+
+def _agreement_entry(index: int, report: AgreementReport, pictures: Collection[str]) -> dict[str, str]:
+    """An agreement report's markdown and its pictures' gallery, for the card's "Agreement with labels"."""
+    prefix = f"{PLOTS_DIR}/agreement/{index}_"
+    images = {p.removeprefix(prefix).removesuffix(".png"): p for p in sorted(pictures) if p.startswith(prefix)}
+    return {"markdown": report.to_markdown(), "gallery": gallery(images) if images else ""}
+
+
+# the card's template, beside this module in the wheel (hatch ships every file of the hf_judge package)
+CARD_TEMPLATE = "card.md.j2"
+
+
+@functools.lru_cache(maxsize=1)
+def _card_template() -> jinja2.Template:
+    """The card's jinja2 template (``templates/card.md.j2``), as huggingface_hub renders its dataset card
+    template: markdown, so nothing is HTML-escaped; a line holding only a tag leaves no line."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("hf_judge.results", "templates"),
+        autoescape=False,  # a markdown card: its HTML (the galleries) is escaped where it is built
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["number"] = _fmt
+    return env.get_template(CARD_TEMPLATE)
 
 
 def _at_a_glance(scored: DatasetDict, summary: RunSummary | None, by: str | None) -> RunOverview:

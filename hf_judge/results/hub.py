@@ -26,6 +26,7 @@ from ..redact import register
 from .card import FILES_DIR, PLOTS_DIR, card_metadata, merge_card_text, picture_files, provenance_files, render_section
 from .groups import check_group_column, group_by_of
 from .report import REPORT_FILE
+from .sink import CALIBRATION_PREFIX, remote_calibrations, remote_file, stale_files, with_remote_calibrations
 from .stoppable import PushSteps, stoppable_push
 from .summary import RunSummary
 
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
     from ..analysis.calibration import Calibration
 
-# files a scores push leaves alone: a calibration fitted on labels belongs to the data, not to one run's scores
-CALIBRATION_PREFIX = f"{FILES_DIR}/calibration"
 
 logger = logging.getLogger("hf_judge")
 
@@ -164,7 +163,7 @@ def _push(
             text = str(card)
         except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
             text = "---\n---\n"
-    summary = _with_remote_calibration(summary, files, api, repo_id, revision)
+    summary = with_remote_calibrations(summary, files, api, repo_id, revision)
     page = _report_page(data, errors, summary, repo_id, by) if report else None
     page_path = f"{FILES_DIR}/{REPORT_FILE}" if page is not None else None
     card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures, page_path, by=by)))
@@ -178,9 +177,9 @@ def _push(
     ops: list[CommitOperationAdd | CommitOperationDelete] = [CommitOperationAdd("README.md", str(card).encode())]
     ops += [CommitOperationAdd(path, content) for path, content in new.items()]
     if summary is not None or pictures:
-        # an earlier run's prompts and pictures that these scores did not use
+        # an earlier run's prompts and pictures that these scores did not use (the one rule: sink.stale_files)
         ours = f"{FILES_DIR}/" if summary is not None else f"{PLOTS_DIR}/"
-        ops += [CommitOperationDelete(f) for f in files if f.startswith(ours) and f not in new and not _kept(f)]
+        ops += [CommitOperationDelete(f) for f in stale_files(files, new, (ours,))]
     api.create_commit(
         repo_id,
         ops,
@@ -192,10 +191,6 @@ def _push(
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)
     return url
-
-
-def _kept(path: str) -> bool:
-    return path.startswith(CALIBRATION_PREFIX)
 
 
 def push_calibration(
@@ -222,7 +217,7 @@ def push_calibration(
     with quiet(*LIBRARY_CHATTER):
         api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
         files = set(api.list_repo_files(repo_id, repo_type="dataset", revision=revision))
-        held = _remote_calibrations(sorted(files), api, repo_id, revision)
+        held = remote_calibrations(sorted(files), api, repo_id, revision)
         path = _calibration_path(calibration.score, held, files)
         ops = [CommitOperationAdd(path, json.dumps(calibration.to_dict(), indent=1).encode())]
         if png is not None:
@@ -236,14 +231,6 @@ def push_calibration(
             commit_message=f"Calibration of {calibration.score} against {calibration.label} (hf-judge)",
         )
     return f"{api.endpoint}/datasets/{repo_id}/blob/{revision or 'main'}/{path}"
-
-
-def _remote_file(api: HfApi, repo_id: str, path: str, revision: str | None) -> bytes:
-    from huggingface_hub import hf_hub_download
-
-    local = hf_hub_download(repo_id, path, repo_type="dataset", revision=revision, token=api.token)
-    with open(local, "rb") as f:
-        return f.read()
 
 
 def _calibration_path(score: str, held: dict[str, tuple[str, Calibration]], files: set[str]) -> str:
@@ -270,7 +257,7 @@ def _card_with_calibration(
 
     summary_path = f"{FILES_DIR}/summary.json"
     if summary_path in files:
-        stored = RunSummary.from_dict(json.loads(_remote_file(api, repo_id, summary_path, revision)))
+        stored = RunSummary.from_dict(json.loads(remote_file(api, repo_id, summary_path, revision)))
     else:
         stored = RunSummary()
     summary = with_calibrations(stored, [calibration], path)
@@ -279,53 +266,10 @@ def _card_with_calibration(
     if summary_path in files:
         ops.append(CommitOperationAdd(summary_path, json.dumps(summary.to_dict(), indent=1, default=str).encode()))
     if "README.md" in files:
-        text = _remote_file(api, repo_id, "README.md", revision).decode("utf-8")
+        text = remote_file(api, repo_id, "README.md", revision).decode("utf-8")
         card = merge_calibration_card(text, calibration_card(summary.calibration), END)
         ops.append(CommitOperationAdd("README.md", card.encode()))
     return ops
-
-
-def _remote_calibrations(
-    files: list[str], api: HfApi, repo_id: str, revision: str | None
-) -> dict[str, tuple[str, Calibration]]:
-    """Score -> (path, calibration) of the repo's ``hf_judge/calibration*.json`` files; one this hf-judge cannot
-    read is left out with a warning."""
-    import json
-
-    from ..analysis.calibration import Calibration
-
-    out: dict[str, tuple[str, Calibration]] = {}
-    for path in files:
-        name = path.removeprefix(f"{FILES_DIR}/")
-        if not path.startswith(CALIBRATION_PREFIX) or not path.endswith(".json") or "/" in name:
-            continue
-        if name != "calibration.json" and not name.startswith("calibration_"):
-            continue
-        try:
-            with quiet(*LIBRARY_CHATTER):
-                cal = Calibration(**json.loads(_remote_file(api, repo_id, path, revision)))
-        except (TypeError, ValueError):  # another hf-judge's format: the card goes without it, the push goes on
-            logger.warning("%s in %s is not a calibration this hf-judge reads: the card leaves it out", path, repo_id)
-            continue
-        out.setdefault(cal.score, (path, cal))
-    return out
-
-
-def _with_remote_calibration(
-    summary: RunSummary | None, files: list[str], api: HfApi, repo_id: str, revision: str | None
-) -> RunSummary | None:
-    """The summary with the repo's own calibrations (``calibration.json``, ``calibration_<score>.json``)
-    recorded where it does not say them already: a later push of the scores keeps them in the card, as it keeps
-    the files."""
-    from .calibrated import with_calibrations
-
-    if summary is None:
-        return summary
-    held = _remote_calibrations(files, api, repo_id, revision)
-    new = [(path, cal) for score, (path, cal) in held.items() if score not in summary.calibration]
-    for path, cal in new:
-        summary = with_calibrations(summary, [cal], path) or summary
-    return summary
 
 
 def _report_page(

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..redact import register
 from .card import merge_card_text
+from .sink import stale_files, with_remote_calibrations
 from .stoppable import PushSteps, stoppable_push
 
 logger = logging.getLogger("hf_judge")
@@ -56,30 +57,37 @@ def _push(
     commit_message: str | None,
     page: bytes | None,
 ) -> str:
-    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
+    from ..progress import LIBRARY_CHATTER, quiet
     from .card import FILES_DIR, with_report_link
-    from .output import MANIFEST
     from .report import REPORT_FILE
 
     repo_id = steps.repo_id
     api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    card = _merged_card(api, repo_id, (root / "README.md").read_text(encoding="utf-8"))
+    with quiet(*LIBRARY_CHATTER):
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
+    uploads = _folder_files(root)
+    card = (root / "README.md").read_text(encoding="utf-8")
+    card = _with_kept_calibrations(root, card, uploads, files, api, repo_id, revision)
+    card = _merged_card(api, repo_id, card)
     ops = []
     if page is not None:
         ops.append(CommitOperationAdd(f"{FILES_DIR}/{REPORT_FILE}", page))
         card = with_report_link(card, f"{FILES_DIR}/{REPORT_FILE}")
-    api.upload_folder(
-        repo_id=repo_id,
-        folder_path=root,
+    new = {*uploads, *(op.path_in_repo for op in ops)}
+    # an earlier push's shards, errors and prompt files go, its calibrations stay: the one rule, sink.stale_files
+    data_ops: list[CommitOperationAdd | CommitOperationDelete] = [
+        CommitOperationAdd(path, content) for path, content in uploads.items()
+    ]
+    data_ops += [CommitOperationDelete(f) for f in stale_files(files, new)]
+    api.create_commit(
+        repo_id,
+        data_ops,
         repo_type="dataset",
         revision=revision,
         commit_message=commit_message or "Upload the scored dataset (hf-judge, streaming)",
-        # the local manifest and summary stay local (the summary goes as hf_judge/summary.json); README: below
-        ignore_patterns=[MANIFEST, "summary.json", "README.md", REPORT_FILE],
-        # an earlier push's shards, errors and prompt files go: the repo holds this result only
-        delete_patterns=["data/**", "errors/**", "hf_judge/**"],
     )
     steps.done(DATA_STEP)
     api.create_commit(
@@ -93,6 +101,50 @@ def _push(
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)
     return url
+
+
+def _folder_files(root: Path) -> dict[str, Path | bytes]:
+    """Repo path -> local file of what a folder pushes: its shards, errors and provenance files. The local
+    manifest and summary stay local (the summary goes as hf_judge/summary.json); the card is pushed on its own,
+    and a folder's own ``report.html`` names the folder."""
+    from .output import MANIFEST
+    from .report import REPORT_FILE
+    from .summary import SUMMARY_FILE
+
+    local = {MANIFEST, SUMMARY_FILE, "README.md", REPORT_FILE}
+    return {
+        p.relative_to(root).as_posix(): p
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.relative_to(root).as_posix() not in local
+    }
+
+
+def _with_kept_calibrations(
+    root: Path,
+    card: str,
+    uploads: dict[str, Path | bytes],
+    files: list[str],
+    api: Any,
+    repo_id: str,
+    revision: str | None,
+) -> str:
+    """The card (and, in ``uploads``, ``hf_judge/summary.json``) with the calibrations the repo holds recorded, as
+    ``push_scored`` keeps them: an earlier ``calibrate --push-to-hub``'s files stay, and so does its card part."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from .calibration_card import calibration_card, merge_calibration_card
+    from .card import END, FILES_DIR
+    from .summary import RunSummary
+
+    summary = RunSummary.load(root)
+    merged = with_remote_calibrations(summary, files, api, repo_id, revision)
+    if merged is None or summary is None or merged.calibration == summary.calibration:
+        return card
+    uploads[f"{FILES_DIR}/summary.json"] = json.dumps(merged.to_dict(), indent=1, default=str).encode()
+    columns = {c for p in uploads if p.startswith("data/") for c in pq.read_schema(root / p).names}
+    return merge_calibration_card(card, calibration_card(merged.calibration, columns), END)
 
 
 def _merged_card(api: Any, repo_id: str, ours: str) -> str:

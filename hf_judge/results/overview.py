@@ -228,13 +228,15 @@ def errors_command(saved_to: str | None = None, *, streamed: bool = False, repo:
         python -c "import datasets as d; print(*d.load_from_disk('out')['errors'], sep='\\n')"
     """
     if saved_to:
-        load = f"load_dataset({saved_to!r}, 'errors')" if streamed else f"load_from_disk({saved_to!r})"
+        # a streamed run's Parquet shards: load_from_disk reads Arrow files only, hf_judge.load_result any folder
+        load = f"hf_judge.load_result({saved_to!r})" if streamed else f"d.load_from_disk({saved_to!r})"
         where = saved_to
     elif repo:
-        load, where = f"load_dataset({repo!r}, 'errors')", repo
+        load, where = f"d.load_dataset({repo!r}, 'errors')", repo
     else:
         return ""
-    code = f"import datasets as d; print(*d.{load}['errors'], sep='\\n')"
+    module = "hf_judge" if streamed and saved_to else "datasets as d"
+    code = f"import {module}; print(*{load}['errors'], sep='\\n')"
     # double quotes read best, and are safe unless the path holds what a shell expands inside them
     return f'python -c "{code}"' if not set(where) & set("\"$`\\!'") else f"python -c {shlex.quote(code)}"
 
