@@ -225,3 +225,19 @@ def test_labels_are_kept_under_the_rows_identity_not_the_result_s_name(tmp_path)
     assert key(one) != key(two)
     one.save_to_disk(tmp_path / "saved")
     assert key(one) == key(load_from_disk(tmp_path / "saved")) == key(one)
+
+
+def test_a_priced_summary_is_checked_without_a_warning():
+    """A run priced from genai-prices records where its prices came from (``source``): a text beside the numbers,
+    which the page's check must not read as a broken price (every priced run warned "price holds something
+    other than numbers")."""
+    from hf_judge import RunSummary
+    from hf_judge.results.report_summary import checked_summary
+    from hf_judge.transport.prices import load_prices
+
+    price = load_prices()["gpt-4.1-nano"].model_dump()
+    assert isinstance(price["source"], str)
+    checked, problems = checked_summary(RunSummary(price=price, prompt_tokens=1000, completion_tokens=10))
+    assert problems == [] and checked is not None and checked.price == price
+    _, problems = checked_summary(RunSummary(price={**price, "input": "cheap"}))
+    assert problems == ["summary.json: `price` holds something other than numbers: ignored"]

@@ -16,6 +16,7 @@ from .summary import BATCH_COUNTERS, RUN_COUNTERS, RunSummary
 # fields holding a mapping of name -> count, of name -> text
 _COUNTS = ("rows", "errors", "failed_attempts")
 _TEXTS = ("metrics", "column_mapping")
+_PRICE_TEXTS = ("source", "batch_source")  # Price's texts beside its numbers
 
 
 def _clean(value: Any, found: set[str]) -> Any:
@@ -106,7 +107,9 @@ def checked_summary(summary: RunSummary | None) -> tuple[RunSummary | None, list
         if given is not None and not (isinstance(given, dict) and all(_number(v) for v in given.values())):
             problems.append(f"`filters.{key}` is not column -> number: ignored")
             values["filters"] = {k: v for k, v in values["filters"].items() if k != key}
-    if not all(_number(v) for v in (values["price"] or {}).values()):
+    price = values["price"] or {}
+    # the USD figures are numbers (or null: not given); where they came from is a text
+    if not all(_number(v) or v is None or (k in _PRICE_TEXTS and isinstance(v, str)) for k, v in price.items()):
         problems.append("`price` holds something other than numbers: ignored")
         values["price"] = None
     tiers = values["cascade"].get("tiers")
