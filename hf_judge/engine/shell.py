@@ -309,26 +309,30 @@ def judge_columns(layout: Layout, plans: Sequence[Plan], names: Iterable[str]) -
 # -- interruption --------------------------------------------------------------------------------------------------
 
 
+NO_CACHE = "The cache is off (use_cache=False, --no-cache)"
+
+
 def interrupted(use_cache: bool, written: int | None = None, *, batch: bool = False) -> InterruptedRun:
     """What a Ctrl-C (or a kill) kept, in one wording for every engine: the replies in the cache (``written`` of
-    them; None: other processes saved them, as ``num_workers``'), the batches submitted, or nothing without a
-    cache.
+    them; None: other processes wrote them, ``num_workers``'), the batches submitted, or nothing without a cache.
 
     Example:
-        >>> str(interrupted(True, 1234))
-        'interrupted. 1,234 replies of this run are saved in the cache; run the same command again (or read the stream again) to resume where it stopped: stored replies are not sent again.'
+        >>> print(interrupted(True, 1234))  # doctest: +ELLIPSIS
+        interrupted. 1,234 replies of this run are saved in the cache; run the same command again to resume ...
     """
     if not use_cache:
-        return InterruptedRun("interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept.")
-    saved = "The replies the workers received are saved" if written is None else f"{written:,} replies of this run are saved"
+        return InterruptedRun(f"interrupted. {NO_CACHE}: nothing of this run was kept.")
+    saved = "The replies the workers received are saved"  # in the workers' stores: this process wrote none
+    if written is not None:
+        saved = f"{written:,} replies of this run are saved"
     batches = (
         " The batches submitted are recorded there too: the next run collects them, submitting nothing twice."
         if batch
         else ""
     )
     return InterruptedRun(
-        f"interrupted. {saved} in the cache; run the same command again (or read the stream again) to resume where "
-        f"it stopped: stored replies are not sent again.{batches}"
+        f"interrupted. {saved} in the cache; run the same command again to resume where it stopped (a stream: read it "
+        f"again); stored replies are not sent again.{batches}"
     )
 
 
