@@ -248,6 +248,8 @@ class Streams:
         # the run history of a stream's split is kept as a Dataset's: beside the results cache, under the job's key
         kept = ctx.use_cache and bool(plans)  # a split that sends nothing has no history
         history = ctx.cache_root / "results" / f"stream-{self.job_key()}-{split}.arrow" if kept else None
+        if history is not None:
+            history.parent.mkdir(parents=True, exist_ok=True)
         current = (split, history, counters(clients), time.perf_counter())
         states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
         sample = StreamSample(self.checks.needed()) if self.checks is not None and plans else None
