@@ -105,7 +105,8 @@ def test_one_merge_of_counters_for_every_engine():
     b = Stats(requests=3, prompt_tokens=5)  # sent with the schema, or nothing: says the default
     b.statuses.update({200: 3, 500: 1})
     one = merge_stats(merge_stats(Stats(), a), json.loads(json.dumps(stats_delta(b, None))))
-    assert (one.requests, one.prompt_tokens, dict(one.failures), dict(one.statuses)) == (5, 15, {"timeout": 1}, {200: 5, 500: 1})
+    assert (one.requests, one.prompt_tokens, dict(one.failures)) == (5, 15, {"timeout": 1})
+    assert dict(one.statuses) == {200: 5, 500: 1}
     assert one.structured_output == "json_object"
     panel = total_stats([Stats(requests=1), Stats(requests=2, structured_output="json_object")])
     assert panel.requests == 3 and panel.structured_output == "json_schema, json_object"
