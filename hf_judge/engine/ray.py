@@ -31,7 +31,6 @@ import os
 import socket
 import time
 import uuid
-from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +45,8 @@ from ..results.bias import BiasChecks, warn_self_preference
 from .capabilities import check
 from .core import Plan, score_features
 from .ray_output import ROW_COLUMN, RayOutput
+from .runs import COUNTERS, moved_entry
+from .shell import fill_summary, merged_per_judge, panel_agreement, stats_delta, stats_dict, total_stats
 from .transform import RAW_CHARS, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
@@ -266,7 +267,7 @@ class _Scorer:
         self.judges = self.runtime.judges
         self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
         self.batch_stats = batch_stats
-        self.reported: dict[str, Any] = {}  # the counters up to the last batch
+        self.reported: list[dict[str, Any]] = [{} for _ in self.judges]  # each judge's counters up to the last batch
 
     def __call__(self, table: pa.Table) -> pa.Table:
         batch = {c: table.column(c).to_pylist() for c in self.needed}
@@ -282,17 +283,10 @@ class _Scorer:
         return table
 
     def _moved(self) -> str:
-        """The client's counters since the last batch, as JSON: this batch's requests, tokens, retries, failures."""
-        from .runs import RUN_COUNTERS, total_stats
-
-        s = total_stats(self.judges)
-        now: dict[str, Any] = {k: getattr(s, k) for k in RUN_COUNTERS}
-        now["failures"] = dict(s.failures)
-        before = self.reported
-        moved: dict[str, Any] = {k: now[k] - before.get(k, 0) for k in RUN_COUNTERS}
-        moved["failures"] = {k: n - before.get("failures", {}).get(k, 0) for k, n in now["failures"].items()}
-        moved["structured_output"] = s.structured_output
-        self.reported = now
+        """Each judge's counters since the last batch, as JSON (the run shell's dict form, :func:`.shell.stats_delta`):
+        this batch's requests, tokens, retries, failures; per judge, so that a panel's lost judge shows."""
+        moved = [stats_delta(j.stats, before) for j, before in zip(self.judges, self.reported, strict=True)]
+        self.reported = [stats_dict(j.stats) for j in self.judges]
         return json.dumps(moved)
 
     def __del__(self) -> None:
@@ -413,7 +407,6 @@ def _on_ray(
     from ..results.errors_split import ERRORS_SPLIT, errors_dataset
     from ..results.scored import ScoredDatasetDict
     from .prepare import as_splits, build_plans, check_samples
-    from .runs import moved_entry
 
     splits, _ = as_splits(ds)
     # the same if_exists rules as score_dataset's: a metric already there is kept, renamed beside <Mode>_All, or
@@ -425,12 +418,12 @@ def _on_ray(
     checks = BiasChecks.of(job.metrics, job.columns, job.settings) if job.bias_checks else None
     if checks is not None:
         checks.check_input({s: d.column_names for s, d in splits.items()})
-    started = time.monotonic()
+    started = time.perf_counter()
     run_id, run_started = uuid.uuid4().hex[:12], datetime.now(timezone.utc).isoformat(timespec="seconds")
     size = actors if isinstance(actors, int) else actors[1]
     results: dict[str, Dataset] = {}
     errors: list[dict[str, Any]] = []
-    moved: list[dict[str, Any]] = []  # each batch's counters
+    moved: list[Any] = []  # each batch's counters: a list of one dict per judge
     runs: list[dict[str, Any]] = []  # this run's entry of each split's history, from its batches' counters
     for split, d in splits.items():
         if len(d) == 0:  # Ray Data gives no block back, so no columns: score_dataset's, which sends nothing for 0 rows
@@ -460,22 +453,23 @@ def _on_ray(
             results[split], found, batches = output.write_split(split, scored, STATS_COLUMN, ERRORS_COLUMN)
             errors += found
             moved += batches
-        runs.append(moved_entry(run_id, run_started, split, moved[first:], time.monotonic() - split_started))
-    summary = _summary(job, base_urls, splits, results, errors, moved, (kept, renamed))
+        split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))
+        entry = {k: getattr(split_stats, k) for k in COUNTERS}
+        runs.append(moved_entry(run_id, run_started, split, entry, time.monotonic() - split_started))
+    summary = _summary(job, base_urls, splits, results, errors, moved, started, (kept, renamed))
     summary.add_runs(runs)  # the figures the summary adds up from the same batches: what the run paid
     if checks is not None:
         results = checks.apply(summary, results)
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = errors_dataset(errors)
     out.summary = summary
-    out.summary.elapsed_s = time.monotonic() - started
     out.summary.notes.append(f"scored on Ray by {actors} actors")
     if output is not None:
         output.write_errors_and_summary(out[ERRORS_SPLIT], out.summary)
     return out
 
 
-def _collected(table: pa.Table, split: str, errors: list[dict[str, Any]], moved: list[dict[str, Any]]) -> Dataset:
+def _collected(table: pa.Table, split: str, errors: list[dict[str, Any]], moved: list[Any]) -> Dataset:
     """A split's scored table from the actors: its error rows go to ``errors``, each batch's counters to
     ``moved``, and what is left is the split with its score columns."""
     for text in table.column(STATS_COLUMN).to_pylist():
@@ -494,13 +488,14 @@ def _summary(
     splits: dict[str, Dataset],
     results: dict[str, Dataset],
     errors: list[dict[str, Any]],
-    moved: list[dict[str, Any]],
+    moved: list[list[dict[str, Any]]],
+    started: float,
     kept_renamed: tuple[dict[str, list[str]], dict[str, dict[str, str]]] | None = None,
 ) -> Any:
-    """The run summary of a Ray run: what ``score_dataset``'s says, with the counters the batches brought back."""
+    """The run summary of a Ray run: the run shell's (:func:`.shell.fill_summary`), with each judge's counters
+    merged from what the batches brought back."""
     from ..transport.client import JudgeClient
     from .prepare import column_mapping, judge_specs, new_summary
-    from .runs import RUN_COUNTERS, panel_agreement
 
     settings, layout, loaded = job.settings, job.layout, job.metrics
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
@@ -513,15 +508,7 @@ def _summary(
         summary.agreement = panel_agreement(layout, results, {s: plans for s in results})
     summary.column_mapping = column_mapping(loaded, job.columns, splits)
     summary.rows = {s: len(d) for s, d in results.items()}
-    summary.errors = dict(Counter(str(e["kind"]) for e in errors))
-    for k in RUN_COUNTERS:
-        setattr(summary, k, sum(m[k] for m in moved))
-    summary.failed_attempts = dict(sum((Counter(m["failures"]) for m in moved), Counter()))
-    if moved:
-        summary.structured_output = moved[-1]["structured_output"]
-    prices = {c.price for c in clients}  # as score_dataset's: one price for the run's tokens, where there is one
-    price = prices.pop() if len(prices) == 1 else None
-    summary.price = price.model_dump() if price is not None else None
+    fill_summary(summary, clients, errors, started, stats=merged_per_judge(moved, len(clients)))
     return summary
 
 

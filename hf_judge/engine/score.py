@@ -20,10 +20,10 @@ from typing import Any
 import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, concatenate_datasets
 
-from ..errors import ConfigError, DiskFullError, InterruptedRun, RunStopped
+from ..errors import ConfigError, DiskFullError, RunStopped
 from ..judging.ensemble import Layout
 from ..pages import file_paths, release
-from ..progress import ProgressBar, ProgressCallback, datasets_bars_off
+from ..progress import ProgressCallback, datasets_bars_off
 from ..redact import install_log_filter
 from ..results.bias import BiasChecks
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
@@ -48,18 +48,15 @@ from .prepare import (
     run_settings,
     settings_doc,
 )
-from .runs import (
-    Checkpoints,
+from .runs import counters, read_runs, record_run, unlink_quietly
+from .shell import (
     RunResources,
     SplitContext,
-    counters,
+    checkpoints,
     fill_summary,
+    interrupted,
     panel_agreement,
-    read_runs,
-    record_run,
-    run_entry,
-    unlink_quietly,
-    write_runs,
+    progress_for,
 )
 
 logger = logging.getLogger("hf_judge")
@@ -248,7 +245,11 @@ def score_job(
                 results[split] = _score_split(ctx, split, d, plans_by_split[split], errors)
                 summary.rows[split] = len(d)
     except KeyboardInterrupt:
-        raise _interrupted(ctx, settings) from None
+        raise interrupted(
+            ctx.use_cache,
+            None if settings.num_workers > 1 else ctx.resources.written if ctx.resources else 0,
+            batch=settings.batch,
+        ) from None
     except RunStopped as e:
         logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
         raise
@@ -281,27 +282,6 @@ def engine_of(settings: Settings, ds: object) -> str:
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
         return "stream"
     return "workers" if settings.num_workers > 1 else "dataset"
-
-
-def _interrupted(ctx: SplitContext, settings: Settings) -> InterruptedRun:
-    """What a Ctrl-C kept: the replies in the cache (and the batches submitted), or nothing without a cache."""
-    if not ctx.use_cache:
-        return InterruptedRun(
-            "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
-        )
-    batches = (
-        " The batches submitted are recorded there too: the next run collects them, submitting nothing twice."
-        if settings.batch
-        else ""
-    )
-    saved = (
-        "The replies the workers received are saved"  # in the workers' stores: this process wrote none
-        if settings.num_workers > 1
-        else f"{ctx.resources.written if ctx.resources else 0:,} replies of this run are saved"
-    )
-    return InterruptedRun(
-        f"interrupted. {saved} in the cache; run the same command again to resume where it stopped.{batches}"
-    )
 
 
 def _warn_batches_in_flight(store_path: Path, client: JudgeClient) -> None:
@@ -491,18 +471,13 @@ def _workers_run(
         )
         for i, (a, b) in enumerate(shard_bounds(len(d), client.settings.num_workers))
     ]
-    progress = ctx.progress
-    bar = ProgressBar(split, len(d)) if progress is True else None
-    on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
+    bar, on_progress = progress_for(ctx.progress, split, len(d))
     judges = ctx.judges or [client]
     current = (split, cache_file if ctx.use_cache else None, counters(judges), time.perf_counter())
-
-    def checkpoint() -> None:  # as Checkpoints does for one process: a kill -9 keeps the counters so far
-        write_runs(cache_file, ctx.run_id, run_entry(ctx.summary, current, judges, ctx.run_id, ctx.run_started))
-
+    # score_split keeps the judges' counters current with the workers' reports: the checkpoints read them
+    saving = checkpoints(ctx.use_cache, ctx.summary, current, judges, ctx.run_id, ctx.run_started)
     try:
-        stats = [j.stats for j in judges]
-        paths, shard_errors = score_split(jobs, stats, on_progress, checkpoint if ctx.use_cache else None)
+        paths, shard_errors = score_split(jobs, [j.stats for j in judges], on_progress)
         errors.extend(shard_errors)
         if not ctx.use_cache:
             concat_arrow(paths, folder / "scores.arrow")
@@ -515,6 +490,8 @@ def _workers_run(
             weakref.finalize(scores.data, unlink_quietly, done)
         return scores
     finally:
+        if saving is not None:
+            saving.stop()
         if bar is not None:
             bar.close()
         shutil.rmtree(folder, ignore_errors=True)
@@ -538,9 +515,8 @@ def _fresh_run(
     res.open()
     loop = res.loop
     assert loop is not None  # open() started it
-    client, progress = ctx.client, ctx.progress
-    bar = ProgressBar(split, len(d)) if progress is True and len(d) else None
-    on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
+    client = ctx.client
+    bar, on_progress = progress_for(ctx.progress, split, len(d))
     run = res.active = SplitRun(
         split,
         d,
@@ -557,10 +533,7 @@ def _fresh_run(
     )
     current = (split, cache_file if ctx.use_cache else None, counters(ctx.judges or [client]), time.perf_counter())
     judges = ctx.judges or [client]
-    every = client.settings.history_every_s
-    checkpoints = (
-        Checkpoints(loop, every, ctx.summary, current, judges, ctx.run_id, ctx.run_started) if ctx.use_cache else None
-    )
+    saving = checkpoints(ctx.use_cache, ctx.summary, current, judges, ctx.run_id, ctx.run_started)
     try:
         feeder = loop.submit(run.feed())
         try:
@@ -591,8 +564,8 @@ def _fresh_run(
         release(run.input_files | file_paths(scores.cache_files))  # read again only where used
         res.active = None
     finally:
-        if checkpoints is not None:
-            checkpoints.stop()
+        if saving is not None:
+            saving.stop()
         # also when stopped mid-split: what it paid for counts when a later run resumes
         record_run(ctx.summary, current, judges, ctx.run_id, ctx.run_started)
     return scores

@@ -39,8 +39,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
 
-from ..errors import ConfigError, InterruptedRun
-from ..progress import ProgressBar, ProgressCallback
+from ..errors import ConfigError
+from ..progress import ProgressCallback
 from ..results.bias import BiasChecks, StreamSample
 from ..results.card import card_metadata, merge_card_text, provenance_files, render_section
 from ..results.columns import SCORE_TYPES
@@ -49,6 +49,8 @@ from ..results.hub_folder import push_folder
 from ..store.replies import ReplyStore
 from .core import Plan
 from .pipeline import LoopThread, SplitRun, sparse_gc
+from .runs import counters, record_run
+from .shell import RunResources, checkpoints, fill_summary, interrupted, judge_columns, panel_agreement, progress_for
 
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
     from ..results.report_stream import StreamPage
     from ..results.summary import RunSummary
     from ..transport.client import JudgeClient
-    from .runs import SplitContext
+    from .shell import SplitContext
 
 logger = logging.getLogger("hf_judge")
 
@@ -215,6 +217,8 @@ class Streams:
         self.kinds: dict[str, Counter[str]] = {}  # split -> the count of each kind of error of that reading
         self.earlier = _write_errors(earlier_errors, self.spill_paths(itertools.count()))
         self.started = time.perf_counter()
+        self.written = 0  # replies this result's readings wrote to the store, what a Ctrl-C says were saved
+        self._job_key: str | None = None
         self.key = uuid.uuid4().hex
         _LIVE[self.key] = self
 
@@ -230,8 +234,6 @@ class Streams:
         ``state_dict()`` after them. ``resume`` (``rows``, ``state``, ``kinds``: the count of each kind of error
         so far): go on after that many rows. The caller keeps the error rows (:meth:`reading` writes them to
         Parquet). One reading is one run: the event loop, client session and reply store are open while it lasts."""
-        from .runs import RunResources, counters, fill_summary, record_run
-
         ctx, plans, schema = self.ctx, self.plans[split], self.features[split].arrow_schema
         d = self.splits[split].with_format("arrow")
         first, kinds = 0, Counter[str]()
@@ -241,12 +243,21 @@ class Streams:
         client, summary = ctx.client, ctx.summary
         rows = first
         known = _known_rows(self.splits[split])
-        bar = ProgressBar(split, known - first if known > first else None) if ctx.progress is True else None
-        on_progress = ctx.progress if callable(ctx.progress) else bar if bar is not None and not bar.disabled else None
+        bar, on_progress = progress_for(ctx.progress, split, known - first if known > first else None)
         clients = ctx.judges or [client]
-        current = (split, None, counters(clients), time.perf_counter())
+        # the run history of a stream's split is kept as a Dataset's: beside the results cache, under the job's key
+        kept = ctx.use_cache and bool(plans)  # a split that sends nothing has no history
+        history = ctx.cache_root / "results" / f"stream-{self.job_key()}-{split}.arrow" if kept else None
+        if history is not None:
+            history.parent.mkdir(parents=True, exist_ok=True)
+        current = (split, history, counters(clients), time.perf_counter())
         states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
         sample = StreamSample(self.checks.needed()) if self.checks is not None and plans else None
+        # a panel's agreement from a uniform sample of the judges' columns (all of them up to its size): memory
+        # stays bounded, and a split of at most STREAM_SAMPLE_ROWS rows gets the figures of a Dataset's run
+        judged = judge_columns(ctx.layout, plans, schema.names)
+        agreeing = StreamSample(judged) if judged else None
+        saving = None
 
         def inputs() -> Iterator[pa.Table]:
             for table in d.iter(batch_size=min(STREAM_BATCH, ctx.window)):
@@ -263,6 +274,7 @@ class Streams:
                 with sparse_gc(), RunResources(clients, self.store_path, self.ctx.remote) as res:
                     res.open()
                     assert res.loop is not None  # open() started it
+                    saving = checkpoints(ctx.use_cache, summary, current, clients, ctx.run_id, ctx.run_started)
                     for table, scores, errs in score_batches(
                         inputs(),
                         plans,
@@ -283,21 +295,37 @@ class Streams:
                         out = _with_scores(table, scores, schema)
                         if sample is not None:
                             sample.add(out)
+                        if agreeing is not None:
+                            agreeing.add(out)
                         yield out, errs, states.popleft()
+                        self.written = res.written
             self.kinds[split] = kinds
         except KeyboardInterrupt:
-            raise _interrupted(ctx.use_cache) from None
+            raise interrupted(ctx.use_cache, self.written) from None
         finally:
+            if saving is not None:
+                saving.stop()
             if bar is not None:
                 bar.close()
             summary.rows[split] = rows
             if plans:
                 record_run(summary, current, clients, ctx.run_id, ctx.run_started)
-            fill_summary(summary, clients, [], self.started)
-            summary.errors = dict(self.error_kinds())  # counted as they passed: the rows are on disk
+            # the error rows are counted as they passed: they are on disk
+            fill_summary(summary, clients, self.error_kinds(), self.started)
+            if agreeing is not None and agreeing.rows:
+                summary.agreement[split] = self.agreement(split, agreeing)
             if sample is not None:
                 self.samples[split] = sample
                 self._check()
+
+    def agreement(self, split: str, sample: StreamSample) -> dict[str, Any]:
+        """A panel's agreement on the split's sample of its judges' columns (see :func:`.shell.panel_agreement`);
+        past the sample's size, the figures of a uniform sample, which a note says."""
+        if sample.seen > sample.size and not any(split in n and "agreement" in n for n in self.ctx.summary.notes):
+            self.ctx.summary.notes.append(
+                f"the agreement of {split!r} is that of a uniform sample of {sample.size:,} of its {sample.seen:,} rows"
+            )
+        return panel_agreement(self.ctx.layout, {split: sample.dataset()}, {split: self.plans[split]})[split]
 
     def _check(self) -> None:
         """The bias checks on the samples of the splits read so far; each warning logged once per result."""
@@ -342,8 +370,11 @@ class Streams:
 
     def job_key(self) -> str:
         """What a save's progress file belongs to: the inputs (names, files, features, first row) and what is
-        asked of them. A folder left by another job is not resumed from."""
+        asked of them. A folder left by another job is not resumed from; the history of its runs is kept under it."""
         import hashlib
+
+        if self._job_key is not None:
+            return self._job_key
 
         ctx = self.ctx
         state: dict[str, Any] = {
@@ -364,7 +395,8 @@ class Streams:
                 first_row(d, list(d.column_names or [])),
                 [[p.metric.name, p.metric.prompt_hash, p.columns, p.temperature] for p in self.plans[split]],
             ]
-        return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
+        self._job_key = hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
+        return self._job_key
 
     def all_errors(self) -> ErrorFiles:
         """The errors split of the splits read so far, on disk: the input's own error rows first."""
@@ -530,16 +562,7 @@ def write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequen
     try:
         _write_result(streams, root, shard_bytes, reports)
     except KeyboardInterrupt:  # one that came between two batches (writing a shard, the progress file)
-        raise _interrupted(streams.ctx.use_cache) from None
-
-
-def _interrupted(use_cache: bool) -> InterruptedRun:
-    return InterruptedRun(
-        "interrupted. Every reply received is saved in the reply cache; read the result again "
-        "(or run the same command again) to resume: stored replies are not sent again."
-        if use_cache
-        else "interrupted. The cache is off (use_cache=False, --no-cache): nothing of this run was kept."
-    )
+        raise interrupted(streams.ctx.use_cache, streams.written) from None
 
 
 def _write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport]) -> None:

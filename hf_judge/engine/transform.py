@@ -30,14 +30,14 @@ from ..judging.images import image_variables
 from ..redact import install_log_filter, register
 from ..results.bias import warn_self_preference
 from ..settings import Settings
-from ..store.replies import ReplyStore
 from ..store.segments import Remote
-from ..transport.client import JudgeClient, judge_panel
+from ..transport.client import JudgeClient
 from .batchscore import score_batch
 from .capabilities import check
 from .core import Plan, score_features
 from .job import JudgeJob
 from .pipeline import LoopThread
+from .shell import RunResources, open_clients
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,23 +72,19 @@ class Runtime:
         base_urls: Sequence[str] | None = None,
         remote: Remote | None = None,
     ):
-        from ..transport.fleet import FleetClient
-
         install_log_filter()
         for _, key in specs:
             register(key)
-        settings, key = specs[0]
         # one judge: a client over the fleet's replicas; a panel: one client per judge, each on its own server
-        self.judges: list[JudgeClient] = (
-            [FleetClient(settings, list(base_urls), api_key=key)] if base_urls else judge_panel(specs)
-        )
+        self.judges: list[JudgeClient] = open_clients(specs, base_urls)
         self.client = self.judges[0]
-        self.settings = settings
-        self.store = ReplyStore(store_path, shared=True, remote=remote) if store_path is not None else None
-        self.loop = LoopThread()
-        for c in self.judges:
-            c.caching = store_path is not None
-            self.loop.run(c.open())
+        self.settings = specs[0][0]
+        # the run shell's resources, the reply store opened shared: this process is one of several
+        self.resources = RunResources(self.judges, store_path, remote, shared=True).open()
+        self.store = self.resources.store
+        loop = self.resources.loop
+        assert loop is not None  # open() started it
+        self.loop: LoopThread = loop
         self.pid = os.getpid()
         # a batch that stored fewer replies leaves them to the store's timer (see PUBLISH_AT_LEAST)
         self.publish_at_least = PUBLISH_AT_LEAST
@@ -118,16 +114,8 @@ class Runtime:
         return cols, errors
 
     def close(self) -> None:
-        """Close the clients, stop the loop, flush and close the store; best effort (also at exit)."""
-        try:
-            for c in self.judges:
-                self.loop.run(c.close(), timeout=10)
-            self.loop.stop()
-            if self.store is not None:
-                self.store.flush(30)
-                self.store.close()
-        except Exception:  # noqa: BLE001 - best effort while stopping
-            pass
+        """Close the clients, stop the loop, flush and close the store; best effort (also at exit), once."""
+        self.resources.close()
 
 
 # a batch that stored fewer replies leaves them to the store's timer (batched=False would publish a segment a row)

@@ -50,9 +50,10 @@ from ..judging.ensemble import Layout
 from ..progress import INTERVAL, Progress, ProgressCallback
 from ..settings import Settings
 from ..store.segments import Remote
-from ..transport.client import Stats, judge_panel
+from ..transport.client import Stats
 from .core import Plan
-from .pipeline import LoopThread, SplitRun, sparse_gc
+from .pipeline import SplitRun, sparse_gc
+from .shell import RunResources, merge_stats, open_clients
 
 logger = logging.getLogger("hf_judge")
 
@@ -63,11 +64,6 @@ CLAIM_BATCH = 128
 STOP_WAIT_S = 30.0
 # How often a worker looks for its parent besides the pipe's EOF (a parent whose pipe a fork of it still holds).
 PARENT_POLL_S = 1.0
-# The counters of a Stats that add up across workers.
-_SUMMED = (
-    "requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens",
-    "cached_tokens", "cache_write_tokens",
-)  # fmt: skip
 
 
 @dataclass
@@ -115,13 +111,12 @@ def score_split(
     jobs: list[ShardJob],
     stats: Sequence[Stats],
     on_progress: ProgressCallback | None = None,
-    on_checkpoint: Callable[[], object] | None = None,
 ) -> tuple[list[Path], list[dict[str, Any]]]:
     """Run one worker process per job; (their Arrow files in shard order, their error rows in row order).
 
     The workers' counters are added to ``stats`` (one per judge), also those of a worker that
-    was interrupted or died (up to its last report); ``on_checkpoint`` is
-    called every ``history_every_s`` with ``stats`` holding the counters so far.
+    was interrupted or died (up to its last report), and kept current while they run (a few times a second),
+    so that the run shell's checkpoints (``history_every_s``) count what the workers paid for so far.
     Raises what a worker raised, :class:`WorkerDiedError` for a worker that
     died, ``KeyboardInterrupt`` once every worker has stopped after a Ctrl-C.
     """
@@ -139,8 +134,7 @@ def score_split(
     tally = _Tally([copy.deepcopy(s) for s in stats], procs)
     total = sum(j.stop - j.start for j in jobs)
     started = time.perf_counter()
-    last_report = last_checkpoint = started
-    every = jobs[0].settings.history_every_s
+    last_report = last_sync = started
     try:
         with _main_left_out():
             for p in procs:
@@ -154,10 +148,9 @@ def score_split(
             if on_progress is not None and time.perf_counter() - last_report >= INTERVAL:
                 last_report = time.perf_counter()
                 on_progress(_summed(jobs[0].split, tally.progress, total, started))
-            if on_checkpoint is not None and time.perf_counter() - last_checkpoint >= every:
-                last_checkpoint = time.perf_counter()
+            if time.perf_counter() - last_sync >= INTERVAL:
+                last_sync = time.perf_counter()
                 tally.add_to(stats)
-                on_checkpoint()
     except KeyboardInterrupt:
         _interrupt(procs)
         tally.drain(messages)  # their last words count what they paid since their last report
@@ -302,18 +295,8 @@ class _Tally:
             total = copy.deepcopy(self.base[judge])
             for per_judge in self.counted.values():
                 if judge < len(per_judge):  # a worker that failed before it had clients reports none
-                    _add(total, per_judge[judge])
+                    merge_stats(total, per_judge[judge])
             into.__dict__.update(total.__dict__)
-
-
-def _add(total: Stats, s: Stats) -> None:
-    for name in _SUMMED:
-        setattr(total, name, getattr(total, name) + getattr(s, name))
-    total.failures.update(s.failures)
-    total.statuses.update(s.statuses)
-    if s.structured_output != "json_schema":
-        total.structured_output = s.structured_output
-    total.notes.extend(n for n in s.notes if n not in total.notes)
 
 
 def _unpickle_error(payload: bytes) -> BaseException:
@@ -413,27 +396,22 @@ def _score_shard(
     """Score the shard; ``box["stats"]``: the clients' counters (one per judge), as soon as there are clients."""
     from ..progress import datasets_bars_off
     from ..redact import install_log_filter, register
-    from ..store.replies import ReplyStore
 
     install_log_filter()
     register(job.api_key)
-    clients = judge_panel(job.judges or [(job.settings, job.api_key)])
+    clients = open_clients(job.judges or [(job.settings, job.api_key)])
     client = clients[0]
     box["stats"] = [c.stats for c in clients]
-    for c in clients:
-        c.caching = job.store_path is not None
-    store = ReplyStore(job.store_path, shared=True, remote=job.remote) if job.store_path is not None else None
-    loop = LoopThread()
-    run = None
-    try:
-        for c in clients:
-            loop.run(c.open())
-        run = SplitRun(
+    with RunResources(clients, job.store_path, job.remote, shared=True) as res:
+        res.open()
+        loop = res.loop
+        assert loop is not None  # open() started it
+        run = res.active = SplitRun(
             job.split,
             job.data,
             job.plans,
             client,
-            store,
+            res.store,
             window=job.window,
             read_batch=CLAIM_BATCH,
             max_input_chars=job.max_input_chars,
@@ -460,19 +438,12 @@ def _score_shard(
             if not feeder.done():
                 loop.run(run.cancel())
                 feeder.cancel()
-        errors = run.in_order(run.errors)
-        for e in errors:
-            e["row"] += job.start
-        cpu = resource.getrusage(resource.RUSAGE_SELF)
-        result = {"path": scores.cache_files[0]["filename"], "errors": errors, "stats": box["stats"]}
-        result["cpu_s"] = cpu.ru_utime + cpu.ru_stime
-        result["requests"] = sum(s.requests for s in box["stats"])
-        return result
-    finally:
-        for c in clients:
-            with contextlib.suppress(Exception):
-                loop.run(c.close(), timeout=10)
-        loop.stop()
-        if store is not None:
-            store.flush(30)
-            store.close()
+        res.active = None
+    errors = run.in_order(run.errors)
+    for e in errors:
+        e["row"] += job.start
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    result = {"path": scores.cache_files[0]["filename"], "errors": errors, "stats": box["stats"]}
+    result["cpu_s"] = cpu.ru_utime + cpu.ru_stime
+    result["requests"] = sum(s.requests for s in box["stats"])
+    return result

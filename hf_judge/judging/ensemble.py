@@ -212,18 +212,22 @@ class Layout:
             out[c] = _aggregate(agg, got) if got else None
         return out
 
+    def judged(self, metric: Metric) -> list[str]:
+        """The columns of ``metric`` that hold a judgment a panel's judges can agree on (numbers, booleans, enums,
+        a pairwise winner): those :meth:`agreement` compares."""
+        verdicts = {o.column for o in metric.outputs if o.enum}
+        if metric.kind == MetricKind.PAIRWISE:
+            verdicts.add(f"{metric.name}_winner")  # "1"/"2"/"tie": a pairwise judge's verdict, a plain string
+        return [c for c, t in metric.column_types.items() if t in NUMERIC or t == "bool" or c in verdicts]
+
     def agreement(self, metric: Metric, table: Any) -> dict[str, Any]:
         """Judge-vs-judge agreement on a scored split (a pyarrow Table): per column that holds a judgment
         (numbers, booleans, enums, a pairwise winner), per pair of judges, the rows both answered, the share
         where they gave the same value, and for numbers the mean absolute difference."""
         import pyarrow.compute as pc
 
-        verdicts = {o.column for o in metric.outputs if o.enum}
-        if metric.kind == MetricKind.PAIRWISE:
-            verdicts.add(f"{metric.name}_winner")  # "1"/"2"/"tie": a pairwise judge's verdict, a plain string
-        judged = [c for c, t in metric.column_types.items() if t in NUMERIC or t == "bool" or c in verdicts]
         out: dict[str, Any] = {}
-        for c in judged:
+        for c in self.judged(metric):
             pairs: dict[str, Any] = {}
             for a, b in combinations(self.judges, 2):
                 x, y = table.column(f"{c}{JUDGE_SEP}{a}"), table.column(f"{c}{JUDGE_SEP}{b}")

@@ -1,0 +1,397 @@
+"""The run shell: what every engine does around the row core, once.
+
+An engine (one process, a stream, ``num_workers``, batch mode, Ray, the ``Judge`` map transform) only decides
+how the work is dispatched and where rows come from and go to. The rest is here, as datatrove's executors share
+one ``_run_for_rank``:
+
+- :class:`RunResources`: the loop thread, the clients (one judge, a panel's, or one over a fleet's replicas), the
+  reply store (opened ``shared`` by a process among several), closed once, best effort, in one order.
+- :func:`merge_stats` / :func:`total_stats`: one merge of the clients' counters, whether the parts are a panel's
+  judges, the workers of a split or the batches of Ray's actors (their dict form, :func:`stats_delta`).
+- :func:`fill_summary`: the summary's counters, cost and price, each judge's requests, and a panel's judge-vs-judge
+  agreement (:func:`panel_agreement`; a stream's from :class:`AgreementSample`).
+- :func:`interrupted`: what a Ctrl-C or a kill kept, in the same words for every engine.
+- :class:`Checkpoints`: the run history's entry, rewritten every ``history_every_s`` while a split runs.
+- :func:`progress_for`: a split's bar, or the caller's callback.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import InterruptedRun
+from ..judging.ensemble import JUDGE_SEP, Layout
+from ..progress import ProgressBar, ProgressCallback
+from ..results.summary import RunSummary
+from ..settings import Settings
+from ..store.replies import ReplyStore
+from ..store.segments import Remote, publish_backlog
+from ..transport.client import JudgeClient, Stats, judge_panel
+from .core import Plan
+from .pipeline import LoopThread, SplitRun
+from .runs import COUNTERS, run_entry, write_runs
+
+logger = logging.getLogger("hf_judge")
+
+# every counter of a Stats that adds up across its parts (a panel's judges, workers, Ray's batches)
+SUMMED = (*COUNTERS, "shared", "capped_waits", "no_logprobs", "unplaced_logprobs")
+# the mode a client starts in: a part that says it fell back to nothing (it sent no request, or the server took it)
+DEFAULT_MODE = Stats().structured_output
+
+
+# -- resources -----------------------------------------------------------------------------------------------------
+
+
+def open_clients(specs: Sequence[tuple[Settings, str | None]], base_urls: Sequence[str] | None = None) -> list:
+    """The clients of a run: one per judge of a panel, or (``base_urls``) one over a fleet of one model's replicas.
+
+    Example:
+        >>> [c.model for c in open_clients([(Settings(model="a"), None), (Settings(model="b"), None)])]
+        ['a', 'b']
+    """
+    if base_urls:
+        from ..transport.fleet import FleetClient
+
+        settings, key = specs[0]
+        return [FleetClient(settings, list(base_urls), api_key=key)]
+    return judge_panel(specs)
+
+
+class RunResources(ExitStack):
+    """What a run holds while it sends requests: the reply store (``shared``: claims for processes that share
+    it), the event loop thread and the clients' sessions. Opened when the first split needs them; closed once,
+    each step best effort, however the run ends: the split in flight cancelled, the sessions closed, the loop
+    stopped, then the store flushed and closed, and last the backlog published to the store's remote.
+
+    Example:
+        >>> with RunResources(open_clients([(Settings(model="judge"), None)]), None) as res:  # doctest: +SKIP
+        ...     res.open()
+        ...     res.loop.run(...)
+    """
+
+    def __init__(
+        self, clients: list[JudgeClient], store_path: Path | None, remote: Remote | None = None, shared: bool = False
+    ):
+        self.clients = clients
+        self.store_path = store_path
+        self.remote = remote  # the store's shared home on object storage, if any
+        self.shared = shared
+        self.store: ReplyStore | None = None
+        self.loop: LoopThread | None = None
+        self.active: SplitRun | None = None  # the split being scored, cancelled if the run stops
+        super().__init__()
+        self.callback(_quietly, self._publish_backlog)  # last, at exit
+
+    @property
+    def written(self) -> int:
+        return self.store.written if self.store is not None else 0
+
+    def open(self) -> RunResources:
+        if self.loop is not None:
+            return self
+        for client in self.clients:
+            client.caching = self.store_path is not None
+        if self.store_path is not None:
+            self.store = ReplyStore(self.store_path, shared=self.shared, remote=self.remote)
+            self.callback(_quietly, functools.partial(_close_store, self.store))
+        self.loop = loop = LoopThread()
+        self.callback(_quietly, loop.stop)
+        for client in self.clients:
+            self.callback(_quietly, functools.partial(_close_client, loop, client))
+        self.callback(_quietly, self._cancel_active)
+        for client in self.clients:
+            loop.run(client.open())
+        return self
+
+    def _publish_backlog(self) -> None:
+        """A run that needed no store (its result was cached whole) still publishes what earlier runs on this
+        machine could not: another node would pay for it again (an opened store does so itself)."""
+        if self.store is None and self.remote is not None and self.store_path is not None:
+            publish_backlog(self.remote, self.store_path)
+
+    def _cancel_active(self) -> None:
+        if self.active is not None and self.loop is not None:
+            self.loop.run(self.active.cancel(), timeout=10)
+
+
+def _close_client(loop: LoopThread, client: JudgeClient) -> None:
+    loop.run(client.close(), timeout=10)
+
+
+def _close_store(store: ReplyStore) -> None:
+    store.flush(30)
+    store.close()
+
+
+def _quietly(step: Callable[[], Any]) -> None:
+    try:
+        step()
+    except Exception:  # noqa: BLE001 - best effort while stopping
+        pass
+
+
+@dataclass
+class SplitContext:
+    """What every split of one run shares."""
+
+    client: JudgeClient
+    summary: RunSummary
+    use_cache: bool
+    cache_root: Path
+    token_columns: bool
+    progress: bool | ProgressCallback
+    window: int
+    max_input_chars: int | None
+    layout: Layout = field(default_factory=Layout)
+    judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
+    api_key: str | None = None  # for the worker processes of num_workers
+    judge_specs: list[tuple[Settings, str | None]] = field(default_factory=list)  # what workers build `judges` from
+    resources: RunResources | None = None
+    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (None: sent)
+    remote: Remote | None = None  # the reply store's shared home on object storage (JudgeJob.remote)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+# -- counters ------------------------------------------------------------------------------------------------------
+
+
+def merge_stats(total: Stats, part: Stats | Mapping[str, Any]) -> Stats:
+    """Add ``part`` (a Stats, or its :func:`stats_delta` form) to ``total``, parts of one judge: a worker's
+    counters, a Ray batch's. Counters, failed attempts and HTTP statuses add up; a note is said once; the output
+    mode is the one a part fell back to (a part that sent nothing, or whose server took the schema, says the
+    default). Returns ``total``.
+
+    Example:
+        >>> s = merge_stats(Stats(requests=2), {"requests": 3, "failures": {"timeout": 1}})
+        >>> s.requests, dict(s.failures), s.structured_output
+        (5, {'timeout': 1}, 'json_schema')
+    """
+    get = part.get if isinstance(part, Mapping) else functools.partial(getattr, part)
+    for name in SUMMED:
+        setattr(total, name, getattr(total, name) + (get(name, 0) or 0))
+    total.failures.update(get("failures", None) or {})
+    total.statuses.update({int(k): v for k, v in (get("statuses", None) or {}).items()})
+    mode = get("structured_output", None) or DEFAULT_MODE
+    if mode != DEFAULT_MODE:
+        total.structured_output = mode
+    total.notes.extend(n for n in (get("notes", None) or []) if n not in total.notes)
+    return total
+
+
+def total_stats(per_judge: Sequence[Stats]) -> Stats:
+    """The stats of a run from each judge's (one judge: its own): the counters added up by :func:`merge_stats`,
+    the output mode of each judge listed once (``"json_schema, json_object"``: a panel's judges differ)."""
+    if len(per_judge) == 1:
+        return per_judge[0]
+    total = Stats()
+    for s in per_judge:
+        merge_stats(total, s)
+    total.structured_output = ", ".join(dict.fromkeys(s.structured_output for s in per_judge))
+    return total
+
+
+def stats_delta(now: Stats, before: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What ``now`` moved since ``before`` (an earlier :func:`stats_dict`), in the dict form :func:`merge_stats`
+    takes: how a Ray actor reports each batch's counters to the driver."""
+    before = before or {}
+    out: dict[str, Any] = {k: getattr(now, k) - before.get(k, 0) for k in SUMMED}
+    for key in ("failures", "statuses"):
+        was = before.get(key, {})
+        out[key] = {str(k): n - was.get(str(k), 0) for k, n in getattr(now, key).items() if n - was.get(str(k), 0)}
+    out["structured_output"] = now.structured_output
+    out["notes"] = list(now.notes)
+    return out
+
+
+def stats_dict(s: Stats) -> dict[str, Any]:
+    """``s`` as :func:`stats_delta` gives it from nothing (JSON, for a later delta)."""
+    return stats_delta(s, None)
+
+
+def merged_per_judge(parts: Iterable[Sequence[Stats | Mapping[str, Any]]], judges: int) -> list[Stats]:
+    """Each judge's counters over ``parts`` (each a list of per-judge counters: a worker's, a Ray batch's)."""
+    out = [Stats() for _ in range(judges)]
+    for per_judge in parts:
+        for total, part in zip(out, per_judge, strict=False):  # a part that failed before it had clients has none
+            merge_stats(total, part)
+    return out
+
+
+# -- the summary ---------------------------------------------------------------------------------------------------
+
+
+def fill_summary(
+    summary: RunSummary,
+    clients: Sequence[JudgeClient],
+    errors: Iterable[dict] | Mapping[str, int],
+    started: float,
+    stats: Sequence[Stats] | None = None,
+) -> None:
+    """The summary's figures of the run, for every engine: counters, failed attempts, each judge's requests (a
+    panel's: a judge that answered nothing shows), error kinds, output mode, notes, elapsed time and the price.
+    ``stats``: each judge's counters where they are not the ``clients``' own (Ray's batches bring them back);
+    ``errors``: the error rows, or the count of each kind."""
+    per_judge = list(stats) if stats is not None else [c.stats for c in clients]
+    s = total_stats(per_judge)
+    for name in (*COUNTERS, "capped_waits", "shared"):
+        setattr(summary, name, getattr(s, name))
+    summary.failed_attempts = dict(s.failures)
+    if len(per_judge) > 1:  # a panel: each judge's own, to tell a judge that answered nothing (summary.losses)
+        names = [j["name"] for j in summary.sampling.get("judges", [])]
+        summary.judge_requests = {
+            name: {"requests": j.requests, "failed_attempts": dict(j.failures)}
+            for name, j in zip(names, per_judge, strict=False)
+        }
+    kinds = errors if isinstance(errors, Mapping) else Counter(e["kind"] for e in errors)
+    summary.errors = {str(k): n for k, n in kinds.items()}
+    summary.structured_output = s.structured_output
+    summary.notes = [*summary.notes, *(n for n in s.notes if n not in summary.notes)]
+    summary.elapsed_s = time.perf_counter() - started
+    # one price for the run's tokens: a panel of models priced differently has none (its cost is not one product)
+    prices = {c.price for c in clients}
+    price = prices.pop() if len(prices) == 1 else None
+    summary.price = price.model_dump() if price is not None else None
+
+
+def panel_agreement(layout: Layout, tables: Mapping[str, Any], plans_by_split: Mapping[str, Sequence[Plan]]) -> dict:
+    """Judge-vs-judge agreement of a panel, per split and metric (see ensemble.Layout.agreement), with each
+    column's Krippendorff alpha; ``tables``: split -> its scored rows (a Dataset or a pyarrow Table)."""
+    out: dict[str, Any] = {}
+    for split, plans in plans_by_split.items():
+        if split in tables and plans:
+            table = tables[split]
+            table = table.data.table if hasattr(table, "data") else table
+            out[split] = {p.metric.name: layout.agreement(p.metric, table) for p in plans}
+            for by_column in out[split].values():
+                for column, entry in by_column.items():
+                    entry.update(panel_alpha(table, column, layout.judges))
+    return out
+
+
+def panel_alpha(table: Any, column: str, judges: tuple[str, ...]) -> dict[str, Any]:
+    """Krippendorff's alpha of a panel's judges on one column (a pyarrow Table's ``<column>__<judge>``
+    columns): interval for numbers, nominal for verdicts and winners; ``alpha`` None when undefined."""
+    import numpy as np
+
+    from ..analysis.alpha import krippendorff_alpha
+
+    cols = [table.column(f"{column}{JUDGE_SEP}{j}") for j in judges]
+    numeric = all(pa.types.is_integer(c.type) or pa.types.is_floating(c.type) or pa.types.is_null(c.type) for c in cols)
+    if numeric:  # straight to numpy: a panel over a million rows
+        values = np.stack([c.cast(pa.float64()).to_numpy().astype(np.float64) for c in cols])
+        return {"alpha": krippendorff_alpha(values, "interval"), "alpha_level": "interval"}
+    return {"alpha": krippendorff_alpha([c.to_pylist() for c in cols], "nominal"), "alpha_level": "nominal"}
+
+
+def judge_columns(layout: Layout, plans: Sequence[Plan], names: Iterable[str]) -> list[str]:
+    """Of the columns ``names``, the ``<column>__<judge>`` ones a panel's agreement reads (none without a panel)."""
+    if not layout.panel:
+        return []
+    wanted = {f"{c}{JUDGE_SEP}{j}" for p in plans for c in layout.judged(p.metric) for j in layout.judges}
+    return [n for n in names if n in wanted]
+
+
+# -- interruption --------------------------------------------------------------------------------------------------
+
+
+NO_CACHE = "The cache is off (use_cache=False, --no-cache)"
+
+
+def interrupted(use_cache: bool, written: int | None = None, *, batch: bool = False) -> InterruptedRun:
+    """What a Ctrl-C (or a kill) kept, in one wording for every engine: the replies in the cache (``written`` of
+    them; None: other processes wrote them, ``num_workers``'), the batches submitted, or nothing without a cache.
+
+    Example:
+        >>> print(interrupted(True, 1234))  # doctest: +ELLIPSIS
+        interrupted. 1,234 replies of this run are saved in the cache; run the same command again to resume ...
+    """
+    if not use_cache:
+        return InterruptedRun(f"interrupted. {NO_CACHE}: nothing of this run was kept.")
+    saved = "The replies the workers received are saved"  # in the workers' stores: this process wrote none
+    if written is not None:
+        saved = f"{written:,} replies of this run are saved"
+    batches = (
+        " The batches submitted are recorded there too: the next run collects them, submitting nothing twice."
+        if batch
+        else ""
+    )
+    return InterruptedRun(
+        f"interrupted. {saved} in the cache; run the same command again to resume where it stopped (a stream: read it "
+        f"again); stored replies are not sent again.{batches}"
+    )
+
+
+# -- the run history's checkpoints ---------------------------------------------------------------------------------
+
+
+class Checkpoints:
+    """This run's entry of the run history of a split, written every ``every`` seconds while the split runs, so
+    that a run killed with kill -9 leaves its counters up to the last checkpoint (Ctrl-C and errors write the
+    final entry, :func:`~.runs.record_run`, which takes the checkpoints' place). Every engine that sends from
+    this process runs them, streams included; ``num_workers``' parent keeps its judges' counters current.
+
+    A thread of its own writes them; ``stop()``, from the thread that writes the final entry, waits for a
+    write under way, so that no checkpoint can replace the final entry.
+
+    Example:
+        >>> cp = Checkpoints(10.0, summary, current, clients, run_id, started)  # doctest: +SKIP
+        >>> cp.stop()  # doctest: +SKIP
+    """
+
+    def __init__(self, every: float, *entry_args: Any) -> None:
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._every, self._args = every, entry_args
+        self._thread = threading.Thread(target=self._run, name="hf_judge-checkpoints", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        summary, current, clients, run_id, started = self._args
+        while not self._stop.wait(self._every):
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                write_runs(current[1], run_id, run_entry(summary, current, clients, run_id, started))
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop.set()
+
+
+def checkpoints(use_cache: bool, summary: RunSummary, current: tuple, clients: Sequence, run_id: str, started: str):
+    """A split's :class:`Checkpoints` where the run keeps a history (the cache is on), else None."""
+    if not use_cache or current[1] is None:
+        return None
+    every = clients[0].settings.history_every_s
+    return Checkpoints(every, summary, current, list(clients), run_id, started)
+
+
+# -- progress ------------------------------------------------------------------------------------------------------
+
+
+def progress_for(
+    progress: bool | ProgressCallback, split: str, total: int | None
+) -> tuple[ProgressBar | None, ProgressCallback | None]:
+    """A split's progress: (its bar to close at the end, or None; what the run reports to). ``True``: a bar (off
+    with ``datasets.disable_progress_bars()``); a callable: the caller's; ``False``: nothing."""
+    bar = ProgressBar(split, total) if progress is True and total != 0 else None
+    on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
+    return bar, on_progress
+
+
+def copy_stats(stats: Sequence[Stats]) -> list[Stats]:
+    return [copy.deepcopy(s) for s in stats]
