@@ -1,7 +1,7 @@
 """Peak memory of a long streamed push with and without its report page (results/report_stream.py).
 
-The save loop of a streamed push (engine/stream.py ``_write_split``: each scored batch written to a Parquet shard as
-it arrives), fed a synthetic QA_All + QA_Clarity result (8 integer scores with their reasons, a question and an
+The save loop of a streamed push (engine/stream_sink.py ``_write_split``: each scored batch written to a Parquet
+shard as it arrives), fed a synthetic QA_All + QA_Clarity result (8 integer scores with their reasons, a question and an
 answer, 1% error rows) of ROWS rows in batches of 1,024, without a server; with ``--page`` each batch also goes to
 the page's keeper and the page is rendered at the end, as a push without ``-o DIR`` does. Each mode runs in a
 process of its own, so its peak resident set (ru_maxrss) is its own.

@@ -319,12 +319,15 @@ def test_cli_score_with_ray_writes_the_output_to_object_storage_as_the_one_proce
     cluster, judge, s3, tmp_path, capfd
 ):
     """``--ray --output-dir s3://...``: Ray Data's writer puts each split there shard by shard, then ``errors/``
-    and ``summary.json``; read back, it is the one-process result row for row."""
+    and ``summary.json``; read back, it is the one-process result row for row, and ``hf_judge.load_result`` reads
+    it as it reads the saved folder and a streamed folder of the same job: the same rows, errors and summary."""
     import fsspec
     import pyarrow as pa
     import pyarrow.parquet as pq
     from datasets import load_from_disk
     from helpers import run_cli, score_args
+
+    from hf_judge import load_result
 
     data = tmp_path / "data.jsonl"
     rows = [{"question": f"q{i}", "answer": None if i == 5 else f"a{i}"} for i in range(40)]
@@ -348,6 +351,19 @@ def test_cli_score_with_ray_writes_the_output_to_object_storage_as_the_one_proce
     assert errors == single["errors"].to_list() and [(e["row"], e["kind"]) for e in errors] == [(5, "null_input")]
     summary = json.loads(fs.cat(out + "/summary.json"))
     assert summary["rows"] == {"train": 40} and summary["requests"] == 39 and summary["source_dataset"]
+    # one loader for any engine's folder: the Ray output_dir, the saved folder and a streamed folder of the same
+    # job (the one-process store: it pays nothing) read back equal
+    streamed = ["--cache-dir", tmp_path / "one", "--streaming", "-o", tmp_path / "streamed_out"]
+    code, _, err = run_cli(capfd, *score_args(data, judge, *streamed))
+    assert code == 0, err
+    assert judge.stats()["requests"] == 39 * 2
+    results = [load_result(where) for where in (out, tmp_path / "one_out", tmp_path / "streamed_out")]
+    for other in results[1:]:
+        assert list(other) == list(results[0]) == ["train", "errors"]
+        for split in other:
+            assert other[split].to_list() == results[0][split].to_list(), split
+        for field in ("rows", "errors", "columns", "model", "prompts", "column_mapping", "source_dataset"):
+            assert getattr(other.summary, field) == getattr(results[0].summary, field), field
     # a rerun pays nothing and writes the same output anew (no shard of the first run is left beside it)
     code, _, err = run_cli(capfd, *score_args(data, judge, *cache, "--ray", "-o", out))
     assert code == 0, err

@@ -140,7 +140,8 @@ def test_view_degrades_on_a_summary_with_nan_a_lone_surrogate_and_wrong_types(tm
     data = _embedded(page)  # a whole page: its JSON parses
     assert data["overview"]["model"] == "judge\ufffdx" and data["overview"]["rows"] == {}
     assert data["splits"]["train"]["prompts"]["Q_Clarity"]["rows"]  # the prompts are still rebuilt
-    # not JSON at all: the page is written without the run's details
+    # not JSON at all: the page is written without the run's details; what it reads from the data and the folder
+    # (pictures, calibrations, the scores by group: none without --by) is still there
     (folder / "summary.json").write_text("{nope", encoding="utf-8")
     code, out, err = run_cli(capfd, "view", folder)
     assert (
@@ -150,6 +151,7 @@ def test_view_degrades_on_a_summary_with_nan_a_lone_surrogate_and_wrong_types(tm
         == {
             "pictures": _embedded(page)["overview"]["pictures"],
             "calibrations": [],
+            "groups": [],
         }
     )
 

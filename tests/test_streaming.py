@@ -271,12 +271,12 @@ def test_a_ctrl_c_between_two_batches_of_a_save_is_the_interrupted_message_and_t
 ):
     """A Ctrl-C can land outside the scoring generator too: while a shard or the progress file is written. It was
     a KeyboardInterrupt traceback there (2 of 8 SIGINT runs of the save test); it is InterruptedRun everywhere."""
-    import hf_judge.engine.stream as stream
+    import hf_judge.engine.stream_sink as stream
     from hf_judge import InterruptedRun
 
     ds = qa_dataset(300)
     want = score(ds, ["QA_Clarity"], judge, tmp_path / "want")["train"].to_list()
-    real, calls = stream._save_progress, []
+    real, calls = stream.save_progress, []
 
     def interrupted_on_the_second_save(path, progress):
         calls.append(path)
@@ -284,11 +284,11 @@ def test_a_ctrl_c_between_two_batches_of_a_save_is_the_interrupted_message_and_t
             raise KeyboardInterrupt  # as a SIGINT landing in the write
         real(path, progress)
 
-    monkeypatch.setattr(stream, "_save_progress", interrupted_on_the_second_save)
+    monkeypatch.setattr(stream, "save_progress", interrupted_on_the_second_save)
     scored = score(ds.to_iterable_dataset(num_shards=3), ["QA_Clarity"], judge, tmp_path / "s", window=32)
     with pytest.raises(InterruptedRun, match="stored replies are not sent again"):
         scored.save_to_disk(tmp_path / "out", max_shard_size="4KB")
-    monkeypatch.setattr(stream, "_save_progress", real)
+    monkeypatch.setattr(stream, "save_progress", real)
     again = score(ds.to_iterable_dataset(num_shards=3), ["QA_Clarity"], judge, tmp_path / "s", window=32)
     again.save_to_disk(tmp_path / "out", max_shard_size="4KB")
     assert load_dataset(str(tmp_path / "out"))["train"].to_list() == want

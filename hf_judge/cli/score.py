@@ -323,7 +323,7 @@ def _saved_on_ray(args: argparse.Namespace, job: Job, scored) -> list[str]:
         return []
     assert job.output_dir is not None
     options = job.library_args(args).get("storage_options")
-    RayOutput(job.output_dir, options).write_summary(scored.summary)
+    RayOutput(job.output_dir, options).complete(scored.summary)  # the summary again, now with the provenance
     rows = ", ".join(f"{k}: {len(v):,} rows" for k, v in scored.items() if k != "errors")
     return [f"saved to {job.output_dir.rstrip('/')}/ ({rows}; Parquet by split, errors/, summary.json)"]
 

@@ -366,10 +366,8 @@ def score_dataset_on_ray(
         storage_options=storage_options,
         local_cache_dir=local_cache_dir,
     )
-    output = None
-    if output_dir is not None:
-        output = RayOutput(output_dir, storage_options)
-        output.check(output_overwrite)
+    output = RayOutput(output_dir, storage_options, output_overwrite) if output_dir is not None else None
+    if output is not None:  # its fail step leaves what a rerun takes up: nothing to do when the run stops
         output.start()
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
@@ -450,7 +448,7 @@ def _on_ray(
         if output is None:
             results[split] = _collected(pa.concat_tables(ray.get(scored.to_arrow_refs())), split, errors, moved)
         else:
-            results[split], found, batches = output.write_split(split, scored, STATS_COLUMN, ERRORS_COLUMN)
+            results[split], found, batches = output.write(split, scored, STATS_COLUMN, ERRORS_COLUMN)
             errors += found
             moved += batches
         split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))
@@ -465,7 +463,8 @@ def _on_ray(
     out.summary = summary
     out.summary.notes.append(f"scored on Ray by {actors} actors")
     if output is not None:
-        output.write_errors_and_summary(out[ERRORS_SPLIT], out.summary)
+        output.write_errors(out[ERRORS_SPLIT])
+        output.complete(out.summary)
     return out
 
 

@@ -29,16 +29,22 @@ MARKER = RAY_MARKER  # written first: a rerun after a kill finds its own partial
 
 
 class RayOutput:
-    """Where a Ray run writes: an fsspec URL and its ``storage_options`` (the store's, given once)."""
+    """Where a Ray run writes (a :class:`~hf_judge.results.sink.ResultSink`): an fsspec URL and its
+    ``storage_options`` (the store's, given once); ``overwrite``: write over files no hf-judge run wrote there.
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+    Example:
+        >>> with open_sink(RayOutput("s3://bucket/scored")) as output:  # doctest: +SKIP
+        ...     train, errors, moved = output.write("train", stage, STATS_COLUMN, ERRORS_COLUMN)
+    """
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None, overwrite: bool = False):
         import fsspec
 
         from ..store.segments import credentials_message, has_credentials
 
         if has_credentials(url):  # never repeated: it would be printed, and name the output
             raise ConfigError(credentials_message("output_dir", url.split("://", 1)[0]))
-        self.url = url.rstrip("/")
+        self.url, self.overwrite = url.rstrip("/"), overwrite
         try:
             self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
         except ImportError as e:
@@ -59,20 +65,24 @@ class RayOutput:
             )
 
     def start(self) -> None:
+        """The URL checked (:meth:`check`, with ``overwrite``) and marked as an hf-judge output before the first
+        request: a rerun after a kill finds its own partial output."""
+        self.check(self.overwrite)
         self.fs.makedirs(self.root, exist_ok=True)
         self.fs.pipe(f"{self.root}/{MARKER}", b"hf-judge: a scored output (see summary.json once the run ends)\n")
 
-    def write_split(
-        self, split: str, stage: ray.data.Dataset, stats_column: str, errors_column: str
+    def write(
+        self, split: str, data: ray.data.Dataset, stats_column: str = "", errors_column: str = ""
     ) -> tuple[Dataset, list[dict[str, Any]], list[dict[str, Any]]]:
-        """Run ``stage`` (the scoring stage over rows numbered in ``ROW_COLUMN``) into ``<url>/<split>/``; return the
-        split as written, its error rows and each batch's counters."""
+        """Run ``data`` (the scoring stage over rows numbered in ``ROW_COLUMN``) into ``<url>/<split>/``; return the
+        split as written, its error rows and each batch's counters (the stage's ``stats_column`` and
+        ``errors_column``, taken off the rows written)."""
         import pyarrow.fs as pafs
         import ray
         from ray.data import SaveMode
 
         collector: Any = ray.remote(num_cpus=0)(_Collector).remote()
-        stripped = stage.map_batches(
+        stripped = data.map_batches(
             cast(Any, _report),  # its keywords come by fn_kwargs
             fn_kwargs={"collector": collector, "stats": stats_column, "errors": errors_column, "split": split},
             batch_format="pyarrow",
@@ -100,18 +110,22 @@ class RayOutput:
                 tables.append(pq.read_table(f))
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
-    def write_errors_and_summary(self, errors: Dataset, summary: Any) -> None:
-        """The errors split (``<url>/errors/``, one Parquet file) and ``summary.json``, once every split is written."""
+    def write_errors(self, errors: Dataset) -> None:
+        """The errors split (``<url>/errors/``, one Parquet file), once every split is written."""
         self.fs.makedirs(f"{self.root}/errors", exist_ok=True)
         with self.fs.open(f"{self.root}/errors/errors.parquet", "wb") as f:
             errors.to_parquet(f)
-        self.write_summary(summary)
 
-    def write_summary(self, summary: Any) -> None:
+    def complete(self, summary: Any) -> None:
+        """``summary.json``: the output is complete (written again by ``hf-judge score`` with the provenance)."""
         from ..results.summary import SUMMARY_FILE
 
         text = json.dumps(summary.to_dict(), indent=1, default=str)
         self.fs.pipe(f"{self.root}/{SUMMARY_FILE}", text.encode())
+
+    def fail(self, error: BaseException) -> None:  # noqa: ARG002 - ResultSink.fail's
+        """The marker and the splits written so far stay: a rerun (which pays nothing for the replies the store
+        published) writes each split anew over them."""
 
 
 class _Collector:

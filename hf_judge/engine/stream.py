@@ -36,21 +36,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
+from datasets import Features, IterableDataset, IterableDatasetDict
 
 from ..errors import ConfigError
 from ..progress import ProgressCallback
 from ..results.bias import BiasChecks, StreamSample
-from ..results.card import card_metadata, merge_card_text, provenance_files, render_section
-from ..results.columns import SCORE_TYPES
 from ..results.errors_split import ErrorFiles, ErrorWriter
 from ..results.hub_folder import push_folder
+from ..results.sink import write_through
 from ..store.replies import ReplyStore
 from .core import Plan
 from .pipeline import LoopThread, SplitRun, sparse_gc
 from .runs import counters, record_run
 from .shell import RunResources, checkpoints, fill_summary, interrupted, judge_columns, panel_agreement, progress_for
+from .stream_sink import ERRORS_STEM, StreamSink
 
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
@@ -418,9 +417,6 @@ class Streams:
         yield from self.all_errors()
 
 
-ERRORS_STEM = "errors"  # error files are errors-NNNNN.parquet, numbered in the order the rows were written
-
-
 def _write_errors(rows: list[dict[str, Any]], paths: Iterator[Path]) -> ErrorFiles:
     """Error rows in one file (none for no row)."""
     writer = ErrorWriter(paths)
@@ -551,205 +547,16 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
             self._streams.page = None
 
 
-# A save's progress beside its shards: the splits written, and where to go on after the last closed shard.
-PROGRESS = "hf_judge_progress.json"
-
-
 def write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport] = ()) -> None:
-    """The layout ``save_to_disk`` writes (see there). A save of the same job that was interrupted is taken
-    up after its last closed shard (the input resumes from its ``state_dict()``); other files in ``data/`` and
-    ``errors/`` go. The progress file goes once the save is complete."""
+    """The layout ``save_to_disk`` writes (see there), through the stream's sink (:class:`StreamSink`). A save of
+    the same job that was interrupted is taken up after its last closed shard (the input resumes from its
+    ``state_dict()``); other files in ``data/`` and ``errors/`` go. The progress file goes once the save is
+    complete."""
+    sink = StreamSink(streams, root, shard_bytes, reports)
     try:
-        _write_result(streams, root, shard_bytes, reports)
+        write_through(sink, [(split, None) for split in streams.splits], None, streams.ctx.summary)
     except KeyboardInterrupt:  # one that came between two batches (writing a shard, the progress file)
         raise interrupted(streams.ctx.use_cache, streams.written) from None
-
-
-def _write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequence[AgreementReport]) -> None:
-    from ..results.errors_split import ERROR_FEATURES
-
-    root.mkdir(parents=True, exist_ok=True)
-    progress = _read_progress(root / PROGRESS, streams.job_key())
-    kept = {
-        sub: {name for entry in progress["splits"].values() for name in entry[key]}
-        for sub, key in (("data", "shards"), ("errors", "errors"))
-    }
-    for sub, names in kept.items():
-        (root / sub).mkdir(exist_ok=True)
-        for old in (root / sub).glob("*.parquet"):
-            if old.name not in names:  # a shard open when a run was killed has no footer
-                old.unlink()
-    summary = streams.ctx.summary
-    summary.add_runs(progress["runs"])
-    first = root / "errors" / f"{ERRORS_STEM}-00000.parquet"  # the input's own error rows, then each split's
-    if streams.earlier.files:
-        shutil.copyfile(streams.earlier.files[0], first)
-    numbers = itertools.count(1 + max((int(Path(n).stem.rsplit("-", 1)[1]) for n in kept["errors"]), default=0))
-    errors = (root / "errors" / f"{ERRORS_STEM}-{k:05d}.parquet" for k in numbers)
-    files: dict[str, list[Path]] = {}
-    for split in streams.splits:
-        files[split] = _write_split(streams, split, root, shard_bytes, progress, errors)
-    if not any((root / "errors").glob("*.parquet")):  # the errors config loads as 0 rows
-        _write_table(ERROR_FEATURES.arrow_schema.empty_table(), first)
-    page = _page_file(streams, root)
-    card, pictures = _card_text(streams, files, reports, page)
-    for name, content in {**provenance_files(summary), **pictures}.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(content)
-    (root / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1, default=str), encoding="utf-8")
-    (root / "README.md").write_text(card, encoding="utf-8")
-    (root / PROGRESS).unlink(missing_ok=True)
-
-
-def _write_table(table: pa.Table, path: Path) -> None:
-    """``pq.write_table``, but 0 rows make a file of no row group: datasets' Parquet reader takes a batch size
-    from the first row group's rows and fails on a row group of 0 ("BatchSize must be greater than 0")."""
-    if table.num_rows:
-        pq.write_table(table, path)
-    else:
-        pq.ParquetWriter(path, table.schema).close()
-
-
-def _read_progress(path: Path, job: str) -> dict[str, Any]:
-    try:
-        progress = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(progress, dict) and progress.get("job") == job:
-            return progress
-        logger.info("%s belongs to another job: writing the result from the start", path)
-    except (OSError, ValueError):
-        pass
-    return {"job": job, "splits": {}, "runs": []}
-
-
-def _save_progress(path: Path, progress: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(progress, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _write_split(
-    streams: Streams, split: str, root: Path, shard_bytes: int, progress: dict[str, Any], error_paths: Iterator[Path]
-) -> list[Path]:
-    """Write one split's shards, recording in ``progress`` each closed shard with the input's state after it, and
-    its error rows to files of ``error_paths``, each closed with the data shard whose rows they are."""
-    schema = streams.features[split].arrow_schema
-    new = {"shards": [], "rows": 0, "state": None, "errors": [], "kinds": {}, "done": False}
-    entry = progress["splits"].setdefault(split, new)
-    paths = [root / "data" / name for name in entry["shards"]]
-    done = ErrorFiles([root / "errors" / name for name in entry["errors"]], entry["kinds"])
-    if streams.page is not None:  # a push's save, into a new folder: never one resumed
-        streams.page.start(split, streams.features[split], streams.ctx.summary)
-    if entry["done"]:
-        streams.finished(split, entry["rows"], done)
-        return paths
-    rows, state = entry["rows"], entry["state"]
-    errors = ErrorWriter(error_paths, done)
-    writer: pq.ParquetWriter | None = None
-    size = 0
-
-    def record(done: bool = False) -> None:
-        errors.close_file()  # the error rows of the rows written so far, and no others
-        names = [f.name for f in errors.done.files]
-        entry.update(shards=[p.name for p in paths], rows=rows, state=state, errors=names, done=done)
-        entry["kinds"] = dict(errors.done.kinds)
-        progress["runs"] = streams.ctx.summary.runs
-        _save_progress(root / PROGRESS, progress)
-
-    resume = entry if entry["rows"] else None
-    try:
-        for table, errs, after in streams.tables(split, resume):
-            if writer is None or size >= shard_bytes:
-                if writer is not None:
-                    writer.close()
-                    record()
-                paths.append(root / "data" / f"{split}-{len(paths):05d}.parquet")
-                writer, size = pq.ParquetWriter(paths[-1], schema), 0
-            writer.write_table(table)
-            if streams.page is not None:
-                streams.page.add(split, table, errs)
-            size += table.nbytes
-            rows, state = rows + table.num_rows, after
-            errors.add(errs)
-        if not paths:  # an empty split still gets a file, so that its config loads as 0 rows
-            paths.append(root / "data" / f"{split}-00000.parquet")
-            _write_table(schema.empty_table(), paths[-1])
-    except BaseException:
-        if writer is not None:  # its rows are complete: keep them for the next save
-            writer.close()
-            writer = None
-            record()
-        raise
-    finally:
-        if writer is not None:
-            writer.close()
-    record(done=True)
-    streams.errors[split] = errors.done
-    return paths
-
-
-def _page_file(streams: Streams, root: Path) -> str | None:
-    """Write the page the stream kept (``streams.page``) to ``hf_judge/report.html``; its repo path, or None (no
-    page kept, or one that could not be made: a warning, the result goes on without it, as a Dataset's push)."""
-    from ..results.card import FILES_DIR
-    from ..results.report import REPORT_FILE
-
-    if streams.page is None:
-        return None
-    try:
-        page = streams.page.html(streams.ctx.summary, streams.all_errors())
-    except Exception as e:  # noqa: BLE001 - the data is written: a page is not worth failing the result for
-        logger.warning("the report page could not be made (%s: %s); `hf-judge view` makes it", type(e).__name__, e)
-        return None
-    path = f"{FILES_DIR}/{REPORT_FILE}"
-    (root / path).parent.mkdir(parents=True, exist_ok=True)
-    (root / path).write_bytes(page)
-    return path
-
-
-def _card_text(
-    streams: Streams, files: dict[str, list[Path]], reports: Sequence[AgreementReport], page: str | None = None
-) -> tuple[str, dict[str, bytes]]:
-    """The card: hf_judge's section (score distributions read back from the shards' score columns only)
-    and the ``configs`` that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``;
-    with the pictures of the distributions (repo path -> PNG) where the ``plots`` extra is installed."""
-    from huggingface_hub import DatasetCard
-
-    from ..results import plots
-    from ..results.card import picture_files
-    from ..results.errors_split import ERRORS_SPLIT
-
-    summary = streams.ctx.summary
-    wanted = set(summary.columns) if summary is not None else set()
-    scores = DatasetDict()
-    for split, paths in files.items():
-        # numeric and boolean score columns only (the card's distributions): reasons would grow with the data
-        # and each judgment's samples (a short list of numbers; a pairwise winner's, its "1"/"2"/"tie"), which the
-        # pictures of every judgment count
-        names = [
-            n
-            for n, f in streams.features[split].items()
-            if n in wanted
-            and (
-                getattr(f, "dtype", None) in SCORE_TYPES
-                or ("_samples" in n and getattr(getattr(f, "feature", None), "dtype", None) in (*SCORE_TYPES, "string"))
-            )
-            and "_reason" not in n
-            and "_explanation" not in n
-        ]
-        # the column the scores are shown by group of (summary.group_by: the card's "Scores by ...")
-        by = summary.group_by if summary is not None else ""
-        names += [by] if by and by in streams.features[split] and by not in names else []
-        scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
-    pictures = picture_files(scores, summary, reports) if plots.available() else {}
-    section = render_section(scores, summary, reports, list(pictures), page)
-    card = DatasetCard(merge_card_text("---\n---\n", section))
-    card_metadata(card.data, scores, summary)  # type: ignore[arg-type]
-    card.data["configs"] = [
-        {"config_name": "default", "data_files": [{"split": s, "path": f"data/{s}-*"} for s in files]},
-        {"config_name": ERRORS_SPLIT, "data_files": [{"split": ERRORS_SPLIT, "path": f"{ERRORS_SPLIT}/*"}]},
-    ]
-    card.data.pop("dataset_info", None)  # an earlier push's sizes and features would not match these files
-    return str(card), pictures
 
 
 def stream_splits(

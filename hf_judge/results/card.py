@@ -31,6 +31,7 @@ from ..analysis import bias
 from ..redact import scrub
 from .calibration_card import calibration_card
 from .columns import score_columns
+from .errors_split import ERRORS_SPLIT
 from .groups import groups_markdown
 from .summary import RunSummary, describe_batches, describe_thresholds, panel_judges
 
@@ -534,6 +535,39 @@ def render_section(
     }
     # the model name and the rest come from the user's settings: no secret goes public
     return scrub(_card_template().render(values))
+
+
+def result_card(
+    existing: str,
+    scored: DatasetDict,
+    summary: RunSummary | None,
+    reports: Sequence[AgreementReport] = (),
+    pictures: Collection[str] = (),
+    report: str | None = None,
+    *,
+    by: str | None = None,
+    shards_of: Sequence[str] | None = None,
+) -> str:
+    """The card of a result, one way for every push: ``existing`` (a repo's card, ``"---\n---\n"`` for none) with
+    hf_judge's section rendered from the template (:func:`render_section`) and its metadata (:func:`card_metadata`).
+    ``shards_of``: the splits of a folder of Parquet shards (a streamed run's ``data/<split>-*`` beside
+    ``errors/``), whose ``configs`` the card declares so that ``load_dataset`` reads it, and whose sizes and
+    features an earlier ``dataset_info`` would misstate; None for a push whose configs ``datasets`` writes.
+
+    Example:
+        >>> print(result_card("---\n---\n", scored, scored.summary, shards_of=["train"]))  # doctest: +SKIP
+    """
+    from huggingface_hub import DatasetCard
+
+    card = DatasetCard(merge_card_text(existing, render_section(scored, summary, reports, pictures, report, by=by)))
+    card_metadata(card.data, scored, summary)  # type: ignore[arg-type]  # a DatasetCard's data is a DatasetCardData
+    if shards_of is not None:
+        card.data["configs"] = [
+            {"config_name": "default", "data_files": [{"split": s, "path": f"data/{s}-*"} for s in shards_of]},
+            {"config_name": ERRORS_SPLIT, "data_files": [{"split": ERRORS_SPLIT, "path": f"{ERRORS_SPLIT}/*"}]},
+        ]
+        card.data.pop("dataset_info", None)  # an earlier push's sizes and features would not match these files
+    return str(card)
 
 
 def _quantiles(s: dict[str, Any]) -> dict[str, Any]:

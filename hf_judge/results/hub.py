@@ -14,19 +14,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from datasets import Dataset, DatasetDict
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, DatasetCardData, HfApi
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
 from ..errors import ConfigError
 from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register
-from .card import FILES_DIR, PLOTS_DIR, card_metadata, merge_card_text, picture_files, provenance_files, render_section
+from .card import FILES_DIR, PLOTS_DIR, picture_files, provenance_files, result_card
 from .groups import check_group_column, group_by_of
 from .report import REPORT_FILE
-from .sink import CALIBRATION_PREFIX, remote_calibrations, remote_file, stale_files, with_remote_calibrations
+from .sink import (
+    CALIBRATION_PREFIX,
+    remote_calibrations,
+    remote_file,
+    stale_files,
+    with_remote_calibrations,
+    write_through,
+)
 from .stoppable import PushSteps, stoppable_push
 from .summary import RunSummary
 
@@ -95,31 +102,92 @@ def push_scored(
         >>> push_scored(scored, "me/gsm8k-judged", agreement=report)  # doctest: +SKIP
     """
     from ..analysis.agreement import AgreementReport
-    from ..judging.images import saveable
-    from .errors_split import ERRORS_SPLIT, errors_dataset
-    from .plots import available
+    from .errors_split import ERRORS_SPLIT
 
     if "config_name" in push_kwargs or "data_dir" in push_kwargs:
         raise ConfigError("push_scored chooses the configs: the scored splits go to 'default', the errors to 'errors'")
-    check_repo_id(repo_id)
-    register(token)
     summary = summary if summary is not None else getattr(scored, "summary", None)
-    # saveable: a path-only image whose file is gone would fail the push's embedding of it
-    data = DatasetDict({k: saveable(v) for k, v in scored.items() if k != ERRORS_SPLIT})
-    group_by = group_by_of(by, summary)
-    for split, d in data.items() if group_by else ():  # before anything is pushed: the card groups by it
-        check_group_column(d.column_names, group_by, f"split {split!r}")
-    errors = scored.get(ERRORS_SPLIT)
-    if errors is None:
-        errors = errors_dataset([])
     reports = [agreement] if isinstance(agreement, AgreementReport) else list(agreement)
-    draw = available() if plots is None else plots
+    sink = HubSink(
+        repo_id,
+        private=private,
+        token=token,
+        revision=revision,
+        agreement=reports,
+        plots=plots,
+        report=report,
+        by=by,
+        push_kwargs=push_kwargs,
+    )
+    splits = [(k, v) for k, v in scored.items() if k != ERRORS_SPLIT]
+    return write_through(sink, splits, scored.get(ERRORS_SPLIT), summary)
 
-    def push(steps: PushSteps) -> str:
-        pictures = picture_files(data, summary, reports) if draw else {}
-        return _push(steps, data, errors, summary, reports, pictures, token, revision, report, private, push_kwargs, by)
 
-    return stoppable_push(repo_id, [DATA_STEP, ERRORS_STEP, CARD_STEP], push)
+class HubSink:
+    """A Hub dataset repo as the place a result goes (a :class:`~hf_judge.results.sink.ResultSink`): ``start``
+    checks the repo id before anything is scored or sent, ``write`` and ``write_errors`` take the splits, and
+    ``complete`` is the push (the data, the errors config, then the card with the provenance files, pictures and
+    report page in one commit), stoppable by Ctrl-C (:mod:`.stoppable`). ``push_scored`` drives it; its
+    arguments are push_scored's.
+
+    Example:
+        >>> write_through(HubSink("me/x"), scored.items(), scored["errors"], scored.summary)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        repo_id: str,
+        *,
+        private: bool | None = None,
+        token: str | None = None,
+        revision: str | None = None,
+        agreement: Sequence[AgreementReport] = (),
+        plots: bool | None = None,
+        report: bool = True,
+        by: str | None = None,
+        push_kwargs: dict | None = None,
+    ):
+        self.repo_id, self.private, self.token, self.revision = repo_id, private, token, revision
+        self.reports, self.plots, self.report, self.by = list(agreement), plots, report, by
+        self.push_kwargs = push_kwargs or {}
+        self.data = DatasetDict()
+        self.errors: Dataset | None = None
+
+    def start(self) -> None:
+        check_repo_id(self.repo_id)
+        register(self.token)
+
+    def write(self, split: str, data: Dataset) -> None:
+        from ..judging.images import saveable
+
+        # saveable: a path-only image whose file is gone would fail the push's embedding of it
+        self.data[split] = saveable(data)
+
+    def write_errors(self, errors: Dataset | None) -> None:
+        from .errors_split import errors_dataset
+
+        self.errors = errors if errors is not None else errors_dataset([])
+
+    def complete(self, summary: RunSummary | None) -> str:
+        """The push; the repo URL."""
+        from .plots import available
+
+        group_by = group_by_of(self.by, summary)
+        for split, d in self.data.items() if group_by else ():  # before anything is pushed: the card groups by it
+            check_group_column(d.column_names, group_by, f"split {split!r}")
+        if self.errors is None:
+            self.write_errors(None)
+        assert self.errors is not None
+        errors, draw = self.errors, available() if self.plots is None else self.plots
+
+        def push(steps: PushSteps) -> str:
+            pictures = picture_files(self.data, summary, self.reports) if draw else {}
+            return _push(steps, self.data, errors, summary, self.reports, pictures, self, self.push_kwargs)
+
+        return stoppable_push(self.repo_id, [DATA_STEP, ERRORS_STEP, CARD_STEP], push)
+
+    def fail(self, error: BaseException) -> None:  # noqa: ARG002 - ResultSink.fail's
+        """Nothing to undo here: a push stopped part way says what reached the repo (:mod:`.stoppable`)."""
 
 
 DATA_STEP, ERRORS_STEP = "the scored splits", "the errors split"
@@ -133,17 +201,13 @@ def _push(
     summary: RunSummary | None,
     reports: list[AgreementReport],
     pictures: dict[str, bytes],
-    token: str | None,
-    revision: str | None,
-    report: bool,
-    private: bool | None,
+    to: HubSink,
     push_kwargs: dict,
-    by: str | None,
 ) -> str:
     """push_scored's uploads and commits, each step marked done on ``steps`` as it reaches the repo."""
     from .errors_split import ERRORS_SPLIT
 
-    repo_id = steps.repo_id
+    repo_id, token, revision, private, by = steps.repo_id, to.token, to.revision, to.private, to.by
     with quiet(*LIBRARY_CHATTER):
         data.push_to_hub(repo_id, private=private, token=token, revision=revision, **push_kwargs)
         steps.done(DATA_STEP)
@@ -164,17 +228,16 @@ def _push(
         except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
             text = "---\n---\n"
     summary = with_remote_calibrations(summary, files, api, repo_id, revision)
-    page = _report_page(data, errors, summary, repo_id, by) if report else None
+    page = _report_page(data, errors, summary, repo_id, by) if to.report else None
     page_path = f"{FILES_DIR}/{REPORT_FILE}" if page is not None else None
-    card = DatasetCard(merge_card_text(text, render_section(data, summary, reports, pictures, page_path, by=by)))
-    card_metadata(cast(DatasetCardData, card.data), data, summary)  # a DatasetCard's data is one
+    card = result_card(text, data, summary, reports, pictures, page_path, by=by)
     new = {**(provenance_files(summary) if summary is not None else {}), **pictures}
     if page is not None:
         new[f"{FILES_DIR}/{REPORT_FILE}"] = page
     # The card goes in the same commit as the files it shows. Not DatasetCard.push_to_hub: before
     # huggingface_hub 1.x its validation posts to huggingface.co whatever HF_ENDPOINT says (a private
     # Hub's card would be sent to the public one), and it would be a second commit.
-    ops: list[CommitOperationAdd | CommitOperationDelete] = [CommitOperationAdd("README.md", str(card).encode())]
+    ops: list[CommitOperationAdd | CommitOperationDelete] = [CommitOperationAdd("README.md", card.encode())]
     ops += [CommitOperationAdd(path, content) for path, content in new.items()]
     if summary is not None or pictures:
         # an earlier run's prompts and pictures that these scores did not use (the one rule: sink.stale_files)

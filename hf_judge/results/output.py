@@ -17,6 +17,7 @@ saving leaves the old result as it was.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -24,10 +25,12 @@ import shutil
 import uuid
 from pathlib import Path
 
-from datasets import DatasetDict, IterableDatasetDict
+from datasets import Dataset, DatasetDict, IterableDatasetDict
 
 from ..errors import OutputExistsError
-from .summary import describe_thresholds
+from .errors_split import ERRORS_SPLIT
+from .sink import open_sink
+from .summary import SUMMARY_FILE, RunSummary, describe_thresholds
 
 MANIFEST = "hf_judge.json"
 # split -> (rows, columns)
@@ -199,6 +202,88 @@ def _saved_shape(out: Path) -> Shape:
         return {"?": (1 << 62, [])}
 
 
+class FolderSink:
+    """A result folder written as a whole or not at all (a :class:`~hf_judge.results.sink.ResultSink`): ``start``
+    checks that nothing there would be lost (:func:`check_output`), the splits go to a hidden sibling folder
+    (``tmp``), and ``complete`` writes the manifest there and puts it in the folder's place; ``fail`` removes it.
+    A stream's sibling (``partial``) has one name and is kept when its save stops: the same command again goes on
+    after its last closed shard (``engine.stream_sink``), and ``write`` is not called for it.
+
+    Example:
+        >>> sink = FolderSink("out/", source=source_of("data.jsonl"), shape=shape_of(scored))  # doctest: +SKIP
+        >>> write_through(sink, scored.items(), None, scored.summary)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        *,
+        source: str,
+        kind: str = "scored",
+        overwrite: bool = False,
+        filters: dict | None = None,
+        shape: Shape | None = None,
+        partial: bool = False,
+    ):
+        self.out = Path(folder)
+        self.source, self.kind, self.overwrite, self.filters = source, kind, overwrite, filters
+        self.shape, self.partial = shape, partial
+        tag = uuid.uuid4().hex[:8]
+        self.tag = tag
+        self.tmp = self.out.with_name(f".{self.out.name}.partial" if partial else f".{self.out.name}.tmp-{tag}")
+        self.splits: list[str] = []
+
+    def start(self) -> None:
+        check_output(self.out, self.source, self.kind, self.shape, self.overwrite, self.filters)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, split: str, data: Dataset) -> None:
+        """One split in datasets' own layout (a fresh folder: datasets refuses to save over files it has mapped,
+        and the input may be this folder); one shard for an empty one, which datasets would leave without a data
+        file and then fail to load."""
+        from ..judging.images import saveable
+        from ..progress import datasets_bars_off
+
+        # the empty errors split draws no `0 examples` bar; a path-only image whose file is gone would fail
+        # datasets' embedding of it (see images.saveable)
+        with datasets_bars_off() if len(data) == 0 else contextlib.nullcontext():
+            DatasetDict({split: saveable(data)}).save_to_disk(
+                str(self.tmp), num_shards={split: 1 if len(data) == 0 else None}
+            )
+        self.splits.append(split)
+
+    def write_errors(self, errors: Dataset | None) -> None:
+        if errors is not None:
+            self.write(ERRORS_SPLIT, errors)
+
+    def complete(self, summary: RunSummary | None, shape: Shape | None = None) -> None:
+        """``dataset_dict.json`` (where the splits were written here), ``summary.json`` and the manifest, then the
+        folder in ``out``'s place; ``shape``: the rows and columns written, where ``start`` did not know them."""
+        if self.splits:
+            (self.tmp / "dataset_dict.json").write_text(json.dumps({"splits": self.splits}), encoding="utf-8")
+            if summary is not None:
+                text = json.dumps(summary.to_dict(), indent=1, default=str)
+                (self.tmp / SUMMARY_FILE).write_text(text, encoding="utf-8")
+        shape = shape if shape is not None else self.shape or {}
+        manifest = {"source": self.source, "kind": self.kind, "splits": {k: [n, c] for k, (n, c) in shape.items()}}
+        if self.filters is not None:
+            manifest["filters"] = self.filters
+        (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        out = self.out
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{self.tag}")
+            os.replace(out, old)
+            os.replace(self.tmp, out)
+            shutil.rmtree(old, ignore_errors=True)  # mapped files stay readable until unmapped
+        else:
+            os.replace(self.tmp, out)
+
+    def fail(self, error: BaseException) -> None:  # noqa: ARG002 - ResultSink.fail's
+        """The old folder stays as it was; a stream's partial folder stays for the same command to go on from."""
+        if self.tmp.exists() and not self.partial:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 def save_result(
     dd: DatasetDict,
     folder: str | os.PathLike,
@@ -208,42 +293,30 @@ def save_result(
     overwrite: bool = False,
     filters: dict | None = None,
 ) -> None:
-    """``save_to_disk`` into ``folder`` with its manifest, replacing the old folder only once complete.
-
-    ``filters`` (:func:`thresholds`) are recorded for a filtered result.
+    """``dd`` saved into ``folder`` with its manifest and summary through a :class:`FolderSink`, replacing the old
+    folder only once complete. ``filters`` (:func:`thresholds`) are recorded for a filtered result.
 
     Example:
         >>> save_result(scored, "out/", source=source_of("data.jsonl"))  # doctest: +SKIP
     """
-    from .scored import shards_for
-
-    out = Path(folder)
     streamed = isinstance(dd, IterableDatasetDict)  # a ScoredIterableDatasetDict: its rows are known once written
-    check_output(out, source, kind, None if streamed else shape_of(dd), overwrite, filters)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    # a stream's folder has one name, kept when the save stops: the same command again goes on after its last
-    # closed shard (see stream.write_result)
-    tmp = out.with_name(f".{out.name}.partial" if streamed else f".{out.name}.tmp-{tag}")
-    try:
-        # a fresh folder: datasets refuses to save over files it has mapped (the input may be this folder)
+    summary = getattr(dd, "summary", None)
+    sink = FolderSink(
+        folder,
+        source=source,
+        kind=kind,
+        overwrite=overwrite,
+        filters=filters,
+        shape=None if streamed else shape_of(dd),
+        partial=streamed,
+    )
+    with open_sink(sink):
         if streamed:
-            dd.save_to_disk(str(tmp))  # Parquet shards, written as the rows are scored
-            shape = dd.rows_and_columns()
+            dd.save_to_disk(str(sink.tmp))  # Parquet shards, written as the rows are scored (a sink of its own)
+            sink.complete(summary, dd.rows_and_columns())
         else:
-            dd.save_to_disk(str(tmp), num_shards=shards_for(dd))
-            shape = shape_of(dd)
-        manifest = {"source": source, "kind": kind, "splits": {k: [n, c] for k, (n, c) in shape.items()}}
-        if filters is not None:
-            manifest["filters"] = filters
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{tag}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)  # mapped files stay readable until unmapped
-        else:
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists() and not streamed:
-            shutil.rmtree(tmp, ignore_errors=True)
+            for split, d in dd.items():
+                if split != ERRORS_SPLIT:
+                    sink.write(split, d)
+            sink.write_errors(dd.get(ERRORS_SPLIT))
+            sink.complete(summary)

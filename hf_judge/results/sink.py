@@ -2,10 +2,11 @@
 
 A result is written to one of four places: a folder (``save_result``: the saved ``DatasetDict``), a folder of
 Parquet shards (a streamed run's ``save_to_disk``), a Ray run's ``output_dir`` and a Hub repo (``push_scored``,
-``push_folder``). Each goes through the same four steps, :class:`ResultSink`'s: ``start`` (checks that cost
-nothing and make the place ready: a run that would lose something is refused before its first request),
-``write`` (a split's rows), ``complete`` (the summary, the card, the provenance files; what was written becomes
-the result) and ``fail`` (what is left of an unfinished write, and what the user is told).
+``push_folder``). Each goes through the same five steps, :class:`ResultSink`'s, opened by :func:`open_sink`:
+``start`` (checks that cost nothing and make the place ready: a run that would lose something is refused
+before its first request), ``write`` (a split's rows), ``write_errors`` (the errors split), ``complete`` (the
+summary, the card, the provenance files; what was written becomes the result) and ``fail`` (what is left of an
+unfinished write, and what the user is told).
 
 A push over a repo that holds an earlier push keeps what belongs to the data rather than to one run's scores
 (:func:`stale_files`, the one rule both pushes follow):
@@ -23,9 +24,10 @@ write again go.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..progress import LIBRARY_CHATTER, quiet
@@ -48,12 +50,15 @@ RAY_MARKER = ".hf_judge_output"
 
 
 class ResultSink(Protocol):
-    """The four steps every place a result goes through (a folder, Parquet shards, a Ray ``output_dir``, a Hub
-    repo). An engine calls ``start`` before its first request, ``write`` for each split as its rows come,
-    ``complete`` once every split is written and ``fail`` when the run stops before that.
+    """The steps every place a result goes through (a folder: :class:`~hf_judge.results.output.FolderSink`;
+    Parquet shards: ``engine.stream_sink.StreamSink``; a Ray ``output_dir``: ``engine.ray_output.RayOutput``; a Hub
+    repo: :class:`~hf_judge.results.hub.HubSink`). An engine opens it (:func:`open_sink`: ``start`` before its
+    first request, ``fail`` when the run stops before the end), ``write`` each split as its rows come,
+    ``write_errors`` once every split is written, and ``complete`` with the summary.
 
     Example:
-        >>> sink.start(); sink.write("train", rows); sink.complete(summary)  # doctest: +SKIP
+        >>> with open_sink(sink):  # doctest: +SKIP
+        ...     sink.write("train", rows); sink.write_errors(errors); sink.complete(summary)
     """
 
     def start(self) -> None:
@@ -62,11 +67,49 @@ class ResultSink(Protocol):
     def write(self, split: str, data: Any) -> Any:
         """Write one split's rows (a ``Dataset``, an iterator of Arrow tables, a Ray Data stage)."""
 
+    def write_errors(self, errors: Any) -> None:
+        """Write the errors split (a ``Dataset`` of error rows; the sink's own where it wrote them as they came)."""
+
     def complete(self, summary: RunSummary | None) -> Any:
         """Write the summary, the card and the provenance files: what was written becomes the result."""
 
-    def fail(self, error: BaseException) -> None:
-        """Leave the place as a later run can take it up (or as it was), once ``error`` stopped the write."""
+    def fail(self, error: BaseException) -> BaseException | None:
+        """Leave the place as a later run can take it up (or as it was), once ``error`` stopped the write; the
+        error to raise instead of ``error`` (one that says what is kept), or None."""
+
+
+@contextlib.contextmanager
+def open_sink(sink: ResultSink) -> Iterator[ResultSink]:
+    """``sink`` started, and failed (``fail``) when the block raises: the one way every engine opens the place its
+    result goes. The error ``fail`` returns is raised instead of the block's.
+
+    Example:
+        >>> with open_sink(FolderSink("out/", source="data.jsonl")) as sink:  # doctest: +SKIP
+        ...     sink.write("train", scored["train"]); sink.write_errors(scored["errors"]); sink.complete(summary)
+    """
+    sink.start()
+    try:
+        yield sink
+    except BaseException as e:
+        instead = sink.fail(e)
+        if instead is not None and instead is not e:
+            raise instead from None
+        raise
+
+
+def write_through(sink: ResultSink, splits: Iterable[tuple[str, Any]], errors: Any, summary: RunSummary | None) -> Any:
+    """A whole result through ``sink``'s steps: start, each split, the errors, complete (fail on the way out of
+    an error); what ``complete`` returns (a pushed repo's URL).
+
+    Example:
+        >>> write_through(HubSink("me/x"), [("train", d)], errors, summary)  # doctest: +SKIP
+        'https://huggingface.co/datasets/me/x'
+    """
+    with open_sink(sink):
+        for split, data in splits:
+            sink.write(split, data)
+        sink.write_errors(errors)
+        return sink.complete(summary)
 
 
 def kept_on_repush(path: str) -> bool:
