@@ -323,7 +323,7 @@ def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, f
 
 
 UNDECIDED = "undecided"  # the failure kind of a row the judge gave no value and no error row explains
-ALL_ROWS_HEADLINE = {"binary": "accuracy", "pairwise": "agreement"}
+ALL_ROWS_HEADLINE = {"binary": "accuracy", "pairwise": "agreement", "numeric": None}
 
 
 def over_all_rows(
@@ -341,8 +341,10 @@ def over_all_rows(
 
     ``truth``: the label of each labelled row (no None); ``pred``: the judge's value on the same rows, None (or
     NaN) where it gave none (a null score: the row failed, or its reply did not parse); ``kind``: "binary"
-    (verdicts, ``accuracy``) or "pairwise" (winners, ``agreement``). ``failures``: per row, the error kind of an
-    undecided row (from the errors split), None where unknown (counted as ``"undecided"``).
+    (verdicts, ``accuracy``) or "pairwise" (winners, ``agreement``); "numeric" (ratings) gives coverage and failures
+    only, no figure: a rank correlation has no value to give a row the judge did not rate, so the correlations stay
+    figures of the compared rows (cut the ratings with a threshold for verdicts). ``failures``: per row, the error
+    kind of an undecided row (from the errors split), None where unknown (counted as ``"undecided"``).
 
     The figures: ``accuracy`` (or ``agreement``) = rows decided AND equal to the label / all labelled rows;
     ``cohen_kappa`` with "undecided" as one more value of the judge's, which no label has (so it never agrees,
@@ -357,7 +359,7 @@ def over_all_rows(
         (0.6, 0.8, {'http_500': 1})
     """
     if kind not in ALL_ROWS_HEADLINE:
-        raise ValueError(f"over_all_rows compares verdicts or winners (binary, pairwise), got kind {kind!r}")
+        raise ValueError(f"kind must be one of {', '.join(ALL_ROWS_HEADLINE)}, got {kind!r}")
     t, p = list(truth), list(pred)
     if len(t) != len(p) or (failures is not None and len(failures) != len(t)):
         raise ValueError(f"truth, pred (and failures) must align row by row: {len(t)} vs {len(p)}")
@@ -375,12 +377,11 @@ def over_all_rows(
     def kappa(a: np.ndarray, b: np.ndarray) -> float | None:
         return cohen_kappa(a, b, codes)
 
-    figures: dict[str, float | None] = {
-        headline: float(agree.mean()) if n else None,
-        "cohen_kappa": kappa(tc, pc) if n else None,
-    }
+    figures: dict[str, float | None] = {}
     intervals: dict[str, list[float] | None] = {}
-    if resamples and n:
+    if headline is not None:
+        figures = {headline: float(agree.mean()) if n else None, "cohen_kappa": kappa(tc, pc) if n else None}
+    if headline is not None and resamples and n:
         ci = bootstrap_mean(agree, resamples=resamples, seed=seed, confidence=confidence)
         intervals[headline] = list(ci) if ci else None
         if figures["cohen_kappa"] is not None:
