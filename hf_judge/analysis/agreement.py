@@ -118,6 +118,11 @@ class AgreementReport:
             out.append((name, _num(v), f"{_num(ci[0])} .. {_num(ci[1])}" if ci else ""))
         return out
 
+    def _shows_all_rows(self) -> bool:
+        """Whether the all-rows line says anything: figures (verdicts, winners) or rows left undecided."""
+        a = self.all_rows
+        return a is not None and (bool(a.get("figures")) or a.get("decided") != a.get("rows"))
+
     def _all_rows_line(self) -> str:
         """One line: the figures over all labelled rows, coverage and failures (``all_rows``)."""
         a = self.all_rows or {}
@@ -146,7 +151,7 @@ class AgreementReport:
         lines = [
             f"Agreement of {self.score} with {self.label} ({self._kind()}{where})",
             f"rows {self.rows:,}, compared {self.pairs:,}, dropped: {self._dropped()}",
-            *([self._all_rows_line()] if self.all_rows else []),
+            *([self._all_rows_line()] if self._shows_all_rows() else []),
             "",
         ]
         if self.note:
@@ -189,7 +194,7 @@ class AgreementReport:
             f"**`{self.score}` vs `{self.label}`**{where}: {self._kind()}, {self.pairs:,} of {self.rows:,} rows "
             f"compared ({self._dropped()})",
             "",
-            *([self._all_rows_line(), ""] if self.all_rows else []),
+            *([self._all_rows_line(), ""] if self._shows_all_rows() else []),
             *([f"Note: {self.note}", ""] if self.note else []),
             f"| figure | value | {self.confidence:.0%} interval |",
             "| --- | --- | --- |",
