@@ -56,7 +56,10 @@ _CALIBRATION_BINS = 10  # for scores with more distinct values than this (expect
 class AgreementReport:
     """What :func:`agreement` found; ``str(report)`` is a table, ``to_dict()`` is JSON-ready.
 
-    ``figures``: name -> value (None where undefined, e.g. a correlation with a constant column);
+    ``figures``: name -> value on the compared rows (None where undefined, e.g. a correlation with a constant
+    column); ``all_rows``: the figures over all labelled rows, where a row the judge did not decide (a null
+    score: a failed request, an unparsed reply) counts as not agreeing, with the coverage (share decided) and
+    the failures by error kind;
     ``intervals``: headline figure -> (low, high) bootstrap interval; ``confusion``: ``labels`` and
     ``matrix`` (rows: the label column, columns: the score column); ``calibration``: per score value
     (or bin), the rows and the mean label; ``histograms``: value -> count of each column.
@@ -81,6 +84,9 @@ class AgreementReport:
     length_unit: str | None = None
     # what the comparison cannot say, and the option that makes it (a rating against true/false labels)
     note: str | None = None
+    # the figures over ALL labelled rows, a row the judge did not decide counting as not agreeing
+    # (:func:`hf_judge.analysis.stats.over_all_rows`): rows, decided, coverage, figures, intervals, failures
+    all_rows: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
@@ -112,6 +118,27 @@ class AgreementReport:
             out.append((name, _num(v), f"{_num(ci[0])} .. {_num(ci[1])}" if ci else ""))
         return out
 
+    def _shows_all_rows(self) -> bool:
+        """Whether the all-rows line says anything: figures (verdicts, winners) or rows left undecided."""
+        a = self.all_rows
+        return a is not None and (bool(a.get("figures")) or a.get("decided") != a.get("rows"))
+
+    def _all_rows_line(self) -> str:
+        """One line: the figures over all labelled rows, coverage and failures (``all_rows``)."""
+        a = self.all_rows or {}
+        parts = []
+        for name, v in a.get("figures", {}).items():
+            ci = a.get("intervals", {}).get(name)
+            parts.append(f"{name} {_num(v)}" + (f" ({_num(ci[0])} .. {_num(ci[1])})" if ci else ""))
+        cov = a.get("coverage")
+        parts.append(f"coverage {cov:.1%}" if cov is not None else "coverage n/a")
+        fails = ", ".join(f"{k} {v:,}" for k, v in a.get("failures", {}).items())
+        parts.append(f"failures: {fails}" if fails else "no failures")
+        return (
+            f"over all {a.get('rows', 0):,} labelled rows (a row the judge did not decide counts as not agreeing): "
+            + "; ".join(parts)
+        )
+
     def _kind(self) -> str:
         return "a rating against true/false labels" if self.note else self.kind
 
@@ -124,6 +151,7 @@ class AgreementReport:
         lines = [
             f"Agreement of {self.score} with {self.label} ({self._kind()}{where})",
             f"rows {self.rows:,}, compared {self.pairs:,}, dropped: {self._dropped()}",
+            *([self._all_rows_line()] if self._shows_all_rows() else []),
             "",
         ]
         if self.note:
@@ -166,6 +194,7 @@ class AgreementReport:
             f"**`{self.score}` vs `{self.label}`**{where}: {self._kind()}, {self.pairs:,} of {self.rows:,} rows "
             f"compared ({self._dropped()})",
             "",
+            *([self._all_rows_line(), ""] if self._shows_all_rows() else []),
             *([f"Note: {self.note}", ""] if self.note else []),
             f"| figure | value | {self.confidence:.0%} interval |",
             "| --- | --- | --- |",
@@ -224,6 +253,8 @@ def agreement(
     judge_model: str | None = None,
     label_threshold: float | None = None,
     score_threshold: float | None = None,
+    errors: Dataset | None = None,
+    rows: Sequence[int] | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -250,6 +281,13 @@ def agreement(
     counted: in tokens of its tiktoken encoding where tiktoken knows it, else in characters, as the run's length
     bias counts it (``report.length_unit`` says which).
 
+    Over all rows (``report.all_rows``): beside the figures on the compared rows, the agreement over every
+    labelled row, a row the judge did not decide counting as not agreeing (the rule of
+    :func:`hf_judge.analysis.stats.over_all_rows`, which ``choose-judge`` ranks judges by), its coverage and
+    failures by error kind, read from ``errors`` (the result's errors split; default: ``ds["errors"]`` of a
+    DatasetDict). ``rows``: the result's row index of each row of the split compared, where it is a selection
+    (the labelled rows of ``--labels``); default: its own positions.
+
     Example:
         >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
         >>> r = agreement(ds, score="QA_Correctness", label="human", resamples=200)
@@ -262,6 +300,7 @@ def agreement(
         raise ConfigError(f"resamples must be 0 or more, got {resamples}")
     split, d = _pick_split(ds, split)
     score, label = _winner(d, score), _winner(d, label)
+    base_score = score
     for col, what in ((score, "score"), (label, "label")):
         if col not in d.column_names:
             raise ConfigError(f"no column {col!r} ({what}) in the dataset; it has: {', '.join(d.column_names)}")
@@ -312,6 +351,10 @@ def agreement(
         _length_figures(report, d, keep, x, y, columns, bias.Lengths(judge_model or ""))
     if generator_column is not None:
         _family_figures(report, d, keep, x, y, generator_column, judge_model)
+    if errors is None and isinstance(ds, DatasetDict) and "errors" in ds:
+        errors = ds["errors"]
+    failed = _failure_kinds(errors, split, base_score, rows)
+    report.all_rows = _all_rows(report, l_arr, keep, x, label, positive, failed, rows)
     if resamples:
         for name in HEADLINE[kind]:
             if name in fns and report.figures.get(name) is not None:
@@ -319,6 +362,63 @@ def agreement(
                     fns[name], x, y, resamples=resamples, seed=seed, confidence=confidence
                 )
     return report
+
+
+def _failure_kinds(errors: Dataset | None, split: str | None, score: str, rows: Sequence[int] | None) -> dict[int, str]:
+    """Row -> the error kind of the split's error rows: those of the metric behind ``score`` first (a metric
+    ``Comparative`` writes ``Comparative_winner``; a panel judge's column ``X__judge_a`` is metric X's), else
+    any (``QA_All`` fills ``QA_Clarity``). Empty without an errors split."""
+    if errors is None or not len(errors):
+        return {}
+    base = score.partition(JUDGE_SEP)[0]
+    wanted = set(rows) if rows is not None else None
+    found: dict[int, str] = {}
+    table = errors.with_format("arrow")[:].select(["split", "row", "metric", "kind"]).to_pylist()
+    for e in table:
+        r = e["row"]
+        if (split is not None and e["split"] != split) or (wanted is not None and r not in wanted):
+            continue
+        ours = base == e["metric"] or base.startswith(f"{e['metric']}_")
+        if ours or r not in found:
+            found[r] = e["kind"] if ours else f"{e['kind']} ({e['metric']})"
+    return found
+
+
+def _all_rows(
+    report: AgreementReport,
+    l_arr: pa.Array,
+    keep: np.ndarray,
+    x: np.ndarray,
+    label: str,
+    positive: Any,
+    failed: dict[int, str],
+    rows: Sequence[int] | None,
+) -> dict[str, Any]:
+    """The figures over all labelled rows (:func:`stats.over_all_rows`): the compared rows' values, None for the
+    labelled rows the judge left undecided, with each one's error kind."""
+    labelled = ~_nulls(l_arr)
+    at = np.nonzero(labelled)[0]
+    truth: Any
+    if report.kind == "binary":
+        truth = _booleans(l_arr.filter(pa.array(labelled)), label, positive)
+    elif report.kind == "pairwise":
+        truth = _preferences(l_arr.filter(pa.array(labelled)), label)
+    else:
+        truth = [0] * len(at)  # ratings: coverage and failures only (see over_all_rows)
+    pred: list[Any] = [None] * len(at)
+    for i, v in zip(np.nonzero(keep[labelled])[0], x, strict=True):
+        pred[i] = v
+    index = [rows[int(i)] for i in at] if rows is not None else [int(i) for i in at]
+    kinds = [None if p is not None else failed.get(r) for p, r in zip(pred, index, strict=True)]
+    return stats.over_all_rows(
+        truth,
+        pred,
+        report.kind,
+        failures=kinds,
+        resamples=report.resamples,
+        seed=report.seed,
+        confidence=report.confidence,
+    )
 
 
 def _passed(arr: pa.Array, label: str, threshold: float, positive: Any, what: str = "label") -> pa.Array:

@@ -223,7 +223,9 @@ class Calibration:
     read as a probability or as the human score, ``calibrated``: out of fold, ``bins``); ``reliability``:
     the tables behind them; ``by_score``: per judge value, rows, mean label and the map's value;
     ``threshold``: the chosen cut (``probability``, ``min_score``, ``criterion``); ``cv``: its k-fold figures;
-    ``warning``: why the figures cannot be trusted (every label of one class), None when they can.
+    ``warning``: why the figures cannot be trusted (every label of one class), None when they can;
+    ``judge``: the judge it was fitted on (:func:`judge_of`: models, provider, prompt sha256, metric parameters),
+    which applying it to another judge's scores checks.
 
     The map is checked when the calibration is made or loaded: finite knots, ``knots_x`` increasing,
     ``knots_y`` non-decreasing and, for a probability, in [0, 1]; anything else is a ConfigError.
@@ -247,6 +249,9 @@ class Calibration:
     label_threshold: float | None = None
     # e.g. every label positive: the map is constant, and F1 1.000 / ECE 0.000 say nothing about the judge
     warning: str | None = None
+    # the judge it was fitted on (judge_of): models, provider, the prompt file's sha256, the metric's params;
+    # None in a calibration saved before it was recorded (applied with a warning: it cannot be checked)
+    judge: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self._check_map()
@@ -324,6 +329,39 @@ class Calibration:
         from .calibration_text import describe
 
         return describe(self)
+
+
+def judge_of(summary: Any, score: str) -> dict[str, Any] | None:
+    """The judge behind ``score`` in a result's summary (a ``RunSummary``, or ``summary.json`` read as a dict):
+    ``models`` (the judge's model, or a panel's), ``provider``, and the ``prompt_sha256`` and ``params`` of the
+    metric whose column ``score`` is; None without a summary or a model. What a calibration records, and what
+    applying it checks.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> prompts = {"QA_Correctness": {"sha256": "ab12", "params": {}}}
+        >>> j = judge_of(NS(model="gpt-4.1-mini", provider="", sampling={}, prompts=prompts), "QA_Correctness_expected")
+        >>> j["models"], j["metric"], j["prompt_sha256"]
+        (['gpt-4.1-mini'], 'QA_Correctness', 'ab12')
+    """
+    if summary is None:
+        return None
+    get = summary.get if isinstance(summary, dict) else lambda k, d=None: getattr(summary, k, d)
+    panel = (get("sampling") or {}).get("judges") or []
+    models = [str(j.get("model") or j.get("name")) for j in panel] or ([str(get("model"))] if get("model") else [])
+    if not models:
+        return None
+    base = score.split("__")[0]
+    prompts = get("prompts") or {}
+    metric = max((m for m in prompts if base == m or base.startswith(f"{m}_")), key=len, default=None)
+    p = prompts.get(metric) or {}
+    return {
+        "models": models,
+        "provider": get("provider") or "",
+        "metric": metric,
+        "prompt_sha256": p.get("sha256"),
+        "params": p.get("params") or {},
+    }
 
 
 def calibrate(
@@ -408,6 +446,8 @@ def calibrate(
         if cut is not None:
             cal.threshold["min_score"] = float(x[cal.predict(x) >= cut].min())
             cal.threshold.update(stats.binary_scores(y.astype(bool), cal.predict(x) >= cut))
+    # a scored result (ScoredDatasetDict) knows its judge: the calibration is bound to it
+    cal.judge = judge_of(getattr(scored_or_labels, "summary", None), score)
     return cal
 
 

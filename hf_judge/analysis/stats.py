@@ -7,12 +7,14 @@ counterpart (``tests/test_agreement.py`` compares them on fixed data with ties,
 constant columns and missing values), with one difference: a figure that is
 undefined (a constant column's correlation, a precision with no predicted
 positive) is ``None``, not ``nan`` and a warning.
-The inputs hold no missing values: :mod:`hf_judge.analysis.agreement` drops them first.
+The inputs hold no missing values (:mod:`hf_judge.analysis.agreement` drops them first), except in
+:func:`over_all_rows`, where a row the judge did not decide counts as not agreeing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -318,3 +320,86 @@ def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, f
     alpha = (1.0 - confidence) / 2
     lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
+
+
+UNDECIDED = "undecided"  # the failure kind of a row the judge gave no value and no error row explains
+ALL_ROWS_HEADLINE = {"binary": "accuracy", "pairwise": "agreement", "numeric": None}
+
+
+def over_all_rows(
+    truth: Sequence[Any] | np.ndarray,
+    pred: Sequence[Any] | np.ndarray,
+    kind: str,
+    *,
+    failures: Sequence[str | None] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Agreement of a judge with labels over ALL labelled rows: a row the judge did not decide counts as not
+    agreeing. The one rule of ``agreement``'s all-rows figures and of ``choose-judge``'s leaderboard.
+
+    ``truth``: the label of each labelled row (no None); ``pred``: the judge's value on the same rows, None (or
+    NaN) where it gave none (a null score: the row failed, or its reply did not parse); ``kind``: "binary"
+    (verdicts, ``accuracy``) or "pairwise" (winners, ``agreement``); "numeric" (ratings) gives coverage and failures
+    only, no figure: a rank correlation has no value to give a row the judge did not rate, so the correlations stay
+    figures of the compared rows (cut the ratings with a threshold for verdicts). ``failures``: per row, the error
+    kind of an undecided row (from the errors split), None where unknown (counted as ``"undecided"``).
+
+    The figures: ``accuracy`` (or ``agreement``) = rows decided AND equal to the label / all labelled rows;
+    ``cohen_kappa`` with "undecided" as one more value of the judge's, which no label has (so it never agrees,
+    and a judge that fails often is not rewarded for the rows it skipped); each with a percentile bootstrap
+    interval over the labelled rows (``resamples``, ``seed``: the same seed, the same interval);
+    ``coverage`` = decided / rows; ``failures``: error kind -> rows, for the undecided rows.
+
+    Example:
+        >>> r = over_all_rows([True, True, False, False, True], [True, None, False, True, True], "binary",
+        ...                   failures=[None, "http_500", None, None, None], resamples=0)
+        >>> r["figures"]["accuracy"], r["coverage"], r["failures"]
+        (0.6, 0.8, {'http_500': 1})
+    """
+    if kind not in ALL_ROWS_HEADLINE:
+        raise ValueError(f"kind must be one of {', '.join(ALL_ROWS_HEADLINE)}, got {kind!r}")
+    t, p = list(truth), list(pred)
+    if len(t) != len(p) or (failures is not None and len(failures) != len(t)):
+        raise ValueError(f"truth, pred (and failures) must align row by row: {len(t)} vs {len(p)}")
+    undecided = np.array([_missing(v) for v in p], dtype=bool)
+    n, decided = len(t), int((~undecided).sum())
+    # codes: the values of labels and verdicts, then one more for "undecided"
+    values = sorted({str(v) for v in t} | {str(v) for v, u in zip(p, undecided, strict=True) if not u})
+    index = {v: i for i, v in enumerate(values)}
+    tc = np.array([index[str(v)] for v in t], dtype=np.int64)
+    pc = np.array([len(values) if u else index[str(v)] for v, u in zip(p, undecided, strict=True)], dtype=np.int64)
+    codes = list(range(len(values) + 1))
+    headline = ALL_ROWS_HEADLINE[kind]
+    agree = (tc == pc).astype(np.float64)
+
+    def kappa(a: np.ndarray, b: np.ndarray) -> float | None:
+        return cohen_kappa(a, b, codes)
+
+    figures: dict[str, float | None] = {}
+    intervals: dict[str, list[float] | None] = {}
+    if headline is not None:
+        figures = {headline: float(agree.mean()) if n else None, "cohen_kappa": kappa(tc, pc) if n else None}
+    if headline is not None and resamples and n:
+        ci = bootstrap_mean(agree, resamples=resamples, seed=seed, confidence=confidence)
+        intervals[headline] = list(ci) if ci else None
+        if figures["cohen_kappa"] is not None:
+            ci = bootstrap(kappa, tc, pc, resamples=resamples, seed=seed, confidence=confidence)
+            intervals["cohen_kappa"] = list(ci) if ci else None
+    kinds: dict[str, int] = {}
+    for i in np.nonzero(undecided)[0]:
+        why = (failures[int(i)] if failures is not None else None) or UNDECIDED
+        kinds[why] = kinds.get(why, 0) + 1
+    return {
+        "rows": n,
+        "decided": decided,
+        "coverage": decided / n if n else None,
+        "figures": figures,
+        "intervals": intervals,
+        "failures": dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v)

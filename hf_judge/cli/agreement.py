@@ -20,6 +20,8 @@ AGREEMENT_EXAMPLE = """examples:
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
+Verdicts and winners over ALL labelled rows too: a row the judge failed on (a null score, an errors-split row)
+counts as not agreeing; with its coverage (share decided) and failures by error kind.
 Length bias (the judge's and the labels'), and with --generator-column the judge's error on its own family's rows.
 """
 
@@ -108,9 +110,10 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         revision=args.revision,
         token=args.token,
     )
-    label, reviewers, split = args.label, None, args.split
+    label, reviewers, split, rows = args.label, None, args.split, None
+    errors = ds.get("errors")  # its rows count as not agreeing, over all labelled rows
     if args.labels:
-        ds, label, reviewers, split = _labelled(ds, args)
+        ds, label, reviewers, split, rows = _labelled(ds, args)
     length_of, judge_model = args.length_of, args.judge_model
     # the judge's model: its family, and its tokenizer, which measures length as the run's length bias did
     if length_of is None or judge_model is None:
@@ -133,6 +136,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         judge_model=judge_model,
         label_threshold=args.label_threshold,
         score_threshold=args.score_threshold,
+        errors=errors,
+        rows=rows,
     )
     if reviewers is not None:
         report.figures.update(reviewers)
@@ -151,8 +156,9 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
 
 def _labelled(ds, args: argparse.Namespace):
-    """The labelled rows of the result with the labels file's labels as a column (named after the file), and
-    Krippendorff's alpha among the file's reviewers when several labelled the same rows."""
+    """The labelled rows of the result with the labels file's labels as a column (named after the file), their
+    row indices in the result, and Krippendorff's alpha among the file's reviewers when several labelled the
+    same rows."""
     from ..analysis.alpha import krippendorff_alpha
     from ..analysis.labels import join_labels, label_source_name, labelled_split, read_labels
 
@@ -167,9 +173,10 @@ def _labelled(ds, args: argparse.Namespace):
     name = label_source_name(args.labels)
     d = labelled_split(ds, joined, name)
     split = joined.keys[0][0]
+    rows = [r for _, r in joined.keys]
     reviewers = joined.reviewers
     if len(reviewers) < 2:
-        return d, name, None, split
+        return d, name, None, split, rows
     ratings = [[joined.raters.get(k, {}).get(r) for k in joined.keys] for r in reviewers]
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in joined.labels)
     level = "interval" if numeric else "nominal"
@@ -178,7 +185,7 @@ def _labelled(ds, args: argparse.Namespace):
     if numeric and all(isinstance(v, int) and not isinstance(v, bool) for v in given):
         # ratings on a scale (1-5): ordinal alpha counts a 1-vs-2 disagreement as less than 1-vs-5 by rank alone
         figures["reviewers_alpha_ordinal"] = krippendorff_alpha(ratings, "ordinal")
-    return d, name, figures, split
+    return d, name, figures, split, rows
 
 
 def _save_report(args: argparse.Namespace, report) -> list[str]:

@@ -115,6 +115,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         token=args.token,
         label_threshold=args.label_threshold,
     )
+    if cal.judge is None:  # bound to the judge that scored the result (its summary.json), as applying it checks
+        from ..analysis.calibration import judge_of
+        from .inputs import input_summary
+
+        cal.judge = judge_of(input_summary(args.dataset, revision=args.revision, token=args.token), cal.score)
     print(cal)
     local = Path(args.dataset)
     done = []

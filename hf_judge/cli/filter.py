@@ -77,6 +77,12 @@ def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends
         help="calibration.json of hf-judge calibrate: adds <score>_calibrated (repeatable; with --min-prob, "
         "default: the result folder's, one per score: calibration.json, calibration_<score>.json)",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="apply a calibration fitted on another judge, prompt or metric parameters than the result's (refused "
+        "without it); the summary and card record it",
+    )
     p.add_argument("--keep-missing", action="store_true", help="keep rows whose score is null")
     p.add_argument(
         "--keep-group",
@@ -97,6 +103,16 @@ def add_filter(sub: Any, settings: bool) -> None:  # noqa: ARG001 - filter sends
     )
     add_output_options(p, "<name>-filtered")
     p.set_defaults(func=cmd_filter)
+
+
+def _check_judges(args: argparse.Namespace, stored: Any) -> dict[str, str | None]:
+    """Each calibration checked against the result's judge (summary.json): another judge's is refused unless
+    --force; score -> the mismatch a forced one records."""
+    if not args.calibration:
+        return {}
+    from ..results.calibrated import as_calibrations, check_judge
+
+    return {c.score: check_judge(c, stored, args.force) for c in as_calibrations(args.calibration).values()}
 
 
 def cmd_filter(args: argparse.Namespace) -> int:
@@ -135,6 +151,8 @@ def cmd_filter(args: argparse.Namespace) -> int:
         except Exception:  # noqa: BLE001 - a repo without an errors config is fine
             pass
     before = {k: len(v) for k, v in ds.items() if k != "errors"}
+    stored = input_summary(args.dataset, revision=args.revision, token=args.token)
+    forced = _check_judges(args, stored)  # before any work: a calibration of another judge is refused
     out_ds = filter_by_scores(
         ds,
         min=dict(args.min),
@@ -142,17 +160,17 @@ def cmd_filter(args: argparse.Namespace) -> int:
         keep_missing=args.keep_missing,
         min_prob=dict(args.min_prob),
         calibration=args.calibration,
+        allow_other_judge=args.force,
         keep_groups=keep_groups,
         drop_groups=drop_groups,
     )
     kept = {k: len(out_ds[k]) for k in before}
-    stored = input_summary(args.dataset, revision=args.revision, token=args.token)
     summary = stored.with_filter(mins, dict(args.max), args.keep_missing, before, kept, groups) if stored else None
     if args.calibration:  # the card and summary say what the <score>_calibrated column is, and on which labels
         from ..results.calibrated import as_calibrations, with_calibrations
 
         one = args.calibration[0] if len(args.calibration) == 1 else None
-        summary = with_calibrations(summary, as_calibrations(args.calibration).values(), one)
+        summary = with_calibrations(summary, as_calibrations(args.calibration).values(), one, forced)
     done = write_result(
         out_ds, args, out, args.push_to_hub, source=source, kind="filtered", summary=summary, filters=rule
     )

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 from datasets import Dataset, DatasetDict
 
-from ..analysis.calibration import Calibration
+from ..analysis.calibration import Calibration, judge_of
 from ..errors import ConfigError
 from .calibration_card import calibration_entry
 from .summary import RunSummary
@@ -94,10 +94,58 @@ def _column(d: Dataset, cal: Calibration) -> list[float | None]:
     return [None if np.isnan(v) else float(p) for v, p in zip(values, out, strict=True)]
 
 
-def apply_calibration(scored: Dataset | DatasetDict, calibration: Calibrations) -> Dataset | DatasetDict:
+def _judge_text(j: dict[str, Any]) -> str:
+    sha = (j.get("prompt_sha256") or "?")[:12]
+    provider = f" ({j['provider']})" if j.get("provider") else ""
+    models = ", ".join(j.get("models") or ["?"])
+    return f"{models}{provider}, prompt {j.get('metric')} sha256 {sha}, params {j.get('params')}"
+
+
+def check_judge(cal: Calibration, summary: Any, allow_other_judge: bool = False) -> str | None:
+    """Whether ``cal`` was fitted on the judge that scored the result with ``summary``: its models, provider,
+    prompt file (sha256) and metric parameters. Another judge's is a ConfigError naming both, unless
+    ``allow_other_judge``: then the mismatch is returned, for the summary and card to record. A calibration
+    saved without its judge (older files) is applied with a warning that it cannot be checked; a result with no
+    summary has nothing to check against. None when nothing is to be recorded.
+
+    Example:
+        >>> check_judge(cal, RunSummary.load("out/"))  # doctest: +SKIP
+    """
+    theirs = judge_of(summary, cal.score)
+    if theirs is None:
+        return None
+    if cal.judge is None:
+        logger.warning(
+            "the calibration of %s records no judge (saved by an older hf-judge): it cannot be checked against "
+            "this result's judge (%s); fit it again with hf-judge calibrate to bind it",
+            cal.score,
+            _judge_text(theirs),
+        )
+        return None
+    keys = ("models", "provider", "prompt_sha256", "params")
+    if all(cal.judge.get(k) == theirs.get(k) for k in keys):
+        return None
+    which = ", ".join(k for k in keys if cal.judge.get(k) != theirs.get(k))
+    mismatch = f"fitted on {_judge_text(cal.judge)}; the scores are of {_judge_text(theirs)} ({which} differ)"
+    if not allow_other_judge:
+        raise ConfigError(
+            f"the calibration of {cal.score} was {mismatch}: a calibration maps one judge's scores, so fit one "
+            "on this judge (hf-judge calibrate), or apply it anyway with allow_other_judge=True (CLI: --force)"
+        )
+    logger.warning("the calibration of %s is applied to another judge's scores: it was %s", cal.score, mismatch)
+    return mismatch
+
+
+def apply_calibration(
+    scored: Dataset | DatasetDict, calibration: Calibrations, *, allow_other_judge: bool = False
+) -> Dataset | DatasetDict:
     """Add ``<score>_calibrated`` (P(label is positive), or the expected human score) to every split but
     ``errors``, for each calibration (a :class:`hf_judge.Calibration`, a ``calibration.json`` path, or a list
     of them); null where the judge gave no score. A scored result keeps its summary.
+
+    A calibration is bound to the judge it was fitted on: applied to a result (with a summary) judged by
+    another model, provider, prompt file or metric parameters, it is a ConfigError naming both, unless
+    ``allow_other_judge=True``, which the summary (and so the card) then records.
 
     Example:
         >>> cal = hf_judge.calibrate(labelled, "QA_Correctness", "human_ok")  # doctest: +SKIP
@@ -108,6 +156,8 @@ def apply_calibration(scored: Dataset | DatasetDict, calibration: Calibrations) 
     cals = as_calibrations(calibration)
     if not cals:
         raise ConfigError("give a calibration: hf_judge.calibrate(...) or the path of its calibration.json")
+    summary = getattr(scored, "summary", None)
+    forced = {cal.score: check_judge(cal, summary, allow_other_judge) for cal in cals.values()}
 
     def one(d: Dataset) -> Dataset:
         for cal in cals.values():
@@ -121,13 +171,19 @@ def apply_calibration(scored: Dataset | DatasetDict, calibration: Calibrations) 
         return one(scored)
     out = type(scored)({k: v if k == "errors" else one(v) for k, v in scored.items()})
     if hasattr(scored, "summary"):  # a ScoredDatasetDict: its summary goes with it, saying what the column is
-        out.summary = with_calibrations(scored.summary, cals.values(), calibration)
+        out.summary = with_calibrations(scored.summary, cals.values(), calibration, forced)
     return out
 
 
-def with_calibrations(summary: RunSummary | None, cals: Iterable[Calibration], given: Any = None) -> RunSummary | None:
+def with_calibrations(
+    summary: RunSummary | None,
+    cals: Iterable[Calibration],
+    given: Any = None,
+    other_judge: Mapping[str, str | None] | None = None,
+) -> RunSummary | None:
     """A copy of ``summary`` recording each calibration (``summary.calibration``, which the card and
-    ``str(summary)`` show); None stays None. ``given``: what the caller passed, for the file's name.
+    ``str(summary)`` show); None stays None. ``given``: what the caller passed, for the file's name;
+    ``other_judge``: score -> the mismatch of a calibration forced onto another judge's scores (recorded).
 
     Example:
         >>> with_calibrations(RunSummary(), [cal]).calibration["QA_Correctness"]["labels"]  # doctest: +SKIP
@@ -139,4 +195,6 @@ def with_calibrations(summary: RunSummary | None, cals: Iterable[Calibration], g
     file = Path(given).name if isinstance(given, (str, Path)) else None
     for cal in cals:
         out.calibration[cal.score] = calibration_entry(cal, file)
+        if (other_judge or {}).get(cal.score):
+            out.calibration[cal.score]["other_judge"] = (other_judge or {})[cal.score]
     return out

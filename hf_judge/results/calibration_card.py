@@ -105,6 +105,7 @@ def calibration_lines(calibration: dict[str, dict[str, Any]]) -> list[str]:
             f"calibration    {score} against {_labels(c)}: ECE {_n(e.get('judge'))} judge, "
             f"{_n(e.get('calibrated'))} calibrated (out of fold); {_threshold(c)}; {c['output']} = {meaning(c)}"
             + (f"; WARNING: {c['warning']}" if c.get("warning") else "")
+            + (f"; FORCED onto another judge: it was {c['other_judge']}" if c.get("other_judge") else "")
         )
     return out
 
@@ -143,6 +144,7 @@ def calibration_card(calibration: dict[str, dict[str, Any]], columns: Collection
             f"labels{saved}; ECE over {(c.get('ece') or {}).get('bins')} bins, the calibrated one out of fold "
             f"({c.get('folds')} folds, seed {c.get('seed')})"
             + (f". **Warning**: {c['warning']}" if c.get("warning") else "")
+            + (f". **Applied to another judge** (forced): it was {c['other_judge']}" if c.get("other_judge") else "")
         )
     out += ["", END]
     return out

@@ -57,6 +57,7 @@ def filter_by_scores(
     calibration: Calibrations | None = None,
     keep_groups: Mapping[str, Iterable[Any]] | None = None,
     drop_groups: Mapping[str, Iterable[Any]] | None = None,
+    allow_other_judge: bool = False,
 ) -> Dataset | DatasetDict:
     """Keep rows with ``min[col] <= row[col] <= max[col]`` for every threshold (inclusive).
 
@@ -69,7 +70,8 @@ def filter_by_scores(
     ``calibration`` (a :class:`hf_judge.Calibration` of true/false labels, its ``calibration.json``, or a
     list of them): the result gets ``<score>_calibrated`` (:func:`hf_judge.apply_calibration`) and keeps
     the rows where it is >= the probability. A calibration with no threshold keeps every row and adds the
-    column.
+    column. A calibration fitted on another judge (or prompt) than the result's is refused unless
+    ``allow_other_judge=True`` (:func:`hf_judge.apply_calibration`).
 
     A true/false score is filtered the way it is written: ``min={"Binary": True}`` keeps the true rows,
     ``max={"Binary": False}`` the false ones (false < true, as 0 < 1: ``min=False`` or ``max=True`` keeps
@@ -97,7 +99,7 @@ def filter_by_scores(
     if groups:
         ds = filter_groups(ds, groups)
     if min_prob or calibration is not None:
-        ds, probs = _calibrated(ds, dict(min_prob or {}), calibration)
+        ds, probs = _calibrated(ds, dict(min_prob or {}), calibration, allow_other_judge)
         lo.update(probs)
         if not lo and not hi:  # a calibration alone: every row, with its calibrated column
             return ds
@@ -147,7 +149,7 @@ def _recorded(
 
 
 def _calibrated(
-    ds: Dataset | DatasetDict, min_prob: dict[str, float], calibration: Calibrations | None
+    ds: Dataset | DatasetDict, min_prob: dict[str, float], calibration: Calibrations | None, allow_other_judge: bool
 ) -> tuple[Dataset | DatasetDict, dict[str, float]]:
     """The dataset with the calibrated columns, and the thresholds on them that ``min_prob`` asks for."""
     from .calibrated import apply_calibration, as_calibrations
@@ -171,7 +173,7 @@ def _calibrated(
                 f"use min={{'{cal.output}': 7}} (CLI: --min {cal.output}=7)"
             )
         out[cal.output] = float(p)
-    return apply_calibration(ds, cals), out
+    return apply_calibration(ds, cals, allow_other_judge=allow_other_judge), out
 
 
 def _filter(ds: Dataset, lo: dict, hi: dict, names: list[str], keep_missing: bool) -> Dataset:
