@@ -83,6 +83,7 @@ from .policy import (
     not_found_hint,
     parse_retry_after,
 )
+from .latency import latency_bin
 from .prices import no_price_error, price_of
 from .reading import ReplyTooLarge, read_limited
 
@@ -129,6 +130,7 @@ class Stats:
     notes: list[str] = field(default_factory=list)
     no_logprobs: int = 0  # replies without the token log-probabilities that logprobs=True asked for
     unplaced_logprobs: int = 0  # replies with them, but a score's value not found among the tokens
+    latency: Counter = field(default_factory=Counter)  # seconds of each answered request, binned (latency.py)
 
 
 def _int(v: Any) -> int:
@@ -550,6 +552,7 @@ class JudgeClient:
         if status == 200:
             self.limiter.release(sent_at=sent_at)
             self.stats.statuses[200] += 1
+            self.stats.latency[latency_bin(now() - sent_at)] += 1
             outcome = self._handle_ok(metric, data, body, n)
             if n > 1:
                 outcome.extra, outcome.choices = self._other_choices(metric, data)
