@@ -78,13 +78,13 @@ def pair_verdicts(
     other = sum(1 for a, b in both if a != b) - first_position - second_position
     n = len(votes)
     hits = np.array(correct, dtype=np.float64)
-    interval = stats.bootstrap_mean(hits, resamples=resamples, seed=seed) if resamples and n else None
+    ci = stats.bootstrap_mean(hits, resamples=resamples, seed=seed, confidence=0.95) if resamples and n else None
     return {
         "pairs": n,
         "votes": votes,
         "correct": correct,
         "accuracy": float(hits.mean()) if n else None,
-        "interval": list(interval) if interval else None,
+        "interval": list(ci) if ci else None,
         "single_order_accuracy": float(np.mean(single)) if n else None,
         "orders_disagree": {
             "share": (first_position + second_position + other) / len(both) if both else None,
