@@ -140,3 +140,24 @@ def test_agreement_all_rows_figure_equals_the_table_for_one_judge(servers, tmp_p
     # and by hand: decided and equal to the label, over all rows
     verdicts = scored["train"]["Binary__faulty"]
     assert entry["score"] == pytest.approx(sum(v is not None and v == h for v, h in zip(verdicts, ds["human"])) / N)
+
+
+def test_cli_choose_judge_prints_the_table_and_writes_its_files(servers, tmp_path, capfd):
+    from helpers import run_cli
+
+    judges, prices = _judges(servers, tmp_path)
+    data = tmp_path / "pairs.jsonl"
+    _pairs().to_json(str(data))
+    spec = tmp_path / "judges.yaml"
+    spec.write_text("".join(f"- {{model: {j['model']}, base_url: '{j['base_url']}'}}\n" for j in judges[1:]))
+    code, out, err = run_cli(
+        capfd, "choose-judge", str(data), "--metric", "Comparative", "--judges", "agree",
+        "--base-url", judges[0]["base_url"], "--judges-file", str(spec), "--label", "human", "--prices", prices,
+        "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "out"), "--resamples", "50", "--for", str(data),
+    )
+    assert code == 0, err
+    assert "recommended: agree" in out and "scoring" in out and "requests" in out
+    saved = json.loads((tmp_path / "out" / FILE).read_text())
+    assert [e["judge"] for e in saved["entries"]] == ["agree", "first", "faulty", "slow"]
+    assert saved["projection"]["requests"] == 2 * N  # both orders of each pair, by the recommended judge
+    assert "| agree |" in (tmp_path / "out" / "choose_judge.md").read_text()

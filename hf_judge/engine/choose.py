@@ -128,6 +128,7 @@ def choose_judge(
         storage_options=storage_options,
         local_cache_dir=local_cache_dir,
         **{**setting_values, "models": [c.model_dump(exclude_none=True) for c in candidates], "model": None},
+        **({"generator_column": generator_column} if generator_column else {}),
     )
     assert isinstance(result, ScoredDatasetDict)
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, label_threshold, positive,
