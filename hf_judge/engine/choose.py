@@ -15,12 +15,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from datasets import Dataset, DatasetDict, concatenate_datasets
 
 from ..analysis.agreement import agreement
 from ..analysis.ceiling import human_ceiling
 from ..analysis.labels import read_labels
 from ..analysis.leaderboard import JudgeChoice, combined_winner, pair_verdicts, recommend
+from ..analysis import stats
 from ..analysis.stats import over_all_rows
 from ..errors import ConfigError
 from ..judging.catalogue import resolve_metrics
@@ -184,8 +186,10 @@ def _labelled(
     if label is not None:
         if label not in d.column_names:
             raise ConfigError(f"no label column {label!r}; the data has: {', '.join(d.column_names)}")
-        d = d.add_column(LABEL, d[label])
-        return d.filter(lambda v: v is not None, input_columns=[LABEL]), None
+        values = d[label]
+        keep = [i for i, v in enumerate(values) if v is not None]
+        d = d.add_column(LABEL, values)
+        return (d if len(keep) == len(d) else d.select(keep)), None
     missing = [c for c in annotators or () if c not in d.column_names]
     if missing or not annotators:
         raise ConfigError(f"no annotator column {missing[0] if missing else ''!r}; the data has: {', '.join(d.column_names)}")
@@ -287,18 +291,23 @@ def _rank(
         for judge in candidates:
             name = judge.column_name
             column = _column(m, name)
-            own_errors = _judge_errors(errors, name, n)
+            own_errors = _judge_errors(errors, name, 2 * n if swapped else n)
             entry: dict[str, Any] = {"name": name if len(metrics) == 1 else f"{name} x {m.name}", "judge": name,
                                      "model": judge.model, "metric": m.name, "column": column}
             if swapped:
                 entry.update(_pairs(scored, n, column, own_errors, resamples, seed))
             else:
+                entry.update(_figures(scored, n, column, own_errors, kind, label_threshold, positive, resamples, seed))
+            if generator_column is not None:  # the judge's error on its own family's texts (agreement's figures)
                 report = agreement(
-                    scored.select(range(n)), column, LABEL, kind=kind, errors=own_errors, resamples=resamples,
-                    seed=seed, label_threshold=label_threshold, positive=positive,
-                    generator_column=generator_column, judge_model=judge.model,
+                    scored.select(range(n)), column, LABEL, kind=kind, resamples=0, label_threshold=label_threshold,
+                    positive=positive, generator_column=generator_column, judge_model=judge.model,
                 )
-                entry.update(_figures(report, kind))
+                entry["self_preference"] = {
+                    "own_error": report.figures.get("own_family_error"),
+                    "other_error": report.figures.get("other_family_error"),
+                    "own_rows": report.figures.get("own_family_rows"),
+                }
             entry.update(_costs(summary.judge_requests.get(name, {}), n, 2 if swapped else 1))
             entry["length_bias"] = summary.length_bias.get(column.replace("_winner", "")) or summary.longer_wins.get(column)
             choice.entries.append(entry)
@@ -308,23 +317,68 @@ def _rank(
     return choice
 
 
-def _figures(report: Any, kind: str) -> dict[str, Any]:
-    all_rows = report.all_rows or {}
-    out: dict[str, Any] = {"coverage": all_rows.get("coverage"), "failures": all_rows.get("failures", {})}
-    if kind == "numeric":  # rank correlations: on the rows the judge rated (a rating has no value to give a failure)
-        out.update(score=report.figures.get("spearman"), interval=_list(report.intervals.get("spearman")),
-                   kendall=report.figures.get("kendall_tau_b"), rated_rows=report.pairs)
-    else:
-        key = "accuracy" if kind == "binary" else "agreement"
-        out.update(score=all_rows["figures"].get(key), interval=all_rows["intervals"].get(key),
-                   kappa=all_rows["figures"].get("cohen_kappa"), kappa_interval=all_rows["intervals"].get("cohen_kappa"))
-    if report.figures.get("own_family_error") is not None or report.figures.get("own_family_rows"):
-        out["self_preference"] = {
-            "own_error": report.figures.get("own_family_error"),
-            "other_error": report.figures.get("other_family_error"),
-            "own_rows": report.figures.get("own_family_rows"),
+def _figures(
+    scored: Dataset, n: int, column: str, errors: Dataset, kind: str, label_threshold: float | None, positive: Any,
+    resamples: int, seed: int,
+) -> dict[str, Any]:
+    """One judge's figures over the ``n`` labelled rows: over_all_rows's (agreement's rule) for verdicts and
+    winners; Spearman (with its interval) and Kendall on the rated rows for ratings."""
+    pred, truth = scored[column][:n], scored[LABEL][:n]
+    kinds = _error_kinds(errors, n)
+    failures = [kinds.get(i) for i in range(n)]
+    if kind == "numeric":
+        found = over_all_rows([0] * n, pred, "numeric", failures=failures, resamples=0)
+        keep = [i for i in range(n) if pred[i] is not None and truth[i] is not None]
+        x = np.array([pred[i] for i in keep], dtype=np.float64)
+        y = np.array([truth[i] for i in keep], dtype=np.float64)
+        ci = stats.bootstrap_spearman(x, y, resamples=resamples, seed=seed, confidence=0.95) if resamples else None
+        return {
+            "score": stats.spearman(x, y), "interval": _list(ci), "kendall": stats.kendall_tau_b(x, y),
+            "rated_rows": len(keep), "coverage": found["coverage"], "failures": found["failures"],
         }
-    return out
+    if kind == "binary":
+        labels = [_verdict(v, positive, label_threshold) for v in truth]
+        pred = [None if v is None else _verdict(v, None, None) for v in pred]
+    else:
+        labels = [_winner(v) for v in truth]
+    found = over_all_rows(labels, pred, kind, failures=failures, resamples=resamples, seed=seed)
+    key = "accuracy" if kind == "binary" else "agreement"
+    return {
+        "score": found["figures"].get(key), "interval": found["intervals"].get(key),
+        "kappa": found["figures"].get("cohen_kappa"), "kappa_interval": found["intervals"].get("cohen_kappa"),
+        "coverage": found["coverage"], "failures": found["failures"],
+    }
+
+
+_TRUE, _FALSE = {"1", "true", "yes", "y", "correct", "pass", "positive"}, {"0", "false", "no", "n", "incorrect", "fail", "negative"}
+
+
+def _verdict(v: Any, positive: Any, threshold: float | None) -> bool:
+    """A label or verdict as True/False, as ``agreement`` reads them (booleans, 0/1, yes/no, true/false; a rating
+    against ``threshold``; ``positive``: the value that is positive)."""
+    if threshold is not None:
+        return float(v) >= threshold
+    if positive is not None:
+        return str(v) == str(positive)
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ConfigError(f"the label {v!r} is no verdict (true/false, 1/0, yes/no): give positive= (--positive)")
+
+
+def _winner(v: Any) -> str:
+    text = str(v).strip().lower()
+    return {"a": "1", "b": "2", "1": "1", "2": "2"}.get(text, "tie" if text in ("tie", "0", "=") else text)
+
+
+def _error_kinds(errors: Dataset, n: int) -> dict[int, str]:
+    """Row (of the first ``n``) -> its error kind; a row of the second order (a swapped pair's) is its pair's."""
+    kinds: dict[int, str] = {}
+    for e in errors.with_format("arrow")[:].select(["row", "kind"]).to_pylist():
+        kinds.setdefault(e["row"] % n, e["kind"])
+    return kinds
 
 
 def _list(ci: Any) -> list[float] | None:
@@ -338,9 +392,7 @@ def _pairs(scored: Dataset, n: int, column: str, errors: Dataset, resamples: int
     first = [w for w in winners[:n]]
     second = [_FLIP.get(w) if w is not None else None for w in winners[n:]]
     found = pair_verdicts(first, second, labels, resamples=resamples, seed=seed)
-    kinds: dict[int, str] = {}
-    for e in errors.with_format("arrow")[:].select(["row", "kind"]).to_pylist():
-        kinds.setdefault(e["row"] % n, e["kind"])
+    kinds = _error_kinds(errors, n)
     combined = [combined_winner(a, b) for a, b in zip(first, second, strict=True)]
     decided = over_all_rows(labels, combined, "pairwise", failures=[kinds.get(i) for i in range(n)],
                             resamples=resamples, seed=seed)
