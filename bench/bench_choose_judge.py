@@ -44,16 +44,26 @@ def main() -> None:
     try:
         port = int(server.stdout.readline().split()[1])
         url = f"http://127.0.0.1:{port}"
-        req = urllib.request.Request(f"{url}/_admin/config", data=json.dumps({"latency": a.latency}).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{url}/_admin/config",
+            data=json.dumps({"latency": a.latency}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         urllib.request.urlopen(req, timeout=10).read()
-        ds = Dataset.from_dict({
-            "question": [f"question {i}?" for i in range(a.rows)],
-            "answer": [f"answer {i}" for i in range(a.rows)],
-            "human": [i % 3 != 0 for i in range(a.rows)],
-        })
-        kw = dict(base_url=f"{url}/v1", api_key="sk-bench", columns={"prediction": "answer"}, progress=False,
-                  concurrency=a.concurrency)
+        ds = Dataset.from_dict(
+            {
+                "question": [f"question {i}?" for i in range(a.rows)],
+                "answer": [f"answer {i}" for i in range(a.rows)],
+                "human": [i % 3 != 0 for i in range(a.rows)],
+            }
+        )
+        kw = dict(
+            base_url=f"{url}/v1",
+            api_key="sk-bench",
+            columns={"prediction": "answer"},
+            progress=False,
+            concurrency=a.concurrency,
+        )
         times: dict[str, list[float]] = {"plain": [], "choose": []}
         with tempfile.TemporaryDirectory() as tmp:
             # warm up both (imports, the server's first connections), then each twice, alternating: the best of
@@ -70,8 +80,12 @@ def main() -> None:
         plain_s, choose_s = min(times["plain"]), min(times["choose"])
         requests = plain.summary.requests
         sent = len(JUDGES) * a.rows
-        print(f"score (a panel of {len(JUDGES)}): {requests:,} requests in {plain_s:.2f} s = {requests / plain_s:,.0f}/s")
-        print(f"choose-judge:         {sent:,} requests in {choose_s:.2f} s = {sent / choose_s:,.0f}/s (table included)")
+        print(
+            f"score (a panel of {len(JUDGES)}): {requests:,} requests in {plain_s:.2f} s = {requests / plain_s:,.0f}/s"
+        )
+        print(
+            f"choose-judge:         {sent:,} requests in {choose_s:.2f} s = {sent / choose_s:,.0f}/s (table included)"
+        )
         print(f"ratio choose-judge / score: {plain_s / choose_s:.2f} (target >= 0.9)")
         print(f"recommended: {choice.recommendation['name'] if choice.recommendation else None}")
     finally:

@@ -11,11 +11,11 @@ import numpy as np
 import orjson
 import pytest
 from datasets import Dataset
+from judge_fixture import JudgeServer
 from sklearn.metrics import cohen_kappa_score
 
 from hf_judge import agreement, choose_judge, load_result
 from hf_judge.analysis.leaderboard import FILE, pair_verdicts
-from judge_fixture import JudgeServer
 
 N = 40
 FIRST_REPLY = {"score_1": 9, "score_2": 2, "explanation": "the first"}
@@ -69,8 +69,16 @@ def test_the_table_of_four_judges_of_known_behaviour(servers, tmp_path):
     judges, prices = _judges(servers, tmp_path)
     ds = _pairs()
     choice = choose_judge(
-        ds, "Comparative", judges, label="human", api_key="k", cache_dir=tmp_path / "c", prices=prices,
-        progress=False, output_dir=tmp_path / "out", resamples=200,
+        ds,
+        "Comparative",
+        judges,
+        label="human",
+        api_key="k",
+        cache_dir=tmp_path / "c",
+        prices=prices,
+        progress=False,
+        output_dir=tmp_path / "out",
+        resamples=200,
     )
     by = {e["judge"]: e for e in choice.entries}
     labels = ds["human"]
@@ -122,13 +130,25 @@ def test_agreement_all_rows_figure_equals_the_table_for_one_judge(servers, tmp_p
     judges, prices = _judges(servers, tmp_path)
     rng = np.random.default_rng(0)
     ds = Dataset.from_dict(
-        {"question": [f"q{i}" for i in range(N)], "answer": [f"a{i}" for i in range(N)],
-         "human": [bool(v) for v in rng.integers(0, 2, N)]}
+        {
+            "question": [f"q{i}" for i in range(N)],
+            "answer": [f"a{i}" for i in range(N)],
+            "human": [bool(v) for v in rng.integers(0, 2, N)],
+        }
     )
     columns = {"prediction": "answer"}
     choice = choose_judge(
-        ds, "Binary", judges[2:], label="human", api_key="k", cache_dir=tmp_path / "c", prices=prices,
-        progress=False, output_dir=tmp_path / "out", resamples=100, columns=columns,
+        ds,
+        "Binary",
+        judges[2:],
+        label="human",
+        api_key="k",
+        cache_dir=tmp_path / "c",
+        prices=prices,
+        progress=False,
+        output_dir=tmp_path / "out",
+        resamples=100,
+        columns=columns,
     )
     scored = load_result(tmp_path / "out" / "scored")
     entry = next(e for e in choice.entries if e["judge"] == "faulty")
@@ -139,7 +159,8 @@ def test_agreement_all_rows_figure_equals_the_table_for_one_judge(servers, tmp_p
     assert entry["failures"] == report.all_rows["failures"]
     # and by hand: decided and equal to the label, over all rows
     verdicts = scored["train"]["Binary__faulty"]
-    assert entry["score"] == pytest.approx(sum(v is not None and v == h for v, h in zip(verdicts, ds["human"])) / N)
+    hits = sum(v is not None and v == h for v, h in zip(verdicts, ds["human"], strict=True))
+    assert entry["score"] == pytest.approx(hits / N)
 
 
 def test_cli_choose_judge_prints_the_table_and_writes_its_files(servers, tmp_path, capfd):
@@ -151,9 +172,29 @@ def test_cli_choose_judge_prints_the_table_and_writes_its_files(servers, tmp_pat
     spec = tmp_path / "judges.yaml"
     spec.write_text("".join(f"- {{model: {j['model']}, base_url: '{j['base_url']}'}}\n" for j in judges[1:]))
     code, out, err = run_cli(
-        capfd, "choose-judge", str(data), "--metric", "Comparative", "--judges", "agree",
-        "--base-url", judges[0]["base_url"], "--judges-file", str(spec), "--label", "human", "--prices", prices,
-        "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "out"), "--resamples", "50", "--for", str(data),
+        capfd,
+        "choose-judge",
+        str(data),
+        "--metric",
+        "Comparative",
+        "--judges",
+        "agree",
+        "--base-url",
+        judges[0]["base_url"],
+        "--judges-file",
+        str(spec),
+        "--label",
+        "human",
+        "--prices",
+        prices,
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "-o",
+        str(tmp_path / "out"),
+        "--resamples",
+        "50",
+        "--for",
+        str(data),
     )
     assert code == 0, err
     assert "recommended: agree" in out and "scoring" in out and "requests" in out

@@ -63,7 +63,9 @@ def pair_verdicts(
         (0.4, {'share': 0.5, 'first_position': 1, 'second_position': 0, 'other': 1, 'pairs': 4})
     """
     if not len(first) == len(second) == len(labels):
-        raise ValueError(f"first, second and labels must align pair by pair: {len(first)}, {len(second)}, {len(labels)}")
+        raise ValueError(
+            f"first, second and labels must align pair by pair: {len(first)}, {len(second)}, {len(labels)}"
+        )
     votes = [_vote(a, lab) + _vote(b, lab) for a, b, lab in zip(first, second, labels, strict=True)]
     tie_label = [lab not in ("1", "2") for lab in labels]
     correct = [
@@ -101,8 +103,8 @@ def combined_winner(first: Any, second: Any) -> str | None:
     response 1 (+1) and response 2 (-1); None where neither order decided.
 
     Example:
-        >>> combined_winner("1", "tie"), combined_winner("1", "2"), combined_winner(None, "2"), combined_winner(None, None)
-        ('1', 'tie', '2', None)
+        >>> [combined_winner(a, b) for a, b in (("1", "tie"), ("1", "2"), (None, "2"), (None, None))]
+        ['1', 'tie', '2', None]
     """
     if first is None and second is None:
         return None
@@ -213,7 +215,8 @@ class JudgeChoice:
             length = e.get("length_bias") or {}
             pref = e.get("self_preference") or {}
             row += [
-                _num(length.get("rho")) + (_interval([length["low"], length["high"]], False) if length.get("low") is not None else ""),
+                _num(length.get("rho"))
+                + (_interval([length["low"], length["high"]], False) if length.get("low") is not None else ""),
                 "-" if pref.get("own_error") is None else f"{pref['own_error']:.0%} vs {_pct(pref.get('other_error'))}",
                 _money(e.get("cost_per_1000")),
                 _money(e.get("cost_per_1000_batch")),
@@ -229,14 +232,19 @@ class JudgeChoice:
         if self.ceiling:
             c = self.ceiling
             out.append(
-                f"human ceiling: one annotator agrees with the majority of the others on {_pct(c.get('loo_agreement'))} "
+                "human ceiling: one annotator agrees with the majority of the others on "
+                f"{_pct(c.get('loo_agreement'))} "
                 f"{_interval(c.get('interval'), True)} of rows ({c.get('annotators')} annotators, "
                 f"{c.get('rows')} rows); Krippendorff's alpha {_num(c.get('alpha'))}"
             )
         r = self.recommendation
         if r:
             others = [n for n in r["as_good"] if n != r["name"]]
-            why = f"as good as {', '.join(others)} on these labels (intervals overlap) and cheaper" if others else "the best"
+            why = (
+                f"as good as {', '.join(others)} on these labels (intervals overlap) and cheaper"
+                if others
+                else "the best"
+            )
             out.append(f"recommended: {r['name']} ({why}; rule: {r['rule']})")
         if self.projection:
             p = self.projection

@@ -36,25 +36,38 @@ def add_choose(sub: Any, settings: bool) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dataset", nargs="?", help="Hub repo id, local folder or data file with the labelled rows")
-    p.add_argument("--benchmark", metavar="NAME", help="a public labelled set instead of DATASET (judgebench, "
-                   "mt-bench-human, helpsteer2, ...), loaded from the Hub at run time")
+    p.add_argument(
+        "--benchmark",
+        metavar="NAME",
+        help="a public labelled set instead of DATASET (judgebench, "
+        "mt-bench-human, helpsteer2, ...), loaded from the Hub at run time",
+    )
     p.add_argument("--metric", help="the metric judged, or several prompt files of one kind (a,b: judge x prompt)")
     p.add_argument("--judges", required=True, help="the candidate judges, comma-separated (two or more)")
     p.add_argument(
-        "--judges-file", metavar="FILE",
+        "--judges-file",
+        metavar="FILE",
         help="YAML list of judges as a recipe's models: [{model, base_url, api_key: env:VAR, provider, name}]",
     )
     given = p.add_mutually_exclusive_group()
     given.add_argument("--label", metavar="COLUMN", help="the column of trusted labels")
-    given.add_argument("--labels", metavar="FILE", help="a labels file (split, row, label[, reviewer]) as agreement reads it")
+    given.add_argument(
+        "--labels", metavar="FILE", help="a labels file (split, row, label[, reviewer]) as agreement reads it"
+    )
     given.add_argument("--annotators", metavar="A,B,C", help="several people's label columns (the human ceiling)")
     p.add_argument("--label-threshold", type=float, metavar="T", help="ratings as verdicts: label >= T is positive")
     p.add_argument("--positive", help="the label value counted as positive, for verdicts not true/false, yes/no")
     p.add_argument("--for", dest="for_dataset", metavar="DATASET", help="what scoring it with the pick would cost")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
-    p.add_argument("--column", action="append", type=kv, default=[], metavar="VAR=COLUMN",
-                   help="map a template variable to a column (repeatable)")
+    p.add_argument(
+        "--column",
+        action="append",
+        type=kv,
+        default=[],
+        metavar="VAR=COLUMN",
+        help="map a template variable to a column (repeatable)",
+    )
     p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
     p.add_argument("-o", "--output-dir", help="write choose_judge.json, the card's markdown and the scored rows here")
     p.add_argument("--token", help=TOKEN_HELP)
@@ -95,8 +108,10 @@ def cmd_choose(args: argparse.Namespace) -> int:
             labelled = {"label": bench.label} if bench.label else {"annotators": list(bench.annotators)}
         labelled.setdefault("label_threshold", bench.label_threshold)
     else:
-        data = load_input(job.dataset, subset=job.subset, splits=job.splits, revision=job.revision,
-                          token=args.token, limit=job.limit)
+        assert job.dataset is not None  # DATASET or --benchmark, checked above
+        data = load_input(
+            job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
+        )
     if not job.metrics:
         raise ConfigError("give the metric judged: --metric NAME (or --benchmark NAME, which names its own)")
     target = load_input(args.for_dataset, token=args.token) if args.for_dataset else None
@@ -106,9 +121,17 @@ def cmd_choose(args: argparse.Namespace) -> int:
     threshold = labelled.pop("label_threshold", None) or args.label_threshold
     labelled = {k: v for k, v in labelled.items() if v is not None}
     choice = choose_judge(
-        data, job.metrics, judges, **labelled, label_threshold=threshold,
-        positive=args.positive, for_dataset=target,
-        output_dir=args.output_dir, resamples=args.resamples, seed=args.seed, **kwargs,
+        data,
+        job.metrics,
+        judges,
+        **labelled,
+        label_threshold=threshold,
+        positive=args.positive,
+        for_dataset=target,
+        output_dir=args.output_dir,
+        resamples=args.resamples,
+        seed=args.seed,
+        **kwargs,
     )
     if args.output_dir:
         (Path(args.output_dir) / "choose_judge.md").write_text(choice.to_markdown(), encoding="utf-8")

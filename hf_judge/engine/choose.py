@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 from datasets import Dataset, DatasetDict, concatenate_datasets
 
+from ..analysis import stats
 from ..analysis.agreement import agreement
 from ..analysis.ceiling import human_ceiling
 from ..analysis.labels import read_labels
 from ..analysis.leaderboard import JudgeChoice, combined_winner, pair_verdicts, recommend
-from ..analysis import stats
 from ..analysis.stats import over_all_rows
 from ..errors import ConfigError
 from ..judging.catalogue import resolve_metrics
@@ -129,28 +129,40 @@ def choose_judge(
         settings=settings,
         storage_options=storage_options,
         local_cache_dir=local_cache_dir,
-        **{**setting_values, "models": [c.model_dump(exclude_none=True) for c in candidates], "model": None},
-        **({"generator_column": generator_column} if generator_column else {}),
+        **_panel_settings(setting_values, candidates, generator_column),
     )
     assert isinstance(result, ScoredDatasetDict)
-    choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, label_threshold, positive,
-                   resamples, seed)
+    choice = _rank(
+        result, ds, metrics, candidates, kind, swapped, generator_column, label_threshold, positive, resamples, seed
+    )
     if rows_of is not None:
         choice.ceiling = human_ceiling(rows_of, kind, resamples=resamples, seed=seed)
     choice.recommendation = recommend(choice.entries)
     if for_dataset is not None and choice.recommendation is not None:
-        choice.projection = _projection(for_dataset, choice, candidates, columns, prompts_dir, metric_params,
-                                        settings, setting_values)
+        choice.projection = _projection(
+            for_dataset, choice, candidates, columns, prompts_dir, metric_params, settings, setting_values
+        )
     if output_dir is not None:
         result.save_to_disk(str(Path(output_dir) / "scored"))
-        choice.save(output_dir)
+        choice.save(Path(output_dir))
     return choice
+
+
+def _panel_settings(
+    setting_values: Mapping[str, Any], candidates: Sequence[Panelist], generator_column: str | None
+) -> dict[str, Any]:
+    """The run's settings: the candidates as a panel (no ``model`` of its own), the generator column."""
+    out: dict[str, Any] = {**setting_values, "models": [c.model_dump(exclude_none=True) for c in candidates]}
+    out["model"] = None
+    if generator_column:
+        out["generator_column"] = generator_column
+    return out
 
 
 def _candidates(judges: Sequence[str | Mapping[str, Any] | Panelist]) -> list[Panelist]:
     if isinstance(judges, str):
         judges = [j.strip() for j in judges.split(",") if j.strip()]
-    found = Settings(models=list(judges)).judges if len(judges) > 1 else []  # a panel's checks: names, keys
+    found = Settings(models=list(judges)).judges  # type: ignore[arg-type]  # checked here if len(judges) > 1 else []  # a panel's checks: names, keys
     if len(found) < 2:
         raise ConfigError(
             "choose_judge needs two or more candidate judges, e.g. judges=['gpt-4.1-nano', 'gpt-4.1-mini'] "
@@ -160,8 +172,10 @@ def _candidates(judges: Sequence[str | Mapping[str, Any] | Panelist]) -> list[Pa
 
 
 def _kind_of(metrics: Sequence[Metric]) -> str:
-    kinds = {"pairwise" if m.kind == MetricKind.PAIRWISE else "binary" if m.kind == MetricKind.BINARY else "numeric"
-             for m in metrics}
+    kinds = {
+        "pairwise" if m.kind == MetricKind.PAIRWISE else "binary" if m.kind == MetricKind.BINARY else "numeric"
+        for m in metrics
+    }
     if len(kinds) != 1:
         raise ConfigError(
             f"the metrics {', '.join(m.name for m in metrics)} are of different kinds ({', '.join(sorted(kinds))}): "
@@ -192,7 +206,9 @@ def _labelled(
         return (d if len(keep) == len(d) else d.select(keep)), None
     missing = [c for c in annotators or () if c not in d.column_names]
     if missing or not annotators:
-        raise ConfigError(f"no annotator column {missing[0] if missing else ''!r}; the data has: {', '.join(d.column_names)}")
+        raise ConfigError(
+            f"no annotator column {missing[0] if missing else ''!r}; the data has: {', '.join(d.column_names)}"
+        )
     table = [list(r) for r in zip(*(d[c] for c in annotators), strict=True)]
     d = d.add_column(LABEL, [_majority(r) for r in table])
     keep = [i for i, v in enumerate(d[LABEL]) if v is not None]
@@ -200,7 +216,7 @@ def _labelled(
 
 
 def _from_file(data: Dataset | DatasetDict, labels: Any) -> tuple[Dataset, list[list[Any]] | None]:
-    entries = read_labels(labels) if isinstance(labels, (str, os.PathLike)) else list(labels)
+    entries = read_labels(Path(labels)) if isinstance(labels, (str, os.PathLike)) else list(labels)
     by_row: dict[tuple[str, int], list[Any]] = defaultdict(list)
     for e in entries:
         by_row[(e.get("split") or "train", int(e["row"]))].append(e["label"])
@@ -284,6 +300,7 @@ def _rank(
 ) -> JudgeChoice:
     scored, errors = result["train"], result[ERRORS_SPLIT]
     summary = result.summary
+    assert summary is not None  # score_dataset always sets it
     n = len(ds)
     headline = {"binary": "accuracy", "pairwise": "agreement", "numeric": "spearman"}[kind]
     choice = JudgeChoice(metric=", ".join(m.name for m in metrics), kind=kind, rows=n, headline=headline)
@@ -292,16 +309,28 @@ def _rank(
             name = judge.column_name
             column = _column(m, name)
             own_errors = _judge_errors(errors, name, 2 * n if swapped else n)
-            entry: dict[str, Any] = {"name": name if len(metrics) == 1 else f"{name} x {m.name}", "judge": name,
-                                     "model": judge.model, "metric": m.name, "column": column}
+            entry: dict[str, Any] = {
+                "name": name if len(metrics) == 1 else f"{name} x {m.name}",
+                "judge": name,
+                "model": judge.model,
+                "metric": m.name,
+                "column": column,
+            }
             if swapped:
                 entry.update(_pairs(scored, n, column, own_errors, resamples, seed))
             else:
                 entry.update(_figures(scored, n, column, own_errors, kind, label_threshold, positive, resamples, seed))
             if generator_column is not None:  # the judge's error on its own family's texts (agreement's figures)
                 report = agreement(
-                    scored.select(range(n)), column, LABEL, kind=kind, resamples=0, label_threshold=label_threshold,
-                    positive=positive, generator_column=generator_column, judge_model=judge.model,
+                    scored.select(range(n)),
+                    column,
+                    LABEL,
+                    kind=kind,
+                    resamples=0,
+                    label_threshold=label_threshold,
+                    positive=positive,
+                    generator_column=generator_column,
+                    judge_model=judge.model,
                 )
                 entry["self_preference"] = {
                     "own_error": report.figures.get("own_family_error"),
@@ -309,7 +338,9 @@ def _rank(
                     "own_rows": report.figures.get("own_family_rows"),
                 }
             entry.update(_costs(summary.judge_requests.get(name, {}), n, 2 if swapped else 1))
-            entry["length_bias"] = summary.length_bias.get(column.replace("_winner", "")) or summary.longer_wins.get(column)
+            entry["length_bias"] = summary.length_bias.get(column.replace("_winner", "")) or summary.longer_wins.get(
+                column
+            )
             choice.entries.append(entry)
     priced = [e for e in choice.entries if e.get("cost_per_1000") is not None]
     if len(priced) < len(choice.entries):
@@ -318,8 +349,15 @@ def _rank(
 
 
 def _figures(
-    scored: Dataset, n: int, column: str, errors: Dataset, kind: str, label_threshold: float | None, positive: Any,
-    resamples: int, seed: int,
+    scored: Dataset,
+    n: int,
+    column: str,
+    errors: Dataset,
+    kind: str,
+    label_threshold: float | None,
+    positive: Any,
+    resamples: int,
+    seed: int,
 ) -> dict[str, Any]:
     """One judge's figures over the ``n`` labelled rows: over_all_rows's (agreement's rule) for verdicts and
     winners; Spearman (with its interval) and Kendall on the rated rows for ratings."""
@@ -333,9 +371,14 @@ def _figures(
         y = np.array([truth[i] for i in keep], dtype=np.float64)
         ci = stats.bootstrap_spearman(x, y, resamples=resamples, seed=seed, confidence=0.95) if resamples else None
         return {
-            "score": stats.spearman(x, y), "interval": _list(ci), "kendall": stats.kendall_tau_b(x, y),
-            "rated_rows": len(keep), "coverage": found["coverage"], "failures": found["failures"],
+            "score": stats.spearman(x, y),
+            "interval": _list(ci),
+            "kendall": stats.kendall_tau_b(x, y),
+            "rated_rows": len(keep),
+            "coverage": found["coverage"],
+            "failures": found["failures"],
         }
+    labels: list[Any]
     if kind == "binary":
         labels = [_verdict(v, positive, label_threshold) for v in truth]
         pred = [None if v is None else _verdict(v, None, None) for v in pred]
@@ -344,13 +387,19 @@ def _figures(
     found = over_all_rows(labels, pred, kind, failures=failures, resamples=resamples, seed=seed)
     key = "accuracy" if kind == "binary" else "agreement"
     return {
-        "score": found["figures"].get(key), "interval": found["intervals"].get(key),
-        "kappa": found["figures"].get("cohen_kappa"), "kappa_interval": found["intervals"].get("cohen_kappa"),
-        "coverage": found["coverage"], "failures": found["failures"],
+        "score": found["figures"].get(key),
+        "interval": found["intervals"].get(key),
+        "kappa": found["figures"].get("cohen_kappa"),
+        "kappa_interval": found["intervals"].get("cohen_kappa"),
+        "coverage": found["coverage"],
+        "failures": found["failures"],
     }
 
 
-_TRUE, _FALSE = {"1", "true", "yes", "y", "correct", "pass", "positive"}, {"0", "false", "no", "n", "incorrect", "fail", "negative"}
+_TRUE, _FALSE = (
+    {"1", "true", "yes", "y", "correct", "pass", "positive"},
+    {"0", "false", "no", "n", "incorrect", "fail", "negative"},
+)
 
 
 def _verdict(v: Any, positive: Any, threshold: float | None) -> bool:
@@ -394,8 +443,9 @@ def _pairs(scored: Dataset, n: int, column: str, errors: Dataset, resamples: int
     found = pair_verdicts(first, second, labels, resamples=resamples, seed=seed)
     kinds = _error_kinds(errors, n)
     combined = [combined_winner(a, b) for a, b in zip(first, second, strict=True)]
-    decided = over_all_rows(labels, combined, "pairwise", failures=[kinds.get(i) for i in range(n)],
-                            resamples=resamples, seed=seed)
+    decided = over_all_rows(
+        labels, combined, "pairwise", failures=[kinds.get(i) for i in range(n)], resamples=resamples, seed=seed
+    )
     return {
         "score": found["accuracy"],
         "interval": found["interval"],
@@ -443,8 +493,14 @@ def _projection(
     judge = next(c for c in candidates if c.column_name == pick["judge"])
     own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
     est = estimate_cost(
-        target, [pick["metric"]], columns=columns, prompts_dir=prompts_dir, metric_params=metric_params,
-        use_cache=False, tokenizer="chars", settings=settings,
+        target,
+        [pick["metric"]],
+        columns=columns,
+        prompts_dir=prompts_dir,
+        metric_params=metric_params,
+        use_cache=False,
+        tokenizer="chars",
+        settings=settings,
         **{**setting_values, **own, "model": judge.model, "models": None},
     )
     return {

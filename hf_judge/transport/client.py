@@ -70,6 +70,7 @@ from ..settings import Settings, resolved_provider
 from . import anthropic
 from .budget import CostBudget, Meter, reported_tokens, stop_error
 from .endpoint import check_api_key, parse_endpoint
+from .latency import latency_bin
 from .limits import AdaptiveLimiter
 from .policy import (
     SCHEMA_STATUSES,
@@ -83,7 +84,6 @@ from .policy import (
     not_found_hint,
     parse_retry_after,
 )
-from .latency import latency_bin
 from .prices import no_price_error, price_of
 from .reading import ReplyTooLarge, read_limited
 
