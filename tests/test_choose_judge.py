@@ -202,3 +202,18 @@ def test_cli_choose_judge_prints_the_table_and_writes_its_files(servers, tmp_pat
     assert [e["judge"] for e in saved["entries"]] == ["agree", "first", "faulty", "slow"]
     assert saved["projection"]["requests"] == 2 * N  # both orders of each pair, by the recommended judge
     assert "| agree |" in (tmp_path / "out" / "choose_judge.md").read_text()
+
+
+def test_a_second_run_pays_nothing_and_projects_the_cost(servers, tmp_path):
+    judges, prices = _judges(servers, tmp_path)
+    ds = Dataset.from_dict({"question": ["q"] * 4, "answer": ["a", "b", "c", "d"], "human": [True, False] * 2})
+    kw = dict(label="human", api_key="k", cache_dir=tmp_path / "c", prices=prices, progress=False, resamples=0)
+    kw["columns"] = {"prediction": "answer"}
+    first = choose_judge(ds, "Binary", judges[:2], **kw)
+    sent = servers[0].stats()["requests"] + servers[1].stats()["requests"]
+    again = choose_judge(ds, "Binary", judges[:2], **kw)
+    assert servers[0].stats()["requests"] + servers[1].stats()["requests"] == sent  # all from the reply store
+    assert [e["cost_basis"] for e in first.entries] == ["replies", "replies"]
+    assert [e["cost_basis"] for e in again.entries] == ["projected", "projected"]
+    assert all(e["cost_per_1000"] > 0 for e in again.entries)
+    assert [e["score"] for e in again.entries] == [e["score"] for e in first.entries]

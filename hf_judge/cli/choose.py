@@ -133,6 +133,10 @@ def cmd_choose(args: argparse.Namespace) -> int:
         seed=args.seed,
         **kwargs,
     )
+    if choice.projection is not None:  # the dataset as the user named it
+        choice.projection["dataset"] = args.for_dataset
+        if args.output_dir:
+            choice.save(Path(args.output_dir))
     if args.output_dir:
         (Path(args.output_dir) / "choose_judge.md").write_text(choice.to_markdown(), encoding="utf-8")
     sys.stderr.flush()

@@ -137,6 +137,7 @@ def choose_judge(
     )
     if rows_of is not None:
         choice.ceiling = human_ceiling(rows_of, kind, resamples=resamples, seed=seed)
+    _projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
     choice.recommendation = recommend(choice.entries)
     if for_dataset is not None and choice.recommendation is not None:
         choice.projection = _projection(
@@ -342,9 +343,6 @@ def _rank(
                 column
             )
             choice.entries.append(entry)
-    priced = [e for e in choice.entries if e.get("cost_per_1000") is not None]
-    if len(priced) < len(choice.entries):
-        choice.notes.append("a judge without a price (or whose replies were all cached) has no cost: see --prices")
     return choice
 
 
@@ -475,6 +473,40 @@ def _costs(figures: Mapping[str, Any], rows: int, per_row: int) -> dict[str, Any
     out["cost_per_1000"] = p.cost(*tokens)
     out["cost_per_1000_batch"] = p.cost(*tokens, batch=True)
     return out
+
+
+def _projected_costs(
+    choice: JudgeChoice,
+    ds: Dataset,
+    candidates: Sequence[Panelist],
+    columns: dict[str, str] | None,
+    prompts_dir: Any,
+    metric_params: dict[str, dict[str, Any]] | None,
+    settings: Settings | None,
+    setting_values: Mapping[str, Any],
+) -> None:
+    """The cost of a judge whose replies this run took all from the reply store (it paid nothing now): the
+    ``--dry-run`` projection of its requests on the labelled rows, per 1,000 rows (``cost_basis`` says which)."""
+    by_name = {c.column_name: c for c in candidates}
+    for e in choice.entries:
+        if e.get("cost_per_1000") is not None:
+            e["cost_basis"] = "replies"
+            continue
+        judge = by_name[e["judge"]]
+        own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
+        est = estimate_cost(
+            ds, [e["metric"]], columns=columns, prompts_dir=prompts_dir, metric_params=metric_params,
+            use_cache=False, tokenizer="chars", settings=settings,
+            **{**setting_values, **own, "model": judge.model, "models": None},
+        )  # fmt: skip
+        if est.cost_online is not None and choice.rows:
+            e["cost_per_1000"] = est.cost_online / choice.rows * 1000
+            e["cost_per_1000_batch"] = (est.cost_batch or 0.0) / choice.rows * 1000
+            e["cost_basis"] = "projected"
+    if any(e.get("cost_per_1000") is None for e in choice.entries):
+        choice.notes.append("a judge without a price has no cost: give its price with --prices FILE")
+    if any(e.get("cost_basis") == "projected" for e in choice.entries):
+        choice.notes.append("cost of a judge whose replies were all cached: projected as --dry-run does")
 
 
 def _projection(
