@@ -21,6 +21,7 @@ _SUBMODULE_ATTRS = {
     "analysis.agreement": ["AgreementReport", "agreement"],
     "analysis.alpha": ["krippendorff_alpha"],
     "analysis.calibration": ["Calibration", "calibrate"],
+    "analysis.leaderboard": ["JudgeChoice"],
     "analysis.labels": ["read_labels", "write_labels"],
     "analysis.review": ["sample_for_review"],
     "results.calibrated": ["apply_calibration"],
@@ -53,6 +54,7 @@ _SUBMODULE_ATTRS = {
         "UnknownMetricError",
         "WorkerDiedError",
     ],
+    "engine.choose": ["choose_judge"],
     "engine.estimate": ["CostEstimate", "estimate_cost"],
     "results.filter": ["filter_by_scores"],
     "results.hub": ["push_scored"],
@@ -80,9 +82,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .analysis.alpha import krippendorff_alpha
     from .analysis.calibration import Calibration, calibrate
     from .analysis.labels import read_labels, write_labels
+    from .analysis.leaderboard import JudgeChoice
     from .analysis.review import sample_for_review
     from .cli.recipes import Recipe, load_recipe
     from .engine.batch_files import export_batch, import_batch
+    from .engine.choose import choose_judge
     from .engine.estimate import CostEstimate, estimate_cost
     from .engine.score import score_dataset
     from .engine.stream import ScoredIterableDatasetDict, score_batches

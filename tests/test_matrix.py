@@ -135,6 +135,10 @@ NOT_COMPARABLE = {"batch": ("requests", "judge_requests", "prompt_tokens", "comp
 
 def _summary(summary, engine: str = "dataset") -> dict:
     out = {k: getattr(summary, k) for k in SUMMARY if k not in NOT_COMPARABLE.get(engine, ())}
+    if "judge_requests" in out:  # a judge's latency is a timing, not a count: no two runs say it alike
+        out["judge_requests"] = {
+            j: {k: v for k, v in f.items() if not k.startswith("latency_")} for j, f in out["judge_requests"].items()
+        }
     return {**out, "sampling": _other_host(out["sampling"])} if engine == "batch" else out
 
 

@@ -17,6 +17,7 @@ from .agreement import add_agreement
 from .batch import add_batch
 from .cache import add_cache
 from .calibrate import add_calibrate
+from .choose import add_choose
 from .filter import add_filter
 from .listing import add_metrics, add_recipes
 from .merge import add_merge
@@ -33,6 +34,7 @@ COMMANDS = {
     "run": add_run,
     "batch": add_batch,
     "agreement": add_agreement,
+    "choose-judge": add_choose,
     "merge": add_merge,
     "calibrate": add_calibrate,
     "sample-for-review": add_review,

@@ -41,6 +41,7 @@ from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..store.segments import Remote, publish_backlog
 from ..transport.client import JudgeClient, Stats, judge_panel
+from ..transport.latency import latency_quantile
 from .core import Plan
 from .pipeline import LoopThread, SplitRun
 from .runs import COUNTERS, run_entry, write_runs
@@ -186,6 +187,7 @@ def merge_stats(total: Stats, part: Stats | Mapping[str, Any]) -> Stats:
         setattr(total, name, getattr(total, name) + (get(name, 0) or 0))
     total.failures.update(get("failures", None) or {})
     total.statuses.update({int(k): v for k, v in (get("statuses", None) or {}).items()})
+    total.latency.update({int(k): v for k, v in (get("latency", None) or {}).items()})
     mode = get("structured_output", None) or DEFAULT_MODE
     if mode != DEFAULT_MODE:
         total.structured_output = mode
@@ -210,7 +212,7 @@ def stats_delta(now: Stats, before: Mapping[str, Any] | None) -> dict[str, Any]:
     takes: how a Ray actor reports each batch's counters to the driver."""
     before = before or {}
     out: dict[str, Any] = {k: getattr(now, k) - before.get(k, 0) for k in SUMMED}
-    for key in ("failures", "statuses"):
+    for key in ("failures", "statuses", "latency"):
         was = before.get(key, {})
         out[key] = {str(k): n - was.get(str(k), 0) for k, n in getattr(now, key).items() if n - was.get(str(k), 0)}
     out["structured_output"] = now.structured_output
@@ -251,11 +253,12 @@ def fill_summary(
     for name in (*COUNTERS, "capped_waits", "shared"):
         setattr(summary, name, getattr(s, name))
     summary.failed_attempts = dict(s.failures)
-    if len(per_judge) > 1:  # a panel: each judge's own, to tell a judge that answered nothing (summary.losses)
+    if len(per_judge) > 1:
+        # a panel: each judge's own, to tell a judge that answered nothing (summary.losses), and what each
+        # judge's replies took and cost (choose-judge's table)
         names = [j["name"] for j in summary.sampling.get("judges", [])]
         summary.judge_requests = {
-            name: {"requests": j.requests, "failed_attempts": dict(j.failures)}
-            for name, j in zip(names, per_judge, strict=False)
+            name: judge_figures(j, c) for name, j, c in zip(names, per_judge, clients, strict=False)
         }
     kinds = errors if isinstance(errors, Mapping) else Counter(e["kind"] for e in errors)
     summary.errors = {str(k): n for k, n in kinds.items()}
@@ -266,6 +269,22 @@ def fill_summary(
     prices = {c.price for c in clients}
     price = prices.pop() if len(prices) == 1 else None
     summary.price = price.model_dump() if price is not None else None
+
+
+def judge_figures(s: Stats, client: JudgeClient) -> dict[str, Any]:
+    """One judge's entry of ``summary.judge_requests``: requests and failed attempts, the tokens of its replies,
+    its latency (median and 95th percentile in seconds, of the answered requests) and its price."""
+    return {
+        "requests": s.requests,
+        "failed_attempts": dict(s.failures),
+        "prompt_tokens": s.prompt_tokens,
+        "completion_tokens": s.completion_tokens,
+        "cached_tokens": s.cached_tokens,
+        "answered": sum(s.latency.values()),
+        "latency_p50_s": latency_quantile(s.latency, 0.5),
+        "latency_p95_s": latency_quantile(s.latency, 0.95),
+        "price": client.price.model_dump() if client.price is not None else None,
+    }
 
 
 def panel_agreement(layout: Layout, tables: Mapping[str, Any], plans_by_split: Mapping[str, Sequence[Plan]]) -> dict:

@@ -81,7 +81,8 @@ class RunSummary:
     # score column -> the calibration fitted on labels for it (results/calibration_card.calibration_entry): the
     # labels' count and source, its calibration errors and threshold, what <score>_calibrated means
     calibration: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # a panel's judges, this run's own: judge -> {"requests": attempts sent, "failed_attempts": {kind: n}}
+    # a panel's judges, this run's own: judge -> {"requests": attempts sent, "failed_attempts": {kind: n}, tokens,
+    # latency_p50_s / latency_p95_s of the answered requests, price} (engine.shell.judge_figures)
     judge_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the column the scores are shown by group of (--by, results/groups.py): what a later view or push shows
     group_by: str = ""

@@ -70,6 +70,7 @@ from ..settings import Settings, resolved_provider
 from . import anthropic
 from .budget import CostBudget, Meter, reported_tokens, stop_error
 from .endpoint import check_api_key, parse_endpoint
+from .latency import latency_bin
 from .limits import AdaptiveLimiter
 from .policy import (
     SCHEMA_STATUSES,
@@ -129,6 +130,7 @@ class Stats:
     notes: list[str] = field(default_factory=list)
     no_logprobs: int = 0  # replies without the token log-probabilities that logprobs=True asked for
     unplaced_logprobs: int = 0  # replies with them, but a score's value not found among the tokens
+    latency: Counter = field(default_factory=Counter)  # seconds of each answered request, binned (latency.py)
 
 
 def _int(v: Any) -> int:
@@ -550,6 +552,7 @@ class JudgeClient:
         if status == 200:
             self.limiter.release(sent_at=sent_at)
             self.stats.statuses[200] += 1
+            self.stats.latency[latency_bin(now() - sent_at)] += 1
             outcome = self._handle_ok(metric, data, body, n)
             if n > 1:
                 outcome.extra, outcome.choices = self._other_choices(metric, data)

@@ -1,0 +1,144 @@
+"""``hf-judge choose-judge``: candidate judges scored on labelled rows, ranked in one table, with a
+recommendation (engine/choose.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..errors import ConfigError
+from .options import TOKEN_HELP, add_client_options, add_input_options, kv
+
+CHOOSE_EXAMPLE = """examples:
+  hf-judge choose-judge labelled.jsonl --metric Binary --judges gpt-4.1-nano,gpt-4.1-mini,gpt-4.1 --label human
+  hf-judge choose-judge pairs.jsonl --metric Comparative --judges a,b --label preferred --column response1=left
+  hf-judge choose-judge data.jsonl --metric QA_Correctness,MyCorrectness --prompts-dir my_prompts \\
+      --judges a,b --labels labels.jsonl --for me/big-dataset -o choice/     # judge x prompt; the cost of the pick
+  hf-judge choose-judge --benchmark judgebench --judges a,b -n 100     # a public labelled set, loaded from the Hub
+
+The table counts ALL labelled rows: a row a judge did not decide counts as not agreeing; coverage and failures
+by kind are columns. Verdicts and winners: accuracy and Cohen's kappa; ratings: Spearman and Kendall (on the
+rated rows); each with a bootstrap interval. A pairwise metric asked in both orders is scored by JudgeBench's
+rule (each order +1 right, -1 wrong, 0 tie or unparsed; a pair is right when the sum is above 0), with the
+single-order accuracy and the share of pairs whose orders disagree. Cost per 1,000 rows at list and batch
+price, p50 and p95 latency. Recommended: the cheapest judge whose interval overlaps the best judge's.
+"""
+
+
+def add_choose(sub: Any, settings: bool) -> None:
+    """The ``choose-judge`` command's parser."""
+    p = sub.add_parser(
+        "choose-judge",
+        help="rank candidate judges on labelled rows: agreement, biases, cost, speed",
+        description="Score the labelled rows of DATASET with each candidate judge and rank them in one table.",
+        epilog=CHOOSE_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dataset", nargs="?", help="Hub repo id, local folder or data file with the labelled rows")
+    p.add_argument(
+        "--benchmark",
+        metavar="NAME",
+        help="a public labelled set instead of DATASET (judgebench, "
+        "mt-bench-human, helpsteer2, ...), loaded from the Hub at run time",
+    )
+    p.add_argument("--metric", help="the metric judged, or several prompt files of one kind (a,b: judge x prompt)")
+    p.add_argument("--judges", required=True, help="the candidate judges, comma-separated (two or more)")
+    p.add_argument(
+        "--judges-file",
+        metavar="FILE",
+        help="YAML list of judges as a recipe's models: [{model, base_url, api_key: env:VAR, provider, name}]",
+    )
+    given = p.add_mutually_exclusive_group()
+    given.add_argument("--label", metavar="COLUMN", help="the column of trusted labels")
+    given.add_argument(
+        "--labels", metavar="FILE", help="a labels file (split, row, label[, reviewer]) as agreement reads it"
+    )
+    given.add_argument("--annotators", metavar="A,B,C", help="several people's label columns (the human ceiling)")
+    p.add_argument("--label-threshold", type=float, metavar="T", help="ratings as verdicts: label >= T is positive")
+    p.add_argument("--positive", help="the label value counted as positive, for verdicts not true/false, yes/no")
+    p.add_argument("--for", dest="for_dataset", metavar="DATASET", help="what scoring it with the pick would cost")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    p.add_argument(
+        "--column",
+        action="append",
+        type=kv,
+        default=[],
+        metavar="VAR=COLUMN",
+        help="map a template variable to a column (repeatable)",
+    )
+    p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
+    p.add_argument("-o", "--output-dir", help="write choose_judge.json, the card's markdown and the scored rows here")
+    p.add_argument("--token", help=TOKEN_HELP)
+    add_input_options(p)
+    if settings:
+        add_client_options(p)
+    p.set_defaults(func=cmd_choose)
+
+
+def cmd_choose(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import yaml
+
+    from ..analysis.benchmarks import load_benchmark
+    from ..engine.choose import choose_judge
+    from .inputs import load_input
+    from .job import resolve_api_key, resolve_job
+
+    if (args.dataset is None) == (args.benchmark is None):
+        raise ConfigError("give DATASET or --benchmark NAME (one of them)")
+    if getattr(args, "model", None) or getattr(args, "models", None):
+        raise ConfigError("choose-judge takes its judges from --judges (a,b,c), not --model / --models")
+    args.metrics = [args.metric] if args.metric else None
+    job = resolve_job(args, None, args.dataset)
+    judges: list[Any] = [j.strip() for j in args.judges.split(",") if j.strip()]
+    if args.judges_file:
+        judges += list(yaml.safe_load(Path(args.judges_file).read_text(encoding="utf-8")) or [])
+    labelled: dict[str, Any] = {"label": args.label, "labels": args.labels}
+    if args.annotators:
+        labelled["annotators"] = [c.strip() for c in args.annotators.split(",")]
+    if args.benchmark:
+        bench = load_benchmark(args.benchmark, limit=job.limit, token=args.token, revision=job.revision)
+        data: Any = bench.dataset
+        job.columns = {**bench.columns, **job.columns}
+        job.metrics = job.metrics or [bench.metric]
+        if not (args.label or args.labels or args.annotators):
+            labelled = {"label": bench.label} if bench.label else {"annotators": list(bench.annotators)}
+        labelled.setdefault("label_threshold", bench.label_threshold)
+    else:
+        assert job.dataset is not None  # DATASET or --benchmark, checked above
+        data = load_input(
+            job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, token=args.token, limit=job.limit
+        )
+    if not job.metrics:
+        raise ConfigError("give the metric judged: --metric NAME (or --benchmark NAME, which names its own)")
+    target = load_input(args.for_dataset, token=args.token) if args.for_dataset else None
+    kwargs = job.library_args(args, resolve_api_key(args, None, job.client.get("base_url")))
+    kwargs.pop("model", None)
+    kwargs.pop("models", None)
+    threshold = labelled.pop("label_threshold", None) or args.label_threshold
+    labelled = {k: v for k, v in labelled.items() if v is not None}
+    choice = choose_judge(
+        data,
+        job.metrics,
+        judges,
+        **labelled,
+        label_threshold=threshold,
+        positive=args.positive,
+        for_dataset=target,
+        output_dir=args.output_dir,
+        resamples=args.resamples,
+        seed=args.seed,
+        **kwargs,
+    )
+    if choice.projection is not None:  # the dataset as the user named it
+        choice.projection["dataset"] = args.for_dataset
+        if args.output_dir:
+            choice.save(Path(args.output_dir))
+    if args.output_dir:
+        (Path(args.output_dir) / "choose_judge.md").write_text(choice.to_markdown(), encoding="utf-8")
+    sys.stderr.flush()
+    print(choice, flush=True)
+    return 0

@@ -1,0 +1,544 @@
+"""``choose_judge``: candidate judges scored on labelled rows in one run, then ranked (analysis/leaderboard.py).
+
+The candidates run as one panel (``models=``): one pass over the rows at the speed of the wire, one reply store,
+one budget, batch mode with a batch per judge at once, each judge's columns ``<column>__<judge>`` and its own
+counters, tokens, latency and price in ``summary.judge_requests``. A pairwise metric that asks both orders is
+scored as two rows per pair (the responses as given, then swapped, the metric's ``swap`` off) so that each
+order's verdict is kept: JudgeBench's rule needs them (:func:`~hf_judge.analysis.leaderboard.pair_verdicts`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from datasets import Dataset, DatasetDict, concatenate_datasets
+
+from ..analysis import stats
+from ..analysis.agreement import agreement
+from ..analysis.ceiling import human_ceiling
+from ..analysis.labels import read_labels
+from ..analysis.leaderboard import JudgeChoice, combined_winner, pair_verdicts, recommend
+from ..analysis.stats import over_all_rows
+from ..errors import ConfigError
+from ..judging.catalogue import resolve_metrics
+from ..judging.ensemble import JUDGE_SEP
+from ..judging.metrics import Metric, MetricKind
+from ..progress import ProgressCallback
+from ..results.errors_split import ERRORS_SPLIT
+from ..results.scored import ScoredDatasetDict
+from ..settings import Panelist, Settings
+from ..transport.prices import Price
+from .estimate import estimate_cost
+from .score import score_dataset
+
+LABEL = "__label__"  # the labels' column in the scored rows, whatever the data calls it
+_FLIP = {"1": "2", "2": "1", "tie": "tie"}
+
+
+def choose_judge(
+    data: Dataset | DatasetDict,
+    metric: str | Sequence[str],
+    judges: Sequence[str | Mapping[str, Any] | Panelist],
+    *,
+    label: str | None = None,
+    labels: str | os.PathLike | Sequence[Mapping[str, Any]] | None = None,
+    annotators: Sequence[str] | None = None,
+    label_threshold: float | None = None,
+    positive: Any = None,
+    generator_column: str | None = None,
+    for_dataset: Dataset | DatasetDict | None = None,
+    output_dir: str | os.PathLike | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    columns: dict[str, str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    progress: bool | ProgressCallback = True,
+    settings: Settings | None = None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+    **setting_values: Any,
+) -> JudgeChoice:
+    """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
+    to trust it, what it costs.
+
+    ``judges``: two or more model names, or panelist specs (``{"model": ..., "base_url": ..., "api_key":
+    "env:VAR", "provider": ...}``, as in a panel) to put each on its own server. ``metric``: the metric judged, or
+    several prompt files of one kind (``["QA_Correctness", "MyCorrectness"]``: ranks judge x prompt).
+    The labels: the column ``label`` of ``data``, or ``labels`` (a labels file as ``agreement`` reads it, its
+    rows addressing ``data``'s; several reviewers of one row: their majority, and the human ceiling), or
+    ``annotators`` (several people's label columns: their majority is the label, and the human ceiling is
+    shown). ``label_threshold``: ratings read as verdicts (label >= it) for a binary judge; ``positive``: the
+    label value that is positive.
+
+    The table's figures count ALL labelled rows (a row a judge did not decide counts as not agreeing; its
+    coverage and failures by error kind are columns): accuracy and Cohen's kappa for verdicts and winners,
+    Spearman's rho and Kendall's tau for ratings (on the rated rows), each with a seeded bootstrap interval
+    (``resamples``, ``seed``); for a pairwise metric judged in both orders JudgeBench's rule (a pair is right
+    when the sum of its orders' votes, +1 right, -1 wrong, 0 tie or unparsed, is above 0), the single-order
+    accuracy and the share of pairs whose orders disagree; length bias (from the run's bias checks) and, with
+    ``generator_column``, each judge's error on its own family's texts against the others'; cost per 1,000
+    rows at list and batch price (the tokens the run's replies used), median and p95 latency.
+
+    The recommendation: of the judges whose interval overlaps the best judge's, the cheapest.
+    ``for_dataset``: what scoring it with the recommended judge would cost (``--dry-run``'s projection).
+    ``output_dir``: ``choose_judge.json`` and the scored rows (``scored/``) written there.
+
+    The other arguments are :func:`hf_judge.score_dataset`'s (settings as keyword arguments or ``settings=``).
+
+    Example:
+        >>> from datasets import Dataset
+        >>> ds = Dataset.from_dict({"question": ["2+2?"], "answer": ["4"], "human": [True]})
+        >>> choice = choose_judge(ds, "Binary", ["gpt-4.1-nano", "gpt-4.1-mini"], label="human",  # doctest: +SKIP
+        ...                       columns={"instruction": "question", "output": "answer"})
+        >>> print(choice)  # doctest: +SKIP
+        >>> choice.recommendation["name"]  # doctest: +SKIP
+        'gpt-4.1-nano'
+    """
+    candidates = _candidates(judges)
+    names = [m.strip() for m in metric.split(",")] if isinstance(metric, str) else list(metric)
+    metrics = resolve_metrics(names, prompts_dir, metric_params)
+    kind = _kind_of(metrics)
+    ds, rows_of = _labelled(data, label, labels, annotators)
+    swapped = kind == "pairwise" and all(m.swap for m in metrics)
+    params = dict(metric_params or {})
+    scored_ds = ds
+    if swapped:  # each order a row of its own: JudgeBench's rule needs each order's verdict
+        params = {m.name: {**params.get(m.name, {}), "swap": False} for m in metrics} | {
+            k: v for k, v in params.items() if k not in {m.name for m in metrics}
+        }
+        scored_ds = concatenate_datasets([ds, _swap(ds, metrics[0], columns or {})])
+    result = score_dataset(
+        scored_ds,
+        names,
+        columns=columns,
+        api_key=api_key,
+        prompts_dir=prompts_dir,
+        metric_params=params or None,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        progress=progress,
+        settings=settings,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
+        **_panel_settings(setting_values, candidates, generator_column),
+    )
+    assert isinstance(result, ScoredDatasetDict)
+    choice = _rank(
+        result, ds, metrics, candidates, kind, swapped, generator_column, label_threshold, positive, resamples, seed
+    )
+    if rows_of is not None:
+        choice.ceiling = human_ceiling(rows_of, kind, resamples=resamples, seed=seed)
+    _projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
+    choice.recommendation = recommend(choice.entries)
+    if for_dataset is not None and choice.recommendation is not None:
+        choice.projection = _projection(
+            for_dataset, choice, candidates, columns, prompts_dir, metric_params, settings, setting_values
+        )
+    if output_dir is not None:
+        result.save_to_disk(str(Path(output_dir) / "scored"))
+        choice.save(Path(output_dir))
+    return choice
+
+
+def _panel_settings(
+    setting_values: Mapping[str, Any], candidates: Sequence[Panelist], generator_column: str | None
+) -> dict[str, Any]:
+    """The run's settings: the candidates as a panel (no ``model`` of its own), the generator column."""
+    out: dict[str, Any] = {**setting_values, "models": [c.model_dump(exclude_none=True) for c in candidates]}
+    out["model"] = None
+    if generator_column:
+        out["generator_column"] = generator_column
+    return out
+
+
+def _candidates(judges: Sequence[str | Mapping[str, Any] | Panelist]) -> list[Panelist]:
+    if isinstance(judges, str):
+        judges = [j.strip() for j in judges.split(",") if j.strip()]
+    found = Settings(models=list(judges)).judges  # type: ignore[arg-type]  # checked here if len(judges) > 1 else []  # a panel's checks: names, keys
+    if len(found) < 2:
+        raise ConfigError(
+            "choose_judge needs two or more candidate judges, e.g. judges=['gpt-4.1-nano', 'gpt-4.1-mini'] "
+            "(--judges a,b); to measure one judge, score the rows and run agreement on them"
+        )
+    return found
+
+
+def _kind_of(metrics: Sequence[Metric]) -> str:
+    kinds = {
+        "pairwise" if m.kind == MetricKind.PAIRWISE else "binary" if m.kind == MetricKind.BINARY else "numeric"
+        for m in metrics
+    }
+    if len(kinds) != 1:
+        raise ConfigError(
+            f"the metrics {', '.join(m.name for m in metrics)} are of different kinds ({', '.join(sorted(kinds))}): "
+            "a table ranks one kind of judgment; give prompt files of one kind"
+        )
+    return kinds.pop()
+
+
+def _labelled(
+    data: Dataset | DatasetDict,
+    label: str | None,
+    labels: str | os.PathLike | Sequence[Mapping[str, Any]] | None,
+    annotators: Sequence[str] | None,
+) -> tuple[Dataset, list[list[Any]] | None]:
+    """The labelled rows, with the label in column :data:`LABEL`; and, with several people's labels, the rows x
+    annotators table for the human ceiling."""
+    if sum(x is not None for x in (label, labels, annotators)) != 1:
+        raise ConfigError("give the labels one way: label= a column, labels= a labels file, or annotators= columns")
+    if labels is not None:
+        return _from_file(data, labels)
+    d = _one_split(data, None)
+    if label is not None:
+        if label not in d.column_names:
+            raise ConfigError(f"no label column {label!r}; the data has: {', '.join(d.column_names)}")
+        values = d[label]
+        keep = [i for i, v in enumerate(values) if v is not None]
+        d = d.add_column(LABEL, values)
+        return (d if len(keep) == len(d) else d.select(keep)), None
+    missing = [c for c in annotators or () if c not in d.column_names]
+    if missing or not annotators:
+        raise ConfigError(
+            f"no annotator column {missing[0] if missing else ''!r}; the data has: {', '.join(d.column_names)}"
+        )
+    table = [list(r) for r in zip(*(d[c] for c in annotators), strict=True)]
+    d = d.add_column(LABEL, [_majority(r) for r in table])
+    keep = [i for i, v in enumerate(d[LABEL]) if v is not None]
+    return d.select(keep), [table[i] for i in keep]
+
+
+def _from_file(data: Dataset | DatasetDict, labels: Any) -> tuple[Dataset, list[list[Any]] | None]:
+    entries = read_labels(Path(labels)) if isinstance(labels, (str, os.PathLike)) else list(labels)
+    by_row: dict[tuple[str, int], list[Any]] = defaultdict(list)
+    for e in entries:
+        by_row[(e.get("split") or "train", int(e["row"]))].append(e["label"])
+    splits = {s for s, _ in by_row}
+    if len(splits) != 1:
+        raise ConfigError(f"the labels name several splits ({', '.join(sorted(splits))}): give one split's labels")
+    d = _one_split(data, splits.pop())
+    keys = sorted(by_row)
+    if keys and keys[-1][1] >= len(d):
+        raise ConfigError(f"the labels name row {keys[-1][1]}; the data has {len(d)} rows (labels of other data?)")
+    d = d.select([r for _, r in keys]).add_column(LABEL, [_majority(by_row[k]) for k in keys])
+    several = max(len(v) for v in by_row.values()) > 1
+    if not several:
+        return d, None
+    width = max(len(v) for v in by_row.values())
+    return d, [[*by_row[k], *[None] * (width - len(by_row[k]))] for k in keys]
+
+
+def _one_split(data: Dataset | DatasetDict, split: str | None) -> Dataset:
+    if isinstance(data, Dataset):
+        return data
+    names = [s for s in data if s != ERRORS_SPLIT]
+    pick = split or (names[0] if len(names) == 1 else None)
+    if pick is None or pick not in data:
+        raise ConfigError(f"the data has splits {', '.join(names)}: choose one (data['{names[0]}'], --split)")
+    return data[pick]
+
+
+def _majority(values: Sequence[Any]) -> Any:
+    """The most common label of a row; None when none, or when two values tie for it."""
+    counts = Counter(v for v in values if v is not None).most_common(2)
+    if not counts or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+        return None
+    return counts[0][0]
+
+
+def _swap(ds: Dataset, metric: Metric, columns: Mapping[str, str]) -> Dataset:
+    """``ds`` with the two responses' columns exchanged (the second order of each pair)."""
+    assert metric.swap is not None
+    a, b = (columns.get(v, v) for v in metric.swap)
+    return ds.rename_columns({a: "__swap_a__", b: a}).rename_columns({"__swap_a__": b}).select_columns(ds.column_names)
+
+
+def _column(metric: Metric, judge: str) -> str:
+    base = f"{metric.name}_winner" if metric.kind == MetricKind.PAIRWISE else _score_column(metric)
+    return f"{base}{JUDGE_SEP}{judge}"
+
+
+def _score_column(metric: Metric) -> str:
+    if metric.kind == MetricKind.BINARY or metric.name in metric.columns:
+        return metric.name
+    numeric = [c for c, t in metric.column_types.items() if t.startswith(("int", "float"))]
+    return numeric[0] if numeric else metric.columns[0]
+
+
+def _judge_errors(errors: Dataset, judge: str, rows: int | None = None) -> Dataset:
+    """The error rows of one judge of the panel (its message starts ``judge 'name': ``; a row every judge
+    failed on the same way is the run's), and with ``rows`` those of the first ``rows`` rows only."""
+    own = f"judge {judge!r}: "
+
+    def keep(message: str | None, row: int) -> bool:
+        return (not (message or "").startswith("judge '") or (message or "").startswith(own)) and (
+            rows is None or row < rows
+        )
+
+    return errors.filter(keep, input_columns=["message", "row"])
+
+
+def _rank(
+    result: ScoredDatasetDict,
+    ds: Dataset,
+    metrics: Sequence[Metric],
+    candidates: Sequence[Panelist],
+    kind: str,
+    swapped: bool,
+    generator_column: str | None,
+    label_threshold: float | None,
+    positive: Any,
+    resamples: int,
+    seed: int,
+) -> JudgeChoice:
+    scored, errors = result["train"], result[ERRORS_SPLIT]
+    summary = result.summary
+    assert summary is not None  # score_dataset always sets it
+    n = len(ds)
+    headline = {"binary": "accuracy", "pairwise": "agreement", "numeric": "spearman"}[kind]
+    choice = JudgeChoice(metric=", ".join(m.name for m in metrics), kind=kind, rows=n, headline=headline)
+    for m in metrics:
+        for judge in candidates:
+            name = judge.column_name
+            column = _column(m, name)
+            own_errors = _judge_errors(errors, name, 2 * n if swapped else n)
+            entry: dict[str, Any] = {
+                "name": name if len(metrics) == 1 else f"{name} x {m.name}",
+                "judge": name,
+                "model": judge.model,
+                "metric": m.name,
+                "column": column,
+            }
+            if swapped:
+                entry.update(_pairs(scored, n, column, own_errors, resamples, seed))
+            else:
+                entry.update(_figures(scored, n, column, own_errors, kind, label_threshold, positive, resamples, seed))
+            if generator_column is not None:  # the judge's error on its own family's texts (agreement's figures)
+                report = agreement(
+                    scored.select(range(n)),
+                    column,
+                    LABEL,
+                    kind=kind,
+                    resamples=0,
+                    label_threshold=label_threshold,
+                    positive=positive,
+                    generator_column=generator_column,
+                    judge_model=judge.model,
+                )
+                entry["self_preference"] = {
+                    "own_error": report.figures.get("own_family_error"),
+                    "other_error": report.figures.get("other_family_error"),
+                    "own_rows": report.figures.get("own_family_rows"),
+                }
+            entry.update(_costs(summary.judge_requests.get(name, {}), n, 2 if swapped else 1))
+            entry["length_bias"] = summary.length_bias.get(column.replace("_winner", "")) or summary.longer_wins.get(
+                column
+            )
+            choice.entries.append(entry)
+    return choice
+
+
+def _figures(
+    scored: Dataset,
+    n: int,
+    column: str,
+    errors: Dataset,
+    kind: str,
+    label_threshold: float | None,
+    positive: Any,
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One judge's figures over the ``n`` labelled rows: over_all_rows's (agreement's rule) for verdicts and
+    winners; Spearman (with its interval) and Kendall on the rated rows for ratings."""
+    pred, truth = scored[column][:n], scored[LABEL][:n]
+    kinds = _error_kinds(errors, n)
+    failures = [kinds.get(i) for i in range(n)]
+    if kind == "numeric":
+        found = over_all_rows([0] * n, pred, "numeric", failures=failures, resamples=0)
+        keep = [i for i in range(n) if pred[i] is not None and truth[i] is not None]
+        x = np.array([pred[i] for i in keep], dtype=np.float64)
+        y = np.array([truth[i] for i in keep], dtype=np.float64)
+        ci = stats.bootstrap_spearman(x, y, resamples=resamples, seed=seed, confidence=0.95) if resamples else None
+        return {
+            "score": stats.spearman(x, y),
+            "interval": _list(ci),
+            "kendall": stats.kendall_tau_b(x, y),
+            "rated_rows": len(keep),
+            "coverage": found["coverage"],
+            "failures": found["failures"],
+        }
+    labels: list[Any]
+    if kind == "binary":
+        labels = [_verdict(v, positive, label_threshold) for v in truth]
+        pred = [None if v is None else _verdict(v, None, None) for v in pred]
+    else:
+        labels = [_winner(v) for v in truth]
+    found = over_all_rows(labels, pred, kind, failures=failures, resamples=resamples, seed=seed)
+    key = "accuracy" if kind == "binary" else "agreement"
+    return {
+        "score": found["figures"].get(key),
+        "interval": found["intervals"].get(key),
+        "kappa": found["figures"].get("cohen_kappa"),
+        "kappa_interval": found["intervals"].get("cohen_kappa"),
+        "coverage": found["coverage"],
+        "failures": found["failures"],
+    }
+
+
+_TRUE, _FALSE = (
+    {"1", "true", "yes", "y", "correct", "pass", "positive"},
+    {"0", "false", "no", "n", "incorrect", "fail", "negative"},
+)
+
+
+def _verdict(v: Any, positive: Any, threshold: float | None) -> bool:
+    """A label or verdict as True/False, as ``agreement`` reads them (booleans, 0/1, yes/no, true/false; a rating
+    against ``threshold``; ``positive``: the value that is positive)."""
+    if threshold is not None:
+        return float(v) >= threshold
+    if positive is not None:
+        return str(v) == str(positive)
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ConfigError(f"the label {v!r} is no verdict (true/false, 1/0, yes/no): give positive= (--positive)")
+
+
+def _winner(v: Any) -> str:
+    text = str(v).strip().lower()
+    return {"a": "1", "b": "2", "1": "1", "2": "2"}.get(text, "tie" if text in ("tie", "0", "=") else text)
+
+
+def _error_kinds(errors: Dataset, n: int) -> dict[int, str]:
+    """Row (of the first ``n``) -> its error kind; a row of the second order (a swapped pair's) is its pair's."""
+    kinds: dict[int, str] = {}
+    for e in errors.with_format("arrow")[:].select(["row", "kind"]).to_pylist():
+        kinds.setdefault(e["row"] % n, e["kind"])
+    return kinds
+
+
+def _list(ci: Any) -> list[float] | None:
+    return list(ci) if ci else None
+
+
+def _pairs(scored: Dataset, n: int, column: str, errors: Dataset, resamples: int, seed: int) -> dict[str, Any]:
+    """JudgeBench's figures of one judge: rows ``[0, n)`` are the first order, ``[n, 2n)`` the second."""
+    winners = scored[column]
+    labels = [str(v) if v is not None else None for v in scored[LABEL][:n]]
+    first = [w for w in winners[:n]]
+    second = [_FLIP.get(w) if w is not None else None for w in winners[n:]]
+    found = pair_verdicts(first, second, labels, resamples=resamples, seed=seed)
+    kinds = _error_kinds(errors, n)
+    combined = [combined_winner(a, b) for a, b in zip(first, second, strict=True)]
+    decided = over_all_rows(
+        labels, combined, "pairwise", failures=[kinds.get(i) for i in range(n)], resamples=resamples, seed=seed
+    )
+    return {
+        "score": found["accuracy"],
+        "interval": found["interval"],
+        "kappa": decided["figures"].get("cohen_kappa"),
+        "kappa_interval": decided["intervals"].get("cohen_kappa"),
+        "coverage": decided["coverage"],
+        "failures": decided["failures"],
+        "judgebench": {k: found[k] for k in ("single_order_accuracy", "orders_disagree")},
+    }
+
+
+def _costs(figures: Mapping[str, Any], rows: int, per_row: int) -> dict[str, Any]:
+    """Cost per 1,000 rows at list and batch price from the tokens this judge's replies used, and latency."""
+    out: dict[str, Any] = {
+        "latency_p50_s": figures.get("latency_p50_s"),
+        "latency_p95_s": figures.get("latency_p95_s"),
+        "cost_per_1000": None,
+        "cost_per_1000_batch": None,
+    }
+    answered, price = figures.get("answered") or 0, figures.get("price")
+    if price is None or not answered or not rows:
+        return out
+    p = Price(**price)
+    # the tokens of an answered request, times the requests a row takes (cached replies cost nothing this time)
+    scale = 1000 * per_row / answered
+    tokens = (figures.get("prompt_tokens", 0) * scale, figures.get("completion_tokens", 0) * scale)
+    out["cost_per_1000"] = p.cost(*tokens)
+    out["cost_per_1000_batch"] = p.cost(*tokens, batch=True)
+    return out
+
+
+def _projected_costs(
+    choice: JudgeChoice,
+    ds: Dataset,
+    candidates: Sequence[Panelist],
+    columns: dict[str, str] | None,
+    prompts_dir: Any,
+    metric_params: dict[str, dict[str, Any]] | None,
+    settings: Settings | None,
+    setting_values: Mapping[str, Any],
+) -> None:
+    """The cost of a judge whose replies this run took all from the reply store (it paid nothing now): the
+    ``--dry-run`` projection of its requests on the labelled rows, per 1,000 rows (``cost_basis`` says which)."""
+    by_name = {c.column_name: c for c in candidates}
+    for e in choice.entries:
+        if e.get("cost_per_1000") is not None:
+            e["cost_basis"] = "replies"
+            continue
+        judge = by_name[e["judge"]]
+        own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
+        est = estimate_cost(
+            ds, [e["metric"]], columns=columns, prompts_dir=prompts_dir, metric_params=metric_params,
+            use_cache=False, tokenizer="chars", settings=settings,
+            **{**setting_values, **own, "model": judge.model, "models": None},
+        )  # fmt: skip
+        if est.cost_online is not None and choice.rows:
+            e["cost_per_1000"] = est.cost_online / choice.rows * 1000
+            e["cost_per_1000_batch"] = (est.cost_batch or 0.0) / choice.rows * 1000
+            e["cost_basis"] = "projected"
+    if any(e.get("cost_per_1000") is None for e in choice.entries):
+        choice.notes.append("a judge without a price has no cost: give its price with --prices FILE")
+    if any(e.get("cost_basis") == "projected" for e in choice.entries):
+        choice.notes.append("cost of a judge whose replies were all cached: projected as --dry-run does")
+
+
+def _projection(
+    target: Dataset | DatasetDict,
+    choice: JudgeChoice,
+    candidates: Sequence[Panelist],
+    columns: dict[str, str] | None,
+    prompts_dir: Any,
+    metric_params: dict[str, dict[str, Any]] | None,
+    settings: Settings | None,
+    setting_values: Mapping[str, Any],
+) -> dict[str, Any]:
+    """What scoring ``target`` with the recommended judge would send and cost (``--dry-run``'s estimate)."""
+    assert choice.recommendation is not None
+    pick = next(e for e in choice.entries if e["name"] == choice.recommendation["name"])
+    judge = next(c for c in candidates if c.column_name == pick["judge"])
+    own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
+    est = estimate_cost(
+        target,
+        [pick["metric"]],
+        columns=columns,
+        prompts_dir=prompts_dir,
+        metric_params=metric_params,
+        use_cache=False,
+        tokenizer="chars",
+        settings=settings,
+        **{**setting_values, **own, "model": judge.model, "models": None},
+    )
+    return {
+        "dataset": getattr(target, "info", None) and target.info.dataset_name or "the dataset",
+        "judge": pick["name"],
+        "requests": est.requests,
+        "cost_online": est.cost_online,
+        "cost_batch": est.cost_batch,
+    }
