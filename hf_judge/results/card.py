@@ -548,14 +548,14 @@ def result_card(
     by: str | None = None,
     shards_of: Sequence[str] | None = None,
 ) -> str:
-    """The card of a result, one way for every push: ``existing`` (a repo's card, ``"---\n---\n"`` for none) with
+    """The card of a result, one way for every push: ``existing`` (a repo's card, ``"---\\n---\\n"`` for none) with
     hf_judge's section rendered from the template (:func:`render_section`) and its metadata (:func:`card_metadata`).
     ``shards_of``: the splits of a folder of Parquet shards (a streamed run's ``data/<split>-*`` beside
     ``errors/``), whose ``configs`` the card declares so that ``load_dataset`` reads it, and whose sizes and
     features an earlier ``dataset_info`` would misstate; None for a push whose configs ``datasets`` writes.
 
     Example:
-        >>> print(result_card("---\n---\n", scored, scored.summary, shards_of=["train"]))  # doctest: +SKIP
+        >>> print(result_card("---\\n---\\n", scored, scored.summary, shards_of=["train"]))  # doctest: +SKIP
     """
     from huggingface_hub import DatasetCard
 
