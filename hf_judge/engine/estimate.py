@@ -43,7 +43,7 @@ from ..judging.ensemble import Layout
 from ..judging.images import IMAGE_TOKENS
 from ..judging.metrics import Metric, OutputType
 from ..redact import install_log_filter, scrub
-from ..settings import Settings
+from ..settings import Settings, SettingValues, Unpack
 from ..store.replies import ReplyStore
 from ..transport import anthropic
 from ..transport.client import JudgeClient, judge_panel
@@ -248,10 +248,13 @@ def estimate_cost(
     metric_params: dict[str, dict[str, Any]] | None = None,
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
+    token_columns: bool = False,
     if_exists: str = "keep",
     tokenizer: str = "auto",
     settings: Settings | None = None,
-    **setting_values: Any,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+    **setting_values: Unpack[SettingValues],
 ) -> CostEstimate:
     """What ``score_dataset`` with the same arguments would send and cost, without sending it.
 
@@ -275,7 +278,10 @@ def estimate_cost(
         metric_params=metric_params,
         cache_dir=cache_dir,
         use_cache=use_cache,
+        token_columns=token_columns,
         settings=settings,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
         **setting_values,
     )
     return estimate_job(ds, job, if_exists=if_exists, tokenizer=tokenizer)

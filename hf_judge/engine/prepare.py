@@ -6,6 +6,7 @@ import difflib
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
@@ -163,7 +164,7 @@ def settings_doc() -> str:
     return textwrap.indent("\n".join(lines), "    ").lstrip()
 
 
-def run_settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
+def run_settings(settings: Settings | None, values: Mapping[str, Any]) -> Settings:
     """``settings`` overridden by the keyword arguments, which must name public settings."""
     unknown = sorted(set(values) - set(public_fields()))
     if unknown:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from ..judging.ensemble import Layout
     from ..results.scored import ScoredDatasetDict
-    from ..settings import Settings
+    from ..settings import RaySettingValues, Settings, SettingValues, Unpack
     from ..store.segments import Remote
     from .job import JudgeJob
 
@@ -84,8 +84,10 @@ def score_ray_dataset(
     num_cpus: float = 1.0,
     map_batches_kwargs: dict[str, Any] | None = None,
     settings: Settings | None = None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
     _batch_stats: bool = False,
-    **setting_values: Any,
+    **setting_values: Unpack[RaySettingValues],
 ) -> ray.data.Dataset:
     """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
 
@@ -119,8 +121,7 @@ def score_ray_dataset(
     from .job import JudgeJob
 
     install_log_filter()
-    if in_flight is not None:
-        setting_values["concurrency"] = in_flight
+    values: SettingValues = {**setting_values, **({"concurrency": in_flight} if in_flight is not None else {})}
     job = JudgeJob.resolve(
         metrics,
         columns=columns,
@@ -131,7 +132,9 @@ def score_ray_dataset(
         use_cache=use_cache,
         token_columns=token_columns,
         settings=settings,
-        **setting_values,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
+        **values,
     )
     check("ray_stage", job.settings, base_urls=base_urls)
     warn_self_preference(job.settings)
@@ -315,7 +318,7 @@ def score_dataset_on_ray(
     output_dir: str | None = None,
     output_overwrite: bool = False,
     if_exists: str = "keep",
-    **setting_values: Any,
+    **setting_values: Unpack[SettingValues],
 ) -> ScoredDatasetDict:
     """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
 

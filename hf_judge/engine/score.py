@@ -28,7 +28,7 @@ from ..redact import install_log_filter
 from ..results.bias import BiasChecks
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
-from ..settings import Settings
+from ..settings import Settings, SettingValues, Unpack
 from ..store.sqlite import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
 from .capabilities import check
@@ -78,7 +78,7 @@ def score_dataset(
     settings: Settings | None = None,
     storage_options: dict[str, Any] | None = None,
     local_cache_dir: str | os.PathLike | None = None,
-    **setting_values: Any,
+    **setting_values: Unpack[SettingValues],
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
 

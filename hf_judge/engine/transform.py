@@ -29,7 +29,7 @@ from ..judging.ensemble import Layout
 from ..judging.images import image_variables
 from ..redact import install_log_filter, register
 from ..results.bias import warn_self_preference
-from ..settings import Settings
+from ..settings import Settings, SettingValues, Unpack
 from ..store.segments import Remote
 from ..transport.client import JudgeClient
 from .batchscore import score_batch
@@ -218,7 +218,7 @@ class Judge:
         settings: Settings | None = None,
         storage_options: dict[str, Any] | None = None,
         local_cache_dir: str | os.PathLike | None = None,
-        **setting_values: Any,
+        **setting_values: Unpack[SettingValues],
     ):
         from .prepare import check_samples, run_settings
 
