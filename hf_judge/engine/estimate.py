@@ -48,8 +48,10 @@ from ..store.replies import ReplyStore
 from ..transport import anthropic
 from ..transport.client import JudgeClient, judge_panel
 from ..transport.prices import Price, genai_prices_version
+from .batch_book import submitted
 from .job import JudgeJob
 from .pipeline import SplitRun, read_batches
+from .prepare import as_splits, build_plans, judge_specs
 
 logger = logging.getLogger("hf_judge")
 
@@ -289,8 +291,6 @@ def estimate_cost(
 
 def estimate_job(ds: Any, job: JudgeJob, *, if_exists: str = "keep", tokenizer: str = "auto") -> CostEstimate:
     """:func:`estimate_cost` of a job resolved already."""
-    from .prepare import as_splits, build_plans, judge_specs
-
     settings = job.settings
     splits, _ = as_splits(ds)
     loaded = job.metrics
@@ -449,8 +449,6 @@ def _estimate_split(
     layout: Layout | None = None,
 ) -> None:
     """Render every request of one split, as the run would, and count it."""
-    from .batch_book import submitted
-
     run = SplitRun(split, d, plans, client, None, window=_ROWS_PER_STEP, layout=layout)
     needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
     source = d.select_columns(needed) if needed else d
