@@ -70,7 +70,7 @@ _SUBMODULE_ATTRS = {
     "engine.score": ["score_dataset"],
     "engine.transform": ["Judge"],
     "results.scored": ["ScoredDatasetDict"],
-    "settings": ["Aggregator", "Panelist", "Settings"],
+    "settings": ["Aggregator", "Panelist", "SettingValues", "Settings"],
     "engine.stream": ["ScoredIterableDatasetDict", "score_batches"],
     "results.summary": ["RunSummary"],
     "judging.validate": ["parse_binary_verdict", "parse_pair_scores"],
@@ -126,7 +126,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .results.overview import RunOverview, overview
     from .results.report import write_report
     from .results.summary import RunSummary
-    from .settings import Aggregator, Panelist, Settings
+    from .settings import Aggregator, Panelist, Settings, SettingValues
     from .transport.local import local_judge
     from .transport.prices import Price, load_prices
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .cli import main as cli_main
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
@@ -20,7 +22,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config-path", default="config.yaml", help="the seed's config.yaml (default: ./config.yaml)")
     ap.add_argument("--cache-dir", help="cache folder (default: $HF_DATASETS_CACHE/hf_judge)")
     args = ap.parse_args(argv)
-    from .cli import main as cli_main
 
     extra = ["--cache-dir", args.cache_dir] if args.cache_dir else []
     return cli_main(["run", args.config_path, *extra])

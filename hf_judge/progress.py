@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
+from . import constants
+
 # seconds between two reports: several a second, yet nothing at 8,000 requests/s
 INTERVAL = 0.1
 # seconds between two progress lines outside a terminal
@@ -226,8 +228,6 @@ def quiet(*loggers: str) -> Iterator[None]:
         >>> with quiet("datasets.arrow_dataset"):
         ...     logging.getLogger("datasets.arrow_dataset").warning("Setting num_proc from 1 back to 1")
     """
-    from . import constants
-
     if constants.debug_enabled():
         yield
         return

@@ -14,8 +14,9 @@ a recipe or seed config, then flags / keyword arguments.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Optional, TypeVar
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, Optional, TypedDict, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -30,6 +31,11 @@ from pydantic import (
 
 from . import constants
 from .errors import ConfigError, StrEnum
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pydantic's own dependency
+    from typing_extensions import Unpack  # noqa: F401 (ruff reads the branch above as the one taken)
 
 M = TypeVar("M", bound=BaseModel)
 # Historical CLI spellings; any other flag is the field name with dashes (``--max-reply-bytes``).
@@ -454,6 +460,71 @@ class Settings(BaseModel):
     def required_samples(self) -> int:
         """``min_samples``, or its default: a majority of ``samples``."""
         return self.min_samples if self.min_samples is not None else self.samples // 2 + 1
+
+
+# A panel as a caller may give it: "a,b" (a flag's spelling), or model names, mappings and Panelists
+PanelArg = str | Sequence[Panelist | str | Mapping[str, Any]]
+
+
+class RaySettingValues(TypedDict, total=False):
+    """:class:`SettingValues` less ``concurrency``: the settings of ``hf_judge.ray.score_ray_dataset``, whose
+    ``concurrency=`` is Ray's (its actors) and whose ``in_flight=`` is the setting."""
+
+    model: str
+    base_url: str | None
+    provider: Literal["openai", "anthropic", "gemini"] | None
+    num_workers: int
+    timeout: float
+    retries: int
+    max_requests_per_minute: float | None
+    max_tokens_per_minute: float | None
+    max_total_tokens: int | None
+    max_cost: float | None
+    prices: str | None
+    max_input_chars: int | None
+    max_reply_bytes: int
+    max_throttle_s: float
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    samples: int
+    min_samples: int | None
+    models: PanelArg | None
+    aggregator: Aggregator | Literal["mean", "median", "majority", "min", "max"]
+    logprobs: bool
+    top_logprobs: int
+    escalate_model: str | None
+    escalate_base_url: str | None
+    escalate_api_key: str | None
+    escalate_when: str | None
+    escalate_audit: float
+    escalate_models: PanelArg | None
+    escalate_samples: int
+    escalate_temperature: float | None
+    reuse: Literal["compatible", "strict"]
+    batch: bool
+    batch_max_requests: int
+    batch_max_bytes: int
+    batch_fallback: BatchFallback | Literal["batch", "online"]
+    no_wait: bool
+    length_control: bool
+    generator_column: str | None
+    generator_model: str | None
+
+
+class SettingValues(RaySettingValues, total=False):
+    """Every public setting of :class:`Settings` as a keyword argument of the entry points, typed for IDEs
+    and type checkers: ``score_dataset(ds, m, **setting_values: Unpack[SettingValues])``. One key per public
+    field, of the field's type (an enum also as its value's string, a panel as a caller may spell it);
+    ``tests/test_job.py`` fails when the two differ. See :class:`Settings` for what each does.
+
+    Example:
+        >>> values: SettingValues = {"model": "gpt-4.1-nano", "concurrency": 64, "aggregator": "median"}
+        >>> Settings(**values).aggregator
+        <Aggregator.MEDIAN: 'median'>
+    """
+
+    concurrency: int
 
 
 def resolved_provider(settings: Settings) -> str:

@@ -175,3 +175,42 @@ def test_the_function_size_counts_code_lines_of_the_body_only():
     text = 'def f(\n    a: int,\n    b: int,\n) -> int:\n    """Doc\n    string."""\n    # why\n\n'
     text += "    c = a + b\n    return c\n"
     assert _body_lines(text.splitlines(), ast.parse(text).body[0]) == 2  # c = a + b, return c
+
+
+# The share of the package's own imports written inside functions. Imports sit at module level; what stays in a
+# function is deferred for start-up time: the CLI's command modules (all loaded to build `hf-judge --help`) import
+# the engine and results (datasets, pyarrow) when their command runs. A ratchet: lower it as imports move up
+# (the target is 12 %: the command modules loaded only for the command run would get there).
+MAX_NESTED_SHARE = 0.16
+
+
+def _internal_imports() -> tuple[int, list[str]]:
+    """(how many imports of the package's own modules there are, those inside a function as "module:line")."""
+    total, nested = 0, []
+
+    def visit(node: ast.AST, mod: str, in_def: bool) -> None:
+        nonlocal total
+        for child in ast.iter_child_nodes(node):
+            own = isinstance(child, ast.ImportFrom) and (
+                child.level > 0 or (child.module or "").split(".")[0] == "hf_judge"
+            )
+            own = own or (isinstance(child, ast.Import) and any(a.name.startswith("hf_judge") for a in child.names))
+            if own:
+                total += 1
+                if in_def:
+                    nested.append(f"{mod}:{child.lineno}")
+            visit(child, mod, in_def or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+
+    for mod, path in _modules().items():
+        visit(ast.parse(path.read_text()), mod or "__init__", False)
+    return total, nested
+
+
+def test_imports_sit_at_module_level():
+    total, nested = _internal_imports()
+    assert total > 500  # the scanner saw the package
+    share = len(nested) / total
+    assert share <= MAX_NESTED_SHARE, (
+        f"{len(nested)} of {total} imports of hf_judge's own modules ({share:.0%}) are inside functions, over "
+        f"{MAX_NESTED_SHARE:.0%}: move them to module level (a cycle means the code is in the wrong module): {nested}"
+    )

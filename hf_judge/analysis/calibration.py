@@ -32,6 +32,7 @@ from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
 from . import stats
+from .calibration_text import describe
 from .labels import Joined, join_labels, label_source_name, labels_for, read_labels
 
 FORMAT = 1  # calibration.json's format version
@@ -326,8 +327,6 @@ class Calibration:
             raise ConfigError(f"{p} is not a calibration ({e}): save one with hf-judge calibrate ... -o FILE") from None
 
     def __str__(self) -> str:
-        from .calibration_text import describe
-
         return describe(self)
 
 

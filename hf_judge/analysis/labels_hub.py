@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register, scrub
 
 HF_PREFIX = "hf://datasets/"
@@ -76,8 +77,6 @@ def fetch_hub_labels(where: HubLabels, token: str | None = None) -> list[tuple[s
         [('hf://datasets/me/to-label/data/train-00000-of-00001.parquet', [{'split': 'train', 'row': 3, ...}])]
     """
     from huggingface_hub import HfApi, hf_hub_download
-
-    from ..progress import LIBRARY_CHATTER, quiet
 
     register(token)  # an error quoting the request must not show it
     down = _unreachable()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import ConfigError
+
 CACHE_EXAMPLE = """example:
   hf-judge cache compact s3://my-bucket/hf_judge
   hf-judge cache compact s3://my-bucket/hf_judge --storage-option client_kwargs.endpoint_url=http://minio:9000
@@ -36,7 +38,6 @@ def add_cache(sub: Any, settings: bool) -> None:  # noqa: ARG001 - no request is
 
 def cmd_compact(args: argparse.Namespace) -> int:
     """hf-judge cache compact URL."""
-    from ..errors import ConfigError
     from ..store.segments import Remote, compact, is_url, parse_storage_options
 
     if not is_url(args.url):

@@ -19,6 +19,8 @@ import sys
 
 from .. import constants
 from ..errors import ConfigError, HfJudgeError, InterruptedRun, RunStopped
+from ..progress import for_logs
+from ..redact import install_log_filter, scrub
 from .parser import build_parser, subcommands
 
 
@@ -52,9 +54,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """The command, its errors one line each (a traceback with HF_JUDGE_DEBUG=1), and its exit code."""
-    from ..progress import for_logs
-    from ..redact import scrub
-
     try:
         # stderr a log: plain progress lines, no library bars (the listing commands import no datasets)
         with for_logs() if args.command not in ("metrics", "recipes") else contextlib.nullcontext():
@@ -97,8 +96,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _setup_logging(hub_login: bool = True) -> None:
-    from ..redact import install_log_filter
-
     install_log_filter(hub_login=hub_login)
     level = logging.DEBUG if constants.debug_enabled() else logging.WARNING
     root = logging.getLogger("hf_judge")

@@ -23,7 +23,7 @@ from datasets import config as datasets_config
 from datasets.data_files import EmptyDatasetError
 from datasets.exceptions import DataFilesNotFoundError, DatasetGenerationError
 
-from .. import pages
+from .. import constants, pages
 from ..errors import ConfigError, HubUnreachableError
 from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register, scrub
@@ -64,8 +64,6 @@ class _Collect(logging.Handler):
 def _reader_errors() -> Iterator[list[str]]:
     """The error lines datasets' file readers log in the block, kept (not printed: the ConfigError that follows
     says it once, with the right line and the fix); printed as well under ``HF_JUDGE_DEBUG=1``."""
-    from .. import constants
-
     found = [logging.getLogger(name) for name in _READER_LOGGERS]
     handler, before = _Collect(), [log.propagate for log in found]
     for log in found:

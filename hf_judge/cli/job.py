@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import constants
 from ..errors import ConfigError
+from ..redact import resolve_secret
 
 
 def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -23,8 +24,6 @@ def resolve_api_key(args: argparse.Namespace, recipe_key: str | None = None, bas
     """The key from ``--api-key-env NAME``, else the recipe's ``api_key`` (``env:VAR``), else None (then
     ``score_dataset`` reads OPENAI_API_KEY, or ANTHROPIC_API_KEY for an Anthropic judge)."""
     from urllib.parse import urlparse
-
-    from ..redact import resolve_secret
 
     if args.api_key_env:
         value = os.environ.get(args.api_key_env)

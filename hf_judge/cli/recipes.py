@@ -18,6 +18,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError
+from ..judging.catalogue import resolve_metrics
+from ..judging.metrics import MetricKind
 from ..settings import SettingsOverrides, config_error, public_fields
 
 
@@ -116,9 +118,6 @@ class Recipe(SettingsOverrides):  # type: ignore[valid-type,misc]  # a model bui
             >>> load_recipe("pairwise").calls_per_row()
             2
         """
-        from ..judging.catalogue import resolve_metrics
-        from ..judging.metrics import MetricKind
-
         metrics = resolve_metrics(self.metric_specs(), self.prompts_dir)
         return sum(2 if m.kind == MetricKind.PAIRWISE and m.swap else 1 for m in metrics)
 

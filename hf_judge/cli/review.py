@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..errors import OutputExistsError
+from ..progress import LIBRARY_CHATTER, quiet
 from .calibrate import add_source_options, load_result
 from .options import positive_int
 
@@ -54,7 +56,6 @@ def cmd_review(args: argparse.Namespace) -> int:
     """hf-judge sample-for-review RESULT --n 200 --by uncertainty [-o FILE]."""
     from ..analysis.labels import write_labels
     from ..analysis.review import sample_for_review
-    from ..errors import OutputExistsError
     from ..results.hub import check_repo_id
 
     if args.push_to_hub:
@@ -79,8 +80,6 @@ def cmd_review(args: argparse.Namespace) -> int:
         print(f"(the result has only {len(rows):,} rows with a {rows[0]['score'] if rows else 'score'} to pick from)")
     if args.push_to_hub:
         from datasets import Dataset
-
-        from ..progress import LIBRARY_CHATTER, quiet
 
         with quiet(*LIBRARY_CHATTER):
             Dataset.from_list(rows).push_to_hub(args.push_to_hub, token=args.token)

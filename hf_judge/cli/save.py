@@ -8,6 +8,9 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..constants import default_cache_dir
+from ..errors import PushInterrupted
+
 
 def default_output_dir(dataset: str, suffix: str = "judged") -> str:
     """``data.jsonl`` (or ``data.jsonl.gz``) -> ``data-judged``; ``data-judged`` -> ``data-filtered`` (not
@@ -119,8 +122,6 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
 @contextlib.contextmanager
 def _kept_when_interrupted(args: argparse.Namespace, out: str | None) -> Iterator[None]:
     """A push stopped by Ctrl-C: its message says what reached the repo, and this adds where the result is kept."""
-    from ..errors import PushInterrupted
-
     try:
         yield
     except PushInterrupted as e:
@@ -213,7 +214,6 @@ def _store_dir(args: argparse.Namespace, summary) -> Path | None:
     """The local cache folder whose reply store holds a logprobs run's distributions and a pairwise judge's two
     orders, for its page; None for a run without the cache, or whose cache is on object storage (``hf-judge view
     --cache-dir`` reads a local copy)."""
-    from ..constants import default_cache_dir
     from ..results.report_logprobs import STORE_FILE
 
     if summary is None or getattr(args, "no_cache", False):

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import constants
 from ..engine.capabilities import check
 from ..errors import ConfigError, InterruptedRun, RunStopped
 from ..progress import datasets_bars_off, interactive
@@ -486,8 +487,6 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
 
     @contextlib.contextmanager
     def run():
-        from .. import constants
-
         models_dir = Path(cache_dir).expanduser() / "models" if cache_dir else constants.default_cache_dir() / "models"
         started = time.perf_counter()
         say = functools.partial(print, file=sys.stderr, flush=True)

@@ -38,7 +38,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..engine.score import score_dataset
 from ..errors import ConfigError
+from ..judging.catalogue import resolve_metrics
 from ..redact import resolve_secret
 from ..results.summary import RunSummary
 from ..settings import Concurrency, Retries, Temperature, Timeout, TopP, resolve_settings, validated
@@ -187,9 +189,6 @@ def run_seed_config(path: str | os.PathLike, *, cache_dir: str | os.PathLike | N
     """
     from datasets import Dataset, Features, Value
     from datasets.exceptions import DatasetGenerationError
-
-    from ..engine.score import score_dataset
-    from ..judging.catalogue import resolve_metrics
 
     cfg = load_seed_config(path)
     src = Path(cfg.input_path)

@@ -55,8 +55,10 @@ from ..errors import (
 from ..judging.metrics import Metric
 from ..redact import scrub
 from ..transport.client import JudgeClient
+from ..transport.gemini import GeminiApiError, GeminiConnectionError
 from .batch_api import BatchApi, BatchApiError, BatchApiUnreachable, RemoteBatch, batch_api
 from .batch_book import CHUNK, DONE, ENDPOINT, UNDONE_KIND, BatchBook, BatchReport, Job, server_tag
+from .batch_gemini import GeminiBatches
 from .batch_lines import Oversized, Packer, Reader, bounded_lines, line, refuse_requests_file
 
 logger = logging.getLogger("hf_judge")
@@ -118,8 +120,6 @@ class BatchRunner:
     @property
     def api(self) -> Any:
         if self._api is None and self.client.provider == "gemini":
-            from .batch_gemini import GeminiBatches  # Gemini's batch API, in the openai SDK's shape
-
             self._api = GeminiBatches.of(self.client, self._api_key)
         if self._api is None:
             from openai import OpenAI
@@ -146,8 +146,6 @@ class BatchRunner:
     def errors(self) -> Iterator[None]:
         """The batch API's errors as the run's stops, naming the server (and a panel's judge)."""
         import openai
-
-        from ..transport.gemini import GeminiApiError, GeminiConnectionError
 
         where = f"judge {self.judge!r}: " if self.judge else ""
         try:
@@ -306,8 +304,6 @@ class BatchRunner:
         """Create the batch of an uploaded file. Not retried blindly: a create whose reply was lost may have made
         a batch, so before each new try the provider's list is searched for it (a second one would be paid twice)."""
         import openai
-
-        from ..transport.gemini import GeminiApiError, GeminiConnectionError
 
         api = self.api.with_options(max_retries=0)
         for attempt in range(6):
@@ -492,8 +488,6 @@ class BatchRunner:
     def _delete(self, *file_ids: str | None) -> None:
         """Delete a collected batch's files at the provider (its storage is limited); best effort, they expire too."""
         import openai
-
-        from ..transport.gemini import GeminiApiError, GeminiConnectionError
 
         for file_id in file_ids:
             if file_id:

@@ -15,13 +15,17 @@ from typing import Any
 from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
-from ..settings import Settings, merge_layers, validated
+from ..progress import ProgressCallback
+from ..results.scored import ScoredDatasetDict
+from ..settings import Settings, SettingValues, Unpack, merge_layers, validated
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
 from .batch import BatchRunner
 from .batch_api import offline_runner_format
 from .capabilities import check
 from .job import JudgeJob
+from .prepare import as_splits, build_plans, plan_requests, run_settings
+from .score import score_dataset
 
 
 def export_batch(
@@ -33,32 +37,43 @@ def export_batch(
     prompts_dir: str | os.PathLike | list | None = None,
     metric_params: dict[str, dict[str, Any]] | None = None,
     cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
     settings: Settings | None = None,
-    **setting_values: Any,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+    **setting_values: Unpack[SettingValues],
 ) -> int:
     """Write the requests of scoring ``ds`` with ``metrics`` as one batch JSONL file; returns how many lines.
 
     The same requests as :func:`hf_judge.score_dataset` would send with the same arguments, less those whose
-    replies the cache already holds; one line each, ``custom_id`` the request's cache key in hex.
+    replies the cache already holds; one line each, ``custom_id`` the request's cache key in hex. It takes
+    ``score_dataset``'s arguments but ``api_key`` (nothing is sent) and ``token_columns`` (no columns are
+    written); the cache must be a local folder that is used (the import reads the requests back from it).
 
     Example:
         >>> export_batch(ds, ["QA_All"], "requests.jsonl", model="Qwen/Qwen3-8B")  # doctest: +SKIP
         1000
         >>> # vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
     """
-    from .prepare import run_settings
-
     s = run_settings(settings, setting_values)
-    check("batch_files", s, only=("batch_panel",), files=True)
+    check("batch_files", s, only=("batch_panel", "no_cache"), files=True, use_cache=use_cache)
     offline_runner_format(s)
-    job = JudgeJob.of(s, metrics, columns, None, prompts_dir, metric_params, cache_dir)
+    job = JudgeJob.of(
+        s,
+        metrics,
+        columns,
+        None,
+        prompts_dir,
+        metric_params,
+        cache_dir,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
+    )
     return export_job(ds, job, path)
 
 
 def export_job(ds: Dataset | DatasetDict, job: JudgeJob, path: str | os.PathLike) -> int:
     """:func:`export_batch` of a job resolved already."""
-    from .prepare import as_splits, build_plans, plan_requests
-
     if job.remote is not None:
         check("batch_files", job.settings, only=("remote_cache",), remote=True, url=job.remote.url)
 
@@ -87,9 +102,20 @@ def import_batch(
     metrics: Any,
     output_file: str | os.PathLike,
     *,
+    columns: dict[str, str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    progress: bool | ProgressCallback = True,
+    if_exists: str = "keep",
     settings: Settings | None = None,
-    **kwargs: Any,
-):
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+    **setting_values: Unpack[SettingValues],
+) -> ScoredDatasetDict:
     """Read a batch runner's output JSONL into the reply cache and return the scored dataset.
 
     Takes the arguments of :func:`hf_judge.score_dataset` (the same as the :func:`export_batch` that wrote
@@ -101,12 +127,27 @@ def import_batch(
         >>> scored["errors"].num_rows  # doctest: +SKIP
         0
     """
-    from .score import score_dataset
-
     path = Path(output_file)
     if not path.is_file():
         raise ConfigError(f"no batch output file {path}: give the JSONL the batch runner wrote (-o of vllm run-batch)")
     # the judge settings go in with the import's: a Settings needs its model (or a panel's, refused then)
-    judge = {k: v for k in ("model", "models") if (v := kwargs.pop(k, None))}
+    values: dict[str, Any] = dict(setting_values)
+    judge = {k: v for k in ("model", "models") if (v := values.pop(k, None))}
     layers = merge_layers(settings, {"batch_import": str(path.resolve())} | judge)
-    return score_dataset(ds, metrics, settings=validated(Settings, layers, "settings"), **kwargs)
+    return score_dataset(
+        ds,
+        metrics,
+        columns=columns,
+        api_key=api_key,
+        prompts_dir=prompts_dir,
+        metric_params=metric_params,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        token_columns=token_columns,
+        progress=progress,
+        if_exists=if_exists,
+        settings=validated(Settings, layers, "settings"),
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
+        **values,
+    )

@@ -44,7 +44,7 @@ from ..results.summary import RunSummary
 from ..settings import escalation_conditions
 from .capabilities import check
 from .cascade_report import report
-from .core import COMPLETION_TOKENS, PROMPT_TOKENS
+from .core import COMPLETION_TOKENS, PROMPT_TOKENS, score_types
 from .job import ESCALATE_FIELDS, JudgeJob
 from .prepare import as_splits
 
@@ -394,7 +394,6 @@ def metrics_columns(job: JudgeJob) -> list[str]:
 def strong_types(metric: Metric, layout: Layout, with_logprobs: bool) -> dict[str, pa.DataType]:
     """Every column the strong tier writes for ``metric`` -> its Arrow type (its layout's: a mean of samples is a
     float64, a sample list a list)."""
-    from .core import score_types
 
     def arrow(t: Any) -> pa.DataType:
         return pa.list_(arrow(t[1])) if isinstance(t, tuple) else pa.type_for_alias(str(t))

@@ -18,6 +18,7 @@ from ..judging.ensemble import NUMERIC
 from ..progress import datasets_bars_off
 from ..results.summary import RunSummary
 from ..transport.client import JudgeClient
+from .estimate import project
 from .job import JudgeJob
 from .prepare import build_plans
 
@@ -113,8 +114,6 @@ def _strong_only(
     their input tokens counted as ``estimate_cost`` counts them (over at most ``PROJECTION_ROWS`` rows, evenly
     spread, scaled up), their output tokens at the strong judge's mean per (row, metric) in this result (else projected
     from the declared outputs), at its price (the batch price in batch mode). None: the model has no price."""
-    from .estimate import project
-
     settings = strong_job.settings
     if not strong_job.layout.plain:
         return _strong_only_by_pair(picks, strong_tier)

@@ -43,13 +43,15 @@ from ..judging.ensemble import Layout
 from ..judging.images import IMAGE_TOKENS
 from ..judging.metrics import Metric, OutputType
 from ..redact import install_log_filter, scrub
-from ..settings import Settings
+from ..settings import Settings, SettingValues, Unpack
 from ..store.replies import ReplyStore
 from ..transport import anthropic
 from ..transport.client import JudgeClient, judge_panel
 from ..transport.prices import Price, genai_prices_version
+from .batch_book import submitted
 from .job import JudgeJob
 from .pipeline import SplitRun, read_batches
+from .prepare import as_splits, build_plans, judge_specs
 
 logger = logging.getLogger("hf_judge")
 
@@ -248,10 +250,13 @@ def estimate_cost(
     metric_params: dict[str, dict[str, Any]] | None = None,
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
+    token_columns: bool = False,
     if_exists: str = "keep",
     tokenizer: str = "auto",
     settings: Settings | None = None,
-    **setting_values: Any,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+    **setting_values: Unpack[SettingValues],
 ) -> CostEstimate:
     """What ``score_dataset`` with the same arguments would send and cost, without sending it.
 
@@ -275,7 +280,10 @@ def estimate_cost(
         metric_params=metric_params,
         cache_dir=cache_dir,
         use_cache=use_cache,
+        token_columns=token_columns,
         settings=settings,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
         **setting_values,
     )
     return estimate_job(ds, job, if_exists=if_exists, tokenizer=tokenizer)
@@ -283,8 +291,6 @@ def estimate_cost(
 
 def estimate_job(ds: Any, job: JudgeJob, *, if_exists: str = "keep", tokenizer: str = "auto") -> CostEstimate:
     """:func:`estimate_cost` of a job resolved already."""
-    from .prepare import as_splits, build_plans, judge_specs
-
     settings = job.settings
     splits, _ = as_splits(ds)
     loaded = job.metrics
@@ -443,8 +449,6 @@ def _estimate_split(
     layout: Layout | None = None,
 ) -> None:
     """Render every request of one split, as the run would, and count it."""
-    from .batch_book import submitted
-
     run = SplitRun(split, d, plans, client, None, window=_ROWS_PER_STEP, layout=layout)
     needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
     source = d.select_columns(needed) if needed else d

@@ -1,10 +1,11 @@
 """One scoring job, resolved once: the library's counterpart of the CLI's ``cli.job.Job``.
 
-Every public entry point (:func:`hf_judge.score_dataset`, :func:`hf_judge.estimate_cost`,
+Every public entry point (:data:`ENTRY_POINTS`: :func:`hf_judge.score_dataset`, :func:`hf_judge.estimate_cost`,
 :func:`hf_judge.export_batch`, :func:`hf_judge.import_batch`, ``hf_judge.ray.score_ray_dataset``,
-``hf_judge.ray.score_dataset_on_ray``, :class:`hf_judge.Judge`) takes the same readable keyword
-arguments (metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache,
-token_columns, settings and the settings' own keywords). Each turns them into one :class:`JudgeJob`
+``hf_judge.ray.score_dataset_on_ray``, :class:`hf_judge.Judge`) takes the same visible keyword
+arguments (:data:`COMMON_ARGUMENTS`: metrics, columns, api_key, prompts_dir, metric_params, the cache's
+``cache_dir``, ``storage_options`` and ``local_cache_dir``, use_cache, token_columns, settings) and the
+settings' own keywords, typed by :class:`~hf_judge.settings.SettingValues`. Each turns them into one :class:`JudgeJob`
 here, with the same checks and the same messages, and hands that on: the engines read the job, never
 the bundle again.
 """
@@ -22,11 +23,32 @@ from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import Layout
 from ..judging.metrics import Metric
 from ..redact import resolve_secret
-from ..settings import Settings, resolved_provider
+from ..settings import Settings, SettingValues, Unpack, resolved_provider
 from ..store.segments import Remote, default_local_dir, is_url
 from .prepare import resolve_api_key, run_settings
 
 STORE_FILE = "replies.sqlite3"
+# The public entry points, as "module:name" (their public paths): each takes COMMON_ARGUMENTS, keyword-only and
+# alike, less what NOT_APPLICABLE says does not apply to it, and the settings as ``**setting_values:
+# Unpack[SettingValues]``. tests/test_job.py checks every one: a new entry point goes here.
+ENTRY_POINTS = (
+    "hf_judge:score_dataset",
+    "hf_judge:estimate_cost",
+    "hf_judge:export_batch",
+    "hf_judge:import_batch",
+    "hf_judge.ray:score_ray_dataset",
+    "hf_judge.ray:score_dataset_on_ray",
+    "hf_judge:Judge",
+)
+COMMON_ARGUMENTS = (
+    "columns", "api_key", "prompts_dir", "metric_params", "cache_dir", "storage_options", "local_cache_dir",
+    "use_cache", "token_columns", "settings",
+)  # fmt: skip
+NOT_APPLICABLE = {
+    "hf_judge:export_batch": {"api_key": "nothing is sent", "token_columns": "it writes requests, not columns"},
+    # a setting left out of its **setting_values (RaySettingValues): the name is Ray's own argument there
+    "hf_judge.ray:score_ray_dataset": {"concurrency": "Ray's actors (map_batches); in_flight= is the setting"},
+}
 # the settings of a cascade's strong judge (engine/cascade.py): none of them in either tier's own job
 ESCALATE_FIELDS = (
     "escalate_model", "escalate_base_url", "escalate_api_key", "escalate_when", "escalate_models",
@@ -76,7 +98,7 @@ class JudgeJob:
         settings: Settings | None = None,
         storage_options: dict[str, Any] | None = None,
         local_cache_dir: str | os.PathLike | None = None,
-        **setting_values: Any,
+        **setting_values: Unpack[SettingValues],
     ) -> JudgeJob:
         """The job the public functions' keyword arguments describe; a bad setting or metric raises here.
 

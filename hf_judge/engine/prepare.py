@@ -6,6 +6,7 @@ import difflib
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
@@ -14,9 +15,11 @@ from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict
 from .. import constants
 from ..errors import ConfigError, TemplateError
 from ..judging import logprobs
+from ..judging.catalogue import load_metric
 from ..judging.ensemble import Layout
 from ..judging.images import ImageValueError, image_urls, image_variables
-from ..redact import register
+from ..judging.render import format_value
+from ..redact import register, resolve_secret
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
 from ..results.summary import RunSummary
 from ..settings import Settings, check_base_url, public_fields, resolve_settings, resolved_provider
@@ -25,6 +28,7 @@ from ..transport.client import JudgeClient, judge_panel
 from ..transport.endpoint import has_credentials
 from .core import TOKEN_COLUMNS, Plan, score_types
 from .pipeline import SplitRun, read_batches
+from .stream import first_row, stream_splits
 
 logger = logging.getLogger("hf_judge")
 
@@ -32,8 +36,6 @@ logger = logging.getLogger("hf_judge")
 def as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset | None]:
     """The splits to score, and the ``errors`` split of an earlier run (a scored input), if any."""
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
-        from .stream import stream_splits
-
         return stream_splits(ds)  # type: ignore[return-value,unused-ignore]  # a stream split stands for a Dataset
     if isinstance(ds, Dataset):
         return {"train": ds}, None
@@ -99,8 +101,6 @@ def preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
     """Render every metric on the split's first row, so template errors surface before any request."""
     needed = sorted({c for p in plans for c in p.columns.values() if c})
     if isinstance(ds, IterableDataset):  # a stream: its first row, read now (nothing more)
-        from .stream import first_row
-
         row = first_row(ds, needed) if plans else None
         if row is None:
             return
@@ -112,7 +112,6 @@ def preflight(split: str, ds: Dataset, plans: list[Plan]) -> None:
         first = (
             {c: v[0] for c, v in next(read_batches(ds.select_columns(needed), 1, raw_images)).items()} if needed else {}
         )
-    from ..judging.render import format_value
 
     for p in plans:
         values = {v: format_value(first[c]) if c and v not in p.images else None for v, c in p.columns.items()}
@@ -163,7 +162,7 @@ def settings_doc() -> str:
     return textwrap.indent("\n".join(lines), "    ").lstrip()
 
 
-def run_settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
+def run_settings(settings: Settings | None, values: Mapping[str, Any]) -> Settings:
     """``settings`` overridden by the keyword arguments, which must name public settings."""
     unknown = sorted(set(values) - set(public_fields()))
     if unknown:
@@ -261,8 +260,6 @@ def judge_settings(judge: Any, settings: Settings) -> Settings:
 
 def judge_key(judge: Any, settings: Settings, api_key: str | None) -> str | None:
     """A panel judge's key: its own (``api_key: env:VAR``), else the run's, unless its URL carries credentials."""
-    from ..redact import resolve_secret
-
     key = resolve_secret(judge.api_key, f"the api_key of judge {judge.column_name!r}")
     register(key)
     own = judge_settings(judge, settings)
@@ -411,8 +408,6 @@ def free_single_metric_columns(d: Dataset, loaded: list) -> dict[str, str]:
     so adding a single metric to a scored dataset keeps every score. Only when the dataset holds every column
     of the All metric and none of the single metric's other columns: anything else is a real conflict.
     """
-    from ..judging.catalogue import load_metric
-
     names = set(d.column_names)
     renames: dict[str, str] = {}
     for m in loaded:

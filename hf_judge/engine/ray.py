@@ -41,20 +41,39 @@ from datasets import Dataset, DatasetDict, Features
 
 from .. import constants
 from ..errors import ConfigError
+from ..judging.images import image_variables
+from ..redact import install_log_filter
 from ..results.bias import BiasChecks, warn_self_preference
+from ..results.errors_split import ERRORS_SPLIT, errors_dataset
+from ..results.scored import ScoredDatasetDict
+from ..settings import resolved_provider
+from ..transport.client import JudgeClient
 from .capabilities import check
+from .cascade import score_cascade
 from .core import Plan, score_features
+from .job import JudgeJob
+from .prepare import (
+    as_splits,
+    build_plans,
+    check_samples,
+    column_mapping,
+    judge_specs,
+    new_summary,
+    preflight,
+    run_settings,
+)
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
+from .score import score_job
 from .shell import fill_summary, merged_per_judge, panel_agreement, stats_delta, stats_dict, total_stats
-from .transform import RAW_CHARS, errors_by_row, errors_feature
+from .transform import RAW_CHARS, Runtime, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
     import ray.data
 
     from ..judging.ensemble import Layout
     from ..results.scored import ScoredDatasetDict
-    from ..settings import Settings
+    from ..settings import RaySettingValues, Settings, SettingValues, Unpack
     from ..store.segments import Remote
     from .job import JudgeJob
 
@@ -84,8 +103,10 @@ def score_ray_dataset(
     num_cpus: float = 1.0,
     map_batches_kwargs: dict[str, Any] | None = None,
     settings: Settings | None = None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
     _batch_stats: bool = False,
-    **setting_values: Any,
+    **setting_values: Unpack[RaySettingValues],
 ) -> ray.data.Dataset:
     """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
 
@@ -115,12 +136,8 @@ def score_ray_dataset(
         ... )
         >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
     """
-    from ..redact import install_log_filter
-    from .job import JudgeJob
-
     install_log_filter()
-    if in_flight is not None:
-        setting_values["concurrency"] = in_flight
+    values: SettingValues = {**setting_values, **({"concurrency": in_flight} if in_flight is not None else {})}
     job = JudgeJob.resolve(
         metrics,
         columns=columns,
@@ -131,7 +148,9 @@ def score_ray_dataset(
         use_cache=use_cache,
         token_columns=token_columns,
         settings=settings,
-        **setting_values,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
+        **values,
     )
     check("ray_stage", job.settings, base_urls=base_urls)
     warn_self_preference(job.settings)
@@ -151,9 +170,6 @@ def ray_stage(
 ) -> ray.data.Dataset:
     """:func:`score_ray_dataset` of a job resolved already: its ``map_batches`` stage over ``ds``. ``plans``: built
     by ``prepare.build_plans`` on the whole split (:func:`score_dataset_on_ray`), else here, from the first row."""
-    from ..settings import resolved_provider
-    from .prepare import judge_specs
-
     settings, layout = job.settings, job.layout
     names = ds.schema().names
     if plans is None:
@@ -214,9 +230,6 @@ def _check_address(address: str) -> None:
 def _stage_plans(ds: ray.data.Dataset, job: JudgeJob, names: list[str]) -> list[Plan]:
     """The plans of a Ray Data stage over a dataset it sees a batch at a time: every metric, checked on the first
     row."""
-    from ..judging.images import image_variables
-    from .prepare import check_samples, preflight
-
     temperature = job.settings.temperature
     plans = [
         Plan(m, m.resolve_columns(job.columns, names), m.temperature if temperature is None else temperature)
@@ -249,8 +262,6 @@ class _Scorer:
         layout: Layout | None = None,
         remote: Remote | None = None,
     ):
-        from .transform import Runtime
-
         self.plans = plans
         self.schema = schema
         self.token_columns = token_columns
@@ -315,7 +326,7 @@ def score_dataset_on_ray(
     output_dir: str | None = None,
     output_overwrite: bool = False,
     if_exists: str = "keep",
-    **setting_values: Any,
+    **setting_values: Unpack[SettingValues],
 ) -> ScoredDatasetDict:
     """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
 
@@ -346,9 +357,6 @@ def score_dataset_on_ray(
 
     from datasets import IterableDataset, IterableDatasetDict
 
-    from .job import JudgeJob
-    from .prepare import run_settings
-
     settings = run_settings(settings, setting_values)
     stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
     # before a cluster is started or joined
@@ -378,7 +386,6 @@ def score_dataset_on_ray(
     actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     if settings.escalate_model is None:
         return _on_ray(ds, job, actors, base_urls, output, if_exists)
-    from .cascade import score_cascade
 
     tiers: list[JudgeJob] = []
 
@@ -401,10 +408,6 @@ def _on_ray(
     plans ``build_plans`` made (as every engine's), brought back to the driver, or written to ``output`` (and read
     back from there)."""
     import ray
-
-    from ..results.errors_split import ERRORS_SPLIT, errors_dataset
-    from ..results.scored import ScoredDatasetDict
-    from .prepare import as_splits, build_plans, check_samples
 
     splits, _ = as_splits(ds)
     # the same if_exists rules as score_dataset's: a metric already there is kept, renamed beside <Mode>_All, or
@@ -493,9 +496,6 @@ def _summary(
 ) -> Any:
     """The run summary of a Ray run: the run shell's (:func:`.shell.fill_summary`), with each judge's counters
     merged from what the batches brought back."""
-    from ..transport.client import JudgeClient
-    from .prepare import column_mapping, judge_specs, new_summary
-
     settings, layout, loaded = job.settings, job.layout, job.metrics
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
     # for the summary's model and server names only: they send nothing
@@ -513,7 +513,5 @@ def _summary(
 
 def _empty_split(split: str, d: Dataset, job: JudgeJob, base_urls: list[str] | None) -> Dataset:
     """A split of 0 rows with the score columns :func:`hf_judge.score_dataset` gives it (it sends no request)."""
-    from .score import score_job
-
     one = job.with_settings(base_url=base_urls[0]) if base_urls else job
     return score_job(DatasetDict({split: d}), replace(one, use_cache=False), progress=False)[split]

@@ -18,7 +18,8 @@ from datasets import Dataset
 
 from ..errors import ConfigError
 from ..results.sink import RAY_MARKER
-from ..store.segments import missing_package
+from ..results.summary import SUMMARY_FILE
+from ..store.segments import credentials_message, has_credentials, missing_package
 
 if TYPE_CHECKING:
     import ray.data
@@ -39,8 +40,6 @@ class RayOutput:
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None, overwrite: bool = False):
         import fsspec
-
-        from ..store.segments import credentials_message, has_credentials
 
         if has_credentials(url):  # never repeated: it would be printed, and name the output
             raise ConfigError(credentials_message("output_dir", url.split("://", 1)[0]))
@@ -118,8 +117,6 @@ class RayOutput:
 
     def complete(self, summary: Any) -> None:
         """``summary.json``: the output is complete (written again by ``hf-judge score`` with the provenance)."""
-        from ..results.summary import SUMMARY_FILE
-
         text = json.dumps(summary.to_dict(), indent=1, default=str)
         self.fs.pipe(f"{self.root}/{SUMMARY_FILE}", text.encode())
 

@@ -23,16 +23,21 @@ from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDa
 from ..errors import ConfigError, DiskFullError, RunStopped
 from ..judging.ensemble import Layout
 from ..pages import file_paths, release
-from ..progress import ProgressCallback, datasets_bars_off
+from ..progress import ProgressCallback, bars_wanted, datasets_bars_off
 from ..redact import install_log_filter
 from ..results.bias import BiasChecks
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
-from ..settings import Settings
+from ..settings import Settings, SettingValues, Unpack
 from ..store.sqlite import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
+from .batch import BatchRunner, run_all
+from .batch_api import offline_runner_format
+from .batch_book import BatchReport, in_flight, server_tag
 from .capabilities import check
+from .cascade import score_cascade
 from .core import Plan, score_features
+from .estimate import check_batch_budget, project
 from .job import JudgeJob
 from .pipeline import SplitRun, sparse_gc
 from .prepare import (
@@ -48,6 +53,7 @@ from .prepare import (
     run_settings,
     settings_doc,
 )
+from .providers import provider_notes
 from .runs import counters, read_runs, record_run, unlink_quietly
 from .shell import (
     RunResources,
@@ -58,6 +64,8 @@ from .shell import (
     panel_agreement,
     progress_for,
 )
+from .stream import ScoredIterableDatasetDict, Streams
+from .workers import ShardJob, concat_arrow, score_split, shard_bounds
 
 logger = logging.getLogger("hf_judge")
 
@@ -78,7 +86,7 @@ def score_dataset(
     settings: Settings | None = None,
     storage_options: dict[str, Any] | None = None,
     local_cache_dir: str | os.PathLike | None = None,
-    **setting_values: Any,
+    **setting_values: Unpack[SettingValues],
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
 
@@ -148,8 +156,6 @@ def score_dataset(
     engine = engine_of(settings, ds)
     check(engine, settings, stream=isinstance(ds, (IterableDataset, IterableDatasetDict)), use_cache=use_cache)
     if settings.batch_import:
-        from .batch_api import offline_runner_format
-
         offline_runner_format(settings)  # the provider's refusal: a file in OpenAI's batch format
     job = JudgeJob.of(
         settings,
@@ -179,8 +185,6 @@ def score_job(
     """:func:`score_dataset` of a job resolved already (the engines' and the CLI's entry)."""
     install_log_filter()
     if job.settings.escalate_model is not None:  # a cascade: this function once per tier (engine/cascade.py)
-        from .cascade import score_cascade
-
         return score_cascade(ds, job, score_job, progress=progress, if_exists=if_exists)
     settings, layout, token_columns, use_cache = job.settings, job.layout, job.token_columns, job.use_cache
     splits, earlier_errors = as_splits(ds)
@@ -205,8 +209,6 @@ def score_job(
     if checks is not None:
         checks.check_input({s: list(d.column_names or []) for s, d in splits.items()})
     if use_cache and any(plans_by_split.values()):
-        from .providers import provider_notes
-
         summary.notes += provider_notes(cache_root, clients)
     ctx = SplitContext(
         client=client,
@@ -225,8 +227,6 @@ def score_job(
     )
     errors: list[dict] = _earlier_errors(earlier_errors, splits, plans_by_split)
     if isinstance(ds, (IterableDataset, IterableDatasetDict)):
-        from .stream import ScoredIterableDatasetDict, Streams
-
         features = {
             s: _stream_features(d, plans_by_split[s], token_columns, layout, settings.logprobs)
             for s, d in splits.items()
@@ -286,8 +286,6 @@ def engine_of(settings: Settings, ds: object) -> str:
 
 def _warn_batches_in_flight(store_path: Path, client: JudgeClient) -> None:
     """An online run does not collect batches: requests in them that it needs are sent and paid for again."""
-    from .batch_book import in_flight, server_tag
-
     batches, requests = in_flight(store_path, server_tag(client))
     if batches:
         logger.warning(
@@ -306,10 +304,6 @@ def _run_batches(
     """Batch mode: fill the reply store through the provider's batch API (batch.py) before the splits are
     built from it, one batch (or more) per judge of a panel, each at its judge's server with its model and key;
     what it could not score ends as the batch book says (``batch_fallback='online'``: sent online)."""
-    from ..progress import bars_wanted
-    from .batch import BatchRunner, run_all
-    from .batch_book import BatchReport
-
     res, settings = ctx.resources, ctx.client.settings
     assert res is not None and res.store_path is not None  # batch mode requires the cache (checked above)
     res.open()
@@ -374,7 +368,6 @@ def _batch_budget(
     settings, res = ctx.client.settings, ctx.resources
     if (settings.max_cost is None and settings.max_total_tokens is None) or not splits:
         return None
-    from .estimate import check_batch_budget, project
 
     assert res is not None and res.store_path is not None
 
@@ -440,8 +433,6 @@ def _workers_run(
 ) -> Dataset:
     """:func:`_fresh_run` by ``num_workers`` processes over contiguous shards (see :mod:`hf_judge.engine.workers`)."""
     import tempfile
-
-    from .workers import ShardJob, concat_arrow, score_split, shard_bounds
 
     client = ctx.client
     if ctx.use_cache:

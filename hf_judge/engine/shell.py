@@ -33,6 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..analysis.alpha import krippendorff_alpha
 from ..errors import InterruptedRun
 from ..judging.ensemble import JUDGE_SEP, Layout
 from ..progress import ProgressBar, ProgressCallback
@@ -41,6 +42,7 @@ from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..store.segments import Remote, publish_backlog
 from ..transport.client import JudgeClient, Stats, judge_panel
+from ..transport.fleet import FleetClient
 from ..transport.latency import latency_quantile
 from .core import Plan
 from .pipeline import LoopThread, SplitRun
@@ -65,8 +67,6 @@ def open_clients(specs: Sequence[tuple[Settings, str | None]], base_urls: Sequen
         ['a', 'b']
     """
     if base_urls:
-        from ..transport.fleet import FleetClient
-
         settings, key = specs[0]
         return [FleetClient(settings, list(base_urls), api_key=key)]
     return judge_panel(specs)
@@ -306,8 +306,6 @@ def panel_alpha(table: Any, column: str, judges: tuple[str, ...]) -> dict[str, A
     """Krippendorff's alpha of a panel's judges on one column (a pyarrow Table's ``<column>__<judge>``
     columns): interval for numbers, nominal for verdicts and winners; ``alpha`` None when undefined."""
     import numpy as np
-
-    from ..analysis.alpha import krippendorff_alpha
 
     cols = [table.column(f"{column}{JUDGE_SEP}{j}") for j in judges]
     numeric = all(pa.types.is_integer(c.type) or pa.types.is_floating(c.type) or pa.types.is_null(c.type) for c in cols)

@@ -41,8 +41,10 @@ from datasets import Features, IterableDataset, IterableDatasetDict
 from ..errors import ConfigError
 from ..progress import ProgressCallback
 from ..results.bias import BiasChecks, StreamSample
-from ..results.errors_split import ErrorFiles, ErrorWriter
+from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT, ErrorFiles, ErrorWriter
+from ..results.hub import check_repo_id
 from ..results.hub_folder import push_folder
+from ..results.report_stream import StreamPage
 from ..results.sink import write_through
 from ..store.replies import ReplyStore
 from .core import Plan
@@ -472,8 +474,6 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
 
     @classmethod
     def _of(cls, streams: Streams) -> ScoredIterableDatasetDict:
-        from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
-
         out = cls(
             {
                 split: IterableDataset.from_generator(
@@ -504,8 +504,6 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
 
     def rows_and_columns(self) -> dict[str, tuple[int, list[str]]]:
         """Rows and columns per split (``errors`` included), as far as the splits have been read."""
-        from ..results.errors_split import ERRORS_SPLIT
-
         streams = self._streams
         out = {s: (streams.ctx.summary.rows.get(s, 0), list(streams.features[s])) for s in streams.splits}
         out[ERRORS_SPLIT] = (len(streams.all_errors()), list(self[ERRORS_SPLIT].column_names or []))
@@ -531,9 +529,6 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         Example:
             >>> scored.push_to_hub("me/big-judged", private=True)  # doctest: +SKIP
         """
-        from ..results.hub import check_repo_id
-        from ..results.report_stream import StreamPage
-
         check_repo_id(repo_id)  # before the save, which scores the stream: no request is paid for a push that fails
         # the page, kept as the rows pass into the save, goes with the data as hf_judge/report.html (if report)
         self._streams.page = StreamPage(source=repo_id) if report else None
@@ -563,8 +558,6 @@ def stream_splits(
     ds: IterableDataset | IterableDatasetDict,
 ) -> tuple[dict[str, IterableDataset], IterableDataset | None]:
     """The splits of a streamed input (a bare ``IterableDataset`` becomes ``train``) and its ``errors`` split."""
-    from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
-
     splits = {"train": ds} if isinstance(ds, IterableDataset) else dict(ds)
     for name, d in splits.items():
         if d.features is None:  # streamed JSON/CSV without declared features: datasets infers them from rows

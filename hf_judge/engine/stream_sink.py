@@ -23,9 +23,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Dataset, DatasetDict
 
+from ..results import plots
 from ..results.card import FILES_DIR, picture_files, provenance_files, result_card
 from ..results.columns import SCORE_TYPES
 from ..results.errors_split import ERROR_FEATURES, ErrorFiles, ErrorWriter
+from ..results.report import REPORT_FILE
 from ..results.summary import SUMMARY_FILE
 
 if TYPE_CHECKING:
@@ -204,8 +206,6 @@ def _write_split(
 def _page_file(streams: Any, root: Path) -> str | None:
     """Write the page the stream kept (``streams.page``) to ``hf_judge/report.html``; its repo path, or None (no
     page kept, or one that could not be made: a warning, the result goes on without it, as a Dataset's push)."""
-    from ..results.report import REPORT_FILE
-
     if streams.page is None:
         return None
     try:
@@ -226,8 +226,6 @@ def card_text(
     that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``), its score distributions
     read back from the shards' score columns only; with the pictures of the distributions (repo path -> PNG)
     where the ``plots`` extra is installed."""
-    from ..results import plots
-
     summary = streams.ctx.summary
     wanted = set(summary.columns) if summary is not None else set()
     scores = DatasetDict()

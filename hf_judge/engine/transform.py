@@ -29,7 +29,7 @@ from ..judging.ensemble import Layout
 from ..judging.images import image_variables
 from ..redact import install_log_filter, register
 from ..results.bias import warn_self_preference
-from ..settings import Settings
+from ..settings import Settings, SettingValues, Unpack
 from ..store.segments import Remote
 from ..transport.client import JudgeClient
 from .batchscore import score_batch
@@ -37,6 +37,7 @@ from .capabilities import check
 from .core import Plan, score_features
 from .job import JudgeJob
 from .pipeline import LoopThread
+from .prepare import check_samples, judge_specs, preflight, run_settings
 from .shell import RunResources, open_clients
 
 if TYPE_CHECKING:
@@ -218,10 +219,8 @@ class Judge:
         settings: Settings | None = None,
         storage_options: dict[str, Any] | None = None,
         local_cache_dir: str | os.PathLike | None = None,
-        **setting_values: Any,
+        **setting_values: Unpack[SettingValues],
     ):
-        from .prepare import check_samples, run_settings
-
         if metrics is None:
             raise TypeError(
                 "Judge() needs the metrics to judge with, e.g. Judge(['QA_All'], model='gpt-4.1-nano'). A panel "
@@ -313,7 +312,6 @@ class Judge:
         plans = self._plans.get(names)
         if plans is not None:
             return plans
-        from .prepare import preflight
 
         # a map step declares its columns upfront and sees a batch at a time: no if_exists, no renames
         check("map", self.settings, only=("if_exists",), existing=sorted(set(self.features()) & set(names)))
@@ -336,8 +334,6 @@ class Judge:
         with _RUNTIMES_LOCK:
             rt = _RUNTIMES.get(self._id)
             if rt is None or rt.pid != os.getpid():
-                from .prepare import judge_specs
-
                 key = self.job.key(needed=True, base_url=self.base_urls[0] if self.base_urls else None)
                 specs = judge_specs(self.settings, key)
                 rt = _RUNTIMES[self._id] = Runtime(specs, self.store_path, self.base_urls, self.job.remote)

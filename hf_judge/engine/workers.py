@@ -47,7 +47,8 @@ from datasets import Dataset, Features
 
 from ..errors import RunStopped, WorkerDiedError
 from ..judging.ensemble import Layout
-from ..progress import INTERVAL, Progress, ProgressCallback
+from ..progress import INTERVAL, Progress, ProgressCallback, datasets_bars_off
+from ..redact import install_log_filter, register
 from ..settings import Settings
 from ..store.segments import Remote
 from ..transport.client import Stats
@@ -394,9 +395,6 @@ def _score_shard(
     job: ShardJob, report: Callable[[tuple[int, int, int, int]], None], box: dict[str, list[Stats]]
 ) -> dict[str, Any]:
     """Score the shard; ``box["stats"]``: the clients' counters (one per judge), as soon as there are clients."""
-    from ..progress import datasets_bars_off
-    from ..redact import install_log_filter, register
-
     install_log_filter()
     register(job.api_key)
     clients = open_clients(job.judges or [(job.settings, job.api_key)])

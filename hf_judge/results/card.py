@@ -33,6 +33,8 @@ from .calibration_card import calibration_card
 from .columns import score_columns
 from .errors_split import ERRORS_SPLIT
 from .groups import groups_markdown
+from .overview import overview
+from .plots import file_name, histogram_png, panel_pngs, report_pngs, require
 from .summary import RunSummary, describe_batches, describe_thresholds, panel_judges
 
 if TYPE_CHECKING:
@@ -396,15 +398,11 @@ def distribution_path(split: str, column: str) -> str:
         >>> distribution_path("train", "QA_Clarity")
         'hf_judge/plots/train/QA_Clarity.png'
     """
-    from .plots import file_name
-
     return f"{PLOTS_DIR}/{file_name(split)}/{file_name(column)}.png"
 
 
 def _panel_pictures(split: str, pictures: Collection[str]) -> dict[str, str]:
     """Title -> repo path of a split's pictures of samples and judges (:func:`hf_judge.results.plots.panel_pngs`)."""
-    from .plots import file_name
-
     folder = f"{PLOTS_DIR}/{file_name(split)}/"
     found = sorted(p for p in pictures if p.startswith((folder + "all_judgments/", folder + "agreement/")))
     return {
@@ -415,8 +413,6 @@ def _panel_pictures(split: str, pictures: Collection[str]) -> dict[str, str]:
 
 
 def _report_pictures(index: int, report: AgreementReport) -> dict[str, bytes]:
-    from .plots import report_pngs
-
     return {f"{PLOTS_DIR}/agreement/{index}_{name}": png for name, png in report_pngs(report).items()}
 
 
@@ -430,8 +426,6 @@ def picture_files(
         >>> sorted(picture_files(scored, scored.summary))  # doctest: +SKIP
         ['hf_judge/plots/train/QA_Clarity.png']
     """
-    from .plots import file_name, histogram_png, panel_pngs, require
-
     require()
     files = {}
     for split, d in scored.items():
@@ -611,8 +605,6 @@ def _card_template() -> jinja2.Template:
 def _at_a_glance(scored: DatasetDict, summary: RunSummary | None, by: str | None) -> RunOverview:
     """The overview (:mod:`hf_judge.results.overview`, what the terminal shows at the end of a run): its table,
     and its scores by group where a column to group by is named."""
-    from .overview import overview
-
     return overview(DatasetDict({k: d for k, d in scored.items() if k != "errors"}), summary, by=by)
 
 

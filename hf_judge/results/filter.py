@@ -10,9 +10,10 @@ from typing import Any
 from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
-from .calibrated import Calibrations
+from .calibrated import Calibrations, apply_calibration, as_calibrations
 from .columns import score_columns
 from .group_filter import filter_groups, group_rule
+from .scored import ScoredDatasetDict
 
 
 def check_threshold_columns(names: Sequence[str], columns: Sequence[str], where: str) -> None:
@@ -140,7 +141,6 @@ def _recorded(
     summary = getattr(original, "summary", None)
     if summary is None or not isinstance(out, DatasetDict):
         return out
-    from .scored import ScoredDatasetDict
 
     scored = ScoredDatasetDict(out)
     rows = {k: len(v) for k, v in original.items() if k != "errors"}
@@ -152,8 +152,6 @@ def _calibrated(
     ds: Dataset | DatasetDict, min_prob: dict[str, float], calibration: Calibrations | None, allow_other_judge: bool
 ) -> tuple[Dataset | DatasetDict, dict[str, float]]:
     """The dataset with the calibrated columns, and the thresholds on them that ``min_prob`` asks for."""
-    from .calibrated import apply_calibration, as_calibrations
-
     cals = as_calibrations(calibration)
     if not cals:
         raise ConfigError(

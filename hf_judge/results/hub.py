@@ -20,12 +20,18 @@ from datasets import Dataset, DatasetDict
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
+from ..analysis.agreement import AgreementReport
 from ..errors import ConfigError
+from ..judging.images import saveable
 from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register
-from .card import FILES_DIR, PLOTS_DIR, picture_files, provenance_files, result_card
+from .calibrated import with_calibrations
+from .calibration_card import calibration_card, merge_calibration_card
+from .card import END, FILES_DIR, PLOTS_DIR, picture_files, provenance_files, result_card
+from .errors_split import ERRORS_SPLIT, errors_dataset
 from .groups import check_group_column, group_by_of
-from .report import REPORT_FILE
+from .plots import available, file_name
+from .report import REPORT_FILE, report_html
 from .sink import (
     CALIBRATION_PREFIX,
     remote_calibrations,
@@ -101,9 +107,6 @@ def push_scored(
         >>> report = agreement(scored["train"], score="QA_Correctness", label="human_score")  # doctest: +SKIP
         >>> push_scored(scored, "me/gsm8k-judged", agreement=report)  # doctest: +SKIP
     """
-    from ..analysis.agreement import AgreementReport
-    from .errors_split import ERRORS_SPLIT
-
     if "config_name" in push_kwargs or "data_dir" in push_kwargs:
         raise ConfigError("push_scored chooses the configs: the scored splits go to 'default', the errors to 'errors'")
     summary = summary if summary is not None else getattr(scored, "summary", None)
@@ -158,20 +161,14 @@ class HubSink:
         register(self.token)
 
     def write(self, split: str, data: Dataset) -> None:
-        from ..judging.images import saveable
-
         # saveable: a path-only image whose file is gone would fail the push's embedding of it
         self.data[split] = saveable(data)
 
     def write_errors(self, errors: Dataset | None) -> None:
-        from .errors_split import errors_dataset
-
         self.errors = errors if errors is not None else errors_dataset([])
 
     def complete(self, summary: RunSummary | None) -> str:
         """The push; the repo URL."""
-        from .plots import available
-
         group_by = group_by_of(self.by, summary)
         for split, d in self.data.items() if group_by else ():  # before anything is pushed: the card groups by it
             check_group_column(d.column_names, group_by, f"split {split!r}")
@@ -205,8 +202,6 @@ def _push(
     push_kwargs: dict,
 ) -> str:
     """push_scored's uploads and commits, each step marked done on ``steps`` as it reaches the repo."""
-    from .errors_split import ERRORS_SPLIT
-
     repo_id, token, revision, private, by = steps.repo_id, to.token, to.revision, to.private, to.by
     with quiet(*LIBRARY_CHATTER):
         data.push_to_hub(repo_id, private=private, token=token, revision=revision, **push_kwargs)
@@ -299,8 +294,6 @@ def push_calibration(
 def _calibration_path(score: str, held: dict[str, tuple[str, Calibration]], files: set[str]) -> str:
     """Where a calibration of ``score`` goes in the repo: one file per score, as in a result folder
     (``calibration.json``, then ``calibration_<score>.json``), so a second score keeps the first's."""
-    from .plots import file_name
-
     if score in held:
         return held[score][0]
     first = f"{CALIBRATION_PREFIX}.json"
@@ -313,10 +306,6 @@ def _card_with_calibration(
     """The repo's ``summary.json`` and card with the calibration recorded (those it has: a repo of labels
     alone has neither), so the card says which labels the scores were calibrated on and how well."""
     import json
-
-    from .calibrated import with_calibrations
-    from .calibration_card import calibration_card, merge_calibration_card
-    from .card import END
 
     summary_path = f"{FILES_DIR}/summary.json"
     if summary_path in files:
@@ -340,8 +329,6 @@ def _report_page(
 ) -> bytes | None:
     """The report page of a pushed result; None, with a warning, where it cannot be made (the data is pushed
     already: a page is not worth failing the push for, and ``hf-judge view REPO`` makes it later)."""
-    from .report import report_html
-
     try:
         return report_html(DatasetDict({**data, "errors": errors}), summary=summary, source=repo_id, by=by).encode()
     except Exception as e:  # noqa: BLE001 - any failure of the page leaves the push as it is

@@ -7,10 +7,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register
-from .card import merge_card_text
+from .calibration_card import calibration_card, merge_calibration_card
+from .card import END, FILES_DIR, START, merge_card_text, with_report_link
+from .hub import check_repo_id
+from .output import MANIFEST
+from .report import REPORT_FILE
 from .sink import stale_files, with_remote_calibrations
 from .stoppable import PushSteps, stoppable_push
+from .summary import SUMMARY_FILE, RunSummary
 
 logger = logging.getLogger("hf_judge")
 
@@ -37,8 +43,6 @@ def push_folder(
     Example:
         >>> push_folder("big-judged/", "me/big-judged")  # doctest: +SKIP
     """
-    from .hub import check_repo_id
-
     check_repo_id(repo_id)
     register(token)
 
@@ -58,10 +62,6 @@ def _push(
     page: bytes | None,
 ) -> str:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
-
-    from ..progress import LIBRARY_CHATTER, quiet
-    from .card import FILES_DIR, with_report_link
-    from .report import REPORT_FILE
 
     repo_id = steps.repo_id
     api = HfApi(token=token)
@@ -107,10 +107,6 @@ def _folder_files(root: Path) -> dict[str, Path | bytes]:
     """Repo path -> local file of what a folder pushes: its shards, errors and provenance files. The local
     manifest and summary stay local (the summary goes as hf_judge/summary.json); the card is pushed on its own,
     and a folder's own ``report.html`` names the folder."""
-    from .output import MANIFEST
-    from .report import REPORT_FILE
-    from .summary import SUMMARY_FILE
-
     local = {MANIFEST, SUMMARY_FILE, "README.md", REPORT_FILE}
     return {
         p.relative_to(root).as_posix(): p
@@ -134,10 +130,6 @@ def _with_kept_calibrations(
 
     import pyarrow.parquet as pq
 
-    from .calibration_card import calibration_card, merge_calibration_card
-    from .card import END, FILES_DIR
-    from .summary import RunSummary
-
     summary = RunSummary.load(root)
     merged = with_remote_calibrations(summary, files, api, repo_id, revision)
     if merged is None or summary is None or merged.calibration == summary.calibration:
@@ -151,9 +143,6 @@ def _merged_card(api: Any, repo_id: str, ours: str) -> str:
     """Our card with the text and metadata the repo's card had around hf_judge's section."""
     from huggingface_hub import DatasetCard
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
-
-    from ..progress import LIBRARY_CHATTER, quiet
-    from .card import END, START
 
     try:
         with quiet(*LIBRARY_CHATTER):

@@ -28,6 +28,8 @@ from pathlib import Path
 from datasets import Dataset, DatasetDict, IterableDatasetDict
 
 from ..errors import OutputExistsError
+from ..judging.images import saveable
+from ..progress import datasets_bars_off
 from .errors_split import ERRORS_SPLIT
 from .sink import open_sink
 from .summary import SUMMARY_FILE, RunSummary, describe_thresholds
@@ -241,9 +243,6 @@ class FolderSink:
         """One split in datasets' own layout (a fresh folder: datasets refuses to save over files it has mapped,
         and the input may be this folder); one shard for an empty one, which datasets would leave without a data
         file and then fail to load."""
-        from ..judging.images import saveable
-        from ..progress import datasets_bars_off
-
         # the empty errors split draws no `0 examples` bar; a path-only image whose file is gone would fail
         # datasets' embedding of it (see images.saveable)
         with datasets_bars_off() if len(data) == 0 else contextlib.nullcontext():

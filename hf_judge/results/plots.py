@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .pooled import pooled_distributions
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -249,8 +250,6 @@ def panel_pngs(
         >>> sorted(panel_pngs("train", scored["train"], scored.summary.agreement.get("train")))  # doctest: +SKIP
         ['agreement/judges.png', 'all_judgments/QA_Clarity.png']
     """
-    from .pooled import pooled_distributions
-
     require()
     out = {
         f"all_judgments/{file_name(c)}.png": pooled_png(p, f"{c} ({split})")

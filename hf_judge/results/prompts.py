@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, TemplateError
+from ..judging.catalogue import load_metric
 from ..judging.images import image_variables
 from ..judging.metrics import SEED_SUFFIX, Metric, parse_jinja_file, parse_seed_file
 from ..judging.prompt import NoRequest, prompt_values, request_messages
@@ -36,8 +37,6 @@ def rebuild_metric(name: str, summary: RunSummary) -> Metric:
         >>> rebuild_metric("QA_Clarity", RunSummary(metrics={"QA_Clarity": m.prompt_hash})).prompt_hash == m.prompt_hash
         True
     """
-    from ..judging.catalogue import load_metric
-
     record = summary.prompts.get(name) or {}
     recorded = summary.metrics.get(name)
     text = record.get("text")

@@ -27,6 +27,10 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..judging import logprobs
+from ..judging.ensemble import sample_key
+from ..settings import Settings
+from ..store.replies import ReplyStore
+from ..transport.client import JudgeClient
 from .prompts import Prompter, PromptUnavailable
 from .summary import RunSummary
 
@@ -50,9 +54,6 @@ def _judges(summary: RunSummary) -> list[tuple[str, str, str]]:
 def clients(summary: RunSummary, base_url: str | None, logprobs: bool = True) -> list[tuple[str, list[Any]]]:
     """Per judge, its name and the clients that build its keys, one per base URL tried (``logprobs``: whether the
     run asked for log-probabilities, which its request bodies say)."""
-    from ..settings import Settings
-    from ..transport.client import JudgeClient
-
     s = summary.sampling or {}
     out = []
     for name, model, host in _judges(summary):
@@ -93,8 +94,6 @@ def split_distributions(
         >>> split_distributions(Prompter(summary, ds.column_names), ds.select(range(5)), "cache/")  # doctest: +SKIP
         {'by_metric': {'QA_Clarity': {'0': [{'judge': '', 'order': 0, 'samples': 1, 'outputs': {...}}]}}, ...}
     """
-    from ..store.replies import ReplyStore
-
     path = Path(cache_dir) / STORE_FILE
     if not path.is_file():
         raise ConfigError(f"no reply store in {cache_dir} (no {STORE_FILE}): give the run's --cache-dir")
@@ -136,8 +135,6 @@ def _wanted(
 ) -> dict[bytes, list[tuple[str, int, str, int, int, dict[str, str]]]]:
     """Store key -> the (metric, row position, judge, order, sample, output key -> column) it answers: every
     sample of every judge, both orders of a pairwise judge (the second's outputs under the response they scored)."""
-    from ..judging.ensemble import sample_key
-
     wanted: dict[bytes, list[tuple[str, int, str, int, int, dict[str, str]]]] = {}
     for name in prompter.summary.metrics:
         try:

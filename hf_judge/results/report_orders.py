@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HfJudgeError
+from ..judging.ensemble import sample_key
 from ..judging.metrics import MetricKind, OutputType
 from ..judging.validate import parse_reply
+from ..store.replies import ReplyStore
 from .prompts import Prompter, PromptUnavailable
 from .report_logprobs import STORE_FILE, clients, ran_logprobs, temperature_of
 
@@ -31,8 +33,6 @@ def _winner(first: Any, second: Any) -> str:
 
 def _keys(prompter: Prompter, rows: Sequence[Mapping[str, Any]], judges: list, samples: int) -> dict[bytes, list]:
     """Store key -> the (metric, row position, judge, sample, order) it answers, for each swapped pairwise metric."""
-    from ..judging.ensemble import sample_key
-
     wanted: dict[bytes, list] = {}
     for name in prompter.summary.metrics:
         try:
@@ -69,8 +69,6 @@ def split_orders(
         >>> split_orders(Prompter(summary, ds.column_names), ds.to_list(), "cache/")  # doctest: +SKIP
         {'Comparative': {'': {'pairs': {'1': {'1': 5, '2': 3}}, 'judgments': 8, 'first_shown': 3, 'second_shown': 0}}}
     """
-    from ..store.replies import ReplyStore
-
     path = Path(cache_dir) / STORE_FILE
     summary = prompter.summary
     if not path.is_file():

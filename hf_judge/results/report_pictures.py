@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..analysis.calibration import FILE_NAME
+
 # pictures a page embeds at most, in bytes (before base64): a folder of many PNGs does not make a page of many MB
 MAX_PICTURE_BYTES = 3_000_000
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -67,8 +69,6 @@ def folder_calibrations(folder: str | Path | None) -> list[dict[str, Any]]:
         >>> folder_calibrations("out/")[0]["ece"]["calibrated"]  # doctest: +SKIP
         0.041
     """
-    from ..analysis.calibration import FILE_NAME
-
     if folder is None or not Path(folder).is_dir():
         return []
     out = []

@@ -11,6 +11,7 @@ from datasets import DatasetDict
 
 from ..judging.images import saveable
 from ..progress import datasets_bars_off
+from .hub import push_scored
 from .summary import SUMMARY_FILE, RunSummary
 
 logger = logging.getLogger("hf_judge")
@@ -75,8 +76,6 @@ class ScoredDatasetDict(DatasetDict):
             >>> good = filter_by_scores(scored, min={"QA_Correctness": 8})  # doctest: +SKIP
             >>> good.push_to_hub("me/gsm8k-judged")  # doctest: +SKIP
         """
-        from .hub import push_scored
-
         return push_scored(
             self, repo_id, private=private, token=token, revision=revision, summary=self.summary, **kwargs
         )

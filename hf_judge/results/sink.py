@@ -30,7 +30,9 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..analysis.calibration import Calibration
 from ..progress import LIBRARY_CHATTER, quiet
+from .calibrated import with_calibrations
 from .card import FILES_DIR
 from .summary import RunSummary
 
@@ -151,8 +153,6 @@ def remote_calibrations(
 ) -> dict[str, tuple[str, Calibration]]:
     """Score -> (path, calibration) of the repo's ``hf_judge/calibration*.json`` files; one this hf-judge cannot
     read is left out with a warning."""
-    from ..analysis.calibration import Calibration
-
     out: dict[str, tuple[str, Calibration]] = {}
     for path in files:
         name = path.removeprefix(f"{FILES_DIR}/")
@@ -180,8 +180,6 @@ def with_remote_calibrations(
     Example:
         >>> summary = with_remote_calibrations(summary, files, HfApi(), "me/x", None)  # doctest: +SKIP
     """
-    from .calibrated import with_calibrations
-
     if summary is None:
         return summary
     held = remote_calibrations(files, api, repo_id, revision)

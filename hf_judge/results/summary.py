@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..analysis import bias
+from ..transport.prices import Price
 from .calibration_card import calibration_lines
 
 SUMMARY_FILE = "summary.json"
@@ -133,7 +135,6 @@ class RunSummary:
         """
         if self.price is None:
             return self._tiers_cost(tokens)
-        from ..transport.prices import Price
 
         t = tokens if tokens is not None else self.to_dict()
         bp, bc = (
@@ -323,7 +324,6 @@ class RunSummary:
                 f"{self.sampling.get('aggregator')} in the usual columns"
             )
         lines += self._agreement_lines()
-        from ..analysis import bias  # numpy: not for the quick commands that read a summary
 
         lines += bias.describe(self.length_bias, self.longer_wins, self.self_preference)
         lines += cascade_lines(self.cascade)
@@ -368,8 +368,6 @@ class RunSummary:
 
     def _price_text(self) -> str:
         """``price ($0.1 in / $0.4 out per 1M tokens)``, the batch price for a run whose tokens all went in batches."""
-        from ..transport.prices import Price
-
         price = Price(**(self.price or {}))
         b = self.batch
         if not (b.get("prompt_tokens") or b.get("completion_tokens")):

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..judging.ensemble import JUDGE_SEP  # a panel judge's own column: <column>__<judge>
+from ..judging.metrics import parse_jinja_file, parse_seed_file
 from .columns import SCORE_TYPES
 from .summary import RunSummary
 
@@ -226,8 +227,6 @@ def is_aux(column: str) -> bool:
 def declared_ranges(summary: RunSummary | None) -> dict[str, tuple[float, float]]:
     """Score column -> (minimum, maximum) as its prompt declares it, read from the prompt texts the summary
     records; a prompt that no longer parses gives none (its histogram spans the values seen)."""
-    from ..judging.metrics import parse_jinja_file, parse_seed_file
-
     out: dict[str, tuple[float, float]] = {}
     for name, record in (summary.prompts if summary is not None else {}).items():
         path = Path(record.get("file") or f"{name}.jinja")

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import CostExceededError
 from ..judging.images import prompt_tokens_estimate
 
 # A reply's tokens in a request's worst case when max_tokens is not set (and no longer reply came yet).
@@ -139,8 +140,6 @@ class Meter:
 
 def stop_error(budget: CostBudget, spent: float, worst: float | None, price: str, hint: str) -> Exception:
     """The error that stops a run at its cost budget: what the job paid, the bound, and the next step."""
-    from ..errors import CostExceededError
-
     earlier = budget.earlier
     before = f" (${earlier:.4f} of it paid by earlier runs for the replies reused from the store)" if earlier else ""
     nxt = f", and the next request could cost up to ${worst:.4f}" if worst else ""

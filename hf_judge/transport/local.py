@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..constants import default_cache_dir
 from ..errors import ConfigError, HfJudgeError, RunStopped
 
 INSTALL_HINT = 'pip install "hf-judge[local]"'
@@ -365,8 +366,6 @@ def local_judge(
     check_local(model_path)
     if model_path is None:
         if models_dir is None:
-            from ..constants import default_cache_dir
-
             models_dir = default_cache_dir() / "models"
         model_path = ensure_bundled_model(Path(models_dir).expanduser().absolute())
         alias = BUNDLED_MODEL_NAME
