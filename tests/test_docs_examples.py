@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from anthropic_fixture import anthropic_server_proc, claude  # noqa: F401  (pages that mention Anthropic)
+from batch_fixture import batch, batch_server_proc  # noqa: F401  (pages marked judge=batch)
 from sybil import Document, Example, Region, Sybil
 from sybil.parsers.markdown import CodeBlockParser
 
