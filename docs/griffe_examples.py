@@ -11,6 +11,6 @@ import griffe
 
 
 class DoctestExamples(griffe.Extension):
-    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
+    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:  # noqa: ARG002 - the hook's signature
         if obj.docstring is not None:
             obj.docstring.value = re.sub(r"^(\s*)Example:$", r"\1Examples:", obj.docstring.value, flags=re.M)

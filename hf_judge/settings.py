@@ -46,7 +46,7 @@ def _setting(
 ) -> Any:
     """A field of :class:`Settings`; ``env``: the environment variable(s) its default is read from (the reference
     page shows them; constants.py reads them)."""
-    extra = {k: v for k, v in (("internal", internal), ("env", env)) if v}
+    extra: dict[str, Any] = {k: v for k, v in (("internal", internal), ("env", env)) if v}
     return Field(default, description=description, json_schema_extra=extra or None, **limits)
 
 
