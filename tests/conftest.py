@@ -21,3 +21,22 @@ collect_ignore = [p.name for p in Path(__file__).parent.glob("*.py") if not p.na
 # packs/: metric packs the tests install in a temporary folder (tests/test_metric_packs.py); importing one from
 # here would make its package importable from the wrong folder for the whole session
 collect_ignore.append("packs")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After a run that ran the docs' examples (tests/test_docs_examples.py), how many of their blocks ran."""
+    ran = [
+        r
+        for key in ("passed", "failed", "skipped", "error")
+        for r in terminalreporter.stats.get(key, [])
+        if "test_docs_examples.py::test_page" in getattr(r, "nodeid", "")
+    ]
+    if not ran:
+        return
+    from test_docs_examples import count
+
+    c = count()
+    terminalreporter.write_line(
+        f"docs examples: {c.blocks - len(c.skipped)} of {c.blocks} python/bash blocks of README.md and docs/ run, "
+        f"{len(c.skipped)} skipped (marked `<!-- skip: reason -->`)"
+    )
