@@ -60,22 +60,22 @@ class ErrorKind(StrEnum):
     """
 
     # the reply came but cannot be accepted (validate.py)
-    INVALID_JSON = "invalid_json"
-    SCHEMA = "schema"
-    OUT_OF_RANGE = "out_of_range"
-    TRUNCATED = "truncated"
-    EMPTY = "empty"
-    UNPARSEABLE = "unparseable"
-    CONTENT_FILTER = "content_filter"
+    INVALID_JSON = "invalid_json"  # the reply is not valid JSON
+    SCHEMA = "schema"  # not exactly the declared keys, or a value of the wrong type (7.9 for an integer)
+    OUT_OF_RANGE = "out_of_range"  # a value outside its declared range or choices
+    TRUNCATED = "truncated"  # the reply was cut off (finish_reason `length`)
+    EMPTY = "empty"  # the reply has no content
+    UNPARSEABLE = "unparseable"  # a free-text judge's reply holds no verdict or scores in its form
+    CONTENT_FILTER = "content_filter"  # the provider withheld the reply (finish_reason `content_filter`)
     # the exchange failed (client.py)
-    BAD_RESPONSE = "bad_response"
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"
+    BAD_RESPONSE = "bad_response"  # the server's answer is not a chat completion (or a batch line is unreadable)
+    TIMEOUT = "timeout"  # every attempt ran past the request timeout
+    CONNECTION = "connection"  # the server could not be reached, on every attempt
     # nothing was sent for the row (pipeline.py)
-    NULL_INPUT = "null_input"
-    BAD_IMAGE = "bad_image"
-    INPUT_TOO_LONG = "input_too_long"
-    TEMPLATE = "template"
+    NULL_INPUT = "null_input"  # a column the prompt needs is null in the row
+    BAD_IMAGE = "bad_image"  # an image column's value could not be read as an image
+    INPUT_TOO_LONG = "input_too_long"  # the row's input is longer than max_input_chars
+    TEMPLATE = "template"  # the prompt template failed to render for the row
     # a batch did not bring the reply back (batch.py)
     BATCH_FAILED = "batch_failed"  # the line failed inside the batch, or the whole batch failed validation
     BATCH_EXPIRED = "batch_expired"  # the batch's completion window ended before the line ran

@@ -41,8 +41,13 @@ CLI_FLAGS = {
 }
 
 
-def _setting(default: Any = ..., description: str = "", internal: bool = False, **limits: Any) -> Any:
-    return Field(default, description=description, json_schema_extra={"internal": True} if internal else None, **limits)
+def _setting(
+    default: Any = ..., description: str = "", internal: bool = False, env: str | None = None, **limits: Any
+) -> Any:
+    """A field of :class:`Settings`; ``env``: the environment variable(s) its default is read from (the reference
+    page shows them; constants.py reads them)."""
+    extra: dict[str, Any] = {k: v for k, v in (("internal", internal), ("env", env)) if v}
+    return Field(default, description=description, json_schema_extra=extra or None, **limits)
 
 
 # Field types shared with models that spell a setting their own way (seed.SeedConfig's ``retry``).
@@ -169,6 +174,7 @@ class Settings(BaseModel):
         None,
         "OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI; an Anthropic judge: $ANTHROPIC_BASE_URL or "
         "Anthropic's; a Gemini judge: Google's OpenAI-compatible endpoint)",
+        env="OPENAI_BASE_URL, ANTHROPIC_BASE_URL",
     )
     provider: Literal["openai", "anthropic", "gemini"] | None = _setting(
         None,
@@ -198,6 +204,7 @@ class Settings(BaseModel):
         None,
         "YAML file of model prices (USD per 1M tokens) over genai-prices' list prices, for private deployments and "
         "gateways (default: $HF_JUDGE_PRICES)",
+        env="HF_JUDGE_PRICES",
     )
     max_input_chars: int | None = _setting(None, "rows with longer inputs go to errors unsent", ge=1)
     max_reply_bytes: int = _setting(

@@ -4,14 +4,12 @@ page from ``file://``, so nothing but the file can be read.
 
 Checked: no console error and no network request; sorting; a threshold's count is ``filter_by_scores``'s and the
 command shown keeps those rows; a row's reason and the prompt shown are those the judge server received; labels
-marked in the page download in the labels layout. ``HF_JUDGE_SCREENSHOT=1`` saves the page on the example dataset
-as ``docs/report.png`` (the README's picture).
+marked in the page download in the labels layout. The docs' pictures of the page: docs/screenshots.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import time
@@ -25,7 +23,6 @@ from hf_judge import filter_by_scores, write_report
 from hf_judge.cli.inputs import example_dataset_path, load_input
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 @pytest.fixture(scope="module")
@@ -289,8 +286,8 @@ def test_labels_downloaded_from_the_page_feed_agreement_with_the_figures_on_thos
     assert _problems(browser) == []
 
 
-def test_the_example_dataset_page_and_its_screenshot(browser, judge, tmp_path, capfd, monkeypatch):
-    """The README's picture: the example dataset scored by the loopback judge, a row open."""
+def test_the_example_dataset_page_from_hf_judge_view(browser, judge, tmp_path, capfd, monkeypatch):
+    """The example dataset scored by the loopback judge, viewed with `hf-judge view`, a row open."""
     from selenium.webdriver.common.by import By
 
     monkeypatch.chdir(tmp_path)
@@ -305,12 +302,6 @@ def test_the_example_dataset_page_and_its_screenshot(browser, judge, tmp_path, c
     browser.find_element(By.CSS_SELECTOR, "#rows th[data-col='QA_Correctness']").click()
     browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='1']").click()
     assert _problems(browser) == []
-    if os.environ.get("HF_JUDGE_SCREENSHOT") == "1":
-        browser.set_window_size(1700, 1000)
-        browser.execute_script("document.getElementById('table').scrollLeft = 0")
-        DOCS.mkdir(exist_ok=True)
-        assert browser.save_screenshot(str(DOCS / "report.png"))
-        browser.set_window_size(1400, 1000)
 
 
 def test_a_panel_with_samples_and_logprobs_shows_each_judge_and_sample(browser, judge, tmp_path):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import enum
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -128,16 +130,129 @@ def add_object_store(p: Any) -> None:
     )
 
 
-def add_client_options(p: argparse.ArgumentParser) -> None:
-    """One flag per public field of :class:`hf_judge.Settings`, its help from the field's description; then
-    where the run goes (Ray) and its cache."""
-    from ..settings import public_fields
+@dataclass(frozen=True)
+class Group:
+    """One group of a scoring job's options in ``--help``: its title, what it is for, and the docs page of
+    its task (the site's how-to guides are grouped the same way)."""
 
-    g = p.add_argument_group("judge server")
-    for name, f in public_fields().items():
-        _add_setting(g, name, f)
-        if name == "base_url":
-            add_api_key_env(g)
+    title: str
+    about: str
+    pages: tuple[str, ...]
+
+    @property
+    def description(self) -> str:
+        """The group's help text: what it is for, then its docs pages (wrapped by hand: `score --help` keeps its
+        text as written)."""
+        return f"{self.about}\ndocs: {', '.join(self.pages)}"
+
+
+# The option groups of `hf-judge score`, `run` and `batch export`/`import`, in the order their help lists them: the
+# options most runs need first. Each group's pages are paths of the docs site (mkdocs.yml's nav; a test checks).
+# A new engine's options (Spark, say) go in "engines": its page joins ENGINE_PAGES and its flags
+# _add_engine_options, after Ray's.
+ENGINE_PAGES = ("docs/how-to/workers.md", "docs/how-to/batch.md", "docs/how-to/clusters.md", "docs/how-to/streaming.md")
+JOB_GROUPS = {
+    "input": Group(
+        "input and columns",
+        "What to score: the dataset, which of its rows, the metrics and the columns their prompts read.",
+        ("docs/how-to/metrics.md",),
+    ),
+    "judge": Group(
+        "the judge and its server",
+        "Which model judges, where it is served and with which key, how it samples, how hard it is pressed.",
+        ("docs/how-to/providers.md", "docs/guarantees.md"),
+    ),
+    "ensembles": Group(
+        "samples, panels and logprobs",
+        "More than one reply per row: repeated samples, a panel of judges, the score's probabilities.",
+        ("docs/how-to/ensembles.md",),
+    ),
+    "cascade": Group(
+        "the cascade",
+        "A stronger judge for the rows the first one is unsure of (each option needs --escalate-model(s)).",
+        ("docs/how-to/cascade.md",),
+    ),
+    "bias": Group(
+        "bias checks",
+        "Length-controlled scores, and a warning where the judge is of the family that wrote the text.",
+        ("docs/concepts/bias.md",),
+    ),
+    "cost": Group(
+        "cost and budget",
+        "What a run will cost before it runs, and the limits that stop it cleanly.",
+        ("docs/how-to/cost.md",),
+    ),
+    "engines": Group(
+        "engines",
+        "Where the requests go from: worker processes, a provider's batch API, a Ray cluster, a stream.",
+        ENGINE_PAGES,
+    ),
+    "cache": Group(
+        "cache",
+        "The reply store that makes a run resumable and never pays twice for a reply.",
+        ("docs/how-to/resume.md", "docs/concepts/reply-store.md"),
+    ),
+    "output": Group(
+        "output and Hub",
+        "Where the scored dataset goes: a folder, a Hub repo with its card, the report page's groups.",
+        ("docs/how-to/report-page.md", "docs/how-to/groups.md"),
+    ),
+}
+
+
+class _Settings:
+    """Adds the flags of named :class:`hf_judge.Settings` fields to a group, each once; ``on=False``: adds none
+    (a command that is not being run skips building them, which imports pydantic)."""
+
+    def __init__(self, on: bool) -> None:
+        self.left: dict[str, Any] = {}
+        if on:
+            from ..settings import public_fields
+
+            self.left = dict(public_fields())
+
+    def __call__(self, g: Any, *names: str) -> None:
+        for name in names:
+            if name in self.left:
+                _add_setting(g, name, self.left.pop(name))
+
+    def check_placed(self) -> None:
+        """Every public setting has its place in a group (else it would have no flag)."""
+        if self.left:
+            raise RuntimeError(
+                f"Settings field(s) {', '.join(self.left)} have no option group: add each to one in "
+                "hf_judge/cli/options.py (add_job_options)"
+            )
+
+
+def _add_judge_options(g: Any, setting: _Settings) -> None:
+    setting(g, "model", "base_url")
+    add_api_key_env(g)
+    setting(g, "provider", "temperature", "max_tokens", "top_p", "concurrency")
+    setting(g, "max_requests_per_minute", "max_tokens_per_minute", "timeout", "retries")
+    setting(g, "max_throttle_s", "max_reply_bytes")
+
+
+def _add_cost_options(g: Any, setting: _Settings) -> None:
+    g.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="send nothing to the chat endpoint: print the requests, tokens (the server's /tokenize where it has "
+        "one) and, for a model with a price (genai-prices, or --prices FILE), the cost online and in batch mode",
+    )
+    setting(g, "max_cost", "prices", "max_total_tokens", "max_input_chars")
+    g.add_argument(
+        "--token-columns",
+        action="store_true",
+        default=None,
+        help="add per-row judge_prompt_tokens / judge_completion_tokens columns",
+    )
+
+
+def _add_engine_options(g: Any, setting: _Settings, streaming: bool) -> None:
+    """The engines' options, one engine after another (docs: ENGINE_PAGES, in the same order)."""
+    setting(g, "num_workers")
+    setting(g, "batch", "batch_max_requests", "batch_max_bytes", "batch_fallback", "no_wait")
     g.add_argument(
         "--ray",
         action="store_true",
@@ -146,15 +261,22 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
         "(s3://bucket/prefix)",
     )
     g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
+    # a new engine's flags go here (a Spark engine's --spark ...), its page in ENGINE_PAGES
+    if streaming:
+        g.add_argument(
+            "--streaming",
+            action="store_true",
+            help="read a Hub dataset as it is scored (load_dataset(..., streaming=True)): nothing is downloaded "
+            "ahead, memory stays bounded by the rows in flight (max(4096, 64 x --concurrency)), and the output is "
+            "written as Parquet shards as rows arrive",
+        )
+
+
+def _add_cache_options(g: Any, setting: _Settings) -> None:
     add_cache_dir(g)
-    add_object_store(g)
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    g.add_argument(
-        "--token-columns",
-        action="store_true",
-        default=None,
-        help="add per-row judge_prompt_tokens / judge_completion_tokens columns",
-    )
+    setting(g, "reuse")
+    add_object_store(g)
 
 
 def _add_setting(g: Any, name: str, f: Any) -> None:
@@ -204,14 +326,17 @@ def _scalar_type(annotation: Any) -> Any:
     return annotation
 
 
-def add_output_options(p: argparse.ArgumentParser, default: str) -> None:
-    """``default``: where the command saves without ``--output-dir``, as its help shows it."""
-    g = p.add_argument_group("output")
+def add_output_options(p: Any, default: str) -> None:
+    """``default``: where the command saves without ``--output-dir``, as its help shows it; ``p``: a parser (the
+    options go in a group "output") or a group."""
+    g = p.add_argument_group("output") if isinstance(p, argparse.ArgumentParser) else p
     g.add_argument("-o", "--output-dir", help=f"save_to_disk the result and its summary.json here (default: {default})")
     g.add_argument(
         "--push-to-hub", metavar="REPO", help="push the result (and a dataset card) to this Hub dataset repo"
     )
     g.add_argument("--private", action="store_true", default=None, help="create the Hub repo private")
+    g.add_argument("--token", help=TOKEN_HELP)
+    g.add_argument("--overwrite", action="store_true", help="replace an output folder that holds a different result")
     g.add_argument(
         "--agreement",
         action="append",
@@ -220,20 +345,18 @@ def add_output_options(p: argparse.ArgumentParser, default: str) -> None:
         metavar="REPORT.json",
         help="show this report of `hf-judge agreement --out` in the pushed card (repeatable)",
     )
-    g.add_argument("--token", help=TOKEN_HELP)
-    g.add_argument("--overwrite", action="store_true", help="replace an output folder that holds a different result")
 
 
-def add_input_options(p: argparse.ArgumentParser) -> None:
-    """Which part of the dataset: its config, splits, revision and a row limit."""
-    p.add_argument("--subset", help=SUBSET_HELP)
-    p.add_argument("--split", action="append", dest="splits", help="split to use (repeatable; default: all)")
-    p.add_argument("--revision", help=REVISION_HELP)
+def add_input_options(p: Any) -> None:
+    """Which part of the dataset: a row limit, its splits, config and revision."""
     p.add_argument("-n", "--limit", type=positive_int, help="only the first N rows of each split (a cheap trial)")
+    p.add_argument("--split", action="append", dest="splits", help="split to use (repeatable; default: all)")
+    p.add_argument("--subset", help=SUBSET_HELP)
+    p.add_argument("--revision", help=REVISION_HELP)
 
 
-def add_scoring_options(p: argparse.ArgumentParser) -> None:
-    """What to score: the metrics, the columns their variables read, the prompt folders."""
+def add_scoring_options(p: Any) -> None:
+    """What to score: the metrics and the columns their variables read (the prompt folders: add_job_options)."""
     p.add_argument("--metrics", action="append", help="metric names (repeatable or comma list); see `hf-judge metrics`")
     p.add_argument(
         "--column",
@@ -242,18 +365,6 @@ def add_scoring_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="VAR=COLUMN",
         help="map a template variable to a column (repeatable)",
-    )
-    p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
-    p.add_argument(
-        "--overwrite-scores",
-        action="store_true",
-        help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
-    )
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="send nothing to the chat endpoint: print the requests, tokens (the server's /tokenize where it has "
-        "one) and, for a model with a price (genai-prices, or --prices FILE), the cost online and in batch mode",
     )
 
 
@@ -264,25 +375,37 @@ def add_job_options(
     output: str | None,
     streaming: bool = False,
     recipe: bool = False,
+    first: Callable[[Any], None] | None = None,
 ) -> None:
-    """The options of a scoring job, shared by ``score``, ``run`` and ``batch export``/``import``, in the order
-    their help lists them: the dataset, (``--streaming``), the scoring, (``--recipe``), the request settings
-    (``settings``: only for the command being run, as building them imports pydantic) and the output (``output``:
-    the default output folder its help names; None: no output options)."""
-    add_input_options(p)
-    if streaming:
-        p.add_argument(
-            "--streaming",
-            action="store_true",
-            help="read a Hub dataset as it is scored (load_dataset(..., streaming=True)): nothing is downloaded "
-            "ahead, memory stays bounded by the rows in flight (max(4096, 64 x --concurrency)), and the output is "
-            "written as Parquet shards as rows arrive",
-        )
-    add_scoring_options(p)
+    """The options of a scoring job, shared by ``score``, ``run`` and ``batch export``/``import``, in the groups
+    of :data:`JOB_GROUPS` (the command's own ones, added by ``first``, lead "input and columns"); with
+    ``streaming``: ``--streaming``, with ``recipe``: ``--recipe``. ``settings``: the request settings' flags
+    (only for the command being run, as building them imports pydantic); ``output``: the default output folder its
+    help names (None: no output options)."""
+    groups = {key: p.add_argument_group(g.title, g.description) for key, g in JOB_GROUPS.items()}
+    setting = _Settings(settings)
+    g = groups["input"]
+    if first is not None:
+        first(g)
+    add_scoring_options(g)
+    add_input_options(g)
+    g.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
     if recipe:
-        p.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
-    if settings:
-        add_client_options(p)
+        g.add_argument("--recipe", help="a recipe name or YAML file supplying defaults; flags override it")
+    g.add_argument(
+        "--overwrite-scores",
+        action="store_true",
+        help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
+    )
+    _add_judge_options(groups["judge"], setting)
+    setting(groups["ensembles"], "samples", "min_samples", "models", "aggregator", "logprobs", "top_logprobs")
+    setting(groups["cascade"], "escalate_model", "escalate_when", "escalate_base_url", "escalate_api_key")
+    setting(groups["cascade"], "escalate_models", "escalate_samples", "escalate_temperature", "escalate_audit")
+    setting(groups["bias"], "length_control", "generator_column", "generator_model")
+    _add_cost_options(groups["cost"], setting)
+    _add_engine_options(groups["engines"], setting, streaming)
+    _add_cache_options(groups["cache"], setting)
     if output is not None:
-        add_output_options(p, output)
-        p.add_argument("--by", metavar="COLUMN", help=BY_HELP)
+        add_output_options(groups["output"], output)
+        groups["output"].add_argument("--by", metavar="COLUMN", help=BY_HELP)
+    setting.check_placed()

@@ -65,18 +65,12 @@ def add_score(sub: Any, settings: bool) -> None:
     p = sub.add_parser(
         "score",
         help="score a dataset",
+        usage="%(prog)s [DATASET | --example] --metrics METRICS --model MODEL [options]",
         description="Score DATASET (a Hub repo id, a folder, or a .jsonl/.json/.parquet/.csv/.arrow file).",
         epilog=SCORE_EXAMPLE + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
-    p.add_argument(
-        "--example",
-        action="store_true",
-        help="score the small example dataset shipped with hf-judge "
-        "(instruction/output columns; default metrics QA_All) instead of DATASET",
-    )
-    add_job_options(p, settings=settings, output=JUDGED, streaming=True, recipe=True)
+    add_job_options(p, settings=settings, output=JUDGED, streaming=True, recipe=True, first=_score_input)
     p.set_defaults(func=cmd_score)
 
 
@@ -85,14 +79,30 @@ def add_run(sub: Any, settings: bool) -> None:
     p = sub.add_parser(
         "run",
         help="run a whole job from a recipe or a seed config.yaml",
+        usage="%(prog)s FILE [--dataset DATASET] [options]",
         description="Run the job a YAML file describes.",
         epilog=RUN_EXAMPLE + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", help="recipe name, recipe YAML, or seed-004 config.yaml")
-    p.add_argument("--dataset", help="override the recipe's dataset")
-    add_job_options(p, settings=settings, output=JUDGED)
+    add_job_options(p, settings=settings, output=JUDGED, first=_run_input)
     p.set_defaults(func=cmd_run)
+
+
+def _score_input(g: Any) -> None:
+    """``score``'s own options, first of its "input and columns" group."""
+    g.add_argument("dataset", nargs="?", help="Hub repo id, local folder, or data file")
+    g.add_argument(
+        "--example",
+        action="store_true",
+        help="score the small example dataset shipped with hf-judge "
+        "(instruction/output columns; default metrics QA_All) instead of DATASET",
+    )
+
+
+def _run_input(g: Any) -> None:
+    """``run``'s own options, first of its "input and columns" group."""
+    g.add_argument("file", help="recipe name, recipe YAML, or seed-004 config.yaml")
+    g.add_argument("--dataset", help="override the recipe's dataset")
 
 
 def cmd_score(args: argparse.Namespace) -> int:
