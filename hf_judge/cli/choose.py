@@ -73,7 +73,7 @@ def add_choose(sub: Any, settings: bool) -> None:
     p.add_argument("--token", help=TOKEN_HELP)
     add_input_options(p)
     if settings:
-        add_client_options(p)
+        add_client_options(p, settings)
     p.set_defaults(func=cmd_choose)
 
 

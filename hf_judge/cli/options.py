@@ -397,6 +397,15 @@ def add_job_options(
         action="store_true",
         help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
     )
+    _add_request_options(groups, setting, streaming)
+    if output is not None:
+        add_output_options(groups["output"], output)
+        groups["output"].add_argument("--by", metavar="COLUMN", help=BY_HELP)
+    setting.check_placed()
+
+
+def _add_request_options(groups: dict[str, Any], setting: _Settings, streaming: bool) -> None:
+    """How requests are sent, in their groups: the judge, ensembles, the cascade, bias checks, cost, engines, cache."""
     _add_judge_options(groups["judge"], setting)
     setting(groups["ensembles"], "samples", "min_samples", "models", "aggregator", "logprobs", "top_logprobs")
     setting(groups["cascade"], "escalate_model", "escalate_when", "escalate_base_url", "escalate_api_key")
@@ -405,7 +414,13 @@ def add_job_options(
     _add_cost_options(groups["cost"], setting)
     _add_engine_options(groups["engines"], setting, streaming)
     _add_cache_options(groups["cache"], setting)
-    if output is not None:
-        add_output_options(groups["output"], output)
-        groups["output"].add_argument("--by", metavar="COLUMN", help=BY_HELP)
+
+
+def add_client_options(p: argparse.ArgumentParser, settings: bool = True) -> None:
+    """How a command that scores rows of its own choosing (``choose-judge``) sends its requests: the groups of
+    :func:`add_job_options` less the input and output ones, which such a command has its own of."""
+    shown = (key for key in JOB_GROUPS if key not in ("input", "output"))
+    groups = {key: p.add_argument_group(JOB_GROUPS[key].title, JOB_GROUPS[key].description) for key in shown}
+    setting = _Settings(settings)
+    _add_request_options(groups, setting, False)
     setting.check_placed()
