@@ -238,3 +238,25 @@ def _timed(marks: Path):
         yield from held
 
     return run
+
+
+@pytest.mark.parametrize(
+    ("feature", "extra"),
+    [
+        ("workers", {"num_workers": 2}),
+        ("batch", {"batch": True}),
+        ("no_wait", {"no_wait": True}),
+        ("if_exists", {}),
+        ("fleet_panel", {"model": None, "models": "a,b", "base_urls": ["http://127.0.0.1:9/v1"]}),
+    ],
+)
+def test_what_a_spark_step_cannot_do_is_the_capability_table_s_config_error(spark, judge, tmp_path, feature, extra):
+    from hf_judge.engine.capabilities import refusal
+
+    df = _df(spark, _rows(3))
+    if feature == "if_exists":
+        df = df.withColumn("QA_Clarity", df["id"])
+    with pytest.raises(ConfigError) as raised:
+        score_spark_dataframe(df, METRICS, **_kw(judge, tmp_path / "c", **extra))
+    assert str(raised.value) == refusal("spark", feature, columns=["QA_Clarity"])
+    assert judge.stats()["requests"] == 0
