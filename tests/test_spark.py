@@ -260,3 +260,49 @@ def test_what_a_spark_step_cannot_do_is_the_capability_table_s_config_error(spar
         score_spark_dataframe(df, METRICS, **_kw(judge, tmp_path / "c", **extra))
     assert str(raised.value) == refusal("spark", feature, columns=["QA_Clarity"])
     assert judge.stats()["requests"] == 0
+
+
+def test_a_worker_lost_mid_batch_is_retried_and_pays_again_only_what_it_had_in_flight(spark, judge, tmp_path):
+    """The Python worker that scores is killed (SIGKILL, as a lost executor's are) while its last batch's requests
+    wait at the judge: Spark runs the task again, its earlier batches come from the store, and only the 4 requests
+    that were in flight (2 rows x 2 metrics) are sent twice."""
+    import signal
+    import sqlite3
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    marks = tmp_path / "attempts"
+    marks.mkdir()
+    judge.configure(faults=[{"match": "slow-", "fault": "delay", "seconds": 3.0}])
+    rows = _rows(8, "k")
+    for r in rows[6:]:  # the task's last batch
+        r["question"] = "slow-" + r["question"]
+    df = spark.createDataFrame(rows, "id long, question string, answer string, prediction string").coalesce(1)
+    marked = df.mapInArrow(_mark_attempt(marks), df.schema)
+    scored = score_spark_dataframe(marked, METRICS, **_kw(judge, tmp_path / "cache"))
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(_by_id, scored)
+        deadline = time.monotonic() + 60
+        while judge.stats()["inflight"] < 4:
+            assert time.monotonic() < deadline and not running.done(), "the slow batch never reached the judge"
+            time.sleep(0.05)
+        with sqlite3.connect(tmp_path / "cache" / "replies.sqlite3") as db:
+            (owner,) = {o for (o,) in db.execute("SELECT owner FROM claims")}
+        os.kill(int(owner.split(":")[1]), signal.SIGKILL)  # the worker that holds the batch's claims
+        got = running.result(timeout=120)
+    assert sorted(got) == list(range(8)) and got[7]["judge_errors"] == []
+    assert sorted(p.name for p in marks.iterdir()) == ["0-0", "0-1"]
+    stats = judge.stats()
+    assert stats["prompts"] == _prompts(7)
+    assert stats["requests"] - stats["prompts"] == stats["duplicates"] == 4
+
+
+def _mark_attempt(marks: Path):
+    def run(batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        (marks / f"{ctx.partitionId()}-{ctx.attemptNumber()}").touch()
+        yield from batches
+
+    return run
