@@ -95,7 +95,7 @@ LAYERS = [
     {"results"},
     {"engine"},
     {"cli"},
-    {"", "__main__", "ray"},
+    {"", "__main__", "ray", "spark"},
 ]
 
 

@@ -37,8 +37,8 @@ def test_the_renderer_needs_no_readme_and_lists_every_refusal():
             if isinstance(c, No):
                 assert capabilities.ENGINES[engine].title in listed and capabilities.FEATURES[feature] in listed
                 assert refusal(engine, feature, url="s3://b/x", columns=["c"]), (engine, feature)
-    with pytest.raises(ValueError, match="no engine 'spark'"):
-        capabilities.cell("spark", "cascade")
+    with pytest.raises(ValueError, match="no engine 'flink'"):
+        capabilities.cell("flink", "cascade")
 
 
 def _ray(**kw):

@@ -203,6 +203,8 @@ def _run(engine: str, feature: str, judge, batch_server, tmp_path, request):
         return _score(_data(), batch_server, cache, feature, batch=True)
     if engine == "map":
         return _map(judge, cache, feature)
+    if engine == "spark":
+        return _spark(request.getfixturevalue("spark_session"), judge, cache, feature)
     request.getfixturevalue("ray_cluster")
     from hf_judge.ray import score_dataset_on_ray
 
@@ -219,6 +221,59 @@ def _run(engine: str, feature: str, judge, batch_server, tmp_path, request):
         retries=0,
         **job,
     )
+
+
+@pytest.fixture(scope="module")
+def spark_session():
+    """A ``local[2]`` SparkSession, started only when a Spark cell runs; its Python workers run this interpreter."""
+    pytest.importorskip("pyspark")
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYSPARK_PYTHON", sys.executable)
+        env.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+        session = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.execution.arrow.maxRecordsPerBatch", "4")  # two Arrow batches per task
+            .config("spark.executorEnv.HF_JUDGE_MATRIX_KEY", "sk-test")
+            .config("spark.executorEnv.PYTHONPATH", os.pathsep.join(sys.path))
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+        try:
+            yield session
+        finally:
+            session.stop()
+
+
+def _spark(spark, judge, cache, feature: str) -> dict:
+    """``hf_judge.spark.score_spark_dataframe`` over the rows as a DataFrame of two partitions: the score columns,
+    and its per-row errors column read back as the rows of an ``errors`` split (as the map's)."""
+    from hf_judge.spark import ERRORS_COLUMN, score_spark_dataframe
+
+    job = _job(feature)
+    data = _data()
+    df = spark.createDataFrame(data.data.table).repartition(2)  # the rows shuffled: put back in order below
+    out = score_spark_dataframe(
+        df,
+        job.pop("metrics"),
+        settings=Settings(model="judge", backoff_base=0.001, backoff_max=0.01),
+        base_url=judge.base_url,
+        api_key="env:HF_JUDGE_MATRIX_KEY",
+        cache_dir=cache,
+        retries=0,
+        **job,
+    )
+    scored = Dataset(out.toArrow())
+    position = {q: i for i, q in enumerate(scored["question"])}
+    scored = scored.select([position[q] for q in data["question"]])
+    errors = [{"split": "train", "row": row, **e} for row, found in enumerate(scored[ERRORS_COLUMN]) for e in found]
+    return {"train": scored.remove_columns(ERRORS_COLUMN), "errors": Dataset.from_list(errors)}
 
 
 class _Read(dict):
@@ -263,7 +318,10 @@ def test_engine_x_feature_equals_the_in_process_result(engine, feature, judge, r
     assert _errors(out["errors"]) == expected_errors
     assert {(e["row"], e["kind"]) for e in expected_errors} == {(2, "null_input")}, "the null answer, in every metric"
     assert len(expected_errors) == len(_job(feature)["metrics"])
-    if engine != "map":  # a map transform makes no summary: its rows carry their errors, a batch at a time
+    if engine not in (
+        "map",
+        "spark",
+    ):  # a map transform (and a Spark step) makes no summary: its rows carry their errors, a batch at a time
         want = {k: v for k, v in expected_summary.items() if k not in NOT_COMPARABLE.get(engine, ())}
         if engine == "batch":  # the batch API is a server of its own: the judges' models are the same
             want["sampling"] = _other_host(want["sampling"])

@@ -81,6 +81,7 @@ ENGINES: dict[str, Engine] = {
     "ray": Engine("`--ray`", "Ray (score_dataset_on_ray, --ray)"),
     "map": Engine("`Dataset.map(hf_judge.Judge(...))`", "a map transform (hf_judge.Judge)", note="map"),
     "ray_stage": Engine("`score_ray_dataset` (a Ray Data stage)", "a Ray Data stage (score_ray_dataset)", False),
+    "spark": Engine("`score_spark_dataframe` (Spark)", "a Spark DataFrame (score_spark_dataframe)", note="spark"),
     "batch_files": Engine("`batch export` / `batch import`", "batch export/import (hf-judge batch)", False, False),
 }
 
@@ -121,6 +122,8 @@ NOTES = {
     "judge at a time",
     "ray_panel": 'each judge on its own server (`models=[{"model": ..., "base_url": ...}, ...]`); `base_urls`, a '
     "fleet of replicas of one model, is for a single judge: a panel with `base_urls` is a `ConfigError`",
+    "spark": "a `mapInArrow` step over a Spark DataFrame: the same columns, and its errors as the per-row "
+    "`judge_errors` column; a retried or speculative task takes its rows' replies from the shared reply store",
     "map": "the map transform (see Judging inside your own pipeline): the same columns, and its errors as a per-row "
     "`judge_errors` column instead of an `errors` split; `batch` and `num_workers` are refused there (a map step is "
     "neither)",
@@ -297,6 +300,38 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
             "the dataset already has the columns {columns} that these metrics write; ",
             "drop them first (ds.drop_columns({columns!r})), or score a Dataset with score_dataset_on_ray",
             _EXISTING_MAP.why,
+        ),
+    },
+    "spark": {
+        **_MAP_CELLS,
+        "workers": No(
+            "num_workers (--workers) does not apply to {where}: Spark's tasks are the workers; ",
+            "drop num_workers, and give the DataFrame more partitions (df.repartition(n)) to score more at once",
+            "Spark's tasks are the workers",
+        ),
+        "batch": No(
+            "batch mode (batch=True, --batch) does not apply to {where}: a provider's batch is built from a whole "
+            "split in one process and takes up to 24 h; ",
+            "score the rows with score_dataset(batch=True), or without batch mode on Spark",
+            "a provider's batch is built from a whole split in one process",
+        ),
+        "no_wait": No(
+            "no_wait (--no-wait) is not for {where}: a Spark step returns its rows; ",
+            "use score_dataset(batch=True, no_wait=True)",
+            "a Spark step returns its rows",
+        ),
+        "cascade": No(
+            _CASCADE,
+            "the step scores each partition where it runs, and the strong tier's rows are known once the cheap tier "
+            "has scored them all; score the cheap tier, then call score_spark_dataframe again with the strong judge "
+            "on the rows you pick (df.filter(...))",
+            "the strong tier's rows are known once the cheap tier has scored the split",
+        ),
+        "if_exists": No(
+            "the DataFrame already has the columns {columns} that these metrics write; ",
+            "drop them first (df.drop(*{columns!r}))",
+            "a Spark step declares its output schema upfront, so it can neither keep nor rename columns a row has "
+            "already; drop them first",
         ),
     },
     "batch_files": {

@@ -1,0 +1,298 @@
+"""Scoring a Spark DataFrame: hf_judge as a ``mapInArrow`` step (``pip install "hf-judge[spark]"``).
+
+:func:`score_spark_dataframe` appends the same score columns as :func:`hf_judge.score_dataset` to a
+``pyspark.sql.DataFrame``, and the per-row ``judge_errors`` column of :class:`hf_judge.Judge` (a list of
+``{metric, kind, message, raw, attempts}``, empty when every metric scored). The rows travel as Arrow batches
+(``mapInArrow``), each scored by the same row core as every other engine. Nothing runs until a Spark action.
+
+Each Python worker of an executor holds one :class:`~hf_judge.engine.transform.Runtime` (event loop, clients,
+the reply store opened ``shared=True``), built on its first batch and kept while Spark reuses the worker. Every
+batch's replies are committed (and, on object storage, published) before the batch is handed back, and two
+workers never send one request: so a task Spark retries, a speculative copy of a slow task and the tasks of a
+lost executor find the replies of the attempt before and pay only what it had in flight. The store is local
+disk in local mode; on a cluster give ``cache_dir`` as a URL on object storage (``s3://bucket/prefix``), as on
+Ray: each executor keeps a local copy (``$HF_JUDGE_LOCAL_CACHE`` on that node, else ``local_cache_dir``).
+
+The API key never travels in Spark's plan: ``api_key`` names an environment variable (``env:NAME``; None:
+``$OPENAI_API_KEY``), read by each executor where it sends (on a cluster: ``spark.executorEnv.NAME`` or the
+platform's secrets). A key given as a string is refused.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import pickle
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from datasets import Dataset
+
+from .. import constants
+from ..errors import ConfigError
+from ..judging.images import image_variables
+from ..results.bias import warn_self_preference
+from ..settings import resolved_provider
+from .capabilities import check
+from .core import Plan, score_features
+from .job import JudgeJob
+from .transform import ERRORS_COLUMN, Runtime, errors_by_row, errors_feature
+
+if TYPE_CHECKING:
+    import pyspark.sql
+    import pyspark.sql.types
+
+    from ..settings import Settings
+
+__all__ = ["ERRORS_COLUMN", "score_spark_dataframe", "spark_output_schema"]
+
+
+def score_spark_dataframe(
+    df: pyspark.sql.DataFrame,
+    metrics: Any,
+    *,
+    columns: dict[str, str] | None = None,
+    base_urls: list[str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    in_flight: int | None = None,
+    batch_size: int = 1024,
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> pyspark.sql.DataFrame:
+    """``df`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy ``mapInArrow`` step.
+
+    The keyword arguments are :func:`hf_judge.ray.score_ray_dataset`'s: ``base_urls`` a fleet of replicas of
+    one judge (default: the ``base_url`` setting), ``in_flight`` the requests in flight per Python worker (the
+    ``concurrency`` setting), ``batch_size`` the rows scored together (Spark's Arrow batches are cut to it),
+    ``cache_dir`` the reply store (a local path in local mode; on a cluster a URL on object storage shared by
+    every executor, with ``storage_options=`` and ``local_cache_dir=``); every other keyword is a setting, as
+    for :func:`hf_judge.score_dataset`. ``api_key``: ``env:NAME`` (or None for ``$OPENAI_API_KEY``), read on
+    the executors. Template errors and missing columns are found on the first row, before any request; the
+    output's schema is :func:`spark_output_schema`'s.
+
+    Example:
+        >>> from pyspark.sql import SparkSession  # doctest: +SKIP
+        >>> df = SparkSession.builder.getOrCreate().read.parquet("s3://bucket/rows")  # doctest: +SKIP
+        >>> scored = score_spark_dataframe(  # doctest: +SKIP
+        ...     df, ["QA_All"], model="judge", base_url="http://gpu1:8000/v1", api_key="env:JUDGE_KEY",
+        ...     columns={"instruction": "question", "output": "answer"}, cache_dir="s3://bucket/hf-judge-cache",
+        ... )
+        >>> scored.write.parquet("s3://bucket/scored")  # doctest: +SKIP
+    """
+    step = _step(
+        df,
+        metrics,
+        columns=columns,
+        base_urls=base_urls,
+        api_key=api_key,
+        prompts_dir=prompts_dir,
+        metric_params=metric_params,
+        cache_dir=cache_dir,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
+        use_cache=use_cache,
+        token_columns=token_columns,
+        in_flight=in_flight,
+        batch_size=batch_size,
+        settings=settings,
+        **setting_values,
+    )
+    warn_self_preference(step.job.settings)
+    return df.mapInArrow(step, _spark_schema(df, step.new_schema))
+
+
+def spark_output_schema(
+    df: pyspark.sql.DataFrame,
+    metrics: Any,
+    *,
+    columns: dict[str, str] | None = None,
+    base_urls: list[str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    in_flight: int | None = None,
+    batch_size: int = 1024,
+    settings: Settings | None = None,
+    **setting_values: Any,
+) -> pyspark.sql.types.StructType:
+    """The schema of what :func:`score_spark_dataframe` returns for the same arguments: ``df``'s fields, then the
+    score columns and ``judge_errors`` (checked as it checks them; nothing is sent).
+
+    Example:
+        >>> schema = spark_output_schema(df, ["QA_Clarity"], model="judge")  # doctest: +SKIP
+        >>> schema.fieldNames()[-3:]  # doctest: +SKIP
+        ['QA_Clarity_reason', 'QA_Clarity', 'judge_errors']
+    """
+    step = _step(
+        df,
+        metrics,
+        columns=columns,
+        base_urls=base_urls,
+        api_key=api_key,
+        prompts_dir=prompts_dir,
+        metric_params=metric_params,
+        cache_dir=cache_dir,
+        storage_options=storage_options,
+        local_cache_dir=local_cache_dir,
+        use_cache=use_cache,
+        token_columns=token_columns,
+        in_flight=in_flight,
+        batch_size=batch_size,
+        settings=settings,
+        **setting_values,
+    )
+    return _spark_schema(df, step.new_schema)
+
+
+def _step(
+    df: pyspark.sql.DataFrame,
+    metrics: Any,
+    *,
+    base_urls: list[str] | None,
+    api_key: str | None,
+    in_flight: int | None,
+    batch_size: int,
+    **job_values: Any,
+) -> SparkScorer:
+    """The ``mapInArrow`` function of a call: the job resolved and checked, the plans built on the first row."""
+    from ..redact import install_log_filter
+
+    install_log_filter()
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+    if api_key is not None and not api_key.startswith("env:"):
+        raise ConfigError(
+            "a key given as a string would travel inside Spark's plan to every executor (and into its logs): name "
+            "the environment variable that holds it, api_key='env:NAME', and set it on the executors "
+            "(spark.executorEnv.NAME, or your platform's secrets)"
+        )
+    if in_flight is not None:
+        job_values["concurrency"] = in_flight
+    job = JudgeJob.resolve(metrics, api_key=api_key, **job_values)
+    names = list(df.columns)
+    features = score_features(job.metrics, job.layout, job.settings.logprobs, job.token_columns)
+    features[ERRORS_COLUMN] = errors_feature()
+    check("spark", job.settings, base_urls=base_urls, existing=sorted(set(features) & set(names)))
+    urls = list(base_urls or [job.settings.base_url or constants.default_base_url(resolved_provider(job.settings))])
+    _check_key(df, job, urls[0])
+    plans = _plans(df, job, names)
+    return SparkScorer(job, plans, urls, features.arrow_schema, batch_size)
+
+
+def _check_key(df: pyspark.sql.DataFrame, job: JudgeJob, base_url: str) -> None:
+    """No key for OpenAI's API is a ConfigError now, unless the executors are given the variable the driver
+    lacks (``spark.executorEnv.NAME``); the key read here is not kept."""
+    try:
+        job.key(needed=True, base_url=base_url)
+    except ConfigError:
+        name = job.api_key[4:].strip() if job.api_key else "OPENAI_API_KEY"
+        if df.sparkSession.conf.get(f"spark.executorEnv.{name}", None):
+            return
+        raise
+
+
+def _plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> list[Plan]:
+    """Every metric's plan on ``df``'s columns, its images found and its template rendered on the first row."""
+    from .prepare import check_samples, preflight
+
+    temperature = job.settings.temperature
+    plans = [
+        Plan(m, m.resolve_columns(job.columns, names), m.temperature if temperature is None else temperature)
+        for m in job.metrics
+    ]
+    needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+    first = Dataset(df.select(*needed).limit(1).toArrow()) if needed else None
+    for p in plans:
+        p.images = image_variables(p.metric, p.columns, first.features if first is not None else {})
+    if first is not None and len(first):
+        preflight("train", first, plans)
+    check_samples(job.settings, {"train": plans})
+    return plans
+
+
+def _spark_schema(df: pyspark.sql.DataFrame, new: pa.Schema) -> pyspark.sql.types.StructType:
+    """``df``'s schema with the new columns' fields after it."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    return StructType(list(df.schema.fields) + list(from_arrow_schema(new).fields))
+
+
+class SparkScorer:
+    """The ``mapInArrow`` function: Arrow batches in, the same batches with the new columns out. It pickles its
+    configuration only (the job holds the key's variable name, never the key); each Python worker builds one
+    :class:`~hf_judge.engine.transform.Runtime` per configuration on its first batch and keeps it."""
+
+    def __init__(self, job: JudgeJob, plans: list[Plan], base_urls: list[str], new_schema: pa.Schema, batch_size: int):
+        self.job = job
+        self.plans = plans
+        self.base_urls = base_urls
+        self.new_schema = new_schema
+        self.batch_size = batch_size
+        self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+        self.id = hashlib.sha256(pickle.dumps((job, plans, base_urls, new_schema))).hexdigest()
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        runtime: Runtime | None = None
+        for whole in batches:
+            for start in range(0, whole.num_rows, self.batch_size):
+                runtime = runtime or _runtime(self)
+                yield self.score(runtime, whole.slice(start, self.batch_size))
+
+    def score(self, runtime: Runtime, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` with the score columns and the errors column; its replies committed before it returns."""
+        values = {c: batch.column(c).to_pylist() for c in self.needed}
+        cols, errors = runtime.score(values, self.plans, self.job.layout, self.job.token_columns)
+        cols[ERRORS_COLUMN] = errors_by_row(errors, batch.num_rows)
+        arrays = list(batch.columns) + [pa.array(cols[f.name], type=f.type) for f in self.new_schema]
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(list(batch.schema) + list(self.new_schema)))
+
+
+# this Python worker's runtimes, by the configuration of the step that built them: Spark reuses a worker for
+# many tasks (spark.python.worker.reuse), and each task unpickles its own copy of the step
+RUNTIMES: dict[str, Runtime] = {}
+RUNTIMES_LOCK = threading.Lock()
+
+
+def _runtime(step: SparkScorer) -> Runtime:
+    from .prepare import judge_specs
+
+    with RUNTIMES_LOCK:
+        rt = RUNTIMES.get(step.id)
+        if rt is None or rt.pid != os.getpid():
+            # read here, on the executor: env:NAME (or the provider's variable) from this process's environment
+            key = step.job.key(needed=True, base_url=step.base_urls[0])
+            layout, store = step.job.layout, step.job.store_path
+            if store is not None and step.job.remote is not None and os.environ.get("HF_JUDGE_LOCAL_CACHE"):
+                # the store is shared on object storage: each node's local copy where that node keeps it
+                store = Path(os.environ["HF_JUDGE_LOCAL_CACHE"]).expanduser().absolute() / store.name
+            specs = judge_specs(step.job.settings, key)
+            rt = Runtime(specs, store, None if layout.panel else step.base_urls, step.job.remote)
+            # a retried or speculative task may run on another executor: every batch's replies published first
+            rt.publish_at_least = 1
+            RUNTIMES[step.id] = rt
+        return rt
+
+
+@atexit.register
+def _close_runtimes() -> None:
+    for rt in list(RUNTIMES.values()):
+        if rt.pid == os.getpid():
+            rt.close()
+    RUNTIMES.clear()
