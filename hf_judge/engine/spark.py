@@ -36,7 +36,7 @@ from .. import constants
 from ..errors import ConfigError
 from ..judging.images import image_variables
 from ..results.bias import warn_self_preference
-from ..settings import resolved_provider
+from ..settings import Settings, SettingValues, Unpack, resolved_provider
 from .capabilities import check
 from .core import Plan, score_features
 from .job import JudgeJob
@@ -45,8 +45,6 @@ from .transform import ERRORS_COLUMN, Runtime, errors_by_row, errors_feature
 if TYPE_CHECKING:
     import pyspark.sql
     import pyspark.sql.types
-
-    from ..settings import Settings
 
 __all__ = ["ERRORS_COLUMN", "score_spark_dataframe", "spark_output_schema"]
 
@@ -68,7 +66,7 @@ def score_spark_dataframe(
     in_flight: int | None = None,
     batch_size: int = 1024,
     settings: Settings | None = None,
-    **setting_values: Any,
+    **setting_values: Unpack[SettingValues],
 ) -> pyspark.sql.DataFrame:
     """``df`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy ``mapInArrow`` step.
 
