@@ -146,6 +146,7 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
         "(s3://bucket/prefix)",
     )
     g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
+    add_spark_options(g)
     add_cache_dir(g)
     add_object_store(g)
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -286,3 +287,21 @@ def add_job_options(
     if output is not None:
         add_output_options(p, output)
         p.add_argument("--by", metavar="COLUMN", help=BY_HELP)
+
+
+def add_spark_options(g: Any) -> None:
+    """The Spark engine's flags (``--spark``, ``--spark-master``), after Ray's."""
+    g.add_argument(
+        "--spark",
+        action="store_true",
+        help='score on Spark (pip install "hf-judge[spark]", Java 17): the active Spark session where there is one '
+        "(a notebook's), else one at --spark-master, else local[*]; a Hub dataset is read by Hugging Face's Spark "
+        "data source, and the result is written as Parquet by Spark (--output-dir, local or s3://...). "
+        "On a cluster give --cache-dir s3://bucket/prefix, the reply store every executor shares "
+        "(e.g. --spark --spark-master spark://head:7077 --cache-dir s3://bucket/cache -o s3://bucket/scored)",
+    )
+    g.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="the Spark master to run on (implies --spark): local[4], spark://host:7077, yarn, k8s://...",
+    )
