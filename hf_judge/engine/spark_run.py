@@ -109,9 +109,12 @@ def hub_frames(
     from datasets import get_dataset_split_names
 
     try:
-        import pyspark_huggingface  # noqa: F401 - Spark 4 finds the data source by it; imported to say it is missing
+        from pyspark_huggingface.huggingface import HuggingFaceDatasets
     except ImportError as e:
         raise ConfigError(f"--spark reads Hub datasets with pyspark-huggingface: {INSTALL} ({e})") from None
+    # Spark 4 finds installed pyspark_* data sources only where its session started with them importable (not
+    # in every notebook's): registered by name, for this session
+    spark.dataSource.register(HuggingFaceDatasets)
     names = get_dataset_split_names(repo_id, subset, revision=revision, token=token)
     unknown = sorted(set(splits or ()) - set(names))
     if unknown:
