@@ -95,7 +95,8 @@ def test_hub_dataset_read_by_pyspark_huggingface_scored_and_pushed(spark, hub, j
     from huggingface_hub import HfApi
 
     card = HfApi().hf_hub_download("me/spark-judged", "README.md", repo_type="dataset")
-    assert "QA_Clarity" in open(card, encoding="utf-8").read()
+    with open(card, encoding="utf-8") as f:
+        assert "QA_Clarity" in f.read()
 
 
 def test_spark_refuses_a_recipe_filter_and_workers_before_any_request(spark, judge, tmp_path, capfd):

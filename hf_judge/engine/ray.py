@@ -491,8 +491,8 @@ def run_summary(
     started: float,
     kept_renamed: tuple[dict[str, list[str]], dict[str, dict[str, str]]] | None = None,
 ) -> Any:
-    """The run summary of a Ray (or Spark) run: the run shell's (:func:`.shell.fill_summary`), with each judge's counters
-    merged from what the batches brought back."""
+    """The run summary of a Ray (or Spark) run: the run shell's (:func:`.shell.fill_summary`), with each judge's
+    counters merged from what the batches brought back."""
     from ..transport.client import JudgeClient
     from .prepare import column_mapping, judge_specs, new_summary
 

@@ -109,7 +109,7 @@ def hub_frames(
     from datasets import get_dataset_split_names
 
     try:
-        from pyspark_huggingface.huggingface import HuggingFaceDatasets
+        from pyspark_huggingface.huggingface import HuggingFaceDatasets  # type: ignore[import-untyped]
     except ImportError as e:
         raise ConfigError(f"--spark reads Hub datasets with pyspark-huggingface: {INSTALL} ({e})") from None
     # Spark 4 finds installed pyspark_* data sources only where its session started with them importable (not
@@ -196,10 +196,8 @@ class CountingScorer(SparkScorer):
 
     def score(self, runtime: Runtime, batch: pa.RecordBatch) -> pa.RecordBatch:
         out = super().score(runtime, batch)
-        before = REPORTED.get(id(runtime))
-        moved = [
-            stats_delta(j.stats, b) for j, b in zip(runtime.judges, before or [None] * len(runtime.judges), strict=True)
-        ]
+        before = REPORTED.get(id(runtime), [None] * len(runtime.judges))
+        moved = [stats_delta(j.stats, b) for j, b in zip(runtime.judges, before, strict=True)]
         REPORTED[id(runtime)] = [stats_dict(j.stats) for j in runtime.judges]
         stats = ([json.dumps(moved)] + [None] * (out.num_rows - 1)) if out.num_rows else []
         field = pa.field(STATS_COLUMN, pa.string())
@@ -207,7 +205,7 @@ class CountingScorer(SparkScorer):
 
 
 # each of this Python worker's runtimes (by id) -> its judges' counters up to the last batch it reported
-REPORTED: dict[int, list[dict[str, Any]]] = {}
+REPORTED: dict[int, list[Any]] = {}
 
 
 def counting_step(df: pyspark.sql.DataFrame, job: JudgeJob, base_urls: list[str] | None, batch_size: int) -> Any:
@@ -323,7 +321,7 @@ def score_frames_on_spark(
     out = ScoredDatasetDict(results)
     out[ERRORS_SPLIT] = errors_dataset(errors)
     out.summary = summary
-    sessions = {df.sparkSession.sparkContext.master for df in frames.values()}
+    sessions = {str(df.sparkSession.sparkContext.master) for df in frames.values()}
     out.summary.notes.append(f"scored on Spark ({', '.join(sorted(sessions))})")
     output.write_errors(out[ERRORS_SPLIT])
     output.complete(out.summary)
