@@ -68,6 +68,13 @@ class HubServer:
         with urllib.request.urlopen(f"{self.endpoint}/_admin/requests", timeout=10) as r:
             return json.loads(r.read())
 
+    def agents(self) -> list[str]:
+        """Every User-Agent the Hub has seen: which libraries asked (``pyspark_huggingface/2.1.0; ...``)."""
+        import json
+
+        with urllib.request.urlopen(f"{self.endpoint}/_admin/agents", timeout=10) as r:
+            return json.loads(r.read())
+
     def uploaded_files(self) -> list[Path]:
         return [p for p in self.data_dir.rglob("*") if p.is_file()]
 

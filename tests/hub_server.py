@@ -361,15 +361,20 @@ def make_app(data_dir: Path, upload_delay: float = 0.0) -> web.Application:
     hub = Hub(data_dir)
     hub.upload_delay = upload_delay
     seen: list[str] = []  # every request but the admin ones: for "no request reached the Hub"
+    agents: set[str] = set()  # the clients' User-Agent: which library asked (pyspark_huggingface/..., datasets/...)
 
     @web.middleware
     async def count(request: web.Request, handler):
         if not request.path.startswith("/_admin/"):
             seen.append(f"{request.method} {request.path}")
+            agents.add(request.headers.get("User-Agent", ""))
         return await handler(request)
 
     async def admin_requests(request: web.Request) -> web.Response:
         return web.json_response(seen)
+
+    async def admin_agents(request: web.Request) -> web.Response:
+        return web.json_response(sorted(agents))
 
     app = web.Application(client_max_size=1 << 30, middlewares=[count])
     r = app.router
@@ -395,6 +400,7 @@ def make_app(data_dir: Path, upload_delay: float = 0.0) -> web.Application:
     r.add_get("/_admin/datadir", hub.admin_datadir)
     r.add_post("/_admin/upload-delay", hub.admin_upload_delay)
     r.add_get("/_admin/requests", admin_requests)
+    r.add_get("/_admin/agents", admin_agents)
     r.add_route("*", "/{tail:.*}", hub.fallback)
     return app
 

@@ -150,7 +150,13 @@ class Group:
 # options most runs need first. Each group's pages are paths of the docs site (mkdocs.yml's nav; a test checks).
 # A new engine's options (Spark, say) go in "engines": its page joins ENGINE_PAGES and its flags
 # _add_engine_options, after Ray's.
-ENGINE_PAGES = ("docs/how-to/workers.md", "docs/how-to/batch.md", "docs/how-to/clusters.md", "docs/how-to/streaming.md")
+ENGINE_PAGES = (
+    "docs/how-to/workers.md",
+    "docs/how-to/batch.md",
+    "docs/how-to/clusters.md",
+    "docs/how-to/spark.md",
+    "docs/how-to/streaming.md",
+)
 JOB_GROUPS = {
     "input": Group(
         "input and columns",
@@ -261,7 +267,7 @@ def _add_engine_options(g: Any, setting: _Settings, streaming: bool) -> None:
         "(s3://bucket/prefix)",
     )
     g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
-    # a new engine's flags go here (a Spark engine's --spark ...), its page in ENGINE_PAGES
+    add_spark_options(g)
     if streaming:
         g.add_argument(
             "--streaming",
@@ -424,3 +430,21 @@ def add_client_options(p: argparse.ArgumentParser, settings: bool = True) -> Non
     setting = _Settings(settings)
     _add_request_options(groups, setting, False)
     setting.check_placed()
+
+
+def add_spark_options(g: Any) -> None:
+    """The Spark engine's flags (``--spark``, ``--spark-master``), after Ray's."""
+    g.add_argument(
+        "--spark",
+        action="store_true",
+        help='score on Spark (pip install "hf-judge[spark]", Java 17): the active Spark session where there is one '
+        "(a notebook's), else one at --spark-master, else local[*]; a Hub dataset is read by Hugging Face's Spark "
+        "data source, and the result is written as Parquet by Spark (--output-dir, local or s3://...). "
+        "On a cluster give --cache-dir s3://bucket/prefix, the reply store every executor shares "
+        "(e.g. --spark --spark-master spark://head:7077 --cache-dir s3://bucket/cache -o s3://bucket/scored)",
+    )
+    g.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="the Spark master to run on (implies --spark): local[4], spark://host:7077, yarn, k8s://...",
+    )

@@ -22,6 +22,7 @@ from ..progress import datasets_bars_off, interactive
 from .job import Job, resolve_api_key, resolve_job
 from .options import add_job_options
 from .save import check_repo, default_output_dir, filtered_name, show_overview, write_result
+from .spark import on_spark, spark_job
 
 SCORE_EXAMPLE = """examples:
   hf-judge score --example --model local      # offline: a bundled dataset and a local llama.cpp judge
@@ -34,6 +35,8 @@ SCORE_EXAMPLE = """examples:
       --column instruction=text --push-to-hub me/fineweb-judged   # read and scored as it streams
   hf-judge score big.parquet --metrics QA_All -m judge --base-url http://gpu1:8000/v1 --workers 4   # 4 processes
   hf-judge score big.parquet --metrics QA_All -m judge --base-url http://gpu1:8000/v1 --ray   # on a Ray cluster
+  hf-judge score me/rows --metrics QA_All -m judge --base-url http://gpu1:8000/v1 --spark -o s3://bucket/scored \\
+      --spark-master spark://head:7077 --cache-dir s3://bucket/cache   # on Spark, the reply store shared
   hf-judge score data.jsonl --metrics QA_All --model gpt-4.1-nano --dry-run   # requests, tokens, cost; none sent
   hf-judge score data.jsonl --metrics QA_Correctness --samples 5 --temperature 0.7   # mean, std, majority of 5
   hf-judge score data.jsonl --metrics QA_Correctness --models gpt-4.1-nano,gpt-4o-mini   # a panel of two judges
@@ -157,6 +160,11 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
     local = _local_judge(job.client, args.cache_dir)
     is_local = parse_local_model(job.client.get("model"))[0]
     api_key = None if is_local else resolve_api_key(args, job.recipe_api_key, job.client.get("base_url"))
+    if on_spark(args) and not args.dry_run:  # a dry run reads the input here: its estimate is any engine's
+        with local as judge:
+            client = {**job.client, **({"model": judge.model, "base_url": judge.base_url} if judge else {})}
+            scored, out = spark_job(args, job, client)
+        return _finish_spark(args, job, scored, out)
     streaming = bool(getattr(args, "streaming", False))
     if streaming:
         check("stream", None, only=("filters",), filters=job.filters is not None)
@@ -204,6 +212,34 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
     return _lost(summary, died)
+
+
+def _finish_spark(args: argparse.Namespace, job: Job, scored, out: str) -> int:
+    """``--spark``: the output Spark wrote (``out``) completed with the provenance and the report page, pushed
+    where ``--push-to-hub`` says, and the overview and summary printed."""
+    from ..engine.ray_output import RayOutput
+    from ..results.report import REPORT_FILE, write_report
+
+    summary = scored.summary
+    _add_provenance(summary, job, args.token)
+    if getattr(args, "by", None):
+        summary.group_by = args.by
+    output = RayOutput(out, job.library_args(args).get("storage_options"))
+    output.complete(summary)  # the summary again, now with the provenance
+    rows = ", ".join(f"{k}: {len(v):,} rows" for k, v in scored.items() if k != "errors")
+    done = [f"saved to {out.rstrip('/')}/ ({rows}; Parquet by split, errors/, summary.json)"]
+    page = f"{output.root}/{REPORT_FILE}"
+    if "://" not in out:  # on object storage the page is the pushed repo's, or `hf-judge view`'s
+        write_report(scored, page, source=out, summary=summary)
+        done.append(f"{'report':<15}{page}: open it in a browser (one file, no server)")
+    try:
+        with datasets_bars_off():
+            done += write_result(scored, args, None, job.push_to_hub, source="", kind="scored", summary=summary)
+            done = show_overview(scored, summary, out, job.push_to_hub, terminal=interactive(sys.stdout)) + done
+    finally:
+        sys.stderr.flush()
+        print(summary, *done, sep="\n", flush=True)
+    return _lost(summary, None)
 
 
 def _lost(summary, died: str | None) -> int:

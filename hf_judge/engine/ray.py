@@ -457,7 +457,7 @@ def _on_ray(
         split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))
         entry = {k: getattr(split_stats, k) for k in COUNTERS}
         runs.append(moved_entry(run_id, run_started, split, entry, time.monotonic() - split_started))
-    summary = _summary(job, base_urls, splits, results, errors, moved, started, (kept, renamed))
+    summary = run_summary(job, base_urls, splits, results, errors, moved, started, (kept, renamed))
     summary.add_runs(runs)  # the figures the summary adds up from the same batches: what the run paid
     if checks is not None:
         results = checks.apply(summary, results)
@@ -484,7 +484,7 @@ def _collected(table: pa.Table, split: str, errors: list[dict[str, Any]], moved:
     return Dataset(table.drop_columns([ERRORS_COLUMN]))
 
 
-def _summary(
+def run_summary(
     job: JudgeJob,
     base_urls: list[str] | None,
     splits: dict[str, Dataset],
@@ -494,8 +494,8 @@ def _summary(
     started: float,
     kept_renamed: tuple[dict[str, list[str]], dict[str, dict[str, str]]] | None = None,
 ) -> Any:
-    """The run summary of a Ray run: the run shell's (:func:`.shell.fill_summary`), with each judge's counters
-    merged from what the batches brought back."""
+    """The run summary of a Ray (or Spark) run: the run shell's (:func:`.shell.fill_summary`), with each judge's
+    counters merged from what the batches brought back."""
     settings, layout, loaded = job.settings, job.layout, job.metrics
     shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
     # for the summary's model and server names only: they send nothing

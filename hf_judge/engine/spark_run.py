@@ -1,0 +1,328 @@
+"""A whole scoring run on Spark (``hf-judge score --spark``): the session, the input as DataFrames, the output.
+
+:func:`spark_session` is the session a run uses: the active one where there is one (a notebook's, a job's),
+else one at ``master`` (default ``local[*]``) whose Python workers run on this interpreter, so that a virtual
+environment works as it is. :func:`hub_frames` reads a Hub dataset with Hugging Face's Spark data source
+(``spark.read.format("huggingface")``, the ``pyspark-huggingface`` package); :func:`arrow_frames` hands the splits
+of any input ``hf_judge`` reads (files, folders, a scored result) to Spark as Arrow.
+
+:func:`score_frames_on_spark` scores each split with :func:`hf_judge.spark.score_spark_dataframe`'s step and writes
+it with Spark's own Parquet writer to ``<output_dir>/<split>/`` (a local folder or a URL on object storage), then
+``errors/`` and ``summary.json``: the layout of a Ray run's ``output_dir`` (:mod:`hf_judge.engine.ray_output`),
+so :func:`hf_judge.load_result`, ``hf-judge view`` and the other commands read it back the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from datasets import Dataset
+
+from ..errors import ConfigError
+from .capabilities import check
+from .core import Plan, score_features
+from .ray_output import ROW_COLUMN, RayOutput
+from .runs import COUNTERS, moved_entry
+from .shell import merged_per_judge, stats_delta, stats_dict, total_stats
+from .spark import SparkScorer
+from .transform import ERRORS_COLUMN, Runtime, errors_feature
+
+if TYPE_CHECKING:
+    import pyspark.sql
+
+    from ..results.scored import ScoredDatasetDict
+    from .job import JudgeJob
+
+# on each batch's first row, the request counters the batch moved (JSON); summed into the summary, never written
+STATS_COLUMN = "_hf_judge_batch_stats"
+# monotonically_increasing_id's layout: the partition in the upper bits, the row within it in the lower 33
+PARTITION_SHIFT = 33
+INSTALL = 'pip install "hf-judge[spark]" (pyspark 4 and pyspark-huggingface; Spark 4 needs Java 17)'
+
+
+def spark_session(master: str | None = None) -> pyspark.sql.SparkSession:
+    """The session a run uses: the active one (a notebook's, a job's: ``master`` must then be None or its own),
+    else a new one at ``master`` (default ``local[*]``) whose Python workers run this interpreter
+    (``$PYSPARK_PYTHON`` where it is set: on a cluster, the executors' own Python).
+
+    Example:
+        >>> spark = spark_session("local[4]")  # doctest: +SKIP
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        raise ConfigError(f"--spark needs Spark: {INSTALL} ({e})") from None
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        running = active.sparkContext.master
+        if master and master != running:
+            raise ConfigError(
+                f"--spark-master {master}: this process runs a Spark session at {running} already; drop "
+                "--spark-master to score on it"
+            )
+        return active
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise ConfigError(
+            "--spark needs Java 17 (Spark 4 runs on it): install it (Debian/Ubuntu: apt-get install "
+            "openjdk-17-jre-headless) or set JAVA_HOME"
+        )
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    master = master or "local[*]"
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("hf-judge")
+        .config("spark.pyspark.python", python)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.ui.showConsoleProgress", "false")  # the run's summary says what the bars say
+    )
+    if master.startswith("local") and os.environ.get("PYTHONPATH"):
+        # a checkout run with PYTHONPATH: its workers import the same hf_judge
+        builder = builder.config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+    return builder.getOrCreate()
+
+
+def hub_frames(
+    spark: pyspark.sql.SparkSession,
+    repo_id: str,
+    *,
+    subset: str | None = None,
+    splits: list[str] | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    limit: int | None = None,
+) -> dict[str, pyspark.sql.DataFrame]:
+    """A Hub dataset's splits (``splits``, default all) read by Hugging Face's Spark data source
+    (``spark.read.format("huggingface")``, from ``pyspark-huggingface``): each executor streams its shards from
+    the Hub, nothing passes through this process.
+
+    Example:
+        >>> frames = hub_frames(spark, "openai/gsm8k", subset="main", splits=["test"])  # doctest: +SKIP
+    """
+    from datasets import get_dataset_split_names
+
+    try:
+        from pyspark_huggingface.huggingface import HuggingFaceDatasets  # type: ignore[import-untyped]
+    except ImportError as e:
+        raise ConfigError(f"--spark reads Hub datasets with pyspark-huggingface: {INSTALL} ({e})") from None
+    # Spark 4 finds installed pyspark_* data sources only where its session started with them importable (not
+    # in every notebook's): registered by name, for this session
+    spark.dataSource.register(HuggingFaceDatasets)
+    names = get_dataset_split_names(repo_id, subset, revision=revision, token=token)
+    unknown = sorted(set(splits or ()) - set(names))
+    if unknown:
+        raise ConfigError(f"{repo_id} has no split {', '.join(unknown)}: its splits are {', '.join(names)}")
+    frames = {}
+    for split in splits or names:
+        reader = spark.read.format("huggingface").option("split", split)
+        for key, value in (("config", subset), ("revision", revision), ("token", token)):
+            if value:
+                reader = reader.option(key, value)
+        df = reader.load(repo_id)
+        frames[split] = df.limit(limit) if limit else df
+    return frames
+
+
+def arrow_frames(spark: pyspark.sql.SparkSession, ds: Any) -> dict[str, pyspark.sql.DataFrame]:
+    """Each split of ``ds`` (a ``DatasetDict`` as :func:`hf_judge.cli.inputs.load_input` reads any input) as a
+    DataFrame, handed to Spark as Arrow; an ``errors`` split of a scored input stays out."""
+    from .prepare import as_splits
+
+    splits, _ = as_splits(ds)
+    return {s: spark.createDataFrame(d.with_format("arrow")[:]) for s, d in splits.items()}
+
+
+class SparkOutput(RayOutput):
+    """Where a Spark run writes: ``<url>/<split>/`` by Spark's Parquet writer (``url``: a local folder or what the
+    cluster's Spark reads as a URL: ``s3://`` on Databricks and EMR, ``s3a://`` on open-source Spark), then
+    ``errors/`` and ``summary.json`` as :class:`~hf_judge.engine.ray_output.RayOutput` writes them.
+
+    Example:
+        >>> with open_sink(SparkOutput("s3://bucket/scored")) as output:  # doctest: +SKIP
+        ...     train, errors, moved = output.write("train", scored)
+    """
+
+    def spark_url(self, split: str) -> str:
+        """The URL Spark's writer is given for ``split`` (a local folder as a ``file://`` URL)."""
+        if "://" in self.url:
+            return f"{self.url}/{split}"
+        return f"file://{os.path.abspath(self.root)}/{split}"
+
+    def write(  # type: ignore[override]  # a DataFrame, not a Ray Data stage
+        self,
+        split: str,
+        data: pyspark.sql.DataFrame,
+        stats_column: str = STATS_COLUMN,
+        errors_column: str = ERRORS_COLUMN,
+    ) -> tuple[Dataset, list[dict[str, Any]], list[dict[str, Any]]]:
+        """Score ``data`` (rows numbered by ``monotonically_increasing_id`` in ``ROW_COLUMN``) into
+        ``<url>/<split>/``, once: kept on the executors' disks while the errors and counters are taken off it.
+        Returns the split as written, its error rows (numbered by their place in it) and each batch's counters."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        data = data.persist(StorageLevel.DISK_ONLY)  # a lost block is scored again from the reply store: no cost
+        try:
+            data.drop(ROW_COLUMN, stats_column, errors_column).write.mode("overwrite").parquet(self.spark_url(split))
+            part = F.shiftright(F.col(ROW_COLUMN), PARTITION_SHIFT).alias("part")
+            counts = {r["part"]: r["count"] for r in data.groupBy(part).count().collect()}
+            marked = data.where(F.col(stats_column).isNotNull() | (F.size(errors_column) > 0))
+            found = marked.select(ROW_COLUMN, stats_column, errors_column).orderBy(ROW_COLUMN).collect()
+        finally:
+            data.unpersist()
+        offsets, total = {}, 0
+        for p in sorted(counts):  # the writer's files are in partition order: a row's place counts those before
+            offsets[p], total = total, total + counts[p]
+        mask = (1 << PARTITION_SHIFT) - 1
+        moved, errors = [], []
+        for r in found:
+            row = offsets[r[ROW_COLUMN] >> PARTITION_SHIFT] + (r[ROW_COLUMN] & mask)
+            if r[stats_column]:
+                moved.append(json.loads(r[stats_column]))
+            errors += [{"split": split, "row": row, **item.asDict()} for item in r[errors_column]]
+        return Dataset(self.read_split(split)), errors, moved
+
+
+class CountingScorer(SparkScorer):
+    """:class:`~hf_judge.engine.spark.SparkScorer` with, on each batch's first row, the request counters the
+    batch moved (``STATS_COLUMN``, JSON per judge): what the run's summary adds up."""
+
+    def score(self, runtime: Runtime, batch: pa.RecordBatch) -> pa.RecordBatch:
+        out = super().score(runtime, batch)
+        before = REPORTED.get(id(runtime), [None] * len(runtime.judges))
+        moved = [stats_delta(j.stats, b) for j, b in zip(runtime.judges, before, strict=True)]
+        REPORTED[id(runtime)] = [stats_dict(j.stats) for j in runtime.judges]
+        stats = ([json.dumps(moved)] + [None] * (out.num_rows - 1)) if out.num_rows else []
+        field = pa.field(STATS_COLUMN, pa.string())
+        return pa.RecordBatch.from_arrays([*out.columns, pa.array(stats, pa.string())], schema=out.schema.append(field))
+
+
+# each of this Python worker's runtimes (by id) -> its judges' counters up to the last batch it reported
+REPORTED: dict[int, list[Any]] = {}
+
+
+def counting_step(df: pyspark.sql.DataFrame, job: JudgeJob, base_urls: list[str] | None, batch_size: int) -> Any:
+    """``df`` (numbered in ``ROW_COLUMN``) scored by a :class:`CountingScorer` of ``job``, lazily."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from .. import constants
+    from ..settings import resolved_provider
+
+    names = [c for c in df.columns if c != ROW_COLUMN]
+    features = score_features(job.metrics, job.layout, job.settings.logprobs, job.token_columns)
+    features[ERRORS_COLUMN] = errors_feature()
+    check("spark", job.settings, base_urls=base_urls, existing=sorted(set(features) & set(names)))
+    urls = list(base_urls or [job.settings.base_url or constants.default_base_url(resolved_provider(job.settings))])
+    job.key(needed=True, base_url=urls[0])  # no key for OpenAI's API: said now (each executor reads its own)
+    scorer = CountingScorer(job, _plans(df, job, names), urls, features.arrow_schema, batch_size)
+    added = pa.schema([*features.arrow_schema, pa.field(STATS_COLUMN, pa.string())])
+    return df.mapInArrow(scorer, StructType(list(df.schema.fields) + list(from_arrow_schema(added).fields)))
+
+
+def _plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> list[Plan]:
+    """Every metric's plan on ``df``'s columns, its images found and its template rendered on the first row."""
+    from ..judging.images import image_variables
+    from .prepare import check_samples, preflight
+
+    temperature = job.settings.temperature
+    plans = [
+        Plan(m, m.resolve_columns(job.columns, names), m.temperature if temperature is None else temperature)
+        for m in job.metrics
+    ]
+    needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
+    first = Dataset(df.select(*needed).limit(1).toArrow()) if needed else None
+    for p in plans:
+        p.images = image_variables(p.metric, p.columns, first.features if first is not None else {})
+    if first is not None and len(first):
+        preflight("train", first, plans)
+    check_samples(job.settings, {"train": plans})
+    return plans
+
+
+def score_frames_on_spark(
+    frames: dict[str, pyspark.sql.DataFrame],
+    metrics: Any,
+    *,
+    output_dir: str,
+    output_overwrite: bool = False,
+    columns: dict[str, str] | None = None,
+    base_urls: list[str] | None = None,
+    api_key: str | None = None,
+    prompts_dir: str | os.PathLike | list | None = None,
+    metric_params: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    storage_options: dict[str, Any] | None = None,
+    local_cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    token_columns: bool = False,
+    batch_size: int = 1024,
+    settings: Any = None,
+    **setting_values: Any,
+) -> ScoredDatasetDict:
+    """Each split of ``frames`` scored on Spark and written to ``output_dir`` (see the module docstring): the
+    result read back with its ``errors`` split and summary, as :func:`hf_judge.score_dataset_on_ray` gives it.
+    ``api_key``: ``env:NAME`` or None (``$OPENAI_API_KEY``), read on the executors; the other keywords are
+    :func:`hf_judge.spark.score_spark_dataframe`'s.
+
+    Example:
+        >>> spark = spark_session()  # doctest: +SKIP
+        >>> scored = score_frames_on_spark(  # doctest: +SKIP
+        ...     hub_frames(spark, "me/rows"), ["QA_All"], model="judge", output_dir="s3://bucket/scored",
+        ...     cache_dir="s3://bucket/cache", api_key="env:JUDGE_KEY",
+        ... )
+    """
+    from pyspark.sql import functions as F
+
+    from ..results.errors_split import ERRORS_SPLIT, errors_dataset
+    from ..results.scored import ScoredDatasetDict
+    from .job import JudgeJob
+    from .prepare import run_settings
+    from .ray import run_summary
+
+    if api_key is not None and not api_key.startswith("env:"):
+        raise ConfigError(
+            "a key given as a string would travel inside Spark's plan: name the environment variable that holds "
+            "it (api_key='env:NAME', --api-key-env NAME) and set it on the executors (spark.executorEnv.NAME)"
+        )
+    settings = run_settings(settings, setting_values)
+    check("spark", settings, base_urls=base_urls)  # before the metrics load
+    job = JudgeJob.of(
+        settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns,
+        storage_options=storage_options, local_cache_dir=local_cache_dir,
+    )  # fmt: skip
+    output = SparkOutput(output_dir, storage_options, output_overwrite)
+    output.start()  # its fail step leaves what a rerun takes up: nothing to do when the run stops
+    started, run_id = time.perf_counter(), uuid.uuid4().hex[:12]
+    run_started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    results: dict[str, Dataset] = {}
+    errors: list[dict[str, Any]] = []
+    moved: list[Any] = []
+    runs: list[dict[str, Any]] = []
+    for split, df in frames.items():
+        split_started, first = time.monotonic(), len(moved)
+        numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
+        scored = counting_step(numbered, job, base_urls, batch_size)
+        results[split], found, batches = output.write(split, scored)
+        errors += found
+        moved += batches
+        split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))
+        entry = {k: getattr(split_stats, k) for k in COUNTERS}
+        runs.append(moved_entry(run_id, run_started, split, entry, time.monotonic() - split_started))
+    summary = run_summary(job, base_urls, results, results, errors, moved, started)
+    summary.add_runs(runs)
+    out = ScoredDatasetDict(results)
+    out[ERRORS_SPLIT] = errors_dataset(errors)
+    out.summary = summary
+    sessions = {str(df.sparkSession.sparkContext.master) for df in frames.values()}
+    out.summary.notes.append(f"scored on Spark ({', '.join(sorted(sessions))})")
+    output.write_errors(out[ERRORS_SPLIT])
+    output.complete(out.summary)
+    return out

@@ -1,0 +1,113 @@
+"""``hf-judge score --spark``: a file and a Hub dataset (read by pyspark-huggingface from the loopback Hub) scored
+on a local[2] Spark session, written as Parquet with errors/, summary.json and the report page, and pushed back.
+One Spark session for the module (a session costs seconds of JVM start)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from datasets import Dataset
+
+pyspark = pytest.importorskip("pyspark", reason='the spark extra: pip install "hf-judge[spark]"')
+pytestmark = pytest.mark.spark
+
+COLUMNS = ("instruction=question", "output=answer")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """The active session the CLI finds (SparkSession.getActiveSession): local[2], no UI, few partitions."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("hf-judge-test-spark-cli")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.executorEnv.PYTHONPATH", os.pathsep.join(sys.path))
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+def _rows(n: int) -> list[dict]:
+    return [{"question": f"q{i}", "answer": None if i == 7 else f"a{i}"} for i in range(n)]
+
+
+def test_score_spark_writes_parquet_errors_summary_and_page(spark, judge, tmp_path, capfd):
+    """A JSONL file scored on Spark: each split's Parquet by Spark's writer, errors/ numbered by row, summary.json
+    with the requests the judge saw, the report page; read back (load_result) it equals the one-process run,
+    which then pays nothing (the same reply store)."""
+    from helpers import run_cli, score_args
+
+    from hf_judge import load_result
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _rows(40)))
+    cache, out = tmp_path / "cache", tmp_path / "spark-out"
+    before = judge.stats()["requests"]
+    code, printed, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", cache, "--spark", "-o", out))
+    assert code == 0, err
+    assert judge.stats()["requests"] - before == 39  # row 7 has no answer: no request
+    assert sorted(p.name for p in (out / "train").glob("*.parquet")) and (out / "errors").is_dir()
+    assert "rows           train: 40" in printed and "requests       39 (0 retries)" in printed
+    assert (out / "report.html").is_file() and "Parquet by split, errors/, summary.json" in printed
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["runs"][0]["requests"] == 39 and saved["source_dataset"] == "data.jsonl"
+    assert any("scored on Spark (local[2])" in n for n in saved["notes"])
+    on_spark = load_result(out)
+    assert on_spark["train"]["question"] == [r["question"] for r in _rows(40)]  # the input's order
+    assert [(e["row"], e["kind"]) for e in on_spark["errors"]] == [(7, "null_input")]
+    code, printed, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", cache, "-o", tmp_path / "single"))
+    assert code == 0, err
+    assert judge.stats()["requests"] - before == 39 and "from cache     39 replies" in printed
+    single = load_result(tmp_path / "single")
+    assert on_spark["train"]["QA_Clarity"] == single["train"]["QA_Clarity"]
+    assert on_spark["errors"]["message"] == single["errors"]["message"]
+
+
+def test_hub_dataset_read_by_pyspark_huggingface_scored_and_pushed(spark, hub, judge, tmp_path, capfd):
+    """A Hub dataset read on the executors by Hugging Face's Spark data source (its own User-Agent reaches the
+    Hub), scored, written, and pushed back with its errors split and card."""
+    from helpers import run_cli, score_args
+
+    from hf_judge import load_result
+
+    Dataset.from_list(_rows(12)).push_to_hub("me/spark-src", token=os.environ["HF_TOKEN"])
+    out = tmp_path / "out"
+    extra = ("--cache-dir", tmp_path / "cache", "--spark", "-o", out, "--push-to-hub", "me/spark-judged")
+    code, printed, err = run_cli(capfd, *score_args("me/spark-src", judge, *extra))
+    assert code == 0, err
+    assert any(a.startswith("pyspark_huggingface/") for a in hub.agents()), hub.agents()
+    assert "pushed to " in printed and "me/spark-judged" in printed
+    from datasets import load_dataset
+
+    pushed = load_dataset("me/spark-judged")
+    written = load_result(out)
+    assert pushed["train"]["QA_Clarity"] == written["train"]["QA_Clarity"]
+    assert len([v for v in written["train"]["QA_Clarity"] if v is not None]) == 11
+    assert [e["row"] for e in load_dataset("me/spark-judged", "errors", split="errors")] == [7]
+    from huggingface_hub import HfApi
+
+    card = HfApi().hf_hub_download("me/spark-judged", "README.md", repo_type="dataset")
+    with open(card, encoding="utf-8") as f:
+        assert "QA_Clarity" in f.read()
+
+
+def test_spark_refuses_a_recipe_filter_and_workers_before_any_request(spark, judge, tmp_path, capfd):
+    """What Spark does not do is said before the first request, with the fix."""
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"question": "q", "answer": "a"}) + "\n")
+    before = judge.stats()["requests"]
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--spark", "--workers", "2", "-o", tmp_path / "o"))
+    assert code == 2 and "num_workers" in err and "repartition" in err
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--spark-master", "local[3]", "-o", tmp_path / "o"))
+    assert code == 2 and "local[2]" in err and "drop --spark-master" in err
+    assert judge.stats()["requests"] == before
