@@ -94,8 +94,9 @@ def cmd_choose(args: argparse.Namespace) -> int:
     cluster = [flag for flag in ("ray", "ray_address", "spark", "spark_master") if getattr(args, flag, None)]
     if cluster:  # a labelled sample is small: one process (or --workers, --batch) scores it
         raise ConfigError(
-            f"choose-judge runs in this process (--workers and --batch apply), not with --{cluster[0].replace('_', '-')}"
-            ": choose the judge on the labelled rows here, then score the dataset with it on the cluster"
+            f"choose-judge runs in this process (--workers and --batch apply), not with "
+            f"--{cluster[0].replace('_', '-')}: choose the judge on the labelled rows here, then score the dataset "
+            "with it on the cluster"
         )
     args.metrics = [args.metric] if args.metric else None
     job = resolve_job(args, None, args.dataset)

@@ -35,11 +35,13 @@ from datasets import Dataset
 from .. import constants
 from ..errors import ConfigError
 from ..judging.images import image_variables
+from ..redact import install_log_filter
 from ..results.bias import warn_self_preference
 from ..settings import Settings, SettingValues, Unpack, resolved_provider
 from .capabilities import check
 from .core import Plan, score_features
 from .job import JudgeJob
+from .prepare import check_samples, judge_specs, preflight
 from .transform import ERRORS_COLUMN, Runtime, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
@@ -169,8 +171,6 @@ def _step(
     **job_values: Any,
 ) -> SparkScorer:
     """The ``mapInArrow`` function of a call: the job resolved and checked, the plans built on the first row."""
-    from ..redact import install_log_filter
-
     install_log_filter()
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
@@ -207,8 +207,6 @@ def _check_key(df: pyspark.sql.DataFrame, job: JudgeJob, base_url: str) -> None:
 
 def _plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> list[Plan]:
     """Every metric's plan on ``df``'s columns, its images found and its template rendered on the first row."""
-    from .prepare import check_samples, preflight
-
     temperature = job.settings.temperature
     plans = [
         Plan(m, m.resolve_columns(job.columns, names), m.temperature if temperature is None else temperature)
@@ -269,8 +267,6 @@ RUNTIMES_LOCK = threading.Lock()
 
 
 def _runtime(step: SparkScorer) -> Runtime:
-    from .prepare import judge_specs
-
     with RUNTIMES_LOCK:
         rt = RUNTIMES.get(step.id)
         if rt is None or rt.pid != os.getpid():

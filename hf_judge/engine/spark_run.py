@@ -26,9 +26,17 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from datasets import Dataset
 
+from .. import constants
 from ..errors import ConfigError
+from ..judging.images import image_variables
+from ..results.errors_split import ERRORS_SPLIT, errors_dataset
+from ..results.scored import ScoredDatasetDict
+from ..settings import resolved_provider
 from .capabilities import check
 from .core import Plan, score_features
+from .job import JudgeJob
+from .prepare import as_splits, check_samples, preflight, run_settings
+from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
 from .shell import merged_per_judge, stats_delta, stats_dict, total_stats
@@ -133,8 +141,6 @@ def hub_frames(
 def arrow_frames(spark: pyspark.sql.SparkSession, ds: Any) -> dict[str, pyspark.sql.DataFrame]:
     """Each split of ``ds`` (a ``DatasetDict`` as :func:`hf_judge.cli.inputs.load_input` reads any input) as a
     DataFrame, handed to Spark as Arrow; an ``errors`` split of a scored input stays out."""
-    from .prepare import as_splits
-
     splits, _ = as_splits(ds)
     return {s: spark.createDataFrame(d.with_format("arrow")[:]) for s, d in splits.items()}
 
@@ -213,9 +219,6 @@ def counting_step(df: pyspark.sql.DataFrame, job: JudgeJob, base_urls: list[str]
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
-    from .. import constants
-    from ..settings import resolved_provider
-
     names = [c for c in df.columns if c != ROW_COLUMN]
     features = score_features(job.metrics, job.layout, job.settings.logprobs, job.token_columns)
     features[ERRORS_COLUMN] = errors_feature()
@@ -229,9 +232,6 @@ def counting_step(df: pyspark.sql.DataFrame, job: JudgeJob, base_urls: list[str]
 
 def _plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> list[Plan]:
     """Every metric's plan on ``df``'s columns, its images found and its template rendered on the first row."""
-    from ..judging.images import image_variables
-    from .prepare import check_samples, preflight
-
     temperature = job.settings.temperature
     plans = [
         Plan(m, m.resolve_columns(job.columns, names), m.temperature if temperature is None else temperature)
@@ -280,12 +280,6 @@ def score_frames_on_spark(
         ... )
     """
     from pyspark.sql import functions as F
-
-    from ..results.errors_split import ERRORS_SPLIT, errors_dataset
-    from ..results.scored import ScoredDatasetDict
-    from .job import JudgeJob
-    from .prepare import run_settings
-    from .ray import run_summary
 
     if api_key is not None and not api_key.startswith("env:"):
         raise ConfigError(
