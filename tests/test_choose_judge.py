@@ -93,8 +93,9 @@ def test_the_table_of_four_judges_of_known_behaviour(servers, tmp_path):
     disagree = by["first"]["judgebench"]["orders_disagree"]
     assert disagree == {"share": 1.0, "first_position": N, "second_position": 0, "other": 0, "pairs": N}
     # faulty: a fifth of its requests refused (400: not retried); a pair with both orders refused is undecided
-    scored = load_result(tmp_path / "out" / "scored")
-    winners = scored["train"]["Comparative_winner__faulty"]
+    scored = load_result(tmp_path / "out" / "faulty")  # the candidate's own folder: its columns under their names
+    assert scored["train"]["__order__"] == [1] * N + [2] * N
+    winners = scored["train"]["Comparative_winner"]
     first, second = winners[:N], [{"1": "2", "2": "1"}.get(w, w) for w in winners[N:]]
     undecided = sum(1 for a, b in zip(first, second, strict=True) if a is None and b is None)
     assert by["faulty"]["coverage"] == pytest.approx((N - undecided) / N)
@@ -150,15 +151,15 @@ def test_agreement_all_rows_figure_equals_the_table_for_one_judge(servers, tmp_p
         resamples=100,
         columns=columns,
     )
-    scored = load_result(tmp_path / "out" / "scored")
+    scored = load_result(tmp_path / "out" / "faulty")  # the candidate's own result: its rows, errors and summary
     entry = next(e for e in choice.entries if e["judge"] == "faulty")
-    errors = scored["errors"].filter(lambda m: m.startswith("judge 'faulty'"), input_columns=["message"])
-    report = agreement(scored["train"], "Binary__faulty", "__label__", errors=errors, resamples=100)
+    assert scored.summary.model == "faulty" and scored.summary.errors == entry["failures"]
+    report = agreement(scored["train"], "Binary", "__label__", errors=scored["errors"], resamples=100)
     assert entry["score"] == report.all_rows["figures"]["accuracy"]
     assert entry["coverage"] == report.all_rows["coverage"] < 1.0
     assert entry["failures"] == report.all_rows["failures"]
     # and by hand: decided and equal to the label, over all rows
-    verdicts = scored["train"]["Binary__faulty"]
+    verdicts = scored["train"]["Binary"]
     hits = sum(v is not None and v == h for v, h in zip(verdicts, ds["human"], strict=True))
     assert entry["score"] == pytest.approx(hits / N)
 

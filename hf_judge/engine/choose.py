@@ -33,6 +33,7 @@ from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..settings import Panelist, Settings
 from ..transport.prices import Price
+from .choose_output import check_output_dir, write_output
 from .estimate import estimate_cost
 from .score import score_dataset
 
@@ -90,7 +91,10 @@ def choose_judge(
 
     The recommendation: of the judges whose interval overlaps the best judge's, the cheapest.
     ``for_dataset``: what scoring it with the recommended judge would cost (``--dry-run``'s projection).
-    ``output_dir``: ``choose_judge.json`` and the scored rows (``scored/``) written there.
+    ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
+    candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
+    view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
+    ``plots/choose_judge.png``. ``hf-judge view DIR`` shows the table as a section of the report page.
 
     The other arguments are :func:`hf_judge.score_dataset`'s (settings as keyword arguments or ``settings=``).
 
@@ -104,6 +108,8 @@ def choose_judge(
         'gpt-4.1-nano'
     """
     candidates = _candidates(judges)
+    if output_dir is not None:
+        check_output_dir(output_dir)
     names = [m.strip() for m in metric.split(",")] if isinstance(metric, str) else list(metric)
     metrics = resolve_metrics(names, prompts_dir, metric_params)
     kind = _kind_of(metrics)
@@ -144,8 +150,7 @@ def choose_judge(
             for_dataset, choice, candidates, columns, prompts_dir, metric_params, settings, setting_values
         )
     if output_dir is not None:
-        result.save_to_disk(str(Path(output_dir) / "scored"))
-        choice.save(Path(output_dir))
+        write_output(output_dir, result, choice, candidates, len(ds) if swapped else None)
     return choice
 
 
