@@ -216,9 +216,15 @@ def _labelled(
             f"no annotator column {missing[0] if missing else ''!r}; the data has: {', '.join(d.column_names)}"
         )
     table = [list(r) for r in zip(*(d[c] for c in annotators), strict=True)]
+    return _by_majority(d, table)
+
+
+def _by_majority(d: Dataset, table: list[list[Any]]) -> tuple[Dataset, list[list[Any]]]:
+    """The rows whose people's labels have a majority, with it as the label; the ceiling's table keeps every row
+    someone labelled (a row the people split on is where they disagree, which the ceiling is about)."""
     d = d.add_column(LABEL, [_majority(r) for r in table])
     keep = [i for i, v in enumerate(d[LABEL]) if v is not None]
-    return d.select(keep), [table[i] for i in keep]
+    return (d if len(keep) == len(d) else d.select(keep)), [r for r in table if any(v is not None for v in r)]
 
 
 def _from_file(data: Dataset | DatasetDict, labels: Any) -> tuple[Dataset, list[list[Any]] | None]:
@@ -233,12 +239,11 @@ def _from_file(data: Dataset | DatasetDict, labels: Any) -> tuple[Dataset, list[
     keys = sorted(by_row)
     if keys and keys[-1][1] >= len(d):
         raise ConfigError(f"the labels name row {keys[-1][1]}; the data has {len(d)} rows (labels of other data?)")
-    d = d.select([r for _, r in keys]).add_column(LABEL, [_majority(by_row[k]) for k in keys])
-    several = max(len(v) for v in by_row.values()) > 1
-    if not several:
-        return d, None
+    d = d.select([r for _, r in keys])
     width = max(len(v) for v in by_row.values())
-    return d, [[*by_row[k], *[None] * (width - len(by_row[k]))] for k in keys]
+    if width == 1:
+        return d.add_column(LABEL, [by_row[k][0] for k in keys]), None
+    return _by_majority(d, [[*by_row[k], *[None] * (width - len(by_row[k]))] for k in keys])
 
 
 def _one_split(data: Dataset | DatasetDict, split: str | None) -> Dataset:

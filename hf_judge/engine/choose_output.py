@@ -69,9 +69,7 @@ def own(mapping: Mapping[str, Any], judge: str) -> dict[str, Any]:
     }
 
 
-def candidate_result(
-    result: ScoredDatasetDict, judge: Panelist, order_rows: int | None = None
-) -> ScoredDatasetDict:
+def candidate_result(result: ScoredDatasetDict, judge: Panelist, order_rows: int | None = None) -> ScoredDatasetDict:
     """One candidate's result out of the panel run's: the data's columns, the judge's columns under their own
     names, its error rows (and the run's own), and a summary as its own run would have written it. ``order_rows``:
     the pairs of a metric asked in both orders (the first ``order_rows`` rows as given, the rest swapped)."""
@@ -150,4 +148,3 @@ def write_output(
     if plots.available():  # the plots extra: without it, the table, the markdown and the page show the same
         (out / PLOT).parent.mkdir(parents=True, exist_ok=True)
         (out / PLOT).write_bytes(plots.choice_png(choice.to_dict()))
-
