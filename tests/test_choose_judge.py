@@ -123,6 +123,13 @@ def test_the_table_of_four_judges_of_known_behaviour(servers, tmp_path):
     assert choice.recommendation["name"] == "agree" and choice.recommendation["best"] == "agree"
     saved = json.loads((tmp_path / "out" / FILE).read_text())
     assert saved["recommendation"]["name"] == "agree" and len(saved["entries"]) == 4
+    # the picture (plots extra): a bar per judge with its interval, drawn from what choose_judge.json holds
+    from hf_judge.results.plots import choice_png
+
+    assert (tmp_path / "out" / "plots" / "choose_judge.png").read_bytes() == choice_png(saved)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        [FILE, "choose_judge.md", "plots", "agree", "first", "faulty", "slow"]
+    )
     text = str(choice)
     assert "recommended: agree" in text and "orders disagree" in text
 

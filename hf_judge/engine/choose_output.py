@@ -105,7 +105,7 @@ def _errors_of(errors: Dataset, judge: str) -> Dataset:
 def _summary_of(summary: RunSummary, judge: Panelist, columns: list[str], errors: Dataset) -> RunSummary:
     name = judge.column_name
     asked = summary.judge_requests.get(name, {})
-    spec = next((j for j in summary.sampling.get("judges") or [] if j.get("name") == name), {})
+    spec: dict[str, Any] = next((j for j in summary.sampling.get("judges") or [] if j.get("name") == name), {})
     sampling = {k: v for k, v in summary.sampling.items() if k not in ("judges", "aggregator")}
     return dataclasses.replace(
         summary,
