@@ -805,3 +805,55 @@ def test_view_by_a_column_shows_each_score_per_group_lowest_mean_first(browser, 
     ]
     assert all(c[5].startswith("1 ") and c[5].endswith(" 10") for c in cells)  # the declared range, 1..10
     assert _problems(browser) == []
+
+
+def test_a_choose_judge_folder_shows_a_bar_per_judge_with_its_interval(browser, judge_server_proc, tmp_path, capfd):
+    """`hf-judge view DIR` on a choose-judge output: the recommended judge's rows, and above them a bar per judge
+    with its headline figure and interval as choose_judge.json holds them, the recommended one marked."""
+    from selenium.webdriver.common.by import By
+
+    from hf_judge import choose_judge
+
+    judge = judge_server_proc
+    judge.reset()
+    n = 30
+    ds = Dataset.from_dict(
+        {
+            "question": [f"q{i}" for i in range(n)],
+            "answer": [f"a{i}" for i in range(n)],
+            "human": [i % 3 != 0 for i in range(n)],
+        }
+    )
+    judge.configure(faults=[{"fault": "status", "status": 400, "rate": 0.3, "model": "shaky"}])
+    choice = choose_judge(
+        ds, "Binary", ["steady", "shaky"], label="human", base_url=judge.base_url, api_key="k", retries=0,
+        cache_dir=tmp_path / "c", progress=False, resamples=100, columns={"prediction": "answer"},
+        output_dir=tmp_path / "choice",
+    )  # fmt: skip
+    judge.reset()
+    code, out, err = run_cli(capfd, "view", tmp_path / "choice")
+    assert code == 0, err
+    page = tmp_path / "choice" / "report.html"
+    _open(browser, page)
+    assert _problems(browser) == []
+    bars = browser.find_elements(By.CSS_SELECTOR, "#choice .choice-bar")
+    shown = {b.get_attribute("data-judge"): b for b in bars}
+    assert sorted(shown) == sorted(e["name"] for e in choice.entries)
+    for e in choice.entries:
+        bar = shown[e["name"]]
+        assert float(bar.get_attribute("data-score")) == pytest.approx(e["score"])
+        lo, hi = (float(bar.get_attribute(f"data-{k}")) for k in ("lo", "hi"))
+        assert [lo, hi] == pytest.approx(e["interval"])
+        assert len(bar.find_elements(By.CSS_SELECTOR, "line.whisker")) == 3  # the interval and its two caps
+        # the whisker spans the interval on the bar's scale: its ends where the bar of a score lo / hi would end
+        rect = bar.find_element(By.TAG_NAME, "rect")
+        line = bar.find_elements(By.CSS_SELECTOR, "line.whisker")[0]
+        x0, width = float(rect.get_attribute("x")), float(rect.get_attribute("width"))
+        per = width / e["score"]
+        assert float(line.get_attribute("x1")) == pytest.approx(x0 + per * lo)
+        assert float(line.get_attribute("x2")) == pytest.approx(x0 + per * hi)
+    pick = choice.recommendation["name"]
+    assert [b.get_attribute("data-judge") for b in bars if "recommended" in b.get_attribute("class")] == [pick]
+    # the rows are the recommended judge's own folder's, its column under its own name
+    assert "Binary" in browser.find_element(By.ID, "view").text
+    assert load_from_disk(str(tmp_path / "choice" / pick))["train"].num_rows == n

@@ -15,6 +15,7 @@ VIEW_EXAMPLE = """examples:
   hf-judge view me/gsm8k-judged -o gsm8k.html --open
   hf-judge view out/ --cache-dir ~/.cache/hf_judge      # a logprobs run: each score's distribution in the rows
   hf-judge view out/ --by subject               # each score per subject, the lowest mean first
+  hf-judge view choice/                         # a choose-judge -o folder: its table, the recommended judge's rows
 
 The page is one HTML file: no server, no network. It shows the run, the distributions, the rows (sort, search,
 thresholds and the `hf-judge filter` command that keeps them; each row's reasons and the prompt it was sent), the
@@ -184,6 +185,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     splits = args.splits
     out = Path(args.output) if args.output else default_report_path(args.result)
     refuse_result_file(args.result, out)
+    folder = None
+    candidate = choice_candidate(args.result)
+    if candidate is not None:  # a choose-judge output: the page of the recommended judge's rows, with the table
+        folder, args.result = args.result, candidate
     streamed, summary = stream_folder_page(args, out)
     if streamed:
         path = out
@@ -200,6 +205,7 @@ def cmd_view(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir,
             base_url=args.base_url,
             by=args.by,
+            folder=folder,
         )
     size = path.stat().st_size
     url = path.resolve().as_uri()
@@ -212,6 +218,31 @@ def cmd_view(args: argparse.Namespace) -> int:
         if not webbrowser.open(url):
             print("could not start a web browser here; open the file yourself")
     return 0
+
+
+def choice_candidate(result: str) -> str | None:
+    """Where ``result`` is a ``choose-judge -o`` folder (``choose_judge.json`` and a folder per candidate), the
+    folder of the recommended judge (else the first candidate's there); None for any other result.
+
+    Example:
+        >>> choice_candidate("me/gsm8k-judged") is None
+        True
+    """
+    root = Path(result).expanduser()
+    path = root / "choose_judge.json"
+    if not path.is_file() or (root / "dataset_dict.json").is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path} cannot be read ({err}): run choose-judge -o {result} again") from None
+    entries = [e for e in data.get("entries") or [] if isinstance(e, dict)]
+    pick = (data.get("recommendation") or {}).get("name")
+    ordered = [e for e in entries if e.get("name") == pick] + entries
+    for e in ordered:
+        if e.get("judge") and (root / str(e["judge"])).is_dir():
+            return str(root / str(e["judge"]))
+    raise ConfigError(f"{result} holds {path.name} but no candidate's folder: run choose-judge -o {result} again")
 
 
 def stream_folder_page(args: argparse.Namespace, out: Path) -> tuple[bool, Any]:

@@ -33,6 +33,7 @@ from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..settings import Panelist, Settings
 from ..transport.prices import Price
+from .choose_output import check_output_dir, write_output
 from .estimate import estimate_cost
 from .score import score_dataset
 
@@ -90,7 +91,10 @@ def choose_judge(
 
     The recommendation: of the judges whose interval overlaps the best judge's, the cheapest.
     ``for_dataset``: what scoring it with the recommended judge would cost (``--dry-run``'s projection).
-    ``output_dir``: ``choose_judge.json`` and the scored rows (``scored/``) written there.
+    ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
+    candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
+    view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
+    ``plots/choose_judge.png``. ``hf-judge view DIR`` shows the table as a section of the report page.
 
     The other arguments are :func:`hf_judge.score_dataset`'s (settings as keyword arguments or ``settings=``).
 
@@ -104,6 +108,8 @@ def choose_judge(
         'gpt-4.1-nano'
     """
     candidates = _candidates(judges)
+    if output_dir is not None:
+        check_output_dir(output_dir)
     names = [m.strip() for m in metric.split(",")] if isinstance(metric, str) else list(metric)
     metrics = resolve_metrics(names, prompts_dir, metric_params)
     kind = _kind_of(metrics)
@@ -144,8 +150,7 @@ def choose_judge(
             for_dataset, choice, candidates, columns, prompts_dir, metric_params, settings, setting_values
         )
     if output_dir is not None:
-        result.save_to_disk(str(Path(output_dir) / "scored"))
-        choice.save(Path(output_dir))
+        write_output(output_dir, result, choice, candidates, len(ds) if swapped else None)
     return choice
 
 
@@ -211,9 +216,15 @@ def _labelled(
             f"no annotator column {missing[0] if missing else ''!r}; the data has: {', '.join(d.column_names)}"
         )
     table = [list(r) for r in zip(*(d[c] for c in annotators), strict=True)]
+    return _by_majority(d, table)
+
+
+def _by_majority(d: Dataset, table: list[list[Any]]) -> tuple[Dataset, list[list[Any]]]:
+    """The rows whose people's labels have a majority, with it as the label; the ceiling's table keeps every row
+    someone labelled (a row the people split on is where they disagree, which the ceiling is about)."""
     d = d.add_column(LABEL, [_majority(r) for r in table])
     keep = [i for i, v in enumerate(d[LABEL]) if v is not None]
-    return d.select(keep), [table[i] for i in keep]
+    return (d if len(keep) == len(d) else d.select(keep)), [r for r in table if any(v is not None for v in r)]
 
 
 def _from_file(data: Dataset | DatasetDict, labels: Any) -> tuple[Dataset, list[list[Any]] | None]:
@@ -228,12 +239,11 @@ def _from_file(data: Dataset | DatasetDict, labels: Any) -> tuple[Dataset, list[
     keys = sorted(by_row)
     if keys and keys[-1][1] >= len(d):
         raise ConfigError(f"the labels name row {keys[-1][1]}; the data has {len(d)} rows (labels of other data?)")
-    d = d.select([r for _, r in keys]).add_column(LABEL, [_majority(by_row[k]) for k in keys])
-    several = max(len(v) for v in by_row.values()) > 1
-    if not several:
-        return d, None
+    d = d.select([r for _, r in keys])
     width = max(len(v) for v in by_row.values())
-    return d, [[*by_row[k], *[None] * (width - len(by_row[k]))] for k in keys]
+    if width == 1:
+        return d.add_column(LABEL, [by_row[k][0] for k in keys]), None
+    return _by_majority(d, [[*by_row[k], *[None] * (width - len(by_row[k]))] for k in keys])
 
 
 def _one_split(data: Dataset | DatasetDict, split: str | None) -> Dataset:

@@ -259,3 +259,41 @@ def panel_pngs(
     if agreement and any(a["pairs"] for by in agreement.values() for a in by.values()):
         out["agreement/judges.png"] = judge_agreement_png(agreement, split)
     return out
+
+
+def choice_png(choice: Mapping[str, Any]) -> bytes:
+    """``choose-judge``'s table as a picture (``choose_judge.json``'s content, :class:`hf_judge.JudgeChoice`'s
+    ``to_dict()``): a horizontal bar per judge, its headline figure, with its bootstrap interval as an error bar;
+    the recommended judge's bar in a colour of its own, the human ceiling (where labelled by several people) a
+    dashed line.
+
+    Example:
+        >>> choice_png({"metric": "Binary", "headline": "accuracy", "rows": 40, "recommendation": {"name": "a"},
+        ...             "entries": [{"name": "a", "score": 0.8, "interval": [0.7, 0.9]},
+        ...                         {"name": "b", "score": 0.6, "interval": None}]})[:4]
+        b'\\x89PNG'
+    """
+    from matplotlib.figure import Figure
+
+    entries = [e for e in choice.get("entries") or [] if e.get("score") is not None]
+    pick = (choice.get("recommendation") or {}).get("name")
+    fig = Figure(figsize=(6.0, 1.2 + 0.4 * max(1, len(entries))), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    ys = list(range(len(entries)))[::-1]  # the table's first row on top
+    scores = [e["score"] for e in entries]
+    lo = [e["score"] - e["interval"][0] if e.get("interval") else 0.0 for e in entries]
+    hi = [e["interval"][1] - e["score"] if e.get("interval") else 0.0 for e in entries]
+    colors = ["#DD8452" if e["name"] == pick else _COLOR for e in entries]
+    ax.barh(ys, scores, xerr=[lo, hi], color=colors, capsize=3, error_kw={"elinewidth": 1})
+    ax.set_yticks(ys, [e["name"] + ("  (recommended)" if e["name"] == pick else "") for e in entries], fontsize=8)
+    ceiling = (choice.get("ceiling") or {}).get("loo_agreement")
+    if ceiling is not None:
+        ax.axvline(ceiling, color="#55A868", linestyle="--", label="human ceiling")
+        ax.legend(fontsize=8, frameon=False, loc="lower right")
+    headline = choice.get("headline", "score")
+    ax.set(xlabel=f"{headline} (95% interval, all {choice.get('rows', 0):,} labelled rows)")
+    ax.set_title(f"Choosing the judge: {choice.get('metric', '')}", fontsize=9)
+    if headline != "spearman":
+        ax.set_xlim(0, 1)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig)

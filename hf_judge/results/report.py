@@ -37,7 +37,7 @@ from .pooled import pooled_distributions
 from .prompts import Prompter
 from .report_logprobs import ran_logprobs, split_distributions
 from .report_orders import split_orders
-from .report_pictures import folder_calibrations, folder_pictures
+from .report_pictures import folder_calibrations, folder_choice, folder_pictures
 from .report_summary import checked_summary
 from .summary import RunSummary, panel_judges
 
@@ -278,6 +278,8 @@ def page_data(
     where = folder if folder is not None else (source if source and Path(source).is_dir() else None)
     data["overview"]["pictures"] = folder_pictures(where)
     data["overview"]["calibrations"] = folder_calibrations(where)
+    # choose-judge's table, where the folder is its output or a candidate's folder in it (scrubbed: judge names)
+    data["overview"]["choice"] = json.loads(scrub(json.dumps(folder_choice(where), default=str)))
     # group names are the data's: scrubbed as the rest of the overview is
     data["overview"]["groups"] = json.loads(scrub(json.dumps([t.to_dict() for t in groups], default=str)))
     # where logprobs ran and no store was read, the page says where the distributions are and how to show them

@@ -82,3 +82,35 @@ def folder_calibrations(folder: str | Path | None) -> list[dict[str, Any]]:
         if isinstance(data, dict) and "score" in data:
             out.append({k: data[k] for k in _CALIBRATION_KEYS if k in data})
     return out
+
+
+CHOICE_FILE = "choose_judge.json"  # analysis.leaderboard.FILE: the page reads it without the analysis layer
+_CHOICE_KEYS = ("name", "judge", "model", "metric", "score", "interval", "kappa", "kendall", "coverage",
+                "cost_per_1000", "cost_per_1000_batch", "latency_p50_s", "latency_p95_s")  # fmt: skip
+
+
+def folder_choice(folder: str | Path | None) -> dict[str, Any] | None:
+    """What ``choose-judge -o DIR`` found (``DIR/choose_judge.json``), as the page's section shows it: a bar per
+    judge with its interval, the recommendation, the human ceiling. Read from ``folder`` or, for a candidate's
+    own folder (``DIR/<judge>/``), from the folder above it; None where neither holds one.
+
+    Example:
+        >>> folder_choice("choice/")["recommendation"]["name"]  # doctest: +SKIP
+        'gpt-4.1-nano'
+    """
+    if folder is None:
+        return None
+    for where in (Path(folder), Path(folder).parent):
+        path = where / CHOICE_FILE
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+            return None
+        out = {k: data.get(k) for k in ("metric", "kind", "rows", "headline", "recommendation", "ceiling")}
+        out["entries"] = [{k: e.get(k) for k in _CHOICE_KEYS} for e in data["entries"] if isinstance(e, dict)]
+        return out
+    return None

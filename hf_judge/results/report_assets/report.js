@@ -279,6 +279,44 @@
     return out;
   }
 
+  // choose-judge's table (choose_judge.json): a bar per judge, its headline figure over all labelled rows, with its
+  // bootstrap interval as a whisker; the recommended judge's bar in a colour of its own, the human ceiling dashed
+  function choiceSection(c) {
+    const entries = (c.entries || []).filter((e) => typeof e.score === 'number'), pick = (c.recommendation || {}).name;
+    if (!entries.length) return [];
+    const pct = c.kind !== 'numeric', show = (v) => v === null || v === undefined ? '' : pct ? (100 * v).toFixed(1) + '%' : fmt(v);
+    const lo = pct ? 0 : Math.min(0, ...entries.map((e) => (e.interval || [e.score])[0])), hi = 1;
+    const left = 170, W = 640, bh = 22, top = 8, H = top + bh * entries.length + 22;
+    const x = (v) => left + (W - left - 60) * (v - lo) / (hi - lo || 1);
+    const svg = svgEl('svg', { width: W, height: H, class: 'choice-bars', role: 'img', 'aria-label': `judges' ${c.headline} with intervals` });
+    entries.forEach((e, i) => {
+      const y = top + i * bh, g = svgEl('g', { class: 'choice-bar' + (e.name === pick ? ' recommended' : ''), 'data-judge': e.name, 'data-score': e.score, 'data-lo': e.interval ? e.interval[0] : '', 'data-hi': e.interval ? e.interval[1] : '' });
+      const name = svgEl('text', { x: left - 6, y: y + bh / 2 + 4, 'text-anchor': 'end' }); name.textContent = e.name + (e.name === pick ? ' ★' : ''); g.append(name);
+      const bar = svgEl('rect', { x: x(Math.min(0, e.score)), y: y + 3, width: Math.abs(x(e.score) - x(0)), height: bh - 6 });
+      bar.style.fill = e.name === pick ? '#f0883e' : '#54aeff'; g.append(bar);
+      if (e.interval) {
+        const [a, b] = e.interval.map(x), m = y + bh / 2;
+        for (const [x1, y1, x2, y2] of [[a, m, b, m], [a, m - 5, a, m + 5], [b, m - 5, b, m + 5]]) g.append(svgEl('line', { x1, y1, x2, y2, stroke: '#24292f', 'stroke-width': 1.5, class: 'whisker' }));
+      }
+      const t = svgEl('title', {}); t.textContent = `${e.name}: ${c.headline} ${show(e.score)}` + (e.interval ? `, 95% interval ${show(e.interval[0])} to ${show(e.interval[1])}` : ''); g.append(t);
+      const v = svgEl('text', { x: x(Math.max(e.score, e.interval ? e.interval[1] : e.score)) + 6, y: y + bh / 2 + 4 }); v.textContent = show(e.score); g.append(v);
+      svg.append(g);
+    });
+    const ceiling = (c.ceiling || {}).loo_agreement;
+    if (pct && typeof ceiling === 'number') {
+      svg.append(svgEl('line', { x1: x(ceiling), x2: x(ceiling), y1: top, y2: H - 20, stroke: '#4ac26b', 'stroke-dasharray': '4 3', class: 'ceiling' }));
+      const t = svgEl('text', { x: x(ceiling), y: H - 6, 'text-anchor': 'middle' }); t.textContent = 'human ceiling ' + show(ceiling); svg.append(t);
+    }
+    const money = (v) => typeof v === 'number' ? '$' + v.toPrecision(3) : '';
+    const r = c.recommendation;
+    return [el('h2', {}, 'Choosing the judge'),
+      el('p', { class: 'small muted' }, `${c.metric} (${c.kind}) on ${int(c.rows)} labelled rows; a row a judge did not decide counts as not agreeing. ` + (r ? `Recommended: ${r.name} (${r.rule}).` : '')),
+      el('div', { class: 'card choice', id: 'choice' }, svg),
+      table(['judge', c.headline, '95% interval', 'coverage', '$/1k rows', '$/1k batch', 'p95 s'], entries.map((e) => [e.name, show(e.score),
+        e.interval ? `${show(e.interval[0])} to ${show(e.interval[1])}` : '', e.coverage === null ? '' : (100 * e.coverage).toFixed(1) + '%',
+        money(e.cost_per_1000), money(e.cost_per_1000_batch), fmt(e.latency_p95_s)]), { class: 'choice-table' })];
+  }
+
   // a panel is judged by every judge's model, not the first one's
   function judgedBy(o) {
     const judges = (o.sampling && o.sampling.judges) || [];
@@ -313,6 +351,7 @@
 
   function overview() {
     const o = D.overview, out = [failedBanner()];
+    if (o.choice) out.push(...choiceSection(o.choice));
     if (!o.model) out.push(el('p', { class: 'muted' }, 'No summary.json with this result: the run\'s details are unknown.'));
     else {
       const t = o.totals || {};
