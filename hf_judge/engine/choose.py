@@ -31,7 +31,7 @@ from ..judging.metrics import Metric, MetricKind
 from ..progress import ProgressCallback
 from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
-from ..settings import Panelist, Settings
+from ..settings import Panelist, Settings, SettingValues, Unpack
 from ..transport.prices import Price
 from .choose_output import check_output_dir, write_output
 from .estimate import estimate_cost
@@ -51,7 +51,6 @@ def choose_judge(
     annotators: Sequence[str] | None = None,
     label_threshold: float | None = None,
     positive: Any = None,
-    generator_column: str | None = None,
     for_dataset: Dataset | DatasetDict | None = None,
     output_dir: str | os.PathLike | None = None,
     resamples: int = 1000,
@@ -62,11 +61,12 @@ def choose_judge(
     metric_params: dict[str, dict[str, Any]] | None = None,
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
+    token_columns: bool = False,
     progress: bool | ProgressCallback = True,
     settings: Settings | None = None,
     storage_options: dict[str, Any] | None = None,
     local_cache_dir: str | os.PathLike | None = None,
-    **setting_values: Any,
+    **setting_values: Unpack[SettingValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
     to trust it, what it costs.
@@ -96,7 +96,8 @@ def choose_judge(
     view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
     ``plots/choose_judge.png``. ``hf-judge view DIR`` shows the table as a section of the report page.
 
-    The other arguments are :func:`hf_judge.score_dataset`'s (settings as keyword arguments or ``settings=``).
+    The other arguments are :func:`hf_judge.score_dataset`'s (settings as keyword arguments, typed by
+    :class:`~hf_judge.settings.SettingValues`, or ``settings=``; ``generator_column`` is one of them).
 
     Example:
         >>> from datasets import Dataset
@@ -107,6 +108,9 @@ def choose_judge(
         >>> choice.recommendation["name"]  # doctest: +SKIP
         'gpt-4.1-nano'
     """
+    if setting_values.get("model") or setting_values.get("models"):
+        raise ConfigError("choose_judge takes its candidates from judges=[...], not model= or models=")
+    generator_column = setting_values.get("generator_column") or (settings.generator_column if settings else None)
     candidates = _candidates(judges)
     if output_dir is not None:
         check_output_dir(output_dir)
@@ -131,6 +135,7 @@ def choose_judge(
         metric_params=params or None,
         cache_dir=cache_dir,
         use_cache=use_cache,
+        token_columns=token_columns,
         progress=progress,
         settings=settings,
         storage_options=storage_options,

@@ -2,12 +2,12 @@
 
 Every public entry point (:data:`ENTRY_POINTS`: :func:`hf_judge.score_dataset`, :func:`hf_judge.estimate_cost`,
 :func:`hf_judge.export_batch`, :func:`hf_judge.import_batch`, ``hf_judge.ray.score_ray_dataset``,
-``hf_judge.ray.score_dataset_on_ray``, :class:`hf_judge.Judge`, ``hf_judge.spark.score_spark_dataframe``) takes the
-same visible keyword arguments (:data:`COMMON_ARGUMENTS`: metrics, columns, api_key, prompts_dir, metric_params, the
-cache's ``cache_dir``, ``storage_options`` and ``local_cache_dir``, use_cache, token_columns, settings) and the
-settings' own keywords, typed by :class:`~hf_judge.settings.SettingValues`. Each turns them into one
-:class:`JudgeJob` here, with the same checks and the same messages, and hands that on: the engines read the job,
-never the bundle again.
+``hf_judge.ray.score_dataset_on_ray``, :class:`hf_judge.Judge`, ``hf_judge.spark.score_spark_dataframe``,
+:func:`hf_judge.choose_judge`) takes the same visible keyword arguments (:data:`COMMON_ARGUMENTS`: metrics, columns,
+api_key, prompts_dir, metric_params, the cache's ``cache_dir``, ``storage_options`` and ``local_cache_dir``,
+use_cache, token_columns, settings) and the settings' own keywords, typed by
+:class:`~hf_judge.settings.SettingValues`. Each turns them into one :class:`JudgeJob` here, with the same checks and
+the same messages, and hands that on: the engines read the job, never the bundle again.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ ENTRY_POINTS = (
     "hf_judge.ray:score_dataset_on_ray",
     "hf_judge:Judge",
     "hf_judge.spark:score_spark_dataframe",
+    "hf_judge:choose_judge",
 )
 COMMON_ARGUMENTS = (
     "columns", "api_key", "prompts_dir", "metric_params", "cache_dir", "storage_options", "local_cache_dir",
