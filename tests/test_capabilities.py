@@ -1,5 +1,6 @@
 """The declared engine capabilities: every engine refuses through the one table, and the docs' engine tables
-and refusals (docs/reference/engines.md) are the table's (tests/test_matrix.py runs every engine x feature cell it declares)."""
+and refusals (docs/reference/engines.md) are the table's (tests/test_matrix.py runs every engine x feature cell it
+declares)."""
 
 from __future__ import annotations
 

@@ -294,9 +294,9 @@ EXAMPLE_PRICES = "small-judge: {input: 0.10, output: 0.40}\nlarge-judge: {input:
 
 
 def _docs_example(cheap, strong, tmp_path, capfd) -> str:
-    """The docs' cascade example (docs/how-to/cascade.md), run against the loopback judges: 200 rows; the small judge gives every answer
-    a 5, unsure of it (probability 0.5 or 0.55) in the rows whose number ends in 3 or 7, sure (0.9) in the others;
-    the large judge's scores vary by prompt."""
+    """The docs' cascade example (docs/how-to/cascade.md), run against the loopback judges: 200 rows; the small
+    judge gives every answer a 5, unsure of it (probability 0.5 or 0.55) in the rows whose number ends in 3 or 7,
+    sure (0.9) in the others; the large judge's scores vary by prompt."""
     cheap.configure(
         overrides={"score": 5},
         confidence=[{"match": "7 + ", "p": 0.5}, {"match": "3 + ", "p": 0.55}, {"match": "", "p": 0.9}],
