@@ -1,4 +1,5 @@
-"""Builds the README's "Trusting the scores" example: a simulated labelled sample, its report and pictures.
+"""Builds the agreement example of docs/tutorials/trusting-a-judge.md: a simulated labelled sample, its report
+and pictures.
 
 The sample is simulated (a judge that is the human score plus noise, lenient on poor answers, with a few
 failed and unlabelled rows) so that the example runs offline; your report comes from your labels.

@@ -1,4 +1,5 @@
-"""Builds the README's "Calibrate against a labelled sample" example, with a real run against the loopback judge.
+"""Builds the "Calibrate against a labelled sample" example of docs/tutorials/trusting-a-judge.md, with a real
+run against the loopback judge.
 
 The data has HumanEval's shape (164 tasks, ``task_id``/``prompt``/``entry_point``, three completions each:
 492 rows); the judge is ``tests/judge_server.py``, whose scores are a fixed function of the prompt; the

@@ -271,3 +271,25 @@ def test_nothing_to_compare_gives_an_empty_report_not_an_error():
     r = agreement(ds, "QA_Correctness", "human")
     assert r.pairs == 0 and r.missing == {"score": 1, "label": 1, "both": 1}
     assert set(r.figures.values()) == {None} and r.intervals == {} and "n/a" in str(r)
+
+
+def test_the_docs_agreement_example_is_what_the_command_prints(capsys):
+    """The tutorial "Trusting a judge" shows a report: it is the one `hf-judge agreement` prints for the simulated
+    sample it builds (docs/agreement-example.jsonl, written by docs/agreement_example.py), figure for figure (the
+    docs' examples test checks it only loosely: digits there match any number)."""
+    import re
+    from pathlib import Path
+
+    from hf_judge.cli import main
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    text = (docs / "tutorials" / "trusting-a-judge.md").read_text(encoding="utf-8")
+    section = text[text.index("## 1. Agreement with labels") :]
+    shown = re.search(r"^```text\n(Agreement of .*?)^```", section, flags=re.S | re.M)
+    assert shown, "no example report under '1. Agreement with labels'"
+    assert main(["agreement", str(docs / "agreement-example.jsonl"), "--score", "QA_Correctness",
+                 "--label", "human_score"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out.splitlines()
+    for line in shown.group(1).splitlines():  # not the lines about the files it saved (the page passes --out)
+        if line.strip() and not line.startswith("saved to"):
+            assert line in printed, f"docs line not printed by the command: {line!r}"

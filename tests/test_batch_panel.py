@@ -258,7 +258,7 @@ def test_max_cost_holds_every_judges_batch_at_its_own_price(batch, tmp_path):
 
 def test_cli_batch_panel_and_cancel_reach_every_judge(batch, batch_b, tmp_path, capfd):
     """`--batch --models a,b` from the command line; `hf-judge batch cancel` cancels each judge's batch at its
-    judge's server (with the one key it is given: see the README for judges with keys of their own)."""
+    judge's server (with the one key it is given: see docs/how-to/ensembles.md for judges with keys of their own)."""
     data = tmp_path / "data.jsonl"
     qa_dataset(3).to_json(data)
     common = ["--metrics", "QA_Correctness", "--column", "instruction=question", "--column", "output=answer"]

@@ -1,5 +1,6 @@
-"""The declared engine capabilities: every engine refuses through the one table, and the README's engine tables
-and refusals are the table's (tests/test_matrix.py runs every engine x feature cell it declares)."""
+"""The declared engine capabilities: every engine refuses through the one table, and the docs' engine tables
+and refusals (docs/reference/engines.md) are the table's (tests/test_matrix.py runs every engine x feature cell it
+declares)."""
 
 from __future__ import annotations
 
@@ -13,24 +14,22 @@ from hf_judge import ConfigError, Judge, Settings, export_batch, score_dataset
 from hf_judge.engine import capabilities
 from hf_judge.engine.capabilities import No, refusal
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ENGINES_PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "engines.md"
 COLUMNS = {"instruction": "question", "output": "answer"}
 JUDGE = {"model": "judge", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-test"}  # nothing is sent
 
 
-def test_the_readme_tables_and_refusals_are_rendered_from_the_capabilities():
-    text = README.read_text(encoding="utf-8")
-    assert capabilities.rendered(text) == text, (
-        "the README's engine tables or refusals differ from hf_judge/engine/capabilities.py: run "
-        "`python -m hf_judge.engine.capabilities --write-readme`"
-    )
-    for block in ("engines", "refusals"):
-        assert f"<!-- {block}:start -->" in text, block
-    assert capabilities.engines_markdown() in text and capabilities.refusals_markdown() in text
+def test_the_docs_tables_and_refusals_are_rendered_from_the_capabilities(capsys):
+    text = ENGINES_PAGE.read_text(encoding="utf-8")
+    hint = "run `python docs/generate_reference.py`"
+    assert capabilities.engines_markdown() in text, f"the docs' engine tables differ from the capabilities: {hint}"
+    assert capabilities.refusals_markdown() in text, f"the docs' refusals differ from the capabilities: {hint}"
+    # `python -m hf_judge.engine.capabilities` prints what the page shows
+    assert capabilities.main([]) == 0 and capsys.readouterr().out.strip() in text
 
 
-def test_the_renderer_needs_no_readme_and_lists_every_refusal():
-    """The docs site renders the same text from the table alone; each "no" cell is in the refusals, once."""
+def test_the_refusals_list_every_no_cell():
+    """Each "no" cell of the table is in the refusals the docs show."""
     listed = capabilities.refusals_markdown()
     for engine, cells in capabilities.CAPABILITIES.items():
         for feature, c in cells.items():

@@ -60,8 +60,9 @@ def test_progress_follows_replies_several_times_a_second(judge, tmp_path):
     done = [p.rows_done for p in seen]
     assert done == sorted(done) and done[-1] == 500 and all(p.rows_total == 500 for p in seen)
     gaps = [b - a for a, b in zip([0, *done], done, strict=False)]  # pairs of neighbours
-    # reports come every progress.INTERVAL (0.1 s), as the README promises ("several times a second"): 16 in
-    # flight at 20 ms each finish at most 80 rows in that time, so a gap over 100 rows is a report missed
+    # reports come every progress.INTERVAL (0.1 s), as docs/tutorials/first-hour.md promises ("several times a
+    # second"): 16 in flight at 20 ms each finish at most 80 rows in that time, so a gap over 100 rows is a report
+    # missed
     assert max(gaps) <= 100, gaps
     assert max(p.in_flight for p in seen) > 0 and seen[-1].in_flight == 0
     assert seen[-1].errors == 1 == len(out["errors"]) and seen[-1].requests == judge.stats()["requests"]

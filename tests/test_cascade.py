@@ -293,10 +293,10 @@ def test_what_a_cascade_refuses(judge, tmp_path, monkeypatch):
 EXAMPLE_PRICES = "small-judge: {input: 0.10, output: 0.40}\nlarge-judge: {input: 2.00, output: 8.00}\n"
 
 
-def _readme_example(cheap, strong, tmp_path, capfd) -> str:
-    """The README's cascade example, run against the loopback judges: 200 rows; the small judge gives every answer
-    a 5, unsure of it (probability 0.5 or 0.55) in the rows whose number ends in 3 or 7, sure (0.9) in the others;
-    the large judge's scores vary by prompt."""
+def _docs_example(cheap, strong, tmp_path, capfd) -> str:
+    """The docs' cascade example (docs/how-to/cascade.md), run against the loopback judges: 200 rows; the small
+    judge gives every answer a 5, unsure of it (probability 0.5 or 0.55) in the rows whose number ends in 3 or 7,
+    sure (0.9) in the others; the large judge's scores vary by prompt."""
     cheap.configure(
         overrides={"score": 5},
         confidence=[{"match": "7 + ", "p": 0.5}, {"match": "3 + ", "p": 0.55}, {"match": "", "p": 0.9}],
@@ -313,22 +313,22 @@ def _readme_example(cheap, strong, tmp_path, capfd) -> str:
     return out + err
 
 
-def test_the_readme_example_prints_what_the_readme_shows(judge, strong_proc, tmp_path, capfd, monkeypatch):
-    """The CLI's cascade: the strong judge's key read from its variable (and never shown), the README's lines
-    printed, the report in summary.json."""
+def test_the_docs_example_prints_what_the_docs_show(judge, strong_proc, tmp_path, capfd, monkeypatch):
+    """The CLI's cascade: the strong judge's key read from its variable (and never shown), the lines the docs'
+    cascade page shows printed, the report in summary.json."""
     from pathlib import Path
 
     monkeypatch.setenv("LARGE_KEY", "sk-large-SECRET-0123")
     strong_proc.reset()
     strong_proc.configure(require_key="sk-large-SECRET-0123")
-    text = _readme_example(judge, strong_proc, tmp_path, capfd)
+    text = _docs_example(judge, strong_proc, tmp_path, capfd)
     assert strong_proc.stats()["by_status"] == {"200": 45} and "sk-large-SECRET" not in text
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### A cascade of judges") :]
-    shown = re.search(r"^```\n(cascade .*?)^```", section, flags=re.S | re.M)
-    assert shown, "no example output under 'A cascade of judges'"
+    page = (Path(__file__).parent.parent / "docs" / "how-to" / "cascade.md").read_text(encoding="utf-8")
+    section = page[page.index("## Cost, resume and engines") :]
+    shown = re.search(r"^```text\n(cascade .*?)^```", section, flags=re.S | re.M)
+    assert shown, "no example output under 'Cost, resume and engines'"
     for line in shown.group(1).splitlines():
-        assert line in text.splitlines(), f"README line not printed by the example: {line!r}"
+        assert line in text.splitlines(), f"docs line not printed by the example: {line!r}"
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert (summary["cascade"]["escalated"], summary["cascade"]["tiers"]["strong"]["requests"]) == (40, 45)
 

@@ -61,7 +61,7 @@ def same(a: Path, b) -> bool:
     return {k: v.to_list() for k, v in x.items()} == {k: v.to_list() for k, v in b.items()}
 
 
-# -- the README's library example ---------------------------------------------
+# -- the library example (README, docs/index.md) -----------------------------
 
 
 def test_readme_library_example_pushes_scores_errors_and_card(judge, hub, tmp_path):

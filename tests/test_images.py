@@ -35,7 +35,7 @@ def png(rgb: tuple[int, int, int], size: int = 2) -> bytes:
 
 
 COLORS = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
-MAX_IMAGE_BYTES = 20 * 1024 * 1024  # the README's limit: OpenAI's, 20 MB an image
+MAX_IMAGE_BYTES = 20 * 1024 * 1024  # docs/how-to/images.md's limit: OpenAI's, 20 MB an image
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 20 + b"\xff\xd9"
 
 

@@ -59,7 +59,8 @@ FEATURES = {
     },
 }
 # The engines and what each refuses come from the declared capabilities (hf_judge.engine.capabilities), as the
-# README's tables do: a cell is either equal to the in-process result or the table's ConfigError, word for word.
+# docs' tables do (docs/reference/engines.md): a cell is either equal to the in-process result or the table's
+# ConfigError, word for word.
 ENGINES = [e for e, engine in capabilities.ENGINES.items() if engine.matrix]
 # a feature of this module -> the capability a run of it asks for (the ways of judging a row are their own)
 ASKS = {"cascade": "cascade", "cascade_ensemble": "cascade", "length_control": "length_control"}

@@ -26,30 +26,13 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 # key: a piece of the block that names it -> what its output must contain
 RUN = {
-    "hf-judge metrics && hf-judge recipes": ["QA_All", "Binary", "quality", "pairwise"],
     "hf-judge score --example --model local": ["saved to example-judged"],
 }
-# key: a piece of the block -> why the test does not run it
+# key: a piece of the block -> why the test does not run it (the examples of the docs moved to docs/: every one
+# runs in tests/test_docs_examples.py, as do the README's library and CLI examples)
 NOT_RUN = {
-    "OPENAI_API_KEY=sk-... hf-judge score openai/gsm8k": "needs an OpenAI key and the Hub",
     'pip install -e ".[test,local,wire]" && python -m pytest -q -n 2': "the test command itself: CI runs it",
-    "--push-to-hub me/gsm8k-judged": "needs an OpenAI key and write access to the Hub",
-    "hf-judge run config.yaml": "needs the seed tool's config.yaml and data files",
-    "python -m llama_cpp.server --model gemma.gguf": "needs your data.jsonl; runs a server of yours in the background",
-    "--models gpt-4.1-nano,gpt-4o-mini": "needs an OpenAI key",
-    "ANTHROPIC_API_KEY=sk-ant-...": "needs an Anthropic key (tests/test_anthropic*.py run it on a loopback server)",
-    "--batch --no-wait": "needs an OpenAI key (tests/test_batch.py runs it against the loopback batch server)",
-    "vllm run-batch -i requests.jsonl": "needs vLLM and a GPU (test_batch.py plays the runner)",
-    "hf-judge score HuggingFaceFW/fineweb --subset sample-10BT --streaming": "needs the Hub and your judge server",
-    "hf-judge agreement labelled-judged/": "needs your labelled sample, scored (its example output is checked below)",
-    "hf-judge sample-for-review humaneval-judged": "needs the loopback judge and a reviewer: "
-    "tests/test_calibration_cli.py runs it (docs/calibration_example.py) and checks its output",
-    "--labels me/to-label": "needs the Hub and labels of yours there (tests/test_labels_hub.py runs it on the "
-    "loopback Hub)",
-    "--escalate-model gpt-4.1": "needs an OpenAI key (tests/test_cascade.py runs a cascade against loopback judges)",
-    "hf-judge view example-judged/": "needs a scored result (tests/test_report.py runs view and show-prompt on one)",
-    "GEMINI_API_KEY=... hf-judge score": "needs a Gemini key (tests/test_gemini_batch.py runs it against the loopback "
-    "Gemini server)",
+    "hf-judge score me/reviews": "tests/test_docs_examples.py runs it against the loopback judge and Hub",
 }
 # blocks that start the local llama.cpp judge: slow, and they need the `local` extra
 REAL_SERVER = {"hf-judge score --example --model local"}
@@ -109,6 +92,14 @@ def test_the_first_command_builds_the_local_judge_as_ci_does():
     assert f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}"' in ci
 
 
+def test_ci_runs_the_readmes_test_command():
+    """The README's test command (its `pip install ... &&` aside) is a line of .ci/run, word for word."""
+    (block,) = [b for b in bash_blocks() if "python -m pytest" in b]
+    command = _without_install(block).strip()
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert command in ci.splitlines(), f"{command!r} is not a line of .ci/run"
+
+
 def _blocks_to_run():
     for key in RUN:
         marks = [pytest.mark.real_server, pytest.mark.timeout(900)] if key in REAL_SERVER else []
@@ -159,21 +150,3 @@ def check_local_example(p: subprocess.CompletedProcess, folder: Path, model: Pat
             assert (v is None) if row in failed else (1 <= v <= 10), (col, row, v, errors.to_list())
     assert f"rows           train: {EXAMPLE_ROWS}" in p.stdout
     assert llama_servers_with(str(model)) == []
-
-
-def test_the_agreement_example_output_is_what_the_command_prints(capsys):
-    """The "Trusting the scores" section shows a report: it is the one `hf-judge agreement` prints for
-    the simulated sample it names (docs/agreement-example.jsonl), figure for figure."""
-    from hf_judge.cli import main
-
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Trusting the scores") :]
-    shown = re.search(r"^```\n(Agreement of .*?)^```", section, flags=re.S | re.M)
-    assert shown, "no example report under 'Trusting the scores'"
-    sample = Path(__file__).parent.parent / "docs" / "agreement-example.jsonl"
-    assert main(["agreement", str(sample), "--score", "QA_Correctness", "--label", "human_score"]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    # the README elides the middle of the confusion matrix ("...") and the lines about files it saved
-    for line in shown.group(1).splitlines():
-        if line.strip() and line.strip() != "..." and not line.startswith(("saved to", "pictures (")):
-            assert line in printed, f"README line not printed by the command: {line!r}"

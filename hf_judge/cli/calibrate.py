@@ -48,8 +48,9 @@ def add_calibrate(sub: Any, settings: bool) -> None:  # noqa: ARG001 - calibrate
     given.add_argument(
         "--labels",
         metavar="FILE",
-        help="a labels file (JSONL or CSV: split, row, label; see README), or labels on the Hub: a dataset id "
-        "(what sample-for-review --push-to-hub wrote, labels filled in) or hf://datasets/OWNER/NAME/FILE",
+        help="a labels file (JSONL or CSV: split, row, label; the docs' tutorials/trusting-a-judge, the labels "
+        "layout), or labels on the Hub: a dataset id (what sample-for-review --push-to-hub wrote, labels filled in) "
+        "or hf://datasets/OWNER/NAME/FILE",
     )
     p.add_argument("--kind", choices=["binary", "numeric"], help="default: binary for true/false labels")
     p.add_argument("--positive", help="the label value counted as positive (makes the labels binary)")

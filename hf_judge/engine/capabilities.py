@@ -3,10 +3,10 @@
 :data:`CAPABILITIES` says, for each engine (:data:`ENGINES`) and each feature a job may ask for
 (:data:`FEATURES`), ``YES``, a :class:`Yes` with a note, or a :class:`No` with the words the user sees and the
 way out. :func:`check` is the one place an engine refuses a job: every engine calls it before any request, and
-it raises the :class:`~hf_judge.errors.ConfigError` of the first feature the engine cannot do. The README's
-engine x feature tables and its list of refusals are rendered from the same table (:func:`engines_markdown`,
-:func:`refusals_markdown`); ``python -m hf_judge.engine.capabilities --write-readme`` writes them between the
-README's marker comments, and a test fails when they differ.
+it raises the :class:`~hf_judge.errors.ConfigError` of the first feature the engine cannot do. The docs' engine x
+feature tables and list of refusals (docs/reference/engines.md) are rendered from the same table
+(:func:`engines_markdown`, :func:`refusals_markdown`): ``python docs/generate_reference.py`` writes the page, and
+a test fails when it differs; ``python -m hf_judge.engine.capabilities`` prints them.
 
 A new engine (a Spark one, say) is a row of :data:`ENGINES` and a column of cells here, and its refusals follow.
 
@@ -25,7 +25,6 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,7 @@ if TYPE_CHECKING:  # the CLI checks with it before settings (pydantic) are impor
 
 @dataclass(frozen=True)
 class Engine:
-    """An engine: ``title`` is its README row, ``where`` how a refusal names it, ``matrix``: whether
+    """An engine: ``title`` is its row in the docs' table, ``where`` how a refusal names it, ``matrix``: whether
     ``tests/test_matrix.py`` runs it over every feature."""
 
     title: str
@@ -49,7 +48,7 @@ class Engine:
 
 @dataclass(frozen=True)
 class Yes:
-    """A feature the engine does; ``note`` is the README cell's footnote (a key of :data:`NOTES`)."""
+    """A feature the engine does; ``note`` is the table cell's footnote (a key of :data:`NOTES`)."""
 
     note: str = ""
 
@@ -58,7 +57,7 @@ class Yes:
 class No:
     """A feature the engine refuses: ``message`` is the ConfigError's text (``{where}``: the engine's name,
     ``{columns}``: the columns in the way, ``{url}``: the URL given), ``way_out`` what to do instead, appended to it;
-    ``why`` the README's reason (default: the message's)."""
+    ``why`` the docs' reason (default: the message's)."""
 
     message: str
     way_out: str = ""
@@ -85,7 +84,7 @@ ENGINES: dict[str, Engine] = {
     "batch_files": Engine("`batch export` / `batch import`", "batch export/import (hf-judge batch)", False, False),
 }
 
-# (key, README column): the ways of judging a row (every engine runs them through RowCore), then what a run asks
+# (key, the docs' column): the ways of judging a row (every engine runs them through RowCore), then what a run asks
 # around its rows. The order is the order check() looks at them in.
 ROW_FEATURES = {
     "plain": "one reply",
@@ -253,7 +252,7 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
         "stream": No(
             "scoring on Ray takes a Dataset on local disk, not a stream (streaming=True, --streaming): ",
             "drop --streaming, or read the data in Ray itself with hf_judge.ray.score_ray_dataset("
-            "ray.data.read_parquet(...)) (see the README, Scale)",
+            "ray.data.read_parquet(...)) (see the docs: how-to/clusters)",
             "Ray reads its own data: load the dataset without streaming, or read it in Ray itself",
         ),
         "workers": No("num_workers (--workers) does not apply on Ray: its actors are the workers; ", "drop --workers"),
@@ -495,13 +494,13 @@ def _table(features: dict[str, str], notes: dict[str, int]) -> list[str]:
     return lines
 
 
-# the run features the README's second table shows (an engine with another one is in the refusals' list)
+# the run features the second table shows (an engine with another one is in the refusals' list)
 _AROUND = ("if_exists", "cascade", "length_control", "generator_column", "no_cache", "remote_cache", "url_output")
 
 
 def engines_markdown() -> str:
     """The engine x feature tables (the ways of judging a row; what a run asks around them) and their notes, as
-    markdown: the README's, and the docs'.
+    markdown: the docs' (docs/reference/engines.md).
 
     Example:
         >>> print(engines_markdown().splitlines()[0])
@@ -536,38 +535,17 @@ def refusals_markdown() -> str:
 
 
 def _reason(c: No) -> str:
-    """A refusal's own reason, where it has no README text: its message after the first colon, placeholders out."""
+    """A refusal's own reason, where it has none of its own: its message after the first colon, placeholders out."""
     text = c.message.split(": ", 1)[-1].rstrip(" :;.,")
     return re.sub(r"\{\w+!?\w*\}", "...", text)
 
 
-BLOCKS = {"engines": engines_markdown, "refusals": refusals_markdown}
-
-
-def rendered(text: str) -> str:
-    """``text`` (a markdown document) with each ``<!-- NAME:start -->`` ... ``<!-- NAME:end -->`` block of
-    :data:`BLOCKS` rendered again."""
-    for name, render in BLOCKS.items():
-        start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-        if start not in text or end not in text:
-            raise ValueError(f"no {start} ... {end} block")
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        text = f"{head}{start}\n{render()}\n{end}{tail}"
-    return text
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m hf_judge.engine.capabilities --write-readme [README]``: the README's generated blocks again;
-    without ``--write-readme``, the engines' tables and refusals on stdout."""
+    """``python -m hf_judge.engine.capabilities``: the engines' tables and refusals on stdout, as the docs show them
+    (docs/reference/engines.md, written by ``python docs/generate_reference.py``)."""
     parser = argparse.ArgumentParser(prog="python -m hf_judge.engine.capabilities", description=main.__doc__)
-    parser.add_argument("--write-readme", nargs="?", const="README.md", metavar="README")
-    args = parser.parse_args(argv)
-    if args.write_readme is None:
-        print(engines_markdown(), refusals_markdown(), sep="\n\n")
-        return 0
-    path = Path(args.write_readme)
-    path.write_text(rendered(path.read_text(encoding="utf-8")), encoding="utf-8")
+    parser.parse_args(argv)
+    print(engines_markdown(), refusals_markdown(), sep="\n\n")
     return 0
 
 
