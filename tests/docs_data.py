@@ -24,3 +24,19 @@ REVIEWS = [
     ("What is the largest mammal?", "The blue whale."),
     ("What does CPU stand for?", "Central processing unit."),
 ]
+
+
+# A few pairs in ScalerLab/JudgeBench's layout (data/gpt-00000-of-00001.jsonl), for `--benchmark judgebench`
+JUDGEBENCH = [
+    {
+        "pair_id": f"gpt-4o-{i}",
+        "original_id": str(1000 + i),
+        "source": "mmlu-pro-math",
+        "question": f"What is {i} + {i}?",
+        "response_model": "gpt-4o-2024-05-13",
+        "response_A": f"{2 * i}" if i % 3 else f"{2 * i + 1}",
+        "response_B": f"{2 * i + 1}" if i % 3 else f"{2 * i}",
+        "label": "A>B" if i % 3 else "B>A",
+    }
+    for i in range(12)
+]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shlex
@@ -37,7 +38,8 @@ from pathlib import Path
 import pytest
 from anthropic_fixture import anthropic_server_proc, claude  # noqa: F401  (pages that mention Anthropic)
 from batch_fixture import batch, batch_server_proc  # noqa: F401  (pages marked judge=batch)
-from docs_data import REVIEWS
+from docs_data import JUDGEBENCH, REVIEWS
+from huggingface_hub import HfApi
 from sybil import Document, Example, Region, Sybil
 from sybil.parsers.markdown import CodeBlockParser
 
@@ -48,8 +50,14 @@ ANTHROPIC_TEST_KEY = "sk-ant-test-docs-examples"
 BLOCK_TIMEOUT = 600
 
 SKIP = re.compile(r"^[ \t]*<!--\s*skip:\s*(?P<reason>.*?)\s*-->[ \t]*$", re.M)
+# a block another test runs as it is (the README's first command: tests/test_readme.py, against a real model):
+# not run here, not counted as skipped, and the test it names must exist (test_run_by_names_a_real_test)
+RUN_BY = re.compile(r"^[ \t]*<!--\s*run-by:\s*(?P<reason>\S+?)\s*-->[ \t]*$", re.M)
 EXACT = re.compile(r"^[ \t]*<!--\s*output:\s*exact\s*-->[ \t]*$", re.M)
 JUDGE = re.compile(r"<!--\s*examples:\s*judge=(?P<server>\w+)\s*-->")
+# a page whose examples need an optional extra (the spark page: pyspark, Java): run where it is installed (CI's
+# main run), left out where it is not (the lowest-versions run installs the test extra alone)
+NEEDS = re.compile(r"<!--\s*examples:\s*needs=(?P<module>[\w.]+)\s*-->")
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
@@ -83,7 +91,14 @@ def _block(language: str) -> CodeBlockParser:
 
 
 SYBIL = Sybil(
-    parsers=[_block("python"), _block("bash"), _block("text"), _marker(SKIP, "skip"), _marker(EXACT, "exact")]
+    parsers=[
+        _block("python"),
+        _block("bash"),
+        _block("text"),
+        _marker(SKIP, "skip"),
+        _marker(RUN_BY, "run-by"),
+        _marker(EXACT, "exact"),
+    ]
 )
 
 
@@ -95,6 +110,7 @@ def parse(path: Path) -> Document:
 class Count:
     blocks: int = 0
     skipped: list[str] = field(default_factory=list)  # "page:line: reason"
+    run_by: list[str] = field(default_factory=list)  # the tests that run a block elsewhere ("path::name")
 
 
 def count(paths: list[Path] | None = None) -> Count:
@@ -106,6 +122,8 @@ def count(paths: list[Path] | None = None) -> Count:
             kind = _kind(ex)
             if kind == "skip":
                 skip = ex.parsed[1]
+            elif kind == "run-by":
+                c.run_by.append(ex.parsed[1])
             elif kind in ("python", "bash"):
                 c.blocks += 1
                 if skip is not None:
@@ -188,8 +206,8 @@ class Page:
         if language == "text":
             self.expect(ex, source, "exact" in marks)
             return
-        if "skip" in marks:
-            self.skipped += 1
+        if "skip" in marks or "run-by" in marks:
+            self.skipped += "skip" in marks
             self.last = (ex.end, "", True)
             return
         output = self.python(ex, source) if language == "python" else self.bash(ex, source)
@@ -238,6 +256,12 @@ def reviews_on_hub(hub):
     Dataset.from_dict({"question": [q for q, _ in REVIEWS], "answer": [a for _, a in REVIEWS]}).push_to_hub(
         "me/reviews"
     )
+    # `--benchmark judgebench` (docs/how-to/choose-judge.md): a few pairs in the set's own layout
+    api = HfApi()
+    api.create_repo("ScalerLab/JudgeBench", repo_type="dataset", exist_ok=True)
+    lines = "".join(json.dumps(r) + "\n" for r in JUDGEBENCH).encode()
+    api.upload_file(path_or_fileobj=lines, path_in_repo="data/gpt-00000-of-00001.jsonl",
+                    repo_id="ScalerLab/JudgeBench", repo_type="dataset")  # fmt: skip
     return hub
 
 
@@ -272,6 +296,8 @@ def page_env(request, text: str, tmp: Path, bin_dir: Path) -> dict[str, str]:
 @pytest.mark.parametrize("path", pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_examples_run(path, request, reviews_on_hub, bin_dir, tmp_path, monkeypatch):
     document = parse(path)
+    for needed in NEEDS.finditer(document.text):
+        pytest.importorskip(needed.group("module"))
     env = page_env(request, document.text, tmp_path, bin_dir)
     work = tmp_path / "work"
     work.mkdir()
@@ -284,6 +310,14 @@ def test_page_examples_run(path, request, reviews_on_hub, bin_dir, tmp_path, mon
         ex.evaluate()
     if page.ran + page.skipped == 0:
         pytest.skip("no python or bash block on this page")
+
+
+def test_run_by_names_a_real_test():
+    """A ``run-by`` mark names a test that exists (``tests/FILE.py::test_name``), so the block is run somewhere."""
+    c = count()
+    for target in c.run_by:
+        file, _, name = target.partition("::")
+        assert name and re.search(rf"^def {re.escape(name)}\(", (ROOT / file).read_text(), re.M), target
 
 
 def test_few_blocks_are_skipped():
