@@ -115,3 +115,25 @@ def test_the_card_is_rendered_from_the_template_the_wheel_ships():
     text = card.render_section(DatasetDict({"train": Dataset.from_dict({"QA_Clarity": [1, 2, 2]})}), None)
     assert text.startswith(card.START + "\n## Scored with hf-judge\n") and text.endswith("\n" + card.END)
     assert "| `QA_Clarity` | 3 | 0 | 1.67 |" in text
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_push_keeps_the_owners_card_metadata_and_text_whichever_engine_scored(judge, hub, tmp_path, capfd, streaming):
+    """A repo whose card the owner wrote (tags, annotations, text): a push of scores adds hf-judge's tags and
+    section and keeps the owner's, one process or streamed (a streamed folder's push is HubSink's, with the card
+    rendered by result_card over the repo's; before, its own merge overwrote the owner's tags and annotations)."""
+    from huggingface_hub import DatasetCard
+
+    repo = f"tester/sink-owned-card-{'stream' if streaming else 'plain'}"
+    HfApi().create_repo(repo, repo_type="dataset", exist_ok=True)
+    owned = (
+        "---\ntags:\n- medical\nannotations_creators:\n- expert-generated\nlicense: mit\n---\n# Mine\n\nOwner text.\n"
+    )
+    HfApi().upload_file(path_or_fileobj=owned.encode(), path_in_repo="README.md", repo_id=repo, repo_type="dataset")
+    _score(capfd, judge, tmp_path, "scored", "--push-to-hub", repo, *(["--streaming"] if streaming else []))
+    card = DatasetCard(_repo_card(repo))
+    assert card.data.tags == ["medical", "hf-judge", "llm-as-judge"]
+    assert card.data.annotations_creators == ["expert-generated", "machine-generated"]
+    assert card.data.license == "mit" and "Owner text." in card.text and "## Scored with hf-judge" in card.text
+    files = HfApi().list_repo_files(repo, repo_type="dataset")
+    assert "hf_judge/summary.json" in files and "hf_judge/prompts/QA_Correctness.jinja" in files

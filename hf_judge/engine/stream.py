@@ -536,7 +536,13 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
             with tempfile.TemporaryDirectory(prefix="hf_judge-push-") as tmp:
                 self.save_to_disk(tmp, max_shard_size=max_shard_size)
                 return push_folder(
-                    tmp, repo_id, private=private, token=token, revision=revision, commit_message=commit_message
+                    tmp,
+                    repo_id,
+                    private=private,
+                    token=token,
+                    revision=revision,
+                    commit_message=commit_message,
+                    agreement=self.agreement,
                 )
         finally:
             self._streams.page = None
