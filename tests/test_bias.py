@@ -398,3 +398,30 @@ def test_agreement_counts_length_as_the_runs_length_bias_does(judge, tmp_path, c
                   resamples=0)  # fmt: skip
     assert r.length_unit == "characters" and "length in characters" in str(r)
     assert r.figures["length_rho"] == pytest.approx(scipy.stats.spearmanr(got, chars).statistic, abs=1e-12)
+
+
+def test_no_engine_runs_the_bias_checks_itself_the_run_shell_does():
+    """The bias checks are built, checked against the input and run by the run shell (engine/shell.py:
+    bias_checks, rows_figures, scored_result) at one point for every engine, so an engine cannot forget them or
+    run them another way. Before, each engine (one process, Ray, the cascade, the stream) built and ran them
+    itself."""
+    import ast
+    from pathlib import Path
+
+    import hf_judge.engine
+
+    engine = Path(hf_judge.engine.__file__).parent
+    found = []
+    for path in sorted(engine.glob("*.py")):
+        if path.name == "shell.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute):
+                continue
+            owner = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+            if (owner == "BiasChecks" and node.attr == "of") or (owner == "checks" and node.attr != "needed"):
+                found.append(f"{path.name}:{node.lineno} {owner}.{node.attr}")
+    assert found == []
+    from hf_judge.engine import shell
+
+    assert {"bias_checks", "rows_figures", "scored_result"} <= set(vars(shell))

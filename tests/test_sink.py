@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from datasets import load_from_disk
-from helpers import qa_dataset, run_cli, score_args
+from helpers import qa_dataset, run_cli, score, score_args
 from huggingface_hub import HfApi, hf_hub_download
 
 CALIBRATION_MARK = "<!-- hf-judge:calibration:start -->"
@@ -115,3 +115,66 @@ def test_the_card_is_rendered_from_the_template_the_wheel_ships():
     text = card.render_section(DatasetDict({"train": Dataset.from_dict({"QA_Clarity": [1, 2, 2]})}), None)
     assert text.startswith(card.START + "\n## Scored with hf-judge\n") and text.endswith("\n" + card.END)
     assert "| `QA_Clarity` | 3 | 0 | 1.67 |" in text
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_push_keeps_the_owners_card_metadata_and_text_whichever_engine_scored(judge, hub, tmp_path, capfd, streaming):
+    """A repo whose card the owner wrote (tags, annotations, text): a push of scores adds hf-judge's tags and
+    section and keeps the owner's, one process or streamed (a streamed folder's push is HubSink's, with the card
+    rendered by result_card over the repo's; before, its own merge overwrote the owner's tags and annotations)."""
+    from huggingface_hub import DatasetCard
+
+    repo = f"tester/sink-owned-card-{'stream' if streaming else 'plain'}"
+    HfApi().create_repo(repo, repo_type="dataset", exist_ok=True)
+    owned = (
+        "---\ntags:\n- medical\nannotations_creators:\n- expert-generated\nlicense: mit\n---\n# Mine\n\nOwner text.\n"
+    )
+    HfApi().upload_file(path_or_fileobj=owned.encode(), path_in_repo="README.md", repo_id=repo, repo_type="dataset")
+    _score(capfd, judge, tmp_path, "scored", "--push-to-hub", repo, *(["--streaming"] if streaming else []))
+    card = DatasetCard(_repo_card(repo))
+    assert card.data.tags == ["medical", "hf-judge", "llm-as-judge"]
+    assert card.data.annotations_creators == ["expert-generated", "machine-generated"]
+    assert card.data.license == "mit" and "Owner text." in card.text and "## Scored with hf-judge" in card.text
+    files = HfApi().list_repo_files(repo, repo_type="dataset")
+    assert "hf_judge/summary.json" in files and "hf_judge/prompts/QA_Correctness.jinja" in files
+
+
+def test_save_to_disk_goes_through_the_folder_sink_locally_and_to_a_url(judge, tmp_path):
+    """ScoredDatasetDict.save_to_disk writes through the result folder's sink (results/output.py): a local folder
+    is written beside and put in place, so the result read from a folder can be saved over it (datasets refused:
+    its files are mapped), a folder of other files is refused before anything is written (the save would replace
+    it), overwrite=False refuses a save that loses rows; a URL (fsspec) gets the same files, written in place."""
+    import fsspec
+
+    from hf_judge import OutputExistsError, load_result
+
+    folder = tmp_path / "judged"
+    first = score(qa_dataset(30), ["QA_Clarity"], judge, tmp_path)
+    first.save_to_disk(folder)
+    back = load_result(folder)  # memory-mapped from the folder
+    back["train"] = back["train"].add_column("note", ["n"] * 30)
+    back.save_to_disk(folder)
+    again = load_result(folder)
+    assert again["train"]["note"] == ["n"] * 30 and again.summary.to_dict() == first.summary.to_dict()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".judged")) == []  # no sibling left
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(OutputExistsError, match="no saved result"):
+        first.save_to_disk(mine)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    small = score(qa_dataset(10), ["QA_Clarity"], judge, tmp_path)
+    with pytest.raises(OutputExistsError, match="30 rows of split 'train'"):
+        small.save_to_disk(folder, overwrite=False)
+    assert len(load_result(folder)["train"]) == 30
+    small.save_to_disk(folder)  # a saved result is replaced, as datasets saves over one
+    assert len(load_result(folder)["train"]) == 10
+
+    first.save_to_disk("memory://sink-url/judged", num_shards={"train": 2})
+    fs = fsspec.filesystem("memory")
+    assert json.loads(fs.cat("/sink-url/judged/dataset_dict.json")) == {"splits": ["train", "errors"]}
+    assert json.loads(fs.cat("/sink-url/judged/summary.json")) == json.loads(json.dumps(first.summary.to_dict()))
+    assert len(fs.glob("/sink-url/judged/train/*.arrow")) == 2
+    url = load_result("memory://sink-url/judged")
+    assert url["train"].to_list() == first["train"].to_list() and len(url["errors"]) == 0

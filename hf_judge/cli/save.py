@@ -112,7 +112,9 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
     if repo:
         with _kept_when_interrupted(args, out):
             if out:  # the folder just written, not a second reading of the input
-                url = push_folder(out, repo, private=args.private, token=args.token, page=page)
+                url = push_folder(
+                    out, repo, private=args.private, token=args.token, page=page, agreement=result.agreement
+                )
             else:  # the page is kept as the rows pass into the push
                 url = result.push_to_hub(repo, private=args.private, token=args.token)
         done.append(f"pushed to {url} ({_rows(result)})")

@@ -37,7 +37,6 @@ from ..judging import logprobs
 from ..judging.ensemble import JUDGE_SEP, NUMERIC, Layout
 from ..judging.metrics import Metric, MetricKind
 from ..progress import ProgressCallback, datasets_bars_off
-from ..results.bias import BiasChecks
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
@@ -47,6 +46,7 @@ from .cascade_report import report
 from .core import COMPLETION_TOKENS, PROMPT_TOKENS, score_types
 from .job import ESCALATE_FIELDS, JudgeJob
 from .prepare import as_splits
+from .shell import bias_checks, rows_figures
 
 CHEAP, STRONG = "cheap", "strong"
 Runner = Callable[..., ScoredDatasetDict]
@@ -68,9 +68,7 @@ def score_cascade(
     check_margins(conditions, job.metrics)
     inputs, _ = as_splits(ds)
     # the bias checks read the scores that decided, once the tiers are combined (not each tier's)
-    checks = BiasChecks.of(job.metrics, job.columns, settings) if job.bias_checks else None
-    if checks is not None:
-        checks.check_input({s: d.column_names for s, d in inputs.items()})
+    checks = bias_checks(job.bias_checks, job.metrics, job.columns, settings, inputs)
     strong_job = replace(job.strong_tier(), bias_checks=False)
     check_strong_samples(strong_job)  # before the cheap tier pays: its replies would be wasted on a refusal
     cheap_job = job.with_settings(**dict.fromkeys(ESCALATE_FIELDS), escalate_audit=0.0, escalate_samples=1)
@@ -99,9 +97,8 @@ def score_cascade(
                 add_tokens(tokens.setdefault(s, {}), r, out[s])
         strong_errors += [{**e, "row": rows[e["split"]][e["row"]]} for e in out[ERRORS_SPLIT].to_list()]
     out = combine(job, strong_job, cheap, picks, strong, strong_errors, summaries, inputs, tokens)
-    if checks is not None:
-        scored = checks.apply(out.summary, {k: v for k, v in out.items() if k != ERRORS_SPLIT})
-        out.update(scored)
+    assert out.summary is not None  # combine's: the tiers' summaries together
+    out.update(rows_figures(out.summary, {k: v for k, v in out.items() if k != ERRORS_SPLIT}, checks))
     return out
 
 

@@ -43,8 +43,8 @@ from .. import constants
 from ..errors import ConfigError
 from ..judging.images import image_variables
 from ..redact import install_log_filter
-from ..results.bias import BiasChecks, warn_self_preference
-from ..results.errors_split import ERRORS_SPLIT, errors_dataset
+from ..results.bias import warn_self_preference
+from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..settings import resolved_provider
 from ..transport.client import JudgeClient
@@ -65,7 +65,15 @@ from .prepare import (
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
 from .score import score_job
-from .shell import fill_summary, merged_per_judge, panel_agreement, stats_delta, stats_dict, total_stats
+from .shell import (
+    bias_checks,
+    fill_summary,
+    merged_per_judge,
+    scored_result,
+    stats_delta,
+    stats_dict,
+    total_stats,
+)
 from .transform import RAW_CHARS, Runtime, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
@@ -416,9 +424,7 @@ def _on_ray(
         splits, job.metrics, job.columns, job.settings.temperature, if_exists, job.token_columns, job.layout
     )
     check_samples(job.settings, plans_by_split)
-    checks = BiasChecks.of(job.metrics, job.columns, job.settings) if job.bias_checks else None
-    if checks is not None:
-        checks.check_input({s: d.column_names for s, d in splits.items()})
+    checks = bias_checks(job.bias_checks, job.metrics, job.columns, job.settings, splits)
     started = time.perf_counter()
     run_id, run_started = uuid.uuid4().hex[:12], datetime.now(timezone.utc).isoformat(timespec="seconds")
     size = actors if isinstance(actors, int) else actors[1]
@@ -459,15 +465,12 @@ def _on_ray(
         runs.append(moved_entry(run_id, run_started, split, entry, time.monotonic() - split_started))
     summary = run_summary(job, base_urls, splits, results, errors, moved, started, (kept, renamed))
     summary.add_runs(runs)  # the figures the summary adds up from the same batches: what the run paid
-    if checks is not None:
-        results = checks.apply(summary, results)
-    out = ScoredDatasetDict(results)
-    out[ERRORS_SPLIT] = errors_dataset(errors)
-    out.summary = summary
-    out.summary.notes.append(f"scored on Ray by {actors} actors")
+    plans = [Plan(m, {}, 0.0) for m in job.metrics]  # the agreement reads the metrics' columns only
+    out = scored_result(results, errors, summary, checks, (job.layout, {s: plans for s in results}))
+    summary.notes.append(f"scored on Ray by {actors} actors")
     if output is not None:
         output.write_errors(out[ERRORS_SPLIT])
-        output.complete(out.summary)
+        output.complete(summary)
     return out
 
 
@@ -502,9 +505,6 @@ def run_summary(
     clients = [JudgeClient(s, api_key=None) for s, _ in judge_specs(shown, None)]
     kept, renamed = kept_renamed or ({s: [] for s in splits}, {s: {} for s in splits})
     summary = new_summary(settings, clients[0], loaded, splits, kept, renamed, layout, clients)
-    if layout.panel:
-        plans = [Plan(m, {}, 0.0) for m in loaded]
-        summary.agreement = panel_agreement(layout, results, {s: plans for s in results})
     summary.column_mapping = column_mapping(loaded, job.columns, splits)
     summary.rows = {s: len(d) for s, d in results.items()}
     fill_summary(summary, clients, errors, started, stats=merged_per_judge(moved, len(clients)))

@@ -25,8 +25,6 @@ from ..judging.ensemble import Layout
 from ..pages import file_paths, release
 from ..progress import ProgressCallback, bars_wanted, datasets_bars_off
 from ..redact import install_log_filter
-from ..results.bias import BiasChecks
-from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..settings import Settings, SettingValues, Unpack
 from ..store.sqlite import free_space, human_bytes, is_disk_full
@@ -58,11 +56,12 @@ from .runs import counters, read_runs, record_run, unlink_quietly
 from .shell import (
     RunResources,
     SplitContext,
+    bias_checks,
     checkpoints,
     fill_summary,
     interrupted,
-    panel_agreement,
     progress_for,
+    scored_result,
 )
 from .stream import ScoredIterableDatasetDict, Streams
 from .workers import ShardJob, concat_arrow, score_split, shard_bounds
@@ -205,9 +204,7 @@ def score_job(
         _warn_batches_in_flight(job.store_file, client)
     summary = new_summary(settings, client, loaded, splits, kept, renamed, layout, clients)
     summary.column_mapping = column_mapping(loaded, job.columns, splits)
-    checks = BiasChecks.of(loaded, job.columns, settings) if job.bias_checks else None
-    if checks is not None:
-        checks.check_input({s: list(d.column_names or []) for s, d in splits.items()})
+    checks = bias_checks(job.bias_checks, loaded, job.columns, settings, splits)
     if use_cache and any(plans_by_split.values()):
         summary.notes += provider_notes(cache_root, clients)
     ctx = SplitContext(
@@ -255,21 +252,7 @@ def score_job(
         raise
     finally:
         fill_summary(summary, clients, errors, started)
-    if layout.panel:
-        summary.agreement = panel_agreement(layout, results, plans_by_split)
-    return _scored(results, errors, summary, checks)
-
-
-def _scored(
-    results: dict[str, Dataset], errors: list[dict], summary: Any, checks: BiasChecks | None
-) -> ScoredDatasetDict:
-    """The run's result: its splits after the bias checks (which may add ``_lc`` columns), the errors split and the
-    summary."""
-    if checks is not None:
-        results = checks.apply(summary, results)
-    out = ScoredDatasetDict(results)
-    out[ERRORS_SPLIT] = errors_dataset(errors)
-    out.summary = summary
+    out = scored_result(results, errors, summary, checks, (layout, plans_by_split))
     logger.info("hf_judge run summary\n%s", summary)
     return out
 

@@ -10,6 +10,9 @@ one ``_run_for_rank``:
   judges, the workers of a split or the batches of Ray's actors (their dict form, :func:`stats_delta`).
 - :func:`fill_summary`: the summary's counters, cost and price, each judge's requests, and a panel's judge-vs-judge
   agreement (:func:`panel_agreement`; a stream's from :class:`AgreementSample`).
+- :func:`bias_checks` and :func:`rows_figures`: the bias checks, built and checked against the input before the
+  first request, then run on the scored rows with the panel's agreement (a stream: on its sample of them), the
+  one place any engine runs them; :func:`scored_result` ends a run that holds its rows with it.
 - :func:`interrupted`: what a Ctrl-C or a kill kept, in the same words for every engine.
 - :class:`Checkpoints`: the run history's entry, rewritten every ``history_every_s`` while a split runs.
 - :func:`progress_for`: a split's bar, or the caller's callback.
@@ -36,7 +39,11 @@ import pyarrow as pa
 from ..analysis.alpha import krippendorff_alpha
 from ..errors import InterruptedRun
 from ..judging.ensemble import JUDGE_SEP, Layout
+from ..judging.metrics import Metric
 from ..progress import ProgressBar, ProgressCallback
+from ..results.bias import BiasChecks
+from ..results.errors_split import ERRORS_SPLIT, errors_dataset
+from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import Settings
 from ..store.replies import ReplyStore
@@ -313,6 +320,73 @@ def panel_alpha(table: Any, column: str, judges: tuple[str, ...]) -> dict[str, A
         values = np.stack([c.cast(pa.float64()).to_numpy().astype(np.float64) for c in cols])
         return {"alpha": krippendorff_alpha(values, "interval"), "alpha_level": "interval"}
     return {"alpha": krippendorff_alpha([c.to_pylist() for c in cols], "nominal"), "alpha_level": "nominal"}
+
+
+def bias_checks(
+    on: bool, metrics: Sequence[Metric], columns: Mapping[str, str], settings: Settings, inputs: Mapping[str, Any]
+) -> BiasChecks | None:
+    """The run's bias checks (:class:`~hf_judge.results.bias.BiasChecks`), None where ``on`` is off (a cascade's
+    tiers: their combined result is checked); ``inputs`` (split -> its column names, or the split) checked
+    against them before the first request (``generator_column`` must be a column of each).
+
+    Example:
+        >>> checks = bias_checks(job.bias_checks, job.metrics, job.columns, job.settings, splits)  # doctest: +SKIP
+    """
+    if not on:
+        return None
+    checks = BiasChecks.of(list(metrics), dict(columns), settings)
+    names = {s: list(d if isinstance(d, (list, tuple)) else d.column_names or []) for s, d in inputs.items()}
+    checks.check_input(names)
+    return checks
+
+
+def rows_figures(
+    summary: RunSummary,
+    results: Mapping[str, Any],
+    checks: BiasChecks | None,
+    panel: tuple[Layout, Mapping[str, Sequence[Plan]]] | None = None,
+    warned: set[str] | None = None,
+) -> dict[str, Any]:
+    """What the summary says of the scored rows, for every engine at one point, once its rows are scored (a
+    stream: once a split has passed, on the sample it kept): a panel's judge-vs-judge agreement (``panel``: its
+    layout and plans, where the rows are whole) and the bias checks (``length_bias``, ``longer_wins``,
+    ``self_preference``), their warnings logged (``warned``: those said already, said once). Returns the splits,
+    with ``<column>_lc`` where ``length_control`` asks for it.
+
+    Example:
+        >>> results = rows_figures(summary, results, checks, (layout, plans_by_split))  # doctest: +SKIP
+    """
+    if panel is not None and panel[0].panel:
+        summary.agreement = panel_agreement(panel[0], results, panel[1])
+    if checks is None:
+        return dict(results)
+    out, warnings = checks.run(summary, dict(results))
+    for warning in warnings:
+        if warned is None or warning not in warned:
+            if warned is not None:
+                warned.add(warning)
+            logger.warning("%s", warning)
+    return out
+
+
+def scored_result(
+    results: Mapping[str, Any],
+    errors: Sequence[dict[str, Any]],
+    summary: RunSummary,
+    checks: BiasChecks | None,
+    panel: tuple[Layout, Mapping[str, Sequence[Plan]]] | None = None,
+) -> ScoredDatasetDict:
+    """A finished run's result: its splits after :func:`rows_figures` (the panel's agreement, the bias checks), the
+    errors split and the summary. Every engine that holds its scored rows ends here (one process, workers, batch
+    mode, Ray).
+
+    Example:
+        >>> out = scored_result(results, errors, summary, checks, (layout, plans_by_split))  # doctest: +SKIP
+    """
+    out = ScoredDatasetDict(rows_figures(summary, results, checks, panel))
+    out[ERRORS_SPLIT] = errors_dataset(list(errors))
+    out.summary = summary
+    return out
 
 
 def judge_columns(layout: Layout, plans: Sequence[Plan], names: Iterable[str]) -> list[str]:

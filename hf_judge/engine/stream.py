@@ -50,7 +50,16 @@ from ..store.replies import ReplyStore
 from .core import Plan
 from .pipeline import LoopThread, SplitRun, sparse_gc
 from .runs import counters, record_run
-from .shell import RunResources, checkpoints, fill_summary, interrupted, judge_columns, panel_agreement, progress_for
+from .shell import (
+    RunResources,
+    checkpoints,
+    fill_summary,
+    interrupted,
+    judge_columns,
+    panel_agreement,
+    progress_for,
+    rows_figures,
+)
 from .stream_sink import ERRORS_STEM, StreamSink
 
 if TYPE_CHECKING:
@@ -330,12 +339,8 @@ class Streams:
 
     def _check(self) -> None:
         """The bias checks on the samples of the splits read so far; each warning logged once per result."""
-        assert self.checks is not None  # a sample is taken only with checks
-        _, warnings = self.checks.run(self.ctx.summary, {s: smp.dataset() for s, smp in self.samples.items()})
-        for warning in warnings:
-            if warning not in self.warned:
-                self.warned.add(warning)
-                logger.warning("%s", warning)
+        samples = {s: smp.dataset() for s, smp in self.samples.items()}
+        rows_figures(self.ctx.summary, samples, self.checks, warned=self.warned)
 
     def spill_paths(self, numbers: Iterator[int]) -> Iterator[Path]:
         """Files for error rows in the result's own temporary folder, made when the first is asked for."""
@@ -536,7 +541,13 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
             with tempfile.TemporaryDirectory(prefix="hf_judge-push-") as tmp:
                 self.save_to_disk(tmp, max_shard_size=max_shard_size)
                 return push_folder(
-                    tmp, repo_id, private=private, token=token, revision=revision, commit_message=commit_message
+                    tmp,
+                    repo_id,
+                    private=private,
+                    token=token,
+                    revision=revision,
+                    commit_message=commit_message,
+                    agreement=self.agreement,
                 )
         finally:
             self._streams.page = None

@@ -21,11 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datasets import Dataset, DatasetDict
 
 from ..results import plots
-from ..results.card import FILES_DIR, picture_files, provenance_files, result_card
-from ..results.columns import SCORE_TYPES
+from ..results.card import FILES_DIR, picture_files, provenance_files, result_card, shard_scores
 from ..results.errors_split import ERROR_FEATURES, ErrorFiles, ErrorWriter
 from ..results.report import REPORT_FILE
 from ..results.summary import SUMMARY_FILE
@@ -224,29 +222,10 @@ def card_text(
 ) -> tuple[str, dict[str, bytes]]:
     """The card (:func:`~hf_judge.results.card.result_card`, as a Dataset's push makes it, with the ``configs``
     that make ``load_dataset`` read ``data/`` as the splits and ``errors/`` as ``errors``), its score distributions
-    read back from the shards' score columns only; with the pictures of the distributions (repo path -> PNG)
-    where the ``plots`` extra is installed."""
+    read back from the shards' score columns only (:func:`~hf_judge.results.card.shard_scores`, as the push of the
+    folder reads them); with the pictures of the distributions (repo path -> PNG) where the ``plots`` extra is
+    installed."""
     summary = streams.ctx.summary
-    wanted = set(summary.columns) if summary is not None else set()
-    scores = DatasetDict()
-    for split, paths in files.items():
-        # numeric and boolean score columns only (the card's distributions): reasons would grow with the data
-        # and each judgment's samples (a short list of numbers; a pairwise winner's, its "1"/"2"/"tie"), which the
-        # pictures of every judgment count
-        names = [
-            n
-            for n, f in streams.features[split].items()
-            if n in wanted
-            and (
-                getattr(f, "dtype", None) in SCORE_TYPES
-                or ("_samples" in n and getattr(getattr(f, "feature", None), "dtype", None) in (*SCORE_TYPES, "string"))
-            )
-            and "_reason" not in n
-            and "_explanation" not in n
-        ]
-        # the column the scores are shown by group of (summary.group_by: the card's "Scores by ...")
-        by = summary.group_by if summary is not None else ""
-        names += [by] if by and by in streams.features[split] and by not in names else []
-        scores[split] = Dataset(pq.ParquetDataset(paths).read(columns=names))
+    scores = shard_scores(files, summary)
     pictures = picture_files(scores, summary, reports) if plots.available() else {}
     return result_card("---\n---\n", scores, summary, reports, list(pictures), page, shards_of=list(files)), pictures

@@ -4,9 +4,11 @@ judges, self-preference, and the opt-in length-controlled scores (``<column>_lc`
 :class:`BiasChecks` is built once per run from its metrics, column mapping and settings; :meth:`BiasChecks.run`
 reads the scored splits (pooled: a judge's bias is the judge's, not a split's), fills the summary's
 ``length_bias``, ``longer_wins`` and ``self_preference``, and returns the splits (with ``<column>_lc`` when
-``length_control`` is on) and the warnings to log. Every engine that ends with a finished result calls it
-(one process, workers, batch mode, Ray); a stream calls it on :class:`StreamSample`, a bounded uniform
-sample of the rows that passed. The figures are in :mod:`hf_judge.analysis.bias`.
+``length_control`` is on) and the warnings to log. No engine calls it itself: the run shell does
+(``engine.shell.bias_checks`` builds them, ``engine.shell.rows_figures`` runs them), at the same point for every
+engine, on the finished result (one process, workers, batch mode, Ray, the cascade) or, for a stream, on
+:class:`StreamSample`, a bounded uniform sample of the rows that passed. The figures are in
+:mod:`hf_judge.analysis.bias`.
 
 A panel's judges are checked one by one too: each judge's own column ``<column>__<judge>`` gets its entry in
 ``length_bias`` (with ``judge`` and ``panel_column``), its length counted as the aggregate's, so the judges
@@ -148,13 +150,6 @@ class BiasChecks:
                     f"{split!r} (it has: {', '.join(names)}): name the column that says which model wrote each "
                     "judged text, or give generator_model (--generator-model NAME) when one model wrote them all"
                 )
-
-    def apply(self, summary: Any, results: dict[str, Dataset]) -> dict[str, Dataset]:
-        """:meth:`run` with its warnings logged: the splits (with ``<column>_lc`` when ``length_control``)."""
-        results, warnings = self.run(summary, results)
-        for warning in warnings:
-            logger.warning("%s", warning)
-        return results
 
     def run(self, summary: Any, results: dict[str, Dataset]) -> tuple[dict[str, Dataset], list[str]]:
         """Fill ``summary.length_bias``, ``longer_wins`` and ``self_preference`` from the scored ``results``;

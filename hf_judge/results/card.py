@@ -17,20 +17,22 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from html import escape
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 import pyarrow as pa
 import pyarrow.compute as pc
-from datasets import Dataset, DatasetDict
+import pyarrow.parquet as pq
+from datasets import Dataset, DatasetDict, Features
 from huggingface_hub import DatasetCardData
 
 from ..analysis import bias
 from ..redact import scrub
 from .calibration_card import calibration_card
-from .columns import score_columns
+from .columns import SCORE_TYPES, score_columns
 from .errors_split import ERRORS_SPLIT
 from .groups import groups_markdown
 from .overview import overview
@@ -562,6 +564,37 @@ def result_card(
         ]
         card.data.pop("dataset_info", None)  # an earlier push's sizes and features would not match these files
     return str(card)
+
+
+def shard_scores(files: Mapping[str, Sequence[Path]], summary: RunSummary | None) -> DatasetDict:
+    """What the card of a folder of Parquet shards (split -> its ``data/<split>-*.parquet``) shows, read back from
+    the shards: each split's judged numeric and boolean score columns (and a judgment's samples, which the pictures
+    count), and the column the scores are grouped by; reasons are left out, they would grow with the data. A
+    streamed save's card and the push of its folder render from the same columns.
+
+    Example:
+        >>> shards = {"train": sorted(Path("out/data").glob("train-*.parquet"))}  # doctest: +SKIP
+        >>> scores = shard_scores(shards, summary)  # doctest: +SKIP
+    """
+    wanted = set(summary.columns) if summary is not None else set()
+    by = summary.group_by if summary is not None else ""
+    scores = DatasetDict()
+    for split, paths in files.items():
+        features = Features.from_arrow_schema(pq.read_schema(paths[0])) if paths else Features()
+        names = [n for n, f in features.items() if n in wanted and _card_score(n, f)]
+        names += [by] if by and by in features and by not in names else []
+        scores[split] = Dataset(pq.ParquetDataset(list(paths)).read(columns=names)) if paths else Dataset.from_dict({})
+    return scores
+
+
+def _card_score(name: str, feature: Any) -> bool:
+    """Whether a judged column is one the card counts: a numeric or boolean score, or a judgment's samples (a short
+    list of numbers; a pairwise winner's, its "1"/"2"/"tie"); never a reason or an explanation."""
+    if "_reason" in name or "_explanation" in name:
+        return False
+    if getattr(feature, "dtype", None) in SCORE_TYPES:
+        return True
+    return "_samples" in name and getattr(getattr(feature, "feature", None), "dtype", None) in (*SCORE_TYPES, "string")
 
 
 def _quantiles(s: dict[str, Any]) -> dict[str, Any]:

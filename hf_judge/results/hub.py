@@ -13,7 +13,9 @@ extra) to ``hf_judge/plots/``.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from datasets import Dataset, DatasetDict
@@ -27,9 +29,10 @@ from ..progress import LIBRARY_CHATTER, quiet
 from ..redact import register
 from .calibrated import with_calibrations
 from .calibration_card import calibration_card, merge_calibration_card
-from .card import END, FILES_DIR, PLOTS_DIR, picture_files, provenance_files, result_card
+from .card import END, FILES_DIR, PLOTS_DIR, picture_files, provenance_files, result_card, shard_scores
 from .errors_split import ERRORS_SPLIT, errors_dataset
 from .groups import check_group_column, group_by_of
+from .output import MANIFEST
 from .plots import available, file_name
 from .report import REPORT_FILE, report_html
 from .sink import (
@@ -41,7 +44,7 @@ from .sink import (
     write_through,
 )
 from .stoppable import PushSteps, stoppable_push
-from .summary import RunSummary
+from .summary import SUMMARY_FILE, RunSummary
 
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
@@ -131,7 +134,12 @@ class HubSink:
     checks the repo id before anything is scored or sent, ``write`` and ``write_errors`` take the splits, and
     ``complete`` is the push (the data, the errors config, then the card with the provenance files, pictures and
     report page in one commit), stoppable by Ctrl-C (:mod:`.stoppable`). ``push_scored`` drives it; its
-    arguments are push_scored's.
+    arguments are push_scored's. ``folder``: a streamed run's folder of Parquet shards (``push_folder`` drives
+    it), whose ``data/`` and ``errors/`` go as they are in the first commit; ``write`` is not called for it.
+    ``page``: the report page made already (a folder's, ``hf-judge view``'s), in place of one built here. Either
+    way the card is :func:`~hf_judge.results.card.result_card` over the repo's own, with the calibrations the repo
+    holds kept (:func:`~hf_judge.results.sink.with_remote_calibrations`), and an earlier push's files go by
+    :func:`~hf_judge.results.sink.stale_files`.
 
     Example:
         >>> write_through(HubSink("me/x"), scored.items(), scored["errors"], scored.summary)  # doctest: +SKIP
@@ -149,10 +157,13 @@ class HubSink:
         report: bool = True,
         by: str | None = None,
         push_kwargs: dict | None = None,
+        folder: str | os.PathLike | None = None,
+        page: bytes | None = None,
     ):
         self.repo_id, self.private, self.token, self.revision = repo_id, private, token, revision
         self.reports, self.plots, self.report, self.by = list(agreement), plots, report, by
         self.push_kwargs = push_kwargs or {}
+        self.folder, self.page = (Path(folder) if folder is not None else None), page
         self.data = DatasetDict()
         self.errors: Dataset | None = None
 
@@ -169,6 +180,11 @@ class HubSink:
 
     def complete(self, summary: RunSummary | None) -> str:
         """The push; the repo URL."""
+        if self.folder is not None:
+            root = self.folder
+            return stoppable_push(
+                self.repo_id, [FOLDER_STEP, CARD_STEP], lambda s: _push_folder(s, root, summary, self)
+            )
         group_by = group_by_of(self.by, summary)
         for split, d in self.data.items() if group_by else ():  # before anything is pushed: the card groups by it
             check_group_column(d.column_names, group_by, f"split {split!r}")
@@ -179,7 +195,7 @@ class HubSink:
 
         def push(steps: PushSteps) -> str:
             pictures = picture_files(self.data, summary, self.reports) if draw else {}
-            return _push(steps, self.data, errors, summary, self.reports, pictures, self, self.push_kwargs)
+            return _push(steps, self.data, errors, summary, pictures, self, self.push_kwargs)
 
         return stoppable_push(self.repo_id, [DATA_STEP, ERRORS_STEP, CARD_STEP], push)
 
@@ -188,6 +204,7 @@ class HubSink:
 
 
 DATA_STEP, ERRORS_STEP = "the scored splits", "the errors split"
+FOLDER_STEP = "the scored splits and the errors split"
 CARD_STEP = "the card (with the prompts, pictures and report page)"
 
 
@@ -196,7 +213,6 @@ def _push(
     data: DatasetDict,
     errors: Dataset,
     summary: RunSummary | None,
-    reports: list[AgreementReport],
     pictures: dict[str, bytes],
     to: HubSink,
     push_kwargs: dict,
@@ -217,16 +233,67 @@ def _push(
             num_shards={ERRORS_SPLIT: 1} if len(errors) == 0 else None,
         )
         steps.done(ERRORS_STEP)
-        try:
-            card = DatasetCard.load(repo_id, repo_type="dataset", token=token)
-            text = str(card)
-        except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
-            text = "---\n---\n"
     summary = with_remote_calibrations(summary, files, api, repo_id, revision)
     page = _report_page(data, errors, summary, repo_id, by) if to.report else None
+    return _push_card(steps, api, files, data, summary, pictures, page, to)
+
+
+def _push_folder(steps: PushSteps, root: Path, summary: RunSummary | None, to: HubSink) -> str:
+    """A streamed run's folder pushed: its ``data/`` and ``errors/`` shards as they are (and any file of its own
+    outside ``hf_judge/``) in one commit, an earlier push's shards that it does not hold again deleted; then the
+    card step, as a Dataset's push makes it (:func:`_push_card`), with the folder's pictures and report page."""
+    repo_id, revision = steps.repo_id, to.revision
+    api = HfApi(token=to.token)
+    with quiet(*LIBRARY_CHATTER):
+        api.create_repo(repo_id, repo_type="dataset", private=to.private, exist_ok=True)
+        files = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
+    mine = folder_files(root)
+    shards = {path: local for path, local in mine.items() if not path.startswith(f"{FILES_DIR}/")}
+    ops: list[CommitOperationAdd | CommitOperationDelete] = [CommitOperationAdd(p, f) for p, f in shards.items()]
+    ops += [CommitOperationDelete(f) for f in stale_files(files, shards, ("data/", f"{ERRORS_SPLIT}/"))]
+    api.create_commit(
+        repo_id,
+        ops,
+        repo_type="dataset",
+        revision=revision,
+        commit_message=to.push_kwargs.get("commit_message") or "Upload the scored dataset (hf-judge, streaming)",
+    )
+    steps.done(FOLDER_STEP)
+    summary = with_remote_calibrations(summary, files, api, repo_id, revision)
+    splits = folder_splits(root, [p for p in shards if p.startswith("data/")])
+    scores = shard_scores({s: [Path(root, p) for p in paths] for s, paths in splits.items()}, summary)
+    own = {p: Path(root, p).read_bytes() for p in mine if p.startswith(f"{FILES_DIR}/")}
+    pictures = {p: content for p, content in own.items() if p.startswith(f"{PLOTS_DIR}/")}
+    page = to.page if to.page is not None else own.pop(f"{FILES_DIR}/{REPORT_FILE}", None)
+    return _push_card(steps, api, files, scores, summary, pictures, page, to, own=own, shards_of=list(splits))
+
+
+def _push_card(
+    steps: PushSteps,
+    api: HfApi,
+    files: list[str],
+    scores: DatasetDict,
+    summary: RunSummary | None,
+    pictures: dict[str, bytes],
+    page: bytes | None,
+    to: HubSink,
+    *,
+    own: dict[str, bytes] | None = None,
+    shards_of: list[str] | None = None,
+) -> str:
+    """The card step of every push: the card (:func:`~hf_judge.results.card.result_card` over the repo's own),
+    the provenance files, pictures and report page in one commit, an earlier run's files of ``hf_judge/`` that
+    this one does not write again deleted but for its calibrations (:func:`~hf_judge.results.sink.stale_files`).
+    ``summary``: with the repo's calibrations recorded already. ``own``: a folder's files of ``hf_judge/``."""
+    repo_id, revision = steps.repo_id, to.revision
+    with quiet(*LIBRARY_CHATTER):
+        try:
+            text = str(DatasetCard.load(repo_id, repo_type="dataset", token=to.token))
+        except (EntryNotFoundError, RepositoryNotFoundError, FileNotFoundError):
+            text = "---\n---\n"
     page_path = f"{FILES_DIR}/{REPORT_FILE}" if page is not None else None
-    card = result_card(text, data, summary, reports, pictures, page_path, by=by)
-    new = {**(provenance_files(summary) if summary is not None else {}), **pictures}
+    card = result_card(text, scores, summary, to.reports, pictures, page_path, by=to.by, shards_of=shards_of)
+    new = {**(own or {}), **(provenance_files(summary) if summary is not None else {}), **pictures}
     if page is not None:
         new[f"{FILES_DIR}/{REPORT_FILE}"] = page
     # The card goes in the same commit as the files it shows. Not DatasetCard.push_to_hub: before
@@ -234,9 +301,9 @@ def _push(
     # Hub's card would be sent to the public one), and it would be a second commit.
     ops: list[CommitOperationAdd | CommitOperationDelete] = [CommitOperationAdd("README.md", card.encode())]
     ops += [CommitOperationAdd(path, content) for path, content in new.items()]
-    if summary is not None or pictures:
+    if summary is not None or pictures or own:
         # an earlier run's prompts and pictures that these scores did not use (the one rule: sink.stale_files)
-        ours = f"{FILES_DIR}/" if summary is not None else f"{PLOTS_DIR}/"
+        ours = f"{FILES_DIR}/" if summary is not None or own else f"{PLOTS_DIR}/"
         ops += [CommitOperationDelete(f) for f in stale_files(files, new, (ours,))]
     api.create_commit(
         repo_id,
@@ -249,6 +316,23 @@ def _push(
     url = f"{api.endpoint}/datasets/{repo_id}"
     logger.info("pushed to %s", url)
     return url
+
+
+def folder_files(root: Path) -> dict[str, Path]:
+    """Repo path -> local file of what a streamed run's folder pushes: its shards, errors, provenance files and
+    pictures. The local manifest, summary and progress stay local (the summary goes as hf_judge/summary.json); the
+    card is made by the push, and a folder's own ``report.html`` names the folder.
+
+    Example:
+        >>> sorted(folder_files(Path("big-judged")))[:2]  # doctest: +SKIP
+        ['data/train-00000.parquet', 'errors/errors-00000.parquet']
+    """
+    local = {MANIFEST, SUMMARY_FILE, "README.md", REPORT_FILE}
+    return {
+        p.relative_to(root).as_posix(): p
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.relative_to(root).as_posix() not in local
+    }
 
 
 def push_calibration(
@@ -336,3 +420,18 @@ def _report_page(
             "the report page could not be made (%s: %s); `hf-judge view %s` makes it", type(e).__name__, e, repo_id
         )
         return None
+
+
+def folder_splits(root: Path, shards: list[str]) -> dict[str, list[str]]:
+    """Split -> its shards (``data/<split>-NNNNN.parquet``) of a streamed run's folder, in the order its card
+    declares the splits (the order they were scored in; a folder without that card: by name)."""
+    by_split: dict[str, list[str]] = {}
+    for path in sorted(shards):
+        by_split.setdefault(path.removeprefix("data/").rsplit("-", 1)[0], []).append(path)
+    try:
+        configs = DatasetCard.load(root / "README.md").data.get("configs") or []
+        declared = [f["split"] for c in configs if c.get("config_name") == "default" for f in c["data_files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        declared = []
+    order = [s for s in declared if s in by_split] + sorted(s for s in by_split if s not in declared)
+    return {s: by_split[s] for s in order}

@@ -24,6 +24,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 from datasets import Dataset, DatasetDict, IterableDatasetDict
 
@@ -133,8 +134,8 @@ def thresholds(
 
 def check_output(
     folder: str | os.PathLike,
-    source: str,
-    kind: str,
+    source: str | None,
+    kind: str | None,
     shape: Shape | None,
     overwrite: bool = False,
     filters: dict | None = None,
@@ -144,7 +145,8 @@ def check_output(
     ``shape`` is None when the rows are not known yet (a filter checks before it
     runs, then again with the rows). ``filters`` (:func:`thresholds`) are a
     filtered result's: the same filter again is a rerun, another one a different
-    result, even with more rows.
+    result, even with more rows. ``source`` and ``kind`` None: not known (a library
+    ``save_to_disk``), not compared: the rows and columns decide.
     """
     out = Path(folder)
     if overwrite or not out.exists():
@@ -159,7 +161,31 @@ def check_output(
         )
 
 
-def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None, filters: dict | None) -> str | None:
+def check_replaceable(folder: str | os.PathLike) -> None:
+    """Raise OutputExistsError if ``folder`` holds files that are no saved result: a save puts a new folder in its
+    place, and would delete them. A folder ``save_to_disk`` or hf-judge wrote (``dataset_dict.json``, the
+    manifest) is replaced, as ``datasets`` saves over one.
+
+    Example:
+        >>> check_replaceable("a-folder-of-my-files/")  # doctest: +SKIP
+        Traceback (most recent call last):
+        ...
+        hf_judge.errors.OutputExistsError: a-folder-of-my-files holds files that are no saved result ...
+    """
+    out = Path(folder)
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if out.is_dir() and ((out / "dataset_dict.json").is_file() or read_manifest(out) is not None):
+        return
+    raise OutputExistsError(
+        f"{out} holds files that are no saved result, and a save replaces the whole folder: choose another "
+        "folder, or pass overwrite=True to replace it"
+    )
+
+
+def _what_would_be_lost(
+    out: Path, source: str | None, kind: str | None, shape: Shape | None, filters: dict | None
+) -> str | None:
     manifest = read_manifest(out)
     old_kind: str | None
     if manifest is None:
@@ -170,9 +196,9 @@ def _what_would_be_lost(out: Path, source: str, kind: str, shape: Shape | None, 
     else:
         old_shape = {k: (v[0], v[1]) for k, v in manifest.get("splits", {}).items()}
         old_kind, old_source = manifest.get("kind"), manifest.get("source")
-    if old_source is not None and not _same_source(old_source, source):
+    if old_source is not None and source is not None and not _same_source(old_source, source):
         return f"the result of {old_source}, not of {source}"
-    if old_kind != kind:
+    if kind is not None and old_kind != kind:
         return f"a {old_kind} result, and this one is {kind}"
     old_filters = (manifest or {}).get("filters")  # None: saved before manifests had them; the rows decide
     if filters is not None and old_filters is not None and old_filters != filters:
@@ -209,7 +235,12 @@ class FolderSink:
     checks that nothing there would be lost (:func:`check_output`), the splits go to a hidden sibling folder
     (``tmp``), and ``complete`` writes the manifest there and puts it in the folder's place; ``fail`` removes it.
     A stream's sibling (``partial``) has one name and is kept when its save stops: the same command again goes on
-    after its last closed shard (``engine.stream_sink``), and ``write`` is not called for it.
+    after its last closed shard (``engine.stream_sink``), and ``write`` is not called for it. ``source`` None: not
+    known (``ScoredDatasetDict.save_to_disk``): no manifest is written, and only the rows and columns of what is
+    there are checked; ``overwrite`` None: a saved result there is replaced, as ``datasets`` saves over one, and
+    only a folder of other files is refused (:func:`check_replaceable`). ``save_options``: ``datasets``'
+    ``save_to_disk`` arguments (``max_shard_size``, ``num_shards`` as split -> shards, ``num_proc``). A URL folder
+    is :class:`UrlFolderSink`'s (:func:`folder_sink`).
 
     Example:
         >>> sink = FolderSink("out/", source=source_of("data.jsonl"), shape=shape_of(scored))  # doctest: +SKIP
@@ -220,34 +251,45 @@ class FolderSink:
         self,
         folder: str | os.PathLike,
         *,
-        source: str,
-        kind: str = "scored",
-        overwrite: bool = False,
+        source: str | None,
+        kind: str | None = "scored",
+        overwrite: bool | None = False,
         filters: dict | None = None,
         shape: Shape | None = None,
         partial: bool = False,
+        save_options: dict[str, Any] | None = None,
     ):
         self.out = Path(folder)
         self.source, self.kind, self.overwrite, self.filters = source, kind, overwrite, filters
         self.shape, self.partial = shape, partial
+        self.save_options = dict(save_options or {})
         tag = uuid.uuid4().hex[:8]
         self.tag = tag
         self.tmp = self.out.with_name(f".{self.out.name}.partial" if partial else f".{self.out.name}.tmp-{tag}")
         self.splits: list[str] = []
 
     def start(self) -> None:
-        check_output(self.out, self.source, self.kind, self.shape, self.overwrite, self.filters)
+        if self.overwrite is None:
+            check_replaceable(self.out)
+        else:
+            check_output(self.out, self.source, self.kind, self.shape, self.overwrite, self.filters)
         self.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def target(self) -> str:
+        """Where the splits are written: the hidden sibling, put in the folder's place by ``complete``."""
+        return str(self.tmp)
 
     def write(self, split: str, data: Dataset) -> None:
         """One split in datasets' own layout (a fresh folder: datasets refuses to save over files it has mapped,
         and the input may be this folder); one shard for an empty one, which datasets would leave without a data
         file and then fail to load."""
+        options = dict(self.save_options)
+        shards = {split: 1 if len(data) == 0 else None, **(options.pop("num_shards", None) or {})}
         # the empty errors split draws no `0 examples` bar; a path-only image whose file is gone would fail
         # datasets' embedding of it (see images.saveable)
         with datasets_bars_off() if len(data) == 0 else contextlib.nullcontext():
             DatasetDict({split: saveable(data)}).save_to_disk(
-                str(self.tmp), num_shards={split: 1 if len(data) == 0 else None}
+                self.target(), num_shards={split: shards.get(split)}, **options
             )
         self.splits.append(split)
 
@@ -255,19 +297,26 @@ class FolderSink:
         if errors is not None:
             self.write(ERRORS_SPLIT, errors)
 
+    def put(self, name: str, text: str) -> None:
+        """A small file of the result (``dataset_dict.json``, ``summary.json``, the manifest) beside the splits."""
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        (self.tmp / name).write_text(text, encoding="utf-8")
+
     def complete(self, summary: RunSummary | None, shape: Shape | None = None) -> None:
         """``dataset_dict.json`` (where the splits were written here), ``summary.json`` and the manifest, then the
         folder in ``out``'s place; ``shape``: the rows and columns written, where ``start`` did not know them."""
         if self.splits:
-            (self.tmp / "dataset_dict.json").write_text(json.dumps({"splits": self.splits}), encoding="utf-8")
+            self.put("dataset_dict.json", json.dumps({"splits": self.splits}))
             if summary is not None:
-                text = json.dumps(summary.to_dict(), indent=1, default=str)
-                (self.tmp / SUMMARY_FILE).write_text(text, encoding="utf-8")
-        shape = shape if shape is not None else self.shape or {}
-        manifest = {"source": self.source, "kind": self.kind, "splits": {k: [n, c] for k, (n, c) in shape.items()}}
-        if self.filters is not None:
-            manifest["filters"] = self.filters
-        (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+                self.put(SUMMARY_FILE, json.dumps(summary.to_dict(), indent=1, default=str))
+        if self.source is not None:
+            shape = shape if shape is not None else self.shape or {}
+            splits = {k: [n, c] for k, (n, c) in shape.items()}
+            manifest = {"source": self.source, "kind": self.kind, "splits": splits}
+            if self.filters is not None:
+                manifest["filters"] = self.filters
+            self.put(MANIFEST, json.dumps(manifest, indent=1))
+        self.tmp.mkdir(parents=True, exist_ok=True)  # a result of no split is a folder still
         out = self.out
         if out.exists():
             old = out.with_name(f".{out.name}.old-{self.tag}")
@@ -281,6 +330,70 @@ class FolderSink:
         """The old folder stays as it was; a stream's partial folder stays for the same command to go on from."""
         if self.tmp.exists() and not self.partial:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class UrlFolderSink(FolderSink):
+    """A saved result's folder on object storage or any fsspec URL (``s3://bucket/judged``, with
+    ``storage_options``): the same splits, ``dataset_dict.json`` and ``summary.json`` as :class:`FolderSink`'s, but
+    written in place, as ``datasets``' own ``save_to_disk`` writes there: object storage has no rename to put a
+    finished folder in an old one's place, so there is nothing to check or undo.
+
+    Example:
+        >>> sink = UrlFolderSink("s3://bucket/judged", storage_options={"anon": False})  # doctest: +SKIP
+    """
+
+    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, **kwargs: Any):
+        from fsspec.core import url_to_fs
+
+        super().__init__(Path(url.rstrip("/")).name or "result", source=None, kind=None, **kwargs)
+        self.url, self.storage_options = url.rstrip("/"), dict(storage_options or {})
+        self.fs, self.root = url_to_fs(self.url, **self.storage_options)
+        self.save_options["storage_options"] = self.storage_options
+
+    def start(self) -> None:
+        self.fs.makedirs(self.root, exist_ok=True)
+
+    def target(self) -> str:
+        return self.url
+
+    def put(self, name: str, text: str) -> None:
+        with self.fs.open(f"{self.root}/{name}", "w", encoding="utf-8") as f:
+            f.write(text)
+
+    def complete(self, summary: RunSummary | None, shape: Shape | None = None) -> None:  # noqa: ARG002
+        """``dataset_dict.json`` and ``summary.json`` beside the splits written in place."""
+        self.put("dataset_dict.json", json.dumps({"splits": self.splits}))
+        if summary is not None:
+            self.put(SUMMARY_FILE, json.dumps(summary.to_dict(), indent=1, default=str))
+
+    def fail(self, error: BaseException) -> None:  # noqa: ARG002 - ResultSink.fail's
+        """What was written stays, as after an interrupted ``datasets`` save there."""
+
+
+def folder_sink(
+    path: str | os.PathLike,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    overwrite: bool | None = None,
+    save_options: dict[str, Any] | None = None,
+    shape: Shape | None = None,
+) -> FolderSink:
+    """The sink of a library ``save_to_disk`` to ``path``: a local folder's :class:`FolderSink` (written whole or
+    not at all; ``overwrite``: None replaces a saved result there, False refuses one this result would lose
+    something of, True replaces whatever is there; ``shape``: the rows and columns to save, :func:`shape_of`), a
+    URL's :class:`UrlFolderSink`.
+
+    Example:
+        >>> type(folder_sink("out/")).__name__, type(folder_sink("memory://judged")).__name__
+        ('FolderSink', 'UrlFolderSink')
+    """
+    from fsspec.core import url_to_fs
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs, root = url_to_fs(os.fspath(path), **(storage_options or {}))
+    if isinstance(fs, LocalFileSystem):
+        return FolderSink(root, source=None, kind=None, overwrite=overwrite, save_options=save_options, shape=shape)
+    return UrlFolderSink(os.fspath(path), storage_options=storage_options, save_options=save_options)
 
 
 def save_result(

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-from contextlib import nullcontext
 
 from datasets import DatasetDict
 
-from ..judging.images import saveable
-from ..progress import datasets_bars_off
 from .hub import push_scored
-from .summary import SUMMARY_FILE, RunSummary
+from .output import folder_sink, shape_of
+from .sink import open_sink
+from .summary import RunSummary
 
 logger = logging.getLogger("hf_judge")
 
@@ -28,34 +25,45 @@ class ScoredDatasetDict(DatasetDict):
     summary: RunSummary | None = None
 
     def save_to_disk(
-        self, dataset_dict_path, max_shard_size=None, num_shards=None, num_proc=None, storage_options=None
+        self,
+        dataset_dict_path,
+        max_shard_size=None,
+        num_shards=None,
+        num_proc=None,
+        storage_options=None,
+        *,
+        overwrite: bool | None = None,
     ):
-        """``DatasetDict.save_to_disk``, plus the run's ``summary.json`` beside the splits.
+        """``DatasetDict.save_to_disk``, plus the run's ``summary.json`` beside the splits, through the result
+        folder's sink (:func:`~hf_judge.results.output.folder_sink`), as ``hf-judge score -o`` saves.
 
         ``hf-judge filter`` and a later push read it back, so the card of a
-        result saved here still tells how its scores were made.
-        """
-        shards = {**shards_for(self), **(num_shards or {})}
-        for split, d in self.items():
-            # one DatasetDict per split keeps datasets' own layout; the empty errors split draws no `0 examples` bar
-            with datasets_bars_off() if len(d) == 0 else nullcontext():
-                # a path-only image whose file is gone would fail datasets' embedding of it (see images.saveable)
-                DatasetDict({split: saveable(d)}).save_to_disk(
-                    dataset_dict_path,
-                    max_shard_size=max_shard_size,
-                    num_shards={split: shards.get(split)},
-                    num_proc=num_proc,
-                    storage_options=storage_options,
-                )
-        from fsspec.core import url_to_fs
+        result saved here still tells how its scores were made. A local folder is
+        written beside and put in place once complete (a failed save leaves the old
+        one as it was; the folder the result was read from can be saved over), and
+        a folder of files that are no saved result is refused with
+        :class:`~hf_judge.errors.OutputExistsError` (the save would delete them) unless
+        ``overwrite=True``; a saved result there is replaced, as ``datasets`` saves over
+        one (``overwrite=False``: refused too where this result would lose its rows or
+        columns, ``hf-judge score -o``'s rule). A URL (``s3://...``, with
+        ``storage_options``) is written in place.
 
-        fs, root = url_to_fs(os.fspath(dataset_dict_path), **(storage_options or {}))
-        with fs.open(f"{root}/dataset_dict.json", "w", encoding="utf-8") as f:
-            json.dump({"splits": list(self)}, f)
-        summary = getattr(self, "summary", None)
-        if summary is not None:
-            with fs.open(f"{root}/{SUMMARY_FILE}", "w", encoding="utf-8") as f:
-                json.dump(summary.to_dict(), f, indent=1, default=str)
+        Example:
+            >>> scored.save_to_disk("gsm8k-judged/")  # doctest: +SKIP
+            >>> scored.save_to_disk("s3://bucket/gsm8k-judged", storage_options={"profile": "me"})  # doctest: +SKIP
+        """
+        options = {"max_shard_size": max_shard_size, "num_shards": num_shards, "num_proc": num_proc}
+        sink = folder_sink(
+            dataset_dict_path,
+            storage_options=storage_options,
+            overwrite=overwrite,
+            save_options={k: v for k, v in options.items() if v is not None},
+            shape=shape_of(self),
+        )
+        with open_sink(sink):
+            for split, d in self.items():
+                sink.write(split, d)
+            sink.complete(getattr(self, "summary", None))
 
     def push_to_hub(
         self,
