@@ -101,12 +101,8 @@ def stoppable_push(repo_id: str, steps: Sequence[str], push: Callable[[PushSteps
     Example:
         >>> url = stoppable_push("me/x", ["the data", "the card"], lambda steps: upload(steps))  # doctest: +SKIP
     """
-    from huggingface_hub.utils import get_session
-
     state = PushSteps(repo_id, steps)
-    client = get_session()  # the one client every huggingface_hub request of the process goes through
-    hooks = client.event_hooks
-    client.event_hooks = {**hooks, "request": [*hooks.get("request", []), state.on_request]}
+    unhook = _hook_requests(state.on_request)
     outcome: dict[str, Any] = {}
     ended = threading.Event()
 
@@ -116,8 +112,7 @@ def stoppable_push(repo_id: str, steps: Sequence[str], push: Callable[[PushSteps
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
             outcome["error"] = e
         finally:  # the hook goes once the push (and any upload it left in flight) has ended
-            now = client.event_hooks
-            client.event_hooks = {**now, "request": [h for h in now.get("request", []) if h != state.on_request]}
+            unhook()
             ended.set()
 
     before = set(threading.enumerate())
@@ -135,3 +130,40 @@ def stoppable_push(repo_id: str, steps: Sequence[str], push: Callable[[PushSteps
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def _hook_requests(hook: Callable[[Any], None]) -> Callable[[], None]:
+    """Call ``hook`` before every request huggingface_hub sends (from any thread); returns what removes it.
+
+    huggingface_hub 1.x sends through one ``httpx`` client (its ``event_hooks``); before 1.0, through a ``requests``
+    session per thread made by the backend factory (``configure_http_backend``), whose ``send`` is wrapped."""
+    from huggingface_hub.utils import get_session
+
+    client = get_session()  # 1.x: the one client every huggingface_hub request of the process goes through
+    if hasattr(client, "event_hooks"):
+        hooks = client.event_hooks
+        client.event_hooks = {**hooks, "request": [*hooks.get("request", []), hook]}
+
+        def unhook() -> None:
+            now = client.event_hooks
+            client.event_hooks = {**now, "request": [h for h in now.get("request", []) if h != hook]}
+
+        return unhook
+    from huggingface_hub import configure_http_backend  # type: ignore[attr-defined,unused-ignore]
+    from huggingface_hub.utils import _http
+
+    previous = getattr(_http, "_GLOBAL_BACKEND_FACTORY", None) or _http._default_backend_factory  # type: ignore[attr-defined,unused-ignore]
+
+    def factory() -> Any:
+        session = previous()
+        send = session.send
+
+        def hooked(request: Any, **kwargs: Any) -> Any:
+            hook(request)
+            return send(request, **kwargs)
+
+        session.send = hooked
+        return session
+
+    configure_http_backend(factory)  # it also drops the sessions made so far: each thread makes a hooked one
+    return lambda: configure_http_backend(previous)
