@@ -236,6 +236,9 @@ def spark_session():
     with pytest.MonkeyPatch.context() as env:
         env.setenv("PYSPARK_PYTHON", sys.executable)
         env.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+        active = SparkSession.getActiveSession()
+        if active is not None:  # another test file's: getOrCreate would return it as it is
+            active.stop()
         session = (
             SparkSession.builder.master("local[2]")
             .config("spark.ui.enabled", "false")

@@ -152,6 +152,7 @@ def test_view_degrades_on_a_summary_with_nan_a_lone_surrogate_and_wrong_types(tm
             "pictures": _embedded(page)["overview"]["pictures"],
             "calibrations": [],
             "groups": [],
+            "choice": None,  # no choose_judge.json beside it
         }
     )
 

@@ -35,6 +35,9 @@ def spark():
         env.setenv("PYSPARK_PYTHON", sys.executable)
         env.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
         env.delenv(KEY_VAR, raising=False)
+        active = SparkSession.getActiveSession()
+        if active is not None:  # another test file's: getOrCreate would return it as it is
+            active.stop()
         session = (
             SparkSession.builder.master("local[2,3]")
             .appName("hf-judge-tests")

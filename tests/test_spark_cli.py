@@ -22,6 +22,9 @@ def spark():
     """The active session the CLI finds (SparkSession.getActiveSession): local[2], no UI, few partitions."""
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:  # another test file's: getOrCreate would return it as it is
+        active.stop()
     session = (
         SparkSession.builder.master("local[2]")
         .appName("hf-judge-test-spark-cli")

@@ -317,3 +317,20 @@ def test_kill_9_of_the_run_stops_its_workers_within_a_second(tmp_path):
         time.sleep(0.3)
         assert judge.stats()["requests"] == after < 2000
         assert after - at_kill <= 2 * 8 * 10  # a second at most of both workers' pace, where it went on for ~6 s
+
+
+def test_a_workers_stop_in_a_callback_prints_no_traceback(monkeypatch):
+    """The parent stops its workers with SIGINT; a KeyboardInterrupt raised inside a weakref or GC callback can only
+    be printed by Python ("Exception ignored in ..."), which made a run against a dead server print 8 lines of noise
+    under load. A worker's unraisable hook keeps quiet about that stop, and only about it."""
+    import types
+
+    from hf_judge.engine.workers import _quiet_about_the_stop
+
+    shown: list[BaseException] = []
+    monkeypatch.setattr(sys, "__unraisablehook__", lambda u: shown.append(u.exc_value))
+    _quiet_about_the_stop(types.SimpleNamespace(exc_value=KeyboardInterrupt()))
+    assert shown == []
+    real = ValueError("a real one")
+    _quiet_about_the_stop(types.SimpleNamespace(exc_value=real))
+    assert shown == [real]

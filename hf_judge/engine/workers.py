@@ -311,6 +311,14 @@ def _unpickle_error(payload: bytes) -> BaseException:
 # -- in the worker process ----------------------------------------------------------
 
 
+def _quiet_about_the_stop(unraisable: Any) -> None:
+    """A worker's ``sys.unraisablehook``: the KeyboardInterrupt of its stop, raised where Python can only print it
+    (a weakref or GC callback that was running when the parent stopped the worker), is no error to show; any other
+    goes to Python's own hook."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+
+
 def _work(job: ShardJob, messages: Any, parent_alive: Any) -> None:
     """A worker's main: score its shard, report ("done", index, result) or ("error", index, (pickled error,
     stats)); ("interrupted", index, (None, stats)) after a Ctrl-C; nothing once its parent is gone."""
@@ -322,6 +330,7 @@ def _work(job: ShardJob, messages: Any, parent_alive: Any) -> None:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = _quiet_about_the_stop
     orphaned = _watch_parent(parent_alive)
     box: dict[str, list[Stats]] = {}
 
