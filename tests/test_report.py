@@ -229,7 +229,9 @@ def test_labels_marked_in_the_page_download_in_the_labels_layout(browser, result
         if isinstance(label, bool):
             browser.find_element(By.ID, "label-good" if label else "label-bad").click()
         else:
-            browser.find_element(By.ID, "label-value").send_keys(label)
+            field = browser.find_element(By.ID, "label-value")
+            field.clear()  # labels follow the rows: one made by another test on these rows shows here first
+            field.send_keys(label)
         browser.find_element(By.ID, "label-note").send_keys(note)
         browser.find_element(By.ID, "label-save").click()
         browser.find_element(By.ID, "detail-close").click()
@@ -262,7 +264,9 @@ def test_labels_downloaded_from_the_page_feed_agreement_with_the_figures_on_thos
     for row, label in marks.items():
         browser.find_element(By.CSS_SELECTOR, f"#rows tr[data-row='{row}']").click()
         Select(browser.find_element(By.ID, "label-score")).select_by_value("QA_Clarity")
-        browser.find_element(By.ID, "label-value").send_keys(str(label))
+        field = browser.find_element(By.ID, "label-value")
+        field.clear()  # labels follow the rows: another test's label of this row on these rows shows here first
+        field.send_keys(str(label))
         browser.find_element(By.ID, "label-save").click()
         browser.find_element(By.ID, "detail-close").click()
     path = _download_labels(browser, downloads, lines=len(marks))
