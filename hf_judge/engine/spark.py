@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     import pyspark.sql
     import pyspark.sql.types
 
-__all__ = ["ERRORS_COLUMN", "score_spark_dataframe", "spark_output_schema"]
+__all__ = ["ERRORS_COLUMN", "score_spark_dataframe", "spark_output_schema", "spark_plans"]
 
 
 def score_spark_dataframe(
@@ -189,7 +189,7 @@ def _step(
     check("spark", job.settings, base_urls=base_urls, existing=sorted(set(features) & set(names)))
     urls = list(base_urls or [job.settings.base_url or constants.default_base_url(resolved_provider(job.settings))])
     _check_key(df, job, urls[0])
-    plans = _plans(df, job, names)
+    plans = spark_plans(df, job, names)
     return SparkScorer(job, plans, urls, features.arrow_schema, batch_size)
 
 
@@ -205,8 +205,13 @@ def _check_key(df: pyspark.sql.DataFrame, job: JudgeJob, base_url: str) -> None:
         raise
 
 
-def _plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> list[Plan]:
-    """Every metric's plan on ``df``'s columns, its images found and its template rendered on the first row."""
+def spark_plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> list[Plan]:
+    """Every metric's plan on ``df``'s columns, its images found and its template rendered on the first row
+    (the library's step and ``hf-judge score --spark`` build them alike).
+
+    Example:
+        >>> plans = spark_plans(df, job, df.columns)  # doctest: +SKIP
+    """
     temperature = job.settings.temperature
     plans = [
         Plan(m, m.resolve_columns(job.columns, names), m.temperature if temperature is None else temperature)

@@ -28,19 +28,18 @@ from datasets import Dataset
 
 from .. import constants
 from ..errors import ConfigError
-from ..judging.images import image_variables
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..settings import resolved_provider
 from .capabilities import check
-from .core import Plan, score_features
+from .core import score_features
 from .job import JudgeJob
-from .prepare import as_splits, check_samples, preflight, run_settings
+from .prepare import as_splits, run_settings
 from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
 from .shell import merged_per_judge, stats_delta, stats_dict, total_stats
-from .spark import SparkScorer
+from .spark import SparkScorer, spark_plans
 from .transform import ERRORS_COLUMN, Runtime, errors_feature
 
 if TYPE_CHECKING:
@@ -225,26 +224,9 @@ def counting_step(df: pyspark.sql.DataFrame, job: JudgeJob, base_urls: list[str]
     check("spark", job.settings, base_urls=base_urls, existing=sorted(set(features) & set(names)))
     urls = list(base_urls or [job.settings.base_url or constants.default_base_url(resolved_provider(job.settings))])
     job.key(needed=True, base_url=urls[0])  # no key for OpenAI's API: said now (each executor reads its own)
-    scorer = CountingScorer(job, _plans(df, job, names), urls, features.arrow_schema, batch_size)
+    scorer = CountingScorer(job, spark_plans(df, job, names), urls, features.arrow_schema, batch_size)
     added = pa.schema([*features.arrow_schema, pa.field(STATS_COLUMN, pa.string())])
     return df.mapInArrow(scorer, StructType(list(df.schema.fields) + list(from_arrow_schema(added).fields)))
-
-
-def _plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> list[Plan]:
-    """Every metric's plan on ``df``'s columns, its images found and its template rendered on the first row."""
-    temperature = job.settings.temperature
-    plans = [
-        Plan(m, m.resolve_columns(job.columns, names), m.temperature if temperature is None else temperature)
-        for m in job.metrics
-    ]
-    needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
-    first = Dataset(df.select(*needed).limit(1).toArrow()) if needed else None
-    for p in plans:
-        p.images = image_variables(p.metric, p.columns, first.features if first is not None else {})
-    if first is not None and len(first):
-        preflight("train", first, plans)
-    check_samples(job.settings, {"train": plans})
-    return plans
 
 
 def score_frames_on_spark(
