@@ -51,7 +51,8 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file left behind
     sig = getattr(signal, os.environ.get("DYING_LLAMA_SIGNAL", "SIGSEGV"))
     left = [int(os.environ.get("DYING_LLAMA_AFTER", "0"))]
-    lock = threading.Lock()
+    lock = threading.Condition()
+    answering = [0]  # replies being written: the crash waits for them, so exactly DYING_LLAMA_AFTER arrive
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
@@ -70,13 +71,21 @@ def main() -> None:
             with lock:
                 answer = left[0] > 0
                 left[0] -= 1
+                answering[0] += answer
             if answer:
                 schema = request["response_format"]["json_schema"]["schema"]["properties"]
                 content = {k: v.get("minimum", 1) if v.get("type") == "integer" else "ok" for k, v in schema.items()}
                 message = {"role": "assistant", "content": json.dumps(content)}
                 usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-                self._send({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage})
+                try:
+                    self._send({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage})
+                finally:
+                    with lock:
+                        answering[0] -= 1
+                        lock.notify_all()
                 return
+            with lock:  # a reply still being written reaches its client before the crash
+                lock.wait_for(lambda: answering[0] == 0, timeout=10)
             print("llama_new_context_with_model: n_ctx = 2048", flush=True)  # and then nothing: the crash
             os.kill(os.getpid(), sig)  # Python leaves SIGSEGV, SIGILL and SIGBUS at their default: death
 
