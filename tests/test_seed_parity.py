@@ -157,6 +157,38 @@ def test_config_errors(tmp_path, judge, monkeypatch):
     assert judge.stats()["requests"] == 0
 
 
+def _nested_under_openai(cfg: str) -> str:
+    """The seed's config with its model keys (``model`` ... ``top_p``) indented under ``openai:``."""
+    keys = ("model:", "concurrency:", "timeout:", "retry:", "chunk_size:", "temperature:", "top_p:")
+    return "\n".join("  " + line if line.startswith(keys) else line for line in cfg.splitlines()) + "\n"
+
+
+def test_the_model_keys_nested_under_openai_are_read_as_at_the_top_level(tmp_path, judge, monkeypatch):
+    """The seed lists model .. top_p right under ``openai:``'s keys, so a config may nest them there: it runs with
+    those values (retry 0: the fault fails at once), and one that also gives a key at the top level with another
+    value is refused naming both, before any request."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-seed-test")
+    _write_items(tmp_path / "data" / "example_input_add_key.jsonl", ["a", "b"])
+    (tmp_path / "prompts").mkdir()
+    cfg = _nested_under_openai(
+        SEED_CONFIG.format(base_url=judge.base_url, prompts_dir="prompts").replace("retry: 3 ", "retry: 0 ")
+    )
+    assert "\n  model: " in cfg and "\nmodel:" not in cfg
+    (tmp_path / "config.yaml").write_text(cfg)
+    judge.configure(record=True, faults=[{"fault": "out_of_range", "match": "seed question a:", "times": 1}])
+    run_seed_config(tmp_path / "config.yaml", cache_dir=tmp_path / "cache")
+    bodies = judge.stats()["bodies"]
+    assert {b["model"] for b in bodies} == {"gpt-4.1-nano"} and {b["temperature"] for b in bodies} == {0.1}
+    errors = _read(tmp_path / "output" / "example_input_add_key_errors.jsonl")
+    assert {(e["id"], e["error"]["attempts"]) for e in errors} == {("a", 1)}  # retry: 0 from under openai:
+    assert judge.stats()["requests"] == 4
+    (tmp_path / "config.yaml").write_text(cfg + 'model: "other-judge"\n')
+    clash = "'model' is 'other-judge' at the top level and 'gpt-4.1-nano' under 'openai'"
+    with pytest.raises(ConfigError, match=clash):
+        run_seed_config(tmp_path / "config.yaml", cache_dir=tmp_path / "cache")
+    assert judge.stats()["requests"] == 4
+
+
 def test_merge(tmp_path):
     scores = tmp_path / "s.jsonl"
     data = tmp_path / "d.jsonl"

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..engine.score import score_dataset
 from ..errors import ConfigError
@@ -59,6 +59,9 @@ class _Metrics(BaseModel):
     model_config = ConfigDict(extra="forbid")
     Q: list[str] | None = None
     QA: list[str] | None = None
+
+
+_MODEL_KEYS = ("model", "concurrency", "timeout", "retry", "chunk_size", "temperature", "top_p")
 
 
 class SeedConfig(BaseModel):
@@ -84,6 +87,27 @@ class SeedConfig(BaseModel):
     prompts_dir: str | None = None
     id_track_file: str | None = None
     metrics: _Metrics
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_keys_under_openai(cls, data: Any) -> Any:
+        """The seed lists ``model`` ... ``top_p`` right after ``openai:``'s keys, under "API and Model
+        Configuration", so a config may nest them there: they are read as if at the top level. Given in both
+        places with different values, the config is refused naming both."""
+        if not isinstance(data, dict) or not isinstance(data.get("openai"), dict):
+            return data
+        nested = {k: v for k, v in data["openai"].items() if k in _MODEL_KEYS}
+        if not nested:
+            return data
+        clash = [k for k, v in nested.items() if k in data and data[k] != v]
+        if clash:
+            raise ValueError(
+                "given twice with different values: "
+                + "; ".join(f"{k!r} is {data[k]!r} at the top level and {nested[k]!r} under 'openai'" for k in clash)
+                + "; keep one of them"
+            )
+        openai = {k: v for k, v in data["openai"].items() if k not in _MODEL_KEYS}
+        return {**data, **nested, "openai": openai}
 
     def settings(self) -> dict[str, Any]:
         """The run's settings in hf_judge's names (``retry`` -> ``retries``, ``openai.base_url`` -> ``base_url``)."""
