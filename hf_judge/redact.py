@@ -141,3 +141,47 @@ def resolve_secret(value: str | None, what: str = "api_key") -> str | None:
             f"{what} says env:{name}, but the environment variable {name} is not set. Export it, e.g. export {name}=..."
         )
     return found
+
+
+# Storage option names whose values are credentials (fsspec's s3fs, gcsfs and adlfs use these words).
+_SECRET_OPTION = re.compile(r"key|secret|token|password|passwd|credential|sas|connection_string|signature", re.I)
+
+
+def secret_storage_options(options: dict | None, prefix: str = "") -> list[str]:
+    """The dotted names of ``storage_options`` entries that hold a credential as text rather than as ``env:NAME``.
+
+    Example:
+        >>> secret_storage_options({"key": "AKIA", "secret": "env:AWS_SECRET", "anon": False})
+        ['key']
+    """
+    out: list[str] = []
+    for name, value in (options or {}).items():
+        if isinstance(value, dict):
+            out += secret_storage_options(value, f"{prefix}{name}.")
+        elif isinstance(value, str) and _SECRET_OPTION.search(str(name)) and not value.startswith("env:"):
+            out.append(f"{prefix}{name}")
+    return out
+
+
+def resolve_storage_options(options: dict | None, prefix: str = "") -> dict:
+    """``storage_options`` as fsspec takes them: each ``env:NAME`` text (at any depth) replaced by that variable's
+    value, read here, in the process that opens the filesystem, so that a plan that Spark or Ray ships, a recipe
+    or a process list holds only the name. Credentials, given either way, are registered for scrubbing.
+
+    Example:
+        >>> os.environ["DOC_SECRET"] = "s3cr3t-value"
+        >>> resolve_storage_options({"secret": "env:DOC_SECRET", "client_kwargs": {"region_name": "eu-west-1"}})
+        {'secret': 's3cr3t-value', 'client_kwargs': {'region_name': 'eu-west-1'}}
+    """
+    out: dict = {}
+    for name, value in (options or {}).items():
+        if isinstance(value, dict):
+            out[name] = resolve_storage_options(value, f"{prefix}{name}.")
+            continue
+        if isinstance(value, str) and value.startswith("env:"):
+            value = resolve_secret(value, f"storage_options[{prefix}{name!s}]")
+            register(value)
+        elif isinstance(value, str) and _SECRET_OPTION.search(str(name)):
+            register(value)
+        out[name] = value
+    return out

@@ -508,3 +508,43 @@ def test_a_node_does_not_send_what_another_published_after_its_lookup_and_before
     assert judge.stats()["requests"] == 1  # imported while row 0 was the only request node 2 had sent
     assert node2.wait(120) == 0
     assert judge.stats()["requests"] == rows - len(published)
+
+
+def test_storage_options_may_name_environment_variables_read_where_the_store_opens(judge, s3, tmp_path, capfd):
+    """``env:NAME`` in storage_options (``--storage-option secret=env:NAME``) is read where the filesystem opens, so
+    what is kept, pickled into a Ray or Spark plan or shown in a process list is the name. A variable that is not
+    set stops the run before any request, naming it; the secret reaches no file of the result and no output."""
+    from helpers import qa_dataset, run_cli
+
+    url = s3.bucket() + "/cache"
+    names = {"key": "env:HFJ_TEST_S3_KEY", "secret": "env:HFJ_TEST_S3_SECRET"}
+    options = {**names, "client_kwargs": {"endpoint_url": s3.endpoint}}
+    remote = Remote.of(url, options)
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("HFJ_TEST_S3_KEY", raising=False)
+        with pytest.raises(ConfigError, match=r"storage_options\[key\] says env:HFJ_TEST_S3_KEY, but the environment"):
+            remote.filesystem()
+    secret = "s3-secret-from-the-environment-5c2e"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HFJ_TEST_S3_KEY", "key-from-the-environment")
+        env.setenv("HFJ_TEST_S3_SECRET", secret)
+        env.setenv("OPENAI_API_KEY", "sk-test")
+        fs, _ = remote.filesystem()
+        assert (fs.key, fs.secret) == ("key-from-the-environment", secret)
+        assert remote.storage_options == options  # what the remote keeps (and a plan pickles): the names
+        data = tmp_path / "data.jsonl"
+        qa_dataset(6).to_json(data)
+        args = ["score", data, "--metrics", "QA_Clarity", "--column", "instruction=question"]
+        args += ["--column", "output=answer", "-m", "judge", "--base-url", judge.base_url]
+        args += ["--cache-dir", url, "-o", tmp_path / "out", "--local-cache-dir", tmp_path / "local"]
+        for option in ("key=env:HFJ_TEST_S3_KEY", "secret=env:HFJ_TEST_S3_SECRET", *s3.cli_options):
+            args += ["--storage-option", option]
+        code, out, err = run_cli(capfd, *args)
+        assert code == 0, err
+        assert judge.stats()["requests"] == 6
+        env.delenv("HFJ_TEST_S3_SECRET")
+        code, out2, err2 = run_cli(capfd, *args[:-8], "-o", tmp_path / "out2", *args[-6:])
+    assert code == 2 and "HFJ_TEST_S3_SECRET" in err2 and judge.stats()["requests"] == 6, err2
+    written = [p for p in (tmp_path / "out").rglob("*") if p.is_file()] + list((tmp_path / "local").rglob("*"))
+    assert written and not any(secret.encode() in p.read_bytes() for p in written if p.is_file())
+    assert secret not in out + err

@@ -151,6 +151,29 @@ def test_a_key_given_as_a_string_is_refused_before_anything_runs(spark, judge, t
     assert judge.stats()["requests"] == 0
 
 
+def test_storage_options_travel_as_variable_names_and_a_secret_given_as_text_is_refused(
+    spark, judge, tmp_path, s3_server
+):
+    """The store's credentials, like the key, never ride in the plan: given as text they are refused, naming them
+    and the env:NAME form; given as env:NAME, each executor reads them and publishes to the bucket."""
+    from hf_judge.store.segments import Remote, segment_names
+
+    url = s3_server.bucket() + "/cache"
+    endpoint = {"endpoint_url": s3_server.endpoint}
+    literal = {"key": "AKIAEXAMPLE0001", "secret": "a-secret-as-text", "client_kwargs": endpoint}
+    with pytest.raises(ConfigError, match=r"storage_options key, secret would travel inside Spark's plan.*env:AWS_"):
+        score_spark_dataframe(_df(spark, _rows(4)), METRICS, **_kw(judge, url, storage_options=literal))
+    assert judge.stats()["requests"] == 0
+    named = {"key": f"env:{KEY_VAR}", "secret": f"env:{KEY_VAR}", "client_kwargs": endpoint}
+    kw = _kw(judge, url, storage_options=named, local_cache_dir=str(tmp_path / "local"))
+    scored = score_spark_dataframe(_df(spark, _rows(4)), METRICS, **kw)
+    command = _python_command(scored._jdf.queryExecution().analyzed())
+    assert f"env:{KEY_VAR}".encode() in command and KEY.encode() not in command
+    assert len(scored.collect()) == 4 and judge.stats()["requests"] == _prompts(3)
+    fs, path = Remote.of(url, {"key": "k", "secret": "s", "client_kwargs": endpoint}).filesystem()
+    assert segment_names(fs, path)  # the executors, with the secret their environment holds, published
+
+
 def test_a_task_that_fails_after_scoring_is_retried_from_the_store(spark, judge, tmp_path):
     """Each task's first attempt scores its rows, then dies in a later step of the same stage; Spark runs the
     task again, and the new attempt takes every reply from the store: the server sees each prompt once."""

@@ -32,7 +32,12 @@ def add_cache(sub: Any, settings: bool) -> None:  # noqa: ARG001 - no request is
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("url", help="the --cache-dir URL, e.g. s3://my-bucket/hf_judge")
-    c.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help="an fsspec storage option")
+    c.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an fsspec storage option (a credential as env:NAME: secret=env:AWS_SECRET_ACCESS_KEY)",
+    )
     c.set_defaults(func=cmd_compact)
 
 

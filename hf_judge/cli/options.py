@@ -120,7 +120,8 @@ def add_object_store(p: Any) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="an fsspec storage option of a --cache-dir URL, repeatable (e.g. --storage-option "
-        "client_kwargs.endpoint_url=http://minio:9000); credentials are best left to the usual environment variables",
+        "client_kwargs.endpoint_url=http://minio:9000); credentials are best left to the usual environment variables, "
+        "or named as one: secret=env:AWS_SECRET_ACCESS_KEY (read where the store opens, never shown)",
     )
     p.add_argument(
         "--local-cache-dir",

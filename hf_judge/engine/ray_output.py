@@ -17,6 +17,7 @@ import pyarrow as pa
 from datasets import Dataset
 
 from ..errors import ConfigError
+from ..redact import resolve_storage_options
 from ..results.sink import RAY_MARKER
 from ..results.summary import SUMMARY_FILE
 from ..store.segments import credentials_message, has_credentials, missing_package
@@ -45,7 +46,7 @@ class RayOutput:
             raise ConfigError(credentials_message("output_dir", url.split("://", 1)[0]))
         self.url, self.overwrite = url.rstrip("/"), overwrite
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+            self.fs, self.root = fsspec.core.url_to_fs(self.url, **resolve_storage_options(storage_options))
         except ImportError as e:
             needs = missing_package(self.url.split("://", 1)[0].lower())
             raise ConfigError(f"output_dir={url!r} needs {needs} ({e})") from None

@@ -35,7 +35,7 @@ from datasets import Dataset
 from .. import constants
 from ..errors import ConfigError
 from ..judging.images import image_variables
-from ..redact import install_log_filter
+from ..redact import install_log_filter, secret_storage_options
 from ..results.bias import warn_self_preference
 from ..settings import Settings, SettingValues, Unpack, resolved_provider
 from .capabilities import check
@@ -174,12 +174,7 @@ def _step(
     install_log_filter()
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
-    if api_key is not None and not api_key.startswith("env:"):
-        raise ConfigError(
-            "a key given as a string would travel inside Spark's plan to every executor (and into its logs): name "
-            "the environment variable that holds it, api_key='env:NAME', and set it on the executors "
-            "(spark.executorEnv.NAME, or your platform's secrets)"
-        )
+    refuse_secrets_in_the_plan(api_key, job_values.get("storage_options"))
     if in_flight is not None:
         job_values["concurrency"] = in_flight
     job = JudgeJob.resolve(metrics, api_key=api_key, **job_values)
@@ -191,6 +186,31 @@ def _step(
     _check_key(df, job, urls[0])
     plans = spark_plans(df, job, names)
     return SparkScorer(job, plans, urls, features.arrow_schema, batch_size)
+
+
+def refuse_secrets_in_the_plan(api_key: str | None, storage_options: dict[str, Any] | None) -> None:
+    """A ConfigError for a secret given as text, which would travel inside Spark's plan to every executor (and into
+    its logs): the API key, or a credential among ``storage_options``. Both take ``env:NAME`` instead, read on
+    each executor.
+
+    Example:
+        >>> refuse_secrets_in_the_plan("env:JUDGE_KEY", {"secret": "env:AWS_SECRET_ACCESS_KEY"})  # nothing to say
+    """
+    if api_key is not None and not api_key.startswith("env:"):
+        raise ConfigError(
+            "a key given as a string would travel inside Spark's plan to every executor (and into its logs): name "
+            "the environment variable that holds it, api_key='env:NAME' (--api-key-env NAME), and set it on the "
+            "executors (spark.executorEnv.NAME, or your platform's secrets)"
+        )
+    literal = secret_storage_options(storage_options)
+    if literal:
+        raise ConfigError(
+            f"storage_options {', '.join(literal)} would travel inside Spark's plan to every executor (and into its "
+            "logs): give each as the environment variable that holds it, e.g. storage_options={'secret': "
+            "'env:AWS_SECRET_ACCESS_KEY'} (--storage-option secret=env:AWS_SECRET_ACCESS_KEY), set on the executors "
+            "(spark.executorEnv.NAME, or your platform's secrets), or leave them out and let the executors use "
+            "their own credentials (an instance profile, a service principal)"
+        )
 
 
 def _check_key(df: pyspark.sql.DataFrame, job: JudgeJob, base_url: str) -> None:

@@ -39,7 +39,7 @@ from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
 from .shell import merged_per_judge, stats_delta, stats_dict, total_stats
-from .spark import SparkScorer, spark_plans
+from .spark import SparkScorer, refuse_secrets_in_the_plan, spark_plans
 from .transform import ERRORS_COLUMN, Runtime, errors_feature
 
 if TYPE_CHECKING:
@@ -263,11 +263,7 @@ def score_frames_on_spark(
     """
     from pyspark.sql import functions as F
 
-    if api_key is not None and not api_key.startswith("env:"):
-        raise ConfigError(
-            "a key given as a string would travel inside Spark's plan: name the environment variable that holds "
-            "it (api_key='env:NAME', --api-key-env NAME) and set it on the executors (spark.executorEnv.NAME)"
-        )
+    refuse_secrets_in_the_plan(api_key, storage_options)
     settings = run_settings(settings, setting_values)
     check("spark", settings, base_urls=base_urls)  # before the metrics load
     job = JudgeJob.of(

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
+from ..redact import resolve_storage_options
 from .errors_split import ERRORS_SPLIT, errors_dataset
 from .output import read_manifest
 from .report_stream import stream_folder
@@ -57,7 +58,7 @@ def load_result(path: str | os.PathLike, *, storage_options: dict[str, Any] | No
     from fsspec.core import url_to_fs
 
     url = os.fspath(path)
-    fs, root = url_to_fs(url, **(storage_options or {}))
+    fs, root = url_to_fs(url, **resolve_storage_options(storage_options))
     root = root.rstrip("/")
     if fs.exists(f"{root}/dataset_dict.json"):
         from datasets import load_from_disk

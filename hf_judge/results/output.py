@@ -31,6 +31,7 @@ from datasets import Dataset, DatasetDict, IterableDatasetDict
 from ..errors import OutputExistsError
 from ..judging.images import saveable
 from ..progress import datasets_bars_off
+from ..redact import resolve_storage_options
 from .errors_split import ERRORS_SPLIT
 from .sink import open_sink
 from .summary import SUMMARY_FILE, RunSummary, describe_thresholds
@@ -346,7 +347,7 @@ class UrlFolderSink(FolderSink):
         from fsspec.core import url_to_fs
 
         super().__init__(Path(url.rstrip("/")).name or "result", source=None, kind=None, **kwargs)
-        self.url, self.storage_options = url.rstrip("/"), dict(storage_options or {})
+        self.url, self.storage_options = url.rstrip("/"), resolve_storage_options(storage_options)
         self.fs, self.root = url_to_fs(self.url, **self.storage_options)
         self.save_options["storage_options"] = self.storage_options
 
@@ -390,7 +391,7 @@ def folder_sink(
     from fsspec.core import url_to_fs
     from fsspec.implementations.local import LocalFileSystem
 
-    fs, root = url_to_fs(os.fspath(path), **(storage_options or {}))
+    fs, root = url_to_fs(os.fspath(path), **resolve_storage_options(storage_options))
     if isinstance(fs, LocalFileSystem):
         return FolderSink(root, source=None, kind=None, overwrite=overwrite, save_options=save_options, shape=shape)
     return UrlFolderSink(os.fspath(path), storage_options=storage_options, save_options=save_options)

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CacheError, ConfigError
+from ..redact import resolve_storage_options
 from .sqlite import connect, insert_flat
 
 logger = logging.getLogger("hf_judge")
@@ -186,7 +187,7 @@ class Remote:
 
         protocol = self.url.split("://", 1)[0].lower()
         try:
-            fs, path = fsspec.core.url_to_fs(self.segment_dir, **self.storage_options)
+            fs, path = fsspec.core.url_to_fs(self.segment_dir, **resolve_storage_options(self.storage_options))
         except ImportError as e:
             raise ConfigError(f"cache_dir={self.url!r} needs {missing_package(protocol)} ({e})") from None
         except ValueError as e:
