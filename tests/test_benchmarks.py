@@ -132,8 +132,14 @@ def test_mt_bench_human_groups_the_votes_per_pair_and_turn_into_annotator_column
     ]
     assert [[r[c] for c in s.annotators] for r in rows] == [["1", "1", "tie"], ["2", "tie", None], ["2", None, None]]
     assert [r["majority"] for r in rows] == ["1", None, "2"]  # two values tied for the mode: no majority
-    assert rows[1]["question"] == "Now in French." and rows[1]["context"] == "Write a haiku."
-    assert (rows[1]["response1"], rows[1]["response2"]) == ("gpt-4 haiku en français", "llama-13b haiku en français")
+    # turn 2 as MT-bench's multi-turn judge sees it: each model's own conversation, its turn-1 reply included
+    assert rows[1]["question"] == "Now in French." and "turn 2" in rows[1]["context"]
+    for column, model in (("response1", "gpt-4"), ("response2", "llama-13b")):
+        assert rows[1][column] == (
+            f"### User:\nWrite a haiku.\n\n### Assistant:\n{model} haiku\n\n"
+            f"### User:\nNow in French.\n\n### Assistant:\n{model} haiku en français"
+        )
+    assert rows[0]["context"] == "" and rows[0]["response1"] == "gpt-4 haiku"
     assert (rows[2]["response1"], rows[2]["response2"]) == ("alpaca-13b haiku", "claude-v1 haiku")
     assert set(s.columns) == {"question", "context", "response1", "response2"}
     ceiling = human_ceiling([[r[c] for c in s.annotators] for r in rows], s.kind, resamples=0)

@@ -11,8 +11,10 @@ and, where several people labelled a row, their labels as columns of their own (
   the 80 MT-bench questions. The votes on one (question, model pair, turn) become one row, the pair in one
   order (the model names sorted, the winners flipped to match), each vote in a column ``annotator_1``,
   ``annotator_2``, ... ("1", "2" or "tie"; None past a row's own votes); ``majority`` is their mode (None
-  when two values tie for it). For ``Comparative``: ``question`` the turn's user message, ``context`` the
-  earlier turns' user messages, ``response1``/``response2`` each model's reply at that turn.
+  when two values tie for it). For ``Comparative``: ``question`` the turn's user message; at turn 1
+  ``response1``/``response2`` are each model's reply; at turn 2, as MT-bench's multi-turn judge prompt shows
+  them, each model's whole conversation (its own turn-1 reply included), and ``context`` says to judge the
+  answer to the turn-2 question.
 * ``helpsteer2`` (``nvidia/HelpSteer2``, split ``validation``): a prompt and a response rated 0-4 for
   helpfulness, correctness, coherence, complexity and verbosity; ``helpsteer2`` fits ``QA_Correctness``
   (label ``correctness``), ``helpsteer2-coherence`` ``QA_Coherence``, ``helpsteer2-complexity``
@@ -188,12 +190,22 @@ def _majority(votes: list[str]) -> str | None:
 
 
 def _turn(conversation: list[dict[str, str]], turn: int) -> tuple[str, str, str]:
-    """The user's message of ``turn`` (1-based), the user's earlier messages, and the assistant's reply."""
+    """(the user's message of ``turn`` (1-based), the context, the assistant's part). At turn 1: the reply. At a
+    later turn, as MT-bench's own multi-turn judge prompt (FastChat's ``pair-v2-multi-turn``) shows it: the
+    assistant's part is its whole conversation up to that turn, its own earlier replies included, and the context
+    says which answer to judge."""
     users = [m["content"] for m in conversation if m.get("role") == "user"]
     replies = [m["content"] for m in conversation if m.get("role") == "assistant"]
     if len(users) < turn or len(replies) < turn:
         return (users[-1] if users else "", "", replies[-1] if replies else "")
-    return users[turn - 1], "\n\n".join(users[: turn - 1]), replies[turn - 1]
+    if turn == 1:
+        return users[0], "", replies[0]
+    exchanges = [f"### User:\n{u}\n\n### Assistant:\n{r}" for u, r in zip(users[:turn], replies[:turn], strict=True)]
+    context = (
+        f"This is turn {turn} of a conversation: each assistant's part below is its whole conversation with the "
+        f"user, its own earlier replies included. Judge only its answer to the user's question of turn {turn}."
+    )
+    return users[turn - 1], context, "\n\n".join(exchanges)
 
 
 def _helpsteer(loaded: tuple[Dataset, str], attribute: str, limit: int | None) -> LabelledSet:
