@@ -478,3 +478,20 @@ def test_duplicates_within_a_run_are_not_reported_as_cache_hits(judge, tmp_path,
     assert "from cache" not in out and "reply store" not in out, out
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert (summary["cache_hits"], summary["shared"]) == (0, 980)
+
+
+def test_a_key_on_the_command_line_is_refused_with_the_fix_and_never_repeated(judge, tmp_path, capfd):
+    """``--api-key KEY`` was read as an abbreviation of ``--api-key-env`` ("that environment variable is not set"):
+    it is refused with the fix, as is the key given to ``--api-key-env``; neither repeats the key, nor sends."""
+    from helpers import run_cli
+
+    data = jsonl(tmp_path / "in.jsonl", 2)
+    secret = "sk-proj-OnTheCommandLine-8c1d2e3f4a"
+    for flags in (["--api-key", secret], [f"--api-key={secret}"]):
+        code, out, err = run_cli(capfd, *score_args(data, judge, *flags, columns=()))
+        assert code == 2 and "takes no key on the command line" in err and "--api-key-env JUDGE_KEY" in err, err
+        assert secret not in out + err
+    code, out, err = run_cli(capfd, *score_args(data, judge, "--api-key-env", secret, columns=()))
+    assert code == 2 and "takes the name of the environment variable that holds the key, not the key" in err, err
+    assert secret not in out + err
+    assert judge.stats()["requests"] == 0

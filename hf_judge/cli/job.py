@@ -11,6 +11,7 @@ from typing import Any
 from .. import constants
 from ..errors import ConfigError
 from ..redact import resolve_secret
+from .options import key_variable
 
 
 def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -26,10 +27,7 @@ def resolve_api_key(args: argparse.Namespace, recipe_key: str | None = None, bas
     from urllib.parse import urlparse
 
     if args.api_key_env:
-        value = os.environ.get(args.api_key_env)
-        if not value:
-            raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
-        return value
+        return os.environ[key_variable(args.api_key_env)]
     if recipe_key:
         try:
             return resolve_secret(recipe_key)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import enum
 import math
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +98,18 @@ def agreement_report(path: str):
         raise argparse.ArgumentTypeError(f"{path}: {e}") from None
 
 
+class _NoKeyOnTheCommandLine(argparse.Action):
+    """``--api-key VALUE``: refused with the fix, never echoing VALUE (argparse would otherwise take it as an
+    abbreviation of ``--api-key-env`` and call the key a variable name)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:  # noqa: ARG002 - argparse's signature
+        parser.error(
+            f"{option_string}: hf-judge takes no key on the command line (it would stay in the shell's history and "
+            "show in the process list). Put it in an environment variable and name that: export JUDGE_KEY=... then "
+            "--api-key-env JUDGE_KEY (without the flag, OPENAI_API_KEY is read; ANTHROPIC_API_KEY for Claude)"
+        )
+
+
 def add_api_key_env(p: Any) -> None:
     p.add_argument(
         "--api-key-env",
@@ -103,6 +117,25 @@ def add_api_key_env(p: Any) -> None:
         metavar="NAME",
         help="environment variable holding the API key (default: OPENAI_API_KEY; Anthropic judges: ANTHROPIC_API_KEY)",
     )
+    p.add_argument("--api-key", action=_NoKeyOnTheCommandLine, help=argparse.SUPPRESS)
+
+
+def key_variable(name: str) -> str:
+    """``--api-key-env NAME`` checked: a variable's name that is set; the key itself given there is refused
+    without being repeated.
+
+    Example:
+        >>> os.environ["DOC_JUDGE_KEY"] = "sk-doc"; key_variable("DOC_JUDGE_KEY")
+        'DOC_JUDGE_KEY'
+    """
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ConfigError(
+            "--api-key-env takes the name of the environment variable that holds the key, not the key: "
+            "export JUDGE_KEY=... then --api-key-env JUDGE_KEY"
+        )
+    if not os.environ.get(name):
+        raise ConfigError(f"--api-key-env {name}: that environment variable is not set; export {name}=...")
+    return name
 
 
 def add_cache_dir(p: Any) -> None:

@@ -10,12 +10,12 @@ and the push, as for every engine.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from .job import Job
+from .options import key_variable
 from .save import default_output_dir
 
 
@@ -29,9 +29,7 @@ def spark_key(args: argparse.Namespace, job: Job) -> str | None:
     variable that holds it (``env:NAME``): ``--api-key-env NAME``, else the recipe's ``env:VAR``, else None
     (each executor reads ``$OPENAI_API_KEY``, or ``$ANTHROPIC_API_KEY`` for an Anthropic judge)."""
     if args.api_key_env:
-        if not os.environ.get(args.api_key_env):
-            raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
-        return f"env:{args.api_key_env}"
+        return f"env:{key_variable(args.api_key_env)}"
     return job.recipe_api_key
 
 
