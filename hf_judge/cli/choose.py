@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
-from .options import TOKEN_HELP, add_client_options, add_input_options, kv
+from .options import TOKEN_HELP, add_client_options, add_column_option, add_input_options
 
 CHOOSE_EXAMPLE = """examples:
   hf-judge choose-judge labelled.jsonl --metric Binary --judges gpt-4.1-nano,gpt-4.1-mini,gpt-4.1 --label human
@@ -60,14 +60,7 @@ def add_choose(sub: Any, settings: bool) -> None:
     p.add_argument("--for", dest="for_dataset", metavar="DATASET", help="what scoring it with the pick would cost")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
-    p.add_argument(
-        "--column",
-        action="append",
-        type=kv,
-        default=[],
-        metavar="VAR=COLUMN",
-        help="map a template variable to a column (repeatable)",
-    )
+    add_column_option(p)
     p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
     p.add_argument("-o", "--output-dir", help="write choose_judge.json, the card's markdown and the scored rows here")
     p.add_argument("--token", help=TOKEN_HELP)

@@ -398,6 +398,11 @@ def add_input_options(p: Any) -> None:
 def add_scoring_options(p: Any) -> None:
     """What to score: the metrics and the columns their variables read (the prompt folders: add_job_options)."""
     p.add_argument("--metrics", action="append", help="metric names (repeatable or comma list); see `hf-judge metrics`")
+    add_column_option(p)
+
+
+def add_column_option(p: Any) -> None:
+    """``--column VAR=COLUMN``, repeatable: which column a template variable reads."""
     p.add_argument(
         "--column",
         action="append",
