@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -72,6 +73,46 @@ def test_score_spark_writes_parquet_errors_summary_and_page(spark, judge, tmp_pa
     single = load_result(tmp_path / "single")
     assert on_spark["train"]["QA_Clarity"] == single["train"]["QA_Clarity"]
     assert on_spark["errors"]["message"] == single["errors"]["message"]
+
+
+def test_a_task_s_hf_judge_error_stops_the_run_with_its_own_line_and_exit_code(spark, tmp_path, capfd):
+    """A wrong URL on Spark: the executors' ServerUnreachableError comes back wrapped in Spark's exception with the
+    worker's whole traceback; the run stops with its one line, as in one process (exit 1, "stopped:")."""
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _rows(3)))
+    code, _, err = run_cli(capfd, *score_args(data, "http://127.0.0.1:9/v1", "--spark", "-o", tmp_path / "o"))
+    assert code == 1, err
+    assert err.strip().splitlines()[-1] == (
+        "hf-judge: stopped: cannot reach the server: connection refused at http://127.0.0.1:9/v1/chat/completions. "
+        "Check the base URL and that the server is running."
+    )
+    assert "PythonException" not in err and "Traceback" not in err
+
+
+def test_the_session_hf_judge_starts_runs_its_workers_on_hf_judge_s_own_python(judge, tmp_path):
+    """As a user runs it: a process of its own, outside the checkout, no Spark session, no PYTHONPATH or
+    PYSPARK_PYTHON, and the virtual environment not on the PATH (an installed `hf-judge` run by its path).
+    PySpark takes its workers' Python from $PYSPARK_PYTHON only, so they ran the PATH's first `python3`, which
+    cannot import hf_judge; the session hf-judge starts now runs them on its own interpreter."""
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _rows(4)))
+    own_bin = os.path.dirname(sys.executable)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != own_bin)
+    env["OPENAI_API_KEY"] = "sk-test"
+    args = ["score", data, "--metrics", "QA_Clarity", *[a for c in COLUMNS for a in ("--column", c)]]
+    args += ["--model", "judge", "--base-url", judge.base_url, "--cache-dir", tmp_path / "cache"]
+    args += ["--spark", "--spark-master", "local[1]", "-o", tmp_path / "out"]
+    before = judge.stats()["requests"]
+    done = subprocess.run(
+        [sys.executable, "-m", "hf_judge.cli", *map(str, args)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert judge.stats()["requests"] - before == 4
+    assert "rows           train: 4" in done.stdout
 
 
 def test_hub_dataset_read_by_pyspark_huggingface_scored_and_pushed(spark, hub, judge, tmp_path, capfd):

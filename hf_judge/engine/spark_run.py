@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
 import uuid
+import warnings
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from datasets import Dataset
 
-from .. import constants
-from ..errors import ConfigError
+from .. import constants, errors
+from ..errors import ConfigError, HfJudgeError
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..settings import resolved_provider
@@ -82,6 +84,10 @@ def spark_session(master: str | None = None) -> pyspark.sql.SparkSession:
             "openjdk-17-jre-headless) or set JAVA_HOME"
         )
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    # PySpark takes its workers' Python from this variable only (SparkContext reads it; the spark.pyspark.python
+    # setting is spark-submit's): unset, the workers run the first `python3` on the PATH, which is not the
+    # virtual environment hf-judge is installed in, and cannot import it
+    os.environ["PYSPARK_PYTHON"] = python
     master = master or "local[*]"
     builder = (
         SparkSession.builder.master(master)
@@ -93,7 +99,35 @@ def spark_session(master: str | None = None) -> pyspark.sql.SparkSession:
     if master.startswith("local") and os.environ.get("PYTHONPATH"):
         # a checkout run with PYTHONPATH: its workers import the same hf_judge
         builder = builder.config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-    return builder.getOrCreate()
+    # pyspark's own note on pandas 3, printed twice per run, says nothing about this run
+    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
+    session = builder.getOrCreate()
+    # a failed task's log lines repeat its whole Python and Java tracebacks; the run's own error says what failed
+    # (HF_JUDGE_DEBUG=1 keeps Spark's warnings)
+    session.sparkContext.setLogLevel("WARN" if constants.debug_enabled() else "FATAL")
+    return session
+
+
+def worker_error(e: BaseException) -> HfJudgeError | None:
+    """The hf-judge error that a Spark task raised, out of the exception Spark wraps it in (its text holds the
+    worker's traceback, ending ``hf_judge.errors.NAME: message``), so that the run stops with that one line and
+    its exit code; None for any other failure.
+
+    Example:
+        >>> worker_error(RuntimeError("Traceback ...\\nhf_judge.errors.ServerUnreachableError: cannot reach it"))
+        ServerUnreachableError('cannot reach it')
+    """
+    found = re.findall(r"^hf_judge\.errors\.(\w+): (.+)$", str(e), re.MULTILINE)
+    if not found:
+        return None
+    name, message = found[-1]
+    kind = getattr(errors, name, None)
+    if not (isinstance(kind, type) and issubclass(kind, HfJudgeError)):
+        return None
+    try:
+        return kind(message)
+    except TypeError:  # an error class that takes more than its message
+        return None
 
 
 def hub_frames(
@@ -282,7 +316,10 @@ def score_frames_on_spark(
         split_started, first = time.monotonic(), len(moved)
         numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
         scored = counting_step(numbered, job, base_urls, batch_size)
-        results[split], found, batches = output.write(split, scored)
+        try:
+            results[split], found, batches = output.write(split, scored)
+        except Exception as e:  # noqa: BLE001 - a task's hf-judge error comes back wrapped in Spark's
+            raise worker_error(e) or e from None
         errors += found
         moved += batches
         split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))
