@@ -410,3 +410,27 @@ def test_self_preference_with_a_generator_column(servers, tmp_path, capfd):
         assert pref["own_error"] == pytest.approx(wrong[mine].mean())
         assert pref["other_error"] == pytest.approx(wrong[~mine].mean())
     assert "self-pref" in out and " vs " in out
+
+
+def test_the_recommendation_claims_cheaper_only_where_prices_say_so():
+    """Judges as good as each other: with prices, the cheapest, said so; without any price, the best score, and the
+    line says that none is known to be cheaper (it said "and cheaper" of two judges with no price)."""
+    from hf_judge.analysis.leaderboard import JudgeChoice, recommend
+
+    def entries(price_a, price_b):
+        return [
+            {"name": "a", "score": 0.80, "interval": [0.7, 0.9], "cost_per_1000": price_a},
+            {"name": "b", "score": 0.78, "interval": [0.68, 0.88], "cost_per_1000": price_b},
+        ]
+
+    priced = JudgeChoice("Binary", "verdict", 40, "agreement", entries(2.0, 0.5))
+    priced.recommendation = recommend(priced.entries)
+    assert priced.recommendation["name"] == "b" and priced.recommendation["by"] == "price"
+    assert "recommended: b (as good as a on these labels (intervals overlap) and the cheapest of them;" in str(
+        priced.lines()
+    )
+    unpriced = JudgeChoice("Binary", "verdict", 40, "agreement", entries(None, None))
+    unpriced.recommendation = recommend(unpriced.entries)
+    assert unpriced.recommendation["name"] == "a" and unpriced.recommendation["by"] == "score"
+    line = next(x for x in unpriced.lines() if x.startswith("recommended:"))
+    assert "cheaper" not in line.split("without")[0] and "none is known to be cheaper" in line, line

@@ -139,6 +139,7 @@ def recommend(entries: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         "name": pick["name"],
         "best": best["name"],
         "as_good": [e["name"] for e in tied],
+        "by": "price" if priced else "score",  # without a price among them, the best: none is known to be cheaper
         "rule": "the cheapest judge whose interval overlaps the best judge's",
     }
 
@@ -216,7 +217,7 @@ class JudgeChoice:
             pref = e.get("self_preference") or {}
             row += [
                 _num(length.get("rho"))
-                + (_interval([length["low"], length["high"]], False) if length.get("low") is not None else ""),
+                + (" " + _interval([length["low"], length["high"]], False) if length.get("low") is not None else ""),
                 "-" if pref.get("own_error") is None else f"{pref['own_error']:.0%} vs {_pct(pref.get('other_error'))}",
                 _money(e.get("cost_per_1000")),
                 _money(e.get("cost_per_1000_batch")),
@@ -240,11 +241,15 @@ class JudgeChoice:
         r = self.recommendation
         if r:
             others = [n for n in r["as_good"] if n != r["name"]]
-            why = (
-                f"as good as {', '.join(others)} on these labels (intervals overlap) and cheaper"
-                if others
-                else "the best"
-            )
+            if not others:
+                why = "the best"
+            elif r.get("by", "price") == "price":
+                why = f"as good as {', '.join(others)} on these labels (intervals overlap) and the cheapest of them"
+            else:
+                why = (
+                    f"the best score; as good as {', '.join(others)} on these labels (intervals overlap), and without "
+                    "their prices (--prices FILE) none is known to be cheaper"
+                )
             out.append(f"recommended: {r['name']} ({why}; rule: {r['rule']})")
         if self.projection:
             p = self.projection

@@ -272,7 +272,7 @@ class Metric:
             what = ", ".join(f"{v!r}" + (f" (mapped to column {c!r})" if c != v else "") for v, c in missing)
             raise MissingColumnError(
                 f"metric {self.name} needs {what}, but the dataset has no such column. "
-                f"Available columns: {', '.join(available) or '(none)'}. "
+                f"Available columns: {', '.join(c for c in available if not _internal(c)) or '(none)'}. "
                 f"Map variables to columns with columns={{'{missing[0][0]}': '<column>'}} "
                 f"(CLI: --column {missing[0][0]}=<column>)."
             )
@@ -541,3 +541,8 @@ def canonical_name(name: str) -> str:
     head, _, tail = name.rpartition("_")
     tail = ALIASES.get(tail, tail)
     return f"{head}_{tail}" if head else tail
+
+
+def _internal(column: str) -> bool:
+    """A column no user named: hf-judge's own (``__label__``) or pandas' index (``__index_level_0__``)."""
+    return column.startswith("__") and column.endswith("__")
