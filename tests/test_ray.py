@@ -177,6 +177,23 @@ def test_ray_address_nothing_listens_at_is_a_config_error(capfd, tmp_path):
     assert "no Ray cluster answers at '127.0.0.1:1'" in err and "--ray-address" in err
 
 
+def test_an_actor_s_hf_judge_error_stops_the_run_with_its_own_line_and_exit_code(cluster, tmp_path, capfd):
+    """A wrong URL on Ray: the actors' ServerUnreachableError came back as "RayTaskError(UserCodeException)" and
+    40 lines of traceback; the run stops with its one line, as in one process (exit 1, "stopped:")."""
+    from helpers import run_cli
+
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"instruction": "q", "output": "a"}\n')
+    args = ["score", data, "--metrics", "QA_Clarity", "-m", "judge", "--base-url", "http://127.0.0.1:9/v1"]
+    code, _, err = run_cli(capfd, *args, "--ray", "-o", tmp_path / "out")
+    assert code == 1, err
+    assert err.strip().splitlines()[-1] == (
+        "hf-judge: stopped: cannot reach the server: connection refused at http://127.0.0.1:9/v1/chat/completions. "
+        "Check the base URL and that the server is running."
+    )
+    assert "RayTaskError" not in err and "Traceback" not in err
+
+
 def test_a_panel_with_a_fleet_is_a_config_error_before_ray_starts(judge, tmp_path):
     """base_urls are replicas of one model; a panel's judges each name their own server (models=)."""
     from hf_judge import ConfigError

@@ -73,6 +73,7 @@ from .shell import (
     stats_delta,
     stats_dict,
     total_stats,
+    worker_error,
 )
 from .transform import RAW_CHARS, Runtime, errors_by_row, errors_feature
 
@@ -454,12 +455,15 @@ def _on_ray(
             batch_stats=True,
             plans=plans_by_split[split],
         )
-        if output is None:
-            results[split] = _collected(pa.concat_tables(ray.get(scored.to_arrow_refs())), split, errors, moved)
-        else:
-            results[split], found, batches = output.write(split, scored, STATS_COLUMN, ERRORS_COLUMN)
-            errors += found
-            moved += batches
+        try:
+            if output is None:
+                results[split] = _collected(pa.concat_tables(ray.get(scored.to_arrow_refs())), split, errors, moved)
+            else:
+                results[split], found, batches = output.write(split, scored, STATS_COLUMN, ERRORS_COLUMN)
+                errors += found
+                moved += batches
+        except Exception as e:  # noqa: BLE001 - an actor's hf-judge error comes back wrapped in Ray's
+            raise worker_error(e) or e from None
         split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))
         entry = {k: getattr(split_stats, k) for k in COUNTERS}
         runs.append(moved_entry(run_id, run_started, split, entry, time.monotonic() - split_started))

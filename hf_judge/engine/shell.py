@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import functools
 import logging
+import re
 import threading
 import time
 import uuid
@@ -36,8 +37,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import errors as errors_module
 from ..analysis.alpha import krippendorff_alpha
-from ..errors import InterruptedRun
+from ..errors import HfJudgeError, InterruptedRun
 from ..judging.ensemble import JUDGE_SEP, Layout
 from ..judging.metrics import Metric
 from ..progress import ProgressBar, ProgressCallback
@@ -486,3 +488,25 @@ def progress_for(
 
 def copy_stats(stats: Sequence[Stats]) -> list[Stats]:
     return [copy.deepcopy(s) for s in stats]
+
+
+def worker_error(e: BaseException) -> HfJudgeError | None:
+    """The hf-judge error that a Spark task or a Ray actor raised, out of the exception the engine wraps it in
+    (its text holds the worker's traceback, ending ``hf_judge.errors.NAME: message``), so that the run stops
+    with that one line and its exit code, as in one process; None for any other failure.
+
+    Example:
+        >>> worker_error(RuntimeError("Traceback ...\\nhf_judge.errors.ServerUnreachableError: cannot reach it"))
+        ServerUnreachableError('cannot reach it')
+    """
+    found = re.findall(r"^hf_judge\.errors\.(\w+): (.+)$", str(e), re.MULTILINE)
+    if not found:
+        return None
+    name, message = found[-1]
+    kind = getattr(errors_module, name, None)
+    if not (isinstance(kind, type) and issubclass(kind, HfJudgeError)):
+        return None
+    try:
+        return kind(message)
+    except TypeError:  # an error class that takes more than its message
+        return None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -28,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from datasets import Dataset
 
-from .. import constants, errors
-from ..errors import ConfigError, HfJudgeError
+from .. import constants
+from ..errors import ConfigError
 from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..settings import resolved_provider
@@ -40,7 +39,7 @@ from .prepare import as_splits, run_settings
 from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
-from .shell import merged_per_judge, stats_delta, stats_dict, total_stats
+from .shell import merged_per_judge, stats_delta, stats_dict, total_stats, worker_error
 from .spark import SparkScorer, refuse_secrets_in_the_plan, spark_plans
 from .transform import ERRORS_COLUMN, Runtime, errors_feature
 
@@ -106,28 +105,6 @@ def spark_session(master: str | None = None) -> pyspark.sql.SparkSession:
     # (HF_JUDGE_DEBUG=1 keeps Spark's warnings)
     session.sparkContext.setLogLevel("WARN" if constants.debug_enabled() else "FATAL")
     return session
-
-
-def worker_error(e: BaseException) -> HfJudgeError | None:
-    """The hf-judge error that a Spark task raised, out of the exception Spark wraps it in (its text holds the
-    worker's traceback, ending ``hf_judge.errors.NAME: message``), so that the run stops with that one line and
-    its exit code; None for any other failure.
-
-    Example:
-        >>> worker_error(RuntimeError("Traceback ...\\nhf_judge.errors.ServerUnreachableError: cannot reach it"))
-        ServerUnreachableError('cannot reach it')
-    """
-    found = re.findall(r"^hf_judge\.errors\.(\w+): (.+)$", str(e), re.MULTILINE)
-    if not found:
-        return None
-    name, message = found[-1]
-    kind = getattr(errors, name, None)
-    if not (isinstance(kind, type) and issubclass(kind, HfJudgeError)):
-        return None
-    try:
-        return kind(message)
-    except TypeError:  # an error class that takes more than its message
-        return None
 
 
 def hub_frames(
