@@ -588,24 +588,32 @@ def test_labels_stay_with_the_rows_they_were_made_on(browser, tmp_path):
         d = Dataset.from_dict({"question": [f"{prefix}{i}" for i in range(8)], "S": [i % 5 for i in range(8)]})
         return write_report(DatasetDict(train=d), tmp_path / "out" / "report.html", source="out/")
 
-    def labels() -> int:
-        browser.get(page_path.resolve().as_uri())
-        _wait(lambda: browser.execute_script("return document.body.dataset.ready") == "1")
-        return browser.execute_script(
-            "return Object.keys(JSON.parse(localStorage.getItem('hf-judge-labels:' + "
-            "JSON.parse(document.getElementById('hf-judge-data').textContent).key) || '{}')).length"
-        )
+    def labels(expected: int) -> int:
+        """The labels the page, loaded again, finds under its key: read until ``expected`` or 5 s have passed.
+        Chrome hands localStorage writes to its storage service asynchronously, so a load a few milliseconds
+        after the save could still read the state before it (1 run in 8 here)."""
+        end = time.monotonic() + 5
+        while True:
+            browser.get(page_path.resolve().as_uri())
+            _wait(lambda: browser.execute_script("return document.body.dataset.ready") == "1")
+            found = browser.execute_script(
+                "return Object.keys(JSON.parse(localStorage.getItem('hf-judge-labels:' + "
+                "JSON.parse(document.getElementById('hf-judge-data').textContent).key) || '{}')).length"
+            )
+            if found == expected or time.monotonic() > end:
+                return found
+            time.sleep(0.1)
 
     page_path = page("a")
     _open(browser, page_path, "rows")
     browser.find_element(By.CSS_SELECTOR, "#rows tr[data-row='1']").click()
     browser.find_element(By.ID, "label-good").click()
     browser.find_element(By.ID, "label-save").click()
-    assert labels() == 1
+    assert labels(1) == 1
     page("b")
-    assert labels() == 0  # another result at the same place: none of the first one's labels
+    assert labels(0) == 0  # another result at the same place: none of the first one's labels (stored: read above)
     page("a")
-    assert labels() == 1
+    assert labels(1) == 1
     assert _problems(browser) == []
 
 
