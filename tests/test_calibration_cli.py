@@ -307,3 +307,28 @@ def test_a_mistyped_score_is_named_before_an_empty_labels_file(scored, tmp_path,
     (tmp_path / "empty.jsonl").write_text("")
     code, _, err = run_cli(capfd, "calibrate", scored, "--score", "QA_Corectness", "--labels", tmp_path / "empty.jsonl")
     assert code == 2 and "no score column 'QA_Corectness' in the result: did you mean 'QA_Correctness'?" in err, err
+
+
+def test_the_score_a_labels_file_names_is_the_default_of_agreement_and_calibrate(scored, tmp_path, capfd):
+    """``--score`` was required even where every row of the labels file names it (as sample-for-review writes
+    them): left out, agreement and calibrate compare that score and say so; a file naming several scores, or none,
+    or a --label column without --score, is told to pass --score."""
+    labels_for_all(scored, tmp_path / "labels.jsonl", shift=(1,))
+    given = ["--resamples", "50", "--labels", tmp_path / "labels.jsonl"]
+    code, _, err = run_cli(capfd, "agreement", scored, *given, "--out", tmp_path / "named.json")
+    assert code == 0, err
+    assert "scores compared: QA_Correctness (the score the labels file names)" in err
+    explicit_args = ["--score", "QA_Correctness", "--out", tmp_path / "a.json"]
+    code, _, err = run_cli(capfd, "agreement", scored, *given, *explicit_args)
+    assert code == 0, err
+    named, explicit = (json.loads((tmp_path / f).read_text()) for f in ("named.json", "a.json"))
+    assert named["score"] == explicit["score"] == "QA_Correctness" and named["figures"] == explicit["figures"]
+    code, _, err = run_cli(capfd, "calibrate", scored, "--labels", tmp_path / "labels.jsonl", "-o", tmp_path / "c.json")
+    assert code == 0 and json.loads((tmp_path / "c.json").read_text())["score"] == "QA_Correctness", err
+    rows = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    rows[0]["score"], rows[1]["score"] = "QA_Clarity", None
+    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = run_cli(capfd, "agreement", scored, "--labels", tmp_path / "mixed.jsonl")
+    assert code == 2 and "--score is needed: it names QA_Clarity, QA_Correctness;" in err, err
+    code, _, err = run_cli(capfd, "calibrate", scored, "--label", "QA_Correctness")
+    assert code == 2 and "--score is needed with --label" in err, err

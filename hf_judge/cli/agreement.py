@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
+from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP, score_from_labels
 
 AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement labelled-judged/ --score QA_Correctness --label human_score --out report.json
@@ -38,8 +38,8 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
     p.add_argument("dataset", help="Hub repo id, local folder, or data file holding both columns")
     p.add_argument(
         "--score",
-        required=True,
-        help="the judge's column (a pairwise metric's name reads <name>_winner, Comparative__judge_a a panel judge's)",
+        help="the judge's column (a pairwise metric's name reads <name>_winner, Comparative__judge_a a panel judge's; "
+        "default with --labels: the score the file's rows name)",
     )
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--label", help="the column of trusted labels, or a second judge's column")
@@ -103,6 +103,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
     if args.plots:
         plots.require()  # before the work: the user asked for pictures
+    score_from_labels(args)
     ds = load_input(
         args.dataset,
         subset=args.subset,

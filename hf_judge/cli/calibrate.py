@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP
+from .options import REVISION_HELP, SUBSET_HELP, TOKEN_HELP, score_from_labels
 
 CALIBRATE_EXAMPLE = """examples:
   hf-judge calibrate out/ --score QA_Correctness --labels labels.jsonl            # writes out/calibration.json
@@ -42,7 +42,11 @@ def add_calibrate(sub: Any, settings: bool) -> None:  # noqa: ARG001 - calibrate
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_source_options(p)
-    p.add_argument("--score", required=True, help="the judge's score column (its _expected is read when present)")
+    p.add_argument(
+        "--score",
+        help="the judge's score column (its _expected is read when present; default with --labels: the score the "
+        "file's rows name)",
+    )
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--label", help="a column of the result holding the labels")
     given.add_argument(
@@ -100,6 +104,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         plots.require()
     if args.push_to_hub:
         check_repo_id(args.push_to_hub, "--push-to-hub")
+    score_from_labels(args)
     cal = calibrate(
         load_result(args),
         args.score,

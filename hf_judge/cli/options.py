@@ -17,6 +17,7 @@ import enum
 import math
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -487,3 +488,26 @@ def add_spark_options(g: Any) -> None:
         metavar="URL",
         help="the Spark master to run on (implies --spark): local[4], spark://host:7077, yarn, k8s://...",
     )
+
+
+def score_from_labels(args: Any) -> None:
+    """``--score`` left out: the one score a ``--labels`` file's rows name (``sample-for-review`` writes it in
+    each row), else a ConfigError saying what to pass.
+
+    Example:
+        >>> args = argparse.Namespace(score="QA_Clarity", labels=None, label="human"); score_from_labels(args)
+        >>> args.score
+        'QA_Clarity'
+    """
+    if args.score is not None:
+        return
+    if not args.labels:
+        raise ConfigError("--score is needed with --label: the judge's column to compare with the labels")
+    from ..analysis.labels import read_labels
+
+    named = sorted({str(r["score"]) for r in read_labels(args.labels, token=getattr(args, "token", None))} - {"None"})
+    if len(named) != 1:
+        which = f"it names {', '.join(named)}" if named else "its rows name no score"
+        raise ConfigError(f"--score is needed: {which}; give the judge's column, e.g. --score QA_Correctness")
+    args.score = named[0]
+    print(f"scores compared: {args.score} (the score the labels file names)", file=sys.stderr)
