@@ -115,6 +115,7 @@ def test_a_plain_run_records_its_column_mapping_in_summary_and_card(judge, hub, 
         (["score", "d.jsonl", "--temperature", "x"], "argument --temperature: invalid float value: 'x'"),
         (["agreement", "d.jsonl", "--score", "s"], "one of the arguments --label --labels is required"),
         (["score", "d.jsonl", "--concurency", "3"], "did you mean --concurrency"),
+        (["sample-for-review", "r", "--score", "s", "-n", "5"], "arguments: -n 5 (did you mean --n for -n?)"),
     ],
 )
 def test_a_bad_value_is_one_line_not_the_usage(args, message, capfd):

@@ -117,7 +117,7 @@ def _unrecognized(extra: list[str], parser: argparse.ArgumentParser, command: st
     own = subcommands(parser).get(command or "")
     known = [o for a in own._actions for o in a.option_strings] if own else []
     hints = []
-    for word in (w.split("=", 1)[0] for w in extra if w.startswith("--")):
+    for word in (w.split("=", 1)[0] for w in extra if w.startswith("-") and len(w) > 1):
         close = difflib.get_close_matches(word, known, n=1, cutoff=0.75)
         if close:
             hints.append(f"did you mean {close[0]} for {word}?")
