@@ -115,6 +115,26 @@ def test_the_session_hf_judge_starts_runs_its_workers_on_hf_judge_s_own_python(j
     assert "rows           train: 4" in done.stdout
 
 
+def test_a_panel_on_spark_has_the_agreement_and_length_bias_of_the_one_process_run(spark, judge, tmp_path, capfd):
+    """The Spark CLI built its result by hand and skipped the run shell's figures: a panel on Spark saved no
+    judge-vs-judge agreement and no length bias. It now ends in the shell as every engine does: the same figures
+    as the one-process run on the same replies (which pays nothing again)."""
+    from helpers import run_cli, score_args
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _rows(24)))
+    panel = ["--models", "judge,judge-b", "--cache-dir", tmp_path / "cache"]
+    code, _, err = run_cli(capfd, *score_args(data, judge, *panel, "--spark", "-o", tmp_path / "spark"))
+    assert code == 0, err
+    paid = judge.stats()["requests"]
+    code, _, err = run_cli(capfd, *score_args(data, judge, *panel, "-o", tmp_path / "single"))
+    assert code == 0, err
+    assert judge.stats()["requests"] == paid
+    on_spark, single = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("spark", "single"))
+    assert single["agreement"] and on_spark["agreement"] == single["agreement"]
+    assert single["length_bias"] and on_spark["length_bias"] == single["length_bias"]
+
+
 def test_hub_dataset_read_by_pyspark_huggingface_scored_and_pushed(spark, hub, judge, tmp_path, capfd):
     """A Hub dataset read on the executors by Hugging Face's Spark data source (its own User-Agent reaches the
     Hub), scored, written, and pushed back with its errors split and card."""

@@ -29,24 +29,23 @@ from datasets import Dataset
 
 from .. import constants
 from ..errors import ConfigError
-from ..results.errors_split import ERRORS_SPLIT, errors_dataset
+from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..settings import resolved_provider
 from .capabilities import check
-from .core import score_features
+from .core import Plan, score_features
 from .job import JudgeJob
 from .prepare import as_splits, run_settings
 from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
-from .shell import merged_per_judge, stats_delta, stats_dict, total_stats, worker_error
+from .shell import bias_checks, merged_per_judge, scored_result, stats_delta, stats_dict, total_stats, worker_error
 from .spark import SparkScorer, refuse_secrets_in_the_plan, spark_plans
 from .transform import ERRORS_COLUMN, Runtime, errors_feature
 
 if TYPE_CHECKING:
     import pyspark.sql
 
-    from ..results.scored import ScoredDatasetDict
     from .job import JudgeJob
 
 # on each batch's first row, the request counters the batch moved (JSON); summed into the summary, never written
@@ -289,6 +288,9 @@ def score_frames_on_spark(
     errors: list[dict[str, Any]] = []
     moved: list[Any] = []
     runs: list[dict[str, Any]] = []
+    checks = bias_checks(
+        job.bias_checks, job.metrics, job.columns, job.settings, {s: d.columns for s, d in frames.items()}
+    )
     for split, df in frames.items():
         split_started, first = time.monotonic(), len(moved)
         numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
@@ -304,11 +306,10 @@ def score_frames_on_spark(
         runs.append(moved_entry(run_id, run_started, split, entry, time.monotonic() - split_started))
     summary = run_summary(job, base_urls, results, results, errors, moved, started)
     summary.add_runs(runs)
-    out = ScoredDatasetDict(results)
-    out[ERRORS_SPLIT] = errors_dataset(errors)
-    out.summary = summary
+    plans = [Plan(m, {}, 0.0) for m in job.metrics]  # the agreement reads the metrics' columns only
+    out = scored_result(results, errors, summary, checks, (job.layout, {s: plans for s in results}))
     sessions = {str(df.sparkSession.sparkContext.master) for df in frames.values()}
-    out.summary.notes.append(f"scored on Spark ({', '.join(sorted(sessions))})")
+    summary.notes.append(f"scored on Spark ({', '.join(sorted(sessions))})")
     output.write_errors(out[ERRORS_SPLIT])
-    output.complete(out.summary)
+    output.complete(summary)
     return out
