@@ -136,7 +136,8 @@ def _judgebench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
 
 def _mt_bench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
     ds, source = loaded
-    _needs(ds, source, ("question_id", "model_a", "model_b", "winner", "judge", "conversation_a", "turn"))
+    needed = ("question_id", "model_a", "model_b", "winner", "judge", "conversation_a", "conversation_b", "turn")
+    _needs(ds, source, needed)
     groups: dict[tuple[Any, str, str, int], dict[str, Any]] = {}
     for vote in ds:
         a, b, winner = vote["model_a"], vote["model_b"], _vote(vote["winner"])
