@@ -27,8 +27,6 @@ import numpy as np
 from . import stats
 
 FILE = "choose_judge.json"
-WINNERS = ("1", "2", "tie")
-_FLIP = {"1": "2", "2": "1", "tie": "tie"}
 
 
 def _vote(winner: Any, label: Any) -> int:

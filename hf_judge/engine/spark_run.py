@@ -46,8 +46,6 @@ from .transform import ERRORS_COLUMN, Runtime, errors_feature
 if TYPE_CHECKING:
     import pyspark.sql
 
-    from .job import JudgeJob
-
 # on each batch's first row, the request counters the batch moved (JSON); summed into the summary, never written
 STATS_COLUMN = "_hf_judge_batch_stats"
 # monotonically_increasing_id's layout: the partition in the upper bits, the row within it in the lower 33

@@ -54,7 +54,7 @@ from ..store.segments import Remote
 from ..transport.client import Stats
 from .core import Plan
 from .pipeline import SplitRun, sparse_gc
-from .shell import RunResources, merge_stats, open_clients
+from .shell import RunResources, copy_stats, merge_stats, open_clients
 
 logger = logging.getLogger("hf_judge")
 
@@ -132,7 +132,7 @@ def score_split(
         ctx.Process(target=_work, args=(job, messages, parent_alive), name=f"hf_judge-worker-{job.index}")
         for job in jobs
     ]
-    tally = _Tally([copy.deepcopy(s) for s in stats], procs)
+    tally = _Tally(copy_stats(stats), procs)
     total = sum(j.stop - j.start for j in jobs)
     started = time.perf_counter()
     last_report = last_sync = started

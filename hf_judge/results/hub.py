@@ -47,7 +47,6 @@ from .stoppable import PushSteps, stoppable_push
 from .summary import SUMMARY_FILE, RunSummary
 
 if TYPE_CHECKING:
-    from ..analysis.agreement import AgreementReport
     from ..analysis.calibration import Calibration
 
 

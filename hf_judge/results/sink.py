@@ -39,8 +39,6 @@ from .summary import RunSummary
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-    from ..analysis.calibration import Calibration
-
 logger = logging.getLogger("hf_judge")
 
 # files a push of scores leaves alone: a calibration fitted on labels belongs to the data, not to one run's scores

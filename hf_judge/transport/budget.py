@@ -103,7 +103,7 @@ class Meter:
             estimate = prompt_tokens_estimate(body)
         else:
             estimate = self.written[0] / self.written[1] if self.written[1] else 0.0
-        p, c = counted_tokens(estimate, content, None if self.reply_cap is None else self.reply_cap)
+        p, c = counted_tokens(estimate, content, self.reply_cap)
         self.counted += 1
         return p, c * n
 

@@ -76,10 +76,6 @@ class LocalJudge:
     log_path: Path  # the server's stdout and stderr
     process: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
-    def exit_code(self) -> int | None:
-        """The server's exit code if it has stopped (negative: killed by that signal), None while it runs."""
-        return None if self.process is None else self.process.poll()
-
 
 def rebuild_command() -> str:
     """The command that reinstalls llama-cpp-python built for any x86-64 CPU with AVX2 (no -march=native), in the
@@ -354,7 +350,7 @@ def local_judge(
     is missing or the GGUF does not exist, :class:`LocalServerError` if the server
     does not start (the message holds the tail of its log). A server that dies during the block is a warning
     with its exit code or signal and the fix (``warn_if_died=False``: the caller reports it, see
-    :meth:`LocalJudge.exit_code` and :func:`died_message`); its log is kept.
+    the server process's exit code and :func:`died_message`); its log is kept.
 
     Example:
         >>> from hf_judge import score_dataset
@@ -392,9 +388,10 @@ def local_judge(
             died = proc.poll() is not None
             stop_server(proc)
             if died:  # it stopped before we asked: keep its log for the post-mortem, saying how it ended
+                message = died_message(proc.returncode, log_path)
                 with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as log:
-                    log.write(f"\nhf-judge: {died_message(proc.returncode, log_path).split(';')[0]}\n")
+                    log.write(f"\nhf-judge: {message.split(';')[0]}\n")
                 if warn_if_died:
-                    logger.warning("%s", died_message(proc.returncode, log_path))
+                    logger.warning("%s", message)
             elif own_log:
                 log_path.unlink(missing_ok=True)
