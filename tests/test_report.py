@@ -836,7 +836,13 @@ def test_a_choose_judge_folder_shows_a_bar_per_judge_with_its_interval(browser, 
             "human": [i % 3 != 0 for i in range(n)],
         }
     )
-    judge.configure(faults=[{"fault": "status", "status": 400, "rate": 0.3, "model": "shaky"}])
+    # steady answers the label on all rows but two (beyond chance: it is recommended), shaky at random, a third
+    # of its requests refused
+    steady = [
+        {"fault": "text", "model": "steady", "match": f"\na{i}\n", "text": json.dumps({"verdict": "1" if v else "0"})}
+        for i, v in enumerate(h != (i in (4, 7)) for i, h in enumerate(ds["human"]))
+    ]
+    judge.configure(faults=[*steady, {"fault": "status", "status": 400, "rate": 0.3, "model": "shaky"}])
     choice = choose_judge(
         ds, "Binary", ["steady", "shaky"], label="human", base_url=judge.base_url, api_key="k", retries=0,
         cache_dir=tmp_path / "c", progress=False, resamples=100, columns={"prediction": "answer"},
@@ -865,6 +871,7 @@ def test_a_choose_judge_folder_shows_a_bar_per_judge_with_its_interval(browser, 
         assert float(line.get_attribute("x1")) == pytest.approx(x0 + per * lo)
         assert float(line.get_attribute("x2")) == pytest.approx(x0 + per * hi)
     pick = choice.recommendation["name"]
+    assert pick == "steady"
     assert [b.get_attribute("data-judge") for b in bars if "recommended" in b.get_attribute("class")] == [pick]
     # the rows are the recommended judge's own folder's, its column under its own name
     assert "Binary" in browser.find_element(By.ID, "view").text
