@@ -836,7 +836,13 @@ def test_a_choose_judge_folder_shows_a_bar_per_judge_with_its_interval(browser, 
             "human": [i % 3 != 0 for i in range(n)],
         }
     )
-    judge.configure(faults=[{"fault": "status", "status": 400, "rate": 0.3, "model": "shaky"}])
+    # steady answers the label on all rows but two (beyond chance: it is recommended), shaky at random, a third
+    # of its requests refused
+    steady = [
+        {"fault": "text", "model": "steady", "match": f"\na{i}\n", "text": json.dumps({"verdict": "1" if v else "0"})}
+        for i, v in enumerate(h != (i in (4, 7)) for i, h in enumerate(ds["human"]))
+    ]
+    judge.configure(faults=[*steady, {"fault": "status", "status": 400, "rate": 0.3, "model": "shaky"}])
     choice = choose_judge(
         ds, "Binary", ["steady", "shaky"], label="human", base_url=judge.base_url, api_key="k", retries=0,
         cache_dir=tmp_path / "c", progress=False, resamples=100, columns={"prediction": "answer"},
@@ -865,7 +871,34 @@ def test_a_choose_judge_folder_shows_a_bar_per_judge_with_its_interval(browser, 
         assert float(line.get_attribute("x1")) == pytest.approx(x0 + per * lo)
         assert float(line.get_attribute("x2")) == pytest.approx(x0 + per * hi)
     pick = choice.recommendation["name"]
+    assert pick == "steady"
     assert [b.get_attribute("data-judge") for b in bars if "recommended" in b.get_attribute("class")] == [pick]
     # the rows are the recommended judge's own folder's, its column under its own name
     assert "Binary" in browser.find_element(By.ID, "view").text
     assert load_from_disk(str(tmp_path / "choice" / pick))["train"].num_rows == n
+
+
+def test_a_choose_judge_folder_where_no_judge_is_fit_says_so(browser, judge_server_proc, tmp_path, capfd):
+    """Two judges answering at random: nothing is recommended, no bar is marked, and the page says why (it read
+    "Recommended: null")."""
+    from selenium.webdriver.common.by import By
+
+    from hf_judge import choose_judge
+
+    judge = judge_server_proc
+    judge.reset()
+    ds = Dataset.from_dict({"question": [f"q{i}" for i in range(12)], "answer": [f"a{i}" for i in range(12)],
+                            "human": [i % 3 != 0 for i in range(12)]})  # fmt: skip
+    choice = choose_judge(
+        ds, "Binary", ["coin_a", "coin_b"], label="human", base_url=judge.base_url, api_key="k",
+        cache_dir=tmp_path / "c", progress=False, resamples=100, columns={"prediction": "answer"},
+        output_dir=tmp_path / "choice",
+    )  # fmt: skip
+    assert choice.recommendation["name"] is None
+    code, out, err = run_cli(capfd, "view", tmp_path / "choice")
+    assert code == 0, err
+    _open(browser, tmp_path / "choice" / "report.html")
+    assert _problems(browser) == []
+    said = browser.find_element(By.ID, "choice").find_element(By.XPATH, "preceding-sibling::p[1]").text
+    assert "Nothing recommended: no candidate is fit" in said and "null" not in said
+    assert browser.find_elements(By.CSS_SELECTOR, "#choice .choice-bar.recommended") == []

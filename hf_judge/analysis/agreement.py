@@ -10,7 +10,9 @@ Three kinds of columns, told apart by their types (or ``kind=``):
   and Cohen's kappa;
 * pairwise judgments (``<metric>_winner``: "1", "2" or "tie"): agreement with the labelled
   preference, Cohen's kappa, the judge's tie rate and its position-bias rate, the share of rows whose
-  two orders disagreed (``<metric>_disagree``, written when the metric ran both orders).
+  two orders disagreed (``<metric>_disagree``, written when the metric ran both orders). Where each order of a
+  pair is a row of its own (a ``choose-judge`` candidate's folder: the column ``__order__``), also the figure of
+  ``choose-judge``'s table, by JudgeBench's rule over the pairs (``report.rules["judgebench"]``).
 
 A row where either column is null (a failed metric, an unlabelled row) is dropped, and counted.
 The headline figures get percentile bootstrap intervals, seeded: the same seed gives the same
@@ -34,6 +36,7 @@ from datasets import features as _features
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
 from . import bias, stats
+from .leaderboard import ORDER, orders_figures, orders_line
 
 KINDS = ("numeric", "binary", "pairwise")
 # figures that get an interval; Kendall's tau is left out: it costs ~4x Spearman per resample and moves with it
@@ -87,6 +90,9 @@ class AgreementReport:
     # the figures over ALL labelled rows, a row the judge did not decide counting as not agreeing
     # (:func:`hf_judge.analysis.stats.over_all_rows`): rows, decided, coverage, figures, intervals, failures
     all_rows: dict[str, Any] | None = None
+    # the figures of another rule (hf_judge.analysis.leaderboard.RULES), where the rows allow it: "judgebench" for
+    # the two orders of each pair as rows of their own (choose-judge's table): pairs, accuracy, interval
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
@@ -139,6 +145,10 @@ class AgreementReport:
             + "; ".join(parts)
         )
 
+    def _rules_lines(self) -> list[str]:
+        """The figure of JudgeBench's rule, where each order of a pair is a row, and why the others differ."""
+        return [orders_line(self.rules["judgebench"])] if self.rules.get("judgebench") else []
+
     def _kind(self) -> str:
         return "a rating against true/false labels" if self.note else self.kind
 
@@ -152,6 +162,7 @@ class AgreementReport:
             f"Agreement of {self.score} with {self.label} ({self._kind()}{where})",
             f"rows {self.rows:,}, compared {self.pairs:,}, dropped: {self._dropped()}",
             *([self._all_rows_line()] if self._shows_all_rows() else []),
+            *self._rules_lines(),
             "",
         ]
         if self.note:
@@ -195,6 +206,7 @@ class AgreementReport:
             f"compared ({self._dropped()})",
             "",
             *([self._all_rows_line(), ""] if self._shows_all_rows() else []),
+            *(f"{line}\n" for line in self._rules_lines()),
             *([f"Note: {self.note}", ""] if self.note else []),
             f"| figure | value | {self.confidence:.0%} interval |",
             "| --- | --- | --- |",
@@ -355,6 +367,15 @@ def agreement(
         errors = ds["errors"]
     failed = _failure_kinds(errors, split, base_score, rows)
     report.all_rows = _all_rows(report, l_arr, keep, x, label, positive, failed, rows)
+    if kind == "pairwise" and ORDER in d.column_names and rows is None:  # both orders of each pair as rows
+        found = orders_figures(
+            d.with_format("arrow")[ORDER].to_pylist(),
+            *([_preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr)),
+            resamples=resamples,
+            seed=seed,
+            confidence=confidence,
+        )
+        report.rules.update({"judgebench": found} if found else {})
     if resamples:
         for name in HEADLINE[kind]:
             if name in fns and report.figures.get(name) is not None:
@@ -419,6 +440,16 @@ def _all_rows(
         seed=report.seed,
         confidence=report.confidence,
     )
+
+
+def _preference(v: Any) -> str | None:
+    """One winner or preference as "1", "2" or "tie" (None for none, or a word that is no preference)."""
+    return None if v is None else _PREFERENCES.get(_word(v))
+
+
+def _word(v: Any) -> str:
+    w = str(v).strip().lower()
+    return w[:-2] if w.endswith(".0") else "tie" if w.startswith("tie") else w
 
 
 def _passed(arr: pa.Array, label: str, threshold: float, positive: Any, what: str = "label") -> pa.Array:
@@ -575,8 +606,7 @@ def _booleans(arr: pa.Array, column: str, positive: Any, judge: bool = False) ->
 
 
 def _preferences(arr: pa.Array, column: str) -> np.ndarray:
-    words = [str(v).strip().lower() for v in arr.to_pylist()]
-    words = [w[:-2] if w.endswith(".0") else "tie" if w.startswith("tie") else w for w in words]
+    words = [_word(v) for v in arr.to_pylist()]
     unknown = sorted({w for w in words if w not in _PREFERENCES})
     if unknown:
         raise ConfigError(

@@ -16,13 +16,19 @@ CHOOSE_EXAMPLE = """examples:
   hf-judge choose-judge data.jsonl --metric QA_Correctness,MyCorrectness --prompts-dir my_prompts \\
       --judges a,b --labels labels.jsonl --for me/big-dataset -o choice/     # judge x prompt; the cost of the pick
   hf-judge choose-judge --benchmark judgebench --judges a,b -n 100     # a public labelled set, loaded from the Hub
+  hf-judge choose-judge labelled.jsonl --metric Binary --judges-file judges.yaml --label human   # each on its server
 
 The table counts ALL labelled rows: a row a judge did not decide counts as not agreeing; coverage and failures
 by kind are columns. Verdicts and winners: accuracy and Cohen's kappa; ratings: Spearman and Kendall (on the
 rated rows); each with a bootstrap interval. A pairwise metric asked in both orders is scored by JudgeBench's
 rule (each order +1 right, -1 wrong, 0 tie or unparsed; a pair is right when the sum is above 0), with the
-single-order accuracy and the share of pairs whose orders disagree. Cost per 1,000 rows at list and batch
-price, p50 and p95 latency. Recommended: the cheapest judge whose interval overlaps the best judge's.
+single-order accuracy and the share of pairs whose orders disagree; coverage and failures count each order.
+A pairwise judge's P(it prefers the longer response) beside the labels' own rate. Cost per 1,000 rows at list
+and batch price (none for a judge that decided no row, or without a price), p50 and p95 latency.
+The last row is chance: always answering the majority label (kappa 0; rho 0 for ratings). Recommended: of the
+judges whose interval lies above chance, the cheapest whose interval overlaps the best one's; none when no judge
+is beyond chance, said so, with about how many labelled rows would settle it. One judge alone gets the same
+table (nothing is compared).
 """
 
 
@@ -43,11 +49,12 @@ def add_choose(sub: Any, settings: bool) -> None:
         "mt-bench-human, helpsteer2, ...), loaded from the Hub at run time",
     )
     p.add_argument("--metric", help="the metric judged, or several prompt files of one kind (a,b: judge x prompt)")
-    p.add_argument("--judges", required=True, help="the candidate judges, comma-separated (two or more)")
+    p.add_argument("--judges", metavar="A,B", help="the candidate judges, comma-separated (one or more)")
     p.add_argument(
         "--judges-file",
         metavar="FILE",
-        help="YAML list of judges as a recipe's models: [{model, base_url, api_key: env:VAR, provider, name}]",
+        help="YAML list of judges as a recipe's models: [{model, base_url, api_key: env:VAR, provider, name}] "
+        "(alone, or added to --judges)",
     )
     given = p.add_mutually_exclusive_group()
     given.add_argument("--label", metavar="COLUMN", help="the column of trusted labels")
@@ -73,8 +80,6 @@ def add_choose(sub: Any, settings: bool) -> None:
 def cmd_choose(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    import yaml
-
     from ..analysis.benchmarks import load_benchmark
     from ..engine.choose import choose_judge
     from .inputs import load_input
@@ -83,7 +88,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     if (args.dataset is None) == (args.benchmark is None):
         raise ConfigError("give DATASET or --benchmark NAME (one of them)")
     if getattr(args, "model", None) or getattr(args, "models", None):
-        raise ConfigError("choose-judge takes its judges from --judges (a,b,c), not --model / --models")
+        raise ConfigError("choose-judge takes its judges from --judges a,b or --judges-file, not --model / --models")
     cluster = [flag for flag in ("ray", "ray_address", "spark", "spark_master") if getattr(args, flag, None)]
     if cluster:  # a labelled sample is small: one process (or --workers, --batch) scores it
         raise ConfigError(
@@ -93,9 +98,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         )
     args.metrics = [args.metric] if args.metric else None
     job = resolve_job(args, None, args.dataset)
-    judges: list[Any] = [j.strip() for j in args.judges.split(",") if j.strip()]
-    if args.judges_file:
-        judges += list(yaml.safe_load(Path(args.judges_file).read_text(encoding="utf-8")) or [])
+    judges = _judges(args)
     labelled: dict[str, Any] = {"label": args.label, "labels": args.labels}
     if args.annotators:
         labelled["annotators"] = [c.strip() for c in args.annotators.split(",")]
@@ -142,3 +145,29 @@ def cmd_choose(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     print(choice, flush=True)
     return 0
+
+
+def _judges(args: argparse.Namespace) -> list[Any]:
+    """The candidates: ``--judges`` (names), then ``--judges-file`` (a YAML list); either alone is enough."""
+    from pathlib import Path
+
+    import yaml
+
+    judges: list[Any] = [j.strip() for j in (args.judges or "").split(",") if j.strip()]
+    if args.judges_file:
+        try:
+            listed = yaml.safe_load(Path(args.judges_file).read_text(encoding="utf-8")) or []
+        except (OSError, yaml.YAMLError) as err:
+            raise ConfigError(f"--judges-file {args.judges_file} cannot be read: {err}") from None
+        if not isinstance(listed, list):
+            raise ConfigError(
+                f"--judges-file {args.judges_file} holds a {type(listed).__name__}, not a list of judges: write "
+                "one line per judge, e.g. '- {model: gpt-4.1-nano}' or '- {model: m, base_url: http://...}'"
+            )
+        judges += listed
+    if not judges:
+        raise ConfigError(
+            "give the candidate judges: --judges a,b (model names), --judges-file FILE (a YAML list, each judge on "
+            "its own server), or both"
+        )
+    return judges

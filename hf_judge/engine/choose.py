@@ -18,19 +18,22 @@ from typing import Any
 import numpy as np
 from datasets import Dataset, DatasetDict, concatenate_datasets
 
-from ..analysis import stats
+from ..analysis import bias, stats
 from ..analysis.agreement import agreement
 from ..analysis.ceiling import human_ceiling
+from ..analysis.chance import chance_level
 from ..analysis.labels import read_labels
-from ..analysis.leaderboard import JudgeChoice, combined_winner, pair_verdicts, recommend
+from ..analysis.leaderboard import JudgeChoice, combined_winner, flip, pair_verdicts, recommend, rule_of
 from ..analysis.stats import over_all_rows
 from ..errors import ConfigError
 from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import JUDGE_SEP
 from ..judging.metrics import Metric, MetricKind
 from ..progress import ProgressCallback
+from ..results.bias import pair_variables
 from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
+from ..results.summary import RunSummary
 from ..settings import Panelist, Settings, SettingValues, Unpack
 from ..transport.prices import Price
 from .choose_output import check_output_dir, write_output
@@ -38,7 +41,10 @@ from .estimate import estimate_cost
 from .score import score_dataset
 
 LABEL = "__label__"  # the labels' column in the scored rows, whatever the data calls it
-_FLIP = {"1": "2", "2": "1", "tie": "tie"}
+NO_CEILING = (
+    "one label per row; the ceiling needs several people's labels of the same rows (annotators=[...], "
+    "--annotators A,B,C, or a labels file with a reviewer column)"
+)
 
 
 def choose_judge(
@@ -71,7 +77,7 @@ def choose_judge(
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
     to trust it, what it costs.
 
-    ``judges``: two or more model names, or panelist specs (``{"model": ..., "base_url": ..., "api_key":
+    ``judges``: one or more model names, or panelist specs (``{"model": ..., "base_url": ..., "api_key":
     "env:VAR", "provider": ...}``, as in a panel) to put each on its own server. ``metric``: the metric judged, or
     several prompt files of one kind (``["QA_Correctness", "MyCorrectness"]``: ranks judge x prompt).
     The labels: the column ``label`` of ``data``, or ``labels`` (a labels file as ``agreement`` reads it, its
@@ -89,7 +95,11 @@ def choose_judge(
     ``generator_column``, each judge's error on its own family's texts against the others'; cost per 1,000
     rows at list and batch price (the tokens the run's replies used), median and p95 latency.
 
-    The recommendation: of the judges whose interval overlaps the best judge's, the cheapest.
+    Chance (the table's last row): what always answering the majority label scores (kappa 0; for ratings, rho 0).
+    The recommendation: of the judges whose interval (and kappa's) lies wholly above chance, the cheapest whose
+    interval overlaps the best one's; none when no judge is beyond chance (``recommendation["name"]`` is None and
+    ``recommendation["unfit"]`` says why), with about how many labelled rows would settle it when the intervals
+    overlap. One judge alone is measured the same way (nothing is compared).
     ``for_dataset``: what scoring it with the recommended judge would cost (``--dry-run``'s projection).
     ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
     candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
@@ -143,19 +153,23 @@ def choose_judge(
         **_panel_settings(setting_values, candidates, generator_column),
     )
     assert isinstance(result, ScoredDatasetDict)
-    choice = _rank(
-        result, ds, metrics, candidates, kind, swapped, generator_column, label_threshold, positive, resamples, seed
-    )
+    truth = _truth(ds[LABEL], kind, positive, label_threshold)
+    labelled = (label_threshold, positive, truth)
+    choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, labelled, resamples, seed)
+    _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
     if rows_of is not None:
         choice.ceiling = human_ceiling(rows_of, kind, resamples=resamples, seed=seed)
+    else:
+        choice.ceiling_missing = NO_CEILING
     _projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
-    choice.recommendation = recommend(choice.entries)
-    if for_dataset is not None and choice.recommendation is not None:
+    choice.recommendation = recommend(choice.entries, choice.chance, choice.rows)
+    if for_dataset is not None and (choice.recommendation or {}).get("name"):
         choice.projection = _projection(
             for_dataset, choice, candidates, columns, prompts_dir, metric_params, settings, setting_values
         )
     if output_dir is not None:
-        write_output(output_dir, result, choice, candidates, len(ds) if swapped else None)
+        pairs = (LABEL, truth) if swapped else None  # each order's rows with the label in their own terms
+        write_output(output_dir, result, choice, candidates, len(ds) if swapped else None, pairs)
     return choice
 
 
@@ -173,13 +187,12 @@ def _panel_settings(
 def _candidates(judges: Sequence[str | Mapping[str, Any] | Panelist]) -> list[Panelist]:
     if isinstance(judges, str):
         judges = [j.strip() for j in judges.split(",") if j.strip()]
-    found = Settings(models=list(judges)).judges  # type: ignore[arg-type]  # checked here if len(judges) > 1 else []  # a panel's checks: names, keys
-    if len(found) < 2:
+    if not judges:
         raise ConfigError(
-            "choose_judge needs two or more candidate judges, e.g. judges=['gpt-4.1-nano', 'gpt-4.1-mini'] "
-            "(--judges a,b); to measure one judge, score the rows and run agreement on them"
+            "choose_judge needs a candidate judge, e.g. judges=['gpt-4.1-nano', 'gpt-4.1-mini'] (--judges a,b, or "
+            "--judges-file FILE)"
         )
-    return found
+    return Settings(models=list(judges)).judges  # type: ignore[arg-type]  # a panel's checks: names, keys
 
 
 def _kind_of(metrics: Sequence[Metric]) -> str:
@@ -276,9 +289,10 @@ def _swap(ds: Dataset, metric: Metric, columns: Mapping[str, str]) -> Dataset:
     return ds.rename_columns({a: "__swap_a__", b: a}).rename_columns({"__swap_a__": b}).select_columns(ds.column_names)
 
 
-def _column(metric: Metric, judge: str) -> str:
+def _column(metric: Metric, judge: str | None) -> str:
+    """A candidate's column: ``<column>__<judge>`` in a panel, the metric's own (``judge`` None) for one judge."""
     base = f"{metric.name}_winner" if metric.kind == MetricKind.PAIRWISE else _score_column(metric)
-    return f"{base}{JUDGE_SEP}{judge}"
+    return base if judge is None else f"{base}{JUDGE_SEP}{judge}"
 
 
 def _score_column(metric: Metric) -> str:
@@ -301,6 +315,29 @@ def _judge_errors(errors: Dataset, judge: str, rows: int | None = None) -> Datas
     return errors.filter(keep, input_columns=["message", "row"])
 
 
+def _truth(values: Sequence[Any], kind: str, positive: Any, threshold: float | None) -> list[Any]:
+    """The labels as the table compares them: verdicts True/False, winners "1"/"2"/"tie", ratings as they are."""
+    if kind == "binary":
+        return [_verdict(v, positive, threshold) for v in values]
+    if kind == "pairwise":
+        return [_winner(v) for v in values]
+    return list(values)
+
+
+def _judge_figures(summary: RunSummary, name: str, panel: bool) -> dict[str, Any]:
+    """One candidate's requests, tokens, price and latency: its entry of ``judge_requests`` in a panel; one judge
+    alone, the run's own counters (a run of one judge keeps no latency of its own: none is shown)."""
+    if panel:
+        return dict(summary.judge_requests.get(name, {}))
+    return {
+        "requests": summary.requests,
+        "prompt_tokens": summary.prompt_tokens,
+        "completion_tokens": summary.completion_tokens,
+        "answered": max(0, summary.requests - sum(summary.failed_attempts.values())),
+        "price": summary.price,
+    }
+
+
 def _rank(
     result: ScoredDatasetDict,
     ds: Dataset,
@@ -309,21 +346,25 @@ def _rank(
     kind: str,
     swapped: bool,
     generator_column: str | None,
-    label_threshold: float | None,
-    positive: Any,
+    labels: tuple[float | None, Any, list[Any]],
     resamples: int,
     seed: int,
 ) -> JudgeChoice:
+    """The table's entries, a candidate (x prompt) each; ``labels``: the label threshold, the positive value, and
+    the labels as the table compares them (:func:`_truth`)."""
+    label_threshold, positive, truth = labels
     scored, errors = result["train"], result[ERRORS_SPLIT]
     summary = result.summary
     assert summary is not None  # score_dataset always sets it
     n = len(ds)
     headline = {"binary": "accuracy", "pairwise": "agreement", "numeric": "spearman"}[kind]
     choice = JudgeChoice(metric=", ".join(m.name for m in metrics), kind=kind, rows=n, headline=headline)
+    choice.rule, choice.chance = rule_of(kind, swapped), chance_level(truth, kind)
+    panel = len(candidates) > 1
     for m in metrics:
         for judge in candidates:
             name = judge.column_name
-            column = _column(m, name)
+            column = _column(m, name if panel else None)
             own_errors = _judge_errors(errors, name, 2 * n if swapped else n)
             entry: dict[str, Any] = {
                 "name": name if len(metrics) == 1 else f"{name} x {m.name}",
@@ -331,34 +372,79 @@ def _rank(
                 "model": judge.model,
                 "metric": m.name,
                 "column": column,
+                "rule": choice.rule,
             }
             if swapped:
-                entry.update(_pairs(scored, n, column, own_errors, resamples, seed))
+                entry.update(_pairs(scored, n, column, own_errors, truth, resamples, seed))
             else:
                 entry.update(_figures(scored, n, column, own_errors, kind, label_threshold, positive, resamples, seed))
-            if generator_column is not None:  # the judge's error on its own family's texts (agreement's figures)
-                report = agreement(
-                    scored.select(range(n)),
-                    column,
-                    LABEL,
-                    kind=kind,
-                    resamples=0,
-                    label_threshold=label_threshold,
-                    positive=positive,
-                    generator_column=generator_column,
-                    judge_model=judge.model,
+            if generator_column is not None:
+                entry["self_preference"] = _self_preference(
+                    scored.select(range(n)), column, kind, generator_column, judge, label_threshold, positive
                 )
-                entry["self_preference"] = {
-                    "own_error": report.figures.get("own_family_error"),
-                    "other_error": report.figures.get("other_family_error"),
-                    "own_rows": report.figures.get("own_family_rows"),
-                }
-            entry.update(_costs(summary.judge_requests.get(name, {}), n, 2 if swapped else 1))
-            entry["length_bias"] = summary.length_bias.get(column.replace("_winner", "")) or summary.longer_wins.get(
-                column
-            )
+            entry.update(_costs(_judge_figures(summary, name, panel), n, 2 if swapped else 1, entry["coverage"]))
+            entry["length_bias"] = summary.length_bias.get(column.replace("_winner", ""))
             choice.entries.append(entry)
     return choice
+
+
+def _self_preference(
+    rows: Dataset,
+    column: str,
+    kind: str,
+    generator_column: str,
+    judge: Panelist,
+    label_threshold: float | None,
+    positive: Any,
+) -> dict[str, Any]:
+    """The judge's error on its own family's texts against the others' (agreement's figures)."""
+    report = agreement(
+        rows,
+        column,
+        LABEL,
+        kind=kind,
+        resamples=0,
+        label_threshold=label_threshold,
+        positive=positive,
+        generator_column=generator_column,
+        judge_model=judge.model,
+    )
+    return {
+        "own_error": report.figures.get("own_family_error"),
+        "other_error": report.figures.get("other_family_error"),
+        "own_rows": report.figures.get("own_family_rows"),
+    }
+
+
+def _longer_wins(
+    choice: JudgeChoice,
+    scored: Dataset,
+    n: int,
+    metrics: Sequence[Metric],
+    candidates: Sequence[Panelist],
+    columns: Mapping[str, str],
+    truth: list[Any],
+) -> None:
+    """A pairwise judge's P(it prefers the longer response) over every order it judged, beside the labels' own
+    (how often the labelled winner is the longer one, by the first metric's responses): lengths counted as the
+    run's bias check counts them (in the first candidate's tokens, else characters)."""
+    if choice.kind != "pairwise":
+        return
+    lengths = bias.Lengths(candidates[0].model or "")
+    by_metric: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for m in metrics:
+        pair = pair_variables(m)
+        if pair is not None:
+            a, b = (columns.get(v, v) for v in pair)
+            table = scored.select_columns([a, b]).with_format("arrow")[:]
+            by_metric[m.name] = (lengths.of(table, [a]), lengths.of(table, [b]))
+    for e in choice.entries:
+        if e["metric"] in by_metric:
+            winners = np.array(scored[e["column"]], dtype=object)
+            e["longer_wins"] = bias.longer_wins(winners, *by_metric[e["metric"]], lengths.unit)
+    if metrics[0].name in by_metric:
+        first, second = by_metric[metrics[0].name]
+        choice.label_longer_wins = bias.longer_wins(np.array(truth, dtype=object), first[:n], second[:n], lengths.unit)
 
 
 def _figures(
@@ -447,31 +533,39 @@ def _list(ci: Any) -> list[float] | None:
     return list(ci) if ci else None
 
 
-def _pairs(scored: Dataset, n: int, column: str, errors: Dataset, resamples: int, seed: int) -> dict[str, Any]:
-    """JudgeBench's figures of one judge: rows ``[0, n)`` are the first order, ``[n, 2n)`` the second."""
-    winners = scored[column]
-    labels = [str(v) if v is not None else None for v in scored[LABEL][:n]]
-    first = [w for w in winners[:n]]
-    second = [_FLIP.get(w) if w is not None else None for w in winners[n:]]
-    found = pair_verdicts(first, second, labels, resamples=resamples, seed=seed)
+def _pairs(
+    scored: Dataset, n: int, column: str, errors: Dataset, truth: list[Any], resamples: int, seed: int
+) -> dict[str, Any]:
+    """JudgeBench's figures of one judge: rows ``[0, n)`` are the first order, ``[n, 2n)`` the second. Coverage and
+    failures count the orders (each a request of its own: a pair with one order failed is still judged, by the
+    other order's vote, but the failed order is a failure); ``pair_coverage``: the pairs with an order decided."""
+    winners = scored[column][: 2 * n]
+    first = winners[:n]
+    second = [flip(w) for w in winners[n:]]
+    found = pair_verdicts(first, second, truth, resamples=resamples, seed=seed)
     kinds = _error_kinds(errors, n)
     combined = [combined_winner(a, b) for a, b in zip(first, second, strict=True)]
     decided = over_all_rows(
-        labels, combined, "pairwise", failures=[kinds.get(i) for i in range(n)], resamples=resamples, seed=seed
+        truth, combined, "pairwise", failures=[kinds.get(i) for i in range(n)], resamples=resamples, seed=seed
     )
+    by_order = _error_kinds(errors, 2 * n)
+    orders = over_all_rows([0] * 2 * n, winners, "numeric", failures=[by_order.get(i) for i in range(2 * n)])
     return {
         "score": found["accuracy"],
         "interval": found["interval"],
         "kappa": decided["figures"].get("cohen_kappa"),
         "kappa_interval": decided["intervals"].get("cohen_kappa"),
-        "coverage": decided["coverage"],
-        "failures": decided["failures"],
+        "coverage": orders["coverage"],
+        "failures": orders["failures"],
+        "pair_coverage": decided["coverage"],
         "judgebench": {k: found[k] for k in ("single_order_accuracy", "orders_disagree")},
     }
 
 
-def _costs(figures: Mapping[str, Any], rows: int, per_row: int) -> dict[str, Any]:
-    """Cost per 1,000 rows at list and batch price from the tokens this judge's replies used, and latency."""
+def _costs(figures: Mapping[str, Any], rows: int, per_row: int, coverage: float | None) -> dict[str, Any]:
+    """Cost per 1,000 rows at list and batch price from the tokens this judge's replies used, and latency. None
+    where the judge decided no row (a price of rows it cannot judge says nothing), where it has no price, or where
+    its server reported no token counts (then :func:`_projected_costs` projects it)."""
     out: dict[str, Any] = {
         "latency_p50_s": figures.get("latency_p50_s"),
         "latency_p95_s": figures.get("latency_p95_s"),
@@ -479,7 +573,8 @@ def _costs(figures: Mapping[str, Any], rows: int, per_row: int) -> dict[str, Any
         "cost_per_1000_batch": None,
     }
     answered, price = figures.get("answered") or 0, figures.get("price")
-    if price is None or not answered or not rows:
+    used = figures.get("prompt_tokens", 0) + figures.get("completion_tokens", 0)
+    if price is None or not answered or not rows or not coverage or not used:
         return out
     p = Price(**price)
     # the tokens of an answered request, times the requests a row takes (cached replies cost nothing this time)
@@ -507,6 +602,9 @@ def _projected_costs(
         if e.get("cost_per_1000") is not None:
             e["cost_basis"] = "replies"
             continue
+        if not e.get("coverage"):  # it decided nothing: no cost per 1,000 rows it cannot judge
+            e["cost_basis"] = None
+            continue
         judge = by_name[e["judge"]]
         own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
         est = estimate_cost(
@@ -518,10 +616,18 @@ def _projected_costs(
             e["cost_per_1000"] = est.cost_online / choice.rows * 1000
             e["cost_per_1000_batch"] = (est.cost_batch or 0.0) / choice.rows * 1000
             e["cost_basis"] = "projected"
-    if any(e.get("cost_per_1000") is None for e in choice.entries):
+    idle = [e["name"] for e in choice.entries if not e.get("coverage")]
+    if idle:
+        choice.notes.append(
+            f"{', '.join(idle)} decided no row: no cost is shown (a price per 1,000 rows it cannot judge says nothing)"
+        )
+    if any(e.get("cost_per_1000") is None and e.get("coverage") for e in choice.entries):
         choice.notes.append("a judge without a price has no cost: give its price with --prices FILE")
     if any(e.get("cost_basis") == "projected" for e in choice.entries):
-        choice.notes.append("cost of a judge whose replies were all cached: projected as --dry-run does")
+        choice.notes.append(
+            "cost of a judge whose replies this run did not pay for (from the reply store) or whose server reported "
+            "no token counts: projected as --dry-run does"
+        )
 
 
 def _projection(

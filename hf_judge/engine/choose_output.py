@@ -10,8 +10,11 @@ price and latency in its summary), so the judge the table recommends can be take
 calibrated on the same labels), and comparing two judges is comparing two results, as for any two runs.
 
 A pairwise metric asked in both orders is scored as two rows per pair: a candidate's folder holds both, the
-column ``__order__`` saying which (1: the responses as given, 2: swapped). Every folder also holds the label the
-table compared with, in the column ``__label__``.
+column ``__order__`` saying which (1: the responses as given, 2: swapped), and the label in each row's own terms
+(a swapped row's "1" is the response it shows first), so that its rows read alike and ``agreement`` on the folder
+gives the table's figure (it pairs the orders by ``__order__``). Every folder also holds the label the table
+compared with, in the column ``__label__``. One candidate alone runs as a plain run (no panel): its folder is that
+run's result.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from ..analysis.leaderboard import FILE, JudgeChoice
+from ..analysis.leaderboard import FILE, ORDER, JudgeChoice, flip
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
 from ..results import plots
@@ -36,7 +39,6 @@ from ..results.summary import RunSummary
 from ..settings import Panelist
 
 MARKDOWN = "choose_judge.md"
-ORDER = "__order__"  # 1: the responses as given, 2: swapped (a pairwise metric asked in both orders)
 PLOT = "plots/choose_judge.png"
 
 
@@ -69,25 +71,38 @@ def own(mapping: Mapping[str, Any], judge: str) -> dict[str, Any]:
     }
 
 
-def candidate_result(result: ScoredDatasetDict, judge: Panelist, order_rows: int | None = None) -> ScoredDatasetDict:
+def candidate_result(
+    result: ScoredDatasetDict,
+    judge: Panelist,
+    order_rows: int | None = None,
+    labels: tuple[str, Sequence[Any]] | None = None,
+) -> ScoredDatasetDict:
     """One candidate's result out of the panel run's: the data's columns, the judge's columns under their own
-    names, its error rows (and the run's own), and a summary as its own run would have written it. ``order_rows``:
-    the pairs of a metric asked in both orders (the first ``order_rows`` rows as given, the rest swapped)."""
+    names, its error rows (and the run's own), and a summary as its own run would have written it (one candidate
+    alone: the run's own result). ``order_rows``: the pairs of a metric asked in both orders (the first
+    ``order_rows`` rows as given, the rest swapped); ``labels``: the label column and the pairs' labels ("1", "2",
+    "tie"), written in each order's own terms."""
     summary = result.summary
     assert summary is not None  # score_dataset always sets it
     name = judge.column_name
     scored = result["train"]
-    mine = own({c: c for c in scored.column_names}, name)
     judges = [j.get("name") for j in summary.sampling.get("judges") or []]
-    others = {c for j in judges if j for c in own({c: c for c in scored.column_names}, j).values()}
-    added = set(summary.columns) | others
-    data = [c for c in scored.column_names if c not in added]
-    rows = scored.select_columns(data + list(mine.values())).rename_columns({v: k for k, v in mine.items()})
+    if judges:
+        mine = own({c: c for c in scored.column_names}, name)
+        others = {c for j in judges if j for c in own({c: c for c in scored.column_names}, j).values()}
+        added = set(summary.columns) | others
+        data = [c for c in scored.column_names if c not in added]
+        rows = scored.select_columns(data + list(mine.values())).rename_columns({v: k for k, v in mine.items()})
+    else:  # one judge alone: its columns are the run's own
+        mine, rows = {c: c for c in summary.columns if c in scored.column_names}, scored
     if order_rows is not None:
         rows = rows.add_column(ORDER, [1 if i < order_rows else 2 for i in range(len(rows))])
+    if order_rows is not None and labels is not None:
+        column, given = labels
+        rows = rows.remove_columns(column).add_column(column, [*given, *(flip(v) for v in given)])
     errors = _errors_of(result[ERRORS_SPLIT], name)
     out = ScoredDatasetDict({"train": rows, ERRORS_SPLIT: errors})
-    out.summary = _summary_of(summary, judge, list(mine), errors)
+    out.summary = _summary_of(summary, judge, list(mine), errors) if judges else summary
     return out
 
 
@@ -136,12 +151,13 @@ def write_output(
     choice: JudgeChoice,
     candidates: Sequence[Panelist],
     order_rows: int | None,
+    labels: tuple[str, Sequence[Any]] | None = None,
 ) -> None:
     """``choose_judge.json``, its markdown, a folder per candidate (through the result sink) and, with the plots
-    extra, the picture of the table."""
+    extra, the picture of the table. ``labels``: see :func:`candidate_result`."""
     out = Path(folder)
     for judge in candidates:
-        part = candidate_result(result, judge, order_rows)
+        part = candidate_result(result, judge, order_rows, labels)
         save_result(part, out / judge.column_name, source=f"choose-judge {judge.column_name}", overwrite=True)
     choice.save(out)
     (out / MARKDOWN).write_text(choice.to_markdown(), encoding="utf-8")

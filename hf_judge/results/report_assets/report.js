@@ -310,7 +310,7 @@
     const money = (v) => typeof v === 'number' ? '$' + v.toPrecision(3) : '';
     const r = c.recommendation;
     return [el('h2', {}, 'Choosing the judge'),
-      el('p', { class: 'small muted' }, `${c.metric} (${c.kind}) on ${int(c.rows)} labelled rows; a row a judge did not decide counts as not agreeing. ` + (r ? `Recommended: ${r.name} (${r.rule}).` : '')),
+      el('p', { class: 'small muted' }, `${c.metric} (${c.kind}) on ${int(c.rows)} labelled rows; a row a judge did not decide counts as not agreeing. ` + (r && r.name ? `Recommended: ${r.name} (${r.rule}).` : r ? 'Nothing recommended: no candidate is fit (none can be told from chance on these labels).' : '')),
       el('div', { class: 'card choice', id: 'choice' }, svg),
       table(['judge', c.headline, '95% interval', 'coverage', '$/1k rows', '$/1k batch', 'p95 s'], entries.map((e) => [e.name, show(e.score),
         e.interval ? `${show(e.interval[0])} to ${show(e.interval[1])}` : '', e.coverage === null ? '' : (100 * e.coverage).toFixed(1) + '%',
