@@ -45,6 +45,7 @@ SCORE_EXAMPLE = """examples:
 RUN_EXAMPLE = """examples:
   hf-judge run quality --dataset data.jsonl --output-dir out/      # a built-in recipe, by name
   hf-judge run my_recipe.yaml --model my-model --base-url http://127.0.0.1:8000/v1 --limit 20
+  hf-judge run pairwise --dataset me/pairs --streaming -o pairs-judged   # read and scored as it streams
   hf-judge run config.yaml          # a seed-004 config.yaml works unchanged
 
 Flags override the recipe; the recipe overrides the defaults.
@@ -88,7 +89,7 @@ def add_run(sub: Any, settings: bool) -> None:
         epilog=RUN_EXAMPLE + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_job_options(p, settings=settings, output=JUDGED, first=_run_input)
+    add_job_options(p, settings=settings, output=JUDGED, streaming=True, first=_run_input)
     p.set_defaults(func=cmd_run)
 
 
