@@ -257,3 +257,30 @@ def test_a_column_of_many_distinct_values_or_nans_stays_bounded_and_close():
     assert wide.median == pytest.approx(statistics.median(values), rel=5e-3)  # 3 significant digits
     assert sum(c for _, c in wide.bins) == n and len(wide.bins) == 10
     assert (odd.scored, odd.nulls, odd.mean) == (75_000, 25_000, 2.0)  # a NaN is no score
+
+
+def test_a_pairwise_judges_scores_are_counted_on_their_half_point_scale(judge, tmp_path):
+    """A pairwise score is the mean of its two orders' integer scores (3.5, 8): its histograms, at a glance and in
+    the card's pictures, have one bin per half point (1, 1.5, ... 10), not ten bins labelled 1, 1.90, 2.80 whose
+    edges fall between the values (issue 40)."""
+    from hf_judge.results.card import column_stats
+
+    pairs = Dataset.from_dict(
+        {
+            "question": [f"row-{i}: which is better?" for i in range(30)],
+            "response1": [f"first {i} " * (i % 4 + 1) for i in range(30)],
+            "response2": [f"second {i}" for i in range(30)],
+        }
+    )
+    cols = {"question": "question", "response1": "response1", "response2": "response2"}
+    scored = score(pairs, ["Comparative"], judge, tmp_path, columns=cols)
+    by_name = {c.column: c for c in overview(scored).columns}
+    grid = [v / 2 for v in range(2, 21)]  # 1, 1.5, ... 10: the declared range in half points
+    for column in ("Comparative_score_1", "Comparative_score_2"):
+        values = scored["train"][column]
+        counts = Counter(values)
+        assert any(not float(v).is_integer() for v in counts), "the judge's replies give some half points"
+        labels = [str(int(v)) if v.is_integer() else str(v) for v in grid]
+        assert by_name[column].bins == [(label, counts[v]) for label, v in zip(labels, grid, strict=True)]
+        hist = column_stats(scored["train"], column)["hist"]
+        assert hist == {(str(int(v)) if v.is_integer() else str(v)): n for v, n in sorted(counts.items())}
