@@ -217,7 +217,7 @@ def test_a_panel_over_qa_all_still_fits_one_screen(judge, tmp_path):
     assert len(lines) + 2 <= 24 and max(map(len, lines[:-1])) <= 100, "\n".join(lines)  # + saved to, plots
     assert sum(line.startswith("agreement") for line in lines) == 1 and "agree" in lines[lines.index(
         next(line for line in lines if line.startswith("scores"))) + 1]  # fmt: skip
-    assert "  + 14 columns beside them (each judge's, spreads): in the data and its plots" in lines
+    assert "  + 14 columns beside them (each judge's): in the data and its plots" in lines
     assert any(
         line.endswith("; agree: judges scored alike; len ρ: score/length rank corr. (!: bias)") for line in lines
     )
@@ -284,3 +284,18 @@ def test_a_pairwise_judges_scores_are_counted_on_their_half_point_scale(judge, t
         assert by_name[column].bins == [(label, counts[v]) for label, v in zip(labels, grid, strict=True)]
         hist = column_stats(scored["train"], column)["hist"]
         assert hist == {(str(int(v)) if v.is_integer() else str(v)): n for v, n in sorted(counts.items())}
+
+
+def test_the_columns_left_out_of_the_table_are_counted_in_words_that_agree_with_the_count(judge, tmp_path):
+    """One column beside the scores is "1 column", and the words say what it is: a pairwise judge's is the orders'
+    disagreement, not "each judge's, spreads" (issue 40: "+ 1 columns"); past TERMINAL_TABLES score columns by a
+    group, one more is "1 more score column"."""
+    from hf_judge.results.groups import TERMINAL_TABLES, GroupTable, overview_lines
+
+    pairs = Dataset.from_dict({"question": ["row-1: ?", "row-2: ?"], "response1": ["a", "b"], "response2": ["c", "d"]})
+    cols = {"question": "question", "response1": "response1", "response2": "response2"}
+    scored = score(pairs, ["Comparative"], judge, tmp_path, columns=cols)
+    lines = overview(scored).lines(terminal=True)
+    assert "  + 1 column beside them (the two orders' disagreement): in the data and its plots" in lines
+    tables = [GroupTable("train", "subject", f"S{i}", "number", []) for i in range(TERMINAL_TABLES + 1)]
+    assert overview_lines(tables, terminal=True)[-1] == "  + 1 more score column by subject: in the report page"
