@@ -256,7 +256,8 @@ class Settings(BaseModel):
     escalate_when: str | None = _setting(
         None,
         "which rows go to the stronger judge, conditions separated by ';' (any one sends the row): "
-        "confidence<0.6 (needs logprobs), disagreement (samples or a panel), margin:QA_Correctness=7+-1",
+        "confidence<0.6 (needs logprobs), disagreement (samples, a panel, or a pairwise judge's two orders), "
+        "margin:QA_Correctness=7+-1",
     )
     escalate_audit: float = _setting(
         0.0, "also send this share of the other rows (seeded by row content) to check the cascade", ge=0, le=1
@@ -371,7 +372,8 @@ class Settings(BaseModel):
             named = "escalate_models" if self.escalate_models else "escalate_model"
             raise ConfigError(
                 f"{named} needs escalate_when (--escalate-when): which rows go to the stronger judge, e.g. "
-                "'confidence<0.6' (with logprobs), 'disagreement' (samples or a panel) or 'margin:QA_Correctness=7+-1'"
+                "'confidence<0.6' (with logprobs), 'disagreement' (samples, a panel or a pairwise judge's two "
+                "orders) or 'margin:QA_Correctness=7+-1'"
             )
         self._strong_tier_checks()
         same_server = self.escalate_base_url in (None, self.base_url)
@@ -396,11 +398,8 @@ class Settings(BaseModel):
                 "escalate_when='confidence<...' reads each reply's <column>_confidence, which needs logprobs=True "
                 "(--logprobs) and a server that returns log-probabilities"
             )
-        if "disagreement" in kinds and self.samples == 1 and not (self.models and len(self.models) > 1):
-            raise ConfigError(
-                "escalate_when='disagreement' compares several replies per row: add samples=3 (--samples 3, with a "
-                "temperature above 0) or a panel (models=[...], --models a,b)"
-            )
+        # 'disagreement' with one reply per row is refused where the metrics are known (a pairwise judge's two
+        # orders are two replies): engine.cascade.check_disagreement
         return self
 
     def _strong_tier_checks(self) -> None:

@@ -1,6 +1,8 @@
 """A scoring job in its own process, for the kill and interrupt tests.
 
-python tests/score_job.py BASE_URL CACHE_DIR N CONCURRENCY OUT_DIR
+python tests/score_job.py BASE_URL CACHE_DIR N CONCURRENCY OUT_DIR [MODELS]
+
+MODELS (``a,b``): a panel of those judges, each at BASE_URL.
 
 The tests call ``run`` in-process for the runs that need no process of their own (the reference, the rerun).
 """
@@ -12,12 +14,13 @@ from helpers import qa_dataset
 from hf_judge import score_dataset
 
 
-def run(base_url: str, cache_dir, n: int, concurrency: int, out):
-    """Score ``n`` rows of ``qa_dataset`` with QA_Clarity and save them to ``out``; the same keys in any process."""
+def run(base_url: str, cache_dir, n: int, concurrency: int, out, models: str | None = None):
+    """Score ``n`` rows of ``qa_dataset`` with QA_Clarity (by the panel ``models``, where given) and save them to
+    ``out``; the same keys in any process."""
     scored = score_dataset(
         qa_dataset(n),
         ["QA_Clarity"],
-        model="judge",
+        **({"models": models} if models else {"model": "judge"}),
         base_url=base_url,
         api_key="sk-test",
         cache_dir=cache_dir,
@@ -33,8 +36,9 @@ def main() -> None:
 
     datasets.disable_progress_bars()
     base_url, cache_dir, n, concurrency, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    models = sys.argv[6] if len(sys.argv) > 6 else None
     print("started", flush=True)
-    scored = run(base_url, cache_dir, n, concurrency, out)
+    scored = run(base_url, cache_dir, n, concurrency, out, models)
     print("done", scored.summary.requests, flush=True)
 
 

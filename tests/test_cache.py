@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from datasets import concatenate_datasets, load_from_disk
-from helpers import qa_dataset, score
+from helpers import qa_dataset, score, until
 from score_job import run
 
 from hf_judge import RunSummary
@@ -140,10 +140,11 @@ def test_corrupted_store_warns_and_rescores(judge, tmp_path, caplog):
     assert len(list(cache.glob("replies.sqlite3.corrupt-*"))) == 1
 
 
-def _job(judge, cache, n, concurrency, out):
+def _job(judge, cache, n, concurrency, out, *models):
     env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    args = [judge.base_url, str(cache), str(n), str(concurrency), str(out), *models]
     return subprocess.Popen(
-        [sys.executable, str(HERE / "score_job.py"), judge.base_url, str(cache), str(n), str(concurrency), str(out)],
+        [sys.executable, str(HERE / "score_job.py"), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -192,6 +193,46 @@ def test_kill_9_resumes_paying_only_for_unfinished(judge, tmp_path, reference, f
     print(f"kill at {answered} answered: rerun sent {resent} (bound {ROWS - answered + 64})")
     assert resent <= (ROWS - answered) + 64
     assert load_from_disk(tmp_path / "out")["train"].to_list() == reference["train"].to_list()
+
+
+def _sent(judge) -> set[tuple[str, str]]:
+    """(model, prompt) of every request the judge server recorded."""
+    return {(b["model"], str(b["messages"])) for b in judge.stats()["bodies"]}
+
+
+def test_kill_9_of_a_panel_pays_again_at_most_concurrency_per_judge(judge, tmp_path):
+    """Each judge of a panel has its own `concurrency` requests in flight: a panel run killed -9 has up to
+    concurrency x judges requests whose replies it never got, and the rerun pays exactly those again (the
+    guarantees page said up to `concurrency`; issue 40)."""
+    import sqlite3
+
+    rows, held, concurrency, judges = 50, range(30, 50), 4, ("a", "b")
+    # the replies to rows 30.. are held for 60 s: once the first 30 rows are answered, each judge's every slot
+    # waits on one of them, and nothing else can be in flight when the kill lands
+    judge.configure(record=True, faults=[{"fault": "delay", "seconds": 60, "match": f"row-{i}:"} for i in held])
+    p = _job(judge, tmp_path / "cache", rows, concurrency, tmp_path / "out", ",".join(judges))
+    assert p.stdout.readline().strip() == "started"
+    answered = (rows - len(held)) * len(judges)
+    until(lambda: judge.stats()["ok"] == answered and judge.stats()["inflight"] == concurrency * len(judges))
+    store = sqlite3.connect(f"file:{tmp_path / 'cache' / 'replies.sqlite3'}?mode=ro", uri=True)
+    committed = "SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)"
+    until(lambda: store.execute(committed).fetchone()[0] == answered)
+    store.close()
+    first = _sent(judge)
+    assert len(first) == answered + concurrency * len(judges) == judge.stats()["requests"]
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(10)
+    judge.reset()
+    judge.configure(record=True)
+    run(judge.base_url, tmp_path / "cache", rows, concurrency, tmp_path / "out", ",".join(judges))
+    again = _sent(judge) & first
+    assert judge.stats()["requests"] == len(held) * len(judges)  # the answered rows come from the store
+    assert len(again) == concurrency * len(judges) > concurrency  # in flight at the kill: per judge
+    # the guarantees page states that bound, and names this test
+    page = (HERE.parent / "docs" / "guarantees.md").read_text(encoding="utf-8")
+    (row,) = [line for line in page.splitlines() if line.startswith("| `kill -9`, one process |")]
+    assert "`concurrency` x judges for a panel" in row
+    assert "test_cache.py::test_kill_9_of_a_panel_pays_again_at_most_concurrency_per_judge" in row
 
 
 def test_ctrl_c_stops_cleanly_and_resumes(judge, tmp_path, reference):

@@ -244,6 +244,53 @@ def test_margin_and_disagreement(judge, strong, tmp_path):
     assert out["train"]["QA_Correctness"][5] == 9 and out["train"]["QA_Correctness__cheap"][5] == pytest.approx(11 / 3)
 
 
+def _pairs(n: int):
+    from datasets import Dataset
+
+    return Dataset.from_dict(
+        {
+            "question": [f"row-{i}: which is better?" for i in range(n)],
+            "response1": [f"resp-A-{i}" for i in range(n)],
+            "response2": [f"resp-B-{i}" for i in range(n)],
+        }
+    )
+
+
+def _pair_reply(s1: int, s2: int, shown_first: str) -> dict:
+    """A Comparative reply of ``s1``-``s2`` to the prompts whose first response (Assistant 1) is ``shown_first``."""
+    text = json.dumps({"score_1": s1, "score_2": s2, "explanation": f"{s1}-{s2}"})
+    return {"fault": "text", "text": text, "match": f"[Assistant 1]\n{shown_first}"}
+
+
+def test_disagreement_escalates_the_pairs_whose_two_orders_disagree(judge, strong, tmp_path):
+    """A pairwise judge's two orders are two replies of one (row, metric): escalate_when="disagreement" needs no
+    samples or panel there, and the strong judge gets the rows whose orders chose different winners (issue 40)."""
+    # the cheap judge prefers response A in both orders, except in row 2, where it prefers whichever is shown first
+    judge.configure(
+        faults=[_pair_reply(8, 3, "resp-A-"), _pair_reply(8, 3, "resp-B-2"), _pair_reply(3, 8, "resp-B-")],
+        record=True,
+    )
+    strong.configure(faults=[_pair_reply(2, 9, "resp-A-"), _pair_reply(9, 2, "resp-B-")], record=True)
+    out = score_dataset(
+        _pairs(ROWS),
+        ["Comparative"],
+        settings=Settings(model="cheap", backoff_base=0.001, backoff_max=0.01),
+        base_url=judge.base_url,
+        api_key="sk-test",
+        cache_dir=tmp_path / "c",
+        progress=False,
+        escalate_model="strong",
+        escalate_base_url=strong.base_url,
+        escalate_when="disagreement",
+    )
+    assert judge.stats()["requests"] == 2 * ROWS and _rows_sent(strong) == [2, 2]  # both orders of row 2
+    train = out["train"]
+    assert train["Comparative_disagree__cheap"][2] is True and train["Comparative_winner__cheap"][2] == "tie"
+    assert train["Comparative_winner"] == ["1", "1", "2", *["1"] * (ROWS - 3)]
+    assert train["Comparative_judge"] == ["cheap", "cheap", "strong", *["cheap"] * (ROWS - 3)]
+    assert out.summary.cascade["reasons"] == {"disagreement": 1} and len(out["errors"]) == 0
+
+
 def test_a_cheap_failure_escalates_and_the_strong_judge_decides(judge, strong, tmp_path):
     judge.configure(overrides={"score": 5}, faults=[{"match": "row-3:", "fault": "malformed_json"}])
     out = _cascade(qa_dataset(ROWS), judge.base_url, strong.base_url, tmp_path / "c")
@@ -267,8 +314,9 @@ def test_what_a_cascade_refuses(judge, tmp_path, monkeypatch):
         score_ray_dataset(None, ["QA_Correctness"], model="cheap", base_url=judge.base_url, api_key="k", **kw)
     with pytest.raises(ConfigError, match="needs logprobs"):
         resolve_settings({"model": "m", **kw, "logprobs": False})
-    with pytest.raises(ConfigError, match="samples=3"):
-        resolve_settings({"model": "m", **kw, "escalate_when": "disagreement"})
+    # one reply per (row, metric): refused where the metrics are known, before the cheap tier sends
+    with pytest.raises(ConfigError, match="gets one for QA_Correctness: add samples=3"):
+        _cascade(ds, judge.base_url, judge.base_url, tmp_path / "d", logprobs=False, escalate_when="disagreement")
     with pytest.raises(ConfigError, match="is the run's own judge"):
         resolve_settings({"model": "m", **kw, "escalate_model": "m"})
     with pytest.raises(ConfigError, match="would write the columns <column>__cheap"):

@@ -64,7 +64,7 @@ def test_score_run_and_the_batch_files_share_one_set_of_job_options():
     shared = export - {"--output"}
     assert "--concurrency" in shared and "--metrics" in shared and "--split" in shared
     assert shared <= score and shared <= run and shared <= import_
-    assert score - run == {"--example", "--streaming", "--recipe"} and run - score == {"--dataset"}
+    assert score - run == {"--example", "--recipe"} and run - score == {"--dataset"}
     saved = {"--output-dir", "--push-to-hub", "--private", "--agreement", "--token", "--overwrite", "--by"}
     assert import_ == shared | saved
 

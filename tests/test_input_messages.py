@@ -44,8 +44,24 @@ def test_a_malformed_json_line_gets_one_message_naming_its_line(tmp_path, capfd,
     assert code == 2
     lines = _errors(err)
     assert len(lines) == 1, err
-    assert lines[0].startswith(f"hf-judge: error: {path}, line 4: not valid JSON")
+    # one line number, the file's: not also the JSON parser's "line 1" of the one line it was given (issue 40)
+    assert lines[0] == (
+        f"hf-judge: error: {path}, line 4: not valid JSON (Expecting property name enclosed in double quotes at "
+        "column 12). Each line must be one JSON object."
+    )
     assert library_errors() == []  # datasets' own "Failed to load JSON ... in row 3" is not printed beside it
+
+
+def test_a_malformed_labels_line_names_one_line_the_files(tmp_path):
+    """A labels file's bad line: the file's line number, once, and the column in it (issue 40: the parser's own
+    "line 1" was quoted beside the file's)."""
+    path = tmp_path / "labels.jsonl"
+    first = {"split": "train", "row": 0, "score": "QA_Clarity", "label": 1}
+    path.write_text(json.dumps(first) + '\n{"split": "train", "row": 1, "score": "QA_Clarity", "label": 2\n')
+    with pytest.raises(ConfigError) as e:
+        read_labels(path)
+    assert str(e.value).startswith(f"labels {path}, line 2: not JSON (Expecting ',' delimiter at column 63); ")
+    assert "line 1" not in str(e.value)
 
 
 def test_a_misspelt_recipe_name_or_key_gets_a_did_you_mean(tmp_path):

@@ -89,6 +89,53 @@ def test_example_and_local_usage_errors(args, message, run):
     assert code == 2 and message in err, err
 
 
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch) -> Path:
+    """``--model local:MODEL`` starts tests/dying_llama.py (answering every request) as its llama.cpp server;
+    returns MODEL (any file)."""
+    from dying_llama import install
+
+    folder = install(tmp_path / "stand-in")
+    monkeypatch.syspath_prepend(str(folder))  # what check_local looks for, where the `local` extra is missing
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.setenv("DYING_LLAMA_AFTER", "1000")
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    return model
+
+
+def test_local_port_puts_the_local_judge_on_the_port_given_and_a_taken_one_is_refused(stand_in, run, tmp_path):
+    """local_port: P (a recipe's key) or --local-port P: the judge `--model local` starts listens on 127.0.0.1:P,
+    not on a port of hf-judge's choosing; a port in use is a usage error naming it, before any request (issue 40)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = f"local:{stand_in}"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"metrics: [QA_All]\nmodel: {model}\nlocal_port: {port}\n")
+    code, out, err = run("run", recipe, "--dataset", example_dataset_path(), "-o", tmp_path / "a")
+    assert code == 0, err
+    assert f"ready at http://127.0.0.1:{port}/v1" in err
+    assert len(load_from_disk(tmp_path / "a")["train"]) == EXAMPLE_ROWS
+    # the flag, at once again (the stopped server's connections still linger): the same base URL, so the
+    # replies come from the cache
+    code, out, err = run("score", "--example", "--model", model, "--local-port", port, "-o", tmp_path / "a")
+    assert code == 0 and f"ready at http://127.0.0.1:{port}/v1" in err, err
+    assert "requests       0" in out, out
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the judge's closed connections linger
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        code, out, err = run("score", "--example", "--model", model, "--local-port", port, "-o", tmp_path / "b")
+    assert code == 2, err
+    assert f"port {port} on 127.0.0.1 is in use" in err and "--local-port" in err and "starting" not in err
+    code, out, err = run("score", "--example", "--model", "judge", "--base-url", "http://127.0.0.1:9/v1",
+                         "--local-port", port)  # fmt: skip
+    assert code == 2 and f"--local-port {port} is the port of the judge --model local starts" in err, err
+
+
 # --- the real server (the `local` extra) ---------------------------------------------------------
 
 

@@ -217,7 +217,7 @@ def test_a_panel_over_qa_all_still_fits_one_screen(judge, tmp_path):
     assert len(lines) + 2 <= 24 and max(map(len, lines[:-1])) <= 100, "\n".join(lines)  # + saved to, plots
     assert sum(line.startswith("agreement") for line in lines) == 1 and "agree" in lines[lines.index(
         next(line for line in lines if line.startswith("scores"))) + 1]  # fmt: skip
-    assert "  + 14 columns beside them (each judge's, spreads): in the data and its plots" in lines
+    assert "  + 14 columns beside them (each judge's): in the data and its plots" in lines
     assert any(
         line.endswith("; agree: judges scored alike; len ρ: score/length rank corr. (!: bias)") for line in lines
     )
@@ -257,3 +257,45 @@ def test_a_column_of_many_distinct_values_or_nans_stays_bounded_and_close():
     assert wide.median == pytest.approx(statistics.median(values), rel=5e-3)  # 3 significant digits
     assert sum(c for _, c in wide.bins) == n and len(wide.bins) == 10
     assert (odd.scored, odd.nulls, odd.mean) == (75_000, 25_000, 2.0)  # a NaN is no score
+
+
+def test_a_pairwise_judges_scores_are_counted_on_their_half_point_scale(judge, tmp_path):
+    """A pairwise score is the mean of its two orders' integer scores (3.5, 8): its histograms, at a glance and in
+    the card's pictures, have one bin per half point (1, 1.5, ... 10), not ten bins labelled 1, 1.90, 2.80 whose
+    edges fall between the values (issue 40)."""
+    from hf_judge.results.card import column_stats
+
+    pairs = Dataset.from_dict(
+        {
+            "question": [f"row-{i}: which is better?" for i in range(30)],
+            "response1": [f"first {i} " * (i % 4 + 1) for i in range(30)],
+            "response2": [f"second {i}" for i in range(30)],
+        }
+    )
+    cols = {"question": "question", "response1": "response1", "response2": "response2"}
+    scored = score(pairs, ["Comparative"], judge, tmp_path, columns=cols)
+    by_name = {c.column: c for c in overview(scored).columns}
+    grid = [v / 2 for v in range(2, 21)]  # 1, 1.5, ... 10: the declared range in half points
+    for column in ("Comparative_score_1", "Comparative_score_2"):
+        values = scored["train"][column]
+        counts = Counter(values)
+        assert any(not float(v).is_integer() for v in counts), "the judge's replies give some half points"
+        labels = [str(int(v)) if v.is_integer() else str(v) for v in grid]
+        assert by_name[column].bins == [(label, counts[v]) for label, v in zip(labels, grid, strict=True)]
+        hist = column_stats(scored["train"], column)["hist"]
+        assert hist == {(str(int(v)) if v.is_integer() else str(v)): n for v, n in sorted(counts.items())}
+
+
+def test_the_columns_left_out_of_the_table_are_counted_in_words_that_agree_with_the_count(judge, tmp_path):
+    """One column beside the scores is "1 column", and the words say what it is: a pairwise judge's is the orders'
+    disagreement, not "each judge's, spreads" (issue 40: "+ 1 columns"); past TERMINAL_TABLES score columns by a
+    group, one more is "1 more score column"."""
+    from hf_judge.results.groups import TERMINAL_TABLES, GroupTable, overview_lines
+
+    pairs = Dataset.from_dict({"question": ["row-1: ?", "row-2: ?"], "response1": ["a", "b"], "response2": ["c", "d"]})
+    cols = {"question": "question", "response1": "response1", "response2": "response2"}
+    scored = score(pairs, ["Comparative"], judge, tmp_path, columns=cols)
+    lines = overview(scored).lines(terminal=True)
+    assert "  + 1 column beside them (the two orders' disagreement): in the data and its plots" in lines
+    tables = [GroupTable("train", "subject", f"S{i}", "number", []) for i in range(TERMINAL_TABLES + 1)]
+    assert overview_lines(tables, terminal=True)[-1] == "  + 1 more score column by subject: in the report page"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from datasets import load_from_disk
-from helpers import EXAMPLE_ROWS, QA_ALL, llama_servers_with
+from helpers import EXAMPLE_ROWS, QA_ALL, llama_servers_with, run_cli
 
 from hf_judge.transport.local import BUNDLED_MODEL_FILE
 
@@ -86,10 +86,54 @@ def test_the_first_command_builds_the_local_judge_as_ci_does():
     from hf_judge.transport.local import PORTABLE_CMAKE_ARGS
 
     first = bash_blocks()[0].splitlines()[0]
-    assert first.startswith(f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install ".[local]" && '), first
+    assert first.startswith(f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install ".[local,plots]" && '), first
     assert _without_install(first) == "hf-judge score --example --model local"
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}"' in ci
+
+
+def _shown_output() -> str:
+    """The ```text block the README shows after its first command: what that command prints."""
+    text = README.read_text(encoding="utf-8")
+    after = text[text.index("```bash\n" + bash_blocks()[0]) :]
+    return re.search(r"^```text\n(.*?)^```", after, flags=re.S | re.M).group(1)
+
+
+def _pattern(line: str) -> re.Pattern:
+    """A shown line as a pattern: its numbers any number, its spaces any spacing."""
+    pieces = re.split(r"(\d+(?:[.,]\d+)*|\s+)", line.strip())
+    return re.compile("".join(r"\d+(?:[.,]\d+)*" if p[0].isdigit() else r"\s+" if p.isspace() else re.escape(p)
+                              for p in pieces if p))  # fmt: skip
+
+
+def check_saved_lines(output: str) -> None:
+    """The README's shown output, from its `saved to` line on (where the result, its pictures and its page went),
+    is what ``output`` (the first command's stdout) says there, line for line."""
+    shown = _shown_output().splitlines()
+    printed = output.splitlines()
+    start = next(i for i, line in enumerate(printed) if line.startswith("saved to"))
+    shown = shown[next(i for i, line in enumerate(shown) if line.startswith("saved to")) :]
+    assert len(shown) == len(printed[start:]), f"README shows:\n{chr(10).join(shown)}\nprinted:\n{output}"
+    for want, got in zip(shown, printed[start:], strict=True):
+        assert _pattern(want).fullmatch(got.strip()), f"README shows {want!r}, the command printed {got!r}"
+
+
+def test_the_readmes_example_output_ends_with_what_its_command_prints(judge, capfd, monkeypatch, tmp_path):
+    """The README's first command, with the extras its `pip install` names (no `plots`: no matplotlib) and the
+    loopback judge in place of the local one, prints where its result, pictures and page went as the README shows
+    it (issue 40: the README showed 7 PNGs that `.[local]` alone does not draw)."""
+    first = bash_blocks()[0].splitlines()[0]
+    install = _install_words(first)
+    extras = re.search(r"\[(.*)\]", next(w for w in install if "[" in w)).group(1).split(",")
+    if "plots" not in extras:
+        monkeypatch.setitem(sys.modules, "matplotlib", None)  # as without the plots extra: nothing imports it
+    args = shlex.split(_without_install(first))
+    assert args[:3] == ["hf-judge", "score", "--example"] and args[3:] == ["--model", "local"], args
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    code, out, err = run_cli(capfd, *args[1:3], "--model", "judge", "--base-url", judge.base_url)
+    assert code == 0, err
+    check_saved_lines(out)
 
 
 def test_ci_runs_the_readmes_test_command():
@@ -149,4 +193,5 @@ def check_local_example(p: subprocess.CompletedProcess, folder: Path, model: Pat
         for row, v in enumerate(train[col]):
             assert (v is None) if row in failed else (1 <= v <= 10), (col, row, v, errors.to_list())
     assert f"rows           train: {EXAMPLE_ROWS}" in p.stdout
+    check_saved_lines(p.stdout)
     assert llama_servers_with(str(model)) == []

@@ -451,6 +451,25 @@ def test_a_pairwise_judge_s_distributions_are_shown_per_order(browser, judge, tm
     assert _problems(browser) == []
 
 
+def test_a_pairwise_score_s_histogram_has_a_bar_per_half_point_in_order(browser, judge, tmp_path):
+    """A pairwise score (the mean of two orders' integer scores) is drawn a bar per value, in the order of the
+    values (3, 3.5, 4, ...), not ten bins whose edges fall between them (issue 40)."""
+    from collections import Counter
+
+    from panel_run import COLUMNS, panel_dataset
+    from selenium.webdriver.common.by import By
+
+    scored = score(panel_dataset("half"), ["Comparative"], judge, tmp_path, columns=COLUMNS)
+    page = write_report(scored, tmp_path / "pairs.html", source="pairs", cache_dir=tmp_path / "cache")
+    _open(browser, page)
+    for col in ("Comparative_score_1", "Comparative_score_2"):
+        svg = browser.find_element(By.CSS_SELECTOR, f"svg.hist[aria-label='distribution of {col}']")
+        bars = [t.get_attribute("textContent") for t in svg.find_elements(By.CSS_SELECTOR, "rect title")]
+        counts = Counter(scored["train"][col])
+        assert bars == [f"{v:g}: {n}" for v, n in sorted(counts.items())], col
+    assert _problems(browser) == []
+
+
 def test_the_overview_shows_the_calibration_its_picture_and_the_length_bias(browser, result, capfd, tmp_path):
     """The folder's calibration.json and reliability PNG (``hf-judge calibrate`` with the plots extra) and the
     summary's length bias: in the overview, the PNG inline (a data: URI the page's policy lets it draw)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -321,7 +322,8 @@ def test_track_file_written_by_the_seed_tool_is_read(tmp_path, judge, monkeypatc
     "bad, message",
     [
         ('{"instruction": "no id here", "output": "x"}', "line 3: no 'id' field"),
-        ('{"id": 3, "instruction": "cut', "line 3: not valid JSON"),
+        # one line number, the file's (not also the parser's "line 1")
+        ('{"id": 3, "instruction": "cut', "line 3: not valid JSON (Invalid control character at column 30);"),
         ('[3, "not an object"]', "line 3: not a JSON object"),
     ],
 )
@@ -330,7 +332,7 @@ def test_bad_input_line_is_a_config_error_naming_it(tmp_path, judge, monkeypatch
     data = tmp_path / "data" / "example_input_add_key.jsonl"
     _write_lines(data, [json.dumps({"id": i, "instruction": f"q{i}", "output": "a"}) for i in (1, 2)] + [bad])
     config = _seed_project(tmp_path, judge, 'metrics:\n  QA:\n    - "All"\n')
-    with pytest.raises(ConfigError, match=message) as e:
+    with pytest.raises(ConfigError, match=re.escape(message)) as e:
         run_seed_config(config, cache_dir=tmp_path / "cache")
     assert str(data) in str(e.value)
     for entry, argv in ((seed_main, ["--config-path", config]), (None, ["run", config])):

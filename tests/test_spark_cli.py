@@ -180,3 +180,26 @@ def test_spark_refuses_a_recipe_filter_and_workers_before_any_request(spark, jud
     assert code == 2 and "storage_options secret would travel inside Spark's plan" in err, err
     assert "--storage-option secret=env:AWS_SECRET_ACCESS_KEY" in err and "shown-in-the-plan-7d1e" not in err
     assert judge.stats()["requests"] == before
+
+
+def test_a_spark_result_loads_with_the_parquet_builder_as_any_parquet_folder(spark, judge, tmp_path, capfd):
+    """Spark's writer leaves an empty `_SUCCESS` marker beside the Parquet it writes unless told not to; hf-judge's
+    output has none, so `load_dataset("parquet", data_dir=...)` reads the folder as it reads any Parquet folder
+    (issue 40: `_SUCCESS` broke it)."""
+    from datasets import load_dataset
+    from helpers import run_cli, score_args
+
+    from hf_judge import load_result
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _rows(12)))
+    out = tmp_path / "spark-out"
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", tmp_path / "cache", "--spark", "-o", out))
+    assert code == 0, err
+    assert sorted(p.name for p in (out / "train").iterdir() if not p.name.startswith(".")) == [
+        p.name for p in sorted((out / "train").glob("part-*.parquet"))
+    ]  # the Parquet alone (Hadoop's hidden .crc files are skipped by datasets as every hidden file is)
+    train = load_dataset("parquet", data_dir=str(out / "train"), split="train")
+    assert train.to_list() == load_result(out)["train"].to_list()
+    whole = load_dataset("parquet", data_dir=str(out))
+    assert whole["train"].to_list() == train.to_list()

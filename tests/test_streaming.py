@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from datasets import Dataset, load_dataset
+from datasets import Dataset, load_dataset, load_from_disk
 from helpers import qa_dataset, run_cli, score
 
 from hf_judge import RunSummary, ScoredIterableDatasetDict
@@ -307,3 +307,26 @@ def test_a_saved_stream_with_samples_draws_every_judgment_as_the_dataset_result_
     path = "hf_judge/plots/train/all_judgments/QA_Correctness.png"
     assert (tmp_path / "out" / path).read_bytes() == picture_files(want, want.summary)[path]
     assert path in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_cli_run_pairwise_streaming_judges_both_orders_as_the_run_without_streaming(
+    judge, tmp_path, capfd, monkeypatch
+):
+    """`hf-judge run pairwise --streaming`: a recipe is streamed as `score --streaming` is, both orders of each row
+    judged (2 requests a row) and the same rows saved as without --streaming (issue 40, item 13)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    data = tmp_path / "pairs.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"question": f"q {i}", "response1": f"r1 {i}", "response2": f"r2 {i}"}) + "\n" for i in range(6)
+        )
+    )
+    args = ["run", "pairwise", "--dataset", data, "-m", "judge", "--base-url", judge.base_url]
+    code, stdout, stderr = run_cli(capfd, *args, "--cache-dir", tmp_path / "c1", "--streaming", "-o", tmp_path / "s")
+    assert code == 0, stderr
+    assert judge.stats()["requests"] == 12  # 6 rows, both orders
+    code, _, stderr = run_cli(capfd, *args, "--cache-dir", tmp_path / "c2", "-o", tmp_path / "plain")
+    assert code == 0, stderr
+    streamed = load_dataset(str(tmp_path / "s"), split="train").to_list()
+    plain = load_from_disk(str(tmp_path / "plain"))["train"].to_list()
+    assert streamed == plain and {"Comparative_winner", "Comparative_disagree"} <= set(streamed[0])

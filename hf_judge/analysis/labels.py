@@ -146,8 +146,10 @@ def _jsonl_records(text: str, p: str) -> Iterable[tuple[int, dict]]:
             continue
         try:
             obj = json.loads(raw)
-        except ValueError as e:
-            raise ConfigError(f"labels {p}, line {i}: not JSON ({e}); {FIX}") from None
+        except json.JSONDecodeError as e:  # its position is in the one line it was given: its column only
+            raise ConfigError(
+                f"labels {p}, line {i}: not JSON ({e.msg.removesuffix(' at')} at column {e.colno}); {FIX}"
+            ) from None
         if not isinstance(obj, dict):
             raise ConfigError(f"labels {p}, line {i}: a {type(obj).__name__}, not an object; {FIX}")
         yield i, obj

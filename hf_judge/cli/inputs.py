@@ -502,10 +502,13 @@ def _check_json_lines(path: Path) -> None:
                 continue
             try:
                 value = json.loads(line)
-            except ValueError as e:
+            except json.JSONDecodeError as e:
                 if document and n == 1:
                     return  # one JSON document over several lines
-                raise ConfigError(f"{path}, line {n}: not valid JSON ({e}). {_ONE_OBJECT}") from None
+                # the parser's own position is in the one line it was given ("line 1 column 12"): its column only
+                raise ConfigError(
+                    f"{path}, line {n}: not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno}). {_ONE_OBJECT}"
+                ) from None
             if not isinstance(value, dict):
                 if document:
                     return

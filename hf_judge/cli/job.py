@@ -49,6 +49,7 @@ class Job:
     splits: list[str] | None = None
     revision: str | None = None
     limit: int | None = None
+    local_port: int | None = None  # where --model local starts its judge: the server's, not a request setting
     metrics: Any = None
     columns: dict[str, str] = field(default_factory=dict)
     prompts_dir: Any = None
@@ -106,6 +107,7 @@ def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = Non
             job.dataset, job.subset, job.revision = recipe.dataset.name, recipe.dataset.subset, recipe.dataset.revision
             job.splits = [split] if isinstance(split, str) else split
         job.limit = recipe.limit
+        job.local_port = recipe.local_port
         job.metrics = recipe.metric_specs()
         job.columns = dict(recipe.columns)
         job.prompts_dir = recipe.prompts_dir
@@ -118,7 +120,8 @@ def resolve_job(args: argparse.Namespace, recipe=None, dataset: str | None = Non
             job.push_to_hub, job.private = recipe.push_to_hub.repo, recipe.push_to_hub.private
     if dataset is not None:
         job.dataset = dataset
-    for name in ("subset", "revision", "limit", "output_dir", "push_to_hub", "private", "token_columns", "prompts_dir"):
+    given = ("subset", "revision", "limit", "local_port", "output_dir", "push_to_hub", "private", "token_columns")
+    for name in (*given, "prompts_dir"):
         if getattr(args, name, None) is not None:
             setattr(job, name, getattr(args, name))
     if args.splits:

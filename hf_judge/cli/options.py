@@ -49,6 +49,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 1..65535 (``--local-port``)."""
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1..65535, got {value}")
+    return value
+
+
 def threshold(text: str) -> tuple[str, float]:
     """``COLUMN=V`` with a finite number: ``--min QA_Correctness=8``."""
     key, value = kv(text)
@@ -421,13 +429,14 @@ def add_job_options(
     output: str | None,
     streaming: bool = False,
     recipe: bool = False,
+    local: bool = False,
     first: Callable[[Any], None] | None = None,
 ) -> None:
     """The options of a scoring job, shared by ``score``, ``run`` and ``batch export``/``import``, in the groups
     of :data:`JOB_GROUPS` (the command's own ones, added by ``first``, lead "input and columns"); with
-    ``streaming``: ``--streaming``, with ``recipe``: ``--recipe``. ``settings``: the request settings' flags
-    (only for the command being run, as building them imports pydantic); ``output``: the default output folder its
-    help names (None: no output options)."""
+    ``streaming``: ``--streaming``, with ``recipe``: ``--recipe``, with ``local``: ``--local-port``. ``settings``:
+    the request settings' flags (only for the command being run, as building them imports pydantic); ``output``:
+    the default output folder its help names (None: no output options)."""
     groups = {key: p.add_argument_group(g.title, g.description) for key, g in JOB_GROUPS.items()}
     setting = _Settings(settings)
     g = groups["input"]
@@ -444,6 +453,14 @@ def add_job_options(
         help="score metrics whose columns the dataset already has again, replacing them (default: keep them)",
     )
     _add_request_options(groups, setting, streaming)
+    if local:
+        groups["judge"].add_argument(
+            "--local-port",
+            type=port_number,
+            metavar="PORT",
+            help="the port on 127.0.0.1 that --model local starts its llama.cpp judge on (default: one derived from "
+            "the model file's path, else a free one); a port in use is refused before any request",
+        )
     if output is not None:
         add_output_options(groups["output"], output)
         groups["output"].add_argument("--by", metavar="COLUMN", help=BY_HELP)

@@ -79,6 +79,7 @@ class Recipe(SettingsOverrides):  # type: ignore[valid-type,misc]  # a model bui
     api_key: str | None = None
     prompts_dir: str | None = None
     limit: Annotated[int, Field(ge=1)] | None = None
+    local_port: Annotated[int, Field(ge=1, le=65535)] | None = None  # --local-port: where `model: local` listens
     token_columns: bool = False
     filters: Filters | None = None
     output_dir: str | None = None
@@ -107,7 +108,7 @@ class Recipe(SettingsOverrides):  # type: ignore[valid-type,misc]  # a model bui
                 server["base_url"] = scheme + sep + rest.rpartition("@")[2] if sep else server["base_url"]
         if "prompts_dir" in d:
             d["prompts_dir"] = "prompts"  # the prompt files are uploaded beside the recipe
-        for local in ("output_dir",):
+        for local in ("output_dir", "local_port"):
             d.pop(local, None)
         return yaml.safe_dump(d, sort_keys=False, allow_unicode=True)
 

@@ -45,6 +45,7 @@ SCORE_EXAMPLE = """examples:
 RUN_EXAMPLE = """examples:
   hf-judge run quality --dataset data.jsonl --output-dir out/      # a built-in recipe, by name
   hf-judge run my_recipe.yaml --model my-model --base-url http://127.0.0.1:8000/v1 --limit 20
+  hf-judge run pairwise --dataset me/pairs --streaming -o pairs-judged   # read and scored as it streams
   hf-judge run config.yaml          # a seed-004 config.yaml works unchanged
 
 Flags override the recipe; the recipe overrides the defaults.
@@ -74,7 +75,7 @@ def add_score(sub: Any, settings: bool) -> None:
         epilog=SCORE_EXAMPLE + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_job_options(p, settings=settings, output=JUDGED, streaming=True, recipe=True, first=_score_input)
+    add_job_options(p, settings=settings, output=JUDGED, streaming=True, recipe=True, local=True, first=_score_input)
     p.set_defaults(func=cmd_score)
 
 
@@ -88,7 +89,7 @@ def add_run(sub: Any, settings: bool) -> None:
         epilog=RUN_EXAMPLE + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_job_options(p, settings=settings, output=JUDGED, first=_run_input)
+    add_job_options(p, settings=settings, output=JUDGED, streaming=True, local=True, first=_run_input)
     p.set_defaults(func=cmd_run)
 
 
@@ -157,7 +158,7 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
     from .inputs import load_input
 
     _check_job(job)
-    local = _local_judge(job.client, args.cache_dir)
+    local = _local_judge(job.client, args.cache_dir, job.local_port)
     is_local = parse_local_model(job.client.get("model"))[0]
     api_key = None if is_local else resolve_api_key(args, job.recipe_api_key, job.client.get("base_url"))
     if on_spark(args) and not args.dry_run:  # a dry run reads the input here: its estimate is any engine's
@@ -515,18 +516,26 @@ def _source(dataset: str) -> tuple[str, bool]:
     return (path.name, False) if path.exists() else (dataset, True)
 
 
-def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
-    """``--model local[:PATH]``: a context manager that runs a llama.cpp judge; otherwise one that does nothing."""
+def _local_judge(kwargs: dict[str, Any], cache_dir: str | None, port: int | None = None):
+    """``--model local[:PATH]``: a context manager that runs a llama.cpp judge (on ``port``, ``--local-port``, where
+    given); otherwise one that does nothing."""
     import functools
 
-    from ..transport.local import BUNDLED_MODEL_NAME, check_local, local_judge, parse_local_model
+    from ..transport.local import BUNDLED_MODEL_NAME, check_local, check_port, local_judge, parse_local_model
 
     is_local, model_path = parse_local_model(kwargs.get("model"))
     if not is_local:
+        if port is not None:
+            raise ConfigError(
+                f"--local-port {port} is the port of the judge --model local starts; --model {kwargs.get('model')} "
+                "is served at its --base-url: drop --local-port, or use --model local"
+            )
         return contextlib.nullcontext()
     if kwargs.get("base_url"):
         raise ConfigError(f"--model {kwargs['model']} starts its own server: drop --base-url {kwargs['base_url']}")
     check_local(model_path)  # before the dataset is loaded
+    if port is not None:
+        check_port(port)
     # llama.cpp's server answers one request at a time: two in flight keep it busy, more would only wait.
     kwargs.setdefault("concurrency", 2)
     kwargs.setdefault("timeout", 300.0)
@@ -538,7 +547,7 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None):
         say = functools.partial(print, file=sys.stderr, flush=True)
         say(f"hf-judge: starting a local llama.cpp judge ({model_path or BUNDLED_MODEL_NAME})")
         # a judge that dies is reported by score_job (exit code, message), not by a warning as well
-        with local_judge(model_path, models_dir=models_dir, warn_if_died=False) as judge:
+        with local_judge(model_path, models_dir=models_dir, warn_if_died=False, port=port) as judge:
             elapsed = time.perf_counter() - started
             say(f"hf-judge: local judge {judge.model} ready at {judge.base_url} in {elapsed:.1f} s (pid {judge.pid})")
             if model_path is None:

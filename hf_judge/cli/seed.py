@@ -179,7 +179,9 @@ def _json_lines(f, path) -> Iterator[tuple[int, str, Any]]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}, line {n}: not valid JSON ({e}); fix or remove that line") from None
+            # the parser's position is in the one line it was given ("line 1 column 12"): its column only
+            where = f"{e.msg.removesuffix(' at')} at column {e.colno}"
+            raise ConfigError(f"{path}, line {n}: not valid JSON ({where}); fix or remove that line") from None
         yield n, line, value
 
 

@@ -66,6 +66,7 @@ def score_cascade(
         check("stream", settings, only=("cascade",))
     conditions = escalation_conditions(settings.escalate_when or "")
     check_margins(conditions, job.metrics)
+    check_disagreement(conditions, job.metrics, job.layout)
     inputs, _ = as_splits(ds)
     # the bias checks read the scores that decided, once the tiers are combined (not each tier's)
     checks = bias_checks(job.bias_checks, job.metrics, job.columns, settings, inputs)
@@ -142,6 +143,20 @@ def check_margins(conditions: list[tuple], metrics: list[Metric]) -> None:
                 f"escalate_when: margin:{c[1]}=... names no score column of the run's metrics; "
                 f"its score columns are {', '.join(sorted(numeric)) or 'none'}"
             )
+
+
+def check_disagreement(conditions: list[tuple], metrics: list[Metric], layout: Layout) -> None:
+    """A ``disagreement`` condition needs several replies per (row, metric): samples, a panel's judges, or a
+    pairwise judge's two orders (``swap``); with none of them it could never hold, and is refused."""
+    if not any(c[0] == "disagreement" for c in conditions) or not layout.plain:
+        return
+    if any(m.kind == MetricKind.PAIRWISE and m.swap for m in metrics):
+        return
+    raise ConfigError(
+        "escalate_when='disagreement' compares several replies per (row, metric), and the run gets one for "
+        f"{', '.join(m.name for m in metrics)}: add samples=3 (--samples 3, with a temperature above 0) or a panel "
+        "(models=[...], --models a,b); a pairwise metric judged in both orders (Comparative) has two replies a row"
+    )
 
 
 def _strong_pass(

@@ -183,7 +183,10 @@ class SparkOutput(RayOutput):
 
         data = data.persist(StorageLevel.DISK_ONLY)  # a lost block is scored again from the reply store: no cost
         try:
-            data.drop(ROW_COLUMN, stats_column, errors_column).write.mode("overwrite").parquet(self.spark_url(split))
+            writer = data.drop(ROW_COLUMN, stats_column, errors_column).write.mode("overwrite")
+            # no _SUCCESS file beside the Parquet (this write's Hadoop setting, not the session's): the parquet
+            # builder of `datasets` reads every file of a folder, and an empty one is not Parquet
+            writer.option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false").parquet(self.spark_url(split))
             part = F.shiftright(F.col(ROW_COLUMN), PARTITION_SHIFT).alias("part")
             counts = {r["part"]: r["count"] for r in data.groupBy(part).count().collect()}
             marked = data.where(F.col(stats_column).isNotNull() | (F.size(errors_column) > 0))

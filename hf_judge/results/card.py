@@ -38,6 +38,7 @@ from .groups import groups_markdown
 from .overview import overview
 from .plots import file_name, histogram_png, panel_pngs, report_pngs, require
 from .summary import RunSummary, describe_batches, describe_thresholds, panel_judges
+from .tally import MAX_INT_BINS, grid_step, value_label
 
 if TYPE_CHECKING:
     from ..analysis.agreement import AgreementReport
@@ -88,15 +89,23 @@ def column_stats(ds: Dataset, column: str) -> dict[str, Any]:
         vc = pc.value_counts(valid).to_pylist()
         stats["hist"] = {int(d["values"]): d["counts"] for d in sorted(vc, key=lambda d: d["values"])}
     else:
-        lo, hi = stats["min"], stats["max"]
-        width = (hi - lo) / 10 or 1.0
-        hist: dict[str, int] = {}
-        for v in num.to_pylist():
-            b = min(9, int((v - lo) / width))
-            label = f"{lo + b * width:.2f}"
-            hist[label] = hist.get(label, 0) + 1
-        stats["hist"] = dict(sorted(hist.items(), key=lambda kv: float(kv[0])))
+        stats["hist"] = _float_hist(num, stats["min"], stats["max"])
     return stats
+
+
+def _float_hist(num: pa.Array, lo: float, hi: float) -> dict[str, int]:
+    """A float column's histogram: one bar per value where the values lie on half points (a pairwise judge's mean
+    of two orders: 3.5, 8), else ten equal bins from ``lo`` to ``hi``, each labelled by its low end."""
+    counts = {d["values"]: d["counts"] for d in pc.value_counts(pc.round(num, 3)).to_pylist()}
+    if grid_step(counts) is not None and len(counts) <= MAX_INT_BINS:
+        return {value_label(v): counts[v] for v in sorted(counts)}
+    width = (hi - lo) / 10 or 1.0
+    hist: dict[str, int] = {}
+    for v in num.to_pylist():
+        b = min(9, int((v - lo) / width))
+        label = f"{lo + b * width:.2f}"
+        hist[label] = hist.get(label, 0) + 1
+    return dict(sorted(hist.items(), key=lambda kv: float(kv[0])))
 
 
 def text_histogram(hist: dict) -> str:

@@ -442,7 +442,8 @@ def overview_lines(tables: Sequence[GroupTable], terminal: bool, width: int = 10
         for t in tables[:TERMINAL_TABLES]:
             out += t.lines(width, split=splits)
         if len(tables) > TERMINAL_TABLES:
-            out.append(f"  + {len(tables) - TERMINAL_TABLES} more score columns by {tables[0].by}: in the report page")
+            n = len(tables) - TERMINAL_TABLES
+            out.append(f"  + {n} more score column{'s' if n != 1 else ''} by {tables[0].by}: in the report page")
         return out
     for t in tables:
         items = [f"{g.name} {_num(g.figures.mean) or 'no scores'}" for g in t.groups[:TERMINAL_GROUPS]]

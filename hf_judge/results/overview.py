@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..judging.ensemble import JUDGE_SEP  # a panel judge's own column: <column>__<judge>
 from .groups import GroupTable, folder_groups, group_by_of, overview_lines, split_groups
 from .summary import RunSummary
 from .tally import (
@@ -153,11 +154,10 @@ def _table(ov: RunOverview, width: int) -> list[str]:
             line += f" {bias.get(c.column, ''):>6}"
         out.append(f"{line}  {c.histogram()}"[:width].rstrip())
     hidden = len(shown) - TERMINAL_COLUMNS
-    aux = len(ov.columns) - len(shown)
-    if hidden > 0 or aux > 0:
-        more = [f"{hidden} more score columns"] * (hidden > 0) + [
-            f"{aux} columns beside them (each judge's, spreads)"
-        ] * (aux > 0)
+    aux = [c.column for c in ov.columns if c not in shown]
+    if hidden > 0 or aux:
+        more = [f"{hidden} more score {_columns(hidden)}"] * (hidden > 0)
+        more += [f"{len(aux)} {_columns(len(aux))} beside them ({_beside(aux)})"] * bool(aux)
         out.append(f"  + {' and '.join(more)}: in the data and its plots"[:width])
     # the short headers said in words: beside the rows where they fit (the table must still fit one screen)
     legend = ["agree: judges scored alike"] * bool(agree)
@@ -167,6 +167,29 @@ def _table(ov: RunOverview, width: int) -> list[str]:
     elif legend:
         out.append(f"  {'; '.join(legend)}"[:width])
     return out
+
+
+# what a column beside the scores holds, by its suffix (tally.AUX_SUFFIXES); a panel judge's own: JUDGE_SEP
+_BESIDE = {
+    "_std": "spreads",
+    "_majority": "majorities",
+    "_samples": "samples",
+    "_confidence": "confidences",
+    "_disagree": "the two orders' disagreement",
+}
+
+
+def _columns(n: int) -> str:
+    return "column" if n == 1 else "columns"
+
+
+def _beside(columns: list[str]) -> str:
+    """What the columns beside the scores are, in words: ``each judge's, spreads``."""
+    words = [
+        "each judge's" if JUDGE_SEP in c else next((w for s, w in _BESIDE.items() if c.endswith(s)), "")
+        for c in columns
+    ]
+    return ", ".join(w for w in dict.fromkeys(words) if w) or "other figures"
 
 
 def _plain(ov: RunOverview, width: int) -> list[str]:

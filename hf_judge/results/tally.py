@@ -176,14 +176,15 @@ def _median(counts: Mapping[float, int], n: int) -> float:
 
 
 def _bins(counts: Mapping[float, int], value_range: tuple[float, float] | None) -> list[tuple[str, int]]:
-    """(label, count) over the range: one bin per integer, or FLOAT_BINS equal bins (the first label is the
-    low end, the last the high end)."""
+    """(label, count) over the range: one bin per step of the values' scale (integers, or the half points of a
+    pairwise judge's mean of two orders), or FLOAT_BINS equal bins (the first label is the low end, the last the
+    high end)."""
     lo, hi = min(counts), max(counts)
     if value_range is not None:
         lo, hi = min(lo, value_range[0]), max(hi, value_range[1])
-    integers = all(float(v).is_integer() for v in counts) and float(lo).is_integer() and float(hi).is_integer()
-    if integers and hi - lo < MAX_INT_BINS:
-        return [(_label(v), counts.get(v, 0)) for v in range(int(lo), int(hi) + 1)]
+    step = grid_step([*counts, lo, hi])
+    if step is not None and (hi - lo) / step < MAX_INT_BINS:
+        return [(value_label(lo + i * step), counts.get(lo + i * step, 0)) for i in range(round((hi - lo) / step) + 1)]
     width = (hi - lo) / FLOAT_BINS or 1.0
     binned = [0] * FLOAT_BINS
     for v, c in counts.items():
@@ -195,6 +196,26 @@ def _bins(counts: Mapping[float, int], value_range: tuple[float, float] | None) 
 
 def _label(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:.2f}"
+
+
+def grid_step(values: Iterable[float]) -> float | None:
+    """The scale every value lies on: 1 (integers), 0.5 (half points: a pairwise score, the mean of two orders'
+    integer scores), or None (any other number: equal bins).
+
+    Example:
+        >>> grid_step([1, 3, 10]), grid_step([1, 3.5, 8]), grid_step([1, 3.25])
+        (1.0, 0.5, None)
+    """
+    values = [float(v) for v in values]
+    for step in (1.0, 0.5):
+        if all((v / step).is_integer() for v in values):
+            return step
+    return None
+
+
+def value_label(v: float) -> str:
+    """A value on its scale, as a histogram's bin shows it: ``3``, ``3.5``."""
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
 def value_kind(dtype: Any, column: str) -> str | None:

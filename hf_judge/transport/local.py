@@ -196,11 +196,26 @@ def ensure_bundled_model(models_dir: Path) -> Path:
 
 def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # as the server binds it: the closed connections of a server that stopped (TIME_WAIT) do not hold it
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
             return False
     return True
+
+
+def check_port(port: int) -> None:
+    """A ConfigError where ``port`` on 127.0.0.1 cannot be the local judge's (another process listens there).
+
+    Example:
+        >>> check_port(8123)  # doctest: +SKIP
+    """
+    if not _port_is_free(port):
+        raise ConfigError(
+            f"port {port} on 127.0.0.1 is in use (another server, or a local judge still running): give "
+            "--local-port another port, or drop it and hf-judge picks a free one"
+        )
 
 
 def _free_port() -> int:
@@ -263,12 +278,16 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 def _start(
-    model_path: Path, alias: str, args: Sequence[str], log_path: Path, timeout: float
+    model_path: Path, alias: str, args: Sequence[str], log_path: Path, timeout: float, port: int | None = None
 ) -> tuple[subprocess.Popen, int]:
+    """The server started and answering: on ``port`` alone where one is given, else on the model's preferred port
+    or, where that is taken, a free one."""
     env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
-    ports = [_preferred_port(model_path), _free_port(), _free_port()]
+    ports = [port] if port is not None else [_preferred_port(model_path), _free_port(), _free_port()]
     for attempt, port in enumerate(ports):
-        if attempt == 0 and not _port_is_free(port):
+        if len(ports) == 1:
+            check_port(port)
+        elif attempt == 0 and not _port_is_free(port):
             continue
         cmd = [
             sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", alias,
@@ -339,6 +358,7 @@ def local_judge(
     log_path: str | os.PathLike | None = None,
     start_timeout: float = START_TIMEOUT_S,
     warn_if_died: bool = True,
+    port: int | None = None,
 ) -> Iterator[LocalJudge]:
     """Start a llama.cpp judge server on 127.0.0.1 for the ``with`` block; stop it on every way out.
 
@@ -346,11 +366,12 @@ def local_judge(
     assembled once into ``models_dir`` (default: ``models/`` in the hf_judge cache).
     That model demonstrates the mechanics; real scores need a real judge.
     ``server_args`` go to ``python -m llama_cpp.server`` as they are (e.g.
-    ``("--n_threads", "4")``). Raises :class:`ConfigError` if the ``local`` extra
-    is missing or the GGUF does not exist, :class:`LocalServerError` if the server
-    does not start (the message holds the tail of its log). A server that dies during the block is a warning
-    with its exit code or signal and the fix (``warn_if_died=False``: the caller reports it, see
-    the server process's exit code and :func:`died_message`); its log is kept.
+    ``("--n_threads", "4")``). ``port``: the port on 127.0.0.1 it listens on (default: one derived from the
+    model's path, so that a rerun finds its replies in the cache under the same base URL, else a free one).
+    Raises :class:`ConfigError` if the ``local`` extra is missing, the GGUF does not exist or ``port`` is taken,
+    :class:`LocalServerError` if the server does not start (the message holds the tail of its log). A server that
+    dies during the block is a warning with its exit code or signal and the fix (``warn_if_died=False``: the caller
+    reports it, see the server process's exit code and :func:`died_message`); its log is kept.
 
     Example:
         >>> from hf_judge import score_dataset
@@ -378,7 +399,7 @@ def local_judge(
         log_path = name
     log_path = Path(log_path)
     with _sigterm_as_interrupt():
-        proc, port = _start(model_path, alias, args, log_path, start_timeout)
+        proc, port = _start(model_path, alias, args, log_path, start_timeout, port)
         try:
             yield LocalJudge(
                 base_url=f"http://127.0.0.1:{port}/v1", model=alias, model_path=model_path, port=port,

@@ -149,7 +149,9 @@
   }
   function histogram(title, stats) {
     const hist = stats.hist || {};
-    const keys = Object.keys(hist), W = 300, H = 120, pad = 18;
+    // an object lists integer keys first ("3", "4", then "3.5"): numbers are put back in their order
+    const keys = Object.keys(hist).every((k) => !isNaN(k)) ? Object.keys(hist).sort((a, b) => Number(a) - Number(b)) : Object.keys(hist);
+    const W = 300, H = 120, pad = 18;
     const peak = Math.max(1, ...keys.map((k) => hist[k]));
     const bw = keys.length ? (W - 10) / keys.length : 0;
     const ns = 'http://www.w3.org/2000/svg';
