@@ -6,9 +6,11 @@ choose_judge.json holding NaN. Each refusal is asserted with the requests the lo
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,6 +59,33 @@ def _jsonl(path, rows):
     return path
 
 
+@contextlib.contextmanager
+def _on_the_hub(repo, files):
+    """``files`` (path -> bytes) in the loopback Hub's dataset ``repo`` for the test, and what was there before put
+    back after it: the Hub is the session's, and a public set with garbage labels would be refused by the next
+    test (or docs page) that loads it."""
+    from huggingface_hub import HfApi, hf_hub_download
+
+    api = HfApi()
+    api.create_repo(repo, repo_type="dataset", exist_ok=True)
+    before = {}
+    for path in files:
+        try:
+            before[path] = Path(hf_hub_download(repo, path, repo_type="dataset")).read_bytes()
+        except Exception:  # noqa: BLE001 - not there: removed again after the test
+            before[path] = None
+    for path, data in files.items():
+        api.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=repo, repo_type="dataset")
+    try:
+        yield
+    finally:
+        for path, data in before.items():
+            if data is None:
+                api.delete_file(path, repo_id=repo, repo_type="dataset")
+            else:
+                api.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=repo, repo_type="dataset")
+
+
 # -- ratings: NaN is no label ---------------------------------------------------------------------------------------
 
 
@@ -78,19 +107,18 @@ def test_nan_ratings_are_unlabelled_rows_not_the_highest_ratings(judge, tmp_path
 
 def test_helpsteer2_with_nan_or_null_ratings_is_refused_naming_the_repo_row_and_value(hub, judge, tmp_path, capfd):
     from test_benchmarks import _jsonl as jsonl
-    from test_benchmarks import _upload
 
     attributes = ["helpfulness", "correctness", "coherence", "complexity", "verbosity"]
     rows = [{"prompt": f"p{i}", "response": f"r{i}", **{a: i % 5 for a in attributes}} for i in range(8)]
     rows[3]["correctness"], rows[5]["correctness"] = math.nan, None  # json.dumps writes NaN, as a changed copy may
     # (the train split too: datasets types both splits' columns alike, from the first file)
-    _upload("nvidia/HelpSteer2", {"train.jsonl.gz": gzip.compress(jsonl(rows[2:4])),
-                                  "validation.jsonl.gz": gzip.compress(jsonl(rows))})  # fmt: skip
+    files = {"train.jsonl.gz": gzip.compress(jsonl(rows[2:4])), "validation.jsonl.gz": gzip.compress(jsonl(rows))}
     judge.reset()
-    code, _, err = run_cli(
-        capfd, "choose-judge", "--benchmark", "helpsteer2", "--revision", "main", "--judges", "a,b",
-        "--base-url", judge.base_url, "--cache-dir", tmp_path / "c",
-    )  # fmt: skip
+    with _on_the_hub("nvidia/HelpSteer2", files):
+        code, _, err = run_cli(
+            capfd, "choose-judge", "--benchmark", "helpsteer2", "--revision", "main", "--judges", "a,b",
+            "--base-url", judge.base_url, "--cache-dir", tmp_path / "c",
+        )  # fmt: skip
     assert code == 2, err
     assert (
         "nvidia/HelpSteer2:validation: 2 correctness values that the set never holds (row 3: nan; row 5: None): "
@@ -196,16 +224,16 @@ def test_a_label_column_named_like_choose_judges_own_or_the_metrics_is_read_and_
 
 def test_judgebench_with_garbage_or_null_labels_is_refused_naming_the_repo_row_and_value(hub, judge, tmp_path, capfd):
     from test_benchmarks import _jsonl as jsonl
-    from test_benchmarks import _judgebench_rows, _upload
+    from test_benchmarks import _judgebench_rows
 
     rows = _judgebench_rows("gpt-4o-2024-05-13", 6)
     rows[2]["label"], rows[4]["label"] = "A=B?", None
-    _upload("ScalerLab/JudgeBench", {"data/gpt-00000-of-00001.jsonl": jsonl(rows)})
     judge.reset()
-    code, _, err = run_cli(
-        capfd, "choose-judge", "--benchmark", "judgebench", "--revision", "main", "--judges", "a,b",
-        "--base-url", judge.base_url, "--cache-dir", tmp_path / "c",
-    )  # fmt: skip
+    with _on_the_hub("ScalerLab/JudgeBench", {"data/gpt-00000-of-00001.jsonl": jsonl(rows)}):
+        code, _, err = run_cli(
+            capfd, "choose-judge", "--benchmark", "judgebench", "--revision", "main", "--judges", "a,b",
+            "--base-url", judge.base_url, "--cache-dir", tmp_path / "c",
+        )  # fmt: skip
     assert code == 2, err
     assert (
         "ScalerLab/JudgeBench:gpt: 2 label values that the set never holds (row 2: 'A=B?'; row 4: None): a label "
@@ -215,33 +243,35 @@ def test_judgebench_with_garbage_or_null_labels_is_refused_naming_the_repo_row_a
 
 
 def _mt_bench(tmp_path, votes):
-    from test_benchmarks import MT_FEATURES, _upload
+    from test_benchmarks import MT_FEATURES
 
     path = tmp_path / "human.parquet"
     Dataset.from_list(votes, features=MT_FEATURES).to_parquet(path)
-    _upload("lmsys/mt_bench_human_judgments", {"data/human-00000-of-00001-c0b431264a82ddc0.parquet": path.read_bytes()})
+    files = {"data/human-00000-of-00001-c0b431264a82ddc0.parquet": path.read_bytes()}
+    return _on_the_hub("lmsys/mt_bench_human_judgments", files)
 
 
 def test_mt_bench_an_unknown_winner_is_named_and_an_expert_who_voted_twice_counts_once(hub, tmp_path):
     from test_benchmarks import _vote
 
-    _mt_bench(tmp_path, [
+    unknown = [
         _vote(81, "gpt-4", "llama-13b", "model_a", "expert_1", 1),
         _vote(82, "llama-13b", "claude-v1", "model_c", "expert_2", 1),  # the names out of order: flipped
-    ])  # fmt: skip
-    with pytest.raises(ConfigError) as e:
+    ]
+    with _mt_bench(tmp_path, unknown), pytest.raises(ConfigError) as e:
         load_benchmark("mt-bench-human", revision="main")
     assert str(e.value).startswith(
         "lmsys/mt_bench_human_judgments:human: 1 winner value that the set never holds (row 1: 'model_c'): a winner "
         "there is model_a, model_b, tie or tie (bothbad)"
     )
-    _mt_bench(tmp_path, [
+    twice = [
         _vote(81, "gpt-4", "llama-13b", "model_a", "expert_1", 1),
         _vote(81, "llama-13b", "gpt-4", "model_b", "expert_1", 1),  # expert_1 again, the other order: one vote
         _vote(81, "gpt-4", "llama-13b", "model_b", "expert_2", 1),
         _vote(81, "gpt-4", "llama-13b", "model_a", "expert_3", 1),
-    ])  # fmt: skip
-    s = load_benchmark("mt-bench-human", revision="main")
+    ]
+    with _mt_bench(tmp_path, twice):
+        s = load_benchmark("mt-bench-human", revision="main")
     row = s.dataset.to_list()[0]
     assert s.annotators == ("annotator_1", "annotator_2", "annotator_3")
     assert [row[c] for c in s.annotators] == ["1", "2", "1"] and row["majority"] == "1"
