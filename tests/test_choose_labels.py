@@ -308,7 +308,7 @@ def _many(reviewers, shares, bad_last=False):
     return lines
 
 
-@pytest.mark.timeout(120)  # ~3 s here; main before issue 40 compared each reviewer with every other one (hours)
+@pytest.mark.timeout(120)  # 7-25 s on the loaded 2-core box; main before issue 40 did not end (O(reviewers^2))
 def test_a_labels_file_of_25000_reviewers_per_row_is_counted_and_checked_before_any_request(judge, tmp_path):
     """100,000 lines: 25,000 reviewers of each of 4 rows. The leave-one-out agreement by hand: on a row of 2/3
     true, each true reviewer sees a true majority among the others, each false one does not (2/3 of them agree);
