@@ -151,6 +151,14 @@ def test_a_label_that_is_no_verdict_is_refused_before_any_request_and_1_0_0_0_ar
     ds = Dataset.from_dict({"Binary": verdicts, "human": words})
     with pytest.raises(ConfigError, match=r"'human' holds 1 value that is not a verdict \(\['maybe'\]\) at row 7"):
         agreement(ds, "Binary", "human", resamples=0)
+    # two words of one's own with positive=: a third is a typo, not a negative verdict
+    typo = Dataset.from_dict({"Binary": [True, False, True], "gold": ["good", "bad", "goood"]})
+    with pytest.raises(ConfigError, match=r"'gold' holds 3 different values \(\['bad', 'good', 'goood'\]\)"):
+        agreement(typo, "Binary", "gold", positive="good", resamples=0)
+    with pytest.raises(ConfigError, match=r"holds 3 different values .* row 2: 'goood'"):
+        _choose(judge, tmp_path, _rows(3, human=typo["gold"]), "Binary", label="human", positive="good",
+                columns=PREDICTION)  # fmt: skip
+    assert _sent(judge) == 0
     # 1.0 / 0.0 (a float column) are the verdicts 1 and 0, as agreement reads them: the table of the booleans
     as_bools = _choose(judge, tmp_path, _rows(human=verdicts), "Binary", label="human", columns=PREDICTION)
     floats = _choose(judge, tmp_path, _rows(human=[float(v) for v in verdicts]), "Binary", label="human",
