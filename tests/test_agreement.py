@@ -222,7 +222,7 @@ def test_bad_columns_name_the_problem():
     ds = Dataset.from_dict({"QA_Correctness": [1, 2], "note": ["x", "y"]})
     with pytest.raises(ConfigError, match="no column 'human'.*it has: QA_Correctness, note"):
         agreement(ds, score="QA_Correctness", label="human")
-    with pytest.raises(ConfigError, match="'note' is string, not numbers"):
+    with pytest.raises(ConfigError, match="'note' holds 2 values that are not finite numbers"):
         agreement(ds, score="QA_Correctness", label="note")
 
 

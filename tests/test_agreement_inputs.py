@@ -40,7 +40,8 @@ def test_numbers_written_as_text_are_numbers():
 
 def test_text_labels_next_to_scores_name_the_fix():
     ds = Dataset.from_dict({"QA_Correctness": [3, 7], "human": ["bad", "good"]})
-    with pytest.raises(ConfigError, match=r"'human' is string, not numbers \(\['bad', 'good'\]\).*write the labels"):
+    bad = r"'human' holds 2 values that are not finite numbers \(\['bad', 'good'\]\).*write the labels"
+    with pytest.raises(ConfigError, match=bad):
         agreement(ds, score="QA_Correctness", label="human")
 
 

@@ -921,3 +921,30 @@ def test_a_choose_judge_folder_where_no_judge_is_fit_says_so(browser, judge_serv
     said = browser.find_element(By.ID, "choice").find_element(By.XPATH, "preceding-sibling::p[1]").text
     assert "Nothing recommended: no candidate is fit" in said and "null" not in said
     assert browser.find_elements(By.CSS_SELECTOR, "#choice .choice-bar.recommended") == []
+
+
+def test_a_choose_judge_json_holding_nan_shows_a_dash_for_the_judge_without_a_figure(browser, tmp_path, capfd):
+    """A hand-edited or foreign choose_judge.json with NaN: the page is written (no raw ValueError), the judge with
+    no finite figure has no bar and "-" in the table, the other is drawn as before."""
+    from selenium.webdriver.common.by import By
+
+    folder = tmp_path / "choice"
+    DatasetDict(train=Dataset.from_dict({"question": ["q0", "q1"], "Binary": [True, False]})).save_to_disk(folder / "a")
+    entries = [
+        {"name": "a", "judge": "a", "score": float("nan"), "interval": [float("nan"), 0.9], "coverage": float("nan")},
+        {"name": "b", "judge": "b", "score": 0.7, "interval": [0.6, 0.8], "coverage": 1.0},
+    ]
+    choice = {"metric": "Binary", "kind": "binary", "rows": 2, "headline": "accuracy", "entries": entries}
+    (folder / "choose_judge.json").write_text(json.dumps(choice))  # NaN as json.dumps writes it
+    code, _, err = run_cli(capfd, "view", folder)
+    assert code == 0, err
+    _open(browser, folder / "report.html")
+    assert _problems(browser) == []
+    assert [b.get_attribute("data-judge") for b in browser.find_elements(By.CSS_SELECTOR, "#choice .choice-bar")] == [
+        "b"
+    ]
+    rows = [
+        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-table tbody tr")
+    ]
+    assert [r[:4] for r in rows] == [["a", "-", "", "-"], ["b", "70.0%", "60.0% to 80.0%", "100.0%"]]

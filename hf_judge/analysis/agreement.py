@@ -36,6 +36,7 @@ from datasets import features as _features
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
 from . import bias, stats
+from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, preference, verdict
 from .leaderboard import ORDER, orders_figures, orders_line
 
 KINDS = ("numeric", "binary", "pairwise")
@@ -45,10 +46,7 @@ HEADLINE = {
     "binary": ("accuracy", "f1", "cohen_kappa"),
     "pairwise": ("agreement", "cohen_kappa"),
 }
-_TRUE = {"1", "true", "yes", "y", "correct", "pass", "positive"}
-_FALSE = {"0", "false", "no", "n", "incorrect", "fail", "negative"}
-_PREFERENCES = {"1": "1", "a": "1", "model_a": "1", "2": "2", "b": "2", "model_b": "2", "tie": "tie", "draw": "tie"}
-_WINNERS = ["1", "2", "tie"]
+_WINNERS = list(WINNERS)
 _JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
 # the most values a confusion matrix (and a quadratic kappa) is drawn over: a 0-100 scale, not a measurement
 MAX_SCALE = 101
@@ -345,17 +343,21 @@ def agreement(
         seed=seed,
         confidence=confidence,
     )
+    at = _where(keep, rows)
     if kind == "numeric":
-        x, y = _numbers(s_kept, score), _numbers(l_kept, label)
+        x = _numbers(s_kept, score)
+        y = np.array(check_labels(l_kept, "numeric", subject=f"column {label!r}", where=at), dtype=np.float64)
         # a 0/1 side (boolean labels, a calibration) has no scale in common with the other: no kappa, no matrix
         ordinal = not (pa.types.is_boolean(s_arr.type) or pa.types.is_boolean(l_arr.type))
         report.note = _rating_note(x, l_arr, score, label)
         fns = _numeric(report, x, y, ordinal, mae=report.note is None)
     elif kind == "binary":
-        x, y = _booleans(s_kept, score, None, judge=True), _booleans(l_kept, label, positive)
+        x = _booleans(s_kept, score)
+        y = np.array(check_labels(l_kept, "binary", positive=positive, subject=f"column {label!r}", where=at), bool)
         fns = _binary(report, x, y)
     else:
-        x, y = _preferences(s_kept, score), _preferences(l_kept, label)
+        x = np.array(check_labels(s_kept, "pairwise", subject=f"column {score!r}", where=at), dtype=object)
+        y = np.array(check_labels(l_kept, "pairwise", subject=f"column {label!r}", where=at), dtype=object)
         fns = _pairwise(report, x, y, d, score, keep)
     report.histograms = {score: _counts(x), label: _counts(y)}
     if length_of is not None:
@@ -370,7 +372,7 @@ def agreement(
     if kind == "pairwise" and ORDER in d.column_names and rows is None:  # both orders of each pair as rows
         found = orders_figures(
             d.with_format("arrow")[ORDER].to_pylist(),
-            *([_preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr)),
+            *([preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr)),
             resamples=resamples,
             seed=seed,
             confidence=confidence,
@@ -420,10 +422,10 @@ def _all_rows(
     labelled = ~_nulls(l_arr)
     at = np.nonzero(labelled)[0]
     truth: Any
-    if report.kind == "binary":
-        truth = _booleans(l_arr.filter(pa.array(labelled)), label, positive)
-    elif report.kind == "pairwise":
-        truth = _preferences(l_arr.filter(pa.array(labelled)), label)
+    if report.kind in ("binary", "pairwise"):
+        values = l_arr.filter(pa.array(labelled))
+        where = _where(labelled, rows)
+        truth = check_labels(values, report.kind, positive=positive, subject=f"column {label!r}", where=where)
     else:
         truth = [0] * len(at)  # ratings: coverage and failures only (see over_all_rows)
     pred: list[Any] = [None] * len(at)
@@ -440,16 +442,6 @@ def _all_rows(
         seed=report.seed,
         confidence=report.confidence,
     )
-
-
-def _preference(v: Any) -> str | None:
-    """One winner or preference as "1", "2" or "tie" (None for none, or a word that is no preference)."""
-    return None if v is None else _PREFERENCES.get(_word(v))
-
-
-def _word(v: Any) -> str:
-    w = str(v).strip().lower()
-    return w[:-2] if w.endswith(".0") else "tie" if w.startswith("tie") else w
 
 
 def _passed(arr: pa.Array, label: str, threshold: float, positive: Any, what: str = "label") -> pa.Array:
@@ -529,9 +521,9 @@ def _guess_kind(score: str, s: pa.Array) -> str:
         return "binary"
     if pa.types.is_string(s.type) or pa.types.is_large_string(s.type):
         values = {str(v).strip().lower() for v in pc.unique(pc.drop_null(s)).to_pylist()}
-        if values <= _TRUE | _FALSE:
+        if values <= TRUE_WORDS | FALSE_WORDS:
             return "binary"
-        if values <= set(_PREFERENCES):
+        if values <= set(PREFERENCES):
             return "pairwise"
         raise ConfigError(
             f"column {score!r} holds text ({sorted(values)[:5]}...): name a score column, a verdict or a winner"
@@ -576,43 +568,22 @@ def _is_number(v: str) -> bool:
     return True
 
 
-def _booleans(arr: pa.Array, column: str, positive: Any, judge: bool = False) -> np.ndarray:
-    values = arr.to_pylist()
-    if positive is not None and not pa.types.is_boolean(arr.type):
-        return np.array([str(v) == str(positive) for v in values], dtype=bool)
-    if pa.types.is_boolean(arr.type):
-        return np.array(values, dtype=bool)
-    words = [str(v).strip().lower() for v in values]
-    if pa.types.is_floating(arr.type):  # 1.0 / 0.0
-        words = [w[:-2] if w.endswith(".0") else w for w in words]
-    unknown = sorted({w for w in words if w not in _TRUE and w not in _FALSE})
-    if unknown and judge:  # positive= names a label value: no help for the judge's column
+def _booleans(arr: pa.Array, column: str) -> np.ndarray:
+    """The judge's verdicts (the labels are read by :func:`~hf_judge.analysis.label_rules.check_labels`)."""
+    values = [verdict(v) for v in arr.to_pylist()]
+    unknown = sorted({str(v) for v, b in zip(arr.to_pylist(), values, strict=True) if b is None})
+    if unknown:  # positive= names a label value: no help for the judge's column
         raise ConfigError(
             f"column {column!r} holds {unknown[:5]}, not a judge's verdicts (true/false, 1/0, yes/no): compare "
             "scores as numbers (leave out kind=binary, --kind binary), or name a verdict column as the score"
         )
-    if unknown:
-        ratings = all(_is_number(w) for w in unknown)
-        raise ConfigError(
-            f"column {column!r} holds {unknown[:5]}, not verdicts (true/false, 1/0, yes/no): "
-            + (
-                "ratings against a judge's verdicts need a cut: label_threshold= (--label-threshold T: label >= T "
-                "is positive)"
-                if ratings
-                else "name the positive value (positive=..., --positive)"
-            )
-        )
-    return np.array([w in _TRUE for w in words], dtype=bool)
+    return np.array(values, dtype=bool)
 
 
-def _preferences(arr: pa.Array, column: str) -> np.ndarray:
-    words = [_word(v) for v in arr.to_pylist()]
-    unknown = sorted({w for w in words if w not in _PREFERENCES})
-    if unknown:
-        raise ConfigError(
-            f"column {column!r} holds {unknown[:5]}: a preference is 1/2/tie (also a/b, model_a/model_b, draw)"
-        )
-    return np.array([_PREFERENCES[w] for w in words], dtype=object)
+def _where(mask: np.ndarray, rows: Sequence[int] | None) -> Where:
+    """Where the i-th of the rows ``mask`` keeps is: its row in the split (in the result, given ``rows``)."""
+    at = np.nonzero(mask)[0]
+    return lambda i: f"row {rows[int(at[i])] if rows is not None else int(at[i])}"
 
 
 def _counts(values: np.ndarray) -> dict[str, int]:

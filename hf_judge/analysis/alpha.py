@@ -38,11 +38,28 @@ def krippendorff_alpha(ratings: Sequence[Sequence[Any]] | np.ndarray, level: str
     codes, values = _codes(ratings, numeric=level != "nominal")
     if codes.size == 0:
         return None
-    k = len(values)
-    counts = np.zeros((codes.shape[1], k))  # units x values: how many raters gave each value
+    counts = np.zeros((codes.shape[1], len(values)))  # units x values: how many raters gave each value
     for rater in codes:
         given = rater >= 0
         np.add.at(counts, (np.nonzero(given)[0], rater[given]), 1)
+    return alpha_of_counts(counts, values, level)
+
+
+def alpha_of_counts(counts: np.ndarray, values: np.ndarray | Sequence[Any], level: str = "nominal") -> float | None:
+    """Krippendorff's alpha from ``counts``, units x values: how many raters gave each value on each unit
+    (``values``: the distinct values, numbers sorted for ``ordinal`` and ``ratio``). Memory and time grow with
+    the units and values, not the raters: 25,000 reviewers of 40 rows is a 40 x k matrix. None when undefined.
+
+    Example:
+        >>> round(alpha_of_counts(np.array([[2, 0], [0, 2], [1, 1]]), ["yes", "no"], "nominal"), 4)
+        0.4444
+    """
+    if level not in LEVELS or level == "interval":
+        raise ConfigError(f"level must be nominal, ordinal or ratio from counts, got {level!r}")
+    values = np.asarray(values, dtype=object if level == "nominal" else np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.size == 0:
+        return None
     m = counts.sum(axis=1)
     counts, m = counts[m >= 2], m[m >= 2]
     if not len(m):

@@ -20,6 +20,11 @@ and, where several people labelled a row, their labels as columns of their own (
   (label ``correctness``), ``helpsteer2-coherence`` ``QA_Coherence``, ``helpsteer2-complexity``
   ``QA_Complexity``. ``label_threshold`` 3: a rating of 3 or 4 counts as positive where the judge gives
   verdicts (``agreement``'s ``label_threshold``).
+
+A set's labels are checked as it loads, before anything is judged: a label the set never holds (a JudgeBench
+label other than "A>B" / "B>A", an MT-bench winner other than model_a / model_b / tie, a HelpSteer2 rating that is
+null or outside 0-4: a changed or hostile copy on the Hub) is a ConfigError naming the repo, the row and the value.
+An MT-bench expert who voted twice on one pair and turn counts once (their later vote).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from datasets import Dataset
 
 from ..errors import ConfigError
 from ..redact import register
+from .label_rules import preference, rating
 
 BENCHMARKS = {
     "judgebench": "ScalerLab/JudgeBench (gpt split): 350 GPT-4o response pairs, one correct; Comparative",
@@ -44,8 +50,10 @@ BENCHMARKS = {
 HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
 _HELPSTEER = {"helpsteer2": "correctness", "helpsteer2-coherence": "coherence", "helpsteer2-complexity": "complexity"}
 # an MT-bench vote -> the winner in the pair's own order; "tie (bothbad)" is a tie
-_VOTES = {"model_a": "1", "model_b": "2"}
 _FLIP = {"1": "2", "2": "1", "tie": "tie"}
+_JUDGEBENCH = {"A>B": "1", "B>A": "2"}
+_HELPSTEER_SCALE = (0, 4)
+_SHOWN = 3  # the bad labels a refusal names
 
 
 @dataclass
@@ -123,7 +131,8 @@ def _judgebench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
     ds, source = loaded
     _needs(ds, source, ("question", "response_A", "response_B", "label"))
     ds = _first(ds, limit)
-    correct = [{"A>B": "1", "B>A": "2"}.get(str(v).strip(), "tie") for v in ds["label"]]
+    correct = [_JUDGEBENCH.get(str(v).strip()) if isinstance(v, str) else None for v in ds["label"]]
+    _refuse(source, "label", ds["label"], correct, "A>B or B>A (the correct response)")
     return LabelledSet(
         dataset=ds.add_column("correct", correct),
         columns={"question": "question", "response1": "response_A", "response2": "response_B"},
@@ -138,16 +147,21 @@ def _mt_bench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
     ds, source = loaded
     needed = ("question_id", "model_a", "model_b", "winner", "judge", "conversation_a", "conversation_b", "turn")
     _needs(ds, source, needed)
+    winners = ds["winner"]
+    read = [preference(w) if isinstance(w, str) else None for w in winners]
+    _refuse(source, "winner", winners, read, "model_a, model_b, tie or tie (bothbad)")
     groups: dict[tuple[Any, str, str, int], dict[str, Any]] = {}
-    for vote in ds:
-        a, b, winner = vote["model_a"], vote["model_b"], _vote(vote["winner"])
+    for i, vote in enumerate(ds):
+        a, b, winner = vote["model_a"], vote["model_b"], str(read[i])  # every one read: refused above otherwise
         conv_a, conv_b = vote["conversation_a"], vote["conversation_b"]
         if b < a:  # one order per pair: the votes on (b, a) are votes on (a, b), their winners flipped
             a, b, winner, conv_a, conv_b = b, a, _FLIP[winner], conv_b, conv_a
         key = (vote["question_id"], a, b, int(vote["turn"]))
-        row = groups.setdefault(key, {"votes": [], "a": conv_a, "b": conv_b})
-        row["votes"].append(winner)
+        row = groups.setdefault(key, {"votes": {}, "a": conv_a, "b": conv_b})
+        row["votes"][vote["judge"] or i] = winner  # an expert who voted twice counts once: the later vote
     rows = list(groups.items())[:limit] if limit is not None else list(groups.items())
+    for _, g in rows:
+        g["votes"] = list(g["votes"].values())
     width = max((len(g["votes"]) for _, g in rows), default=0)
     annotators = tuple(f"annotator_{i + 1}" for i in range(width))
     table: dict[str, list[Any]] = {
@@ -178,9 +192,18 @@ def _mt_bench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
     )
 
 
-def _vote(winner: Any) -> str:
-    w = str(winner).strip().lower()
-    return _VOTES.get(w, "tie" if w.startswith("tie") else w)
+def _refuse(source: str, column: str, values: list[Any], read: list[Any], accepted: str) -> None:
+    """A ConfigError naming the rows of ``source`` whose ``column`` value read as None (no label the set holds)."""
+    bad = [i for i, r in enumerate(read) if r is None]
+    if not bad:
+        return
+    shown = "; ".join(f"row {i}: {values[i]!r}" for i in bad[:_SHOWN])
+    more = f"; and {len(bad) - _SHOWN:,} more" if len(bad) > _SHOWN else ""
+    raise ConfigError(
+        f"{source}: {len(bad):,} {column} value{'s' if len(bad) != 1 else ''} that the set never holds ({shown}{more}):"
+        f" a {column} there is {accepted}. The copy on the Hub changed (or is not the published set): pin a "
+        "revision that has the published labels (revision=..., --revision)"
+    )
 
 
 def _majority(votes: list[str]) -> str | None:
@@ -212,8 +235,13 @@ def _turn(conversation: list[dict[str, str]], turn: int) -> tuple[str, str, str]
 def _helpsteer(loaded: tuple[Dataset, str], attribute: str, limit: int | None) -> LabelledSet:
     ds, source = loaded
     _needs(ds, source, ("prompt", "response", *HELPSTEER_ATTRIBUTES))
+    ds = _first(ds, limit)
+    lo, hi = _HELPSTEER_SCALE
+    ratings = ds[attribute]
+    read = [r if (r := rating(v)) is not None and lo <= r <= hi else None for v in ratings]
+    _refuse(source, attribute, ratings, read, f"a rating from {lo} to {hi}")
     return LabelledSet(
-        dataset=_first(ds, limit),
+        dataset=ds,
         columns={"instruction": "prompt", "output": "response"},
         metric=f"QA_{attribute.capitalize()}",
         kind="numeric",

@@ -18,11 +18,12 @@ import difflib
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
@@ -56,6 +57,33 @@ def read_labels(path: str | Path, context: bool = False, *, token: str | None = 
         [{'split': 'train', 'row': 3, 'score': None, 'label': 8, 'note': None, 'reviewer': None}]
         >>> read_labels("me/to-label", token="hf_...")  # doctest: +SKIP
     """
+    out: list[dict[str, Any]] = []
+    for name, unit, records in _sources(path, token):
+        out += _kept(records, name, context, unit)
+    return out
+
+
+def label_entries(path: str | Path, *, token: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each labelled entry of a labels file (as :func:`read_labels` reads it: local, or on the Hub) with where
+    it is (``labels.jsonl, line 18``), unlabelled lines left out; a local file is read line by line, so a file
+    of millions of lines is never held as objects. A bad line is a ConfigError naming it, as in read_labels.
+
+    Example:
+        >>> for where, entry in label_entries("labels.jsonl"):  # doctest: +SKIP
+        ...     print(where, entry["row"], entry["label"])
+        labels.jsonl, line 1 3 8
+    """
+    for name, unit, records in _sources(path, token):
+        for line, obj in records:
+            where = f"{name}, {unit} {line}"
+            entry = check_entry(obj, where)
+            if entry is not None:
+                yield where, entry
+
+
+def _sources(path: str | Path, token: str | None) -> Iterator[tuple[str, str, Iterable[tuple[int, dict]]]]:
+    """Each file of the labels: its name, what its records are counted in (line, or a Parquet file's row), and
+    its records, read lazily from a local file."""
     p = Path(path)
     if p.is_dir():  # a folder here is what the user means, never a Hub dataset of the same name
         found = sorted(str(f) for f in p.iterdir() if f.suffix in (".jsonl", ".json", ".csv"))[:3]
@@ -73,16 +101,32 @@ def read_labels(path: str | Path, context: bool = False, *, token: str | None = 
         except ConfigError as e:
             local = "" if str(path).startswith(HF_PREFIX) else "no such file here, and "
             raise ConfigError(f"cannot read labels {path}: {local}{e}") from None
-        out: list[dict[str, Any]] = []
         for name, content in files:
-            unit = "row" if isinstance(content, list) else "line"  # a Parquet file's rows have no lines
-            out += _kept(_records(content, name), name, context, unit)
-        return out
+            yield name, "row" if isinstance(content, list) else "line", _records(content, name)  # Parquet: rows
+        return
+    if p.suffix.lower() == ".csv":
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read labels {p} ({_why(e)}): give a JSONL or CSV file; {FIX}") from None
+        yield str(p), "line", _records(text, str(p))
+        return
+    yield str(p), "line", _jsonl_records(_lines(p), str(p))
+
+
+def _lines(p: Path) -> Iterator[str]:
+    """A local file's lines, one at a time."""
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read labels {p} ({e.strerror or e}): give a JSONL or CSV file; {FIX}") from None
-    return _kept(_records(text, str(p)), str(p), context)
+        with p.open(encoding="utf-8") as f:
+            yield from f
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read labels {p} ({_why(e)}): give a JSONL or CSV file; {FIX}") from None
+
+
+def _why(e: OSError | UnicodeDecodeError) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 at byte {e.start}: {e.reason}"
+    return str(e.strerror or e)
 
 
 def label_source_name(source: str | Path) -> str:
@@ -104,7 +148,7 @@ def _records(content: str | list[dict[str, Any]], name: str) -> Iterable[tuple[i
     """A file's objects with their line (JSONL, CSV) or row number (Parquet rows, counted from 1)."""
     if isinstance(content, list):
         return enumerate(content, 1)
-    return _csv_records(content) if name.lower().endswith(".csv") else _jsonl_records(content, name)
+    return _csv_records(content) if name.lower().endswith(".csv") else _jsonl_records(content.splitlines(), name)
 
 
 def _kept(records: Iterable[tuple[int, dict]], name: str, context: bool, unit: str = "line") -> list[dict[str, Any]]:
@@ -112,7 +156,7 @@ def _kept(records: Iterable[tuple[int, dict]], name: str, context: bool, unit: s
     number: tuple[int, Any] | None = None  # the first numeric label, and its line
     word: tuple[int, Any] | None = None  # the first label that is text and no number, preference or verdict
     for line, obj in records:
-        label = _checked(obj, f"{name}, {unit} {line}")
+        label = check_entry(obj, f"{name}, {unit} {line}")
         if label is None:
             continue
         value = label["label"]
@@ -140,19 +184,28 @@ def _label_word(v: str) -> bool:
         return False
 
 
-def _jsonl_records(text: str, p: str) -> Iterable[tuple[int, dict]]:
-    for i, raw in enumerate(text.splitlines(), 1):
+def _jsonl_records(lines: Iterable[str], p: str) -> Iterable[tuple[int, dict]]:
+    for i, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:  # its position is in the one line it was given: its column only
-            raise ConfigError(
-                f"labels {p}, line {i}: not JSON ({e.msg.removesuffix(' at')} at column {e.colno}); {FIX}"
-            ) from None
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            obj = _lenient(raw, p, i)
         if not isinstance(obj, dict):
             raise ConfigError(f"labels {p}, line {i}: a {type(obj).__name__}, not an object; {FIX}")
         yield i, obj
+
+
+def _lenient(raw: str, p: str, line: int) -> Any:
+    """A line orjson refuses, read as Python's json reads it (NaN, a 400-digit number: check_entry then names what
+    is wrong with the value), or a ConfigError where it is no JSON at all."""
+    try:
+        return json.loads(raw.rstrip("\r\n"))
+    except json.JSONDecodeError as e:  # its position is in the one line it was given: its column only
+        raise ConfigError(
+            f"labels {p}, line {line}: not JSON ({e.msg.removesuffix(' at')} at column {e.colno}); {FIX}"
+        ) from None
 
 
 def _csv_records(text: str) -> Iterable[tuple[int, dict]]:
@@ -182,7 +235,14 @@ def _csv_value(v: str) -> Any:
         return v.strip()
 
 
-def _checked(obj: dict, where: str) -> dict[str, Any] | None:
+def check_entry(obj: dict, where: str) -> dict[str, Any] | None:
+    """One labels file object in the layout (split, row, score, label, note, reviewer), checked: None where its
+    label is null (not labelled yet); a ConfigError naming ``where`` (a file's line) for a bad row or label.
+
+    Example:
+        >>> check_entry({"split": "train", "row": 3, "label": 8, "reviewer": "ana"}, "labels.jsonl, line 1")
+        {'split': 'train', 'row': 3, 'score': None, 'label': 8, 'note': None, 'reviewer': 'ana'}
+    """
     missing = [k for k in ("split", "row") if obj.get(k) is None]
     if missing:
         raise ConfigError(f"{where}: no {' and no '.join(missing)}; {FIX}")

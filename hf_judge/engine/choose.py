@@ -10,9 +10,9 @@ order's verdict is kept: JudgeBench's rule needs them (:func:`~hf_judge.analysis
 from __future__ import annotations
 
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,9 +20,10 @@ from datasets import Dataset, DatasetDict, concatenate_datasets
 
 from ..analysis import bias, stats
 from ..analysis.agreement import agreement
-from ..analysis.ceiling import human_ceiling
+from ..analysis.ceiling import ceiling_of_counts, label_counts
 from ..analysis.chance import chance_level
-from ..analysis.labels import read_labels
+from ..analysis.label_rules import check_labels, verdict
+from ..analysis.label_table import count_labels
 from ..analysis.leaderboard import JudgeChoice, combined_winner, flip, pair_verdicts, recommend, rule_of
 from ..analysis.stats import over_all_rows
 from ..errors import ConfigError
@@ -84,7 +85,11 @@ def choose_judge(
     rows addressing ``data``'s; several reviewers of one row: their majority, and the human ceiling), or
     ``annotators`` (several people's label columns: their majority is the label, and the human ceiling is
     shown). ``label_threshold``: ratings read as verdicts (label >= it) for a binary judge; ``positive``: the
-    label value that is positive.
+    label value that is positive. Every label is checked before any request, by ``agreement``'s rule
+    (:func:`~hf_judge.analysis.label_rules.check_labels`): a value that is no verdict, preference or finite
+    rating is a ConfigError naming its row or line; a null or NaN label is a row left out (a note says how many).
+    A labels file is counted in one pass (:func:`~hf_judge.analysis.label_table.count_labels`), a reviewer once
+    per row.
 
     The table's figures count ALL labelled rows (a row a judge did not decide counts as not agreeing; its
     coverage and failures by error kind are columns): accuracy and Cohen's kappa for verdicts and winners,
@@ -127,7 +132,9 @@ def choose_judge(
     names = [m.strip() for m in metric.split(",")] if isinstance(metric, str) else list(metric)
     metrics = resolve_metrics(names, prompts_dir, metric_params)
     kind = _kind_of(metrics)
-    ds, rows_of = _labelled(data, label, labels, annotators)
+    rule = _Rule(kind, positive, label_threshold, _outputs(metrics))
+    found = _labelled(data, label, labels, annotators, rule)
+    ds = found.ds
     swapped = kind == "pairwise" and all(m.swap for m in metrics)
     params = dict(metric_params or {})
     scored_ds = ds
@@ -153,14 +160,16 @@ def choose_judge(
         **_panel_settings(setting_values, candidates, generator_column),
     )
     assert isinstance(result, ScoredDatasetDict)
-    truth = _truth(ds[LABEL], kind, positive, label_threshold)
-    labelled = (label_threshold, positive, truth)
-    choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, labelled, resamples, seed)
+    truth = list(ds[LABEL])  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
+    choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
-    if rows_of is not None:
-        choice.ceiling = human_ceiling(rows_of, kind, resamples=resamples, seed=seed)
+    if found.ceiling is not None:
+        counts, values, people = found.ceiling
+        choice.ceiling = ceiling_of_counts(counts, values, kind, annotators=people, resamples=resamples, seed=seed)
     else:
         choice.ceiling_missing = NO_CEILING
+    if found.left_out:
+        choice.notes.append(found.left_out)
     _projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
     choice.recommendation = recommend(choice.entries, choice.chance, choice.rows)
     if for_dataset is not None and (choice.recommendation or {}).get("name"):
@@ -208,60 +217,107 @@ def _kind_of(metrics: Sequence[Metric]) -> str:
     return kinds.pop()
 
 
+@dataclass
+class _Rule:
+    """How the labels are read (``kind``, ``positive``, ``threshold``: label_rules.check_labels), and the columns
+    the run writes (``outputs``), which a label column may not keep its name beside."""
+
+    kind: str
+    positive: Any
+    threshold: float | None
+    outputs: frozenset[str]
+
+
+@dataclass
+class _Found:
+    """The labelled rows (the checked label in column :data:`LABEL`); the human ceiling's counts (rows x values,
+    the values, the annotators) where several people labelled rows; a note on the rows left out."""
+
+    ds: Dataset
+    ceiling: tuple[np.ndarray, list[Any], int] | None = None
+    left_out: str | None = None
+
+
+def _outputs(metrics: Sequence[Metric]) -> frozenset[str]:
+    return frozenset(c for m in metrics for c in m.column_types)
+
+
 def _labelled(
     data: Dataset | DatasetDict,
     label: str | None,
     labels: str | os.PathLike | Sequence[Mapping[str, Any]] | None,
     annotators: Sequence[str] | None,
-) -> tuple[Dataset, list[list[Any]] | None]:
-    """The labelled rows, with the label in column :data:`LABEL`; and, with several people's labels, the rows x
-    annotators table for the human ceiling."""
+    rule: _Rule,
+) -> _Found:
+    """The labelled rows, every label checked by ``rule`` (agreement's rule: label_rules) before any request, so
+    that a bad label costs nothing; and, with several people's labels, their counts for the human ceiling."""
     if sum(x is not None for x in (label, labels, annotators)) != 1:
         raise ConfigError("give the labels one way: label= a column, labels= a labels file, or annotators= columns")
     if labels is not None:
-        return _from_file(data, labels)
+        return _from_file(data, labels, rule)
     d = _one_split(data, None)
-    if label is not None:
-        if label not in d.column_names:
-            raise ConfigError(f"no label column {label!r}; the data has: {', '.join(d.column_names)}")
-        values = d[label]
-        keep = [i for i, v in enumerate(values) if v is not None]
-        d = d.add_column(LABEL, values)
-        return (d if len(keep) == len(d) else d.select(keep)), None
-    missing = [c for c in annotators or () if c not in d.column_names]
-    if missing or not annotators:
+    columns = [label] if label is not None else list(annotators or ())
+    missing = [c for c in columns if c not in d.column_names]
+    if missing or not columns:
+        what = "label" if label is not None else "annotator"
         raise ConfigError(
-            f"no annotator column {missing[0] if missing else ''!r}; the data has: {', '.join(d.column_names)}"
+            f"no {what} column {missing[0] if missing else ''!r}; the data has: {', '.join(d.column_names)}"
         )
-    table = [list(r) for r in zip(*(d[c] for c in annotators), strict=True)]
-    return _by_majority(d, table)
+    if LABEL in d.column_names and LABEL not in columns:
+        raise ConfigError(
+            f"the data has a column {LABEL!r}, where choose-judge puts the labels it compares with: rename it "
+            "(or name it as the label column)"
+        )
+    table = [
+        check_labels(
+            list(d[c]), rule.kind, positive=rule.positive, threshold=rule.threshold,
+            subject=f"the {'label' if label is not None else 'annotator'} column {c!r}",
+        )
+        for c in columns
+    ]  # fmt: skip
+    d = d.remove_columns([c for c in columns if c == LABEL or c.partition(JUDGE_SEP)[0] in rule.outputs])
+    if label is not None:
+        return _kept(d, table[0], None)
+    rows = [list(r) for r in zip(*table, strict=True)]
+    people = [r for r in rows if any(v is not None for v in r)]  # the ceiling: every row someone labelled
+    counts, values = label_counts(people)
+    return _kept(d, [_majority(r) for r in rows], (counts, values, len(columns)))
 
 
-def _by_majority(d: Dataset, table: list[list[Any]]) -> tuple[Dataset, list[list[Any]]]:
-    """The rows whose people's labels have a majority, with it as the label; the ceiling's table keeps every row
-    someone labelled (a row the people split on is where they disagree, which the ceiling is about)."""
-    d = d.add_column(LABEL, [_majority(r) for r in table])
-    keep = [i for i, v in enumerate(d[LABEL]) if v is not None]
-    return (d if len(keep) == len(d) else d.select(keep)), [r for r in table if any(v is not None for v in r)]
+def _kept(d: Dataset, values: list[Any], ceiling: tuple[np.ndarray, list[Any], int] | None) -> _Found:
+    """The rows with a label (``values``: None where a row has none, or its people split), it in :data:`LABEL`."""
+    keep = [i for i, v in enumerate(values) if v is not None]
+    if not keep:
+        raise ConfigError(
+            "no labelled row: every label is null (or NaN), or the people split on every row; label some rows"
+        )
+    d = d.add_column(LABEL, values)
+    found = _Found(d if len(keep) == len(d) else d.select(keep), ceiling)
+    if len(keep) < len(d):
+        found.left_out = (
+            f"{len(d) - len(keep):,} of {len(d):,} rows have no label (null or NaN, or their people split evenly): "
+            "left out, not scored"
+        )
+    return found
 
 
-def _from_file(data: Dataset | DatasetDict, labels: Any) -> tuple[Dataset, list[list[Any]] | None]:
-    entries = read_labels(Path(labels)) if isinstance(labels, (str, os.PathLike)) else list(labels)
-    by_row: dict[tuple[str, int], list[Any]] = defaultdict(list)
-    for e in entries:
-        by_row[(e.get("split") or "train", int(e["row"]))].append(e["label"])
-    splits = {s for s, _ in by_row}
-    if len(splits) != 1:
-        raise ConfigError(f"the labels name several splits ({', '.join(sorted(splits))}): give one split's labels")
-    d = _one_split(data, splits.pop())
-    keys = sorted(by_row)
-    if keys and keys[-1][1] >= len(d):
-        raise ConfigError(f"the labels name row {keys[-1][1]}; the data has {len(d)} rows (labels of other data?)")
-    d = d.select([r for _, r in keys])
-    width = max(len(v) for v in by_row.values())
-    if width == 1:
-        return d.add_column(LABEL, [by_row[k][0] for k in keys]), None
-    return _by_majority(d, [[*by_row[k], *[None] * (width - len(by_row[k]))] for k in keys])
+def _from_file(data: Dataset | DatasetDict, labels: Any, rule: _Rule) -> _Found:
+    """A labels file's rows (or a list of its entries), counted per row in one pass (label_table): the majority
+    of a row's reviewers is its label, each reviewer counted once."""
+    source = labels if isinstance(labels, (str, os.PathLike)) else list(labels)
+    counted = count_labels(source, rule.kind, positive=rule.positive, threshold=rule.threshold)
+    if not len(counted.rows):
+        raise ConfigError("no labelled row: every label of the labels is null (not labelled yet); label some rows")
+    d = _one_split(data, counted.split)
+    if LABEL in d.column_names:
+        raise ConfigError(f"the data has a column {LABEL!r}, where choose-judge puts the labels it compares with: "
+                          "rename it")  # fmt: skip
+    last = int(counted.rows[-1])
+    if last >= len(d):
+        raise ConfigError(f"the labels name row {last}; the data has {len(d)} rows (labels of other data?)")
+    d = d.select(counted.rows.tolist())
+    ceiling = (counted.counts, counted.values, counted.annotators) if counted.several else None
+    return _kept(d, counted.majority(), ceiling)
 
 
 def _one_split(data: Dataset | DatasetDict, split: str | None) -> Dataset:
@@ -315,15 +371,6 @@ def _judge_errors(errors: Dataset, judge: str, rows: int | None = None) -> Datas
     return errors.filter(keep, input_columns=["message", "row"])
 
 
-def _truth(values: Sequence[Any], kind: str, positive: Any, threshold: float | None) -> list[Any]:
-    """The labels as the table compares them: verdicts True/False, winners "1"/"2"/"tie", ratings as they are."""
-    if kind == "binary":
-        return [_verdict(v, positive, threshold) for v in values]
-    if kind == "pairwise":
-        return [_winner(v) for v in values]
-    return list(values)
-
-
 def _judge_figures(summary: RunSummary, name: str, panel: bool) -> dict[str, Any]:
     """One candidate's requests, tokens, price and latency: its entry of ``judge_requests`` in a panel; one judge
     alone, the run's own counters (a run of one judge keeps no latency of its own: none is shown)."""
@@ -346,13 +393,12 @@ def _rank(
     kind: str,
     swapped: bool,
     generator_column: str | None,
-    labels: tuple[float | None, Any, list[Any]],
+    truth: list[Any],
     resamples: int,
     seed: int,
 ) -> JudgeChoice:
-    """The table's entries, a candidate (x prompt) each; ``labels``: the label threshold, the positive value, and
-    the labels as the table compares them (:func:`_truth`)."""
-    label_threshold, positive, truth = labels
+    """The table's entries, a candidate (x prompt) each; ``truth``: the labels as the table compares them (checked
+    by label_rules: verdicts True/False, winners "1"/"2"/"tie", ratings as floats)."""
     scored, errors = result["train"], result[ERRORS_SPLIT]
     summary = result.summary
     assert summary is not None  # score_dataset always sets it
@@ -377,10 +423,10 @@ def _rank(
             if swapped:
                 entry.update(_pairs(scored, n, column, own_errors, truth, resamples, seed))
             else:
-                entry.update(_figures(scored, n, column, own_errors, kind, label_threshold, positive, resamples, seed))
+                entry.update(_figures(scored, n, column, own_errors, kind, resamples, seed))
             if generator_column is not None:
                 entry["self_preference"] = _self_preference(
-                    scored.select(range(n)), column, kind, generator_column, judge, label_threshold, positive
+                    scored.select(range(n)), column, kind, generator_column, judge
                 )
             entry.update(_costs(_judge_figures(summary, name, panel), n, 2 if swapped else 1, entry["coverage"]))
             entry["length_bias"] = summary.length_bias.get(column.replace("_winner", ""))
@@ -394,8 +440,6 @@ def _self_preference(
     kind: str,
     generator_column: str,
     judge: Panelist,
-    label_threshold: float | None,
-    positive: Any,
 ) -> dict[str, Any]:
     """The judge's error on its own family's texts against the others' (agreement's figures)."""
     report = agreement(
@@ -404,8 +448,6 @@ def _self_preference(
         LABEL,
         kind=kind,
         resamples=0,
-        label_threshold=label_threshold,
-        positive=positive,
         generator_column=generator_column,
         judge_model=judge.model,
     )
@@ -453,8 +495,6 @@ def _figures(
     column: str,
     errors: Dataset,
     kind: str,
-    label_threshold: float | None,
-    positive: Any,
     resamples: int,
     seed: int,
 ) -> dict[str, Any]:
@@ -477,12 +517,9 @@ def _figures(
             "coverage": found["coverage"],
             "failures": found["failures"],
         }
-    labels: list[Any]
+    labels = truth  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     if kind == "binary":
-        labels = [_verdict(v, positive, label_threshold) for v in truth]
-        pred = [None if v is None else _verdict(v, None, None) for v in pred]
-    else:
-        labels = [_winner(v) for v in truth]
+        pred = [None if v is None else verdict(v) for v in pred]
     found = over_all_rows(labels, pred, kind, failures=failures, resamples=resamples, seed=seed)
     key = "accuracy" if kind == "binary" else "agreement"
     return {
@@ -493,32 +530,6 @@ def _figures(
         "coverage": found["coverage"],
         "failures": found["failures"],
     }
-
-
-_TRUE, _FALSE = (
-    {"1", "true", "yes", "y", "correct", "pass", "positive"},
-    {"0", "false", "no", "n", "incorrect", "fail", "negative"},
-)
-
-
-def _verdict(v: Any, positive: Any, threshold: float | None) -> bool:
-    """A label or verdict as True/False, as ``agreement`` reads them (booleans, 0/1, yes/no, true/false; a rating
-    against ``threshold``; ``positive``: the value that is positive)."""
-    if threshold is not None:
-        return float(v) >= threshold
-    if positive is not None:
-        return str(v) == str(positive)
-    if isinstance(v, bool):
-        return v
-    text = str(v).strip().lower()
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
-    raise ConfigError(f"the label {v!r} is no verdict (true/false, 1/0, yes/no): give positive= (--positive)")
-
-
-def _winner(v: Any) -> str:
-    text = str(v).strip().lower()
-    return {"a": "1", "b": "2", "1": "1", "2": "2"}.get(text, "tie" if text in ("tie", "0", "=") else text)
 
 
 def _error_kinds(errors: Dataset, n: int) -> dict[int, str]:

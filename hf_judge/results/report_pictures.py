@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,23 @@ _CHOICE_KEYS = ("name", "judge", "model", "metric", "score", "interval", "kappa"
                 "cost_per_1000", "cost_per_1000_batch", "latency_p50_s", "latency_p95_s")  # fmt: skip
 
 
+def _no_number(_: str) -> None:
+    """NaN, Infinity and -Infinity in a JSON file: no figure."""
+    return None
+
+
+def _finite(text: str) -> float | None:
+    """A JSON number as a float, None where it overflows to an infinity (1e999)."""
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
 def folder_choice(folder: str | Path | None) -> dict[str, Any] | None:
     """What ``choose-judge -o DIR`` found (``DIR/choose_judge.json``), as the page's section shows it: a bar per
     judge with its interval, the recommendation, the human ceiling. Read from ``folder`` or, for a candidate's
-    own folder (``DIR/<judge>/``), from the folder above it; None where neither holds one.
+    own folder (``DIR/<judge>/``), from the folder above it; None where neither holds one. A figure that is no
+    finite number (NaN, Infinity: a hand-edited or foreign file) is None, which the page shows as "-", and an
+    interval with such an end is none.
 
     Example:
         >>> folder_choice("choice/")["recommendation"]["name"]  # doctest: +SKIP
@@ -105,12 +119,15 @@ def folder_choice(folder: str | Path | None) -> dict[str, Any] | None:
         if not path.is_file():
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_number, parse_float=_finite)
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
             return None
         out = {k: data.get(k) for k in ("metric", "kind", "rows", "headline", "recommendation", "ceiling")}
-        out["entries"] = [{k: e.get(k) for k in _CHOICE_KEYS} for e in data["entries"] if isinstance(e, dict)]
-        return out
+        entries = [{k: e.get(k) for k in _CHOICE_KEYS} for e in data["entries"] if isinstance(e, dict)]
+        for e in entries:
+            if not isinstance(e["interval"], list) or len(e["interval"]) != 2 or None in e["interval"]:
+                e["interval"] = None
+        return {**out, "entries": entries}
     return None

@@ -284,9 +284,10 @@
   // choose-judge's table (choose_judge.json): a bar per judge, its headline figure over all labelled rows, with its
   // bootstrap interval as a whisker; the recommended judge's bar in a colour of its own, the human ceiling dashed
   function choiceSection(c) {
-    const entries = (c.entries || []).filter((e) => typeof e.score === 'number'), pick = (c.recommendation || {}).name;
-    if (!entries.length) return [];
-    const pct = c.kind !== 'numeric', show = (v) => v === null || v === undefined ? '' : pct ? (100 * v).toFixed(1) + '%' : fmt(v);
+    // a judge without a figure (none, or NaN in a hand-edited file: null here) has no bar, and "-" in the table
+    const all = c.entries || [], entries = all.filter((e) => typeof e.score === 'number'), pick = (c.recommendation || {}).name;
+    if (!all.length) return [];
+    const pct = c.kind !== 'numeric', show = (v) => typeof v !== 'number' ? '-' : pct ? (100 * v).toFixed(1) + '%' : fmt(v);
     const lo = pct ? 0 : Math.min(0, ...entries.map((e) => (e.interval || [e.score])[0])), hi = 1;
     const left = 170, W = 640, bh = 22, top = 8, H = top + bh * entries.length + 22;
     const x = (v) => left + (W - left - 60) * (v - lo) / (hi - lo || 1);
@@ -314,8 +315,8 @@
     return [el('h2', {}, 'Choosing the judge'),
       el('p', { class: 'small muted' }, `${c.metric} (${c.kind}) on ${int(c.rows)} labelled rows; a row a judge did not decide counts as not agreeing. ` + (r && r.name ? `Recommended: ${r.name} (${r.rule}).` : r ? 'Nothing recommended: no candidate is fit (none can be told from chance on these labels).' : '')),
       el('div', { class: 'card choice', id: 'choice' }, svg),
-      table(['judge', c.headline, '95% interval', 'coverage', '$/1k rows', '$/1k batch', 'p95 s'], entries.map((e) => [e.name, show(e.score),
-        e.interval ? `${show(e.interval[0])} to ${show(e.interval[1])}` : '', e.coverage === null ? '' : (100 * e.coverage).toFixed(1) + '%',
+      table(['judge', c.headline, '95% interval', 'coverage', '$/1k rows', '$/1k batch', 'p95 s'], all.map((e) => [e.name, show(e.score),
+        e.interval ? `${show(e.interval[0])} to ${show(e.interval[1])}` : '', typeof e.coverage !== 'number' ? '-' : (100 * e.coverage).toFixed(1) + '%',
         money(e.cost_per_1000), money(e.cost_per_1000_batch), fmt(e.latency_p95_s)]), { class: 'choice-table' })];
   }
 
