@@ -366,6 +366,11 @@
         ['sampling', Object.entries(o.sampling || {}).filter(([k]) => k !== 'judges').map(([k, v]) => `${k}=${v === null ? 'none' : fmt(v)}`).join(', ')],
         ['filtered', o.filters && o.filters.min ? JSON.stringify({ min: o.filters.min, max: o.filters.max, keep_groups: o.filters.keep_groups, drop_groups: o.filters.drop_groups }) : ''],
       ]));
+      const notes = o.notes || [], cut = o.left_out || [];
+      if (notes.length || cut.length) { // what the run said of itself (a stop at the budget, a cache left out), and what this page cut
+        out.push(el('h2', {}, 'Notes'));
+        out.push(el('ul', { class: 'notes' }, notes.map((n) => el('li', {}, n)), cut.map((c) => el('li', { class: 'muted' }, `left out of this page: ${c} (summary.json holds it)`))));
+      }
       out.push(el('h2', {}, 'Metrics and prompts'));
       out.push(table(['metric', 'prompt file', 'sha256', 'params'], Object.keys(o.metrics || {}).map((m) => {
         const p = (o.prompts || {})[m] || {};
