@@ -49,7 +49,7 @@ DETAILS = {
     "cached_splits", "errors", "failed_attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
     "cache_write_tokens", "price", "elapsed_s", "structured_output", "notes", "metrics", "columns", "column_mapping",
     "sampling", "source_dataset",
-    "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s", "group_by",
+    "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s", "group_by", "stopped",
 }  # fmt: skip
 
 
@@ -84,6 +84,7 @@ def _overview(summary: RunSummary | None) -> dict[str, Any]:
         "filters": summary.filters,
         "structured_output": summary.structured_output,
         "notes": summary.notes,
+        "stopped": summary.stopped,
         "figures": {k: v for k, v in d.items() if k not in DETAILS and isinstance(v, (dict, list)) and v},
     }
     # one from elsewhere may hold anything: the page keeps what a reader needs, within bounds, and says what it cut

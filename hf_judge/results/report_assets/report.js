@@ -351,6 +351,8 @@
 
   function overview() {
     const o = D.overview, out = [failedBanner()];
+    // a run the budget stopped: its nulls are requests never sent, not the judge's failures
+    if (o.stopped) out.push(el('div', { class: 'banner', id: 'stopped' }, el('strong', {}, 'This result is incomplete. '), o.stopped.replace(/^INCOMPLETE: /, '')));
     if (o.choice) out.push(...choiceSection(o.choice));
     if (!o.model) out.push(el('p', { class: 'muted' }, 'No summary.json with this result: the run\'s details are unknown.'));
     else {
