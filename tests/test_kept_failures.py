@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 from batch_fixture import *  # noqa: F401,F403 - the loopback OpenAI batch server (batch)
-from helpers import qa_dataset, run_cli, score, score_args, score_as
+from helpers import QA_COLUMNS, qa_dataset, run_cli, score, score_args, score_as
+
+from hf_judge import estimate_cost
 
 RETRIES = 3  # attempts per request: 1 + RETRIES, each at a higher temperature (seed 004's escalation)
 INVALID = [f"row-{i}:" for i in (2, 5, 8, 11, 14, 17)]  # 6 rows whose replies are out of range, every time
@@ -31,6 +33,9 @@ def test_a_reply_that_fails_validation_is_not_bought_twice(judge, tmp_path):
     sent = judge.stats()["requests"]
     assert sent == 13 + 7 * (1 + RETRIES)  # 13 good rows, 6 invalid and 1 failing row: 4 attempts each
     assert sorted(first["errors"]["kind"]) == ["http_500"] + ["out_of_range"] * 6
+    est = estimate_cost(ds, ["QA_Clarity"], model="judge", base_url=judge.base_url, api_key="sk-test",
+                        cache_dir=tmp_path / "cache", columns=QA_COLUMNS, temperature=0)  # fmt: skip
+    assert (est.requests, est.cached) == (1, 19)  # the dry run counts what the run sends: the 500's row
     again = _run(judge, tmp_path, ds)
     assert judge.stats()["requests"] - sent == 1 + RETRIES  # the 500's row only
     invalid = [e for e in again["errors"].to_list() if e["kind"] == "out_of_range"]

@@ -53,8 +53,8 @@ from ..judging.metrics import Metric, MetricKind
 from ..judging.validate import ReplyError, parse_reply
 from ..pages import file_paths, release
 from ..progress import INTERVAL, Progress, ProgressCallback
-from ..redact import scrub_registered
-from ..store.failures import KEPT_KINDS, failure_key, failure_record, read_failure, replays
+from ..redact import scrub, scrub_registered
+from ..store.failures import KEPT_KINDS, failure_key, failure_record, kept_failures
 from ..store.replies import ReplyStore
 from ..transport.budget import limit_text, unsent_message
 from ..transport.client import JudgeClient, Outcome
@@ -313,26 +313,25 @@ class SplitRun(RowCore):
                 self._hit(job, part, item[3], outcome)
         return self._replay_failures(store, remaining)
 
+    def kept_failures(self, store: ReplyStore, sends: list) -> list[dict[str, Any] | None]:
+        """For each of ``sends``, the failure an earlier run kept of its request (store/failures.py) where this run
+        replays it (not with ``retry_errors``), else None."""
+        if self.retry_errors:
+            return [None] * len(sends)
+        caps = [self.clients[item[1] // item[0].per_judge].max_tokens for item in sends]
+        return kept_failures(store, [item[0].keys[item[1]] for item in sends], caps)
+
     def _replay_failures(self, store: ReplyStore, sends: list) -> list:
         """Finish the sends whose request failed validation in an earlier run (a kept failure: the same error row,
-        no request), unless ``retry_errors``; the others."""
-        if not sends or self.retry_errors:
-            return sends
-        keys = [failure_key(item[0].keys[item[1]]) for item in sends]
-        found = store.get_many(list(dict.fromkeys(keys)))
-        if not found:
-            return sends
+        no request); the others."""
         remaining = []
-        for item, key in zip(sends, keys, strict=True):
-            hit = found.get(key)
-            record = read_failure(hit[0]) if hit is not None else None
-            if record is None or not replays(record, self.client.max_tokens):
+        for item, record in zip(sends, self.kept_failures(store, sends), strict=True):
+            if record is None:
                 remaining.append(item)
                 continue
             job, part = item[0], item[1]
             outcome = Outcome(None, record["raw"], record["kind"], record["message"], record["attempts"], cached=True)
-            client = self.clients[part // job.per_judge]
-            client.stats.replayed += 1
+            self.clients[part // job.per_judge].stats.replayed += 1
             self._hit(job, part, item[3], outcome)
         return remaining
 
@@ -692,9 +691,9 @@ class SplitRun(RowCore):
             store.put(key, outcome.raw, outcome.usage, outcome.logprobs)
         elif store is not None:
             if outcome.kind in KEPT_KINDS and not outcome.cached:
-                record = failure_record(
-                    str(outcome.kind), outcome.message or "", outcome.raw, outcome.attempts, self.client.max_tokens
-                )
+                raw = None if outcome.raw is None else scrub(outcome.raw)  # as its error row is: no secret kept
+                cap = self.clients[part // job.per_judge].max_tokens
+                record = failure_record(str(outcome.kind), scrub(outcome.message or ""), raw, outcome.attempts, cap)
                 store.put(failure_key(key), record)  # before the release: the same commit, or an earlier one
             if store.shared:
                 store.release(key)  # failed: another process waiting on it may try it itself (or replay it)

@@ -24,7 +24,7 @@ from ..errors import BudgetExceededError, ConfigError, DiskFullError, ErrorKind,
 from ..judging.ensemble import Layout
 from ..pages import file_paths, release
 from ..progress import ProgressCallback, bars_wanted, datasets_bars_off
-from ..redact import install_log_filter
+from ..redact import install_log_filter, scrub
 from ..results.scored import ScoredDatasetDict
 from ..settings import Settings, SettingValues, Unpack
 from ..store.failures import KEPT_KINDS, failure_key, failure_record
@@ -362,7 +362,8 @@ def _keeping_failures(
     def unsent(key: bytes) -> Outcome:
         outcome = settled(key)
         if store is not None and outcome.kind in KEPT_KINDS and outcome.attempts >= tries:
-            record = failure_record(str(outcome.kind), outcome.message or "", outcome.raw, outcome.attempts, max_tokens)
+            raw = None if outcome.raw is None else scrub(outcome.raw)
+            record = failure_record(str(outcome.kind), scrub(outcome.message or ""), raw, outcome.attempts, max_tokens)
             store.put(failure_key(key), record)
         return outcome
 

@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorKind
+
+if TYPE_CHECKING:
+    from .replies import ReplyStore
 
 # what a reply said, after every attempt: kept and replayed (the rest is sent again by the next run)
 KEPT_KINDS = frozenset(
@@ -86,3 +90,20 @@ def replays(record: dict[str, Any], max_tokens: int | None) -> bool:
         return True
     was = record.get("max_tokens")
     return was is not None and max_tokens is not None and max_tokens <= was
+
+
+def kept_failures(store: ReplyStore, keys: Sequence[bytes], caps: Sequence[int | None]) -> list[dict[str, Any] | None]:
+    """For each request key of ``keys``, the failure ``store`` keeps of it where it stands for a run whose
+    max_tokens is the matching one of ``caps`` (:func:`replays`), else None.
+
+    Example:
+        >>> kept_failures(store, [key], [None])  # doctest: +SKIP
+        [{'kind': 'out_of_range', 'message': '...', 'raw': '{"score": 11}', 'attempts': 4, 'max_tokens': None, ...}]
+    """
+    failed = [failure_key(k) for k in keys]
+    found = store.get_many(list(dict.fromkeys(failed))) if failed else {}
+    out: list[dict[str, Any] | None] = []
+    for key, cap in zip(failed, caps, strict=True):
+        record = read_failure(found[key][0]) if key in found else None
+        out.append(record if record is not None and replays(record, cap) else None)
+    return out
