@@ -142,3 +142,18 @@ def test_batch_mode_stopped_before_a_pass_keeps_what_the_store_held(batch, tmp_p
     assert partial["errors"]["kind"] == ["budget"] * 5 and partial["errors"]["row"] == [3, 4, 5, 6, 7]
     done = score_as("openai", ds, batch.base_url, tmp_path / "c", prices=str(prices), batch=True, max_cost=0.01)
     assert done.summary.batch["submitted"] == 5 and done["errors"].num_rows == 0
+
+
+def test_a_metric_added_to_an_incomplete_result_keeps_it_incomplete(judge, tmp_path, fixed, capfd):
+    """Its `budget` nulls are still there: the new result says so too (the earlier run's `stopped`)."""
+    data = tmp_path / "data.jsonl"
+    qa_dataset(20).to_json(data)
+    out = tmp_path / "out"
+    args = score_args(data, judge, "--prices", fixed, "--max-tokens", TOKENS, "--cache-dir", tmp_path / "c", "-o", out)
+    code, _, err = run_cli(capfd, *args, "--max-cost", 5.5 * ONE)
+    assert code == 1 and (out / "summary.json").is_file(), err
+    more = score_args(out, judge, metrics="Q_Clarity", columns=("instruction=question",))
+    code, _, err = run_cli(capfd, *more, "--cache-dir", tmp_path / "c", "-o", tmp_path / "more")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "more" / "summary.json").read_text())
+    assert summary["errors"] == {"budget": 15} and summary["stopped"].startswith("INCOMPLETE: the run stopped")

@@ -204,6 +204,8 @@ class RunSummary:
         self.length_bias = {**earlier.length_bias, **self.length_bias}
         self.longer_wins = {**earlier.longer_wins, **self.longer_wins}
         self.group_by = self.group_by or earlier.group_by
+        if not self.stopped and self.errors.get("budget"):  # its budget stop's nulls are still there
+            self.stopped = earlier.stopped
         if earlier.source_dataset:
             self.source_dataset, self.source_on_hub = earlier.source_dataset, earlier.source_on_hub
         runs, self.runs = self.runs, []
