@@ -14,7 +14,7 @@ HfJudgeError
     ├── AuthenticationError  the server refused the key (401/403)
     ├── ModelNotFoundError   the model or the endpoint does not exist (404)
     ├── CircuitOpenError     most recent requests failed
-    ├── BudgetExceededError  ``max_total_tokens`` reached
+    ├── BudgetExceededError  ``max_total_tokens`` reached (``result``: what was paid, as a result)
     │   └── CostExceededError  ``max_cost`` reached
     ├── ServerUnreachableError  no connection to the server before any reply
     ├── QuotaExceededError   the account's quota or billing limit is used up (429 insufficient_quota)
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import enum
 import sys
+from typing import Any
 
 if sys.version_info >= (3, 11):
     StrEnum = enum.StrEnum
@@ -81,6 +82,8 @@ class ErrorKind(StrEnum):
     BATCH_EXPIRED = "batch_expired"  # the batch's completion window ended before the line ran
     BATCH_CANCELLED = "batch_cancelled"  # the batch was cancelled before the line ran
     BATCH_MISSING = "batch_missing"  # an imported output file holds no line for the request
+    # the run stopped at its budget (pipeline.py)
+    BUDGET = "budget"  # max_cost or max_total_tokens was used up before the request was sent: a rerun sends it
 
 
 def http_kind(status: int) -> str:
@@ -154,7 +157,15 @@ class CircuitOpenError(RunStopped):
 
 
 class BudgetExceededError(RunStopped):
-    """The ``max_total_tokens`` budget was reached (in batch mode: a batch's projected tokens would pass it)."""
+    """The ``max_total_tokens`` budget was reached (in batch mode: a batch's projected tokens would pass it).
+
+    ``result``: where the run went on to the end without sending (``score_dataset`` on a ``Dataset``, in one process,
+    workers or batch mode), the result it paid for: the rows scored, the others null, each (row, metric) not sent an
+    ``errors`` row of kind ``budget``, its summary's ``stopped`` saying why. The CLI saves it; the same call with a
+    higher budget completes it, paying only for what was not paid. None where the run kept nothing of its own.
+    """
+
+    result: Any = None
 
 
 class CostExceededError(BudgetExceededError):

@@ -284,6 +284,12 @@ class Settings(BaseModel):
         "compatible: a cached reply serves any request that differs only in max_tokens (when it fits); "
         "strict: only the identical request",
     )
+    retry_errors: bool = _setting(
+        False,
+        "send again the requests whose replies failed validation after every attempt in an earlier run (kept in "
+        "the reply cache and replayed as the same error rows, with no request, by default; a timeout, a connection "
+        "failure or an HTTP error is always sent again)",
+    )
     # -- batch mode (batch.py): the provider's batch API instead of one request per reply
     batch: bool = _setting(
         False,
@@ -508,6 +514,7 @@ class RaySettingValues(TypedDict, total=False):
     escalate_samples: int
     escalate_temperature: float | None
     reuse: Literal["compatible", "strict"]
+    retry_errors: bool
     batch: bool
     batch_max_requests: int
     batch_max_bytes: int

@@ -100,7 +100,7 @@ def test_cli_max_cost_help_and_stop_state_the_bound(judge, tmp_path, fixed, capf
     data = tmp_path / "data.jsonl"
     qa_dataset(50).to_json(data)
     args = score_args(data, judge, "--prices", fixed, "--max-cost", str(5.5 * ONE), "--max-tokens", str(TOKENS),
-                      "--concurrency", "32", "--cache-dir", tmp_path / "cache")  # fmt: skip
+                      "--concurrency", "32", "--cache-dir", tmp_path / "cache", "-o", tmp_path / "out")  # fmt: skip
     code, _, err = run_cli(capfd, *args)
     assert code == 1 and "max_cost=$0.055 is used up" in err, err
     assert judge.stats()["requests"] == 5

@@ -105,6 +105,7 @@ def test_use_cache_false_turns_both_layers_off(judge, tmp_path):
 
 
 def test_failures_are_retried_exactly_on_rerun(judge, tmp_path):
+    """Invalid replies are kept (store/failures.py): a rerun replays them, one with retry_errors sends exactly them."""
     ds = qa_dataset(400)
     judge.configure(faults=[{"fault": "malformed_json", "rate": 0.05}])
     first = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
@@ -113,7 +114,9 @@ def test_failures_are_retried_exactly_on_rerun(judge, tmp_path):
     assert failed == judge.stats()["by_fault"]["malformed_json"] > 0
     assert first["train"]["QA_Clarity"].count(None) == failed
     judge.reset()  # healthy now
-    second = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
+    kept = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0)
+    assert judge.stats()["requests"] == 0 and kept["errors"].to_list() == first["errors"].to_list()
+    second = score(ds, ["QA_Clarity"], judge, tmp_path, retries=0, retry_errors=True)
     assert judge.stats()["requests"] == failed
     assert len(second["errors"]) == 0 and None not in second["train"]["QA_Clarity"]
     third = score(ds, ["QA_Clarity"], judge, tmp_path)

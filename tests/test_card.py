@@ -101,7 +101,7 @@ def test_save_to_disk_writes_summary_json(judge, tmp_path):
 
 
 def test_a_result_built_over_several_runs_sums_them(judge, tmp_path):
-    judge.configure(faults=[{"fault": "out_of_range", "match": "row-3:"}])
+    judge.configure(faults=[{"fault": "status", "status": 503, "match": "row-3:"}])  # sent again by the next run
     first = score(qa_dataset(40), ["QA_Clarity"], judge, tmp_path, retries=0)
     assert len(first["errors"]) == 1
     judge.configure(faults=[])

@@ -146,9 +146,9 @@ def test_hub_round_trip_score_filter_push(cli, judge, hub, tmp_path, env):
     huggingface_hub.HfApi().upload_file(
         path_or_fileobj=str(card2).encode(), path_in_repo="README.md", repo_id="tester/scored", repo_type="dataset"
     )
-    judge.reset()  # healthy: the re-push has no errors, and the Hub must say so
+    judge.reset()  # healthy: the re-push (its kept invalid reply sent again) has no errors, and the Hub must say so
     cli(
-        *score_args("tester/src", judge, "--push-to-hub", "tester/scored"),
+        *score_args("tester/src", judge, "--push-to-hub", "tester/scored", "--retry-errors"),
         env=env,
         check=0,
     )

@@ -80,8 +80,11 @@ def test_comparative_with_samples(judge, tmp_path):
     # An identical call returns the saved result without a request (row 1 keeps its missing sample).
     score(_pairs(2), ["Comparative"], judge, tmp_path, **kw)
     assert judge.stats()["requests"] == 12
-    # Needing all three samples, row 1 is scored again from the reply store: only the order that failed is sent.
-    again = score(_pairs(2), ["Comparative"], judge, tmp_path, **{**kw, "min_samples": 3})
+    # Needing all three samples, row 1 fails: its invalid reply is kept, and replayed with no request.
+    short = score(_pairs(2), ["Comparative"], judge, tmp_path, **{**kw, "min_samples": 3})
+    assert judge.stats()["requests"] == 12 and short["errors"]["row"] == [1]
+    # Sent again (retry_errors), row 1 is scored again from the reply store: only the order that failed is sent.
+    again = score(_pairs(2), ["Comparative"], judge, tmp_path, **{**kw, "min_samples": 3, "retry_errors": True})
     assert judge.stats()["requests"] == 13 and again.summary.cache_hits == 11
     assert again["train"][1]["Comparative_score_1_samples"] == [3.5, 3.5, 3.5]
     assert again["train"][0] == out["train"][0] and len(again["errors"]) == 0
@@ -128,8 +131,12 @@ def test_comparative_with_a_panel(judge, second_server, tmp_path):
     pairs = out.summary.agreement["train"]["Comparative"]["Comparative_winner"]["pairs"]
     assert pairs["judge_a~judge_b"] == {"rows": 1, "exact": 0.0}
 
-    # Resume per judge: only judge b's failed order is asked again.
-    again = score(_pairs(2), ["Comparative"], judge, tmp_path, **kw)
+    # Judge b's unparseable reply is kept: the same call replays it; retry_errors asks it again, and only it.
+    kept = score(_pairs(2), ["Comparative"], judge, tmp_path, **kw)
+    assert judge.stats()["requests"] == 4 and second_server.stats()["requests"] == 4
+    # the same row, but for its attempts: the failed order's (kept); the other order, from the store, took none
+    assert kept["errors"].to_list() == [{**errors[0], "attempts": 1}]
+    again = score(_pairs(2), ["Comparative"], judge, tmp_path, retry_errors=True, **kw)
     assert judge.stats()["requests"] == 4 and second_server.stats()["requests"] == 5
     assert again.summary.cache_hits == 7 and len(again["errors"]) == 0
     r = again["train"][1]

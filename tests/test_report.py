@@ -689,6 +689,34 @@ def test_a_page_whose_every_row_failed_says_so_first(browser, judge, tmp_path, r
     assert _problems(browser) == []
 
 
+def test_an_incomplete_result_says_so_first_and_its_notes_are_listed(browser, tmp_path):
+    """A run its budget stopped: a banner says the result is incomplete (its nulls are requests never sent); the
+    run's notes are listed (they were embedded and never shown), with what the page cut of them."""
+    from datasets import Dataset, DatasetDict
+    from selenium.webdriver.common.by import By
+
+    from hf_judge.results.summary import RunSummary
+
+    stopped = "INCOMPLETE: the run stopped at its budget (max_cost=$0.1): 1 (row, metric) not sent"
+    summary = RunSummary(model="m", metrics={"S": "h"}, stopped=stopped, notes=["a note", "y" * 5_000])
+    d = DatasetDict(train=Dataset.from_dict({"q": ["a", "b"], "S": [3, None]}))
+    with pytest.warns(UserWarning, match="the page leaves out a note of 5,000 characters"):
+        page = write_report(d, tmp_path / "stopped.html", summary=summary)
+    _open(browser, page)
+    banner = browser.find_element(By.ID, "stopped").text
+    assert banner.startswith("This result is incomplete. the run stopped at its budget (max_cost=$0.1)"), banner
+    notes = [_text(li) for li in browser.find_elements(By.CSS_SELECTOR, "ul.notes li")]
+    assert notes == [
+        "a note",
+        "y" * 2_000 + " [cut at 2,000 characters]",
+        "left out of this page: a note of 5,000 characters (cut at 2,000) (summary.json holds it)",
+    ]
+    assert _problems(browser) == []
+    page = write_report(d, tmp_path / "done.html", summary=RunSummary(model="m", metrics={"S": "h"}))
+    _open(browser, page)
+    assert browser.find_elements(By.ID, "stopped") == [] and browser.find_elements(By.CSS_SELECTOR, "ul.notes") == []
+
+
 # -- without a browser ---------------------------------------------------------------------------
 
 

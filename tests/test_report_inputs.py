@@ -244,3 +244,72 @@ def test_a_priced_summary_is_checked_without_a_warning():
     assert problems == [] and checked is not None and checked.price == price
     _, problems = checked_summary(RunSummary(price={**price, "input": "cheap"}))
     assert problems == ["summary.json: `price` holds something other than numbers: ignored"]
+
+
+def _noted(folder: Path, notes: int, size: int = 1_000) -> Path:
+    """A result whose summary.json holds ``notes`` notes of ``size`` characters, written as it is read: bit by bit."""
+    _result(folder, None)
+    with (folder / "summary.json").open("w", encoding="utf-8") as f:
+        f.write(json.dumps(_recorded(CLARITY))[:-1] + ', "notes": [')
+        f.writelines(("," if i else "") + json.dumps(f"note {i} " + "x" * size) for i in range(notes))
+        f.write("]}")
+    return folder
+
+
+def test_the_page_stays_within_a_fixed_size_whatever_the_summary_s_notes(tmp_path, capfd):
+    """The page of a summary holding 1 MB or 12 MB of notes (300 MB gave a 287 MB page and 1.66 GB of RSS) is the
+    same small page: 100 notes of at most 2,000 characters (``report_summary.MAX_NOTES``, ``MAX_NOTE``), and a
+    line saying what it left out; the run's details and prompts are still there."""
+    sizes, notes = {}, {}
+    for n in (1_000, 12_000):
+        folder = _noted(tmp_path / f"n{n}", n)
+        code, out, err = run_cli(capfd, "view", folder)
+        assert code == 0, err
+        sizes[n] = (folder / "report.html").stat().st_size
+        data = _embedded(folder / "report.html")
+        notes[n] = data["overview"]["notes"]
+        assert data["overview"]["model"] == "judge" and data["splits"]["train"]["prompts"]["Q_Clarity"]["rows"]
+        assert f"warning: summary.json: the page leaves out {n - 100:,} of the {n:,} notes" in out
+        assert data["overview"]["left_out"] == [f"{n - 100:,} of the {n:,} notes"]
+    # the same page but for the counts in its lines (and the folder's name)
+    assert abs(sizes[1_000] - sizes[12_000]) < 50 and sizes[12_000] < 400_000, sizes
+    assert notes[1_000] == notes[12_000] == [f"note {i} " + "x" * 1_000 for i in range(100)]
+    # the library's page too, from a summary in memory: a note of 5 MB is cut, 3 MB of figures left out
+    big = RunSummary(model="m", notes=["y" * 5_000_000], agreement={"x": ["z" * 15_000] * 200})
+    with pytest.warns(UserWarning, match="the page leaves out") as said:
+        page = write_report(DatasetDict(train=Dataset.from_dict({"q": ["a"]})), tmp_path / "lib.html", summary=big)
+    assert [str(w.message) for w in said] == [
+        "summary.json: the page leaves out a note of 5,000,000 characters (cut at 2,000)",
+        "summary.json: the page leaves out the figure `agreement` (3,000,807 characters)",
+    ]
+    overview = _embedded(page)["overview"]
+    assert overview["notes"] == ["y" * 2_000 + " [cut at 2,000 characters]"] and "agreement" not in overview["figures"]
+    assert page.stat().st_size < 400_000
+
+
+def test_a_summary_over_the_size_cap_is_not_read(tmp_path, capfd):
+    """300 MB of summary.json (sparse: what is in it is never read) is left out with one line that names it and
+    its size; the page is written, without the run's details."""
+    folder = _result(tmp_path / "huge", _recorded(CLARITY))
+    with (folder / "summary.json").open("r+b") as f:
+        f.truncate(300_000_000)
+    code, out, err = run_cli(capfd, "view", folder)
+    assert code == 0, err
+    assert f"warning: {folder / 'summary.json'} is 300.0 MB, over the 16.0 MB a summary.json may be" in out, out
+    assert "model" not in _embedded(folder / "report.html")["overview"]
+
+
+@pytest.mark.parametrize("depth", [900, 100_000])
+def test_a_deeply_nested_summary_is_cut_or_left_out_with_a_message(tmp_path, capfd, depth):
+    """A value nested 900 levels (which JSON reads: the page's own walk was a raw RecursionError) is cut at 32
+    levels, naming its field; 100,000 levels (past Python's JSON reader) leave the file out, naming it."""
+    folder = _result(tmp_path / "deep", None)
+    nested = '{"a":' * depth + "1" + "}" * depth
+    (folder / "summary.json").write_text('{"model": "judge", "agreement": ' + nested + "}", encoding="utf-8")
+    code, out, err = run_cli(capfd, "view", folder)
+    assert code == 0 and "RecursionError" not in err + out, err
+    if depth == 900:
+        assert "warning: summary.json: `agreement` nests deeper than 32 levels: what is deeper is left out" in out
+        assert _embedded(folder / "report.html")["overview"]["model"] == "judge"
+    else:
+        assert f"warning: {folder / 'summary.json'} nests deeper than Python's JSON reader goes: it is not read" in out

@@ -47,9 +47,15 @@ def test_k_samples_with_some_failing(judge, tmp_path):
     assert out.summary.sampling["samples"] == 3 and out.summary.sampling["min_samples"] == 2
     assert "samples        3 per (row, metric); a row needs 2 that succeed" in str(out.summary)
 
-    # The next run sends only the samples that failed; the rest come from the reply store.
+    # The next run replays the samples that failed (kept in the reply store, store/failures.py); with
+    # retry_errors it sends only those, the rest coming from the reply store.
     judge.configure(faults=[])
-    again = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, samples=3, retries=0, temperature=0.7)
+    kept = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, samples=3, retries=0, temperature=0.7)
+    # the same row, but for its attempts: the failed samples' (kept); the good one, from the store, took none
+    assert judge.stats()["requests"] == 12 and kept["errors"].to_list() == [{**errors[0], "attempts": 2}]
+    again = score(
+        qa_dataset(4), ["QA_Correctness"], judge, tmp_path, samples=3, retries=0, temperature=0.7, retry_errors=True
+    )
     assert judge.stats()["requests"] == 12 + 3
     assert again.summary.cache_hits == 9 and len(again["errors"]) == 0
     assert again["train"][1]["QA_Correctness_samples"].count(None) == 0
@@ -149,7 +155,7 @@ def test_n_resume_sends_only_the_missing_sample(judge, tmp_path):
     out = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, **kw)
     assert [e["row"] for e in out["errors"]] == [1]  # its first choice failed validation: 2 of 3, min_samples=3
     judge.configure(faults=[])
-    again = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, **kw)
+    again = score(qa_dataset(4), ["QA_Correctness"], judge, tmp_path, retry_errors=True, **kw)  # sent again
     assert judge.stats()["requests"] == 5 and "n" not in judge.stats()["bodies"][-1]  # that sample alone
     assert again.summary.cache_hits == 11 and len(again["errors"]) == 0
     assert None not in again["train"][1]["QA_Correctness_samples"]

@@ -381,9 +381,21 @@ def input_summary(spec: str, *, revision: str | None = None, token: str | None =
         >>> input_summary("out/").model  # doctest: +SKIP
         'gpt-4.1-nano'
     """
+    path = summary_file(spec, revision=revision, token=token)
+    return None if path is None else RunSummary.load(path.parent)
+
+
+def summary_file(spec: str, *, revision: str | None = None, token: str | None = None) -> Path | None:
+    """Where the ``summary.json`` of ``spec`` is on disk (a folder's own; a Hub repo's ``hf_judge/summary.json``,
+    downloaded), without reading it; None where there is none.
+
+    Example:
+        >>> summary_file("me/gsm8k-judged")  # doctest: +SKIP
+        PosixPath('/root/.cache/huggingface/hub/datasets--me--gsm8k-judged/snapshots/.../hf_judge/summary.json')
+    """
     path = Path(spec).expanduser()
     if path.exists():
-        return RunSummary.load(path) if path.is_dir() else None
+        return path / SUMMARY_FILE if path.is_dir() and (path / SUMMARY_FILE).is_file() else None
     if looks_like_path(spec):  # a local path that is not there: nothing to ask the Hub
         return None
     from huggingface_hub import hf_hub_download
@@ -401,7 +413,7 @@ def input_summary(spec: str, *, revision: str | None = None, token: str | None =
             )
     except (EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError, LocalEntryNotFoundError):
         return None
-    return RunSummary.load(Path(local).parent)
+    return Path(local)
 
 
 def _load_file(path: Path, builder: str) -> DatasetDict:

@@ -324,7 +324,7 @@ def _add_engine_options(g: Any, setting: _Settings, streaming: bool) -> None:
 def _add_cache_options(g: Any, setting: _Settings) -> None:
     add_cache_dir(g)
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    setting(g, "reuse")
+    setting(g, "reuse", "retry_errors")
     add_object_store(g)
 
 

@@ -109,6 +109,9 @@ def _write_stream(result, args: argparse.Namespace, out, repo, *, source: str, k
         # the page from the saved folder, as `hf-judge view` makes it; the push uploads the same page
         lines, page = _stream_report(args, out, repo)
         done += lines
+    if repo and out and result.stopped is not None:  # read to its end by the save: a budget stopped it
+        done.append(f"{'not pushed':<15}{repo}: an incomplete result is not published")
+        repo = None
     if repo:
         with _kept_when_interrupted(args, out):
             if out:  # the folder just written, not a second reading of the input

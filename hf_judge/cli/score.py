@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import constants
 from ..engine.capabilities import check
-from ..errors import ConfigError, InterruptedRun, RunStopped
+from ..errors import BudgetExceededError, ConfigError, InterruptedRun, RunStopped
 from ..progress import datasets_bars_off, interactive
 from .job import Job, resolve_api_key, resolve_job
 from .options import add_job_options
@@ -57,7 +57,8 @@ EXIT_CODES = f"""
 exit codes:
   0    the run finished (rows that failed are saved in the errors split and counted)
   1    the run stopped early (key refused, server unreachable, circuit breaker, budget, the local judge died
-       while nothing could be scored): what finished is cached, run the same command again to resume
+       while nothing could be scored): what finished is cached, run the same command again to resume; a
+       budget stop also saves what it paid for to the output folder, marked incomplete (not pushed)
   2    usage or config error, found before any request
   {LOST}    the run finished and its result is saved, but it lost something whole: every request failed, every
        request to one judge of a panel failed, or the local judge died; the last lines say what and why
@@ -187,8 +188,13 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
         client = dict(job.client)
         if judge is not None:
             client.update(model=judge.model, base_url=judge.base_url)
+        stopped: BudgetExceededError | None = None
         try:
             scored = _run_scoring(args, job, ds, api_key, client, batch_import)
+        except BudgetExceededError as e:
+            if e.result is None:  # an engine that kept nothing of its own (Ray, a cascade): the cache has it all
+                raise
+            scored, stopped = e.result, e  # what was paid for: saved below as an incomplete result
         except RunStopped as e:
             if not isinstance(e, InterruptedRun):
                 _raise_if_died(judge, e)
@@ -201,18 +207,38 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
     if getattr(args, "by", None):  # the overview, page and card show the scores by it, now and on a later view
         summary.group_by = args.by
     done: list[str] = _saved_on_ray(args, job, scored)
+    # an incomplete result is kept where it is this machine's, never published, nor filtered as a finished one
+    repo = job.push_to_hub if stopped is None else None
     try:
         # datasets' "Saving the dataset" bar says nothing the lines printed after it do not ("saved to ...")
         with datasets_bars_off():
-            done += write_result(scored, args, out, job.push_to_hub, source=source, kind="scored", summary=summary)
-            done = show_overview(scored, summary, out, job.push_to_hub, terminal=interactive(sys.stdout)) + done
-            if job.filters is not None:
+            done += write_result(scored, args, out, repo, source=source, kind="scored", summary=summary)
+            done = show_overview(scored, summary, out, repo, terminal=interactive(sys.stdout)) + done
+            if stopped is not None or getattr(scored, "stopped", None) is not None:
+                done += _incomplete_lines(job, out, pushed=stopped is None)
+            elif job.filters is not None:
                 done += _filter_and_write(args, job, scored, summary, out, source)
     finally:
         # after every progress bar (scoring, saving, pushing), not in between them
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
+    stopped = stopped or getattr(scored, "stopped", None)  # a stream's, known once the save has read it
+    if stopped is not None:
+        raise stopped  # exit 1, its message last: the run stopped early
     return _lost(summary, died)
+
+
+def _incomplete_lines(job: Job, out: str | None, pushed: bool) -> list[str]:
+    """What a budget stop's result is not: pushed, filtered (it is saved in ``out`` as incomplete); ``pushed``:
+    the save said whether it pushed (a stream's, whose stop is known once it is read)."""
+    lines = []
+    if out:
+        lines.append(f"{'incomplete':<15}{out} holds the rows paid for; the same command completes it")
+    if job.push_to_hub and not pushed:
+        lines.append(f"{'not pushed':<15}{job.push_to_hub}: an incomplete result is not published")
+    if job.filters is not None:
+        lines.append(f"{'not filtered':<15}the recipe's filters run on the complete result")
+    return lines
 
 
 def _finish_spark(args: argparse.Namespace, job: Job, scored, out: str) -> int:

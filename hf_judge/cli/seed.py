@@ -110,9 +110,16 @@ class SeedConfig(BaseModel):
         return {**data, **nested, "openai": openai}
 
     def settings(self) -> dict[str, Any]:
-        """The run's settings in hf_judge's names (``retry`` -> ``retries``, ``openai.base_url`` -> ``base_url``)."""
+        """The run's settings in hf_judge's names (``retry`` -> ``retries``, ``openai.base_url`` -> ``base_url``).
+        The seed tool evaluates an item that failed again on its next run (only evaluated IDs are tracked): so
+        does its config here (``retry_errors``), where hf-judge itself replays a kept invalid reply."""
         keep = ("model", "concurrency", "timeout", "temperature", "top_p")
-        return {**{k: getattr(self, k) for k in keep}, "retries": self.retry, "base_url": self.openai.base_url}
+        return {
+            **{k: getattr(self, k) for k in keep},
+            "retries": self.retry,
+            "base_url": self.openai.base_url,
+            "retry_errors": True,
+        }
 
     def metric_names(self) -> list[tuple[str, str, str]]:
         """(mode, seed metric name, hf-judge metric name)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ The page is one HTML file: no server, no network. It shows the run, the distribu
 thresholds and the `hf-judge filter` command that keeps them; each row's reasons and the prompt it was sent), the
 errors, and lets a reviewer label rows and download the labels (labels.jsonl, for `hf-judge agreement --labels`).
 A split of more than 5,000 rows (or 25 million characters of text) embeds the rows a reviewer needs (extremes,
-threshold neighbourhoods, disagreements, errors, a uniform sample); texts are cut at 20,000 characters.
+threshold neighbourhoods, disagreements, errors, a uniform sample); texts are cut at 20,000 characters. A
+summary.json over 16 MB is not read; of a smaller one the page keeps 100 notes and 2 million characters in all.
 """
 
 SHOW_PROMPT_EXAMPLE = """examples:
@@ -125,17 +127,12 @@ def load_result(
 
 
 def _summary(result: str, revision: str | None, token: str | None):
-    """The result's summary as the page may use it (:mod:`hf_judge.results.report_summary`), a warning printed
-    for what was dropped; None, with a warning, for one that cannot be read at all."""
-    from ..results.report_summary import checked_summary
-    from .inputs import input_summary
+    """The result's summary as the page may use it (:mod:`hf_judge.results.report_summary`), read within bounds, a
+    warning printed for what was dropped; None, with a warning, for one that cannot be read at all."""
+    from ..results.report_summary import read_summary
+    from .inputs import summary_file
 
-    try:
-        summary = input_summary(result, revision=revision, token=token)
-    except (ValueError, TypeError, AttributeError) as e:  # not JSON, not an object, not UTF-8
-        print(f"warning: {result}'s summary.json cannot be read ({type(e).__name__}: {e}); it is left out", flush=True)
-        return None
-    summary, problems = checked_summary(summary)
+    summary, problems = read_summary(summary_file(result, revision=revision, token=token))
     for problem in problems:
         print(f"warning: {problem}", flush=True)
     return summary
@@ -189,24 +186,31 @@ def cmd_view(args: argparse.Namespace) -> int:
     candidate = choice_candidate(args.result)
     if candidate is not None:  # a choose-judge output: the page of the recommended judge's rows, with the table
         folder, args.result = args.result, candidate
-    streamed, summary = stream_folder_page(args, out)
-    if streamed:
-        path = out
-    else:
-        ds, summary = _load(args, splits)
-        if splits and "errors" in ds:
-            ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
-        path = write_report(
-            ds,
-            out,
-            summary=summary,
-            source=args.result,
-            splits=splits,
-            cache_dir=args.cache_dir,
-            base_url=args.base_url,
-            by=args.by,
-            folder=folder,
-        )
+    with warnings.catch_warnings(record=True) as said:  # what the page left out: one line each, not Python's form
+        warnings.simplefilter("always", UserWarning)
+        streamed, summary = stream_folder_page(args, out)
+        if streamed:
+            path = out
+        else:
+            ds, summary = _load(args, splits)
+            if splits and "errors" in ds:
+                ds["errors"] = ds["errors"].filter(lambda e: e["split"] in splits)
+            path = write_report(
+                ds,
+                out,
+                summary=summary,
+                source=args.result,
+                splits=splits,
+                cache_dir=args.cache_dir,
+                base_url=args.base_url,
+                by=args.by,
+                folder=folder,
+            )
+    for w in said:
+        if str(w.message).startswith("summary.json"):
+            print(f"warning: {w.message}", flush=True)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     size = path.stat().st_size
     url = path.resolve().as_uri()
     print(f"report written to {path} ({size / 1e6:.1f} MB); open it in a browser: {url}", flush=True)

@@ -54,6 +54,7 @@ from ..errors import (
 )
 from ..judging.metrics import Metric
 from ..redact import scrub
+from ..store.failures import KEPT_KINDS, failure_key, read_failure, replays
 from ..transport.client import JudgeClient
 from ..transport.gemini import GeminiApiError, GeminiConnectionError
 from .batch_api import BatchApi, BatchApiError, BatchApiUnreachable, RemoteBatch, batch_api
@@ -255,14 +256,25 @@ class BatchRunner:
         return n
 
     def _stored(self, keys: list[bytes]) -> set[bytes]:
+        """Of ``keys``, those the store answers: a reply, or (unless ``retry_errors``) a reply that failed
+        validation in an earlier run (store/failures.py), which the split replays without a request."""
         found: set[bytes] = set()
         conn = self.book.conn
+        failed = {} if self.settings.retry_errors else {failure_key(k): k for k in keys}
         for i in range(0, len(keys), CHUNK):
             chunk = keys[i : i + CHUNK]
-            q = f"SELECT key FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
-            found.update(k for (k,) in conn.execute(q, chunk))
-            q = f"SELECT key FROM pending WHERE key IN ({','.join('?' * len(chunk))})"
-            found.update(k for (k,) in conn.execute(q, chunk))
+            for table in ("replies", "pending"):
+                q = f"SELECT key FROM {table} WHERE key IN ({','.join('?' * len(chunk))})"
+                found.update(k for (k,) in conn.execute(q, chunk))
+        kept = list(failed)
+        for i in range(0, len(kept), CHUNK):
+            chunk = kept[i : i + CHUNK]
+            for table in ("replies", "pending"):
+                q = f"SELECT key, content FROM {table} WHERE key IN ({','.join('?' * len(chunk))})"
+                for k, content in conn.execute(q, chunk):
+                    record = read_failure(content)
+                    if record is not None and replays(record, self.client.max_tokens):
+                        found.add(failed[k])
         return found
 
     def _new_file(self, path: Path, keys: list[tuple[bytes, str]]) -> None:
@@ -531,6 +543,8 @@ def run_all(
     """
     resubmit = runners[0].settings.batch_fallback == "batch"
     tries = runners[0].tries
+    if runners[0].settings.retry_errors:  # the replies that failed validation for good are asked again, once
+        runners[0].book.forget_failures(KEPT_KINDS)
     first = True
     while True:
         if first and budget is not None:

@@ -265,6 +265,17 @@ class BatchBook:
         _, attempts, kind, message, raw = row
         return Outcome(None, raw, kind, message, attempts=attempts)
 
+    def forget_failures(self, kinds: Iterable[str]) -> int:
+        """``retry_errors``: the requests whose last try failed with one of ``kinds`` (a reply that failed
+        validation) and are in no batch start again, with all their tries; returns how many."""
+        kinds = [str(k) for k in kinds]
+        with self.transaction():
+            return self.conn.execute(
+                "UPDATE batch_requests SET attempts = 0, kind = NULL, message = NULL, raw = NULL "
+                f"WHERE job IS NULL AND kind IN ({','.join('?' * len(kinds))})",
+                kinds,
+            ).rowcount
+
     def final_failure(self, key: bytes) -> Outcome | None:
         """How a request ends whose batch line failed for good (:func:`final`); None for any other, which
         ``batch_fallback="online"`` sends online."""

@@ -464,6 +464,12 @@ def _estimate_split(
         run.values.clear()
         run.row_pending.clear()
         found = run.cached_replies(store, sends, copy_forward=False) if store is not None and sends else {}
+        # a request whose reply failed validation in an earlier run is replayed, not sent (store/failures.py)
+        kept = (
+            {s[0].keys[s[1]] for s, r in zip(sends, run.kept_failures(store, sends), strict=True) if r is not None}
+            if store is not None
+            else set()
+        )
         in_batches = submitted(batches, [job.keys[part] for job, part, _, _ in sends]) if batches else set()
         fresh = []
         for job, part, messages, _body in sends:
@@ -480,6 +486,9 @@ def _estimate_split(
                 est.cached += 1
                 if outcome.usage is not None:
                     outputs[metric.name].append(outcome.usage[1])
+                continue
+            if key in kept:
+                est.cached += 1
                 continue
             if key in in_batches:
                 est.in_batches += 1

@@ -12,14 +12,21 @@ Identical requests (same key) are sent once per run: a request whose key is in
 flight waits for that reply, and one whose key was among the last
 ``RECENT_REPLIES`` replies reuses it; both count as cache hits. A request that
 failed (after its retries) fails every row that shares it, each with its own
-error row; the next run retries them, as failures are not stored.
+error row. A reply that failed validation is kept in the store
+(:mod:`hf_judge.store.failures`) and replayed by the next run as the same error
+row, with no request (``retry_errors`` sends it again); any other failure (a
+timeout, a connection, an HTTP error) is sent again by the next run.
+
+A budget stop (``max_cost``, ``max_total_tokens``) of an engine that keeps a
+partial result (``partial=True``: one process, workers, a stream, batch mode)
+stops the sending only: the rows go on, served from the store where it can, and
+each request not sent ends as an error row of kind ``budget`` (``stopped`` is the
+stop). Other engines (Ray, Spark, the map transform) stop the run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import logging
 import re
 import sqlite3
@@ -46,8 +53,10 @@ from ..judging.metrics import Metric, MetricKind
 from ..judging.validate import ReplyError, parse_reply
 from ..pages import file_paths, release
 from ..progress import INTERVAL, Progress, ProgressCallback
-from ..redact import scrub_registered
+from ..redact import scrub, scrub_registered
+from ..store.failures import KEPT_KINDS, failure_key, failure_record, kept_failures
 from ..store.replies import ReplyStore
+from ..transport.budget import limit_text, unsent_message
 from ..transport.client import JudgeClient, Outcome
 from .core import Plan, RowCore, RowJob
 
@@ -64,52 +73,6 @@ RECENT_REPLIES = 4096
 # tries of a claim that does not wait for the lock come before one that does (up to the store's lock_wait).
 _POLL_S = 0.02
 _CLAIM_TRIES = 1000
-
-
-@contextlib.contextmanager
-def sparse_gc(threshold: int = 100_000):
-    """Run the cyclic garbage collector less often for the duration of a run.
-
-    Every request allocates a few container objects that live until its reply
-    (a task, futures, dicts); at CPython's default threshold of 700 the
-    collector ran so often that it took about a fifth of the event loop's time
-    on a 100,000-row run. One young collection per 100,000 allocations keeps
-    cyclic garbage bounded and costs next to nothing. The previous thresholds
-    are restored afterwards.
-    """
-    old = gc.get_threshold()
-    gc.set_threshold(max(threshold, old[0]), max(50, old[1]), max(100, old[2]))
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-
-
-class LoopThread:
-    """An asyncio event loop in a daemon thread, for the duration of a run."""
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop
-        try:  # uvloop, where installed, makes the transport ~10-20 % cheaper
-            import uvloop
-
-            self.loop = uvloop.new_event_loop()
-        except ImportError:
-            self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="hf_judge-loop", daemon=True)
-        self._thread.start()
-
-    def run(self, coro, timeout: float | None = None):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def submit(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        if not self.loop.is_running():
-            self.loop.close()
 
 
 class SplitRun(RowCore):
@@ -136,6 +99,7 @@ class SplitRun(RowCore):
         judges: Sequence[JudgeClient] = (),
         layout: Layout | None = None,
         unsent: Callable[[bytes], Outcome | None] | None = None,
+        partial: bool = False,
     ):
         super().__init__(
             split,
@@ -167,6 +131,11 @@ class SplitRun(RowCore):
         self.total = len(ds) if ds is not None else 0  # rows to score; a stream's grows as it is read
         # Batch mode (batch.py) has already sent what could be sent: a request the store lacks ends as this says.
         self.unsent = unsent
+        # A budget stop: with `partial`, the requests not sent end as `budget` error rows and the rows go on
+        # (`stopped` is the stop); else the run stops (see the module docstring).
+        self.partial = partial
+        self.stopped: BudgetExceededError | None = None
+        self.retry_errors = client.settings.retry_errors
         # Identical requests of this run: key -> the (job, part)s waiting for the
         # one in flight, and key -> a recent final outcome (bounded, oldest out).
         self.inflight: dict[bytes, list[tuple[RowJob, int]]] = {}
@@ -331,19 +300,39 @@ class SplitRun(RowCore):
                 store.on_company = None
 
     def _from_store(self, store: ReplyStore, sends: list) -> list:
-        """Finish the sends whose replies the store holds; the others."""
+        """Finish the sends whose replies (or kept failures) the store holds; the others."""
         found = self.cached_replies(store, sends)
-        if not found:
-            return sends
         remaining = []
         for item in sends:
             job, part = item[0], item[1]
-            hit = found.get(job.keys[part])
+            hit = found.get(job.keys[part]) if found else None
             outcome = self._from_cache(job.plan.metric, hit) if hit else None
             if outcome is None:
                 remaining.append(item)
             else:
                 self._hit(job, part, item[3], outcome)
+        return self._replay_failures(store, remaining)
+
+    def kept_failures(self, store: ReplyStore, sends: list) -> list[dict[str, Any] | None]:
+        """For each of ``sends``, the failure an earlier run kept of its request (store/failures.py) where this run
+        replays it (not with ``retry_errors``), else None."""
+        if self.retry_errors:
+            return [None] * len(sends)
+        caps = [self.clients[item[1] // item[0].per_judge].max_tokens for item in sends]
+        return kept_failures(store, [item[0].keys[item[1]] for item in sends], caps)
+
+    def _replay_failures(self, store: ReplyStore, sends: list) -> list:
+        """Finish the sends whose request failed validation in an earlier run (a kept failure: the same error row,
+        no request); the others."""
+        remaining = []
+        for item, record in zip(sends, self.kept_failures(store, sends), strict=True):
+            if record is None:
+                remaining.append(item)
+                continue
+            job, part = item[0], item[1]
+            outcome = Outcome(None, record["raw"], record["kind"], record["message"], record["attempts"], cached=True)
+            self.clients[part // job.per_judge].stats.replayed += 1
+            self._hit(job, part, item[3], outcome)
         return remaining
 
     def _settle_unsent(self, sends: list) -> list:
@@ -402,12 +391,19 @@ class SplitRun(RowCore):
             limiter = client.limiter
             if self._shared(job, part, key, client.stats):
                 continue
+            if self.stopped is not None:  # the budget is used up: nothing more is sent
+                self._deliver(job, part, self._at_budget(self.stopped))
+                continue
             waited = not limiter.try_acquire()
             if waited:
                 await limiter.acquire()
             if self.failure is not None:
                 limiter.release()
                 return False
+            if self.stopped is not None:
+                limiter.release()
+                i -= 1  # ended as the budget says, above
+                continue
             if waited and not claimed and store is not None and store.shared:
                 limiter.release()  # the store turned shared while it waited: claim it first, with the rest
                 i -= 1
@@ -476,6 +472,7 @@ class SplitRun(RowCore):
         claimed = set(mine)
         if found:  # again with the log-probability tables that claim() leaves out
             found = self.cached_replies(store, [i for i in asked if i[0].keys[i[1]] in found], False) or found
+        mine_items = []
         for item in asked:
             job, part = item[0], item[1]
             key = job.keys[part]
@@ -484,10 +481,17 @@ class SplitRun(RowCore):
             if outcome is not None:
                 self._hit(job, part, item[3], outcome)
             elif key in claimed or hit is not None:  # a damaged entry is scored again
-                out.append(item)
+                mine_items.append(item)
             else:
                 parked.setdefault(key, []).append(item)
-        return out
+        # another process's request may have failed validation meanwhile (it kept the failure, then freed its claim)
+        to_send = self._replay_failures(store, mine_items)
+        if len(to_send) < len(mine_items):
+            sending = {id(i) for i in to_send}
+            for item in mine_items:
+                if id(item) not in sending:
+                    store.release(item[0].keys[item[1]])
+        return out + to_send
 
     async def _poll_parked(self) -> None:
         """Look the parked keys up again until another process stored their replies (or freed its claims)."""
@@ -627,6 +631,11 @@ class SplitRun(RowCore):
                 self._fail(e)
                 return
             outcome = self.judge_down[judge]
+        except BudgetExceededError as e:
+            if not self.partial:
+                self._fail(e)
+                return
+            outcome = self._at_budget(e)  # its samples asked as extra choices end alike (below)
         except BaseException as e:  # noqa: BLE001 - a RunStopped, or a bug: either must not hang the map
             where = f"judge {self.layout.judges[judge]!r}: " if self.layout.panel else ""
             if where and isinstance(e, _JUDGE_STOPS) and e.args and not str(e.args[0]).startswith(where):
@@ -665,14 +674,29 @@ class SplitRun(RowCore):
         client.stats.notes.append(note)
         logger.info(note)
 
+    def _at_budget(self, stop: BudgetExceededError) -> Outcome:
+        """The outcome of a request the budget left unsent; the first stop is the run's (``stopped``)."""
+        if self.stopped is None:
+            self.stopped = stop
+        c = self.client
+        return Outcome(None, None, ErrorKind.BUDGET, unsent_message(limit_text(stop, c.max_cost, c.max_total_tokens)))
+
     def _deliver(self, job: RowJob, part: int, outcome: Outcome) -> None:
-        """A request's outcome to its part, to the reply store, and to the identical requests waiting for it."""
+        """A request's outcome to its part, to the reply store (a reply, or a reply that failed validation: see
+        store/failures.py), and to the identical requests waiting for it."""
         key = job.keys[part]
-        if outcome.value is not None and self.store is not None:
+        store = self.store
+        if outcome.value is not None and store is not None:
             assert outcome.raw is not None  # a validated reply always keeps its text
-            self.store.put(key, outcome.raw, outcome.usage, outcome.logprobs)
-        elif self.store is not None and self.store.shared:
-            self.store.release(key)  # failed: another process waiting on it may try it itself
+            store.put(key, outcome.raw, outcome.usage, outcome.logprobs)
+        elif store is not None:
+            if outcome.kind in KEPT_KINDS and not outcome.cached:
+                raw = None if outcome.raw is None else scrub(outcome.raw)  # as its error row is: no secret kept
+                cap = self.clients[part // job.per_judge].max_tokens
+                record = failure_record(str(outcome.kind), scrub(outcome.message or ""), raw, outcome.attempts, cap)
+                store.put(failure_key(key), record)  # before the release: the same commit, or an earlier one
+            if store.shared:
+                store.release(key)  # failed: another process waiting on it may try it itself (or replay it)
         recent = self.recent  # a failure too: the same request already had its retries
         recent[key] = outcome
         if len(recent) > self.recent_max:

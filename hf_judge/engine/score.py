@@ -20,15 +20,18 @@ from typing import Any
 import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, concatenate_datasets
 
-from ..errors import ConfigError, DiskFullError, RunStopped
+from ..errors import BudgetExceededError, ConfigError, DiskFullError, ErrorKind, RunStopped
 from ..judging.ensemble import Layout
 from ..pages import file_paths, release
 from ..progress import ProgressCallback, bars_wanted, datasets_bars_off
-from ..redact import install_log_filter
+from ..redact import install_log_filter, scrub
 from ..results.scored import ScoredDatasetDict
 from ..settings import Settings, SettingValues, Unpack
+from ..store.failures import KEPT_KINDS, failure_key, failure_record
+from ..store.replies import ReplyStore
 from ..store.sqlite import free_space, human_bytes, is_disk_full
-from ..transport.client import JudgeClient, judge_panel
+from ..transport.budget import limit_text, unsent_message
+from ..transport.client import JudgeClient, Outcome, judge_panel
 from .batch import BatchRunner, run_all
 from .batch_api import offline_runner_format
 from .batch_book import BatchReport, in_flight, server_tag
@@ -37,7 +40,8 @@ from .cascade import score_cascade
 from .core import Plan, score_features
 from .estimate import check_batch_budget, project
 from .job import JudgeJob
-from .pipeline import SplitRun, sparse_gc
+from .loop import sparse_gc
+from .pipeline import SplitRun
 from .prepare import (
     as_splits,
     build_plans,
@@ -62,9 +66,10 @@ from .shell import (
     interrupted,
     progress_for,
     scored_result,
+    stopped_at_budget,
 )
 from .stream import ScoredIterableDatasetDict, Streams
-from .workers import ShardJob, concat_arrow, score_split, shard_bounds
+from .workers import ShardJob, budget_share, concat_arrow, score_split, shard_bounds
 
 logger = logging.getLogger("hf_judge")
 
@@ -184,7 +189,7 @@ def score_job(
     """:func:`score_dataset` of a job resolved already (the engines' and the CLI's entry)."""
     install_log_filter()
     if job.settings.escalate_model is not None:  # a cascade: this function once per tier (engine/cascade.py)
-        return score_cascade(ds, job, score_job, progress=progress, if_exists=if_exists)
+        return _cascade(ds, job, progress, if_exists)
     settings, layout, token_columns, use_cache = job.settings, job.layout, job.token_columns, job.use_cache
     splits, earlier_errors = as_splits(ds)
     loaded = job.metrics
@@ -253,8 +258,23 @@ def score_job(
     finally:
         fill_summary(summary, clients, errors, started)
     out = scored_result(results, errors, summary, checks, (layout, plans_by_split))
+    if ctx.stopped is not None:  # a budget stop: what it paid for is the error's result, never a finished one
+        pairs = sum(len(d) * len(plans_by_split[s]) for s, d in splits.items())
+        stopped_at_budget(summary, ctx.stopped, settings, out, pairs, use_cache)
+        logger.debug("run stopped at its budget: %s", ctx.stopped)
+        raise ctx.stopped
     logger.info("hf_judge run summary\n%s", summary)
     return out
+
+
+def _cascade(ds: Any, job: JudgeJob, progress: bool | ProgressCallback, if_exists: str) -> ScoredDatasetDict:
+    """A cascade's result (engine/cascade.py): :func:`score_job` once per tier. A budget stop keeps no result: one
+    tier's is not the cascade's, and its replies are in the store for the rerun."""
+    try:
+        return score_cascade(ds, job, score_job, progress=progress, if_exists=if_exists)
+    except BudgetExceededError as e:
+        e.result = None
+        raise
 
 
 def engine_of(settings: Settings, ds: object) -> str:
@@ -300,7 +320,8 @@ def _run_batches(
     for runner in runners:
         res.callback(runner.close)
     if settings.batch_fallback == "batch" or settings.batch_import:
-        ctx.unsent = runners[0].book.failure  # the book's requests are every judge's: one lookup by key
+        # the book's requests are every judge's: one lookup by key
+        ctx.unsent = _keeping_failures(runners[0].book.failure, res.store, runners[0].tries, ctx.client.max_tokens)
     else:  # online fallback: what failed for good in a batch (a content filter) is not sent online either
         ctx.unsent = runners[0].book.final_failure
     if settings.batch_import:
@@ -324,8 +345,44 @@ def _run_batches(
     budget = _batch_budget(ctx, todo_splits, plans_by_split, list(metrics.values()), judges)
     try:
         run_all(runners, todo, settings.no_wait, budget)
+    except BudgetExceededError as e:  # before a pass would submit: the splits are built from what was collected
+        ctx.stopped = e
+        ctx.unsent = _unsent_at_budget(ctx.unsent, runners[0], e)
     finally:
         ctx.summary.batch = BatchReport.total(r.report for r in runners).to_dict()
+
+
+def _keeping_failures(
+    settled: Callable[[bytes], Outcome], store: ReplyStore | None, tries: int, max_tokens: int | None
+) -> Callable[[bytes], Outcome]:
+    """Batch mode's error rows (``settled``: the book's), with a reply that failed validation on its last try
+    also kept in the reply store as an online run keeps it (store/failures.py): a later run, in a batch or
+    online, replays it rather than paying for it again (unless ``retry_errors``)."""
+
+    def unsent(key: bytes) -> Outcome:
+        outcome = settled(key)
+        if store is not None and outcome.kind in KEPT_KINDS and outcome.attempts >= tries:
+            raw = None if outcome.raw is None else scrub(outcome.raw)
+            record = failure_record(str(outcome.kind), scrub(outcome.message or ""), raw, outcome.attempts, max_tokens)
+            store.put(failure_key(key), record)
+        return outcome
+
+    return unsent
+
+
+def _unsent_at_budget(settled: Callable[[bytes], Any], runner: BatchRunner, stop: BudgetExceededError) -> Callable:
+    """Batch mode stopped by its budget: a request the store lacks that the book says is to be sent (never
+    submitted, or failed with tries left) ends as a ``budget`` error row; any other as ``settled`` says."""
+    c = runner.client
+    outcome = Outcome(None, None, ErrorKind.BUDGET, unsent_message(limit_text(stop, c.max_cost, c.max_total_tokens)))
+
+    def unsent(key: bytes) -> Any:
+        state = runner.book.states([key]).get(key)
+        if state is None or (state[0] is None and state[1] < runner.tries and not state[2]):
+            return outcome
+        return settled(key)
+
+    return unsent
 
 
 def _batch_judges(ctx: SplitContext, api_key: str | None) -> list[tuple[str, JudgeClient, str | None, Layout]]:
@@ -423,6 +480,8 @@ def _workers_run(
         folder.mkdir(parents=True)
     else:
         folder = Path(tempfile.mkdtemp(prefix="hf_judge-workers-"))
+    bounds = shard_bounds(len(d), client.settings.num_workers)
+    n = len(bounds)
     jobs = [
         ShardJob(
             index=i,
@@ -431,9 +490,9 @@ def _workers_run(
             split=split,
             data=d.select(range(a, b)),
             plans=plans,
-            settings=client.settings,
+            settings=budget_share(client.settings, n),
             api_key=ctx.api_key,
-            judges=ctx.judge_specs,
+            judges=[(budget_share(spec, n), key) for spec, key in ctx.judge_specs],
             layout=ctx.layout,
             store_path=ctx.cache_root / "replies.sqlite3" if ctx.use_cache else None,
             remote=ctx.remote,
@@ -443,7 +502,7 @@ def _workers_run(
             max_input_chars=ctx.max_input_chars,
             token_columns=ctx.token_columns,
         )
-        for i, (a, b) in enumerate(shard_bounds(len(d), client.settings.num_workers))
+        for i, (a, b) in enumerate(bounds)
     ]
     bar, on_progress = progress_for(ctx.progress, split, len(d))
     judges = ctx.judges or [client]
@@ -451,12 +510,16 @@ def _workers_run(
     # score_split keeps the judges' counters current with the workers' reports: the checkpoints read them
     saving = checkpoints(ctx.use_cache, ctx.summary, current, judges, ctx.run_id, ctx.run_started)
     try:
-        paths, shard_errors = score_split(jobs, [j.stats for j in judges], on_progress)
+        paths, shard_errors, stopped = score_split(jobs, [j.stats for j in judges], on_progress)
         errors.extend(shard_errors)
+        if stopped is not None and ctx.stopped is None:
+            stopped.args = (f"{stopped} (--workers {n}: each worker held 1/{n} of the run's budget)",)
+            ctx.stopped = stopped
         if not ctx.use_cache:
             concat_arrow(paths, folder / "scores.arrow")
             return Dataset.from_file(str(folder / "scores.arrow"), in_memory=True)
-        # as _fresh_run: a result with errors stays out of the fingerprint cache, so the next run retries them
+        # as _fresh_run: a result with errors stays out of the fingerprint cache; the next run rebuilds it from the
+        # reply store (kept invalid replies replayed, store/failures.py; the other failures sent again)
         done = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow") if shard_errors else cache_file
         concat_arrow(paths, done)
         scores = Dataset.from_file(str(done))
@@ -504,6 +567,7 @@ def _fresh_run(
         unsent=ctx.unsent,
         judges=ctx.judges,
         layout=ctx.layout,
+        partial=True,
     )
     current = (split, cache_file if ctx.use_cache else None, counters(ctx.judges or [client]), time.perf_counter())
     judges = ctx.judges or [client]
@@ -514,6 +578,7 @@ def _fresh_run(
             with datasets_bars_off():  # the map's bar moves per batch; ours follows the replies
                 scores = d.map(lambda _idx: run.consume(_idx), **map_kwargs)
             errors.extend(run.in_order(run.errors))
+            ctx.stopped = ctx.stopped or run.stopped
             if run_dir is not None:
                 scores = _keep_result(scores, bool(run.errors), run_dir, cache_file, fp)
         except OSError as e:
@@ -575,8 +640,9 @@ def _map_kwargs(
 
 def _keep_result(scores: Dataset, failed: bool, run_dir: Path, cache_file: Path, fp: str) -> Dataset:
     """The map's result moved out of its run folder: into the results cache, or, when some (row, metric)
-    failed, beside it under a name of its own (a result with errors is not a finished one: the next run
-    retries exactly the failed pairs)."""
+    failed, beside it under a name of its own (a result with errors is not a finished one: the next run rebuilds
+    it from the reply store, where the replies that failed validation are kept and replayed, unless
+    ``retry_errors``, and sends the other failed pairs again)."""
     done = cache_file.with_name(f"{fp}.partial-{uuid.uuid4().hex[:8]}.arrow") if failed else cache_file
     # One resident copy of the result at a time: the map's own mapping has read the whole file,
     # and the reopened one below reads it again (the peak RSS of a 1,000,000-row run went 1.26x->1.48x).

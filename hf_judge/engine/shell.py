@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from .. import errors as errors_module
 from ..analysis.alpha import krippendorff_alpha
-from ..errors import HfJudgeError, InterruptedRun
+from ..errors import BudgetExceededError, ErrorKind, HfJudgeError, InterruptedRun
 from ..judging.ensemble import JUDGE_SEP, Layout
 from ..judging.metrics import Metric
 from ..progress import ProgressBar, ProgressCallback
@@ -50,17 +50,19 @@ from ..results.summary import RunSummary
 from ..settings import Settings
 from ..store.replies import ReplyStore
 from ..store.segments import Remote, publish_backlog
+from ..transport.budget import limit_text
 from ..transport.client import JudgeClient, Stats, judge_panel
 from ..transport.fleet import FleetClient
 from ..transport.latency import latency_quantile
 from .core import Plan
-from .pipeline import LoopThread, SplitRun
+from .loop import LoopThread
+from .pipeline import SplitRun
 from .runs import COUNTERS, run_entry, write_runs
 
 logger = logging.getLogger("hf_judge")
 
 # every counter of a Stats that adds up across its parts (a panel's judges, workers, Ray's batches)
-SUMMED = (*COUNTERS, "shared", "capped_waits", "no_logprobs", "unplaced_logprobs")
+SUMMED = (*COUNTERS, "shared", "capped_waits", "no_logprobs", "unplaced_logprobs", "replayed")
 # the mode a client starts in: a part that says it fell back to nothing (it sent no request, or the server took it)
 DEFAULT_MODE = Stats().structured_output
 
@@ -173,6 +175,9 @@ class SplitContext:
     resources: RunResources | None = None
     unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (None: sent)
     remote: Remote | None = None  # the reply store's shared home on object storage (JudgeJob.remote)
+    # the budget stop of a split (max_cost, max_total_tokens): the splits went on without sending, and the run's
+    # result is partial (pipeline.py's `partial`)
+    stopped: BudgetExceededError | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -273,11 +278,64 @@ def fill_summary(
     summary.errors = {str(k): n for k, n in kinds.items()}
     summary.structured_output = s.structured_output
     summary.notes = [*summary.notes, *(n for n in s.notes if n not in summary.notes)]
+    if s.replayed:  # error rows with no request behind them this run: where they come from, and how to resend
+        summary.notes.append(replayed_note(s.replayed))
     summary.elapsed_s = time.perf_counter() - started
     # one price for the run's tokens: a panel of models priced differently has none (its cost is not one product)
     prices = {c.price for c in clients}
     price = prices.pop() if len(prices) == 1 else None
     summary.price = price.model_dump() if price is not None else None
+
+
+def stopped_at_budget(
+    summary: RunSummary,
+    stop: BudgetExceededError,
+    settings: Settings,
+    result: Any,
+    pairs: int | None = None,
+    cached: bool = True,
+) -> None:
+    """A run the budget stopped whose engine went on without sending (pipeline.py's ``partial``): ``summary``
+    says the result is incomplete (``stopped``: the card, the page and the end-of-run lines show it), and
+    ``stop`` carries ``result`` and says where it went. ``pairs``: the run's (row, metric) pairs, where known: a
+    result of which none was scored (the budget stopped it before anything) is not kept; nor is one of a run
+    without the cache (``cached``), which no rerun can complete without paying for it all again."""
+    what = limit_text(stop, settings.max_cost, settings.max_total_tokens)
+    unsent = summary.errors.get(ErrorKind.BUDGET, 0)
+    if (pairs is not None and unsent >= pairs) or (result is not None and not cached):
+        return  # nothing to keep: the stop says what to do
+    rerun = (
+        "The same command with a higher budget (or none) completes it, paying only for what was not paid"
+        if cached
+        else "The cache is off (--no-cache): a rerun pays for every row again"
+    )
+    summary.stopped = (
+        f"INCOMPLETE: the run stopped at its budget ({what}): {unsent:,} (row, metric) not sent, their scores null "
+        f"(errors of kind `budget`). {rerun}"
+    )
+    stop.result = result
+    if stop.args and "as a result" not in str(stop.args[0]):
+        where = "Python: this error's `result`" if result is not None else "Python: the stream's rows, as read"
+        stop.args = (
+            f"{stop.args[0]} What was paid for is kept as a result: the rows scored, and an error row of kind "
+            f"`budget` for each of the {unsent:,} (row, metric) not sent ({where}; the command line saves it to "
+            "the output folder).",
+            *stop.args[1:],
+        )
+
+
+def replayed_note(n: int) -> str:
+    """The summary's note on the invalid replies a run replayed from the reply store (store/failures.py).
+
+    Example:
+        >>> replayed_note(6)
+        '6 replies that failed validation in an earlier run were replayed from the reply cache as the same error rows, with no request sent; --retry-errors (retry_errors=True) sends them again'
+    """  # noqa: E501 - a doctest line
+    return (
+        f"{n:,} {'reply' if n == 1 else 'replies'} that failed validation in an earlier run "
+        f"{'was' if n == 1 else 'were'} replayed from the reply cache as the same error rows, with no request "
+        "sent; --retry-errors (retry_errors=True) sends them again"
+    )
 
 
 def judge_figures(s: Stats, client: JudgeClient) -> dict[str, Any]:

@@ -31,14 +31,14 @@ import time
 import uuid
 import weakref
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from datasets import Features, IterableDataset, IterableDatasetDict
 
-from ..errors import ConfigError
+from ..errors import BudgetExceededError, ConfigError
 from ..progress import ProgressCallback
 from ..results.bias import BiasChecks, StreamSample
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT, ErrorFiles, ErrorWriter
@@ -48,7 +48,8 @@ from ..results.report_stream import StreamPage
 from ..results.sink import write_through
 from ..store.replies import ReplyStore
 from .core import Plan
-from .pipeline import LoopThread, SplitRun, sparse_gc
+from .loop import LoopThread, sparse_gc
+from .pipeline import SplitRun
 from .runs import counters, record_run
 from .shell import (
     RunResources,
@@ -59,6 +60,7 @@ from .shell import (
     panel_agreement,
     progress_for,
     rows_figures,
+    stopped_at_budget,
 )
 from .stream_sink import ERRORS_STEM, StreamSink
 
@@ -127,6 +129,7 @@ def score_batches(
     on_progress: ProgressCallback | None = None,
     judges: Sequence[JudgeClient] = (),
     layout: Layout | None = None,
+    on_budget: Callable[[BudgetExceededError], None] | None = None,
 ) -> Iterator[tuple[pa.Table, dict[str, list], list[dict[str, Any]]]]:
     """Score ``batches`` of input rows; yield ``(batch, scores, errors)`` per batch, in input order.
 
@@ -136,7 +139,10 @@ def score_batches(
     panel's ``judges``, of which it is the first) must be open on ``loop``;
     ``layout``: samples and judges per row, as ``SplitRun`` takes it. A batch
     holds at most ``window`` rows. At most ``window`` rows are
-    read beyond the last batch yielded, so memory does not grow with the input.
+    read beyond the last batch yielded, so memory does not grow with the input. ``on_budget``: a budget stop
+    (``max_cost``, ``max_total_tokens``) ends the requests not sent as ``budget`` error rows and the rows go on
+    (``pipeline.SplitRun``'s ``partial``); it is handed the stop once the last batch is out. Without it, the stop
+    is raised.
 
     Example:
         >>> for batch, scores, errors in score_batches(  # doctest: +SKIP
@@ -155,6 +161,7 @@ def score_batches(
         on_progress=on_progress,
         judges=judges,
         layout=layout,
+        partial=on_budget is not None,
     )
     needed = sorted({c for p in plans for c in p.columns.values() if c})
     feeder = loop.submit(run.feed())
@@ -189,6 +196,8 @@ def score_batches(
         while pending:
             yield finished(*pending.popleft())
         feeder.result()  # the feeder has nothing left to do; its failure, if any, was raised by consume
+        if run.stopped is not None and on_budget is not None:
+            on_budget(run.stopped)
     finally:
         if not feeder.done():
             loop.run(run.cancel())
@@ -299,6 +308,7 @@ class Streams:
                         first_row=first,
                         judges=ctx.judges,
                         layout=ctx.layout,
+                        on_budget=self._stopped,
                     ):
                         rows += table.num_rows
                         kinds.update(e["kind"] for e in errs)
@@ -322,11 +332,18 @@ class Streams:
                 record_run(summary, current, clients, ctx.run_id, ctx.run_started)
             # the error rows are counted as they passed: they are on disk
             fill_summary(summary, clients, self.error_kinds(), self.started)
+            if ctx.stopped is not None:  # the result, written as it is read, says it is incomplete
+                stopped_at_budget(summary, ctx.stopped, client.settings, None, cached=ctx.use_cache)
             if agreeing is not None and agreeing.rows:
                 summary.agreement[split] = self.agreement(split, agreeing)
             if sample is not None:
                 self.samples[split] = sample
                 self._check()
+
+    def _stopped(self, stop: BudgetExceededError) -> None:
+        """A split's budget stop: the run's (the first), which the splits read after it keep sending none."""
+        if self.ctx.stopped is None:
+            self.ctx.stopped = stop
 
     def agreement(self, split: str, sample: StreamSample) -> dict[str, Any]:
         """A panel's agreement on the split's sample of its judges' columns (see :func:`.shell.panel_agreement`);
@@ -477,6 +494,13 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
     agreement: Sequence[AgreementReport] = ()
     _streams: Streams
 
+    @property
+    def stopped(self) -> BudgetExceededError | None:
+        """The budget stop of the splits read so far (None: none): the rows read after it went on without a
+        request, each (row, metric) not sent a ``budget`` error row, and ``summary.stopped`` says the result is
+        incomplete (``push_to_hub`` then pushes nothing and raises it)."""
+        return self._streams.ctx.stopped
+
     @classmethod
     def _of(cls, streams: Streams) -> ScoredIterableDatasetDict:
         out = cls(
@@ -540,6 +564,8 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         try:
             with tempfile.TemporaryDirectory(prefix="hf_judge-push-") as tmp:
                 self.save_to_disk(tmp, max_shard_size=max_shard_size)
+                if self.stopped is not None:  # an incomplete result is not published; the cache has what was paid
+                    raise self.stopped
                 return push_folder(
                     tmp,
                     repo_id,

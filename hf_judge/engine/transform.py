@@ -36,7 +36,7 @@ from .batchscore import score_batch
 from .capabilities import check
 from .core import Plan, score_features
 from .job import JudgeJob
-from .pipeline import LoopThread
+from .loop import LoopThread
 from .prepare import check_samples, judge_specs, preflight, run_settings
 from .shell import RunResources, open_clients
 

@@ -45,7 +45,7 @@ from typing import Any
 import pyarrow as pa
 from datasets import Dataset, Features
 
-from ..errors import RunStopped, WorkerDiedError
+from ..errors import BudgetExceededError, RunStopped, WorkerDiedError
 from ..judging.ensemble import Layout
 from ..progress import INTERVAL, Progress, ProgressCallback, datasets_bars_off
 from ..redact import install_log_filter, register
@@ -53,7 +53,8 @@ from ..settings import Settings
 from ..store.segments import Remote
 from ..transport.client import Stats
 from .core import Plan
-from .pipeline import SplitRun, sparse_gc
+from .loop import sparse_gc
+from .pipeline import SplitRun
 from .shell import RunResources, copy_stats, merge_stats, open_clients
 
 logger = logging.getLogger("hf_judge")
@@ -112,8 +113,10 @@ def score_split(
     jobs: list[ShardJob],
     stats: Sequence[Stats],
     on_progress: ProgressCallback | None = None,
-) -> tuple[list[Path], list[dict[str, Any]]]:
-    """Run one worker process per job; (their Arrow files in shard order, their error rows in row order).
+) -> tuple[list[Path], list[dict[str, Any]], BudgetExceededError | None]:
+    """Run one worker process per job; (their Arrow files in shard order, their error rows in row order, the
+    budget stop of the first worker whose share of the budget ran out: its shard went on without sending, as
+    every worker's does once its own share is spent, see :func:`budget_share`).
 
     The workers' counters are added to ``stats`` (one per judge), also those of a worker that
     was interrupted or died (up to its last report), and kept current while they run (a few times a second),
@@ -181,7 +184,27 @@ def score_split(
             "command again to resume (a worker that keeps dying may be out of memory: try fewer --workers)."
         )
     errors = [e for i in sorted(done) for e in done[i].get("errors", [])]
-    return [Path(done[i]["path"]) for i in range(len(jobs))], errors
+    stopped = next((done[i]["stopped"] for i in sorted(done) if done[i].get("stopped") is not None), None)
+    return [Path(done[i]["path"]) for i in range(len(jobs))], errors, stopped
+
+
+def budget_share(settings: Settings, workers: int) -> Settings:
+    """A worker's settings: ``max_cost`` and ``max_total_tokens`` split evenly between the ``workers``, each of
+    which holds its own account (a shared one would need the processes to agree on every request); the run's
+    total stays within the budget, and a worker whose share is spent stops sending while the others go on.
+
+    Example:
+        >>> budget_share(Settings(model="m", max_cost=1.0, max_total_tokens=10), 4).max_cost
+        0.25
+    """
+    if workers <= 1 or (settings.max_cost is None and settings.max_total_tokens is None):
+        return settings
+    share: dict[str, Any] = {}
+    if settings.max_cost is not None:
+        share["max_cost"] = settings.max_cost / workers
+    if settings.max_total_tokens is not None:
+        share["max_total_tokens"] = max(1, settings.max_total_tokens // workers)
+    return settings.model_copy(update=share)
 
 
 def concat_arrow(paths: Sequence[Path], out: Path) -> None:
@@ -426,6 +449,7 @@ def _score_shard(
             on_progress=lambda p: report((p.rows_done, p.in_flight, p.errors, p.requests)),
             judges=clients,
             layout=job.layout,
+            partial=True,
         )
         feeder = loop.submit(run.feed())
         try:
@@ -451,6 +475,7 @@ def _score_shard(
         e["row"] += job.start
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     result = {"path": scores.cache_files[0]["filename"], "errors": errors, "stats": box["stats"]}
+    result["stopped"] = run.stopped  # its share of the budget ran out: the shard went on without sending
     result["cpu_s"] = cpu.ru_utime + cpu.ru_stime
     result["requests"] = sum(s.requests for s in box["stats"])
     return result

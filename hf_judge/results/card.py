@@ -528,6 +528,7 @@ def render_section(
         "start": START,
         "end": END,
         "glance": glance,
+        "stopped": summary.stopped.removeprefix("INCOMPLETE: ") if summary is not None else "",
         "groups": groups_markdown(ov.groups) if ov.groups else "",
         "groups_by": ov.groups[0].by if ov.groups else "",
         "report": report,

@@ -38,7 +38,7 @@ from .prompts import Prompter
 from .report_logprobs import ran_logprobs, split_distributions
 from .report_orders import split_orders
 from .report_pictures import folder_calibrations, folder_choice, folder_pictures
-from .report_summary import checked_summary
+from .report_summary import bounded_overview, checked_summary
 from .summary import RunSummary, panel_judges
 
 REPORT_FILE = "report.html"
@@ -49,7 +49,7 @@ DETAILS = {
     "cached_splits", "errors", "failed_attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
     "cache_write_tokens", "price", "elapsed_s", "structured_output", "notes", "metrics", "columns", "column_mapping",
     "sampling", "source_dataset",
-    "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s", "group_by",
+    "source_on_hub", "recipe", "recipe_yaml", "prompts", "filters", "runs", "requests_per_s", "group_by", "stopped",
 }  # fmt: skip
 
 
@@ -84,8 +84,14 @@ def _overview(summary: RunSummary | None) -> dict[str, Any]:
         "filters": summary.filters,
         "structured_output": summary.structured_output,
         "notes": summary.notes,
+        "stopped": summary.stopped,
         "figures": {k: v for k, v in d.items() if k not in DETAILS and isinstance(v, (dict, list)) and v},
     }
+    # one from elsewhere may hold anything: the page keeps what a reader needs, within bounds, and says what it cut
+    out, left_out = bounded_overview(out)
+    for what in left_out:
+        warnings.warn(f"summary.json: the page leaves out {what}", stacklevel=4)
+    out["left_out"] = left_out
     # the summary holds no secret; scrubbed all the same, as the card is (a model name comes from the user)
     return json.loads(scrub(json.dumps(out, default=str)))
 

@@ -88,6 +88,9 @@ class RunSummary:
     judge_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the column the scores are shown by group of (--by, results/groups.py): what a later view or push shows
     group_by: str = ""
+    # why this result is incomplete ("": it is complete): a budget stopped the run, whose unsent (row, metric) are
+    # `budget` error rows; the next run of the same command completes it
+    stopped: str = ""
 
     @property
     def requests_per_s(self) -> float:
@@ -201,6 +204,8 @@ class RunSummary:
         self.length_bias = {**earlier.length_bias, **self.length_bias}
         self.longer_wins = {**earlier.longer_wins, **self.longer_wins}
         self.group_by = self.group_by or earlier.group_by
+        if not self.stopped and self.errors.get("budget"):  # its budget stop's nulls are still there
+            self.stopped = earlier.stopped
         if earlier.source_dataset:
             self.source_dataset, self.source_on_hub = earlier.source_dataset, earlier.source_on_hub
         runs, self.runs = self.runs, []
@@ -335,6 +340,8 @@ class RunSummary:
             )
             lines.append(f"filtered       {describe_thresholds(self.filters)}; kept {kept}")
         lines += [f"note           {n}" for n in self.notes]
+        if self.stopped:  # last, where a reader's eye ends: this result is not a finished one
+            lines.append(f"stopped        {self.stopped}")
         return "\n".join(lines)
 
     def _agreement_lines(self) -> list[str]:

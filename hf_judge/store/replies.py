@@ -6,9 +6,10 @@ that asked for log-probabilities, the probabilities of its score values
 (:mod:`hf_judge.judging.logprobs`). A writer thread
 commits whatever has accumulated since its last commit, at most once every
 5 ms (group commit), so a ``kill -9`` loses at most the replies of one commit
-window: a few dozen at several thousand replies a second. Only accepted
-replies are stored: failures are retried on the next run. Several processes
-may write the same store at once (SQLite locking).
+window: a few dozen at several thousand replies a second. Accepted replies
+are stored, and replies that failed validation under keys of their own
+(:mod:`hf_judge.store.failures`); other failures are sent again by the next run.
+Several processes may write the same store at once (SQLite locking).
 
 Replies are appended to a ``pending`` table and merged into the keyed
 ``replies`` table, in key order and in one transaction, when the store is next

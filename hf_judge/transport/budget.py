@@ -138,6 +138,26 @@ class Meter:
         return float(price.cost(*tokens))
 
 
+def limit_text(stop: BaseException, max_cost: float | None, max_total_tokens: int | None) -> str:
+    """The budget that ``stop`` (a CostExceededError, else the token budget's) says is used up, as a setting.
+
+    Example:
+        >>> limit_text(CostExceededError("x"), 0.5, None), limit_text(RuntimeError("x"), None, 2000)
+        ('max_cost=$0.5', 'max_total_tokens=2,000')
+    """
+    if isinstance(stop, CostExceededError):
+        return f"max_cost=${max_cost:g}"
+    return f"max_total_tokens={max_total_tokens or 0:,}"
+
+
+def unsent_message(limit: str) -> str:
+    """The message of the error row of a (row, metric) a budget stop left unsent (kind ``budget``)."""
+    return (
+        f"not sent: the run stopped at its budget ({limit}); the same command with a higher budget (or none) "
+        "sends it, paying only for what is not paid yet"
+    )
+
+
 def stop_error(budget: CostBudget, spent: float, worst: float | None, price: str, hint: str) -> Exception:
     """The error that stops a run at its cost budget: what the job paid, the bound, and the next step."""
     earlier = budget.earlier

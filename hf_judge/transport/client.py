@@ -130,6 +130,7 @@ class Stats:
     notes: list[str] = field(default_factory=list)
     no_logprobs: int = 0  # replies without the token log-probabilities that logprobs=True asked for
     unplaced_logprobs: int = 0  # replies with them, but a score's value not found among the tokens
+    replayed: int = 0  # of the cache hits, invalid replies an earlier run kept (store/failures.py): no request sent
     latency: Counter = field(default_factory=Counter)  # seconds of each answered request, binned (latency.py)
 
 

@@ -59,6 +59,8 @@ RETRY_POLICY: dict[str, Decision] = {
     ErrorKind.BATCH_EXPIRED: Decision.RETRY,
     ErrorKind.BATCH_CANCELLED: Decision.RETRY,
     ErrorKind.BATCH_MISSING: Decision.GIVE_UP,
+    # the run's budget was used up before it was sent: a later run with a higher budget sends it
+    ErrorKind.BUDGET: Decision.GIVE_UP,
 }
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429})  # and every 5xx
 FATAL_STATUS = frozenset({401, 403, 404})  # the key, the model name or the base URL is wrong

@@ -354,6 +354,8 @@
 
   function overview() {
     const o = D.overview, out = [failedBanner()];
+    // a run the budget stopped: its nulls are requests never sent, not the judge's failures
+    if (o.stopped) out.push(el('div', { class: 'banner', id: 'stopped' }, el('strong', {}, 'This result is incomplete. '), o.stopped.replace(/^INCOMPLETE: /, '')));
     if (o.choice) out.push(...choiceSection(o.choice));
     if (!o.model) out.push(el('p', { class: 'muted' }, 'No summary.json with this result: the run\'s details are unknown.'));
     else {
@@ -369,6 +371,11 @@
         ['sampling', Object.entries(o.sampling || {}).filter(([k]) => k !== 'judges').map(([k, v]) => `${k}=${v === null ? 'none' : fmt(v)}`).join(', ')],
         ['filtered', o.filters && o.filters.min ? JSON.stringify({ min: o.filters.min, max: o.filters.max, keep_groups: o.filters.keep_groups, drop_groups: o.filters.drop_groups }) : ''],
       ]));
+      const notes = o.notes || [], cut = o.left_out || [];
+      if (notes.length || cut.length) { // what the run said of itself (a stop at the budget, a cache left out), and what this page cut
+        out.push(el('h2', {}, 'Notes'));
+        out.push(el('ul', { class: 'notes' }, notes.map((n) => el('li', {}, n)), cut.map((c) => el('li', { class: 'muted' }, `left out of this page: ${c} (summary.json holds it)`))));
+      }
       out.push(el('h2', {}, 'Metrics and prompts'));
       out.push(table(['metric', 'prompt file', 'sha256', 'params'], Object.keys(o.metrics || {}).map((m) => {
         const p = (o.prompts || {})[m] || {};
