@@ -4,6 +4,7 @@ One Spark session for the module (a session costs seconds of JVM start)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -113,6 +114,60 @@ def test_the_session_hf_judge_starts_runs_its_workers_on_hf_judge_s_own_python(j
     assert done.returncode == 0, done.stderr[-3000:]
     assert judge.stats()["requests"] - before == 4
     assert "rows           train: 4" in done.stdout
+
+
+def test_ctrl_c_of_a_spark_run_is_its_one_interrupted_line_and_stops_the_sending(judge, tmp_path):
+    """A real process (Ctrl-C, to its process group as a terminal sends it): `hf-judge score --spark`, SIGINT while
+    a task scores. It printed four tracebacks (py4j's reentrant call and KeyboardInterrupt, the JVM's shutdown:
+    57-69 lines) before a message of its own; now the jobs are cancelled and the session stopped, and the one line
+    after the Ctrl-C is the run's interrupted message."""
+    import signal
+    import threading
+
+    from helpers import until
+
+    from hf_judge.store.replies import ReplyStore
+
+    n, in_flight = 400, 4
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"row-{i}: q", "answer": f"a{i}"}) + "\n" for i in range(n)))
+    # 40 replies a second: the signal lands mid-task; the last row is held, so the run cannot end before it
+    judge.configure(latency=0.1, faults=[{"fault": "delay", "seconds": 60, "match": f"row-{n - 1}:"}])
+    args = ["score", data, "--metrics", "QA_Clarity", *[a for c in COLUMNS for a in ("--column", c)]]
+    args += ["--model", "judge", "--base-url", judge.base_url, "--cache-dir", tmp_path / "cache"]
+    args += ["--concurrency", in_flight, "--spark", "--spark-master", "local[1]", "-o", tmp_path / "out"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "hf_judge.cli", *map(str, args)], env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)  # the JVM's lines too
+    reader.start()
+    try:
+        until(lambda: p.poll() is not None or judge.stats()["ok"] >= 40, timeout=240)
+        assert p.poll() is None, "".join(lines)
+        before = len(lines)  # what the run printed before the Ctrl-C (the JVM's start-up lines)
+        os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(60) == 130, "".join(lines)
+        reader.join(60)  # the JVM holds stderr until it exits
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+    assert [line.rstrip("\n") for line in lines[before:]] == [
+        "hf-judge: interrupted. The replies the workers received are saved in the cache; run the same command again "
+        "to resume where it stopped (a stream: read it again); stored replies are not sent again."
+    ], "".join(lines)
+    assert not [line for line in lines if "Traceback" in line or "Exception" in line]
+    # stderr's end: the JVM and its Python workers have exited. The sending stopped at the Ctrl-C, not at the
+    # held last row (pyspark's handler let the job go on), and what the judge answered is stored but for what the
+    # worker had in flight and its last group commit (5 ms) when the stop killed it
+    answered = judge.stats()["ok"]
+    assert judge.stats()["requests"] < n - 1
+    store = ReplyStore(tmp_path / "cache" / "replies.sqlite3")
+    try:
+        assert answered - 2 * in_flight <= len(store) <= answered
+    finally:
+        store.close()
 
 
 def test_a_panel_on_spark_has_the_agreement_and_length_bias_of_the_one_process_run(spark, judge, tmp_path, capfd):
