@@ -343,8 +343,8 @@ def score_dataset_on_ray(
     this machine left running), or with neither starts a Ray of the run's own on this machine (never joining
     one it finds running: it may be another user's); scores each split with :func:`score_ray_dataset`
     (``actors`` actors, default one per CPU of the cluster, each with the ``concurrency`` setting's requests
-    in flight, as a worker of ``score_dataset``) and brings the rows back in input order. The summary holds the run's settings, rows and
-    errors, and the request and token counters of the batches the actors finished.
+    in flight, as a worker of ``score_dataset``) and brings the rows back in input order. The summary holds the
+    run's settings, rows and errors, and the request and token counters of the batches the actors finished.
 
     ``output_dir``: a URL on object storage (``s3://bucket/scored``, with the store's ``storage_options``)
     that Ray Data's Parquet writer fills as shards finish: ``<output_dir>/<split>/``, then ``errors/`` and
