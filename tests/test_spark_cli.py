@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from datasets import Dataset
@@ -114,6 +115,75 @@ def test_the_session_hf_judge_starts_runs_its_workers_on_hf_judge_s_own_python(j
     assert done.returncode == 0, done.stderr[-3000:]
     assert judge.stats()["requests"] - before == 4
     assert "rows           train: 4" in done.stdout
+
+
+def _page_command() -> str:
+    """The command docs/how-to/spark.md gives for the key in local mode (its bash block that exports JUDGE_KEY)."""
+    import re
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "how-to" / "spark.md").read_text()
+    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", page, re.S | re.M) if "export JUDGE_KEY" in b]
+    assert len(blocks) == 1, "the page shows no command that takes the key from the environment"
+    return blocks[0]
+
+
+def _key_seen(judge, tmp_path: Path, key: str, submit_args: str = "") -> tuple[int, int]:
+    """Run the page's command in a folder of its own, the JVM writing Spark's event log (and ``submit_args``
+    given to it, as `spark-submit --conf` takes them): the processes whose command line held ``key`` while it ran
+    (as `ps` shows them), and the times the event log holds it."""
+    import threading
+    import time
+
+    work, events = tmp_path / "work", tmp_path / "events"
+    work.mkdir(parents=True)
+    events.mkdir()
+    (work / "judge.key").write_text(key)
+    (work / "reviews.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(4)))
+    bin_dir = tmp_path / "bin"  # `hf-judge` runs this checkout
+    bin_dir.mkdir()
+    (bin_dir / "hf-judge").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m hf_judge.cli "$@"\n')
+    (bin_dir / "hf-judge").chmod(0o755)
+    log = f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events}"
+    log += " --conf spark.eventLog.rolling.enabled=false --conf spark.eventLog.compress=false"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "JUDGE_KEY")}
+    env.update(OPENAI_BASE_URL=judge.base_url, HF_JUDGE_CACHE=str(tmp_path / "cache"))
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env["PYSPARK_SUBMIT_ARGS"] = f"{log} {submit_args} pyspark-shell"
+    p = subprocess.Popen(["bash", "-euo", "pipefail", "-c", _page_command()], cwd=work, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    seen: set[str] = set()
+
+    def watch() -> None:
+        while p.poll() is None:
+            listing = subprocess.run(["ps", "-eo", "pid,args", "ww"], capture_output=True, text=True).stdout
+            seen.update(line.split()[0] for line in listing.splitlines() if key in line)
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    out, _ = p.communicate(timeout=600)
+    watcher.join()
+    assert p.returncode == 0, out
+    assert "saved to reviews-spark" in out
+    return len(seen), sum(f.read_text(errors="replace").count(key) for f in events.rglob("*") if f.is_file())
+
+
+@pytest.mark.timeout(900)  # two runs that each start a JVM: 200 s on a loaded 2-core machine
+def test_the_page_s_way_keeps_the_key_off_the_command_line_and_out_of_the_event_log(judge, tmp_path):
+    """Real processes (the JVM's command line): the page's command, the key in the environment the session starts
+    in. The page set it with spark.executorEnv.JUDGE_KEY, which puts it on the command lines of the launcher and
+    the JVM (`ps`: 3 processes) and in Spark's event log (16 times): measured here as the control. The page's way:
+    in neither, and the judge, which requires the key, scores every row (the executors had it)."""
+    key = "sk-spark-key-in-env-7d1e53"
+    judge.configure(require_key=key)
+    on_command_line, in_event_log = _key_seen(
+        judge, tmp_path / "conf", key, f"--conf spark.executorEnv.JUDGE_KEY={key}"
+    )
+    print(f"spark.executorEnv: on {on_command_line} command lines, {in_event_log} times in the event log")
+    assert on_command_line >= 1 and in_event_log >= 1
+    before = judge.stats()["ok"]
+    assert _key_seen(judge, tmp_path / "env", key) == (0, 0)
+    assert judge.stats()["ok"] - before == 4  # every row scored with the key: the executors had it
 
 
 def test_ctrl_c_of_a_spark_run_is_its_one_interrupted_line_and_stops_the_sending(judge, tmp_path):
