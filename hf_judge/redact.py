@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import urllib.parse
 
 from .errors import ConfigError
 
@@ -143,24 +144,55 @@ def resolve_secret(value: str | None, what: str = "api_key") -> str | None:
     return found
 
 
-# Storage option names whose values are credentials (fsspec's s3fs, gcsfs and adlfs use these words).
-_SECRET_OPTION = re.compile(r"key|secret|token|password|passwd|credential|sas|connection_string|signature", re.I)
+# Storage option names whose values are credentials (fsspec's s3fs, gcsfs and adlfs use these words; an HTTP header
+# is one too).
+_SECRET_OPTION = re.compile(
+    r"key|secret|token|password|passwd|credential|sas|connection_string|signature|authorization|cookie", re.I
+)
+# Fields of a URL's query or a connection string whose values are credentials (Azure's SAS sig= and AccountKey=,
+# S3's X-Amz-Signature and X-Amz-Credential, ?key=, ?token=), and where such fields start in a text.
+_SECRET_FIELD = re.compile(r"key|token|secret|sig|pass|auth|cred", re.I)
+_FIELD = re.compile(r"(?:^|[?&;])([^=?&;/\s]+)=")
 
 
-def secret_storage_options(options: dict | None, prefix: str = "") -> list[str]:
-    """The dotted names of ``storage_options`` entries that hold a credential as text rather than as ``env:NAME``.
+def plan_secrets(value: object, path: str = "storage_options", named: bool = False) -> list[str]:
+    """Where ``value`` (storage options, at any depth) holds a secret that a plan shipped to other processes would
+    carry as it is: each entry's path and what it holds, never the secret. Under a credential's name (``key``,
+    ``token``, an ``Authorization`` header; ``named``) only ``env:NAME`` text, None or a bool pass (the text is
+    read where it is used: :func:`resolve_storage_options`); anywhere, a URL with a password or a signature.
 
     Example:
-        >>> secret_storage_options({"key": "AKIA", "secret": "env:AWS_SECRET", "anon": False})
-        ['key']
+        >>> plan_secrets({"secret": "env:AWS_SECRET", "anon": False, "endpoint_url": "https://u:pw@minio:9000"})
+        ["storage_options['endpoint_url'] holds a URL with a password (user:password@)"]
     """
-    out: list[str] = []
-    for name, value in (options or {}).items():
-        if isinstance(value, dict):
-            out += secret_storage_options(value, f"{prefix}{name}.")
-        elif isinstance(value, str) and _SECRET_OPTION.search(str(name)) and not value.startswith("env:"):
-            out.append(f"{prefix}{name}")
-    return out
+    if isinstance(value, str):
+        return _text_secrets(value, path, named)
+    if isinstance(value, dict):
+        out: list[str] = []
+        for name, item in value.items():
+            out += plan_secrets(item, f"{path}[{name!r}]", named or bool(_SECRET_OPTION.search(str(name))))
+        return out
+    if isinstance(value, list | tuple):
+        if named:
+            return [f"{path} holds a list"]
+        if len(value) == 2 and isinstance(value[0], str) and _SECRET_OPTION.search(value[0]):
+            return plan_secrets(value[1], f"{path}[1]", True)  # a (name, value) pair: a header
+        return [found for i, item in enumerate(value) for found in plan_secrets(item, f"{path}[{i}]", named)]
+    if named and value is not None and not isinstance(value, bool):
+        return [f"{path} holds {'bytes' if isinstance(value, bytes | bytearray) else type(value).__name__}"]
+    return []
+
+
+def _text_secrets(text: str, path: str, named: bool) -> list[str]:
+    if text.startswith("env:"):
+        return [] if text[4:].strip() else [f"{path} is env: with no variable's name"]
+    if named:
+        return [f"{path} holds a credential as text"]
+    if "://" in text and urllib.parse.urlsplit(text).password is not None:
+        return [f"{path} holds a URL with a password (user:password@)"]
+    if any(_SECRET_FIELD.search(field) for field in _FIELD.findall(text)):
+        return [f"{path} holds a signature or key in its text (?sig=, AccountKey=)"]
+    return []
 
 
 def resolve_storage_options(options: dict | None, prefix: str = "") -> dict:

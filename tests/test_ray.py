@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -175,6 +177,69 @@ def test_ray_address_nothing_listens_at_is_a_config_error(capfd, tmp_path):
     code, out, err = run_cli(capfd, *args, "--ray-address", "127.0.0.1:1", "-o", tmp_path / "out")
     assert code == 2
     assert "no Ray cluster answers at '127.0.0.1:1'" in err and "--ray-address" in err
+
+
+JOBS_OF = """
+import json, sys
+from ray._raylet import GcsClient
+jobs = GcsClient(address=sys.argv[1]).get_all_job_info(timeout=60).values()
+print(json.dumps(sorted(j.driver_pid for j in jobs)))
+"""
+
+
+def test_ray_without_an_address_starts_its_own_and_never_joins_a_cluster_it_finds(judge, tmp_path):
+    """Real processes: a stranger's cluster (`ray start --head`, recorded where Ray looks for one), then
+    `hf-judge score --ray` with no address. It joined that cluster (Ray's default: the rows went to another user's
+    cluster); it now starts a Ray of its own, and the stranger's cluster sees no driver of the run. An explicit
+    `--ray-address auto` joins it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from helpers import score_args
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"q{i}", "answer": f"a{i}"}) + "\n" for i in range(4)))
+    # Ray records the cluster `ray start` started in $TMPDIR/ray (/tmp/ray by default): a short folder of this
+    # test's, so that no other Ray on the machine finds it (and Unix socket paths stay short)
+    home = Path(tempfile.mkdtemp(prefix="hfj-ray-", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(TMPDIR=str(home), RAY_USAGE_STATS_ENABLED="0", OPENAI_API_KEY="sk-test")
+    head = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--port=0", "--num-cpus=1"]
+    head += ["--include-dashboard=false", "--disable-usage-stats"]
+    stranger = subprocess.Popen(
+        head, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        assert stranger.wait(180) == 0
+        address = (home / "ray" / "ray_current_cluster").read_text().strip()
+
+        def drivers() -> list[int]:  # the pids of the drivers that joined the stranger's cluster
+            # its GCS asks for the token `ray start` made (~/.ray/auth_token)
+            found = subprocess.run([sys.executable, "-c", JOBS_OF, address], env={**env, "RAY_AUTH_MODE": "token"},
+                                   capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert found.returncode == 0, found.stderr
+            return json.loads(found.stdout)
+
+        def run(*extra: str) -> subprocess.Popen:
+            args = score_args(data, judge, "--no-cache", "-o", tmp_path / "out", "--overwrite", "--ray", *extra)
+            p = subprocess.Popen([sys.executable, "-m", "hf_judge.cli", *args], env=env, stderr=subprocess.PIPE)
+            _, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err
+            return p
+
+        own = run()
+        assert judge.stats()["requests"] == 4
+        assert own.pid not in drivers()  # on its own Ray: no row was sent to the stranger's cluster
+        joined = run("--ray-address", "auto")
+        assert judge.stats()["requests"] == 8
+        assert joined.pid in drivers()  # asked to, it joins
+    finally:
+        # the stranger's processes are in the group of the `ray start` that started them (`ray stop` would stop
+        # every Ray of this machine's user)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(stranger.pid, signal.SIGKILL)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_an_actor_s_hf_judge_error_stops_the_run_with_its_own_line_and_exit_code(cluster, tmp_path, capfd):

@@ -145,10 +145,53 @@ def _python_command(node) -> bytes:
     return bytes(int(b) % 256 for b in signed.split(","))
 
 
-def test_a_key_given_as_a_string_is_refused_before_anything_runs(spark, judge, tmp_path):
-    with pytest.raises(ConfigError, match=r"api_key='env:NAME'.*spark.executorEnv.NAME"):
-        score_spark_dataframe(_df(spark, _rows(3)), METRICS, **_kw(judge, tmp_path / "c", api_key=KEY))
-    assert judge.stats()["requests"] == 0
+@pytest.mark.parametrize("key", [KEY, KEY.encode(), "env:", "env:  "], ids=["text", "bytes", "env-none", "env-blank"])
+def test_a_key_given_as_a_value_or_an_empty_env_name_is_refused_before_anything_runs(spark, judge, tmp_path, key):
+    """The message points to the ways that keep the key out of Spark's settings too (it said spark.executorEnv,
+    which puts the key on the JVM's command line and in the event log); bytes were a raw TypeError and `env:` an
+    executor's error after the job started."""
+    with pytest.raises(ConfigError) as e:
+        score_spark_dataframe(_df(spark, _rows(3)), METRICS, **_kw(judge, tmp_path / "c", api_key=key))
+    message = str(e.value)
+    if isinstance(key, str) and key.startswith("env:"):
+        assert message.startswith("api_key='env:' names no environment variable") and "env:JUDGE_KEY" in message
+    else:
+        assert "api_key='env:NAME'" in message and "not through Spark's settings" in message
+        assert message.endswith("see docs/how-to/spark.md, 'The API key'")
+    assert KEY not in message and judge.stats()["requests"] == 0
+
+
+SECRET = "4e9d-secret-part"  # in every value below: no message may quote it
+
+
+@pytest.mark.parametrize(
+    ("options", "where"),
+    [
+        ({"endpoint_url": f"https://minio:{SECRET}@minio:9000"}, "['endpoint_url'] holds a URL with a password"),
+        (
+            {"account_url": f"https://acct.blob.core.windows.net/?sv=2022-11-02&sp=rl&sig={SECRET}"},
+            "['account_url'] holds a signature or key in its text",
+        ),
+        (
+            {"client_kwargs": {"headers": {"Authorization": f"Bearer {SECRET}"}}},
+            "['client_kwargs']['headers']['Authorization'] holds a credential as text",
+        ),
+        ({"secret": SECRET.encode()}, "['secret'] holds bytes"),
+        ({"token": [SECRET, "second"]}, "['token'] holds a list"),
+        ({"key": "env:", "secret": f"env:{KEY_VAR}"}, "['key'] is env: with no variable's name"),
+    ],
+    ids=["url-password", "sas-sig", "authorization-header", "bytes", "list", "env-no-name"],
+)
+def test_a_secret_among_storage_options_is_refused_by_its_value_too(spark, judge, tmp_path, options, where):
+    """Only the option's name was judged, and only text: these were accepted and rode in the plan to every
+    executor. Refused before anything runs, naming where the secret is (never the secret) and the fix."""
+    kw = _kw(judge, "s3://bucket/cache", storage_options=options, local_cache_dir=str(tmp_path / "local"))
+    with pytest.raises(ConfigError) as e:
+        score_spark_dataframe(_df(spark, _rows(3)), METRICS, **kw)
+    message = str(e.value)
+    assert message.startswith(f"storage_options{where}") and message.count("storage_options[") == 1, message
+    assert "'env:AWS_SECRET_ACCESS_KEY'" in message and "docs/how-to/spark.md" in message
+    assert SECRET not in message and judge.stats()["requests"] == 0
 
 
 def test_storage_options_travel_as_variable_names_and_a_secret_given_as_text_is_refused(
@@ -161,7 +204,9 @@ def test_storage_options_travel_as_variable_names_and_a_secret_given_as_text_is_
     url = s3_server.bucket() + "/cache"
     endpoint = {"endpoint_url": s3_server.endpoint}
     literal = {"key": "AKIAEXAMPLE0001", "secret": "a-secret-as-text", "client_kwargs": endpoint}
-    with pytest.raises(ConfigError, match=r"storage_options key, secret would travel inside Spark's plan.*env:AWS_"):
+    with pytest.raises(ConfigError, match=r"storage_options\['key'\] holds a credential as text; storage_options"
+                       r"\['secret'\] holds a credential as text: a secret given as a value would travel inside "
+                       r"Spark's plan.*env:AWS_"):  # fmt: skip
         score_spark_dataframe(_df(spark, _rows(4)), METRICS, **_kw(judge, url, storage_options=literal))
     assert judge.stats()["requests"] == 0
     named = {"key": f"env:{KEY_VAR}", "secret": f"env:{KEY_VAR}", "client_kwargs": endpoint}

@@ -4,10 +4,12 @@ One Spark session for the module (a session costs seconds of JVM start)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from datasets import Dataset
@@ -113,6 +115,129 @@ def test_the_session_hf_judge_starts_runs_its_workers_on_hf_judge_s_own_python(j
     assert done.returncode == 0, done.stderr[-3000:]
     assert judge.stats()["requests"] - before == 4
     assert "rows           train: 4" in done.stdout
+
+
+def _page_command() -> str:
+    """The command docs/how-to/spark.md gives for the key in local mode (its bash block that exports JUDGE_KEY)."""
+    import re
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "how-to" / "spark.md").read_text()
+    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", page, re.S | re.M) if "export JUDGE_KEY" in b]
+    assert len(blocks) == 1, "the page shows no command that takes the key from the environment"
+    return blocks[0]
+
+
+def _key_seen(judge, tmp_path: Path, key: str, submit_args: str = "") -> tuple[int, int]:
+    """Run the page's command in a folder of its own, the JVM writing Spark's event log (and ``submit_args``
+    given to it, as `spark-submit --conf` takes them): the processes whose command line held ``key`` while it ran
+    (as `ps` shows them), and the times the event log holds it."""
+    import threading
+    import time
+
+    work, events = tmp_path / "work", tmp_path / "events"
+    work.mkdir(parents=True)
+    events.mkdir()
+    (work / "judge.key").write_text(key)
+    (work / "reviews.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(4)))
+    bin_dir = tmp_path / "bin"  # `hf-judge` runs this checkout
+    bin_dir.mkdir()
+    (bin_dir / "hf-judge").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m hf_judge.cli "$@"\n')
+    (bin_dir / "hf-judge").chmod(0o755)
+    log = f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{events}"
+    log += " --conf spark.eventLog.rolling.enabled=false --conf spark.eventLog.compress=false"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "JUDGE_KEY")}
+    env.update(OPENAI_BASE_URL=judge.base_url, HF_JUDGE_CACHE=str(tmp_path / "cache"))
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env["PYSPARK_SUBMIT_ARGS"] = f"{log} {submit_args} pyspark-shell"
+    p = subprocess.Popen(["bash", "-euo", "pipefail", "-c", _page_command()], cwd=work, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    seen: set[str] = set()
+
+    def watch() -> None:
+        while p.poll() is None:
+            listing = subprocess.run(["ps", "-eo", "pid,args", "ww"], capture_output=True, text=True).stdout
+            seen.update(line.split()[0] for line in listing.splitlines() if key in line)
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    out, _ = p.communicate(timeout=600)
+    watcher.join()
+    assert p.returncode == 0, out
+    assert "saved to reviews-spark" in out
+    return len(seen), sum(f.read_text(errors="replace").count(key) for f in events.rglob("*") if f.is_file())
+
+
+@pytest.mark.timeout(900)  # two runs that each start a JVM: 200 s on a loaded 2-core machine
+def test_the_page_s_way_keeps_the_key_off_the_command_line_and_out_of_the_event_log(judge, tmp_path):
+    """Real processes (the JVM's command line): the page's command, the key in the environment the session starts
+    in. The page set it with spark.executorEnv.JUDGE_KEY, which puts it on the command lines of the launcher and
+    the JVM (`ps`: 3 processes) and in Spark's event log (16 times): measured here as the control. The page's way:
+    in neither, and the judge, which requires the key, scores every row (the executors had it)."""
+    key = "sk-spark-key-in-env-7d1e53"
+    judge.configure(require_key=key)
+    on_command_line, in_event_log = _key_seen(
+        judge, tmp_path / "conf", key, f"--conf spark.executorEnv.JUDGE_KEY={key}"
+    )
+    print(f"spark.executorEnv: on {on_command_line} command lines, {in_event_log} times in the event log")
+    assert on_command_line >= 1 and in_event_log >= 1
+    before = judge.stats()["ok"]
+    assert _key_seen(judge, tmp_path / "env", key) == (0, 0)
+    assert judge.stats()["ok"] - before == 4  # every row scored with the key: the executors had it
+
+
+def test_ctrl_c_of_a_spark_run_is_its_one_interrupted_line_and_stops_the_sending(judge, tmp_path):
+    """A real process (Ctrl-C, to its process group as a terminal sends it): `hf-judge score --spark`, SIGINT while
+    a task scores. It printed four tracebacks (py4j's reentrant call and KeyboardInterrupt, the JVM's shutdown:
+    57-69 lines) before a message of its own; now the jobs are cancelled and the session stopped, and the one line
+    after the Ctrl-C is the run's interrupted message."""
+    import signal
+    import threading
+
+    from helpers import until
+
+    from hf_judge.store.replies import ReplyStore
+
+    n, in_flight = 400, 4
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"row-{i}: q", "answer": f"a{i}"}) + "\n" for i in range(n)))
+    # 40 replies a second: the signal lands mid-task; the last row is held, so the run cannot end before it
+    judge.configure(latency=0.1, faults=[{"fault": "delay", "seconds": 60, "match": f"row-{n - 1}:"}])
+    args = ["score", data, "--metrics", "QA_Clarity", *[a for c in COLUMNS for a in ("--column", c)]]
+    args += ["--model", "judge", "--base-url", judge.base_url, "--cache-dir", tmp_path / "cache"]
+    args += ["--concurrency", in_flight, "--spark", "--spark-master", "local[1]", "-o", tmp_path / "out"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "hf_judge.cli", *map(str, args)], env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)  # the JVM's lines too
+    reader.start()
+    try:
+        until(lambda: p.poll() is not None or judge.stats()["ok"] >= 40, timeout=240)
+        assert p.poll() is None, "".join(lines)
+        before = len(lines)  # what the run printed before the Ctrl-C (the JVM's start-up lines)
+        os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(60) == 130, "".join(lines)
+        reader.join(60)  # the JVM holds stderr until it exits
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+    assert [line.rstrip("\n") for line in lines[before:]] == [
+        "hf-judge: interrupted. The replies the workers received are saved in the cache; run the same command again "
+        "to resume where it stopped (a stream: read it again); stored replies are not sent again."
+    ], "".join(lines)
+    assert not [line for line in lines if "Traceback" in line or "Exception" in line]
+    # stderr's end: the JVM and its Python workers have exited. The sending stopped at the Ctrl-C, not at the
+    # held last row (pyspark's handler let the job go on), and what the judge answered is stored but for what the
+    # worker had in flight and its last group commit (5 ms) when the stop killed it
+    answered = judge.stats()["ok"]
+    assert judge.stats()["requests"] < n - 1
+    store = ReplyStore(tmp_path / "cache" / "replies.sqlite3")
+    try:
+        assert answered - 2 * in_flight <= len(store) <= answered
+    finally:
+        store.close()
 
 
 def test_a_panel_on_spark_has_the_agreement_and_length_bias_of_the_one_process_run(spark, judge, tmp_path, capfd):

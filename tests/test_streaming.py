@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, load_dataset, load_from_disk
-from helpers import qa_dataset, run_cli, score
+from helpers import qa_dataset, run_cli, score, until
 
 from hf_judge import RunSummary, ScoredIterableDatasetDict
 
@@ -330,3 +330,37 @@ def test_cli_run_pairwise_streaming_judges_both_orders_as_the_run_without_stream
     streamed = load_dataset(str(tmp_path / "s"), split="train").to_list()
     plain = load_from_disk(str(tmp_path / "plain"))["train"].to_list()
     assert streamed == plain and {"Comparative_winner", "Comparative_disagree"} <= set(streamed[0])
+
+
+def test_ctrl_c_of_a_streamed_cli_run_says_how_many_replies_it_saved(judge, tmp_path):
+    """A real process (Ctrl-C): `python -m hf_judge.cli score FOLDER --streaming`, SIGINT in its second split. The
+    message counts every reply this run saved, both splits' (it said 0: the count was taken only when a table of
+    rows was handed on, and a second split's replaced the first's: 33 where the store held 109)."""
+    data, first, second = tmp_path / "data", 40, 400
+    data.mkdir()
+    for split, n in (("train", first), ("test", second)):
+        rows = [{"question": f"{split}-row-{i}: q", "answer": f"a{i}"} for i in range(n)]
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # the second split's last row is held: the run cannot end before the signal lands
+    judge.configure(latency=0.02, faults=[{"fault": "delay", "seconds": 60, "match": f"test-row-{second - 1}:"}])
+    args = ["score", str(data), "--streaming", "--metrics", "QA_Clarity", "-m", "judge", "--base-url", judge.base_url]
+    args += ["--column", "instruction=question", "--column", "output=answer", "--api-key-env", "STREAM_KEY"]
+    args += ["--cache-dir", str(tmp_path / "cache"), "-o", str(tmp_path / "out"), "--concurrency", "16"]
+    env = {**os.environ, "STREAM_KEY": "sk-test"}
+    p = subprocess.Popen([sys.executable, "-m", "hf_judge.cli", *args], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        until(lambda: p.poll() is not None or judge.stats()["ok"] >= first + 60)
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGINT)
+        _, stderr = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 130, stderr
+    stored = _stored(tmp_path / "cache")
+    assert first + 60 <= stored < first + second
+    said = [line for line in stderr.splitlines() if line.startswith("hf-judge:")]
+    assert said == [
+        f"hf-judge: interrupted. {stored:,} replies of this run are saved in the cache; run the same command again to "
+        "resume where it stopped (a stream: read it again); stored replies are not sent again."
+    ], stderr
+    assert "Traceback" not in stderr

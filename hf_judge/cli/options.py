@@ -306,10 +306,15 @@ def _add_engine_options(g: Any, setting: _Settings, streaming: bool) -> None:
         "--ray",
         action="store_true",
         help='score on a Ray cluster (pip install "hf-judge[ray]"): at --ray-address, else $RAY_ADDRESS, else a '
-        "local one; --cache-dir is each node's own local disk, or a URL on object storage that every node shares "
-        "(s3://bucket/prefix)",
+        "Ray of the run's own on this machine (never one already running here); --cache-dir is each node's own "
+        "local disk, or a URL on object storage that every node shares (s3://bucket/prefix)",
     )
-    g.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to run on (implies --ray)")
+    g.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="the Ray cluster to run on (implies --ray): HOST:PORT, ray://HOST:10001, or auto (the one `ray start` "
+        "left running on this machine)",
+    )
     add_spark_options(g)
     if streaming:
         g.add_argument(

@@ -41,7 +41,7 @@ def spark_job(args: argparse.Namespace, job: Job, client: dict[str, Any]) -> tup
     Example:
         >>> scored, out = spark_job(args, job, job.client)  # doctest: +SKIP
     """
-    from ..engine.spark_run import arrow_frames, hub_frames, score_frames_on_spark, spark_session
+    from ..engine.spark_run import arrow_frames, hub_frames, score_frames_on_spark, spark_interrupts, spark_session
     from .inputs import load_input
 
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
@@ -55,27 +55,29 @@ def spark_job(args: argparse.Namespace, job: Job, client: dict[str, Any]) -> tup
     out = job.output_dir or default_output_dir(job.dataset)
     api_key = spark_key(args, job)
     spark = spark_session(getattr(args, "spark_master", None))
-    if _on_hub(job.dataset):
-        frames = hub_frames(
-            spark,
-            job.dataset,
-            subset=job.subset,
-            splits=job.splits,
-            revision=job.revision,
-            token=args.token,
-            limit=job.limit,
+    # from the session on, a Ctrl-C cancels Spark's jobs and ends the run with its one line
+    with spark_interrupts(spark, not getattr(args, "no_cache", False)):
+        if _on_hub(job.dataset):
+            frames = hub_frames(
+                spark,
+                job.dataset,
+                subset=job.subset,
+                splits=job.splits,
+                revision=job.revision,
+                token=args.token,
+                limit=job.limit,
+            )
+        else:
+            ds = load_input(job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, limit=job.limit)
+            frames = arrow_frames(spark, ds)
+        scored = score_frames_on_spark(
+            frames,
+            job.metrics,
+            output_dir=out,
+            output_overwrite=bool(args.overwrite),
+            token_columns=job.token_columns,
+            **{**job.library_args(args, api_key), **client},
         )
-    else:
-        ds = load_input(job.dataset, subset=job.subset, splits=job.splits, revision=job.revision, limit=job.limit)
-        frames = arrow_frames(spark, ds)
-    scored = score_frames_on_spark(
-        frames,
-        job.metrics,
-        output_dir=out,
-        output_overwrite=bool(args.overwrite),
-        token_columns=job.token_columns,
-        **{**job.library_args(args, api_key), **client},
-    )
     return scored, out
 
 

@@ -339,12 +339,12 @@ def score_dataset_on_ray(
 ) -> ScoredDatasetDict:
     """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
 
-    Connects to the cluster at ``address`` (default ``$RAY_ADDRESS``; neither: a
-    local one), scores each split with :func:`score_ray_dataset` (``actors``
-    actors, default one per CPU of the cluster, each with the ``concurrency``
-    setting's requests in flight, as a worker of ``score_dataset``) and brings the
-    rows back in input order. The summary holds the run's settings, rows and
-    errors, and the request and token counters of the batches the actors finished.
+    Connects to the cluster at ``address`` (default ``$RAY_ADDRESS``; ``"auto"``: the one a ``ray start`` on
+    this machine left running), or with neither starts a Ray of the run's own on this machine (never joining
+    one it finds running: it may be another user's); scores each split with :func:`score_ray_dataset`
+    (``actors`` actors, default one per CPU of the cluster, each with the ``concurrency`` setting's requests
+    in flight, as a worker of ``score_dataset``) and brings the rows back in input order. The summary holds the
+    run's settings, rows and errors, and the request and token counters of the batches the actors finished.
 
     ``output_dir``: a URL on object storage (``s3://bucket/scored``, with the store's ``storage_options``)
     that Ray Data's Parquet writer fills as shards finish: ``<output_dir>/<split>/``, then ``errors/`` and
@@ -390,7 +390,9 @@ def score_dataset_on_ray(
     if address is not None:
         _check_address(address)
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False)
+        # no address: a Ray of this run's own ("local"). Ray's default joins the cluster that a `ray start` on this
+        # machine recorded (another user's, maybe): the rows would go there. `auto` joins it when asked to.
+        ray.init(address=address or "local", log_to_driver=False)
     ray.data.DataContext.get_current().execution_options.preserve_order = True  # rows come back in input order
     actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     if settings.escalate_model is None:

@@ -14,8 +14,10 @@ disk in local mode; on a cluster give ``cache_dir`` as a URL on object storage (
 Ray: each executor keeps a local copy (``$HF_JUDGE_LOCAL_CACHE`` on that node, else ``local_cache_dir``).
 
 The API key never travels in Spark's plan: ``api_key`` names an environment variable (``env:NAME``; None:
-``$OPENAI_API_KEY``), read by each executor where it sends (on a cluster: ``spark.executorEnv.NAME`` or the
-platform's secrets). A key given as a string is refused.
+``$OPENAI_API_KEY``), read by each executor where it sends, from its own environment: in local mode the one
+the session started in, on a cluster the platform's secrets (docs/how-to/spark.md, "The API key": not
+``spark.executorEnv.NAME=...``, which puts the key on the JVM's command line and in Spark's event log). A key
+given as a value is refused, and so is a credential among ``storage_options`` given as one.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from datasets import Dataset
 from .. import constants
 from ..errors import ConfigError
 from ..judging.images import image_variables
-from ..redact import install_log_filter, secret_storage_options
+from ..redact import install_log_filter, plan_secrets
 from ..results.bias import warn_self_preference
 from ..settings import Settings, SettingValues, Unpack, resolved_provider
 from .capabilities import check
@@ -188,41 +190,59 @@ def _step(
     return SparkScorer(job, plans, urls, features.arrow_schema, batch_size)
 
 
+# where the messages send a user whose secret would ride in the plan: the ways that keep it off the JVM's command
+# line and out of Spark's event log and UI, which spark.executorEnv.NAME=... does not
+KEY_HELP = "docs/how-to/spark.md, 'The API key'"
+
+
 def refuse_secrets_in_the_plan(api_key: str | None, storage_options: dict[str, Any] | None) -> None:
-    """A ConfigError for a secret given as text, which would travel inside Spark's plan to every executor (and into
-    its logs): the API key, or a credential among ``storage_options``. Both take ``env:NAME`` instead, read on
-    each executor.
+    """A ConfigError for a secret given as a value, which would travel inside Spark's plan to every executor (and
+    into its logs): the API key, or a credential among ``storage_options`` (by its name, or by its value: a URL
+    with a password or a signature, an ``Authorization`` header, bytes, a list). Both take ``env:NAME`` instead,
+    read on each executor from its environment. The message names where each is, never its value.
 
     Example:
         >>> refuse_secrets_in_the_plan("env:JUDGE_KEY", {"secret": "env:AWS_SECRET_ACCESS_KEY"})  # nothing to say
     """
-    if api_key is not None and not api_key.startswith("env:"):
+    if api_key is not None and (not isinstance(api_key, str) or not api_key.startswith("env:")):
         raise ConfigError(
-            "a key given as a string would travel inside Spark's plan to every executor (and into its logs): name "
-            "the environment variable that holds it, api_key='env:NAME' (--api-key-env NAME), and set it on the "
-            "executors (spark.executorEnv.NAME, or your platform's secrets)"
+            "a key given as a value would travel inside Spark's plan to every executor (and into its logs): name "
+            "the environment variable that holds it, api_key='env:NAME' (--api-key-env NAME), and give the "
+            "executors that variable through their environment, not through Spark's settings (a "
+            f"spark.executorEnv.NAME value is on the JVM's command line and in Spark's event log): see {KEY_HELP}"
         )
-    literal = secret_storage_options(storage_options)
-    if literal:
+    if api_key is not None and not api_key[4:].strip():
         raise ConfigError(
-            f"storage_options {', '.join(literal)} would travel inside Spark's plan to every executor (and into its "
-            "logs): give each as the environment variable that holds it, e.g. storage_options={'secret': "
-            "'env:AWS_SECRET_ACCESS_KEY'} (--storage-option secret=env:AWS_SECRET_ACCESS_KEY), set on the executors "
-            "(spark.executorEnv.NAME, or your platform's secrets), or leave them out and let the executors use "
-            "their own credentials (an instance profile, a service principal)"
+            "api_key='env:' names no environment variable: give the name of the one that holds the key, e.g. "
+            "api_key='env:JUDGE_KEY' (--api-key-env JUDGE_KEY)"
+        )
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise ConfigError(f"storage_options must be a dict of fsspec options, got a {type(storage_options).__name__}")
+    found = plan_secrets(storage_options)
+    if found:
+        raise ConfigError(
+            f"{'; '.join(found)}: a secret given as a value would travel inside Spark's plan to every executor (and "
+            "into its logs). Give each as the name of the environment variable that holds it, as text: "
+            "storage_options={'secret': 'env:AWS_SECRET_ACCESS_KEY'} (--storage-option "
+            "secret=env:AWS_SECRET_ACCESS_KEY), read on each executor from its own environment (how to set it "
+            f"there: {KEY_HELP}); or leave them out and let the executors use their own credentials (an instance "
+            "profile, a service principal)"
         )
 
 
 def _check_key(df: pyspark.sql.DataFrame, job: JudgeJob, base_url: str) -> None:
-    """No key for OpenAI's API is a ConfigError now, unless the executors are given the variable the driver
-    lacks (``spark.executorEnv.NAME``); the key read here is not kept."""
+    """No key for OpenAI's API is a ConfigError now, unless Spark's settings give the executors the variable the
+    driver lacks (``spark.executorEnv.NAME``); the key read here is not kept."""
     try:
         job.key(needed=True, base_url=base_url)
-    except ConfigError:
+    except ConfigError as e:
         name = job.api_key[4:].strip() if job.api_key else "OPENAI_API_KEY"
         if df.sparkSession.conf.get(f"spark.executorEnv.{name}", None):
             return
-        raise
+        raise ConfigError(
+            f"{e} On Spark, the executors read it from their own environment: in local mode they inherit it from "
+            f"the process that starts the session (set it before the session starts); on a cluster see {KEY_HELP}"
+        ) from None
 
 
 def spark_plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> list[Plan]:

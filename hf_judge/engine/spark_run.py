@@ -10,25 +10,35 @@ of any input ``hf_judge`` reads (files, folders, a scored result) to Spark as Ar
 it with Spark's own Parquet writer to ``<output_dir>/<split>/`` (a local folder or a URL on object storage), then
 ``errors/`` and ``summary.json``: the layout of a Ray run's ``output_dir`` (:mod:`hf_judge.engine.ray_output`),
 so :func:`hf_judge.load_result`, ``hf-judge view`` and the other commands read it back the same way.
+
+:func:`spark_interrupts` makes a Ctrl-C of such a run cancel its Spark jobs and end it with the run's one
+interrupted line (:func:`~hf_judge.engine.shell.interrupted`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 import uuid
 import warnings
+import weakref
+from collections.abc import Iterator
 from datetime import datetime, timezone
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from datasets import Dataset
 
 from .. import constants
-from ..errors import ConfigError
+from ..errors import ConfigError, InterruptedRun
 from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..settings import resolved_provider
@@ -39,17 +49,30 @@ from .prepare import as_splits, run_settings
 from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
-from .shell import bias_checks, merged_per_judge, scored_result, stats_delta, stats_dict, total_stats, worker_error
+from .shell import (
+    bias_checks,
+    interrupted,
+    merged_per_judge,
+    scored_result,
+    stats_delta,
+    stats_dict,
+    total_stats,
+    worker_error,
+)
 from .spark import SparkScorer, refuse_secrets_in_the_plan, spark_plans
 from .transform import ERRORS_COLUMN, Runtime, errors_feature
 
 if TYPE_CHECKING:
     import pyspark.sql
 
+logger = logging.getLogger("hf_judge")
+
 # on each batch's first row, the request counters the batch moved (JSON); summed into the summary, never written
 STATS_COLUMN = "_hf_judge_batch_stats"
 # monotonically_increasing_id's layout: the partition in the upper bits, the row within it in the lower 33
 PARTITION_SHIFT = 33
+# the sessions spark_session started (not a notebook's or a job's): a Ctrl-C stops them (spark_interrupts)
+STARTED: weakref.WeakSet[Any] = weakref.WeakSet()
 INSTALL = 'pip install "hf-judge[spark]" (pyspark 4 and pyspark-huggingface; Spark 4 needs Java 17)'
 
 
@@ -98,10 +121,103 @@ def spark_session(master: str | None = None) -> pyspark.sql.SparkSession:
     # pyspark's own note on pandas 3, printed twice per run, says nothing about this run
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
     session = builder.getOrCreate()
+    STARTED.add(session)
     # a failed task's log lines repeat its whole Python and Java tracebacks; the run's own error says what failed
     # (HF_JUDGE_DEBUG=1 keeps Spark's warnings)
     session.sparkContext.setLogLevel("WARN" if constants.debug_enabled() else "FATAL")
     return session
+
+
+class SparkInterrupts:
+    """The SIGINT handler of a Spark run: a Ctrl-C that lands while this process waits on the JVM cancels the jobs
+    from a thread of its own and lets the call return (with the cancelled job's error); one in Python's own code,
+    or a second one, is Python's KeyboardInterrupt. pyspark's handler calls the JVM from inside the call the signal
+    interrupted: py4j's "reentrant call" and KeyboardInterrupt tracebacks, the JVM's, and jobs that went on."""
+
+    def __init__(self, spark_context: Any):
+        self.spark_context = spark_context
+        self.requested = False
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002 - a signal handler's signature
+        if self.requested or not _in_py4j(frame):
+            raise KeyboardInterrupt
+        self.requested = True
+        threading.Thread(target=self._cancel, name="hf-judge-spark-cancel", daemon=True).start()
+
+    def _cancel(self) -> None:
+        try:
+            self.spark_context.cancelAllJobs()  # this thread's own connection to the JVM
+        except Exception as e:  # noqa: BLE001 - a session already stopping: nothing left to cancel
+            logger.debug("cancelling the Spark jobs after a Ctrl-C: %s", e)
+
+    def check(self) -> None:
+        """A KeyboardInterrupt where a Ctrl-C came between two Spark jobs: the next one is not started."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """py4j's log lines of a call a Ctrl-C ended (with their tracebacks): the run's own line says it."""
+        return not (self.requested and str(record.msg).endswith("while sending command."))
+
+
+def _in_py4j(frame: FrameType | None) -> bool:
+    """Whether the main thread was inside a call into the JVM (py4j's code) when the signal came."""
+    while frame is not None:
+        if "py4j" in frame.f_code.co_filename.split(os.sep):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextlib.contextmanager
+def spark_interrupts(spark: pyspark.sql.SparkSession, use_cache: bool = True) -> Iterator[SparkInterrupts]:
+    """While the block runs, a Ctrl-C cancels the Spark jobs (:class:`SparkInterrupts`) and the block ends with the
+    run's one-line :class:`~hf_judge.InterruptedRun`: the replies the executors stored are in the cache (``use_cache``),
+    and the same command resumes. A session :func:`spark_session` started is stopped first (its tasks stop
+    sending). Nested blocks share the outer one's handler; off the main thread it changes nothing but the
+    message.
+
+    Example:
+        >>> with spark_interrupts(spark) as stop:  # doctest: +SKIP
+        ...     stop.check()
+        ...     df.write.parquet("out")
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    outer = getattr(previous, "__self__", None)
+    if isinstance(outer, SparkInterrupts):
+        yield outer
+        return
+    stop = SparkInterrupts(spark.sparkContext)
+    main = threading.current_thread() is threading.main_thread()
+    root = logging.getLogger()  # py4j logs through the root logger
+    if main:
+        signal.signal(signal.SIGINT, stop.handle)
+        root.addFilter(stop)
+    try:
+        yield stop
+    except InterruptedRun:
+        raise
+    except BaseException as e:
+        if not (stop.requested or isinstance(e, KeyboardInterrupt)):
+            raise
+        if spark in STARTED:
+            _stop_quietly(spark)
+        raise interrupted(use_cache) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+            root.removeFilter(stop)
+
+
+def _stop_quietly(spark: pyspark.sql.SparkSession) -> None:
+    """Stop a session hf-judge started, after a Ctrl-C: its tasks stop sending now, not when the JVM exits. Its JVM
+    then prints nothing more (HF_JUDGE_DEBUG=1 keeps it): a task cancelled mid-batch leaves futures whose pools the
+    stop shuts down, each a RejectedExecutionException's stack trace on stderr, after the run's own line."""
+    with contextlib.suppress(Exception):  # a session stopping already: the process ends anyway
+        if not constants.debug_enabled():
+            jvm: Any = spark.sparkContext._jvm  # this process's own JVM (spark_session started it)
+            jvm.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
+        spark.stop()
 
 
 def hub_frames(
@@ -293,13 +409,15 @@ def score_frames_on_spark(
         job.bias_checks, job.metrics, job.columns, job.settings, {s: d.columns for s, d in frames.items()}
     )
     for split, df in frames.items():
-        split_started, first = time.monotonic(), len(moved)
-        numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
-        scored = counting_step(numbered, job, base_urls, batch_size)
-        try:
-            results[split], found, batches = output.write(split, scored)
-        except Exception as e:  # noqa: BLE001 - a task's hf-judge error comes back wrapped in Spark's
-            raise worker_error(e) or e from None
+        with spark_interrupts(df.sparkSession, job.use_cache) as stop:
+            stop.check()
+            split_started, first = time.monotonic(), len(moved)
+            numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
+            scored = counting_step(numbered, job, base_urls, batch_size)
+            try:
+                results[split], found, batches = output.write(split, scored)
+            except Exception as e:  # noqa: BLE001 - a task's hf-judge error comes back wrapped in Spark's
+                raise worker_error(e) or e from None
         errors += found
         moved += batches
         split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))

@@ -277,6 +277,9 @@ class Streams:
         judged = judge_columns(ctx.layout, plans, schema.names)
         agreeing = StreamSample(judged) if judged else None
         saving = None
+        # what a Ctrl-C says was saved: the earlier readings' replies and all this one's store wrote, counted once
+        # it is closed (replies arrive while a table is out with the caller, and the close commits the last ones)
+        before, opened = self.written, []
 
         def inputs() -> Iterator[pa.Table]:
             for table in d.iter(batch_size=min(STREAM_BATCH, ctx.window)):
@@ -291,6 +294,7 @@ class Streams:
                     yield table.cast(schema), [], states.popleft()
             else:
                 with sparse_gc(), RunResources(clients, self.store_path, self.ctx.remote) as res:
+                    opened.append(res)
                     res.open()
                     assert res.loop is not None  # open() started it
                     saving = checkpoints(ctx.use_cache, summary, current, clients, ctx.run_id, ctx.run_started)
@@ -318,11 +322,11 @@ class Streams:
                         if agreeing is not None:
                             agreeing.add(out)
                         yield out, errs, states.popleft()
-                        self.written = res.written
             self.kinds[split] = kinds
         except KeyboardInterrupt:
-            raise interrupted(ctx.use_cache, self.written) from None
+            raise interrupted(ctx.use_cache, before + sum(r.written for r in opened)) from None
         finally:
+            self.written = before + sum(r.written for r in opened)
             if saving is not None:
                 saving.stop()
             if bar is not None:

@@ -10,6 +10,7 @@ go on after its last closed shard; ``complete`` removes it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -171,19 +172,21 @@ def _write_split(
 
     resume = entry if entry["rows"] else None
     try:
-        for table, errs, after in streams.tables(split, resume):
-            if writer is None or size >= shard_bytes:
-                if writer is not None:
-                    writer.close()
-                    record()
-                paths.append(root / "data" / f"{split}-{len(paths):05d}.parquet")
-                writer, size = pq.ParquetWriter(paths[-1], schema), 0
-            writer.write_table(table)
-            if streams.page is not None:
-                streams.page.add(split, table, errs)
-            size += table.nbytes
-            rows, state = rows + table.num_rows, after
-            errors.add(errs)
+        # closed as an error leaves: the reading's store closes and its count is final before the message is made
+        with contextlib.closing(streams.tables(split, resume)) as tables:
+            for table, errs, after in tables:
+                if writer is None or size >= shard_bytes:
+                    if writer is not None:
+                        writer.close()
+                        record()
+                    paths.append(root / "data" / f"{split}-{len(paths):05d}.parquet")
+                    writer, size = pq.ParquetWriter(paths[-1], schema), 0
+                writer.write_table(table)
+                if streams.page is not None:
+                    streams.page.add(split, table, errs)
+                size += table.nbytes
+                rows, state = rows + table.num_rows, after
+                errors.add(errs)
         if not paths:  # an empty split still gets a file, so that its config loads as 0 rows
             paths.append(root / "data" / f"{split}-00000.parquet")
             write_table(schema.empty_table(), paths[-1])
