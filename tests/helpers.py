@@ -75,8 +75,11 @@ def rows(scored) -> dict[str, list[dict]]:
     return {k: v.to_list() for k, v in scored.items()}
 
 
-def until(cond, timeout: float = 60.0) -> None:
-    """Wait for ``cond()`` to be true (a server's counters, a file), polling; an AssertionError after ``timeout`` s."""
+def until(cond, timeout: float = 240.0) -> None:
+    """Wait for ``cond()`` to be true (a server's counters, a file), polling; an AssertionError after ``timeout`` s.
+
+    The bound is against a hang, not a measure: under load a process of the tests took over 60 s to start and
+    reach its first upload (pytest-timeout's 300 s per test stays the outer bound)."""
     import time
 
     deadline = time.monotonic() + timeout

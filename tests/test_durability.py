@@ -406,6 +406,93 @@ def test_cli_on_a_cache_locked_mid_run_exits_1_naming_the_file(judge, tmp_path, 
     assert len(sidecar.read_text().splitlines()) > 0
 
 
+class _TakingTurns:
+    """Other workers on the store: a connection that holds the write lock all but microseconds of every 50 ms and
+    commits each time, as claims and commits of workers starved of CPU do (no one transaction is long)."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS turns (n INTEGER)")
+        self.stop, self.commits = threading.Event(), 0
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("INSERT INTO turns VALUES (1)")
+            self.stop.wait(0.05)
+            self.conn.execute("COMMIT")
+            self.commits += 1
+
+    def __enter__(self) -> _TakingTurns:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.conn.close()
+
+
+def test_a_lock_others_take_turns_with_is_waited_for_as_long_as_they_commit(tmp_path, caplog):
+    """Two workers on one store under load: one was kept from the lock for over lock_wait while the others took
+    turns with it, and stopped its run with CacheLockedError (issue 40, item 14; base: the writer's failure after
+    lock_wait, a raw "database is locked" from the claim). The wait is bounded by progress, not wall time: nobody
+    else committing for lock_wait stops the run (the tests above), others committing never does.
+    Over a second: the turns must outlast lock_wait."""
+    path = tmp_path / "replies.sqlite3"
+    ReplyStore(path).close()
+    store = ReplyStore(path, shared=True, lock_wait=1.0)
+    try:
+        with caplog.at_level("WARNING", logger="hf_judge"), _TakingTurns(path) as others:
+            claimed: list = []
+            threading.Timer(3.0, others.stop.set).start()  # 3 x lock_wait of turns, then the lock is free
+            store.put(b"mine", '{"score": 3}', (5, 1))
+            claimed.append(store.claim([b"k1", b"k2"]))  # tries each millisecond while the others commit
+        store.flush()  # the others are done: the lock is free
+        assert others.commits >= 20  # the others did take turns with the lock all that time
+        assert store.failure is None
+        assert claimed == [({}, [b"k1", b"k2"])]
+        assert store.get_many([b"mine"]) == {b"mine": ('{"score": 3}', (5, 1))}
+        assert "is locked by another process" not in caplog.text  # workers taking turns are no news
+    finally:
+        store.close()
+
+
+def test_a_store_closed_while_others_take_turns_with_the_lock_writes_its_replies_there(tmp_path):
+    """A worker that finishes its shard first closes its store while the others still commit. Base: close made one
+    try for the lock, then put its replies in a sidecar, which only the next run reads: the other workers found no
+    reply for the keys it had claimed and sent them again. Over a second: the turns must outlast lock_wait."""
+    path = tmp_path / "replies.sqlite3"
+    ReplyStore(path).close()
+    store = ReplyStore(path, shared=True, lock_wait=1.0)
+    with _TakingTurns(path) as others:
+        threading.Timer(2.0, others.stop.set).start()
+        store.put(b"mine", '{"score": 3}', (5, 1))
+        store.close()  # waits for its turn while the others commit
+    assert others.commits >= 10 and _sidecars(tmp_path) == []
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT content FROM replies WHERE key = ?", (b"mine",)).fetchall() == [('{"score": 3}',)]
+
+
+def test_a_claim_on_a_lock_nobody_commits_under_stops_with_cache_locked_error(tmp_path):
+    """Base: a raw sqlite3.OperationalError ("database is locked") from the claim, after blocking the event loop
+    for lock_wait."""
+    path = tmp_path / "replies.sqlite3"
+    store = ReplyStore(path, shared=True, lock_wait=0.5)
+    holder = _hold_write_lock(path)
+    try:
+        assert store.claim([b"k"], wait=False) is None  # busy: the pipeline tries again a millisecond later
+        with pytest.raises(CacheLockedError) as info:
+            store.claim([b"k"])
+        assert str(path) in str(info.value) and "run the same command again" in str(info.value)
+        holder.execute("ROLLBACK")
+        assert store.claim([b"k"], wait=False) == ({}, [b"k"])  # free again: the next claim takes it
+    finally:
+        holder.close()
+        store.close()
+
+
 def test_a_sidecar_is_imported_once_even_into_a_fresh_store(tmp_path, caplog):
     path = tmp_path / "replies.sqlite3"
     path.write_bytes(b"not a database at all " * 200)  # moved aside: the sidecar's replies go to the fresh store

@@ -148,13 +148,13 @@ def test_kill_9_between_steps_pays_nothing_twice(gemini, tmp_path, step):
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
     )
     try:  # stored at the provider, its reply (the id) on its way back
-        until(lambda: gemini.stats()["uploads" if step == "upload" else "creates"] == 1, timeout=30.0)
+        until(lambda: gemini.stats()["uploads" if step == "upload" else "creates"] == 1)
     finally:
         proc.kill()  # SIGKILL: no clean-up runs
         proc.wait()
     gemini.configure(hold_upload=False, hold_create=False)
     if step == "create":
-        until(lambda: gemini.stats()["batches"] == 1, timeout=30.0)
+        until(lambda: gemini.stats()["batches"] == 1)
     assert rows(run(ds, gemini, tmp_path / "b", batch=True)) == expected
     st = gemini.stats()
     assert st["uploads"] == 1  # the upload the kill hid is found by its display name

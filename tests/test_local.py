@@ -166,7 +166,8 @@ class _Run:
             [sys.executable, "-m", "hf_judge.cli", "score", "--example", "--model", "local", "--cache-dir", "cache"],
             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True)
+        self.reader.start()
 
     def wait_for(self, text: str, timeout: float = 240) -> str:
         deadline = time.monotonic() + timeout
@@ -185,7 +186,7 @@ class _Run:
     def stop_with(self, sig: int) -> int:
         self.proc.send_signal(sig)
         rc = self.proc.wait(timeout=120)
-        time.sleep(0.2)  # the reader thread drains stderr
+        self.reader.join(timeout=60)  # the reader thread drains stderr up to its end
         return rc
 
 

@@ -79,7 +79,9 @@ def test_ctrl_c_stops_a_push_at_once_and_says_what_was_pushed_and_what_is_kept(j
     finally:
         p.kill()
     assert p.returncode == 130, stderr
-    assert took < 10, f"the process ended {took:.1f} s after the Ctrl-C"  # before: after the uploads (53 s)
+    # before: after the uploads. Each is held 120 s, so ending within 60 s is stopping at once, with room for a
+    # loaded machine (typically ~1 s; a bound of 10 s was too tight under load)
+    assert took < 60, f"the process ended {took:.1f} s after the Ctrl-C"
     assert f"the push to {repo} was interrupted before its first commit: the repo is as it was" in stderr
     assert f"The scored result is saved in {out} and every reply in the reply cache" in stderr
     assert "nothing paid for is lost" in stderr

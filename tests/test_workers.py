@@ -221,14 +221,8 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_pays_at_most_what_was_in_flight(j
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 1 and "interrupted:" in out and "run the same command again" in out
     assert "The replies the workers received are saved" in out  # not "0 replies": the parent writes none
-    for _ in range(100):  # the workers and the forkserver end with the parent
-        try:
-            os.killpg(p.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("a process of the interrupted run is still alive")
+    # the workers and the forkserver end with the parent
+    assert _session_gone(p.pid), f"a process of the interrupted run is still alive {SESSION_WAIT_S:.0f} s later"
     first = judge.stats()["ok"]
     assert first < n
     paid = judge.stats()["requests"]
@@ -284,8 +278,16 @@ def test_workers_against_a_server_that_is_down_stop_with_one_line_and_no_noise(t
     assert len(lines) == 1 and lines[0].startswith("hf-judge: stopped: cannot reach the server"), p.stderr
 
 
-def _session_gone(sid: int, within: float) -> bool:
-    """Whether every process of session ``sid`` (the run, its forkserver, its workers) ends within ``within`` s."""
+# How long the processes of a stopped run may take to end. A bound against a hang, not a measure: under load, a
+# worker's exit (its event loop stopped, its store closed, the interpreter's teardown) took over 3 s. How soon the
+# workers stop *sending* is asserted with the judge server's request count.
+SESSION_WAIT_S = 120.0
+
+
+def _session_gone(sid: int, within: float = SESSION_WAIT_S) -> bool:
+    """Wait for the exits of every process of session ``sid`` (the run, its forkserver, its workers): True as soon
+    as they have all ended, False after ``within`` s. They are not this process's children (no waitpid): the
+    group's existence is the event looked at."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         try:
@@ -312,10 +314,11 @@ def test_kill_9_of_the_run_stops_its_workers_within_a_second(tmp_path):
         p.wait(10)
         at_kill = judge.stats()["requests"]
         # every worker (and the forkserver) ends with the run: nobody sends on for the rest of the split
-        assert _session_gone(p.pid, 3.0), "a worker of the killed run is still alive 3 s later"
-        after = judge.stats()["requests"]
-        time.sleep(0.3)
-        assert judge.stats()["requests"] == after < 2000
+        killed = time.monotonic()
+        assert _session_gone(p.pid), f"a worker of the killed run is still alive {SESSION_WAIT_S:.0f} s later"
+        after = judge.stats()["requests"]  # no process of the run is left to send more
+        print(f"the workers ended {time.monotonic() - killed:.1f} s after the kill, {after - at_kill} requests later")
+        assert after < 2000
         assert after - at_kill <= 2 * 8 * 10  # a second at most of both workers' pace, where it went on for ~6 s
 
 

@@ -41,6 +41,7 @@ from datasets import Dataset
 from ..errors import (
     AuthenticationError,
     BudgetExceededError,
+    CacheError,
     CircuitOpenError,
     ErrorKind,
     ModelNotFoundError,
@@ -69,10 +70,8 @@ RELEASE_EVERY = 65_536
 # for a short reply, ~1.5 KB for a reasoned one; 65,536 (a 1,024-slot window)
 # took ~40-100 MB. Repeats further apart are sent again (the store has them next run).
 RECENT_REPLIES = 4096
-# A shared store (see store.py): how often keys another process is sending are looked up again, and how many
-# tries of a claim that does not wait for the lock come before one that does (up to the store's lock_wait).
+# A shared store (see store.py): how often keys another process is sending are looked up again.
 _POLL_S = 0.02
-_CLAIM_TRIES = 1000
 
 
 class SplitRun(RowCore):
@@ -441,7 +440,7 @@ class SplitRun(RowCore):
         if store is not None and not store.shared:
             try:
                 store.share(list(self.inflight))
-            except sqlite3.Error as e:
+            except (sqlite3.Error, CacheError) as e:
                 self._fail(e)
 
     async def _claim(self, sends: list) -> list:
@@ -463,11 +462,11 @@ class SplitRun(RowCore):
         if not ask:
             return out
         got = store.claim(ask, wait=False)
-        tries = 0
-        while got is None:  # another process's commit holds the lock for a millisecond or so
-            tries += 1
+        # Another process's commit holds the lock for a millisecond or so. Never a blocking wait here: it would stop
+        # the loop; claim() raises CacheLockedError once nobody has committed for the store's lock_wait.
+        while got is None:
             await asyncio.sleep(0.001)
-            got = store.claim(ask, wait=tries >= _CLAIM_TRIES)
+            got = store.claim(ask, wait=False)
         found, mine = got
         claimed = set(mine)
         if found:  # again with the log-probability tables that claim() leaves out

@@ -53,10 +53,14 @@ raises :class:`DiskFullError` naming the path.
 
 During a run the writer never waits silently. WAL lets a run open and read a
 store whose write lock another process holds, so the lock shows only when a
-commit cannot take it: each try waits ``LOCK_TRY_S`` at most, the first one
-that fails says so, and the replies stay in memory and go with the next try.
-A lock held past ``lock_wait``, or any other failed write, is recorded in
-``failure`` (and handed to ``on_failure``) so that the run stops sending.
+commit cannot take it: each try waits ``LOCK_TRY_S`` at most, the replies
+stay in memory and go with the next try, and the first try during which nobody
+committed says so. The wait is bounded by progress, not wall time
+(:class:`~hf_judge.store.sqlite.LockWait`): workers take turns with the lock,
+and on a starved CPU one may wait long for its turn while the others commit.
+A lock that nobody committed under for ``lock_wait`` s, or any other failed
+write, is recorded in ``failure`` (and handed to ``on_failure``) so that the
+run stops sending. Claims take the lock the same way, trying each millisecond.
 Whatever is still unwritten at ``close`` goes to a sidecar file beside the
 store (``replies.sqlite3.unsaved-<pid>-<time>.jsonl``: key, content and usage,
 nothing the store would not hold), which the next open imports and deletes:
@@ -95,6 +99,7 @@ from .sqlite import (
     SQLITE_NOTADB,
     WAL_HEADROOM,
     Damaged,
+    LockWait,
     connect,
     decode_meta,
     delete_claims,
@@ -179,7 +184,9 @@ class ReplyStore:
         # Called from the writer thread with ``failure`` when a commit fails.
         self.on_failure: Callable[[CacheError], object] | None = None  # its result is ignored
         self._unsaved: list[tuple] = []
-        self._locked_since: float | None = None  # when a commit first found the lock taken
+        self._write_wait = LockWait(self._write_conn, lock_wait)  # the writer's, while a commit finds the lock taken
+        self._claim_wait = LockWait(self._read, lock_wait)  # claim()'s
+        self._said_locked = False  # the writer said it waits for a lock held by another process
         self._last_error = ""
         self.written = 0
         self._bytes = 0
@@ -459,18 +466,8 @@ class ReplyStore:
         host = self.owner.partition(":")[0]
         with self._lock:
             conn = self._read
-            if not wait:
-                conn.execute("PRAGMA busy_timeout=0")
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as e:
-                    if error_code(e) in (SQLITE_BUSY, SQLITE_LOCKED):
-                        return None
-                    raise
-                finally:
-                    conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
-            else:
-                conn.execute("BEGIN IMMEDIATE")
+            if not self._begin_claims(wait):
+                return None
             try:
                 now = time.time()
                 for i in range(0, len(keys), 500):
@@ -512,6 +509,33 @@ class ReplyStore:
                     conn.execute("ROLLBACK")
                 raise
         return found, mine
+
+    def _begin_claims(self, wait: bool) -> bool:
+        """BEGIN IMMEDIATE on the claims' connection, trying each millisecond (with ``wait``) or once: SQLite's own
+        busy wait sleeps up to 100 ms between tries and so lost every race to the other workers' claims. Raises
+        :class:`CacheLockedError` once nobody has committed to the file for ``lock_wait`` s."""
+        conn = self._read
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    self._claim_wait.took()
+                    return True
+                except sqlite3.OperationalError as e:
+                    if error_code(e) not in (SQLITE_BUSY, SQLITE_LOCKED):
+                        raise
+                if self._claim_wait.busy():
+                    raise CacheLockedError(
+                        f"another process has held the write lock on the reply cache {self.path} for over "
+                        f"{self.lock_wait:.0f} s, so the run stopped sending; the replies it received are kept for "
+                        "the next run. Let that process finish (or stop it), then run the same command again to resume."
+                    )
+                if not wait:
+                    return False
+                time.sleep(0.001)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
 
     def release(self, key: bytes) -> None:
         """Shared stores: give up the claim on ``key`` (its request failed), with the next commit."""
@@ -589,7 +613,6 @@ class ReplyStore:
         elif not rows:
             return
         conn = self._write_conn
-        started = time.monotonic()
         try:
             conn.execute("BEGIN IMMEDIATE")
             if self.shared:
@@ -613,28 +636,31 @@ class ReplyStore:
             self._unsaved = rows
             self._last_error = str(e)
             if error_code(e) in (SQLITE_BUSY, SQLITE_LOCKED):
-                self._still_locked(started)
+                self._still_locked()
             elif self.failure is None:
                 logger.warning("could not write to the reply cache %s: %s", self.path, e)
                 self._fail(self._not_usable(e))
             return
-        if self._locked_since is not None:
+        if self._write_wait.took() and self._said_locked:
             logger.info("the reply cache %s is free again; saved the replies kept in memory", self.path)
-            self._locked_since = None
+        self._said_locked = False
         self._unsaved = []
         self.written += len(rows)
         self._bytes += sum(len(k) + len(c) + len(u or "") + 16 for k, c, u in rows)
 
-    def _still_locked(self, tried_at: float) -> None:
-        """A commit found the write lock taken: say so the first time, stop the run once ``lock_wait`` is over."""
-        if self._locked_since is None:
-            self._locked_since = tried_at
+    def _still_locked(self) -> None:
+        """A commit found the write lock taken. Workers on one store take turns with it: only a try during which
+        nobody committed is said (once), and only ``lock_wait`` s with no commit by anyone stop the run."""
+        wait = self._write_wait
+        out = wait.busy()
+        if wait.stalled and not self._said_locked:
+            self._said_locked = True
             logger.warning(
                 "the reply cache %s is locked by another process; waiting up to %.0f s (replies are kept in memory)",
                 self.path,
                 self.lock_wait,
             )
-        if self.failure is None and time.monotonic() - self._locked_since >= self.lock_wait:
+        if out and self.failure is None:
             self._fail(
                 CacheLockedError(
                     f"another process has held the write lock on the reply cache {self.path} for over "
@@ -683,10 +709,17 @@ class ReplyStore:
         if self._writer.is_alive():
             self._queue.put(_STOP)
             self._writer.join()
-        if self._unsaved:
-            self._commit([])  # a last try: the lock may be gone, the disk may have room again
-        if self._unsaved:
-            self._set_aside()
+        try:
+            if self._unsaved:
+                self._commit([])  # a last try: the lock may be gone, the disk may have room again
+            # Workers that take turns with the lock are waited for (their shards' lookups see these replies now, a
+            # sidecar only the next run); a lock nobody commits under for a whole try is not.
+            while self._unsaved and self.failure is None and not self._write_wait.stalled:
+                time.sleep(_RETRY_S)
+                self._commit([])
+        finally:
+            if self._unsaved:
+                self._set_aside()
         if self._segments is not None:
             self._segments.close()
         if self.shared:

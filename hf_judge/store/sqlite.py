@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -92,6 +93,53 @@ def connect(path: Path, lock_wait: float) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def data_version(conn: sqlite3.Connection) -> int | None:
+    """``PRAGMA data_version``: a number that changes once another connection commits to the file (None when it
+    cannot be read). It takes no lock, so a connection waiting for the write lock can tell a lock that moves
+    (other writers take turns with it) from one held by a process that writes nothing."""
+    try:
+        return conn.execute("PRAGMA data_version").fetchone()[0]
+    except sqlite3.Error:
+        return None
+
+
+class LockWait:
+    """A wait for the write lock that runs out once nobody has committed to the file for ``limit`` s.
+
+    Bounded by progress, not wall time: the workers (or runs) on one store take turns with the lock, and on a
+    starved CPU one of them may wait a long time for its turn while the others commit, which is no failure. A
+    process that holds the lock and writes nothing (a stuck run, a sqlite3 shell's open transaction) is one.
+
+    Example:
+        >>> wait = LockWait(conn, 60.0)  # doctest: +SKIP
+        >>> while not try_to_begin():  # doctest: +SKIP
+        ...     if wait.busy(): raise TimeoutError  # nobody committed for 60 s
+        >>> wait.took()  # doctest: +SKIP
+    """
+
+    def __init__(self, conn: sqlite3.Connection, limit: float):
+        self.conn, self.limit = conn, limit
+        self.since: float | None = None  # while a wait lasts: when the lock was last seen to move
+        self.stalled = False  # a try failed with nobody committing since the one before: the lock is held
+        self._version: int | None = None
+
+    def busy(self) -> bool:
+        """A try found the lock taken: whether the wait has run out."""
+        now = time.monotonic()
+        version = data_version(self.conn)
+        if self.since is None or (version is not None and version != self._version):
+            self.since, self._version, self.stalled = now, version, False
+            return False
+        self.stalled = True
+        return now - self.since >= self.limit
+
+    def took(self) -> bool:
+        """A try took the lock: the wait is over. Whether there was one."""
+        waited = self.since is not None
+        self.since, self.stalled = None, False
+        return waited
 
 
 def merge(conn: sqlite3.Connection, extra: list[tuple] | None = None) -> None:
