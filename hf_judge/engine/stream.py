@@ -334,15 +334,23 @@ class Streams:
             summary.rows[split] = rows
             if plans:
                 record_run(summary, current, clients, ctx.run_id, ctx.run_started)
-            # the error rows are counted as they passed: they are on disk
-            fill_summary(summary, clients, self.error_kinds(), self.started)
-            if ctx.stopped is not None:  # the result, written as it is read, says it is incomplete
-                stopped_at_budget(summary, ctx.stopped, client.settings, None, cached=ctx.use_cache)
-            if agreeing is not None and agreeing.rows:
-                summary.agreement[split] = self.agreement(split, agreeing)
-            if sample is not None:
-                self.samples[split] = sample
-                self._check()
+            self._reading_ended(split, clients, agreeing, sample)
+
+    def _reading_ended(
+        self, split: str, clients: list, agreeing: StreamSample | None, sample: StreamSample | None
+    ) -> None:
+        """The summary's figures once a reading of ``split`` ended (or stopped): counters, a budget stop, a panel's
+        agreement and the bias checks on the samples it kept."""
+        ctx, summary = self.ctx, self.ctx.summary
+        # the error rows are counted as they passed: they are on disk
+        fill_summary(summary, clients, self.error_kinds(), self.started)
+        if ctx.stopped is not None:  # the result, written as it is read, says it is incomplete
+            stopped_at_budget(summary, ctx.stopped, ctx.client.settings, None, cached=ctx.use_cache)
+        if agreeing is not None and agreeing.rows:
+            summary.agreement[split] = self.agreement(split, agreeing)
+        if sample is not None:
+            self.samples[split] = sample
+            self._check()
 
     def _stopped(self, stop: BudgetExceededError) -> None:
         """A split's budget stop: the run's (the first), which the splits read after it keep sending none."""
