@@ -51,6 +51,7 @@ from ..transport.client import JudgeClient
 from .capabilities import check
 from .cascade import score_cascade
 from .core import Plan, score_features
+from .counting import merged_per_judge, stats_delta, stats_dict, total_stats
 from .job import JudgeJob
 from .prepare import (
     as_splits,
@@ -65,16 +66,7 @@ from .prepare import (
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
 from .score import score_job
-from .shell import (
-    bias_checks,
-    fill_summary,
-    merged_per_judge,
-    scored_result,
-    stats_delta,
-    stats_dict,
-    total_stats,
-    worker_error,
-)
+from .shell import bias_checks, fill_summary, scored_result, worker_error
 from .transform import RAW_CHARS, Runtime, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
