@@ -55,4 +55,3 @@ def test_a_counter_added_to_stats_is_in_every_engines_summary_and_a_cascades(eng
     # the cascade: every row escalated, so each tier has a reply per row, and the run has both
     assert got["tiers"] == {"cheap": ROWS, "strong": ROWS}
     assert got["cascade"] == 2 * ROWS
-

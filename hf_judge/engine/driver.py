@@ -236,6 +236,12 @@ class Run:
         self, job: JudgeJob, engine: Named, *, progress: bool | ProgressCallback = True, sink: ResultSink | None = None
     ) -> None:
         self.job, self.engine, self.progress, self.sink = job, engine, progress, sink
+        # what the engines read of the job (frozen)
+        self.settings: Settings = job.settings
+        self.layout: Layout = job.layout
+        self.use_cache, self.token_columns = job.use_cache, job.token_columns
+        self.max_input_chars = job.settings.max_input_chars
+        self.window = job.settings.window or max(4096, 64 * job.settings.concurrency)
         self.run_id = uuid.uuid4().hex[:12]
         self.run_started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.started = time.perf_counter()
@@ -244,36 +250,10 @@ class Run:
         self.resources: RunResources | None = None
         self._written = 0  # replies the resources this run held and closed stored
 
-    # -- what the engines read ---------------------------------------------------------------------------------
-
-    @property
-    def settings(self) -> Settings:
-        return self.job.settings
-
-    @property
-    def layout(self) -> Layout:
-        return self.job.layout
-
-    @property
-    def use_cache(self) -> bool:
-        return self.job.use_cache
-
-    @property
-    def token_columns(self) -> bool:
-        return self.job.token_columns
-
     @property
     def client(self) -> JudgeClient:
         """The first judge's client (the only one without a panel)."""
         return self.clients[0]
-
-    @property
-    def window(self) -> int:
-        return self.settings.window or max(4096, 64 * self.settings.concurrency)
-
-    @property
-    def max_input_chars(self) -> int | None:
-        return self.settings.max_input_chars
 
     @property
     def written(self) -> int:

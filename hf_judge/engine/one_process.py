@@ -70,13 +70,13 @@ class OneProcess:
         try:
             scores = map_scores(res.loop, split, d, work.features, work.fingerprint, out, settle=scope.bar is not None)
         except OSError as e:
-            if not is_disk_full(e) or out is None:
+            if not is_disk_full(e):
                 raise
-            _close_left_open(e, out.parent)
+            folder = out.parent if out is not None else None
+            _close_left_open(e, folder)
             if isinstance(split.failure, DiskFullError):
                 raise split.failure from None
-            needed = _results_needed(out.parent, split, len(d))
-            raise results_disk_full(work.cache_file.parent, e, needed) from None
+            raise results_disk_full(work.cache_file.parent, e, _results_needed(folder, split, len(d))) from None
         release(split.input_files)  # read again only where used
         res.active = None
         return SplitResult(scores, split.in_order(split.errors), split.stopped)
@@ -136,13 +136,15 @@ def warn_batches_in_flight(store_path: Path, client: JudgeClient) -> None:
         )
 
 
-def _close_left_open(error: BaseException, folder: Path) -> None:
+def _close_left_open(error: BaseException, folder: Path | None) -> None:
     """Close the files in ``folder`` that a map stopped by a full disk left open.
 
     When the disk is full, finalizing the map's writer fails again, and datasets
     then leaves its temporary file (and the writer's stream) open: their last
     flush, at garbage collection, would print an ignored-exception traceback.
     """
+    if folder is None:
+        return
     prefix = str(folder)
     for frame, _ in traceback.walk_tb(error.__traceback__):
         for v in list(frame.f_locals.values()):
@@ -157,9 +159,9 @@ def _close_left_open(error: BaseException, folder: Path) -> None:
                         pass
 
 
-def _results_needed(folder: Path, run: SplitRun, rows: int) -> int | None:
+def _results_needed(folder: Path | None, run: SplitRun, rows: int) -> int | None:
     """About the space the rest of a split's scores take, judged by what the map had written."""
-    if not run.consumed:
+    if folder is None or not run.consumed:
         return None
     written = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
     return int(written / run.consumed * (rows - run.consumed) * 1.2) if written else None

@@ -295,7 +295,7 @@ class _Scorer:
         return table
 
     def _moved(self) -> str:
-        """Each judge's counters since the last batch, as JSON (the run shell's dict form, :func:`.shell.stats_delta`):
+        """Each judge's counters since the last batch, as JSON (the dict form of :func:`.counting.stats_delta`):
         this batch's requests, tokens, retries, failures; per judge, so that a panel's lost judge shows."""
         moved = [stats_delta(j.stats, before) for j, before in zip(self.judges, self.reported, strict=True)]
         self.reported = [stats_dict(j.stats) for j in self.judges]

@@ -1,5 +1,6 @@
 """The history of the runs behind a result (``<fingerprint>.runs.json`` beside the results cache): each run's
-entry per split, from the counters its clients moved (the run shell, :mod:`.shell`, writes its checkpoints)."""
+entry per split, from the counters its clients moved (the run driver, :mod:`.driver`, writes its checkpoints and
+final entries)."""
 
 from __future__ import annotations
 

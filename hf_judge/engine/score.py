@@ -199,7 +199,7 @@ _IF_EXISTS = ("keep", "overwrite", "error")
 def _stream_features(
     d: IterableDataset, plans: list[Plan], token_columns: bool, layout: Layout, with_logprobs: bool = False
 ) -> Features:
-    """A streamed split's output features: its own, then the score columns (those of ``_score_split``)."""
+    """A streamed split's output features: its own, then the score columns (those of a Dataset's run)."""
     scores = score_features([p.metric for p in plans], layout, with_logprobs, token_columns and bool(plans))
     return Features({**(d.features or {}), **scores})
 
