@@ -117,9 +117,9 @@ API_GROUPS: dict[str, tuple[str, list[str]]] = {
         ["score_dataset", "estimate_cost", "CostEstimate", "Progress", "load_recipe", "Recipe", "local_judge"],
     ),
     "Score at scale": (
-        "The engines past one process ([the run driver and the engines](../concepts/engines.md)): the map transform for your own pipeline, a stream of "
-        "batches, Ray, Spark, and batch files for offline runners. Workers and the provider's batch API are "
-        "settings of score_dataset (`num_workers`, `batch`).",
+        "The engines past one process ([the run driver and the engines](../concepts/engines.md)): the map "
+        "transform for your own pipeline, a stream of batches, Ray, Spark, and batch files for offline runners. "
+        "Workers and the provider's batch API are settings of `score_dataset` (`num_workers`, `batch`).",
         [
             "Judge",
             "score_batches",
