@@ -9,7 +9,8 @@ fails, naming this command, when a page is stale.
 
 - settings.md: every public field of ``hf_judge.Settings`` (name, type, default, environment variable, CLI flag);
 - cli.md: every command's ``--help`` from the argparse parser (``hf_judge.cli.parser.build_parser``);
-- api.md: ``::: module.name`` (mkdocstrings) for every name of ``hf_judge.__all__``;
+- api.md: ``::: module.name`` (mkdocstrings) for every name of ``hf_judge.__all__`` and the Ray and Spark entry points,
+  in sections by task (``API_GROUPS``: a public name in no section is an error);
 - errors.md: the ``kind`` values of the errors split (``hf_judge.errors.ErrorKind``, with the comments beside them);
 - engines.md: the engine x feature tables and the refusals (``hf_judge.engine.capabilities``).
 """
@@ -107,30 +108,150 @@ def cli_page() -> str:
     return "\n".join(lines)
 
 
-def api_page() -> str:
+# The API page's sections: each task with the names that do it, in the order a reader needs them. Every name of
+# hf_judge.__all__ is in one section (api_page refuses a name in none, in two, or not public); ``ray.NAME`` and
+# ``spark.NAME`` are the public paths hf_judge.ray and hf_judge.spark (not imported by ``import hf_judge``).
+API_GROUPS: dict[str, tuple[str, list[str]]] = {
+    "Score a dataset": (
+        "Score every row of a dataset, see what it would cost first, follow its progress, or run a recipe.",
+        ["score_dataset", "estimate_cost", "CostEstimate", "Progress", "load_recipe", "Recipe", "local_judge"],
+    ),
+    "Score at scale": (
+        "The engines past one process ([the run driver and the engines](../concepts/engines.md)): the map "
+        "transform for your own pipeline, a stream of batches, Ray, Spark, and batch files for offline runners. "
+        "Workers and the provider's batch API are settings of `score_dataset` (`num_workers`, `batch`).",
+        [
+            "Judge",
+            "score_batches",
+            "ray.score_dataset_on_ray",
+            "ray.score_ray_dataset",
+            "spark.score_spark_dataframe",
+            "spark.spark_output_schema",
+            "export_batch",
+            "import_batch",
+        ],
+    ),
+    "Choose and check a judge": (
+        "Which judge to use, how far it agrees with people, and scores calibrated against a labelled sample.",
+        [
+            "choose_judge",
+            "JudgeChoice",
+            "agreement",
+            "AgreementReport",
+            "krippendorff_alpha",
+            "sample_for_review",
+            "read_labels",
+            "write_labels",
+            "calibrate",
+            "Calibration",
+            "apply_calibration",
+        ],
+    ),
+    "Metrics and prompts": (
+        "The metrics a run can score, the prompt files behind them, and the parsers of free-text replies.",
+        ["available_metrics", "load_metric", "Metric", "Output", "parse_binary_verdict", "parse_pair_scores"],
+    ),
+    "Results, reports and the Hub": (
+        "What a run gives back, how to read it again, filter it, look at it and push it.",
+        [
+            "ScoredDatasetDict",
+            "ScoredIterableDatasetDict",
+            "RunSummary",
+            "load_result",
+            "filter_by_scores",
+            "overview",
+            "RunOverview",
+            "write_report",
+            "push_scored",
+        ],
+    ),
+    "Settings and errors": (
+        "How a run sends its requests (every field is also a keyword argument and a flag: [Settings](settings.md)), "
+        "the prices it counts with, and the errors it raises (each a subclass of HfJudgeError).",
+        [
+            "Settings",
+            "SettingValues",
+            "Panelist",
+            "Aggregator",
+            "Price",
+            "load_prices",
+            "HfJudgeError",
+            "ConfigError",
+            "MissingColumnError",
+            "UnknownMetricError",
+            "PromptFileError",
+            "TemplateError",
+            "OutputExistsError",
+            "HubUnreachableError",
+            "ServerUnreachableError",
+            "AuthenticationError",
+            "ModelNotFoundError",
+            "QuotaExceededError",
+            "RateLimitedError",
+            "CircuitOpenError",
+            "ReplyError",
+            "RunStopped",
+            "InterruptedRun",
+            "BudgetExceededError",
+            "CostExceededError",
+            "BatchesPending",
+            "WorkerDiedError",
+            "CacheError",
+            "CacheLockedError",
+            "DiskFullError",
+            "PushInterrupted",
+        ],
+    ),
+}
+
+
+def api_names() -> dict[str, object]:
+    """Each name of :data:`API_GROUPS` -> its object; a ValueError names a public name in no section or in two, or a
+    placed name that is not public (a new public name fails the docs' tests until it has its task)."""
+    import importlib
+
     import hf_judge
 
-    def kind(name: str) -> str:
-        obj = getattr(hf_judge, name)
-        if isinstance(obj, type) and issubclass(obj, BaseException):
-            return "errors"
-        return "classes" if isinstance(obj, type) else "functions"
+    placed = [n for _, names in API_GROUPS.values() for n in names]
+    twice = sorted({n for n in placed if placed.count(n) > 1})
+    missing = sorted(set(hf_judge.__all__) - set(placed))
+    unknown = sorted(n for n in placed if "." not in n and n not in hf_judge.__all__)
+    if twice or missing or unknown:
+        raise ValueError(
+            f"docs/generate_reference.py's API_GROUPS: placed twice {twice}, public but in no section {missing}, "
+            f"placed but not in hf_judge.__all__ {unknown}: put each public name in the one section of its task"
+        )
+    out = {}
+    for name in placed:
+        module, _, attr = name.rpartition(".")
+        out[name] = getattr(importlib.import_module(f"hf_judge.{module}") if module else hf_judge, attr)
+    return out
 
-    titles = {"functions": "Functions", "classes": "Classes", "errors": "Exceptions"}
+
+def api_page() -> str:
+    objects = api_names()
     lines = [
-        HEADER.format(source="the docstrings of hf_judge.__all__"),
+        HEADER.format(source="the docstrings of hf_judge.__all__ (grouped by API_GROUPS)"),
         "# Python API",
         "",
-        "Every name `hf_judge` exports (`from hf_judge import ...`), from its docstring.",
+        "Every name `hf_judge` exports (`from hf_judge import ...`), and the Ray and Spark entry points "
+        "(`from hf_judge.ray import ...`, `from hf_judge.spark import ...`), from their docstrings, grouped by the "
+        "task they are for:",
         "",
     ]
-    for group, title in titles.items():
-        lines += [f"## {title}", ""]
-        for name in sorted(hf_judge.__all__, key=str.lower):
-            if kind(name) == group:
-                obj = getattr(hf_judge, name)
-                lines += [f"::: {obj.__module__}.{obj.__qualname__}", "    options:", "      heading_level: 3", ""]
+    lines += [f"- [{title}](#{_anchor(title)}): {line}" for title, (line, _) in API_GROUPS.items()]
+    lines.append("")
+    for title, (line, names) in API_GROUPS.items():
+        lines += [f"## {title}", "", line, ""]
+        for name in names:
+            obj = objects[name]
+            lines += [f"::: {obj.__module__}.{obj.__qualname__}", "    options:", "      heading_level: 3", ""]
     return "\n".join(lines)
+
+
+def _anchor(title: str) -> str:
+    """The id the docs' toc extension gives a heading (lower case, spaces to dashes, punctuation dropped)."""
+    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", title.lower()).strip())
 
 
 def errors_page() -> str:

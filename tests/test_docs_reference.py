@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -34,3 +36,61 @@ def test_every_setting_flag_command_name_and_error_kind_is_on_its_page():
     assert all(f".{n}\n" in api for n in names)
     assert all(f"| `{k.value}` | " in errors for k in ErrorKind)
     assert "| `invalid_json` | the reply is not valid JSON |" in errors
+
+
+def _sections(page: str) -> dict[str, list[str]]:
+    """The api page's ``## section`` -> the ``::: path`` entries under it, in order."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in page.splitlines():
+        if line.startswith("## "):
+            current = out.setdefault(line[3:], [])
+        elif line.startswith("::: "):
+            assert current is not None, f"{line} comes before any section"
+            current.append(line[4:])
+    return out
+
+
+def test_the_api_page_groups_every_public_name_once_by_task():
+    import hf_judge
+
+    sections = _sections(_generator().api_page())
+    tasks = ["Score a dataset", "Score at scale", "Choose and check a judge", "Metrics and prompts"]
+    assert list(sections) == [*tasks, "Results, reports and the Hub", "Settings and errors"]
+    entries = [e for names in sections.values() for e in names]
+    for name in hf_judge.__all__:
+        obj = getattr(hf_judge, name)
+        assert entries.count(f"{obj.__module__}.{obj.__qualname__}") == 1, name
+
+    def section_of(obj: object) -> str:
+        return next(t for t, names in sections.items() if f"{obj.__module__}.{obj.__qualname__}" in names)
+
+    from hf_judge.ray import score_dataset_on_ray, score_ray_dataset
+    from hf_judge.spark import score_spark_dataframe
+
+    assert section_of(hf_judge.score_dataset) == "Score a dataset"
+    for engine in (hf_judge.Judge, score_dataset_on_ray, score_ray_dataset, score_spark_dataframe):
+        assert section_of(engine) == "Score at scale"
+    for name in ("choose_judge", "agreement", "calibrate", "JudgeChoice"):
+        assert section_of(getattr(hf_judge, name)) == "Choose and check a judge"
+    assert section_of(hf_judge.load_metric) == "Metrics and prompts"
+    assert section_of(hf_judge.push_scored) == "Results, reports and the Hub"
+    for name in ("Settings", "HfJudgeError", "ConfigError", "WorkerDiedError"):
+        assert section_of(getattr(hf_judge, name)) == "Settings and errors"
+
+
+def test_a_public_name_in_no_section_fails_the_api_page(monkeypatch):
+    import hf_judge
+
+    monkeypatch.setattr(hf_judge, "__all__", [*hf_judge.__all__, "brand_new_helper"])
+    monkeypatch.setattr(hf_judge, "brand_new_helper", lambda: None, raising=False)
+    with pytest.raises(ValueError, match=r"public but in no section \['brand_new_helper'\]"):
+        _generator().api_page()
+
+
+def test_a_name_placed_in_two_sections_fails_the_api_page(monkeypatch):
+    gen = _generator()
+    line, names = gen.API_GROUPS["Score at scale"]
+    monkeypatch.setitem(gen.API_GROUPS, "Score at scale", (line, [*names, "score_dataset"]))
+    with pytest.raises(ValueError, match=r"placed twice \['score_dataset'\]"):
+        gen.api_page()
