@@ -45,12 +45,14 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import CacheError, ConfigError
 from ..redact import resolve_storage_options
+from .leases import CLOCK_SKEW_S, LEASE_S
 from .sqlite import connect, insert_flat
 
 logger = logging.getLogger("hf_judge")
@@ -161,6 +163,10 @@ class Remote:
     publish_s: float = PUBLISH_S
     publish_n: int = PUBLISH_N
     pull_s: float = PULL_S
+    # Claims across machines (:mod:`hf_judge.store.leases`): their lease, the nodes' clock skew, on or off.
+    lease_s: float = LEASE_S
+    clock_skew_s: float = CLOCK_SKEW_S
+    claims: bool = True
 
     @classmethod
     def of(cls, url: str, storage_options: dict[str, Any] | None = None, **timing: Any) -> Remote:
@@ -175,19 +181,25 @@ class Remote:
         timing.setdefault("publish_s", float(os.environ.get("HF_JUDGE_PUBLISH_S") or PUBLISH_S))
         # HF_JUDGE_PULL_S: nodes that score the same rows side by side see each other's replies sooner (more listings)
         timing.setdefault("pull_s", float(os.environ.get("HF_JUDGE_PULL_S") or PULL_S))
+        # HF_JUDGE_LEASE_S: how soon a killed node's claims free themselves (a shorter lease: more renewals)
+        timing.setdefault("lease_s", float(os.environ.get("HF_JUDGE_LEASE_S") or LEASE_S))
+        # HF_JUDGE_CLOCK_SKEW_S: how far apart the nodes' clocks may be; HF_JUDGE_CLAIMS=0: a node alone claims nothing
+        timing.setdefault("clock_skew_s", float(os.environ.get("HF_JUDGE_CLOCK_SKEW_S") or CLOCK_SKEW_S))
+        timing.setdefault("claims", os.environ.get("HF_JUDGE_CLAIMS", "1").strip().lower() not in ("0", "false", "no"))
         return cls(url, dict(storage_options or {}), **timing)
 
     @property
     def segment_dir(self) -> str:
         return f"{self.url}/{SEGMENTS}"
 
-    def filesystem(self) -> tuple[Any, str]:
-        """(the fsspec filesystem, the segments folder's path on it); a missing package is a ConfigError."""
+    def filesystem(self, folder: str = SEGMENTS) -> tuple[Any, str]:
+        """(the fsspec filesystem, the path on it of ``folder``: the segments, or the claims); a missing package
+        is a ConfigError."""
         import fsspec
 
         protocol = self.url.split("://", 1)[0].lower()
         try:
-            fs, path = fsspec.core.url_to_fs(self.segment_dir, **resolve_storage_options(self.storage_options))
+            fs, path = fsspec.core.url_to_fs(f"{self.url}/{folder}", **resolve_storage_options(self.storage_options))
         except ImportError as e:
             raise ConfigError(f"cache_dir={self.url!r} needs {missing_package(protocol)} ({e})") from None
         except ValueError as e:
@@ -354,6 +366,9 @@ class SegmentSync:
         self._failing = False
         self._thread: threading.Thread | None = None
         self._closed = False
+        self.flushed = 0  # rows taken from the queue (published, or kept in the outbox)
+        # Called with ``flushed`` once every row taken from the queue is in the store (the claims of their keys end).
+        self.on_published: Callable[[int], object] | None = None
 
     def start(self) -> None:
         """Import what others published (now, so that the run's first lookups see it), then keep in sync."""
@@ -382,6 +397,12 @@ class SegmentSync:
         with self._lock:
             return len(self._buffer)
 
+    @property
+    def queued(self) -> int:
+        """Replies this process has queued so far (a ticket, as :meth:`add` returns)."""
+        with self._lock:
+            return self.flushed + len(self._buffer)
+
     def _check_home(self) -> None:
         """Nothing published yet: make sure there is somewhere to publish (a missing bucket is said now)."""
         if _is_local(self.fs):
@@ -395,14 +416,16 @@ class SegmentSync:
                 "credentials cannot see it). Create it, or check the URL and credentials, then run again."
             )
 
-    def add(self, row: tuple) -> None:
-        """Queue one stored reply, (key, content, usage), for the next segment."""
+    def add(self, row: tuple) -> int:
+        """Queue one stored reply, (key, content, usage), for the next segment; how many rows this process has
+        queued so far, this one included (its ticket: see ``on_published``)."""
         with self._lock:
             if not self._buffer:
                 self._first_at = time.monotonic()
             self._buffer.append(row)
             if len(self._buffer) >= self.remote.publish_n:
                 self._wake.set()
+            return self.flushed + len(self._buffer)
 
     def _loop(self) -> None:
         pulled = time.monotonic()
@@ -458,11 +481,14 @@ class SegmentSync:
                     return False  # nor could the disk take them: they stay queued in memory
                 with self._lock:
                     del self._buffer[: len(rows)]
+                    self.flushed += len(rows)
                     self._first_at = time.monotonic()
                 if not refused:
                     self._failing = False
                     self.published += len(rows)
                     self._mark_read(name)
+            if not refused and self.on_published is not None:
+                self.on_published(self.flushed)
             return not refused
 
     def _refused(self, e: Exception) -> None:
