@@ -12,6 +12,9 @@ loopback (moto's server mode, used through s3fs as a real bucket is), then:
    start of a run on a fresh machine that must import them all, a restart (nothing new), and a fresh start
    after ``hf-judge cache compact``.
 
+The S3 runs go with claims across machines (the default) and without (``HF_JUDGE_CLAIMS=0``, "unclaimed"): their
+ratio is what claims cost one node.
+
 ``--nodes``: instead, two nodes (two processes, each with its own local store, one ``s3://`` store) score the same
 ``--rows`` rows, started together and then ``--apart`` seconds apart, and the requests the judge server received
 are counted (the promise: at most 1.1 x the rows).
@@ -124,14 +127,16 @@ def two_nodes(env: dict, url: str, bucket: str, args: argparse.Namespace, work: 
 def throughput(env: dict, url: str, bucket: str, args: argparse.Namespace, work: Path) -> list[tuple[str, dict]]:
     rows = int(args.concurrency / args.latency * args.seconds)
     results = []
+    kinds = ["local", "s3", "unclaimed"]
     for i in range(args.repeat):
-        for kind in ("local", "s3") if i % 2 == 0 else ("s3", "local"):
+        for kind in kinds[i % 3 :] + kinds[: i % 3]:  # each kind first, second and third in turn
             local = work / f"{kind}-{i}"
             if kind == "local":
                 r = _run(env, url, str(local), rows, args.concurrency, f"{kind}{i}")
-            else:
-                own = {**env, "HF_JUDGE_LOCAL_CACHE": str(local)}
-                r = _run(own, url, f"{bucket}/run", rows, args.concurrency, f"s{i}")
+            else:  # the store on S3, with claims across machines, and without (HF_JUDGE_CLAIMS=0)
+                own = {**env, "HF_JUDGE_LOCAL_CACHE": str(local), "HF_JUDGE_CLAIMS": str(int(kind == "s3"))}
+                where = f"{bucket}/{'run' if kind == 's3' else 'unclaimed'}"
+                r = _run(own, url, where, rows, args.concurrency, f"{kind}{i}")
             results.append((kind, r))
             print(kind, json.dumps(r), file=sys.stderr, flush=True)
     return results
@@ -217,7 +222,7 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=1024)
     ap.add_argument("--seconds", type=float, default=8.0, help="ideal run time of each run")
-    ap.add_argument("--repeat", type=int, default=2, help="pairs of runs (local, s3), alternating their order")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of runs (local, s3, unclaimed), rotating their order")
     ap.add_argument("--keys", type=int, default=1_000_000, help="published replies a fresh start imports")
     ap.add_argument("--nodes", action="store_true", help="two nodes on the same rows (see above), nothing else")
     ap.add_argument("--rows", type=int, default=2000, help="--nodes: rows each node scores")
@@ -270,18 +275,20 @@ def main() -> int:
         f"~{args.seconds:.0f} s of ideal work a run; "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end"
     )
-    print(f"{'store':>6} {'requests':>9} {'req/s':>8} {'steady':>8}")
-    totals: dict[str, list[float]] = {"local": [0, 0], "s3": [0, 0]}
-    steadies: dict[str, list[float]] = {"local": [], "s3": []}
+    print(f"{'store':>9} {'requests':>9} {'req/s':>8} {'steady':>8}   (unclaimed: s3 with HF_JUDGE_CLAIMS=0)")
+    totals: dict[str, list[float]] = {k: [0, 0] for k in ("local", "s3", "unclaimed")}
+    steadies: dict[str, list[float]] = {k: [] for k in totals}
     for kind, r in results:
         rps = r["requests"] / r["elapsed"]
         totals[kind][0] += r["requests"]
         totals[kind][1] += r["elapsed"]
         steadies[kind].append(r["steady"] or rps)
-        print(f"{kind:>6} {r['requests']:>9,} {rps:>8,.0f} {r['steady'] or rps:>8,.0f}")
-    ratio = (totals["s3"][0] / totals["s3"][1]) / (totals["local"][0] / totals["local"][1])
-    steady = (sum(steadies["s3"]) / len(steadies["s3"])) / (sum(steadies["local"]) / len(steadies["local"]))
-    print(f"s3 / local: {ratio:.3f} end to end, {steady:.3f} steady")
+        print(f"{kind:>9} {r['requests']:>9,} {rps:>8,.0f} {r['steady'] or rps:>8,.0f}")
+    for a, b in (("s3", "local"), ("unclaimed", "local"), ("s3", "unclaimed")):
+        if totals[a][1] and totals[b][1]:
+            ratio = (totals[a][0] / totals[a][1]) / (totals[b][0] / totals[b][1])
+            steady = (sum(steadies[a]) / len(steadies[a])) / (sum(steadies[b]) / len(steadies[b]))
+            print(f"{a} / {b}: {ratio:.3f} end to end, {steady:.3f} steady")
     n = len(rows)
     print(
         f"segments: {count} for {n:,} replies = {count * 100_000 / n:.0f} segments, "

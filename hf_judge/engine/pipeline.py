@@ -294,6 +294,8 @@ class SplitRun(RowCore):
                 poller.cancel()
             if store is not None:
                 store.on_company = None
+                if self.failure is not None and store.claiming:
+                    store.abandon()  # what it claimed and will not send: free for the other nodes now
 
     def _from_store(self, store: ReplyStore, sends: list) -> list:
         """Finish the sends whose replies (or kept failures) the store holds; the others."""
@@ -356,11 +358,10 @@ class SplitRun(RowCore):
 
     async def _send_all(self, sends: list, claimed: bool = True, looked: int | None = None) -> bool:
         """Send each of ``sends`` (or share an identical request's reply); False once the run has failed.
-
-        ``claimed``: their keys are claimed, or the store is not shared. ``looked``: the store's ``pulled`` when
-        ``sends`` were looked up (default: now). Sends wait here for a slot; when replies other processes
-        published came in meanwhile, the rest are looked up again before the next is sent (another node may
-        have paid for them), and only then: an integer compared per request otherwise."""
+        ``claimed``: their keys are claimed, or the store does not claim. ``looked``: the store's ``pulled`` when
+        ``sends`` were looked up (default: now). Sends wait here for a slot; when replies other processes published
+        came in meanwhile, the rest are looked up again before the next is sent (another node may have paid for
+        them), and only then: an integer compared per request otherwise."""
         inflight, clients, down, store = self.inflight, self.clients, self.judge_down, self.store
         extra: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
         several = self.layout.samples > 1

@@ -69,7 +69,7 @@ CLAIM_PUT_S = 0.5
 # How far apart the clocks of the nodes may be (HF_JUDGE_CLOCK_SKEW_S); NTP keeps them within milliseconds.
 CLOCK_SKEW_S = 0.5
 # Keys gather this long before a claim is written: one object per batch, a few a second.
-BATCH_S = 0.05
+BATCH_S = 0.25
 # While keys wait for another node's claims, they are listed this often (a lapsed lease, a released key).
 REFRESH_S = 1.0
 # Keys in one claim object at most (16 bytes each).
@@ -122,6 +122,7 @@ class _Mine:
     id: ClaimId
     pending: set[bytes]
     decide_at: float
+    keys: tuple[bytes, ...] = ()  # in the order they were met: given in that order (rows in order)
 
 
 def _lease_name(owner: str, until: float) -> str:
@@ -166,7 +167,7 @@ class RemoteClaims:
         self._lock = threading.Lock()
         self.state: dict[bytes, int] = {}  # key -> ASKING, WON or LOST
         self.queue: dict[bytes, None] = {}  # keys to claim in the next object, in order
-        self.lost: set[bytes] = set()  # keys another live claim holds first
+        self.lost: dict[bytes, None] = {}  # keys another live claim holds first, in the order they were met
         self.mine: dict[str, _Mine] = {}  # this node's claim objects by name
         self.undecided: set[str] = set()  # those no listing has decided yet
         self.holders: dict[bytes, list[str]] = {}  # key -> the names of this node's claims that hold it
@@ -185,6 +186,7 @@ class RemoteClaims:
         self.written = -math.inf  # when the last claim was put (monotonic)
         self.listed = -math.inf  # when the last listing began (monotonic)
         self.rechecked = -math.inf  # when the waiting keys were last looked at again (monotonic)
+        self.waited: set[str] = set()  # the owners this node waited for (said once each)
         self.failing = False  # the store refused claims for good: keys go unclaimed
         self.failed_since: float | None = None
         self.wake = threading.Event()
@@ -218,6 +220,12 @@ class RemoteClaims:
             self.wake.set()
         return mine
 
+    def known(self, keys: Sequence[bytes]) -> list[bytes]:
+        """Those of ``keys`` met before (claimed, given or waited for); the others are new."""
+        state = self.state
+        with self._lock:
+            return [k for k in keys if digest(k) in state]
+
     def found(self, keys: Iterable[bytes]) -> None:
         """``keys``' replies are in the store (another node's, imported): nothing left to claim or send."""
         with self._lock:
@@ -239,6 +247,19 @@ class RemoteClaims:
                 self._settled(d)
             else:
                 self.settling[d] = ticket
+
+    def abandon(self, ticket: int) -> None:
+        """Every key met and not settled yet (a run that stopped) is settled now: its claims end once this process's
+        first ``ticket`` rows are published (failures it kept are found before the keys are sent again)."""
+        with self._lock:
+            for d in list(self.state):
+                del self.state[d]
+                self._forget(d)
+                if ticket <= self.published:
+                    self._settled(d)
+                else:
+                    self.settling[d] = ticket
+        self.wake.set()
 
     def published_through(self, rows: int) -> None:
         """The segments now hold this process's first ``rows`` rows (``SegmentSync``'s callback)."""
@@ -263,7 +284,7 @@ class RemoteClaims:
 
     def _forget(self, d: bytes) -> None:
         self.queue.pop(d, None)
-        self.lost.discard(d)
+        self.lost.pop(d, None)
         self.originals.pop(d, None)
 
     def _settled(self, d: bytes) -> None:
@@ -340,7 +361,7 @@ class RemoteClaims:
                 self.withdrawn.add(cid.name)
                 self.queue.update(dict.fromkeys(keys))
                 return
-            self.mine[cid.name] = _Mine(cid, set(keys), t0 + self.wait_s)
+            self.mine[cid.name] = _Mine(cid, set(keys), t0 + self.wait_s, tuple(keys))
             self.undecided.add(cid.name)
             for d in keys:
                 self.holders.setdefault(d, []).append(cid.name)
@@ -377,7 +398,7 @@ class RemoteClaims:
         """``keys`` are this node's to send. Caller holds the lock."""
         for d in keys:
             self.state[d] = WON
-            self.lost.discard(d)
+            self.lost.pop(d, None)
         if keys:
             self.version += 1
             self.log.append((self.version, [self.originals.get(d, d) for d in keys]))
@@ -429,12 +450,10 @@ class RemoteClaims:
         the waiting keys are looked at again (a claim ended or expired). Caller holds the lock."""
         if now >= self._until():
             return []  # its own lease ran out (renewals failed): others may take its keys, it takes none
-        candidates: set[bytes] = set()
-        for n in [n for n in self.undecided if self.mine[n].decide_at <= began]:
-            self.undecided.discard(n)
-            candidates.update(d for d in self.mine[n].pending if self.state.get(d) == ASKING)
-        if recheck:
-            candidates |= self.lost
+        candidates: dict[bytes, None] = dict.fromkeys(self.lost) if recheck else {}
+        for c in sorted((self.mine[n] for n in self.undecided if self.mine[n].decide_at <= began), key=lambda c: c.id):
+            self.undecided.discard(c.id.name)
+            candidates.update(dict.fromkeys(d for d in c.keys if d in c.pending and self.state.get(d) == ASKING))
         won = []
         for d in candidates:
             held = [self.mine[n] for n in self.holders.get(d, ()) if n in self.mine]
@@ -442,12 +461,25 @@ class RemoteClaims:
             if not firsts:
                 continue
             first = min(firsts)
-            if any(other < first and self.leases.get(other.owner, 0.0) > now for other in self.by_key.get(d, ())):
+            earlier = [o for o in self.by_key.get(d, ()) if o < first and self.leases.get(o.owner, 0.0) > now]
+            if earlier:
                 self.state[d] = LOST
-                self.lost.add(d)
+                self.lost[d] = None
+                self._waiting_for(min(earlier).owner)
             else:
                 won.append(d)
         return won
+
+    def _waiting_for(self, owner: str) -> None:
+        if owner not in self.waited:
+            self.waited.add(owner)
+            logger.info(
+                "another run (%s) is sending requests this one needs, claimed in %s: waiting for its replies "
+                "(if it has stopped, its claims free themselves within %.0f s)",
+                owner,
+                self.path,
+                self.lease_s,
+            )
 
     def _sweep(self, names: list[str], now: float) -> None:
         """Delete the claims and leases of owners whose lease ended a lease ago (a dead node's), and this owner's

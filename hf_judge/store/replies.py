@@ -438,15 +438,17 @@ class ReplyStore:
         assert self.claiming, "claim() needs a store opened with shared=True or on object storage"
         if not keys:
             return {}, []
+        claims = self._remote_claims()
         if self.shared:
             got = self._claim_here(keys, wait)
             if got is None:
                 return None
             found, mine = got
         else:  # on object storage, alone on this machine: the replies imported are all there is to find
-            found = self.get_many(keys)
+            # keys met for the first time were just looked up by the caller: looked up again once given to send
+            known = claims.known(keys) if claims is not None else keys
+            found = self.get_many(known) if known else {}
             mine = [k for k in dict.fromkeys(keys) if k not in found]
-        claims = self._remote_claims()
         if claims is not None:
             claims.found(found)
             mine = claims.take(mine)
@@ -538,6 +540,12 @@ class ReplyStore:
             self._queue.put((key,))
         if self._claims is not None and self._segments is not None:
             self._claims.settle(key, self._segments.queued)
+
+    def abandon(self) -> None:
+        """A run that stopped: the keys it claimed across machines and will not send are free for the other nodes
+        (once what it queued is published), not held while this process lives on (a Ray actor's next batch)."""
+        if self._claims is not None and self._segments is not None:
+            self._claims.abandon(self._segments.queued)
 
     def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None) -> None:
         """Queue one accepted reply (and its token usage and log-probability table, if known) for the next commit."""

@@ -22,9 +22,14 @@ filesystem a temporary name, then a rename), never rewritten, so no lock is need
 its inputs deleted, and a reader that finds a segment gone skips it (its replies are in the merged one,
 listed next time).
 
-Within one machine, processes that share a local store claim requests before sending them (see
-:mod:`hf_judge.store.replies`), so an identical prompt is paid at most once per machine; two machines
-that meet the same new prompt within one publish interval may both pay it.
+Segments say what was paid once it is published; what is being paid is said by claims. Within one machine,
+processes that share a local store claim requests in it before sending them (see :mod:`hf_judge.store.replies`);
+across machines, each node claims the requests it is about to send in ``<url>/claims/`` (one small object per
+batch of keys, with a lease), and the earliest live claim of a key pays while the others wait for its reply to
+come with the segments (:mod:`hf_judge.store.leases`, which also says why no conditional write is needed). So two
+nodes started together on the same rows pay each request once, and a node killed mid-run frees its claims when
+its lease ends. ``HF_JUDGE_CLAIMS=0`` turns the claims across machines off (a node alone saves their second of
+latency at the start; two nodes may then pay what they meet within one publish interval).
 
 Example:
     >>> remote = Remote.of("s3://bucket/judge-cache", {"anon": False})
@@ -52,7 +57,7 @@ from typing import Any
 
 from ..errors import CacheError, ConfigError
 from ..redact import resolve_storage_options
-from .leases import CLOCK_SKEW_S, LEASE_S
+from .leases import CLAIMS, CLOCK_SKEW_S, LEASE_S, sweep
 from .sqlite import connect, insert_flat
 
 logger = logging.getLogger("hf_judge")
@@ -681,12 +686,14 @@ def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
     """Merge the published segments into one, safe while runs go on: (segments merged, replies kept).
 
     The merged segment is written before its inputs are deleted, so a reader sees every reply in one of
-    them at any moment; a segment published during the compaction is left for the next one.
+    them at any moment; a segment published during the compaction is left for the next one. The claims of
+    runs whose lease ended a lease ago (killed nodes') are deleted too.
 
     Example:
         >>> compact(Remote.of("s3://bucket/judge-cache"))  # doctest: +SKIP
         (412, 1003520)
     """
+    sweep(*remote.filesystem(CLAIMS), lease_s=remote.lease_s)
     fs, path = remote.filesystem()
     names = segment_names(fs, path)
     if len(names) < min_segments:
