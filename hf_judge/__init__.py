@@ -49,7 +49,6 @@ _SUBMODULE_ATTRS = {
         "ReplyError",
         "RunStopped",
         "ServerUnreachableError",
-        "Settings",
         "TemplateError",
         "UnknownMetricError",
         "WorkerDiedError",

@@ -59,5 +59,7 @@ def test_a_batch_runs_saved_history_holds_what_the_terminal_prints(batch, tmp_pa
     saved = json.loads((tmp_path / "out" / "summary.json").read_text())
     figures = ("requests", "prompt_tokens", "completion_tokens")
     printed = {k: getattr(s, k) for k in figures}
-    assert s.requests == batch.stats()["online"] == 2 and s.prompt_tokens > s.batch["prompt_tokens"] > 0
+    # the batch's lines are requests too (4), beside the 2 sent online
+    assert s.requests == s.batch["submitted"] + batch.stats()["online"] == 4 + 2
+    assert s.prompt_tokens > s.batch["prompt_tokens"] > 0
     assert {k: saved["runs"][-1][k] for k in figures} == {k: s.totals()[k] for k in figures} == printed

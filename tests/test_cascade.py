@@ -486,6 +486,13 @@ def test_a_strong_panel_decides_by_its_aggregate_and_keeps_each_judges_columns(c
     assert all(d["QA_Correctness__big_a__strong"][r] is None for r in range(ROWS) if r not in LOW)
     c = out.summary.cascade
     assert c["strong_model"] == "big-a, big-b" and c["tiers"]["strong"]["requests"] == 2 * len(LOW)
+    # each strong judge's figures are the run's too, merged by the driver's one rule (before, the cascade's summary
+    # dropped judge_requests: a lost strong judge could not show)
+    figures = out.summary.judge_requests
+    assert {j: (f["requests"], f["answered"]) for j, f in figures.items()} == {
+        "big_a": (len(LOW), len(LOW)),
+        "big_b": (len(LOW), len(LOW)),
+    }
     assert "escalated (30.0%) to big-a, big-b" in str(out.summary)
     with pytest.raises(ConfigError, match="Drop escalate_model"):
         resolve_settings({"model": "m", "escalate_model": "x", "escalate_models": "a,b", "samples": 2,

@@ -204,7 +204,7 @@ def test_no_partial_results_file_is_left_behind(judge, tmp_path):
 def test_run_folders_of_killed_runs_are_removed_and_live_ones_kept(judge, tmp_path):
     """A kill -9 leaves its run folder (the map's output being written); the next run of the same result removes
     it, but never the folder of a run going on beside it."""
-    from hf_judge.engine.score import _RUN_DIR_OWNER
+    from hf_judge.engine.driver import RUN_DIR_OWNER
 
     ds = qa_dataset(5)
     score(ds, ["QA_Clarity"], judge, tmp_path)
@@ -212,7 +212,7 @@ def test_run_folders_of_killed_runs_are_removed_and_live_ones_kept(judge, tmp_pa
     (fp_file,) = results.glob("*.arrow")
     fp_file.unlink()  # the next run scores again (from the reply cache) and so looks for leftovers
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    host = _RUN_DIR_OWNER.rsplit("_", 1)[0]
+    host = RUN_DIR_OWNER.rsplit("_", 1)[0]
     killed = results / f"{fp_file.stem}.run-{host}_{dead.stdout.strip()}-0badc0de"
     live = results / f"{fp_file.stem}.run-{host}_{os.getppid()}-0000c0de"
     for folder in (killed, live):

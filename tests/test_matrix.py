@@ -129,13 +129,11 @@ def _columns(split) -> dict[str, list]:
 # shows), tokens, columns, judges, a panel's agreement, error kinds, rows, biases
 SUMMARY = ("requests", "judge_requests", "prompt_tokens", "completion_tokens", "columns", "sampling", "agreement")
 SUMMARY += ("errors", "rows", "length_bias", "longer_wins")
-# batch mode's requests are batch lines, sent by no client: its online counters stay 0 (the batch report, summary.batch,
-# counts the lines and their tokens); everything else it says as the in-process run does
-NOT_COMPARABLE = {"batch": ("requests", "judge_requests", "prompt_tokens", "completion_tokens")}
+# batch mode too: its lines are requests, counted as the in-process run counts its own (each judge's too)
 
 
 def _summary(summary, engine: str = "dataset") -> dict:
-    out = {k: getattr(summary, k) for k in SUMMARY if k not in NOT_COMPARABLE.get(engine, ())}
+    out = {k: getattr(summary, k) for k in SUMMARY}
     if "judge_requests" in out:  # a judge's latency is a timing, not a count: no two runs say it alike
         out["judge_requests"] = {
             j: {k: v for k, v in f.items() if not k.startswith("latency_")} for j, f in out["judge_requests"].items()
@@ -326,7 +324,7 @@ def test_engine_x_feature_equals_the_in_process_result(engine, feature, judge, r
         "map",
         "spark",
     ):  # a map transform (and a Spark step) makes no summary: its rows carry their errors, a batch at a time
-        want = {k: v for k, v in expected_summary.items() if k not in NOT_COMPARABLE.get(engine, ())}
+        want = dict(expected_summary)
         if engine == "batch":  # the batch API is a server of its own: the judges' models are the same
             want["sampling"] = _other_host(want["sampling"])
         assert _summary(out.summary, engine) == want

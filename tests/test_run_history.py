@@ -57,7 +57,9 @@ def test_a_run_killed_with_kill_9_leaves_its_counters_in_the_run_history(judge, 
     killed = _runs(cache)
     assert len(killed) == 1 and killed[0]["split"] == "train"
     paid = judge.stats()["requests"]  # what the killed run sent; its checkpoint counted its replies up to then
-    assert 50 <= killed[0]["requests"] <= paid
+    # a request counts as sent when the client writes it: one written just before the kill may never reach the
+    # server's handler (at most the 8 in flight)
+    assert 50 <= killed[0]["requests"] <= paid + 8
     judge.configure(latency=0.0, faults=[])  # the rerun: healthy
     out = score_dataset(
         qa_dataset(ROWS),

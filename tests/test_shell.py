@@ -14,7 +14,8 @@ import time
 from helpers import qa_dataset
 
 from hf_judge import Settings, score_dataset
-from hf_judge.engine.shell import interrupted, merge_stats, stats_delta, total_stats
+from hf_judge.engine.counting import merge_stats, stats_delta, total_stats
+from hf_judge.engine.shell import interrupted
 from hf_judge.transport.client import Stats
 
 COLUMNS = {"instruction": "question", "output": "answer", "prediction": "answer"}

@@ -302,7 +302,8 @@ def test_spark_refuses_a_recipe_filter_and_workers_before_any_request(spark, jud
     assert judge.stats()["requests"] == before
     cache = ["--cache-dir", "s3://bucket/cache", "--storage-option", "secret=shown-in-the-plan-7d1e"]
     code, _, err = run_cli(capfd, *score_args(data, judge, "--spark", *cache, "-o", tmp_path / "o"))
-    assert code == 2 and "storage_options secret would travel inside Spark's plan" in err, err
+    assert code == 2 and "storage_options['secret'] holds a credential as text" in err, err
+    assert "travel inside Spark's plan" in err and "shown-in-the-plan-7d1e" not in err
     assert "--storage-option secret=env:AWS_SECRET_ACCESS_KEY" in err and "shown-in-the-plan-7d1e" not in err
     assert judge.stats()["requests"] == before
 

@@ -43,11 +43,17 @@ def test_column_stats_int_histogram_counts_each_value_in_order():
 
 
 def test_column_stats_floats_use_ten_equal_bins_labelled_by_their_lower_edge():
-    stats = column_stats(_ds([0.0, 0.5, 1.0, None], "float64"), "s")
+    stats = column_stats(_ds([0.0, 0.45, 1.0, None], "float64"), "s")
     assert stats["count"] == 3 and stats["null"] == 1
-    assert stats["mean"] == 0.5 and stats["min"] == 0.0 and stats["max"] == 1.0
-    assert stats["p10"] == pytest.approx(0.1) and stats["p50"] == 0.5 and stats["p90"] == pytest.approx(0.9)
-    assert stats["hist"] == {"0.00": 1, "0.50": 1, "0.90": 1}  # the maximum falls in the last bin, not an 11th
+    assert stats["mean"] == pytest.approx(1.45 / 3) and stats["min"] == 0.0 and stats["max"] == 1.0
+    assert stats["p50"] == 0.45
+    assert stats["hist"] == {"0.00": 1, "0.40": 1, "0.90": 1}  # the maximum falls in the last bin, not an 11th
+
+
+def test_column_stats_floats_on_half_points_get_a_bar_per_value():
+    # a pairwise judge's score is the mean of its two orders' integer scores: 1, 1.5, ..., 10, one bar each
+    stats = column_stats(_ds([1.0, 1.5, 1.5, 10.0, None], "float64"), "s")
+    assert stats["hist"] == {"1": 1, "1.5": 2, "10": 1}
 
 
 def test_column_stats_counts_a_nan_score_with_the_nulls():
@@ -55,13 +61,13 @@ def test_column_stats_counts_a_nan_score_with_the_nulls():
     # histogram are those of the real values, and the NaN is counted as missing (it made the card fail before)
     stats = column_stats(_ds([0.0, float("nan"), 1.0, None], "float64"), "s")
     assert stats["count"] == 2 and stats["null"] == 2 and stats["mean"] == 0.5
-    assert stats["hist"] == {"0.00": 1, "0.90": 1}
+    assert stats["hist"] == {"0": 1, "1": 1}  # the real values, on a grid of whole numbers: a bar each
     assert column_stats(_ds([float("nan")], "float32"), "s") == {"count": 0, "null": 1}
 
 
 def test_column_stats_constant_floats_are_one_bin():
     stats = column_stats(_ds([2.5, 2.5, 2.5], "float32"), "s")
-    assert stats["hist"] == {"2.50": 3} and stats["min"] == stats["max"] == stats["p50"] == 2.5
+    assert stats["hist"] == {"2.5": 3} and stats["min"] == stats["max"] == stats["p50"] == 2.5
 
 
 def test_column_stats_bools_count_true_and_false():

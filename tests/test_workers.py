@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import re
 import signal
 import sqlite3
 import subprocess
@@ -220,7 +221,11 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_pays_at_most_what_was_in_flight(j
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 1 and "interrupted:" in out and "run the same command again" in out
-    assert "The replies the workers received are saved" in out  # not "0 replies": the parent writes none
+    # the true count: the workers' stores wrote them, and their reports brought the count to the parent (before,
+    # "The replies the workers received are saved": the parent writes none)
+    said = re.search(r"interrupted\. ([\d,]+) replies of this run are saved in the cache", out)
+    assert said is not None, out
+    saved = int(said.group(1).replace(",", ""))
     # the workers and the forkserver end with the parent
     assert _session_gone(p.pid), f"a process of the interrupted run is still alive {SESSION_WAIT_S:.0f} s later"
     first = judge.stats()["ok"]
@@ -238,6 +243,7 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_pays_at_most_what_was_in_flight(j
     interrupted, rerun = scored.summary.runs
     assert abs(interrupted["requests"] - paid) <= 2 * per_worker  # those in flight may not have reached the server
     assert rerun["requests"] == st["requests"] - paid
+    assert rerun["requests"] == n - saved  # the rerun paid for every row the Ctrl-C's count did not say was saved
 
 
 def test_progress_of_the_workers_is_summed(judge, tmp_path):

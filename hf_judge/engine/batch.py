@@ -248,11 +248,14 @@ class BatchRunner:
                     if job is not None or attempts >= self.tries or failed_for_good or not retry:
                         continue  # in a batch already, out of tries or refused for good: its error row says why
                     self.report.resubmitted += 1
+                    self.client.stats.retries += 1
                 packer.add(key, metric.name, body)
                 self.client.meter.note_written(body)  # what a line whose reply has no usage counts (budget.py)
                 n += 1
         packer.flush()
         self.report.submitted += n
+        # a line is a request, as one sent online is: the judge's counters (summary, each judge's figures) say so
+        self.client.stats.requests += n
         return n
 
     def _stored(self, keys: list[bytes]) -> set[bytes]:

@@ -192,6 +192,9 @@ class Reader:
         error = doc.get("error")
         status = response.get("status_code") if response else None
         body = response.get("body") if response else None
+        if isinstance(status, int) and not self.book.importing:  # a batch's line (a request of the batch API) is
+            # counted as an online reply is: a judge's answered requests are its 200s
+            self.client.stats.statuses[status] += 1
         if error or status != 200 or not isinstance(body, dict):
             return None, (key, *line_failure(status, body, error), None), 0, 0
         p, c = line_tokens(body.get("usage"))

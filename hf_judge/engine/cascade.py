@@ -44,6 +44,7 @@ from ..settings import escalation_conditions
 from .capabilities import check
 from .cascade_report import report
 from .core import COMPLETION_TOKENS, PROMPT_TOKENS, score_types
+from .counting import add_summary
 from .job import ESCALATE_FIELDS, JudgeJob
 from .prepare import as_splits
 from .shell import bias_checks, rows_figures
@@ -321,21 +322,12 @@ def combine(
 
 
 def add_tiers(summary: RunSummary, strong: list[RunSummary]) -> None:
-    """The run's counters are both tiers' (``cascade.tiers`` has each one's); its one price only where both
-    tiers have the same (else the cost is the cascade report's, each tier at its model's price)."""
+    """The run's counters are both tiers' (``cascade.tiers`` has each one's), added by the driver's one rule
+    (:func:`~.counting.add_summary`: every counter, each judge's figures, failed attempts, notes, runs); its one
+    price only where both tiers have the same (else the cost is the cascade report's, each tier at its model's
+    price)."""
     for s in strong:
-        for k in ("requests", "retries", "cache_hits", "shared", "capped_waits", "prompt_tokens", "completion_tokens",
-                  "cached_tokens", "cache_write_tokens", "elapsed_s"):  # fmt: skip
-            setattr(summary, k, getattr(summary, k) + getattr(s, k))
-        for kind, n in s.failed_attempts.items():
-            summary.failed_attempts[kind] = summary.failed_attempts.get(kind, 0) + n
-        summary.notes += [n for n in s.notes if n not in summary.notes]
-        summary.add_runs(s.runs)
-        if s.price != summary.price:
-            summary.price = None
-        for k, v in s.batch.items():
-            if isinstance(v, (int, float)) and isinstance(summary.batch.get(k, 0), (int, float)):
-                summary.batch[k] = summary.batch.get(k, 0) + v
+        add_summary(summary, s)
 
 
 def _split(

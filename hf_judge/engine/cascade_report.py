@@ -18,12 +18,12 @@ from ..judging.ensemble import NUMERIC
 from ..progress import datasets_bars_off
 from ..results.summary import RunSummary
 from ..transport.client import JudgeClient
+from .counting import add_summary, summary_counters
 from .estimate import project
 from .job import JudgeJob
 from .prepare import build_plans
 
 logger = logging.getLogger("hf_judge")
-TIER_COUNTERS = ("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens")
 # rows of a metric whose strong-only cost is projected by rendering them (estimate.py): a sample, evenly spread
 PROJECTION_ROWS = 2000
 
@@ -91,9 +91,10 @@ def _tier(model: str, summaries: list[RunSummary], pairs: int) -> dict[str, Any]
     """One tier's counters (this run's), its cost this run, and the (row, metric)s it scored with their tokens
     and cost (every run's that made this result: the same on a rerun that pays nothing)."""
     out: dict[str, Any] = {"model": model, "pairs": pairs}
-    out.update({k: sum(getattr(s, k) for s in summaries) for k in TIER_COUNTERS})
-    # batch mode's lines are requests too (a batch run's own counter counts those sent online)
-    out["requests"] += sum(int(s.batch.get("submitted", 0)) for s in summaries)
+    merged = RunSummary()
+    for s in summaries:  # the driver's one rule: every counter of the summaries
+        add_summary(merged, s)
+    out.update({k: getattr(merged, k) for k in summary_counters()})
     out["cost"] = _sum(*[s.cost() for s in summaries]) if summaries else 0.0
     out["total_cost"] = _sum(*[s.cost(s.totals()) for s in summaries]) if summaries else 0.0
     totals = [s.totals() for s in summaries]

@@ -28,7 +28,6 @@ from ..transport.client import JudgeClient, judge_panel
 from ..transport.endpoint import has_credentials
 from .core import TOKEN_COLUMNS, Plan, score_types
 from .pipeline import SplitRun, read_batches
-from .stream import first_row, stream_splits
 
 logger = logging.getLogger("hf_judge")
 
@@ -464,3 +463,26 @@ def existing_columns(
             "with --overwrite-scores (library: if_exists='overwrite')"
         )
     return todo, kept, drop
+
+
+def stream_splits(
+    ds: IterableDataset | IterableDatasetDict,
+) -> tuple[dict[str, IterableDataset], IterableDataset | None]:
+    """The splits of a streamed input (a bare ``IterableDataset`` becomes ``train``) and its ``errors`` split."""
+    splits = {"train": ds} if isinstance(ds, IterableDataset) else dict(ds)
+    for name, d in splits.items():
+        if d.features is None:  # streamed JSON/CSV without declared features: datasets infers them from rows
+            splits[name] = d._resolve_features()
+    earlier = splits.pop(ERRORS_SPLIT, None)
+    if earlier is not None and set(earlier.column_names or []) != set(ERROR_FEATURES):
+        raise ConfigError(
+            f"the input has a split named {ERRORS_SPLIT!r} that is not an hf_judge errors split "
+            f"(columns {earlier.column_names}); hf_judge writes its own: rename that split"
+        )
+    return splits, earlier
+
+
+def first_row(d: IterableDataset, columns: list[str]) -> dict[str, Any] | None:
+    """The first row of a streamed split (only ``columns``, as Arrow gives them), or None when it is empty."""
+    table = next(iter(d.select_columns(columns).with_format("arrow").iter(batch_size=1)), None)
+    return None if table is None or table.num_rows == 0 else {c: v[0] for c, v in table.to_pydict().items()}

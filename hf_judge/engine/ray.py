@@ -51,6 +51,7 @@ from ..transport.client import JudgeClient
 from .capabilities import check
 from .cascade import score_cascade
 from .core import Plan, score_features
+from .counting import merged_per_judge, stats_delta, stats_dict, total_stats
 from .job import JudgeJob
 from .prepare import (
     as_splits,
@@ -65,16 +66,7 @@ from .prepare import (
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
 from .score import score_job
-from .shell import (
-    bias_checks,
-    fill_summary,
-    merged_per_judge,
-    scored_result,
-    stats_delta,
-    stats_dict,
-    total_stats,
-    worker_error,
-)
+from .shell import bias_checks, fill_summary, scored_result, worker_error
 from .transform import RAW_CHARS, Runtime, errors_by_row, errors_feature
 
 if TYPE_CHECKING:
@@ -303,7 +295,7 @@ class _Scorer:
         return table
 
     def _moved(self) -> str:
-        """Each judge's counters since the last batch, as JSON (the run shell's dict form, :func:`.shell.stats_delta`):
+        """Each judge's counters since the last batch, as JSON (the dict form of :func:`.counting.stats_delta`):
         this batch's requests, tokens, retries, failures; per judge, so that a panel's lost judge shows."""
         moved = [stats_delta(j.stats, before) for j, before in zip(self.judges, self.reported, strict=True)]
         self.reported = [stats_dict(j.stats) for j in self.judges]

@@ -1,5 +1,6 @@
 """The history of the runs behind a result (``<fingerprint>.runs.json`` beside the results cache): each run's
-entry per split, from the counters its clients moved (the run shell, :mod:`.shell`, writes its checkpoints)."""
+entry per split, from the counters its clients moved (the run driver, :mod:`.driver`, writes its checkpoints and
+final entries)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ logger = logging.getLogger("hf_judge")
 COUNTERS = (
     "requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens"
 )  # fmt: skip
+# what batch mode did before the splits began (summary.batch), counted in the first entry of the run's history
+BATCH_FIGURES = ("submitted", "prompt_tokens", "completion_tokens")
 
 
 def counters(clients: Sequence[JudgeClient]) -> dict[str, int]:
@@ -59,8 +62,11 @@ def run_entry(summary: RunSummary, current: tuple, clients: Sequence[JudgeClient
     entry.update({k: now[k] - before[k] for k in COUNTERS})
     entry["elapsed_s"] = round(time.perf_counter() - t0, 3)
     b = summary.batch
-    if (b.get("prompt_tokens") or b.get("completion_tokens")) and all(r.get("id") != run_id for r in summary.runs):
-        # batch mode collected its replies before any split began: their tokens go in this run's first entry
+    if any(b.get(k) for k in BATCH_FIGURES) and all(r.get("id") != run_id for r in summary.runs):
+        # batch mode submitted its lines and collected its replies before any split began: their requests and
+        # tokens go in this run's first entry
+        entry["requests"] += b.get("submitted", 0)
+        entry["retries"] += b.get("resubmitted", 0)
         for k in ("prompt_tokens", "completion_tokens"):
             entry[k] += b.get(k, 0)
             entry[f"batch_{k}"] = b.get(k, 0)

@@ -1,15 +1,10 @@
-"""The run shell: what every engine does around the row core, once.
-
-An engine (one process, a stream, ``num_workers``, batch mode, Ray, the ``Judge`` map transform) only decides
-how the work is dispatched and where rows come from and go to. The rest is here, as datatrove's executors share
-one ``_run_for_rank``:
+"""The run shell: the pieces around the row core that the run driver (:mod:`.driver`) puts together once for
+every engine, and that the engines not yet on it (a stream, Ray, Spark, the ``Judge`` map transform) still use:
 
 - :class:`RunResources`: the loop thread, the clients (one judge, a panel's, or one over a fleet's replicas), the
   reply store (opened ``shared`` by a process among several), closed once, best effort, in one order.
-- :func:`merge_stats` / :func:`total_stats`: one merge of the clients' counters, whether the parts are a panel's
-  judges, the workers of a split or the batches of Ray's actors (their dict form, :func:`stats_delta`).
-- :func:`fill_summary`: the summary's counters, cost and price, each judge's requests, and a panel's judge-vs-judge
-  agreement (:func:`panel_agreement`; a stream's from :class:`AgreementSample`).
+- :func:`fill_summary`: the summary's counters (:mod:`.counting`'s), cost and price, each judge's requests, and a
+  panel's judge-vs-judge agreement (:func:`panel_agreement`; a stream's from :class:`AgreementSample`).
 - :func:`bias_checks` and :func:`rows_figures`: the bias checks, built and checked against the input before the
   first request, then run on the scored rows with the panel's agreement (a stream: on its sample of them), the
   one place any engine runs them; :func:`scored_result` ends a run that holds its rows with it.
@@ -20,18 +15,14 @@ one ``_run_for_rank``:
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 import re
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +46,12 @@ from ..transport.client import JudgeClient, Stats, judge_panel
 from ..transport.fleet import FleetClient
 from ..transport.latency import latency_quantile
 from .core import Plan
+from .counting import summary_counters, total_stats
 from .loop import LoopThread
 from .pipeline import SplitRun
-from .runs import COUNTERS, run_entry, write_runs
+from .runs import run_entry, write_runs
 
 logger = logging.getLogger("hf_judge")
-
-# every counter of a Stats that adds up across its parts (a panel's judges, workers, Ray's batches)
-SUMMED = (*COUNTERS, "shared", "capped_waits", "no_logprobs", "unplaced_logprobs", "replayed")
-# the mode a client starts in: a part that says it fell back to nothing (it sent no request, or the server took it)
-DEFAULT_MODE = Stats().structured_output
 
 
 # -- resources -----------------------------------------------------------------------------------------------------
@@ -156,98 +143,6 @@ def _quietly(step: Callable[[], Any]) -> None:
         pass
 
 
-@dataclass
-class SplitContext:
-    """What every split of one run shares."""
-
-    client: JudgeClient
-    summary: RunSummary
-    use_cache: bool
-    cache_root: Path
-    token_columns: bool
-    progress: bool | ProgressCallback
-    window: int
-    max_input_chars: int | None
-    layout: Layout = field(default_factory=Layout)
-    judges: list[JudgeClient] = field(default_factory=list)  # a panel's clients, the first is `client`
-    api_key: str | None = None  # for the worker processes of num_workers
-    judge_specs: list[tuple[Settings, str | None]] = field(default_factory=list)  # what workers build `judges` from
-    resources: RunResources | None = None
-    unsent: Callable[[bytes], Any] | None = None  # batch mode: how a request the store lacks ends (None: sent)
-    remote: Remote | None = None  # the reply store's shared home on object storage (JudgeJob.remote)
-    # the budget stop of a split (max_cost, max_total_tokens): the splits went on without sending, and the run's
-    # result is partial (pipeline.py's `partial`)
-    stopped: BudgetExceededError | None = None
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    run_started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
-
-
-# -- counters ------------------------------------------------------------------------------------------------------
-
-
-def merge_stats(total: Stats, part: Stats | Mapping[str, Any]) -> Stats:
-    """Add ``part`` (a Stats, or its :func:`stats_delta` form) to ``total``, parts of one judge: a worker's
-    counters, a Ray batch's. Counters, failed attempts and HTTP statuses add up; a note is said once; the output
-    mode is the one a part fell back to (a part that sent nothing, or whose server took the schema, says the
-    default). Returns ``total``.
-
-    Example:
-        >>> s = merge_stats(Stats(requests=2), {"requests": 3, "failures": {"timeout": 1}})
-        >>> s.requests, dict(s.failures), s.structured_output
-        (5, {'timeout': 1}, 'json_schema')
-    """
-    get = part.get if isinstance(part, Mapping) else functools.partial(getattr, part)
-    for name in SUMMED:
-        setattr(total, name, getattr(total, name) + (get(name, 0) or 0))
-    total.failures.update(get("failures", None) or {})
-    total.statuses.update({int(k): v for k, v in (get("statuses", None) or {}).items()})
-    total.latency.update({int(k): v for k, v in (get("latency", None) or {}).items()})
-    mode = get("structured_output", None) or DEFAULT_MODE
-    if mode != DEFAULT_MODE:
-        total.structured_output = mode
-    total.notes.extend(n for n in (get("notes", None) or []) if n not in total.notes)
-    return total
-
-
-def total_stats(per_judge: Sequence[Stats]) -> Stats:
-    """The stats of a run from each judge's (one judge: its own): the counters added up by :func:`merge_stats`,
-    the output mode of each judge listed once (``"json_schema, json_object"``: a panel's judges differ)."""
-    if len(per_judge) == 1:
-        return per_judge[0]
-    total = Stats()
-    for s in per_judge:
-        merge_stats(total, s)
-    total.structured_output = ", ".join(dict.fromkeys(s.structured_output for s in per_judge))
-    return total
-
-
-def stats_delta(now: Stats, before: Mapping[str, Any] | None) -> dict[str, Any]:
-    """What ``now`` moved since ``before`` (an earlier :func:`stats_dict`), in the dict form :func:`merge_stats`
-    takes: how a Ray actor reports each batch's counters to the driver."""
-    before = before or {}
-    out: dict[str, Any] = {k: getattr(now, k) - before.get(k, 0) for k in SUMMED}
-    for key in ("failures", "statuses", "latency"):
-        was = before.get(key, {})
-        out[key] = {str(k): n - was.get(str(k), 0) for k, n in getattr(now, key).items() if n - was.get(str(k), 0)}
-    out["structured_output"] = now.structured_output
-    out["notes"] = list(now.notes)
-    return out
-
-
-def stats_dict(s: Stats) -> dict[str, Any]:
-    """``s`` as :func:`stats_delta` gives it from nothing (JSON, for a later delta)."""
-    return stats_delta(s, None)
-
-
-def merged_per_judge(parts: Iterable[Sequence[Stats | Mapping[str, Any]]], judges: int) -> list[Stats]:
-    """Each judge's counters over ``parts`` (each a list of per-judge counters: a worker's, a Ray batch's)."""
-    out = [Stats() for _ in range(judges)]
-    for per_judge in parts:
-        for total, part in zip(out, per_judge, strict=False):  # a part that failed before it had clients has none
-            merge_stats(total, part)
-    return out
-
-
 # -- the summary ---------------------------------------------------------------------------------------------------
 
 
@@ -264,7 +159,7 @@ def fill_summary(
     ``errors``: the error rows, or the count of each kind."""
     per_judge = list(stats) if stats is not None else [c.stats for c in clients]
     s = total_stats(per_judge)
-    for name in (*COUNTERS, "capped_waits", "shared"):
+    for name in summary_counters():
         setattr(summary, name, getattr(s, name))
     summary.failed_attempts = dict(s.failures)
     if len(per_judge) > 1:
@@ -347,7 +242,7 @@ def judge_figures(s: Stats, client: JudgeClient) -> dict[str, Any]:
         "prompt_tokens": s.prompt_tokens,
         "completion_tokens": s.completion_tokens,
         "cached_tokens": s.cached_tokens,
-        "answered": sum(s.latency.values()),
+        "answered": s.statuses.get(200, 0),  # online, each has its latency; a batch line has none
         "latency_p50_s": latency_quantile(s.latency, 0.5),
         "latency_p95_s": latency_quantile(s.latency, 0.95),
         "price": client.price.model_dump() if client.price is not None else None,
@@ -542,10 +437,6 @@ def progress_for(
     bar = ProgressBar(split, total) if progress is True and total != 0 else None
     on_progress = progress if callable(progress) else bar if bar is not None and not bar.disabled else None
     return bar, on_progress
-
-
-def copy_stats(stats: Sequence[Stats]) -> list[Stats]:
-    return [copy.deepcopy(s) for s in stats]
 
 
 def worker_error(e: BaseException) -> HfJudgeError | None:

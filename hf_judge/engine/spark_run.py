@@ -44,21 +44,13 @@ from ..results.scored import ScoredDatasetDict
 from ..settings import resolved_provider
 from .capabilities import check
 from .core import Plan, score_features
+from .counting import merged_per_judge, stats_delta, stats_dict, total_stats
 from .job import JudgeJob
 from .prepare import as_splits, run_settings
 from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
-from .shell import (
-    bias_checks,
-    interrupted,
-    merged_per_judge,
-    scored_result,
-    stats_delta,
-    stats_dict,
-    total_stats,
-    worker_error,
-)
+from .shell import bias_checks, interrupted, scored_result, worker_error
 from .spark import SparkScorer, refuse_secrets_in_the_plan, spark_plans
 from .transform import ERRORS_COLUMN, Runtime, errors_feature
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from datasets import Features, IterableDataset, IterableDatasetDict
 
-from ..errors import BudgetExceededError, ConfigError
+from ..errors import BudgetExceededError
 from ..progress import ProgressCallback
 from ..results.bias import BiasChecks, StreamSample
 from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT, ErrorFiles, ErrorWriter
@@ -50,6 +50,7 @@ from ..store.replies import ReplyStore
 from .core import Plan
 from .loop import LoopThread, sparse_gc
 from .pipeline import SplitRun
+from .prepare import first_row
 from .runs import counters, record_run
 from .shell import (
     RunResources,
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
     from ..results.report_stream import StreamPage
     from ..results.summary import RunSummary
     from ..transport.client import JudgeClient
-    from .shell import SplitContext
+    from .driver import Run
 
 logger = logging.getLogger("hf_judge")
 
@@ -204,37 +205,42 @@ def score_batches(
             feeder.cancel()
 
 
-class Streams:
-    """What the splits of one streaming result share: the inputs, the plans, the run's context."""
+class StreamReadings:
+    """A stream's engine on the run driver (:mod:`.driver`): its ``name``, its row of the capability table, which
+    the driver checks the job against. Its splits are scored when they are read, each reading a run of its own
+    (:meth:`Streams.tables`), so the driver's eager loop dispatches nothing to it.
 
-    def __init__(
-        self,
-        ctx: SplitContext,
-        splits: dict[str, IterableDataset],
-        plans: dict[str, list[Plan]],
-        features: dict[str, Features],
-        earlier_errors: list[dict[str, Any]],
-        store_path: Path | None,
-        checks: BiasChecks | None = None,
-    ):
-        self.ctx = ctx
+    Example:
+        >>> StreamReadings().name
+        'stream'
+    """
+
+    name = "stream"
+
+
+class Streams:
+    """What the splits of one streaming result share: the run (prepared by the driver) and each split's features."""
+
+    def __init__(self, run: Run, features: dict[str, Features]):
+        self.run = run  # prepared: its splits, plans, clients, summary, bias checks and earlier error rows
+        splits: dict[str, IterableDataset] = run.splits  # a stream's
         self.splits = splits
         # the bias checks read a uniform sample of each split's rows as they pass (results/bias.py)
-        self.checks = checks
+        self.checks: BiasChecks | None = run.checks
         self.samples: dict[str, StreamSample] = {}
         # the report page of a push with no folder, kept as the rows pass (results/report_stream.py); None: none
         self.page: StreamPage | None = None
         self.warned: set[str] = set()
-        self.plans = plans
+        self.plans: dict[str, list[Plan]] = run.plans
         self.features = features
-        self.store_path = store_path
+        self.store_path = run.job.store_path
         # the error rows are written to Parquet as they come, never held: in a folder of the result's own while it
         # is iterated (its splits' errors: scored["errors"]), in the saved folder's errors/ while it is saved
         self.spill: Path | None = None  # made with the first error row (spill_paths)
         self.numbers = itertools.count(1)
         self.errors: dict[str, ErrorFiles] = {}  # split -> error rows of its last complete reading
         self.kinds: dict[str, Counter[str]] = {}  # split -> the count of each kind of error of that reading
-        self.earlier = _write_errors(earlier_errors, self.spill_paths(itertools.count()))
+        self.earlier = _write_errors(run.errors, self.spill_paths(itertools.count()))
         self.started = time.perf_counter()
         self.written = 0  # replies this result's readings wrote to the store, what a Ctrl-C says were saved
         self._job_key: str | None = None
@@ -253,28 +259,23 @@ class Streams:
         ``state_dict()`` after them. ``resume`` (``rows``, ``state``, ``kinds``: the count of each kind of error
         so far): go on after that many rows. The caller keeps the error rows (:meth:`reading` writes them to
         Parquet). One reading is one run: the event loop, client session and reply store are open while it lasts."""
-        ctx, plans, schema = self.ctx, self.plans[split], self.features[split].arrow_schema
+        run, plans, schema = self.run, self.plans[split], self.features[split].arrow_schema
         d = self.splits[split].with_format("arrow")
         first, kinds = 0, Counter[str]()
         if resume is not None:
             d.load_state_dict(resume["state"])
             first, kinds = resume["rows"], Counter(resume["kinds"])
-        client, summary = ctx.client, ctx.summary
+        client, summary = run.client, run.summary
         rows = first
         known = _known_rows(self.splits[split])
-        bar, on_progress = progress_for(ctx.progress, split, known - first if known > first else None)
-        clients = ctx.judges or [client]
-        # the run history of a stream's split is kept as a Dataset's: beside the results cache, under the job's key
-        kept = ctx.use_cache and bool(plans)  # a split that sends nothing has no history
-        history = ctx.cache_root / "results" / f"stream-{self.job_key()}-{split}.arrow" if kept else None
-        if history is not None:
-            history.parent.mkdir(parents=True, exist_ok=True)
-        current = (split, history, counters(clients), time.perf_counter())
+        bar, on_progress = progress_for(run.progress, split, known - first if known > first else None)
+        clients = run.clients
+        current = (split, self.history(split), counters(clients), time.perf_counter())
         states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
         sample = StreamSample(self.checks.needed()) if self.checks is not None and plans else None
         # a panel's agreement from a uniform sample of the judges' columns (all of them up to its size): memory
         # stays bounded, and a split of at most STREAM_SAMPLE_ROWS rows gets the figures of a Dataset's run
-        judged = judge_columns(ctx.layout, plans, schema.names)
+        judged = judge_columns(run.layout, plans, schema.names)
         agreeing = StreamSample(judged) if judged else None
         saving = None
         # what a Ctrl-C says was saved: the earlier readings' replies and all this one's store wrote, counted once
@@ -282,7 +283,7 @@ class Streams:
         before, opened = self.written, []
 
         def inputs() -> Iterator[pa.Table]:
-            for table in d.iter(batch_size=min(STREAM_BATCH, ctx.window)):
+            for table in d.iter(batch_size=min(STREAM_BATCH, run.window)):
                 if table.num_rows:
                     states.append(d.state_dict())
                     yield table
@@ -293,11 +294,11 @@ class Streams:
                     rows += table.num_rows
                     yield table.cast(schema), [], states.popleft()
             else:
-                with sparse_gc(), RunResources(clients, self.store_path, self.ctx.remote) as res:
+                with sparse_gc(), RunResources(clients, self.store_path, self.run.job.remote) as res:
                     opened.append(res)
                     res.open()
                     assert res.loop is not None  # open() started it
-                    saving = checkpoints(ctx.use_cache, summary, current, clients, ctx.run_id, ctx.run_started)
+                    saving = checkpoints(run.use_cache, summary, current, clients, run.run_id, run.run_started)
                     for table, scores, errs in score_batches(
                         inputs(),
                         plans,
@@ -305,13 +306,13 @@ class Streams:
                         client=client,
                         store=res.store,
                         loop=res.loop,
-                        window=ctx.window,
-                        max_input_chars=ctx.max_input_chars,
-                        token_columns=ctx.token_columns,
+                        window=run.window,
+                        max_input_chars=run.max_input_chars,
+                        token_columns=run.token_columns,
                         on_progress=on_progress,
                         first_row=first,
-                        judges=ctx.judges,
-                        layout=ctx.layout,
+                        judges=run.clients,
+                        layout=run.layout,
                         on_budget=self._stopped,
                     ):
                         rows += table.num_rows
@@ -324,7 +325,7 @@ class Streams:
                         yield out, errs, states.popleft()
             self.kinds[split] = kinds
         except KeyboardInterrupt:
-            raise interrupted(ctx.use_cache, before + sum(r.written for r in opened)) from None
+            raise interrupted(run.use_cache, before + sum(r.written for r in opened)) from None
         finally:
             self.written = before + sum(r.written for r in opened)
             if saving is not None:
@@ -333,35 +334,52 @@ class Streams:
                 bar.close()
             summary.rows[split] = rows
             if plans:
-                record_run(summary, current, clients, ctx.run_id, ctx.run_started)
-            # the error rows are counted as they passed: they are on disk
-            fill_summary(summary, clients, self.error_kinds(), self.started)
-            if ctx.stopped is not None:  # the result, written as it is read, says it is incomplete
-                stopped_at_budget(summary, ctx.stopped, client.settings, None, cached=ctx.use_cache)
-            if agreeing is not None and agreeing.rows:
-                summary.agreement[split] = self.agreement(split, agreeing)
-            if sample is not None:
-                self.samples[split] = sample
-                self._check()
+                record_run(summary, current, clients, run.run_id, run.run_started)
+            self._reading_ended(split, clients, agreeing, sample)
+
+    def _reading_ended(
+        self, split: str, clients: list, agreeing: StreamSample | None, sample: StreamSample | None
+    ) -> None:
+        """The summary's figures once a reading of ``split`` ended (or stopped): counters, a budget stop, a panel's
+        agreement and the bias checks on the samples it kept."""
+        run, summary = self.run, self.run.summary
+        # the error rows are counted as they passed: they are on disk
+        fill_summary(summary, clients, self.error_kinds(), self.started)
+        if run.stopped is not None:  # the result, written as it is read, says it is incomplete
+            stopped_at_budget(summary, run.stopped, run.client.settings, None, cached=run.use_cache)
+        if agreeing is not None and agreeing.rows:
+            summary.agreement[split] = self.agreement(split, agreeing)
+        if sample is not None:
+            self.samples[split] = sample
+            self._check()
+
+    def history(self, split: str) -> Path | None:
+        """Where the run history of a split is kept, as a Dataset's: beside the results cache, under the job's key;
+        None without the cache, or for a split that sends nothing."""
+        if not self.run.use_cache or not self.plans[split]:
+            return None
+        history = self.run.job.cache_root / "results" / f"stream-{self.job_key()}-{split}.arrow"
+        history.parent.mkdir(parents=True, exist_ok=True)
+        return history
 
     def _stopped(self, stop: BudgetExceededError) -> None:
         """A split's budget stop: the run's (the first), which the splits read after it keep sending none."""
-        if self.ctx.stopped is None:
-            self.ctx.stopped = stop
+        if self.run.stopped is None:
+            self.run.stopped = stop
 
     def agreement(self, split: str, sample: StreamSample) -> dict[str, Any]:
         """A panel's agreement on the split's sample of its judges' columns (see :func:`.shell.panel_agreement`);
         past the sample's size, the figures of a uniform sample, which a note says."""
-        if sample.seen > sample.size and not any(split in n and "agreement" in n for n in self.ctx.summary.notes):
-            self.ctx.summary.notes.append(
+        if sample.seen > sample.size and not any(split in n and "agreement" in n for n in self.run.summary.notes):
+            self.run.summary.notes.append(
                 f"the agreement of {split!r} is that of a uniform sample of {sample.size:,} of its {sample.seen:,} rows"
             )
-        return panel_agreement(self.ctx.layout, {split: sample.dataset()}, {split: self.plans[split]})[split]
+        return panel_agreement(self.run.layout, {split: sample.dataset()}, {split: self.plans[split]})[split]
 
     def _check(self) -> None:
         """The bias checks on the samples of the splits read so far; each warning logged once per result."""
         samples = {s: smp.dataset() for s, smp in self.samples.items()}
-        rows_figures(self.ctx.summary, samples, self.checks, warned=self.warned)
+        rows_figures(self.run.summary, samples, self.checks, warned=self.warned)
 
     def spill_paths(self, numbers: Iterator[int]) -> Iterator[Path]:
         """Files for error rows in the result's own temporary folder, made when the first is asked for."""
@@ -393,7 +411,7 @@ class Streams:
     def finished(self, split: str, rows: int, errors: ErrorFiles) -> None:
         """Record a split an earlier, interrupted save finished writing (see ``write_result``)."""
         self.errors[split], self.kinds[split] = errors, errors.kinds
-        self.ctx.summary.rows[split] = rows
+        self.run.summary.rows[split] = rows
 
     def job_key(self) -> str:
         """What a save's progress file belongs to: the inputs (names, files, features, first row) and what is
@@ -403,13 +421,13 @@ class Streams:
         if self._job_key is not None:
             return self._job_key
 
-        ctx = self.ctx
+        run = self.run
         state: dict[str, Any] = {
             "progress": 2,  # the progress file's format: 2, error rows in files of their own
-            "model": ctx.client.model,
-            "server": ctx.client.server_id,
-            "max_input_chars": ctx.max_input_chars,
-            "token_columns": ctx.token_columns,
+            "model": run.client.model,
+            "server": run.client.server_id,
+            "max_input_chars": run.max_input_chars,
+            "token_columns": run.token_columns,
         }
         for split, d in self.splits.items():
             source = getattr(getattr(d, "_ex_iterable", None), "kwargs", None)  # data files, where datasets has them
@@ -503,7 +521,7 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         """The budget stop of the splits read so far (None: none): the rows read after it went on without a
         request, each (row, metric) not sent a ``budget`` error row, and ``summary.stopped`` says the result is
         incomplete (``push_to_hub`` then pushes nothing and raises it)."""
-        return self._streams.ctx.stopped
+        return self._streams.run.stopped
 
     @classmethod
     def _of(cls, streams: Streams) -> ScoredIterableDatasetDict:
@@ -517,7 +535,7 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
         )
         out[ERRORS_SPLIT] = IterableDataset.from_generator(streams.error_rows, features=ERROR_FEATURES)
         out._streams = streams
-        out.summary = streams.ctx.summary
+        out.summary = streams.run.summary
         return out
 
     def save_to_disk(self, path: str | os.PathLike, max_shard_size: int | str | None = None) -> None:
@@ -538,7 +556,7 @@ class ScoredIterableDatasetDict(IterableDatasetDict):
     def rows_and_columns(self) -> dict[str, tuple[int, list[str]]]:
         """Rows and columns per split (``errors`` included), as far as the splits have been read."""
         streams = self._streams
-        out = {s: (streams.ctx.summary.rows.get(s, 0), list(streams.features[s])) for s in streams.splits}
+        out = {s: (streams.run.summary.rows.get(s, 0), list(streams.features[s])) for s in streams.splits}
         out[ERRORS_SPLIT] = (len(streams.all_errors()), list(self[ERRORS_SPLIT].column_names or []))
         return out
 
@@ -590,29 +608,6 @@ def write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequen
     complete."""
     sink = StreamSink(streams, root, shard_bytes, reports)
     try:
-        write_through(sink, [(split, None) for split in streams.splits], None, streams.ctx.summary)
+        write_through(sink, [(split, None) for split in streams.splits], None, streams.run.summary)
     except KeyboardInterrupt:  # one that came between two batches (writing a shard, the progress file)
-        raise interrupted(streams.ctx.use_cache, streams.written) from None
-
-
-def stream_splits(
-    ds: IterableDataset | IterableDatasetDict,
-) -> tuple[dict[str, IterableDataset], IterableDataset | None]:
-    """The splits of a streamed input (a bare ``IterableDataset`` becomes ``train``) and its ``errors`` split."""
-    splits = {"train": ds} if isinstance(ds, IterableDataset) else dict(ds)
-    for name, d in splits.items():
-        if d.features is None:  # streamed JSON/CSV without declared features: datasets infers them from rows
-            splits[name] = d._resolve_features()
-    earlier = splits.pop(ERRORS_SPLIT, None)
-    if earlier is not None and set(earlier.column_names or []) != set(ERROR_FEATURES):
-        raise ConfigError(
-            f"the input has a split named {ERRORS_SPLIT!r} that is not an hf_judge errors split "
-            f"(columns {earlier.column_names}); hf_judge writes its own: rename that split"
-        )
-    return splits, earlier
-
-
-def first_row(d: IterableDataset, columns: list[str]) -> dict[str, Any] | None:
-    """The first row of a streamed split (only ``columns``, as Arrow gives them), or None when it is empty."""
-    table = next(iter(d.select_columns(columns).with_format("arrow").iter(batch_size=1)), None)
-    return None if table is None or table.num_rows == 0 else {c: v[0] for c, v in table.to_pydict().items()}
+        raise interrupted(streams.run.use_cache, streams.written) from None

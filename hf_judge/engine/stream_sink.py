@@ -72,7 +72,7 @@ class StreamSink:
             for old in (root / sub).glob("*.parquet"):
                 if old.name not in names:
                     old.unlink()
-        self.streams.ctx.summary.add_runs(self.progress["runs"])
+        self.streams.run.summary.add_runs(self.progress["runs"])
         last = max((int(Path(n).stem.rsplit("-", 1)[1]) for n in kept["errors"]), default=0)
         # errors-00000 is the input's own error rows (write_errors), then each split's
         self.error_paths = (root / "errors" / f"{ERRORS_STEM}-{k:05d}.parquet" for k in itertools.count(1 + last))
@@ -153,7 +153,7 @@ def _write_split(
     paths = [root / "data" / name for name in entry["shards"]]
     done = ErrorFiles([root / "errors" / name for name in entry["errors"]], entry["kinds"])
     if streams.page is not None:  # a push's save, into a new folder: never one resumed
-        streams.page.start(split, streams.features[split], streams.ctx.summary)
+        streams.page.start(split, streams.features[split], streams.run.summary)
     if entry["done"]:
         streams.finished(split, entry["rows"], done)
         return paths
@@ -167,7 +167,7 @@ def _write_split(
         names = [f.name for f in errors.done.files]
         entry.update(shards=[p.name for p in paths], rows=rows, state=state, errors=names, done=done)
         entry["kinds"] = dict(errors.done.kinds)
-        progress["runs"] = streams.ctx.summary.runs
+        progress["runs"] = streams.run.summary.runs
         save_progress(root / PROGRESS, progress)
 
     resume = entry if entry["rows"] else None
@@ -210,7 +210,7 @@ def _page_file(streams: Any, root: Path) -> str | None:
     if streams.page is None:
         return None
     try:
-        page = streams.page.html(streams.ctx.summary, streams.all_errors())
+        page = streams.page.html(streams.run.summary, streams.all_errors())
     except Exception as e:  # noqa: BLE001 - the data is written: a page is not worth failing the result for
         logger.warning("the report page could not be made (%s: %s); `hf-judge view` makes it", type(e).__name__, e)
         return None
@@ -228,7 +228,7 @@ def card_text(
     read back from the shards' score columns only (:func:`~hf_judge.results.card.shard_scores`, as the push of the
     folder reads them); with the pictures of the distributions (repo path -> PNG) where the ``plots`` extra is
     installed."""
-    summary = streams.ctx.summary
+    summary = streams.run.summary
     scores = shard_scores(files, summary)
     pictures = picture_files(scores, summary, reports) if plots.available() else {}
     return result_card("---\n---\n", scores, summary, reports, list(pictures), page, shards_of=list(files)), pictures

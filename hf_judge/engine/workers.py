@@ -9,9 +9,13 @@ and the other takes the reply from the store. Each worker writes its shard's
 score columns to an Arrow file; the parent joins them in shard order, so the
 result is the single-process result row for row.
 
-The parent sums the workers' progress and counters: each progress report
-carries the worker's counters, so that the run history's checkpoints
-(``history_every_s``) and a Ctrl-C count what the workers paid for. A worker
+The parent sums the workers' progress, and their counters come through the
+counting bridge (:mod:`.counting`): each progress report and each worker's last
+word carries its :class:`~.counting.StatsReporter`'s report, which the run's
+:class:`~.counting.Tally` merges as it arrives, so that the run history's
+checkpoints (``history_every_s``) and a Ctrl-C count what the workers paid for
+and saved. Everything around a split is the run driver's (:mod:`.driver`):
+:class:`Workers` only dispatches it. A worker
 that stops the run (a 401, the token budget, a full disk) stops the others with
 SIGINT, as Ctrl-C does; a worker that dies (kill -9, out of memory) is reported
 once the others have finished their shards, whose replies are saved for the
@@ -24,7 +28,6 @@ forkserver it was forked from exits with the parent.
 from __future__ import annotations
 
 import contextlib
-import copy
 import ctypes
 import logging
 import multiprocessing
@@ -40,22 +43,27 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from datasets import Dataset, Features
 
 from ..errors import BudgetExceededError, RunStopped, WorkerDiedError
 from ..judging.ensemble import Layout
-from ..progress import INTERVAL, Progress, ProgressCallback, datasets_bars_off
+from ..progress import INTERVAL, Progress, ProgressCallback
 from ..redact import install_log_filter, register
 from ..settings import Settings
 from ..store.segments import Remote
-from ..transport.client import Stats
 from .core import Plan
+from .counting import StatsReporter, Tally
+from .driver import SplitResult
 from .loop import sparse_gc
+from .one_process import OneProcess, map_scores
 from .pipeline import SplitRun
-from .shell import RunResources, copy_stats, merge_stats, open_clients
+from .shell import RunResources, open_clients
+
+if TYPE_CHECKING:
+    from .driver import Run, SplitScope, SplitWork
 
 logger = logging.getLogger("hf_judge")
 
@@ -109,18 +117,62 @@ def shard_bounds(n: int, workers: int) -> list[tuple[int, int]]:
     return bounds
 
 
+class Workers(OneProcess):
+    """``num_workers`` processes over contiguous shards of each split (a split of one row: in this process).
+
+    Example:
+        >>> scored = Run(job, Workers(), progress=False).score(ds)  # doctest: +SKIP
+    """
+
+    name = "workers"
+
+    def dispatch(self, run: Run, work: SplitWork, scope: SplitScope) -> SplitResult:
+        d, client = work.data, run.client
+        if len(d) <= 1:
+            return super().dispatch(run, work, scope)
+        bounds = shard_bounds(len(d), client.settings.num_workers)
+        n = len(bounds)
+        jobs = [
+            ShardJob(
+                index=i,
+                start=a,
+                stop=b,
+                split=work.name,
+                data=d.select(range(a, b)),
+                plans=work.plans,
+                settings=budget_share(client.settings, n),
+                api_key=run.api_key,
+                judges=[(budget_share(spec, n), key) for spec, key in run.specs],
+                layout=run.layout,
+                store_path=run.job.store_path,
+                remote=run.job.remote,
+                features=work.features,
+                out=scope.folder / f"{work.fingerprint}-{i}.arrow",
+                window=run.window,
+                max_input_chars=run.max_input_chars,
+                token_columns=run.token_columns,
+            )
+            for i, (a, b) in enumerate(bounds)
+        ]
+        paths, errors, stopped = score_split(jobs, run.tally, scope.on_progress)
+        if stopped is not None:
+            stopped.args = (f"{stopped} (--workers {n}: each worker held 1/{n} of the run's budget)",)
+        concat_arrow(paths, scope.out)
+        return SplitResult(Dataset.from_file(str(scope.out), in_memory=not run.use_cache), errors, stopped)
+
+
 def score_split(
     jobs: list[ShardJob],
-    stats: Sequence[Stats],
+    tally: Tally,
     on_progress: ProgressCallback | None = None,
 ) -> tuple[list[Path], list[dict[str, Any]], BudgetExceededError | None]:
     """Run one worker process per job; (their Arrow files in shard order, their error rows in row order, the
     budget stop of the first worker whose share of the budget ran out: its shard went on without sending, as
     every worker's does once its own share is spent, see :func:`budget_share`).
 
-    The workers' counters are added to ``stats`` (one per judge), also those of a worker that
-    was interrupted or died (up to its last report), and kept current while they run (a few times a second),
-    so that the run shell's checkpoints (``history_every_s``) count what the workers paid for so far.
+    The workers' counters reach ``tally`` (the run's, one ``Stats`` per judge) as their reports arrive (a few
+    times a second, and their last words: also those of a worker that was interrupted or died, up to its last
+    report), so that the run driver's checkpoints (``history_every_s``) count what the workers paid for so far.
     Raises what a worker raised, :class:`WorkerDiedError` for a worker that
     died, ``KeyboardInterrupt`` once every worker has stopped after a Ctrl-C.
     """
@@ -135,57 +187,34 @@ def score_split(
         ctx.Process(target=_work, args=(job, messages, parent_alive), name=f"hf_judge-worker-{job.index}")
         for job in jobs
     ]
-    tally = _Tally(copy_stats(stats), procs)
+    crew = _Crew(tally, procs)
     total = sum(j.stop - j.start for j in jobs)
     started = time.perf_counter()
-    last_report = last_sync = started
+    last_report = started
     try:
         with _main_left_out():
             for p in procs:
                 p.start()
-        while len(tally.done) + len(tally.died) < len(jobs):
+        while len(crew.done) + len(crew.died) < len(jobs):
             try:
-                tally.take(messages.get(timeout=INTERVAL))
+                crew.take(messages.get(timeout=INTERVAL))
             except queue.Empty:
                 pass
-            tally.look_for_dead()
+            crew.look_for_dead()
             if on_progress is not None and time.perf_counter() - last_report >= INTERVAL:
                 last_report = time.perf_counter()
-                on_progress(_summed(jobs[0].split, tally.progress, total, started))
-            if time.perf_counter() - last_sync >= INTERVAL:
-                last_sync = time.perf_counter()
-                tally.add_to(stats)
+                on_progress(_summed(jobs[0].split, crew.progress, total, started))
     except KeyboardInterrupt:
         _interrupt(procs)
-        tally.drain(messages)  # their last words count what they paid since their last report
+        crew.drain(messages)  # their last words count what they paid since their last report
         raise
     finally:
         _join(procs)
-        tally.add_to(stats)
         messages.close()
         alive_w.close()
-    done, died, failure = tally.done, tally.died, tally.failure
-    for i, result in sorted(done.items()):
-        if "cpu_s" in result:  # bench/bench_workers.py reads these
-            logger.info(
-                "worker %d of %d: %d requests, %.3f s of CPU", i + 1, len(jobs), result["requests"], result["cpu_s"]
-            )
     if on_progress is not None:
-        on_progress(_summed(jobs[0].split, tally.progress, total, started))
-    if failure is not None:
-        raise failure
-    if died:
-        i, code = next(iter(died.items()))
-        j = jobs[i]
-        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-        raise WorkerDiedError(
-            f"worker {i + 1} of {len(jobs)} (rows {j.start:,}-{j.stop - 1:,} of split {j.split!r}, pid "
-            f"{procs[i].pid}) {how}. The replies the workers received are saved in the reply cache: run the same "
-            "command again to resume (a worker that keeps dying may be out of memory: try fewer --workers)."
-        )
-    errors = [e for i in sorted(done) for e in done[i].get("errors", [])]
-    stopped = next((done[i]["stopped"] for i in sorted(done) if done[i].get("stopped") is not None), None)
-    return [Path(done[i]["path"]) for i in range(len(jobs))], errors, stopped
+        on_progress(_summed(jobs[0].split, crew.progress, total, started))
+    return crew.outcome(jobs)
 
 
 def budget_share(settings: Settings, workers: int) -> Settings:
@@ -269,13 +298,13 @@ def _join(procs: list) -> None:
             p.join(5)
 
 
-class _Tally:
-    """What the parent knows of its workers: their progress, counters, results, deaths and the first failure."""
+class _Crew:
+    """What the parent knows of its workers: their progress, results, deaths and the first failure; their counters
+    go to the run's tally as their reports arrive."""
 
-    def __init__(self, base: list[Stats], procs: list) -> None:
-        self.base, self.procs = base, procs  # base: each judge's counters before the workers started
+    def __init__(self, tally: Tally, procs: list) -> None:
+        self.tally, self.procs = tally, procs
         self.progress: dict[int, tuple[int, int, int, int]] = {}
-        self.counted: dict[int, list[Stats]] = {}  # each worker's counters per judge: its last report, then its final
         self.done: dict[int, dict[str, Any]] = {}
         self.died: dict[int, int | None] = {}
         self.failure: BaseException | None = None
@@ -283,12 +312,14 @@ class _Tally:
     def take(self, message: tuple) -> None:
         kind, index, payload = message
         if kind == "progress":
-            self.progress[index], self.counted[index] = payload
+            self.progress[index], report = payload
+            self.tally.merge(report)
         elif kind == "done":
-            self.counted[index] = payload.pop("stats")
+            self.tally.merge(payload.pop("report"))
             self.done[index] = payload
         elif kind in ("error", "interrupted"):
-            error, self.counted[index] = payload
+            error, report = payload
+            self.tally.merge(report)
             self.done[index] = {}
             if self.failure is None:
                 self.failure = KeyboardInterrupt() if kind == "interrupted" else _unpickle_error(error)
@@ -313,14 +344,28 @@ class _Tally:
             if all(i in self.done or not p.is_alive() for i, p in enumerate(self.procs)):
                 return
 
-    def add_to(self, stats: Sequence[Stats]) -> None:
-        """Set each judge's ``stats`` to its counters before the workers plus what each worker reported last."""
-        for judge, into in enumerate(stats):
-            total = copy.deepcopy(self.base[judge])
-            for per_judge in self.counted.values():
-                if judge < len(per_judge):  # a worker that failed before it had clients reports none
-                    merge_stats(total, per_judge[judge])
-            into.__dict__.update(total.__dict__)
+    def outcome(self, jobs: list[ShardJob]) -> tuple[list[Path], list[dict[str, Any]], BudgetExceededError | None]:
+        """The split's files, error rows and budget stop once every worker is done; what stopped it raised."""
+        done, died = self.done, self.died
+        for i, result in sorted(done.items()):
+            if "cpu_s" in result:  # bench/bench_workers.py reads these
+                logger.info(
+                    "worker %d of %d: %d requests, %.3f s of CPU", i + 1, len(jobs), result["requests"], result["cpu_s"]
+                )
+        if self.failure is not None:
+            raise self.failure
+        if died:
+            i, code = next(iter(died.items()))
+            j = jobs[i]
+            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+            raise WorkerDiedError(
+                f"worker {i + 1} of {len(jobs)} (rows {j.start:,}-{j.stop - 1:,} of split {j.split!r}, pid "
+                f"{self.procs[i].pid}) {how}. The replies the workers received are saved in the reply cache: run the "
+                "same command again to resume (a worker that keeps dying may be out of memory: try fewer --workers)."
+            )
+        errors = [e for i in sorted(done) for e in done[i].get("errors", [])]
+        stopped = next((done[i]["stopped"] for i in sorted(done) if done[i].get("stopped") is not None), None)
+        return [Path(done[i]["path"]) for i in range(len(jobs))], errors, stopped
 
 
 def _unpickle_error(payload: bytes) -> BaseException:
@@ -344,7 +389,8 @@ def _quiet_about_the_stop(unraisable: Any) -> None:
 
 def _work(job: ShardJob, messages: Any, parent_alive: Any) -> None:
     """A worker's main: score its shard, report ("done", index, result) or ("error", index, (pickled error,
-    stats)); ("interrupted", index, (None, stats)) after a Ctrl-C; nothing once its parent is gone."""
+    report)); ("interrupted", index, (None, report)) after a Ctrl-C; nothing once its parent is gone. Each report
+    is its :class:`~.counting.StatsReporter`'s (None before it had clients)."""
     stopping: list[bool] = []
 
     def on_sigint(_signum: int, _frame: Any) -> None:
@@ -355,23 +401,26 @@ def _work(job: ShardJob, messages: Any, parent_alive: Any) -> None:
     signal.signal(signal.SIGINT, on_sigint)
     sys.unraisablehook = _quiet_about_the_stop
     orphaned = _watch_parent(parent_alive)
-    box: dict[str, list[Stats]] = {}
+    box: dict[str, StatsReporter] = {}
 
     def report(p: tuple[int, int, int, int]) -> None:
-        if not orphaned.is_set():  # a copy: the queue pickles it later, in its own thread
-            messages.put(("progress", job.index, (p, copy.deepcopy(box["stats"]))))
+        if not orphaned.is_set():  # a report is a dict of its own: the queue pickles it later, in its own thread
+            messages.put(("progress", job.index, (p, box["reporter"].report())))
+
+    def last() -> dict[str, Any] | None:
+        return box["reporter"].report() if "reporter" in box else None
 
     try:
         result = _score_shard(job, report, box)
     except KeyboardInterrupt:
-        _last_word(messages, ("interrupted", job.index, (None, box.get("stats", []))), orphaned)
+        _last_word(messages, ("interrupted", job.index, (None, last())), orphaned)
         return
     except BaseException as e:  # noqa: BLE001 - handed to the parent
         try:
             payload = pickle.dumps(e)
         except Exception:  # noqa: BLE001
             payload = pickle.dumps(RunStopped(f"worker {job.index + 1}: {type(e).__name__}: {e}"))
-        _last_word(messages, ("error", job.index, (payload, box.get("stats", []))), orphaned)
+        _last_word(messages, ("error", job.index, (payload, last())), orphaned)
         return
     _last_word(messages, ("done", job.index, result), orphaned)
 
@@ -424,15 +473,15 @@ def _last_word(messages: Any, message: tuple, orphaned: threading.Event) -> None
 
 
 def _score_shard(
-    job: ShardJob, report: Callable[[tuple[int, int, int, int]], None], box: dict[str, list[Stats]]
+    job: ShardJob, report: Callable[[tuple[int, int, int, int]], None], box: dict[str, StatsReporter]
 ) -> dict[str, Any]:
-    """Score the shard; ``box["stats"]``: the clients' counters (one per judge), as soon as there are clients."""
+    """Score the shard; ``box["reporter"]``: its judges' counters and stored replies for the parent, as soon as
+    there are clients (a report is counted once: the last word's is what moved since the last progress)."""
     install_log_filter()
     register(job.api_key)
     clients = open_clients(job.judges or [(job.settings, job.api_key)])
-    client = clients[0]
-    box["stats"] = [c.stats for c in clients]
     with RunResources(clients, job.store_path, job.remote, shared=True) as res:
+        box["reporter"] = StatsReporter(clients, res)
         res.open()
         loop = res.loop
         assert loop is not None  # open() started it
@@ -440,7 +489,7 @@ def _score_shard(
             job.split,
             job.data,
             job.plans,
-            client,
+            clients[0],
             res.store,
             window=job.window,
             read_batch=CLAIM_BATCH,
@@ -451,31 +500,16 @@ def _score_shard(
             layout=job.layout,
             partial=True,
         )
-        feeder = loop.submit(run.feed())
-        try:
-            with sparse_gc(), datasets_bars_off():
-                scores = job.data.map(
-                    lambda idx: run.consume(idx),
-                    batched=True,
-                    with_indices=True,
-                    input_columns=[],
-                    remove_columns=job.data.column_names,
-                    features=job.features,
-                    cache_file_name=str(job.out),
-                    load_from_cache_file=False,
-                    new_fingerprint=f"{job.out.stem}",
-                )
-        finally:
-            if not feeder.done():
-                loop.run(run.cancel())
-                feeder.cancel()
+        with sparse_gc():
+            scores = map_scores(loop, run, job.data, job.features, job.out.stem, job.out)
         res.active = None
     errors = run.in_order(run.errors)
     for e in errors:
         e["row"] += job.start
     cpu = resource.getrusage(resource.RUSAGE_SELF)
-    result = {"path": scores.cache_files[0]["filename"], "errors": errors, "stats": box["stats"]}
+    # the report once the store is closed: its last replies are committed, and counted
+    result = {"path": scores.cache_files[0]["filename"], "errors": errors, "report": box["reporter"].report()}
     result["stopped"] = run.stopped  # its share of the budget ran out: the shard went on without sending
     result["cpu_s"] = cpu.ru_utime + cpu.ru_stime
-    result["requests"] = sum(s.requests for s in box["stats"])
+    result["requests"] = sum(c.stats.requests for c in clients)
     return result

@@ -464,27 +464,6 @@ def _report_link(report: str) -> list[str]:
     ]
 
 
-def with_report_link(card: str, report: str) -> str:
-    """A card whose hf_judge section (written without a page) links the report page at ``report``, where
-    :func:`render_section` puts the link: after the scores at a glance. A card that links it already is kept.
-
-    Example:
-        >>> text = with_report_link(card_text, "hf_judge/report.html")  # doctest: +SKIP
-    """
-    if START not in card or f"]({report})" in card:
-        return card
-    head, _, rest = card.partition(START)
-    section, end, tail = rest.partition(END)
-    lines = section.split("\n")
-    heading = next((i for i, line in enumerate(lines) if line.startswith("## ")), 0)
-    at = heading + 2  # after the heading and its blank line; with scores at a glance, after their table
-    glance = next((i for i, line in enumerate(lines) if line.startswith("### ") and "at a glance" in line), None)
-    if glance is not None:
-        at = next((i for i, line in enumerate(lines) if i > glance and line.startswith("### ")), len(lines))
-    lines[at:at] = _report_link(report)
-    return head + START + "\n".join(lines) + end + tail
-
-
 def render_section(
     scored: DatasetDict,
     summary: RunSummary | None,

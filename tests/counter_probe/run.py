@@ -1,0 +1,48 @@
+"""One engine's run and cascade with the counter ``probe`` added (sitecustomize.py beside this file; see
+tests/test_counters.py): ``run.py ENGINE BASE_URL CACHE_DIR ROWS`` prints, as JSON, the counter in the run's summary
+and in the cascade's (its tiers' too). A new engine gets a branch in ``KEYWORDS`` (or a runner of its own)."""
+
+import json
+import sys
+
+import datasets
+
+datasets.disable_progress_bars()
+
+from helpers import qa_dataset  # noqa: E402
+
+from hf_judge import Settings, score_dataset  # noqa: E402
+
+engine, base_url, cache, rows = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# each engine: what score_dataset is given to run on it
+KEYWORDS = {"dataset": {}, "workers": {"num_workers": 2}, "batch": {"batch": True}}
+settings = Settings(model="judge", base_url=base_url, backoff_base=0.001, batch_poll_s=0.01, retries=0)
+
+
+def run(folder: str, **kw):
+    return score_dataset(
+        qa_dataset(rows),
+        ["QA_Clarity"],
+        settings=settings,
+        api_key="sk-test",
+        cache_dir=f"{cache}/{folder}",
+        columns={"instruction": "question", "output": "answer"},
+        progress=False,
+        **KEYWORDS[engine],
+        **kw,
+    ).summary
+
+
+plain = run("plain")
+# every row escalates: the cheap score is within 10 of 5
+cascade = run("cascade", escalate_model="strong", escalate_when="margin:QA_Clarity=5+-10")
+tiers = cascade.cascade["tiers"]
+print(
+    json.dumps(
+        {
+            "plain": plain.probe,
+            "cascade": cascade.probe,
+            "tiers": {t: tiers[t].get("probe") for t in tiers},
+        }
+    )
+)
