@@ -69,6 +69,11 @@ def test_score_spark_writes_parquet_errors_summary_and_page(spark, judge, tmp_pa
     on_spark = load_result(out)
     assert on_spark["train"]["question"] == [r["question"] for r in _rows(40)]  # the input's order
     assert [(e["row"], e["kind"]) for e in on_spark["errors"]] == [(7, "null_input")]
+    # the command the overview gives for the errors reads Spark's Parquet folder (load_from_disk cannot)
+    command = next(line.strip() for line in printed.splitlines() if "print(*" in line)
+    assert "hf_judge.load_result" in command, command
+    listed = subprocess.run(command, shell=True, capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert "'row': 7" in listed.stdout and "null_input" in listed.stdout
     code, printed, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", cache, "-o", tmp_path / "single"))
     assert code == 0, err
     assert judge.stats()["requests"] - before == 39 and "from cache     39 replies" in printed

@@ -200,11 +200,15 @@ def _pictures_line(pictures: list[Path] | None, folder: Path) -> str:
     return f"{'plots':<15}{len(pictures)} PNG{'s' if len(pictures) != 1 else ''} in {folder}/ ({', '.join(kinds)})"
 
 
-def show_overview(result, summary, out: str | None, repo: str | None, *, terminal: bool) -> list[str]:
+def show_overview(
+    result, summary, out: str | None, repo: str | None, *, terminal: bool, parquet: bool = False
+) -> list[str]:
     """The end-of-run overview's lines (hf_judge.results.overview): read from the saved folder for a streamed
-    result (its rows were read once, by the save), from the result itself otherwise."""
+    result (its rows were read once, by the save), from the result itself otherwise. ``parquet``: ``out`` holds
+    Parquet by split (Spark's writer), which ``load_from_disk`` cannot read: the errors command uses
+    ``hf_judge.load_result``."""
     from ..engine.stream import ScoredIterableDatasetDict
-    from ..results.overview import folder_overview, overview
+    from ..results.overview import errors_command, folder_overview, overview
 
     if isinstance(result, ScoredIterableDatasetDict):
         if not out:  # pushed only: the rows are gone; the card on the Hub shows the scores
@@ -212,6 +216,8 @@ def show_overview(result, summary, out: str | None, repo: str | None, *, termina
         ov = folder_overview(out, summary)
     else:
         ov = overview(result, summary, saved_to=out, repo=repo)
+        if parquet and out:
+            ov.errors_command = errors_command(out, streamed=True)
     return ov.lines(terminal=terminal)
 
 

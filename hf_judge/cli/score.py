@@ -262,7 +262,8 @@ def _finish_spark(args: argparse.Namespace, job: Job, scored, out: str) -> int:
     try:
         with datasets_bars_off():
             done += write_result(scored, args, None, job.push_to_hub, source="", kind="scored", summary=summary)
-            done = show_overview(scored, summary, out, job.push_to_hub, terminal=interactive(sys.stdout)) + done
+            shown = show_overview(scored, summary, out, job.push_to_hub, terminal=interactive(sys.stdout), parquet=True)
+            done = shown + done
     finally:
         sys.stderr.flush()
         print(summary, *done, sep="\n", flush=True)
