@@ -230,3 +230,41 @@ def test_compact_sweeps_claims_whose_owner_is_gone(world, root):
     assert sweep(fs, root, now=world.t + LEASE, lease_s=LEASE) == 0  # its lease is running (or just ended)
     assert sweep(fs, root, now=world.t + 2 * LEASE + 1, lease_s=LEASE) == 1
     assert sweep(fs, root, now=world.t + 2 * LEASE + 1, lease_s=LEASE) == 0
+
+
+def test_a_node_that_waits_for_another_says_so_once_with_the_lease(world, root, caplog):
+    """What a user sees while the rows wait: one warning naming the other run and how soon a stopped run's claims
+    free themselves, not one per key or per listing."""
+    a, b = node(world, root, "node-a"), node(world, root, "node-b")
+    a.take(KEYS)
+    settle(a, world=world)
+    b.take(KEYS)
+    settle(b, seconds=0.01, world=world)
+    for _ in range(3):
+        settle(a, b, seconds=REFRESH_S, world=world)
+    assert b.take(KEYS) == []
+    said = [r for r in caplog.records if "node-a" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING"
+    assert "waits for its replies" in said[0].getMessage() and f"within {LEASE:.0f} s" in said[0].getMessage()
+
+
+def test_a_store_in_a_local_folder_url_claims_too(tmp_path):
+    """``cache_dir="file:///shared/folder"`` (a folder every node mounts): the claims folder is made before the
+    first claim is put there (a put into a missing folder failed, and the keys went unclaimed 10 s later)."""
+    import time
+
+    from hf_judge.store.replies import ReplyStore
+    from hf_judge.store.segments import Remote
+
+    store = ReplyStore(tmp_path / "local" / "replies.sqlite3", remote=Remote.of((tmp_path / "shared").as_uri()))
+    try:
+        key = b"\x07" * 16
+        deadline = time.monotonic() + 8  # the claim is decided ~1 s after it is put (put_s + clock skew)
+        mine: list[bytes] = []
+        while not mine and time.monotonic() < deadline:
+            found, mine = store.claim([key])
+            time.sleep(0.05)
+        assert mine == [key]
+        assert [p.name[:2] for p in (tmp_path / "shared" / "claims").iterdir()] == ["c-"]
+    finally:
+        store.close()

@@ -63,6 +63,42 @@ def test_two_nodes_started_at_the_same_moment_pay_each_row_once(judge, object_st
     assert a == b and None not in a and len(a) == ROWS
 
 
+def test_two_runs_on_one_local_cache_started_at_the_same_moment_pay_each_row_once(judge, tmp_path):
+    """A second user's run (another process) on the same local cache folder, told to go at the same moment: the
+    stores see each other in the file's ``openers`` table and claim in it (as workers do), so the judge server sees
+    each request about once, and both results hold every row's score."""
+    judge.configure(latency=0.02)
+    go = tmp_path / "go"
+    env = {**os.environ, "SCORE_JOB_GO": str(go)}
+    cache = tmp_path / "cache"
+    nodes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(JOB),
+                judge.base_url,
+                str(cache),
+                str(ROWS),
+                str(IN_FLIGHT),
+                str(tmp_path / f"out-{n}"),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in ("a", "b")
+    ]
+    for p in nodes:
+        assert p.stdout.readline().strip() == "started"
+    go.touch()
+    paid = [_done(p) for p in nodes]
+    requests = judge.stats()["requests"]
+    print(f"local cache: {requests} requests for {ROWS} rows ({paid[0]} + {paid[1]})")
+    assert requests <= 1.1 * ROWS
+    a, b = _scored(tmp_path, "a"), _scored(tmp_path, "b")
+    assert a == b and None not in a and len(a) == ROWS
+
+
 def test_a_node_started_while_another_is_mid_run_pays_only_what_that_one_has_not(judge, s3, tmp_path):
     """b is up and waiting (imports done) when a starts; it is told to go once a has answered a third of the rows."""
     url = s3.bucket() + "/cache"

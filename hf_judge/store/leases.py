@@ -473,9 +473,11 @@ class RemoteClaims:
     def _waiting_for(self, owner: str) -> None:
         if owner not in self.waited:
             self.waited.add(owner)
-            logger.info(
-                "another run (%s) is sending requests this one needs, claimed in %s: waiting for its replies "
-                "(if it has stopped, its claims free themselves within %.0f s)",
+            # a warning: the rows it holds wait for the other run's replies, and a run that shows no progress for
+            # minutes must say why (said once for each run it waits for)
+            logger.warning(
+                "another run (%s) is sending requests this one needs (claimed in %s): this run waits for its replies "
+                "instead of paying for them again; if that run has stopped, its claims free themselves within %.0f s",
                 owner,
                 self.path,
                 self.lease_s,

@@ -90,7 +90,7 @@ from pathlib import Path
 
 from ..errors import CacheError, CacheLockedError, DiskFullError
 from .leases import CLAIMS, RemoteClaims
-from .segments import Remote, SegmentSync
+from .segments import Remote, SegmentSync, is_local
 from .sqlite import (
     CLAIMS_SCHEMA,
     SQLITE_BUSY,
@@ -476,6 +476,8 @@ class ReplyStore:
         sync = self._segments
         if self._claims is None and sync is not None and sync.remote.claims:
             fs, path = sync.remote.filesystem(CLAIMS)
+            if is_local(fs):  # a folder (file://) must exist to put a file in it; object stores have no folders
+                fs.makedirs(path, exist_ok=True)
             r = sync.remote
             self._claims = RemoteClaims(
                 fs, path, owner=sync.tag, lease_s=r.lease_s, clock_skew_s=r.clock_skew_s, pull=sync.pull

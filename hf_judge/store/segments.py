@@ -229,7 +229,8 @@ def _protocols(fs: Any) -> set[str]:
     return set(fs.protocol) if isinstance(fs.protocol, (tuple, list)) else {fs.protocol}
 
 
-def _is_local(fs: Any) -> bool:
+def is_local(fs: Any) -> bool:
+    """Whether ``fs`` is this machine's disk (``file://``): folders must be made there before files go in."""
     return bool({"file", "local"} & _protocols(fs))
 
 
@@ -315,7 +316,7 @@ def put_segment(fs: Any, path: str, name: str, data: bytes) -> None:
     """Write one segment whole or not at all: an object store's put is atomic; a local or mounted
     filesystem gets a hidden temporary name first, then a rename."""
     target = f"{path}/{name}"
-    if not _is_local(fs):
+    if not is_local(fs):
         fs.pipe_file(target, data)
         return
     fs.makedirs(path, exist_ok=True)
@@ -410,7 +411,7 @@ class SegmentSync:
 
     def _check_home(self) -> None:
         """Nothing published yet: make sure there is somewhere to publish (a missing bucket is said now)."""
-        if _is_local(self.fs):
+        if is_local(self.fs):
             self.fs.makedirs(self.path, exist_ok=True)
             return
         bucket = self.path.split("/", 1)[0]
@@ -756,7 +757,7 @@ def unique_keys(tables: list) -> Any:
 
 def _drop_stale_temporaries(fs: Any, path: str, age_s: float = 3600.0) -> None:
     """Remove the temporary files of writers killed mid-write (an hour old: no live writer takes that long)."""
-    if not _is_local(fs):
+    if not is_local(fs):
         return
     for p in fs.ls(path, detail=False):
         name = p.rsplit("/", 1)[-1]
