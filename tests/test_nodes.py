@@ -124,7 +124,8 @@ PUBLISH_S = 0.5
 
 
 def _claims_of(url: str, pid: int) -> list[str]:
-    fs, path = Remote.of(url).filesystem(CLAIMS)
+    fs, segments = Remote.of(url).filesystem()
+    path = segments.rstrip("/").rsplit("/", 1)[0] + "/" + CLAIMS
     fs.invalidate_cache(path)
     try:
         return [p.rsplit("/", 1)[-1] for p in fs.ls(path, detail=False) if f"-{pid}-" in p.rsplit("/", 1)[-1]]
@@ -155,8 +156,9 @@ def test_a_node_killed_mid_run_frees_its_claims_after_its_lease_and_the_other_ta
     while judge.stats()["ok"] < ROWS // 8 and time.monotonic() < deadline:
         time.sleep(0.01)
     go.touch()
-    while not _claims_of(url, b.pid) and time.monotonic() < deadline:
-        time.sleep(0.02)  # b has claimed the rows too, and waits for a's replies
+    while not _claims_of(url, b.pid) and b.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _claims_of(url, b.pid), "b claims the rows too, and waits for a's replies"
     answered: list[tuple[float, int]] = []
     while judge.stats()["ok"] < ROWS // 2 and time.monotonic() < deadline:
         answered.append((time.monotonic(), judge.stats()["ok"]))
@@ -179,5 +181,6 @@ def test_a_node_killed_mid_run_frees_its_claims_after_its_lease_and_the_other_ta
     bound = IN_FLIGHT + (ok_at_kill - before)  # a's requests unanswered, and its replies unpublished
     print(f"killed with {at_kill} requests sent; b paid {paid_b}; {requests} in all (bound {ROWS + bound})")
     assert requests <= ROWS + bound
+    assert paid_b >= ROWS - ok_at_kill  # b paid what a claimed and never had answered
     scored = _scored(tmp_path, "b")
     assert len(scored) == ROWS and None not in scored
