@@ -3,7 +3,7 @@
 python tests/score_job.py BASE_URL CACHE_DIR N CONCURRENCY OUT_DIR [MODELS]
 
 MODELS (``a,b``): a panel of those judges, each at BASE_URL. ``SCORE_JOB_GO=FILE``: after "started", wait for FILE to
-exist before scoring (so that two jobs start at the same moment).
+exist before scoring (so that two jobs start at the same moment). ``SCORE_JOB_WORKERS=N``: with ``num_workers=N``.
 
 The tests call ``run`` in-process for the runs that need no process of their own (the reference, the rerun).
 """
@@ -28,6 +28,7 @@ def run(base_url: str, cache_dir, n: int, concurrency: int, out, models: str | N
         api_key="sk-test",
         cache_dir=cache_dir,
         concurrency=concurrency,
+        **({"num_workers": int(os.environ["SCORE_JOB_WORKERS"])} if os.environ.get("SCORE_JOB_WORKERS") else {}),
         columns={"instruction": "question", "output": "answer"},
     )
     scored.save_to_disk(out)

@@ -63,6 +63,24 @@ def test_two_nodes_started_at_the_same_moment_pay_each_row_once(judge, object_st
     assert a == b and None not in a and len(a) == ROWS
 
 
+def test_two_nodes_with_two_workers_each_started_at_the_same_moment_pay_each_row_once(judge, s3, tmp_path):
+    """``num_workers=2`` on each node: a node's workers claim among themselves in their local store, and each worker
+    claims across machines in the s3:// store, so four processes on the same rows pay each about once."""
+    url = s3.bucket() + "/cache"
+    judge.configure(latency=0.02)
+    go = tmp_path / "go"
+    nodes = [_node(judge, s3, url, tmp_path, n, SCORE_JOB_GO=str(go), SCORE_JOB_WORKERS="2") for n in ("a", "b")]
+    for p in nodes:
+        assert p.stdout.readline().strip() == "started"
+    go.touch()
+    paid = [_done(p) for p in nodes]
+    requests = judge.stats()["requests"]
+    print(f"workers: {requests} requests for {ROWS} rows ({paid[0]} + {paid[1]})")
+    assert requests <= 1.1 * ROWS
+    a, b = _scored(tmp_path, "a"), _scored(tmp_path, "b")
+    assert a == b and None not in a and len(a) == ROWS
+
+
 def test_two_runs_on_one_local_cache_started_at_the_same_moment_pay_each_row_once(judge, tmp_path):
     """A second user's run (another process) on the same local cache folder, told to go at the same moment: the
     stores see each other in the file's ``openers`` table and claim in it (as workers do), so the judge server sees
