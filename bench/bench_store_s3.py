@@ -12,8 +12,16 @@ loopback (moto's server mode, used through s3fs as a real bucket is), then:
    start of a run on a fresh machine that must import them all, a restart (nothing new), and a fresh start
    after ``hf-judge cache compact``.
 
+The S3 runs go with claims across machines (the default) and without (``HF_JUDGE_CLAIMS=0``, "unclaimed"): their
+ratio is what claims cost one node.
+
+``--nodes``: instead, two nodes (two processes, each with its own local store, one ``s3://`` store) score the same
+``--rows`` rows, started together and then ``--apart`` seconds apart, and the requests the judge server received
+are counted (the promise: at most 1.1 x the rows).
+
     python bench/bench_store_s3.py                 # ~2-3 min
     python bench/bench_store_s3.py --seconds 4 --keys 200000
+    python bench/bench_store_s3.py --nodes --rows 2000 --concurrency 16   # ~1-2 min
 """
 
 from __future__ import annotations
@@ -69,29 +77,66 @@ def child(base_url: str, cache_dir: str, rows: int, concurrency: int, tag: str) 
     print(json.dumps({"requests": requests, "elapsed": elapsed, "steady": steady}), flush=True)
 
 
+def _start(env: dict, url: str, cache_dir: str, rows: int, concurrency: int, tag: str) -> subprocess.Popen:
+    cmd = [sys.executable, __file__, "--child", url, cache_dir, str(rows), str(concurrency), tag]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _result(p: subprocess.Popen) -> dict:
+    out, err = p.communicate()
+    if p.returncode:
+        raise SystemExit(err[-3000:])
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def _run(env: dict, url: str, cache_dir: str, rows: int, concurrency: int, tag: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", url, cache_dir, str(rows), str(concurrency), tag],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if out.returncode:
-        raise SystemExit(out.stderr[-3000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _result(_start(env, url, cache_dir, rows, concurrency, tag))
+
+
+def _admin(url: str, path: str, payload: dict | None = None) -> dict:
+    import urllib.request
+
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(url.rsplit("/v1", 1)[0] + "/_admin/" + path, data=data)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def two_nodes(env: dict, url: str, bucket: str, args: argparse.Namespace, work: Path) -> list[tuple[float, dict]]:
+    """Two nodes on the same rows over one s3:// store, ``apart`` seconds between their starts (0, then
+    ``--apart``): the requests the judge server received, each node's, and the seconds until both were done."""
+    out = []
+    for i, apart in enumerate((0.0, args.apart)):
+        _admin(url, "reset", {})  # the stats, and the configuration: the latency is set again
+        _admin(url, "config", {"latency": args.latency})
+        t0 = time.perf_counter()
+        procs = []
+        for node in range(2):
+            if node and apart:
+                time.sleep(apart)
+            own = {**env, "HF_JUDGE_LOCAL_CACHE": str(work / f"apart{i}-node{node}")}
+            procs.append(_start(own, url, f"{bucket}/nodes{i}", args.rows, args.concurrency, f"nodes{i}"))
+        each = [_result(p) for p in procs]
+        seconds = time.perf_counter() - t0
+        total = _admin(url, "stats")["requests"]
+        out.append((apart, {"requests": total, "each": [r["requests"] for r in each], "seconds": seconds}))
+        print(f"apart {apart:g} s", json.dumps(out[-1][1]), file=sys.stderr, flush=True)
+    return out
 
 
 def throughput(env: dict, url: str, bucket: str, args: argparse.Namespace, work: Path) -> list[tuple[str, dict]]:
     rows = int(args.concurrency / args.latency * args.seconds)
     results = []
+    kinds = ["local", "s3", "unclaimed"]
     for i in range(args.repeat):
-        for kind in ("local", "s3") if i % 2 == 0 else ("s3", "local"):
+        for kind in kinds[i % 3 :] + kinds[: i % 3]:  # each kind first, second and third in turn
             local = work / f"{kind}-{i}"
             if kind == "local":
                 r = _run(env, url, str(local), rows, args.concurrency, f"{kind}{i}")
-            else:
-                own = {**env, "HF_JUDGE_LOCAL_CACHE": str(local)}
-                r = _run(own, url, f"{bucket}/run", rows, args.concurrency, f"s{i}")
+            else:  # the store on S3, with claims across machines, and without (HF_JUDGE_CLAIMS=0)
+                own = {**env, "HF_JUDGE_LOCAL_CACHE": str(local), "HF_JUDGE_CLAIMS": str(int(kind == "s3"))}
+                where = f"{bucket}/{'run' if kind == 's3' else 'unclaimed'}"
+                r = _run(own, url, where, rows, args.concurrency, f"{kind}{i}")
             results.append((kind, r))
             print(kind, json.dumps(r), file=sys.stderr, flush=True)
     return results
@@ -158,13 +203,30 @@ def startup(remote, rows: list[tuple], keys: int, work: Path, env: dict) -> dict
     }
 
 
+def nodes_report(args: argparse.Namespace, nodes: list[tuple[float, dict]]) -> int:
+    print(
+        f"two nodes, {args.rows:,} rows each, {args.latency * 1000:.0f} ms latency, {args.concurrency} in flight a "
+        f"node; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end"
+    )
+    for apart, r in nodes:
+        each = " + ".join(f"{n:,}" for n in r["each"])
+        print(
+            f"started {apart:g} s apart: {r['requests']:,} requests ({each}) = {r['requests'] / args.rows:.2f} x the "
+            f"rows, both done in {r['seconds']:.1f} s"
+        )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=1024)
     ap.add_argument("--seconds", type=float, default=8.0, help="ideal run time of each run")
-    ap.add_argument("--repeat", type=int, default=2, help="pairs of runs (local, s3), alternating their order")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of runs (local, s3, unclaimed), rotating their order")
     ap.add_argument("--keys", type=int, default=1_000_000, help="published replies a fresh start imports")
+    ap.add_argument("--nodes", action="store_true", help="two nodes on the same rows (see above), nothing else")
+    ap.add_argument("--rows", type=int, default=2000, help="--nodes: rows each node scores")
+    ap.add_argument("--apart", type=float, default=10.0, help="--nodes: seconds between the second run's starts")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--open", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -194,6 +256,9 @@ def main() -> int:
         url = f"http://127.0.0.1:{port}/v1"
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
+            if args.nodes:
+                nodes = two_nodes(env, url, bucket, args, work)
+                return nodes_report(args, nodes)
             results = throughput(env, url, bucket, args, work)
             remote = Remote.of(f"{bucket}/run")
             count, size, rows = segments_report(remote)
@@ -210,18 +275,20 @@ def main() -> int:
         f"~{args.seconds:.0f} s of ideal work a run; "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end"
     )
-    print(f"{'store':>6} {'requests':>9} {'req/s':>8} {'steady':>8}")
-    totals: dict[str, list[float]] = {"local": [0, 0], "s3": [0, 0]}
-    steadies: dict[str, list[float]] = {"local": [], "s3": []}
+    print(f"{'store':>9} {'requests':>9} {'req/s':>8} {'steady':>8}   (unclaimed: s3 with HF_JUDGE_CLAIMS=0)")
+    totals: dict[str, list[float]] = {k: [0, 0] for k in ("local", "s3", "unclaimed")}
+    steadies: dict[str, list[float]] = {k: [] for k in totals}
     for kind, r in results:
         rps = r["requests"] / r["elapsed"]
         totals[kind][0] += r["requests"]
         totals[kind][1] += r["elapsed"]
         steadies[kind].append(r["steady"] or rps)
-        print(f"{kind:>6} {r['requests']:>9,} {rps:>8,.0f} {r['steady'] or rps:>8,.0f}")
-    ratio = (totals["s3"][0] / totals["s3"][1]) / (totals["local"][0] / totals["local"][1])
-    steady = (sum(steadies["s3"]) / len(steadies["s3"])) / (sum(steadies["local"]) / len(steadies["local"]))
-    print(f"s3 / local: {ratio:.3f} end to end, {steady:.3f} steady")
+        print(f"{kind:>9} {r['requests']:>9,} {rps:>8,.0f} {r['steady'] or rps:>8,.0f}")
+    for a, b in (("s3", "local"), ("unclaimed", "local"), ("s3", "unclaimed")):
+        if totals[a][1] and totals[b][1]:
+            ratio = (totals[a][0] / totals[a][1]) / (totals[b][0] / totals[b][1])
+            steady = (sum(steadies[a]) / len(steadies[a])) / (sum(steadies[b]) / len(steadies[b]))
+            print(f"{a} / {b}: {ratio:.3f} end to end, {steady:.3f} steady")
     n = len(rows)
     print(
         f"segments: {count} for {n:,} replies = {count * 100_000 / n:.0f} segments, "

@@ -1,27 +1,24 @@
 """The row pipeline between a split and ``Dataset.map``.
 
-A feeder coroutine reads the split ahead of the map, renders every (row,
-metric) request, serves what the reply store already holds, and sends the rest
-through the client, keeping at most ``window`` rows between the map's position
-and its own. The map function (main thread) waits only for the rows of its own
-batch. Requests therefore flow continuously over the whole split: a slow
-request holds back nothing but its own row's write, and memory is bounded by
-the window, not by the dataset.
+A feeder coroutine reads the split ahead of the map, renders every (row, metric) request, serves what the reply
+store already holds, and sends the rest through the client, keeping at most ``window`` rows between the map's
+position and its own. The map function (main thread) waits only for the rows of its own batch. Requests therefore
+flow continuously over the whole split: a slow request holds back nothing but its own row's write, and memory is
+bounded by the window, not by the dataset.
 
-Identical requests (same key) are sent once per run: a request whose key is in
-flight waits for that reply, and one whose key was among the last
-``RECENT_REPLIES`` replies reuses it; both count as cache hits. A request that
-failed (after its retries) fails every row that shares it, each with its own
-error row. A reply that failed validation is kept in the store
-(:mod:`hf_judge.store.failures`) and replayed by the next run as the same error
-row, with no request (``retry_errors`` sends it again); any other failure (a
-timeout, a connection, an HTTP error) is sent again by the next run.
+Identical requests (same key) are sent once per run: a request whose key is in flight waits for that reply, and
+one whose key was among the last ``RECENT_REPLIES`` replies reuses it; both count as cache hits. A request that
+failed (after its retries) fails every row that shares it, each with its own error row. A reply that failed
+validation is kept in the store (:mod:`hf_judge.store.failures`) and replayed by the next run as the same error
+row, with no request (``retry_errors`` sends it again); any other failure (a timeout, a connection, an HTTP error)
+is sent again by the next run. Where the store claims (``store.claiming``: shared by the processes of a machine, or
+on object storage, shared by machines), a key is claimed before it is sent, and one another process holds waits
+(``parked``) for its reply.
 
-A budget stop (``max_cost``, ``max_total_tokens``) of an engine that keeps a
-partial result (``partial=True``: one process, workers, a stream, batch mode)
-stops the sending only: the rows go on, served from the store where it can, and
-each request not sent ends as an error row of kind ``budget`` (``stopped`` is the
-stop). Other engines (Ray, Spark, the map transform) stop the run.
+A budget stop (``max_cost``, ``max_total_tokens``) of an engine that keeps a partial result (``partial=True``: one
+process, workers, a stream, batch mode) stops the sending only: the rows go on, served from the store where it
+can, and each request not sent ends as an error row of kind ``budget`` (``stopped`` is the stop). Other engines
+(Ray, Spark, the map transform) stop the run.
 """
 
 from __future__ import annotations
@@ -277,7 +274,7 @@ class SplitRun(RowCore):
                     sends = self._from_store(store, sends)
                 if self.unsent is not None:
                     sends = self._settle_unsent(sends)
-                claimed = store is not None and store.shared
+                claimed = store is not None and store.claiming
                 if claimed and sends:
                     poller = poller or asyncio.get_running_loop().create_task(self._poll_parked())
                     sends = await self._claim(sends)
@@ -297,6 +294,8 @@ class SplitRun(RowCore):
                 poller.cancel()
             if store is not None:
                 store.on_company = None
+                if self.failure is not None and store.claiming:
+                    store.abandon()  # what it claimed and will not send: free for the other nodes now
 
     def _from_store(self, store: ReplyStore, sends: list) -> list:
         """Finish the sends whose replies (or kept failures) the store holds; the others."""
@@ -359,11 +358,10 @@ class SplitRun(RowCore):
 
     async def _send_all(self, sends: list, claimed: bool = True, looked: int | None = None) -> bool:
         """Send each of ``sends`` (or share an identical request's reply); False once the run has failed.
-
-        ``claimed``: their keys are claimed, or the store is not shared. ``looked``: the store's ``pulled`` when
-        ``sends`` were looked up (default: now). Sends wait here for a slot; when replies other processes
-        published came in meanwhile, the rest are looked up again before the next is sent (another node may
-        have paid for them), and only then: an integer compared per request otherwise."""
+        ``claimed``: their keys are claimed, or the store does not claim. ``looked``: the store's ``pulled`` when
+        ``sends`` were looked up (default: now). Sends wait here for a slot; when replies other processes published
+        came in meanwhile, the rest are looked up again before the next is sent (another node may have paid for
+        them), and only then: an integer compared per request otherwise."""
         inflight, clients, down, store = self.inflight, self.clients, self.judge_down, self.store
         extra: set[tuple[int, int]] = set()  # samples asked for as extra choices of another request (n)
         several = self.layout.samples > 1
@@ -427,7 +425,7 @@ class SplitRun(RowCore):
         others. ``extra``'s are asked for already (extra choices of a request in flight): left out."""
         todo = [s for s in sends if (id(s[0]), s[1]) not in extra] if extra else sends
         rest = self._from_store(store, todo)
-        if claimed and store.shared and len(rest) < len(todo):
+        if claimed and store.claiming and len(rest) < len(todo):
             kept = {id(s) for s in rest}
             for s in todo:
                 if id(s) not in kept:
@@ -444,8 +442,8 @@ class SplitRun(RowCore):
                 self._fail(e)
 
     async def _claim(self, sends: list) -> list:
-        """Of ``sends`` (none in the store), those this process is to send: it claims their keys in the shared
-        store. Keys another process holds wait in ``parked`` for its reply (see :meth:`_poll_parked`)."""
+        """Of ``sends`` (none in the store), those this process is to send: it claims their keys in the store. Keys
+        another process holds, or whose claim is not decided yet, wait in ``parked`` (see :meth:`_poll_parked`)."""
         store = self.store
         assert store is not None
         inflight, recent, parked = self.inflight, self.recent, self.parked
@@ -493,15 +491,19 @@ class SplitRun(RowCore):
         return out + to_send
 
     async def _poll_parked(self) -> None:
-        """Look the parked keys up again until another process stored their replies (or freed its claims)."""
+        """Look the parked keys up again until another process stored their replies (or freed its claims): those
+        whose claims the store says changed (all of them where it cannot tell)."""
+        assert self.store is not None
+        token = None
         while self.failure is None:
             await asyncio.sleep(_POLL_S)
             if not self.parked:
                 continue
             self.polling = True
             try:
-                items = [item for key in list(self.parked) for item in self.parked.pop(key)]
-                looked = self.store.pulled if self.store is not None else 0
+                token, keys = self.store.claims_changed(token)
+                items = [i for k in (list(self.parked) if keys is None else keys) for i in self.parked.pop(k, ())]
+                looked = self.store.pulled
                 await self._send_all(await self._claim(items), looked=looked)
             except asyncio.CancelledError:
                 raise
@@ -694,7 +696,7 @@ class SplitRun(RowCore):
                 cap = self.clients[part // job.per_judge].max_tokens
                 record = failure_record(str(outcome.kind), scrub(outcome.message or ""), raw, outcome.attempts, cap)
                 store.put(failure_key(key), record)  # before the release: the same commit, or an earlier one
-            if store.shared:
+            if store.claiming:
                 store.release(key)  # failed: another process waiting on it may try it itself (or replay it)
         recent = self.recent  # a failure too: the same request already had its retries
         recent[key] = outcome

@@ -76,7 +76,6 @@ version ever looks one up).
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
@@ -90,7 +89,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import CacheError, CacheLockedError, DiskFullError
-from .segments import Remote, SegmentSync
+from .leases import CLAIMS, RemoteClaims
+from .segments import Remote, SegmentSync, is_local
 from .sqlite import (
     CLAIMS_SCHEMA,
     SQLITE_BUSY,
@@ -111,6 +111,8 @@ from .sqlite import (
     is_disk_full,
     merge,
     owner_dead,
+    read_sidecars,
+    take_claims,
 )
 
 logger = logging.getLogger("hf_judge")
@@ -191,6 +193,7 @@ class ReplyStore:
         self.written = 0
         self._bytes = 0
         self._segments: SegmentSync | None = None
+        self._claims: RemoteClaims | None = None
         if remote is not None:
             try:
                 self._segments = SegmentSync(remote, self.path, lock_wait)
@@ -250,7 +253,7 @@ class ReplyStore:
         now, then commit shared from here on, merge the appended replies and tell the other process."""
         self.shared = True
         if in_flight:
-            self.claim(in_flight)
+            self._claim_here(in_flight, True)
         self._queue.put(_SHARE)
 
     def _look_for_company(self) -> None:
@@ -284,7 +287,7 @@ class ReplyStore:
 
     def _open(self) -> sqlite3.Connection:
         """Open, check and merge: wait for a lock, report a full disk, move only a damaged file aside."""
-        sidecars, extra = self._read_sidecars()
+        sidecars, extra = read_sidecars(self.path)
         deadline = time.monotonic() + self.lock_wait
         first = True
         while True:
@@ -330,34 +333,6 @@ class ReplyStore:
                     self._imported(sidecars, extra)
                     return conn
                 raise self._not_usable(e) from None
-
-    def _read_sidecars(self) -> tuple[list[Path], list[tuple]]:
-        """The replies that earlier runs could not write to the store, and the files that hold them."""
-        files = sorted(self.path.parent.glob(glob.escape(self.path.name) + ".unsaved-*.jsonl"))
-        read, rows = [], []
-        for p in files:
-            try:
-                lines = p.read_text(encoding="utf-8").splitlines()
-            except FileNotFoundError:  # another process imported it first
-                continue
-            except (OSError, UnicodeDecodeError) as e:
-                logger.warning("could not read %s (%s); left it for a later run", p, e)
-                continue
-            bad = 0
-            for line in lines:
-                try:
-                    d = json.loads(line)
-                    row = (bytes.fromhex(d["key"]), d["content"], d["usage"])
-                except (ValueError, KeyError, TypeError):
-                    row = None
-                if row is None or not isinstance(row[1], str) or not isinstance(row[2], (str, type(None))):
-                    bad += 1
-                    continue
-                rows.append(row)
-            if bad:
-                logger.warning("%s: skipped %s damaged lines; those rows will be scored again", p, bad)
-            read.append(p)
-        return read, rows
 
     def _imported(self, files: list[Path], rows: list[tuple]) -> None:
         for p in files:
@@ -448,67 +423,90 @@ class ReplyStore:
     def claim(
         self, keys: Sequence[bytes], *, wait: bool = True
     ) -> tuple[dict[bytes, tuple[str, tuple[int, int] | None]], list[bytes]] | None:
-        """Shared stores: (the stored replies among ``keys``, the keys now claimed by this store to send).
+        """Stores that claim (:attr:`claiming`): (the stored replies among ``keys``, the keys now this store's to send).
 
-        The rest of ``keys`` are being sent by another live worker: look them up again later (a claim
-        whose owner died, or whose lease ran out, is taken over then). One transaction, so two workers
-        never claim one key. ``wait=False``: None at once if another process holds the write lock
-        (an event loop retries after a millisecond, where SQLite's own busy wait sleeps up to 100 ms).
+        The rest of ``keys`` are being sent by another live worker of this machine, claimed first by another node
+        (a store on object storage: :mod:`hf_judge.store.leases`), or wait for this node's claim to be decided:
+        look them up again later (:meth:`claims_changed` says which; a claim whose owner died, or whose lease ran
+        out, is taken over then). One transaction on this machine, so two workers never claim one key.
+        ``wait=False``: None at once if another process holds the write lock (an event loop retries after a
+        millisecond, where SQLite's own busy wait sleeps up to 100 ms).
 
         Example:
             >>> found, mine = store.claim(keys)  # doctest: +SKIP
         """
-        assert self.shared, "claim() needs a store opened with shared=True"
-        found: dict[bytes, tuple[str, tuple[int, int] | None]] = {}
-        mine: list[bytes] = []
+        assert self.claiming, "claim() needs a store opened with shared=True or on object storage"
         if not keys:
-            return found, mine
-        host = self.owner.partition(":")[0]
+            return {}, []
+        claims = self._remote_claims()
+        if self.shared:
+            got = self._claim_here(keys, wait)
+            if got is None:
+                return None
+            found, mine = got
+        else:  # on object storage, alone on this machine: the replies imported are all there is to find
+            # keys met for the first time were just looked up by the caller: looked up again once given to send
+            known = claims.known(keys) if claims is not None else keys
+            found = self.get_many(known) if known else {}
+            mine = [k for k in dict.fromkeys(keys) if k not in found]
+        if claims is not None:
+            claims.found(found)
+            mine = claims.take(mine)
+        return found, mine
+
+    def _claim_here(
+        self, keys: Sequence[bytes], wait: bool
+    ) -> tuple[dict[bytes, tuple[str, tuple[int, int] | None]], list[bytes]] | None:
+        """The claims among the processes of this machine, in the SQLite file (one transaction)."""
         with self._lock:
             conn = self._read
             if not self._begin_claims(wait):
                 return None
             try:
-                now = time.time()
-                for i in range(0, len(keys), 500):
-                    chunk = list(dict.fromkeys(keys[i : i + 500]))
-                    marks = ",".join("?" * len(chunk))
-                    for k, content, usage in conn.execute(
-                        f"SELECT key, content, usage FROM replies WHERE key IN ({marks})", chunk
-                    ):
-                        found[k] = (content, decode_meta(usage)[0])
-                    missing = [k for k in chunk if k not in found]
-                    if not missing:
-                        continue
-                    held = {
-                        k: (owner, expires)
-                        for k, owner, expires in conn.execute(
-                            f"SELECT key, owner, expires FROM claims WHERE key IN ({','.join('?' * len(missing))})",
-                            missing,
-                        )
-                    }
-                    dead: dict[str, bool] = {}
-                    take = []
-                    for k in missing:
-                        h = held.get(k)
-                        if h is not None and h[0] != self.owner and h[1] > now:
-                            if h[0] not in dead:
-                                dead[h[0]] = owner_dead(h[0], host)
-                            if not dead[h[0]]:
-                                continue
-                        take.append(k)
-                    if take:
-                        expires = now + self.lease_s
-                        conn.executemany(
-                            "INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", [(k, self.owner, expires) for k in take]
-                        )
-                        mine += take
+                got = take_claims(conn, keys, self.owner, self.lease_s)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-        return found, mine
+        return got
+
+    def _remote_claims(self) -> RemoteClaims | None:
+        """The claims across machines (a store on object storage), started with the first claim."""
+        sync = self._segments
+        if self._claims is None and sync is not None and sync.remote.claims:
+            fs, path = sync.remote.filesystem(CLAIMS)
+            if is_local(fs):  # a folder (file://) must exist to put a file in it; object stores have no folders
+                fs.makedirs(path, exist_ok=True)
+            r = sync.remote
+            self._claims = RemoteClaims(
+                fs, path, owner=sync.tag, lease_s=r.lease_s, clock_skew_s=r.clock_skew_s, pull=sync.pull
+            )
+            sync.on_published = self._claims.published_through
+            self._claims.start()
+        return self._claims
+
+    @property
+    def claiming(self) -> bool:
+        """Whether a run claims keys before sending them (:meth:`claim`): shared among the processes of this
+        machine, or on object storage (claims across machines, unless ``HF_JUDGE_CLAIMS=0``)."""
+        return self.shared or (self._segments is not None and self._segments.remote.claims)
+
+    def claims_changed(self, token: tuple | None) -> tuple[tuple | None, list[bytes] | None]:
+        """(a new token, the keys whose claims may have changed since ``token``): ``[]`` none, ``None`` any (a shared
+        store's other processes, or new replies imported). A run waiting for keys asks :meth:`claim` for those.
+
+        Example:
+            >>> token, keys = store.claims_changed(None)  # doctest: +SKIP
+            >>> token, keys = store.claims_changed(token)  # later: [] if nothing changed  # doctest: +SKIP
+        """
+        claims = self._claims
+        if self.shared or claims is None:
+            return None, None
+        now = (self.pulled, claims.version)
+        if token is None or token[0] != now[0]:
+            return now, None
+        return now, claims.won_since(token[1])
 
     def _begin_claims(self, wait: bool) -> bool:
         """BEGIN IMMEDIATE on the claims' connection, trying each millisecond (with ``wait``) or once: SQLite's own
@@ -538,15 +536,27 @@ class ReplyStore:
             conn.execute(f"PRAGMA busy_timeout={int(self.lock_wait * 1000)}")
 
     def release(self, key: bytes) -> None:
-        """Shared stores: give up the claim on ``key`` (its request failed), with the next commit."""
-        self._queue.put((key,))
+        """Stores that claim: give up the claim on ``key`` (its request failed, or it was not sent), with the next
+        commit here, and across machines once what was queued before it is published."""
+        if self.shared:
+            self._queue.put((key,))
+        if self._claims is not None and self._segments is not None:
+            self._claims.settle(key, self._segments.queued)
+
+    def abandon(self) -> None:
+        """A run that stopped: the keys it claimed across machines and will not send are free for the other nodes
+        (once what it queued is published), not held while this process lives on (a Ray actor's next batch)."""
+        if self._claims is not None and self._segments is not None:
+            self._claims.abandon(self._segments.queued)
 
     def put(self, key: bytes, content: str, usage: tuple[int, int] | None = None, logprobs: dict | None = None) -> None:
         """Queue one accepted reply (and its token usage and log-probability table, if known) for the next commit."""
         row = (key, content, encode_meta(usage, logprobs))
         self._queue.put(row)
         if self._segments is not None:
-            self._segments.add(row)
+            ticket = self._segments.add(row)
+            if self._claims is not None:
+                self._claims.settle(key, ticket)  # its claim across machines ends once the reply is published
 
     def _write_loop(self) -> None:
         q = self._queue
@@ -722,6 +732,8 @@ class ReplyStore:
                 self._set_aside()
         if self._segments is not None:
             self._segments.close()
+        if self._claims is not None:
+            self._claims.close()  # after the last publish: a claim ends once its replies can be found
         if self.shared:
             try:  # the claims a cancelled run still held: free for the other workers at once
                 self._write_conn.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))

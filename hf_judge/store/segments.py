@@ -22,9 +22,14 @@ filesystem a temporary name, then a rename), never rewritten, so no lock is need
 its inputs deleted, and a reader that finds a segment gone skips it (its replies are in the merged one,
 listed next time).
 
-Within one machine, processes that share a local store claim requests before sending them (see
-:mod:`hf_judge.store.replies`), so an identical prompt is paid at most once per machine; two machines
-that meet the same new prompt within one publish interval may both pay it.
+Segments say what was paid once it is published; what is being paid is said by claims. Within one machine,
+processes that share a local store claim requests in it before sending them (see :mod:`hf_judge.store.replies`);
+across machines, each node claims the requests it is about to send in ``<url>/claims/`` (one small object per
+batch of keys, with a lease), and the earliest live claim of a key pays while the others wait for its reply to
+come with the segments (:mod:`hf_judge.store.leases`, which also says why no conditional write is needed). So two
+nodes started together on the same rows pay each request once, and a node killed mid-run frees its claims when
+its lease ends. ``HF_JUDGE_CLAIMS=0`` turns the claims across machines off (a node alone saves their second of
+latency at the start; two nodes may then pay what they meet within one publish interval).
 
 Example:
     >>> remote = Remote.of("s3://bucket/judge-cache", {"anon": False})
@@ -45,12 +50,14 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import CacheError, ConfigError
 from ..redact import resolve_storage_options
+from .leases import CLAIMS, CLOCK_SKEW_S, LEASE_S, sweep
 from .sqlite import connect, insert_flat
 
 logger = logging.getLogger("hf_judge")
@@ -161,6 +168,10 @@ class Remote:
     publish_s: float = PUBLISH_S
     publish_n: int = PUBLISH_N
     pull_s: float = PULL_S
+    # Claims across machines (:mod:`hf_judge.store.leases`): their lease, the nodes' clock skew, on or off.
+    lease_s: float = LEASE_S
+    clock_skew_s: float = CLOCK_SKEW_S
+    claims: bool = True
 
     @classmethod
     def of(cls, url: str, storage_options: dict[str, Any] | None = None, **timing: Any) -> Remote:
@@ -175,19 +186,25 @@ class Remote:
         timing.setdefault("publish_s", float(os.environ.get("HF_JUDGE_PUBLISH_S") or PUBLISH_S))
         # HF_JUDGE_PULL_S: nodes that score the same rows side by side see each other's replies sooner (more listings)
         timing.setdefault("pull_s", float(os.environ.get("HF_JUDGE_PULL_S") or PULL_S))
+        # HF_JUDGE_LEASE_S: how soon a killed node's claims free themselves (a shorter lease: more renewals)
+        timing.setdefault("lease_s", float(os.environ.get("HF_JUDGE_LEASE_S") or LEASE_S))
+        # HF_JUDGE_CLOCK_SKEW_S: how far apart the nodes' clocks may be; HF_JUDGE_CLAIMS=0: a node alone claims nothing
+        timing.setdefault("clock_skew_s", float(os.environ.get("HF_JUDGE_CLOCK_SKEW_S") or CLOCK_SKEW_S))
+        timing.setdefault("claims", os.environ.get("HF_JUDGE_CLAIMS", "1").strip().lower() not in ("0", "false", "no"))
         return cls(url, dict(storage_options or {}), **timing)
 
     @property
     def segment_dir(self) -> str:
         return f"{self.url}/{SEGMENTS}"
 
-    def filesystem(self) -> tuple[Any, str]:
-        """(the fsspec filesystem, the segments folder's path on it); a missing package is a ConfigError."""
+    def filesystem(self, folder: str = SEGMENTS) -> tuple[Any, str]:
+        """(the fsspec filesystem, the path on it of ``folder``: the segments, or the claims); a missing package
+        is a ConfigError."""
         import fsspec
 
         protocol = self.url.split("://", 1)[0].lower()
         try:
-            fs, path = fsspec.core.url_to_fs(self.segment_dir, **resolve_storage_options(self.storage_options))
+            fs, path = fsspec.core.url_to_fs(f"{self.url}/{folder}", **resolve_storage_options(self.storage_options))
         except ImportError as e:
             raise ConfigError(f"cache_dir={self.url!r} needs {missing_package(protocol)} ({e})") from None
         except ValueError as e:
@@ -212,7 +229,8 @@ def _protocols(fs: Any) -> set[str]:
     return set(fs.protocol) if isinstance(fs.protocol, (tuple, list)) else {fs.protocol}
 
 
-def _is_local(fs: Any) -> bool:
+def is_local(fs: Any) -> bool:
+    """Whether ``fs`` is this machine's disk (``file://``): folders must be made there before files go in."""
     return bool({"file", "local"} & _protocols(fs))
 
 
@@ -298,7 +316,7 @@ def put_segment(fs: Any, path: str, name: str, data: bytes) -> None:
     """Write one segment whole or not at all: an object store's put is atomic; a local or mounted
     filesystem gets a hidden temporary name first, then a rename."""
     target = f"{path}/{name}"
-    if not _is_local(fs):
+    if not is_local(fs):
         fs.pipe_file(target, data)
         return
     fs.makedirs(path, exist_ok=True)
@@ -354,6 +372,9 @@ class SegmentSync:
         self._failing = False
         self._thread: threading.Thread | None = None
         self._closed = False
+        self.flushed = 0  # rows taken from the queue (published, or kept in the outbox)
+        # Called with ``flushed`` once every row taken from the queue is in the store (the claims of their keys end).
+        self.on_published: Callable[[int], object] | None = None
 
     def start(self) -> None:
         """Import what others published (now, so that the run's first lookups see it), then keep in sync."""
@@ -382,9 +403,15 @@ class SegmentSync:
         with self._lock:
             return len(self._buffer)
 
+    @property
+    def queued(self) -> int:
+        """Replies this process has queued so far (a ticket, as :meth:`add` returns)."""
+        with self._lock:
+            return self.flushed + len(self._buffer)
+
     def _check_home(self) -> None:
         """Nothing published yet: make sure there is somewhere to publish (a missing bucket is said now)."""
-        if _is_local(self.fs):
+        if is_local(self.fs):
             self.fs.makedirs(self.path, exist_ok=True)
             return
         bucket = self.path.split("/", 1)[0]
@@ -395,14 +422,16 @@ class SegmentSync:
                 "credentials cannot see it). Create it, or check the URL and credentials, then run again."
             )
 
-    def add(self, row: tuple) -> None:
-        """Queue one stored reply, (key, content, usage), for the next segment."""
+    def add(self, row: tuple) -> int:
+        """Queue one stored reply, (key, content, usage), for the next segment; how many rows this process has
+        queued so far, this one included (its ticket: see ``on_published``)."""
         with self._lock:
             if not self._buffer:
                 self._first_at = time.monotonic()
             self._buffer.append(row)
             if len(self._buffer) >= self.remote.publish_n:
                 self._wake.set()
+            return self.flushed + len(self._buffer)
 
     def _loop(self) -> None:
         pulled = time.monotonic()
@@ -458,11 +487,14 @@ class SegmentSync:
                     return False  # nor could the disk take them: they stay queued in memory
                 with self._lock:
                     del self._buffer[: len(rows)]
+                    self.flushed += len(rows)
                     self._first_at = time.monotonic()
                 if not refused:
                     self._failing = False
                     self.published += len(rows)
                     self._mark_read(name)
+            if not refused and self.on_published is not None:
+                self.on_published(self.flushed)
             return not refused
 
     def _refused(self, e: Exception) -> None:
@@ -655,12 +687,14 @@ def compact(remote: Remote, *, min_segments: int = 2) -> tuple[int, int]:
     """Merge the published segments into one, safe while runs go on: (segments merged, replies kept).
 
     The merged segment is written before its inputs are deleted, so a reader sees every reply in one of
-    them at any moment; a segment published during the compaction is left for the next one.
+    them at any moment; a segment published during the compaction is left for the next one. The claims of
+    runs whose lease ended a lease ago (killed nodes') are deleted too.
 
     Example:
         >>> compact(Remote.of("s3://bucket/judge-cache"))  # doctest: +SKIP
         (412, 1003520)
     """
+    sweep(*remote.filesystem(CLAIMS), lease_s=remote.lease_s)
     fs, path = remote.filesystem()
     names = segment_names(fs, path)
     if len(names) < min_segments:
@@ -723,7 +757,7 @@ def unique_keys(tables: list) -> Any:
 
 def _drop_stale_temporaries(fs: Any, path: str, age_s: float = 3600.0) -> None:
     """Remove the temporary files of writers killed mid-write (an hour old: no live writer takes that long)."""
-    if not _is_local(fs):
+    if not is_local(fs):
         return
     for p in fs.ls(path, detail=False):
         name = p.rsplit("/", 1)[-1]

@@ -1,5 +1,6 @@
-"""The reply store's SQLite file: its tables, connections, merges, the ``usage`` column's encoding, claims'
-owners, and what a SQLite or OS error means (a full disk, a lock, a damaged file).
+"""The reply store's SQLite file: its tables, connections, merges, the ``usage`` column's encoding, claims and their
+owners, the replies a run could not write (sidecars), and what a SQLite or OS error means (a full disk, a lock, a
+damaged file).
 
 :class:`~hf_judge.store.replies.ReplyStore` is built on these; the engines use the disk helpers
 (``is_disk_full``, ``free_space``, ``human_bytes``) for their own files too.
@@ -9,13 +10,17 @@ from __future__ import annotations
 
 import errno
 import functools
+import glob
 import json
+import logging
 import os
 import shutil
 import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+logger = logging.getLogger("hf_judge")
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS replies (key BLOB PRIMARY KEY, content TEXT NOT NULL, usage TEXT) WITHOUT ROWID;"
@@ -219,6 +224,76 @@ def delete_claims(conn: sqlite3.Connection, keys: Sequence[bytes]) -> None:
     for i in range(0, len(keys), 500):
         chunk = keys[i : i + 500]
         conn.execute(f"DELETE FROM claims WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+
+
+def read_sidecars(path: Path) -> tuple[list[Path], list[tuple]]:
+    """The replies that earlier runs could not write to the store ``path`` (``<path>.unsaved-*.jsonl``, beside it), and
+    the files that hold them."""
+    files = sorted(path.parent.glob(glob.escape(path.name) + ".unsaved-*.jsonl"))
+    read, rows = [], []
+    for p in files:
+        try:
+            lines = p.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:  # another process imported it first
+            continue
+        except (OSError, UnicodeDecodeError) as e:
+            logger.warning("could not read %s (%s); left it for a later run", p, e)
+            continue
+        bad = 0
+        for line in lines:
+            try:
+                d = json.loads(line)
+                row = (bytes.fromhex(d["key"]), d["content"], d["usage"])
+            except (ValueError, KeyError, TypeError):
+                row = None
+            if row is None or not isinstance(row[1], str) or not isinstance(row[2], (str, type(None))):
+                bad += 1
+                continue
+            rows.append(row)
+        if bad:
+            logger.warning("%s: skipped %s damaged lines; those rows will be scored again", p, bad)
+        read.append(p)
+    return read, rows
+
+
+def take_claims(
+    conn: sqlite3.Connection, keys: Sequence[bytes], owner: str, lease_s: float
+) -> tuple[dict[bytes, tuple[str, tuple[int, int] | None]], list[bytes]]:
+    """In the caller's transaction: (the replies stored among ``keys``, the keys claimed now for ``owner``). A key
+    another live owner claimed, with a lease still running, is left out; a dead owner's claim is taken over."""
+    found: dict[bytes, tuple[str, tuple[int, int] | None]] = {}
+    mine: list[bytes] = []
+    host = owner.partition(":")[0]
+    now = time.time()
+    dead: dict[str, bool] = {}
+    for i in range(0, len(keys), 500):
+        chunk = list(dict.fromkeys(keys[i : i + 500]))
+        marks = ",".join("?" * len(chunk))
+        for k, content, usage in conn.execute(f"SELECT key, content, usage FROM replies WHERE key IN ({marks})", chunk):
+            found[k] = (content, decode_meta(usage)[0])
+        missing = [k for k in chunk if k not in found]
+        if not missing:
+            continue
+        held = {
+            k: (who, expires)
+            for k, who, expires in conn.execute(
+                f"SELECT key, owner, expires FROM claims WHERE key IN ({','.join('?' * len(missing))})", missing
+            )
+        }
+        take = []
+        for k in missing:
+            h = held.get(k)
+            if h is not None and h[0] != owner and h[1] > now:
+                if h[0] not in dead:
+                    dead[h[0]] = owner_dead(h[0], host)
+                if not dead[h[0]]:
+                    continue
+            take.append(k)
+        if take:
+            expires = now + lease_s
+            conn.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", [(k, owner, expires) for k in take])
+            mine += take
+    return found, mine
 
 
 def owner_dead(owner: str, host: str) -> bool:
