@@ -21,6 +21,9 @@ collect_ignore = [p.name for p in Path(__file__).parent.glob("*.py") if not p.na
 # packs/: metric packs the tests install in a temporary folder (tests/test_metric_packs.py); importing one from
 # here would make its package importable from the wrong folder for the whole session
 collect_ignore.append("packs")
+# counter_probe/: a script and a sitecustomize.py that patches the client (tests/test_counters.py starts them in a
+# process of their own); imported here they would switch progress bars off and add the probe counter session-wide
+collect_ignore.append("counter_probe")
 
 
 def pytest_terminal_summary(terminalreporter):
