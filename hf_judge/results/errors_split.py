@@ -96,7 +96,9 @@ def current(errors: Dataset) -> Dataset:
     if "judge" in errors.column_names or set(errors.column_names) != BEFORE_JUDGE:
         return errors
     table = errors.with_format("arrow")[:]
-    columns = [table.column(k) if k in table.column_names else pa.nulls(len(table), pa.string()) for k in ERROR_FEATURES]
+    columns = [
+        table.column(k) if k in table.column_names else pa.nulls(len(table), pa.string()) for k in ERROR_FEATURES
+    ]
     return Dataset(pa.Table.from_arrays(columns, schema=ERROR_FEATURES.arrow_schema), split=errors.split)
 
 
