@@ -8,8 +8,9 @@ tests/test_matrix.py (feature ``panel_judge_fails``)."""
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 import pytest
-from datasets import Dataset, DatasetDict, load_from_disk
+from datasets import Dataset, DatasetDict, Features, load_from_disk
 from helpers import QA_COLUMNS, qa_dataset, score
 
 from hf_judge import Judge, Panelist, Settings, agreement, choose_judge, load_result, score_dataset
@@ -124,6 +125,12 @@ def test_one_judge_names_its_model_in_one_process_the_map_transform_and_a_saved_
     )  # fmt: skip
     stream.save_to_disk(tmp_path / "streamed")  # its error rows written as they come (ErrorWriter), then read back
     assert _failed(load_result(tmp_path / "streamed")["errors"]) == want
+    # the same folder as a version before the column wrote it: it loads, each row's judge unknown
+    before = Features({k: v for k, v in ERROR_FEATURES.items() if k != "judge"})
+    for f in (tmp_path / "streamed" / "errors").glob("*.parquet"):
+        pq.write_table(pq.read_table(f).drop_columns("judge").cast(before.arrow_schema), f)
+    old = load_result(tmp_path / "streamed")["errors"]
+    assert old.column_names == list(ERROR_FEATURES) and _failed(old) == {(r, m, None, k) for r, m, _, k in want}
 
 
 def _as_earlier_version(folder) -> None:
