@@ -148,7 +148,7 @@ def errors_page() -> str:
         "| --- | --- |",
         *(f"| `{name}` | {text} |" for name, text in ERROR_COLUMNS.items()),
         "",
-        "A map transform (`hf_judge.Judge`), a Ray Data stage and a Spark step put the same fields, but `split` and "
+        "A map transform (`hf_judge.Judge`), a Ray Data stage and a Spark step put the same fields, except `split` and "
         "`row`, in each row's `judge_errors` list.",
         "",
         "The `kind` column holds one of these values, or `http_<status>` for a request that ended with that HTTP "

@@ -48,7 +48,8 @@ ERROR_COLUMNS = {
     "judge": "whose request failed: a panel judge's name (the suffix of its columns, `<column>__<judge>`; a panel "
     "has a row per judge that failed), or the model of a run with one judge; null for the row's own error, where no "
     "request was made (`null_input`, `bad_image`, `input_too_long`, `template`), and in an errors split written "
-    "before the column existed (read as every judge's)",
+    "before the column existed (read as every judge's). A cascade's rows name the tier's judge: the cheap or the "
+    "strong model, or a judge of the strong panel",
     "kind": "what went wrong: one of the kinds below",
     "message": "what went wrong, in words (a panel's starts `judge 'name': `, for people: a program reads `judge`)",
     "raw": "the reply as it came, where one came",
