@@ -167,3 +167,24 @@ def test_an_earlier_versions_errors_split_loads_and_is_taken_as_input(panel, jud
     assert {(e["row"], e["judge"], e["kind"]) for e in again["errors"] if e["metric"] == "QA_Relevance"} == {
         (2, None, "null_input")
     }
+
+
+def test_a_cascades_error_rows_name_the_tier_that_failed(judge, tmp_path):
+    """Row 0 (the cheap judge unsure) goes to the strong judge, which fails it; row 2, which the cheap judge
+    failed, goes up too and the strong one scores it: the one error row left is the strong judge's."""
+    judge.configure(
+        overrides={"score": 5},
+        confidence=[{"match": "row-0:", "p": 0.3}, {"match": "row-", "p": 0.9}],
+        faults=[
+            {"fault": "out_of_range", "model": "strong", "match": "row-0:"},
+            {"fault": "status", "status": 400, "model": "cheap", "match": "row-2:"},
+        ],
+    )
+    out = score_dataset(
+        qa_dataset(4), ["QA_Correctness"], settings=Settings(model="cheap", backoff_base=0.001),
+        base_url=judge.base_url, escalate_base_url=judge.base_url, api_key="sk-test", cache_dir=tmp_path / "cache",
+        columns=QA_COLUMNS, progress=False, retries=0, logprobs=True, escalate_when="confidence<0.6",
+        escalate_model="strong",
+    )  # fmt: skip
+    assert _failed(out["errors"]) == {(0, "QA_Correctness", "strong", "out_of_range")}
+    assert out["train"]["QA_Correctness_judge"][2] == "strong"
