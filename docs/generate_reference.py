@@ -256,13 +256,22 @@ def _anchor(title: str) -> str:
 
 def errors_page() -> str:
     from hf_judge import errors
+    from hf_judge.results.errors_split import ERROR_COLUMNS
 
     lines = [
-        HEADER.format(source="hf_judge/errors.py"),
+        HEADER.format(source="hf_judge/errors.py and hf_judge/results/errors_split.py"),
         "# The errors split",
         "",
-        "A scored dataset has an `errors` split with one row per (row, metric) that has no score: its split, row "
-        "index, metric, error kind, message, raw reply and attempts. Nothing is scored 0 or dropped silently. "
+        "A scored dataset has an `errors` split with one row per (row, metric) that has no score (a panel: one per "
+        "judge that failed it). Nothing is scored 0 or dropped silently. Its columns:",
+        "",
+        "| column | what it holds |",
+        "| --- | --- |",
+        *(f"| `{name}` | {text} |" for name, text in ERROR_COLUMNS.items()),
+        "",
+        "A map transform (`hf_judge.Judge`), a Ray Data stage and a Spark step put the same fields, except `split` and "
+        "`row`, in each row's `judge_errors` list.",
+        "",
         "The `kind` column holds one of these values, or `http_<status>` for a request that ended with that HTTP "
         "status (e.g. `http_503`).",
         "",

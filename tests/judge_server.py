@@ -43,6 +43,8 @@ DEFAULTS: dict = {
     "models": None,
     "require_key": None,
     "overrides": {},
+    # {"b": {"score": 11}}: replies to model "b" (one judge of a panel) carry these values, e.g. an out-of-range score
+    "model_overrides": {},
     "n": "ignore",  # a request for n choices: "ignore" (one choice), "honour" (n choices), "refuse" (400)
     "attempt_scores": None,  # [4, 9, 9]: the n-th request of a prompt gets integer outputs [n-1 % len] (samples)
     # {"pattern": regex, "step": 20, "noise": 1}: a judge biased to length. The i-th integer output (in the schema's
@@ -184,7 +186,7 @@ class Judge:
 
     def _reply_object(self, text: str, schema: dict, attempt: int = 1, model: str = "") -> dict:
         props = schema.get("properties", {})
-        overrides = dict(self.config["overrides"])
+        overrides = {**self.config["overrides"], **self.config["model_overrides"].get(model, {})}
         if self.config["length_scores"]:
             overrides = {**self._length_scores(text, props, model), **overrides}
         by_attempt = self.config["attempt_scores"]

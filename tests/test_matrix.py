@@ -51,6 +51,8 @@ FEATURES = {
         "escalate_when": "confidence<0.65",
         "token_columns": True,
     },
+    # a panel whose judge b replies out of range to QA_Clarity on every row: its error rows name it (`judge`)
+    "panel_judge_fails": {"models": "a,b"},
     # an image variable (data URLs: sent as image parts, never fetched), and a user's own prompt file
     "images": {
         "metrics": ["VQA"],
@@ -58,12 +60,20 @@ FEATURES = {
         "prompts_dir": str(Path(__file__).parent / "prompts_matrix"),
     },
 }
+# a feature's judge server (and batch server): what it is configured with before the run
+SERVER = {"panel_judge_fails": {"model_overrides": {"b": {"score": 11}}}}
+# a feature's error rows as (row, metric, judge, kind), where more than the null answer fails
+FAILED = {
+    "panel_judge_fails": {(2, "QA_Clarity", None, "null_input"), (2, "Binary", None, "null_input")}
+    | {(r, "QA_Clarity", "b", "out_of_range") for r in (0, 1, 3, 4, 5)},
+}
 # The engines and what each refuses come from the declared capabilities (hf_judge.engine.capabilities), as the
 # docs' tables do (docs/reference/engines.md): a cell is either equal to the in-process result or the table's
 # ConfigError, word for word.
 ENGINES = [e for e, engine in capabilities.ENGINES.items() if engine.matrix]
 # a feature of this module -> the capability a run of it asks for (the ways of judging a row are their own)
 ASKS = {"cascade": "cascade", "cascade_ensemble": "cascade", "length_control": "length_control"}
+ASKS["panel_judge_fails"] = "panel"
 
 
 def _refusal(engine: str, feature: str) -> str | None:
@@ -311,15 +321,20 @@ def test_engine_x_feature_equals_the_in_process_result(engine, feature, judge, r
             _run(engine, feature, judge, batch_server, tmp_path, request)
         assert str(raised.value) == refused
         return
+    for server in (judge, batch_server):
+        if server is not None and feature in SERVER:
+            server.configure(**SERVER[feature])
     expected, expected_errors, expected_summary = references(feature)
     out = _run(engine, feature, judge, batch_server, tmp_path, request)
     got = _columns(out["train"])
     assert list(got) == list(expected), "the columns, in order"
     for c in expected:
         assert got[c] == expected[c], f"column {c!r}"
-    assert _errors(out["errors"]) == expected_errors
-    assert {(e["row"], e["kind"]) for e in expected_errors} == {(2, "null_input")}, "the null answer, in every metric"
-    assert len(expected_errors) == len(_job(feature)["metrics"])
+    assert _errors(out["errors"]) == expected_errors  # every field, `judge` (whose request failed) included
+    failed = {(e["row"], e["metric"], e["judge"], e["kind"]) for e in expected_errors}
+    # the null answer, in every metric: the row's own error, no judge's
+    assert failed == FAILED.get(feature, {(2, m, None, "null_input") for m in _job(feature)["metrics"]})
+    assert len(expected_errors) == len(failed)
     if engine not in (
         "map",
         "spark",

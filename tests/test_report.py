@@ -689,6 +689,30 @@ def test_a_page_whose_every_row_failed_says_so_first(browser, judge, tmp_path, r
     assert _problems(browser) == []
 
 
+def test_the_errors_table_names_the_judge_of_each_failed_request(browser, judge, tmp_path):
+    """A panel whose judge b failed a row: the errors tab's table has a judge column, b in b's row and nothing in
+    the row's own error (a null answer: no judge was asked)."""
+    from selenium.webdriver.common.by import By
+
+    judge.configure(faults=[{"fault": "out_of_range", "model": "b", "match": "pan-1:"}])
+    ds = qa_dataset(3, "pan").map(lambda r, i: {"answer": None if i == 2 else r["answer"]}, with_indices=True)
+    scored = score(ds, ["QA_Clarity"], judge, tmp_path, models="a,b", retries=0)
+    judge.reset()
+    _open(browser, write_report(scored, tmp_path / "panel.html", source="panel"), "errors")
+    table = browser.find_element(By.ID, "errors")
+    heads = [_text(th) for th in table.find_elements(By.CSS_SELECTOR, "thead th")]
+    assert heads[:5] == ["split", "row", "metric", "judge", "kind"]
+    cells = [
+        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")][:5]
+        for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    ]
+    assert sorted(cells) == [
+        ["train", "1", "QA_Clarity", "b", "out_of_range"],
+        ["train", "2", "QA_Clarity", "", "null_input"],
+    ]
+    assert _problems(browser) == []
+
+
 def test_an_incomplete_result_says_so_first_and_its_notes_are_listed(browser, tmp_path):
     """A run its budget stopped: a banner says the result is incomplete (its nulls are requests never sent); the
     run's notes are listed (they were embedded and never shown), with what the page cut of them."""

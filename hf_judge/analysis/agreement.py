@@ -390,21 +390,34 @@ def agreement(
 def _failure_kinds(errors: Dataset | None, split: str | None, score: str, rows: Sequence[int] | None) -> dict[int, str]:
     """Row -> the error kind of the split's error rows: those of the metric behind ``score`` first (a metric
     ``Comparative`` writes ``Comparative_winner``; a panel judge's column ``X__judge_a`` is metric X's), else
-    any (``QA_All`` fills ``QA_Clarity``). Empty without an errors split."""
+    any (``QA_All`` fills ``QA_Clarity``). A panel judge's column counts its own judge's rows (the errors split's
+    ``judge`` column) and the rows' own (no judge), never another judge's. Empty without an errors split."""
     if errors is None or not len(errors):
         return {}
     base = score.partition(JUDGE_SEP)[0]
+    judge = _judge_of(score)
     wanted = set(rows) if rows is not None else None
     found: dict[int, str] = {}
-    table = errors.with_format("arrow")[:].select(["split", "row", "metric", "kind"]).to_pylist()
-    for e in table:
+    whole = errors.with_format("arrow")[:]
+    # an errors split an earlier version wrote has no judge column: its rows are every judge's
+    columns = ["split", "row", "metric", "kind", *(["judge"] if "judge" in whole.column_names else [])]
+    for e in whole.select(columns).to_pylist():
         r = e["row"]
         if (split is not None and e["split"] != split) or (wanted is not None and r not in wanted):
+            continue
+        if judge is not None and e.get("judge") not in (None, judge):  # another judge of the panel failed here
             continue
         ours = base == e["metric"] or base.startswith(f"{e['metric']}_")
         if ours or r not in found:
             found[r] = e["kind"] if ours else f"{e['kind']} ({e['metric']})"
     return found
+
+
+def _judge_of(score: str) -> str | None:
+    """The panel judge whose column ``score`` is (``X__a``; a cascade's strong panel: ``X__a__strong``), None for a
+    run's own column or a cascade tier's (``X__cheap``, ``X__strong``: no panel judge may be named so)."""
+    names = [p for p in score.split(JUDGE_SEP)[1:] if p not in ("cheap", "strong")]
+    return names[0] if names else None
 
 
 def _all_rows(

@@ -174,6 +174,8 @@ class Reader:
                 continue  # the same request failed again in this output: one try
             else:
                 bad[key] = failure
+                if not self.book.importing:  # a failed try of a batch's request, counted as a failed attempt online
+                    self.client.stats.failures[str(failure[1])] += 1
             p_tok, c_tok = p_tok + p, c_tok + c
         self.book.accept(list(good.values()))
         failed = self.book.reject(list(bad.values()), job)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, concatenate_datasets
 
 from ..analysis import bias, stats
@@ -32,7 +33,7 @@ from ..judging.ensemble import JUDGE_SEP
 from ..judging.metrics import Metric, MetricKind
 from ..progress import ProgressCallback
 from ..results.bias import pair_variables
-from ..results.errors_split import ERRORS_SPLIT
+from ..results.errors_split import ERRORS_SPLIT, judge_errors
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import Panelist, Settings, SettingValues, Unpack
@@ -358,17 +359,12 @@ def _score_column(metric: Metric) -> str:
     return numeric[0] if numeric else metric.columns[0]
 
 
-def _judge_errors(errors: Dataset, judge: str, rows: int | None = None) -> Dataset:
-    """The error rows of one judge of the panel (its message starts ``judge 'name': ``; a row every judge
-    failed on the same way is the run's), and with ``rows`` those of the first ``rows`` rows only."""
-    own = f"judge {judge!r}: "
-
-    def keep(message: str | None, row: int) -> bool:
-        return (not (message or "").startswith("judge '") or (message or "").startswith(own)) and (
-            rows is None or row < rows
-        )
-
-    return errors.filter(keep, input_columns=["message", "row"])
+def _judge_errors(errors: Dataset, judge: str | None, rows: int) -> Dataset:
+    """The error rows of the first ``rows`` rows that are ``judge``'s: a panel judge's by the errors split's
+    ``judge`` column, with the rows' own (:func:`~hf_judge.results.errors_split.judge_errors`); every one for a
+    candidate alone (``judge`` None)."""
+    mine = (judge_errors(errors, judge) if judge is not None else errors).with_format("arrow")[:]
+    return Dataset(mine.filter(pc.less(mine.column("row"), rows)), split=errors.split)
 
 
 def _judge_figures(summary: RunSummary, name: str, panel: bool) -> dict[str, Any]:
@@ -411,7 +407,7 @@ def _rank(
         for judge in candidates:
             name = judge.column_name
             column = _column(m, name if panel else None)
-            own_errors = _judge_errors(errors, name, 2 * n if swapped else n)
+            own_errors = _judge_errors(errors, name if panel else None, 2 * n if swapped else n)
             entry: dict[str, Any] = {
                 "name": name if len(metrics) == 1 else f"{name} x {m.name}",
                 "judge": name,

@@ -32,7 +32,7 @@ from ..analysis.leaderboard import FILE, ORDER, JudgeChoice, flip
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
 from ..results import plots
-from ..results.errors_split import ERRORS_SPLIT
+from ..results.errors_split import ERRORS_SPLIT, judge_errors
 from ..results.output import save_result
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
@@ -100,21 +100,11 @@ def candidate_result(
     if order_rows is not None and labels is not None:
         column, given = labels
         rows = rows.remove_columns(column).add_column(column, [*given, *(flip(v) for v in given)])
-    errors = _errors_of(result[ERRORS_SPLIT], name)
+    # a panel judge's error rows by the errors split's judge column (and the rows' own); one judge alone: all
+    errors = judge_errors(result[ERRORS_SPLIT], name) if judges else result[ERRORS_SPLIT]
     out = ScoredDatasetDict({"train": rows, ERRORS_SPLIT: errors})
     out.summary = _summary_of(summary, judge, list(mine), errors) if judges else summary
     return out
-
-
-def _errors_of(errors: Dataset, judge: str) -> Dataset:
-    """The judge's error rows (its message starts ``judge 'name': ``) and the run's own (no judge named)."""
-    mark = f"judge {judge!r}: "
-
-    def keep(message: str | None) -> bool:
-        text = message or ""
-        return not text.startswith("judge '") or text.startswith(mark)
-
-    return errors.filter(keep, input_columns=["message"])
 
 
 def _summary_of(summary: RunSummary, judge: Panelist, columns: list[str], errors: Dataset) -> RunSummary:

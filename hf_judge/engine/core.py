@@ -155,21 +155,42 @@ class RowCore:
         return sample_key(self.clients[judge].request_key(body), in_judge // job.orders)
 
     def _job_error(
-        self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
+        self,
+        r: int,
+        plan: Plan,
+        kind: ErrorKind | str,
+        message: str,
+        raw: str | None = None,
+        attempts: int = 0,
+        judge: str | None = None,
     ) -> None:
-        self._error_row(r, plan, kind, message, raw, attempts)
+        self._error_row(r, plan, kind, message, raw, attempts, judge)
         self._row_done(r)
 
+    def judge_name(self, judge: int) -> str:
+        """What the errors split's ``judge`` column says of judge ``judge`` (its index): a panel judge's name (the
+        suffix of its columns), or the model of the run's one judge."""
+        return self.layout.judges[judge] if self.layout.panel else self.clients[judge].model
+
     def _error_row(
-        self, r: int, plan: Plan, kind: ErrorKind | str, message: str, raw: str | None = None, attempts: int = 0
+        self,
+        r: int,
+        plan: Plan,
+        kind: ErrorKind | str,
+        message: str,
+        raw: str | None = None,
+        attempts: int = 0,
+        judge: str | None = None,
     ) -> None:
-        # The one place error rows are made: whatever a server put in them, no secret goes on.
+        # The one place error rows are made: whatever a server put in them, no secret goes on. ``judge``: whose
+        # request failed (None: the row's own error, no request was made for it)
         message, raw = scrub(message), (None if raw is None else scrub(raw))
         self.errors.append(  # str(kind): a plain str, which any serialiser takes (orjson refuses enum dict keys)
             {
                 "split": self.split,
                 "row": r,
                 "metric": plan.metric.name,
+                "judge": judge,
                 "kind": str(kind),
                 "message": message,
                 "raw": raw,
@@ -190,7 +211,8 @@ class RowCore:
             if failed:
                 o = failed[0]
                 attempts = sum(x.attempts for x in outcomes)
-                return self._job_error(job.row, job.plan, o.kind or "error", o.message or "", o.raw, attempts)
+                kind, message = o.kind or "error", o.message or ""
+                return self._job_error(job.row, job.plan, kind, message, o.raw, attempts, self.judge_name(0))
             # none failed: every value is set
             self._put_values(metric, outcomes, row_values)
             if self.logprobs:
@@ -259,7 +281,7 @@ class RowCore:
                 missing = f"{len(failures)} of {k} samples failed (min_samples={layout.min_samples}); " if k > 1 else ""
                 attempts = sum(x.attempts for x in outcomes[judge * job.per_judge : (judge + 1) * job.per_judge])
                 message = f"{where}{missing}{o.message or ''}"
-                self._error_row(job.row, job.plan, o.kind or "error", message, o.raw, attempts)
+                self._error_row(job.row, job.plan, o.kind or "error", message, o.raw, attempts, self.judge_name(judge))
                 judges.append(None)
             else:
                 judges.append(samples[0] if k == 1 else self._combine_samples(metric, samples))

@@ -20,7 +20,7 @@ from ..judging.ensemble import Layout
 from ..judging.images import ImageValueError, image_urls, image_variables
 from ..judging.render import format_value
 from ..redact import register, resolve_secret
-from ..results.errors_split import ERROR_FEATURES, ERRORS_SPLIT
+from ..results.errors_split import ERRORS_SPLIT, current, is_errors_split
 from ..results.summary import RunSummary
 from ..settings import Settings, check_base_url, public_fields, resolve_settings, resolved_provider
 from ..store.replies import ReplyStore
@@ -41,12 +41,12 @@ def as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset | 
     if isinstance(ds, DatasetDict):
         splits = dict(ds)
         earlier = splits.pop(ERRORS_SPLIT, None)
-        if earlier is not None and set(earlier.column_names) != set(ERROR_FEATURES):
+        if earlier is not None and not is_errors_split(earlier.column_names):
             raise ConfigError(
                 f"the input has a split named {ERRORS_SPLIT!r} that is not an hf_judge errors split "
                 f"(columns {earlier.column_names}); hf_judge writes its own: rename that split"
             )
-        return splits, earlier
+        return splits, None if earlier is None else current(earlier)  # an earlier version's: its judge unknown
     raise ConfigError(
         f"score_dataset takes a datasets.Dataset, DatasetDict, IterableDataset or IterableDatasetDict, "
         f"got {type(ds).__name__}. "
@@ -474,7 +474,7 @@ def stream_splits(
         if d.features is None:  # streamed JSON/CSV without declared features: datasets infers them from rows
             splits[name] = d._resolve_features()
     earlier = splits.pop(ERRORS_SPLIT, None)
-    if earlier is not None and set(earlier.column_names or []) != set(ERROR_FEATURES):
+    if earlier is not None and not is_errors_split(earlier.column_names or []):
         raise ConfigError(
             f"the input has a split named {ERRORS_SPLIT!r} that is not an hf_judge errors split "
             f"(columns {earlier.column_names}); hf_judge writes its own: rename that split"

@@ -17,8 +17,8 @@ other node reads (:mod:`hf_judge.store.segments`); a local path is each node's
 own (its actors share replies among themselves only).
 
 A (row, metric) that fails gets nulls in its columns and an entry in the
-row's ``judge_errors`` column (a list of ``{metric, kind, message, raw,
-attempts}``, empty when every metric scored; ``raw`` cut to 1,000
+row's ``judge_errors`` column (a list of ``{metric, judge, kind, message,
+raw, attempts}``, empty when every metric scored; ``raw`` cut to 1,000
 characters), the row-level form of the ``errors`` split: the column
 :class:`hf_judge.Judge` writes, with its name and type.
 """

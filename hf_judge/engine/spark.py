@@ -2,8 +2,8 @@
 
 :func:`score_spark_dataframe` appends the same score columns as :func:`hf_judge.score_dataset` to a
 ``pyspark.sql.DataFrame``, and the per-row ``judge_errors`` column of :class:`hf_judge.Judge` (a list of
-``{metric, kind, message, raw, attempts}``, empty when every metric scored). The rows travel as Arrow batches
-(``mapInArrow``), each scored by the same row core as every other engine. Nothing runs until a Spark action.
+``{metric, judge, kind, message, raw, attempts}``, empty when every metric scored). The rows travel as Arrow
+batches (``mapInArrow``), each scored by the same row core as every other engine. Nothing runs until a Spark action.
 
 Each Python worker of an executor holds one :class:`~hf_judge.engine.transform.Runtime` (event loop, clients,
 the reply store opened ``shared=True``), built on its first batch and kept while Spark reuses the worker. Every

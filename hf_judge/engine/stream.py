@@ -423,7 +423,9 @@ class Streams:
 
         run = self.run
         state: dict[str, Any] = {
-            "progress": 2,  # the progress file's format: 2, error rows in files of their own
+            # the progress file's format: 2, error rows in files of their own; 3, with their judge column (a save
+            # an earlier version left is written again: its error files have no such column)
+            "progress": 3,
             "model": run.client.model,
             "server": run.client.server_id,
             "max_input_chars": run.max_input_chars,

@@ -49,6 +49,7 @@ ERRORS_COLUMN = "judge_errors"
 RAW_CHARS = 1000
 ERROR_ENTRY = {
     "metric": Value("string"),
+    "judge": Value("string"),  # whose request failed, as in the errors split (results/errors_split.py)
     "kind": Value("string"),
     "message": Value("string"),
     "raw": Value("string"),
@@ -143,23 +144,25 @@ _CONFIG = ("job", "base_urls", "errors_column", "_id")
 
 def errors_feature() -> list:
     """The per-row errors column's feature (``Judge`` and ``score_ray_dataset`` write it alike): a list of
-    ``{metric, kind, message, raw, attempts}``, one per metric of the row that failed.
+    ``{metric, judge, kind, message, raw, attempts}``, one per metric of the row that failed (and per judge of a
+    panel that failed it; ``judge`` as in the errors split: a panel judge's name, the model of one judge, null for
+    the row's own error).
 
     Example:
         >>> [sorted(entry) for entry in errors_feature()]
-        [['attempts', 'kind', 'message', 'metric', 'raw']]
+        [['attempts', 'judge', 'kind', 'message', 'metric', 'raw']]
     """
     return [dict(ERROR_ENTRY)]
 
 
 def errors_by_row(errors: Sequence[Mapping[str, Any]], n: int, raw_chars: int | None = RAW_CHARS) -> list[list[dict]]:
     """The per-row errors column of a batch of ``n`` rows from its error rows (``row`` within the batch): each
-    row's ``{metric, kind, message, raw, attempts}``, ``[]`` for a row every metric scored; ``raw`` (the reply)
-    cut to ``raw_chars`` characters (None: whole).
+    row's ``{metric, judge, kind, message, raw, attempts}``, ``[]`` for a row every metric scored; ``raw`` (the
+    reply) cut to ``raw_chars`` characters (None: whole).
 
     Example:
         >>> errors_by_row([{"row": 1, "metric": "Q", "kind": "null_input", "message": "m", "raw": None}], 2)
-        [[], [{'metric': 'Q', 'kind': 'null_input', 'message': 'm', 'raw': None, 'attempts': None}]]
+        [[], [{'metric': 'Q', 'judge': None, 'kind': 'null_input', 'message': 'm', 'raw': None, 'attempts': None}]]
     """
     per_row: list[list[dict[str, Any]]] = [[] for _ in range(n)]
     for e in errors:
@@ -175,7 +178,7 @@ class Judge:
 
     Each batch (a dict of columns) gets the score columns :func:`hf_judge.score_dataset` writes, named and
     typed alike (samples, panels, ``logprobs`` and ``token_columns`` included), and ``errors_column``
-    (default ``judge_errors``): per row, a list of ``{metric, kind, message, raw, attempts}``, empty when
+    (default ``judge_errors``): per row, a list of ``{metric, judge, kind, message, raw, attempts}``, empty when
     every metric scored (``raw``, the reply, cut to 1,000 characters). A (row, metric) that fails has nulls
     in its columns, as in ``score_dataset``. Replies go through the reply store under ``cache_dir``: a row
     judged before, by any engine or process, costs no request. Arguments are those of ``score_dataset``

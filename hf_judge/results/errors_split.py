@@ -1,5 +1,12 @@
-"""The ``errors`` split's schema: one row per failed (split, row, metric); and a streamed result's errors split,
-kept on disk as it is written (:class:`ErrorWriter`) and read back from there (:class:`ErrorFiles`)."""
+"""The ``errors`` split's schema: one row per failed (split, row, metric), and for a panel one per judge that failed
+it; a streamed result's errors split, kept on disk as it is written (:class:`ErrorWriter`) and read back from there
+(:class:`ErrorFiles`).
+
+``judge`` names whose request failed: a panel judge's name (the suffix of its columns, ``<column>__<judge>``), or
+the model of a run with one judge; null for the row's own error, where no request was made (a null input, a
+template error, an input over ``max_input_chars``). A reader picks a judge's rows by this column
+(:func:`judge_errors`), never by the message's ``judge 'x': `` prefix, which is for people. An errors split written
+before the column existed is read as one whose judge is unknown (:func:`current`)."""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets import Dataset, Features, Value
 
@@ -24,6 +32,7 @@ ERROR_FEATURES = Features(
         "split": Value("string"),
         "row": Value("int64"),
         "metric": Value("string"),
+        "judge": Value("string"),
         "kind": Value("string"),
         "message": Value("string"),
         "raw": Value("string"),
@@ -31,20 +40,83 @@ ERROR_FEATURES = Features(
     }
 )
 
+# What each column says (docs/reference/errors.md shows it)
+ERROR_COLUMNS = {
+    "split": "the split of the row",
+    "row": "the row's index in its split, counted from 0 in the input's order",
+    "metric": "the metric that has no score for the row",
+    "judge": "whose request failed: a panel judge's name (the suffix of its columns, `<column>__<judge>`; a panel "
+    "has a row per judge that failed), or the model of a run with one judge; null for the row's own error, where no "
+    "request was made (`null_input`, `bad_image`, `input_too_long`, `template`), and in an errors split written "
+    "before the column existed (read as every judge's). A cascade's rows name the tier's judge: the cheap or the "
+    "strong model, or a judge of the strong panel",
+    "kind": "what went wrong: one of the kinds below",
+    "message": "what went wrong, in words (a panel's starts `judge 'name': `, for people: a program reads `judge`)",
+    "raw": "the reply as it came, where one came",
+    "attempts": "the requests made for it (retries included)",
+}
+assert list(ERROR_COLUMNS) == list(ERROR_FEATURES)
+
+# The columns of an errors split written before the ``judge`` column (hf-judge 0.x): read, its judge unknown.
+BEFORE_JUDGE = frozenset(ERROR_FEATURES) - {"judge"}
+
 # Error rows a writer holds before it writes them out (one Parquet row group): about 1 KB each in memory.
 ERROR_BATCH = 4096
 
 
 def errors_dataset(errors: list[dict]) -> Dataset:
-    """The ``errors`` split of these error rows (with its columns when there are none).
+    """The ``errors`` split of these error rows (with its columns when there are none); a row without a ``judge``
+    (an earlier version's) gets a null one.
 
     Example:
         >>> errors_dataset([]).column_names
-        ['split', 'row', 'metric', 'kind', 'message', 'raw', 'attempts']
+        ['split', 'row', 'metric', 'judge', 'kind', 'message', 'raw', 'attempts']
     """
-    if errors:
-        return Dataset.from_list(errors, features=ERROR_FEATURES)
-    return Dataset.from_dict({k: [] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+    return Dataset.from_dict({k: [e.get(k) for e in errors] for k in ERROR_FEATURES}, features=ERROR_FEATURES)
+
+
+def is_errors_split(columns: Iterable[str]) -> bool:
+    """Whether ``columns`` are an errors split's: this version's, or an earlier one's (no ``judge`` column).
+
+    Example:
+        >>> is_errors_split(["split", "row", "metric", "kind", "message", "raw", "attempts"])
+        True
+    """
+    return set(columns) in (set(ERROR_FEATURES), BEFORE_JUDGE)
+
+
+def current(errors: Dataset) -> Dataset:
+    """An errors split in this version's schema: one an earlier version wrote (no ``judge`` column) gets a null
+    one, so that every reader finds the column (its judge is unknown: a reader counts its rows as every judge's).
+
+    Example:
+        >>> old = errors_dataset([]).remove_columns("judge")
+        >>> current(old).column_names
+        ['split', 'row', 'metric', 'judge', 'kind', 'message', 'raw', 'attempts']
+    """
+    if "judge" in errors.column_names or set(errors.column_names) != BEFORE_JUDGE:
+        return errors
+    table = errors.with_format("arrow")[:]
+    columns = [
+        table.column(k) if k in table.column_names else pa.nulls(len(table), pa.string()) for k in ERROR_FEATURES
+    ]
+    return Dataset(pa.Table.from_arrays(columns, schema=ERROR_FEATURES.arrow_schema), split=errors.split)
+
+
+def judge_errors(errors: Dataset, judge: str) -> Dataset:
+    """The error rows of one judge of a panel (its ``judge`` column) and the rows' own (no judge: no request was
+    made, or an earlier version's split, whose judge is unknown). A message that names another judge in its text
+    changes nothing: the column decides.
+
+    Example:
+        >>> rows = [{"row": 0, "metric": "M", "judge": "a", "kind": "http_500", "message": "judge 'b': down"},
+        ...         {"row": 1, "metric": "M", "judge": None, "kind": "null_input", "message": "no input"}]
+        >>> list(judge_errors(errors_dataset(rows), "b")["row"])
+        [1]
+    """
+    table = current(errors).with_format("arrow")[:]
+    theirs = table.column("judge")
+    return Dataset(table.filter(pc.or_kleene(pc.is_null(theirs), pc.equal(theirs, judge))), split=errors.split)
 
 
 class ErrorFiles:

@@ -30,7 +30,7 @@ from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
 from ..redact import resolve_storage_options
-from .errors_split import ERRORS_SPLIT, errors_dataset
+from .errors_split import ERRORS_SPLIT, current, errors_dataset
 from .output import read_manifest
 from .report_stream import stream_folder
 from .scored import ScoredDatasetDict
@@ -77,6 +77,8 @@ def load_result(path: str | os.PathLike, *, storage_options: dict[str, Any] | No
             f"{url} is no result folder hf-judge wrote: it has neither dataset_dict.json (a saved result), "
             f"data/<split>-NNNNN.parquet beside errors/ (a streamed one) nor {RAY_MARKER} (a Ray output_dir)"
         )
+    if ERRORS_SPLIT in out:  # one an earlier version wrote has no judge column: read as one whose judge is unknown
+        out[ERRORS_SPLIT] = current(out[ERRORS_SPLIT])
     out.summary = _summary(fs, root)
     return out
 

@@ -571,8 +571,8 @@
     out.push(el('label', {}, 'kind ', el('select', { id: 'error-kind', onchange: (e) => { S.kind = e.target.value; draw(); } },
       el('option', { value: '' }, 'all'), Object.entries(E.by_kind).map(([k, n]) => el('option', { value: k, selected: k === S.kind }, `${k} (${int(n)})`)))));
     const rows = E.rows.filter((e) => !S.kind || e.kind === S.kind).slice(0, 1000);
-    out.push(el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, ['split', 'row', 'metric', 'kind', 'attempts', 'message and raw reply'].map((h) => el('th', {}, h)))),
-      el('tbody', {}, rows.map((e) => el('tr', { 'data-kind': e.kind }, el('td', {}, e.split), el('td', {}, e.row), el('td', {}, e.metric), el('td', {}, e.kind), el('td', {}, e.attempts),
+    out.push(el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, ['split', 'row', 'metric', 'judge', 'kind', 'attempts', 'message and raw reply'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, rows.map((e) => el('tr', { 'data-kind': e.kind }, el('td', {}, e.split), el('td', {}, e.row), el('td', {}, e.metric), el('td', {}, e.judge ?? ''), el('td', {}, e.kind), el('td', {}, e.attempts),
         el('td', {}, e.message, e.raw ? el('details', {}, el('summary', {}, 'raw reply'), el('pre', {}, e.raw)) : ''))))));
     return out;
   }
