@@ -68,7 +68,7 @@ def test_a_job_resolves_settings_metrics_and_store_once(tmp_path):
     assert job.layout.samples == 3 and job.settings.samples == 3
     assert job.store_path is None and job.store_file == (tmp_path / "c" / "replies.sqlite3").absolute()
     # settled metrics resolve to themselves: a job handed on is not resolved into something else
-    again = JudgeJob.of(job.settings, job.metrics, job.columns)
+    again = JudgeJob.of(job.settings, job.metrics, columns=job.columns)
     assert [m.columns for m in again.metrics] == [m.columns for m in job.metrics]
     fleet = job.with_settings(base_url="http://127.0.0.1:8001/v1")
     assert fleet.settings.base_url == "http://127.0.0.1:8001/v1" and job.settings.base_url != fleet.settings.base_url

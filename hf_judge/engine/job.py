@@ -97,20 +97,20 @@ class JudgeJob:
         return _resolved(metrics, dict(values), "score_dataset")
 
     @classmethod
-    def of(cls, settings: Settings, metrics: Any, **values: Unpack[JobValues]) -> JudgeJob:
+    def of(cls, merged: Settings, metrics: Any, **values: Unpack[JobValues]) -> JudgeJob:
         """The job of settings already merged (an entry point that checks them before the metrics load); the
         other keyword arguments are :class:`~hf_judge.settings.JobValues`' (``settings=`` aside).
 
         ``cache_dir`` may be an fsspec URL (``s3://bucket/prefix``): the store's shared home, configured by
         ``storage_options``; ``local_cache_dir`` (else ``$HF_JUDGE_LOCAL_CACHE``, else a folder of the user
         cache keyed by the URL) holds this process's local copy (:mod:`hf_judge.store.segments`)."""
-        layout = Layout.from_settings(settings)
+        layout = Layout.from_settings(merged)
         loaded = resolve_metrics(metrics, values.get("prompts_dir"), values.get("metric_params"))
         root, remote = cache_location(values.get("cache_dir"), values.get("storage_options"),
                                       values.get("local_cache_dir"))  # fmt: skip
         return cls(
             loaded,
-            settings,
+            merged,
             layout,
             dict(values.get("columns") or {}),
             values.get("api_key"),
@@ -246,6 +246,11 @@ class Job:
         return self.resolved.metrics
 
     @property
+    def given_metrics(self) -> Any:
+        """The metrics as given (names, a mode's ``All``, a comma list, Metric objects)."""
+        return self._given[0]
+
+    @property
     def values(self) -> dict[str, Any]:
         """The keyword arguments the Job was given (:class:`~hf_judge.settings.JobValues`), a copy."""
         return dict(self._given[1])
@@ -263,6 +268,19 @@ class Job:
         metrics, values = self._given
         shown = [repr(metrics), *(f"{k}={_shown(k, v)}" for k, v in values.items())]
         return scrub(f"Job({', '.join(shown)})")
+
+
+def in_flight_values(metrics: Any, values: Mapping[str, Any], in_flight: int | None, entry: str) -> dict[str, Any]:
+    """``values`` with ``in_flight=`` (Ray's and Spark's name for the ``concurrency`` setting, their
+    ``concurrency`` being their own) as that setting; with a Job, ``in_flight=`` is a TypeError (the Job has it)."""
+    if in_flight is None:
+        return dict(values)
+    if isinstance(metrics, Job):
+        raise TypeError(
+            f"{entry}() got a Job and in_flight={in_flight}: in_flight is the Job's concurrency setting; give it "
+            f"there, job.replace(concurrency={in_flight})"
+        )
+    return {**values, "concurrency": in_flight}
 
 
 def _resolved(metrics: Any, values: dict[str, Any], entry: str) -> JudgeJob:
