@@ -1,13 +1,15 @@
-"""One scoring job, resolved once: the library's counterpart of the CLI's ``cli.job.Job``.
+"""One scoring job, resolved once: :class:`Job`, the public description, and :class:`JudgeJob`, what the engines
+read (the library's counterparts of the CLI's ``cli.job.Job``).
 
 Every public entry point (:data:`ENTRY_POINTS`: :func:`hf_judge.score_dataset`, :func:`hf_judge.estimate_cost`,
 :func:`hf_judge.export_batch`, :func:`hf_judge.import_batch`, ``hf_judge.ray.score_ray_dataset``,
 ``hf_judge.ray.score_dataset_on_ray``, :class:`hf_judge.Judge`, ``hf_judge.spark.score_spark_dataframe``,
-:func:`hf_judge.choose_judge`) takes the same visible keyword arguments (:data:`COMMON_ARGUMENTS`: metrics, columns,
-api_key, prompts_dir, metric_params, the cache's ``cache_dir``, ``storage_options`` and ``local_cache_dir``,
-use_cache, token_columns, settings) and the settings' own keywords, typed by
-:class:`~hf_judge.settings.SettingValues`. Each turns them into one :class:`JudgeJob` here, with the same checks and
-the same messages, and hands that on: the engines read the job, never the bundle again.
+``hf_judge.spark.spark_output_schema``, :func:`hf_judge.choose_judge`) takes a :class:`Job` where it takes the
+metrics, or the metrics and the same keyword arguments, typed once by :class:`~hf_judge.settings.JobValues`
+(:data:`COMMON_ARGUMENTS`: columns, api_key, prompts_dir, metric_params, the cache's ``cache_dir``,
+``storage_options`` and ``local_cache_dir``, use_cache, token_columns, settings; and every setting). The keyword
+form is the Job form: :meth:`Job.of` builds the Job they describe, with the same checks and the same messages,
+and the entry point hands its :class:`JudgeJob` on: the engines read the job, never the bundle again.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ from ..store.segments import Remote, default_local_dir, is_url
 from .prepare import resolve_api_key, run_settings
 
 STORE_FILE = "replies.sqlite3"
-# The public entry points, as "module:name" (their public paths): each takes COMMON_ARGUMENTS, keyword-only and
-# alike, less what NOT_APPLICABLE says does not apply to it, and the settings as ``**setting_values:
-# Unpack[SettingValues]``. tests/test_job.py checks every one: a new entry point goes here.
+# The public entry points, as "module:name" (their public paths): each takes a Job where it takes the metrics, or
+# COMMON_ARGUMENTS and the settings as ``**values: Unpack[JobValues]`` (less what NOT_APPLICABLE says does not apply
+# to it: settings.ExportValues, settings.RayJobValues). tests/test_job.py checks every one: a new one goes here.
 ENTRY_POINTS = (
     "hf_judge:score_dataset",
     "hf_judge:estimate_cost",
@@ -41,6 +43,7 @@ ENTRY_POINTS = (
     "hf_judge.ray:score_dataset_on_ray",
     "hf_judge:Judge",
     "hf_judge.spark:score_spark_dataframe",
+    "hf_judge.spark:spark_output_schema",
     "hf_judge:choose_judge",
 )
 COMMON_ARGUMENTS = (
@@ -49,7 +52,7 @@ COMMON_ARGUMENTS = (
 )  # fmt: skip
 NOT_APPLICABLE = {
     "hf_judge:export_batch": {"api_key": "nothing is sent", "token_columns": "it writes requests, not columns"},
-    # a setting left out of its **setting_values (RaySettingValues): the name is Ray's own argument there
+    # a setting left out of its **values (RayJobValues): the name is Ray's own argument there
     "hf_judge.ray:score_ray_dataset": {"concurrency": "Ray's actors (map_batches); in_flight= is the setting"},
 }
 # the settings of a cascade's strong judge (engine/cascade.py): none of them in either tier's own job
