@@ -397,3 +397,64 @@ def test_a_jobs_repr_shows_what_it_was_given_and_never_a_secret(tmp_path):
     with pytest.raises(TypeError) as e:
         score_dataset(qa_dataset(1), job, api_key="sk-live-0123456789abcdef")
     assert "sk-live" not in str(e.value)
+
+
+def test_ray_takes_a_job_with_the_rows_and_requests_of_its_keywords(judge, tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    from hf_judge.ray import score_dataset_on_ray, score_ray_dataset
+
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the machine
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ds = qa_dataset(4)
+
+    def stage(form, cache):
+        scored = _called(
+            score_ray_dataset, ray.data.from_items(ds.to_list()), ["QA_Clarity"], form, _base(judge, cache)
+        )
+        return sorted((r["question"], r["QA_Clarity"], r["QA_Clarity_reason"]) for r in scored.take_all())
+
+    try:
+        (a, sent_a), (b, sent_b) = _both(judge, tmp_path / "driver", on_ray)
+        assert a == b and len(a["train"]) == 4 and sent_a["requests"] == sent_b["requests"] == 4
+        (a, sent_a), (b, sent_b) = _both(judge, tmp_path / "stage", stage)
+        assert a == b and None not in [score for _, score, _ in a] and sent_a["requests"] == sent_b["requests"] == 4
+    finally:
+        ray.shutdown()
+
+
+def test_spark_takes_a_job_with_the_rows_schema_and_requests_of_its_keywords(judge, tmp_path, monkeypatch):
+    pytest.importorskip("pyspark")
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    from hf_judge.spark import score_spark_dataframe, spark_output_schema
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+    active = SparkSession.getActiveSession()
+    if active is not None:  # another test file's: getOrCreate would return it as it is
+        active.stop()
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("hf-judge-job")
+        .config("spark.ui.enabled", "false")
+        .config("spark.executorEnv.PYTHONPATH", os.pathsep.join(sys.path))
+        .getOrCreate()
+    )
+    df = session.createDataFrame(qa_dataset(4).to_list(), "question string, answer string")
+
+    def scored(form, cache):
+        values = _base(judge, cache, batch_size=2) if form == "keywords" else _base(judge, cache)
+        own = {} if form == "keywords" else {"batch_size": 2}
+        out = _called(score_spark_dataframe, df, ["QA_Clarity"], form, values, **own)
+        schema = _called(spark_output_schema, df, ["QA_Clarity"], form, values, **own)
+        assert out.schema == schema
+        return schema, sorted((r["question"], r["QA_Clarity"], r["QA_Clarity_reason"]) for r in out.collect())
+
+    try:
+        (a, sent_a), (b, sent_b) = _both(judge, tmp_path, scored)
+        assert a == b and len(a[1]) == 4 and sent_a["requests"] == sent_b["requests"] == 4
+    finally:
+        session.stop()
