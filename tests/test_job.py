@@ -407,6 +407,10 @@ def test_ray_takes_a_job_with_the_rows_and_requests_of_its_keywords(judge, tmp_p
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     ds = qa_dataset(4)
 
+    def on_ray(form, cache):
+        scored = _called(score_dataset_on_ray, ds, ["QA_Clarity"], form, _base(judge, cache), actors=1)
+        return {k: v.to_list() for k, v in scored.items()}
+
     def stage(form, cache):
         scored = _called(
             score_ray_dataset, ray.data.from_items(ds.to_list()), ["QA_Clarity"], form, _base(judge, cache)

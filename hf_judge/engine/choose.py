@@ -154,7 +154,9 @@ def choose_judge(
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
     if found.ceiling is not None:
         counts, label_values, people = found.ceiling
-        choice.ceiling = ceiling_of_counts(counts, label_values, kind, annotators=people, resamples=resamples, seed=seed)
+        choice.ceiling = ceiling_of_counts(
+            counts, label_values, kind, annotators=people, resamples=resamples, seed=seed
+        )
     else:
         choice.ceiling_missing = NO_CEILING
     if found.left_out:
