@@ -387,7 +387,7 @@ def test_a_jobs_repr_shows_what_it_was_given_and_never_a_secret(tmp_path):
         local_cache_dir=tmp_path / "local",
         storage_options={"key": "AKIA-EXAMPLE-KEY-ID", "secret": "wJalr-secret-access-key", "anon": False},
     )
-    for shown in (repr(job), str(job), f"{job!r}", repr([job]), repr(job.replace(samples=1))):
+    for shown in (repr(job), str(job), f"{job!r}", repr([job]), repr(job.replace(samples=1)), repr(job.resolved)):
         assert not [s for s in secrets if s in shown], shown
     assert "base_url='http://gateway-user:***@127.0.0.1:9/v1'" in repr(job) and repr(job).startswith(
         "Job(['QA_Clarity'], "

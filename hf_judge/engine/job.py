@@ -123,6 +123,15 @@ class JudgeJob:
             remote,
         )
 
+    def __repr__(self) -> str:
+        # the key and a URL's password masked, as a Job's repr masks them
+        names = [m.name for m in self.metrics]
+        return scrub(
+            f"JudgeJob({names!r}, {_shown('settings', self.settings)}, columns={self.columns!r}, "
+            f"api_key={_shown('api_key', self.api_key)}, cache_root={str(self.cache_root)!r}, "
+            f"use_cache={self.use_cache}, remote={self.remote!r})"
+        )
+
     @property
     def store_path(self) -> Path | None:
         """The reply store, or None when the job does not use the cache."""
