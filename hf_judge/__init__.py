@@ -55,6 +55,7 @@ _SUBMODULE_ATTRS = {
     ],
     "engine.choose": ["choose_judge"],
     "engine.estimate": ["CostEstimate", "estimate_cost"],
+    "engine.job": ["Job"],
     "results.filter": ["filter_by_scores"],
     "results.hub": ["push_scored"],
     "results.loader": ["load_result"],
@@ -69,7 +70,7 @@ _SUBMODULE_ATTRS = {
     "engine.score": ["score_dataset"],
     "engine.transform": ["Judge"],
     "results.scored": ["ScoredDatasetDict"],
-    "settings": ["Aggregator", "Panelist", "SettingValues", "Settings"],
+    "settings": ["Aggregator", "JobValues", "Panelist", "SettingValues", "Settings"],
     "engine.stream": ["ScoredIterableDatasetDict", "score_batches"],
     "results.summary": ["RunSummary"],
     "judging.validate": ["parse_binary_verdict", "parse_pair_scores"],
@@ -87,6 +88,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .engine.batch_files import export_batch, import_batch
     from .engine.choose import choose_judge
     from .engine.estimate import CostEstimate, estimate_cost
+    from .engine.job import Job
     from .engine.score import score_dataset
     from .engine.stream import ScoredIterableDatasetDict, score_batches
     from .errors import (
@@ -125,7 +127,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ does th
     from .results.overview import RunOverview, overview
     from .results.report import write_report
     from .results.summary import RunSummary
-    from .settings import Aggregator, Panelist, Settings, SettingValues
+    from .settings import Aggregator, JobValues, Panelist, Settings, SettingValues
     from .transport.local import local_judge
     from .transport.prices import Price, load_prices
 

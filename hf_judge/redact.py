@@ -151,6 +151,7 @@ _SECRET_OPTION = re.compile(
 )
 # Fields of a URL's query or a connection string whose values are credentials (Azure's SAS sig= and AccountKey=,
 # S3's X-Amz-Signature and X-Amz-Credential, ?key=, ?token=), and where such fields start in a text.
+SECRET_NAME = _SECRET_OPTION  # public: a name whose value is a credential (a Job's repr masks it)
 _SECRET_FIELD = re.compile(r"key|token|secret|sig|pass|auth|cred", re.I)
 _FIELD = re.compile(r"(?:^|[?&;])([^=?&;/\s]+)=")
 
@@ -181,6 +182,29 @@ def plan_secrets(value: object, path: str = "storage_options", named: bool = Fal
     if named and value is not None and not isinstance(value, bool):
         return [f"{path} holds {'bytes' if isinstance(value, bytes | bytearray) else type(value).__name__}"]
     return []
+
+
+def masked(value: object, named: bool = False) -> object:
+    """``value`` (at any depth) with what a repr must not show masked: under a credential's name (``named``, or a
+    key matching :data:`SECRET_NAME`) any text but ``env:NAME``, anywhere a URL's password. Panelists are shown as
+    their fields.
+
+    Example:
+        >>> masked({"key": "AKIA-secret", "secret": "env:AWS_SECRET", "endpoint_url": "http://u:pw@minio:9000"})
+        {'key': '***', 'secret': 'env:AWS_SECRET', 'endpoint_url': 'http://u:***@minio:9000'}
+    """
+    if hasattr(value, "model_dump"):  # a Panelist
+        value = {k: v for k, v in value.model_dump().items() if v is not None}
+    if isinstance(value, dict):
+        return {k: masked(v, named or bool(SECRET_NAME.search(str(k)))) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(masked(v, named) for v in value)
+    if isinstance(value, str):
+        if named and not value.startswith("env:"):
+            return "***"
+        if "://" in value and (password := urllib.parse.urlsplit(value).password):
+            return value.replace(f":{password}@", ":***@", 1)
+    return value
 
 
 def _text_secrets(text: str, path: str, named: bool) -> list[str]:

@@ -13,6 +13,7 @@ a recipe or seed config, then flags / keyword arguments.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -538,6 +539,58 @@ class SettingValues(RaySettingValues, total=False):
     """
 
     concurrency: int
+
+
+class _WhereValues(TypedDict, total=False):
+    """The keyword arguments of every entry point besides the settings: the column mapping, the prompts, the
+    reply store, and ``settings=`` itself (see :class:`JobValues`)."""
+
+    columns: dict[str, str] | None
+    prompts_dir: str | os.PathLike | list | None
+    metric_params: dict[str, dict[str, Any]] | None
+    cache_dir: str | os.PathLike | None
+    storage_options: dict[str, Any] | None
+    local_cache_dir: str | os.PathLike | None
+    use_cache: bool
+    settings: Settings | None
+
+
+class _SentValues(TypedDict, total=False):
+    """The two an entry point that writes requests without sending them (``export_batch``) has no use for."""
+
+    api_key: str | None
+    token_columns: bool
+
+
+class JobValues(SettingValues, _WhereValues, _SentValues, total=False):
+    """The keyword arguments every entry point shares, typed once: what :class:`hf_judge.Job` holds besides its
+    metrics. ``score_dataset(ds, metrics, **values)`` is ``score_dataset(ds, Job(metrics, **values))``, and so
+    for every entry point (:data:`hf_judge.engine.job.ENTRY_POINTS`).
+
+    * ``columns``: template variable -> column name (``{"instruction": "question"}``);
+    * ``api_key``: the key, or ``env:NAME`` (read where it is sent); None reads ``$OPENAI_API_KEY``;
+    * ``prompts_dir``, ``metric_params``: the user's prompt files, the metrics' parameters;
+    * ``cache_dir``, ``storage_options``, ``local_cache_dir``, ``use_cache``: the reply store;
+    * ``token_columns``: add each row's prompt and completion tokens;
+    * ``settings``: a whole :class:`Settings`, which the other settings' keywords override;
+    * every public setting of :class:`Settings` (:class:`SettingValues`).
+
+    Example:
+        >>> values: JobValues = {"model": "gpt-4.1-nano", "columns": {"instruction": "question"}, "use_cache": False}
+        >>> shared = set(JobValues.__annotations__) - set(SettingValues.__annotations__)
+        >>> len(shared), "api_key" in shared, "cache_dir" in shared
+        (10, True, True)
+    """
+
+
+class RayJobValues(RaySettingValues, _WhereValues, _SentValues, total=False):
+    """:class:`JobValues` less the ``concurrency`` setting: ``hf_judge.ray.score_ray_dataset``'s, whose
+    ``concurrency=`` is Ray's (its actors) and whose ``in_flight=`` is the setting."""
+
+
+class ExportValues(SettingValues, _WhereValues, total=False):
+    """:class:`JobValues` less ``api_key`` (nothing is sent) and ``token_columns`` (no columns are written):
+    ``hf_judge.export_batch``'s."""
 
 
 def resolved_provider(settings: Settings) -> str:

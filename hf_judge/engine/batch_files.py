@@ -9,6 +9,7 @@ same cache folder, model and base URL: they make the requests' keys.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,31 +18,22 @@ from datasets import Dataset, DatasetDict
 from ..errors import ConfigError
 from ..progress import ProgressCallback
 from ..results.scored import ScoredDatasetDict
-from ..settings import Settings, SettingValues, Unpack, merge_layers, validated
+from ..settings import ExportValues, JobValues, Settings, Unpack, merge_layers, validated
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
 from .batch import BatchRunner
 from .batch_api import offline_runner_format
 from .capabilities import check
-from .job import JudgeJob
-from .prepare import as_splits, build_plans, plan_requests, run_settings
-from .score import score_dataset
+from .job import Job, JudgeJob
+from .prepare import as_splits, build_plans, plan_requests
+from .score import score_checked
 
 
 def export_batch(
     ds: Dataset | DatasetDict,
     metrics: Any,
     path: str | os.PathLike,
-    *,
-    columns: dict[str, str] | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    settings: Settings | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    **setting_values: Unpack[SettingValues],
+    **values: Unpack[ExportValues],
 ) -> int:
     """Write the requests of scoring ``ds`` with ``metrics`` as one batch JSONL file; returns how many lines.
 
@@ -49,26 +41,17 @@ def export_batch(
     replies the cache already holds; one line each, ``custom_id`` the request's cache key in hex. It takes
     ``score_dataset``'s arguments but ``api_key`` (nothing is sent) and ``token_columns`` (no columns are
     written); the cache must be a local folder that is used (the import reads the requests back from it).
+    ``metrics`` may be a :class:`hf_judge.Job` (its key and token columns unused): ``export_batch(ds, metrics,
+    path, **values)`` is ``export_batch(ds, Job(metrics, **values), path)``.
 
     Example:
         >>> export_batch(ds, ["QA_All"], "requests.jsonl", model="Qwen/Qwen3-8B")  # doctest: +SKIP
         1000
         >>> # vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
     """
-    s = run_settings(settings, setting_values)
-    check("batch_files", s, only=("batch_panel", "no_cache"), files=True, use_cache=use_cache)
-    offline_runner_format(s)
-    job = JudgeJob.of(
-        s,
-        metrics,
-        columns,
-        None,
-        prompts_dir,
-        metric_params,
-        cache_dir,
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
-    )
+    job = Job.of(metrics, values, "export_batch").resolved
+    check("batch_files", job.settings, only=("batch_panel", "no_cache"), files=True, use_cache=job.use_cache)
+    offline_runner_format(job.settings)
     return export_job(ds, job, path)
 
 
@@ -102,24 +85,16 @@ def import_batch(
     metrics: Any,
     output_file: str | os.PathLike,
     *,
-    columns: dict[str, str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     progress: bool | ProgressCallback = True,
     if_exists: str = "keep",
-    settings: Settings | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    **setting_values: Unpack[SettingValues],
+    **values: Unpack[JobValues],
 ) -> ScoredDatasetDict:
     """Read a batch runner's output JSONL into the reply cache and return the scored dataset.
 
     Takes the arguments of :func:`hf_judge.score_dataset` (the same as the :func:`export_batch` that wrote
-    the requests, cache folder included). Nothing is sent: a reply that fails validation, a failed line and a
+    the requests, cache folder included), or a :class:`hf_judge.Job` in place of ``metrics``:
+    ``import_batch(ds, metrics, output_file, **values)`` is ``import_batch(ds, Job(metrics, **values),
+    output_file)``. Nothing is sent: a reply that fails validation, a failed line and a
     request the output lacks are rows of the ``errors`` split (``batch_missing`` for the last).
 
     Example:
@@ -130,24 +105,7 @@ def import_batch(
     path = Path(output_file)
     if not path.is_file():
         raise ConfigError(f"no batch output file {path}: give the JSONL the batch runner wrote (-o of vllm run-batch)")
-    # the judge settings go in with the import's: a Settings needs its model (or a panel's, refused then)
-    values: dict[str, Any] = dict(setting_values)
-    judge = {k: v for k in ("model", "models") if (v := values.pop(k, None))}
-    layers = merge_layers(settings, {"batch_import": str(path.resolve())} | judge)
-    return score_dataset(
-        ds,
-        metrics,
-        columns=columns,
-        api_key=api_key,
-        prompts_dir=prompts_dir,
-        metric_params=metric_params,
-        cache_dir=cache_dir,
-        use_cache=use_cache,
-        token_columns=token_columns,
-        progress=progress,
-        if_exists=if_exists,
-        settings=validated(Settings, layers, "settings"),
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
-        **values,
-    )
+    job = Job.of(metrics, values, "import_batch").resolved
+    # the import's setting, checked with the others (validated, as a Settings given with batch_import would be)
+    settings = validated(Settings, merge_layers(job.settings, {"batch_import": str(path.resolve())}), "settings")
+    return score_checked(ds, replace(job, settings=settings), progress, if_exists)

@@ -36,10 +36,11 @@ from ..results.bias import pair_variables
 from ..results.errors_split import ERRORS_SPLIT, judge_errors
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
-from ..settings import Panelist, Settings, SettingValues, Unpack
+from ..settings import JobValues, Panelist, Settings, Unpack
 from ..transport.prices import Price
 from .choose_output import check_output_dir, write_output
 from .estimate import estimate_cost
+from .job import COMMON_ARGUMENTS, Job
 from .score import score_dataset
 
 LABEL = "__label__"  # the labels' column in the scored rows, whatever the data calls it
@@ -63,18 +64,8 @@ def choose_judge(
     output_dir: str | os.PathLike | None = None,
     resamples: int = 1000,
     seed: int = 0,
-    columns: dict[str, str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     progress: bool | ProgressCallback = True,
-    settings: Settings | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    **setting_values: Unpack[SettingValues],
+    **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
     to trust it, what it costs.
@@ -113,7 +104,10 @@ def choose_judge(
     ``plots/choose_judge.png``. ``hf-judge view DIR`` shows the table as a section of the report page.
 
     The other arguments are :func:`hf_judge.score_dataset`'s (settings as keyword arguments, typed by
-    :class:`~hf_judge.settings.SettingValues`, or ``settings=``; ``generator_column`` is one of them).
+    :class:`~hf_judge.settings.JobValues`, or ``settings=``; ``generator_column`` is one of them). ``metric`` may
+    be a :class:`hf_judge.Job` instead, whose judge (``model``, ``models``) the candidates replace:
+    ``choose_judge(data, metric, judges, **values)`` is ``choose_judge(data, Job(metric, model=..., **values),
+    judges)``, the same table from the same requests.
 
     Example:
         >>> from datasets import Dataset
@@ -124,6 +118,10 @@ def choose_judge(
         >>> choice.recommendation["name"]  # doctest: +SKIP
         'gpt-4.1-nano'
     """
+    metric, setting_values = _judged(metric, values)
+    where = {k: setting_values.pop(k) for k in COMMON_ARGUMENTS if k in setting_values}
+    columns, prompts_dir, metric_params = where.get("columns"), where.get("prompts_dir"), where.get("metric_params")
+    settings = where.get("settings")
     if setting_values.get("model") or setting_values.get("models"):
         raise ConfigError("choose_judge takes its candidates from judges=[...], not model= or models=")
     generator_column = setting_values.get("generator_column") or (settings.generator_column if settings else None)
@@ -147,17 +145,8 @@ def choose_judge(
     result = score_dataset(
         scored_ds,
         names,
-        columns=columns,
-        api_key=api_key,
-        prompts_dir=prompts_dir,
-        metric_params=params or None,
-        cache_dir=cache_dir,
-        use_cache=use_cache,
-        token_columns=token_columns,
         progress=progress,
-        settings=settings,
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
+        **{**where, "metric_params": params or None},
         **_panel_settings(setting_values, candidates, generator_column),
     )
     assert isinstance(result, ScoredDatasetDict)
@@ -165,8 +154,10 @@ def choose_judge(
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
     if found.ceiling is not None:
-        counts, values, people = found.ceiling
-        choice.ceiling = ceiling_of_counts(counts, values, kind, annotators=people, resamples=resamples, seed=seed)
+        counts, label_values, people = found.ceiling
+        choice.ceiling = ceiling_of_counts(
+            counts, label_values, kind, annotators=people, resamples=resamples, seed=seed
+        )
     else:
         choice.ceiling_missing = NO_CEILING
     if found.left_out:
@@ -181,6 +172,18 @@ def choose_judge(
         pairs = (LABEL, truth) if swapped else None  # each order's rows with the label in their own terms
         write_output(output_dir, result, choice, candidates, len(ds) if swapped else None, pairs)
     return choice
+
+
+def _judged(metric: Any, values: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(the metrics, the keyword arguments) of a call: a Job's, less its judge (the candidates replace it), or
+    those given."""
+    if not isinstance(metric, Job):
+        return metric, dict(values)
+    job = Job.of(metric, values, "choose_judge")  # a TypeError when keyword arguments come with it
+    given = job.values
+    for judge in ("model", "models"):
+        given.pop(judge, None)
+    return job.given_metrics, given
 
 
 def _panel_settings(

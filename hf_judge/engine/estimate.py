@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,13 +42,13 @@ from ..judging.ensemble import Layout
 from ..judging.images import IMAGE_TOKENS
 from ..judging.metrics import Metric, OutputType
 from ..redact import install_log_filter, scrub
-from ..settings import Settings, SettingValues, Unpack
+from ..settings import JobValues, Unpack
 from ..store.replies import ReplyStore
 from ..transport import anthropic
 from ..transport.client import JudgeClient, judge_panel
 from ..transport.prices import Price, genai_prices_version
 from .batch_book import submitted
-from .job import JudgeJob
+from .job import Job, JudgeJob
 from .pipeline import SplitRun, read_batches
 from .prepare import as_splits, build_plans, judge_specs
 
@@ -244,26 +243,17 @@ def estimate_cost(
     ds: Any,
     metrics: Any,
     *,
-    columns: dict[str, str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     if_exists: str = "keep",
     tokenizer: str = "auto",
-    settings: Settings | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    **setting_values: Unpack[SettingValues],
+    **values: Unpack[JobValues],
 ) -> CostEstimate:
     """What ``score_dataset`` with the same arguments would send and cost, without sending it.
 
     Takes the arguments of :func:`hf_judge.score_dataset` (settings as keyword arguments or
-    ``settings=``). ``tokenizer``: ``"auto"`` (the server's ``/tokenize``, an Anthropic judge's
-    ``/v1/messages/count_tokens``, else tiktoken, else characters / 4), ``"server"``, ``"tiktoken"`` or
-    ``"chars"``. See the module docstring for what is counted and how.
+    ``settings=``), or a :class:`hf_judge.Job` in place of ``metrics``: ``estimate_cost(ds, metrics, **values)``
+    is ``estimate_cost(ds, Job(metrics, **values))``. ``tokenizer``: ``"auto"`` (the server's ``/tokenize``,
+    an Anthropic judge's ``/v1/messages/count_tokens``, else tiktoken, else characters / 4), ``"server"``,
+    ``"tiktoken"`` or ``"chars"``. See the module docstring for what is counted and how.
 
     Example:
         >>> est = estimate_cost(ds, ["QA_All"], model="gpt-4.1-nano")  # doctest: +SKIP
@@ -272,20 +262,7 @@ def estimate_cost(
     install_log_filter()
     if tokenizer not in ("auto", "server", "tiktoken", "chars"):
         raise ValueError(f"tokenizer must be 'auto', 'server', 'tiktoken' or 'chars', got {tokenizer!r}")
-    job = JudgeJob.resolve(
-        metrics,
-        columns=columns,
-        api_key=api_key,
-        prompts_dir=prompts_dir,
-        metric_params=metric_params,
-        cache_dir=cache_dir,
-        use_cache=use_cache,
-        token_columns=token_columns,
-        settings=settings,
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
-        **setting_values,
-    )
+    job = Job.of(metrics, values, "estimate_cost").resolved
     return estimate_job(ds, job, if_exists=if_exists, tokenizer=tokenizer)
 
 

@@ -52,7 +52,7 @@ from .capabilities import check
 from .cascade import score_cascade
 from .core import Plan, score_features
 from .counting import merged_per_judge, stats_delta, stats_dict, total_stats
-from .job import JudgeJob
+from .job import Job, JudgeJob, in_flight_values
 from .prepare import (
     as_splits,
     build_plans,
@@ -61,7 +61,6 @@ from .prepare import (
     judge_specs,
     new_summary,
     preflight,
-    run_settings,
 )
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
@@ -74,9 +73,9 @@ if TYPE_CHECKING:
 
     from ..judging.ensemble import Layout
     from ..results.scored import ScoredDatasetDict
-    from ..settings import RaySettingValues, Settings, SettingValues, Unpack
+    from ..settings import JobValues, RayJobValues, Settings, Unpack
     from ..store.segments import Remote
-    from .job import JudgeJob
+    from .job import Job, JudgeJob, in_flight_values
 
 logger = logging.getLogger("hf_judge")
 
@@ -90,24 +89,13 @@ def score_ray_dataset(
     ds: ray.data.Dataset,
     metrics: Any,
     *,
-    columns: dict[str, str] | None = None,
     base_urls: list[str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     concurrency: int | tuple[int, int] = 1,
     in_flight: int | None = None,
     batch_size: int = 1024,
     num_cpus: float = 1.0,
     map_batches_kwargs: dict[str, Any] | None = None,
-    settings: Settings | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    _batch_stats: bool = False,
-    **setting_values: Unpack[RaySettingValues],
+    **values: Unpack[RayJobValues],
 ) -> ray.data.Dataset:
     """``ds`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy Ray Data stage.
 
@@ -125,7 +113,9 @@ def score_ray_dataset(
     :func:`hf_judge.score_dataset`. ``map_batches_kwargs`` go to
     ``map_batches`` (``memory=``, ``resources=``, ``runtime_env=``, ...).
     Template errors and missing columns are found on the first row, before
-    any request.
+    any request. ``metrics`` may be a :class:`hf_judge.Job` (its ``concurrency``
+    setting is ``in_flight``): ``score_ray_dataset(ds, metrics, in_flight=n,
+    **values)`` is ``score_ray_dataset(ds, Job(metrics, concurrency=n, **values))``.
 
     Example:
         >>> import ray  # doctest: +SKIP
@@ -138,24 +128,11 @@ def score_ray_dataset(
         >>> scored.write_parquet("/shared/scored")  # doctest: +SKIP
     """
     install_log_filter()
-    values: SettingValues = {**setting_values, **({"concurrency": in_flight} if in_flight is not None else {})}
-    job = JudgeJob.resolve(
-        metrics,
-        columns=columns,
-        api_key=api_key,
-        prompts_dir=prompts_dir,
-        metric_params=metric_params,
-        cache_dir=cache_dir,
-        use_cache=use_cache,
-        token_columns=token_columns,
-        settings=settings,
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
-        **values,
-    )
+    given = in_flight_values(metrics, values, in_flight, "score_ray_dataset")  # the keyword form's setting
+    job = Job.of(metrics, given, "score_ray_dataset").resolved
     check("ray_stage", job.settings, base_urls=base_urls)
     warn_self_preference(job.settings)
-    return ray_stage(ds, job, base_urls, concurrency, batch_size, num_cpus, map_batches_kwargs, _batch_stats)
+    return ray_stage(ds, job, base_urls, concurrency, batch_size, num_cpus, map_batches_kwargs)
 
 
 def ray_stage(
@@ -313,21 +290,11 @@ def score_dataset_on_ray(
     *,
     address: str | None = None,
     actors: int | tuple[int, int] | None = None,
-    columns: dict[str, str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     base_urls: list[str] | None = None,
-    settings: Settings | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
     output_dir: str | None = None,
     output_overwrite: bool = False,
     if_exists: str = "keep",
-    **setting_values: Unpack[SettingValues],
+    **values: Unpack[JobValues],
 ) -> ScoredDatasetDict:
     """:func:`hf_judge.score_dataset` run on Ray (``hf-judge score --ray``): the same result, splits and ``errors``.
 
@@ -343,7 +310,9 @@ def score_dataset_on_ray(
     ``summary.json`` (see :mod:`hf_judge.engine.ray_output`). A killed job keeps its finished shards, and a
     rerun writes each split anew. A URL holding files no hf-judge run wrote is refused unless
     ``output_overwrite``. ``if_exists``: what to do with a metric whose columns a split has already, as
-    :func:`hf_judge.score_dataset`'s (the same rules: ``prepare.build_plans``).
+    :func:`hf_judge.score_dataset`'s (the same rules: ``prepare.build_plans``). ``metrics`` may be a
+    :class:`hf_judge.Job`: ``score_dataset_on_ray(ds, metrics, **values)`` is ``score_dataset_on_ray(ds,
+    Job(metrics, **values))``.
 
     Example:
         >>> scored = score_dataset_on_ray(ds, ["QA_All"], model="judge", address="ray://head:10001")  # doctest: +SKIP
@@ -358,23 +327,11 @@ def score_dataset_on_ray(
 
     from datasets import IterableDataset, IterableDatasetDict
 
-    settings = run_settings(settings, setting_values)
+    given = Job.of(metrics, values, "score_dataset_on_ray")
+    job, settings, storage_options = given.resolved, given.settings, given.values.get("storage_options")
     stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
     # before a cluster is started or joined
     check("ray", settings, stream=stream, base_urls=base_urls, url_output=output_dir is not None, url=output_dir or "")
-    job = JudgeJob.of(
-        settings,
-        metrics,
-        columns,
-        api_key,
-        prompts_dir,
-        metric_params,
-        cache_dir,
-        use_cache,
-        token_columns,
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
-    )
     output = RayOutput(output_dir, storage_options, output_overwrite) if output_dir is not None else None
     if output is not None:  # its fail step leaves what a rerun takes up: nothing to do when the run stops
         output.start()

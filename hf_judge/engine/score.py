@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
@@ -15,16 +14,16 @@ from ..progress import ProgressCallback
 from ..redact import install_log_filter
 from ..results.scored import ScoredDatasetDict
 from ..results.sink import ResultSink
-from ..settings import Settings, SettingValues, Unpack
+from ..settings import JobValues, Settings, Unpack
 from .batch_api import offline_runner_format
 from .batch_mode import BatchMode
 from .capabilities import check
 from .cascade import score_cascade
 from .core import Plan, score_features
 from .driver import Named, Run, through
-from .job import JudgeJob
+from .job import Job, JudgeJob
 from .one_process import OneProcess
-from .prepare import run_settings, settings_doc
+from .prepare import settings_doc
 from .stream import ScoredIterableDatasetDict, StreamReadings, Streams
 from .workers import Workers
 
@@ -35,19 +34,9 @@ def score_dataset(
     ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
     metrics: Any,
     *,
-    columns: dict[str, str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     progress: bool | ProgressCallback = True,
     if_exists: str = "keep",
-    settings: Settings | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    **setting_values: Unpack[SettingValues],
+    **values: Unpack[JobValues],
 ) -> ScoredDatasetDict:
     """Score every row of ``ds`` with LLM-as-judge ``metrics``.
 
@@ -55,6 +44,13 @@ def score_dataset(
     column per declared output, rows in their original order and null where a
     metric failed, plus an ``errors`` split with one row per failed (split,
     row, metric). ``result.summary`` holds the run's numbers.
+
+    ``metrics`` may be a :class:`hf_judge.Job` instead, which holds the
+    metrics and every keyword argument below but ``progress`` and
+    ``if_exists``: ``score_dataset(ds, metrics, **values)`` is
+    ``score_dataset(ds, Job(metrics, **values))``, the same result from the
+    same requests (the keyword arguments, :class:`hf_judge.settings.JobValues`,
+    are typed once for every entry point).
 
     How requests are sent is set by keyword arguments named after the fields
     of :class:`hf_judge.Settings` (``model=`` is required), or by a whole
@@ -110,28 +106,24 @@ def score_dataset(
         >>> scored["train"]["QA_Correctness"]  # doctest: +SKIP
         [9]
     """
+    return score_checked(ds, Job.of(metrics, values, "score_dataset").resolved, progress, if_exists)
+
+
+def score_checked(
+    ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
+    job: JudgeJob,
+    progress: bool | ProgressCallback = True,
+    if_exists: str = "keep",
+) -> ScoredDatasetDict:
+    """:func:`score_dataset` of a job resolved: its refusals (the driver's, said before the dataset is read), then
+    :func:`score_job`."""
     install_log_filter()
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
-    settings = run_settings(settings, setting_values)
-    # the driver's refusal (Run.prepare), said before the metrics load too
-    engine = engine_for(settings, ds).name
-    check(engine, settings, stream=isinstance(ds, (IterableDataset, IterableDatasetDict)), use_cache=use_cache)
-    if settings.batch_import:
-        offline_runner_format(settings)  # the provider's refusal: a file in OpenAI's batch format
-    job = JudgeJob.of(
-        settings,
-        metrics,
-        columns,
-        api_key,
-        prompts_dir,
-        metric_params,
-        cache_dir,
-        use_cache,
-        token_columns,
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
-    )
+    stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
+    check(engine_for(job.settings, ds).name, job.settings, stream=stream, use_cache=job.use_cache)
+    if job.settings.batch_import:
+        offline_runner_format(job.settings)  # the provider's refusal: a file in OpenAI's batch format
     return score_job(ds, job, progress=progress, if_exists=if_exists)
 
 

@@ -27,7 +27,7 @@ import hashlib
 import os
 import pickle
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +39,10 @@ from ..errors import ConfigError
 from ..judging.images import image_variables
 from ..redact import install_log_filter, plan_secrets
 from ..results.bias import warn_self_preference
-from ..settings import Settings, SettingValues, Unpack, resolved_provider
+from ..settings import JobValues, Unpack, resolved_provider
 from .capabilities import check
 from .core import Plan, score_features
-from .job import JudgeJob
+from .job import Job, JudgeJob, in_flight_values
 from .prepare import check_samples, judge_specs, preflight
 from .transform import ERRORS_COLUMN, Runtime, errors_by_row, errors_feature
 
@@ -57,20 +57,10 @@ def score_spark_dataframe(
     df: pyspark.sql.DataFrame,
     metrics: Any,
     *,
-    columns: dict[str, str] | None = None,
     base_urls: list[str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     in_flight: int | None = None,
     batch_size: int = 1024,
-    settings: Settings | None = None,
-    **setting_values: Unpack[SettingValues],
+    **values: Unpack[JobValues],
 ) -> pyspark.sql.DataFrame:
     """``df`` with one column per declared output of ``metrics`` and ``judge_errors``, as a lazy ``mapInArrow`` step.
 
@@ -81,7 +71,9 @@ def score_spark_dataframe(
     every executor, with ``storage_options=`` and ``local_cache_dir=``); every other keyword is a setting, as
     for :func:`hf_judge.score_dataset`. ``api_key``: ``env:NAME`` (or None for ``$OPENAI_API_KEY``), read on
     the executors. Template errors and missing columns are found on the first row, before any request; the
-    output's schema is :func:`spark_output_schema`'s.
+    output's schema is :func:`spark_output_schema`'s. ``metrics`` may be a :class:`hf_judge.Job` (its
+    ``concurrency`` setting is ``in_flight``): ``score_spark_dataframe(df, metrics, in_flight=n, **values)`` is
+    ``score_spark_dataframe(df, Job(metrics, concurrency=n, **values))``.
 
     Example:
         >>> from pyspark.sql import SparkSession  # doctest: +SKIP
@@ -92,24 +84,7 @@ def score_spark_dataframe(
         ... )
         >>> scored.write.parquet("s3://bucket/scored")  # doctest: +SKIP
     """
-    step = _step(
-        df,
-        metrics,
-        columns=columns,
-        base_urls=base_urls,
-        api_key=api_key,
-        prompts_dir=prompts_dir,
-        metric_params=metric_params,
-        cache_dir=cache_dir,
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
-        use_cache=use_cache,
-        token_columns=token_columns,
-        in_flight=in_flight,
-        batch_size=batch_size,
-        settings=settings,
-        **setting_values,
-    )
+    step = _step(df, metrics, base_urls, in_flight, batch_size, values, "score_spark_dataframe")
     warn_self_preference(step.job.settings)
     return df.mapInArrow(step, _spark_schema(df, step.new_schema))
 
@@ -118,20 +93,10 @@ def spark_output_schema(
     df: pyspark.sql.DataFrame,
     metrics: Any,
     *,
-    columns: dict[str, str] | None = None,
     base_urls: list[str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     in_flight: int | None = None,
     batch_size: int = 1024,
-    settings: Settings | None = None,
-    **setting_values: Any,
+    **values: Unpack[JobValues],
 ) -> pyspark.sql.types.StructType:
     """The schema of what :func:`score_spark_dataframe` returns for the same arguments: ``df``'s fields, then the
     score columns and ``judge_errors`` (checked as it checks them; nothing is sent).
@@ -141,45 +106,27 @@ def spark_output_schema(
         >>> schema.fieldNames()[-3:]  # doctest: +SKIP
         ['QA_Clarity_reason', 'QA_Clarity', 'judge_errors']
     """
-    step = _step(
-        df,
-        metrics,
-        columns=columns,
-        base_urls=base_urls,
-        api_key=api_key,
-        prompts_dir=prompts_dir,
-        metric_params=metric_params,
-        cache_dir=cache_dir,
-        storage_options=storage_options,
-        local_cache_dir=local_cache_dir,
-        use_cache=use_cache,
-        token_columns=token_columns,
-        in_flight=in_flight,
-        batch_size=batch_size,
-        settings=settings,
-        **setting_values,
-    )
+    step = _step(df, metrics, base_urls, in_flight, batch_size, values, "spark_output_schema")
     return _spark_schema(df, step.new_schema)
 
 
 def _step(
     df: pyspark.sql.DataFrame,
     metrics: Any,
-    *,
     base_urls: list[str] | None,
-    api_key: str | None,
     in_flight: int | None,
     batch_size: int,
-    **job_values: Any,
+    values: Mapping[str, Any],
+    entry: str,
 ) -> SparkScorer:
-    """The ``mapInArrow`` function of a call: the job resolved and checked, the plans built on the first row."""
+    """The ``mapInArrow`` function of a call to ``entry``: the job resolved and checked, the plans built on the
+    first row."""
     install_log_filter()
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
-    refuse_secrets_in_the_plan(api_key, job_values.get("storage_options"))
-    if in_flight is not None:
-        job_values["concurrency"] = in_flight
-    job = JudgeJob.resolve(metrics, api_key=api_key, **job_values)
+    given = Job.of(metrics, in_flight_values(metrics, values, in_flight, entry), entry)
+    refuse_secrets_in_the_plan(given.values.get("api_key"), given.values.get("storage_options"))
+    job = given.resolved
     names = list(df.columns)
     features = score_features(job.metrics, job.layout, job.settings.logprobs, job.token_columns)
     features[ERRORS_COLUMN] = errors_feature()

@@ -41,12 +41,12 @@ from .. import constants
 from ..errors import ConfigError, InterruptedRun
 from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
-from ..settings import resolved_provider
+from ..settings import JobValues, Unpack, resolved_provider
 from .capabilities import check
 from .core import Plan, score_features
 from .counting import merged_per_judge, stats_delta, stats_dict, total_stats
-from .job import JudgeJob
-from .prepare import as_splits, run_settings
+from .job import Job, JudgeJob
+from .prepare import as_splits
 from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
 from .runs import COUNTERS, moved_entry
@@ -354,24 +354,14 @@ def score_frames_on_spark(
     *,
     output_dir: str,
     output_overwrite: bool = False,
-    columns: dict[str, str] | None = None,
     base_urls: list[str] | None = None,
-    api_key: str | None = None,
-    prompts_dir: str | os.PathLike | list | None = None,
-    metric_params: dict[str, dict[str, Any]] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    storage_options: dict[str, Any] | None = None,
-    local_cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    token_columns: bool = False,
     batch_size: int = 1024,
-    settings: Any = None,
-    **setting_values: Any,
+    **values: Unpack[JobValues],
 ) -> ScoredDatasetDict:
     """Each split of ``frames`` scored on Spark and written to ``output_dir`` (see the module docstring): the
     result read back with its ``errors`` split and summary, as :func:`hf_judge.score_dataset_on_ray` gives it.
     ``api_key``: ``env:NAME`` or None (``$OPENAI_API_KEY``), read on the executors; the other keywords are
-    :func:`hf_judge.spark.score_spark_dataframe`'s.
+    :func:`hf_judge.spark.score_spark_dataframe`'s (``metrics`` may be a :class:`hf_judge.Job`).
 
     Example:
         >>> spark = spark_session()  # doctest: +SKIP
@@ -382,13 +372,11 @@ def score_frames_on_spark(
     """
     from pyspark.sql import functions as F
 
-    refuse_secrets_in_the_plan(api_key, storage_options)
-    settings = run_settings(settings, setting_values)
-    check("spark", settings, base_urls=base_urls)  # before the metrics load
-    job = JudgeJob.of(
-        settings, metrics, columns, api_key, prompts_dir, metric_params, cache_dir, use_cache, token_columns,
-        storage_options=storage_options, local_cache_dir=local_cache_dir,
-    )  # fmt: skip
+    given = Job.of(metrics, values, "score_frames_on_spark")
+    storage_options = given.values.get("storage_options")
+    refuse_secrets_in_the_plan(given.values.get("api_key"), storage_options)
+    job = given.resolved
+    check("spark", job.settings, base_urls=base_urls)
     output = SparkOutput(output_dir, storage_options, output_overwrite)
     output.start()  # its fail step leaves what a rerun takes up: nothing to do when the run stops
     started, run_id = time.perf_counter(), uuid.uuid4().hex[:12]

@@ -29,15 +29,15 @@ from ..judging.ensemble import Layout
 from ..judging.images import image_variables
 from ..redact import install_log_filter, register
 from ..results.bias import warn_self_preference
-from ..settings import Settings, SettingValues, Unpack
+from ..settings import JobValues, Settings, Unpack
 from ..store.segments import Remote
 from ..transport.client import JudgeClient
 from .batchscore import score_batch
 from .capabilities import check
 from .core import Plan, score_features
-from .job import JudgeJob
+from .job import Job
 from .loop import LoopThread
-from .prepare import check_samples, judge_specs, preflight, run_settings
+from .prepare import check_samples, judge_specs, preflight
 from .shell import RunResources, open_clients
 
 if TYPE_CHECKING:
@@ -195,6 +195,9 @@ class Judge:
     columns and the new ones), in the format it sent. ``close()`` (or ``with Judge(...) as judge:``) closes
     this process's connections and store; replies are committed after every batch in any case.
 
+    ``metrics`` may be a :class:`hf_judge.Job` instead: ``Judge(metrics, **values)`` is
+    ``Judge(Job(metrics, **values))``; ``base_urls`` and ``errors_column`` are the transform's own.
+
     Example:
         >>> from datasets import Dataset
         >>> ds = Dataset.from_dict({"question": ["2+2?"], "answer": ["4"]})
@@ -210,19 +213,9 @@ class Judge:
         self,
         metrics: Any = None,
         *,
-        columns: dict[str, str] | None = None,
-        api_key: str | None = None,
-        prompts_dir: str | os.PathLike | list | None = None,
-        metric_params: dict[str, dict[str, Any]] | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        use_cache: bool = True,
-        token_columns: bool = False,
         base_urls: Sequence[str] | None = None,
         errors_column: str = ERRORS_COLUMN,
-        settings: Settings | None = None,
-        storage_options: dict[str, Any] | None = None,
-        local_cache_dir: str | os.PathLike | None = None,
-        **setting_values: Unpack[SettingValues],
+        **values: Unpack[JobValues],
     ):
         if metrics is None:
             raise TypeError(
@@ -230,26 +223,11 @@ class Judge:
                 "member (model, name, base_url, api_key in models=[...]) is hf_judge.Panelist now"
             )
         install_log_filter()
-        try:
-            settings = run_settings(settings, setting_values)
-        except TypeError as e:
-            raise TypeError(str(e).replace("score_dataset()", "Judge()", 1)) from None
+        # the prompts travel with the pickle; the key only as given (a variable's name is read in each process)
+        self.job = Job.of(metrics, values, "Judge").resolved
+        settings = self.job.settings
         check("map", settings, base_urls=base_urls)
         warn_self_preference(settings)
-        # the prompts travel with the pickle; the key only as given (a variable's name is read in each process)
-        self.job = JudgeJob.of(
-            settings,
-            metrics,
-            columns,
-            api_key,
-            prompts_dir,
-            metric_params,
-            cache_dir,
-            use_cache,
-            token_columns,
-            storage_options=storage_options,
-            local_cache_dir=local_cache_dir,
-        )
         temperature = settings.temperature
         check_samples(
             settings, {"": [Plan(m, {}, m.temperature if temperature is None else temperature) for m in self.metrics]}
