@@ -115,7 +115,17 @@ API_GROUPS: dict[str, tuple[str, list[str]]] = {
     "Score a dataset": (
         "Score every row of a dataset, see what it would cost first, follow its progress, or run a recipe. A "
         "`Job` holds the metrics, judge, columns, key, cache and settings once, for every entry point.",
-        ["score_dataset", "Job", "JobValues", "estimate_cost", "CostEstimate", "Progress", "load_recipe", "Recipe", "local_judge"],
+        [
+            "score_dataset",
+            "Job",
+            "JobValues",
+            "estimate_cost",
+            "CostEstimate",
+            "Progress",
+            "load_recipe",
+            "Recipe",
+            "local_judge",
+        ],
     ),
     "Score at scale": (
         "The engines past one process ([the run driver and the engines](../concepts/engines.md)): the map "
