@@ -7,7 +7,8 @@ the run, so an engine whose requests are sent by other processes (workers; Ray a
 counting bridge carries every counter. Each engine runs in a subprocess: its processes must start with the counter.
 
 To put an engine on this test, take it off ``NOT_ON_THE_DRIVER`` and give it a branch in
-tests/counter_probe/run.py (``KEYWORDS``, or a runner of its own). An engine that refuses a cascade (a stream) is checked on its run alone.
+tests/counter_probe/run.py (``KEYWORDS``, or a runner of its own). An engine that refuses a cascade (a stream) is
+checked on its run alone.
 """
 
 from __future__ import annotations

@@ -17,11 +17,10 @@ from datasets import Dataset, DatasetDict
 from ..errors import ConfigError
 from ..progress import ProgressCallback
 from ..results.scored import ScoredDatasetDict
-from ..settings import Settings, SettingValues, Unpack, merge_layers, validated
+from ..settings import Settings, SettingValues, Unpack, merge_layers, resolved_provider, validated
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
 from .batch import BatchRunner
-from .batch_api import offline_runner_format
 from .capabilities import check
 from .job import JudgeJob
 from .prepare import as_splits, build_plans, plan_requests, run_settings
@@ -56,8 +55,14 @@ def export_batch(
         >>> # vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
     """
     s = run_settings(settings, setting_values)
-    check("batch_files", s, only=("batch_panel", "no_cache"), files=True, use_cache=use_cache)
-    offline_runner_format(s)
+    check(
+        "batch_files",
+        s,
+        only=("batch_panel", "no_cache", "runner_format"),
+        files=True,
+        use_cache=use_cache,
+        provider=resolved_provider(s),
+    )
     job = JudgeJob.of(
         s,
         metrics,

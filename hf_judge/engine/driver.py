@@ -86,6 +86,7 @@ from ..progress import ProgressBar, ProgressCallback
 from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..results.sink import ResultSink, open_sink
+from ..settings import resolved_provider
 from ..store.sqlite import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
 from .capabilities import check
@@ -286,7 +287,15 @@ class Run:
         job, settings = self.job, self.job.settings
         stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
         remote = job.remote.url if job.remote is not None else ""
-        check(self.engine.name, settings, stream=stream, use_cache=job.use_cache, remote=bool(remote), url=remote)
+        check(
+            self.engine.name,
+            settings,
+            stream=stream,
+            use_cache=job.use_cache,
+            remote=bool(remote),
+            url=remote,
+            provider=resolved_provider(settings),
+        )
         self.splits, earlier = as_splits(ds)
         self.plans, kept, renamed = build_plans(
             self.splits, job.metrics, job.columns, settings.temperature, if_exists, job.token_columns, job.layout

@@ -15,8 +15,7 @@ from ..progress import ProgressCallback
 from ..redact import install_log_filter
 from ..results.scored import ScoredDatasetDict
 from ..results.sink import ResultSink
-from ..settings import Settings, SettingValues, Unpack
-from .batch_api import offline_runner_format
+from ..settings import Settings, SettingValues, Unpack, resolved_provider
 from .batch_mode import BatchMode
 from .capabilities import check
 from .cascade import score_cascade
@@ -116,9 +115,8 @@ def score_dataset(
     settings = run_settings(settings, setting_values)
     # the driver's refusal (Run.prepare), said before the metrics load too
     engine = engine_for(settings, ds).name
-    check(engine, settings, stream=isinstance(ds, (IterableDataset, IterableDatasetDict)), use_cache=use_cache)
-    if settings.batch_import:
-        offline_runner_format(settings)  # the provider's refusal: a file in OpenAI's batch format
+    stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
+    check(engine, settings, stream=stream, use_cache=use_cache, provider=resolved_provider(settings))
     job = JudgeJob.of(
         settings,
         metrics,
