@@ -30,14 +30,18 @@ before the first split (batch mode's submission) and ``writes`` (True: ``dispatc
 ``run.sink`` itself, as Ray Data's writer does shard by shard; the driver then writes the errors and completes).
 
 On the driver: one process (:class:`~.one_process.OneProcess`), ``num_workers`` (:class:`~.workers.Workers`,
-whose processes report through the counting bridge) and batch mode (:class:`~.batch_mode.BatchMode`, the
-one-process dispatch after its ``before_splits``). How the others plug in:
+whose processes report through the counting bridge), batch mode (:class:`~.batch_mode.BatchMode`, the
+one-process dispatch after its ``before_splits``) and a stream, lazily:
 
-- **a stream** (``score.score_job`` makes its :class:`Run` and :meth:`Run.prepare` s it; ``Streams`` reads the
-  run's clients, summary and settings): each reading of a split becomes ``with run.hold(), run.split(name,
-  history, total) as scope:`` around ``score_batches`` (its resources, checkpoints, final entry and Ctrl-C line
-  then come from here, not from ``Streams.tables``), and ``fill_summary``/``rows_figures`` at a reading's end are
-  the run's. Its engine class (``stream.StreamReadings``) gets a ``dispatch`` that yields a reading's tables.
+- **a stream** (``score.score_job`` makes its :class:`Run` and :meth:`Run.prepare` s it; ``stream.Streams`` reads
+  the run's clients, summary and settings): each reading of a split is ``with run.hold(), run.split(name, history,
+  total) as scope:`` around ``score_batches`` (its resources, checkpoints, entry of the run history and Ctrl-C
+  line: :meth:`Run.ctrl_c`), and :meth:`Run.reading_ended` fills the summary once a reading ends, its agreement
+  and bias checks on the uniform sample of the rows the stream kept (its memory stays bounded). A split read
+  again is a part of the same run: its entry of the history goes on from the earlier reading's.
+
+How the others plug in:
+
 - **Ray and Spark** (one distributed engine, ``engine/distributed.py``): ``name`` "ray" or "spark";
   ``dispatch`` numbers the rows, builds the stage, writes it through ``run.sink`` (``writes = True``) or
   collects it, and returns the split with its error rows; their actors and Python workers hold a

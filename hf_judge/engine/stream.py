@@ -31,7 +31,7 @@ import tempfile
 import uuid
 import weakref
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,8 +196,8 @@ def score_batches(
 
 class StreamReadings:
     """A stream's engine on the run driver (:mod:`.driver`): its ``name``, its row of the capability table, which
-    the driver checks the job against. Its splits are scored when they are read, each reading a run of its own
-    (:meth:`Streams.tables`), so the driver's eager loop dispatches nothing to it.
+    the driver checks the job against. Its splits are scored when they are read, each reading through the run's
+    resources and per-split scope (:meth:`Streams.tables`), so the driver's eager loop dispatches nothing to it.
 
     Example:
         >>> StreamReadings().name
@@ -279,7 +279,7 @@ class Streams:
 
     def _scored(
         self, split: str, inputs: Iterator[pa.Table], first: int, kinds: Counter[str]
-    ) -> Iterator[tuple[pa.Table, list[dict[str, Any]]]]:
+    ) -> Generator[tuple[pa.Table, list[dict[str, Any]]], None, None]:
         """The scored tables of a reading and their error rows (each kind counted in ``kinds``), sent through the
         run driver: its resources while the reading lasts, and its per-split scope (progress, the run history's
         checkpoints and entry, the Ctrl-C line). A sample of the rows is kept for the summary's figures."""
