@@ -319,6 +319,7 @@ class Run:
         if job.use_cache and any(self.plans.values()):
             self.summary.notes += provider_notes(job.cache_root, self.clients)
         self.errors = earlier_errors(earlier, self.splits, self.plans)
+        self.started = time.perf_counter()  # a stream's elapsed time counts from here (its readings come later)
 
     def works(self) -> list[SplitWork]:
         """Each split with what its dispatch needs: its plans, results fingerprint, score features, cache file."""
