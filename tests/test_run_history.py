@@ -128,3 +128,24 @@ def test_workers_past_a_checkpoint_save_their_final_counters(judge, tmp_path):
 
 def test_a_stream_past_a_checkpoint_saves_its_final_counters(judge, tmp_path):
     _paid_equals_saved(_run_with_checkpoints(judge, tmp_path, stream=True), judge, tmp_path)
+
+
+def test_a_stream_read_again_after_a_reading_left_early_keeps_all_its_run_paid(judge, tmp_path):
+    """A reading of a stream left early (a Ctrl-C, a break) and the stream read again in the same process: one run,
+    two readings. Before, the second reading's entry of the run history took the first's place (the entry is the
+    run's, per split), so the history that the next run reads said this run paid only what its second reading
+    paid (here nothing: every reply was stored by then); a run of one process records all it paid."""
+    out = _run_with_checkpoints(judge, tmp_path, stream=True)
+    rows = iter(out["train"])
+    next(rows)
+    rows.close()  # the reading left after its first row
+    _paid_equals_saved(out, judge, tmp_path, sent=None)  # the second reading: save_to_disk
+    paid = judge.stats()["requests"]
+    assert out.summary.requests == paid and out.summary.cache_hits + paid >= SLOW_ROW + 1
+    history = _runs(tmp_path / "cache")
+    assert len(history) == 1
+    assert (history[0]["requests"], history[0]["cache_hits"]) == (paid, out.summary.cache_hits)
+    # the next run reads the history: what this one paid is in its summary
+    again = _run_with_checkpoints(judge, tmp_path, stream=True)
+    list(again["train"])
+    assert [r["requests"] for r in again.summary.runs] == [paid, 0]

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..engine.capabilities import check
 from .job import Job
 from .options import key_variable
 from .save import default_output_dir
@@ -45,13 +45,14 @@ def spark_job(args: argparse.Namespace, job: Job, client: dict[str, Any]) -> tup
     from .inputs import load_input
 
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
-    if job.filters is not None:
-        raise ConfigError(
-            "--spark writes the scored splits with Spark's writer and does not apply a recipe's filters: run "
-            "`hf-judge filter OUTPUT_DIR --min ...` on its output afterwards, or drop --spark"
-        )
-    if getattr(args, "streaming", False):
-        raise ConfigError("--spark reads a Hub dataset shard by shard on the executors already: drop --streaming")
+    # what the table says --spark refuses of a command line (Spark's reader and writer do those)
+    check(
+        "spark",
+        None,
+        only=("stream", "filters"),
+        stream=getattr(args, "streaming", False),
+        filters=job.filters is not None,
+    )
     out = job.output_dir or default_output_dir(job.dataset)
     api_key = spark_key(args, job)
     spark = spark_session(getattr(args, "spark_master", None))

@@ -29,9 +29,7 @@ from typing import Any, Protocol
 import orjson
 
 from .. import constants
-from ..errors import ConfigError
 from ..redact import scrub
-from ..settings import Settings, resolved_provider
 from ..transport import anthropic
 from ..transport.policy import error_message, parse_retry_after
 from .batch_lines import Oversized, bounded_lines
@@ -98,17 +96,6 @@ def batch_api(provider: str, base_url: str, api_key: str | None, sleep: Callable
     if provider == "anthropic":
         return AnthropicBatches(base_url, api_key, sleep)
     return None
-
-
-def offline_runner_format(settings: Settings) -> None:
-    """A ConfigError for export/import with a judge whose API is not OpenAI's: the files are OpenAI's batch
-    format, for offline runners (vllm run-batch) that speak it."""
-    provider = resolved_provider(settings)
-    if provider != "openai":
-        raise ConfigError(
-            "batch export/import write and read OpenAI's batch format for offline runners (vllm run-batch), which "
-            f"a judge with provider={provider} does not speak: score with --batch, through its own batch API"
-        )
 
 
 def _epoch(stamp: Any) -> float:

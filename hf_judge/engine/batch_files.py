@@ -18,11 +18,10 @@ from datasets import Dataset, DatasetDict
 from ..errors import ConfigError
 from ..progress import ProgressCallback
 from ..results.scored import ScoredDatasetDict
-from ..settings import ExportValues, JobValues, Settings, Unpack, merge_layers, validated
+from ..settings import ExportValues, JobValues, Settings, Unpack, merge_layers, resolved_provider, validated
 from ..store.replies import ReplyStore
 from ..transport.client import JudgeClient
 from .batch import BatchRunner
-from .batch_api import offline_runner_format
 from .capabilities import check
 from .job import Job, JudgeJob
 from .prepare import as_splits, build_plans, plan_requests
@@ -50,8 +49,14 @@ def export_batch(
         >>> # vllm run-batch -i requests.jsonl -o results.jsonl --model Qwen/Qwen3-8B
     """
     job = Job.of(metrics, values, "export_batch").resolved
-    check("batch_files", job.settings, only=("batch_panel", "no_cache"), files=True, use_cache=job.use_cache)
-    offline_runner_format(job.settings)
+    check(
+        "batch_files",
+        job.settings,
+        only=("batch_panel", "no_cache", "runner_format"),
+        files=True,
+        use_cache=job.use_cache,
+        provider=resolved_provider(job.settings),
+    )
     return export_job(ds, job, path)
 
 

@@ -56,8 +56,8 @@ class Yes:
 @dataclass(frozen=True)
 class No:
     """A feature the engine refuses: ``message`` is the ConfigError's text (``{where}``: the engine's name,
-    ``{columns}``: the columns in the way, ``{url}``: the URL given), ``way_out`` what to do instead, appended to it;
-    ``why`` the docs' reason (default: the message's)."""
+    ``{columns}``: the columns in the way, ``{url}``: the URL given, ``{provider}``: the judge's API), ``way_out``
+    what to do instead, appended to it; ``why`` the docs' reason (default: the message's)."""
 
     message: str
     way_out: str = ""
@@ -113,6 +113,7 @@ RUN_FEATURES = {
     "length_control": "`length_control`",
     "generator_column": "`generator_column`",
     "if_exists": "scores already there (`if_exists`, renames)",
+    "runner_format": "a judge whose API is not OpenAI's, in a batch file",
 }
 FEATURES = {**ROW_FEATURES, **RUN_FEATURES}
 
@@ -171,6 +172,12 @@ _IMPORT_PANEL = No(
     "import each judge's output with its own --model (and --base-url), then score the panel (--models) with the same "
     "--cache-dir: every reply is in the cache, so nothing is sent",
     "an offline runner's file is one model's: one file per judge, then the panel scored from the cache",
+)
+_RUNNER_FORMAT = No(
+    "batch export/import write and read OpenAI's batch format for offline runners (vllm run-batch), which a judge "
+    "with provider={provider} does not speak: ",
+    "score with --batch, through its own batch API",
+    "the files are OpenAI's batch format, for offline runners that speak it",
 )
 _URL_OUTPUT = No(
     "--output-dir {url!r} is a URL: only a run with --ray writes to object storage (Ray Data's writer, shard by "
@@ -247,6 +254,7 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
         "remote_cache": _BATCH_REMOTE,
         "logprobs+panel": Yes("batch_panel"),
         "panel": Yes("batch_panel"),
+        "runner_format": _RUNNER_FORMAT,  # batch_import
     },
     "ray": {
         "stream": No(
@@ -303,6 +311,16 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
     },
     "spark": {
         **_MAP_CELLS,
+        "stream": No(
+            "--spark reads a Hub dataset shard by shard on the executors already: ",
+            "drop --streaming",
+            "`--spark` reads a Hub dataset shard by shard on its executors",
+        ),
+        "filters": No(
+            "--spark writes the scored splits with Spark's writer and does not apply a recipe's filters: ",
+            "run `hf-judge filter OUTPUT_DIR --min ...` on its output afterwards, or drop --spark",
+            "the filtered copy is made from a saved folder",
+        ),
         "workers": No(
             "num_workers (--workers) does not apply to {where}: Spark's tasks are the workers; ",
             "drop num_workers, and give the DataFrame more partitions (df.repartition(n)) to score more at once",
@@ -350,14 +368,13 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
         "workers": _BATCH_ONE,
         "no_cache": _BATCH_CACHE,
         "no_wait": _NO_WAIT,
+        "runner_format": _RUNNER_FORMAT,
     },
 }
 
 # Refused by the provider's API, not by an engine (checked where the request is built), listed for the docs
 PROVIDER_REFUSALS = (
     "an Anthropic judge with `--logprobs`, `--temperature` or `--top-p` (the Messages API takes none of them)",
-    "`batch export`/`import` with a judge that is not OpenAI's (the files are OpenAI's batch format, for offline "
-    "runners)",
 )
 
 
@@ -412,8 +429,10 @@ def asked(
     url_output: bool = False,
     filters: bool = False,
     existing: Sequence[str] = (),
+    provider: str = "",
 ) -> list[str]:
-    """The run features a job asks for, from its settings and what else a run is given."""
+    """The run features a job asks for, from its settings and what else a run is given (``provider``: the API
+    the judge speaks, ``settings.resolved_provider``'s; "": not known here)."""
     # None: a check before the settings are resolved (the CLI's output checks): the facts alone
     s: Any = settings if settings is not None else _NO_SETTINGS
     panel = bool(s.models) and len(s.judges) > 1
@@ -433,6 +452,7 @@ def asked(
         "length_control": s.length_control,
         "generator_column": s.generator_column is not None,
         "if_exists": bool(existing),
+        "runner_format": provider not in ("", "openai") and (files or s.batch_import is not None),
     }
     return [f for f in RUN_FEATURES if wants[f]]
 
@@ -444,6 +464,7 @@ def check(
     only: Sequence[str] | None = None,
     url: str = "",
     existing: Sequence[str] = (),
+    provider: str = "",
     **facts: object,
 ) -> None:
     """Refuse what ``engine`` cannot do of the job ``settings`` (and ``facts``: see :func:`asked`) asks: the
@@ -458,11 +479,11 @@ def check(
         ...
         hf_judge.errors.ConfigError: num_workers (--workers) does not apply on Ray: its actors are the workers; ...
     """
-    features = asked(settings, existing=existing, **facts)  # type: ignore[arg-type]
+    features = asked(settings, existing=existing, provider=provider, **facts)  # type: ignore[arg-type]
     for feature in features:
         if only is not None and feature not in only:
             continue
-        said = refusal(engine, feature, url=url, columns=sorted(existing))
+        said = refusal(engine, feature, url=url, columns=sorted(existing), provider=provider)
         if said is not None:
             raise ConfigError(said)
 

@@ -30,14 +30,18 @@ before the first split (batch mode's submission) and ``writes`` (True: ``dispatc
 ``run.sink`` itself, as Ray Data's writer does shard by shard; the driver then writes the errors and completes).
 
 On the driver: one process (:class:`~.one_process.OneProcess`), ``num_workers`` (:class:`~.workers.Workers`,
-whose processes report through the counting bridge) and batch mode (:class:`~.batch_mode.BatchMode`, the
-one-process dispatch after its ``before_splits``). How the others plug in:
+whose processes report through the counting bridge), batch mode (:class:`~.batch_mode.BatchMode`, the
+one-process dispatch after its ``before_splits``) and a stream, lazily:
 
-- **a stream** (``score.score_job`` makes its :class:`Run` and :meth:`Run.prepare` s it; ``Streams`` reads the
-  run's clients, summary and settings): each reading of a split becomes ``with run.hold(), run.split(name,
-  history, total) as scope:`` around ``score_batches`` (its resources, checkpoints, final entry and Ctrl-C line
-  then come from here, not from ``Streams.tables``), and ``fill_summary``/``rows_figures`` at a reading's end are
-  the run's. Its engine class (``stream.StreamReadings``) gets a ``dispatch`` that yields a reading's tables.
+- **a stream** (``score.score_job`` makes its :class:`Run` and :meth:`Run.prepare` s it; ``stream.Streams`` reads
+  the run's clients, summary and settings): each reading of a split is ``with run.hold(), run.split(name, history,
+  total) as scope:`` around ``score_batches`` (its resources, checkpoints, entry of the run history and Ctrl-C
+  line: :meth:`Run.ctrl_c`), and :meth:`Run.reading_ended` fills the summary once a reading ends, its agreement
+  and bias checks on the uniform sample of the rows the stream kept (its memory stays bounded). A split read
+  again is a part of the same run: its entry of the history goes on from the earlier reading's.
+
+How the others plug in:
+
 - **Ray and Spark** (one distributed engine, ``engine/distributed.py``): ``name`` "ray" or "spark";
   ``dispatch`` numbers the rows, builds the stage, writes it through ``run.sink`` (``writes = True``) or
   collects it, and returns the split with its error rows; their actors and Python workers hold a
@@ -70,6 +74,7 @@ import tempfile
 import time
 import uuid
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -85,6 +90,7 @@ from ..progress import ProgressBar, ProgressCallback
 from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
 from ..results.sink import ResultSink, open_sink
+from ..settings import resolved_provider
 from ..store.sqlite import free_space, human_bytes, is_disk_full
 from ..transport.client import JudgeClient, judge_panel
 from .capabilities import check
@@ -109,6 +115,7 @@ from .shell import (
     fill_summary,
     interrupted,
     progress_for,
+    rows_figures,
     scored_result,
     stopped_at_budget,
 )
@@ -187,7 +194,7 @@ class SplitScope:
         self.bar: ProgressBar | None
         self.on_progress: ProgressCallback | None
         self.bar, self.on_progress = progress_for(run.progress, name, total)
-        self.current = (name, history, counters(run.clients), time.perf_counter())
+        self.current = (name, history, *_baseline(run, name))
         self.saving = checkpoints(run.use_cache, run.summary, self.current, run.clients, run.run_id, run.run_started)
         self._folder: Path | None = None
 
@@ -223,6 +230,17 @@ class SplitScope:
         record_run(self.run.summary, self.current, self.run.clients, self.run.run_id, self.run.run_started)
 
 
+def _baseline(run: Run, split: str) -> tuple[dict[str, int], float]:
+    """The counters and the clock a split's entry of the run history counts from: now, or, where this run scored
+    the split before (a stream read again: each reading is a part of its run), that far back, so that the run's
+    one entry holds what all its readings paid (the next reading's would take its place, paid for or not)."""
+    now, t0 = counters(run.clients), time.perf_counter()
+    earlier = next((r for r in run.summary.runs if r.get("id") == run.run_id and r.get("split") == split), None)
+    if earlier is None:
+        return now, t0
+    return {k: n - int(earlier.get(k, 0)) for k, n in now.items()}, t0 - float(earlier.get("elapsed_s", 0.0))
+
+
 class Run:
     """One run of ``job`` on ``engine`` (see the module docstring): ``progress`` as ``score_dataset`` takes it,
     ``sink`` where the result goes (None: returned only). :meth:`score` runs a Dataset's splits eagerly; a lazy
@@ -247,8 +265,13 @@ class Run:
         self.started = time.perf_counter()
         self.stopped: BudgetExceededError | None = None  # the run's budget stop: the first split's
         self.errors: list[dict[str, Any]] = []
-        self.resources: RunResources | None = None
+        self._held: list[RunResources] = []  # what hold() holds now (a stream's splits may be read at once)
         self._written = 0  # replies the resources this run held and closed stored
+
+    @property
+    def resources(self) -> RunResources | None:
+        """The resources :meth:`hold` holds now (the latest, where a stream reads several splits at once)."""
+        return self._held[-1] if self._held else None
 
     @property
     def client(self) -> JudgeClient:
@@ -258,8 +281,7 @@ class Run:
     @property
     def written(self) -> int:
         """Replies of this run saved so far: by this process's stores, and as other processes reported."""
-        held = self.resources.written if self.resources is not None else 0
-        return self._written + held + self.tally.written
+        return self._written + sum(r.written for r in self._held) + self.tally.written
 
     # -- before the first request ------------------------------------------------------------------------------
 
@@ -269,7 +291,15 @@ class Run:
         job, settings = self.job, self.job.settings
         stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
         remote = job.remote.url if job.remote is not None else ""
-        check(self.engine.name, settings, stream=stream, use_cache=job.use_cache, remote=bool(remote), url=remote)
+        check(
+            self.engine.name,
+            settings,
+            stream=stream,
+            use_cache=job.use_cache,
+            remote=bool(remote),
+            url=remote,
+            provider=resolved_provider(settings),
+        )
         self.splits, earlier = as_splits(ds)
         self.plans, kept, renamed = build_plans(
             self.splits, job.metrics, job.columns, settings.temperature, if_exists, job.token_columns, job.layout
@@ -289,6 +319,7 @@ class Run:
         if job.use_cache and any(self.plans.values()):
             self.summary.notes += provider_notes(job.cache_root, self.clients)
         self.errors = earlier_errors(earlier, self.splits, self.plans)
+        self.started = time.perf_counter()  # a stream's elapsed time counts from here (its readings come later)
 
     def works(self) -> list[SplitWork]:
         """Each split with what its dispatch needs: its plans, results fingerprint, score features, cache file."""
@@ -330,8 +361,22 @@ class Run:
             logger.debug("run stopped: %s", e)  # the exception carries the message; say it once
             raise
         finally:
-            fill_summary(self.summary, self.clients, self.errors, self.started)
+            self.fill(self.errors)
         return self.result(results)
+
+    def fill(self, errors: list[dict[str, Any]] | Counter[str]) -> None:
+        """The summary's figures of the run so far (``fill_summary``): its counters (the tally's), ``errors`` (the
+        error rows, or the count of each kind), the time since it started, the price."""
+        fill_summary(self.summary, self.clients, errors, self.started)
+
+    def reading_ended(self, errors: Counter[str], rows: dict[str, Dataset], warned: set[str]) -> None:
+        """The summary of a lazy run (a stream) once a reading of a split ended or stopped: :meth:`fill`, a budget
+        stop said (the rows as read are its result), and the panel's agreement and the bias checks on ``rows``
+        (split -> the rows kept of it: a stream's uniform sample), each warning said once (``warned``)."""
+        self.fill(errors)
+        if self.stopped is not None:  # the result, written as it is read, says it is incomplete
+            stopped_at_budget(self.summary, self.stopped, self.settings, None, cached=self.use_cache)
+        rows_figures(self.summary, rows, self.checks, (self.layout, self.plans), warned)
 
     def result(self, results: dict[str, Any]) -> ScoredDatasetDict:
         """The run's result from its scored splits: the panel's agreement and the bias checks (``scored_result``);
@@ -350,15 +395,23 @@ class Run:
         """The run's resources while the block runs (the loop, sessions and store open on the engine's first
         ``open()``), closed however it ends; a Ctrl-C ends it with the run's one line, once the store is closed
         (the close commits the last replies it counts)."""
-        res = self.resources = RunResources(self.clients, self.job.store_path, self.job.remote)
+        res = RunResources(self.clients, self.job.store_path, self.job.remote)
+        self._held.append(res)
         try:
-            with res:
+            with self.ctrl_c(), res:
                 yield res
+        finally:
+            self._held.remove(res)
+            self._written += res.written
+
+    @contextlib.contextmanager
+    def ctrl_c(self) -> Iterator[None]:
+        """A Ctrl-C in the block ends the run with its one line (:meth:`interrupted`); the block holds no
+        resources, or closes them first (:meth:`hold`: the close commits the last replies the line counts)."""
+        try:
+            yield
         except KeyboardInterrupt:
             raise self.interrupted() from None
-        finally:
-            self._written += res.written
-            self.resources = None
 
     def interrupted(self) -> InterruptedRun:
         """What a Ctrl-C kept, in the one wording of every engine, with the replies of this run saved so far."""

@@ -49,6 +49,8 @@ def record_run(summary: RunSummary, current: tuple, clients: Sequence[JudgeClien
     cache_file = current[1]
     entry = run_entry(summary, current, clients, run_id, started)
     earlier = [r for r in read_runs(cache_file) if r.get("id") != run_id] if cache_file is not None else []
+    # this run's entry of the split takes the place of the one an earlier part of it made (a stream read again)
+    summary.runs = [r for r in summary.runs if (r.get("id"), r.get("split")) != (run_id, entry["split"])]
     summary.add_runs([*earlier, entry])
     if cache_file is not None:
         write_runs(cache_file, run_id, entry)

@@ -14,8 +14,7 @@ from ..progress import ProgressCallback
 from ..redact import install_log_filter
 from ..results.scored import ScoredDatasetDict
 from ..results.sink import ResultSink
-from ..settings import JobValues, Settings, Unpack
-from .batch_api import offline_runner_format
+from ..settings import JobValues, Settings, Unpack, resolved_provider
 from .batch_mode import BatchMode
 from .capabilities import check
 from .cascade import score_cascade
@@ -121,9 +120,9 @@ def score_checked(
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
     stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
-    check(engine_for(job.settings, ds).name, job.settings, stream=stream, use_cache=job.use_cache)
-    if job.settings.batch_import:
-        offline_runner_format(job.settings)  # the provider's refusal: a file in OpenAI's batch format
+    # the driver's refusal (Run.prepare), said before any request
+    engine = engine_for(job.settings, ds).name
+    check(engine, job.settings, stream=stream, use_cache=job.use_cache, provider=resolved_provider(job.settings))
     return score_job(ds, job, progress=progress, if_exists=if_exists)
 
 

@@ -1,10 +1,10 @@
 """The run shell: the pieces around the row core that the run driver (:mod:`.driver`) puts together once for
-every engine, and that the engines not yet on it (a stream, Ray, Spark, the ``Judge`` map transform) still use:
+every engine, and that the engines not yet on it (Ray, Spark, the ``Judge`` map transform) still use:
 
 - :class:`RunResources`: the loop thread, the clients (one judge, a panel's, or one over a fleet's replicas), the
   reply store (opened ``shared`` by a process among several), closed once, best effort, in one order.
 - :func:`fill_summary`: the summary's counters (:mod:`.counting`'s), cost and price, each judge's requests, and a
-  panel's judge-vs-judge agreement (:func:`panel_agreement`; a stream's from :class:`AgreementSample`).
+  panel's judge-vs-judge agreement (:func:`panel_agreement`; a stream's on the sample of its rows it keeps).
 - :func:`bias_checks` and :func:`rows_figures`: the bias checks, built and checked against the input before the
   first request, then run on the scored rows with the panel's agreement (a stream: on its sample of them), the
   one place any engine runs them; :func:`scored_result` ends a run that holds its rows with it.

@@ -21,17 +21,17 @@ rows passed (results/report_stream.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
 import os
 import shutil
 import tempfile
-import time
 import uuid
 import weakref
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,18 +51,7 @@ from .core import Plan
 from .loop import LoopThread, sparse_gc
 from .pipeline import SplitRun
 from .prepare import first_row
-from .runs import counters, record_run
-from .shell import (
-    RunResources,
-    checkpoints,
-    fill_summary,
-    interrupted,
-    judge_columns,
-    panel_agreement,
-    progress_for,
-    rows_figures,
-    stopped_at_budget,
-)
+from .shell import judge_columns
 from .stream_sink import ERRORS_STEM, StreamSink
 
 if TYPE_CHECKING:
@@ -207,8 +196,8 @@ def score_batches(
 
 class StreamReadings:
     """A stream's engine on the run driver (:mod:`.driver`): its ``name``, its row of the capability table, which
-    the driver checks the job against. Its splits are scored when they are read, each reading a run of its own
-    (:meth:`Streams.tables`), so the driver's eager loop dispatches nothing to it.
+    the driver checks the job against. Its splits are scored when they are read, each reading through the run's
+    resources and per-split scope (:meth:`Streams.tables`), so the driver's eager loop dispatches nothing to it.
 
     Example:
         >>> StreamReadings().name
@@ -241,8 +230,6 @@ class Streams:
         self.errors: dict[str, ErrorFiles] = {}  # split -> error rows of its last complete reading
         self.kinds: dict[str, Counter[str]] = {}  # split -> the count of each kind of error of that reading
         self.earlier = _write_errors(run.errors, self.spill_paths(itertools.count()))
-        self.started = time.perf_counter()
-        self.written = 0  # replies this result's readings wrote to the store, what a Ctrl-C says were saved
         self._job_key: str | None = None
         self.key = uuid.uuid4().hex
         _LIVE[self.key] = self
@@ -258,29 +245,15 @@ class Streams:
         """The split's scored rows, as Arrow tables of the output features, with their error rows and the input's
         ``state_dict()`` after them. ``resume`` (``rows``, ``state``, ``kinds``: the count of each kind of error
         so far): go on after that many rows. The caller keeps the error rows (:meth:`reading` writes them to
-        Parquet). One reading is one run: the event loop, client session and reply store are open while it lasts."""
-        run, plans, schema = self.run, self.plans[split], self.features[split].arrow_schema
+        Parquet). One reading is a part of the run (:meth:`_scored`); the summary is the run's once it ends."""
+        run, plans = self.run, self.plans[split]
         d = self.splits[split].with_format("arrow")
         first, kinds = 0, Counter[str]()
         if resume is not None:
             d.load_state_dict(resume["state"])
             first, kinds = resume["rows"], Counter(resume["kinds"])
-        client, summary = run.client, run.summary
         rows = first
-        known = _known_rows(self.splits[split])
-        bar, on_progress = progress_for(run.progress, split, known - first if known > first else None)
-        clients = run.clients
-        current = (split, self.history(split), counters(clients), time.perf_counter())
         states: deque[dict[str, Any]] = deque()  # the input's state after each table read and not yet handed out
-        sample = StreamSample(self.checks.needed()) if self.checks is not None and plans else None
-        # a panel's agreement from a uniform sample of the judges' columns (all of them up to its size): memory
-        # stays bounded, and a split of at most STREAM_SAMPLE_ROWS rows gets the figures of a Dataset's run
-        judged = judge_columns(run.layout, plans, schema.names)
-        agreeing = StreamSample(judged) if judged else None
-        saving = None
-        # what a Ctrl-C says was saved: the earlier readings' replies and all this one's store wrote, counted once
-        # it is closed (replies arrive while a table is out with the caller, and the close commits the last ones)
-        before, opened = self.written, []
 
         def inputs() -> Iterator[pa.Table]:
             for table in d.iter(batch_size=min(STREAM_BATCH, run.window)):
@@ -289,69 +262,77 @@ class Streams:
                     yield table
 
         try:
-            if not plans:  # every metric's columns were kept
-                for table in inputs():
-                    rows += table.num_rows
-                    yield table.cast(schema), [], states.popleft()
-            else:
-                with sparse_gc(), RunResources(clients, self.store_path, self.run.job.remote) as res:
-                    opened.append(res)
-                    res.open()
-                    assert res.loop is not None  # open() started it
-                    saving = checkpoints(run.use_cache, summary, current, clients, run.run_id, run.run_started)
-                    for table, scores, errs in score_batches(
-                        inputs(),
-                        plans,
-                        split=split,
-                        client=client,
-                        store=res.store,
-                        loop=res.loop,
-                        window=run.window,
-                        max_input_chars=run.max_input_chars,
-                        token_columns=run.token_columns,
-                        on_progress=on_progress,
-                        first_row=first,
-                        judges=run.clients,
-                        layout=run.layout,
-                        on_budget=self._stopped,
-                    ):
+            if not plans:  # every metric's columns were kept: nothing is sent
+                with run.ctrl_c():
+                    for table in inputs():
                         rows += table.num_rows
-                        kinds.update(e["kind"] for e in errs)
-                        out = _with_scores(table, scores, schema)
-                        if sample is not None:
-                            sample.add(out)
-                        if agreeing is not None:
-                            agreeing.add(out)
-                        yield out, errs, states.popleft()
+                        yield table.cast(self.features[split].arrow_schema), [], states.popleft()
+            else:
+                with contextlib.closing(self._scored(split, inputs(), first, kinds)) as scored:
+                    for table, errs in scored:
+                        rows += table.num_rows
+                        yield table, errs, states.popleft()
             self.kinds[split] = kinds
-        except KeyboardInterrupt:
-            raise interrupted(run.use_cache, before + sum(r.written for r in opened)) from None
         finally:
-            self.written = before + sum(r.written for r in opened)
-            if saving is not None:
-                saving.stop()
-            if bar is not None:
-                bar.close()
-            summary.rows[split] = rows
-            if plans:
-                record_run(summary, current, clients, run.run_id, run.run_started)
-            self._reading_ended(split, clients, agreeing, sample)
+            run.summary.rows[split] = rows
+            self._reading_ended(split)
 
-    def _reading_ended(
-        self, split: str, clients: list, agreeing: StreamSample | None, sample: StreamSample | None
-    ) -> None:
-        """The summary's figures once a reading of ``split`` ended (or stopped): counters, a budget stop, a panel's
-        agreement and the bias checks on the samples it kept."""
-        run, summary = self.run, self.run.summary
-        # the error rows are counted as they passed: they are on disk
-        fill_summary(summary, clients, self.error_kinds(), self.started)
-        if run.stopped is not None:  # the result, written as it is read, says it is incomplete
-            stopped_at_budget(summary, run.stopped, run.client.settings, None, cached=run.use_cache)
-        if agreeing is not None and agreeing.rows:
-            summary.agreement[split] = self.agreement(split, agreeing)
-        if sample is not None:
-            self.samples[split] = sample
-            self._check()
+    def _scored(
+        self, split: str, inputs: Iterator[pa.Table], first: int, kinds: Counter[str]
+    ) -> Generator[tuple[pa.Table, list[dict[str, Any]]], None, None]:
+        """The scored tables of a reading and their error rows (each kind counted in ``kinds``), sent through the
+        run driver: its resources while the reading lasts, and its per-split scope (progress, the run history's
+        checkpoints and entry, the Ctrl-C line). A sample of the rows is kept for the summary's figures."""
+        run, plans, schema = self.run, self.plans[split], self.features[split].arrow_schema
+        sample = self._sample(plans, schema)
+        known = _known_rows(self.splits[split])
+        total = known - first if known > first else None
+        try:
+            with sparse_gc(), run.hold() as res, run.split(split, self.history(split), total) as scope:
+                res.open()
+                assert res.loop is not None  # open() started it
+                for table, scores, errs in score_batches(
+                    inputs,
+                    plans,
+                    split=split,
+                    client=run.client,
+                    store=res.store,
+                    loop=res.loop,
+                    window=run.window,
+                    max_input_chars=run.max_input_chars,
+                    token_columns=run.token_columns,
+                    on_progress=scope.on_progress,
+                    first_row=first,
+                    judges=run.clients,
+                    layout=run.layout,
+                    on_budget=self._stopped,
+                ):
+                    kinds.update(e["kind"] for e in errs)
+                    out = _with_scores(table, scores, schema)
+                    if sample is not None:
+                        sample.add(out)
+                    yield out, errs
+        finally:
+            if sample is not None and sample.rows:
+                self.samples[split] = sample
+
+    def _sample(self, plans: list[Plan], schema: pa.Schema) -> StreamSample | None:
+        """A uniform sample of a reading's rows, of the columns the bias checks and a panel's agreement read (all
+        the rows up to its size): memory stays bounded, and a split of at most ``STREAM_SAMPLE_ROWS`` rows gets
+        the figures of a Dataset's run. None where nothing reads one."""
+        judged = judge_columns(self.run.layout, plans, schema.names)
+        if not plans or (self.checks is None and not judged):
+            return None
+        needed = self.checks.needed() if self.checks is not None else []
+        return StreamSample(list(dict.fromkeys([*needed, *judged])))
+
+    def _reading_ended(self, split: str) -> None:
+        """The run's summary once a reading of ``split`` ended (or stopped): the driver's (:meth:`Run.reading_ended`),
+        its figures from the samples of the splits read so far."""
+        samples = {s: smp.dataset() for s, smp in self.samples.items()}
+        self.run.reading_ended(self.error_kinds(), samples, self.warned)
+        if split in self.samples:
+            self._note_sample(split, self.samples[split])
 
     def history(self, split: str) -> Path | None:
         """Where the run history of a split is kept, as a Dataset's: beside the results cache, under the job's key;
@@ -367,19 +348,16 @@ class Streams:
         if self.run.stopped is None:
             self.run.stopped = stop
 
-    def agreement(self, split: str, sample: StreamSample) -> dict[str, Any]:
-        """A panel's agreement on the split's sample of its judges' columns (see :func:`.shell.panel_agreement`);
-        past the sample's size, the figures of a uniform sample, which a note says."""
-        if sample.seen > sample.size and not any(split in n and "agreement" in n for n in self.run.summary.notes):
+    def _note_sample(self, split: str, sample: StreamSample) -> None:
+        """A panel's agreement past the sample's size is that of a uniform sample of the split: a note says so."""
+        if (
+            self.run.layout.panel
+            and sample.seen > sample.size
+            and not any(split in n and "agreement" in n for n in self.run.summary.notes)
+        ):
             self.run.summary.notes.append(
                 f"the agreement of {split!r} is that of a uniform sample of {sample.size:,} of its {sample.seen:,} rows"
             )
-        return panel_agreement(self.run.layout, {split: sample.dataset()}, {split: self.plans[split]})[split]
-
-    def _check(self) -> None:
-        """The bias checks on the samples of the splits read so far; each warning logged once per result."""
-        samples = {s: smp.dataset() for s, smp in self.samples.items()}
-        rows_figures(self.run.summary, samples, self.checks, warned=self.warned)
 
     def spill_paths(self, numbers: Iterator[int]) -> Iterator[Path]:
         """Files for error rows in the result's own temporary folder, made when the first is asked for."""
@@ -609,7 +587,5 @@ def write_result(streams: Streams, root: Path, shard_bytes: int, reports: Sequen
     ``state_dict()``); other files in ``data/`` and ``errors/`` go. The progress file goes once the save is
     complete."""
     sink = StreamSink(streams, root, shard_bytes, reports)
-    try:
+    with streams.run.ctrl_c():  # one that came between two batches (writing a shard, the progress file)
         write_through(sink, [(split, None) for split in streams.splits], None, streams.run.summary)
-    except KeyboardInterrupt:  # one that came between two batches (writing a shard, the progress file)
-        raise interrupted(streams.run.use_cache, streams.written) from None
