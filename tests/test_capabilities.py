@@ -189,7 +189,7 @@ BAD_INPUT = {
     },
     "ray": {"_check_address": "no Ray cluster there", "score_dataset_on_ray": "Ray not installed"},
     "ray_output": {"__init__": "a bad output URL", "check": "an output URL of other files"},
-    "score": {"score_dataset": "a bad if_exists"},
+    "score": {"score_checked": "a bad if_exists"},
     "spark": {
         "_check_key": "the key's variable unset",
         "_step": "a bad batch_size",
