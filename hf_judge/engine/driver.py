@@ -263,6 +263,10 @@ class Run:
 
     # -- before the first request ------------------------------------------------------------------------------
 
+    def key(self, needed: bool) -> str | None:
+        """The key this process sends with (``needed``: none for OpenAI's API is a ConfigError)."""
+        return self.job.key(needed=needed)
+
     def prepare(self, ds: Any, if_exists: str = "keep") -> None:
         """Check the job against the engine and the input, before any request: the refusal, the splits and their
         plans (``if_exists``), the key, the clients, the summary and the bias checks."""
@@ -275,7 +279,7 @@ class Run:
             self.splits, job.metrics, job.columns, settings.temperature, if_exists, job.token_columns, job.layout
         )
         check_samples(settings, self.plans)
-        self.api_key = job.key(needed=any(self.plans.values()) and not settings.batch_import)
+        self.api_key = self.key(needed=any(self.plans.values()) and not settings.batch_import)
         self.specs = judge_specs(settings, self.api_key)
         self.clients: list[JudgeClient] = judge_panel(self.specs)
         for c in self.clients:
@@ -383,10 +387,7 @@ class Run:
         if not work.plans:  # every metric's columns were kept
             return base
         if len(d) == 0:
-            # Nothing to send or to cache. Not through an engine: datasets' map returns an empty input as it is,
-            # without the new columns, and concatenate_datasets drops an empty one.
-            both = Features({**base.features, **work.features})
-            return Dataset.from_dict({c: [] for c in both}, features=both, split=base.split)
+            return empty_scores(base, work.features)
         if self.use_cache:
             remove_partials(work.cache_file)
             saved = load_result(work.cache_file, len(d), work.features) if work.cache_file.exists() else None
@@ -402,6 +403,14 @@ class Run:
             if self.use_cache:
                 scores = keep_result(scores, bool(result.errors), scope.out, work.cache_file)
         return concatenate_datasets([base, scores], axis=1)
+
+
+def empty_scores(base: Dataset, features: Features) -> Dataset:
+    """A split of no rows with its score columns (``features``): nothing to send or to cache. Not through an engine:
+    datasets' map returns an empty input as it is, without the new columns, concatenate_datasets drops an empty one,
+    and Ray Data gives no block back."""
+    both = Features({**base.features, **features})
+    return Dataset.from_dict({c: [] for c in both}, features=both, split=base.split)
 
 
 def through(
