@@ -3,16 +3,37 @@
 python tests/distributed_job.py ray RAY_ADDRESS BASE_URL CACHE_DIR ROWS
 python tests/distributed_job.py spark BASE_URL CACHE_DIR OUTPUT_DIR ROWS
 
-Scores ROWS rows (two in-flight requests per worker, the run history checkpointed every 0.2 s) and prints, once
-done, the run's id and its history (``summary.runs``) as JSON.
+Scores ROWS rows (IN_FLIGHT requests in flight per worker, the run history checkpointed every 0.2 s) and prints,
+once done, the run's history (``summary.runs``) as JSON. :func:`job_env` and :func:`rerun_after_kill` are the two
+tests' common steps.
 """
 
 import json
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 COLUMNS = {"instruction": "question", "output": "answer"}
 IN_FLIGHT = 4
+
+
+def job_env() -> dict[str, str]:
+    """The job's environment: this folder importable (its processes import the tests' helpers)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+
+
+def rerun_after_kill(job: list[str], judge, n: int, answered: int, killed: dict) -> int:
+    """The same job run again once the killed one's processes are gone (``answered``: the judge's replies by then):
+    its history lists the killed run's last checkpoint, then its own. Returns the requests paid twice (answered
+    before the kill, sent again)."""
+    judge.reset()
+    done = subprocess.run(job, capture_output=True, text=True, env=job_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [r["id"] for r in got["runs"]][0] == killed["id"] and len(got["runs"]) == 2
+    assert 0 < killed["requests"] <= answered
+    return judge.stats()["requests"] - (n - answered)
 
 
 def rows(n: int):

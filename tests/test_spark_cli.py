@@ -338,17 +338,16 @@ def test_a_spark_driver_killed_mid_run_leaves_its_history_and_the_rerun_pays_aga
     pays again only what the workers had in flight."""
     import signal
 
-    from distributed_job import IN_FLIGHT
+    from distributed_job import IN_FLIGHT, job_env, rerun_after_kill
     from helpers import history_of, until
 
     n, workers = 400, 2  # local[2]
     cache, out = tmp_path / "cache", tmp_path / "out"
     job = [sys.executable, str(Path(__file__).with_name("distributed_job.py")), "spark", judge.base_url]
     job += [str(cache), str(out), str(n)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     # the last row's reply held: the run cannot end before the kill
     judge.configure(latency=0.05, faults=[{"fault": "delay", "seconds": 60, "match": f"row-{n - 1}:"}])
-    p = subprocess.Popen(job, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    p = subprocess.Popen(job, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=job_env(),
                          start_new_session=True)  # fmt: skip
     try:
         until(lambda: judge.stats()["ok"] >= n // 3 or p.poll() is not None, timeout=240)
@@ -360,14 +359,7 @@ def test_a_spark_driver_killed_mid_run_leaves_its_history_and_the_rerun_pays_aga
     (killed,) = history_of(cache)
     answered = judge.stats()["ok"]
     assert 0 < answered < n
-    judge.reset()
-    rerun = subprocess.run(job, capture_output=True, text=True, env=env, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    got = json.loads(rerun.stdout.strip().splitlines()[-1])
-    paid_twice = judge.stats()["requests"] - (n - answered)
+    paid_twice = rerun_after_kill(job, judge, n, answered, killed)
     print(f"spark driver killed at {answered} replies, its history {killed['requests']} requests; rerun paid twice "
           f"{paid_twice} (in flight: {workers} x {IN_FLIGHT})")  # fmt: skip
     assert paid_twice <= workers * IN_FLIGHT
-    # the killed run's entry, as its last checkpoint counted it, then the rerun's own
-    assert [r["id"] for r in got["runs"]][0] == killed["id"] and len(got["runs"]) == 2
-    assert 0 < killed["requests"] <= answered
