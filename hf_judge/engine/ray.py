@@ -41,7 +41,7 @@ from ..results.bias import warn_self_preference
 from .capabilities import check
 from .cascade import score_cascade
 from .core import Plan
-from .distributed import STATS_COLUMN, DistributedRun, Merge, fleet_urls, merge_column, stage_features, with_report
+from .distributed import DistributedRun, Merge, fleet_urls, merge_column, stage_features, with_report
 from .job import JudgeJob
 from .prepare import check_samples, judge_specs, preflight, run_settings
 from .ray_output import ROW_COLUMN, RayOutput
@@ -414,7 +414,7 @@ class RayEngine:
         if run.sink is None:
             return _collected(stage, split, run.tally.merge)
         output = cast(RayOutput, run.sink)
-        return output.write(split, stage, STATS_COLUMN, ERRORS_COLUMN, merge=run.tally.merge)
+        return output.write(split, stage, run.tally.merge)
 
 
 def _collected(stage: ray.data.Dataset, split: str, merge: Merge) -> tuple[Dataset, list[dict[str, Any]]]:

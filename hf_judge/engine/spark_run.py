@@ -352,7 +352,7 @@ class SparkEngine:
     ) -> tuple[Dataset, list[dict[str, Any]]]:
         from pyspark.sql import functions as F
 
-        reports = df.sparkSession.sparkContext.accumulator([], ReportList())
+        reports: Any = df.sparkSession.sparkContext.accumulator([], cast(Any, ReportList()))
         numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
         step = spark_step(numbered, run.job, self.base_urls, self.batch_size, reports)
         scored = numbered.mapInArrow(step, spark_schema(numbered, step.new_schema))
