@@ -42,12 +42,18 @@ def rows(n: int):
     return Dataset.from_list([{"id": i, "question": f"row-{i}: q{i}?", "answer": f"a{i}"} for i in range(n)])
 
 
+def settings(base_url: str):
+    from hf_judge import Settings
+
+    return Settings(model="judge", base_url=base_url, concurrency=IN_FLIGHT, history_every_s=0.2)
+
+
 def on_ray(address: str, base_url: str, cache: str, n: int):
     from hf_judge.ray import score_dataset_on_ray
 
     return score_dataset_on_ray(
-        rows(n), ["QA_Clarity"], address=address, actors=2, columns=COLUMNS, model="judge", api_key="sk-test",
-        base_url=base_url, cache_dir=cache, concurrency=IN_FLIGHT, history_every_s=0.2,
+        rows(n), ["QA_Clarity"], address=address, actors=2, columns=COLUMNS, settings=settings(base_url),
+        api_key="sk-test", cache_dir=cache,
     )  # fmt: skip
 
 
@@ -61,8 +67,7 @@ def on_spark(base_url: str, cache: str, out: str, n: int):
     frames = arrow_frames(spark, DatasetDict({"train": rows(n)}))
     return score_frames_on_spark(
         {s: df.repartition(8) for s, df in frames.items()}, ["QA_Clarity"], output_dir=out, output_overwrite=True,
-        columns=COLUMNS, model="judge", api_key="env:JOB_KEY", base_url=base_url, cache_dir=cache,
-        concurrency=IN_FLIGHT, history_every_s=0.2, batch_size=10,
+        columns=COLUMNS, settings=settings(base_url), api_key="env:JOB_KEY", cache_dir=cache, batch_size=10,
     )  # fmt: skip
 
 

@@ -416,6 +416,7 @@ def test_a_ray_driver_killed_mid_run_leaves_its_history_and_the_rerun_pays_again
     before = {w for r in raylets for w in _workers_of(r)}
     p = subprocess.Popen(job, stdout=subprocess.PIPE, text=True, env=job_env())
     until(lambda: judge.stats()["ok"] >= n // 3 or p.poll() is not None, timeout=240)
+    assert p.poll() is None, "the job ended before the kill"
     # a checkpoint that counts the batches come back: what a killed driver leaves (main's Ray wrote none)
     until(lambda: any(r.get("requests", 0) > 0 for r in history_of(cache)), timeout=30)
     drivers = {w for r in raylets for w in _workers_of(r) if w not in before and _scoring(w)}

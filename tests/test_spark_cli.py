@@ -351,6 +351,7 @@ def test_a_spark_driver_killed_mid_run_leaves_its_history_and_the_rerun_pays_aga
                          start_new_session=True)  # fmt: skip
     try:
         until(lambda: judge.stats()["ok"] >= n // 3 or p.poll() is not None, timeout=240)
+        assert p.poll() is None, "the job ended before the kill"
         # a checkpoint that counts the tasks ended: what a killed driver leaves (main's Spark run wrote none)
         until(lambda: any(r.get("requests", 0) > 0 for r in history_of(cache)), timeout=30)
     finally:

@@ -132,7 +132,10 @@ class DistributedRun(Run):
             return data
         if rows == 0:  # Ray Data gives no block back, so no columns: the one-process run's empty split
             return empty_scores(data, self.works_by_split()[split].features)
-        with self.split(split, self.engine.history(self, split), rows):
+        history = self.engine.history(self, split)
+        if history is not None:  # where the results cache is, which no split of this engine writes to
+            history.parent.mkdir(parents=True, exist_ok=True)
+        with self.split(split, history, rows):
             try:
                 scores, errors = self.engine.score_split(self, split, data)
             except Exception as e:  # noqa: BLE001 - a worker's hf-judge error comes back wrapped in Ray's or Spark's

@@ -397,6 +397,7 @@ class RayEngine:
         import ray
 
         size = self.actors if isinstance(self.actors, int) else self.actors[1]
+        blocks = max(1, min(len(data), 4 * size))
         table = data.with_format("arrow")[:]
         if run.sink is not None:  # each row's position, for the errors of batches written where they finish
             table = table.append_column(ROW_COLUMN, pa.array(range(len(data)), type=pa.int64()))
@@ -404,10 +405,12 @@ class RayEngine:
             # not from_huggingface: it reloads the split by its builder's name to look for Hub Parquet files
             # (a local JSON file's builder "json" reads every JSON file of the working directory), and hands
             # an in-memory split over as one block, which one actor scores alone
-            ray.data.from_arrow(table, override_num_blocks=max(1, min(len(data), 4 * size))),
+            ray.data.from_arrow(table, override_num_blocks=blocks),
             run.job,
             self.base_urls,
             concurrency=self.actors,
+            # a batch a block, at most 1,024 rows: every actor has work, and its counters come back as it goes
+            batch_size=min(1024, -(-len(data) // blocks)),
             batch_stats=True,
             plans=run.plans[split],
         )
