@@ -38,13 +38,13 @@ one-process dispatch after its ``before_splits``). How the others plug in:
   history, total) as scope:`` around ``score_batches`` (its resources, checkpoints, final entry and Ctrl-C line
   then come from here, not from ``Streams.tables``), and ``fill_summary``/``rows_figures`` at a reading's end are
   the run's. Its engine class (``stream.StreamReadings``) gets a ``dispatch`` that yields a reading's tables.
-- **Ray and Spark** (one distributed engine, ``engine/distributed.py``): ``name`` "ray" or "spark";
-  ``dispatch`` numbers the rows, builds the stage, writes it through ``run.sink`` (``writes = True``) or
-  collects it, and returns the split with its error rows; their actors and Python workers hold a
-  :class:`~.counting.StatsReporter` and put ``json.dumps(reporter.report())`` in the stats column of a batch's
-  first row (Spark: or an accumulator), which ``dispatch`` merges with ``run.tally.merge`` as the batches come
-  back, so the checkpoints and a kill -9 of the driver leave this run's history. Ray's ``run_id``, its
-  throwaway clients, ``moved_entry`` and its hand-called ``output.start()`` go: ``Run(job, engine, sink=output)``.
+- **Ray and Spark** (:mod:`.distributed`: ``DistributedRun``, a :class:`Run` with the one split loop of both):
+  each engine (``RayEngine``, ``SparkEngine``) numbers a split's rows, builds its stage, writes it through
+  ``run.sink`` (Ray's ``output_dir``, Spark's Parquet writer) or collects it, and returns the split with its error
+  rows; their actors and Python workers hold a runtime whose ``reporter`` (:class:`~.counting.StatsReporter`)
+  reports each batch's counters (Ray: in the stats column of a batch's first row; Spark: an accumulator), merged
+  with ``run.tally.merge`` as the batches come back, so the checkpoints and a kill -9 of the driver leave this
+  run's history.
 - **the map transform** (``Judge``): no summary and no run of its own; its per-process ``Runtime`` keeps using
   ``shell.RunResources``, and a caller that wants its counters holds a ``StatsReporter`` over the runtime's
   judges.
