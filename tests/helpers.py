@@ -88,6 +88,19 @@ def until(cond, timeout: float = 240.0) -> None:
         time.sleep(0.02)
 
 
+def history_of(cache) -> list[dict]:
+    """Every entry of the run history a cache folder holds (each split's, each run's), as a run leaves it."""
+    import contextlib
+    import json
+    from pathlib import Path
+
+    out: list[dict] = []
+    for f in (Path(cache) / "results").glob("*.runs.json"):
+        with contextlib.suppress(OSError, ValueError):  # replaced under the reader by the next checkpoint
+            out += json.loads(f.read_text(encoding="utf-8"))
+    return out
+
+
 def run_cli(capfd, *args, entry=None) -> tuple[int, str, str]:
     """``hf-judge ARGS`` in this process: (exit code, stdout, stderr), as a subprocess would give them.
 
