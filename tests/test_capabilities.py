@@ -191,7 +191,7 @@ BAD_INPUT = {
     "ray_output": {"__init__": "a bad output URL", "check": "an output URL of other files"},
     "score": {"score_checked": "a bad if_exists"},
     "spark": {
-        "_check_key": "the key's variable unset",
+        "check_key": "the key's variable unset",
         "_step": "a bad batch_size",
         "refuse_secrets_in_the_plan": "a secret given as a value (it would travel in Spark's plan)",
     },
