@@ -38,23 +38,12 @@ import numpy as np
 
 from ..errors import ConfigError
 from . import stats
-from .leaderboard import flip, pair_verdicts
+from .leaderboard import RULES, flip, pair_verdicts
 
 NAMES = ("judgebench", "llmbar", "alpacaeval", "mt-bench", "rewardbench")
 # the rules that need both orders of every pair
 BOTH_ORDERS = frozenset({"llmbar", "mt-bench"})
-DESCRIPTIONS = {
-    "judgebench": "JudgeBench's rule (utils/metrics.py): a pair is right when its two orders' votes (+1 right, -1 "
-    "wrong, 0 a tie or undecided) sum above 0, over all labelled pairs",
-    "llmbar": "LLMBar's rule (LLMEvaluator/evaluate.py): the mean of the two orders' accuracies, an undecided "
-    "verdict wrong",
-    "alpacaeval": "AlpacaEval's rule (analyze.py): 1 - |preference - label| (a tie 1.5 earns 0.5, an undecided "
-    "verdict left out), the mean of the orders",
-    "mt-bench": "MT-Bench's rule (FastChat compute_agreement.py): the pair's vote (orders that disagree are a tie) "
-    "against each label, ties counted",
-    "rewardbench": "RewardBench's rule (scripts/run_generative.py): one order per pair, drawn with the seed; 1 right, "
-    "0 wrong, 0.5 a tie or undecided; per section, then their mean",
-}
+DESCRIPTIONS = {name: RULES[name] for name in NAMES}  # the table's header, in words
 # rewardbench/constants.py: each subset's weight in its section (math-prm up-weighted to equal the code subsets)
 SECTIONS: dict[str, dict[str, int]] = {
     "Chat": {"alpacaeval-easy": 100, "alpacaeval-length": 95, "alpacaeval-hard": 95, "mt-bench-easy": 28,
@@ -77,10 +66,10 @@ def check_rule(rule: str | None, kind: str, both_orders: bool) -> str | None:
     Example:
         >>> check_rule("llmbar", "pairwise", True)
         'llmbar'
-        >>> check_rule("llmbr", "pairwise", True)
+        >>> check_rule("llmbr", "pairwise", True)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        hf_judge.errors.ConfigError: no rule 'llmbr'; did you mean 'llmbar'? The rules: judgebench, llmbar, alpacaeval, mt-bench, rewardbench
+        hf_judge.errors.ConfigError: no rule 'llmbr'; did you mean 'llmbar'? The rules: judgebench, llmbar, ...
     """
     if rule is None:
         return None
@@ -147,6 +136,26 @@ def of_orders(
         return None
     pairs = [(winners[a], flip(winners[b]), labels[a]) for a, b in zip(one, two, strict=True) if labels[a] is not None]
     return figures(*([p[k] for p in pairs] for k in range(3)), **kw)
+
+
+def of_winners(
+    winners: Sequence[Any], labels: Sequence[Any], both_orders: bool, **kw: Any
+) -> dict[str, dict[str, Any]]:
+    """:func:`figures` of a choose-judge run's winners: ``[0, n)`` the first order and, ``both_orders``,
+    ``[n, 2n)`` the second (swapped: read back into the labels' terms here), ``n`` the labels' length.
+
+    Example:
+        >>> of_winners(["1", "2", "2", "2"], ["1", "1"], True, resamples=0)["judgebench"]["score"]
+        0.5
+    """
+    n = len(labels)
+    second = [flip(w) for w in winners[n : 2 * n]] if both_orders else None
+    return figures(list(winners[:n]), second, labels, **kw)
+
+
+def headline(found: Mapping[str, Mapping[str, Any]], rule: str) -> dict[str, Any]:
+    """The ``score`` and ``interval`` of a table's entry under ``rule`` (of :func:`figures`' ``found``)."""
+    return {"score": found[rule]["score"], "interval": found[rule]["interval"], "rule": rule}
 
 
 def _interval(
