@@ -158,6 +158,18 @@ def headline(found: Mapping[str, Mapping[str, Any]], rule: str) -> dict[str, Any
     return {"score": found[rule]["score"], "interval": found[rule]["interval"], "rule": rule}
 
 
+def line(rule: str, found: Mapping[str, Any]) -> str:
+    """One line of a report: ``rule``'s headline (choose-judge --rule's figure), its interval and its pairs.
+
+    Example:
+        >>> line("llmbar", {"score": 0.5, "interval": [0.25, 0.75], "pairs": 7})
+        "llmbar: 0.500 (0.250 .. 0.750) over 7 pairs (choose-judge --rule llmbar); LLMBar's rule (LLMEvaluator/evaluate.py): the mean of the two orders' accuracies, an undecided verdict wrong"
+    """
+    score, ci = found.get("score"), found.get("interval")
+    figure = "n/a" if score is None else f"{score:.3f}" + (f" ({ci[0]:.3f} .. {ci[1]:.3f})" if ci else "")
+    return f"{rule}: {figure} over {found.get('pairs', 0):,} pairs (choose-judge --rule {rule}); {DESCRIPTIONS[rule]}"
+
+
 def _interval(
     stat: Callable[[np.ndarray], float | None], n: int, resamples: int, seed: int, confidence: float
 ) -> list[float] | None:

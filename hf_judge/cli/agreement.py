@@ -71,6 +71,12 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
     p.add_argument("--confidence", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
     p.add_argument(
+        "--rule",
+        metavar="NAME",
+        help="a published rule of a pairwise judge: judgebench, llmbar, alpacaeval, mt-bench, rewardbench (on a "
+        "choose-judge candidate's folder: choose-judge --rule NAME's figure)",
+    )
+    p.add_argument(
         "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
     )
     p.add_argument("--plots", metavar="DIR", help='save the PNG pictures here (needs pip install "hf-judge[plots]")')
@@ -138,6 +144,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         label_threshold=args.label_threshold,
         score_threshold=args.score_threshold,
         errors=errors,
+        rule=args.rule,
         rows=rows,
     )
     if reviewers is not None:
