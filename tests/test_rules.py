@@ -45,8 +45,8 @@ def test_llmbar_as_its_statistics_block():
     pairs give correct_False 3/7, correct_True 4/7, correct_average 50.0%, correct_both 2/7, equal 4/7 (two
     unparsed verdicts count as equal)."""
     r = rules.llmbar(
-        ["1", "1", None, None, "2", "2", "1"], ["1", "2", "1", None, "2", "2", "2"], ["1", "2", "1", "2", "2", "1", "1"],
-        resamples=0,
+        ["1", "1", None, None, "2", "2", "1"], ["1", "2", "1", None, "2", "2", "2"],
+        ["1", "2", "1", "2", "2", "1", "1"], resamples=0,
     )  # fmt: skip
     assert r["score"] == 0.5
     assert (r["correct_first"], r["correct_second"], r["correct_both"], r["equal"]) == (3, 4, 2, 4)

@@ -302,11 +302,9 @@ def agreement(
     DatasetDict). ``rows``: the result's row index of each row of the split compared, where it is a selection
     (the labelled rows of ``--labels``); default: its own positions.
 
-    ``rule``: a published rule of a pairwise judge (:mod:`hf_judge.analysis.rules`: "judgebench", "llmbar",
-    "alpacaeval", "mt-bench", "rewardbench"), its figures in ``report.rules[rule]`` and a line of the report: on a
-    choose-judge candidate's folder (both orders as rows, ``__order__``) the figure ``choose-judge --rule`` shows;
-    on rows asked in one order, judgebench's single-order accuracy, alpacaeval's or rewardbench's (llmbar and
-    mt-bench need both orders: a ConfigError, as is a name that is no rule or a kind that is not pairwise).
+    ``rule``: a published rule of a pairwise judge (:mod:`hf_judge.analysis.rules`), its figures in
+    ``report.rules[rule]`` and a line of the report: on a choose-judge candidate's folder, ``choose-judge --rule``'s
+    figure (:func:`hf_judge.analysis.rules.of_rows`); a rule that does not apply is a ConfigError.
 
     Example:
         >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
@@ -380,19 +378,7 @@ def agreement(
         errors = ds["errors"]
     failed = _failure_kinds(errors, split, base_score, rows)
     report.all_rows = _all_rows(report, l_arr, keep, x, label, positive, failed, rows)
-    if kind == "pairwise" and ORDER in d.column_names and rows is None:  # both orders of each pair as rows
-        found = orders_figures(
-            d.with_format("arrow")[ORDER].to_pylist(),
-            *([preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr)),
-            resamples=resamples,
-            seed=seed,
-            confidence=confidence,
-        )
-        report.rules.update({"judgebench": found} if found else {})
-    if rule is not None:
-        report.rule = rule
-        found_rules = _by_rules(d, s_arr, l_arr, rows, resamples=resamples, seed=seed, confidence=confidence)
-        report.rules.update({name: {**report.rules.get(name, {}), **f} for name, f in found_rules.items()})
+    _rules_figures(report, rule, d, s_arr, l_arr, rows)
     if resamples:
         for name in HEADLINE[kind]:
             if name in fns and report.figures.get(name) is not None:
@@ -402,17 +388,25 @@ def agreement(
     return report
 
 
-def _by_rules(d: Dataset, s_arr: pa.Array, l_arr: pa.Array, rows: Sequence[int] | None, **kw: Any) -> dict[str, Any]:
-    """Every published rule's figures (:func:`hf_judge.analysis.rules.figures`) over the labelled pairs: of both
-    orders as rows (a candidate's folder), or of each row as a pair asked once; judgebench's beside
-    :func:`~hf_judge.analysis.leaderboard.orders_figures`' own."""
+def _rules_figures(
+    report: AgreementReport, rule: str | None, d: Dataset, s_arr: pa.Array, l_arr: pa.Array, rows: Sequence[int] | None
+) -> None:
+    """``report.rules``: JudgeBench's figure where the rows are both orders of each pair (a choose-judge candidate's
+    folder); with ``rule``, every published rule's (:func:`hf_judge.analysis.rules.of_rows`), the same figures as
+    choose-judge's table."""
+    kw = {"resamples": report.resamples, "seed": report.seed, "confidence": report.confidence}
+    orders = ORDER in d.column_names and rows is None
+    if report.kind != "pairwise" or not (orders or rule):
+        return
     winners, labels = ([preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr))
-    if ORDER in d.column_names and rows is None:
-        found = rules.of_orders(d.with_format("arrow")[ORDER].to_pylist(), winners, labels, **kw) or {}
-    else:
-        kept = [(w, lab) for w, lab in zip(winners, labels, strict=True) if lab is not None]
-        found = rules.figures([w for w, _ in kept], None, [lab for _, lab in kept], **kw)
-    return found
+    if orders:  # both orders of each pair as rows
+        found = orders_figures(d.with_format("arrow")[ORDER].to_pylist(), winners, labels, **kw)
+        report.rules.update({"judgebench": found} if found else {})
+    if rule is not None:
+        report.rule = rule
+        order = d.with_format("arrow")[ORDER].to_pylist() if orders else None
+        found_rules = rules.of_rows(order, winners, labels, **kw)
+        report.rules.update({name: {**report.rules.get(name, {}), **f} for name, f in found_rules.items()})
 
 
 def _failure_kinds(errors: Dataset | None, split: str | None, score: str, rows: Sequence[int] | None) -> dict[int, str]:

@@ -138,6 +138,23 @@ def of_orders(
     return figures(*([p[k] for p in pairs] for k in range(3)), **kw)
 
 
+def of_rows(
+    order: Sequence[int] | None, winners: Sequence[Any], labels: Sequence[Any], **kw: Any
+) -> dict[str, dict[str, Any]]:
+    """What ``agreement --rule`` reports: :func:`of_orders` where the rows are both orders of each pair
+    (``order``: a choose-judge candidate's folder), else each labelled row a pair asked once (judgebench's
+    single-order accuracy, alpacaeval's, rewardbench's, as given); ``{}`` where the orders do not pair up.
+
+    Example:
+        >>> of_rows(None, ["1", "2", None], ["1", "1", "2"], resamples=0)["alpacaeval"]["score"]
+        0.5
+    """
+    if order is not None:
+        return of_orders(order, winners, labels, **kw) or {}
+    kept = [(w, lab) for w, lab in zip(winners, labels, strict=True) if lab is not None]
+    return figures([w for w, _ in kept], None, [lab for _, lab in kept], **kw)
+
+
 def of_winners(
     winners: Sequence[Any], labels: Sequence[Any], both_orders: bool, **kw: Any
 ) -> dict[str, dict[str, Any]]:
@@ -162,8 +179,9 @@ def line(rule: str, found: Mapping[str, Any]) -> str:
     """One line of a report: ``rule``'s headline (choose-judge --rule's figure), its interval and its pairs.
 
     Example:
-        >>> line("llmbar", {"score": 0.5, "interval": [0.25, 0.75], "pairs": 7})
-        "llmbar: 0.500 (0.250 .. 0.750) over 7 pairs (choose-judge --rule llmbar); LLMBar's rule (LLMEvaluator/evaluate.py): the mean of the two orders' accuracies, an undecided verdict wrong"
+        >>> line("llmbar", {"score": 0.5, "interval": [0.25, 0.75], "pairs": 7})[:64]
+        'llmbar: 0.500 (0.250 .. 0.750) over 7 pairs (choose-judge --rule'
+
     """
     score, ci = found.get("score"), found.get("interval")
     figure = "n/a" if score is None else f"{score:.3f}" + (f" ({ci[0]:.3f} .. {ci[1]:.3f})" if ci else "")
