@@ -394,7 +394,7 @@ def _rules_figures(
     """``report.rules``: JudgeBench's figure where the rows are both orders of each pair (a choose-judge candidate's
     folder); with ``rule``, every published rule's (:func:`hf_judge.analysis.rules.of_rows`), the same figures as
     choose-judge's table."""
-    kw = {"resamples": report.resamples, "seed": report.seed, "confidence": report.confidence}
+    kw: dict[str, Any] = {"resamples": report.resamples, "seed": report.seed, "confidence": report.confidence}
     orders = ORDER in d.column_names and rows is None
     if report.kind != "pairwise" or not (orders or rule):
         return

@@ -387,22 +387,24 @@ def mt_bench(
             if j != "tie" and v != "tie":
                 tally[1, :, k] += (j == v, 1)
 
-    def ratio(t: np.ndarray, i: np.ndarray) -> float | None:
+    out = [_ratio_figures(t, resamples, seed, confidence) for t in tally]
+    return {**out[0], "pairs": len(judge), "no_vote": judge.count(None), "without_ties": out[1]}
+
+
+def _ratio_figures(t: np.ndarray, resamples: int, seed: int, confidence: float) -> dict[str, Any]:
+    """Agreeing / compared over the pairs of ``t`` ((agree, total) x pairs), with a bootstrap of the ratio of sums."""
+
+    def ratio(i: np.ndarray) -> float | None:
         total = t[1, i].sum()
         return float(t[0, i].sum() / total) if total else None
 
-    every = np.arange(len(judge))
-    out: list[dict[str, Any]] = []
-    for t in tally:
-        out.append(
-            {
-                "score": ratio(t, every),
-                "interval": _interval(lambda i, t=t: ratio(t, i), len(judge), resamples, seed, confidence),
-                "agree": int(t[0].sum()),
-                "total": int(t[1].sum()),
-            }
-        )
-    return {**out[0], "pairs": len(judge), "no_vote": judge.count(None), "without_ties": out[1]}
+    n = t.shape[1]
+    return {
+        "score": ratio(np.arange(n)),
+        "interval": _interval(ratio, n, resamples, seed, confidence),
+        "agree": int(t[0].sum()),
+        "total": int(t[1].sum()),
+    }
 
 
 def _rb_result(winner: Any, label: Any) -> float:
