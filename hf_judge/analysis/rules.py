@@ -30,6 +30,7 @@ not apply, before any request.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -291,7 +292,13 @@ def mode(votes: Sequence[float]) -> float:
     counts = Counter(float(v) for v in votes)
     top = max(counts.values())
     modes = sorted(v for v, c in counts.items() if c == top)
-    return modes[int(np.random.RandomState(123).choice(len(modes), size=1, replace=False)[0])]
+    return modes[_mode_pick(len(modes))]
+
+
+@functools.cache
+def _mode_pick(k: int) -> int:
+    """Which of ``k`` sorted modes upstream's seeded sample takes (numpy's legacy RandomState, stable)."""
+    return 0 if k == 1 else int(np.random.RandomState(123).choice(k, size=1, replace=False)[0])
 
 
 def _votes(labels: Sequence[Any], votes: Sequence[Sequence[Any]] | None) -> list[list[Any]]:
@@ -332,19 +339,39 @@ def alpacaeval(
     err = np.abs(pref - target)  # orders x pairs, NaN where undecided
     n = len(target)
 
-    def score(i: np.ndarray) -> float | None:
-        runs = [1 - float(np.nanmean(e[i])) for e in err if np.isfinite(e[i]).any()]
-        return float(np.mean(runs)) if runs else None
-
     parsed = int(np.isfinite(pref).sum())
     return {
-        "score": score(np.arange(n)) if n else None,
-        "interval": _interval(score, n, resamples, seed, confidence),
+        "score": _finite(_absolute_score(err[:, None, :])[0]) if n else None,
+        "interval": _absolute_interval(err, resamples, seed, confidence),
         "pairs": n,
         "orders": len(orders),
         "parsed": parsed,
         "prefers_first": float(2 - np.nanmean(pref)) if parsed else None,
     }
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if np.isfinite(v) else None
+
+
+def _absolute_score(err: np.ndarray) -> np.ndarray:
+    """Per resample, the mean over the orders (runs) of 1 - the mean error of the decided pairs (``err``: orders x
+    resamples x pairs, NaN undecided); a run with no decided pair left out, NaN where no run is left."""
+    decided = np.isfinite(err).sum(axis=2)
+    runs = np.where(decided > 0, 1 - np.nansum(err, axis=2) / np.maximum(decided, 1), np.nan)
+    with np.errstate(invalid="ignore"):
+        kept = np.isfinite(runs).sum(axis=0)
+        return np.where(kept > 0, np.nansum(runs, axis=0) / np.maximum(kept, 1), np.nan)
+
+
+def _absolute_interval(err: np.ndarray, resamples: int, seed: int, confidence: float) -> list[float] | None:
+    """The seeded bootstrap of :func:`_absolute_score` over the pairs, all resamples at once."""
+    n = err.shape[1]
+    if not resamples or not n:
+        return None
+    values = _absolute_score(err[:, stats.resample_rows(n, resamples, seed)])
+    ci = stats.percentile_interval(values, confidence)
+    return list(ci) if ci else None
 
 
 def _mt_vote(a: Any, b: Any) -> str | None:
