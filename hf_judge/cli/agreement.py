@@ -17,6 +17,7 @@ AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
   hf-judge agreement out/ --score QA_Clarity --labels labels.jsonl   # labels written apart (sample-for-review)
   hf-judge agreement out/ --score QA_Correctness --labels ok.jsonl --score-threshold 8   # 1-10 vs true/false
+  hf-judge agreement choice/judge_a --score Comparative --label __label__ --rule llmbar   # choose-judge --rule's
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
