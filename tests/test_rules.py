@@ -240,3 +240,38 @@ def test_a_bad_rule_is_refused_before_any_request(server, tmp_path, capfd):
     assert server.stats()["requests"] == 0
     with pytest.raises(ConfigError, match="the rule 'rewardbench' scores pairwise winners, and this metric is numeric"):
         agreement(Dataset.from_dict({"s": [1, 2, 3], "h": [1, 3, 2]}), "s", "h", rule="rewardbench")
+
+
+def test_judgebench_from_the_loopback_hub_under_each_rule(hub, server, tmp_path, capfd):
+    """--benchmark judgebench (ScalerLab/JudgeBench's exact layout, on the loopback Hub) under each rule: the
+    judge that prefers the longer response is right on 16 of 20 pairs by every rule; the one that always picks the
+    response shown first scores as each rule counts orders that cancel."""
+    from helpers import run_cli
+    from test_benchmarks import _jsonl, _judgebench_rows, _upload
+
+    _setup(server, tmp_path)
+    rows = _judgebench_rows("gpt-4o-2024-05-13", 20)
+    for i, r in enumerate(rows):
+        long, short = "L" * (60 + i), "S" * (20 + i % 7)
+        a_long = i % 2 == 0
+        r["response_A"], r["response_B"] = (long, short) if a_long else (short, long)
+        r["label"] = "A>B" if a_long == (i % 5 != 0) else "B>A"
+    other = _jsonl(_judgebench_rows("claude-3-5-sonnet-20240620", 3))
+    _upload(
+        "ScalerLab/JudgeBench",
+        {"data/gpt-00000-of-00001.jsonl": _jsonl(rows), "data/claude-00000-of-00001.jsonl": other},
+    )
+    expected_first = {"judgebench": 0.0, "llmbar": 0.5, "alpacaeval": 0.5, "mt-bench": 0.0}
+    for rule in rules.NAMES:
+        code, out, err = run_cli(
+            capfd, "choose-judge", "--benchmark", "judgebench", "--revision", "main", "--judges", "agree,first",
+            "--base-url", server.base_url, "--resamples", "20", "--rule", rule, "--cache-dir", str(tmp_path / "c"),
+            "-o", str(tmp_path / rule),
+        )  # fmt: skip
+        assert code == 0, err
+        assert rules.DESCRIPTIONS[rule] in out.splitlines()[0]
+        by = {e["judge"]: e for e in json.loads((tmp_path / rule / FILE).read_text())["entries"]}
+        assert by["agree"]["score"] == pytest.approx(16 / 20)
+        if rule in expected_first:
+            assert by["first"]["score"] == pytest.approx(expected_first[rule])
+    assert server.stats()["requests"] == 2 * 20 * 2  # each rule from the same replies
