@@ -35,7 +35,7 @@ from datasets import features as _features
 
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
-from . import bias, stats
+from . import bias, rules, stats
 from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, preference, verdict
 from .leaderboard import ORDER, orders_figures, orders_line
 
@@ -91,6 +91,8 @@ class AgreementReport:
     # the figures of another rule (hf_judge.analysis.leaderboard.RULES), where the rows allow it: "judgebench" for
     # the two orders of each pair as rows of their own (choose-judge's table): pairs, accuracy, interval
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the published rule asked for (agreement --rule NAME), whose figure ``rules[rule]`` the report leads with
+    rule: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
@@ -145,7 +147,8 @@ class AgreementReport:
 
     def _rules_lines(self) -> list[str]:
         """The figure of JudgeBench's rule, where each order of a pair is a row, and why the others differ."""
-        return [orders_line(self.rules["judgebench"])] if self.rules.get("judgebench") else []
+        out = [orders_line(self.rules["judgebench"])] if self.rules.get("judgebench") else []
+        return out + ([rules.line(self.rule, self.rules[self.rule])] if self.rule in self.rules else [])
 
     def _kind(self) -> str:
         return "a rating against true/false labels" if self.note else self.kind
@@ -265,6 +268,7 @@ def agreement(
     score_threshold: float | None = None,
     errors: Dataset | None = None,
     rows: Sequence[int] | None = None,
+    rule: str | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -298,6 +302,10 @@ def agreement(
     DatasetDict). ``rows``: the result's row index of each row of the split compared, where it is a selection
     (the labelled rows of ``--labels``); default: its own positions.
 
+    ``rule``: a published rule of a pairwise judge (:mod:`hf_judge.analysis.rules`), its figures in
+    ``report.rules[rule]`` and a line of the report: on a choose-judge candidate's folder, ``choose-judge --rule``'s
+    figure (:func:`hf_judge.analysis.rules.of_rows`); a rule that does not apply is a ConfigError.
+
     Example:
         >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
         >>> r = agreement(ds, score="QA_Correctness", label="human", resamples=200)
@@ -322,6 +330,7 @@ def agreement(
     kind = kind or _guess_kind(score, s_arr)
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    rule = rules.check_rule(rule, kind, ORDER in d.column_names and rows is None)
     s_null, l_null = _nulls(s_arr), _nulls(l_arr)
     keep = ~s_null & ~l_null
     missing = {
@@ -369,15 +378,7 @@ def agreement(
         errors = ds["errors"]
     failed = _failure_kinds(errors, split, base_score, rows)
     report.all_rows = _all_rows(report, l_arr, keep, x, label, positive, failed, rows)
-    if kind == "pairwise" and ORDER in d.column_names and rows is None:  # both orders of each pair as rows
-        found = orders_figures(
-            d.with_format("arrow")[ORDER].to_pylist(),
-            *([preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr)),
-            resamples=resamples,
-            seed=seed,
-            confidence=confidence,
-        )
-        report.rules.update({"judgebench": found} if found else {})
+    _rules_figures(report, rule, d, s_arr, l_arr, rows)
     if resamples:
         for name in HEADLINE[kind]:
             if name in fns and report.figures.get(name) is not None:
@@ -385,6 +386,27 @@ def agreement(
                     fns[name], x, y, resamples=resamples, seed=seed, confidence=confidence
                 )
     return report
+
+
+def _rules_figures(
+    report: AgreementReport, rule: str | None, d: Dataset, s_arr: pa.Array, l_arr: pa.Array, rows: Sequence[int] | None
+) -> None:
+    """``report.rules``: JudgeBench's figure where the rows are both orders of each pair (a choose-judge candidate's
+    folder); with ``rule``, every published rule's (:func:`hf_judge.analysis.rules.of_rows`), the same figures as
+    choose-judge's table."""
+    kw: dict[str, Any] = {"resamples": report.resamples, "seed": report.seed, "confidence": report.confidence}
+    orders = ORDER in d.column_names and rows is None
+    if report.kind != "pairwise" or not (orders or rule):
+        return
+    winners, labels = ([preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr))
+    if orders:  # both orders of each pair as rows
+        found = orders_figures(d.with_format("arrow")[ORDER].to_pylist(), winners, labels, **kw)
+        report.rules.update({"judgebench": found} if found else {})
+    if rule is not None:
+        report.rule = rule
+        order = d.with_format("arrow")[ORDER].to_pylist() if orders else None
+        found_rules = rules.of_rows(order, winners, labels, **kw)
+        report.rules.update({name: {**report.rules.get(name, {}), **f} for name, f in found_rules.items()})
 
 
 def _failure_kinds(errors: Dataset | None, split: str | None, score: str, rows: Sequence[int] | None) -> dict[int, str]:

@@ -43,6 +43,15 @@ RULES = {
     "all-rows": "agreement's all-rows rule: a row is right when the judge decided it and matches the label; an "
     "undecided row counts as wrong",
     "rated-rows": "Spearman's rho of the judge's ratings and the labels, on the rows it rated",
+    # the other published rules of a pairwise judge (hf_judge.analysis.rules: choose-judge --rule NAME)
+    "llmbar": "LLMBar's rule (LLMEvaluator/evaluate.py): the mean of the two orders' accuracies, an undecided "
+    "verdict wrong",
+    "alpacaeval": "AlpacaEval's rule (analyze.py): 1 - |preference - label| (a tie 1.5 earns 0.5, an undecided "
+    "verdict left out), the mean of the orders",
+    "mt-bench": "MT-Bench's rule (FastChat compute_agreement.py): the pair's vote (orders that disagree are a tie) "
+    "against each label, ties counted",
+    "rewardbench": "RewardBench's rule (scripts/run_generative.py): one order per pair, drawn with the seed; 1 right, "
+    "0 wrong, 0.5 a tie or undecided; per section, then their mean",
 }
 RECOMMEND_RULE = "of the judges beyond chance, the cheapest whose interval overlaps the best one's"
 _FLIP = {"1": "2", "2": "1", "tie": "tie"}
@@ -322,7 +331,7 @@ class JudgeChoice:
 
     @property
     def _noun(self) -> str:
-        return "pairs" if (self.rule or rule_of(self.kind, False)) == "judgebench" else "rows"
+        return "rows" if (self.rule or rule_of(self.kind, False)) in ("all-rows", "rated-rows") else "pairs"
 
     def table(self) -> list[list[str]]:
         """The table's rows, a header first, the chance level last (what ``str()`` and the markdown print)."""

@@ -17,6 +17,7 @@ AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
   hf-judge agreement out/ --score QA_Clarity --labels labels.jsonl   # labels written apart (sample-for-review)
   hf-judge agreement out/ --score QA_Correctness --labels ok.jsonl --score-threshold 8   # 1-10 vs true/false
+  hf-judge agreement choice/judge_a --score Comparative --label __label__ --rule llmbar   # choose-judge --rule's
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
@@ -70,6 +71,12 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 0: none (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
     p.add_argument("--confidence", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
+    p.add_argument(
+        "--rule",
+        metavar="NAME",
+        help="a published rule of a pairwise judge: judgebench, llmbar, alpacaeval, mt-bench, rewardbench (on a "
+        "choose-judge candidate's folder: choose-judge --rule NAME's figure)",
+    )
     p.add_argument(
         "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
     )
@@ -138,6 +145,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         label_threshold=args.label_threshold,
         score_threshold=args.score_threshold,
         errors=errors,
+        rule=args.rule,
         rows=rows,
     )
     if reviewers is not None:

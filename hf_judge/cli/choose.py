@@ -23,6 +23,8 @@ by kind are columns. Verdicts and winners: accuracy and Cohen's kappa; ratings: 
 rated rows); each with a bootstrap interval. A pairwise metric asked in both orders is scored by JudgeBench's
 rule (each order +1 right, -1 wrong, 0 tie or unparsed; a pair is right when the sum is above 0), with the
 single-order accuracy and the share of pairs whose orders disagree; coverage and failures count each order.
+--rule NAME takes the headline from another paper's rule (llmbar, alpacaeval, mt-bench, rewardbench):
+  hf-judge choose-judge pairs.jsonl --metric Comparative --judges a,b --label preferred --rule llmbar
 A pairwise judge's P(it prefers the longer response) beside the labels' own rate. Cost per 1,000 rows at list
 and batch price (none for a judge that decided no row, or without a price), p50 and p95 latency.
 The last row is chance: always answering the majority label (kappa 0; rho 0 for ratings). Recommended: of the
@@ -67,6 +69,12 @@ def add_choose(sub: Any, settings: bool) -> None:
     p.add_argument("--for", dest="for_dataset", metavar="DATASET", help="what scoring it with the pick would cost")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    p.add_argument(
+        "--rule",
+        metavar="NAME",
+        help="the published rule of the headline, for a pairwise metric: judgebench (default), llmbar, alpacaeval, "
+        "mt-bench, rewardbench (choose_judge.json has every rule's figures)",
+    )
     add_column_option(p)
     p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
     p.add_argument("-o", "--output-dir", help="write choose_judge.json, the card's markdown and the scored rows here")
@@ -134,6 +142,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         resamples=args.resamples,
         seed=args.seed,
+        rule=args.rule,
         **kwargs,
     )
     if choice.projection is not None:  # the dataset as the user named it

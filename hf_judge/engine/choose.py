@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, concatenate_datasets
 
-from ..analysis import bias, stats
+from ..analysis import bias, rules, stats
 from ..analysis.agreement import agreement
 from ..analysis.ceiling import ceiling_of_counts, label_counts
 from ..analysis.chance import chance_level
@@ -65,6 +65,7 @@ def choose_judge(
     resamples: int = 1000,
     seed: int = 0,
     progress: bool | ProgressCallback = True,
+    rule: str | None = None,
     **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
@@ -98,6 +99,11 @@ def choose_judge(
     ``recommendation["unfit"]`` says why), with about how many labelled rows would settle it when the intervals
     overlap. One judge alone is measured the same way (nothing is compared).
     ``for_dataset``: what scoring it with the recommended judge would cost (``--dry-run``'s projection).
+    ``rule``: the published rule the table's headline (and so the recommendation) is computed by, for a pairwise
+    metric (:mod:`hf_judge.analysis.rules`: "judgebench", "llmbar", "alpacaeval", "mt-bench", "rewardbench"; a
+    name that is no rule, or a rule that does not apply to the metric, is a ConfigError before any request);
+    default: JudgeBench's for a pairwise metric in both orders. Each pairwise entry's ``rules`` holds every
+    applicable rule's figures, by name, whichever is the headline.
     ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
     candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
     view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
@@ -131,10 +137,10 @@ def choose_judge(
     names = [m.strip() for m in metric.split(",")] if isinstance(metric, str) else list(metric)
     metrics = resolve_metrics(names, prompts_dir, metric_params)
     kind = _kind_of(metrics)
-    rule = _Rule(kind, positive, label_threshold, _outputs(metrics))
-    found = _labelled(data, label, labels, annotators, rule)
-    ds = found.ds
     swapped = kind == "pairwise" and all(m.swap for m in metrics)
+    rule = rules.check_rule(rule, kind, swapped)
+    found = _labelled(data, label, labels, annotators, _Rule(kind, positive, label_threshold, _outputs(metrics)))
+    ds = found.ds
     params = dict(metric_params or {})
     scored_ds = ds
     if swapped:  # each order a row of its own: JudgeBench's rule needs each order's verdict
@@ -152,6 +158,7 @@ def choose_judge(
     assert isinstance(result, ScoredDatasetDict)
     truth = list(ds[LABEL])  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
+    _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed)
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
     if found.ceiling is not None:
         counts, label_values, people = found.ceiling
@@ -431,6 +438,23 @@ def _rank(
             entry["length_bias"] = summary.length_bias.get(column.replace("_winner", ""))
             choice.entries.append(entry)
     return choice
+
+
+def _by_rules(
+    choice: JudgeChoice, scored: Dataset, swapped: bool, truth: list[Any], rule: str | None, resamples: int, seed: int
+) -> None:
+    """A pairwise judge's figures by every published rule that applies (``entry["rules"]``), and, with ``rule``,
+    that rule's as the table's headline (:mod:`hf_judge.analysis.rules`)."""
+    if choice.kind != "pairwise":
+        return
+    n = len(truth)
+    for e in choice.entries:
+        winners = scored.select_columns([e["column"]]).with_format("arrow")[:][0].to_pylist()[: 2 * n if swapped else n]
+        e["rules"] = rules.of_winners(winners, truth, swapped, resamples=resamples, seed=seed)
+        if rule is not None:
+            e.update(rules.headline(e["rules"], rule))
+    if rule is not None:
+        choice.rule, choice.headline = rule, rule
 
 
 def _self_preference(
