@@ -121,7 +121,8 @@ class LabelledSet:
     of the rule its paper computes an evaluator's figure by (``judgebench``, ``mt-bench``, ``rewardbench``,
     ``alpacaeval``, ``all-rows``), ``groups`` its group columns, ``recorded`` a judge's recorded verdicts (name ->
     column: its figures come at no cost), ``items`` (the prompt's columns, the model names' columns) where a row is
-    two models' answers to a prompt, ``license_note`` a warning its license asks for, or None; ``notes``: what the load left out."""
+    two models' answers to a prompt, ``license_note`` a warning its license asks for, or None; ``notes``: what the
+    load left out."""
 
     dataset: Dataset
     columns: dict[str, str]
@@ -485,7 +486,9 @@ def _alpacaeval(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
     table["mode"] = []
     for (instruction, first, second), p in rows:
         votes = p["votes"][:_ALPACA_VOTES]  # AlpacaEval keeps a pair's first four
-        for column, value in zip(table, (instruction, first, second, p["dataset"], *votes, alpaca_mode(votes))):
+        for column, value in zip(
+            table, (instruction, first, second, p["dataset"], *votes, alpaca_mode(votes)), strict=True
+        ):
             table[column].append(value)
     for column in ("instruction", "output_1", "output_2"):
         _refuse_empty(source, column, table[column])
