@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from datasets import Dataset
@@ -155,9 +156,9 @@ def test_push_to_hub_sends_the_leaderboard_card_and_folders_and_no_secret(hub, j
         assert {f"{name}/dataset_dict.json", f"{name}/hf_judge.json"} <= files
         assert any(f.startswith(f"{name}/train/") and f.endswith(".arrow") for f in files), sorted(files)
     card = HfApi().hf_hub_download("me/judges-pushed", "README.md", repo_type="dataset")
-    text = open(card, encoding="utf-8").read()
+    text = Path(card).read_text(encoding="utf-8")
     assert "### Choosing the judge (Comparative, 4 labelled pairs)" in text and "| agree |" in text
-    pushed = json.loads(open(HfApi().hf_hub_download("me/judges-pushed", FILE, repo_type="dataset")).read())
+    pushed = json.loads(Path(HfApi().hf_hub_download("me/judges-pushed", FILE, repo_type="dataset")).read_text())
     assert pushed["entries"][0]["score"] == choice.entries[0]["score"]
     for blob in hub.uploaded_files():
         data = blob.read_bytes()

@@ -16,7 +16,7 @@ CHOOSE_EXAMPLE = """examples:
   hf-judge choose-judge data.jsonl --metric QA_Correctness,MyCorrectness --prompts-dir my_prompts \\
       --judges a,b --labels labels.jsonl --for me/big-dataset -o choice/     # judge x prompt; the cost of the pick
   hf-judge choose-judge --benchmark judgebench --judges a,b -n 100     # a public labelled set, loaded from the Hub
-  hf-judge choose-judge --benchmark judgebench:claude --judges a,b --push-to-hub me/judges   # the leaderboard on the Hub
+  hf-judge choose-judge --benchmark judgebench:claude --judges a,b --push-to-hub me/judges   # the table on the Hub
   hf-judge choose-judge --benchmark mt-bench-gpt4 --judges a,b     # GPT-4's recorded verdicts beside them, no request
   hf-judge choose-judge pairs.jsonl --metric Comparative --judges a --label winner --items question_id,model_a,model_b
   hf-judge choose-judge labelled.jsonl --metric Binary --judges-file judges.yaml --label human   # each on its server
