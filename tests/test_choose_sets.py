@@ -176,3 +176,32 @@ def test_push_to_hub_is_refused_before_any_request_without_a_token_or_with_a_bad
     with pytest.raises(ConfigError, match="no Hub token to push with: give --token"):
         choose_judge(_pairs(), "Comparative", ["agree"], push_to_hub="me/judges", **kw)
     assert judge.stats()["requests"] == 0
+
+
+def test_alpacaeval_human_from_the_cli_warns_of_its_license_once_and_shows_the_human_ceiling(
+    hub, judge, tmp_path, capfd
+):
+    from helpers import run_cli
+    from test_benchmarks import _alpaca_upload, _alpaca_votes
+
+    judge.reset()
+    _alpaca_upload(
+        [*_alpaca_votes("tips", [1, 1, 1, 2]), *_alpaca_votes("poem", [2, 2, 1, 2]), *_alpaca_votes("x", [1])]
+    )
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "alpacaeval-human", "--revision", "main", "--judges", "a",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert err.count("non-commercial use only") == 1 and "warning: alpacaeval-human: " in err
+    assert "note: 1 of 3 pairs have fewer than 4 votes: left out" in err
+    assert "human ceiling: one annotator agrees with the majority of the others on" in out
+    assert "(4 annotators, 2 rows)" in out and judge.stats()["requests"] == 2 * 2
+
+
+def test_items_from_the_cli_must_name_three_columns(capfd):
+    from helpers import run_cli
+
+    code, _, err = run_cli(capfd, "choose-judge", "x.jsonl", "--metric", "Comparative", "--judges", "a", "--label",
+                           "l", "--items", "question_id,model_a")  # fmt: skip
+    assert code != 0 and "--items 'question_id,model_a': give three columns, PROMPT,MODEL_A,MODEL_B" in err

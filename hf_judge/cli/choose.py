@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from typing import Any
 
 from ..errors import ConfigError
@@ -119,7 +120,14 @@ def cmd_choose(args: argparse.Namespace) -> int:
     if args.annotators:
         labelled["annotators"] = [c.strip() for c in args.annotators.split(",")]
     if args.benchmark:
-        bench = load_benchmark(args.benchmark, limit=job.limit, token=args.token, revision=job.revision)
+        with warnings.catch_warnings(record=True) as said:  # a license's warning: one line, not Python's form
+            warnings.simplefilter("always")
+            bench = load_benchmark(args.benchmark, limit=job.limit, token=args.token, revision=job.revision)
+        for w in said:
+            if str(w.message) == bench.license_note:
+                print(f"warning: {w.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         data: Any = bench.dataset
         job.columns = {**bench.columns, **job.columns}
         job.metrics = job.metrics or [bench.metric]
@@ -128,7 +136,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         labelled.setdefault("label_threshold", bench.label_threshold)
         extra["recorded"] = bench.recorded or None
         extra["items"] = extra["items"] or bench.items
-        for note in ([bench.license_note] if bench.license_note else []) + bench.notes:
+        for note in bench.notes:
             print(f"note: {note}", file=sys.stderr)
     else:
         assert job.dataset is not None  # DATASET or --benchmark, checked above
