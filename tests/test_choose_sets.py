@@ -69,6 +69,7 @@ def _mt_bench(tmp_path):
     # llama "1"), so it agrees with the experts (gpt-4 > alpaca-13b > llama-13b) on 1 of 3 pairs: gpt-4 vs llama
     human = [
         _vote("gpt-4", "llama-13b", "model_a", "expert_1"),
+        _vote("llama-13b", "gpt-4", "model_b", "expert_5"),  # a second expert on that pair: the human ceiling
         _vote("alpaca-13b", "llama-13b", "model_a", "expert_2"),
         _vote("gpt-4", "alpaca-13b", "model_a", "expert_3"),
     ]
@@ -111,6 +112,8 @@ def test_mt_bench_gpt4_shows_gpt4s_recorded_figures_and_each_judges_cycles_witho
     assert saved["recommendation"]["compared"] == 1  # the recorded judge is shown, never a candidate
     header = next(line for line in out.splitlines() if line.startswith("judge "))
     assert header.index("orders disagree") < header.index("intransitive")
+    assert "human ceiling: one annotator agrees with the majority of the others on 100.0%" in out
+    assert "(2 annotators, 1 rows)" in out
     assert "1 of 1 triads" in next(line for line in out.splitlines() if line.startswith("gpt-4 (recorded)"))
     assert "0 of 1 triads" in next(line for line in out.splitlines() if line.startswith("agree "))
 

@@ -132,7 +132,9 @@ def cmd_choose(args: argparse.Namespace) -> int:
         job.columns = {**bench.columns, **job.columns}
         job.metrics = job.metrics or [bench.metric]
         if not (args.label or args.labels or args.annotators):
-            labelled = {"label": bench.label} if bench.label else {"annotators": list(bench.annotators)}
+            # several people's labels: their majority is the label (a set's own majority column is the same), and
+            # the human ceiling is shown
+            labelled = {"annotators": list(bench.annotators)} if bench.annotators else {"label": bench.label}
         labelled.setdefault("label_threshold", bench.label_threshold)
         extra["recorded"] = bench.recorded or None
         extra["items"] = extra["items"] or bench.items
