@@ -168,8 +168,11 @@ def test_push_to_hub_sends_the_leaderboard_card_and_folders_and_no_secret(hub, j
         assert secret.encode() not in data and b"hf_test_token_hfjudge_SECRET" not in data, blob
 
 
-def test_push_to_hub_is_refused_before_any_request_without_a_token_or_with_a_bad_repo(judge, tmp_path, monkeypatch):
+def test_push_to_hub_is_refused_before_any_request_without_a_token_or_with_a_bad_repo(
+    hub, judge, tmp_path, monkeypatch
+):
     judge.reset()
+    asked = len(hub.requests())
     kw = dict(label="human", base_url=judge.base_url, api_key="k", cache_dir=tmp_path / "c", progress=False)
     with pytest.raises(ConfigError, match="push_to_hub 'me/../x' is not a Hub dataset id"):
         choose_judge(_pairs(), "Comparative", ["agree"], push_to_hub="me/../x", **kw)
@@ -178,7 +181,7 @@ def test_push_to_hub_is_refused_before_any_request_without_a_token_or_with_a_bad
     monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no-login" / "token"))
     with pytest.raises(ConfigError, match="no Hub token to push with: give --token"):
         choose_judge(_pairs(), "Comparative", ["agree"], push_to_hub="me/judges", **kw)
-    assert judge.stats()["requests"] == 0
+    assert judge.stats()["requests"] == 0 and len(hub.requests()) == asked  # neither the judge nor the Hub asked
 
 
 def test_alpacaeval_human_from_the_cli_warns_of_its_license_once_and_shows_the_human_ceiling(
