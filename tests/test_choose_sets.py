@@ -12,6 +12,7 @@ from huggingface_hub import HfApi
 from judge_fixture import JudgeServer
 
 from hf_judge import choose_judge
+from hf_judge.analysis.benchmarks import load_benchmark
 from hf_judge.analysis.leaderboard import FILE
 from hf_judge.analysis.transitivity import transitivity
 from hf_judge.errors import ConfigError
@@ -211,3 +212,27 @@ def test_items_from_the_cli_must_name_three_columns(capfd):
     code, _, err = run_cli(capfd, "choose-judge", "x.jsonl", "--metric", "Comparative", "--judges", "a", "--label",
                            "l", "--items", "question_id,model_a")  # fmt: skip
     assert code != 0 and "--items 'question_id,model_a': give three columns, PROMPT,MODEL_A,MODEL_B" in err
+
+
+def test_rewardbench_from_the_cli_a_judge_that_picks_the_first_shown_is_not_handed_the_chosen_one(
+    hub, judge, tmp_path, capfd
+):
+    """RewardBench's chosen response is always the right one: shown as given, a judge that always picks the
+    response shown first would be right on every pair. In the set's seeded order it is right where the chosen one
+    happens to come first."""
+    from helpers import run_cli
+    from test_benchmarks import _rb_rows, _rb_upload
+
+    judge.reset()
+    judge.configure(overrides={"score_1": 9, "score_2": 2, "explanation": "the first"})
+    _rb_upload(tmp_path, _rb_rows(12))
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "rewardbench", "--revision", "main", "--judges", "first",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    saved = json.loads((tmp_path / "o" / FILE).read_text())
+    (entry,) = saved["entries"]
+    first = load_benchmark("rewardbench", revision="main").dataset["correct"].count("1")
+    assert 0 < first < 12 and entry["judgebench"]["single_order_accuracy"] == pytest.approx(first / 12)
+    assert entry["score"] == 0.0 and judge.stats()["requests"] == 12 * 2  # each pair's orders disagree: a tie
