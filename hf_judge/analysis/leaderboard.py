@@ -395,6 +395,8 @@ def _table(choice: JudgeChoice) -> list[list[str]]:
     head += [f"coverage{orders}", f"failures{orders}"]
     if pairwise:
         head += ["one order", "orders disagree"]
+    cycles = any(e.get("transitivity") for e in choice.entries)
+    head += ["intransitive"] if cycles else []
     longer = choice.kind == "pairwise"
     labels = (choice.label_longer_wins or {}).get("rate")
     head += ["prefers longer" + (f" (labels {labels:.0%})" if labels is not None else "") if longer else "length rho"]
@@ -412,6 +414,7 @@ def _table(choice: JudgeChoice) -> list[list[str]]:
         ]
         if pairwise:
             row += _orders_cells(e)
+        row += [_cycles_cell(e.get("transitivity"))] if cycles else []
         pref = e.get("self_preference") or {}
         row += [
             _longer_cell(e.get("longer_wins")) if longer else _rho_cell(e.get("length_bias")),
@@ -438,6 +441,13 @@ def _orders_cells(e: Mapping[str, Any]) -> list[str]:
         _pct(jb.get("single_order_accuracy")),
         "-" if share is None else f"{share:.0%}" + (f" ({way} shown)" if share else ""),
     ]
+
+
+def _cycles_cell(found: Mapping[str, Any] | None) -> str:
+    """A judge's intransitive triads (A over B, B over C, C over A on one prompt) of those it ordered."""
+    if not found or not found.get("triads"):
+        return "-"
+    return f"{found['violations']} of {found['triads']} triads"
 
 
 def _longer_cell(found: Mapping[str, Any] | None) -> str:

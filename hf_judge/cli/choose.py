@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from typing import Any
 
 from ..errors import ConfigError
@@ -16,6 +17,9 @@ CHOOSE_EXAMPLE = """examples:
   hf-judge choose-judge data.jsonl --metric QA_Correctness,MyCorrectness --prompts-dir my_prompts \\
       --judges a,b --labels labels.jsonl --for me/big-dataset -o choice/     # judge x prompt; the cost of the pick
   hf-judge choose-judge --benchmark judgebench --judges a,b -n 100     # a public labelled set, loaded from the Hub
+  hf-judge choose-judge --benchmark judgebench:claude --judges a,b --push-to-hub me/judges   # the table on the Hub
+  hf-judge choose-judge --benchmark mt-bench-gpt4 --judges a,b     # GPT-4's recorded verdicts beside them, no request
+  hf-judge choose-judge pairs.jsonl --metric Comparative --judges a --label winner --items question_id,model_a,model_b
   hf-judge choose-judge labelled.jsonl --metric Binary --judges-file judges.yaml --label human   # each on its server
 
 The table counts ALL labelled rows: a row a judge did not decide counts as not agreeing; coverage and failures
@@ -47,8 +51,20 @@ def add_choose(sub: Any, settings: bool) -> None:
     p.add_argument(
         "--benchmark",
         metavar="NAME",
-        help="a public labelled set instead of DATASET (judgebench, "
-        "mt-bench-human, helpsteer2, ...), loaded from the Hub at run time",
+        help="a public labelled set instead of DATASET (judgebench, judgebench:claude, mt-bench-human, "
+        "mt-bench-gpt4, rewardbench, alpacaeval-human, helpsteer2, ...), loaded from the Hub at run time",
+    )
+    p.add_argument(
+        "--items",
+        metavar="PROMPT,MODEL_A,MODEL_B",
+        help="the columns naming a prompt (several joined by +: question_id+turn) and the two models compared: "
+        "each judge's intransitive triads (A over B, B over C, C over A), a check that needs no labels",
+    )
+    p.add_argument(
+        "--push-to-hub",
+        metavar="REPO",
+        help="push the leaderboard (choose_judge.json, the card as README.md, the candidates' folders) to this "
+        "Hub dataset repo",
     )
     p.add_argument("--metric", help="the metric judged, or several prompt files of one kind (a,b: judge x prompt)")
     p.add_argument("--judges", metavar="A,B", help="the candidate judges, comma-separated (one or more)")
@@ -108,16 +124,30 @@ def cmd_choose(args: argparse.Namespace) -> int:
     job = resolve_job(args, None, args.dataset)
     judges = _judges(args)
     labelled: dict[str, Any] = {"label": args.label, "labels": args.labels}
+    extra: dict[str, Any] = {"items": _items(args.items), "push_to_hub": args.push_to_hub, "token": args.token}
     if args.annotators:
         labelled["annotators"] = [c.strip() for c in args.annotators.split(",")]
     if args.benchmark:
-        bench = load_benchmark(args.benchmark, limit=job.limit, token=args.token, revision=job.revision)
+        with warnings.catch_warnings(record=True) as said:  # a license's warning: one line, not Python's form
+            warnings.simplefilter("always")
+            bench = load_benchmark(args.benchmark, limit=job.limit, token=args.token, revision=job.revision)
+        for w in said:
+            if str(w.message) == bench.license_note:
+                print(f"warning: {w.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         data: Any = bench.dataset
         job.columns = {**bench.columns, **job.columns}
         job.metrics = job.metrics or [bench.metric]
         if not (args.label or args.labels or args.annotators):
-            labelled = {"label": bench.label} if bench.label else {"annotators": list(bench.annotators)}
+            # several people's labels: their majority is the label (a set's own majority column is the same), and
+            # the human ceiling is shown
+            labelled = {"annotators": list(bench.annotators)} if bench.annotators else {"label": bench.label}
         labelled.setdefault("label_threshold", bench.label_threshold)
+        extra["recorded"] = bench.recorded or None
+        extra["items"] = extra["items"] or bench.items
+        for note in bench.notes:
+            print(f"note: {note}", file=sys.stderr)
     else:
         assert job.dataset is not None  # DATASET or --benchmark, checked above
         data = load_input(
@@ -143,6 +173,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         resamples=args.resamples,
         seed=args.seed,
         rule=args.rule,
+        **extra,
         **kwargs,
     )
     if choice.projection is not None:  # the dataset as the user named it
@@ -154,6 +185,19 @@ def cmd_choose(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     print(choice, flush=True)
     return 0
+
+
+def _items(given: str | None) -> tuple[list[str], str, str] | None:
+    """``--items PROMPT,MODEL_A,MODEL_B`` (PROMPT: columns joined by +) as choose_judge's ``items``."""
+    if not given:
+        return None
+    parts = [p.strip() for p in given.split(",")]
+    if len(parts) != 3 or not all(parts):
+        raise ConfigError(
+            f"--items {given!r}: give three columns, PROMPT,MODEL_A,MODEL_B (the prompt's columns joined by +), "
+            "e.g. --items question_id+turn,model_a,model_b"
+        )
+    return [c.strip() for c in parts[0].split("+")], parts[1], parts[2]
 
 
 def _judges(args: argparse.Namespace) -> list[Any]:

@@ -38,7 +38,9 @@ from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import JobValues, Panelist, Settings, Unpack
 from ..transport.prices import Price
+from .choose_checks import Items, add_recorded, add_transitivity, check_items, check_recorded
 from .choose_output import check_output_dir, write_output
+from .choose_push import check_push, push_choice
 from .estimate import estimate_cost
 from .job import COMMON_ARGUMENTS, Job
 from .score import score_dataset
@@ -66,6 +68,10 @@ def choose_judge(
     seed: int = 0,
     progress: bool | ProgressCallback = True,
     rule: str | None = None,
+    recorded: Mapping[str, str] | None = None,
+    items: Items | None = None,
+    push_to_hub: str | None = None,
+    token: str | None = None,
     **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
@@ -134,6 +140,8 @@ def choose_judge(
     candidates = _candidates(judges)
     if output_dir is not None:
         check_output_dir(output_dir)
+    if push_to_hub is not None:
+        check_push(push_to_hub, token)
     names = [m.strip() for m in metric.split(",")] if isinstance(metric, str) else list(metric)
     metrics = resolve_metrics(names, prompts_dir, metric_params)
     kind = _kind_of(metrics)
@@ -141,6 +149,7 @@ def choose_judge(
     rule = rules.check_rule(rule, kind, swapped)
     found = _labelled(data, label, labels, annotators, _Rule(kind, positive, label_threshold, _outputs(metrics)))
     ds = found.ds
+    verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)
     params = dict(metric_params or {})
     scored_ds = ds
     if swapped:  # each order a row of its own: JudgeBench's rule needs each order's verdict
@@ -170,14 +179,19 @@ def choose_judge(
     if found.left_out:
         choice.notes.append(found.left_out)
     _projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
-    choice.recommendation = recommend(choice.entries, choice.chance, choice.rows)
+    add_recorded(choice, verdicts, truth, resamples, seed)
+    if named_items is not None:
+        add_transitivity(choice, ds, result["train"], named_items, swapped, verdicts)
+    choice.recommendation = recommend([e for e in choice.entries if not e.get("recorded")], choice.chance, choice.rows)
     if for_dataset is not None and (choice.recommendation or {}).get("name"):
         choice.projection = _projection(
             for_dataset, choice, candidates, columns, prompts_dir, metric_params, settings, setting_values
         )
+    pairs = (LABEL, truth) if swapped else None  # each order's rows with the label in their own terms
     if output_dir is not None:
-        pairs = (LABEL, truth) if swapped else None  # each order's rows with the label in their own terms
         write_output(output_dir, result, choice, candidates, len(ds) if swapped else None, pairs)
+    if push_to_hub is not None:
+        push_choice(push_to_hub, token, output_dir, result, choice, candidates, len(ds) if swapped else None, pairs)
     return choice
 
 
