@@ -13,6 +13,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import JobValues, Panelist, Settings, Unpack
 from ..transport.prices import Price
+from .choose_groups import by_group, check_by_column
 from .choose_output import check_output_dir, write_output
 from .estimate import estimate_cost
 from .job import COMMON_ARGUMENTS, Job
@@ -65,6 +67,7 @@ def choose_judge(
     resamples: int = 1000,
     seed: int = 0,
     progress: bool | ProgressCallback = True,
+    by: str | None = None,
     **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
@@ -98,6 +101,9 @@ def choose_judge(
     ``recommendation["unfit"]`` says why), with about how many labelled rows would settle it when the intervals
     overlap. One judge alone is measured the same way (nothing is compared).
     ``for_dataset``: what scoring it with the recommended judge would cost (``--dry-run``'s projection).
+    ``by``: a column of the data (a category, subset or source): every figure per group too, with its interval,
+    each group's figures those of a run on its rows alone, and its best judge (``choice.groups``,
+    :mod:`hf_judge.engine.choose_groups`); a column the data lacks is refused before any request.
     ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
     candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
     view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
@@ -134,6 +140,7 @@ def choose_judge(
     rule = _Rule(kind, positive, label_threshold, _outputs(metrics))
     found = _labelled(data, label, labels, annotators, rule)
     ds = found.ds
+    check_by_column(ds, by)
     swapped = kind == "pairwise" and all(m.swap for m in metrics)
     params = dict(metric_params or {})
     scored_ds = ds
@@ -153,6 +160,12 @@ def choose_judge(
     truth = list(ds[LABEL])  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
+    if by is not None:
+        rank = partial(
+            _rank_group, metrics=metrics, candidates=candidates, kind=kind, swapped=swapped,
+            generator_column=generator_column, resamples=resamples, seed=seed, columns=columns or {},
+        )  # fmt: skip
+        choice.groups = by_group(result, ds, by, swapped, truth, rank)
     if found.ceiling is not None:
         counts, label_values, people = found.ceiling
         choice.ceiling = ceiling_of_counts(
@@ -430,6 +443,26 @@ def _rank(
             entry.update(_costs(_judge_figures(summary, name, panel), n, 2 if swapped else 1, entry["coverage"]))
             entry["length_bias"] = summary.length_bias.get(column.replace("_winner", ""))
             choice.entries.append(entry)
+    return choice
+
+
+def _rank_group(
+    result: ScoredDatasetDict,
+    ds: Dataset,
+    truth: list[Any],
+    *,
+    metrics: Sequence[Metric],
+    candidates: Sequence[Panelist],
+    kind: str,
+    swapped: bool,
+    generator_column: str | None,
+    resamples: int,
+    seed: int,
+    columns: Mapping[str, str],
+) -> JudgeChoice:
+    """The table of one group's rows (``by=``): ranked, and the longer-wins rates, as for all the rows."""
+    choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
+    _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns, truth)
     return choice
 
 
