@@ -25,6 +25,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ from datasets import features as _features
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
 from . import bias, stats
+from .agreement_groups import agreement_groups, group_lines, group_markdown
+from .by_group import check_by
 from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, preference, verdict
 from .leaderboard import ORDER, orders_figures, orders_line
 
@@ -47,6 +50,8 @@ HEADLINE = {
     "pairwise": ("agreement", "cohen_kappa"),
 }
 _WINNERS = list(WINNERS)
+_GIVEN = ("score", "label", "kind", "positive", "resamples", "seed", "confidence", "length_of", "generator_column",
+          "judge_model", "label_threshold", "score_threshold")  # fmt: skip
 _JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
 # the most values a confusion matrix (and a quadratic kappa) is drawn over: a 0-100 scale, not a measurement
 MAX_SCALE = 101
@@ -91,6 +96,8 @@ class AgreementReport:
     # the figures of another rule (hf_judge.analysis.leaderboard.RULES), where the rows allow it: "judgebench" for
     # the two orders of each pair as rows of their own (choose-judge's table): pairs, accuracy, interval
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # by=COLUMN: the report of each group's rows alone (hf_judge.analysis.agreement_groups); None without it
+    groups: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
@@ -185,7 +192,7 @@ class AgreementReport:
                 f"confusion matrix (rows: {self.label}, columns: {self.score})",
                 *_matrix_text(self.confusion),
             ]
-        return "\n".join(lines)
+        return "\n".join(lines + group_lines(self.groups, _num))
 
     def _length_note(self) -> str:
         """What the length figures measured, in words (the run's length bias measures alike)."""
@@ -227,7 +234,7 @@ class AgreementReport:
             ]
         for title, path in (images or {}).items():
             out += [f"![{title}]({path})", ""]
-        return "\n".join(out)
+        return "\n".join(out + group_markdown(self.groups, _num))
 
 
 def _num(v: Any) -> str:
@@ -265,6 +272,7 @@ def agreement(
     score_threshold: float | None = None,
     errors: Dataset | None = None,
     rows: Sequence[int] | None = None,
+    by: str | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -298,6 +306,9 @@ def agreement(
     DatasetDict). ``rows``: the result's row index of each row of the split compared, where it is a selection
     (the labelled rows of ``--labels``); default: its own positions.
 
+    ``by``: a column of the split (a category, subset, source): ``report.groups``, each group's report as on its rows
+    alone, the most rows first, at most 20 (:mod:`hf_judge.analysis.agreement_groups`); a missing column is refused.
+
     Example:
         >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
         >>> r = agreement(ds, score="QA_Correctness", label="human", resamples=200)
@@ -309,6 +320,9 @@ def agreement(
     if resamples < 0:
         raise ConfigError(f"resamples must be 0 or more, got {resamples}")
     split, d = _pick_split(ds, split)
+    if by is not None:
+        check_by(d.column_names, by, f"split {split!r}" if split else "the dataset")
+    given = {k: v for k, v in locals().items() if k in _GIVEN}  # as given: each group is compared as a dataset
     score, label = _winner(d, score), _winner(d, label)
     base_score = score
     for col, what in ((score, "score"), (label, "label")):
@@ -384,7 +398,14 @@ def agreement(
                 report.intervals[name] = stats.bootstrap(
                     fns[name], x, y, resamples=resamples, seed=seed, confidence=confidence
                 )
+    if by is not None:
+        report.groups = agreement_groups(d, by, split, errors, rows, partial(_one_group, **given))
     return report
+
+
+def _one_group(sub: Dataset, errors: Dataset | None, rows: Sequence[int] | None, **given: Any) -> AgreementReport:
+    """:func:`agreement` on one group's rows (``by=``), as on a dataset of those rows alone."""
+    return agreement(sub, errors=errors, rows=rows, **given)
 
 
 def _failure_kinds(errors: Dataset | None, split: str | None, score: str, rows: Sequence[int] | None) -> dict[int, str]:

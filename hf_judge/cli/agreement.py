@@ -17,6 +17,7 @@ AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
   hf-judge agreement out/ --score QA_Clarity --labels labels.jsonl   # labels written apart (sample-for-review)
   hf-judge agreement out/ --score QA_Correctness --labels ok.jsonl --score-threshold 8   # 1-10 vs true/false
+  hf-judge agreement out/ --score QA_Correctness --label human_score --by source   # every figure per source too
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
@@ -66,6 +67,12 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         type=float,
         metavar="T",
         help="the judge's numeric score as verdicts: score >= T is positive (a 1-10 score against true/false labels)",
+    )
+    p.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="every figure per group of this column too (a category, subset or source): each group's figures are "
+        "those of its rows alone, with their intervals (in --out's JSON: groups)",
     )
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 0: none (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
@@ -139,6 +146,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         score_threshold=args.score_threshold,
         errors=errors,
         rows=rows,
+        by=args.by,
     )
     if reviewers is not None:
         report.figures.update(reviewers)

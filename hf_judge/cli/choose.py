@@ -17,6 +17,7 @@ CHOOSE_EXAMPLE = """examples:
       --judges a,b --labels labels.jsonl --for me/big-dataset -o choice/     # judge x prompt; the cost of the pick
   hf-judge choose-judge --benchmark judgebench --judges a,b -n 100     # a public labelled set, loaded from the Hub
   hf-judge choose-judge labelled.jsonl --metric Binary --judges-file judges.yaml --label human   # each on its server
+  hf-judge choose-judge --benchmark judgebench --judges a,b --by source       # every figure per source too
 
 The table counts ALL labelled rows: a row a judge did not decide counts as not agreeing; coverage and failures
 by kind are columns. Verdicts and winners: accuracy and Cohen's kappa; ratings: Spearman and Kendall (on the
@@ -28,7 +29,8 @@ and batch price (none for a judge that decided no row, or without a price), p50 
 The last row is chance: always answering the majority label (kappa 0; rho 0 for ratings). Recommended: of the
 judges whose interval lies above chance, the cheapest whose interval overlaps the best one's; none when no judge
 is beyond chance, said so, with about how many labelled rows would settle it. One judge alone gets the same
-table (nothing is compared).
+table (nothing is compared). --by COLUMN: a table per group after it (the figures of a run on that group's rows
+alone, the best judge of each group; the recommendation stays overall), in choose_judge.json and the card too.
 """
 
 
@@ -67,6 +69,11 @@ def add_choose(sub: Any, settings: bool) -> None:
     p.add_argument("--for", dest="for_dataset", metavar="DATASET", help="what scoring it with the pick would cost")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    p.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="every figure per group of this column too (e.g. category, subset, source), with its interval",
+    )
     add_column_option(p)
     p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
     p.add_argument("-o", "--output-dir", help="write choose_judge.json, the card's markdown and the scored rows here")
@@ -134,6 +141,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         resamples=args.resamples,
         seed=args.seed,
+        by=args.by,
         **kwargs,
     )
     if choice.projection is not None:  # the dataset as the user named it
