@@ -1004,7 +1004,7 @@ def test_a_choose_judge_json_holding_nan_shows_a_dash_for_the_judge_without_a_fi
 
 def test_a_choose_judge_by_folder_shows_each_groups_figures_and_best_judge(browser, judge_server_proc, tmp_path, capfd):
     """choose-judge --by: the page's table of judges by group holds each group's rows, best judge and each judge's
-    figure with its interval, as choose_judge.json has them; the groups past the cap summed up."""
+    figure with its interval, as choose_judge.json has them."""
     from selenium.webdriver.common.by import By
 
     from hf_judge import choose_judge

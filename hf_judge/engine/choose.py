@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, concatenate_datasets
+from datasets.fingerprint import generate_random_fingerprint
 
 from ..analysis import bias, stats
 from ..analysis.agreement import agreement
@@ -380,7 +381,8 @@ def _judge_errors(errors: Dataset, judge: str | None, rows: int) -> Dataset:
     ``judge`` column, with the rows' own (:func:`~hf_judge.results.errors_split.judge_errors`); every one for a
     candidate alone (``judge`` None)."""
     mine = (judge_errors(errors, judge) if judge is not None else errors).with_format("arrow")[:]
-    return Dataset(mine.filter(pc.less(mine.column("row"), rows)), split=errors.split)
+    kept = mine.filter(pc.less(mine.column("row"), rows))
+    return Dataset(kept, split=errors.split, fingerprint=generate_random_fingerprint())  # not hashed: ~30 ms each
 
 
 def _judge_figures(summary: RunSummary, name: str, panel: bool) -> dict[str, Any]:
