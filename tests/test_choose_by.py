@@ -164,3 +164,23 @@ def test_the_cli_caps_the_groups_as_the_scores_by_group_do(server, tmp_path, cap
     assert all(
         e["group"] == g["name"] and e["judge"] == "agree" for g in saved["groups"]["groups"] for e in g["entries"]
     )
+
+
+def test_agreement_cli_on_a_binary_candidates_folder_counts_a_column_two_variables_read_once(server, tmp_path, capfd):
+    """Binary reads ``prediction`` (mapped to ``answer``) and ``answer``: the length bias measured ``answer`` twice
+    and failed ('Field "answer" exists 2 times in schema'); it reads it once."""
+    server.reset()
+    ds = Dataset.from_dict(
+        {
+            "question": [f"q{i}" for i in range(12)],
+            "answer": [f"a{i}" for i in range(12)],
+            "ok": [i % 3 > 0 for i in range(12)],
+        }
+    )
+    choose_judge(
+        ds, "Binary", ["a", "b"], label="ok", columns={"prediction": "answer"}, base_url=server.base_url,
+        api_key="k", progress=False, cache_dir=tmp_path / "c", output_dir=tmp_path / "o", resamples=0,
+    )  # fmt: skip
+    code, out, err = run_cli(capfd, "agreement", tmp_path / "o" / "a", "--score", "Binary", "--label", "__label__")
+    assert code == 0, err
+    assert "length in characters" in out or "length in tokens" in out

@@ -250,5 +250,6 @@ def judged_columns(summary: Any, score: str) -> list[str] | None:
             pair = pair_variables(metric)
             return [mapping.get(v, v) for v in pair] if pair else None
         if base in metric.columns or any(base.startswith(f"{c}_") for c in metric.columns):
-            return [mapping.get(v, v) for v in judged_variables(metric)] or None
+            # two variables may read one column (Binary: prediction=answer beside answer): its length once
+            return list(dict.fromkeys(mapping.get(v, v) for v in judged_variables(metric))) or None
     return None
