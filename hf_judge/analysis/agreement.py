@@ -38,7 +38,6 @@ from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
 from . import bias, stats
 from .agreement_groups import agreement_groups, group_lines, group_markdown
-from .by_group import check_by
 from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, preference, verdict
 from .leaderboard import ORDER, orders_figures, orders_line
 
@@ -320,8 +319,6 @@ def agreement(
     if resamples < 0:
         raise ConfigError(f"resamples must be 0 or more, got {resamples}")
     split, d = _pick_split(ds, split)
-    if by is not None:
-        check_by(d.column_names, by, f"split {split!r}" if split else "the dataset")
     given = {k: v for k, v in locals().items() if k in _GIVEN}  # as given: each group is compared as a dataset
     score, label = _winner(d, score), _winner(d, label)
     base_score = score
@@ -338,11 +335,8 @@ def agreement(
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     s_null, l_null = _nulls(s_arr), _nulls(l_arr)
     keep = ~s_null & ~l_null
-    missing = {
-        "score": int((s_null & ~l_null).sum()),
-        "label": int((l_null & ~s_null).sum()),
-        "both": int((s_null & l_null).sum()),
-    }
+    missing = {"score": int((s_null & ~l_null).sum()), "label": int((l_null & ~s_null).sum()),
+               "both": int((s_null & l_null).sum())}  # fmt: skip
     s_kept, l_kept = s_arr.filter(pa.array(keep)), l_arr.filter(pa.array(keep))
     report = AgreementReport(
         score=score,
@@ -398,8 +392,7 @@ def agreement(
                 report.intervals[name] = stats.bootstrap(
                     fns[name], x, y, resamples=resamples, seed=seed, confidence=confidence
                 )
-    if by is not None:
-        report.groups = agreement_groups(d, by, split, errors, rows, partial(_one_group, **given))
+    report.groups = agreement_groups(d, by, split, errors, rows, partial(_one_group, **given))
     return report
 
 

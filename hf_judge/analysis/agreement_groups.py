@@ -24,16 +24,19 @@ SHOWN = ("figures", "intervals", "all_rows", "rules")  # what a group's block pr
 
 def agreement_groups(
     d: Dataset,
-    by: str,
+    by: str | None,
     split: str | None,
     errors: Dataset | None,
     rows: Sequence[int] | None,
     compare: Compare,
-) -> dict[str, Any]:
-    """``{"by", "groups": [{"group", "by", **report.to_dict()}], "more", "more_rows"}``: ``compare`` on each
+) -> dict[str, Any] | None:
+    """``{"by", "groups": [{"group", "by", **report.to_dict()}], "more", "more_rows"}`` (None without ``by``):
+    ``compare`` on each
     group's rows (the most rows first, at most MAX_GROUPS). ``rows``: the result's row index of each row of ``d``
     where it is a selection (then the error rows keep their numbers); else the error rows of ``split`` are
     renumbered as the group's own."""
+    if by is None:
+        return None
     found = group_rows(d, by, f"split {split!r}" if split else "the dataset")
     out: dict[str, Any] = {"by": by, "groups": [], "more": found.more, "more_rows": found.more_rows}
     for name, idx in found.groups:
