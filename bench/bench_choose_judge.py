@@ -3,8 +3,8 @@
 
 Starts the loopback judge server (tests/judge_server.py) with a little latency, then times, each on a fresh
 cache: the plain score run, then choose_judge (which also computes the table: agreement, intervals, costs), and
-prints both rates and their ratio (the target: at least 0.9); each measured twice, alternating, after a
-warm-up, the best of each kept. ``--by N``: choose_judge with ``by=`` a column of N groups (JudgeBench's four
+prints both rates and their ratio (the target: at least 0.9); each measured twice (``--repeat``), alternating,
+after a warm-up, the best of each kept. ``--by N``: choose_judge with ``by=`` a column of N groups (JudgeBench's four
 categories: 4), every figure computed per group too, against the same plain score run (the target: still 0.9).
 
     python bench/bench_choose_judge.py                 # 3 judges x 1,000 rows
@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.01, help="the server's seconds per reply (default 0.01)")
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument("--by", type=int, default=0, metavar="N", help="choose_judge(by=) a column of N groups")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each, alternating; the best kept (default 2)")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     import datasets
@@ -75,7 +76,7 @@ def main() -> None:
             # each (the machine's other load only ever slows a run down)
             score_dataset(ds.select(range(20)), ["Binary"], models=JUDGES, cache_dir=Path(tmp) / "w1", **kw)
             choose_judge(ds.select(range(20)), "Binary", JUDGES, label="human", cache_dir=Path(tmp) / "w2", **by, **kw)
-            for attempt in range(2):
+            for attempt in range(a.repeat):
                 t = time.perf_counter()
                 plain = score_dataset(ds, ["Binary"], models=JUDGES, cache_dir=Path(tmp) / f"plain{attempt}", **kw)
                 times["plain"].append(time.perf_counter() - t)
