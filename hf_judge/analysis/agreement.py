@@ -25,6 +25,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from datasets import features as _features
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
 from . import bias, rules, stats
+from .agreement_groups import agreement_groups, group_lines, group_markdown
 from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, preference, verdict
 from .leaderboard import ORDER, orders_figures, orders_line
 
@@ -47,6 +49,8 @@ HEADLINE = {
     "pairwise": ("agreement", "cohen_kappa"),
 }
 _WINNERS = list(WINNERS)
+_GIVEN = ("score", "label", "kind", "positive", "resamples", "seed", "confidence", "length_of", "generator_column",
+          "judge_model", "label_threshold", "score_threshold", "rule")  # fmt: skip
 _JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
 # the most values a confusion matrix (and a quadratic kappa) is drawn over: a 0-100 scale, not a measurement
 MAX_SCALE = 101
@@ -93,6 +97,8 @@ class AgreementReport:
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the published rule asked for (agreement --rule NAME), whose figure ``rules[rule]`` the report leads with
     rule: str | None = None
+    # by=COLUMN: the report of each group's rows alone (hf_judge.analysis.agreement_groups); None without it
+    groups: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
@@ -188,7 +194,7 @@ class AgreementReport:
                 f"confusion matrix (rows: {self.label}, columns: {self.score})",
                 *_matrix_text(self.confusion),
             ]
-        return "\n".join(lines)
+        return "\n".join(lines + group_lines(self.groups, _num))
 
     def _length_note(self) -> str:
         """What the length figures measured, in words (the run's length bias measures alike)."""
@@ -230,7 +236,7 @@ class AgreementReport:
             ]
         for title, path in (images or {}).items():
             out += [f"![{title}]({path})", ""]
-        return "\n".join(out)
+        return "\n".join(out + group_markdown(self.groups, _num))
 
 
 def _num(v: Any) -> str:
@@ -269,6 +275,7 @@ def agreement(
     errors: Dataset | None = None,
     rows: Sequence[int] | None = None,
     rule: str | None = None,
+    by: str | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -305,6 +312,8 @@ def agreement(
     ``rule``: a published rule of a pairwise judge (:mod:`hf_judge.analysis.rules`), its figures in
     ``report.rules[rule]`` and a line of the report: on a choose-judge candidate's folder, ``choose-judge --rule``'s
     figure (:func:`hf_judge.analysis.rules.of_rows`); a rule that does not apply is a ConfigError.
+    ``by``: a column of the split (a category, subset, source): ``report.groups``, each group's report as on its rows
+    alone, the most rows first, at most 20 (:mod:`hf_judge.analysis.agreement_groups`); a missing column is refused.
 
     Example:
         >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
@@ -317,6 +326,7 @@ def agreement(
     if resamples < 0:
         raise ConfigError(f"resamples must be 0 or more, got {resamples}")
     split, d = _pick_split(ds, split)
+    given = {k: v for k, v in locals().items() if k in _GIVEN}  # as given: each group is compared as a dataset
     score, label = _winner(d, score), _winner(d, label)
     base_score = score
     for col, what in ((score, "score"), (label, "label")):
@@ -333,11 +343,8 @@ def agreement(
     rule = rules.check_rule(rule, kind, ORDER in d.column_names and rows is None)
     s_null, l_null = _nulls(s_arr), _nulls(l_arr)
     keep = ~s_null & ~l_null
-    missing = {
-        "score": int((s_null & ~l_null).sum()),
-        "label": int((l_null & ~s_null).sum()),
-        "both": int((s_null & l_null).sum()),
-    }
+    missing = {"score": int((s_null & ~l_null).sum()), "label": int((l_null & ~s_null).sum()),
+               "both": int((s_null & l_null).sum())}  # fmt: skip
     s_kept, l_kept = s_arr.filter(pa.array(keep)), l_arr.filter(pa.array(keep))
     report = AgreementReport(
         score=score,
@@ -385,6 +392,7 @@ def agreement(
                 report.intervals[name] = stats.bootstrap(
                     fns[name], x, y, resamples=resamples, seed=seed, confidence=confidence
                 )
+    report.groups = agreement_groups(d, by, split, errors, rows, partial(_one_group, **given))
     return report
 
 
@@ -407,6 +415,11 @@ def _rules_figures(
         order = d.with_format("arrow")[ORDER].to_pylist() if orders else None
         found_rules = rules.of_rows(order, winners, labels, **kw)
         report.rules.update({name: {**report.rules.get(name, {}), **f} for name, f in found_rules.items()})
+
+
+def _one_group(sub: Dataset, errors: Dataset | None, rows: Sequence[int] | None, **given: Any) -> AgreementReport:
+    """:func:`agreement` on one group's rows (``by=``), as on a dataset of those rows alone."""
+    return agreement(sub, errors=errors, rows=rows, **given)
 
 
 def _failure_kinds(errors: Dataset | None, split: str | None, score: str, rows: Sequence[int] | None) -> dict[int, str]:

@@ -21,6 +21,7 @@ CHOOSE_EXAMPLE = """examples:
   hf-judge choose-judge --benchmark mt-bench-gpt4 --judges a,b     # GPT-4's recorded verdicts beside them, no request
   hf-judge choose-judge pairs.jsonl --metric Comparative --judges a --label winner --items question_id,model_a,model_b
   hf-judge choose-judge labelled.jsonl --metric Binary --judges-file judges.yaml --label human   # each on its server
+  hf-judge choose-judge --benchmark judgebench --judges a,b --by source       # every figure per source too
 
 The table counts ALL labelled rows: a row a judge did not decide counts as not agreeing; coverage and failures
 by kind are columns. Verdicts and winners: accuracy and Cohen's kappa; ratings: Spearman and Kendall (on the
@@ -34,7 +35,8 @@ and batch price (none for a judge that decided no row, or without a price), p50 
 The last row is chance: always answering the majority label (kappa 0; rho 0 for ratings). Recommended: of the
 judges whose interval lies above chance, the cheapest whose interval overlaps the best one's; none when no judge
 is beyond chance, said so, with about how many labelled rows would settle it. One judge alone gets the same
-table (nothing is compared).
+table (nothing is compared). --by COLUMN: a table per group after it (the figures of a run on that group's rows
+alone, the best judge of each group; the recommendation stays overall), in choose_judge.json and the card too.
 """
 
 
@@ -90,6 +92,11 @@ def add_choose(sub: Any, settings: bool) -> None:
         metavar="NAME",
         help="the published rule of the headline, for a pairwise metric: judgebench (default), llmbar, alpacaeval, "
         "mt-bench, rewardbench (choose_judge.json has every rule's figures)",
+    )
+    p.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="every figure per group of this column too (e.g. category, subset, source), with its interval",
     )
     add_column_option(p)
     p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
@@ -174,6 +181,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         seed=args.seed,
         rule=args.rule,
         **extra,
+        by=args.by,
         **kwargs,
     )
     if choice.projection is not None:  # the dataset as the user named it

@@ -13,11 +13,13 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, concatenate_datasets
+from datasets.fingerprint import generate_random_fingerprint
 
 from ..analysis import bias, rules, stats
 from ..analysis.agreement import agreement
@@ -39,6 +41,7 @@ from ..results.summary import RunSummary
 from ..settings import JobValues, Panelist, Settings, Unpack
 from ..transport.prices import Price
 from .choose_checks import Items, add_recorded, add_transitivity, check_items, check_recorded
+from .choose_groups import by_group, check_by_column
 from .choose_output import check_output_dir, write_output
 from .choose_push import check_push, push_choice
 from .estimate import estimate_cost
@@ -72,6 +75,7 @@ def choose_judge(
     items: Items | None = None,
     push_to_hub: str | None = None,
     token: str | None = None,
+    by: str | None = None,
     **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
@@ -110,6 +114,9 @@ def choose_judge(
     name that is no rule, or a rule that does not apply to the metric, is a ConfigError before any request);
     default: JudgeBench's for a pairwise metric in both orders. Each pairwise entry's ``rules`` holds every
     applicable rule's figures, by name, whichever is the headline.
+    ``by``: a column of the data (a category, subset or source): every figure per group too, with its interval,
+    each group's figures those of a run on its rows alone, and its best judge (``choice.groups``,
+    :mod:`hf_judge.engine.choose_groups`); a column the data lacks is refused before any request.
     ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
     candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
     view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
@@ -149,6 +156,7 @@ def choose_judge(
     rule = rules.check_rule(rule, kind, swapped)
     found = _labelled(data, label, labels, annotators, _Rule(kind, positive, label_threshold, _outputs(metrics)))
     ds = found.ds
+    check_by_column(ds, by)
     verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)
     params = dict(metric_params or {})
     scored_ds = ds
@@ -169,6 +177,12 @@ def choose_judge(
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
     _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed)
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
+    if by is not None:
+        rank = partial(
+            _rank_group, metrics=metrics, candidates=candidates, kind=kind, swapped=swapped,
+            generator_column=generator_column, resamples=resamples, seed=seed, columns=columns or {}, rule=rule,
+        )  # fmt: skip
+        choice.groups = by_group(result, ds, by, swapped, truth, rank)
     if found.ceiling is not None:
         counts, label_values, people = found.ceiling
         choice.ceiling = ceiling_of_counts(
@@ -388,7 +402,8 @@ def _judge_errors(errors: Dataset, judge: str | None, rows: int) -> Dataset:
     ``judge`` column, with the rows' own (:func:`~hf_judge.results.errors_split.judge_errors`); every one for a
     candidate alone (``judge`` None)."""
     mine = (judge_errors(errors, judge) if judge is not None else errors).with_format("arrow")[:]
-    return Dataset(mine.filter(pc.less(mine.column("row"), rows)), split=errors.split)
+    kept = mine.filter(pc.less(mine.column("row"), rows))
+    return Dataset(kept, split=errors.split, fingerprint=generate_random_fingerprint())  # not hashed: ~30 ms each
 
 
 def _judge_figures(summary: RunSummary, name: str, panel: bool) -> dict[str, Any]:
@@ -469,6 +484,29 @@ def _by_rules(
             e.update(rules.headline(e["rules"], rule))
     if rule is not None:
         choice.rule, choice.headline = rule, rule
+
+
+def _rank_group(
+    result: ScoredDatasetDict,
+    ds: Dataset,
+    truth: list[Any],
+    *,
+    metrics: Sequence[Metric],
+    candidates: Sequence[Panelist],
+    kind: str,
+    swapped: bool,
+    generator_column: str | None,
+    resamples: int,
+    seed: int,
+    columns: Mapping[str, str],
+    rule: str | None,
+) -> JudgeChoice:
+    """The table of one group's rows (``by=``): ranked, by the rules, and the longer-wins rates, as for all the
+    rows."""
+    choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
+    _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed)
+    _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns, truth)
+    return choice
 
 
 def _self_preference(
