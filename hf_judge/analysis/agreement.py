@@ -38,8 +38,8 @@ from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
 from . import bias, rules, stats
 from .agreement_groups import agreement_groups, group_lines, group_markdown
-from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, preference, verdict
-from .leaderboard import ORDER, orders_figures, orders_line
+from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, verdict
+from .leaderboard import ORDER, orders_line
 
 KINDS = ("numeric", "binary", "pairwise")
 # figures that get an interval; Kendall's tau is left out: it costs ~4x Spearman per resample and moves with it
@@ -385,7 +385,8 @@ def agreement(
         errors = ds["errors"]
     failed = _failure_kinds(errors, split, base_score, rows)
     report.all_rows = _all_rows(report, l_arr, keep, x, label, positive, failed, rows)
-    _rules_figures(report, rule, d, s_arr, l_arr, rows)
+    both = report.kind == "pairwise" and ORDER in d.column_names and rows is None  # each pair's two orders as rows
+    rules.report_figures(report, rule, d.with_format("arrow")[ORDER].to_pylist() if both else None, s_arr, l_arr)
     if resamples:
         for name in HEADLINE[kind]:
             if name in fns and report.figures.get(name) is not None:
@@ -394,27 +395,6 @@ def agreement(
                 )
     report.groups = agreement_groups(d, by, split, errors, rows, partial(_one_group, **given))
     return report
-
-
-def _rules_figures(
-    report: AgreementReport, rule: str | None, d: Dataset, s_arr: pa.Array, l_arr: pa.Array, rows: Sequence[int] | None
-) -> None:
-    """``report.rules``: JudgeBench's figure where the rows are both orders of each pair (a choose-judge candidate's
-    folder); with ``rule``, every published rule's (:func:`hf_judge.analysis.rules.of_rows`), the same figures as
-    choose-judge's table."""
-    kw: dict[str, Any] = {"resamples": report.resamples, "seed": report.seed, "confidence": report.confidence}
-    orders = ORDER in d.column_names and rows is None
-    if report.kind != "pairwise" or not (orders or rule):
-        return
-    winners, labels = ([preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr))
-    if orders:  # both orders of each pair as rows
-        found = orders_figures(d.with_format("arrow")[ORDER].to_pylist(), winners, labels, **kw)
-        report.rules.update({"judgebench": found} if found else {})
-    if rule is not None:
-        report.rule = rule
-        order = d.with_format("arrow")[ORDER].to_pylist() if orders else None
-        found_rules = rules.of_rows(order, winners, labels, **kw)
-        report.rules.update({name: {**report.rules.get(name, {}), **f} for name, f in found_rules.items()})
 
 
 def _one_group(sub: Dataset, errors: Dataset | None, rows: Sequence[int] | None, **given: Any) -> AgreementReport:

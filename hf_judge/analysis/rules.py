@@ -500,3 +500,23 @@ def rewardbench(
         out["subsets"] = {s: float(result[r].mean()) for s, r in groups.items()}
         out["sections"] = sections(groups) if n else {}
     return out
+
+
+def report_figures(report: Any, rule: str | None, order: list[Any] | None, s_arr: Any, l_arr: Any) -> None:
+    """``report.rules`` of an :class:`~hf_judge.analysis.agreement.AgreementReport`: JudgeBench's figure where the
+    rows are both orders of each pair (``order``: each row's, on a choose-judge candidate's folder); with ``rule``,
+    every published rule's (:func:`of_rows`), the same figures as choose-judge's table."""
+    from .label_rules import preference
+    from .leaderboard import orders_figures
+
+    kw: dict[str, Any] = {"resamples": report.resamples, "seed": report.seed, "confidence": report.confidence}
+    if report.kind != "pairwise" or not (order is not None or rule):
+        return
+    winners, labels = ([preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr))
+    if order is not None:  # both orders of each pair as rows
+        found = orders_figures(order, winners, labels, **kw)
+        report.rules.update({"judgebench": found} if found else {})
+    if rule is not None:
+        report.rule = rule
+        found_rules = of_rows(order, winners, labels, **kw)
+        report.rules.update({name: {**report.rules.get(name, {}), **f} for name, f in found_rules.items()})
