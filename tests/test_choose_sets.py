@@ -235,4 +235,10 @@ def test_rewardbench_from_the_cli_a_judge_that_picks_the_first_shown_is_not_hand
     (entry,) = saved["entries"]
     first = load_benchmark("rewardbench", revision="main").dataset["correct"].count("1")
     assert 0 < first < 12 and entry["judgebench"]["single_order_accuracy"] == pytest.approx(first / 12)
-    assert entry["score"] == 0.0 and judge.stats()["requests"] == 12 * 2  # each pair's orders disagree: a tie
+    assert judge.stats()["requests"] == 12 * 2
+    # JudgeBench's rule: each pair's orders disagree, a tie, never right
+    assert entry["rules"]["judgebench"]["score"] == 0.0
+    # the set's own rule is the headline (RewardBench's: one seeded order per pair, right where it shows the
+    # chosen response first), and the table's header says so
+    assert saved["rule"] == "rewardbench" and entry["score"] == entry["rules"]["rewardbench"]["score"]
+    assert 0 < entry["score"] < 1 and "rewardbench" in out

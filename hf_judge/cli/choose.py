@@ -54,7 +54,8 @@ def add_choose(sub: Any, settings: bool) -> None:
         "--benchmark",
         metavar="NAME",
         help="a public labelled set instead of DATASET (judgebench, judgebench:claude, mt-bench-human, "
-        "mt-bench-gpt4, rewardbench, alpacaeval-human, helpsteer2, ...), loaded from the Hub at run time",
+        "mt-bench-gpt4, rewardbench, alpacaeval-human, helpsteer2, ...), loaded from the Hub at run time; its paper's "
+        "rule and groups are the defaults of --rule and --by",
     )
     p.add_argument(
         "--items",
@@ -90,13 +91,14 @@ def add_choose(sub: Any, settings: bool) -> None:
     p.add_argument(
         "--rule",
         metavar="NAME",
-        help="the published rule of the headline, for a pairwise metric: judgebench (default), llmbar, alpacaeval, "
-        "mt-bench, rewardbench (choose_judge.json has every rule's figures)",
+        help="the published rule of the headline, for a pairwise metric: judgebench (default; a --benchmark set's "
+        "own), llmbar, alpacaeval, mt-bench, rewardbench (choose_judge.json has every rule's figures)",
     )
     p.add_argument(
         "--by",
         metavar="COLUMN",
-        help="every figure per group of this column too (e.g. category, subset, source), with its interval",
+        help="every figure per group of this column too (e.g. category, subset, source), with its interval "
+        "(default for a --benchmark set: its first group, e.g. JudgeBench's category)",
     )
     add_column_option(p)
     p.add_argument("--prompts-dir", action="append", help="folder of your own prompt files (repeatable)")
@@ -152,6 +154,9 @@ def cmd_choose(args: argparse.Namespace) -> int:
             labelled = {"annotators": list(bench.annotators)} if bench.annotators else {"label": bench.label}
         labelled.setdefault("label_threshold", bench.label_threshold)
         extra["recorded"] = bench.recorded or None
+        # the set's own rule and groups, as its paper reports it (JudgeBench per category, RewardBench per section)
+        args.rule = args.rule or bench.rule or None
+        args.by = args.by or (bench.groups[0] if bench.groups else None)
         extra["items"] = extra["items"] or bench.items
         for note in bench.notes:
             print(f"note: {note}", file=sys.stderr)
