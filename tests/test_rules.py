@@ -275,3 +275,17 @@ def test_judgebench_from_the_loopback_hub_under_each_rule(hub, server, tmp_path,
         if rule in expected_first:
             assert by["first"]["score"] == pytest.approx(expected_first[rule])
     assert server.stats()["requests"] == 2 * 20 * 2  # each rule from the same replies
+
+
+def test_a_misspelt_rule_with_a_benchmark_is_refused_before_the_hub_is_asked(hub, server, tmp_path, capfd):
+    """--benchmark reads a public set from the Hub: a misspelt --rule is refused first (exit 2, the did-you-mean),
+    with no request to the Hub nor to the judge."""
+    from helpers import run_cli
+
+    asked, sent = len(hub.requests()), server.stats()["requests"]
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "judgebench", "--judges", "a", "--base-url", server.base_url,
+        "--rule", "judgebnech", "--cache-dir", str(tmp_path / "c"),
+    )  # fmt: skip
+    assert code == 2 and "no rule 'judgebnech'; did you mean 'judgebench'?" in err
+    assert len(hub.requests()) == asked and server.stats()["requests"] == sent

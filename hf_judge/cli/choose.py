@@ -113,6 +113,7 @@ def add_choose(sub: Any, settings: bool) -> None:
 def cmd_choose(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ..analysis import rules
     from ..analysis.benchmarks import load_benchmark
     from ..engine.choose import choose_judge
     from .inputs import load_input
@@ -129,6 +130,8 @@ def cmd_choose(args: argparse.Namespace) -> int:
             f"--{cluster[0].replace('_', '-')}: choose the judge on the labelled rows here, then score the dataset "
             "with it on the cluster"
         )
+    if args.rule:  # a misspelt name before anything is read from the Hub (what it applies to: once the metric is known)
+        rules.check_rule(args.rule, "pairwise", True)
     args.metrics = [args.metric] if args.metric else None
     job = resolve_job(args, None, args.dataset)
     judges = _judges(args)
