@@ -176,7 +176,12 @@ BAD_INPUT = {
         "_one_split": "several splits",
         "choose_judge": "model= given",
     },
+    "choose_checks": {
+        "check_items": "item columns the data lacks",
+        "check_recorded": "a recorded judge's column missing or of other values",
+    },
     "choose_output": {"check_output_dir": "an output folder of other files"},
+    "choose_push": {"check_push": "no token, a bad repo name"},
     "job": {"cache_location": "storage options or a local copy without a URL"},
     "prepare": {
         "as_splits": "not a dataset, a foreign errors split",

@@ -114,7 +114,6 @@ def cmd_choose(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..analysis import rules
-    from ..analysis.benchmarks import load_benchmark
     from ..engine.choose import choose_judge
     from .inputs import load_input
     from .job import resolve_api_key, resolve_job
@@ -140,29 +139,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     if args.annotators:
         labelled["annotators"] = [c.strip() for c in args.annotators.split(",")]
     if args.benchmark:
-        with warnings.catch_warnings(record=True) as said:  # a license's warning: one line, not Python's form
-            warnings.simplefilter("always")
-            bench = load_benchmark(args.benchmark, limit=job.limit, token=args.token, revision=job.revision)
-        for w in said:
-            if str(w.message) == bench.license_note:
-                print(f"warning: {w.message}", file=sys.stderr)
-            else:
-                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-        data: Any = bench.dataset
-        job.columns = {**bench.columns, **job.columns}
-        job.metrics = job.metrics or [bench.metric]
-        if not (args.label or args.labels or args.annotators):
-            # several people's labels: their majority is the label (a set's own majority column is the same), and
-            # the human ceiling is shown
-            labelled = {"annotators": list(bench.annotators)} if bench.annotators else {"label": bench.label}
-        labelled.setdefault("label_threshold", bench.label_threshold)
-        extra["recorded"] = bench.recorded or None
-        # the set's own rule and groups, as its paper reports it (JudgeBench per category, RewardBench per section)
-        args.rule = args.rule or bench.rule or None
-        args.by = args.by or (bench.groups[0] if bench.groups else None)
-        extra["items"] = extra["items"] or bench.items
-        for note in bench.notes:
-            print(f"note: {note}", file=sys.stderr)
+        data: Any = _benchmark(args, job, labelled, extra)
     else:
         assert job.dataset is not None  # DATASET or --benchmark, checked above
         data = load_input(
@@ -201,6 +178,37 @@ def cmd_choose(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     print(choice, flush=True)
     return 0
+
+
+def _benchmark(args: argparse.Namespace, job: Any, labelled: dict[str, Any], extra: dict[str, Any]) -> Any:
+    """``--benchmark NAME``: the public set's rows, read from the Hub; its columns, metric, labels, recorded judges,
+    items, rule and groups filled in where the command line left them (``job``, ``labelled``, ``extra``, ``args``)."""
+    from ..analysis.benchmarks import load_benchmark
+
+    with warnings.catch_warnings(record=True) as said:  # a license's warning: one line, not Python's form
+        warnings.simplefilter("always")
+        bench = load_benchmark(args.benchmark, limit=job.limit, token=args.token, revision=job.revision)
+    for w in said:
+        if str(w.message) == bench.license_note:
+            print(f"warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    job.columns = {**bench.columns, **job.columns}
+    job.metrics = job.metrics or [bench.metric]
+    if not (args.label or args.labels or args.annotators):
+        # several people's labels: their majority is the label (a set's own majority column is the same), and
+        # the human ceiling is shown
+        labelled.clear()  # the caller's dict, filled in place
+        labelled.update({"annotators": list(bench.annotators)} if bench.annotators else {"label": bench.label})
+    labelled.setdefault("label_threshold", bench.label_threshold)
+    extra["recorded"] = bench.recorded or None
+    # the set's own rule and groups, as its paper reports it (JudgeBench per category, RewardBench per section)
+    args.rule = args.rule or bench.rule or None
+    args.by = args.by or (bench.groups[0] if bench.groups else None)
+    extra["items"] = extra["items"] or bench.items
+    for note in bench.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return bench.dataset
 
 
 def _items(given: str | None) -> tuple[list[str], str, str] | None:
