@@ -42,7 +42,7 @@ class Groups:
     more_rows: int = 0
 
 
-def check_by(columns: Iterable[str], by: str, where: str) -> None:
+def check_by(columns: Iterable[str], by: str, where: str, examples: str = "its category, subset or source") -> None:
     """A ConfigError unless ``by`` is one of ``columns``, with a did-you-mean (the scores by group's words).
 
     Example:
@@ -58,7 +58,7 @@ def check_by(columns: Iterable[str], by: str, where: str) -> None:
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise ConfigError(
         f"no column {by!r} to group by in {where}; {hint}Columns: {', '.join(columns) or '(none)'} "
-        "(--by COLUMN names a column of the dataset, such as its category, subset or source)"
+        f"(--by COLUMN names a column of the dataset, such as {examples})"
     )
 
 
