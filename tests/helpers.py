@@ -160,3 +160,18 @@ def llama_servers_with(marker: str) -> list[int]:
         if "llama_cpp.server" in cmd and marker in cmd and state != "Z":
             pids.append(int(d.name))
     return pids
+
+
+def longer_pairs(n: int) -> Dataset:
+    """``n`` pairs (question, response1, response2) whose label ``human`` is the longer response on 4 of 5 rows
+    (rows 0, 5, 10, ...: the shorter one), the longer one first on even rows: for judges that prefer the longer."""
+    q, r1, r2, label = [], [], [], []
+    for i in range(n):
+        long, short = "L" * (60 + i), "S" * (20 + i % 7)
+        first_long = i % 2 == 0
+        q.append(f"question {i}")
+        r1.append(long if first_long else short)
+        r2.append(short if first_long else long)
+        longer = "1" if first_long else "2"
+        label.append(longer if i % 5 else {"1": "2", "2": "1"}[longer])
+    return Dataset.from_dict({"question": q, "response1": r1, "response2": r2, "human": label})

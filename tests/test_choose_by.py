@@ -9,7 +9,7 @@ import json
 
 import pytest
 from datasets import Dataset
-from helpers import run_cli
+from helpers import longer_pairs, run_cli
 from judge_fixture import JudgeServer
 
 from hf_judge import agreement, choose_judge, load_result
@@ -29,17 +29,9 @@ def server():
 
 def _pairs() -> Dataset:
     """Pairs whose label is the longer response on 4 of 5 rows, with a category column (unequal groups)."""
-    q, r1, r2, label = [], [], [], []
-    for i in range(N):
-        long, short = "L" * (60 + i), "S" * (20 + i % 7)
-        first_long = i % 2 == 0
-        q.append(f"question {i}")
-        r1.append(long if first_long else short)
-        r2.append(short if first_long else long)
-        longer = "1" if first_long else "2"
-        label.append(longer if i % 5 else {"1": "2", "2": "1"}[longer])
+    pairs = longer_pairs(N)
     category = [CATEGORIES[i % len(CATEGORIES)] for i in range(N)]
-    return Dataset.from_dict({"question": q, "response1": r1, "response2": r2, "human": label, "category": category})
+    return pairs.add_column("category", category)
 
 
 def _judges(server):

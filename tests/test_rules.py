@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 from datasets import Dataset
+from helpers import longer_pairs
 from judge_fixture import JudgeServer
 
 from hf_judge import agreement, load_result
@@ -135,16 +136,7 @@ def server():
 
 def _pairs() -> Dataset:
     """The label is the longer response on 80 % of pairs (rows 0, 5, 10, ...: the shorter one)."""
-    q, r1, r2, label = [], [], [], []
-    for i in range(N):
-        long, short = "L" * (60 + i), "S" * (20 + i % 7)
-        first_long = i % 2 == 0
-        q.append(f"question {i}")
-        r1.append(long if first_long else short)
-        r2.append(short if first_long else long)
-        longer = "1" if first_long else "2"
-        label.append(longer if i % 5 else {"1": "2", "2": "1"}[longer])
-    return Dataset.from_dict({"question": q, "response1": r1, "response2": r2, "human": label})
+    return longer_pairs(N)
 
 
 def _setup(server, tmp_path):
