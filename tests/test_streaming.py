@@ -364,3 +364,20 @@ def test_ctrl_c_of_a_streamed_cli_run_says_how_many_replies_it_saved(judge, tmp_
         "resume where it stopped (a stream: read it again); stored replies are not sent again."
     ], stderr
     assert "Traceback" not in stderr
+
+
+def test_a_datasetdict_of_streamed_splits_is_a_stream_and_a_mixed_one_is_refused(judge, tmp_path):
+    """``DatasetDict({"train": ds.to_iterable_dataset()})`` is what a user builds by hand from streamed splits.
+    Base: AttributeError: 'IterableDataset' object has no attribute '_fingerprint' (a traceback, no fix named)."""
+    from datasets import DatasetDict
+
+    from hf_judge import ConfigError
+
+    ds = qa_dataset(6)
+    got = score(DatasetDict({"train": ds.to_iterable_dataset()}), METRICS, judge, tmp_path / "a")
+    assert isinstance(got, ScoredIterableDatasetDict)
+    assert len(list(got["train"])) == 6 and judge.stats()["requests"] == 12
+    judge.reset()
+    with pytest.raises(ConfigError, match=r"mixes streamed and loaded splits \(train: IterableDataset, test: Dataset"):
+        score(DatasetDict({"train": ds.to_iterable_dataset(), "test": ds}), METRICS, judge, tmp_path / "b")
+    assert judge.stats()["requests"] == 0

@@ -54,6 +54,21 @@ def as_splits(ds: Dataset | DatasetDict) -> tuple[dict[str, Dataset], Dataset | 
     )
 
 
+def streams_as_one(ds: Any) -> Any:
+    """A ``DatasetDict`` whose splits are all ``IterableDataset`` (``DatasetDict({"train": d.to_iterable_dataset()})``)
+    as the ``IterableDatasetDict`` it stands for: streamed, as each of its splits is. One that mixes the two kinds
+    is refused (a stream and a table are scored by two engines)."""
+    if not isinstance(ds, DatasetDict) or not any(isinstance(d, IterableDataset) for d in ds.values()):
+        return ds
+    kinds = {k: type(d).__name__ for k, d in ds.items()}
+    if all(isinstance(d, IterableDataset) for d in ds.values()):
+        return IterableDatasetDict(dict(ds))
+    raise ConfigError(
+        f"the DatasetDict mixes streamed and loaded splits ({', '.join(f'{k}: {v}' for k, v in kinds.items())}): "
+        "give all splits as one kind, e.g. IterableDatasetDict({k: d.to_iterable_dataset() ...}) to stream them all"
+    )
+
+
 def results_fingerprint(
     ds: Dataset,
     split: str,

@@ -22,7 +22,7 @@ from .core import Plan, score_features
 from .driver import Named, Run, through
 from .job import Job, JudgeJob
 from .one_process import OneProcess
-from .prepare import settings_doc
+from .prepare import settings_doc, streams_as_one
 from .stream import ScoredIterableDatasetDict, StreamReadings, Streams
 from .workers import Workers
 
@@ -119,6 +119,7 @@ def score_checked(
     install_log_filter()
     if if_exists not in _IF_EXISTS:
         raise ConfigError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got {if_exists!r}")
+    ds = streams_as_one(ds)
     stream = isinstance(ds, (IterableDataset, IterableDatasetDict))
     # the driver's refusal (Run.prepare), said before any request
     engine = engine_for(job.settings, ds).name
