@@ -381,3 +381,26 @@ def test_a_datasetdict_of_streamed_splits_is_a_stream_and_a_mixed_one_is_refused
     with pytest.raises(ConfigError, match=r"mixes streamed and loaded splits \(train: IterableDataset, test: Dataset"):
         score(DatasetDict({"train": ds.to_iterable_dataset(), "test": ds}), METRICS, judge, tmp_path / "b")
     assert judge.stats()["requests"] == 0
+
+
+def test_two_splits_of_a_stream_read_at_once_share_one_run_and_close_its_sessions(judge, tmp_path):
+    """``zip(out["train"], out["test"])``: two readings of one run at the same time. Base: each reading opened the
+    run's clients on a loop of its own, so the first session was left open (aiohttp's "Unclosed client session"
+    at exit)."""
+    import gc
+    from itertools import zip_longest
+
+    import aiohttp
+    from datasets import IterableDatasetDict
+
+    train, test = qa_dataset(30), qa_dataset(20, prefix="test")
+    want = score(train, METRICS, judge, tmp_path / "a")["train"].to_list()
+    want += score(test, METRICS, judge, tmp_path / "b")["train"].to_list()
+    judge.reset()
+    streams = IterableDatasetDict({"train": train.to_iterable_dataset(), "test": test.to_iterable_dataset()})
+    got = score(streams, METRICS, judge, tmp_path / "c", window=8)
+    pairs = list(zip_longest(got["train"], got["test"]))  # test ends first, train goes on alone
+    assert [a for a, _ in pairs] + [b for _, b in pairs if b is not None] == want
+    assert judge.stats()["requests"] == 2 * 50  # each row and metric sent once
+    gc.collect()
+    assert [s for s in gc.get_objects() if isinstance(s, aiohttp.ClientSession) and not s.closed] == []

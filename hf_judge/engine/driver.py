@@ -265,12 +265,13 @@ class Run:
         self.started = time.perf_counter()
         self.stopped: BudgetExceededError | None = None  # the run's budget stop: the first split's
         self.errors: list[dict[str, Any]] = []
-        self._held: list[RunResources] = []  # what hold() holds now (a stream's splits may be read at once)
+        self._held: list[RunResources] = []  # what hold() holds now, shared by the readings that hold it
+        self._users = 0  # the blocks in hold() now (a stream's splits may be read at once)
         self._written = 0  # replies the resources this run held and closed stored
 
     @property
     def resources(self) -> RunResources | None:
-        """The resources :meth:`hold` holds now (the latest, where a stream reads several splits at once)."""
+        """The resources :meth:`hold` holds now (shared by every split of a stream read at once)."""
         return self._held[-1] if self._held else None
 
     @property
@@ -398,15 +399,29 @@ class Run:
     def hold(self) -> Iterator[RunResources]:
         """The run's resources while the block runs (the loop, sessions and store open on the engine's first
         ``open()``), closed however it ends; a Ctrl-C ends it with the run's one line, once the store is closed
-        (the close commits the last replies it counts)."""
-        res = RunResources(self.clients, self.job.store_path, self.job.remote)
-        self._held.append(res)
+        (the close commits the last replies it counts). A block entered while another holds them (two splits of
+        a stream read at once: ``zip(out["train"], out["test"])``) shares them, and the last to end closes them:
+        the clients are the run's, and a session opened on a second loop left the first one's unclosed."""
+        if not self._held:
+            self._held.append(RunResources(self.clients, self.job.store_path, self.job.remote))
+            self._users = 0
+        res = self._held[0]
+        self._users += 1
+        with self.ctrl_c(), self._last_closes(res):
+            yield res
+
+    @contextlib.contextmanager
+    def _last_closes(self, res: RunResources) -> Iterator[None]:
         try:
-            with self.ctrl_c(), res:
-                yield res
+            yield
         finally:
-            self._held.remove(res)
-            self._written += res.written
+            self._users -= 1
+            if self._users == 0:
+                self._held.remove(res)
+                try:
+                    res.close()
+                finally:
+                    self._written += res.written
 
     @contextlib.contextmanager
     def ctrl_c(self) -> Iterator[None]:
