@@ -234,3 +234,41 @@ def test_a_stream_s_page_counts_the_groups_as_its_rows_pass():
         ("c", 1, 0, 2.0),
         ("b", 2, 1, 5.0),
     ]
+
+
+def test_a_filtered_result_s_error_rows_are_those_of_its_rows_renumbered(judge, tmp_path, capfd):
+    """Base: the errors split passed through whole, with the numbers of the rows before the filter: a row dropped
+    kept its error row, and a kept row's error pointed at another row (agreement and the page charged it there)."""
+    data = tmp_path / "mix.jsonl"
+    _mixed(40).to_json(data)
+    failing = [1, 3, 13, 22]  # geometry, calculus, geometry, no subject: two kept, two dropped
+    judge.configure(faults=[{"fault": "status", "status": 400, "match": f"row-{i}:"} for i in failing])
+    code, _, err = run_cli(capfd, *score_args(data, judge, "-o", tmp_path / "out", "--cache-dir", tmp_path / "c"))
+    assert code == 0, err  # rows failed: the errors split has them
+    before = load_from_disk(str(tmp_path / "out"))
+    assert sorted(set(before["errors"]["row"])) == failing
+    code, _, err = run_cli(
+        capfd, "filter", tmp_path / "out", "--keep-group", "subject=algebra,geometry", "--keep-missing",
+        "-o", tmp_path / "kept",
+    )  # fmt: skip
+    assert code == 0, err
+    kept = load_from_disk(str(tmp_path / "kept"))
+    questions = kept["train"]["question"]
+    # each error row names the kept row of the failed question, and only kept rows have one
+    want = sorted(
+        (questions.index(before["train"][r]["question"]), m)
+        for r, m in zip(before["errors"]["row"], before["errors"]["metric"], strict=True)
+        if before["train"][r]["question"] in questions
+    )
+    assert sorted(zip(kept["errors"]["row"], kept["errors"]["metric"], strict=True)) == want
+    assert 0 < len(kept["errors"]) < len(before["errors"])  # some failed rows kept, some dropped
+    for r, m in zip(kept["errors"]["row"], kept["errors"]["metric"], strict=True):
+        assert kept["train"][r][m] is None  # the row it names is the one that failed
+    summary = RunSummary.load(tmp_path / "kept")
+    assert summary.filters["error_rows"] == {"before": len(before["errors"]), "kept": len(kept["errors"])}
+    card = render_section(kept, summary)
+    assert f"- **Error rows kept:** {len(kept['errors'])} of {len(before['errors'])} (those of the rows kept)" in card
+    # the library, on a Dataset of its own: rows renumbered too; a threshold drops the failed rows and their errors
+    got = filter_by_scores(before, min={"QA_Clarity": 1})
+    assert len(got["errors"]) == 0 and len(got["train"]) == 40 - len(failing)
+    assert "__hf_judge_row__" not in got["train"].column_names

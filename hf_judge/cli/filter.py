@@ -166,6 +166,11 @@ def cmd_filter(args: argparse.Namespace) -> int:
     )
     kept = {k: len(out_ds[k]) for k in before}
     summary = stored.with_filter(mins, dict(args.max), args.keep_missing, before, kept, groups) if stored else None
+    errors = None
+    if "errors" in ds and "errors" in out_ds:  # those of the rows kept (filter_by_scores)
+        errors = {"before": len(ds["errors"]), "kept": len(out_ds["errors"])}
+        if summary is not None:
+            summary.filters["error_rows"] = errors
     if args.calibration:  # the card and summary say what the <score>_calibrated column is, and on which labels
         from ..results.calibrated import as_calibrations, with_calibrations
 
@@ -177,6 +182,8 @@ def cmd_filter(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     for k, n in before.items():
         print(f"{k}: kept {kept[k]:,} of {n:,} rows")
+    if errors:
+        print(f"errors: kept {errors['kept']:,} of {errors['before']:,} error rows (those of the rows kept)")
     print(*done, sep="\n", flush=True)
     return 0
 

@@ -239,6 +239,9 @@ def _provenance(summary: RunSummary) -> list[str]:
         before = f.get("rows_before", {})
         kept = ", ".join(f"{k}: {v:,} of {before.get(k, v):,}" for k, v in f.get("rows_kept", {}).items())
         out += [f"- **Filtered:** {describe_thresholds(f)} (inclusive)", f"- **Rows kept:** {kept}"]
+        if f.get("error_rows"):
+            e = f["error_rows"]
+            out.append(f"- **Error rows kept:** {e['kept']:,} of {e['before']:,} (those of the rows kept)")
     out += [
         f"- **Requests:** {t['requests']:,} ({t['retries']:,} retries) over {n_runs} run{'s' if n_runs != 1 else ''}",
         f"- **Tokens:** {t['prompt_tokens']:,} prompt / {t['completion_tokens']:,} completion"

@@ -9,6 +9,8 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
 SCORE_TYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
+# a row's number while filter_by_scores filters (to renumber the errors split): never a score column
+ROW_NUMBER = "__hf_judge_row__"
 
 
 def score_columns(ds: Dataset) -> list[str]:
@@ -19,4 +21,4 @@ def score_columns(ds: Dataset) -> list[str]:
         >>> score_columns(Dataset.from_dict({"text": ["a"], "QA_Clarity": [7], "Binary": [True]}))
         ['QA_Clarity', 'Binary']
     """
-    return [name for name, f in ds.features.items() if getattr(f, "dtype", None) in SCORE_TYPES]
+    return [n for n, f in ds.features.items() if getattr(f, "dtype", None) in SCORE_TYPES and n != ROW_NUMBER]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -102,6 +103,32 @@ def current(errors: Dataset) -> Dataset:
         table.column(k) if k in table.column_names else pa.nulls(len(table), pa.string()) for k in ERROR_FEATURES
     ]
     return Dataset(pa.Table.from_arrays(columns, schema=ERROR_FEATURES.arrow_schema), split=errors.split)
+
+
+def errors_of_rows(errors: Dataset, kept: Mapping[str, Sequence[int]], rows: Mapping[str, int]) -> Dataset:
+    """The error rows of the rows ``kept`` (split -> the kept rows' numbers, in their new order, of that split's
+    ``rows``), each ``row`` renumbered as its row's place among them; the others' left out. A filter keeps the
+    errors split in step with the rows it kept: row 7's error, row 7 now row 2, says 2.
+
+    Example:
+        >>> e = errors_dataset([{"split": "train", "row": 3, "metric": "M", "kind": "http_500", "message": "x"},
+        ...                     {"split": "train", "row": 1, "metric": "M", "kind": "http_500", "message": "y"}])
+        >>> list(errors_of_rows(e, {"train": [0, 3]}, {"train": 4})["row"])
+        [1]
+    """
+    table = current(errors).with_format("arrow")[:]
+    old = pc.fill_null(table.column("row"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    splits = np.array(table.column("split").to_pylist(), dtype=object)
+    new = np.full(len(old), -1, dtype=np.int64)
+    for split, n in rows.items():
+        where = np.full(n, -1, dtype=np.int64)
+        where[np.asarray(kept.get(split, []), dtype=np.int64)] = np.arange(len(kept.get(split, [])))
+        mine = (splits == split) & (old >= 0) & (old < n)
+        new[mine] = where[old[mine]]
+    out = table.filter(pa.array(new >= 0))
+    at = out.schema.get_field_index("row")
+    out = out.set_column(at, "row", pa.array(new[new >= 0], out.column("row").type))
+    return Dataset(out, split=errors.split, fingerprint=generate_random_fingerprint())
 
 
 def judge_errors(errors: Dataset, judge: str) -> Dataset:

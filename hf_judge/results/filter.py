@@ -7,11 +7,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from datasets import Dataset, DatasetDict
 
 from ..errors import ConfigError
 from .calibrated import Calibrations, apply_calibration, as_calibrations
-from .columns import score_columns
+from .columns import ROW_NUMBER, score_columns
+from .errors_split import ERRORS_SPLIT, errors_of_rows, is_errors_split
 from .group_filter import filter_groups, group_rule
 from .scored import ScoredDatasetDict
 
@@ -81,7 +83,8 @@ def filter_by_scores(
 
     A row whose score is null (the metric failed) is dropped unless
     ``keep_missing``. A NaN score passes no threshold (``keep_missing`` keeps nulls, not NaN). On a
-    ``DatasetDict`` every split is filtered except ``errors``, which passes through untouched. The
+    ``DatasetDict`` every split is filtered, and the ``errors`` split keeps the error rows of the rows kept,
+    each ``row`` renumbered as its row's place in the result (the summary records how many). The
     result of ``score_dataset`` stays a ``ScoredDatasetDict`` with its
     ``summary``, so ``.push_to_hub(repo)`` pushes it with its errors and card.
 
@@ -93,9 +96,60 @@ def filter_by_scores(
         >>> list(filter_by_scores(ds, max={"Binary": False})["QA_Correctness"])
         [3]
     """
+    numbered = _numbered(ds)
+    out = _filtered(
+        numbered, original=ds, min=min, max=max, keep_missing=keep_missing, min_prob=min_prob,
+        calibration=calibration, keep_groups=keep_groups, drop_groups=drop_groups,
+        allow_other_judge=allow_other_judge,
+    )  # fmt: skip
+    return out if numbered is ds else _errors_in_step(out, ds)
+
+
+def _numbered(ds: Dataset | DatasetDict) -> Dataset | DatasetDict:
+    """A result with error rows (hf-judge's), each other split with its rows' numbers (``ROW_NUMBER``), so that
+    the errors split can follow the rows the filter keeps; anything else as it is."""
+    errors = ds.get(ERRORS_SPLIT) if isinstance(ds, DatasetDict) else None
+    if errors is None or not len(errors) or not is_errors_split(errors.column_names):
+        return ds
+    out = type(ds)(ds)  # a ScoredDatasetDict stays one, with its summary
+    if hasattr(ds, "summary"):
+        out.summary = ds.summary
+    for split, d in ds.items():
+        if split != ERRORS_SPLIT:
+            out[split] = d.add_column(ROW_NUMBER, np.arange(len(d), dtype=np.int64))
+    return out
+
+
+def _errors_in_step(out: Dataset | DatasetDict, ds: Dataset | DatasetDict) -> Dataset | DatasetDict:
+    """``out`` without the row numbers, its errors split those of the rows it kept, renumbered (it kept every
+    error row, with the numbers of rows it had dropped or moved: a reader charged them to the wrong rows)."""
+    assert isinstance(out, DatasetDict) and isinstance(ds, DatasetDict)
+    kept = {k: d.with_format("arrow")[ROW_NUMBER].to_numpy() for k, d in out.items() if k != ERRORS_SPLIT}
+    for split in kept:
+        out[split] = out[split].remove_columns(ROW_NUMBER)
+    before = ds[ERRORS_SPLIT]
+    out[ERRORS_SPLIT] = errors_of_rows(before, kept, {k: len(d) for k, d in ds.items() if k != ERRORS_SPLIT})
+    summary = getattr(out, "summary", None)
+    if summary is not None and summary.filters:
+        summary.filters["error_rows"] = {"before": len(before), "kept": len(out[ERRORS_SPLIT])}
+    return out
+
+
+def _filtered(
+    ds: Dataset | DatasetDict,
+    *,
+    original: Dataset | DatasetDict,
+    min: Mapping[str, float | bool] | None,  # noqa: A002
+    max: Mapping[str, float | bool] | None,  # noqa: A002
+    keep_missing: bool,
+    min_prob: Mapping[str, float] | None,
+    calibration: Calibrations | None,
+    keep_groups: Mapping[str, Iterable[Any]] | None,
+    drop_groups: Mapping[str, Iterable[Any]] | None,
+    allow_other_judge: bool,
+) -> Dataset | DatasetDict:
     lo = dict(min or {})
     hi = dict(max or {})
-    original = ds
     groups = group_rule(keep_groups, drop_groups)
     if groups:
         ds = filter_groups(ds, groups)

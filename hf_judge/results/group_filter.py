@@ -67,7 +67,8 @@ def group_rule(keep: Mapping[str, Any] | None, drop: Mapping[str, Any] | None) -
 
 def filter_groups(ds: Dataset | DatasetDict, rule: Mapping[str, Mapping[str, list[str]]]) -> Dataset | DatasetDict:
     """The rows of ``ds`` whose groups ``rule`` (:func:`group_rule`'s) keeps: every ``keep_groups`` column holds
-    one of its values, no ``drop_groups`` column one of its. A ``DatasetDict``'s ``errors`` split passes as it is.
+    one of its values, no ``drop_groups`` column one of its. A ``DatasetDict``'s ``errors`` split passes as it is
+    (:func:`~hf_judge.results.filter.filter_by_scores` then keeps those of the rows kept).
     A column missing from a split, or a value no split holds, is refused before any row is filtered."""
     splits = {"train": ds} if isinstance(ds, Dataset) else {k: d for k, d in ds.items() if k != ERRORS_SPLIT}
     columns = sorted({c for key in RULES for c in rule.get(key, {})})
