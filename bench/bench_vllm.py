@@ -3,8 +3,9 @@
     python bench/bench_vllm.py --model-path /tmp/tiny-llama --vllm-python /work/vllm-venv/bin/python   # CPU
     python bench/bench_vllm.py --model Qwen/Qwen2.5-1.5B-Instruct --rows 2000                        # a GPU
 
-The prompts are a judge metric's (`--metric`, default QA_Correctness) rendered by hf-judge itself over `--rows`
-rows of a generated dataset; both sides ask for the metric's JSON schema as structured output (vLLM's own, with
+The prompts are a judge metric's (`--metric`, default QA_All: integers only, so that even a random-weight model's
+replies end and validate; QA_Correctness, reasoning first, suits a real model), rendered by hf-judge itself over
+`--rows` rows of a generated dataset; both sides ask for the metric's JSON schema as structured output (vLLM's own, with
 compact JSON), at temperature 0 with the same `--max-tokens`, one request per row (hf-judge runs with
 `retries=0`, so an invalid reply is an error row, not a second request). In the same run, one after the other:
 
@@ -21,7 +22,9 @@ ratio measures hf-judge, not vLLM's defaults. Load times are shown, not part of 
 `--vllm-python` (default: `HF_JUDGE_VLLM_PYTHON`, else this interpreter) is the Python that has vLLM; this script
 itself runs in hf-judge's environment. `--model-path DIR` that does not exist yet is built there as the tiny
 random-weight Llama of bench/vllm_tiny_model.py (CPU: a few seconds). Engine arguments go to both sides:
-`--vllm-arg KEY=VALUE`, repeatable (`tensor_parallel_size=2`, `dtype=float32`, `enforce_eager=true`).
+`--vllm-arg KEY=VALUE`, repeatable, a bare KEY a switch (`tensor_parallel_size=2`, `dtype=float32`,
+`enforce_eager`), as `--model vllm:MODEL` reads them. `--model-path` runs get `dtype=float32` and
+`max_model_len=2048` unless set (a CPU: bf16 runs 2x slower without AVX-512 bf16).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -250,7 +254,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="the Python that has vLLM (default: HF_JUDGE_VLLM_PYTHON, else this one)")  # fmt: skip
     ap.add_argument("--vllm-arg", action="append", default=[], metavar="KEY=VALUE",
                     help="an engine argument for both sides, repeatable (dtype=float32)")  # fmt: skip
-    ap.add_argument("--metric", default="QA_Correctness", help="the judge metric whose prompts are sent")
+    ap.add_argument("--metric", default="QA_All", help="the judge metric whose prompts are sent (default QA_All)")
     ap.add_argument("--rows", type=int, default=256, help="rows of the generated dataset (default 256)")
     ap.add_argument("--rounds", type=int, default=3, help="measured rounds of every row; the median is reported")
     ap.add_argument("--max-tokens", type=int, default=128, help="max completion tokens per reply (default 128)")
@@ -261,9 +265,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if argv is not None and argv[:1] == ["--child"]:
         return argparse.Namespace(child=argv[1:3])
     a = ap.parse_args(argv)
-    bad = [kv for kv in a.vllm_arg if "=" not in kv]
+    bad = [kv for kv in a.vllm_arg if not kv.partition("=")[0].strip()]
     if bad:
-        ap.error(f"--vllm-arg takes KEY=VALUE, got {bad[0]!r} (e.g. --vllm-arg dtype=float32)")
+        ap.error(f"--vllm-arg takes KEY=VALUE (or a bare KEY: a switch), got {bad[0]!r}; e.g. --vllm-arg dtype=float32")
     return a
 
 
@@ -272,6 +276,27 @@ def vllm_env() -> dict[str, str]:
     env = dict(os.environ, VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     return env
+
+
+def measure(a, args: dict[str, str], messages: list, schema: dict, ds, tmp: str) -> tuple[dict, dict]:
+    """The offline baseline, then hf-judge through the server with the same engine and scheduler arguments."""
+    job = {"model": a.model, "messages": messages, "schema": schema, "max_tokens": a.max_tokens,
+           "rounds": a.rounds, "engine_args": {k: engine_value(v) for k, v in args.items()}}  # fmt: skip
+    Path(tmp, "job.json").write_text(json.dumps(job))
+    print(f"offline: loading {a.model} with vLLM's LLM ...", flush=True)
+    subprocess.run([a.vllm_python, __file__, "--child", f"{tmp}/job.json", f"{tmp}/offline.json"], check=True)
+    off = json.loads(Path(tmp, "offline.json").read_text())
+    for k in SCHEDULER:  # the server runs with the offline engine's scheduler limits
+        args.setdefault(k, str(off["scheduler"][k]))
+    log = Path(tmp, "server.log")
+    print(f"hf-judge: starting vLLM's server ({' '.join(f'{k}={v}' for k, v in args.items())}) ...", flush=True)
+    proc, base_url, name, start_s = start_server(a.vllm_python, a.model, args, log, a.start_timeout)
+    try:
+        hf = hf_judge_rounds(ds, a, base_url, name)
+    finally:
+        stop_server(proc)
+    hf["load_s"] = start_s
+    return off, hf
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,30 +310,16 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(a.model_path).exists():
             print(f"building the tiny model in {a.model_path} ...", flush=True)
             subprocess.run([a.vllm_python, str(ROOT / "vllm_tiny_model.py"), a.model_path], check=True)
-            # the tiny model: float32 (CPUs without bf16 run it 2x slower in bf16) and its 2048 positions
-    args = dict(kv.split("=", 1) for kv in a.vllm_arg)
-    if a.model_path:
+    # as --model vllm:MODEL reads them: KEY=VALUE, a bare KEY is a switch (enforce_eager)
+    args = {k.strip(): v.strip() if sep else "true" for k, sep, v in (kv.partition("=") for kv in a.vllm_arg)}
+    if a.model_path:  # a CPU run: float32 (bf16 runs 2x slower on CPUs without it), the tiny model's 2048 positions
         args.setdefault("dtype", "float32")
         args.setdefault("max_model_len", "2048")
     ds = dataset(a.rows)
     messages, schema = rendered(a.metric, ds)
-    with tempfile.TemporaryDirectory(prefix="bench-vllm-") as tmp:
-        job = {"model": a.model, "messages": messages, "schema": schema, "max_tokens": a.max_tokens,
-               "rounds": a.rounds, "engine_args": {k: engine_value(v) for k, v in args.items()}}  # fmt: skip
-        Path(tmp, "job.json").write_text(json.dumps(job))
-        print(f"offline: loading {a.model} with vLLM's LLM ...", flush=True)
-        subprocess.run([a.vllm_python, __file__, "--child", f"{tmp}/job.json", f"{tmp}/offline.json"], check=True)
-        off = json.loads(Path(tmp, "offline.json").read_text())
-        for k in SCHEDULER:  # the server runs with the offline engine's scheduler limits
-            args.setdefault(k, str(off["scheduler"][k]))
-        log = Path(tmp, "server.log")
-        print(f"hf-judge: starting vLLM's server ({' '.join(f'{k}={v}' for k, v in args.items())}) ...", flush=True)
-        proc, base_url, name, start_s = start_server(a.vllm_python, a.model, args, log, a.start_timeout)
-        try:
-            hf = hf_judge_rounds(ds, a, base_url, name)
-        finally:
-            stop_server(proc)
-        hf["load_s"] = start_s
+    tmp = tempfile.mkdtemp(prefix="bench-vllm-")  # kept when a side fails: the server's log is there
+    off, hf = measure(a, args, messages, schema, ds, tmp)
+    shutil.rmtree(tmp)
     return report(off, hf, a)
 
 

@@ -34,11 +34,11 @@ def test_help_runs_and_names_both_paths():
 
 def test_a_bad_engine_argument_is_refused_before_any_load(tmp_path):
     p = subprocess.run(
-        [sys.executable, str(BENCH), "--model-path", str(tmp_path / "absent"), "--vllm-arg", "dtype"],
+        [sys.executable, str(BENCH), "--model-path", str(tmp_path / "absent"), "--vllm-arg", "=float32"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert p.returncode == 2
-    assert "--vllm-arg takes KEY=VALUE, got 'dtype'" in p.stderr
+    assert "--vllm-arg takes KEY=VALUE (or a bare KEY: a switch), got '=float32'" in p.stderr
     assert not (tmp_path / "absent").exists()  # nothing was built
 
 
