@@ -212,17 +212,6 @@ class Settings(BaseModel):
         "the API the judge speaks; default: inferred (a `claude-` model with no base_url: anthropic; a `gemini-` "
         "model with no base_url: gemini; else openai)",
     )
-    vllm_args: VllmArgs | None = _setting(
-        None,
-        "--model vllm:MODEL: a vLLM engine argument KEY=VALUE for the server hf-judge starts (repeatable, e.g. "
-        "--vllm-arg dtype=float32 --vllm-arg max_model_len=4096; a bare KEY is a switch: enforce_eager)",
-    )
-    vllm_python: str | None = _setting(
-        None,
-        "--model vllm:MODEL: the Python interpreter that runs vLLM's server (vLLM in a venv of its own; default: "
-        "hf-judge's own)",
-        env="HF_JUDGE_VLLM_PYTHON",
-    )
     # -- limits
     concurrency: Concurrency = _setting(constants.DEFAULT_CONCURRENCY, "requests in flight (per worker)")
     num_workers: int = _setting(
@@ -358,6 +347,18 @@ class Settings(BaseModel):
         None,
         "the model that wrote every judged text: warn when the judge is of its family (self-preference)",
         min_length=1,
+    )
+    # -- a vLLM judge that hf-judge starts (--model vllm:MODEL)
+    vllm_args: VllmArgs | None = _setting(
+        None,
+        "--model vllm:MODEL: a vLLM engine argument KEY=VALUE for the server hf-judge starts (repeatable, e.g. "
+        "--vllm-arg dtype=float32 --vllm-arg max_model_len=4096; a bare KEY is a switch: enforce_eager)",
+    )
+    vllm_python: str | None = _setting(
+        None,
+        "--model vllm:MODEL: the Python interpreter that runs vLLM's server (vLLM in a venv of its own; default: "
+        "hf-judge's own)",
+        env="HF_JUDGE_VLLM_PYTHON",
     )
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
