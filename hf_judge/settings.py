@@ -45,6 +45,7 @@ CLI_FLAGS = {
     "max_requests_per_minute": ("--rpm",),
     "max_tokens_per_minute": ("--tpm",),
     "num_workers": ("--workers",),
+    "vllm_args": ("--vllm-arg",),
 }
 
 
@@ -63,6 +64,28 @@ Timeout = Annotated[float, Field(gt=0)]
 Retries = Annotated[int, Field(ge=0, le=100)]
 Temperature = Annotated[float, Field(ge=0, le=2)]
 TopP = Annotated[float, Field(gt=0, le=1)]
+
+
+def _vllm_args(v: Any) -> Any:
+    """``--vllm-arg KEY=VALUE`` (a list of those, from the flag or a recipe) or a mapping -> {key: value}."""
+    if v is None or isinstance(v, Mapping):
+        return v
+    if isinstance(v, str):
+        v = [v]
+    out: dict[str, Any] = {}
+    for item in v:
+        if not isinstance(item, str):
+            raise ValueError(f"a vLLM argument is KEY=VALUE text, not {item!r}")
+        key, sep, value = item.partition("=")
+        if not key.strip():
+            raise ValueError(f"vLLM argument {item!r} has no KEY: write KEY=VALUE, e.g. max_model_len=4096")
+        out[key.strip()] = value.strip() if sep else True
+    return out
+
+
+# vLLM engine arguments (``vllm_args``): names as vLLM spells them (max_model_len or max-model-len), values as
+# their flags take them; True: a switch (enforce_eager), False: left out
+VllmArgs = Annotated[dict[str, str | int | float | bool], BeforeValidator(_vllm_args)]
 
 
 def _no_bool(v: Any) -> Any:
@@ -174,7 +197,8 @@ class Settings(BaseModel):
     # -- the server
     model: str = _setting(
         description="model name on the server (e.g. gpt-4.1-nano); in the CLI, `local` (or local:PATH.gguf) starts a "
-        'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"',
+        'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"; `vllm:MODEL` (a folder or a Hub id) '
+        "starts vLLM's OpenAI-compatible server for the run",
         min_length=1,
     )
     base_url: str | None = _setting(
@@ -323,6 +347,18 @@ class Settings(BaseModel):
         None,
         "the model that wrote every judged text: warn when the judge is of its family (self-preference)",
         min_length=1,
+    )
+    # -- a vLLM judge that hf-judge starts (--model vllm:MODEL)
+    vllm_args: VllmArgs | None = _setting(
+        None,
+        "--model vllm:MODEL: a vLLM engine argument KEY=VALUE for the server hf-judge starts (repeatable, e.g. "
+        "--vllm-arg dtype=float32 --vllm-arg max_model_len=4096; a bare KEY is a switch: enforce_eager)",
+    )
+    vllm_python: str | None = _setting(
+        None,
+        "--model vllm:MODEL: the Python interpreter that runs vLLM's server (vLLM in a venv of its own; default: "
+        "hf-judge's own)",
+        env="HF_JUDGE_VLLM_PYTHON",
     )
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
@@ -524,6 +560,8 @@ class RaySettingValues(TypedDict, total=False):
     length_control: bool
     generator_column: str | None
     generator_model: str | None
+    vllm_args: dict[str, str | int | float | bool] | None
+    vllm_python: str | None
 
 
 class SettingValues(RaySettingValues, total=False):

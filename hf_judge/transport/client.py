@@ -54,6 +54,7 @@ from ..errors import (
     BudgetExceededError,
     CircuitOpenError,
     ErrorKind,
+    JudgeEngineDeadError,
     ModelNotFoundError,
     QuotaExceededError,
     RateLimitedError,
@@ -86,6 +87,7 @@ from .policy import (
 )
 from .prices import no_price_error, price_of
 from .reading import ReplyTooLarge, read_limited
+from .served import served_model, tokenize_url, too_long
 
 logger = logging.getLogger("hf_judge")
 
@@ -199,6 +201,10 @@ class JudgeClient:
             # another API answers the same metric and row another way: its replies are keyed apart (the
             # OpenAI-compatible servers' keys stay what they were)
             self.server_id = f"{provider}:{self.server_id}"
+        # a vLLM server hf-judge started: its replies are keyed by the model it serves, not by the port it got
+        self.served = served_model(self.base_url) if self.wire is None else None
+        if self.served is not None:
+            self.server_id = self.served["identity"]
         self.settings = settings
         self.model = settings.model
         self.timeout = settings.timeout
@@ -428,6 +434,12 @@ class JudgeClient:
         asks for that many choices: the first decides as always, the others come
         back in ``Outcome.extra`` (those of the last attempt).
         """
+        if self.served is not None and self.served.get("max_model_len"):
+            refused = await self._context_refusal(messages)
+            if refused is not None:
+                if have_slot:
+                    self.limiter.release()
+                return refused
         first_body = body
         first_temperature = temperature
         attempt = 0
@@ -510,6 +522,26 @@ class JudgeClient:
                 )
             await self._clock.sleep(self._backoff(attempt, retry_after))
 
+    async def _context_refusal(self, messages: list) -> Outcome | None:
+        """A ``context_length`` outcome, unsent, for a prompt that leaves no room for a reply in a managed vLLM
+        judge's context, counted by its own tokenizer and chat template (``POST /tokenize``); None where it fits
+        or cannot be counted (the request then goes, and the server's 400 says the same)."""
+        assert self.served is not None
+        body = orjson.dumps({"model": self.model, "messages": messages, "add_generation_prompt": True})
+        session = self._session
+        if session is None:
+            return None
+        try:
+            async with session.post(tokenize_url(self.base_url), data=body) as resp:
+                count = orjson.loads(await resp.read())["count"] if resp.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError):
+            return None
+        said = too_long(count, self.served["max_model_len"]) if isinstance(count, int) else None
+        if said is None:
+            return None
+        self.stats.failures[str(ErrorKind.CONTEXT_LENGTH)] += 1
+        return Outcome(None, None, ErrorKind.CONTEXT_LENGTH, said)
+
     async def _attempt(
         self, metric: Metric, body: bytes, task: asyncio.Task, n: int = 1
     ) -> tuple[Outcome, int, float | None]:
@@ -566,7 +598,15 @@ class JudgeClient:
         message = error_message(status, data)
         if status in (402, 429):  # 402: Anthropic's billing_error
             self._check_quota(data, message)
-        return Outcome(None, None, http_kind(status), message), status, parse_retry_after(headers, self._clock.wall)
+        if status >= 500 and "EngineCore encountered" in message:  # vLLM's engine is dead: no retry can help
+            raise JudgeEngineDeadError(
+                f"the judge's vLLM engine died (HTTP {status} from {self.url}: {message[:200]}); run the same "
+                "command again to resume: finished rows are cached"
+            )
+        kind = http_kind(status)
+        if status == 400 and "maximum context length" in message:  # a server's own length check (vLLM's words)
+            kind = ErrorKind.CONTEXT_LENGTH
+        return Outcome(None, None, kind, message), status, parse_retry_after(headers, self._clock.wall)
 
     async def _post(self, body: bytes) -> tuple[int, Mapping[str, str], bytes]:
         """The default transport: one POST on the client's aiohttp session."""
