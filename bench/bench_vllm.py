@@ -10,9 +10,10 @@ compact JSON), at temperature 0 with the same `--max-tokens`, one request per ro
 `retries=0`, so an invalid reply is an error row, not a second request). In the same run, one after the other:
 
 * offline  - `vllm.LLM(...)` and `LLM.chat(all prompts)`, in a subprocess of the vLLM interpreter (the baseline);
-* hf_judge - `score_dataset(...)` of the same rows against vLLM's OpenAI server, started the way `--model
-  vllm:MODEL` starts it (`python -m vllm.entrypoints.openai.api_server` on a loopback port, the same engine
-  arguments), no reply cache (`use_cache=False`), so every round sends every row.
+* hf_judge - `score_dataset(...)` of the same rows against vLLM's OpenAI server started by hf-judge's own
+  `vllm_judge` (what `--model vllm:MODEL` runs: `python -m vllm.entrypoints.openai.api_server` on a loopback port,
+  the same engine arguments, each prompt's length checked with the server's tokenizer before it is sent), no reply
+  cache (`use_cache=False`), so every round sends every row.
 
 Both sides load once, answer one warm-up prompt, then run `--rounds` measured rounds of every row; the median round
 is reported. The server gets the scheduler limits the offline engine ran with (`max_num_batched_tokens`,
@@ -21,7 +22,7 @@ ratio measures hf-judge, not vLLM's defaults. Load times are shown, not part of 
 
 `--vllm-python` (default: `HF_JUDGE_VLLM_PYTHON`, else this interpreter) is the Python that has vLLM; this script
 itself runs in hf-judge's environment. `--model-path DIR` that does not exist yet is built there as the tiny
-random-weight Llama of bench/vllm_tiny_model.py (CPU: a few seconds). Engine arguments go to both sides:
+random-weight Llama of tests/vllm_tiny_model.py (CPU: a few seconds). Engine arguments go to both sides:
 `--vllm-arg KEY=VALUE`, repeatable, a bare KEY a switch (`tensor_parallel_size=2`, `dtype=float32`,
 `enforce_eager`), as `--model vllm:MODEL` reads them. `--model-path` runs get `dtype=float32` and
 `max_model_len=2048` unless set (a CPU: bf16 runs 2x slower without AVX-512 bf16).
@@ -33,14 +34,11 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -70,7 +68,7 @@ def child_offline(job_path: str, out_path: str) -> int:
     from vllm.sampling_params import StructuredOutputsParams
 
     t_import = time.perf_counter() - t0
-    llm = LLM(model=job["model"], seed=0, structured_outputs_config=STRUCTURED, **job["engine_args"])
+    llm = LLM(model=job["model"], seed=0, **job["engine_args"])
     t_load = time.perf_counter() - t0 - t_import
     sched = llm.llm_engine.vllm_config.scheduler_config
     params = SamplingParams(
@@ -127,14 +125,6 @@ def rendered(metric_name: str, ds) -> tuple[list[list[dict]], dict]:
     return messages, metric.json_schema
 
 
-def vllm_flag(key: str, value: str) -> list[str]:
-    """An engine argument as the server's flag: `enforce_eager=true` -> `--enforce-eager`, else `--key=value`."""
-    flag = "--" + key.replace("_", "-")
-    if value.lower() in ("true", "false"):
-        return [flag] if value.lower() == "true" else [f"--no-{key.replace('_', '-')}"]
-    return [f"{flag}={value}"]
-
-
 def engine_value(value: str):
     """A `--vllm-arg` value as `LLM(...)` takes it: a number, a bool, JSON, else the string."""
     if value.lower() in ("true", "false"):
@@ -143,50 +133,6 @@ def engine_value(value: str):
         return json.loads(value)
     except ValueError:
         return value
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(python: str, model: str, args: dict[str, str], log: Path, timeout: float) -> tuple:
-    """vLLM's OpenAI server on a free loopback port, as `--model vllm:MODEL` starts it: (process, base URL, name)."""
-    port, name = free_port(), "judge"
-    cmd = [
-        python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name", name,
-        "--host", "127.0.0.1", "--port", str(port), "--seed", "0", "--disable-log-stats",
-        "--enable-prompt-tokens-details", "--structured-outputs-config", json.dumps(STRUCTURED),
-        *(f for k, v in args.items() for f in vllm_flag(k, v)),
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
-    base, t0 = f"http://127.0.0.1:{port}", time.perf_counter()
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    while time.perf_counter() - t0 < timeout:
-        if proc.poll() is not None:
-            raise SystemExit(f"the vLLM server exited ({proc.returncode}) before answering; its log: {log}")
-        try:
-            with opener.open(base + "/v1/models", timeout=2) as r:
-                if any(m.get("id") == name for m in json.loads(r.read()).get("data", [])):
-                    return proc, base + "/v1", name, time.perf_counter() - t0
-        except OSError:
-            pass
-        time.sleep(0.5)
-    stop_server(proc)
-    raise SystemExit(f"the vLLM server did not answer in {timeout:.0f} s; its log: {log}")
-
-
-def stop_server(proc) -> None:
-    """SIGTERM to the server's whole process group (its EngineCore and workers too), SIGKILL after 30 s."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
 
 
 def hf_judge_rounds(ds, a, base_url: str, name: str) -> dict:
@@ -280,22 +226,25 @@ def vllm_env() -> dict[str, str]:
 
 def measure(a, args: dict[str, str], messages: list, schema: dict, ds, tmp: str) -> tuple[dict, dict]:
     """The offline baseline, then hf-judge through the server with the same engine and scheduler arguments."""
+    # the offline engine gets what --model vllm: gives the server: prefix caching, compact JSON by xgrammar
+    offline_args = {"enable_prefix_caching": "true", "structured_outputs_config": json.dumps(STRUCTURED), **args}
     job = {"model": a.model, "messages": messages, "schema": schema, "max_tokens": a.max_tokens,
-           "rounds": a.rounds, "engine_args": {k: engine_value(v) for k, v in args.items()}}  # fmt: skip
+           "rounds": a.rounds, "engine_args": {k: engine_value(v) for k, v in offline_args.items()}}  # fmt: skip
     Path(tmp, "job.json").write_text(json.dumps(job))
     print(f"offline: loading {a.model} with vLLM's LLM ...", flush=True)
     subprocess.run([a.vllm_python, __file__, "--child", f"{tmp}/job.json", f"{tmp}/offline.json"], check=True)
     off = json.loads(Path(tmp, "offline.json").read_text())
     for k in SCHEDULER:  # the server runs with the offline engine's scheduler limits
         args.setdefault(k, str(off["scheduler"][k]))
-    log = Path(tmp, "server.log")
+    from hf_judge.transport.vllm import vllm_judge
+
     print(f"hf-judge: starting vLLM's server ({' '.join(f'{k}={v}' for k, v in args.items())}) ...", flush=True)
-    proc, base_url, name, start_s = start_server(a.vllm_python, a.model, args, log, a.start_timeout)
-    try:
-        hf = hf_judge_rounds(ds, a, base_url, name)
-    finally:
-        stop_server(proc)
-    hf["load_s"] = start_s
+    t = time.perf_counter()
+    log = Path(tmp, "server.log")
+    with vllm_judge(a.model, vllm_args=args, python=a.vllm_python, log_path=log, start_timeout=a.start_timeout) as j:
+        load_s = time.perf_counter() - t
+        hf = hf_judge_rounds(ds, a, j.base_url, j.model)
+    hf["load_s"] = load_s
     return off, hf
 
 
@@ -309,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         a.model = a.model_path
         if not Path(a.model_path).exists():
             print(f"building the tiny model in {a.model_path} ...", flush=True)
-            subprocess.run([a.vllm_python, str(ROOT / "vllm_tiny_model.py"), a.model_path], check=True)
+            subprocess.run([a.vllm_python, str(ROOT.parent / "tests" / "vllm_tiny_model.py"), a.model_path], check=True)
     # as --model vllm:MODEL reads them: KEY=VALUE, a bare KEY is a switch (enforce_eager)
     args = {k.strip(): v.strip() if sep else "true" for k, sep, v in (kv.partition("=") for kv in a.vllm_arg)}
     if a.model_path:  # a CPU run: float32 (bf16 runs 2x slower on CPUs without it), the tiny model's 2048 positions
