@@ -180,6 +180,11 @@ def report(off: dict, hf: dict, a) -> int:
             f"{label:<26} {side['load_s']:7.1f} {r['wall_s']:7.2f} {r['requests_per_s']:8.2f}"
             f" {r['tokens_per_s']:9.1f} {r['output_tokens_per_s']:9.1f} {side['requests']:9d}  {tokens}"
         )
+    if "unchecked" in hf:  # a diagnostic: what the pre-send length check costs
+        ru = rates(hf["unchecked"])
+        label, ratio = "  same, no length check", ru["requests_per_s"] / ro["requests_per_s"]
+        print(f"{label:<26} {'':>7} {ru['wall_s']:7.2f} {ru['requests_per_s']:8.2f} {ru['tokens_per_s']:9.1f}"
+              f" {ru['output_tokens_per_s']:9.1f}   (ratio {ratio:.2f})")  # fmt: skip
     ratio_req = rh["requests_per_s"] / ro["requests_per_s"]
     ratio_tok = rh["tokens_per_s"] / ro["tokens_per_s"]
     print(f"ratio hf-judge / offline: requests/s {ratio_req:.2f}, tokens/s {ratio_tok:.2f} (goal >= {GOAL})")
@@ -205,6 +210,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3, help="measured rounds of every row; the median is reported")
     ap.add_argument("--max-tokens", type=int, default=128, help="max completion tokens per reply (default 128)")
     ap.add_argument("--start-timeout", type=float, default=1800, help="seconds a vLLM load may take (default 1800)")
+    ap.add_argument("--unchecked", action="store_true",
+                    help="also score via the same server as an ordinary one: no /tokenize length check")  # fmt: skip
     ap.add_argument("--json", metavar="PATH", help="write every number to this file as well")
     ap.add_argument("--check", action="store_true", help=f"exit 1 when a ratio is under {GOAL}")
     ap.add_argument("--child", nargs=2, metavar=("JOB", "OUT"), help=argparse.SUPPRESS)
@@ -236,6 +243,7 @@ def measure(a, args: dict[str, str], messages: list, schema: dict, ds, tmp: str)
     off = json.loads(Path(tmp, "offline.json").read_text())
     for k in SCHEDULER:  # the server runs with the offline engine's scheduler limits
         args.setdefault(k, str(off["scheduler"][k]))
+    from hf_judge.transport.served import SERVED_ENV
     from hf_judge.transport.vllm import vllm_judge
 
     print(f"hf-judge: starting vLLM's server ({' '.join(f'{k}={v}' for k, v in args.items())}) ...", flush=True)
@@ -244,6 +252,12 @@ def measure(a, args: dict[str, str], messages: list, schema: dict, ds, tmp: str)
     with vllm_judge(a.model, vllm_args=args, python=a.vllm_python, log_path=log, start_timeout=a.start_timeout) as j:
         load_s = time.perf_counter() - t
         hf = hf_judge_rounds(ds, a, j.base_url, j.model)
+        if a.unchecked:  # the same server as any other (not listed as managed): no /tokenize before each prompt
+            listed = os.environ.pop(SERVED_ENV)
+            try:
+                hf["unchecked"] = hf_judge_rounds(ds, a, j.base_url, j.model)
+            finally:
+                os.environ[SERVED_ENV] = listed
     hf["load_s"] = load_s
     return off, hf
 
