@@ -32,6 +32,17 @@ from hf_judge.transport.vllm import engine_args, model_identity, parse_vllm_mode
 ROWS = [{"question": f"What is {i} plus {i}?", "answer": f"It is {2 * i}."} for i in range(24)]
 LONG = {"question": "Explain this text. " + "lorem ipsum dolor sit amet " * 400, "answer": "No."}
 COLUMNS = {"instruction": "question", "output": "answer"}
+# a score alone: a random model's free-text reasoning runs to max_tokens (a truncated row), a digit ends at once
+TINY_METRIC = (
+    "---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 5}\n---\nRate it: {{ instruction }} {{ output }}\n"
+)
+
+
+def _prompts(tmp_path: Path) -> Path:
+    folder = tmp_path / "prompts"
+    folder.mkdir(exist_ok=True)
+    (folder / "Q_Tiny.jinja").write_text(TINY_METRIC)
+    return folder
 
 
 # ---- without vLLM
@@ -107,7 +118,7 @@ def test_an_over_long_prompt_is_a_context_length_row_never_sent(judge, tmp_path,
     assert "max_model_len is 600" in errors[0]["message"]
     assert judge.stats()["requests"] == 5  # the long row was counted, not sent
     assert judge.stats()["tokenize"] == 6
-    assert scored["train"]["QA_Clarity"][:5] == [s for s in scored["train"]["QA_Clarity"][:5] if s is not None]
+    assert None not in scored["train"]["QA_Clarity"][:5]  # the rows that fit were sent and scored
 
 
 def test_a_managed_servers_replies_are_keyed_by_the_model_not_the_port(judge, tmp_path, monkeypatch):
@@ -139,12 +150,12 @@ def _metric(base_url: str, name: str) -> float:
 def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp_path):
     ds = Dataset.from_list(ROWS + [LONG])
     kwargs = dict(model=vllm_server.model, base_url=vllm_server.base_url, columns=COLUMNS, cache_dir=tmp_path)
-    kwargs.update(max_tokens=96, retries=0, timeout=300, progress=False)
+    kwargs.update(max_tokens=96, retries=0, timeout=300, progress=False, prompts_dir=_prompts(tmp_path))
     before = _metric(vllm_server.base_url, "vllm:request_success_total")
-    scored = score_dataset(ds, ["QA_Clarity"], **kwargs)
+    scored = score_dataset(ds, ["Q_Tiny"], **kwargs)
     sent = _metric(vllm_server.base_url, "vllm:request_success_total") - before
     errors = {e["row"]: e["kind"] for e in scored["errors"]}
-    scores = scored["train"]["QA_Clarity"]
+    scores = scored["train"]["Q_Tiny"]
     assert errors[len(ROWS)] == "context_length"  # found with the model's tokenizer and template, not sent
     assert all((s is not None) != (i in errors) for i, s in enumerate(scores))  # scored, or in the errors split
     assert sum(s is not None for s in scores) > 0
@@ -152,10 +163,11 @@ def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp
     totals = scored.summary.totals()
     assert totals["requests"] == len(ROWS) and totals["prompt_tokens"] > 0 and totals["completion_tokens"] > 0
 
-    again = score_dataset(ds, ["QA_Clarity"], **kwargs)
+    again = score_dataset(ds, ["Q_Tiny"], **kwargs)
     assert _metric(vllm_server.base_url, "vllm:request_success_total") - before == len(ROWS)  # nothing generated
     assert again.summary.totals()["requests"] == 0
-    assert again["train"]["QA_Clarity"] == scores
+    assert again["train"]["Q_Tiny"] == scores
+    assert again.summary.price == {**again.summary.price, "input": 0.0, "output": 0.0}  # cost 0: its engine time
 
 
 @pytest.mark.real_server
@@ -204,7 +216,8 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
     data.write_text("".join(json.dumps({"instruction": f"Say {i}.", "output": f"{i}"}) + "\n" for i in range(rows)))
     cache = tmp_path / "cache"
     env = {**os.environ, **vllm_env(), "PYTHONUNBUFFERED": "1"}
-    args = ["score", data, "--metrics", "QA_Clarity", "--model", f"vllm:{model}", "--cache-dir", cache]
+    args = ["score", data, "--metrics", "Q_Tiny", "--prompts-dir", _prompts(tmp_path), "--model", f"vllm:{model}"]
+    args += ["--cache-dir", cache]
     args += [a for k, v in TEST_ARGS.items() for a in ("--vllm-arg", k if v is True else f"{k}={v}")]
     args += ["--max-tokens", "96", "--retries", "0", "--timeout", "300", "--concurrency", "16"]
 
@@ -236,3 +249,12 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
     log, _ = third.communicate(timeout=1800)
     totals = json.loads((tmp_path / "out3" / "summary.json").read_text())
     assert totals["requests"] == rows, log  # nothing of the old model is reused
+
+
+def test_choose_judge_refuses_a_vllm_candidate_it_would_have_to_start(capfd, tmp_path):
+    data = tmp_path / "labelled.jsonl"
+    data.write_text('{"instruction": "q", "output": "a", "human": 1}\n')
+    code, _, err = run_cli(
+        capfd, "choose-judge", data, "--metric", "Binary", "--judges", "vllm:A,gpt-x", "--label", "human"
+    )
+    assert code != 0 and "choose-judge does not start vllm:A" in err and "base_url" in err
