@@ -171,8 +171,8 @@ def _judges(args: argparse.Namespace) -> list[Any]:
             "its own server), or both"
         )
     for j in judges:
-        model = j if isinstance(j, str) else (j.get("model") if isinstance(j, dict) else None)
-        if str(model or "").startswith("vllm:") and not (isinstance(j, dict) and j.get("base_url")):
+        model = str(j if isinstance(j, str) else (j.get("model") if isinstance(j, dict) else "") or "")
+        if model.startswith("vllm:") and not (isinstance(j, dict) and j.get("base_url")):
             # as --model local: choose-judge starts no server; its candidates run at the same time, each at its own
             raise ConfigError(
                 f"choose-judge does not start {model}: its candidates are judged side by side, each at its own server. "

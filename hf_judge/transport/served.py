@@ -109,4 +109,4 @@ def served_price(served: dict[str, Any] | None) -> Price | None:
         return None
     from .prices import Price
 
-    return Price(input=0, output=0, source="a vLLM judge hf-judge runs: no per-token price")
+    return Price.model_validate({"input": 0, "output": 0, "source": "a vLLM judge hf-judge runs: no per-token price"})
