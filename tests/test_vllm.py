@@ -160,12 +160,12 @@ def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp
     assert all((s is not None) != (i in errors) for i, s in enumerate(scores))  # scored, or in the errors split
     assert sum(s is not None for s in scores) > 0
     assert sent == len(ROWS)  # the over-long prompt never reached the engine
-    totals = scored.summary.totals()
-    assert totals["requests"] == len(ROWS) and totals["prompt_tokens"] > 0 and totals["completion_tokens"] > 0
+    run = scored.summary
+    assert run.requests == len(ROWS) and run.prompt_tokens > 0 and run.completion_tokens > 0  # the server's usage
 
     again = score_dataset(ds, ["Q_Tiny"], **kwargs)
     assert _metric(vllm_server.base_url, "vllm:request_success_total") - before == len(ROWS)  # nothing generated
-    assert again.summary.totals()["requests"] == 0
+    assert again.summary.requests == 0
     assert again["train"]["Q_Tiny"] == scores
     assert again.summary.price == {**again.summary.price, "input": 0.0, "output": 0.0}  # cost 0: its engine time
 
@@ -193,7 +193,9 @@ def _stored(cache: Path) -> int:
         return 0
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
-            return db.execute("SELECT count(*) FROM replies").fetchone()[0]
+            # pending: the replies written since the last merge into the table (kept by a kill -9 as well)
+            sql = "SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)"
+            return db.execute(sql).fetchone()[0]
     except sqlite3.Error:
         return 0
 
@@ -211,7 +213,7 @@ def _gone(pid: int) -> bool:
 def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_regenerates(tmp_path):
     require_vllm()
     model = build_tiny_model(tmp_path / "judge-model", seed=0)
-    rows = 400
+    rows = 1200
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"instruction": f"Say {i}.", "output": f"{i}"}) + "\n" for i in range(rows)))
     cache = tmp_path / "cache"
@@ -219,11 +221,11 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
     args = ["score", data, "--metrics", "Q_Tiny", "--prompts-dir", _prompts(tmp_path), "--model", f"vllm:{model}"]
     args += ["--cache-dir", cache]
     args += [a for k, v in TEST_ARGS.items() for a in ("--vllm-arg", k if v is True else f"{k}={v}")]
-    args += ["--max-tokens", "96", "--retries", "0", "--timeout", "300", "--concurrency", "16"]
+    args += ["--max-tokens", "96", "--retries", "0", "--timeout", "300", "--concurrency", "8"]
 
     first = _cli([*args, "-o", tmp_path / "out1"], env)
     deadline = time.monotonic() + 900
-    while _stored(cache) < 20:
+    while _stored(cache) < 10:
         assert first.poll() is None and time.monotonic() < deadline, first.stdout.read() if first.stdout else ""
         time.sleep(0.2)
     os.kill(first.pid, signal.SIGKILL)  # hf-judge dies at once: no handler runs
@@ -235,7 +237,7 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
         assert time.monotonic() < deadline, f"vLLM's server {server} outlived hf-judge"
         time.sleep(0.2)
     kept = _stored(cache)
-    assert 20 <= kept < rows
+    assert 10 <= kept < rows
 
     second = _cli([*args, "-o", tmp_path / "out2"], env)
     log, _ = second.communicate(timeout=1800)
