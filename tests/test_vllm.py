@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
-from helpers import run_cli
+from helpers import run_cli, score_args
 from vllm_fixture import TEST_ARGS, build_tiny_model, require_vllm, vllm_env
 
 from hf_judge import Settings, score_dataset
@@ -260,3 +260,16 @@ def test_choose_judge_refuses_a_vllm_candidate_it_would_have_to_start(capfd, tmp
         capfd, "choose-judge", data, "--metric", "Binary", "--judges", "vllm:A,gpt-x", "--label", "human"
     )
     assert code != 0 and "choose-judge does not start vllm:A" in err and "base_url" in err
+
+
+def test_a_dead_vllm_engine_stops_the_run_with_one_line(judge, capfd, tmp_path):
+    """vLLM's 500 ``EngineCore encountered an issue`` is its engine dead: no retries, no errors split of every row;
+    the run stops with the reason and the exit code of a stopped run (the replies before it are kept)."""
+    dead = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+    judge.configure(faults=[{"fault": "status", "status": 500, "match": "row-3", "message": dead}])
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"row-{i} q", "answer": "a"}) + "\n" for i in range(6)))
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", tmp_path / "c", "-o", tmp_path / "o"))
+    assert code == 1, err
+    assert "the judge's vLLM engine died (HTTP 500" in err
+    assert judge.stats()["by_status"].get("500") == 1  # not retried: a dead engine answers every request so
