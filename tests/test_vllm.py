@@ -147,6 +147,7 @@ def _metric(base_url: str, name: str) -> float:
 
 @pytest.mark.real_server
 @pytest.mark.vllm
+@pytest.mark.timeout(900)  # the first to run starts the session's server
 def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp_path):
     ds = Dataset.from_list(ROWS + [LONG])
     kwargs = dict(model=vllm_server.model, base_url=vllm_server.base_url, columns=COLUMNS, cache_dir=tmp_path)
@@ -172,6 +173,7 @@ def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp
 
 @pytest.mark.real_server
 @pytest.mark.vllm
+@pytest.mark.timeout(900)  # the first to run starts the session's server
 def test_vllm_cut_off_reply_is_a_truncation_error(vllm_server, tmp_path):
     scored = score_dataset(
         Dataset.from_list(ROWS[:3]), ["QA_Clarity"], model=vllm_server.model, base_url=vllm_server.base_url,
@@ -210,6 +212,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.real_server
 @pytest.mark.vllm
+@pytest.mark.timeout(2400)  # three runs, each starting vLLM: 50-170 s each on a loaded 2-core CPU
 def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_regenerates(tmp_path):
     require_vllm()
     model = build_tiny_model(tmp_path / "judge-model", seed=0)
