@@ -571,7 +571,7 @@ class JudgeClient:
             self._check_quota(data, message)
         if engine_dead(status, message):  # vLLM's engine is dead: no retry can help
             raise JudgeEngineDeadError(f"the judge's vLLM engine died (HTTP {status} from {self.url}: {message[:200]})")
-        kind = ErrorKind.CONTEXT_LENGTH if context_refused(status, message) else http_kind(status)
+        kind = ErrorKind.CONTEXT_LENGTH if self.served and context_refused(status, message) else http_kind(status)
         return Outcome(None, None, kind, message), status, parse_retry_after(headers, self._clock.wall)
 
     async def _post(self, body: bytes) -> tuple[int, Mapping[str, str], bytes]:
