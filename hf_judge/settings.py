@@ -32,6 +32,7 @@ from pydantic import (
 
 from . import constants
 from .errors import ConfigError, StrEnum
+from .vllm_args import VllmArgs
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -64,28 +65,6 @@ Timeout = Annotated[float, Field(gt=0)]
 Retries = Annotated[int, Field(ge=0, le=100)]
 Temperature = Annotated[float, Field(ge=0, le=2)]
 TopP = Annotated[float, Field(gt=0, le=1)]
-
-
-def _vllm_args(v: Any) -> Any:
-    """``--vllm-arg KEY=VALUE`` (a list of those, from the flag or a recipe) or a mapping -> {key: value}."""
-    if v is None or isinstance(v, Mapping):
-        return v
-    if isinstance(v, str):
-        v = [v]
-    out: dict[str, Any] = {}
-    for item in v:
-        if not isinstance(item, str):
-            raise ValueError(f"a vLLM argument is KEY=VALUE text, not {item!r}")
-        key, sep, value = item.partition("=")
-        if not key.strip():
-            raise ValueError(f"vLLM argument {item!r} has no KEY: write KEY=VALUE, e.g. max_model_len=4096")
-        out[key.strip()] = value.strip() if sep else True
-    return out
-
-
-# vLLM engine arguments (``vllm_args``): names as vLLM spells them (max_model_len or max-model-len), values as
-# their flags take them; True: a switch (enforce_eager), False: left out
-VllmArgs = Annotated[dict[str, str | int | float | bool], BeforeValidator(_vllm_args)]
 
 
 def _no_bool(v: Any) -> Any:

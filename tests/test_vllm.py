@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
-from helpers import run_cli
+from helpers import run_cli, score_args
 from vllm_fixture import TEST_ARGS, build_tiny_model, require_vllm, vllm_env
 
 from hf_judge import Settings, score_dataset
@@ -32,6 +32,17 @@ from hf_judge.transport.vllm import engine_args, model_identity, parse_vllm_mode
 ROWS = [{"question": f"What is {i} plus {i}?", "answer": f"It is {2 * i}."} for i in range(24)]
 LONG = {"question": "Explain this text. " + "lorem ipsum dolor sit amet " * 400, "answer": "No."}
 COLUMNS = {"instruction": "question", "output": "answer"}
+# a score alone: a random model's free-text reasoning runs to max_tokens (a truncated row), a digit ends at once
+TINY_METRIC = (
+    "---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 5}\n---\nRate it: {{ instruction }} {{ output }}\n"
+)
+
+
+def _prompts(tmp_path: Path) -> Path:
+    folder = tmp_path / "prompts"
+    folder.mkdir(exist_ok=True)
+    (folder / "Q_Tiny.jinja").write_text(TINY_METRIC)
+    return folder
 
 
 # ---- without vLLM
@@ -107,7 +118,7 @@ def test_an_over_long_prompt_is_a_context_length_row_never_sent(judge, tmp_path,
     assert "max_model_len is 600" in errors[0]["message"]
     assert judge.stats()["requests"] == 5  # the long row was counted, not sent
     assert judge.stats()["tokenize"] == 6
-    assert scored["train"]["QA_Clarity"][:5] == [s for s in scored["train"]["QA_Clarity"][:5] if s is not None]
+    assert None not in scored["train"]["QA_Clarity"][:5]  # the rows that fit were sent and scored
 
 
 def test_a_managed_servers_replies_are_keyed_by_the_model_not_the_port(judge, tmp_path, monkeypatch):
@@ -136,30 +147,33 @@ def _metric(base_url: str, name: str) -> float:
 
 @pytest.mark.real_server
 @pytest.mark.vllm
+@pytest.mark.timeout(900)  # the first to run starts the session's server
 def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp_path):
     ds = Dataset.from_list(ROWS + [LONG])
     kwargs = dict(model=vllm_server.model, base_url=vllm_server.base_url, columns=COLUMNS, cache_dir=tmp_path)
-    kwargs.update(max_tokens=96, retries=0, timeout=300, progress=False)
+    kwargs.update(max_tokens=96, retries=0, timeout=300, progress=False, prompts_dir=_prompts(tmp_path))
     before = _metric(vllm_server.base_url, "vllm:request_success_total")
-    scored = score_dataset(ds, ["QA_Clarity"], **kwargs)
+    scored = score_dataset(ds, ["Q_Tiny"], **kwargs)
     sent = _metric(vllm_server.base_url, "vllm:request_success_total") - before
     errors = {e["row"]: e["kind"] for e in scored["errors"]}
-    scores = scored["train"]["QA_Clarity"]
+    scores = scored["train"]["Q_Tiny"]
     assert errors[len(ROWS)] == "context_length"  # found with the model's tokenizer and template, not sent
     assert all((s is not None) != (i in errors) for i, s in enumerate(scores))  # scored, or in the errors split
     assert sum(s is not None for s in scores) > 0
     assert sent == len(ROWS)  # the over-long prompt never reached the engine
-    totals = scored.summary.totals()
-    assert totals["requests"] == len(ROWS) and totals["prompt_tokens"] > 0 and totals["completion_tokens"] > 0
+    run = scored.summary
+    assert run.requests == len(ROWS) and run.prompt_tokens > 0 and run.completion_tokens > 0  # the server's usage
 
-    again = score_dataset(ds, ["QA_Clarity"], **kwargs)
+    again = score_dataset(ds, ["Q_Tiny"], **kwargs)
     assert _metric(vllm_server.base_url, "vllm:request_success_total") - before == len(ROWS)  # nothing generated
-    assert again.summary.totals()["requests"] == 0
-    assert again["train"]["QA_Clarity"] == scores
+    assert again.summary.requests == 0
+    assert again["train"]["Q_Tiny"] == scores
+    assert again.summary.price == {**again.summary.price, "input": 0.0, "output": 0.0}  # cost 0: its engine time
 
 
 @pytest.mark.real_server
 @pytest.mark.vllm
+@pytest.mark.timeout(900)  # the first to run starts the session's server
 def test_vllm_cut_off_reply_is_a_truncation_error(vllm_server, tmp_path):
     scored = score_dataset(
         Dataset.from_list(ROWS[:3]), ["QA_Clarity"], model=vllm_server.model, base_url=vllm_server.base_url,
@@ -181,7 +195,9 @@ def _stored(cache: Path) -> int:
         return 0
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
-            return db.execute("SELECT count(*) FROM replies").fetchone()[0]
+            # pending: the replies written since the last merge into the table (kept by a kill -9 as well)
+            sql = "SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)"
+            return db.execute(sql).fetchone()[0]
     except sqlite3.Error:
         return 0
 
@@ -196,21 +212,23 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.real_server
 @pytest.mark.vllm
+@pytest.mark.timeout(2400)  # three runs, each starting vLLM: 50-170 s each on a loaded 2-core CPU
 def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_regenerates(tmp_path):
     require_vllm()
     model = build_tiny_model(tmp_path / "judge-model", seed=0)
-    rows = 400
+    rows = 1200
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"instruction": f"Say {i}.", "output": f"{i}"}) + "\n" for i in range(rows)))
     cache = tmp_path / "cache"
     env = {**os.environ, **vllm_env(), "PYTHONUNBUFFERED": "1"}
-    args = ["score", data, "--metrics", "QA_Clarity", "--model", f"vllm:{model}", "--cache-dir", cache]
+    args = ["score", data, "--metrics", "Q_Tiny", "--prompts-dir", _prompts(tmp_path), "--model", f"vllm:{model}"]
+    args += ["--cache-dir", cache]
     args += [a for k, v in TEST_ARGS.items() for a in ("--vllm-arg", k if v is True else f"{k}={v}")]
-    args += ["--max-tokens", "96", "--retries", "0", "--timeout", "300", "--concurrency", "16"]
+    args += ["--max-tokens", "96", "--retries", "0", "--timeout", "300", "--concurrency", "8"]
 
     first = _cli([*args, "-o", tmp_path / "out1"], env)
     deadline = time.monotonic() + 900
-    while _stored(cache) < 20:
+    while _stored(cache) < 10:
         assert first.poll() is None and time.monotonic() < deadline, first.stdout.read() if first.stdout else ""
         time.sleep(0.2)
     os.kill(first.pid, signal.SIGKILL)  # hf-judge dies at once: no handler runs
@@ -222,7 +240,7 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
         assert time.monotonic() < deadline, f"vLLM's server {server} outlived hf-judge"
         time.sleep(0.2)
     kept = _stored(cache)
-    assert 20 <= kept < rows
+    assert 10 <= kept < rows
 
     second = _cli([*args, "-o", tmp_path / "out2"], env)
     log, _ = second.communicate(timeout=1800)
@@ -236,3 +254,25 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
     log, _ = third.communicate(timeout=1800)
     totals = json.loads((tmp_path / "out3" / "summary.json").read_text())
     assert totals["requests"] == rows, log  # nothing of the old model is reused
+
+
+def test_choose_judge_refuses_a_vllm_candidate_it_would_have_to_start(capfd, tmp_path):
+    data = tmp_path / "labelled.jsonl"
+    data.write_text('{"instruction": "q", "output": "a", "human": 1}\n')
+    code, _, err = run_cli(
+        capfd, "choose-judge", data, "--metric", "Binary", "--judges", "vllm:A,gpt-x", "--label", "human"
+    )
+    assert code != 0 and "choose-judge does not start vllm:A" in err and "base_url" in err
+
+
+def test_a_dead_vllm_engine_stops_the_run_with_one_line(judge, capfd, tmp_path):
+    """vLLM's 500 ``EngineCore encountered an issue`` is its engine dead: no retries, no errors split of every row;
+    the run stops with the reason and the exit code of a stopped run (the replies before it are kept)."""
+    dead = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+    judge.configure(faults=[{"fault": "status", "status": 500, "match": "row-3", "message": dead}])
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"row-{i} q", "answer": "a"}) + "\n" for i in range(6)))
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", tmp_path / "c", "-o", tmp_path / "o"))
+    assert code == 1, err
+    assert "the judge's vLLM engine died (HTTP 500" in err
+    assert judge.stats()["by_status"].get("500") == 1  # not retried: a dead engine answers every request so

@@ -156,6 +156,7 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
     recipe's filters, its filtered copy; print the summary."""
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
     from ..transport.local import parse_local_model
+    from ..transport.vllm import engine_record
     from .inputs import load_input
 
     _check_job(job)
@@ -204,6 +205,7 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
         assert summary is not None  # score_dataset always sets it
         # a run that lost every request gives a dying server a moment to be reaped (its connections close first)
         died = _died_message(judge, wait=2.0 if summary.losses() else 0.0)
+        summary.engine = engine_record(judge) or summary.engine
     _add_provenance(summary, job, args.token)
     if getattr(args, "by", None):  # the overview, page and card show the scores by it, now and on a later view
         summary.group_by = args.by
@@ -618,8 +620,8 @@ def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
     imports vLLM); with ``--base-url``, the vLLM server already there serves MODEL, and nothing is started."""
     import functools
 
-    from ..settings import _vllm_args
     from ..transport.vllm import check_vllm, vllm_judge
+    from ..vllm_args import parse_vllm_args
 
     if port is not None:
         raise ConfigError(f"--local-port {port} is for --model local; --model vllm:{name} gets a free port itself")
@@ -628,7 +630,7 @@ def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
         return contextlib.nullcontext()
     python = kwargs.get("vllm_python")
     version = check_vllm(python)  # before the dataset is loaded
-    vllm_args = _vllm_args(kwargs.get("vllm_args"))
+    vllm_args = parse_vllm_args(kwargs.get("vllm_args"))
     # vLLM batches what is in flight: keep its scheduler full (it queues the rest itself)
     kwargs.setdefault("concurrency", 256)
     kwargs.setdefault("timeout", 600.0)

@@ -76,6 +76,7 @@ class LocalJudge:
     log_path: Path  # the server's stdout and stderr
     process: subprocess.Popen | None = field(default=None, repr=False, compare=False)
     what: str = "the local llama.cpp judge"  # how a message names it (died_message)
+    engine: dict | None = field(default=None, compare=False)  # a vLLM judge: {"name", "gpus", "ready_at"}
 
 
 def rebuild_command() -> str:
@@ -219,7 +220,7 @@ def check_port(port: int) -> None:
         )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -283,7 +284,7 @@ def _start(
 ) -> tuple[subprocess.Popen, int]:
     """The llama.cpp server started and answering: on ``port`` alone where one is given, else on the model's
     preferred port or, where that is taken, a free one."""
-    ports = [port] if port is not None else [_preferred_port(model_path), _free_port(), _free_port()]
+    ports = [port] if port is not None else [_preferred_port(model_path), free_port(), free_port()]
 
     def command(port: int) -> list[str]:
         return [
@@ -316,7 +317,7 @@ def start_server(
 
     Example:
         >>> proc, port = start_server(lambda p: ["my-server", "--port", str(p)], "m", Path("/tmp/s.log"), 60,
-        ...                           [_free_port()], what="my server", hint="")  # doctest: +SKIP
+        ...                           [free_port()], what="my server", hint="")  # doctest: +SKIP
     """
     environ = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
     environ.update(env or {})
@@ -370,7 +371,7 @@ def _wait_ready(proc: subprocess.Popen, base_url: str, alias: str, timeout: floa
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """While the server runs, SIGTERM unwinds like Ctrl-C (so the server is stopped) instead of killing us."""
     in_main = threading.current_thread() is threading.main_thread()
     if not in_main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
@@ -437,7 +438,7 @@ def local_judge(
         os.close(fd)
         log_path = name
     log_path = Path(log_path)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         proc, port = _start(model_path, alias, args, log_path, start_timeout, port)
         try:
             yield LocalJudge(

