@@ -156,6 +156,9 @@ def hf_judge_rounds(ds, a, base_url: str, name: str) -> dict:
         "prompt_tokens": summary.prompt_tokens,
         "completion_tokens": summary.completion_tokens,
         "error_rows": len(result["errors"]),
+        # what the error rows were (a reply hf-judge refused: out of range, invalid JSON, cut off, ...)
+        "error_kinds": {k: result["errors"]["kind"].count(k) for k in set(result["errors"]["kind"])},
+        "error_sample": result["errors"]["message"][:1],
     }
 
 
@@ -189,7 +192,8 @@ def report(off: dict, hf: dict, a) -> int:
     ratio_tok = rh["tokens_per_s"] / ro["tokens_per_s"]
     print(f"ratio hf-judge / offline: requests/s {ratio_req:.2f}, tokens/s {ratio_tok:.2f} (goal >= {GOAL})")
     print(f"walls s: offline {off['walls_s']}, hf-judge {hf['walls_s']}; scheduler {off['scheduler']}; "
-          f"finish reasons (offline) {off['finish_reasons']}; hf-judge error rows {hf['error_rows']}")  # fmt: skip
+          f"finish reasons (offline) {off['finish_reasons']}; hf-judge error rows {hf['error_rows']} "
+          f"{hf['error_kinds']} {hf['error_sample']}")  # fmt: skip
     if a.json:
         numbers = {"offline": off, "hf_judge": hf, "ratio_requests": ratio_req, "ratio_tokens": ratio_tok}
         Path(a.json).write_text(json.dumps({**numbers, "args": vars(a)}, indent=2, default=str))
