@@ -276,3 +276,14 @@ def test_a_dead_vllm_engine_stops_the_run_with_one_line(judge, capfd, tmp_path):
     assert code == 1, err
     assert "the judge's vLLM engine died (HTTP 500" in err
     assert judge.stats()["by_status"].get("500") == 1  # not retried: a dead engine answers every request so
+
+
+def test_vllm_model_at_a_given_base_url_is_asked_by_its_served_name(judge, tmp_path):
+    """``vllm:MODEL`` with a base_url: the vLLM server already there (a cluster's) serves MODEL; nothing starts."""
+    judge.configure(record=True)
+    ds = Dataset.from_list(ROWS[:3])
+    scored = score_dataset(
+        ds, ["QA_Clarity"], model="vllm:judge", base_url=judge.base_url, columns=COLUMNS, cache_dir=tmp_path
+    )
+    assert None not in scored["train"]["QA_Clarity"]
+    assert {b["model"] for b in judge.stats()["bodies"]} == {"judge"}

@@ -204,7 +204,7 @@ class JudgeClient:
         self.served = served_model(self.base_url) if self.wire is None else None
         self.server_id = self.served["identity"] if self.served else self.server_id
         self.settings = settings
-        self.model = settings.model
+        self.model = settings.model.removeprefix("vllm:")  # a vLLM server at a base_url given: its served name
         self.timeout = settings.timeout
         self.retries = settings.retries
         self.top_p = settings.top_p
