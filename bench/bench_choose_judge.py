@@ -3,11 +3,13 @@
 
 Starts the loopback judge server (tests/judge_server.py) with a little latency, then times, each on a fresh
 cache: the plain score run, then choose_judge (which also computes the table: agreement, intervals, costs), and
-prints both rates and their ratio (the target: at least 0.9); each measured twice, alternating, after a
-warm-up, the best of each kept.
+prints both rates and their ratio (the target: at least 0.9); each measured twice (``--repeat``), alternating,
+after a warm-up, the best of each kept. ``--by N``: choose_judge with ``by=`` a column of N groups (JudgeBench's four
+categories: 4), every figure computed per group too, against the same plain score run (the target: still 0.9).
 
     python bench/bench_choose_judge.py                 # 3 judges x 1,000 rows
     python bench/bench_choose_judge.py --rows 200 --latency 0.02
+    python bench/bench_choose_judge.py --by 4          # and per group of 4 categories
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1000)
     ap.add_argument("--latency", type=float, default=0.01, help="the server's seconds per reply (default 0.01)")
     ap.add_argument("--concurrency", type=int, default=128)
+    ap.add_argument("--by", type=int, default=0, metavar="N", help="choose_judge(by=) a column of N groups")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each, alternating; the best kept (default 2)")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     import datasets
@@ -55,8 +59,10 @@ def main() -> None:
                 "question": [f"question {i}?" for i in range(a.rows)],
                 "answer": [f"answer {i}" for i in range(a.rows)],
                 "human": [i % 3 != 0 for i in range(a.rows)],
+                "category": [f"category {i % max(a.by, 1)}" for i in range(a.rows)],
             }
         )
+        by = {"by": "category"} if a.by else {}
         kw = dict(
             base_url=f"{url}/v1",
             api_key="sk-bench",
@@ -69,13 +75,15 @@ def main() -> None:
             # warm up both (imports, the server's first connections), then each twice, alternating: the best of
             # each (the machine's other load only ever slows a run down)
             score_dataset(ds.select(range(20)), ["Binary"], models=JUDGES, cache_dir=Path(tmp) / "w1", **kw)
-            choose_judge(ds.select(range(20)), "Binary", JUDGES, label="human", cache_dir=Path(tmp) / "w2", **kw)
-            for attempt in range(2):
+            choose_judge(ds.select(range(20)), "Binary", JUDGES, label="human", cache_dir=Path(tmp) / "w2", **by, **kw)
+            for attempt in range(a.repeat):
                 t = time.perf_counter()
                 plain = score_dataset(ds, ["Binary"], models=JUDGES, cache_dir=Path(tmp) / f"plain{attempt}", **kw)
                 times["plain"].append(time.perf_counter() - t)
                 t = time.perf_counter()
-                choice = choose_judge(ds, "Binary", JUDGES, label="human", cache_dir=Path(tmp) / f"c{attempt}", **kw)
+                choice = choose_judge(
+                    ds, "Binary", JUDGES, label="human", cache_dir=Path(tmp) / f"c{attempt}", **by, **kw
+                )
                 times["choose"].append(time.perf_counter() - t)
         plain_s, choose_s = min(times["plain"]), min(times["choose"])
         requests = plain.summary.requests
@@ -83,9 +91,8 @@ def main() -> None:
         print(
             f"score (a panel of {len(JUDGES)}): {requests:,} requests in {plain_s:.2f} s = {requests / plain_s:,.0f}/s"
         )
-        print(
-            f"choose-judge:         {sent:,} requests in {choose_s:.2f} s = {sent / choose_s:,.0f}/s (table included)"
-        )
+        what = f"table and {a.by} groups' tables included" if a.by else "table included"
+        print(f"choose-judge:         {sent:,} requests in {choose_s:.2f} s = {sent / choose_s:,.0f}/s ({what})")
         print(f"ratio choose-judge / score: {plain_s / choose_s:.2f} (target >= 0.9)")
         print(f"recommended: {choice.recommendation['name'] if choice.recommendation else None}")
     finally:

@@ -30,7 +30,7 @@ REVIEWS = [
 JUDGEBENCH = [
     {
         "pair_id": f"gpt-4o-{i}",
-        "original_id": str(1000 + i),
+        "original_id": 1000 + i,  # an int on the Hub for mmlu-pro rows (null for the others)
         "source": "mmlu-pro-math",
         "question": f"What is {i} + {i}?",
         "response_model": "gpt-4o-2024-05-13",

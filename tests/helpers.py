@@ -88,6 +88,19 @@ def until(cond, timeout: float = 240.0) -> None:
         time.sleep(0.02)
 
 
+def history_of(cache) -> list[dict]:
+    """Every entry of the run history a cache folder holds (each split's, each run's), as a run leaves it."""
+    import contextlib
+    import json
+    from pathlib import Path
+
+    out: list[dict] = []
+    for f in (Path(cache) / "results").glob("*.runs.json"):
+        with contextlib.suppress(OSError, ValueError):  # replaced under the reader by the next checkpoint
+            out += json.loads(f.read_text(encoding="utf-8"))
+    return out
+
+
 def run_cli(capfd, *args, entry=None) -> tuple[int, str, str]:
     """``hf-judge ARGS`` in this process: (exit code, stdout, stderr), as a subprocess would give them.
 
@@ -147,3 +160,18 @@ def llama_servers_with(marker: str) -> list[int]:
         if "llama_cpp.server" in cmd and marker in cmd and state != "Z":
             pids.append(int(d.name))
     return pids
+
+
+def longer_pairs(n: int) -> Dataset:
+    """``n`` pairs (question, response1, response2) whose label ``human`` is the longer response on 4 of 5 rows
+    (rows 0, 5, 10, ...: the shorter one), the longer one first on even rows: for judges that prefer the longer."""
+    q, r1, r2, label = [], [], [], []
+    for i in range(n):
+        long, short = "L" * (60 + i), "S" * (20 + i % 7)
+        first_long = i % 2 == 0
+        q.append(f"question {i}")
+        r1.append(long if first_long else short)
+        r2.append(short if first_long else long)
+        longer = "1" if first_long else "2"
+        label.append(longer if i % 5 else {"1": "2", "2": "1"}[longer])
+    return Dataset.from_dict({"question": q, "response1": r1, "response2": r2, "human": label})

@@ -176,7 +176,12 @@ BAD_INPUT = {
         "_one_split": "several splits",
         "choose_judge": "model= given",
     },
+    "choose_checks": {
+        "check_items": "item columns the data lacks",
+        "check_recorded": "a recorded judge's column missing or of other values",
+    },
     "choose_output": {"check_output_dir": "an output folder of other files"},
+    "choose_push": {"check_push": "no token, a bad repo name"},
     "job": {"cache_location": "storage options or a local copy without a URL"},
     "prepare": {
         "as_splits": "not a dataset, a foreign errors split",
@@ -191,7 +196,7 @@ BAD_INPUT = {
     "ray_output": {"__init__": "a bad output URL", "check": "an output URL of other files"},
     "score": {"score_checked": "a bad if_exists"},
     "spark": {
-        "_check_key": "the key's variable unset",
+        "check_key": "the key's variable unset",
         "_step": "a bad batch_size",
         "refuse_secrets_in_the_plan": "a secret given as a value (it would travel in Spark's plan)",
     },

@@ -12,6 +12,7 @@ import numpy as np
 import orjson
 import pytest
 from datasets import Dataset
+from helpers import longer_pairs
 from judge_fixture import JudgeServer
 from sklearn.metrics import cohen_kappa_score
 
@@ -30,16 +31,7 @@ def servers():
 
 def _pairs() -> Dataset:
     """Pairs whose longer response is the label on 80 % of rows (rows 0, 5, 10, ...: the shorter one)."""
-    q, r1, r2, label = [], [], [], []
-    for i in range(N):
-        long, short = "L" * (60 + i), "S" * (20 + i % 7)
-        first_long = i % 2 == 0
-        q.append(f"question {i}")
-        r1.append(long if first_long else short)
-        r2.append(short if first_long else long)
-        longer = "1" if first_long else "2"
-        label.append(longer if i % 5 else {"1": "2", "2": "1"}[longer])
-    return Dataset.from_dict({"question": q, "response1": r1, "response2": r2, "human": label})
+    return longer_pairs(N)
 
 
 def _judges(servers, tmp_path):

@@ -110,7 +110,16 @@ def test_errors_config_exists_after_a_push_without_errors(judge, hub, tmp_path):
     assert get_dataset_config_names("tester/no-errors") == ["default", "errors"]
     # datasets 5.2 cannot load a 0-row split without streaming (huggingface/datasets#8401)
     rows = load_dataset("tester/no-errors", "errors", split="errors", streaming=True)
-    assert list(rows) == [] and list(rows.features) == ["split", "row", "metric", "kind", "message", "raw", "attempts"]
+    assert list(rows) == [] and list(rows.features) == [
+        "split",
+        "row",
+        "metric",
+        "judge",
+        "kind",
+        "message",
+        "raw",
+        "attempts",
+    ]
 
 
 # -- run takes score's flags; recipes by name from any folder ------------------

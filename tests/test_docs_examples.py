@@ -259,9 +259,10 @@ def reviews_on_hub(hub):
     # `--benchmark judgebench` (docs/how-to/choose-judge.md): a few pairs in the set's own layout
     api = HfApi()
     api.create_repo("ScalerLab/JudgeBench", repo_type="dataset", exist_ok=True)
-    lines = "".join(json.dumps(r) + "\n" for r in JUDGEBENCH).encode()
-    api.upload_file(path_or_fileobj=lines, path_in_repo="data/gpt-00000-of-00001.jsonl",
-                    repo_id="ScalerLab/JudgeBench", repo_type="dataset")  # fmt: skip
+    for split in ("gpt", "claude"):  # `--benchmark judgebench:claude`: the same pairs as the other split
+        lines = "".join(json.dumps(r) + "\n" for r in JUDGEBENCH).encode()
+        api.upload_file(path_or_fileobj=lines, path_in_repo=f"data/{split}-00000-of-00001.jsonl",
+                        repo_id="ScalerLab/JudgeBench", repo_type="dataset")  # fmt: skip
     return hub
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
-from helpers import score, until
+from helpers import history_of, score, until
 
 ray = pytest.importorskip("ray")
 
@@ -390,6 +390,47 @@ def test_a_driver_killed_mid_run_then_rerun_pays_twice_only_unpublished_batches(
     assert table.column("id").to_pylist() == list(range(n))  # each row once: the rerun wrote the output anew
     assert table.column("QA_Clarity").to_pylist() == single["train"]["QA_Clarity"]
     assert table.column("QA_Clarity_reason").to_pylist() == single["train"]["QA_Clarity_reason"]
+
+
+DISTRIBUTED_JOB = Path(__file__).with_name("distributed_job.py")
+
+
+def test_a_ray_driver_killed_mid_run_leaves_its_history_and_the_rerun_pays_again_what_was_in_flight(
+    cluster, judge, tmp_path
+):
+    """kill -9 of a ``score_dataset_on_ray`` driver mid-run (issue 41): its history checkpoints (from the batches'
+    counters, merged as they came back) are beside the results cache as one process leaves them, the rerun's
+    summary lists the killed run, and the rerun pays again only what the actors had in flight."""
+    import subprocess
+    import sys
+
+    from distributed_job import IN_FLIGHT, job_env, rerun_after_kill
+
+    c, node = cluster
+    n, actors = 400, 2
+    cache = tmp_path / "cache"
+    job = [sys.executable, str(DISTRIBUTED_JOB), "ray", c.address, judge.base_url, str(cache), str(n)]
+    # the last row's reply held: the run cannot end before the kill
+    judge.configure(latency=0.05, faults=[{"fault": "delay", "seconds": 60, "match": f"row-{n - 1}:"}])
+    raylets = [r.all_processes["raylet"][0].process.pid for r in (c.head_node, node)]
+    before = {w for r in raylets for w in _workers_of(r)}
+    p = subprocess.Popen(job, stdout=subprocess.PIPE, text=True, env=job_env())
+    until(lambda: judge.stats()["ok"] >= n // 3 or p.poll() is not None, timeout=240)
+    assert p.poll() is None, "the job ended before the kill"
+    # a checkpoint that counts the batches come back: what a killed driver leaves (main's Ray wrote none)
+    until(lambda: any(r.get("requests", 0) > 0 for r in history_of(cache)), timeout=30)
+    drivers = {w for r in raylets for w in _workers_of(r) if w not in before and _scoring(w)}
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(10)
+    (killed,) = history_of(cache)
+    at_kill = judge.stats()["ok"]
+    assert 0 < at_kill < n and drivers
+    until(lambda: not any(Path(f"/proc/{w}").exists() for w in drivers), timeout=120)
+    answered = judge.stats()["ok"]
+    paid_twice = rerun_after_kill(job, judge, n, answered, killed)
+    print(f"ray driver killed at {at_kill} replies ({answered} answered), its history {killed['requests']} "
+          f"requests; rerun paid twice {paid_twice} (in flight: {actors} x {IN_FLIGHT})")  # fmt: skip
+    assert paid_twice <= actors * IN_FLIGHT
 
 
 def test_cli_score_with_ray_and_a_cache_on_object_storage(cluster, judge, s3, tmp_path, capfd):

@@ -1000,3 +1000,52 @@ def test_a_choose_judge_json_holding_nan_shows_a_dash_for_the_judge_without_a_fi
         for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-table tbody tr")
     ]
     assert [r[:4] for r in rows] == [["a", "-", "", "-"], ["b", "70.0%", "60.0% to 80.0%", "100.0%"]]
+
+
+def test_a_choose_judge_by_folder_shows_each_groups_figures_and_best_judge(browser, judge_server_proc, tmp_path, capfd):
+    """choose-judge --by: the page's table of judges by group holds each group's rows, best judge and each judge's
+    figure with its interval, as choose_judge.json has them."""
+    from selenium.webdriver.common.by import By
+
+    from hf_judge import choose_judge
+
+    judge = judge_server_proc
+    judge.reset()
+    n = 24
+    ds = Dataset.from_dict(
+        {
+            "question": [f"q{i}" for i in range(n)],
+            "answer": [f"a{i}" for i in range(n)],
+            "human": [i % 3 != 0 for i in range(n)],
+            "source": [f"s{i % 3}" for i in range(n)],
+        }
+    )
+    steady = [
+        {"fault": "text", "model": "steady", "match": f"\na{i}\n", "text": json.dumps({"verdict": "1" if h else "0"})}
+        for i, h in enumerate(ds["human"])
+    ]
+    judge.configure(faults=steady)
+    choice = choose_judge(
+        ds, "Binary", ["steady", "coin"], label="human", base_url=judge.base_url, api_key="k", by="source",
+        cache_dir=tmp_path / "c", progress=False, resamples=100, columns={"prediction": "answer"},
+        output_dir=tmp_path / "choice",
+    )  # fmt: skip
+    code, out, err = run_cli(capfd, "view", tmp_path / "choice")
+    assert code == 0, err
+    _open(browser, tmp_path / "choice" / "report.html")
+    assert _problems(browser) == []
+    head = [_text(th) for th in browser.find_elements(By.CSS_SELECTOR, ".choice-groups thead th")]
+    assert head == ["source", "rows", "best", "steady", "coin"]
+    rows = [
+        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-groups tbody tr")
+    ]
+    said = {
+        g["name"]: "steady" + ("" if "steady" in g["fit"] else " (not beyond chance)") for g in choice.groups["groups"]
+    }
+    assert [r[:3] for r in rows] == [[g["name"], str(g["rows"]), said[g["name"]]] for g in choice.groups["groups"]]
+    assert all(g["best"] == "steady" for g in choice.groups["groups"])
+    for r, g in zip(rows, choice.groups["groups"], strict=True):
+        e = g["entries"][0]
+        lo, hi = e["interval"]
+        assert r[3] == f"{100 * e['score']:.1f}% ({100 * lo:.1f}% to {100 * hi:.1f}%)"

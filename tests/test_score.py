@@ -172,6 +172,7 @@ def test_invalid_reply_goes_to_errors_with_null(judge, tmp_path, fault, kind):
             "split": "train",
             "row": 2,
             "metric": "QA_Clarity",
+            "judge": "judge",  # whose request failed: the run's one judge, by its model
             "kind": kind,
             "message": errors[0]["message"],
             "raw": errors[0]["raw"],

@@ -334,3 +334,41 @@ def test_a_spark_result_loads_with_the_parquet_builder_as_any_parquet_folder(spa
     assert train.to_list() == load_result(out)["train"].to_list()
     whole = load_dataset("parquet", data_dir=str(out))
     assert whole["train"].to_list() == train.to_list()
+
+
+def test_a_spark_driver_killed_mid_run_leaves_its_history_and_the_rerun_pays_again_what_was_in_flight(judge, tmp_path):
+    """kill -9 of a Spark run's driver (its process group: the Python driver, its JVM and the Python workers) mid-run
+    (issue 41): the run history's checkpoints, from the executors' counters merged as their tasks ended, are
+    beside the results cache as one process leaves them; the rerun's summary lists the killed run, and the rerun
+    pays again only what the workers had in flight."""
+    import signal
+
+    from distributed_job import IN_FLIGHT, job_env, rerun_after_kill
+    from helpers import history_of, until
+
+    n, workers = 400, 2  # local[2]
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    job = [sys.executable, str(Path(__file__).with_name("distributed_job.py")), "spark", judge.base_url]
+    job += [str(cache), str(out), str(n)]
+    # the last row's reply held: the run cannot end before the kill
+    judge.configure(latency=0.05, faults=[{"fault": "delay", "seconds": 60, "match": f"row-{n - 1}:"}])
+    p = subprocess.Popen(job, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=job_env(),
+                         start_new_session=True)  # fmt: skip
+    try:
+        until(lambda: judge.stats()["ok"] >= n // 3 or p.poll() is not None, timeout=240)
+        assert p.poll() is None, "the job ended before the kill"
+        # a checkpoint that counts the tasks ended: what a killed driver leaves (main's Spark run wrote none)
+        until(lambda: any(r.get("requests", 0) > 0 for r in history_of(cache)), timeout=30)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+    p.wait(10)
+    (killed,) = history_of(cache)
+    at_kill = judge.stats()["ok"]
+    # what the workers had in flight is answered to no one: paid, and sent again (only the held row is left)
+    until(lambda: judge.stats()["inflight"] <= 1, timeout=60)
+    answered = judge.stats()["ok"]
+    assert 0 < at_kill <= answered < n
+    paid_twice = rerun_after_kill(job, judge, n, answered, killed)
+    print(f"spark driver killed at {at_kill} replies ({answered} answered), its history {killed['requests']} "
+          f"requests; rerun paid twice {paid_twice} (in flight: {workers} x {IN_FLIGHT})")  # fmt: skip
+    assert paid_twice <= workers * IN_FLIGHT

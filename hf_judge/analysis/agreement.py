@@ -25,6 +25,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,9 +36,10 @@ from datasets import features as _features
 
 from ..errors import ConfigError
 from ..judging.ensemble import JUDGE_SEP
-from . import bias, stats
-from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, preference, verdict
-from .leaderboard import ORDER, orders_figures, orders_line
+from . import bias, rules, stats
+from .agreement_groups import agreement_groups, group_lines, group_markdown
+from .label_rules import FALSE_WORDS, PREFERENCES, TRUE_WORDS, WINNERS, Where, check_labels, verdict
+from .leaderboard import ORDER, orders_line
 
 KINDS = ("numeric", "binary", "pairwise")
 # figures that get an interval; Kendall's tau is left out: it costs ~4x Spearman per resample and moves with it
@@ -47,6 +49,8 @@ HEADLINE = {
     "pairwise": ("agreement", "cohen_kappa"),
 }
 _WINNERS = list(WINNERS)
+_GIVEN = ("score", "label", "kind", "positive", "resamples", "seed", "confidence", "length_of", "generator_column",
+          "judge_model", "label_threshold", "score_threshold", "rule")  # fmt: skip
 _JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
 # the most values a confusion matrix (and a quadratic kappa) is drawn over: a 0-100 scale, not a measurement
 MAX_SCALE = 101
@@ -91,6 +95,10 @@ class AgreementReport:
     # the figures of another rule (hf_judge.analysis.leaderboard.RULES), where the rows allow it: "judgebench" for
     # the two orders of each pair as rows of their own (choose-judge's table): pairs, accuracy, interval
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the published rule asked for (agreement --rule NAME), whose figure ``rules[rule]`` the report leads with
+    rule: str | None = None
+    # by=COLUMN: the report of each group's rows alone (hf_judge.analysis.agreement_groups); None without it
+    groups: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``json.dumps(report.to_dict())``)."""
@@ -145,7 +153,8 @@ class AgreementReport:
 
     def _rules_lines(self) -> list[str]:
         """The figure of JudgeBench's rule, where each order of a pair is a row, and why the others differ."""
-        return [orders_line(self.rules["judgebench"])] if self.rules.get("judgebench") else []
+        out = [orders_line(self.rules["judgebench"])] if self.rules.get("judgebench") else []
+        return out + ([rules.line(self.rule, self.rules[self.rule])] if self.rule in self.rules else [])
 
     def _kind(self) -> str:
         return "a rating against true/false labels" if self.note else self.kind
@@ -185,7 +194,7 @@ class AgreementReport:
                 f"confusion matrix (rows: {self.label}, columns: {self.score})",
                 *_matrix_text(self.confusion),
             ]
-        return "\n".join(lines)
+        return "\n".join(lines + group_lines(self.groups, _num))
 
     def _length_note(self) -> str:
         """What the length figures measured, in words (the run's length bias measures alike)."""
@@ -227,7 +236,7 @@ class AgreementReport:
             ]
         for title, path in (images or {}).items():
             out += [f"![{title}]({path})", ""]
-        return "\n".join(out)
+        return "\n".join(out + group_markdown(self.groups, _num))
 
 
 def _num(v: Any) -> str:
@@ -265,6 +274,8 @@ def agreement(
     score_threshold: float | None = None,
     errors: Dataset | None = None,
     rows: Sequence[int] | None = None,
+    rule: str | None = None,
+    by: str | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -298,6 +309,12 @@ def agreement(
     DatasetDict). ``rows``: the result's row index of each row of the split compared, where it is a selection
     (the labelled rows of ``--labels``); default: its own positions.
 
+    ``rule``: a published rule of a pairwise judge (:mod:`hf_judge.analysis.rules`), its figures in
+    ``report.rules[rule]`` and a line of the report: on a choose-judge candidate's folder, ``choose-judge --rule``'s
+    figure (:func:`hf_judge.analysis.rules.of_rows`); a rule that does not apply is a ConfigError.
+    ``by``: a column of the split (a category, subset, source): ``report.groups``, each group's report as on its rows
+    alone, the most rows first, at most 20 (:mod:`hf_judge.analysis.agreement_groups`); a missing column is refused.
+
     Example:
         >>> ds = Dataset.from_dict({"QA_Correctness": [9, 7, 3, None, 8], "human": [8, 7, 2, 5, 9]})
         >>> r = agreement(ds, score="QA_Correctness", label="human", resamples=200)
@@ -309,6 +326,7 @@ def agreement(
     if resamples < 0:
         raise ConfigError(f"resamples must be 0 or more, got {resamples}")
     split, d = _pick_split(ds, split)
+    given = {k: v for k, v in locals().items() if k in _GIVEN}  # as given: each group is compared as a dataset
     score, label = _winner(d, score), _winner(d, label)
     base_score = score
     for col, what in ((score, "score"), (label, "label")):
@@ -322,13 +340,11 @@ def agreement(
     kind = kind or _guess_kind(score, s_arr)
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    rule = rules.check_rule(rule, kind, ORDER in d.column_names and rows is None)
     s_null, l_null = _nulls(s_arr), _nulls(l_arr)
     keep = ~s_null & ~l_null
-    missing = {
-        "score": int((s_null & ~l_null).sum()),
-        "label": int((l_null & ~s_null).sum()),
-        "both": int((s_null & l_null).sum()),
-    }
+    missing = {"score": int((s_null & ~l_null).sum()), "label": int((l_null & ~s_null).sum()),
+               "both": int((s_null & l_null).sum())}  # fmt: skip
     s_kept, l_kept = s_arr.filter(pa.array(keep)), l_arr.filter(pa.array(keep))
     report = AgreementReport(
         score=score,
@@ -369,22 +385,21 @@ def agreement(
         errors = ds["errors"]
     failed = _failure_kinds(errors, split, base_score, rows)
     report.all_rows = _all_rows(report, l_arr, keep, x, label, positive, failed, rows)
-    if kind == "pairwise" and ORDER in d.column_names and rows is None:  # both orders of each pair as rows
-        found = orders_figures(
-            d.with_format("arrow")[ORDER].to_pylist(),
-            *([preference(v) for v in a.to_pylist()] for a in (s_arr, l_arr)),
-            resamples=resamples,
-            seed=seed,
-            confidence=confidence,
-        )
-        report.rules.update({"judgebench": found} if found else {})
+    both = report.kind == "pairwise" and ORDER in d.column_names and rows is None  # each pair's two orders as rows
+    rules.report_figures(report, rule, d.with_format("arrow")[ORDER].to_pylist() if both else None, s_arr, l_arr)
     if resamples:
         for name in HEADLINE[kind]:
             if name in fns and report.figures.get(name) is not None:
                 report.intervals[name] = stats.bootstrap(
                     fns[name], x, y, resamples=resamples, seed=seed, confidence=confidence
                 )
+    report.groups = agreement_groups(d, by, split, errors, rows, partial(_one_group, **given))
     return report
+
+
+def _one_group(sub: Dataset, errors: Dataset | None, rows: Sequence[int] | None, **given: Any) -> AgreementReport:
+    """:func:`agreement` on one group's rows (``by=``), as on a dataset of those rows alone."""
+    return agreement(sub, errors=errors, rows=rows, **given)
 
 
 def _failure_kinds(errors: Dataset | None, split: str | None, score: str, rows: Sequence[int] | None) -> dict[int, str]:

@@ -43,6 +43,15 @@ RULES = {
     "all-rows": "agreement's all-rows rule: a row is right when the judge decided it and matches the label; an "
     "undecided row counts as wrong",
     "rated-rows": "Spearman's rho of the judge's ratings and the labels, on the rows it rated",
+    # the other published rules of a pairwise judge (hf_judge.analysis.rules: choose-judge --rule NAME)
+    "llmbar": "LLMBar's rule (LLMEvaluator/evaluate.py): the mean of the two orders' accuracies, an undecided "
+    "verdict wrong",
+    "alpacaeval": "AlpacaEval's rule (analyze.py): 1 - |preference - label| (a tie 1.5 earns 0.5, an undecided "
+    "verdict left out), the mean of the orders",
+    "mt-bench": "MT-Bench's rule (FastChat compute_agreement.py): the pair's vote (orders that disagree are a tie) "
+    "against each label, ties counted",
+    "rewardbench": "RewardBench's rule (scripts/run_generative.py): one order per pair, drawn with the seed; 1 right, "
+    "0 wrong, 0.5 a tie or undecided; per section, then their mean",
 }
 RECOMMEND_RULE = "of the judges beyond chance, the cheapest whose interval overlaps the best one's"
 _FLIP = {"1": "2", "2": "1", "tie": "tie"}
@@ -295,6 +304,8 @@ class JudgeChoice:
     chance: dict[str, Any] | None = None
     label_longer_wins: dict[str, Any] | None = None
     ceiling_missing: str | None = None
+    # by=COLUMN: the figures per group (hf_judge.engine.choose_groups.by_group); None without it
+    groups: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -322,7 +333,7 @@ class JudgeChoice:
 
     @property
     def _noun(self) -> str:
-        return "pairs" if (self.rule or rule_of(self.kind, False)) == "judgebench" else "rows"
+        return "rows" if (self.rule or rule_of(self.kind, False)) in ("all-rows", "rated-rows") else "pairs"
 
     def table(self) -> list[list[str]]:
         """The table's rows, a header first, the chance level last (what ``str()`` and the markdown print)."""
@@ -358,7 +369,7 @@ class JudgeChoice:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         text = [f"Judges on {self.rows:,} labelled {self._noun} ({self.metric}, {self.kind}); {self.rule_text}"]
         text += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-        return "\n".join(text + self.lines())
+        return "\n".join(text + self.lines() + group_lines(self))
 
     def to_markdown(self) -> str:
         """The table and the lines under it, as markdown for a dataset card."""
@@ -373,6 +384,7 @@ class JudgeChoice:
             *("| " + " | ".join(r) + " |" for r in rows[1:]),
             "",
             *(f"- {line}" for line in self.lines()),
+            *group_markdown(self),
         ]
         return "\n".join(md) + "\n"
 
@@ -386,6 +398,8 @@ def _table(choice: JudgeChoice) -> list[list[str]]:
     head += [f"coverage{orders}", f"failures{orders}"]
     if pairwise:
         head += ["one order", "orders disagree"]
+    cycles = any(e.get("transitivity") for e in choice.entries)
+    head += ["intransitive"] if cycles else []
     longer = choice.kind == "pairwise"
     labels = (choice.label_longer_wins or {}).get("rate")
     head += ["prefers longer" + (f" (labels {labels:.0%})" if labels is not None else "") if longer else "length rho"]
@@ -403,6 +417,7 @@ def _table(choice: JudgeChoice) -> list[list[str]]:
         ]
         if pairwise:
             row += _orders_cells(e)
+        row += [_cycles_cell(e.get("transitivity"))] if cycles else []
         pref = e.get("self_preference") or {}
         row += [
             _longer_cell(e.get("longer_wins")) if longer else _rho_cell(e.get("length_bias")),
@@ -420,6 +435,81 @@ def _table(choice: JudgeChoice) -> list[list[str]]:
     return out
 
 
+GROUP_COLUMNS = 4  # the table's last columns (cost, latency) are the run's, not a group's: a group's table drops them
+
+
+def group_choice(choice: JudgeChoice, group: Mapping[str, Any]) -> JudgeChoice:
+    """One group of ``choice.groups`` as a table of its own (its rows, entries and chance level)."""
+    return JudgeChoice(
+        metric=choice.metric, kind=choice.kind, rows=group["rows"], headline=choice.headline,
+        entries=list(group["entries"]), rule=choice.rule, chance=group.get("chance"),
+        label_longer_wins=group.get("label_longer_wins"),
+    )  # fmt: skip
+
+
+def group_best(group: Mapping[str, Any]) -> str:
+    """Which judge is best in a group, in words (the recommendation stays overall)."""
+    best = group.get("best")
+    if best is None:
+        return "no judge scored a row"
+    if best in (group.get("fit") or []):
+        return f"best: {best} (beyond chance)"
+    return f"best: {best}, but no judge is beyond chance in this group"
+
+
+def _group_heads(choice: JudgeChoice) -> list[tuple[str, list[list[str]]]]:
+    """Each group's heading and table rows (cost and latency left out), at most TERMINAL_GROUPS of them."""
+    g = choice.groups or {}
+    out = []
+    for group in g.get("groups", []):
+        sub = group_choice(choice, group)
+        head = f"{g['by']} = {group['name']!r}: {sub.rows:,} {choice._noun}; {group_best(group)}"
+        out.append((head, [r[:-GROUP_COLUMNS] for r in _table(sub)]))
+    return out
+
+
+def _group_more(choice: JudgeChoice, shown: int) -> str:
+    g = choice.groups or {}
+    rest = g.get("groups", [])[shown:]
+    more, rows = g.get("more", 0) + len(rest), g.get("more_rows", 0) + sum(r["rows"] for r in rest)
+    if not more:
+        return ""
+    return f"{more:,} more group{'s' if more != 1 else ''} ({rows:,} {choice._noun})"
+
+
+def group_lines(choice: JudgeChoice, max_groups: int = 10) -> list[str]:
+    """The terminal's block per group (``by=``), after the overall table; the groups past ``max_groups`` summed
+    up as "N more groups"."""
+    if not choice.groups:
+        return []
+    out = ["", f"By {choice.groups['by']} (each group's figures are those of its rows alone; the recommendation "
+               "is overall):"]  # fmt: skip
+    heads = _group_heads(choice)[:max_groups]
+    for head, rows in heads:
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        out += [
+            "",
+            head,
+            *("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows),
+        ]
+    more = _group_more(choice, len(heads))
+    return out + (["", f"+ {more}"] if more else [])
+
+
+def group_markdown(choice: JudgeChoice, max_groups: int = 20) -> list[str]:
+    """The card's section per group (``by=``), as markdown lines."""
+    if not choice.groups:
+        return []
+    out = ["", f"#### By {choice.groups['by']}", "", "Each group's figures are those of its rows alone; the "
+           "recommendation is overall.", ""]  # fmt: skip
+    heads = _group_heads(choice)[:max_groups]
+    for head, rows in heads:
+        out += [f"**{head}**", "", "| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])]
+        out += ["| " + " | ".join(r) + " |" for r in rows[1:]] + [""]
+    more = _group_more(choice, len(heads))
+    return out + ([f"_{more}_", ""] if more else [])
+
+
 def _orders_cells(e: Mapping[str, Any]) -> list[str]:
     jb = e.get("judgebench") or {}
     disagree = jb.get("orders_disagree") or {}
@@ -429,6 +519,13 @@ def _orders_cells(e: Mapping[str, Any]) -> list[str]:
         _pct(jb.get("single_order_accuracy")),
         "-" if share is None else f"{share:.0%}" + (f" ({way} shown)" if share else ""),
     ]
+
+
+def _cycles_cell(found: Mapping[str, Any] | None) -> str:
+    """A judge's intransitive triads (A over B, B over C, C over A on one prompt) of those it ordered."""
+    if not found or not found.get("triads"):
+        return "-"
+    return f"{found['violations']} of {found['triads']} triads"
 
 
 def _longer_cell(found: Mapping[str, Any] | None) -> str:

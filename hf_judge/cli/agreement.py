@@ -17,6 +17,8 @@ AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement out/ --score QA_Correctness__judge_a --label QA_Correctness__judge_b   # judge vs judge
   hf-judge agreement out/ --score QA_Clarity --labels labels.jsonl   # labels written apart (sample-for-review)
   hf-judge agreement out/ --score QA_Correctness --labels ok.jsonl --score-threshold 8   # 1-10 vs true/false
+  hf-judge agreement choice/judge_a --score Comparative --label __label__ --rule llmbar   # choose-judge --rule's
+  hf-judge agreement out/ --score QA_Correctness --label human_score --by source   # every figure per source too
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
 verdicts: accuracy, precision, recall, F1, kappa; pairwise: agreement, tie and position-bias rates.
@@ -67,9 +69,21 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         metavar="T",
         help="the judge's numeric score as verdicts: score >= T is positive (a 1-10 score against true/false labels)",
     )
+    p.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="every figure per group of this column too (a category, subset or source): each group's figures are "
+        "those of its rows alone, with their intervals (in --out's JSON: groups)",
+    )
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 0: none (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed: same seed, same intervals (default 0)")
     p.add_argument("--confidence", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
+    p.add_argument(
+        "--rule",
+        metavar="NAME",
+        help="a published rule of a pairwise judge: judgebench, llmbar, alpacaeval, mt-bench, rewardbench (on a "
+        "choose-judge candidate's folder: choose-judge --rule NAME's figure)",
+    )
     p.add_argument(
         "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
     )
@@ -138,7 +152,9 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         label_threshold=args.label_threshold,
         score_threshold=args.score_threshold,
         errors=errors,
+        rule=args.rule,
         rows=rows,
+        by=args.by,
     )
     if reviewers is not None:
         report.figures.update(reviewers)
@@ -242,5 +258,6 @@ def judged_columns(summary: Any, score: str) -> list[str] | None:
             pair = pair_variables(metric)
             return [mapping.get(v, v) for v in pair] if pair else None
         if base in metric.columns or any(base.startswith(f"{c}_") for c in metric.columns):
-            return [mapping.get(v, v) for v in judged_variables(metric)] or None
+            # two variables may read one column (Binary: prediction=answer beside answer): its length once
+            return list(dict.fromkeys(mapping.get(v, v) for v in judged_variables(metric))) or None
     return None

@@ -13,13 +13,15 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, concatenate_datasets
+from datasets.fingerprint import generate_random_fingerprint
 
-from ..analysis import bias, stats
+from ..analysis import bias, rules, stats
 from ..analysis.agreement import agreement
 from ..analysis.ceiling import ceiling_of_counts, label_counts
 from ..analysis.chance import chance_level
@@ -38,7 +40,10 @@ from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import JobValues, Panelist, Settings, Unpack
 from ..transport.prices import Price
+from .choose_checks import Items, add_recorded, add_transitivity, check_items, check_recorded
+from .choose_groups import by_group, check_by_column
 from .choose_output import check_output_dir, write_output
+from .choose_push import check_push, push_choice
 from .estimate import estimate_cost
 from .job import COMMON_ARGUMENTS, Job
 from .score import score_dataset
@@ -65,6 +70,12 @@ def choose_judge(
     resamples: int = 1000,
     seed: int = 0,
     progress: bool | ProgressCallback = True,
+    rule: str | None = None,
+    recorded: Mapping[str, str] | None = None,
+    items: Items | None = None,
+    push_to_hub: str | None = None,
+    token: str | None = None,
+    by: str | None = None,
     **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
@@ -98,6 +109,14 @@ def choose_judge(
     ``recommendation["unfit"]`` says why), with about how many labelled rows would settle it when the intervals
     overlap. One judge alone is measured the same way (nothing is compared).
     ``for_dataset``: what scoring it with the recommended judge would cost (``--dry-run``'s projection).
+    ``rule``: the published rule the table's headline (and so the recommendation) is computed by, for a pairwise
+    metric (:mod:`hf_judge.analysis.rules`: "judgebench", "llmbar", "alpacaeval", "mt-bench", "rewardbench"; a
+    name that is no rule, or a rule that does not apply to the metric, is a ConfigError before any request);
+    default: JudgeBench's for a pairwise metric in both orders. Each pairwise entry's ``rules`` holds every
+    applicable rule's figures, by name, whichever is the headline.
+    ``by``: a column of the data (a category, subset or source): every figure per group too, with its interval,
+    each group's figures those of a run on its rows alone, and its best judge (``choice.groups``,
+    :mod:`hf_judge.engine.choose_groups`); a column the data lacks is refused before any request.
     ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
     candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
     view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
@@ -128,13 +147,17 @@ def choose_judge(
     candidates = _candidates(judges)
     if output_dir is not None:
         check_output_dir(output_dir)
+    if push_to_hub is not None:
+        check_push(push_to_hub, token)
     names = [m.strip() for m in metric.split(",")] if isinstance(metric, str) else list(metric)
     metrics = resolve_metrics(names, prompts_dir, metric_params)
     kind = _kind_of(metrics)
-    rule = _Rule(kind, positive, label_threshold, _outputs(metrics))
-    found = _labelled(data, label, labels, annotators, rule)
-    ds = found.ds
     swapped = kind == "pairwise" and all(m.swap for m in metrics)
+    rule = rules.check_rule(rule, kind, swapped)
+    found = _labelled(data, label, labels, annotators, _Rule(kind, positive, label_threshold, _outputs(metrics)))
+    ds = found.ds
+    check_by_column(ds, by)
+    verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)
     params = dict(metric_params or {})
     scored_ds = ds
     if swapped:  # each order a row of its own: JudgeBench's rule needs each order's verdict
@@ -152,7 +175,14 @@ def choose_judge(
     assert isinstance(result, ScoredDatasetDict)
     truth = list(ds[LABEL])  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
+    _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed)
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
+    if by is not None:
+        rank = partial(
+            _rank_group, metrics=metrics, candidates=candidates, kind=kind, swapped=swapped,
+            generator_column=generator_column, resamples=resamples, seed=seed, columns=columns or {}, rule=rule,
+        )  # fmt: skip
+        choice.groups = by_group(result, ds, by, swapped, truth, rank)
     if found.ceiling is not None:
         counts, label_values, people = found.ceiling
         choice.ceiling = ceiling_of_counts(
@@ -163,14 +193,19 @@ def choose_judge(
     if found.left_out:
         choice.notes.append(found.left_out)
     _projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
-    choice.recommendation = recommend(choice.entries, choice.chance, choice.rows)
+    add_recorded(choice, verdicts, truth, resamples, seed)
+    if named_items is not None:
+        add_transitivity(choice, ds, result["train"], named_items, swapped, verdicts)
+    choice.recommendation = recommend([e for e in choice.entries if not e.get("recorded")], choice.chance, choice.rows)
     if for_dataset is not None and (choice.recommendation or {}).get("name"):
         choice.projection = _projection(
             for_dataset, choice, candidates, columns, prompts_dir, metric_params, settings, setting_values
         )
+    pairs = (LABEL, truth) if swapped else None  # each order's rows with the label in their own terms
     if output_dir is not None:
-        pairs = (LABEL, truth) if swapped else None  # each order's rows with the label in their own terms
         write_output(output_dir, result, choice, candidates, len(ds) if swapped else None, pairs)
+    if push_to_hub is not None:
+        push_choice(push_to_hub, token, output_dir, result, choice, candidates, len(ds) if swapped else None, pairs)
     return choice
 
 
@@ -367,7 +402,8 @@ def _judge_errors(errors: Dataset, judge: str | None, rows: int) -> Dataset:
     ``judge`` column, with the rows' own (:func:`~hf_judge.results.errors_split.judge_errors`); every one for a
     candidate alone (``judge`` None)."""
     mine = (judge_errors(errors, judge) if judge is not None else errors).with_format("arrow")[:]
-    return Dataset(mine.filter(pc.less(mine.column("row"), rows)), split=errors.split)
+    kept = mine.filter(pc.less(mine.column("row"), rows))
+    return Dataset(kept, split=errors.split, fingerprint=generate_random_fingerprint())  # not hashed: ~30 ms each
 
 
 def _judge_figures(summary: RunSummary, name: str, panel: bool) -> dict[str, Any]:
@@ -430,6 +466,46 @@ def _rank(
             entry.update(_costs(_judge_figures(summary, name, panel), n, 2 if swapped else 1, entry["coverage"]))
             entry["length_bias"] = summary.length_bias.get(column.replace("_winner", ""))
             choice.entries.append(entry)
+    return choice
+
+
+def _by_rules(
+    choice: JudgeChoice, scored: Dataset, swapped: bool, truth: list[Any], rule: str | None, resamples: int, seed: int
+) -> None:
+    """A pairwise judge's figures by every published rule that applies (``entry["rules"]``), and, with ``rule``,
+    that rule's as the table's headline (:mod:`hf_judge.analysis.rules`)."""
+    if choice.kind != "pairwise":
+        return
+    n = len(truth)
+    for e in choice.entries:
+        winners = scored.select_columns([e["column"]]).with_format("arrow")[:][0].to_pylist()[: 2 * n if swapped else n]
+        e["rules"] = rules.of_winners(winners, truth, swapped, resamples=resamples, seed=seed)
+        if rule is not None:
+            e.update(rules.headline(e["rules"], rule))
+    if rule is not None:
+        choice.rule, choice.headline = rule, rule
+
+
+def _rank_group(
+    result: ScoredDatasetDict,
+    ds: Dataset,
+    truth: list[Any],
+    *,
+    metrics: Sequence[Metric],
+    candidates: Sequence[Panelist],
+    kind: str,
+    swapped: bool,
+    generator_column: str | None,
+    resamples: int,
+    seed: int,
+    columns: Mapping[str, str],
+    rule: str | None,
+) -> JudgeChoice:
+    """The table of one group's rows (``by=``): ranked, by the rules, and the longer-wins rates, as for all the
+    rows."""
+    choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
+    _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed)
+    _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns, truth)
     return choice
 
 

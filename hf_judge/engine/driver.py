@@ -42,21 +42,21 @@ one-process dispatch after its ``before_splits``) and a stream, lazily:
 
 How the others plug in:
 
-- **Ray and Spark** (one distributed engine, ``engine/distributed.py``): ``name`` "ray" or "spark";
-  ``dispatch`` numbers the rows, builds the stage, writes it through ``run.sink`` (``writes = True``) or
-  collects it, and returns the split with its error rows; their actors and Python workers hold a
-  :class:`~.counting.StatsReporter` and put ``json.dumps(reporter.report())`` in the stats column of a batch's
-  first row (Spark: or an accumulator), which ``dispatch`` merges with ``run.tally.merge`` as the batches come
-  back, so the checkpoints and a kill -9 of the driver leave this run's history. Ray's ``run_id``, its
-  throwaway clients, ``moved_entry`` and its hand-called ``output.start()`` go: ``Run(job, engine, sink=output)``.
+- **Ray and Spark** (:mod:`.distributed`: ``DistributedRun``, a :class:`Run` with the one split loop of both):
+  each engine (``RayEngine``, ``SparkEngine``) numbers a split's rows, builds its stage, writes it through
+  ``run.sink`` (Ray's ``output_dir``, Spark's Parquet writer) or collects it, and returns the split with its error
+  rows; their actors and Python workers hold a runtime whose ``reporter`` (:class:`~.counting.StatsReporter`)
+  reports each batch's counters (Ray: in the stats column of a batch's first row; Spark: an accumulator), merged
+  with ``run.tally.merge`` as the batches come back, so the checkpoints and a kill -9 of the driver leave this
+  run's history.
 - **the map transform** (``Judge``): no summary and no run of its own; its per-process ``Runtime`` keeps using
   ``shell.RunResources``, and a caller that wants its counters holds a ``StatsReporter`` over the runtime's
   judges.
 - **the cascade** (``cascade.score_cascade``): each tier is a :class:`Run` already (``score_job``); the tiers'
   summaries add up by :func:`~.counting.add_summary`, the driver's one rule. It keeps its two passes.
 - **choose-judge**: each candidate panel is a :class:`Run` (through ``score_dataset``); reading each judge's
-  figures from ``summary.judge_requests`` and, once the errors split names its judge in a column, each error's
-  judge from there.
+  figures from ``summary.judge_requests`` and each error's
+  judge from the errors split's ``judge`` column.
 
 Example:
     >>> run = Run(job, OneProcess(), progress=False)  # doctest: +SKIP
@@ -285,6 +285,10 @@ class Run:
 
     # -- before the first request ------------------------------------------------------------------------------
 
+    def key(self, needed: bool) -> str | None:
+        """The key this process sends with (``needed``: none for OpenAI's API is a ConfigError)."""
+        return self.job.key(needed=needed)
+
     def prepare(self, ds: Any, if_exists: str = "keep") -> None:
         """Check the job against the engine and the input, before any request: the refusal, the splits and their
         plans (``if_exists``), the key, the clients, the summary and the bias checks."""
@@ -305,7 +309,7 @@ class Run:
             self.splits, job.metrics, job.columns, settings.temperature, if_exists, job.token_columns, job.layout
         )
         check_samples(settings, self.plans)
-        self.api_key = job.key(needed=any(self.plans.values()) and not settings.batch_import)
+        self.api_key = self.key(needed=any(self.plans.values()) and not settings.batch_import)
         self.specs = judge_specs(settings, self.api_key)
         self.clients: list[JudgeClient] = judge_panel(self.specs)
         for c in self.clients:
@@ -436,10 +440,7 @@ class Run:
         if not work.plans:  # every metric's columns were kept
             return base
         if len(d) == 0:
-            # Nothing to send or to cache. Not through an engine: datasets' map returns an empty input as it is,
-            # without the new columns, and concatenate_datasets drops an empty one.
-            both = Features({**base.features, **work.features})
-            return Dataset.from_dict({c: [] for c in both}, features=both, split=base.split)
+            return empty_scores(base, work.features)
         if self.use_cache:
             remove_partials(work.cache_file)
             saved = load_result(work.cache_file, len(d), work.features) if work.cache_file.exists() else None
@@ -455,6 +456,14 @@ class Run:
             if self.use_cache:
                 scores = keep_result(scores, bool(result.errors), scope.out, work.cache_file)
         return concatenate_datasets([base, scores], axis=1)
+
+
+def empty_scores(base: Dataset, features: Features) -> Dataset:
+    """A split of no rows with its score columns (``features``): nothing to send or to cache. Not through an engine:
+    datasets' map returns an empty input as it is, without the new columns, concatenate_datasets drops an empty one,
+    and Ray Data gives no block back."""
+    both = Features({**base.features, **features})
+    return Dataset.from_dict({c: [] for c in both}, features=both, split=base.split)
 
 
 def through(

@@ -25,48 +25,27 @@ characters), the row-level form of the ``errors`` split: the column
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
-import time
-import uuid
-from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features
 
-from .. import constants
 from ..errors import ConfigError
 from ..judging.images import image_variables
 from ..redact import install_log_filter
 from ..results.bias import warn_self_preference
-from ..results.errors_split import ERRORS_SPLIT
-from ..results.scored import ScoredDatasetDict
-from ..settings import resolved_provider
-from ..transport.client import JudgeClient
 from .capabilities import check
 from .cascade import score_cascade
-from .core import Plan, score_features
-from .counting import merged_per_judge, stats_delta, stats_dict, total_stats
+from .core import Plan
+from .distributed import DistributedRun, Merge, fleet_urls, merge_column, stage_features, with_report
 from .job import Job, JudgeJob, in_flight_values
-from .prepare import (
-    as_splits,
-    build_plans,
-    check_samples,
-    column_mapping,
-    judge_specs,
-    new_summary,
-    preflight,
-)
+from .prepare import check_samples, judge_specs, preflight
 from .ray_output import ROW_COLUMN, RayOutput
-from .runs import COUNTERS, moved_entry
-from .score import score_job
-from .shell import bias_checks, fill_summary, scored_result, worker_error
-from .transform import RAW_CHARS, Runtime, errors_by_row, errors_feature
+from .transform import ERRORS_COLUMN, RAW_CHARS, Runtime, errors_by_row
 
 if TYPE_CHECKING:
     import ray.data
@@ -75,14 +54,8 @@ if TYPE_CHECKING:
     from ..results.scored import ScoredDatasetDict
     from ..settings import JobValues, RayJobValues, Settings, Unpack
     from ..store.segments import Remote
-    from .job import Job, JudgeJob, in_flight_values
 
 logger = logging.getLogger("hf_judge")
-
-ERRORS_COLUMN = "judge_errors"
-# score_dataset_on_ray's own stage adds this column: on each batch's first row, the request counters the batch moved
-# (JSON), which it sums into the summary and drops; a batch Ray retried after a worker died counts once more
-STATS_COLUMN = "_hf_judge_batch_stats"
 
 
 def score_ray_dataset(
@@ -152,11 +125,10 @@ def ray_stage(
     names = ds.schema().names
     if plans is None:
         plans = _stage_plans(ds, job, names)
-    features = score_features([p.metric for p in plans], layout, settings.logprobs, job.token_columns)  # SplitRun's
-    features[ERRORS_COLUMN] = errors_feature()  # Judge's errors column: one transform, one shape
+    features = stage_features(job, [p.metric for p in plans])
     # a stage sees the rows a batch at a time: the columns it adds may not be there already
     check("ray_stage", settings, only=("if_exists",), existing=sorted(set(features) & set(names)))
-    urls = list(base_urls or [settings.base_url or constants.default_base_url(resolved_provider(settings))])
+    urls = fleet_urls(settings, base_urls)
     key = job.key(needed=True, base_url=urls[0])
     # a panel: each judge's settings and key, resolved here; each actor builds one client per judge from them
     judges = judge_specs(settings, key) if layout.panel else []
@@ -246,17 +218,12 @@ class _Scorer:
         self.layout = layout
         # one judge: a client over the fleet's replicas; a panel: one client per judge, each on its own server
         store = Path(store_path) if store_path is not None else None
-        if store is not None and remote is not None and os.environ.get("HF_JUDGE_LOCAL_CACHE"):
-            # the store is shared on object storage: each node's local copy where that node keeps it
-            store = Path(os.environ["HF_JUDGE_LOCAL_CACHE"]).expanduser().absolute() / store.name
         self.runtime = Runtime(judges or [(settings, api_key)], store, None if judges else base_urls, remote)
         # every batch's replies published before Ray sees it done, however few: Ray ends a pool's actors with
         # ray.kill (no exit handler runs), and a retry or a rerun may land on another node
         self.runtime.publish_at_least = 1
-        self.judges = self.runtime.judges
         self.needed = sorted({c for p in plans for c in p.columns.values() if c is not None})
         self.batch_stats = batch_stats
-        self.reported: list[dict[str, Any]] = [{} for _ in self.judges]  # each judge's counters up to the last batch
 
     def __call__(self, table: pa.Table) -> pa.Table:
         batch = {c: table.column(c).to_pylist() for c in self.needed}
@@ -266,17 +233,8 @@ class _Scorer:
         cols[ERRORS_COLUMN] = errors_by_row(errors, table.num_rows, None if self.batch_stats else RAW_CHARS)
         for f in self.schema:
             table = table.append_column(f, pa.array(cols[f.name], type=f.type))
-        if self.batch_stats:
-            stats = [self._moved()] + [None] * (table.num_rows - 1)
-            table = table.append_column(pa.field(STATS_COLUMN, pa.string()), pa.array(stats, type=pa.string()))
-        return table
-
-    def _moved(self) -> str:
-        """Each judge's counters since the last batch, as JSON (the dict form of :func:`.counting.stats_delta`):
-        this batch's requests, tokens, retries, failures; per judge, so that a panel's lost judge shows."""
-        moved = [stats_delta(j.stats, before) for j, before in zip(self.judges, self.reported, strict=True)]
-        self.reported = [stats_dict(j.stats) for j in self.judges]
-        return json.dumps(moved)
+        # the run's counters: what this actor sent since its last batch, back to the driver with the rows
+        return with_report(table, self.runtime.reporter.report()) if self.batch_stats else table
 
     def __del__(self) -> None:
         runtime = getattr(self, "runtime", None)  # None: __init__ failed
@@ -333,8 +291,6 @@ def score_dataset_on_ray(
     # before a cluster is started or joined
     check("ray", settings, stream=stream, base_urls=base_urls, url_output=output_dir is not None, url=output_dir or "")
     output = RayOutput(output_dir, storage_options, output_overwrite) if output_dir is not None else None
-    if output is not None:  # its fail step leaves what a rerun takes up: nothing to do when the run stops
-        output.start()
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
         _check_address(address)
@@ -364,109 +320,72 @@ def _on_ray(
     output: RayOutput | None = None,
     if_exists: str = "keep",
 ) -> Any:
-    """:func:`score_dataset_on_ray` of a job resolved, on a cluster joined: each split by :func:`ray_stage` with the
-    plans ``build_plans`` made (as every engine's), brought back to the driver, or written to ``output`` (and read
-    back from there)."""
-    import ray
+    """:func:`score_dataset_on_ray` of a job resolved, on a cluster joined: the distributed driver's run of
+    :class:`RayEngine` (each split through :func:`ray_stage`, brought back to the driver or written to ``output``)."""
+    shown = job.with_settings(base_url=base_urls[0]) if base_urls else job  # the summary names the fleet's first
+    return DistributedRun(shown, RayEngine(actors, base_urls), sink=output).score_splits(ds, if_exists)
 
-    splits, _ = as_splits(ds)
-    # the same if_exists rules as score_dataset's: a metric already there is kept, renamed beside <Mode>_All, or
-    # its columns dropped to be scored again
-    plans_by_split, kept, renamed = build_plans(
-        splits, job.metrics, job.columns, job.settings.temperature, if_exists, job.token_columns, job.layout
-    )
-    check_samples(job.settings, plans_by_split)
-    checks = bias_checks(job.bias_checks, job.metrics, job.columns, job.settings, splits)
-    started = time.perf_counter()
-    run_id, run_started = uuid.uuid4().hex[:12], datetime.now(timezone.utc).isoformat(timespec="seconds")
-    size = actors if isinstance(actors, int) else actors[1]
-    results: dict[str, Dataset] = {}
-    errors: list[dict[str, Any]] = []
-    moved: list[Any] = []  # each batch's counters: a list of one dict per judge
-    runs: list[dict[str, Any]] = []  # this run's entry of each split's history, from its batches' counters
-    for split, d in splits.items():
-        if len(d) == 0:  # Ray Data gives no block back, so no columns: score_dataset's, which sends nothing for 0 rows
-            results[split] = _empty_split(split, d, job, base_urls)
-            continue
-        if not plans_by_split[split]:  # every metric's columns kept: nothing to send
-            results[split] = d
-            continue
-        split_started, first = time.monotonic(), len(moved)
-        table = d.with_format("arrow")[:]
-        if output is not None:  # each row's position, for the errors of batches written where they finish
-            table = table.append_column(ROW_COLUMN, pa.array(range(len(d)), type=pa.int64()))
-        scored = ray_stage(
+
+class RayEngine:
+    """Ray as an engine of :class:`~.distributed.DistributedRun`: a split's rows handed to Ray Data as Arrow blocks,
+    scored by :func:`ray_stage`'s actor pool (``actors``) over ``base_urls``, brought back in input order (each
+    batch's counters merged as it arrives) or written by the sink (:class:`~.ray_output.RayOutput`)."""
+
+    name = "ray"
+
+    def __init__(self, actors: int | tuple[int, int], base_urls: list[str] | None) -> None:
+        self.actors, self.base_urls = actors, base_urls
+
+    def inputs(self, ds: Any) -> Any:
+        return ds
+
+    def data(self, ds: Any, run: DistributedRun) -> dict[str, Dataset]:  # noqa: ARG002 - the protocol's
+        return run.splits  # after build_plans: the columns if_exists drops are gone
+
+    def rows(self, data: Dataset) -> int:
+        return len(data)
+
+    def history(self, run: DistributedRun, split: str) -> Path | None:
+        return run.works_by_split()[split].cache_file if run.use_cache else None
+
+    def note(self) -> str:
+        return f"scored on Ray by {self.actors} actors"
+
+    def score_split(self, run: DistributedRun, split: str, data: Dataset) -> tuple[Dataset, list[dict[str, Any]]]:
+        import ray
+
+        size = self.actors if isinstance(self.actors, int) else self.actors[1]
+        blocks = max(1, min(len(data), 4 * size))
+        table = data.with_format("arrow")[:]
+        if run.sink is not None:  # each row's position, for the errors of batches written where they finish
+            table = table.append_column(ROW_COLUMN, pa.array(range(len(data)), type=pa.int64()))
+        stage = ray_stage(
             # not from_huggingface: it reloads the split by its builder's name to look for Hub Parquet files
             # (a local JSON file's builder "json" reads every JSON file of the working directory), and hands
             # an in-memory split over as one block, which one actor scores alone
-            ray.data.from_arrow(table, override_num_blocks=max(1, min(len(d), 4 * size))),
-            job,
-            base_urls,
-            concurrency=actors,
+            ray.data.from_arrow(table, override_num_blocks=blocks),
+            run.job,
+            self.base_urls,
+            concurrency=self.actors,
+            # a batch a block, at most 1,024 rows: every actor has work, and its counters come back as it goes
+            batch_size=min(1024, -(-len(data) // blocks)),
             batch_stats=True,
-            plans=plans_by_split[split],
+            plans=run.plans[split],
         )
-        try:
-            if output is None:
-                results[split] = _collected(pa.concat_tables(ray.get(scored.to_arrow_refs())), split, errors, moved)
-            else:
-                results[split], found, batches = output.write(split, scored, STATS_COLUMN, ERRORS_COLUMN)
-                errors += found
-                moved += batches
-        except Exception as e:  # noqa: BLE001 - an actor's hf-judge error comes back wrapped in Ray's
-            raise worker_error(e) or e from None
-        split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))
-        entry = {k: getattr(split_stats, k) for k in COUNTERS}
-        runs.append(moved_entry(run_id, run_started, split, entry, time.monotonic() - split_started))
-    summary = run_summary(job, base_urls, splits, results, errors, moved, started, (kept, renamed))
-    summary.add_runs(runs)  # the figures the summary adds up from the same batches: what the run paid
-    plans = [Plan(m, {}, 0.0) for m in job.metrics]  # the agreement reads the metrics' columns only
-    out = scored_result(results, errors, summary, checks, (job.layout, {s: plans for s in results}))
-    summary.notes.append(f"scored on Ray by {actors} actors")
-    if output is not None:
-        output.write_errors(out[ERRORS_SPLIT])
-        output.complete(summary)
-    return out
+        if run.sink is None:
+            return _collected(stage, split, run.tally.merge)
+        output = cast(RayOutput, run.sink)
+        return output.write(split, stage, run.tally.merge)
 
 
-def _collected(table: pa.Table, split: str, errors: list[dict[str, Any]], moved: list[Any]) -> Dataset:
-    """A split's scored table from the actors: its error rows go to ``errors``, each batch's counters to
-    ``moved``, and what is left is the split with its score columns."""
-    for text in table.column(STATS_COLUMN).to_pylist():
-        if text:
-            moved.append(json.loads(text))
-    table = table.drop_columns([STATS_COLUMN])
-    for row, found in enumerate(table.column(ERRORS_COLUMN).to_pylist()):
-        for item in found:
-            errors.append({"split": split, "row": row, **item})
-    return Dataset(table.drop_columns([ERRORS_COLUMN]))
-
-
-def run_summary(
-    job: JudgeJob,
-    base_urls: list[str] | None,
-    splits: dict[str, Dataset],
-    results: dict[str, Dataset],
-    errors: list[dict[str, Any]],
-    moved: list[list[dict[str, Any]]],
-    started: float,
-    kept_renamed: tuple[dict[str, list[str]], dict[str, dict[str, str]]] | None = None,
-) -> Any:
-    """The run summary of a Ray (or Spark) run: the run shell's (:func:`.shell.fill_summary`), with each judge's
-    counters merged from what the batches brought back."""
-    settings, layout, loaded = job.settings, job.layout, job.metrics
-    shown = settings.model_copy(update={"base_url": base_urls[0]}) if base_urls else settings
-    # for the summary's model and server names only: they send nothing
-    clients = [JudgeClient(s, api_key=None) for s, _ in judge_specs(shown, None)]
-    kept, renamed = kept_renamed or ({s: [] for s in splits}, {s: {} for s in splits})
-    summary = new_summary(settings, clients[0], loaded, splits, kept, renamed, layout, clients)
-    summary.column_mapping = column_mapping(loaded, job.columns, splits)
-    summary.rows = {s: len(d) for s, d in results.items()}
-    fill_summary(summary, clients, errors, started, stats=merged_per_judge(moved, len(clients)))
-    return summary
-
-
-def _empty_split(split: str, d: Dataset, job: JudgeJob, base_urls: list[str] | None) -> Dataset:
-    """A split of 0 rows with the score columns :func:`hf_judge.score_dataset` gives it (it sends no request)."""
-    one = job.with_settings(base_url=base_urls[0]) if base_urls else job
-    return score_job(DatasetDict({split: d}), replace(one, use_cache=False), progress=False)[split]
+def _collected(stage: ray.data.Dataset, split: str, merge: Merge) -> tuple[Dataset, list[dict[str, Any]]]:
+    """A split's scored rows from the actors, block by block in input order: each batch's counters merged as it
+    arrives, its error rows (numbered in the split) gathered, the split with its score columns returned."""
+    tables, errors, offset = [], [], 0
+    for batch in stage.iter_batches(batch_size=None, batch_format="pyarrow"):
+        batch = merge_column(batch, merge)
+        for row, found in enumerate(batch.column(ERRORS_COLUMN).to_pylist()):
+            errors += [{"split": split, "row": offset + row, **item} for item in found]
+        offset += batch.num_rows
+        tables.append(batch.drop_columns([ERRORS_COLUMN]))
+    return Dataset(pa.concat_tables(tables)), errors

@@ -21,6 +21,8 @@ from ..redact import resolve_storage_options
 from ..results.sink import RAY_MARKER
 from ..results.summary import SUMMARY_FILE
 from ..store.segments import credentials_message, has_credentials, missing_package
+from .distributed import STATS_COLUMN, Merge, merging
+from .transform import ERRORS_COLUMN
 
 if TYPE_CHECKING:
     import ray.data
@@ -36,7 +38,7 @@ class RayOutput:
 
     Example:
         >>> with open_sink(RayOutput("s3://bucket/scored")) as output:  # doctest: +SKIP
-        ...     train, errors, moved = output.write("train", stage, STATS_COLUMN, ERRORS_COLUMN)
+        ...     train, errors = output.write("train", stage, run.tally.merge)
     """
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None, overwrite: bool = False):
@@ -72,11 +74,11 @@ class RayOutput:
         self.fs.pipe(f"{self.root}/{MARKER}", b"hf-judge: a scored output (see summary.json once the run ends)\n")
 
     def write(
-        self, split: str, data: ray.data.Dataset, stats_column: str = "", errors_column: str = ""
-    ) -> tuple[Dataset, list[dict[str, Any]], list[dict[str, Any]]]:
+        self, split: str, data: ray.data.Dataset, merge: Merge | None = None
+    ) -> tuple[Dataset, list[dict[str, Any]]]:
         """Run ``data`` (the scoring stage over rows numbered in ``ROW_COLUMN``) into ``<url>/<split>/``; return the
-        split as written, its error rows and each batch's counters (the stage's ``stats_column`` and
-        ``errors_column``, taken off the rows written)."""
+        split as written and its error rows. Each batch's counters (the stage's ``STATS_COLUMN``, taken off the
+        rows written with its ``ERRORS_COLUMN``) go to ``merge`` while the shards are written."""
         import pyarrow.fs as pafs
         import ray
         from ray.data import SaveMode
@@ -84,19 +86,20 @@ class RayOutput:
         collector: Any = ray.remote(num_cpus=0)(_Collector).remote()
         stripped = data.map_batches(
             cast(Any, _report),  # its keywords come by fn_kwargs
-            fn_kwargs={"collector": collector, "stats": stats_column, "errors": errors_column, "split": split},
+            fn_kwargs={"collector": collector, "split": split},
             batch_format="pyarrow",
             batch_size=None,
             num_cpus=0,  # the actors hold every CPU (one per CPU): the shards are written while they score
         )
         fs = pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
-        # overwrite: a rerun after a kill replaces the shards it kept, whatever the batches were then
-        stripped.write_parquet(
-            f"{self.root}/{split}", filesystem=fs, mode=SaveMode.OVERWRITE, ray_remote_args={"num_cpus": 0}
-        )
-        moved, errors = ray.get(collector.reports.remote())
+        with merging(lambda: ray.get(collector.take.remote()), merge or (lambda _: None)):
+            # overwrite: a rerun after a kill replaces the shards it kept, whatever the batches were then
+            stripped.write_parquet(
+                f"{self.root}/{split}", filesystem=fs, mode=SaveMode.OVERWRITE, ray_remote_args={"num_cpus": 0}
+            )
+        errors = ray.get(collector.errors_by_row.remote())
         ray.kill(collector)
-        return Dataset(self.read_split(split)), errors, moved
+        return Dataset(self.read_split(split)), errors
 
     def read_split(self, split: str) -> pa.Table:
         """A split's shards, in the order Ray's writer named them: its tasks' order, which is the input's
@@ -132,27 +135,34 @@ class _Collector:
     def __init__(self) -> None:
         self.moved: dict[int, dict[str, Any]] = {}
         self.errors: dict[int, list[dict[str, Any]]] = {}
+        self.new: list[dict[str, Any]] = []
 
     def add(self, moved: dict[int, dict[str, Any]], errors: dict[int, list[dict[str, Any]]]) -> None:
+        self.new += [m for r, m in moved.items() if r not in self.moved]
         self.moved.update(moved)
         self.errors.update(errors)
 
-    def reports(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(each batch's counters, the error rows), in row order."""
-        return [m for _, m in sorted(self.moved.items())], [e for _, es in sorted(self.errors.items()) for e in es]
+    def take(self) -> list[dict[str, Any]]:
+        """The counters of the batches reported since the last call."""
+        out, self.new = self.new, []
+        return out
+
+    def errors_by_row(self) -> list[dict[str, Any]]:
+        """The error rows, in row order."""
+        return [e for _, es in sorted(self.errors.items()) for e in es]
 
 
-def _report(table: pa.Table, collector: Any, stats: str, errors: str, split: str) -> pa.Table:
+def _report(table: pa.Table, collector: Any, split: str) -> pa.Table:
     """A scored batch as it is written: its counters and error rows sent to the driver's collector first."""
     import ray
 
     rows = table.column(ROW_COLUMN).to_pylist()
-    moved = {r: json.loads(t) for r, t in zip(rows, table.column(stats).to_pylist(), strict=True) if t}
+    moved = {r: json.loads(t) for r, t in zip(rows, table.column(STATS_COLUMN).to_pylist(), strict=True) if t}
     found = {
         r: [{"split": split, "row": r, **item} for item in items]
-        for r, items in zip(rows, table.column(errors).to_pylist(), strict=True)
+        for r, items in zip(rows, table.column(ERRORS_COLUMN).to_pylist(), strict=True)
         if items
     }
     if moved or found:
         ray.get(collector.add.remote(moved, found))
-    return table.drop_columns([ROW_COLUMN, stats, errors])
+    return table.drop_columns([ROW_COLUMN, STATS_COLUMN, ERRORS_COLUMN])

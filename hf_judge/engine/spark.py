@@ -22,29 +22,26 @@ given as a value is refused, and so is a credential among ``storage_options`` gi
 
 from __future__ import annotations
 
-import atexit
 import hashlib
-import os
 import pickle
-import threading
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from datasets import Dataset
 
-from .. import constants
 from ..errors import ConfigError
 from ..judging.images import image_variables
 from ..redact import install_log_filter, plan_secrets
 from ..results.bias import warn_self_preference
-from ..settings import JobValues, Unpack, resolved_provider
+from ..settings import JobValues, Unpack
 from .capabilities import check
-from .core import Plan, score_features
+from .core import Plan
+from .distributed import fleet_urls, stage_features
 from .job import Job, JudgeJob, in_flight_values
 from .prepare import check_samples, judge_specs, preflight
-from .transform import ERRORS_COLUMN, Runtime, errors_by_row, errors_feature
+from .ray_output import ROW_COLUMN
+from .transform import ERRORS_COLUMN, Runtime, errors_by_row, shared_runtime
 
 if TYPE_CHECKING:
     import pyspark.sql
@@ -86,7 +83,7 @@ def score_spark_dataframe(
     """
     step = _step(df, metrics, base_urls, in_flight, batch_size, values, "score_spark_dataframe")
     warn_self_preference(step.job.settings)
-    return df.mapInArrow(step, _spark_schema(df, step.new_schema))
+    return df.mapInArrow(step, spark_schema(df, step.new_schema))
 
 
 def spark_output_schema(
@@ -107,7 +104,7 @@ def spark_output_schema(
         ['QA_Clarity_reason', 'QA_Clarity', 'judge_errors']
     """
     step = _step(df, metrics, base_urls, in_flight, batch_size, values, "spark_output_schema")
-    return _spark_schema(df, step.new_schema)
+    return spark_schema(df, step.new_schema)
 
 
 def _step(
@@ -127,14 +124,33 @@ def _step(
     given = Job.of(metrics, in_flight_values(metrics, values, in_flight, entry), entry)
     refuse_secrets_in_the_plan(given.values.get("api_key"), given.values.get("storage_options"))
     job = given.resolved
-    names = list(df.columns)
-    features = score_features(job.metrics, job.layout, job.settings.logprobs, job.token_columns)
-    features[ERRORS_COLUMN] = errors_feature()
-    check("spark", job.settings, base_urls=base_urls, existing=sorted(set(features) & set(names)))
-    urls = list(base_urls or [job.settings.base_url or constants.default_base_url(resolved_provider(job.settings))])
-    _check_key(df, job, urls[0])
+    refuse_on(df, job, base_urls)
+    return spark_step(df, job, base_urls, batch_size)
+
+
+def refuse_on(df: pyspark.sql.DataFrame, job: JudgeJob, base_urls: list[str] | None) -> None:
+    """What a Spark step cannot do of ``job`` over ``df`` (the capability table: the columns it adds must not be
+    there already), and no key for OpenAI's API: before anything runs."""
+    existing = sorted(set(stage_features(job)) & set(df.columns))
+    check("spark", job.settings, base_urls=base_urls, existing=existing)
+    check_key(df, job, fleet_urls(job.settings, base_urls)[0])
+
+
+def spark_step(
+    df: pyspark.sql.DataFrame, job: JudgeJob, base_urls: list[str] | None, batch_size: int, reports: Any = None
+) -> SparkScorer:
+    """The ``mapInArrow`` function of ``job`` over ``df`` (checked by :func:`refuse_on`): the plans built on the
+    first row; ``reports``: the accumulator the batches' counters go to (see :class:`SparkScorer`).
+
+    Example:
+        >>> step = spark_step(df, job, None, 1024)  # doctest: +SKIP
+        >>> scored = df.mapInArrow(step, spark_schema(df, step.new_schema))  # doctest: +SKIP
+    """
+    names = [c for c in df.columns if c != ROW_COLUMN]
     plans = spark_plans(df, job, names)
-    return SparkScorer(job, plans, urls, features.arrow_schema, batch_size)
+    return SparkScorer(
+        job, plans, fleet_urls(job.settings, base_urls), stage_features(job).arrow_schema, batch_size, reports
+    )
 
 
 # where the messages send a user whose secret would ride in the plan: the ways that keep it off the JVM's command
@@ -177,7 +193,7 @@ def refuse_secrets_in_the_plan(api_key: str | None, storage_options: dict[str, A
         )
 
 
-def _check_key(df: pyspark.sql.DataFrame, job: JudgeJob, base_url: str) -> None:
+def check_key(df: pyspark.sql.DataFrame, job: JudgeJob, base_url: str) -> None:
     """No key for OpenAI's API is a ConfigError now, unless Spark's settings give the executors the variable the
     driver lacks (``spark.executorEnv.NAME``); the key read here is not kept."""
     try:
@@ -214,7 +230,7 @@ def spark_plans(df: pyspark.sql.DataFrame, job: JudgeJob, names: list[str]) -> l
     return plans
 
 
-def _spark_schema(df: pyspark.sql.DataFrame, new: pa.Schema) -> pyspark.sql.types.StructType:
+def spark_schema(df: pyspark.sql.DataFrame, new: pa.Schema) -> pyspark.sql.types.StructType:
     """``df``'s schema with the new columns' fields after it."""
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
@@ -225,10 +241,21 @@ def _spark_schema(df: pyspark.sql.DataFrame, new: pa.Schema) -> pyspark.sql.type
 class SparkScorer:
     """The ``mapInArrow`` function: Arrow batches in, the same batches with the new columns out. It pickles its
     configuration only (the job holds the key's variable name, never the key); each Python worker builds one
-    :class:`~hf_judge.engine.transform.Runtime` per configuration on its first batch and keeps it."""
+    :class:`~hf_judge.engine.transform.Runtime` per configuration on its first batch and keeps it. ``reports``: a
+    Spark accumulator of lists (``hf-judge score --spark``'s, :mod:`.distributed`) that each batch adds its
+    runtime's counters to (``runtime.reporter``, the counting bridge); None: nothing is counted (a step alone)."""
 
-    def __init__(self, job: JudgeJob, plans: list[Plan], base_urls: list[str], new_schema: pa.Schema, batch_size: int):
+    def __init__(
+        self,
+        job: JudgeJob,
+        plans: list[Plan],
+        base_urls: list[str],
+        new_schema: pa.Schema,
+        batch_size: int,
+        reports: Any = None,
+    ):
         self.job = job
+        self.reports = reports
         self.plans = plans
         self.base_urls = base_urls
         self.new_schema = new_schema
@@ -248,37 +275,23 @@ class SparkScorer:
         values = {c: batch.column(c).to_pylist() for c in self.needed}
         cols, errors = runtime.score(values, self.plans, self.job.layout, self.job.token_columns)
         cols[ERRORS_COLUMN] = errors_by_row(errors, batch.num_rows)
+        if self.reports is not None:  # reaches the driver when the task ends (Spark merges a successful task's)
+            self.reports.add([runtime.reporter.report()])
         arrays = list(batch.columns) + [pa.array(cols[f.name], type=f.type) for f in self.new_schema]
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(list(batch.schema) + list(self.new_schema)))
 
 
-# this Python worker's runtimes, by the configuration of the step that built them: Spark reuses a worker for
-# many tasks (spark.python.worker.reuse), and each task unpickles its own copy of the step
-RUNTIMES: dict[str, Runtime] = {}
-RUNTIMES_LOCK = threading.Lock()
-
-
 def _runtime(step: SparkScorer) -> Runtime:
-    with RUNTIMES_LOCK:
-        rt = RUNTIMES.get(step.id)
-        if rt is None or rt.pid != os.getpid():
-            # read here, on the executor: env:NAME (or the provider's variable) from this process's environment
-            key = step.job.key(needed=True, base_url=step.base_urls[0])
-            layout, store = step.job.layout, step.job.store_path
-            if store is not None and step.job.remote is not None and os.environ.get("HF_JUDGE_LOCAL_CACHE"):
-                # the store is shared on object storage: each node's local copy where that node keeps it
-                store = Path(os.environ["HF_JUDGE_LOCAL_CACHE"]).expanduser().absolute() / store.name
-            specs = judge_specs(step.job.settings, key)
-            rt = Runtime(specs, store, None if layout.panel else step.base_urls, step.job.remote)
-            # a retried or speculative task may run on another executor: every batch's replies published first
-            rt.publish_at_least = 1
-            RUNTIMES[step.id] = rt
-        return rt
+    """This Python worker's runtime for ``step``'s configuration (one per worker: Spark reuses a worker for many
+    tasks, and each task unpickles its own copy of the step)."""
+    return shared_runtime(step.id, lambda: _build_runtime(step))
 
 
-@atexit.register
-def _close_runtimes() -> None:
-    for rt in list(RUNTIMES.values()):
-        if rt.pid == os.getpid():
-            rt.close()
-    RUNTIMES.clear()
+def _build_runtime(step: SparkScorer) -> Runtime:
+    # read here, on the executor: env:NAME (or the provider's variable) from this process's environment
+    key = step.job.key(needed=True, base_url=step.base_urls[0])
+    specs = judge_specs(step.job.settings, key)
+    rt = Runtime(specs, step.job.store_path, None if step.job.layout.panel else step.base_urls, step.job.remote)
+    # a retried or speculative task may run on another executor: every batch's replies published first
+    rt.publish_at_least = 1
+    return rt

@@ -18,6 +18,7 @@ interrupted line (:func:`~hf_judge.engine.shell.interrupted`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -25,42 +26,34 @@ import shutil
 import signal
 import sys
 import threading
-import time
-import uuid
 import warnings
 import weakref
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 
 from .. import constants
 from ..errors import ConfigError, InterruptedRun
-from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
-from ..settings import JobValues, Unpack, resolved_provider
+from ..settings import JobValues, Unpack
 from .capabilities import check
-from .core import Plan, score_features
-from .counting import merged_per_judge, stats_delta, stats_dict, total_stats
+from .distributed import DistributedRun, ReportList, merging, new_items
 from .job import Job, JudgeJob
 from .prepare import as_splits
-from .ray import run_summary
 from .ray_output import ROW_COLUMN, RayOutput
-from .runs import COUNTERS, moved_entry
-from .shell import bias_checks, interrupted, scored_result, worker_error
-from .spark import SparkScorer, refuse_secrets_in_the_plan, spark_plans
-from .transform import ERRORS_COLUMN, Runtime, errors_feature
+from .shell import interrupted
+from .spark import refuse_on, refuse_secrets_in_the_plan, spark_schema, spark_step
+from .transform import ERRORS_COLUMN
 
 if TYPE_CHECKING:
     import pyspark.sql
 
 logger = logging.getLogger("hf_judge")
 
-# on each batch's first row, the request counters the batch moved (JSON); summed into the summary, never written
-STATS_COLUMN = "_hf_judge_batch_stats"
 # monotonically_increasing_id's layout: the partition in the upper bits, the row within it in the lower 33
 PARTITION_SHIFT = 33
 # the sessions spark_session started (not a notebook's or a job's): a Ctrl-C stops them (spark_interrupts)
@@ -277,75 +270,97 @@ class SparkOutput(RayOutput):
         return f"file://{os.path.abspath(self.root)}/{split}"
 
     def write(  # type: ignore[override]  # a DataFrame, not a Ray Data stage
-        self,
-        split: str,
-        data: pyspark.sql.DataFrame,
-        stats_column: str = STATS_COLUMN,
-        errors_column: str = ERRORS_COLUMN,
-    ) -> tuple[Dataset, list[dict[str, Any]], list[dict[str, Any]]]:
+        self, split: str, data: pyspark.sql.DataFrame
+    ) -> tuple[Dataset, list[dict[str, Any]]]:
         """Score ``data`` (rows numbered by ``monotonically_increasing_id`` in ``ROW_COLUMN``) into
-        ``<url>/<split>/``, once: kept on the executors' disks while the errors and counters are taken off it.
-        Returns the split as written, its error rows (numbered by their place in it) and each batch's counters."""
+        ``<url>/<split>/``, once: kept on the executors' disks while the errors are taken off it. Returns the split
+        as written and its error rows (numbered by their place in it)."""
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         data = data.persist(StorageLevel.DISK_ONLY)  # a lost block is scored again from the reply store: no cost
         try:
-            writer = data.drop(ROW_COLUMN, stats_column, errors_column).write.mode("overwrite")
+            writer = data.drop(ROW_COLUMN, ERRORS_COLUMN).write.mode("overwrite")
             # no _SUCCESS file beside the Parquet (this write's Hadoop setting, not the session's): the parquet
             # builder of `datasets` reads every file of a folder, and an empty one is not Parquet
             writer.option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false").parquet(self.spark_url(split))
             part = F.shiftright(F.col(ROW_COLUMN), PARTITION_SHIFT).alias("part")
             counts = {r["part"]: r["count"] for r in data.groupBy(part).count().collect()}
-            marked = data.where(F.col(stats_column).isNotNull() | (F.size(errors_column) > 0))
-            found = marked.select(ROW_COLUMN, stats_column, errors_column).orderBy(ROW_COLUMN).collect()
+            marked = data.where(F.size(ERRORS_COLUMN) > 0)
+            found = marked.select(ROW_COLUMN, ERRORS_COLUMN).orderBy(ROW_COLUMN).collect()
         finally:
             data.unpersist()
         offsets, total = {}, 0
         for p in sorted(counts):  # the writer's files are in partition order: a row's place counts those before
             offsets[p], total = total, total + counts[p]
         mask = (1 << PARTITION_SHIFT) - 1
-        moved, errors = [], []
+        errors = []
         for r in found:
             row = offsets[r[ROW_COLUMN] >> PARTITION_SHIFT] + (r[ROW_COLUMN] & mask)
-            if r[stats_column]:
-                moved.append(json.loads(r[stats_column]))
-            errors += [{"split": split, "row": row, **item.asDict()} for item in r[errors_column]]
-        return Dataset(self.read_split(split)), errors, moved
+            errors += [{"split": split, "row": row, **item.asDict()} for item in r[ERRORS_COLUMN]]
+        return Dataset(self.read_split(split)), errors
 
 
-class CountingScorer(SparkScorer):
-    """:class:`~hf_judge.engine.spark.SparkScorer` with, on each batch's first row, the request counters the
-    batch moved (``STATS_COLUMN``, JSON per judge): what the run's summary adds up."""
+class SparkEngine:
+    """Spark as an engine of :class:`~.distributed.DistributedRun`: each split a DataFrame, its rows numbered by
+    ``monotonically_increasing_id``, scored by ``mapInArrow`` (:func:`~.spark.spark_step`) and written by the sink's
+    Parquet writer (:class:`SparkOutput`); the executors' counters come back through an accumulator, merged while
+    the split is written. The key is read on the executors (``env:NAME``): the driver holds none."""
 
-    def score(self, runtime: Runtime, batch: pa.RecordBatch) -> pa.RecordBatch:
-        out = super().score(runtime, batch)
-        before = REPORTED.get(id(runtime), [None] * len(runtime.judges))
-        moved = [stats_delta(j.stats, b) for j, b in zip(runtime.judges, before, strict=True)]
-        REPORTED[id(runtime)] = [stats_dict(j.stats) for j in runtime.judges]
-        stats = ([json.dumps(moved)] + [None] * (out.num_rows - 1)) if out.num_rows else []
-        field = pa.field(STATS_COLUMN, pa.string())
-        return pa.RecordBatch.from_arrays([*out.columns, pa.array(stats, pa.string())], schema=out.schema.append(field))
+    name = "spark"
 
+    def __init__(self, frames: dict[str, pyspark.sql.DataFrame], base_urls: list[str] | None, batch_size: int):
+        self.frames, self.base_urls, self.batch_size = frames, base_urls, batch_size
 
-# each of this Python worker's runtimes (by id) -> its judges' counters up to the last batch it reported
-REPORTED: dict[int, list[Any]] = {}
+    def refuse(self, job: JudgeJob) -> None:
+        """What Spark cannot do of ``job`` on these frames, and no key: before anything runs."""
+        for df in self.frames.values():
+            refuse_on(df, job, self.base_urls)
 
+    def key(self, job: JudgeJob, needed: bool) -> None:  # noqa: ARG002 - DistributedRun's hook
+        return None  # each executor reads its own (env:NAME); the driver sends nothing
 
-def counting_step(df: pyspark.sql.DataFrame, job: JudgeJob, base_urls: list[str] | None, batch_size: int) -> Any:
-    """``df`` (numbered in ``ROW_COLUMN``) scored by a :class:`CountingScorer` of ``job``, lazily."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import StructType
+    def inputs(self, frames: dict[str, pyspark.sql.DataFrame]) -> DatasetDict:
+        """Each frame's columns as an empty split (what the run's preparation reads): no Spark job runs."""
+        from pyspark.sql.pandas.types import to_arrow_schema
 
-    names = [c for c in df.columns if c != ROW_COLUMN]
-    features = score_features(job.metrics, job.layout, job.settings.logprobs, job.token_columns)
-    features[ERRORS_COLUMN] = errors_feature()
-    check("spark", job.settings, base_urls=base_urls, existing=sorted(set(features) & set(names)))
-    urls = list(base_urls or [job.settings.base_url or constants.default_base_url(resolved_provider(job.settings))])
-    job.key(needed=True, base_url=urls[0])  # no key for OpenAI's API: said now (each executor reads its own)
-    scorer = CountingScorer(job, spark_plans(df, job, names), urls, features.arrow_schema, batch_size)
-    added = pa.schema([*features.arrow_schema, pa.field(STATS_COLUMN, pa.string())])
-    return df.mapInArrow(scorer, StructType(list(df.schema.fields) + list(from_arrow_schema(added).fields)))
+        return DatasetDict(
+            {s: Dataset(pa.Table.from_batches([], to_arrow_schema(df.schema))) for s, df in frames.items()}
+        )
+
+    def data(self, frames: dict[str, pyspark.sql.DataFrame], run: DistributedRun) -> dict[str, Any]:  # noqa: ARG002
+        return frames
+
+    def rows(self, data: pyspark.sql.DataFrame) -> None:  # noqa: ARG002 - counted by the job that writes it
+        return None
+
+    def history(self, run: DistributedRun, split: str) -> Path | None:
+        """The split's run history, beside the results cache, under the output's split and the judging's identity."""
+        if not run.use_cache:
+            return None
+        sink = cast(SparkOutput, run.sink)
+        job = run.job
+        ident = [sink.url, split, [m.name for m in job.metrics], job.columns, run.summary.model, job.layout.judges]
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:24]
+        return job.cache_root / "results" / f"spark-{digest}.arrow"
+
+    def note(self) -> str:
+        sessions = {str(df.sparkSession.sparkContext.master) for df in self.frames.values()}
+        return f"scored on Spark ({', '.join(sorted(sessions))})"
+
+    def score_split(
+        self, run: DistributedRun, split: str, df: pyspark.sql.DataFrame
+    ) -> tuple[Dataset, list[dict[str, Any]]]:
+        from pyspark.sql import functions as F
+
+        reports: Any = df.sparkSession.sparkContext.accumulator([], cast(Any, ReportList()))
+        numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
+        step = spark_step(numbered, run.job, self.base_urls, self.batch_size, reports)
+        scored = numbered.mapInArrow(step, spark_schema(numbered, step.new_schema))
+        with spark_interrupts(df.sparkSession, run.use_cache) as stop:
+            stop.check()
+            with merging(new_items(lambda: reports.value), run.tally.merge):
+                return cast(SparkOutput, run.sink).write(split, scored)
 
 
 def score_frames_on_spark(
@@ -370,45 +385,12 @@ def score_frames_on_spark(
         ...     cache_dir="s3://bucket/cache", api_key="env:JUDGE_KEY",
         ... )
     """
-    from pyspark.sql import functions as F
-
     given = Job.of(metrics, values, "score_frames_on_spark")
     storage_options = given.values.get("storage_options")
     refuse_secrets_in_the_plan(given.values.get("api_key"), storage_options)
+    check("spark", given.settings, base_urls=base_urls)
     job = given.resolved
-    check("spark", job.settings, base_urls=base_urls)
+    engine = SparkEngine(frames, base_urls, batch_size)
+    engine.refuse(job)
     output = SparkOutput(output_dir, storage_options, output_overwrite)
-    output.start()  # its fail step leaves what a rerun takes up: nothing to do when the run stops
-    started, run_id = time.perf_counter(), uuid.uuid4().hex[:12]
-    run_started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    results: dict[str, Dataset] = {}
-    errors: list[dict[str, Any]] = []
-    moved: list[Any] = []
-    runs: list[dict[str, Any]] = []
-    checks = bias_checks(
-        job.bias_checks, job.metrics, job.columns, job.settings, {s: d.columns for s, d in frames.items()}
-    )
-    for split, df in frames.items():
-        with spark_interrupts(df.sparkSession, job.use_cache) as stop:
-            stop.check()
-            split_started, first = time.monotonic(), len(moved)
-            numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
-            scored = counting_step(numbered, job, base_urls, batch_size)
-            try:
-                results[split], found, batches = output.write(split, scored)
-            except Exception as e:  # noqa: BLE001 - a task's hf-judge error comes back wrapped in Spark's
-                raise worker_error(e) or e from None
-        errors += found
-        moved += batches
-        split_stats = total_stats(merged_per_judge(moved[first:], len(job.settings.judges) if job.layout.panel else 1))
-        entry = {k: getattr(split_stats, k) for k in COUNTERS}
-        runs.append(moved_entry(run_id, run_started, split, entry, time.monotonic() - split_started))
-    summary = run_summary(job, base_urls, results, results, errors, moved, started)
-    summary.add_runs(runs)
-    plans = [Plan(m, {}, 0.0) for m in job.metrics]  # the agreement reads the metrics' columns only
-    out = scored_result(results, errors, summary, checks, (job.layout, {s: plans for s in results}))
-    sessions = {str(df.sparkSession.sparkContext.master) for df in frames.values()}
-    summary.notes.append(f"scored on Spark ({', '.join(sorted(sessions))})")
-    output.write_errors(out[ERRORS_SPLIT])
-    output.complete(summary)
-    return out
+    return DistributedRun(job, engine, sink=output).score_splits(frames)

@@ -7,7 +7,11 @@ limits and retries in force. The object holds only its configuration; each proce
 :class:`Runtime` (event loop thread, clients, the reply store opened ``shared=True``) on its first call, so
 ``num_proc`` processes and Ray workers each build theirs and share the replies through the store.
 
-:class:`Runtime` is also what a Ray actor of :func:`hf_judge.ray.score_ray_dataset` holds.
+:class:`Runtime` is also what a Ray actor of :func:`hf_judge.ray.score_ray_dataset` holds, and what each Python
+worker of a Spark step keeps (:func:`shared_runtime`, the one registry of a process's runtimes: a Judge's copies and
+a Spark step's tasks share one per configuration). A runtime over a store on object storage keeps its local copy
+where the node says (:func:`node_store`), and counts what it sends for the run's driver (``Runtime.reporter``, the
+worker side of the counting bridge, :mod:`.counting`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import os
 import pickle
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +39,7 @@ from ..transport.client import JudgeClient
 from .batchscore import score_batch
 from .capabilities import check
 from .core import Plan, score_features
+from .counting import StatsReporter
 from .job import Job
 from .loop import LoopThread
 from .prepare import check_samples, judge_specs, preflight
@@ -82,7 +87,7 @@ class Runtime:
         self.client = self.judges[0]
         self.settings = specs[0][0]
         # the run shell's resources, the reply store opened shared: this process is one of several
-        self.resources = RunResources(self.judges, store_path, remote, shared=True).open()
+        self.resources = RunResources(self.judges, node_store(store_path, remote), remote, shared=True).open()
         self.store = self.resources.store
         loop = self.resources.loop
         assert loop is not None  # open() started it
@@ -90,6 +95,8 @@ class Runtime:
         self.pid = os.getpid()
         # a batch that stored fewer replies leaves them to the store's timer (see PUBLISH_AT_LEAST)
         self.publish_at_least = PUBLISH_AT_LEAST
+        # what this process sent since it last told the run's driver (a Ray actor's, a Spark worker's batches)
+        self.reporter = StatsReporter(self.judges, self.resources)
 
     def score(
         self, batch: dict[str, Sequence[Any]], plans: Sequence[Plan], layout: Layout | None, token_columns: bool
@@ -124,18 +131,55 @@ class Runtime:
 PUBLISH_AT_LEAST = 64
 
 
-# this process's runtimes, by the configuration of the Judge that built them: every copy of one Judge (each
-# Ray task unpickles its own) shares one loop, session and store per process
-_RUNTIMES: dict[str, Runtime] = {}
-_RUNTIMES_LOCK = threading.Lock()
+def node_store(store_path: Path | None, remote: Remote | None) -> Path | None:
+    """Where this process opens the reply store: ``store_path``, or, for a store shared on object storage
+    (``remote``), the local copy in ``$HF_JUDGE_LOCAL_CACHE`` where this node sets it (a Ray node's, a Spark
+    executor's disk: the driver's path may not exist there).
+
+    Example:
+        >>> node_store(Path("/tmp/c/replies.sqlite3"), None)
+        PosixPath('/tmp/c/replies.sqlite3')
+    """
+    local = os.environ.get("HF_JUDGE_LOCAL_CACHE")
+    if store_path is None or remote is None or not local:
+        return store_path
+    return Path(local).expanduser().absolute() / store_path.name
+
+
+# this process's runtimes, by the configuration that built them: every copy of one Judge (each Ray task unpickles
+# its own) and every task of one Spark step (Spark reuses a Python worker for many tasks) share one loop, session
+# and store per process
+RUNTIMES: dict[str, Runtime] = {}
+RUNTIMES_LOCK = threading.Lock()
+
+
+def shared_runtime(key: str, build: Callable[[], Runtime]) -> Runtime:
+    """This process's runtime for the configuration ``key``, built by ``build`` on first use (after a fork: again).
+
+    Example:
+        >>> rt = shared_runtime(step_id, lambda: Runtime(specs, store))  # doctest: +SKIP
+    """
+    with RUNTIMES_LOCK:
+        rt = RUNTIMES.get(key)
+        if rt is None or rt.pid != os.getpid():
+            rt = RUNTIMES[key] = build()
+        return rt
+
+
+def drop_runtime(key: str) -> None:
+    """Close this process's runtime for ``key``, if it built one (the next :func:`shared_runtime` builds anew)."""
+    with RUNTIMES_LOCK:
+        rt = RUNTIMES.pop(key, None)
+    if rt is not None and rt.pid == os.getpid():
+        rt.close()
 
 
 @atexit.register
 def _close_runtimes() -> None:
-    for rt in list(_RUNTIMES.values()):
+    for rt in list(RUNTIMES.values()):
         if rt.pid == os.getpid():  # a forked child's copies belong to its parent
             rt.close()
-    _RUNTIMES.clear()
+    RUNTIMES.clear()
 
 
 # what a Judge pickles
@@ -312,20 +356,15 @@ class Judge:
 
     def _runtime(self) -> Runtime:
         """This process's runtime for this configuration, built on its first call (after a fork: again)."""
-        with _RUNTIMES_LOCK:
-            rt = _RUNTIMES.get(self._id)
-            if rt is None or rt.pid != os.getpid():
-                key = self.job.key(needed=True, base_url=self.base_urls[0] if self.base_urls else None)
-                specs = judge_specs(self.settings, key)
-                rt = _RUNTIMES[self._id] = Runtime(specs, self.store_path, self.base_urls, self.job.remote)
-            return rt
+        return shared_runtime(self._id, self._build_runtime)
+
+    def _build_runtime(self) -> Runtime:
+        key = self.job.key(needed=True, base_url=self.base_urls[0] if self.base_urls else None)
+        return Runtime(judge_specs(self.settings, key), self.store_path, self.base_urls, self.job.remote)
 
     def close(self) -> None:
         """Close this process's connections and reply store for this Judge (the next call opens them again)."""
-        with _RUNTIMES_LOCK:
-            rt = _RUNTIMES.pop(self._id, None)
-        if rt is not None and rt.pid == os.getpid():
-            rt.close()
+        drop_runtime(self._id)
 
     def __enter__(self) -> Judge:
         return self

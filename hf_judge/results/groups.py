@@ -224,15 +224,9 @@ def check_group_column(columns: Iterable[str], by: str, where: str) -> None:
         ...
         hf_judge.errors.ConfigError: no column 'subjet' to group by in split 'train'; did you mean 'subject'? ...
     """
-    columns = list(columns)
-    if by in columns:
-        return
-    close = difflib.get_close_matches(by, columns, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    raise ConfigError(
-        f"no column {by!r} to group by in {where}; {hint}Columns: {', '.join(columns) or '(none)'} "
-        "(--by COLUMN names a column of the dataset, such as its source or subject)"
-    )
+    from ..analysis.by_group import check_by
+
+    check_by(columns, by, where, "its source or subject")
 
 
 class GroupTally:

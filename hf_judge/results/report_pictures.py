@@ -129,5 +129,26 @@ def folder_choice(folder: str | Path | None) -> dict[str, Any] | None:
         for e in entries:
             if not isinstance(e["interval"], list) or len(e["interval"]) != 2 or None in e["interval"]:
                 e["interval"] = None
-        return {**out, "entries": entries}
+        return {**out, "entries": entries, "groups": choice_groups(data.get("groups"))}
     return None
+
+
+def choice_groups(groups: Any) -> dict[str, Any] | None:
+    """The figures per group of a ``choose-judge --by`` output, as the page's table of groups shows them: each
+    group's rows, best judge and each judge's figure with its interval (a figure that is no number: none)."""
+    if not isinstance(groups, dict) or not isinstance(groups.get("groups"), list):
+        return None
+    out = []
+    for g in groups["groups"]:
+        if not isinstance(g, dict):
+            continue
+        entries = [{k: e.get(k) for k in ("name", "score", "interval")} for e in g.get("entries") or []]
+        for e in entries:
+            if not isinstance(e["interval"], list) or len(e["interval"]) != 2 or None in e["interval"]:
+                e["interval"] = None
+        fit = g.get("fit") if isinstance(g.get("fit"), list) else []
+        out.append(
+            {"name": g.get("name"), "rows": g.get("rows"), "best": g.get("best"), "fit": fit, "entries": entries}
+        )
+    more = {k: groups.get(k) if isinstance(groups.get(k), int) else 0 for k in ("more", "more_rows")}
+    return {"by": groups.get("by"), "groups": out, **more}

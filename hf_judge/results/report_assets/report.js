@@ -317,7 +317,22 @@
       el('div', { class: 'card choice', id: 'choice' }, svg),
       table(['judge', c.headline, '95% interval', 'coverage', '$/1k rows', '$/1k batch', 'p95 s'], all.map((e) => [e.name, show(e.score),
         e.interval ? `${show(e.interval[0])} to ${show(e.interval[1])}` : '', typeof e.coverage !== 'number' ? '-' : (100 * e.coverage).toFixed(1) + '%',
-        money(e.cost_per_1000), money(e.cost_per_1000_batch), fmt(e.latency_p95_s)]), { class: 'choice-table' })];
+        money(e.cost_per_1000), money(e.cost_per_1000_batch), fmt(e.latency_p95_s)]), { class: 'choice-table' }),
+      ...choiceGroups(c, show)];
+  }
+
+  // choose-judge --by COLUMN: a row per group, its best judge, each judge's figure with its interval on that group's
+  // rows alone (the recommendation above stays overall); the groups past the cap summed up as "N more groups"
+  function choiceGroups(c, show) {
+    const G = c.groups;
+    if (!G || !(G.groups || []).length) return [];
+    const names = (c.entries || []).map((e) => e.name), cell = (e) => !e ? '-' : show(e.score) + (e.interval ? ` (${show(e.interval[0])} to ${show(e.interval[1])})` : '');
+    const rows = G.groups.map((g) => [g.name, int(g.rows), g.best ? g.best + ((g.fit || []).includes(g.best) ? '' : ' (not beyond chance)') : '-',
+      ...names.map((n) => cell((g.entries || []).find((e) => e.name === n)))]);
+    if (G.more) rows.push([el('em', { class: 'muted' }, `${int(G.more)} more group${G.more === 1 ? '' : 's'} (${int(G.more_rows)} rows)`), '', '', ...names.map(() => '')]);
+    return [el('h3', {}, `Judges by ${G.by}`),
+      el('p', { class: 'small muted' }, `${c.headline} per value of ${G.by}, each group's figure that of its rows alone, with its 95% interval; the recommendation above is overall.`),
+      table([G.by, 'rows', 'best', ...names], rows, { class: 'choice-groups' })];
   }
 
   // a panel is judged by every judge's model, not the first one's

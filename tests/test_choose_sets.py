@@ -1,0 +1,244 @@
+"""choose-judge with the public sets' extras: a judge's recorded verdicts beside the candidates at no cost
+(``mt-bench-gpt4``), transitivity (a check that needs no labels), and the leaderboard pushed to the loopback Hub."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from datasets import Dataset
+from huggingface_hub import HfApi
+from judge_fixture import JudgeServer
+
+from hf_judge import choose_judge
+from hf_judge.analysis.benchmarks import load_benchmark
+from hf_judge.analysis.leaderboard import FILE
+from hf_judge.analysis.transitivity import transitivity
+from hf_judge.errors import ConfigError
+
+# reply lengths: the judge that prefers the longer reply orders gpt-4 > alpaca-13b > llama-13b (no cycle)
+LENGTH = {"gpt-4": 90, "alpaca-13b": 70, "llama-13b": 50}
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with JudgeServer() as s:
+        yield s
+
+
+def test_a_hand_made_cycle_is_one_violation_and_an_order_none():
+    # q1: a > b, b > c, c > a (the last row as model_a c vs a: "1", c wins); q2: a > b, b > c, a > c; q3: a tie
+    items = ["q1", "q1", "q1", "q2", "q2", "q2", "q3", "q3", "q3"]
+    a = ["a", "b", "c", "a", "b", "a", "a", "b", "a"]
+    b = ["b", "c", "a", "b", "c", "c", "b", "c", "c"]
+    w = ["1", "1", "1", "1", "1", "1", "1", "1", "tie"]
+    assert transitivity(items, a, b, w) == {"violations": 1, "triads": 2, "share": 0.5, "items": 2}
+    # a pair judged twice on one prompt counts once, by the sum of its verdicts: here b over a (2 against 1)
+    twice = transitivity(["q"] * 5, ["a", "b", "b", "b", "a"], ["b", "a", "a", "c", "c"], ["1", "1", "1", "1", "2"])
+    assert twice == {"violations": 0, "triads": 1, "share": 0.0, "items": 1}
+    assert transitivity(["q"] * 2, ["a", "b"], ["b", "c"], ["1", "1"])["triads"] == 0  # a pair short of a triad
+
+
+def _conversation(model):
+    return [
+        {"content": "Write a haiku.", "role": "user"},
+        {"content": "L" * LENGTH[model], "role": "assistant"},
+        {"content": "Now in French.", "role": "user"},
+        {"content": "S" * LENGTH[model], "role": "assistant"},
+    ]
+
+
+def _vote(a, b, winner, judge):
+    return {
+        "question_id": 81,
+        "model_a": a,
+        "model_b": b,
+        "winner": winner,
+        "judge": judge,
+        "conversation_a": _conversation(a),
+        "conversation_b": _conversation(b),
+        "turn": 1,
+    }
+
+
+def _mt_bench(tmp_path):
+    from test_benchmarks import MT_FEATURES, _upload
+
+    # the experts prefer the longer reply; GPT-4's recorded verdicts form a cycle: gpt-4 > llama-13b,
+    # llama-13b > alpaca-13b, alpaca-13b > gpt-4 (rows sorted: alpaca vs gpt-4 "1", alpaca vs llama "2", gpt-4 vs
+    # llama "1"), so it agrees with the experts (gpt-4 > alpaca-13b > llama-13b) on 1 of 3 pairs: gpt-4 vs llama
+    human = [
+        _vote("gpt-4", "llama-13b", "model_a", "expert_1"),
+        _vote("llama-13b", "gpt-4", "model_b", "expert_5"),  # a second expert on that pair: the human ceiling
+        _vote("alpaca-13b", "llama-13b", "model_a", "expert_2"),
+        _vote("gpt-4", "alpaca-13b", "model_a", "expert_3"),
+    ]
+    gpt4 = [
+        _vote("llama-13b", "gpt-4", "model_b", "gpt4_pair"),
+        _vote("llama-13b", "alpaca-13b", "model_a", "gpt4_pair"),
+        _vote("alpaca-13b", "gpt-4", "model_a", "gpt4_pair"),
+    ]
+    files = {}
+    for split, rows in (("human", human), ("gpt4_pair", gpt4)):
+        path = tmp_path / f"{split}.parquet"
+        Dataset.from_list(rows, features=MT_FEATURES).to_parquet(path)
+        files[f"data/{split}-00000-of-00001-c0b431264a82ddc0.parquet"] = path.read_bytes()
+    _upload("lmsys/mt_bench_human_judgments", files)
+
+
+def test_mt_bench_gpt4_shows_gpt4s_recorded_figures_and_each_judges_cycles_without_a_request(
+    hub, judge, tmp_path, capfd
+):
+    from helpers import run_cli
+
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\b[LS]{10,}\b", "step": 10, "model": "agree"})
+    _mt_bench(tmp_path)
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "mt-bench-gpt4", "--revision", "main", "--judges", "agree",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"),
+        "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    saved = json.loads((tmp_path / "o" / FILE).read_text())
+    by = {e["name"]: e for e in saved["entries"]}
+    assert list(by) == ["agree", "gpt-4 (recorded)"]
+    assert judge.stats()["requests"] == 3 * 2  # the candidate's two orders of 3 pairs; nothing for GPT-4
+    gpt4 = by["gpt-4 (recorded)"]
+    assert gpt4["recorded"] is True and gpt4["score"] == pytest.approx(1 / 3) and gpt4["cost_per_1000"] is None
+    assert gpt4["transitivity"] == {"violations": 1, "triads": 1, "share": 1.0, "items": 1}
+    assert by["agree"]["score"] == 1.0 and by["agree"]["transitivity"]["violations"] == 0
+    assert by["agree"]["transitivity"]["triads"] == 1
+    assert saved["recommendation"]["compared"] == 1  # the recorded judge is shown, never a candidate
+    header = next(line for line in out.splitlines() if line.startswith("judge "))
+    assert header.index("orders disagree") < header.index("intransitive")
+    assert "human ceiling: one annotator agrees with the majority of the others on 100.0%" in out
+    assert "(2 annotators, 1 rows)" in out
+    assert "1 of 1 triads" in next(line for line in out.splitlines() if line.startswith("gpt-4 (recorded)"))
+    assert "0 of 1 triads" in next(line for line in out.splitlines() if line.startswith("agree "))
+
+
+def test_items_and_recorded_columns_are_checked_before_any_request(judge, tmp_path):
+    judge.reset()
+    ds = Dataset.from_dict(
+        {"question": ["q"], "response1": ["a"], "response2": ["b"], "human": ["1"], "old": ["maybe"], "m": ["x"]}
+    )
+    kw = dict(label="human", base_url=judge.base_url, api_key="k", cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(ConfigError, match="items: no column 'model_a'"):
+        choose_judge(ds, "Comparative", ["agree"], items=("question", "model_a", "m"), **kw)
+    with pytest.raises(ConfigError, match="recorded judge 'old-judge': no column 'nope'"):
+        choose_judge(ds, "Comparative", ["agree"], recorded={"old-judge": "nope"}, **kw)
+    with pytest.raises(ConfigError, match="the recorded judge 'old-judge'.s column 'old'"):
+        choose_judge(ds, "Comparative", ["agree"], recorded={"old-judge": "old"}, **kw)
+    assert judge.stats()["requests"] == 0
+
+
+def _pairs():
+    return Dataset.from_dict(
+        {
+            "question": [f"q{i}" for i in range(4)],
+            "response1": ["L" * (60 + i) for i in range(4)],
+            "response2": ["S" * 20 for _ in range(4)],
+            "human": ["1", "1", "1", "2"],
+        }
+    )
+
+
+def test_push_to_hub_sends_the_leaderboard_card_and_folders_and_no_secret(hub, judge, tmp_path):
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\b[LS]{10,}\b", "step": 10, "model": "agree"})
+    secret = "sk-choose-push-SECRET-42"
+    choice = choose_judge(
+        _pairs(), "Comparative", [{"model": "agree", "base_url": judge.base_url}, "first"], label="human",
+        base_url=judge.base_url, api_key=secret, cache_dir=tmp_path / "c", progress=False, resamples=0,
+        push_to_hub="me/judges-pushed",
+    )  # fmt: skip
+    files = set(HfApi().list_repo_files("me/judges-pushed", repo_type="dataset"))
+    assert {FILE, "README.md", "choose_judge.md"} <= files
+    for name in ("agree", "first"):  # the candidates' folders, each a result load_result reads
+        assert {f"{name}/dataset_dict.json", f"{name}/hf_judge.json"} <= files
+        assert any(f.startswith(f"{name}/train/") and f.endswith(".arrow") for f in files), sorted(files)
+    card = HfApi().hf_hub_download("me/judges-pushed", "README.md", repo_type="dataset")
+    text = Path(card).read_text(encoding="utf-8")
+    assert "### Choosing the judge (Comparative, 4 labelled pairs)" in text and "| agree |" in text
+    pushed = json.loads(Path(HfApi().hf_hub_download("me/judges-pushed", FILE, repo_type="dataset")).read_text())
+    assert pushed["entries"][0]["score"] == choice.entries[0]["score"]
+    for blob in hub.uploaded_files():
+        data = blob.read_bytes()
+        assert secret.encode() not in data and b"hf_test_token_hfjudge_SECRET" not in data, blob
+
+
+def test_push_to_hub_is_refused_before_any_request_without_a_token_or_with_a_bad_repo(
+    hub, judge, tmp_path, monkeypatch
+):
+    judge.reset()
+    asked = len(hub.requests())
+    kw = dict(label="human", base_url=judge.base_url, api_key="k", cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(ConfigError, match="push_to_hub 'me/../x' is not a Hub dataset id"):
+        choose_judge(_pairs(), "Comparative", ["agree"], push_to_hub="me/../x", **kw)
+    monkeypatch.delenv("HF_TOKEN")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "no-login"))
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no-login" / "token"))
+    with pytest.raises(ConfigError, match="no Hub token to push with: give --token"):
+        choose_judge(_pairs(), "Comparative", ["agree"], push_to_hub="me/judges", **kw)
+    assert judge.stats()["requests"] == 0 and len(hub.requests()) == asked  # neither the judge nor the Hub asked
+
+
+def test_alpacaeval_human_from_the_cli_warns_of_its_license_once_and_shows_the_human_ceiling(
+    hub, judge, tmp_path, capfd
+):
+    from helpers import run_cli
+    from test_benchmarks import _alpaca_upload, _alpaca_votes
+
+    judge.reset()
+    _alpaca_upload(
+        [*_alpaca_votes("tips", [1, 1, 1, 2]), *_alpaca_votes("poem", [2, 2, 1, 2]), *_alpaca_votes("x", [1])]
+    )
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "alpacaeval-human", "--revision", "main", "--judges", "a",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert err.count("non-commercial use only") == 1 and "warning: alpacaeval-human: " in err
+    assert "note: 1 of 3 pairs have fewer than 4 votes: left out" in err
+    assert "human ceiling: one annotator agrees with the majority of the others on" in out
+    assert "(4 annotators, 2 rows)" in out and judge.stats()["requests"] == 2 * 2
+
+
+def test_items_from_the_cli_must_name_three_columns(capfd):
+    from helpers import run_cli
+
+    code, _, err = run_cli(capfd, "choose-judge", "x.jsonl", "--metric", "Comparative", "--judges", "a", "--label",
+                           "l", "--items", "question_id,model_a")  # fmt: skip
+    assert code != 0 and "--items 'question_id,model_a': give three columns, PROMPT,MODEL_A,MODEL_B" in err
+
+
+def test_rewardbench_from_the_cli_a_judge_that_picks_the_first_shown_is_not_handed_the_chosen_one(
+    hub, judge, tmp_path, capfd
+):
+    """RewardBench's chosen response is always the right one: shown as given, a judge that always picks the
+    response shown first would be right on every pair. In the set's seeded order it is right where the chosen one
+    happens to come first."""
+    from helpers import run_cli
+    from test_benchmarks import _rb_rows, _rb_upload
+
+    judge.reset()
+    judge.configure(overrides={"score_1": 9, "score_2": 2, "explanation": "the first"})
+    _rb_upload(tmp_path, _rb_rows(12))
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "rewardbench", "--revision", "main", "--judges", "first",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    saved = json.loads((tmp_path / "o" / FILE).read_text())
+    (entry,) = saved["entries"]
+    first = load_benchmark("rewardbench", revision="main").dataset["correct"].count("1")
+    assert 0 < first < 12 and entry["judgebench"]["single_order_accuracy"] == pytest.approx(first / 12)
+    assert judge.stats()["requests"] == 12 * 2
+    # JudgeBench's rule: each pair's orders disagree, a tie, never right
+    assert entry["rules"]["judgebench"]["score"] == 0.0
+    # the set's own rule is the headline (RewardBench's: one seeded order per pair, right where it shows the
+    # chosen response first), and the table's header says so
+    assert saved["rule"] == "rewardbench" and entry["score"] == entry["rules"]["rewardbench"]["score"]
+    assert 0 < entry["score"] < 1 and "rewardbench" in out
