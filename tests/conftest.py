@@ -8,6 +8,7 @@ from judge_fixture import *  # noqa: F401,F403
 from llama_fixture import llama_server  # noqa: F401  (session-scoped: one llama.cpp server for every test that asks)
 from object_store_fixture import object_store  # noqa: F401  (each of the three in turn)
 from s3_fixture import s3, s3_server  # noqa: F401  (a loopback S3 server: moto, started by the first test that asks)
+from vllm_fixture import tiny_model, vllm_server  # noqa: F401  (session-scoped: one vLLM server of a tiny model)
 
 # A shell starts a background job (`pytest ... &` in a script, nohup) with SIGINT ignored, and children inherit
 # that: the Ctrl-C tests' processes would never see their SIGINT. A handler, unlike "ignored", is reset to the

@@ -279,7 +279,7 @@ def _add_judge_options(g: Any, setting: _Settings) -> None:
     add_api_key_env(g)
     setting(g, "provider", "temperature", "max_tokens", "top_p", "concurrency")
     setting(g, "max_requests_per_minute", "max_tokens_per_minute", "timeout", "retries")
-    setting(g, "max_throttle_s", "max_reply_bytes")
+    setting(g, "max_throttle_s", "max_reply_bytes", "vllm_args", "vllm_python")
 
 
 def _add_cost_options(g: Any, setting: _Settings) -> None:
@@ -340,6 +340,10 @@ def _add_setting(g: Any, name: str, f: Any) -> None:
     from ..settings import CLI_FLAGS
 
     kind = _scalar_type(f.annotation)
+    if "dict[" in str(f.annotation):  # `--vllm-arg KEY=VALUE`, repeatable: Settings makes the mapping
+        flags = CLI_FLAGS.get(name, ("--" + name.replace("_", "-"),))
+        g.add_argument(*flags, dest=name, action="append", metavar="KEY=VALUE", help=f.description)
+        return
     literal = typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else None
     if literal is None and kind not in (bool, int, float, str) and not issubclass(kind, enum.Enum):
         kind = str  # a list of judges: `--models a,b,c`, split by Settings

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import constants
-from ..engine.capabilities import check
+from ..engine.capabilities import check, refusal
 from ..errors import BudgetExceededError, ConfigError, InterruptedRun, RunStopped
 from ..progress import datasets_bars_off, interactive
 from .job import Job, resolve_api_key, resolve_job
@@ -156,11 +156,13 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
     recipe's filters, its filtered copy; print the summary."""
     assert job.dataset is not None  # cmd_score and cmd_run refuse a job without one
     from ..transport.local import parse_local_model
+    from ..transport.vllm import engine_record
     from .inputs import load_input
 
     _check_job(job)
+    _check_vllm_engine(args, job, batch_import)
     local = _local_judge(job.client, args.cache_dir, job.local_port)
-    is_local = parse_local_model(job.client.get("model"))[0]
+    is_local = parse_local_model(job.client.get("model"))[0] or judge_started(job.client)
     api_key = None if is_local else resolve_api_key(args, job.recipe_api_key, job.client.get("base_url"))
     if on_spark(args) and not args.dry_run:  # a dry run reads the input here: its estimate is any engine's
         with local as judge:
@@ -203,6 +205,7 @@ def score_job(args: argparse.Namespace, job: Job, batch_import: str | None = Non
         assert summary is not None  # score_dataset always sets it
         # a run that lost every request gives a dying server a moment to be reaped (its connections close first)
         died = _died_message(judge, wait=2.0 if summary.losses() else 0.0)
+        summary.engine = engine_record(judge) or summary.engine
     _add_provenance(summary, job, args.token)
     if getattr(args, "by", None):  # the overview, page and card show the scores by it, now and on a later view
         summary.group_by = args.by
@@ -270,6 +273,30 @@ def _finish_spark(args: argparse.Namespace, job: Job, scored, out: str) -> int:
     return _lost(summary, None)
 
 
+def _check_vllm_engine(args: argparse.Namespace, job: Job, batch_import: str | None) -> None:
+    """The capability table's refusal of a vLLM judge hf-judge starts, for the engine the flags pick, said before
+    it starts (the engine's own check sees the server's name only)."""
+    if not judge_started(job.client):
+        return
+    if on_spark(args):
+        engine = "spark"
+    elif getattr(args, "ray", False) or getattr(args, "ray_address", None):
+        engine = "ray"
+    elif job.client.get("batch") or batch_import:
+        engine = "batch"
+    else:
+        return
+    said = refusal(engine, "vllm_managed")
+    if said is not None:
+        raise ConfigError(said)
+
+
+def judge_started(client: dict[str, Any]) -> bool:
+    """Whether hf-judge starts the run's judge itself: no API key to look for."""
+    model = str(client.get("model") or "")
+    return model.startswith("vllm:") and not client.get("base_url")
+
+
 def _lost(summary, died: str | None) -> int:
     """The exit code of a run that finished: :data:`LOST` where it lost something whole (every request, a panel's
     judge, its local judge), said in its last lines; else 0."""
@@ -290,7 +317,7 @@ def _died_message(judge, wait: float) -> str | None:
     if proc is None:
         return None
     try:
-        return died_message(proc.wait(timeout=wait), judge.log_path)
+        return died_message(proc.wait(timeout=wait), judge.log_path, judge.what)
     except subprocess.TimeoutExpired:
         return None
 
@@ -549,8 +576,12 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None, port: int | None
     import functools
 
     from ..transport.local import BUNDLED_MODEL_NAME, check_local, check_port, local_judge, parse_local_model
+    from ..transport.vllm import parse_vllm_model
 
     is_local, model_path = parse_local_model(kwargs.get("model"))
+    vllm_model = parse_vllm_model(kwargs.get("model"))
+    if vllm_model is not None:
+        return _vllm_judge(kwargs, vllm_model, port)
     if not is_local:
         if port is not None:
             raise ConfigError(
@@ -579,6 +610,39 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None, port: int | None
             say(f"hf-judge: local judge {judge.model} ready at {judge.base_url} in {elapsed:.1f} s (pid {judge.pid})")
             if model_path is None:
                 say("hf-judge: Gemma 3 270M shows the mechanics; its scores mean little. Real scores need a real judge")
+            yield judge
+
+    return run()
+
+
+def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
+    """``--model vllm:MODEL``: a context manager that runs vLLM's server for the run (checked now: the interpreter
+    imports vLLM); with ``--base-url``, the vLLM server already there serves MODEL, and nothing is started."""
+    import functools
+
+    from ..transport.vllm import check_vllm, vllm_judge
+    from ..vllm_args import parse_vllm_args
+
+    if port is not None:
+        raise ConfigError(f"--local-port {port} is for --model local; --model vllm:{name} gets a free port itself")
+    if kwargs.get("base_url"):
+        kwargs["model"] = name
+        return contextlib.nullcontext()
+    python = kwargs.get("vllm_python")
+    version = check_vllm(python)  # before the dataset is loaded
+    vllm_args = parse_vllm_args(kwargs.get("vllm_args"))
+    # vLLM batches what is in flight: keep its scheduler full (it queues the rest itself)
+    kwargs.setdefault("concurrency", 256)
+    kwargs.setdefault("timeout", 600.0)
+
+    @contextlib.contextmanager
+    def run():
+        say = functools.partial(print, file=sys.stderr, flush=True)
+        say(f"hf-judge: starting a vLLM judge ({name}, {version})")
+        started = time.perf_counter()
+        with vllm_judge(name, vllm_args=vllm_args, python=python) as judge:
+            say(f"hf-judge: vLLM judge {judge.model} ready at {judge.base_url} in "
+                f"{time.perf_counter() - started:.1f} s (pid {judge.pid})")  # fmt: skip
             yield judge
 
     return run()

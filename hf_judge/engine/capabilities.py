@@ -114,6 +114,7 @@ RUN_FEATURES = {
     "generator_column": "`generator_column`",
     "if_exists": "scores already there (`if_exists`, renames)",
     "runner_format": "a judge whose API is not OpenAI's, in a batch file",
+    "vllm_managed": "a vLLM judge hf-judge starts (`vllm:MODEL`)",
 }
 FEATURES = {**ROW_FEATURES, **RUN_FEATURES}
 
@@ -220,6 +221,20 @@ _MAP_CELLS: dict[str, Yes | No] = {
 _ONE_PROCESS: dict[str, Yes | No] = {"no_wait": _NO_WAIT, "url_output": _URL_OUTPUT, "fleet_panel": YES}
 
 # engine -> feature -> YES / Yes(note) / No(...). A feature not named is YES.
+_VLLM_CLUSTER = No(
+    "{where} runs on a cluster's machines, and the vLLM judge hf-judge starts (model='vllm:MODEL' without a "
+    "base_url) is this machine's: ",
+    "start vLLM where every machine reaches it (vllm serve MODEL, one per GPU node) and give its --base-url with "
+    "--model vllm:MODEL (or the name it serves)",
+    "the vLLM judge hf-judge starts is this machine's: give the base_url of a vLLM server the cluster reaches",
+)
+_VLLM_BATCH = No(
+    "{where} writes a provider's batch files, and a vLLM judge has no batch API (it batches the requests in flight "
+    "itself): ",
+    "score without --batch, or run the exported file with vLLM's own `vllm run-batch`",
+    "vLLM has no batch API: it batches the requests in flight itself",
+)
+
 CAPABILITIES: dict[str, dict[str, Yes | No]] = {
     "dataset": {**_ONE_PROCESS},
     "stream": {
@@ -255,6 +270,7 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
         "logprobs+panel": Yes("batch_panel"),
         "panel": Yes("batch_panel"),
         "runner_format": _RUNNER_FORMAT,  # batch_import
+        "vllm_managed": _VLLM_BATCH,
     },
     "ray": {
         "stream": No(
@@ -283,6 +299,7 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
         ),
         "panel": Yes("ray_panel"),
         "logprobs+panel": Yes("ray_panel"),
+        "vllm_managed": _VLLM_CLUSTER,
     },
     "map": {
         **_MAP_CELLS,
@@ -293,9 +310,16 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
             "the strong tier's rows are known once the cheap tier has scored the split",
         ),
         "if_exists": _EXISTING_MAP,
+        "vllm_managed": No(
+            "a map transform (hf_judge.Judge) has no run around it to start and stop a vLLM judge in: ",
+            "start one for the block with hf_judge.transport.vllm.vllm_judge(MODEL) and give Judge its model and "
+            "base_url",
+            "a map step has no run to start and stop vLLM around",
+        ),
     },
     "ray_stage": {
         **_MAP_CELLS,
+        "vllm_managed": _VLLM_CLUSTER,
         "cascade": No(
             _CASCADE,
             "the stage scores each batch where it lands, and the strong tier's rows are known once the cheap tier has "
@@ -311,6 +335,7 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
     },
     "spark": {
         **_MAP_CELLS,
+        "vllm_managed": _VLLM_CLUSTER,
         "stream": No(
             "--spark reads a Hub dataset shard by shard on the executors already: ",
             "drop --streaming",
@@ -369,6 +394,7 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
         "no_cache": _BATCH_CACHE,
         "no_wait": _NO_WAIT,
         "runner_format": _RUNNER_FORMAT,
+        "vllm_managed": _VLLM_BATCH,
     },
 }
 
@@ -453,6 +479,7 @@ def asked(
         "generator_column": s.generator_column is not None,
         "if_exists": bool(existing),
         "runner_format": provider not in ("", "openai") and (files or s.batch_import is not None),
+        "vllm_managed": str(getattr(s, "model", "") or "").startswith("vllm:") and not getattr(s, "base_url", None),
     }
     return [f for f in RUN_FEATURES if wants[f]]
 

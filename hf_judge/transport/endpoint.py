@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import re
+import socket
 
+import aiohttp
 import yarl
 
 from ..errors import ConfigError
-from ..redact import register, register_credentials
+from ..redact import register, register_credentials, scrub
 
 # Query parameters whose values are credentials on some gateways (``?key=``, ``?sig=``).
 _SECRET_QUERY = re.compile(r"key|token|secret|sig|pass|auth|cred", re.I)
@@ -77,3 +79,17 @@ def check_api_key(api_key: str | None) -> None:
         )
     if not api_key.isascii():
         raise ConfigError("the API key contains non-ASCII characters, which an HTTP header cannot carry. Check it.")
+
+
+def connection_message(e: aiohttp.ClientError, url: str) -> str:
+    """``connection refused at <url>``: the cause and the URL, which aiohttp's text hides."""
+    cause = getattr(e, "os_error", None)
+    if isinstance(cause, ConnectionRefusedError):
+        text = "connection refused"
+    elif isinstance(e, aiohttp.ClientConnectorDNSError) or isinstance(cause, socket.gaierror):
+        text = "host not found"
+    elif cause is not None:
+        text = cause.strerror or type(cause).__name__
+    else:
+        text = f"{type(e).__name__}: {e}"
+    return scrub(f"{text} at {url}")[:300]

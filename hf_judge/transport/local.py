@@ -28,7 +28,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +75,8 @@ class LocalJudge:
     pid: int  # the server's process id, also its process group id
     log_path: Path  # the server's stdout and stderr
     process: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+    what: str = "the local llama.cpp judge"  # how a message names it (died_message)
+    engine: dict | None = field(default=None, compare=False)  # a vLLM judge: {"name", "gpus", "ready_at"}
 
 
 def rebuild_command() -> str:
@@ -98,7 +100,7 @@ def rebuild_command() -> str:
     )
 
 
-def died_message(code: int, log_path: Path | str) -> str:
+def died_message(code: int, log_path: Path | str, what: str = "the local llama.cpp judge") -> str:
     """What a local judge that died during the run tells the user: how it died, its log, and the fix.
 
     Example:
@@ -113,8 +115,8 @@ def died_message(code: int, log_path: Path | str) -> str:
         how = f"killed by signal {name}"
     else:
         name, how = "", f"exit code {code}"
-    text = f"the local llama.cpp judge died during the run ({how}); its log: {log_path}."
-    if name in _CPU_SIGNALS:
+    text = f"{what} died during the run ({how}); its log: {log_path}."
+    if name in _CPU_SIGNALS and "llama.cpp" in what:
         text += (
             " llama-cpp-python builds llama.cpp for the CPU it is built on (-march=native), and that build can "
             "use instructions this machine does not run (AMX, which many VMs and containers do not enable). "
@@ -218,7 +220,7 @@ def check_port(port: int) -> None:
         )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -280,58 +282,96 @@ def stop_server(proc: subprocess.Popen) -> None:
 def _start(
     model_path: Path, alias: str, args: Sequence[str], log_path: Path, timeout: float, port: int | None = None
 ) -> tuple[subprocess.Popen, int]:
-    """The server started and answering: on ``port`` alone where one is given, else on the model's preferred port
-    or, where that is taken, a free one."""
-    env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
-    ports = [port] if port is not None else [_preferred_port(model_path), _free_port(), _free_port()]
+    """The llama.cpp server started and answering: on ``port`` alone where one is given, else on the model's
+    preferred port or, where that is taken, a free one."""
+    ports = [port] if port is not None else [_preferred_port(model_path), free_port(), free_port()]
+
+    def command(port: int) -> list[str]:
+        return [
+            sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", alias,
+            "--host", "127.0.0.1", "--port", str(port), *args,
+        ]  # fmt: skip
+
+    return start_server(
+        command, alias, log_path, timeout, ports,
+        what="the local llama.cpp server", hint=f"is {model_path} a GGUF model llama.cpp can load?",
+    )  # fmt: skip
+
+
+def start_server(
+    command: Callable[[int], list[str]],
+    alias: str,
+    log_path: Path,
+    timeout: float,
+    ports: Sequence[int],
+    *,
+    what: str,
+    hint: str,
+    env: Mapping[str, str] | None = None,
+) -> tuple[subprocess.Popen, int]:
+    """A managed OpenAI-compatible server (``command(port)``) started in a session of its own, dying with this
+    process, and answering ``GET /v1/models`` with ``alias``: on the first of ``ports`` that works (one port
+    alone: it must be free). ``what`` names it in errors, ``hint`` is the likely cause of an exit before
+    answering; ``env``: variables added to this process's (secrets left out). Raises :class:`LocalServerError`
+    with the tail of its log (``log_path``) when it exits or does not answer within ``timeout`` s.
+
+    Example:
+        >>> proc, port = start_server(lambda p: ["my-server", "--port", str(p)], "m", Path("/tmp/s.log"), 60,
+        ...                           [free_port()], what="my server", hint="")  # doctest: +SKIP
+    """
+    environ = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
+    environ.update(env or {})
     for attempt, port in enumerate(ports):
         if len(ports) == 1:
             check_port(port)
         elif attempt == 0 and not _port_is_free(port):
             continue
-        cmd = [
-            sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", alias,
-            "--host", "127.0.0.1", "--port", str(port), *args,
-        ]  # fmt: skip
+        cmd = command(port)
         with open(log_path, "ab") as log:
             log.write(f"\n$ {' '.join(cmd)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=environ,
                 start_new_session=True,  # a terminal's Ctrl-C reaches hf-judge, which stops the server itself
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )  # fmt: skip
         base_url = f"http://127.0.0.1:{port}/v1"
-        deadline = time.monotonic() + timeout
         try:
-            while proc.poll() is None and time.monotonic() < deadline:
-                reply = _models_reply(base_url)
-                # another server on the port would answer with other ids: only ours counts
-                if reply and any(m.get("id") == alias for m in reply.get("data", [])) and proc.poll() is None:
-                    return proc, port
-                time.sleep(0.2)
+            if _wait_ready(proc, base_url, alias, timeout):
+                return proc, port
         except BaseException:
             stop_server(proc)
             raise
         if proc.poll() is None:
             stop_server(proc)
             raise LocalServerError(
-                f"the local llama.cpp server did not answer GET {base_url}/models within {timeout:g} s\n"
+                f"{what} did not answer GET {base_url}/models within {timeout:g} s\n"
                 f"--- server output (tail; full log {log_path}) ---\n{_tail(log_path)}"
             )
         output = _tail(log_path)
         if "address already in use" in output.lower() and attempt < len(ports) - 1:
             continue
         raise LocalServerError(
-            f"the local llama.cpp server exited with code {proc.returncode} before answering "
-            f"(is {model_path} a GGUF model llama.cpp can load?)\n"
+            f"{what} exited with code {proc.returncode} before answering ({hint})\n"
             f"--- server output (tail; full log {log_path}) ---\n{output}"
         )
     raise AssertionError("unreachable")
 
 
+def _wait_ready(proc: subprocess.Popen, base_url: str, alias: str, timeout: float) -> bool:
+    """Whether the server came to list ``alias`` (another server on the port would answer with other ids: only ours
+    counts) while it runs, within ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        reply = _models_reply(base_url)
+        if reply and any(m.get("id") == alias for m in reply.get("data", [])) and proc.poll() is None:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """While the server runs, SIGTERM unwinds like Ctrl-C (so the server is stopped) instead of killing us."""
     in_main = threading.current_thread() is threading.main_thread()
     if not in_main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
@@ -398,7 +438,7 @@ def local_judge(
         os.close(fd)
         log_path = name
     log_path = Path(log_path)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         proc, port = _start(model_path, alias, args, log_path, start_timeout, port)
         try:
             yield LocalJudge(

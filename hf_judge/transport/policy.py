@@ -53,6 +53,7 @@ RETRY_POLICY: dict[str, Decision] = {
     ErrorKind.NULL_INPUT: Decision.GIVE_UP,
     ErrorKind.BAD_IMAGE: Decision.GIVE_UP,
     ErrorKind.INPUT_TOO_LONG: Decision.GIVE_UP,
+    ErrorKind.CONTEXT_LENGTH: Decision.GIVE_UP,
     ErrorKind.TEMPLATE: Decision.GIVE_UP,
     # batch mode resubmits these itself (batch.py), up to ``retries``; an online attempt never ends with one
     ErrorKind.BATCH_FAILED: Decision.RETRY,

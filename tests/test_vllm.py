@@ -1,0 +1,289 @@
+"""``--model vllm:MODEL``: vLLM's OpenAI-compatible server started and stopped by hf-judge.
+
+The tests marked ``vllm`` (and ``real_server``: the default run leaves them out) run the real vLLM in the interpreter
+``$HF_JUDGE_VLLM_PYTHON`` names (tests/vllm_fixture.py; CI: the CPU build in .venv-vllm), with a tiny random model
+the test builds. The others run without vLLM: the settings, the flags, the model's identity, the capability table,
+and the pre-send length check against the loopback judge's vLLM-shaped ``/tokenize``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from datasets import Dataset
+from helpers import run_cli, score_args
+from vllm_fixture import TEST_ARGS, build_tiny_model, require_vllm, vllm_env
+
+from hf_judge import Settings, score_dataset
+from hf_judge.engine.capabilities import check
+from hf_judge.errors import ConfigError
+from hf_judge.transport.served import SERVED_ENV
+from hf_judge.transport.vllm import engine_args, model_identity, parse_vllm_model, server_flags
+
+ROWS = [{"question": f"What is {i} plus {i}?", "answer": f"It is {2 * i}."} for i in range(24)]
+LONG = {"question": "Explain this text. " + "lorem ipsum dolor sit amet " * 400, "answer": "No."}
+COLUMNS = {"instruction": "question", "output": "answer"}
+# a score alone: a random model's free-text reasoning runs to max_tokens (a truncated row), a digit ends at once
+TINY_METRIC = (
+    "---\noutputs:\n  score: {type: integer, minimum: 1, maximum: 5}\n---\nRate it: {{ instruction }} {{ output }}\n"
+)
+
+
+def _prompts(tmp_path: Path) -> Path:
+    folder = tmp_path / "prompts"
+    folder.mkdir(exist_ok=True)
+    (folder / "Q_Tiny.jinja").write_text(TINY_METRIC)
+    return folder
+
+
+# ---- without vLLM
+
+
+def test_vllm_args_become_the_servers_flags_over_the_defaults():
+    given = Settings(model="vllm:m", vllm_args=["dtype=float32", "enforce_eager", "max-model-len=4096"]).vllm_args
+    assert given == {"dtype": "float32", "enforce_eager": True, "max-model-len": "4096"}
+    args = engine_args(given)
+    flags = server_flags(args)
+    # prefix caching on, structured outputs by xgrammar without runs of whitespace: the defaults
+    assert flags[:2] == ["--enable-prefix-caching", "--enable-prompt-tokens-details"]
+    i = flags.index("--structured-outputs-config")
+    assert json.loads(flags[i + 1]) == {"backend": "xgrammar", "disable_any_whitespace": True}
+    assert flags[i + 2 :] == ["--dtype", "float32", "--enforce-eager", "--max-model-len", "4096"]
+    assert "--no-enable-prefix-caching" in server_flags(engine_args({"enable_prefix_caching": "false"}))
+    with pytest.raises(ConfigError, match="sets the server's port itself"):
+        engine_args({"port": "8000"})
+    with pytest.raises(ConfigError, match="needs a model after the colon"):
+        parse_vllm_model("vllm:")
+
+
+def test_a_vllm_judge_is_refused_where_it_cannot_run_with_the_reason():
+    for engine, words in [("ray", "this machine's"), ("spark", "this machine's"), ("batch", "no batch API")]:
+        with pytest.raises(ConfigError, match=words):
+            check(engine, Settings(model="vllm:Qwen/Qwen3-8B", batch=engine == "batch"))
+        # a vLLM server already running where the cluster reaches it: nothing to start, nothing refused
+        check(engine, Settings(model="vllm:Qwen/Qwen3-8B", base_url="http://gpu1:8000/v1", batch=engine == "batch"))
+    check("dataset", Settings(model="vllm:Qwen/Qwen3-8B"))
+    check("workers", Settings(model="vllm:Qwen/Qwen3-8B", num_workers=2))
+
+
+def test_the_model_identity_follows_the_folder_and_the_dtype(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"hidden_size": 128}')
+    (folder / "model.safetensors").write_bytes(b"\0" * 1000)
+    first = model_identity(str(folder))
+    assert model_identity(str(folder)) == first  # the same folder: the same judge (replies reused)
+    assert model_identity(str(folder), {"dtype": "float32"}) != first
+    assert model_identity(str(folder), {"quantization": "fp8"}) != first
+    (folder / "config.json").write_text('{"hidden_size": 256}')
+    second = model_identity(str(folder))
+    assert second != first  # another config: another judge
+    os.utime(folder / "model.safetensors", ns=(1, 1))
+    assert model_identity(str(folder)) != second  # new weights (a new mtime): another judge
+    assert model_identity("org/name", {"revision": "a" * 40}) != model_identity("org/name", {"revision": "b" * 40})
+
+
+def test_cli_says_which_python_lacks_vllm_before_reading_the_data(capfd, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_JUDGE_VLLM_PYTHON", sys.executable)  # the test venv: no vLLM (it lives in its own)
+    if subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True).returncode == 0:
+        pytest.skip("this interpreter has vLLM: nothing missing to report")
+    code, _, err = run_cli(capfd, "score", tmp_path / "missing.jsonl", "--metrics", "QA_Clarity", "--model", "vllm:m")
+    assert code != 0
+    assert f"{sys.executable} cannot import vllm" in err and "--vllm-python" in err
+    assert "missing.jsonl" not in err  # refused before the dataset is looked at
+
+
+def test_an_over_long_prompt_is_a_context_length_row_never_sent(judge, tmp_path, monkeypatch):
+    """The loopback judge answers /tokenize as vLLM does (4 characters a token): a managed server's client counts
+    each prompt there first, and the one over max_model_len never reaches the chat endpoint."""
+    served = {
+        judge.base_url.rstrip("/"): {"identity": "vllm:folder:x:dtype=auto:quantization=none", "max_model_len": 600}
+    }
+    monkeypatch.setenv(SERVED_ENV, json.dumps(served))
+    ds = Dataset.from_list(ROWS[:5] + [LONG])
+    scored = score_dataset(
+        ds, ["QA_Clarity"], model="judge", base_url=judge.base_url, columns=COLUMNS, cache_dir=tmp_path, progress=False
+    )
+    errors = list(scored["errors"])
+    assert [(e["row"], e["kind"]) for e in errors] == [(5, "context_length")]
+    assert "max_model_len is 600" in errors[0]["message"]
+    assert judge.stats()["requests"] == 5  # the long row was counted, not sent
+    assert judge.stats()["tokenize"] == 6
+    assert None not in scored["train"]["QA_Clarity"][:5]  # the rows that fit were sent and scored
+
+
+def test_a_managed_servers_replies_are_keyed_by_the_model_not_the_port(judge, tmp_path, monkeypatch):
+    """Two base URLs (a new port at each start), one model identity: the second run sends nothing."""
+    ds = Dataset.from_list(ROWS[:4])
+    other = judge.base_url.replace("127.0.0.1", "localhost")  # the same server under another base URL
+    for url in (judge.base_url, other):
+        monkeypatch.setenv(SERVED_ENV, json.dumps({url.rstrip("/"): {"identity": "vllm:same", "max_model_len": None}}))
+        score_dataset(
+            ds, ["QA_Clarity"], model="judge", base_url=url, columns=COLUMNS, cache_dir=tmp_path, progress=False
+        )
+    assert judge.stats()["requests"] == 4
+
+
+# ---- with the real vLLM (CPU build in CI)
+
+real = [pytest.mark.real_server, pytest.mark.vllm]
+
+
+def _metric(base_url: str, name: str) -> float:
+    """A counter of vLLM's Prometheus /metrics (summed over its labels)."""
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+@pytest.mark.real_server
+@pytest.mark.vllm
+@pytest.mark.timeout(900)  # the first to run starts the session's server
+def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp_path):
+    ds = Dataset.from_list(ROWS + [LONG])
+    kwargs = dict(model=vllm_server.model, base_url=vllm_server.base_url, columns=COLUMNS, cache_dir=tmp_path)
+    kwargs.update(max_tokens=96, retries=0, timeout=300, progress=False, prompts_dir=_prompts(tmp_path))
+    before = _metric(vllm_server.base_url, "vllm:request_success_total")
+    scored = score_dataset(ds, ["Q_Tiny"], **kwargs)
+    sent = _metric(vllm_server.base_url, "vllm:request_success_total") - before
+    errors = {e["row"]: e["kind"] for e in scored["errors"]}
+    scores = scored["train"]["Q_Tiny"]
+    assert errors[len(ROWS)] == "context_length"  # found with the model's tokenizer and template, not sent
+    assert all((s is not None) != (i in errors) for i, s in enumerate(scores))  # scored, or in the errors split
+    assert sum(s is not None for s in scores) > 0
+    assert sent == len(ROWS)  # the over-long prompt never reached the engine
+    run = scored.summary
+    assert run.requests == len(ROWS) and run.prompt_tokens > 0 and run.completion_tokens > 0  # the server's usage
+
+    again = score_dataset(ds, ["Q_Tiny"], **kwargs)
+    assert _metric(vllm_server.base_url, "vllm:request_success_total") - before == len(ROWS)  # nothing generated
+    assert again.summary.requests == 0
+    assert again["train"]["Q_Tiny"] == scores
+    assert again.summary.price == {**again.summary.price, "input": 0.0, "output": 0.0}  # cost 0: its engine time
+
+
+@pytest.mark.real_server
+@pytest.mark.vllm
+@pytest.mark.timeout(900)  # the first to run starts the session's server
+def test_vllm_cut_off_reply_is_a_truncation_error(vllm_server, tmp_path):
+    scored = score_dataset(
+        Dataset.from_list(ROWS[:3]), ["QA_Clarity"], model=vllm_server.model, base_url=vllm_server.base_url,
+        columns=COLUMNS, cache_dir=tmp_path, max_tokens=2, retries=0, progress=False,
+    )  # fmt: skip
+    assert [e["kind"] for e in scored["errors"]] == ["truncated"] * 3  # finish_reason length: never patched JSON
+
+
+def _cli(args: list, env: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hf_judge.cli", *map(str, args)], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def _stored(cache: Path) -> int:
+    path = next(cache.rglob("replies.sqlite3"), None)
+    if path is None:
+        return 0
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+            # pending: the replies written since the last merge into the table (kept by a kill -9 as well)
+            sql = "SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)"
+            return db.execute(sql).fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+@pytest.mark.real_server
+@pytest.mark.vllm
+@pytest.mark.timeout(2400)  # three runs, each starting vLLM: 50-170 s each on a loaded 2-core CPU
+def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_regenerates(tmp_path):
+    require_vllm()
+    model = build_tiny_model(tmp_path / "judge-model", seed=0)
+    rows = 1200
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"instruction": f"Say {i}.", "output": f"{i}"}) + "\n" for i in range(rows)))
+    cache = tmp_path / "cache"
+    env = {**os.environ, **vllm_env(), "PYTHONUNBUFFERED": "1"}
+    args = ["score", data, "--metrics", "Q_Tiny", "--prompts-dir", _prompts(tmp_path), "--model", f"vllm:{model}"]
+    args += ["--cache-dir", cache]
+    args += [a for k, v in TEST_ARGS.items() for a in ("--vllm-arg", k if v is True else f"{k}={v}")]
+    args += ["--max-tokens", "96", "--retries", "0", "--timeout", "300", "--concurrency", "8"]
+
+    first = _cli([*args, "-o", tmp_path / "out1"], env)
+    deadline = time.monotonic() + 900
+    while _stored(cache) < 10:
+        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read() if first.stdout else ""
+        time.sleep(0.2)
+    os.kill(first.pid, signal.SIGKILL)  # hf-judge dies at once: no handler runs
+    first.wait()
+    out = first.stdout.read() if first.stdout else ""
+    server = int(out.split("(pid ")[1].split(")")[0])
+    deadline = time.monotonic() + 30
+    while not _gone(server):  # the server dies with hf-judge (PR_SET_PDEATHSIG), its engine with its group
+        assert time.monotonic() < deadline, f"vLLM's server {server} outlived hf-judge"
+        time.sleep(0.2)
+    kept = _stored(cache)
+    assert 10 <= kept < rows
+
+    second = _cli([*args, "-o", tmp_path / "out2"], env)
+    log, _ = second.communicate(timeout=1800)
+    assert second.returncode in (0, 3), log  # 3: every request of a random model failed (it may)
+    totals = json.loads((tmp_path / "out2" / "summary.json").read_text())
+    sent = totals["requests"]
+    assert sent == rows - kept, log  # at most what was in flight when it died is paid again; the rest is reused
+
+    build_tiny_model(model, seed=1)  # other weights in the same folder: another judge
+    third = _cli([*args, "-o", tmp_path / "out3"], env)
+    log, _ = third.communicate(timeout=1800)
+    totals = json.loads((tmp_path / "out3" / "summary.json").read_text())
+    assert totals["requests"] == rows, log  # nothing of the old model is reused
+
+
+def test_choose_judge_refuses_a_vllm_candidate_it_would_have_to_start(capfd, tmp_path):
+    data = tmp_path / "labelled.jsonl"
+    data.write_text('{"instruction": "q", "output": "a", "human": 1}\n')
+    code, _, err = run_cli(
+        capfd, "choose-judge", data, "--metric", "Binary", "--judges", "vllm:A,gpt-x", "--label", "human"
+    )
+    assert code != 0 and "choose-judge does not start vllm:A" in err and "base_url" in err
+
+
+def test_a_dead_vllm_engine_stops_the_run_with_one_line(judge, capfd, tmp_path):
+    """vLLM's 500 ``EngineCore encountered an issue`` is its engine dead: no retries, no errors split of every row;
+    the run stops with the reason and the exit code of a stopped run (the replies before it are kept)."""
+    dead = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+    judge.configure(faults=[{"fault": "status", "status": 500, "match": "row-3", "message": dead}])
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"question": f"row-{i} q", "answer": "a"}) + "\n" for i in range(6)))
+    code, _, err = run_cli(capfd, *score_args(data, judge, "--cache-dir", tmp_path / "c", "-o", tmp_path / "o"))
+    assert code == 1, err
+    assert "the judge's vLLM engine died (HTTP 500" in err
+    assert judge.stats()["by_status"].get("500") == 1  # not retried: a dead engine answers every request so
+
+
+def test_vllm_model_at_a_given_base_url_is_asked_by_its_served_name(judge, tmp_path):
+    """``vllm:MODEL`` with a base_url: the vLLM server already there (a cluster's) serves MODEL; nothing starts."""
+    judge.configure(record=True)
+    ds = Dataset.from_list(ROWS[:3])
+    scored = score_dataset(
+        ds, ["QA_Clarity"], model="vllm:judge", base_url=judge.base_url, columns=COLUMNS, cache_dir=tmp_path
+    )
+    assert None not in scored["train"]["QA_Clarity"]
+    assert {b["model"] for b in judge.stats()["bodies"]} == {"judge"}
