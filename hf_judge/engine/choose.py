@@ -436,6 +436,7 @@ def _rank(
     """The table's entries, a candidate (x prompt) each; ``truth``: the labels as the table compares them (checked
     by label_rules: verdicts True/False, winners "1"/"2"/"tie", ratings as floats)."""
     scored, errors = result["train"], current(result[ERRORS_SPLIT]).with_format("arrow")[:]
+    table = scored.with_format("arrow")[:]  # read once: each judge's figures take their columns from it
     summary = result.summary
     assert summary is not None  # score_dataset always sets it
     n = len(ds)
@@ -457,9 +458,9 @@ def _rank(
                 "rule": choice.rule,
             }
             if swapped:
-                entry.update(_pairs(scored, n, column, own_errors, truth, resamples, seed))
+                entry.update(_pairs(table, n, column, own_errors, truth, resamples, seed))
             else:
-                entry.update(_figures(scored, n, column, own_errors, kind, resamples, seed))
+                entry.update(_figures(table, n, column, own_errors, kind, resamples, seed))
             if generator_column is not None:
                 entry["self_preference"] = _self_preference(
                     scored.select(range(n)), column, kind, generator_column, judge
@@ -566,7 +567,7 @@ def _longer_wins(
 
 
 def _figures(
-    scored: Dataset,
+    scored: pa.Table,
     n: int,
     column: str,
     errors: pa.Table,
@@ -608,8 +609,10 @@ def _figures(
     }
 
 
-def _head(scored: Dataset, column: str, n: int) -> list[Any]:
+def _head(scored: Dataset | pa.Table, column: str, n: int) -> list[Any]:
     """The first ``n`` values of a column, read as Arrow (``scored[column][:n]`` formats each row: 20x slower)."""
+    if isinstance(scored, pa.Table):
+        return scored.column(column)[:n].to_pylist()
     return scored.with_format("arrow")[column][:n].to_pylist()
 
 
@@ -626,7 +629,7 @@ def _list(ci: Any) -> list[float] | None:
 
 
 def _pairs(
-    scored: Dataset, n: int, column: str, errors: pa.Table, truth: list[Any], resamples: int, seed: int
+    scored: pa.Table, n: int, column: str, errors: pa.Table, truth: list[Any], resamples: int, seed: int
 ) -> dict[str, Any]:
     """JudgeBench's figures of one judge: rows ``[0, n)`` are the first order, ``[n, 2n)`` the second. Coverage and
     failures count the orders (each a request of its own: a pair with one order failed is still judged, by the
