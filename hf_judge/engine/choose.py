@@ -17,9 +17,9 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, concatenate_datasets
-from datasets.fingerprint import generate_random_fingerprint
 
 from ..analysis import bias, rules, stats
 from ..analysis.agreement import agreement
@@ -35,7 +35,7 @@ from ..judging.ensemble import JUDGE_SEP
 from ..judging.metrics import Metric, MetricKind
 from ..progress import ProgressCallback
 from ..results.bias import pair_variables
-from ..results.errors_split import ERRORS_SPLIT, judge_errors
+from ..results.errors_split import ERRORS_SPLIT, current, judge_error_table
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import JobValues, Panelist, Settings, Unpack
@@ -173,7 +173,9 @@ def choose_judge(
         **_panel_settings(setting_values, candidates, generator_column),
     )
     assert isinstance(result, ScoredDatasetDict)
-    truth = list(ds[LABEL])  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
+    truth = _head(
+        ds, LABEL, len(ds)
+    )  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
     _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed)
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
@@ -309,7 +311,7 @@ def _labelled(
         )
     table = [
         check_labels(
-            list(d[c]), rule.kind, positive=rule.positive, threshold=rule.threshold,
+            list(d[c]), rule.kind, positive=rule.positive, threshold=rule.threshold,  # decoded (a JSON column)
             subject=f"the {'label' if label is not None else 'annotator'} column {c!r}",
         )
         for c in columns
@@ -397,13 +399,12 @@ def _score_column(metric: Metric) -> str:
     return numeric[0] if numeric else metric.columns[0]
 
 
-def _judge_errors(errors: Dataset, judge: str | None, rows: int) -> Dataset:
+def _judge_errors(errors: pa.Table, judge: str | None, rows: int) -> pa.Table:
     """The error rows of the first ``rows`` rows that are ``judge``'s: a panel judge's by the errors split's
     ``judge`` column, with the rows' own (:func:`~hf_judge.results.errors_split.judge_errors`); every one for a
-    candidate alone (``judge`` None)."""
-    mine = (judge_errors(errors, judge) if judge is not None else errors).with_format("arrow")[:]
-    kept = mine.filter(pc.less(mine.column("row"), rows))
-    return Dataset(kept, split=errors.split, fingerprint=generate_random_fingerprint())  # not hashed: ~30 ms each
+    candidate alone (``judge`` None). A table, not a Dataset: this runs per judge and per group of ``by``."""
+    mine = judge_error_table(errors, judge) if judge is not None else errors
+    return mine.filter(pc.less(mine.column("row"), rows))
 
 
 def _judge_figures(summary: RunSummary, name: str, panel: bool) -> dict[str, Any]:
@@ -434,7 +435,8 @@ def _rank(
 ) -> JudgeChoice:
     """The table's entries, a candidate (x prompt) each; ``truth``: the labels as the table compares them (checked
     by label_rules: verdicts True/False, winners "1"/"2"/"tie", ratings as floats)."""
-    scored, errors = result["train"], result[ERRORS_SPLIT]
+    scored, errors = result["train"], current(result[ERRORS_SPLIT]).with_format("arrow")[:]
+    table = scored.with_format("arrow")[:]  # read once: each judge's figures take their columns from it
     summary = result.summary
     assert summary is not None  # score_dataset always sets it
     n = len(ds)
@@ -456,9 +458,9 @@ def _rank(
                 "rule": choice.rule,
             }
             if swapped:
-                entry.update(_pairs(scored, n, column, own_errors, truth, resamples, seed))
+                entry.update(_pairs(table, n, column, own_errors, truth, resamples, seed))
             else:
-                entry.update(_figures(scored, n, column, own_errors, kind, resamples, seed))
+                entry.update(_figures(table, n, column, own_errors, kind, resamples, seed))
             if generator_column is not None:
                 entry["self_preference"] = _self_preference(
                     scored.select(range(n)), column, kind, generator_column, judge
@@ -557,7 +559,7 @@ def _longer_wins(
             by_metric[m.name] = (lengths.of(table, [a]), lengths.of(table, [b]))
     for e in choice.entries:
         if e["metric"] in by_metric:
-            winners = np.array(scored[e["column"]], dtype=object)
+            winners = np.array(_head(scored, e["column"], len(scored)), dtype=object)
             e["longer_wins"] = bias.longer_wins(winners, *by_metric[e["metric"]], lengths.unit)
     if metrics[0].name in by_metric:
         first, second = by_metric[metrics[0].name]
@@ -565,17 +567,17 @@ def _longer_wins(
 
 
 def _figures(
-    scored: Dataset,
+    scored: pa.Table,
     n: int,
     column: str,
-    errors: Dataset,
+    errors: pa.Table,
     kind: str,
     resamples: int,
     seed: int,
 ) -> dict[str, Any]:
     """One judge's figures over the ``n`` labelled rows: over_all_rows's (agreement's rule) for verdicts and
     winners; Spearman (with its interval) and Kendall on the rated rows for ratings."""
-    pred, truth = scored[column][:n], scored[LABEL][:n]
+    pred, truth = _head(scored, column, n), _head(scored, LABEL, n)
     kinds = _error_kinds(errors, n)
     failures = [kinds.get(i) for i in range(n)]
     if kind == "numeric":
@@ -607,10 +609,17 @@ def _figures(
     }
 
 
-def _error_kinds(errors: Dataset, n: int) -> dict[int, str]:
+def _head(scored: Dataset | pa.Table, column: str, n: int) -> list[Any]:
+    """The first ``n`` values of a column, read as Arrow (``scored[column][:n]`` formats each row: 20x slower)."""
+    if isinstance(scored, pa.Table):
+        return scored.column(column)[:n].to_pylist()
+    return scored.with_format("arrow")[column][:n].to_pylist()
+
+
+def _error_kinds(errors: pa.Table, n: int) -> dict[int, str]:
     """Row (of the first ``n``) -> its error kind; a row of the second order (a swapped pair's) is its pair's."""
     kinds: dict[int, str] = {}
-    for e in errors.with_format("arrow")[:].select(["row", "kind"]).to_pylist():
+    for e in errors.select(["row", "kind"]).to_pylist():
         kinds.setdefault(e["row"] % n, e["kind"])
     return kinds
 
@@ -620,12 +629,12 @@ def _list(ci: Any) -> list[float] | None:
 
 
 def _pairs(
-    scored: Dataset, n: int, column: str, errors: Dataset, truth: list[Any], resamples: int, seed: int
+    scored: pa.Table, n: int, column: str, errors: pa.Table, truth: list[Any], resamples: int, seed: int
 ) -> dict[str, Any]:
     """JudgeBench's figures of one judge: rows ``[0, n)`` are the first order, ``[n, 2n)`` the second. Coverage and
     failures count the orders (each a request of its own: a pair with one order failed is still judged, by the
     other order's vote, but the failed order is a failure); ``pair_coverage``: the pairs with an order decided."""
-    winners = scored[column][: 2 * n]
+    winners = _head(scored, column, 2 * n)
     first = winners[:n]
     second = [flip(w) for w in winners[n:]]
     found = pair_verdicts(first, second, truth, resamples=resamples, seed=seed)
@@ -659,6 +668,8 @@ def _costs(figures: Mapping[str, Any], rows: int, per_row: int, coverage: float 
         "cost_per_1000_batch": None,
     }
     answered, price = figures.get("answered") or 0, figures.get("price")
+    if "price" in figures and price is None:  # its client found no price: a projection would find none either
+        out["cost_basis"] = None
     used = figures.get("prompt_tokens", 0) + figures.get("completion_tokens", 0)
     if price is None or not answered or not rows or not coverage or not used:
         return out
@@ -691,6 +702,8 @@ def _projected_costs(
         if not e.get("coverage"):  # it decided nothing: no cost per 1,000 rows it cannot judge
             e["cost_basis"] = None
             continue
+        if "cost_basis" in e:  # no price (_costs): projecting its requests (rendering every prompt) would cost 0.1 s
+            continue  # per 1,000 rows and find no price either
         judge = by_name[e["judge"]]
         own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
         est = estimate_cost(

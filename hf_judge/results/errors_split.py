@@ -142,11 +142,15 @@ def judge_errors(errors: Dataset, judge: str) -> Dataset:
         >>> list(judge_errors(errors_dataset(rows), "b")["row"])
         [1]
     """
-    table = current(errors).with_format("arrow")[:]
-    theirs = table.column("judge")
-    mine = table.filter(pc.or_kleene(pc.is_null(theirs), pc.equal(theirs, judge)))
+    mine = judge_error_table(current(errors).with_format("arrow")[:], judge)
     # a fingerprint of its own: hashing the table for one costs ~30 ms, paid per judge (and per group of --by)
     return Dataset(mine, split=errors.split, fingerprint=generate_random_fingerprint())
+
+
+def judge_error_table(table: pa.Table, judge: str) -> pa.Table:
+    """:func:`judge_errors` of the errors split's rows as a table (of today's schema: :func:`current`'s)."""
+    theirs = table.column("judge")
+    return table.filter(pc.or_kleene(pc.is_null(theirs), pc.equal(theirs, judge)))
 
 
 class ErrorFiles:
