@@ -86,6 +86,34 @@ def test_mt_bench_as_get_mt_bench_agreement():
     assert r["no_vote"] == 1
 
 
+def test_mt_bench_human_human_as_get_mt_bench_agreement():
+    """lm-sys/FastChat fastchat/llm_judge/compute_agreement.py, get_mt_bench_agreement with judge1 = judge2 =
+    "human" (every two expert votes i < j on a key; a banned tie on either side skips the two): keys 81-86 of the
+    notes, experts only (key 81's author vote is not "human", get_judge_name): 1/5 with ties, 1/2 without."""
+    experts = [["2", "2"], ["1", "tie"], ["1", "2", "tie"], ["tie"], [], ["1"]]
+    r = rules.mt_bench_humans(experts, resamples=0)
+    assert (r["agree"], r["total"], r["score"]) == (1, 5, 0.2)
+    assert (r["without_ties"]["agree"], r["without_ties"]["total"], r["without_ties"]["score"]) == (1, 2, 0.5)
+    assert r["pairs"] == 3  # keys with two votes or more
+    with_author = rules.mt_bench_humans([["2", "2", "1"], *experts[1:]], resamples=0)
+    assert (with_author["agree"], with_author["total"]) == (1, 7)  # what counting the author would give
+    assert rules.humans(experts, "mt-bench", resamples=0) == r and rules.humans(experts, "llmbar") is None
+    lo, hi = rules.mt_bench_humans(experts * 5, resamples=200)["interval"]
+    assert lo <= 0.2 <= hi
+
+
+def test_alpacaeval_humans_leave_one_out_as_agreement_of_annotations():
+    """tatsu-lab/alpaca_eval src/alpaca_eval/analyze.py, Analyzer.agreement_of_annotations on the gold
+    cross-annotations against themselves (get_metrics_evaluator's humans: n_majority_vote_1=1, the other three's
+    _random_mode as target, overlapping index sets skipped): the notes' 6 pairs give 13/24 = 0.5416667 (a 2-2 pair
+    scores 0: each leave-out mode is the opposite vote)."""
+    r = rules.alpacaeval_humans(HUMANS, resamples=0)
+    assert (r["agree"], r["total"], r["pairs"]) == (13, 24, 6) and r["score"] == pytest.approx(13 / 24)
+    # a tie vote (1.5) earns 0.5 against a mode of 1 or 2; a pair with one vote is not compared
+    tie = rules.alpacaeval_humans([["1", "1", "1", "tie"], ["2"]], resamples=0)
+    assert (tie["agree"], tie["total"], tie["pairs"]) == (3.5, 4, 1)
+
+
 RB_SUBSETS = ["alpacaeval-easy", "alpacaeval-easy", "mt-bench-easy", "llmbar-natural", "llmbar-adver-neighbor",
               "refusals-dangerous", "math-prm", "hep-python"]  # fmt: skip
 

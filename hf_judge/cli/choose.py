@@ -202,6 +202,7 @@ def _benchmark(args: argparse.Namespace, job: Any, labelled: dict[str, Any], ext
         labelled.update({"annotators": list(bench.annotators)} if bench.annotators else {"label": bench.label})
     labelled.setdefault("label_threshold", bench.label_threshold)
     extra["recorded"] = bench.recorded or None
+    extra["votes"] = list(bench.votes) or None  # the people's votes its rule compares with (experts only)
     # the set's own rule and groups, as its paper reports it (JudgeBench per category, RewardBench per section)
     args.rule = args.rule or bench.rule or None
     args.by = args.by or (bench.groups[0] if bench.groups else None)
