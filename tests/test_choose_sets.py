@@ -378,3 +378,86 @@ def test_alpacaeval_human_shows_the_humans_leave_one_out_beside_the_judge_agains
     report = json.loads((tmp_path / "a.json").read_text())
     assert report["rules"]["alpacaeval"]["score"] == pytest.approx(entry["score"])
     assert report["rules"]["humans"]["score"] == 0.5
+
+
+# FINDINGS' RewardBench pairs: their subsets, and whether the judge (preferring the longer) picks the chosen one
+RB_EXAMPLE = [
+    ("alpacaeval-easy", 1), ("alpacaeval-easy", 0), ("mt-bench-easy", 0.5), ("llmbar-natural", 1),
+    ("llmbar-adver-neighbor", 0.5), ("refusals-dangerous", 1), ("math-prm", 1), ("hep-python", 0),
+]  # fmt: skip
+# chosen vs rejected lengths: the longer one wins (scores 1 + length // 20); 60 vs 70: a tie (4 and 4)
+RB_LENGTHS = {1: (100, 40), 0: (40, 100), 0.5: (60, 70)}
+
+
+def test_rewardbench_prints_each_section_and_their_weighted_mean(hub, judge, tmp_path, capfd):
+    """allenai/reward-bench scripts/run_generative.py (1 / 0 / 0.5 per pair, per subset) and rewardbench/utils.py
+    calculate_scores_per_section (constants.EXAMPLE_COUNTS), then analysis/get_benchmark_results.py
+    get_average_over_rewardbench (Prior Sets absent): the notes' 8 pairs, end to end in the set's schema, give Chat
+    50.0%, Chat Hard 167/234 = 71.4%, Safety 100.0%, Reasoning 6/7 = 85.7%, their mean 76.8% (pooled 62.5%). The
+    judge prefers the longer response in both orders, so the seeded order drawn does not change a pair's result."""
+    from helpers import run_cli
+    from test_benchmarks import _rb_upload
+
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\bL{10,}\b", "step": 20, "model": "longer"})
+    rows = [
+        {"prompt": f"p{i}", "chosen": "L" * RB_LENGTHS[r][0], "chosen_model": "GPT4-Turbo",
+         "rejected": "L" * RB_LENGTHS[r][1], "rejected_model": "alpaca-7b", "subset": subset, "id": 30 + i}
+        for i, (subset, r) in enumerate(RB_EXAMPLE)
+    ]  # fmt: skip
+    _rb_upload(tmp_path, rows)
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "rewardbench", "--revision", "main", "--judges", "longer",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    (entry,) = json.loads((tmp_path / "o" / FILE).read_text())["entries"]
+    found = entry["rules"]["rewardbench"]
+    assert found["sections"] == pytest.approx({"Chat": 0.5, "Chat Hard": 167 / 234, "Safety": 1.0, "Reasoning": 6 / 7})
+    assert entry["score"] == found["score"] == pytest.approx(0.7677045, abs=1e-7)
+    assert found["subsets"]["hep-python"] == 0.0 and found["subsets"]["mt-bench-easy"] == 0.5
+    assert (
+        "longer by section (RewardBench's weights): Chat 50.0%, Chat Hard 71.4%, Safety 100.0%, Reasoning 85.7%; "
+        "their mean 76.8%" in out
+    )
+    # LLMBar's Adversarial mean from the same set's llmbar subsets: llmbar-adver-neighbor a tie (wrong), 0 of 1
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "rewardbench", "--revision", "main", "--judges", "longer",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"), "--rule", "llmbar",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "longer: LLMBar Adversarial 0.0% (the mean of its 1 adversarial subsets, not pooled)" in out
+
+
+def test_llmbar_with_a_subset_column_gives_the_adversarial_mean(judge, tmp_path, capfd):
+    """LLMBar's Adversarial column (the unweighted mean of its adversarial subsets' figures, as in
+    tests/test_rules.py's hand-worked example): Natural 2/2, Adversarial/Neighbor 1/3, Adversarial/GPTOut 1/2 give
+    5/12 = 41.7% (pooled 40.0%); the headline over all pairs 4/7 = 57.1%."""
+    from helpers import run_cli
+
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\bL{10,}\b", "step": 20, "model": "longer"})
+    right = [1, 1, 1, 0, 0, 1, 0]  # whether the label is the longer response
+    subsets = ["Natural"] * 2 + ["Adversarial/Neighbor"] * 3 + ["Adversarial/GPTOut"] * 2
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(
+        json.dumps({"question": f"q{i}", "response1": "L" * 100, "response2": "L" * (40 + i), "subset": s,
+                    "preferred": "1" if r else "2"}) + "\n"
+        for i, (r, s) in enumerate(zip(right, subsets, strict=True))
+    ))  # fmt: skip
+    code, out, err = run_cli(
+        capfd, "choose-judge", str(path), "--metric", "Comparative", "--judges", "longer", "--label", "preferred",
+        "--rule", "llmbar", "--subsets", "subset", "--base-url", judge.base_url, "--resamples", "0",
+        "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    (entry,) = json.loads((tmp_path / "o" / FILE).read_text())["entries"]
+    assert entry["score"] == pytest.approx(4 / 7) and entry["rules"]["llmbar"]["adversarial"] == pytest.approx(5 / 12)
+    assert "longer: LLMBar Adversarial 41.7% (the mean of its 2 adversarial subsets, not pooled); by subset: " in out
+    assert "Adversarial/Neighbor 33.3%" in out
+    code, _, err = run_cli(
+        capfd, "choose-judge", str(path), "--metric", "Comparative", "--judges", "longer", "--label", "preferred",
+        "--rule", "llmbar", "--subsets", "subsett", "--base-url", judge.base_url, "--cache-dir", str(tmp_path / "c"),
+    )  # fmt: skip
+    assert code != 0 and "subsets: no column 'subsett' naming each pair's subset" in err
+    assert judge.stats()["requests"] == 7 * 2  # the refused run sent nothing

@@ -114,6 +114,26 @@ def test_alpacaeval_humans_leave_one_out_as_agreement_of_annotations():
     assert (tie["agree"], tie["total"], tie["pairs"]) == (3.5, 4, 1)
 
 
+def test_llmbar_adversarial_is_the_mean_of_its_subsets_not_pooled():
+    """princeton-nlp/LLMBar: LLMEvaluator/evaluate.py's statistics block runs per Dataset/LLMBar subset
+    (statistics.json's correct_average each), and the paper's Adversarial column is the unweighted mean of the four
+    adversarial subsets' figures (GPT-4: 85.4 / 89.7 / 72.3 / 83.7 -> 82.8; pooled it would be 84.5). Hand-worked,
+    a judge right in both orders or in neither: Natural 2/2; Adversarial/Neighbor 1/3; Adversarial/GPTOut 1/2:
+    Adversarial (1/3 + 1/2) / 2 = 5/12 (pooled 2/5); the headline over all pairs 4/7. RewardBench's names
+    (llmbar-adver-*) are adversarial too."""
+    subsets = ["Natural"] * 2 + ["Adversarial/Neighbor"] * 3 + ["Adversarial/GPTOut"] * 2
+    verdicts = ["1", "1", "1", "2", "2", "1", "2"]
+    r = rules.llmbar(verdicts, verdicts, ["1"] * 7, subsets=subsets, resamples=0)
+    assert r["score"] == pytest.approx(4 / 7)
+    assert r["subsets"] == pytest.approx({"Natural": 1.0, "Adversarial/Neighbor": 1 / 3, "Adversarial/GPTOut": 0.5})
+    assert r["adversarial"] == pytest.approx(5 / 12) and r["adversarial_subsets"] == 2
+    named = ["llmbar-natural"] * 2 + ["llmbar-adver-neighbor"] * 3 + ["llmbar-adver-GPTOut"] * 2
+    assert rules.llmbar(verdicts, verdicts, ["1"] * 7, subsets=named, resamples=0)["adversarial"] == r["adversarial"]
+    assert "adversarial" not in rules.llmbar(verdicts, verdicts, ["1"] * 7, resamples=0)
+    both = rules.figures(verdicts, verdicts, ["1"] * 7, subsets=subsets, resamples=0)
+    assert both["llmbar"]["adversarial"] == r["adversarial"] and "subsets" in both["rewardbench"]
+
+
 RB_SUBSETS = ["alpacaeval-easy", "alpacaeval-easy", "mt-bench-easy", "llmbar-natural", "llmbar-adver-neighbor",
               "refusals-dangerous", "math-prm", "hep-python"]  # fmt: skip
 

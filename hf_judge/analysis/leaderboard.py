@@ -344,7 +344,7 @@ class JudgeChoice:
     def lines(self) -> list[str]:
         """The human ceiling (or why there is none), the recommendation (or why nothing is), whether the rows
         are enough to tell the candidates apart, and the projection, a line each; then the notes."""
-        out = [*self._ceiling_lines(), *_recommendation_lines(self)]
+        out = [*self._ceiling_lines(), *_subset_lines(self), *_recommendation_lines(self)]
         if self.projection:
             p = self.projection
             out.append(
@@ -578,6 +578,24 @@ def _chance_words(choice: JudgeChoice) -> str:
     if choice.kind == "numeric":
         return "chance is rho 0"
     return f"chance is {_pct(c.get('score'))}, always answering {_label(c.get('label'))}, the majority label; kappa 0"
+
+
+def _subset_lines(choice: JudgeChoice) -> list[str]:
+    """Under rewardbench, each judge's sections (its headline their mean); under llmbar, its Adversarial mean: the
+    figures those papers print, where the pairs' subsets are known (``choose_judge(subsets=...)``)."""
+    out = []
+    for e in choice.entries:
+        found = (e.get("rules") or {}).get(choice.rule) or {}
+        if choice.rule == "rewardbench" and found.get("sections"):
+            parts = ", ".join(f"{name} {_pct(v)}" for name, v in found["sections"].items())
+            out.append(f"{e['name']} by section (RewardBench's weights): {parts}; their mean {_pct(found['score'])}")
+        if choice.rule == "llmbar" and found.get("adversarial") is not None:
+            parts = ", ".join(f"{name} {_pct(v)}" for name, v in found["subsets"].items())
+            out.append(
+                f"{e['name']}: LLMBar Adversarial {_pct(found['adversarial'])} (the mean of its "
+                f"{found['adversarial_subsets']} adversarial subsets, not pooled); by subset: {parts}"
+            )
+    return out
 
 
 def _recommendation_lines(choice: JudgeChoice) -> list[str]:

@@ -100,13 +100,15 @@ def figures(
     labels: Sequence[Any],
     *,
     votes: Sequence[Sequence[Any]] | None = None,
+    subsets: Sequence[str] | None = None,
     resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
 ) -> dict[str, dict[str, Any]]:
     """Every rule that applies (both orders: all five; one order, ``second`` None: judgebench's single-order
     accuracy, alpacaeval, rewardbench on the order given), by name: what ``choose_judge.json`` carries per judge.
-    ``votes``: each pair's people's votes, which alpacaeval (their mode) and mt-bench (each vote) compare with.
+    ``votes``: each pair's people's votes, which alpacaeval (their mode) and mt-bench (each vote) compare with;
+    ``subsets``: each pair's subset, which rewardbench weighs into sections and llmbar's Adversarial mean reads.
 
     Example:
         >>> f = figures(["1", "2", "1"], ["1", "1", None], ["1", "1", "2"], resamples=0)
@@ -116,10 +118,10 @@ def figures(
     kw: dict[str, Any] = {"resamples": resamples, "seed": seed, "confidence": confidence}
     out = {
         "judgebench": judgebench(first, second, labels, **kw),
-        "llmbar": llmbar(first, second, labels, **kw) if second is not None else None,
+        "llmbar": llmbar(first, second, labels, subsets=subsets, **kw) if second is not None else None,
         "alpacaeval": alpacaeval(first, second, labels, votes=votes, **kw),
         "mt-bench": mt_bench(first, second, labels, votes=votes, **kw) if second is not None else None,
-        "rewardbench": rewardbench(first, second, labels, **kw),
+        "rewardbench": rewardbench(first, second, labels, subsets=subsets, **kw),
     }
     return {name: found for name, found in out.items() if found is not None}
 
@@ -146,6 +148,8 @@ def of_orders(
     kept = [(a, b) for a, b in zip(one, two, strict=True) if labels[a] is not None]
     firsts, seconds = [winners[a] for a, _ in kept], [flip(winners[b]) for _, b in kept]
     own = None if votes is None else [votes[a] for a, _ in kept]
+    subsets = kw.pop("subsets", None)
+    kw["subsets"] = None if subsets is None else [subsets[a] for a, _ in kept]
     return figures(firsts, seconds, [labels[a] for a, _ in kept], votes=own, **kw)
 
 
@@ -168,6 +172,8 @@ def of_rows(
         return of_orders(order, winners, labels, votes, **kw) or {}
     kept = [i for i, lab in enumerate(labels) if lab is not None]
     own = None if votes is None else [votes[i] for i in kept]
+    subsets = kw.pop("subsets", None)
+    kw["subsets"] = None if subsets is None else [subsets[i] for i in kept]
     return figures([winners[i] for i in kept], None, [labels[i] for i in kept], votes=own, **kw)
 
 
@@ -180,7 +186,7 @@ def of_winners(
 ) -> dict[str, dict[str, Any]]:
     """:func:`figures` of a choose-judge run's winners: ``[0, n)`` the first order and, ``both_orders``,
     ``[n, 2n)`` the second (swapped: read back into the labels' terms here), ``n`` the labels' length; ``votes``
-    each pair's people's votes (or None).
+    each pair's people's votes (or None), ``subsets=`` each pair's subset (or None).
 
     Example:
         >>> of_winners(["1", "2", "2", "2"], ["1", "1"], True, resamples=0)["judgebench"]["score"]
@@ -269,6 +275,7 @@ def llmbar(
     second: Sequence[Any],
     labels: Sequence[Any],
     *,
+    subsets: Sequence[str] | None = None,
     resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
@@ -277,7 +284,10 @@ def llmbar(
     first order right, ``correct_True`` the second, the headline ``correct_average`` their mean over all pairs (an
     unparsed verdict, or a tie, is wrong); ``correct_both`` both right; ``equal`` the orders' raw verdicts equal
     (two unparsed verdicts agree, as upstream compares None with None). The interval: the bootstrap of each
-    pair's (right first + right second) / 2, whose mean is the headline.
+    pair's (right first + right second) / 2, whose mean is the headline. With ``subsets`` (each pair's): each
+    subset's headline, and ``adversarial``, the paper's Adversarial column: the unweighted mean of the adversarial
+    subsets' (LLMBar's ``Adversarial/*``, RewardBench's ``llmbar-adver-*``: a name holding "adver"), not the
+    pooled accuracy (GPT-4's 85.4 / 89.7 / 72.3 / 83.7 give 82.8, pooled 84.5).
 
     Example (FINDINGS' 7 pairs):
         >>> r = llmbar(["1", "1", None, None, "2", "2", "1"], ["1", "2", "1", None, "2", "2", "2"],
@@ -297,6 +307,21 @@ def llmbar(
         "correct_both": int((c_f * c_t).sum()),
         "equal": sum(a == b for a, b in zip(first, second, strict=True)),
         "orders_agree": sum(a == b for a, b in zip(first, second, strict=True)) / n if n else None,
+        **_by_subset(per_pair, subsets),
+    }
+
+
+def _by_subset(per_pair: np.ndarray, subsets: Sequence[str] | None) -> dict[str, Any]:
+    """LLMBar's per-subset headlines and their Adversarial mean (see :func:`llmbar`); nothing without subsets."""
+    if subsets is None:
+        return {}
+    names = [str(x) for x in subsets]
+    each = {s: float(per_pair[[i for i, x in enumerate(names) if x == s]].mean()) for s in dict.fromkeys(names)}
+    adversarial = [v for s, v in each.items() if "adver" in s.lower()]
+    return {
+        "subsets": each,
+        "adversarial": float(np.mean(adversarial)) if adversarial else None,
+        "adversarial_subsets": len(adversarial),
     }
 
 

@@ -41,10 +41,11 @@ from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import JobValues, Panelist, Settings, Unpack
 from ..transport.prices import Price
-from .choose_checks import Items, add_recorded, add_transitivity, check_items, check_recorded, check_votes, people_of
+from .choose_checks import Items, add_recorded, add_transitivity, check_items, check_recorded
 from .choose_groups import by_group, check_by_column
 from .choose_output import check_output_dir, write_output
 from .choose_push import check_push, push_choice
+from .choose_rules import by_rules, check_votes, people_of, subsets_of
 from .estimate import estimate_cost
 from .job import COMMON_ARGUMENTS, Job
 from .score import score_dataset
@@ -78,6 +79,7 @@ def choose_judge(
     token: str | None = None,
     by: str | None = None,
     votes: Sequence[str] | None = None,
+    subsets: str | None = None,
     **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
@@ -124,6 +126,9 @@ def choose_judge(
     with, rather than the majority label; ``choice.humans`` then holds the people's own figure under each (mt-bench:
     every two votes on a pair; alpacaeval: each vote against the mode of the others), a row of the table under
     those rules. ``mt-bench-human`` names its experts' votes (not its authors').
+    ``subsets``: the column naming each pair's subset: the rewardbench rule's figure per subset and per section,
+    its headline the sections' mean (RewardBench's weights; ``rewardbench`` names ``subset``), and llmbar's
+    Adversarial mean (its adversarial subsets' unweighted mean); a column the data lacks is refused before any request.
     ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
     candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
     view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
@@ -168,6 +173,7 @@ def choose_judge(
     ds = found.ds
     check_by_column(ds, by)
     vote_columns = check_votes(ds, votes, annotators, kind)
+    subsets_of(ds, subsets)
     verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)
     params = dict(metric_params or {})
     scored_ds = ds
@@ -186,13 +192,14 @@ def choose_judge(
     assert isinstance(result, ScoredDatasetDict)
     truth = list(ds[LABEL])  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
-    _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, vote_columns))
+    by_rules(choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, vote_columns),
+              subsets_of(ds, subsets))  # fmt: skip
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
     if by is not None:
         rank = partial(
             _rank_group, metrics=metrics, candidates=candidates, kind=kind, swapped=swapped,
             generator_column=generator_column, resamples=resamples, seed=seed, columns=columns or {}, rule=rule,
-            votes=vote_columns,
+            votes=vote_columns, subsets=subsets,
         )  # fmt: skip
         choice.groups = by_group(result, ds, by, swapped, truth, rank)
     if found.ceiling is not None:
@@ -495,34 +502,6 @@ def _rank(
     return choice
 
 
-def _by_rules(
-    choice: JudgeChoice,
-    scored: Dataset,
-    swapped: bool,
-    truth: list[Any],
-    rule: str | None,
-    resamples: int,
-    seed: int,
-    people: list[list[Any]] | None = None,
-) -> None:
-    """A pairwise judge's figures by every published rule that applies (``entry["rules"]``; ``people``: each pair's
-    votes, which alpacaeval and mt-bench compare with, and the people's own figure under those, ``choice.humans``),
-    and, with ``rule``, that rule's as the table's headline (:mod:`hf_judge.analysis.rules`)."""
-    if choice.kind != "pairwise":
-        return
-    n = len(truth)
-    kw: dict[str, Any] = {"resamples": resamples, "seed": seed}
-    if people is not None:
-        choice.humans = {name: rules.humans(people, name, **kw) for name in ("alpacaeval", "mt-bench")}
-    for e in choice.entries:
-        winners = scored.select_columns([e["column"]]).with_format("arrow")[:][0].to_pylist()[: 2 * n if swapped else n]
-        e["rules"] = rules.of_winners(winners, truth, swapped, people, **kw)
-        if rule is not None:
-            e.update(rules.headline(e["rules"], rule))
-    if rule is not None:
-        choice.rule, choice.headline = rule, rule
-
-
 def _rank_group(
     result: ScoredDatasetDict,
     ds: Dataset,
@@ -538,11 +517,14 @@ def _rank_group(
     columns: Mapping[str, str],
     rule: str | None,
     votes: list[str] | None = None,
+    subsets: str | None = None,
 ) -> JudgeChoice:
     """The table of one group's rows (``by=``): ranked, by the rules (against the group's ``votes``), and the
     longer-wins rates, as for all the rows."""
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
-    _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, votes))
+    by_rules(
+        choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, votes), subsets_of(ds, subsets)
+    )
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns, truth)
     return choice
 

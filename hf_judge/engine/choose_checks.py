@@ -11,7 +11,6 @@ from typing import Any
 
 from datasets import Dataset
 
-from ..analysis import rules
 from ..analysis.label_rules import check_labels
 from ..analysis.leaderboard import JudgeChoice, combined_winner, flip
 from ..analysis.stats import over_all_rows
@@ -41,39 +40,6 @@ def check_recorded(ds: Dataset, recorded: Mapping[str, str] | None, kind: str, l
             raise ConfigError(f"recorded judge {name!r}: recorded verdicts are winners or verdicts, not ratings")
         out[name] = check_labels(list(ds[column]), kind, subject=f"the recorded judge {name!r}'s column {column!r}")
     return out
-
-
-def check_votes(
-    ds: Dataset, votes: Sequence[str] | None, annotators: Sequence[str] | None, kind: str
-) -> list[str] | None:
-    """The columns of each pair's people's votes that the alpacaeval and mt-bench rules compare with (``votes``;
-    default: the ``annotators`` columns, a pairwise metric's), each column and value checked before any request;
-    None where there are none (the rules compare with each pair's label).
-
-    Example:
-        >>> from datasets import Dataset
-        >>> check_votes(Dataset.from_dict({"a": ["1", None], "b": ["tie", "2"]}), None, ["a", "b"], "pairwise")
-        ['a', 'b']
-    """
-    if votes is None:
-        given = [c for c in annotators or () if c in ds.column_names]
-        return given if kind == "pairwise" and given else None
-    columns = list(votes)
-    if kind != "pairwise":
-        raise ConfigError(
-            f"votes= are people's votes on pairs, which the pairwise rules compare with; this metric is {kind}"
-        )
-    for c in columns:
-        if c not in ds.column_names:
-            raise ConfigError(f"votes: no column {c!r} of people's votes; the data has: {', '.join(ds.column_names)}")
-        check_labels(list(ds[c]), kind, subject=f"the vote column {c!r}")
-    return columns or None
-
-
-def people_of(ds: Dataset, columns: Sequence[str] | None) -> list[list[Any]] | None:
-    """Each row's votes in ``columns`` (checked by :func:`check_votes`), read as the labels are ("1", "2", "tie";
-    None: that person did not vote on the row)."""
-    return rules.people(ds, columns)
 
 
 def check_items(ds: Dataset, items: Items | None) -> tuple[list[str], str, str] | None:
