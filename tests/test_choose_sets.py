@@ -420,6 +420,14 @@ def test_rewardbench_prints_each_section_and_their_weighted_mean(hub, judge, tmp
         "longer by section (RewardBench's weights): Chat 50.0%, Chat Hard 71.4%, Safety 100.0%, Reasoning 85.7%; "
         "their mean 76.8%" in out
     )
+    # agreement --rule rewardbench --subsets on the candidate's folder: the same figures from the same replies
+    code, _, err = run_cli(
+        capfd, "agreement", str(tmp_path / "o" / "longer"), "--score", "Comparative", "--label", "__label__",
+        "--rule", "rewardbench", "--subsets", "subset", "--resamples", "0", "--out", str(tmp_path / "a.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    said = json.loads((tmp_path / "a.json").read_text())["rules"]["rewardbench"]
+    assert said["score"] == entry["score"] and said["sections"] == found["sections"]
     # LLMBar's Adversarial mean from the same set's llmbar subsets: llmbar-adver-neighbor a tie (wrong), 0 of 1
     code, out, err = run_cli(
         capfd, "choose-judge", "--benchmark", "rewardbench", "--revision", "main", "--judges", "longer",
@@ -455,6 +463,12 @@ def test_llmbar_with_a_subset_column_gives_the_adversarial_mean(judge, tmp_path,
     assert entry["score"] == pytest.approx(4 / 7) and entry["rules"]["llmbar"]["adversarial"] == pytest.approx(5 / 12)
     assert "longer: LLMBar Adversarial 41.7% (the mean of its 2 adversarial subsets, not pooled); by subset: " in out
     assert "Adversarial/Neighbor 33.3%" in out
+    code, _, err = run_cli(
+        capfd, "agreement", str(tmp_path / "o" / "longer"), "--score", "Comparative", "--label", "__label__",
+        "--rule", "llmbar", "--subsets", "subset", "--resamples", "0", "--out", str(tmp_path / "a.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads((tmp_path / "a.json").read_text())["rules"]["llmbar"]["adversarial"] == pytest.approx(5 / 12)
     code, _, err = run_cli(
         capfd, "choose-judge", str(path), "--metric", "Comparative", "--judges", "longer", "--label", "preferred",
         "--rule", "llmbar", "--subsets", "subsett", "--base-url", judge.base_url, "--cache-dir", str(tmp_path / "c"),

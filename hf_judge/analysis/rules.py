@@ -646,6 +646,24 @@ def people(ds: Any, columns: Sequence[str] | None) -> list[list[Any]] | None:
     return [list(r) for r in zip(*read, strict=True)]
 
 
+def subsets_in(ds: Any, column: str | None) -> list[str] | None:
+    """Each row of ``ds`` (a Dataset)'s subset in ``column`` (the rules' ``subsets``); None without a column. A
+    column ``ds`` lacks is a ConfigError.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> subsets_in(Dataset.from_dict({"subset": ["math-prm", None]}), "subset")
+        ['math-prm', 'None']
+    """
+    if column is None:
+        return None
+    if column not in ds.column_names:
+        raise ConfigError(
+            f"subsets: no column {column!r} naming each pair's subset; the data has: {', '.join(ds.column_names)}"
+        )
+    return [str(v) for v in ds.with_format("arrow")[column].to_pylist()]
+
+
 def report_figures(
     report: Any,
     rule: str | None,
@@ -653,10 +671,12 @@ def report_figures(
     s_arr: Any,
     l_arr: Any,
     votes: Sequence[Sequence[Any]] | None = None,
+    subsets: Sequence[str] | None = None,
 ) -> None:
     """``report.rules`` of an :class:`~hf_judge.analysis.agreement.AgreementReport`: JudgeBench's figure where the
     rows are both orders of each pair (``order``: each row's, on a choose-judge candidate's folder); with ``rule``,
-    every published rule's (:func:`of_rows`; ``votes``: each row's people's votes), the same figures as
+    every published rule's (:func:`of_rows`; ``votes``: each row's people's votes, ``subsets`` its subset), the same
+    figures as
     choose-judge's table, and the people's own figure under the rule (``report.rules["humans"]``)."""
     from .label_rules import preference
     from .leaderboard import orders_figures
@@ -670,7 +690,7 @@ def report_figures(
         report.rules.update({"judgebench": found} if found else {})
     if rule is not None:
         report.rule = rule
-        found_rules = of_rows(order, winners, labels, votes, **kw)
+        found_rules = of_rows(order, winners, labels, votes, subsets=subsets, **kw)
         report.rules.update({name: {**report.rules.get(name, {}), **f} for name, f in found_rules.items()})
         if votes is not None:  # the people's own figure: each pair once (its first order's row)
             mine = votes if order is None else [v for v, o in zip(votes, order, strict=True) if o == 1]

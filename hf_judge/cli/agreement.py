@@ -33,6 +33,8 @@ VOTES_HELP = (
     "with, and the people's own figure (choose-judge's; mt-bench-human: expert_1,expert_2,...)"
 )
 
+SUBSETS_HELP = "the column naming each pair's subset: --rule rewardbench per section, llmbar's Adversarial mean"
+
 
 def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement sends no request
     """The ``agreement`` command's parser."""
@@ -91,6 +93,7 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         "choose-judge candidate's folder: choose-judge --rule NAME's figure)",
     )
     p.add_argument("--votes", metavar="A,B,C", help=VOTES_HELP)
+    p.add_argument("--subsets", metavar="COLUMN", help=SUBSETS_HELP)
     p.add_argument(
         "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
     )
@@ -163,6 +166,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         rows=rows,
         by=args.by,
         votes=[c.strip() for c in args.votes.split(",") if c.strip()] if args.votes else None,
+        subsets=args.subsets,
     )
     if reviewers is not None:
         report.figures.update(reviewers)

@@ -81,17 +81,11 @@ def people_of(ds: Dataset, columns: Sequence[str] | None) -> list[list[Any]] | N
 
 def subsets_of(ds: Dataset, column: str | None) -> list[str] | None:
     """Each row's subset (``column``: its name, as rewardbench weighs subsets into sections and llmbar takes its
-    Adversarial mean), checked before any request: a column ``ds`` lacks is a ConfigError; None without a column.
+    Adversarial mean), checked before any request (:func:`hf_judge.analysis.rules.subsets_in`).
 
     Example:
         >>> from datasets import Dataset
         >>> subsets_of(Dataset.from_dict({"subset": ["math-prm", "hep-go"]}), "subset")
         ['math-prm', 'hep-go']
     """
-    if column is None:
-        return None
-    if column not in ds.column_names:
-        raise ConfigError(
-            f"subsets: no column {column!r} naming each pair's subset; the data has: {', '.join(ds.column_names)}"
-        )
-    return [str(v) for v in ds[column]]
+    return rules.subsets_in(ds, column)
