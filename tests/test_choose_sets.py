@@ -420,10 +420,10 @@ def test_rewardbench_prints_each_section_and_their_weighted_mean(hub, judge, tmp
         "longer by section (RewardBench's weights): Chat 50.0%, Chat Hard 71.4%, Safety 100.0%, Reasoning 85.7%; "
         "their mean 76.8%" in out
     )
-    # agreement --rule rewardbench --subsets on the candidate's folder: the same figures from the same replies
+    # agreement --rule rewardbench --subset-column on the candidate's folder: the same figures from the same replies
     code, _, err = run_cli(
         capfd, "agreement", str(tmp_path / "o" / "longer"), "--score", "Comparative", "--label", "__label__",
-        "--rule", "rewardbench", "--subsets", "subset", "--resamples", "0", "--out", str(tmp_path / "a.json"),
+        "--rule", "rewardbench", "--subset-column", "subset", "--resamples", "0", "--out", str(tmp_path / "a.json"),
     )  # fmt: skip
     assert code == 0, err
     said = json.loads((tmp_path / "a.json").read_text())["rules"]["rewardbench"]
@@ -455,7 +455,7 @@ def test_llmbar_with_a_subset_column_gives_the_adversarial_mean(judge, tmp_path,
     ))  # fmt: skip
     code, out, err = run_cli(
         capfd, "choose-judge", str(path), "--metric", "Comparative", "--judges", "longer", "--label", "preferred",
-        "--rule", "llmbar", "--subsets", "subset", "--base-url", judge.base_url, "--resamples", "0",
+        "--rule", "llmbar", "--subset-column", "subset", "--base-url", judge.base_url, "--resamples", "0",
         "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
     )  # fmt: skip
     assert code == 0, err
@@ -465,13 +465,14 @@ def test_llmbar_with_a_subset_column_gives_the_adversarial_mean(judge, tmp_path,
     assert "Adversarial/Neighbor 33.3%" in out
     code, _, err = run_cli(
         capfd, "agreement", str(tmp_path / "o" / "longer"), "--score", "Comparative", "--label", "__label__",
-        "--rule", "llmbar", "--subsets", "subset", "--resamples", "0", "--out", str(tmp_path / "a.json"),
+        "--rule", "llmbar", "--subset-column", "subset", "--resamples", "0", "--out", str(tmp_path / "a.json"),
     )  # fmt: skip
     assert code == 0, err
     assert json.loads((tmp_path / "a.json").read_text())["rules"]["llmbar"]["adversarial"] == pytest.approx(5 / 12)
     code, _, err = run_cli(
         capfd, "choose-judge", str(path), "--metric", "Comparative", "--judges", "longer", "--label", "preferred",
-        "--rule", "llmbar", "--subsets", "subsett", "--base-url", judge.base_url, "--cache-dir", str(tmp_path / "c"),
+        "--rule", "llmbar", "--subset-column", "subsett", "--base-url", judge.base_url,
+        "--cache-dir", str(tmp_path / "c"),
     )  # fmt: skip
-    assert code != 0 and "subsets: no column 'subsett' naming each pair's subset" in err
+    assert code != 0 and "--subset-column: no column 'subsett' naming each pair's subset" in err
     assert judge.stats()["requests"] == 7 * 2  # the refused run sent nothing

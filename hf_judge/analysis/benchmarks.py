@@ -125,8 +125,9 @@ class LabelledSet:
     column: its figures come at no cost), ``items`` (the prompt's columns, the model names' columns) where a row is
     two models' answers to a prompt, ``license_note`` a warning its license asks for, or None; ``notes``: what the
     load left out; ``votes`` the columns of each pair's people's votes that its paper's rule compares a judge with
-    (``choose_judge(votes=...)``; MT-bench's experts, AlpacaEval's four people), or (); ``subsets`` the column
-    naming each pair's subset, which its rule weighs (``choose_judge(subsets=...)``: RewardBench's), or None."""
+    (``choose_judge(votes=...)``; MT-bench's experts, AlpacaEval's four people), or (); ``subset_column``
+    the column naming each pair's subset, which its rule weighs (``choose_judge(subset_column=...)``:
+    RewardBench's), or None."""
 
     dataset: Dataset
     columns: dict[str, str]
@@ -143,7 +144,7 @@ class LabelledSet:
     license_note: str | None = None
     notes: list[str] = field(default_factory=list)
     votes: tuple[str, ...] = ()
-    subsets: str | None = None
+    subset_column: str | None = None
 
 
 def load_benchmark(
@@ -473,7 +474,7 @@ def _rewardbench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
         source=source,
         rule="rewardbench",
         groups=("section", "subset"),
-        subsets="subset",
+        subset_column="subset",
     )
 
 

@@ -659,7 +659,8 @@ def subsets_in(ds: Any, column: str | None) -> list[str] | None:
         return None
     if column not in ds.column_names:
         raise ConfigError(
-            f"subsets: no column {column!r} naming each pair's subset; the data has: {', '.join(ds.column_names)}"
+            f"--subset-column: no column {column!r} naming each pair's subset; the data has: "
+            f"{', '.join(ds.column_names)}"
         )
     return [str(v) for v in ds.with_format("arrow")[column].to_pylist()]
 

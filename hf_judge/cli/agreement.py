@@ -93,7 +93,7 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         "choose-judge candidate's folder: choose-judge --rule NAME's figure)",
     )
     p.add_argument("--votes", metavar="A,B,C", help=VOTES_HELP)
-    p.add_argument("--subsets", metavar="COLUMN", help=SUBSETS_HELP)
+    p.add_argument("--subset-column", metavar="COLUMN", help=SUBSETS_HELP)
     p.add_argument(
         "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
     )
@@ -166,7 +166,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         rows=rows,
         by=args.by,
         votes=[c.strip() for c in args.votes.split(",") if c.strip()] if args.votes else None,
-        subsets=args.subsets,
+        subset_column=args.subset_column,
     )
     if reviewers is not None:
         report.figures.update(reviewers)

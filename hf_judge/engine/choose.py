@@ -79,7 +79,7 @@ def choose_judge(
     token: str | None = None,
     by: str | None = None,
     votes: Sequence[str] | None = None,
-    subsets: str | None = None,
+    subset_column: str | None = None,
     **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
@@ -126,7 +126,7 @@ def choose_judge(
     with, rather than the majority label; ``choice.humans`` then holds the people's own figure under each (mt-bench:
     every two votes on a pair; alpacaeval: each vote against the mode of the others), a row of the table under
     those rules. ``mt-bench-human`` names its experts' votes (not its authors').
-    ``subsets``: the column naming each pair's subset: the rewardbench rule's figure per subset and per section,
+    ``subset_column``: the column naming each pair's subset: the rewardbench rule's figure per subset and per section,
     its headline the sections' mean (RewardBench's weights; ``rewardbench`` names ``subset``), and llmbar's
     Adversarial mean (its adversarial subsets' unweighted mean); a column the data lacks is refused before any request.
     ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
@@ -173,7 +173,7 @@ def choose_judge(
     ds = found.ds
     check_by_column(ds, by)
     vote_columns = check_votes(ds, votes, annotators, kind)
-    subsets_of(ds, subsets)
+    subsets_of(ds, subset_column)
     verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)
     params = dict(metric_params or {})
     scored_ds = ds
@@ -193,13 +193,13 @@ def choose_judge(
     truth = list(ds[LABEL])  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
     by_rules(choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, vote_columns),
-              subsets_of(ds, subsets))  # fmt: skip
+              subsets_of(ds, subset_column))  # fmt: skip
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
     if by is not None:
         rank = partial(
             _rank_group, metrics=metrics, candidates=candidates, kind=kind, swapped=swapped,
             generator_column=generator_column, resamples=resamples, seed=seed, columns=columns or {}, rule=rule,
-            votes=vote_columns, subsets=subsets,
+            votes=vote_columns, subset_column=subset_column,
         )  # fmt: skip
         choice.groups = by_group(result, ds, by, swapped, truth, rank)
     if found.ceiling is not None:
@@ -517,13 +517,21 @@ def _rank_group(
     columns: Mapping[str, str],
     rule: str | None,
     votes: list[str] | None = None,
-    subsets: str | None = None,
+    subset_column: str | None = None,
 ) -> JudgeChoice:
     """The table of one group's rows (``by=``): ranked, by the rules (against the group's ``votes``), and the
     longer-wins rates, as for all the rows."""
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
     by_rules(
-        choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, votes), subsets_of(ds, subsets)
+        choice,
+        result["train"],
+        swapped,
+        truth,
+        rule,
+        resamples,
+        seed,
+        people_of(ds, votes),
+        subsets_of(ds, subset_column),
     )
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns, truth)
     return choice
