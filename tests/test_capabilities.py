@@ -180,6 +180,7 @@ BAD_INPUT = {
         "check_items": "item columns the data lacks",
         "check_recorded": "a recorded judge's column missing or of other values",
     },
+    "choose_rules": {"check_votes": "vote columns the data lacks, or votes on a metric not pairwise"},
     "choose_output": {"check_output_dir": "an output folder of other files"},
     "choose_push": {"check_push": "no token, a bad repo name"},
     "job": {"cache_location": "storage options or a local copy without a URL"},

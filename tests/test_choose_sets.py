@@ -242,3 +242,237 @@ def test_rewardbench_from_the_cli_a_judge_that_picks_the_first_shown_is_not_hand
     # chosen response first), and the table's header says so
     assert saved["rule"] == "rewardbench" and entry["score"] == entry["rules"]["rewardbench"]["score"]
     assert 0 < entry["score"] < 1 and "rewardbench" in out
+
+
+def _mt_vote(a, b, winner, judge):
+    return {**_vote(a, b, winner, judge), "question_id": 82}
+
+
+def test_mt_bench_compares_the_judge_with_each_expert_vote_and_shows_the_human_human_figure(
+    hub, judge, tmp_path, capfd
+):
+    """FastChat fastchat/llm_judge/compute_agreement.py, get_mt_bench_agreement: GPT-4's vote against EACH
+    "human" vote (get_judge_name: expert_* only; author_* votes are not compared), tie = tie; human vs human over
+    every two votes on a key. Hand-worked on three keys (the judge prefers the longer reply: alpaca-13b vs gpt-4
+    "2", alpaca-13b vs llama-13b "1", gpt-4 vs llama-13b "1"):
+
+    - (alpaca-13b, gpt-4): experts "2", "2" (one raw the other way round, reverted); an author's "1" ignored: 2/2
+    - (alpaca-13b, llama-13b): experts "1", "2" (no majority: still compared): 1/2
+    - (gpt-4, llama-13b): experts "1", "tie", "tie (bothbad)": 1/3; without ties 1/1
+    With ties 4/7, without 4/5. Humans: (2,2) yes; (1,2) no; (1,tie) (1,tie) (tie,tie): 2/5; without ties 1/2.
+    The majority label would give 1/2 (one key has none; the author tips the first)."""
+    from helpers import run_cli
+    from test_benchmarks import MT_FEATURES, _upload
+
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\b[LS]{10,}\b", "step": 10, "model": "agree"})
+    human = [
+        _mt_vote("alpaca-13b", "gpt-4", "model_b", "expert_1"),
+        _mt_vote("gpt-4", "alpaca-13b", "model_a", "expert_2"),
+        _mt_vote("alpaca-13b", "gpt-4", "model_a", "author_1"),
+        _mt_vote("alpaca-13b", "llama-13b", "model_a", "expert_1"),
+        _mt_vote("alpaca-13b", "llama-13b", "model_b", "expert_3"),
+        _mt_vote("gpt-4", "llama-13b", "model_a", "expert_2"),
+        _mt_vote("gpt-4", "llama-13b", "tie", "expert_3"),
+        _mt_vote("llama-13b", "gpt-4", "tie (bothbad)", "expert_4"),
+    ]
+    path = tmp_path / "human.parquet"
+    Dataset.from_list(human, features=MT_FEATURES).to_parquet(path)
+    _upload("lmsys/mt_bench_human_judgments", {"data/human-00000-of-00001-c0b431264a82ddc0.parquet": path.read_bytes()})
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "mt-bench-human", "--revision", "main", "--judges", "agree",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert judge.stats()["requests"] == 3 * 2  # every key judged, the split one too
+    saved = json.loads((tmp_path / "o" / FILE).read_text())
+    (entry,) = saved["entries"]
+    mt = entry["rules"]["mt-bench"]
+    assert saved["rule"] == "mt-bench" and (mt["agree"], mt["total"]) == (4, 7) and entry["score"] == 4 / 7
+    assert (mt["without_ties"]["agree"], mt["without_ties"]["total"]) == (4, 5)
+    people = saved["humans"]["mt-bench"]
+    assert (people["agree"], people["total"], people["score"]) == (2, 5, 0.4)
+    assert (people["without_ties"]["agree"], people["without_ties"]["total"]) == (1, 2)
+    humans_row = next(line for line in out.splitlines() if line.startswith("humans: every two votes"))
+    assert "40.0%" in humans_row
+    assert "every two votes on a pair agree 2/5 = 40.0%" in out and "without ties 1/2 = 50.0%" in out
+    assert "1 rows whose people split evenly are kept" in err + out
+    # agreement --rule mt-bench --votes on the candidate's folder: the same figure from the same replies
+    code, said, err = run_cli(
+        capfd, "agreement", str(tmp_path / "o" / "agree"), "--score", "Comparative", "--label", "__label__",
+        "--rule", "mt-bench", "--votes", "expert_1,expert_2,expert_3", "--resamples", "0",
+        "--out", str(tmp_path / "a.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["rules"]["mt-bench"]["score"] == entry["score"]
+    assert report["rules"]["humans"]["score"] == people["score"]
+
+
+def test_votes_columns_and_values_are_checked_before_any_request(judge, tmp_path):
+    judge.reset()
+    ds = Dataset.from_dict(
+        {"question": ["q"], "response1": ["a"], "response2": ["b"], "human": ["1"], "e1": ["1"], "e2": ["maybe"]}
+    )
+    kw = dict(label="human", base_url=judge.base_url, api_key="k", cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(ConfigError, match="votes: no column 'e3' of people's votes; the data has: question"):
+        choose_judge(ds, "Comparative", ["agree"], votes=["e1", "e3"], rule="mt-bench", **kw)
+    with pytest.raises(ConfigError, match="the vote column 'e2'"):
+        choose_judge(ds, "Comparative", ["agree"], votes=["e1", "e2"], **kw)
+    with pytest.raises(ConfigError, match="votes= are people's votes on pairs.*this metric is binary"):
+        choose_judge(ds.rename_column("response1", "response"), "Binary", ["agree"], votes=["e1"], label="human",
+                     **{k: v for k, v in kw.items() if k != "label"})  # fmt: skip
+    assert judge.stats()["requests"] == 0
+
+
+def _alpaca_pair(name, first, second, prefs):
+    return [
+        {"instruction": f"pair {name}", "output_1": "L" * first, "output_2": "L" * second, "preference": p,
+         "annotator_index": k, "dataset": "oasst", "datasplit": "eval"}
+        for k, p in enumerate(prefs)
+    ]  # fmt: skip
+
+
+def test_alpacaeval_human_shows_the_humans_leave_one_out_beside_the_judge_against_the_mode(hub, judge, tmp_path, capfd):
+    """tatsu-lab/alpaca_eval src/alpaca_eval/analyze.py, Analyzer.agreement_of_annotations: the judge against the
+    mode of all four people (_random_mode: a 2-2 split goes to the larger preference, 2), a tie earning 0.5; the
+    humans' row (get_metrics_evaluator on the gold cross-annotations) each person against the mode of the other
+    three. Hand-worked, the judge preferring the longer output (the same in both orders):
+
+    - P1 people 1,1,1,2 (mode 1), judge 1: 0 off; people leave-one-out 3 of 4
+    - P2 people 2,2,1,1 (mode 2), judge 1: 1 off; 0 of 4 (each leave-out mode is the other vote)
+    - P3 people 2,2,2,2 (mode 2), judge tie: 0.5 off; 4 of 4
+    - P4 people 1,2,2,2 (mode 2), judge 2: 0 off; 3 of 4
+    - P5 people 1,2,1,2 (mode 2), judge 2: 0 off; 0 of 4
+    The judge 1 - 1.5/5 = 70.0%; the humans 10/20 = 50.0%. A majority label would leave P2 and P5 out (83.3%)."""
+    from helpers import run_cli
+    from test_benchmarks import _alpaca_upload
+
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\bL{10,}\b", "step": 20, "model": "longer"})
+    _alpaca_upload(
+        [*_alpaca_pair("1", 100, 40, [1, 1, 1, 2]), *_alpaca_pair("2", 100, 40, [2, 2, 1, 1]),
+         *_alpaca_pair("3", 60, 70, [2, 2, 2, 2]), *_alpaca_pair("4", 40, 100, [1, 2, 2, 2]),
+         *_alpaca_pair("5", 40, 100, [1, 2, 1, 2])]
+    )  # fmt: skip
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "alpacaeval-human", "--revision", "main", "--judges", "longer",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert judge.stats()["requests"] == 5 * 2
+    saved = json.loads((tmp_path / "o" / FILE).read_text())
+    (entry,) = saved["entries"]
+    assert saved["rule"] == "alpacaeval" and entry["score"] == pytest.approx(0.7)
+    people = saved["humans"]["alpacaeval"]
+    assert (people["agree"], people["total"], people["pairs"]) == (10, 20, 5) and people["score"] == 0.5
+    row = next(line for line in out.splitlines() if line.startswith("humans: leave-one-out"))
+    assert row.split()[2] == "50.0%"
+    assert "humans under alpacaeval: each person against the mode of the others 50.0%" in out
+    code, _, err = run_cli(
+        capfd, "agreement", str(tmp_path / "o" / "longer"), "--score", "Comparative", "--label", "__label__",
+        "--rule", "alpacaeval", "--votes", "annotator_1,annotator_2,annotator_3,annotator_4", "--resamples", "0",
+        "--out", str(tmp_path / "a.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["rules"]["alpacaeval"]["score"] == pytest.approx(entry["score"])
+    assert report["rules"]["humans"]["score"] == 0.5
+
+
+# FINDINGS' RewardBench pairs: their subsets, and whether the judge (preferring the longer) picks the chosen one
+RB_EXAMPLE = [
+    ("alpacaeval-easy", 1), ("alpacaeval-easy", 0), ("mt-bench-easy", 0.5), ("llmbar-natural", 1),
+    ("llmbar-adver-neighbor", 0.5), ("refusals-dangerous", 1), ("math-prm", 1), ("hep-python", 0),
+]  # fmt: skip
+# chosen vs rejected lengths: the longer one wins (scores 1 + length // 20); 60 vs 70: a tie (4 and 4)
+RB_LENGTHS = {1: (100, 40), 0: (40, 100), 0.5: (60, 70)}
+
+
+def test_rewardbench_prints_each_section_and_their_weighted_mean(hub, judge, tmp_path, capfd):
+    """allenai/reward-bench scripts/run_generative.py (1 / 0 / 0.5 per pair, per subset) and rewardbench/utils.py
+    calculate_scores_per_section (constants.EXAMPLE_COUNTS), then analysis/get_benchmark_results.py
+    get_average_over_rewardbench (Prior Sets absent): the notes' 8 pairs, end to end in the set's schema, give Chat
+    50.0%, Chat Hard 167/234 = 71.4%, Safety 100.0%, Reasoning 6/7 = 85.7%, their mean 76.8% (pooled 62.5%). The
+    judge prefers the longer response in both orders, so the seeded order drawn does not change a pair's result."""
+    from helpers import run_cli
+    from test_benchmarks import _rb_upload
+
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\bL{10,}\b", "step": 20, "model": "longer"})
+    rows = [
+        {"prompt": f"p{i}", "chosen": "L" * RB_LENGTHS[r][0], "chosen_model": "GPT4-Turbo",
+         "rejected": "L" * RB_LENGTHS[r][1], "rejected_model": "alpaca-7b", "subset": subset, "id": 30 + i}
+        for i, (subset, r) in enumerate(RB_EXAMPLE)
+    ]  # fmt: skip
+    _rb_upload(tmp_path, rows)
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "rewardbench", "--revision", "main", "--judges", "longer",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    (entry,) = json.loads((tmp_path / "o" / FILE).read_text())["entries"]
+    found = entry["rules"]["rewardbench"]
+    assert found["sections"] == pytest.approx({"Chat": 0.5, "Chat Hard": 167 / 234, "Safety": 1.0, "Reasoning": 6 / 7})
+    assert entry["score"] == found["score"] == pytest.approx(0.7677045, abs=1e-7)
+    assert found["subsets"]["hep-python"] == 0.0 and found["subsets"]["mt-bench-easy"] == 0.5
+    assert (
+        "longer by section (RewardBench's weights): Chat 50.0%, Chat Hard 71.4%, Safety 100.0%, Reasoning 85.7%; "
+        "their mean 76.8%" in out
+    )
+    # agreement --rule rewardbench --subset-column on the candidate's folder: the same figures from the same replies
+    code, _, err = run_cli(
+        capfd, "agreement", str(tmp_path / "o" / "longer"), "--score", "Comparative", "--label", "__label__",
+        "--rule", "rewardbench", "--subset-column", "subset", "--resamples", "0", "--out", str(tmp_path / "a.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    said = json.loads((tmp_path / "a.json").read_text())["rules"]["rewardbench"]
+    assert said["score"] == entry["score"] and said["sections"] == found["sections"]
+    # LLMBar's Adversarial mean from the same set's llmbar subsets: llmbar-adver-neighbor a tie (wrong), 0 of 1
+    code, out, err = run_cli(
+        capfd, "choose-judge", "--benchmark", "rewardbench", "--revision", "main", "--judges", "longer",
+        "--base-url", judge.base_url, "--resamples", "0", "--cache-dir", str(tmp_path / "c"), "--rule", "llmbar",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "longer: LLMBar Adversarial 0.0% (the mean of its 1 adversarial subsets, not pooled)" in out
+
+
+def test_llmbar_with_a_subset_column_gives_the_adversarial_mean(judge, tmp_path, capfd):
+    """LLMBar's Adversarial column (the unweighted mean of its adversarial subsets' figures, as in
+    tests/test_rules.py's hand-worked example): Natural 2/2, Adversarial/Neighbor 1/3, Adversarial/GPTOut 1/2 give
+    5/12 = 41.7% (pooled 40.0%); the headline over all pairs 4/7 = 57.1%."""
+    from helpers import run_cli
+
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\bL{10,}\b", "step": 20, "model": "longer"})
+    right = [1, 1, 1, 0, 0, 1, 0]  # whether the label is the longer response
+    subsets = ["Natural"] * 2 + ["Adversarial/Neighbor"] * 3 + ["Adversarial/GPTOut"] * 2
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(
+        json.dumps({"question": f"q{i}", "response1": "L" * 100, "response2": "L" * (40 + i), "subset": s,
+                    "preferred": "1" if r else "2"}) + "\n"
+        for i, (r, s) in enumerate(zip(right, subsets, strict=True))
+    ))  # fmt: skip
+    code, out, err = run_cli(
+        capfd, "choose-judge", str(path), "--metric", "Comparative", "--judges", "longer", "--label", "preferred",
+        "--rule", "llmbar", "--subset-column", "subset", "--base-url", judge.base_url, "--resamples", "0",
+        "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 0, err
+    (entry,) = json.loads((tmp_path / "o" / FILE).read_text())["entries"]
+    assert entry["score"] == pytest.approx(4 / 7) and entry["rules"]["llmbar"]["adversarial"] == pytest.approx(5 / 12)
+    assert "longer: LLMBar Adversarial 41.7% (the mean of its 2 adversarial subsets, not pooled); by subset: " in out
+    assert "Adversarial/Neighbor 33.3%" in out
+    code, _, err = run_cli(
+        capfd, "agreement", str(tmp_path / "o" / "longer"), "--score", "Comparative", "--label", "__label__",
+        "--rule", "llmbar", "--subset-column", "subset", "--resamples", "0", "--out", str(tmp_path / "a.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads((tmp_path / "a.json").read_text())["rules"]["llmbar"]["adversarial"] == pytest.approx(5 / 12)
+    code, _, err = run_cli(
+        capfd, "choose-judge", str(path), "--metric", "Comparative", "--judges", "longer", "--label", "preferred",
+        "--rule", "llmbar", "--subset-column", "subsett", "--base-url", judge.base_url,
+        "--cache-dir", str(tmp_path / "c"),
+    )  # fmt: skip
+    assert code != 0 and "--subset-column: no column 'subsett' naming each pair's subset" in err
+    assert judge.stats()["requests"] == 7 * 2  # the refused run sent nothing

@@ -1049,3 +1049,55 @@ def test_a_choose_judge_by_folder_shows_each_groups_figures_and_best_judge(brows
         e = g["entries"][0]
         lo, hi = e["interval"]
         assert r[3] == f"{100 * e['score']:.1f}% ({100 * lo:.1f}% to {100 * hi:.1f}%)"
+
+
+def test_a_choose_judge_page_shows_intransitive_triads_beside_orders_disagree(
+    browser, judge_server_proc, tmp_path, capfd
+):
+    """choose-judge with items (a prompt, two models): the page's table has each judge's intransitive triads in the
+    column after "orders disagree", as the terminal's table does. A judge preferring the longer reply orders
+    gpt-4 > alpaca-13b > llama-13b (0 of 1 triads, its orders never disagree); a recorded judge's verdicts make a
+    cycle (alpaca-13b over gpt-4, llama-13b over alpaca-13b, gpt-4 over llama-13b: 1 of 1), and it has no orders."""
+    from selenium.webdriver.common.by import By
+
+    from hf_judge import choose_judge
+
+    judge = judge_server_proc
+    judge.reset()
+    judge.configure(length_scores={"pattern": r"\bL{10,}\b", "step": 10, "model": "longer"})
+    size = {"gpt-4": 90, "alpaca-13b": 70, "llama-13b": 50}
+    pairs = [("alpaca-13b", "gpt-4"), ("alpaca-13b", "llama-13b"), ("gpt-4", "llama-13b")]
+    ds = Dataset.from_dict(
+        {
+            "question_id": [81] * 3,
+            "model_a": [a for a, _ in pairs],
+            "model_b": [b for _, b in pairs],
+            "question": ["Write a haiku."] * 3,
+            "response1": ["L" * size[a] for a, _ in pairs],
+            "response2": ["L" * size[b] for _, b in pairs],
+            "human": ["2", "1", "1"],
+            "old": ["1", "2", "1"],
+        }
+    )
+    choice = choose_judge(
+        ds, "Comparative", ["longer"], label="human", base_url=judge.base_url, api_key="k", resamples=0,
+        cache_dir=tmp_path / "c", progress=False, output_dir=tmp_path / "choice", recorded={"old judge": "old"},
+        items=(["question_id"], "model_a", "model_b"),
+    )  # fmt: skip
+    code, _, err = run_cli(capfd, "view", tmp_path / "choice")
+    assert code == 0, err
+    _open(browser, tmp_path / "choice" / "report.html")
+    assert _problems(browser) == []
+    head = [_text(th) for th in browser.find_elements(By.CSS_SELECTOR, ".choice-table thead th")]
+    assert head[3:6] == ["coverage", "orders disagree", "intransitive"]
+    rows = {
+        r[0]: r[4:6]
+        for r in (
+            [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
+            for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-table tbody tr")
+        )
+    }
+    assert rows == {"longer": ["0%", "0 of 1 triads"], "old judge": ["-", "1 of 1 triads"]}
+    by = {e["name"]: e for e in choice.entries}
+    assert by["longer"]["judgebench"]["orders_disagree"]["share"] == 0
+    assert (by["old judge"]["transitivity"]["violations"], by["longer"]["transitivity"]["violations"]) == (1, 0)

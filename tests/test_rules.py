@@ -86,6 +86,54 @@ def test_mt_bench_as_get_mt_bench_agreement():
     assert r["no_vote"] == 1
 
 
+def test_mt_bench_human_human_as_get_mt_bench_agreement():
+    """lm-sys/FastChat fastchat/llm_judge/compute_agreement.py, get_mt_bench_agreement with judge1 = judge2 =
+    "human" (every two expert votes i < j on a key; a banned tie on either side skips the two): keys 81-86 of the
+    notes, experts only (key 81's author vote is not "human", get_judge_name): 1/5 with ties, 1/2 without."""
+    experts = [["2", "2"], ["1", "tie"], ["1", "2", "tie"], ["tie"], [], ["1"]]
+    r = rules.mt_bench_humans(experts, resamples=0)
+    assert (r["agree"], r["total"], r["score"]) == (1, 5, 0.2)
+    assert (r["without_ties"]["agree"], r["without_ties"]["total"], r["without_ties"]["score"]) == (1, 2, 0.5)
+    assert r["pairs"] == 3  # keys with two votes or more
+    with_author = rules.mt_bench_humans([["2", "2", "1"], *experts[1:]], resamples=0)
+    assert (with_author["agree"], with_author["total"]) == (1, 7)  # what counting the author would give
+    assert rules.humans(experts, "mt-bench", resamples=0) == r and rules.humans(experts, "llmbar") is None
+    lo, hi = rules.mt_bench_humans(experts * 5, resamples=200)["interval"]
+    assert lo <= 0.2 <= hi
+
+
+def test_alpacaeval_humans_leave_one_out_as_agreement_of_annotations():
+    """tatsu-lab/alpaca_eval src/alpaca_eval/analyze.py, Analyzer.agreement_of_annotations on the gold
+    cross-annotations against themselves (get_metrics_evaluator's humans: n_majority_vote_1=1, the other three's
+    _random_mode as target, overlapping index sets skipped): the notes' 6 pairs give 13/24 = 0.5416667 (a 2-2 pair
+    scores 0: each leave-out mode is the opposite vote)."""
+    r = rules.alpacaeval_humans(HUMANS, resamples=0)
+    assert (r["agree"], r["total"], r["pairs"]) == (13, 24, 6) and r["score"] == pytest.approx(13 / 24)
+    # a tie vote (1.5) earns 0.5 against a mode of 1 or 2; a pair with one vote is not compared
+    tie = rules.alpacaeval_humans([["1", "1", "1", "tie"], ["2"]], resamples=0)
+    assert (tie["agree"], tie["total"], tie["pairs"]) == (3.5, 4, 1)
+
+
+def test_llmbar_adversarial_is_the_mean_of_its_subsets_not_pooled():
+    """princeton-nlp/LLMBar: LLMEvaluator/evaluate.py's statistics block runs per Dataset/LLMBar subset
+    (statistics.json's correct_average each), and the paper's Adversarial column is the unweighted mean of the four
+    adversarial subsets' figures (GPT-4: 85.4 / 89.7 / 72.3 / 83.7 -> 82.8; pooled it would be 84.5). Hand-worked,
+    a judge right in both orders or in neither: Natural 2/2; Adversarial/Neighbor 1/3; Adversarial/GPTOut 1/2:
+    Adversarial (1/3 + 1/2) / 2 = 5/12 (pooled 2/5); the headline over all pairs 4/7. RewardBench's names
+    (llmbar-adver-*) are adversarial too."""
+    subsets = ["Natural"] * 2 + ["Adversarial/Neighbor"] * 3 + ["Adversarial/GPTOut"] * 2
+    verdicts = ["1", "1", "1", "2", "2", "1", "2"]
+    r = rules.llmbar(verdicts, verdicts, ["1"] * 7, subsets=subsets, resamples=0)
+    assert r["score"] == pytest.approx(4 / 7)
+    assert r["subsets"] == pytest.approx({"Natural": 1.0, "Adversarial/Neighbor": 1 / 3, "Adversarial/GPTOut": 0.5})
+    assert r["adversarial"] == pytest.approx(5 / 12) and r["adversarial_subsets"] == 2
+    named = ["llmbar-natural"] * 2 + ["llmbar-adver-neighbor"] * 3 + ["llmbar-adver-GPTOut"] * 2
+    assert rules.llmbar(verdicts, verdicts, ["1"] * 7, subsets=named, resamples=0)["adversarial"] == r["adversarial"]
+    assert "adversarial" not in rules.llmbar(verdicts, verdicts, ["1"] * 7, resamples=0)
+    both = rules.figures(verdicts, verdicts, ["1"] * 7, subsets=subsets, resamples=0)
+    assert both["llmbar"]["adversarial"] == r["adversarial"] and "subsets" in both["rewardbench"]
+
+
 RB_SUBSETS = ["alpacaeval-easy", "alpacaeval-easy", "mt-bench-easy", "llmbar-natural", "llmbar-adver-neighbor",
               "refusals-dangerous", "math-prm", "hep-python"]  # fmt: skip
 

@@ -50,7 +50,7 @@ HEADLINE = {
 }
 _WINNERS = list(WINNERS)
 _GIVEN = ("score", "label", "kind", "positive", "resamples", "seed", "confidence", "length_of", "generator_column",
-          "judge_model", "label_threshold", "score_threshold", "rule")  # fmt: skip
+          "judge_model", "label_threshold", "score_threshold", "rule", "votes", "subset_column")  # fmt: skip
 _JSON = getattr(_features, "Json", ())  # the feature of a column of mixed JSON types (newer datasets only)
 # the most values a confusion matrix (and a quadratic kappa) is drawn over: a 0-100 scale, not a measurement
 MAX_SCALE = 101
@@ -276,6 +276,8 @@ def agreement(
     rows: Sequence[int] | None = None,
     rule: str | None = None,
     by: str | None = None,
+    votes: Sequence[str] | None = None,
+    subset_column: str | None = None,
 ) -> AgreementReport:
     """Compare the judge's column ``score`` with the column ``label`` (human labels, or another judge).
 
@@ -311,7 +313,8 @@ def agreement(
 
     ``rule``: a published rule of a pairwise judge (:mod:`hf_judge.analysis.rules`), its figures in
     ``report.rules[rule]`` and a line of the report: on a choose-judge candidate's folder, ``choose-judge --rule``'s
-    figure (:func:`hf_judge.analysis.rules.of_rows`); a rule that does not apply is a ConfigError.
+    figure (:func:`hf_judge.analysis.rules.of_rows`); a rule that does not apply is a ConfigError. ``votes``: the
+    columns of each pair's people's votes those rules compare with, ``subset_column`` its subset's (choose-judge's).
     ``by``: a column of the split (a category, subset, source): ``report.groups``, each group's report as on its rows
     alone, the most rows first, at most 20 (:mod:`hf_judge.analysis.agreement_groups`); a missing column is refused.
 
@@ -386,7 +389,8 @@ def agreement(
     failed = _failure_kinds(errors, split, base_score, rows)
     report.all_rows = _all_rows(report, l_arr, keep, x, label, positive, failed, rows)
     both = report.kind == "pairwise" and ORDER in d.column_names and rows is None  # each pair's two orders as rows
-    rules.report_figures(report, rule, d.with_format("arrow")[ORDER].to_pylist() if both else None, s_arr, l_arr)
+    order = d.with_format("arrow")[ORDER].to_pylist() if both else None
+    rules.report_figures(report, rule, order, s_arr, l_arr, rules.people(d, votes), rules.subsets_in(d, subset_column))
     if resamples:
         for name in HEADLINE[kind]:
             if name in fns and report.figures.get(name) is not None:

@@ -13,10 +13,12 @@ and, where several people labelled a row, their labels as columns of their own (
   the 80 MT-bench questions. The votes on one (question, model pair, turn) become one row, the pair in one
   order (the model names sorted, the winners flipped to match), each vote in a column ``annotator_1``,
   ``annotator_2``, ... ("1", "2" or "tie"; None past a row's own votes); ``majority`` is their mode (None
-  when two values tie for it). For ``Comparative``: ``question`` the turn's user message; at turn 1
-  ``response1``/``response2`` are each model's reply; at turn 2, as MT-bench's multi-turn judge prompt shows
-  them, each model's whole conversation (its own turn-1 reply included), and ``context`` says to judge the
-  answer to the turn-2 question.
+  when two values tie for it); ``expert_1``, ``expert_2``, ... the experts' votes alone (the set also holds its
+  authors' votes, which FastChat's compute_agreement.py does not count as "human"): the votes the mt-bench rule
+  compares a judge with, and the human-human figure (``votes``). For ``Comparative``: ``question`` the turn's
+  user message; at turn 1 ``response1``/``response2`` are each model's reply; at turn 2, as MT-bench's
+  multi-turn judge prompt shows them, each model's whole conversation (its own turn-1 reply included), and
+  ``context`` says to judge the answer to the turn-2 question.
 * ``helpsteer2`` (``nvidia/HelpSteer2``, split ``validation``): a prompt and a response rated 0-4 for
   helpfulness, correctness, coherence, complexity and verbosity; ``helpsteer2`` fits ``QA_Correctness``
   (label ``correctness``), ``helpsteer2-coherence`` ``QA_Coherence``, ``helpsteer2-complexity``
@@ -122,7 +124,10 @@ class LabelledSet:
     ``alpacaeval``, ``all-rows``), ``groups`` its group columns, ``recorded`` a judge's recorded verdicts (name ->
     column: its figures come at no cost), ``items`` (the prompt's columns, the model names' columns) where a row is
     two models' answers to a prompt, ``license_note`` a warning its license asks for, or None; ``notes``: what the
-    load left out."""
+    load left out; ``votes`` the columns of each pair's people's votes that its paper's rule compares a judge with
+    (``choose_judge(votes=...)``; MT-bench's experts, AlpacaEval's four people), or (); ``subset_column``
+    the column naming each pair's subset, which its rule weighs (``choose_judge(subset_column=...)``:
+    RewardBench's), or None."""
 
     dataset: Dataset
     columns: dict[str, str]
@@ -138,6 +143,8 @@ class LabelledSet:
     items: tuple[tuple[str, ...], str, str] | None = None
     license_note: str | None = None
     notes: list[str] = field(default_factory=list)
+    votes: tuple[str, ...] = ()
+    subset_column: str | None = None
 
 
 def load_benchmark(
@@ -271,14 +278,16 @@ def _mt_bench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
         row["votes"][vote["judge"] or i] = winner  # an expert who voted twice counts once: the later vote
     rows = list(groups.items())[:limit] if limit is not None else list(groups.items())
     for _, g in rows:
+        g["experts"] = [v for who, v in g["votes"].items() if str(who).startswith("expert")]
         g["votes"] = list(g["votes"].values())
     width = max((len(g["votes"]) for _, g in rows), default=0)
     annotators = tuple(f"annotator_{i + 1}" for i in range(width))
+    experts = tuple(f"expert_{i + 1}" for i in range(max((len(g["experts"]) for _, g in rows), default=0)))
     table: dict[str, list[Any]] = {
         k: [] for k in ("question_id", "model_a", "model_b", "turn", "question", "context", "response1", "response2")
     }
     table["category"] = [_MT_CATEGORIES[(qid - 81) // 10] for (qid, _, _, _), _ in rows]
-    table.update({c: [] for c in (*annotators, "majority")})
+    table.update({c: [] for c in (*annotators, "majority", *experts)})
     for (qid, a, b, turn), g in rows:
         question, context, first = _turn(g["a"], turn)
         second = _turn(g["b"], turn)[2]
@@ -292,6 +301,8 @@ def _mt_bench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
         for c, v in zip(annotators, votes, strict=True):
             table[c].append(v)
         table["majority"].append(_majority(g["votes"]))
+        for c, v in zip(experts, g["experts"] + [None] * (len(experts) - len(g["experts"])), strict=True):
+            table[c].append(v)
     return LabelledSet(
         dataset=Dataset.from_dict(table),
         columns={"question": "question", "context": "context", "response1": "response1", "response2": "response2"},
@@ -303,6 +314,7 @@ def _mt_bench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
         rule="mt-bench",
         groups=("turn", "category"),
         items=(("question_id", "turn"), "model_a", "model_b"),
+        votes=experts,
     )
 
 
@@ -462,6 +474,7 @@ def _rewardbench(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
         source=source,
         rule="rewardbench",
         groups=("section", "subset"),
+        subset_column="subset",
     )
 
 
@@ -503,6 +516,7 @@ def _alpacaeval(loaded: tuple[Dataset, str], limit: int | None) -> LabelledSet:
         rule="alpacaeval",
         groups=("dataset",),
         license_note=NON_COMMERCIAL,
+        votes=annotators,
     )
     if len(kept) < len(pairs):
         set_.notes.append(

@@ -306,6 +306,8 @@ class JudgeChoice:
     ceiling_missing: str | None = None
     # by=COLUMN: the figures per group (hf_judge.engine.choose_groups.by_group); None without it
     groups: dict[str, Any] | None = None
+    # votes=: the people's own figure under each rule that compares with their votes (rules.humans), by rule name
+    humans: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -342,7 +344,7 @@ class JudgeChoice:
     def lines(self) -> list[str]:
         """The human ceiling (or why there is none), the recommendation (or why nothing is), whether the rows
         are enough to tell the candidates apart, and the projection, a line each; then the notes."""
-        out = [*self._ceiling_lines(), *_recommendation_lines(self)]
+        out = [*self._ceiling_lines(), *_subset_lines(self), *_recommendation_lines(self)]
         if self.projection:
             p = self.projection
             out.append(
@@ -352,6 +354,27 @@ class JudgeChoice:
         return out + self.notes
 
     def _ceiling_lines(self) -> list[str]:
+        return self._humans_lines() + self._loo_lines()
+
+    def _humans_lines(self) -> list[str]:
+        """The people's own figure under the table's rule (``humans``), as the paper prints it."""
+        h = (self.humans or {}).get(self.rule)
+        if not h or h.get("score") is None:
+            return []
+        if h["who"] == "human-human":
+            w = h["without_ties"]
+            return [
+                f"humans under mt-bench: every two votes on a pair agree {h['agree']}/{h['total']} = "
+                f"{_pct(h['score'])} {_interval(h.get('interval'), True)}; without ties {w['agree']}/{w['total']} = "
+                f"{_pct(w['score'])} (FastChat compute_agreement.py, human vs human; the judges: each vote)"
+            ]
+        return [
+            f"humans under alpacaeval: each person against the mode of the others {_pct(h['score'])} "
+            f"{_interval(h.get('interval'), True)} over {h['pairs']:,} pairs (AlpacaEval analyze.py, leave-one-out; "
+            "the judges: against the mode of all)"
+        ]
+
+    def _loo_lines(self) -> list[str]:
         c = self.ceiling
         if c and c.get("loo_agreement") is not None:
             return [
@@ -428,6 +451,10 @@ def _table(choice: JudgeChoice) -> list[list[str]]:
             _num(e.get("latency_p95_s")),
         ]
         out.append(row)
+    people = (choice.humans or {}).get(choice.rule)
+    if people and people.get("score") is not None:  # the ceiling under this rule, read as the judges are
+        name = {"human-human": "humans: every two votes", "leave-one-out": "humans: leave-one-out"}[people["who"]]
+        out.append([name, _pct(people["score"]), _interval(people.get("interval"), True), *[""] * (len(head) - 3)])
     if choice.chance is not None:
         c = choice.chance
         name = "chance: no relation" if numeric else f"chance: always {_label(c.get('label'))}"
@@ -443,7 +470,7 @@ def group_choice(choice: JudgeChoice, group: Mapping[str, Any]) -> JudgeChoice:
     return JudgeChoice(
         metric=choice.metric, kind=choice.kind, rows=group["rows"], headline=choice.headline,
         entries=list(group["entries"]), rule=choice.rule, chance=group.get("chance"),
-        label_longer_wins=group.get("label_longer_wins"),
+        label_longer_wins=group.get("label_longer_wins"), humans=group.get("humans"),
     )  # fmt: skip
 
 
@@ -551,6 +578,24 @@ def _chance_words(choice: JudgeChoice) -> str:
     if choice.kind == "numeric":
         return "chance is rho 0"
     return f"chance is {_pct(c.get('score'))}, always answering {_label(c.get('label'))}, the majority label; kappa 0"
+
+
+def _subset_lines(choice: JudgeChoice) -> list[str]:
+    """Under rewardbench, each judge's sections (its headline their mean); under llmbar, its Adversarial mean: the
+    figures those papers print, where the pairs' subsets are known (``choose_judge(subsets=...)``)."""
+    out = []
+    for e in choice.entries:
+        found = (e.get("rules") or {}).get(choice.rule) or {}
+        if choice.rule == "rewardbench" and found.get("sections"):
+            parts = ", ".join(f"{name} {_pct(v)}" for name, v in found["sections"].items())
+            out.append(f"{e['name']} by section (RewardBench's weights): {parts}; their mean {_pct(found['score'])}")
+        if choice.rule == "llmbar" and found.get("adversarial") is not None:
+            parts = ", ".join(f"{name} {_pct(v)}" for name, v in found["subsets"].items())
+            out.append(
+                f"{e['name']}: LLMBar Adversarial {_pct(found['adversarial'])} (the mean of its "
+                f"{found['adversarial_subsets']} adversarial subsets, not pooled); by subset: {parts}"
+            )
+    return out
 
 
 def _recommendation_lines(choice: JudgeChoice) -> list[str]:

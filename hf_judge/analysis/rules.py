@@ -44,6 +44,8 @@ from .leaderboard import RULES, flip, pair_verdicts
 NAMES = ("judgebench", "llmbar", "alpacaeval", "mt-bench", "rewardbench")
 # the rules that need both orders of every pair
 BOTH_ORDERS = frozenset({"llmbar", "mt-bench"})
+# the rules that compare a judge with each pair's people's votes (their mode, or each vote), not one label
+BY_VOTES = frozenset({"alpacaeval", "mt-bench"})
 DESCRIPTIONS = {name: RULES[name] for name in NAMES}  # the table's header, in words
 # rewardbench/constants.py: each subset's weight in its section (math-prm up-weighted to equal the code subsets)
 SECTIONS: dict[str, dict[str, int]] = {
@@ -97,12 +99,16 @@ def figures(
     second: Sequence[Any] | None,
     labels: Sequence[Any],
     *,
+    votes: Sequence[Sequence[Any]] | None = None,
+    subsets: Sequence[str] | None = None,
     resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
 ) -> dict[str, dict[str, Any]]:
     """Every rule that applies (both orders: all five; one order, ``second`` None: judgebench's single-order
     accuracy, alpacaeval, rewardbench on the order given), by name: what ``choose_judge.json`` carries per judge.
+    ``votes``: each pair's people's votes, which alpacaeval (their mode) and mt-bench (each vote) compare with;
+    ``subsets``: each pair's subset, which rewardbench weighs into sections and llmbar's Adversarial mean reads.
 
     Example:
         >>> f = figures(["1", "2", "1"], ["1", "1", None], ["1", "1", "2"], resamples=0)
@@ -112,21 +118,25 @@ def figures(
     kw: dict[str, Any] = {"resamples": resamples, "seed": seed, "confidence": confidence}
     out = {
         "judgebench": judgebench(first, second, labels, **kw),
-        "llmbar": llmbar(first, second, labels, **kw) if second is not None else None,
-        "alpacaeval": alpacaeval(first, second, labels, **kw),
-        "mt-bench": mt_bench(first, second, labels, **kw) if second is not None else None,
-        "rewardbench": rewardbench(first, second, labels, **kw),
+        "llmbar": llmbar(first, second, labels, subsets=subsets, **kw) if second is not None else None,
+        "alpacaeval": alpacaeval(first, second, labels, votes=votes, **kw),
+        "mt-bench": mt_bench(first, second, labels, votes=votes, **kw) if second is not None else None,
+        "rewardbench": rewardbench(first, second, labels, subsets=subsets, **kw),
     }
     return {name: found for name, found in out.items() if found is not None}
 
 
 def of_orders(
-    order: Sequence[int], winners: Sequence[Any], labels: Sequence[Any], **kw: Any
+    order: Sequence[int],
+    winners: Sequence[Any],
+    labels: Sequence[Any],
+    votes: Sequence[Sequence[Any]] | None = None,
+    **kw: Any,
 ) -> dict[str, dict[str, Any]] | None:
     """:func:`figures` of rows that are each an order of a pair (``order``: 1 as given, 2 swapped, the n-th row
     of each order one pair: a choose-judge candidate's folder), the second order's winner read in the first
-    order's terms and the pair's label the first order's row's (a pair without one left out); None where the
-    orders do not pair up.
+    order's terms and the pair's label (and ``votes``) the first order's row's (a pair without a label left out);
+    None where the orders do not pair up.
 
     Example:
         >>> of_orders([1, 1, 2, 2], ["1", "2", "2", "2"], ["1", "1", "2", "2"], resamples=0)["llmbar"]["score"]
@@ -135,12 +145,20 @@ def of_orders(
     one, two = [i for i, o in enumerate(order) if o == 1], [i for i, o in enumerate(order) if o == 2]
     if not one or len(one) != len(two) or len(one) + len(two) != len(order):
         return None
-    pairs = [(winners[a], flip(winners[b]), labels[a]) for a, b in zip(one, two, strict=True) if labels[a] is not None]
-    return figures(*([p[k] for p in pairs] for k in range(3)), **kw)
+    kept = [(a, b) for a, b in zip(one, two, strict=True) if labels[a] is not None]
+    firsts, seconds = [winners[a] for a, _ in kept], [flip(winners[b]) for _, b in kept]
+    own = None if votes is None else [votes[a] for a, _ in kept]
+    subsets = kw.pop("subsets", None)
+    kw["subsets"] = None if subsets is None else [subsets[a] for a, _ in kept]
+    return figures(firsts, seconds, [labels[a] for a, _ in kept], votes=own, **kw)
 
 
 def of_rows(
-    order: Sequence[int] | None, winners: Sequence[Any], labels: Sequence[Any], **kw: Any
+    order: Sequence[int] | None,
+    winners: Sequence[Any],
+    labels: Sequence[Any],
+    votes: Sequence[Sequence[Any]] | None = None,
+    **kw: Any,
 ) -> dict[str, dict[str, Any]]:
     """What ``agreement --rule`` reports: :func:`of_orders` where the rows are both orders of each pair
     (``order``: a choose-judge candidate's folder), else each labelled row a pair asked once (judgebench's
@@ -151,16 +169,24 @@ def of_rows(
         0.5
     """
     if order is not None:
-        return of_orders(order, winners, labels, **kw) or {}
-    kept = [(w, lab) for w, lab in zip(winners, labels, strict=True) if lab is not None]
-    return figures([w for w, _ in kept], None, [lab for _, lab in kept], **kw)
+        return of_orders(order, winners, labels, votes, **kw) or {}
+    kept = [i for i, lab in enumerate(labels) if lab is not None]
+    own = None if votes is None else [votes[i] for i in kept]
+    subsets = kw.pop("subsets", None)
+    kw["subsets"] = None if subsets is None else [subsets[i] for i in kept]
+    return figures([winners[i] for i in kept], None, [labels[i] for i in kept], votes=own, **kw)
 
 
 def of_winners(
-    winners: Sequence[Any], labels: Sequence[Any], both_orders: bool, **kw: Any
+    winners: Sequence[Any],
+    labels: Sequence[Any],
+    both_orders: bool,
+    votes: Sequence[Sequence[Any]] | None = None,
+    **kw: Any,
 ) -> dict[str, dict[str, Any]]:
     """:func:`figures` of a choose-judge run's winners: ``[0, n)`` the first order and, ``both_orders``,
-    ``[n, 2n)`` the second (swapped: read back into the labels' terms here), ``n`` the labels' length.
+    ``[n, 2n)`` the second (swapped: read back into the labels' terms here), ``n`` the labels' length; ``votes``
+    each pair's people's votes (or None), ``subsets=`` each pair's subset (or None).
 
     Example:
         >>> of_winners(["1", "2", "2", "2"], ["1", "1"], True, resamples=0)["judgebench"]["score"]
@@ -168,7 +194,7 @@ def of_winners(
     """
     n = len(labels)
     second = [flip(w) for w in winners[n : 2 * n]] if both_orders else None
-    return figures(list(winners[:n]), second, labels, **kw)
+    return figures(list(winners[:n]), second, labels, votes=votes, **kw)
 
 
 def headline(found: Mapping[str, Mapping[str, Any]], rule: str) -> dict[str, Any]:
@@ -249,6 +275,7 @@ def llmbar(
     second: Sequence[Any],
     labels: Sequence[Any],
     *,
+    subsets: Sequence[str] | None = None,
     resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
@@ -257,7 +284,10 @@ def llmbar(
     first order right, ``correct_True`` the second, the headline ``correct_average`` their mean over all pairs (an
     unparsed verdict, or a tie, is wrong); ``correct_both`` both right; ``equal`` the orders' raw verdicts equal
     (two unparsed verdicts agree, as upstream compares None with None). The interval: the bootstrap of each
-    pair's (right first + right second) / 2, whose mean is the headline.
+    pair's (right first + right second) / 2, whose mean is the headline. With ``subsets`` (each pair's): each
+    subset's headline, and ``adversarial``, the paper's Adversarial column: the unweighted mean of the adversarial
+    subsets' (LLMBar's ``Adversarial/*``, RewardBench's ``llmbar-adver-*``: a name holding "adver"), not the
+    pooled accuracy (GPT-4's 85.4 / 89.7 / 72.3 / 83.7 give 82.8, pooled 84.5).
 
     Example (FINDINGS' 7 pairs):
         >>> r = llmbar(["1", "1", None, None, "2", "2", "1"], ["1", "2", "1", None, "2", "2", "2"],
@@ -277,6 +307,21 @@ def llmbar(
         "correct_both": int((c_f * c_t).sum()),
         "equal": sum(a == b for a, b in zip(first, second, strict=True)),
         "orders_agree": sum(a == b for a, b in zip(first, second, strict=True)) / n if n else None,
+        **_by_subset(per_pair, subsets),
+    }
+
+
+def _by_subset(per_pair: np.ndarray, subsets: Sequence[str] | None) -> dict[str, Any]:
+    """LLMBar's per-subset headlines and their Adversarial mean (see :func:`llmbar`); nothing without subsets."""
+    if subsets is None:
+        return {}
+    names = [str(x) for x in subsets]
+    each = {s: float(per_pair[[i for i, x in enumerate(names) if x == s]].mean()) for s in dict.fromkeys(names)}
+    adversarial = [v for s, v in each.items() if "adver" in s.lower()]
+    return {
+        "subsets": each,
+        "adversarial": float(np.mean(adversarial)) if adversarial else None,
+        "adversarial_subsets": len(adversarial),
     }
 
 
@@ -306,7 +351,7 @@ def _votes(labels: Sequence[Any], votes: Sequence[Sequence[Any]] | None) -> list
         return [[lab] for lab in labels]
     if len(votes) != len(labels):
         raise ValueError(f"votes and labels must align pair by pair: {len(votes)}, {len(labels)}")
-    return [list(v) for v in votes]
+    return [[v for v in vs if v is not None] for vs in votes]  # None: no vote (a pair with fewer people)
 
 
 def alpacaeval(
@@ -333,7 +378,9 @@ def alpacaeval(
         >>> round(r["score"], 6), r["parsed"]
         (0.7, 5)
     """
-    target = np.array([mode([_PREFERENCE[v] for v in vs]) for vs in _votes(labels, votes)], dtype=np.float64)
+    target = np.array(
+        [mode([_PREFERENCE[v] for v in vs]) if vs else np.nan for vs in _votes(labels, votes)], dtype=np.float64
+    )
     orders = [first] if second is None else [first, second]
     pref = np.array([[_PREFERENCE.get(w, np.nan) if w is not None else np.nan for w in o] for o in orders])
     err = np.abs(pref - target)  # orders x pairs, NaN where undecided
@@ -429,8 +476,81 @@ def _ratio_figures(t: np.ndarray, resamples: int, seed: int, confidence: float) 
     return {
         "score": ratio(np.arange(n)),
         "interval": _interval(ratio, n, resamples, seed, confidence),
-        "agree": int(t[0].sum()),
+        "agree": int(t[0].sum()) if float(t[0].sum()).is_integer() else float(t[0].sum()),
         "total": int(t[1].sum()),
+    }
+
+
+def humans(
+    votes: Sequence[Sequence[Any]], rule: str, *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> dict[str, Any] | None:
+    """The people's own figure under ``rule``, the ceiling a judge is read against: mt-bench's human-human
+    agreement (:func:`mt_bench_humans`), alpacaeval's leave-one-out (:func:`alpacaeval_humans`); None for a rule
+    that compares with no one's votes.
+
+    Example:
+        >>> humans([["1", "1", "2"], ["2", "2"]], "mt-bench", resamples=0)["score"]
+        0.5
+    """
+    kw: dict[str, Any] = {"resamples": resamples, "seed": seed, "confidence": confidence}
+    if rule == "mt-bench":
+        return mt_bench_humans(votes, **kw)
+    if rule == "alpacaeval":
+        return alpacaeval_humans(votes, **kw)
+    return None
+
+
+def mt_bench_humans(
+    votes: Sequence[Sequence[Any]], *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> dict[str, Any]:
+    """FastChat ``fastchat/llm_judge/compute_agreement.py`` ``get_mt_bench_agreement`` with ``human`` as both
+    judges: every pair of two votes on the same pair (i < j), a tie agreeing with a tie; ``without_ties``: a pair of
+    votes with a tie on either side is not compared. The interval: a bootstrap over the pairs of the ratio of sums.
+
+    Example (FINDINGS' turn-1 keys, expert votes only):
+        >>> r = mt_bench_humans([["2", "2"], ["1", "tie"], ["1", "2", "tie"], ["tie"], [], ["1"]], resamples=0)
+        >>> (r["agree"], r["total"]), (r["without_ties"]["agree"], r["without_ties"]["total"])
+        ((1, 5), (1, 2))
+    """
+    vs = _votes([None] * len(votes), votes)
+    tally = np.zeros((2, 2, len(vs)))  # (with ties, without) x (agree, total) x pairs
+    for k, people in enumerate(vs):
+        for i, a in enumerate(people):
+            for b in people[i + 1 :]:
+                tally[0, :, k] += (a == b, 1)
+                if "tie" not in (a, b):
+                    tally[1, :, k] += (a == b, 1)
+    out = [_ratio_figures(t, resamples, seed, confidence) for t in tally]
+    return {**out[0], "pairs": int((tally[0, 1] > 0).sum()), "without_ties": out[1], "who": "human-human"}
+
+
+def alpacaeval_humans(
+    votes: Sequence[Sequence[Any]], *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> dict[str, Any]:
+    """AlpacaEval ``analyze.py`` ``agreement_of_annotations`` of the gold cross-annotations against themselves
+    (``n_majority_vote_1=1``, the other ``n_majority_vote_2 = 4 - 1``, overlapping index sets skipped): each
+    person's preference scored 1 - |target - preference| against the :func:`mode` of the pair's other votes; its
+    "Human agreement" of the humans' row. The mean over all (pair, person) comparisons: upstream's mean over its
+    four leave-one-out combinations where every pair has four votes. A pair with one vote is not compared.
+
+    Example (FINDINGS' 6 pairs, 4 people each):
+        >>> r = alpacaeval_humans([["1", "1", "1", "2"], ["2", "2", "1", "1"], ["2"] * 4, ["1", "2", "2", "2"],
+        ...                        ["1", "1", "2", "1"], ["1", "2", "1", "2"]], resamples=0)
+        >>> round(r["score"], 7), r["total"]
+        (0.5416667, 24)
+    """
+    vs = _votes([None] * len(votes), votes)
+    tally = np.zeros((2, len(vs)))  # (score, compared) x pairs
+    for k, people in enumerate(vs):
+        prefs = [_PREFERENCE[v] for v in people]
+        if len(prefs) < 2:
+            continue
+        for i, p in enumerate(prefs):
+            tally[:, k] += (1 - abs(mode(prefs[:i] + prefs[i + 1 :]) - p), 1)
+    return {
+        **_ratio_figures(tally, resamples, seed, confidence),
+        "pairs": int((tally[1] > 0).sum()),
+        "who": "leave-one-out",
     }
 
 
@@ -502,10 +622,63 @@ def rewardbench(
     return out
 
 
-def report_figures(report: Any, rule: str | None, order: list[Any] | None, s_arr: Any, l_arr: Any) -> None:
+def people(ds: Any, columns: Sequence[str] | None) -> list[list[Any]] | None:
+    """Each row of ``ds`` (a Dataset)'s votes in ``columns`` (people's, the rules' ``votes``), read as labels are
+    ("1", "2", "tie"; None: no vote); None without columns. A missing column or a value that is no winner is a
+    ConfigError.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> people(Dataset.from_dict({"a": ["A", None], "b": ["tie", "2"]}), ["a", "b"])
+        [['1', 'tie'], [None, '2']]
+    """
+    from .label_rules import check_labels
+
+    if not columns:
+        return None
+    missing = [c for c in columns if c not in ds.column_names]
+    if missing:
+        raise ConfigError(
+            f"votes: no column {missing[0]!r} of people's votes; the data has: {', '.join(ds.column_names)}"
+        )
+    table = ds.with_format("arrow")[:]
+    read = [check_labels(table[c].to_pylist(), "pairwise", subject=f"the vote column {c!r}") for c in columns]
+    return [list(r) for r in zip(*read, strict=True)]
+
+
+def subsets_in(ds: Any, column: str | None) -> list[str] | None:
+    """Each row of ``ds`` (a Dataset)'s subset in ``column`` (the rules' ``subsets``); None without a column. A
+    column ``ds`` lacks is a ConfigError.
+
+    Example:
+        >>> from datasets import Dataset
+        >>> subsets_in(Dataset.from_dict({"subset": ["math-prm", None]}), "subset")
+        ['math-prm', 'None']
+    """
+    if column is None:
+        return None
+    if column not in ds.column_names:
+        raise ConfigError(
+            f"--subset-column: no column {column!r} naming each pair's subset; the data has: "
+            f"{', '.join(ds.column_names)}"
+        )
+    return [str(v) for v in ds.with_format("arrow")[column].to_pylist()]
+
+
+def report_figures(
+    report: Any,
+    rule: str | None,
+    order: list[Any] | None,
+    s_arr: Any,
+    l_arr: Any,
+    votes: Sequence[Sequence[Any]] | None = None,
+    subsets: Sequence[str] | None = None,
+) -> None:
     """``report.rules`` of an :class:`~hf_judge.analysis.agreement.AgreementReport`: JudgeBench's figure where the
     rows are both orders of each pair (``order``: each row's, on a choose-judge candidate's folder); with ``rule``,
-    every published rule's (:func:`of_rows`), the same figures as choose-judge's table."""
+    every published rule's (:func:`of_rows`; ``votes``: each row's people's votes, ``subsets`` its subset), the same
+    figures as
+    choose-judge's table, and the people's own figure under the rule (``report.rules["humans"]``)."""
     from .label_rules import preference
     from .leaderboard import orders_figures
 
@@ -518,5 +691,9 @@ def report_figures(report: Any, rule: str | None, order: list[Any] | None, s_arr
         report.rules.update({"judgebench": found} if found else {})
     if rule is not None:
         report.rule = rule
-        found_rules = of_rows(order, winners, labels, **kw)
+        found_rules = of_rows(order, winners, labels, votes, subsets=subsets, **kw)
         report.rules.update({name: {**report.rules.get(name, {}), **f} for name, f in found_rules.items()})
+        if votes is not None:  # the people's own figure: each pair once (its first order's row)
+            mine = votes if order is None else [v for v, o in zip(votes, order, strict=True) if o == 1]
+            found_people = humans(mine, rule, **kw)
+            report.rules.update({"humans": found_people} if found_people else {})

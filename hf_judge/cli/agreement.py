@@ -18,6 +18,7 @@ AGREEMENT_EXAMPLE = """examples:
   hf-judge agreement out/ --score QA_Clarity --labels labels.jsonl   # labels written apart (sample-for-review)
   hf-judge agreement out/ --score QA_Correctness --labels ok.jsonl --score-threshold 8   # 1-10 vs true/false
   hf-judge agreement choice/judge_a --score Comparative --label __label__ --rule llmbar   # choose-judge --rule's
+  hf-judge agreement choice/judge_a --score Comparative --label __label__ --rule mt-bench --votes expert_1,expert_2
   hf-judge agreement out/ --score QA_Correctness --label human_score --by source   # every figure per source too
 
 Numeric scores: Spearman, Kendall, Pearson, MAE, quadratic kappa, confusion matrix, calibration;
@@ -26,6 +27,13 @@ Verdicts and winners over ALL labelled rows too: a row the judge failed on (a nu
 counts as not agreeing; with its coverage (share decided) and failures by error kind.
 Length bias (the judge's and the labels'), and with --generator-column the judge's error on its own family's rows.
 """
+
+VOTES_HELP = (
+    "columns of each pair's people's votes, which --rule mt-bench (each vote) and alpacaeval (their mode) compare "
+    "with, and the people's own figure (choose-judge's; mt-bench-human: expert_1,expert_2,...)"
+)
+
+SUBSETS_HELP = "the column naming each pair's subset: --rule rewardbench per section, llmbar's Adversarial mean"
 
 
 def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement sends no request
@@ -84,6 +92,8 @@ def add_agreement(sub: Any, settings: bool) -> None:  # noqa: ARG001 - agreement
         help="a published rule of a pairwise judge: judgebench, llmbar, alpacaeval, mt-bench, rewardbench (on a "
         "choose-judge candidate's folder: choose-judge --rule NAME's figure)",
     )
+    p.add_argument("--votes", metavar="A,B,C", help=VOTES_HELP)
+    p.add_argument("--subset-column", metavar="COLUMN", help=SUBSETS_HELP)
     p.add_argument(
         "--out", metavar="FILE", help="save the report as JSON here (pictures beside it with the plots extra)"
     )
@@ -155,6 +165,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         rule=args.rule,
         rows=rows,
         by=args.by,
+        votes=[c.strip() for c in args.votes.split(",") if c.strip()] if args.votes else None,
+        subset_column=args.subset_column,
     )
     if reviewers is not None:
         report.figures.update(reviewers)

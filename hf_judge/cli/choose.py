@@ -95,6 +95,12 @@ def add_choose(sub: Any, settings: bool) -> None:
         "own), llmbar, alpacaeval, mt-bench, rewardbench (choose_judge.json has every rule's figures)",
     )
     p.add_argument(
+        "--subset-column",
+        metavar="COLUMN",
+        help="the column naming each pair's subset: --rule rewardbench per section (RewardBench's weights), "
+        "llmbar's Adversarial mean (default for --benchmark rewardbench: subset)",
+    )
+    p.add_argument(
         "--by",
         metavar="COLUMN",
         help="every figure per group of this column too (e.g. category, subset, source), with its interval "
@@ -136,6 +142,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     judges = _judges(args)
     labelled: dict[str, Any] = {"label": args.label, "labels": args.labels}
     extra: dict[str, Any] = {"items": _items(args.items), "push_to_hub": args.push_to_hub, "token": args.token}
+    extra["subset_column"] = args.subset_column
     if args.annotators:
         labelled["annotators"] = [c.strip() for c in args.annotators.split(",")]
     if args.benchmark:
@@ -202,6 +209,8 @@ def _benchmark(args: argparse.Namespace, job: Any, labelled: dict[str, Any], ext
         labelled.update({"annotators": list(bench.annotators)} if bench.annotators else {"label": bench.label})
     labelled.setdefault("label_threshold", bench.label_threshold)
     extra["recorded"] = bench.recorded or None
+    extra["votes"] = list(bench.votes) or None  # the people's votes its rule compares with (experts only)
+    extra["subset_column"] = extra.get("subset_column") or bench.subset_column
     # the set's own rule and groups, as its paper reports it (JudgeBench per category, RewardBench per section)
     args.rule = args.rule or bench.rule or None
     args.by = args.by or (bench.groups[0] if bench.groups else None)

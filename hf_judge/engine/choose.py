@@ -23,6 +23,7 @@ from datasets import Dataset, DatasetDict, concatenate_datasets
 
 from ..analysis import bias, rules, stats
 from ..analysis.agreement import agreement
+from ..analysis.benchmarks import alpaca_mode
 from ..analysis.ceiling import ceiling_of_counts, label_counts
 from ..analysis.chance import chance_level
 from ..analysis.label_rules import check_labels, verdict
@@ -44,6 +45,7 @@ from .choose_checks import Items, add_recorded, add_transitivity, check_items, c
 from .choose_groups import by_group, check_by_column
 from .choose_output import check_output_dir, write_output
 from .choose_push import check_push, push_choice
+from .choose_rules import by_rules, check_votes, people_of, subsets_of
 from .estimate import estimate_cost
 from .job import COMMON_ARGUMENTS, Job
 from .score import score_dataset
@@ -76,6 +78,8 @@ def choose_judge(
     push_to_hub: str | None = None,
     token: str | None = None,
     by: str | None = None,
+    votes: Sequence[str] | None = None,
+    subset_column: str | None = None,
     **values: Unpack[JobValues],
 ) -> JudgeChoice:
     """Score the labelled rows of ``data`` with each candidate judge and rank them: which judge to use, how far
@@ -117,6 +121,14 @@ def choose_judge(
     ``by``: a column of the data (a category, subset or source): every figure per group too, with its interval,
     each group's figures those of a run on its rows alone, and its best judge (``choice.groups``,
     :mod:`hf_judge.engine.choose_groups`); a column the data lacks is refused before any request.
+    ``votes``: the columns of each pair's people's votes (default: ``annotators``'), which the alpacaeval rule
+    (their mode) and the mt-bench rule (each vote, as FastChat compares GPT-4 with each expert) compare a judge
+    with, rather than the majority label; ``choice.humans`` then holds the people's own figure under each (mt-bench:
+    every two votes on a pair; alpacaeval: each vote against the mode of the others), a row of the table under
+    those rules. ``mt-bench-human`` names its experts' votes (not its authors').
+    ``subset_column``: the column naming each pair's subset: the rewardbench rule's figure per subset and per section,
+    its headline the sections' mean (RewardBench's weights; ``rewardbench`` names ``subset``), and llmbar's
+    Adversarial mean (its adversarial subsets' unweighted mean); a column the data lacks is refused before any request.
     ``output_dir``: ``choose_judge.json``, ``choose_judge.md`` (a card's section) and beside them a folder per
     candidate, ``<judge>/``, the scored result that judge alone would have written (``load_result``, ``hf-judge
     view`` read it; :mod:`hf_judge.engine.choose_output` says why a folder each); with the plots extra,
@@ -154,9 +166,14 @@ def choose_judge(
     kind = _kind_of(metrics)
     swapped = kind == "pairwise" and all(m.swap for m in metrics)
     rule = rules.check_rule(rule, kind, swapped)
-    found = _labelled(data, label, labels, annotators, _Rule(kind, positive, label_threshold, _outputs(metrics)))
+    by_votes = rule in rules.BY_VOTES and kind == "pairwise"
+    found = _labelled(
+        data, label, labels, annotators, _Rule(kind, positive, label_threshold, _outputs(metrics), by_votes)
+    )
     ds = found.ds
     check_by_column(ds, by)
+    vote_columns = check_votes(ds, votes, annotators, kind)
+    subsets_of(ds, subset_column)
     verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)
     params = dict(metric_params or {})
     scored_ds = ds
@@ -177,12 +194,14 @@ def choose_judge(
         ds, LABEL, len(ds)
     )  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
-    _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed)
+    by_rules(choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, vote_columns),
+              subsets_of(ds, subset_column))  # fmt: skip
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
     if by is not None:
         rank = partial(
             _rank_group, metrics=metrics, candidates=candidates, kind=kind, swapped=swapped,
             generator_column=generator_column, resamples=resamples, seed=seed, columns=columns or {}, rule=rule,
+            votes=vote_columns, subset_column=subset_column,
         )  # fmt: skip
         choice.groups = by_group(result, ds, by, swapped, truth, rank)
     if found.ceiling is not None:
@@ -267,6 +286,9 @@ class _Rule:
     positive: Any
     threshold: float | None
     outputs: frozenset[str]
+    # a rule that compares with each person's vote: a row whose people split evenly is kept, labelled by
+    # AlpacaEval's tie-break of their mode (its target), not left out
+    by_votes: bool = False
 
 
 @dataclass
@@ -322,7 +344,15 @@ def _labelled(
     rows = [list(r) for r in zip(*table, strict=True)]
     people = [r for r in rows if any(v is not None for v in r)]  # the ceiling: every row someone labelled
     counts, values = label_counts(people)
-    return _kept(d, [_majority(r) for r in rows], (counts, values, len(columns)))
+    found = _kept(d, [_majority(r, rule.by_votes) for r in rows], (counts, values, len(columns)))
+    split = sum(1 for r in rows if _majority(r) is None and any(v is not None for v in r))
+    if rule.by_votes and split:
+        kept = (
+            f"{split:,} rows whose people split evenly are kept, their label AlpacaEval's tie-break of their mode "
+            "(the larger preference): the rule compares the judge with each person's vote"
+        )
+        found.left_out = f"{found.left_out}; {kept}" if found.left_out else kept
+    return found
 
 
 def _kept(d: Dataset, values: list[Any], ceiling: tuple[np.ndarray, list[Any], int] | None) -> _Found:
@@ -371,11 +401,14 @@ def _one_split(data: Dataset | DatasetDict, split: str | None) -> Dataset:
     return data[pick]
 
 
-def _majority(values: Sequence[Any]) -> Any:
-    """The most common label of a row; None when none, or when two values tie for it."""
+def _majority(values: Sequence[Any], tie_break: bool = False) -> Any:
+    """The most common label of a row; None when none, or when two values tie for it (``tie_break``: winners
+    split evenly resolved as AlpacaEval resolves its target, :func:`~hf_judge.analysis.benchmarks.alpaca_mode`)."""
     counts = Counter(v for v in values if v is not None).most_common(2)
-    if not counts or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+    if not counts:
         return None
+    if len(counts) == 2 and counts[0][1] == counts[1][1]:
+        return alpaca_mode([v for v in values if v is not None]) if tie_break else None
     return counts[0][0]
 
 
@@ -471,23 +504,6 @@ def _rank(
     return choice
 
 
-def _by_rules(
-    choice: JudgeChoice, scored: Dataset, swapped: bool, truth: list[Any], rule: str | None, resamples: int, seed: int
-) -> None:
-    """A pairwise judge's figures by every published rule that applies (``entry["rules"]``), and, with ``rule``,
-    that rule's as the table's headline (:mod:`hf_judge.analysis.rules`)."""
-    if choice.kind != "pairwise":
-        return
-    n = len(truth)
-    for e in choice.entries:
-        winners = scored.select_columns([e["column"]]).with_format("arrow")[:][0].to_pylist()[: 2 * n if swapped else n]
-        e["rules"] = rules.of_winners(winners, truth, swapped, resamples=resamples, seed=seed)
-        if rule is not None:
-            e.update(rules.headline(e["rules"], rule))
-    if rule is not None:
-        choice.rule, choice.headline = rule, rule
-
-
 def _rank_group(
     result: ScoredDatasetDict,
     ds: Dataset,
@@ -502,11 +518,23 @@ def _rank_group(
     seed: int,
     columns: Mapping[str, str],
     rule: str | None,
+    votes: list[str] | None = None,
+    subset_column: str | None = None,
 ) -> JudgeChoice:
-    """The table of one group's rows (``by=``): ranked, by the rules, and the longer-wins rates, as for all the
-    rows."""
+    """The table of one group's rows (``by=``): ranked, by the rules (against the group's ``votes``), and the
+    longer-wins rates, as for all the rows."""
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
-    _by_rules(choice, result["train"], swapped, truth, rule, resamples, seed)
+    by_rules(
+        choice,
+        result["train"],
+        swapped,
+        truth,
+        rule,
+        resamples,
+        seed,
+        people_of(ds, votes),
+        subsets_of(ds, subset_column),
+    )
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns, truth)
     return choice
 

@@ -48,6 +48,7 @@ def by_group(result: ScoredDatasetDict, ds: Dataset, by: str, swapped: bool, tru
                 "rows": choice.rows,
                 "chance": choice.chance,
                 "label_longer_wins": choice.label_longer_wins,
+                "humans": choice.humans,
                 "best": picked.get("best"),
                 "fit": picked.get("fit", []),
                 "entries": [_entry(e, name) for e in choice.entries],

@@ -125,12 +125,31 @@ def folder_choice(folder: str | Path | None) -> dict[str, Any] | None:
         if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
             return None
         out = {k: data.get(k) for k in ("metric", "kind", "rows", "headline", "recommendation", "ceiling")}
-        entries = [{k: e.get(k) for k in _CHOICE_KEYS} for e in data["entries"] if isinstance(e, dict)]
+        entries = [
+            {**{k: e.get(k) for k in _CHOICE_KEYS}, **_checks(e)} for e in data["entries"] if isinstance(e, dict)
+        ]
         for e in entries:
             if not isinstance(e["interval"], list) or len(e["interval"]) != 2 or None in e["interval"]:
                 e["interval"] = None
         return {**out, "entries": entries, "groups": choice_groups(data.get("groups"))}
     return None
+
+
+def _checks(e: dict[str, Any]) -> dict[str, Any]:
+    """The checks that need no labels, as the page's table shows them beside each other: the share of pairs whose
+    orders disagree (``judgebench.orders_disagree.share``) and the intransitive triads (``transitivity``: violations
+    of triads); None where the entry has none (or a foreign file holds something else)."""
+    jb = e.get("judgebench")
+    disagree = jb.get("orders_disagree") if isinstance(jb, dict) else None
+    share = disagree.get("share") if isinstance(disagree, dict) else None
+    t = e.get("transitivity")
+    counts = [t.get(k) for k in ("violations", "triads")] if isinstance(t, dict) else []
+    return {
+        "orders_disagree": share if isinstance(share, (int, float)) and not isinstance(share, bool) else None,
+        "transitivity": dict(zip(("violations", "triads"), counts, strict=True))
+        if counts and all(isinstance(v, int) and not isinstance(v, bool) for v in counts)
+        else None,
+    }
 
 
 def choice_groups(groups: Any) -> dict[str, Any] | None:

@@ -311,14 +311,26 @@
       const t = svgEl('text', { x: x(ceiling), y: H - 6, 'text-anchor': 'middle' }); t.textContent = 'human ceiling ' + show(ceiling); svg.append(t);
     }
     const money = (v) => typeof v === 'number' ? '$' + v.toPrecision(3) : '';
+    const checks = choiceChecks(all);
     const r = c.recommendation;
     return [el('h2', {}, 'Choosing the judge'),
       el('p', { class: 'small muted' }, `${c.metric} (${c.kind}) on ${int(c.rows)} labelled rows; a row a judge did not decide counts as not agreeing. ` + (r && r.name ? `Recommended: ${r.name} (${r.rule}).` : r ? 'Nothing recommended: no candidate is fit (none can be told from chance on these labels).' : '')),
       el('div', { class: 'card choice', id: 'choice' }, svg),
-      table(['judge', c.headline, '95% interval', 'coverage', '$/1k rows', '$/1k batch', 'p95 s'], all.map((e) => [e.name, show(e.score),
+      table(['judge', c.headline, '95% interval', 'coverage', ...checks.head, '$/1k rows', '$/1k batch', 'p95 s'], all.map((e) => [e.name, show(e.score),
         e.interval ? `${show(e.interval[0])} to ${show(e.interval[1])}` : '', typeof e.coverage !== 'number' ? '-' : (100 * e.coverage).toFixed(1) + '%',
-        money(e.cost_per_1000), money(e.cost_per_1000_batch), fmt(e.latency_p95_s)]), { class: 'choice-table' }),
+        ...checks.cells(e), money(e.cost_per_1000), money(e.cost_per_1000_batch), fmt(e.latency_p95_s)]), { class: 'choice-table' }),
       ...choiceGroups(c, show)];
+  }
+
+  // the checks that need no labels, side by side where the table has them: the share of pairs whose two orders
+  // disagree (a pairwise judge asked in both orders), and the intransitive triads (A over B, B over C, C over A)
+  function choiceChecks(all) {
+    const orders = all.some((e) => typeof e.orders_disagree === 'number'), cycles = all.some((e) => e.transitivity && e.transitivity.triads);
+    const cyc = (t) => !t || !t.triads ? '-' : `${int(t.violations)} of ${int(t.triads)} triads`;
+    return {
+      head: [...(orders ? ['orders disagree'] : []), ...(cycles ? ['intransitive'] : [])],
+      cells: (e) => [...(orders ? [typeof e.orders_disagree !== 'number' ? '-' : (100 * e.orders_disagree).toFixed(0) + '%'] : []), ...(cycles ? [cyc(e.transitivity)] : [])],
+    };
   }
 
   // choose-judge --by COLUMN: a row per group, its best judge, each judge's figure with its interval on that group's
