@@ -206,6 +206,25 @@ def test_pairwise_labels_are_1_2_or_tie_as_agreement_reads_them(judge, tmp_path)
         agreement(Dataset.from_dict({"Comparative_winner": winners, "human": junk}), "Comparative", "human")
 
 
+def test_a_pair_metric_whose_response_columns_are_not_mapped_is_refused_by_name_before_any_request(judge, tmp_path):
+    """A stranger's first try: the responses in columns the metric does not name. Base: a raw ValueError from
+    datasets' rename_columns (``Original column names {'response2', 'response1'} not in the dataset``) out of
+    the swap of the two orders."""
+    rows = _pairs(["1"] * N).rename_columns({"response1": "response_a", "response2": "response_b"})
+    with pytest.raises(ConfigError, match=r"metric Comparative needs 'response1', 'response2', but the dataset has"):
+        _choose(judge, tmp_path, rows, "Comparative", label="human")
+    assert _sent(judge) == 0
+    choice = _choose(
+        judge,
+        tmp_path,
+        rows,
+        "Comparative",
+        label="human",
+        columns={"response1": "response_a", "response2": "response_b"},
+    )
+    assert _sent(judge) == 2 * 2 * N and len(choice.entries) == 2  # two judges, both orders
+
+
 # -- the label column's name, a dict label ------------------------------------------------------------------------
 
 

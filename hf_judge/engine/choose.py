@@ -177,6 +177,8 @@ def choose_judge(
     verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)
     params = dict(metric_params or {})
     scored_ds = ds
+    for m in metrics:  # a variable without its column: the metric's own error, before the orders are swapped
+        m.resolve_columns(dict(columns or {}), ds.column_names)
     if swapped:  # each order a row of its own: JudgeBench's rule needs each order's verdict
         params = {m.name: {**params.get(m.name, {}), "swap": False} for m in metrics} | {
             k: v for k, v in params.items() if k not in {m.name for m in metrics}
