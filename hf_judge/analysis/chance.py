@@ -68,6 +68,8 @@ def why_not(entry: Mapping[str, Any], chance: Mapping[str, Any] | None) -> str:
     Example:
         >>> why_not({"score": 0.6, "interval": [0.45, 0.75]}, {"kind": "binary", "score": 0.5, "kappa": 0.0})
         'its interval [45.0%, 75.0%] reaches chance (50.0%)'
+        >>> why_not({"score": 0.3, "interval": [0.25, 0.4]}, {"kind": "binary", "score": 0.5, "kappa": 0.0})
+        'its interval [25.0%, 40.0%] lies below chance (50.0%)'
     """
     pct = chance is None or chance.get("kind") != "numeric"
     fmt = (lambda v: f"{v:.1%}") if pct else (lambda v: f"{v:.3g}")
@@ -75,7 +77,8 @@ def why_not(entry: Mapping[str, Any], chance: Mapping[str, Any] | None) -> str:
     if chance is None or not interval or interval[0] is None:
         return "it has no interval (resamples 0), so it cannot be told from chance"
     if interval[0] <= chance["score"]:
-        return f"its interval [{fmt(interval[0])}, {fmt(interval[1])}] reaches chance ({fmt(chance['score'])})"
+        lies = "lies below" if interval[1] is not None and interval[1] < chance["score"] else "reaches"
+        return f"its interval [{fmt(interval[0])}, {fmt(interval[1])}] {lies} chance ({fmt(chance['score'])})"
     kappa = entry.get("kappa_interval") or [None, None]
     return f"its kappa's interval [{kappa[0]:.3g}, {kappa[1]:.3g}] reaches 0 (chance)"
 
