@@ -13,6 +13,7 @@ The inputs hold no missing values (:mod:`hf_judge.analysis.agreement` drops them
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -247,7 +248,19 @@ def resample_rows(n: int, resamples: int, seed: int) -> np.ndarray:
         >>> resample_rows(5, 2, seed=0).shape
         (2, 5)
     """
+    if n * resamples <= _KEPT_DRAW:  # the figures of every judge (and group) of a table draw the same rows
+        return _kept_rows(n, resamples, seed)
     return np.random.default_rng(seed).integers(0, n, (resamples, n))
+
+
+_KEPT_DRAW = 2_000_000  # 16 MB: a draw kept for the next figure on as many rows (1,000 resamples of 2,000 rows)
+
+
+@functools.lru_cache(maxsize=4)
+def _kept_rows(n: int, resamples: int, seed: int) -> np.ndarray:
+    rows = np.random.default_rng(seed).integers(0, n, (resamples, n))
+    rows.flags.writeable = False  # shared by every caller
+    return rows
 
 
 def bootstrap_spearman(
