@@ -26,8 +26,8 @@ from vllm_fixture import TEST_ARGS, build_tiny_model, require_vllm, vllm_env
 from hf_judge import Settings, score_dataset
 from hf_judge.engine.capabilities import check
 from hf_judge.errors import ConfigError
-from hf_judge.transport.served import SERVED_ENV
-from hf_judge.transport.vllm import engine_args, model_identity, parse_vllm_model, server_flags
+from hf_judge.transport.served import SERVED_ENV, bytes_bound
+from hf_judge.transport.vllm import byte_bound, engine_args, model_identity, parse_vllm_model, server_flags
 
 ROWS = [{"question": f"What is {i} plus {i}?", "answer": f"It is {2 * i}."} for i in range(24)]
 LONG = {"question": "Explain this text. " + "lorem ipsum dolor sit amet " * 400, "answer": "No."}
@@ -119,6 +119,41 @@ def test_an_over_long_prompt_is_a_context_length_row_never_sent(judge, tmp_path,
     assert judge.stats()["requests"] == 5  # the long row was counted, not sent
     assert judge.stats()["tokenize"] == 6
     assert None not in scored["train"]["QA_Clarity"][:5]  # the rows that fit were sent and scored
+
+
+def test_a_short_prompt_costs_no_tokenize_request(judge, tmp_path, monkeypatch):
+    """A tokenizer whose tokens each cover a byte (``byte_bound``): the chat template's tokens are counted once per
+    form of the messages, and a prompt whose bytes prove it fits goes without a /tokenize call of its own; the
+    over-long one is still counted, and still never sent."""
+    facts = {"identity": "vllm:folder:x:dtype=auto:quantization=none", "max_model_len": 4000, "byte_bound": ""}
+    monkeypatch.setenv(SERVED_ENV, json.dumps({judge.base_url.rstrip("/"): facts}))
+    longer = {**LONG, "question": LONG["question"] * 2}  # 21,600 characters: 5,400 tokens at 4 a token
+    ds = Dataset.from_list(ROWS[:5] + [longer])
+    scored = score_dataset(
+        ds, ["QA_Clarity"], model="judge", base_url=judge.base_url, columns=COLUMNS, cache_dir=tmp_path, progress=False
+    )
+    assert [(e["row"], e["kind"]) for e in scored["errors"]] == [(5, "context_length")]
+    assert judge.stats()["requests"] == 5
+    assert judge.stats()["tokenize"] == 2  # the template's form once, then the long row: none for the 5 short ones
+
+
+def test_the_byte_bound_holds_only_for_tokenizers_that_cannot_lengthen_text(tmp_path):
+    def bound(normalizer):
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        folder.mkdir()
+        spec = {"normalizer": normalizer, "model": {"type": "BPE", "byte_fallback": True}}
+        (folder / "tokenizer.json").write_text(json.dumps(spec))
+        return byte_bound(str(folder))
+
+    assert bound(None) == ""  # byte-level BPE (Llama 3, the tiny model)
+    assert bound({"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}) == ""  # SentencePiece (Gemma)
+    assert bound({"type": "NFC"}) == "NFC"  # Qwen: the bytes are counted after NFC
+    assert bound({"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "Lowercase"}]}) is None
+    assert bound({"type": "Replace", "pattern": {"Regex": "."}, "content": "ab"}) is None
+    assert byte_bound(str(tmp_path / "none")) is None  # no tokenizer.json: every prompt is counted by the server
+    assert byte_bound(str(tmp_path / "0"), {"tokenizer_mode": "mistral"}) is None
+    assert bytes_bound([{"role": "user", "content": "\ufdfa"}], "NFKC") == 33  # one character, 18 after NFKC
+    assert bytes_bound([{"role": "user", "content": [{"type": "text", "text": "x"}]}], "") is None
 
 
 def test_a_managed_servers_replies_are_keyed_by_the_model_not_the_port(judge, tmp_path, monkeypatch):

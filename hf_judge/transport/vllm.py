@@ -219,6 +219,64 @@ def model_identity(model: str, vllm_args: Mapping[str, Any] | None = None) -> st
     return f"vllm:{what}:dtype={args.get('dtype', 'auto')}:quantization={args.get('quantization', 'none')}"
 
 
+# Normalizers after which a text's UTF-8 bytes still bound its tokens (every token covers at least one byte of the
+# text, or one character, or is a marker in the slack): SentencePiece's space -> "\u2581" (one character for one),
+# a prepended marker, stripping; a Unicode form is applied before the bytes are counted (NFKC turns one character
+# into up to 18). Any other (lowercasing, a multi-character replacement, a custom one): no bound, every prompt is
+# counted by the server.
+_BOUNDED_NORMALIZERS = {"Replace", "Prepend", "Strip", "StripAccents", "NFC", "NFD", "NFKC", "NFKD"}
+
+
+def _normalizers(spec: Any) -> list[dict] | None:
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        return None
+    if spec.get("type") == "Sequence":
+        parts = [_normalizers(n) for n in spec.get("normalizers") or []]
+        return None if any(p is None for p in parts) else [n for p in parts for n in p or []]
+    return [spec]
+
+
+def _literal(pattern: Any) -> bool:
+    return isinstance(pattern, dict) and isinstance(pattern.get("String"), str) and bool(pattern["String"])
+
+
+def byte_bound(model: str, args: Mapping[str, Any] | None = None) -> str | None:
+    """The Unicode forms (comma-separated, ``""`` for none) after which a prompt's UTF-8 bytes bound its tokens for
+    ``model``'s tokenizer (its ``tokenizer.json``: byte-level BPE, SentencePiece with byte fallback, WordPiece...);
+    None where no such bound is known to hold (no ``tokenizer.json``, another tokenizer mode, a normalizer that
+    can lengthen text), and every prompt's length is then counted by the server.
+
+    Example:
+        >>> byte_bound("/no/such/model") is None
+        True
+    """
+    args = {_key(k): v for k, v in (args or {}).items()}
+    if str(args.get("tokenizer_mode") or "auto") not in ("auto", "hf"):
+        return None
+    source = str(args.get("tokenizer") or model)
+    path: Any = Path(source).expanduser() / "tokenizer.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            path = try_to_load_from_cache(source, "tokenizer.json", revision=args.get("tokenizer_revision"))
+        except (ImportError, ValueError):
+            return None
+    try:
+        spec = json.loads(Path(path).read_text(encoding="utf-8")) if isinstance(path, (str, Path)) else None
+    except (OSError, ValueError):
+        return None
+    norms = _normalizers(spec.get("normalizer")) if isinstance(spec, dict) else None
+    if norms is None or any(n.get("type") not in _BOUNDED_NORMALIZERS for n in norms):
+        return None
+    for n in norms:  # a replacement of one text by at most one character each time (not a regex, not of "")
+        if n.get("type") == "Replace" and (len(str(n.get("content", ""))) > 1 or not _literal(n.get("pattern"))):
+            return None
+    return ",".join(n["type"] for n in norms if n["type"].startswith("NF"))
+
+
 @contextlib.contextmanager
 def _served(base_url: str, facts: dict[str, Any]) -> Iterator[None]:
     """``base_url`` listed in :data:`SERVED_ENV` for the block (inherited by the processes the run starts)."""
@@ -329,7 +387,8 @@ def vllm_judge(
         try:
             listed = _get_json(base_url + "/models")["data"]
             max_len = next((m.get("max_model_len") for m in listed if m.get("id") == alias), None)
-            with _served(base_url, {"identity": identity, "max_model_len": max_len}):
+            facts = {"identity": identity, "max_model_len": max_len, "byte_bound": byte_bound(target, args)}
+            with _served(base_url, facts):
                 yield LocalJudge(
                     base_url=base_url, model=alias, model_path=folder if folder.is_dir() else Path(model), port=port,
                     pid=proc.pid, log_path=log_path, process=proc, what=WHAT,
