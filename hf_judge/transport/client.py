@@ -261,7 +261,6 @@ class JudgeClient:
                 self._tpm = AsyncLimiter(max(1.0, tpm / 60), 1)
         self._key_prefix = hashlib.blake2b(self.server_id.encode() + b"\0", digest_size=16)
         self._session: aiohttp.ClientSession | None = None
-        self._template_tokens: dict = {}  # a managed vLLM judge's chat template tokens per form (served.py)
         self._deadlines = Deadlines(settings.timeout, clock)
         self.stopped: RunStopped | None = None
         self.max_reply_bytes = settings.max_reply_bytes
@@ -273,7 +272,6 @@ class JudgeClient:
         self._through_at = self._clock.now()
         if not self._own_transport:
             return
-        self._template_tokens = {}  # futures of the session's event loop
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         self._session = aiohttp.ClientSession(
             connector=connector,
@@ -507,8 +505,7 @@ class JudgeClient:
     async def _refused(self, messages: list, have_slot: bool) -> Outcome | None:
         """A managed vLLM judge's ``context_length`` outcome, unsent, for a prompt too long for it, else None."""
         assert self.served is not None
-        session, served, cache = self._session, self.served, self._template_tokens
-        said = session and await context_refusal(session, self.base_url, self.model, messages, served, cache)
+        said = self._session and await context_refusal(self._session, self.base_url, self.model, messages, self.served)
         if not said:
             return None
         if have_slot:

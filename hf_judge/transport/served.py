@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ def too_long(count: int, max_model_len: int) -> str | None:
 # Tokens a message's own text may cost beyond its UTF-8 bytes where the bound holds: a prepended "▁" per piece of
 # text and a template's tokens that merge differently around it (its overhead is measured with one character)
 SLACK_PER_MESSAGE = 8
+# the chat template's tokens per form of the messages, per client session (its futures belong to its event loop)
+_TEMPLATE_TOKENS: weakref.WeakKeyDictionary[aiohttp.ClientSession, dict] = weakref.WeakKeyDictionary()
 
 
 def bytes_bound(messages: list, form: str | None) -> int | None:
@@ -129,22 +132,17 @@ async def _fits_by_bound(
 
 
 async def context_refusal(
-    session: aiohttp.ClientSession,
-    base_url: str,
-    model: str,
-    messages: list,
-    served: dict[str, Any],
-    overheads: dict | None = None,
+    session: aiohttp.ClientSession, base_url: str, model: str, messages: list, served: dict[str, Any]
 ) -> str | None:
     """The errors row's message where ``messages`` leave no room for a reply in the managed judge's context, counted
     by the server's own tokenizer and chat template (``POST /tokenize``); None where they fit, or cannot be counted
-    (the request then goes, and the server's 400 says the same). ``overheads``: the client's cache of the chat
-    template's tokens per form; with it, a prompt a bound proves short is not counted (see :func:`_fits_by_bound`).
-    """
+    (the request then goes, and the server's 400 says the same). A prompt a bound proves short is not counted (see
+    :func:`_fits_by_bound`)."""
     limit = served.get("max_model_len")
     if not limit:
         return None
-    if overheads is not None and await _fits_by_bound(session, base_url, model, messages, served, overheads):
+    overheads = _TEMPLATE_TOKENS.setdefault(session, {})
+    if await _fits_by_bound(session, base_url, model, messages, served, overheads):
         return None
     count = await _count(session, base_url, model, messages)
     return too_long(count, limit) if count is not None else None
