@@ -189,6 +189,34 @@ def test_the_byte_bound_holds_only_for_tokenizers_that_cannot_lengthen_text(tmp_
     assert bytes_bound([{"role": "user", "content": [{"type": "text", "text": "x"}]}], "") is None
 
 
+def test_requests_sharing_a_template_are_sent_side_by_side(judge, tmp_path):
+    """Prefix caching reuses a prompt's start only while it is cached: a batch of rows sends one metric's requests
+    together (both orders of a pair next to each other), then the next metric's, not the metrics row by row."""
+    judge.configure(record=True)
+    rows = [
+        {"question": f"row-{i}: which is better?", "response1": f"resp-A-{i}", "response2": f"resp-B-{i}"}
+        for i in range(3)
+    ]
+    columns = {"question": "question", "response1": "response1", "response2": "response2"}
+    columns |= {"instruction": "question", "output": "response1"}
+    score_dataset(
+        Dataset.from_list(rows), ["Comparative", "QA_Clarity"], model="judge", base_url=judge.base_url,
+        columns=columns, cache_dir=tmp_path, concurrency=1, progress=False,
+    )  # fmt: skip
+
+    def what(body: dict) -> str:
+        text = body["messages"][-1]["content"]
+        row = text.split("row-")[1][0]
+        if "[Assistant 1]\nresp-A" in text:
+            return f"pair {row} A first"
+        return f"pair {row} B first" if "[Assistant 1]\nresp-B" in text else f"clarity {row}"
+
+    assert [what(b) for b in judge.stats()["bodies"]] == [
+        "pair 0 A first", "pair 0 B first", "pair 1 A first", "pair 1 B first", "pair 2 A first", "pair 2 B first",
+        "clarity 0", "clarity 1", "clarity 2",
+    ]  # fmt: skip
+
+
 def test_a_managed_servers_replies_are_keyed_by_the_model_not_the_port(judge, tmp_path, monkeypatch):
     """Two base URLs (a new port at each start), one model identity: the second run sends nothing."""
     ds = Dataset.from_list(ROWS[:4])
