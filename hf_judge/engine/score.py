@@ -173,10 +173,12 @@ def vllm_settings(settings: Settings, judge: Any) -> Settings:
         >>> vllm_settings(Settings(model="vllm:m"), judge).concurrency
         1024
     """
+    from ..transport.vllm import judge_concurrency
+
     update: dict[str, Any] = {"model": judge.model, "base_url": judge.base_url}
-    seqs = (judge.engine or {}).get("max_num_seqs")
-    if seqs and "concurrency" not in settings.model_fields_set:
-        update["concurrency"] = max(1, -(-seqs // max(1, settings.num_workers or 1)))
+    fill = judge_concurrency(judge, settings.num_workers)
+    if fill and "concurrency" not in settings.model_fields_set:
+        update["concurrency"] = fill
     return settings.model_copy(update=update)
 
 

@@ -365,6 +365,20 @@ def max_num_seqs(args: Mapping[str, Any]) -> int | None:
     return int(seqs) * int(args.get("data_parallel_size") or 1) if seqs is not None else None
 
 
+def judge_concurrency(judge: LocalJudge, workers: int | None = 1) -> int | None:
+    """The requests in flight that fill a started vLLM judge's ``max_num_seqs`` (see :func:`max_num_seqs`), shared
+    by ``workers`` processes; None where vLLM picks it. vLLM batches only what it has been sent, and ``LLM.chat``,
+    the offline baseline, hands it every prompt at once.
+
+    Example:
+        >>> judge = LocalJudge("http://127.0.0.1:1/v1", "m", Path("m"), 1, 1, Path("log"), engine={"max_num_seqs": 256})
+        >>> judge_concurrency(judge), judge_concurrency(judge, workers=3)
+        (256, 86)
+    """
+    seqs = (judge.engine or {}).get("max_num_seqs")
+    return max(1, -(-seqs // max(1, workers or 1))) if seqs else None
+
+
 def engine_record(judge: LocalJudge) -> dict[str, Any] | None:
     """The summary's ``engine`` of a vLLM judge now (its seconds serving since it was ready), None for another.
 
