@@ -192,6 +192,7 @@ BAD_INPUT = {
         "preflight": "text where an image goes",
         "resolve_api_key": "no API key",
         "stream_splits": "a foreign errors split",
+        "streams_as_one": "a DatasetDict mixing streamed and loaded splits",
     },
     "ray": {"_check_address": "no Ray cluster there", "score_dataset_on_ray": "Ray not installed"},
     "ray_output": {"__init__": "a bad output URL", "check": "an output URL of other files"},

@@ -40,13 +40,12 @@ from ..results.errors_split import ERRORS_SPLIT, current, judge_error_table
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import JobValues, Panelist, Settings, Unpack
-from ..transport.prices import Price
 from .choose_checks import Items, add_recorded, add_transitivity, check_items, check_recorded
+from .choose_costs import costs, projected_costs, projection
 from .choose_groups import by_group, check_by_column
 from .choose_output import check_output_dir, write_output
 from .choose_push import check_push, push_choice
 from .choose_rules import by_rules, check_votes, people_of, subsets_of
-from .estimate import estimate_cost
 from .job import COMMON_ARGUMENTS, Job
 from .score import score_dataset
 
@@ -175,15 +174,7 @@ def choose_judge(
     vote_columns = check_votes(ds, votes, annotators, kind)
     subsets_of(ds, subset_column)
     verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)
-    params = dict(metric_params or {})
-    scored_ds = ds
-    for m in metrics:  # a variable without its column: the metric's own error, before the orders are swapped
-        m.resolve_columns(dict(columns or {}), ds.column_names)
-    if swapped:  # each order a row of its own: JudgeBench's rule needs each order's verdict
-        params = {m.name: {**params.get(m.name, {}), "swap": False} for m in metrics} | {
-            k: v for k, v in params.items() if k not in {m.name for m in metrics}
-        }
-        scored_ds = concatenate_datasets([ds, _swap(ds, metrics[0], columns or {})])
+    scored_ds, params = _orders(ds, metrics, columns or {}, metric_params, swapped)
     result = score_dataset(
         scored_ds,
         names,
@@ -192,9 +183,8 @@ def choose_judge(
         **_panel_settings(setting_values, candidates, generator_column),
     )
     assert isinstance(result, ScoredDatasetDict)
-    truth = _head(
-        ds, LABEL, len(ds)
-    )  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
+    # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
+    truth = _head(ds, LABEL, len(ds))
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
     by_rules(choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, vote_columns),
               subsets_of(ds, subset_column))  # fmt: skip
@@ -215,13 +205,13 @@ def choose_judge(
         choice.ceiling_missing = NO_CEILING
     if found.left_out:
         choice.notes.append(found.left_out)
-    _projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
+    projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
     add_recorded(choice, verdicts, truth, resamples, seed)
     if named_items is not None:
         add_transitivity(choice, ds, result["train"], named_items, swapped, verdicts)
     choice.recommendation = recommend([e for e in choice.entries if not e.get("recorded")], choice.chance, choice.rows)
     if for_dataset is not None and (choice.recommendation or {}).get("name"):
-        choice.projection = _projection(
+        choice.projection = projection(
             for_dataset, choice, candidates, columns, prompts_dir, metric_params, settings, setting_values
         )
     pairs = (LABEL, truth) if swapped else None  # each order's rows with the label in their own terms
@@ -414,6 +404,27 @@ def _majority(values: Sequence[Any], tie_break: bool = False) -> Any:
     return counts[0][0]
 
 
+def _orders(
+    ds: Dataset,
+    metrics: Sequence[Metric],
+    columns: Mapping[str, str],
+    metric_params: Mapping[str, dict[str, Any]] | None,
+    swapped: bool,
+) -> tuple[Dataset, dict[str, Any]]:
+    """The rows to score and the metrics' params: for pairs in both orders, each order a row of its own (JudgeBench's
+    rule needs each order's verdict), the metric's own swap off. A variable without its column is the metric's own
+    error, before the orders are swapped."""
+    for m in metrics:
+        m.resolve_columns(dict(columns), ds.column_names)
+    params = dict(metric_params or {})
+    if not swapped:
+        return ds, params
+    params = {m.name: {**params.get(m.name, {}), "swap": False} for m in metrics} | {
+        k: v for k, v in params.items() if k not in {m.name for m in metrics}
+    }
+    return concatenate_datasets([ds, _swap(ds, metrics[0], columns)]), params
+
+
 def _swap(ds: Dataset, metric: Metric, columns: Mapping[str, str]) -> Dataset:
     """``ds`` with the two responses' columns exchanged (the second order of each pair)."""
     assert metric.swap is not None
@@ -500,7 +511,7 @@ def _rank(
                 entry["self_preference"] = _self_preference(
                     scored.select(range(n)), column, kind, generator_column, judge
                 )
-            entry.update(_costs(_judge_figures(summary, name, panel), n, 2 if swapped else 1, entry["coverage"]))
+            entry.update(costs(_judge_figures(summary, name, panel), n, 2 if swapped else 1, entry["coverage"]))
             entry["length_bias"] = summary.length_bias.get(column.replace("_winner", ""))
             choice.entries.append(entry)
     return choice
@@ -684,111 +695,4 @@ def _pairs(
         "failures": orders["failures"],
         "pair_coverage": decided["coverage"],
         "judgebench": {k: found[k] for k in ("single_order_accuracy", "orders_disagree")},
-    }
-
-
-def _costs(figures: Mapping[str, Any], rows: int, per_row: int, coverage: float | None) -> dict[str, Any]:
-    """Cost per 1,000 rows at list and batch price from the tokens this judge's replies used, and latency. None
-    where the judge decided no row (a price of rows it cannot judge says nothing), where it has no price, or where
-    its server reported no token counts (then :func:`_projected_costs` projects it)."""
-    out: dict[str, Any] = {
-        "latency_p50_s": figures.get("latency_p50_s"),
-        "latency_p95_s": figures.get("latency_p95_s"),
-        "cost_per_1000": None,
-        "cost_per_1000_batch": None,
-    }
-    answered, price = figures.get("answered") or 0, figures.get("price")
-    if "price" in figures and price is None:  # its client found no price: a projection would find none either
-        out["cost_basis"] = None
-    used = figures.get("prompt_tokens", 0) + figures.get("completion_tokens", 0)
-    if price is None or not answered or not rows or not coverage or not used:
-        return out
-    p = Price(**price)
-    # the tokens of an answered request, times the requests a row takes (cached replies cost nothing this time)
-    scale = 1000 * per_row / answered
-    tokens = (figures.get("prompt_tokens", 0) * scale, figures.get("completion_tokens", 0) * scale)
-    out["cost_per_1000"] = p.cost(*tokens)
-    out["cost_per_1000_batch"] = p.cost(*tokens, batch=True)
-    return out
-
-
-def _projected_costs(
-    choice: JudgeChoice,
-    ds: Dataset,
-    candidates: Sequence[Panelist],
-    columns: dict[str, str] | None,
-    prompts_dir: Any,
-    metric_params: dict[str, dict[str, Any]] | None,
-    settings: Settings | None,
-    setting_values: Mapping[str, Any],
-) -> None:
-    """The cost of a judge whose replies this run took all from the reply store (it paid nothing now): the
-    ``--dry-run`` projection of its requests on the labelled rows, per 1,000 rows (``cost_basis`` says which)."""
-    by_name = {c.column_name: c for c in candidates}
-    for e in choice.entries:
-        if e.get("cost_per_1000") is not None:
-            e["cost_basis"] = "replies"
-            continue
-        if not e.get("coverage"):  # it decided nothing: no cost per 1,000 rows it cannot judge
-            e["cost_basis"] = None
-            continue
-        if "cost_basis" in e:  # no price (_costs): projecting its requests (rendering every prompt) would cost 0.1 s
-            continue  # per 1,000 rows and find no price either
-        judge = by_name[e["judge"]]
-        own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
-        est = estimate_cost(
-            ds, [e["metric"]], columns=columns, prompts_dir=prompts_dir, metric_params=metric_params,
-            use_cache=False, tokenizer="chars", settings=settings,
-            **{**setting_values, **own, "model": judge.model, "models": None},
-        )  # fmt: skip
-        if est.cost_online is not None and choice.rows:
-            e["cost_per_1000"] = est.cost_online / choice.rows * 1000
-            e["cost_per_1000_batch"] = (est.cost_batch or 0.0) / choice.rows * 1000
-            e["cost_basis"] = "projected"
-    idle = [e["name"] for e in choice.entries if not e.get("coverage")]
-    if idle:
-        choice.notes.append(
-            f"{', '.join(idle)} decided no row: no cost is shown (a price per 1,000 rows it cannot judge says nothing)"
-        )
-    if any(e.get("cost_per_1000") is None and e.get("coverage") for e in choice.entries):
-        choice.notes.append("a judge without a price has no cost: give its price with --prices FILE")
-    if any(e.get("cost_basis") == "projected" for e in choice.entries):
-        choice.notes.append(
-            "cost of a judge whose replies this run did not pay for (from the reply store) or whose server reported "
-            "no token counts: projected as --dry-run does"
-        )
-
-
-def _projection(
-    target: Dataset | DatasetDict,
-    choice: JudgeChoice,
-    candidates: Sequence[Panelist],
-    columns: dict[str, str] | None,
-    prompts_dir: Any,
-    metric_params: dict[str, dict[str, Any]] | None,
-    settings: Settings | None,
-    setting_values: Mapping[str, Any],
-) -> dict[str, Any]:
-    """What scoring ``target`` with the recommended judge would send and cost (``--dry-run``'s estimate)."""
-    assert choice.recommendation is not None
-    pick = next(e for e in choice.entries if e["name"] == choice.recommendation["name"])
-    judge = next(c for c in candidates if c.column_name == pick["judge"])
-    own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
-    est = estimate_cost(
-        target,
-        [pick["metric"]],
-        columns=columns,
-        prompts_dir=prompts_dir,
-        metric_params=metric_params,
-        use_cache=False,
-        tokenizer="chars",
-        settings=settings,
-        **{**setting_values, **own, "model": judge.model, "models": None},
-    )
-    return {
-        "dataset": getattr(target, "info", None) and target.info.dataset_name or "the dataset",
-        "judge": pick["name"],
-        "requests": est.requests,
-        "cost_online": est.cost_online,
-        "cost_batch": est.cost_batch,
     }
