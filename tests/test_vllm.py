@@ -330,15 +330,6 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
     assert totals["requests"] == rows, log  # nothing of the old model is reused
 
 
-def test_choose_judge_refuses_a_vllm_candidate_it_would_have_to_start(capfd, tmp_path):
-    data = tmp_path / "labelled.jsonl"
-    data.write_text('{"instruction": "q", "output": "a", "human": 1}\n')
-    code, _, err = run_cli(
-        capfd, "choose-judge", data, "--metric", "Binary", "--judges", "vllm:A,gpt-x", "--label", "human"
-    )
-    assert code != 0 and "choose-judge does not start vllm:A" in err and "base_url" in err
-
-
 def test_a_dead_vllm_engine_stops_the_run_with_one_line(judge, capfd, tmp_path):
     """vLLM's 500 ``EngineCore encountered an issue`` is its engine dead: no retries, no errors split of every row;
     the run stops with the reason and the exit code of a stopped run (the replies before it are kept)."""

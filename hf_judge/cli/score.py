@@ -634,6 +634,8 @@ def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
     # vLLM batches what is in flight: keep its scheduler full (it queues the rest itself)
     kwargs.setdefault("concurrency", 256)
     kwargs.setdefault("timeout", 600.0)
+    if kwargs.get("escalate_model") or kwargs.get("models"):
+        return contextlib.nullcontext()  # a cascade's tiers, a panel's judges: each started in its turn (engine)
 
     @contextlib.contextmanager
     def run():

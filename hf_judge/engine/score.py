@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
@@ -27,6 +25,7 @@ from .job import Job, JudgeJob
 from .one_process import OneProcess
 from .prepare import settings_doc
 from .stream import ScoredIterableDatasetDict, StreamReadings, Streams
+from .vllm_turns import judges_in_turn, managed_judges, vllm_served
 from .workers import Workers
 
 logger = logging.getLogger("hf_judge")
@@ -126,7 +125,30 @@ def score_checked(
     # the driver's refusal (Run.prepare), said before any request
     engine = engine_for(job.settings, ds).name
     check(engine, job.settings, stream=stream, use_cache=job.use_cache, provider=resolved_provider(job.settings))
-    with vllm_served(job.settings) as (settings, judge):
+    return _served(ds, job, progress=progress, if_exists=if_exists)
+
+
+def _served(
+    ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
+    job: JudgeJob,
+    *,
+    progress: bool | ProgressCallback = True,
+    if_exists: str = "keep",
+) -> ScoredDatasetDict:
+    """:func:`score_job` with the vLLM judges it names started one at a time (engine/vllm_turns.py): a cascade's in
+    the pass of their tier (:func:`_cascade` runs each tier through here), a panel's each in its turn, one judge's
+    around the run."""
+    settings = job.settings
+    if settings.escalate_model is not None:
+        return score_job(ds, job, progress=progress, if_exists=if_exists)
+    if managed_judges(settings):
+
+        def alone(one: Settings) -> None:  # the result is the panel's; this turn fills the reply store
+            score_job(ds, _with(job, one), progress=progress, if_exists="overwrite")
+
+        with judges_in_turn(settings, alone) as panel:
+            return score_job(ds, _with(job, panel), progress=progress, if_exists=if_exists)
+    with vllm_served(settings) as (settings, judge):
         if settings is not job.settings:
             job = dataclasses.replace(job, settings=settings)
         scored = score_job(ds, job, progress=progress, if_exists=if_exists)
@@ -137,27 +159,9 @@ def score_checked(
         return scored
 
 
-@contextlib.contextmanager
-def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
-    """``model="vllm:MODEL"``: the settings of the vLLM judge started for the block (its name and base URL), or, with
-    a ``base_url``, of the vLLM server already there (the model's name without ``vllm:``); any other model: the
-    settings as they are; with the judge started, or None.
-
-    Example:
-        >>> with vllm_served(Settings(model="vllm:m", base_url="http://gpu1:8000/v1")) as (s, judge):
-        ...     s.model, judge
-        ('m', None)
-    """
-    from ..transport.vllm import parse_vllm_model, vllm_judge
-
-    name = parse_vllm_model(settings.model)
-    if name is None:
-        yield settings, None
-    elif settings.base_url:
-        yield settings.model_copy(update={"model": name}), None
-    else:
-        with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
-            yield settings.model_copy(update={"model": judge.model, "base_url": judge.base_url}), judge
+def _with(job: JudgeJob, settings: Settings) -> JudgeJob:
+    """``job`` with other settings (its layout follows them: one judge, or a panel)."""
+    return dataclasses.replace(job, settings=settings).with_settings()
 
 
 def score_job(
@@ -197,7 +201,7 @@ def _cascade(ds: Any, job: JudgeJob, progress: bool | ProgressCallback, if_exist
     """A cascade's result (engine/cascade.py): :func:`score_job` once per tier. A budget stop keeps no result: one
     tier's is not the cascade's, and its replies are in the store for the rerun."""
     try:
-        return score_cascade(ds, job, score_job, progress=progress, if_exists=if_exists)
+        return score_cascade(ds, job, _served, progress=progress, if_exists=if_exists)
     except BudgetExceededError as e:
         e.result = None
         raise

@@ -220,11 +220,18 @@ def model_identity(model: str, vllm_args: Mapping[str, Any] | None = None) -> st
 
 
 @contextlib.contextmanager
-def _served(base_url: str, facts: dict[str, Any]) -> Iterator[None]:
-    """``base_url`` listed in :data:`SERVED_ENV` for the block (inherited by the processes the run starts)."""
+def list_servers(servers: Mapping[str, dict[str, Any]]) -> Iterator[None]:
+    """Each base URL of ``servers`` listed in :data:`SERVED_ENV` with its facts for the block (inherited by the
+    processes the run starts); ``stopped`` in its facts: a judge whose turn is over, asked nothing.
+
+    Example:
+        >>> with list_servers({"http://127.0.0.1:9/v1": {"identity": "vllm:x", "max_model_len": None}}):
+        ...     "vllm:x" in os.environ[SERVED_ENV]
+        True
+    """
     before = os.environ.get(SERVED_ENV)
     served = json.loads(before or "{}")
-    served[base_url.rstrip("/")] = facts
+    served.update({url.rstrip("/"): facts for url, facts in servers.items()})
     os.environ[SERVED_ENV] = json.dumps(served)
     try:
         yield
@@ -329,7 +336,7 @@ def vllm_judge(
         try:
             listed = _get_json(base_url + "/models")["data"]
             max_len = next((m.get("max_model_len") for m in listed if m.get("id") == alias), None)
-            with _served(base_url, {"identity": identity, "max_model_len": max_len}):
+            with list_servers({base_url: {"identity": identity, "max_model_len": max_len}}):
                 yield LocalJudge(
                     base_url=base_url, model=alias, model_path=folder if folder.is_dir() else Path(model), port=port,
                     pid=proc.pid, log_path=log_path, process=proc, what=WHAT,

@@ -1,0 +1,106 @@
+"""The vLLM judges hf-judge starts (``vllm:MODEL`` without a ``base_url``), one engine loaded at a time.
+
+One judge: its server runs around the run (:func:`vllm_served`). A cascade's tiers run one pass after the other
+(engine/cascade.py), so each tier's vLLM judge is started for its own pass and stopped before the next starts. A
+panel (``models=[...]``, and so choose-judge's candidates) asks each of its judges for every row at once; its vLLM
+judges instead take turns (:func:`judges_in_turn`): each is started, scores the rows alone (its replies go to the
+reply store, keyed by the model's identity, not its port), and is stopped before the next one loads; then the
+panel runs with each of them answered from the store. Nothing is sent to a stopped judge: a row whose reply its
+turn did not store (a prompt too long for it, a connection lost) is an errors row that says so, and a rerun with
+the same ``cache_dir`` pays only for those.
+
+Example:
+    >>> from hf_judge import Settings
+    >>> [j.model for j in managed_judges(Settings(models=["vllm:org/a", "gpt-x", "vllm:b"]))]
+    ['vllm:org/a', 'vllm:b']
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..settings import Panelist, Settings
+from ..transport.served import served_model
+from ..transport.vllm import list_servers, parse_vllm_model, vllm_judge
+
+__all__ = ["judges_in_turn", "managed", "managed_judges", "vllm_served"]
+
+# where a panel finds a vLLM judge whose turn is over: nothing listens there (port 9, and the client sends nothing
+# to a judge listed as stopped); a path of its own per judge, as the listing is keyed by base URL
+_STOPPED_URL = "http://127.0.0.1:9/hf-judge-stopped-vllm-{i}/v1"
+
+
+def managed(model: str | None, base_url: str | None) -> bool:
+    """Whether ``model`` is a vLLM judge hf-judge starts: ``vllm:MODEL`` with no server given.
+
+    Example:
+        >>> managed("vllm:org/m", None), managed("vllm:org/m", "http://gpu1:8000/v1"), managed("gpt-x", None)
+        (True, False, False)
+    """
+    return str(model or "").startswith("vllm:") and not base_url
+
+
+def managed_judges(settings: Any) -> list[Panelist]:
+    """The judges of a panel (``models``) that hf-judge starts: a judge's own ``base_url``, else the run's, is a
+    server already there."""
+    run_url = getattr(settings, "base_url", None)
+    return [j for j in getattr(settings, "models", None) or [] if managed(j.model, j.base_url or run_url)]
+
+
+@contextlib.contextmanager
+def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
+    """``model="vllm:MODEL"``: the settings of the vLLM judge started for the block (its name and base URL), or, with
+    a ``base_url``, of the vLLM server already there (the model's name without ``vllm:``); any other model: the
+    settings as they are; with the judge started, or None.
+
+    Example:
+        >>> with vllm_served(Settings(model="vllm:m", base_url="http://gpu1:8000/v1")) as (s, judge):
+        ...     s.model, judge
+        ('m', None)
+    """
+    name = parse_vllm_model(settings.model)
+    if name is None:
+        yield settings, None
+    elif settings.base_url:
+        yield settings.model_copy(update={"model": name}), None
+    else:
+        with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
+            yield settings.model_copy(update={"model": judge.model, "base_url": judge.base_url}), judge
+
+
+@contextlib.contextmanager
+def judges_in_turn(settings: Settings, score_alone: Callable[[Settings], Any]) -> Iterator[Settings]:
+    """A panel's vLLM judges, each in its turn: started, ``score_alone`` called with the settings of that judge
+    alone (its replies fill the store), stopped; then the block runs with the panel's settings, each such judge
+    listed as stopped (its replies come from the store; a row it has none for is an errors row, never sent).
+
+    Example:
+        >>> fill = lambda one: score_job(ds, replace(job, settings=one).with_settings())  # doctest: +SKIP
+        >>> with judges_in_turn(job.settings, fill) as panel:  # doctest: +SKIP
+        ...     result = score_job(ds, replace(job, settings=panel).with_settings())
+    """
+    models: list[Panelist] = list(settings.models or [])
+    stopped: dict[str, dict[str, Any]] = {}
+    started = managed_judges(settings)
+    for i, j in enumerate(models):
+        if j not in started:
+            continue
+        name = parse_vllm_model(j.model)
+        assert name is not None  # managed: vllm:MODEL
+        with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
+            alone = {"models": None, "model": judge.model, "base_url": judge.base_url}
+            identity = (served_model(judge.base_url) or {}).get("identity")
+            score_alone(settings.model_copy(update=alone))
+        url = _STOPPED_URL.format(i=i)
+        stopped[url] = {
+            "identity": identity,
+            "max_model_len": None,
+            "stopped": f"{j.model} was stopped after its turn (a panel's vLLM judges run one at a time) and its "
+            "turn stored no reply for this request; rerun with the same cache_dir to ask it again",
+        }
+        models[i] = j.model_copy(update={"model": judge.model, "base_url": url, "name": j.column_name})
+    update: dict[str, Any] = {"models": models, "model": models[0].model}
+    with list_servers(stopped):
+        yield settings.model_copy(update=update)

@@ -1,0 +1,134 @@
+"""vLLM judges hf-judge starts, one engine loaded at a time: a panel's in turn, choose-judge's candidates, a
+cascade's tiers each in its pass (hf_judge/engine/vllm_turns.py).
+
+vLLM's start takes minutes, so these run a stand-in (tests/fake_vllm/: ``python -m
+vllm.entrypoints.openai.api_server`` over the loopback judge server, a real process on a real port, started and
+stopped by hf-judge's own vllm_judge); each start and stop is a line of a log, with the requests that server
+answered, so the order of the engines is exact. tests/test_vllm.py runs the real vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from datasets import Dataset
+from helpers import run_cli
+
+from hf_judge import Settings, score_dataset
+from hf_judge.engine.capabilities import check
+from hf_judge.errors import ConfigError
+
+HERE = Path(__file__).parent
+ROWS = [{"question": f"What is {i} plus {i}?", "answer": f"It is {2 * i}."} for i in range(5)]
+COLUMNS = {"instruction": "question", "output": "answer"}
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch, tmp_path) -> Path:
+    """The stand-in vLLM for the servers hf-judge starts; returns its log of starts and stops."""
+    log = tmp_path / "engines.log"
+    log.touch()
+    paths = [str(HERE / "fake_vllm"), *sys.path]
+    monkeypatch.setenv("PYTHONPATH", ":".join(p for p in paths if p))
+    monkeypatch.setenv("HF_JUDGE_VLLM_PYTHON", sys.executable)
+    monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
+    return log
+
+
+def _engines(log: Path) -> list[str]:
+    return log.read_text().splitlines()
+
+
+def test_a_panel_of_vllm_judges_loads_them_one_after_another(fake_vllm, tmp_path):
+    """models=[vllm:a, vllm:b]: a starts, scores every row, stops; then b; the panel then sends nothing more (each
+    judge's replies come from the store), and a rerun pays for nothing."""
+    kw = dict(models=["vllm:org/a", "vllm:org/b"], columns=COLUMNS, cache_dir=tmp_path / "c", progress=False)
+    scored = score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], **kw)
+    assert _engines(fake_vllm) == ["start org/a", "stop org/a 5", "start org/b", "stop org/b 5"]
+    assert list(scored["errors"]) == []
+    train = scored["train"]
+    judged = [c for c in train.column_names if c.startswith("QA_Clarity__")]
+    assert len(judged) == 2 and all(None not in train[c] for c in judged)
+    assert None not in train["QA_Clarity"]  # the panel's aggregate of the two
+
+    score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], **kw)
+    assert _engines(fake_vllm)[4:] == ["start org/a", "stop org/a 0", "start org/b", "stop org/b 0"]
+
+
+def test_a_panel_judge_that_stored_no_reply_in_its_turn_is_an_errors_row_never_sent(fake_vllm, tmp_path, judge):
+    """A row the vLLM judge's turn stored no reply for (here a 503, retries 0) is an errors row of that judge in the
+    panel, saying why; nothing is sent to a stopped judge, and the other judge (a server already there) scores it."""
+    judge.configure(record=True)
+    faults = [{"fault": "status", "status": 503, "match": "What is 3 plus"}]
+    fake_vllm.with_name("config.json").write_text(json.dumps({"faults": faults}))
+    models = ["vllm:org/a", {"model": "judge", "base_url": judge.base_url, "name": "there"}]
+    scored = score_dataset(
+        Dataset.from_list(ROWS), ["QA_Clarity"], models=models, columns=COLUMNS, cache_dir=tmp_path / "c",
+        retries=0, progress=False,
+    )  # fmt: skip
+    assert _engines(fake_vllm) == ["start org/a", "stop org/a 5"]
+    errors = [(e["row"], e["kind"]) for e in scored["errors"]]
+    assert errors == [(3, "connection")]
+    assert "was stopped after its turn" in scored["errors"][0]["message"]
+    assert judge.stats()["requests"] == 5  # the judge already there: every row, once
+
+
+def test_choose_judge_scores_vllm_candidates_one_after_another(fake_vllm, capfd, tmp_path):
+    data = tmp_path / "labelled.jsonl"
+    rows = [{"question": f"q{i}", "answer": "a", "prediction": "b", "human": i % 2} for i in range(6)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = run_cli(
+        capfd, "choose-judge", data, "--metric", "Binary", "--judges", "vllm:org/a,vllm:org/b", "--label", "human",
+        "--cache-dir", tmp_path / "c",
+    )  # fmt: skip
+    assert code == 0, err
+    assert _engines(fake_vllm) == ["start org/a", "stop org/a 6", "start org/b", "stop org/b 6"]
+    table = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("vllm_org_") and "%" in line}
+    assert sorted(table) == ["vllm_org_a", "vllm_org_b"]  # both ranked, each with every row decided
+    assert all(row[6] == "100.0%" for row in table.values())  # coverage: judge, accuracy, [lo, hi], beyond, kappa
+
+
+def test_a_cascades_vllm_tiers_each_run_in_their_own_pass(fake_vllm, tmp_path):
+    """model=vllm:a, escalate_model=vllm:b: a scores every row and stops before b starts for the rows escalated."""
+    scored = score_dataset(
+        Dataset.from_list(ROWS), ["QA_Clarity"], model="vllm:org/a", escalate_model="vllm:org/b",
+        escalate_when="margin:QA_Clarity=5+-10", columns=COLUMNS, cache_dir=tmp_path / "c", progress=False,
+    )  # fmt: skip
+    assert _engines(fake_vllm) == ["start org/a", "stop org/a 5", "start org/b", "stop org/b 5"]
+    assert set(scored["train"]["QA_Clarity_judge"]) == {"strong"}
+
+
+def test_a_vllm_panel_is_refused_where_its_judges_cannot_take_turns():
+    panel = Settings(models=["gpt-x", "vllm:org/a"])
+    with pytest.raises(ConfigError, match="take turns, one engine loaded at a time"):
+        check("stream", panel, stream=True)
+    with pytest.raises(ConfigError, match="this machine's"):
+        check("ray", panel)  # the second judge is hf-judge's to start, though the first is not
+    check("dataset", panel)
+    check("workers", Settings(models=["vllm:org/b", "vllm:org/a"], num_workers=2))
+    # each at a server already there: nothing to start, nothing refused
+    check("stream", Settings(models=["gpt-x", "vllm:org/a"], base_url="http://gpu1:8000/v1"), stream=True)
+
+
+@pytest.mark.parametrize(
+    "judges",
+    [
+        ["--models", "vllm:org/a,vllm:org/b"],
+        ["--model", "vllm:org/a", "--escalate-model", "vllm:org/b", "--escalate-when", "margin:QA_Clarity=5+-10"],
+    ],
+    ids=["panel", "cascade"],
+)
+def test_cli_starts_a_panels_or_a_cascades_vllm_judges_one_after_another(fake_vllm, capfd, tmp_path, judges):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    columns = ["--column", "instruction=question", "--column", "output=answer"]
+    code, _, err = run_cli(
+        capfd, "score", data, "--metrics", "QA_Clarity", *columns, *judges, "--cache-dir", tmp_path / "c",
+        "-o", tmp_path / "out",
+    )  # fmt: skip
+    assert code == 0, err
+    assert _engines(fake_vllm) == ["start org/a", "stop org/a 5", "start org/b", "stop org/b 5"]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["errors"] == {}  # by kind: none
