@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -254,6 +255,59 @@ def test_vllm_logprobs_give_the_expected_score_over_the_tokens_the_grammar_allow
     by_hand = sum(int(t) * p for t, p in allowed.items()) / sum(allowed.values())
     assert train["Q_Tiny_expected"][0] == pytest.approx(by_hand, abs=0.02)  # another batch: float noise only
     assert 1 <= min(train["Q_Tiny_expected"]) <= max(train["Q_Tiny_expected"]) <= 5
+
+
+def _servers_of(folders: list[Path]) -> set[str]:
+    """The model folders of the vLLM servers running now (their command lines name them)."""
+    up = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"vllm.entrypoints.openai.api_server" in args:
+            up |= {str(f) for f in folders if str(f).encode() in args}
+    return up
+
+
+@pytest.mark.real_server
+@pytest.mark.vllm
+@pytest.mark.timeout(1800)  # two vLLM starts, one after the other: 50-170 s each on a loaded 2-core CPU
+def test_vllm_panel_of_two_models_loads_one_at_a_time(tmp_path, monkeypatch):
+    """models=[vllm:A, vllm:B] on the real vLLM: A's server runs, scores every row, and is gone before B's starts
+    (its memory freed); every row of each judge is scored or in the errors split."""
+    require_vllm()
+    folders = [build_tiny_model(tmp_path / "judge-a", seed=0), build_tiny_model(tmp_path / "judge-b", seed=1)]
+    for k, v in vllm_env().items():
+        monkeypatch.setenv(k, v)
+    seen: list[set[str]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            up = _servers_of(folders)
+            if up and (not seen or seen[-1] != up):
+                seen.append(up)
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        scored = score_dataset(
+            Dataset.from_list(ROWS[:8]), ["Q_Tiny"], models=[f"vllm:{f}" for f in folders], vllm_args=TEST_ARGS,
+            columns=COLUMNS, cache_dir=tmp_path / "c", prompts_dir=_prompts(tmp_path), max_tokens=96, retries=0,
+            timeout=300, progress=False,
+        )  # fmt: skip
+    finally:
+        done.set()
+        watcher.join()
+    assert seen == [{str(folders[0])}, {str(folders[1])}]  # one engine at a time, A then B
+    errors = {(e["row"], e["judge"]) for e in scored["errors"]}
+    train = scored["train"]
+    for column in [c for c in train.column_names if c.startswith("Q_Tiny__")]:
+        judge = column.removeprefix("Q_Tiny__")
+        assert all((v is not None) != ((i, judge) in errors) for i, v in enumerate(train[column])), column
+    assert scored.summary.requests == 8 + 8  # the two turns' (the panel itself sends nothing: the store has them)
 
 
 def _cli(args: list, env: dict) -> subprocess.Popen:

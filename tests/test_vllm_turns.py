@@ -53,6 +53,8 @@ def test_a_panel_of_vllm_judges_loads_them_one_after_another(fake_vllm, tmp_path
     judged = [c for c in train.column_names if c.startswith("QA_Clarity__")]
     assert len(judged) == 2 and all(None not in train[c] for c in judged)
     assert None not in train["QA_Clarity"]  # the panel's aggregate of the two
+    assert scored.summary.requests == 10  # each turn's requests are the run's (the panel's own: none)
+    assert [scored.summary.judge_requests[c.split("__")[1]]["requests"] for c in judged] == [5, 5]  # and its judge's
 
     score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], **kw)
     assert _engines(fake_vllm)[4:] == ["start org/a", "stop org/a 0", "start org/b", "stop org/b 0"]

@@ -20,6 +20,7 @@ from .batch_mode import BatchMode
 from .capabilities import check
 from .cascade import score_cascade
 from .core import Plan, score_features
+from .counting import add_summary
 from .driver import Named, Run, through
 from .job import Job, JudgeJob
 from .one_process import OneProcess
@@ -142,12 +143,23 @@ def _served(
     if settings.escalate_model is not None:
         return score_job(ds, job, progress=progress, if_exists=if_exists)
     if managed_judges(settings):
+        turns: list[Any] = []
 
-        def alone(one: Settings) -> None:  # the result is the panel's; this turn fills the reply store
-            score_job(ds, _with(job, one), progress=progress, if_exists="overwrite")
+        def alone(one: Settings, name: str) -> None:  # this turn fills the reply store; its counters are the run's
+            turn = score_job(ds, _with(job, one), progress=progress, if_exists="overwrite").summary
+            if turn is not None:  # and the judge's, as a panel counts each of its judges
+                answered = max(0, turn.requests - sum(turn.failed_attempts.values()))
+                figures = {"requests": turn.requests, "answered": answered}
+                figures |= {"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens}
+                turn.judge_requests = {name: figures}
+                turns.append(turn)
 
         with judges_in_turn(settings, alone) as panel:
-            return score_job(ds, _with(job, panel), progress=progress, if_exists=if_exists)
+            scored = score_job(ds, _with(job, panel), progress=progress, if_exists=if_exists)
+        for turn in turns:
+            if scored.summary is not None:
+                add_summary(scored.summary, turn)
+        return scored
     with vllm_served(settings) as (settings, judge):
         if settings is not job.settings:
             job = dataclasses.replace(job, settings=settings)

@@ -71,13 +71,14 @@ def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
 
 
 @contextlib.contextmanager
-def judges_in_turn(settings: Settings, score_alone: Callable[[Settings], Any]) -> Iterator[Settings]:
+def judges_in_turn(settings: Settings, score_alone: Callable[[Settings, str], Any]) -> Iterator[Settings]:
     """A panel's vLLM judges, each in its turn: started, ``score_alone`` called with the settings of that judge
-    alone (its replies fill the store), stopped; then the block runs with the panel's settings, each such judge
-    listed as stopped (its replies come from the store; a row it has none for is an errors row, never sent).
+    alone and its name in the panel (its replies fill the store), stopped; then the block runs with the panel's
+    settings, each such judge listed as stopped (its replies come from the store; a row it has none for is an
+    errors row, never sent).
 
     Example:
-        >>> fill = lambda one: score_job(ds, replace(job, settings=one).with_settings())  # doctest: +SKIP
+        >>> fill = lambda one, name: score_job(ds, replace(job, settings=one).with_settings())  # doctest: +SKIP
         >>> with judges_in_turn(job.settings, fill) as panel:  # doctest: +SKIP
         ...     result = score_job(ds, replace(job, settings=panel).with_settings())
     """
@@ -92,7 +93,7 @@ def judges_in_turn(settings: Settings, score_alone: Callable[[Settings], Any]) -
         with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
             alone = {"models": None, "model": judge.model, "base_url": judge.base_url}
             identity = (served_model(judge.base_url) or {}).get("identity")
-            score_alone(settings.model_copy(update=alone))
+            score_alone(settings.model_copy(update=alone), j.column_name)
         url = _STOPPED_URL.format(i=i)
         stopped[url] = {
             "identity": identity,
