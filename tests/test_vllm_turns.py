@@ -56,8 +56,44 @@ def test_a_panel_of_vllm_judges_loads_them_one_after_another(fake_vllm, tmp_path
     assert scored.summary.requests == 10  # each turn's requests are the run's (the panel's own: none)
     assert [scored.summary.judge_requests[c.split("__")[1]]["requests"] for c in judged] == [5, 5]  # and its judge's
 
+    _assert_engines_add_up(scored.summary, [c.split("__")[1] for c in judged])
+
+    again = score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], **kw)
+    assert _engines(fake_vllm)[4:] == []  # every reply stored: no judge is started for nothing
+    assert again.summary.requests == 0 and list(again["errors"]) == []
+    assert [again["train"][c] for c in judged] == [train[c] for c in judged]
+
+
+def _assert_engines_add_up(summary, judges: list[str]) -> None:
+    """The summary's engine: every vLLM judge's seconds served, added (the stand-in is no CPU build: one GPU
+    each), and, where the panel lists each judge, its own."""
+    engine = summary.engine
+    assert engine["engines"] == 2 and engine["gpus"] == 1
+    per_judge = [summary.judge_requests[j] for j in judges]
+    assert all(j["served_s"] > 0 and j["gpu_s"] == j["served_s"] for j in per_judge)
+    assert engine["served_s"] == pytest.approx(sum(j["served_s"] for j in per_judge), abs=0.11)
+    assert engine["gpu_s"] == engine["served_s"]
+    assert "by 2 engines, one after another" in str(summary)
+
+
+def test_a_panel_rerun_starts_only_the_vllm_judge_with_replies_missing(fake_vllm, tmp_path):
+    """A rerun starts a panel's vLLM judge only for the requests it would send: rows 0-2 stored, then rows 3-4 (row 3
+    a 503, retries 0), then row 3 alone, then nothing and no engine at all."""
+    kw = dict(models=["vllm:org/a", "vllm:org/b"], columns=COLUMNS, cache_dir=tmp_path / "c", progress=False)
+    config = fake_vllm.with_name("config.json")
+    config.write_text(json.dumps({"faults": [{"fault": "status", "status": 503, "match": "What is 3 plus"}]}))
+    first = score_dataset(Dataset.from_list(ROWS[:3]), ["QA_Clarity"], **kw)  # org/a: rows 0-2
+    assert _engines(fake_vllm) == ["start org/a", "stop org/a 3", "start org/b", "stop org/b 3"]
+    assert list(first["errors"]) == []
+    scored = score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], retries=0, **kw)
+    assert _engines(fake_vllm)[4:] == ["start org/a", "stop org/a 2", "start org/b", "stop org/b 2"]
+    assert [e["row"] for e in scored["errors"]] == [3, 3]  # row 3 failed for both: each judge lacks it
+    config.unlink()
+    again = score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], retries=0, **kw)
+    assert _engines(fake_vllm)[8:] == ["start org/a", "stop org/a 1", "start org/b", "stop org/b 1"]
+    assert list(again["errors"]) == [] and again.summary.requests == 2
     score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], **kw)
-    assert _engines(fake_vllm)[4:] == ["start org/a", "stop org/a 0", "start org/b", "stop org/b 0"]
+    assert _engines(fake_vllm)[12:] == []
 
 
 def test_a_panel_judge_that_stored_no_reply_in_its_turn_is_an_errors_row_never_sent(fake_vllm, tmp_path, judge):
@@ -101,6 +137,8 @@ def test_a_cascades_vllm_tiers_each_run_in_their_own_pass(fake_vllm, tmp_path):
     )  # fmt: skip
     assert _engines(fake_vllm) == ["start org/a", "stop org/a 5", "start org/b", "stop org/b 5"]
     assert set(scored["train"]["QA_Clarity_judge"]) == {"strong"}
+    assert scored.summary.engine["engines"] == 2  # both tiers' engines, added
+    assert scored.summary.engine["served_s"] > 0
 
 
 def test_a_vllm_panel_is_refused_where_its_judges_cannot_take_turns():
@@ -127,10 +165,13 @@ def test_cli_starts_a_panels_or_a_cascades_vllm_judges_one_after_another(fake_vl
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     columns = ["--column", "instruction=question", "--column", "output=answer"]
-    code, _, err = run_cli(
+    code, out, err = run_cli(
         capfd, "score", data, "--metrics", "QA_Clarity", *columns, *judges, "--cache-dir", tmp_path / "c",
         "-o", tmp_path / "out",
     )  # fmt: skip
     assert code == 0, err
     assert _engines(fake_vllm) == ["start org/a", "stop org/a 5", "start org/b", "stop org/b 5"]
-    assert json.loads((tmp_path / "out" / "summary.json").read_text())["errors"] == {}  # by kind: none
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["errors"] == {}  # by kind: none
+    assert summary["engine"]["engines"] == 2  # both engines' seconds, the panel's judges' or the tiers'
+    assert "2 engines, one after another" in out + err  # the summary printed

@@ -15,13 +15,16 @@ from ..progress import ProgressCallback
 from ..redact import install_log_filter
 from ..results.scored import ScoredDatasetDict
 from ..results.sink import ResultSink
+from ..results.summary import gpu_seconds
 from ..settings import JobValues, Settings, Unpack, resolved_provider
+from ..transport.vllm import engine_record
 from .batch_mode import BatchMode
 from .capabilities import check
 from .cascade import score_cascade
 from .core import Plan, score_features
 from .counting import add_summary
 from .driver import Named, Run, through
+from .estimate import estimate_job
 from .job import Job, JudgeJob
 from .one_process import OneProcess
 from .prepare import settings_doc
@@ -145,16 +148,23 @@ def _served(
     if managed_judges(settings):
         turns: list[Any] = []
 
-        def alone(one: Settings, name: str) -> None:  # this turn fills the reply store; its counters are the run's
+        def to_send(one: Settings) -> int:  # what a judge's turn would send, its server not yet started
+            return estimate_job(ds, _with(job, one), if_exists="overwrite", tokenizer="chars").requests
+
+        # a turn fills the reply store; its counters are the run's
+        def alone(one: Settings, name: str, judge: Any) -> None:
             turn = score_job(ds, _with(job, one), progress=progress, if_exists="overwrite").summary
             if turn is not None:  # and the judge's, as a panel counts each of its judges
                 answered = max(0, turn.requests - sum(turn.failed_attempts.values()))
                 figures = {"requests": turn.requests, "answered": answered}
                 figures |= {"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens}
+                turn.engine = engine_record(judge)  # its engine's seconds: the run's and its judge's
+                if turn.engine is not None:
+                    figures |= {"served_s": turn.engine["served_s"], "gpu_s": gpu_seconds(turn.engine)}
                 turn.judge_requests = {name: figures}
                 turns.append(turn)
 
-        with judges_in_turn(settings, alone) as panel:
+        with judges_in_turn(settings, alone, to_send) as panel:
             scored = score_job(ds, _with(job, panel), progress=progress, if_exists=if_exists)
         for turn in turns:
             if scored.summary is not None:
@@ -165,8 +175,6 @@ def _served(
             job = dataclasses.replace(job, settings=settings)
         scored = score_job(ds, job, progress=progress, if_exists=if_exists)
         if judge is not None and scored.summary is not None:
-            from ..transport.vllm import engine_record
-
             scored.summary.engine = engine_record(judge)
         return scored
 

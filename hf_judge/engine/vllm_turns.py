@@ -22,8 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..settings import Panelist, Settings
-from ..transport.served import served_model
-from ..transport.vllm import list_servers, parse_vllm_model, vllm_judge
+from ..transport.vllm import engine_args, list_servers, model_identity, parse_vllm_model, served_name, vllm_judge
 
 __all__ = ["judges_in_turn", "managed", "managed_judges", "vllm_served"]
 
@@ -71,14 +70,22 @@ def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
 
 
 @contextlib.contextmanager
-def judges_in_turn(settings: Settings, score_alone: Callable[[Settings, str], Any]) -> Iterator[Settings]:
+def judges_in_turn(
+    settings: Settings,
+    score_alone: Callable[[Settings, str, Any], Any],
+    to_send: Callable[[Settings], int] | None = None,
+) -> Iterator[Settings]:
     """A panel's vLLM judges, each in its turn: started, ``score_alone`` called with the settings of that judge
-    alone and its name in the panel (its replies fill the store), stopped; then the block runs with the panel's
-    settings, each such judge listed as stopped (its replies come from the store; a row it has none for is an
-    errors row, never sent).
+    alone, its name in the panel and the judge started (its replies fill the store), stopped; then the block runs
+    with the panel's settings, each such judge listed as stopped (its replies come from the store; a row it has none
+    for is an errors row, never sent).
+
+    ``to_send``: the requests a judge's turn would send, counted before its server starts from the settings of that
+    judge alone (listed as stopped, keyed by the model's identity, which needs no server); a judge with none (every
+    reply stored: a rerun) is not started at all, as loading a model takes minutes on a GPU.
 
     Example:
-        >>> fill = lambda one, name: score_job(ds, replace(job, settings=one).with_settings())  # doctest: +SKIP
+        >>> fill = lambda one, name, judge: score_job(ds, replace(job, settings=one).with_settings())  # doctest: +SKIP
         >>> with judges_in_turn(job.settings, fill) as panel:  # doctest: +SKIP
         ...     result = score_job(ds, replace(job, settings=panel).with_settings())
     """
@@ -90,18 +97,21 @@ def judges_in_turn(settings: Settings, score_alone: Callable[[Settings, str], An
             continue
         name = parse_vllm_model(j.model)
         assert name is not None  # managed: vllm:MODEL
-        with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
-            alone = {"models": None, "model": judge.model, "base_url": judge.base_url}
-            identity = (served_model(judge.base_url) or {}).get("identity")
-            score_alone(settings.model_copy(update=alone), j.column_name)
         url = _STOPPED_URL.format(i=i)
         stopped[url] = {
-            "identity": identity,
+            "identity": model_identity(name, engine_args(settings.vllm_args)),
             "max_model_len": None,
             "stopped": f"{j.model} was stopped after its turn (a panel's vLLM judges run one at a time) and its "
             "turn stored no reply for this request; rerun with the same cache_dir to ask it again",
         }
-        models[i] = j.model_copy(update={"model": judge.model, "base_url": url, "name": j.column_name})
+        with list_servers({url: stopped[url]}):
+            alone = {"models": None, "model": served_name(name), "base_url": url}
+            idle = to_send is not None and to_send(settings.model_copy(update=alone)) == 0
+        if not idle:
+            with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
+                alone = {"models": None, "model": judge.model, "base_url": judge.base_url}
+                score_alone(settings.model_copy(update=alone), j.column_name, judge)
+        models[i] = j.model_copy(update={"model": served_name(name), "base_url": url, "name": j.column_name})
     update: dict[str, Any] = {"models": models, "model": models[0].model}
     with list_servers(stopped):
         yield settings.model_copy(update=update)

@@ -276,7 +276,13 @@ def _get_json(url: str) -> dict:
         return json.loads(r.read())
 
 
-def _alias(model: str) -> str:
+def served_name(model: str) -> str:
+    """The name the server started for ``model`` serves it under: a folder's name, or the Hub id.
+
+    Example:
+        >>> served_name("Qwen/Qwen3-8B")
+        'Qwen/Qwen3-8B'
+    """
     path = Path(model).expanduser()
     return path.absolute().name if path.is_dir() else model
 
@@ -309,7 +315,7 @@ def vllm_judge(
     target = str(folder.absolute()) if folder.is_dir() else model
     if folder.is_absolute() and not folder.is_dir():
         raise ConfigError(f"--model vllm:{model}: no such folder; give a model folder or a Hub id (org/name)")
-    alias = _alias(model)
+    alias = served_name(model)
     identity = model_identity(model, args)
     own_log = log_path is None
     if log_path is None:
