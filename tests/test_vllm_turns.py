@@ -175,3 +175,22 @@ def test_cli_starts_a_panels_or_a_cascades_vllm_judges_one_after_another(fake_vl
     assert summary["errors"] == {}  # by kind: none
     assert summary["engine"]["engines"] == 2  # both engines' seconds, the panel's judges' or the tiers'
     assert "2 engines, one after another" in out + err  # the summary printed
+
+
+def test_a_panel_of_vllm_judges_takes_turns_with_workers(fake_vllm, tmp_path):
+    """num_workers=2: each vLLM judge's turn is scored by the workers (processes that find the judge's server in the
+    environment), the panel then answered from the store; a rerun starts nothing."""
+    kw = dict(
+        models=["vllm:org/a", "vllm:org/b"], columns=COLUMNS, cache_dir=tmp_path / "c", progress=False, num_workers=2
+    )
+    rows = ROWS * 2  # 10 distinct rows: the workers' shards each get some
+    rows = [{**r, "question": f"{r['question']} ({i})"} for i, r in enumerate(rows)]
+    scored = score_dataset(Dataset.from_list(rows), ["QA_Clarity"], **kw)
+    assert _engines(fake_vllm) == ["start org/a", "stop org/a 10", "start org/b", "stop org/b 10"]
+    assert list(scored["errors"]) == []
+    judged = [c for c in scored["train"].column_names if c.startswith("QA_Clarity__")]
+    assert len(judged) == 2 and all(None not in scored["train"][c] for c in judged)
+    assert scored.summary.requests == 20
+    _assert_engines_add_up(scored.summary, [c.split("__")[1] for c in judged])
+    score_dataset(Dataset.from_list(rows), ["QA_Clarity"], **kw)
+    assert _engines(fake_vllm)[4:] == []
