@@ -140,6 +140,14 @@ def test_a_cascades_vllm_tiers_each_run_in_their_own_pass(fake_vllm, tmp_path):
     assert scored.summary.engine["engines"] == 2  # both tiers' engines, added
     assert scored.summary.engine["served_s"] > 0
 
+    again = score_dataset(
+        Dataset.from_list(ROWS), ["QA_Clarity"], model="vllm:org/a", escalate_model="vllm:org/b",
+        escalate_when="margin:QA_Clarity=5+-10", columns=COLUMNS, cache_dir=tmp_path / "c", progress=False,
+    )  # fmt: skip
+    assert _engines(fake_vllm)[4:] == []  # both tiers' replies stored: neither is started
+    assert again.summary.requests == 0 and again.summary.engine is None
+    assert again["train"]["QA_Clarity"] == scored["train"]["QA_Clarity"]
+
 
 def test_a_vllm_panel_is_refused_where_its_judges_cannot_take_turns():
     panel = Settings(models=["gpt-x", "vllm:org/a"])
@@ -175,6 +183,25 @@ def test_cli_starts_a_panels_or_a_cascades_vllm_judges_one_after_another(fake_vl
     assert summary["errors"] == {}  # by kind: none
     assert summary["engine"]["engines"] == 2  # both engines' seconds, the panel's judges' or the tiers'
     assert "2 engines, one after another" in out + err  # the summary printed
+    code, _, err = run_cli(
+        capfd, "score", data, "--metrics", "QA_Clarity", *columns, *judges, "--cache-dir", tmp_path / "c",
+        "-o", tmp_path / "again",
+    )  # fmt: skip
+    assert code == 0, err
+    assert _engines(fake_vllm)[4:] == []  # the same command again: every reply stored, no engine started
+    assert json.loads((tmp_path / "again" / "summary.json").read_text())["requests"] == 0
+
+
+def test_one_vllm_judge_with_every_reply_stored_is_not_started(fake_vllm, tmp_path):
+    kw = dict(model="vllm:org/a", columns=COLUMNS, cache_dir=tmp_path / "c", progress=False)
+    first = score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], **kw)
+    assert _engines(fake_vllm) == ["start org/a", "stop org/a 5"]
+    again = score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], if_exists="overwrite", **kw)
+    assert _engines(fake_vllm)[2:] == []
+    assert again["train"]["QA_Clarity"] == first["train"]["QA_Clarity"] and again.summary.requests == 0
+    more = score_dataset(Dataset.from_list(ROWS + [{"question": "Why?", "answer": "No."}]), ["QA_Clarity"], **kw)
+    assert _engines(fake_vllm)[2:] == ["start org/a", "stop org/a 1"]  # a row not stored: started, for it alone
+    assert more.summary.requests == 1
 
 
 def test_a_panel_of_vllm_judges_takes_turns_with_workers(fake_vllm, tmp_path):

@@ -170,7 +170,11 @@ def _served(
             if scored.summary is not None:
                 add_summary(scored.summary, turn)
         return scored
-    with vllm_served(settings) as (settings, judge):
+
+    def to_send_alone(one: Settings) -> int:  # what this judge would send, its server not yet started
+        return estimate_job(ds, dataclasses.replace(job, settings=one), if_exists=if_exists, tokenizer="chars").requests
+
+    with vllm_served(settings, to_send_alone) as (settings, judge):
         if settings is not job.settings:
             job = dataclasses.replace(job, settings=settings)
         scored = score_job(ds, job, progress=progress, if_exists=if_exists)

@@ -48,11 +48,31 @@ def managed_judges(settings: Any) -> list[Panelist]:
     return [j for j in getattr(settings, "models", None) or [] if managed(j.model, j.base_url or run_url)]
 
 
+def _stopped(model: str, name: str, settings: Settings, i: int, why: str) -> tuple[str, dict[str, Any]]:
+    """The base URL and the facts a judge not running is listed under: keyed by the model's identity, which needs no
+    server, so its stored replies are found; asked nothing."""
+    facts = {
+        "identity": model_identity(name, engine_args(settings.vllm_args)),
+        "max_model_len": None,
+        "stopped": f"{model} {why}, and no reply to this request is stored; rerun with the same cache_dir to ask it",
+    }
+    return _STOPPED_URL.format(i=i), facts
+
+
+def _idle(settings: Settings, url: str, facts: dict[str, Any], to_send: Callable[[Settings], int] | None) -> bool:
+    """Whether ``to_send`` counts no request for the judge of ``settings`` listed at ``url`` (not started)."""
+    if to_send is None:
+        return False
+    with list_servers({url: facts}):
+        return to_send(settings) == 0
+
+
 @contextlib.contextmanager
-def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
+def vllm_served(settings: Settings, to_send: Callable[[Settings], int] | None = None) -> Iterator[tuple[Settings, Any]]:
     """``model="vllm:MODEL"``: the settings of the vLLM judge started for the block (its name and base URL), or, with
     a ``base_url``, of the vLLM server already there (the model's name without ``vllm:``); any other model: the
-    settings as they are; with the judge started, or None.
+    settings as they are; with the judge started, or None. ``to_send``: as :func:`judges_in_turn`'s; with no request
+    to send (a rerun: a cascade tier's replies all stored), the judge is not started and answers from the store.
 
     Example:
         >>> with vllm_served(Settings(model="vllm:m", base_url="http://gpu1:8000/v1")) as (s, judge):
@@ -65,6 +85,13 @@ def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
     elif settings.base_url:
         yield settings.model_copy(update={"model": name}), None
     else:
+        why = "was not started (every reply of its run was stored)"
+        url, facts = _stopped(settings.model or name, name, settings, 0, why)
+        idle = settings.model_copy(update={"model": served_name(name), "base_url": url})
+        if _idle(idle, url, facts, to_send):
+            with list_servers({url: facts}):
+                yield idle, None
+            return
         with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
             yield settings.model_copy(update={"model": judge.model, "base_url": judge.base_url}), judge
 
@@ -97,17 +124,11 @@ def judges_in_turn(
             continue
         name = parse_vllm_model(j.model)
         assert name is not None  # managed: vllm:MODEL
-        url = _STOPPED_URL.format(i=i)
-        stopped[url] = {
-            "identity": model_identity(name, engine_args(settings.vllm_args)),
-            "max_model_len": None,
-            "stopped": f"{j.model} was stopped after its turn (a panel's vLLM judges run one at a time) and its "
-            "turn stored no reply for this request; rerun with the same cache_dir to ask it again",
-        }
-        with list_servers({url: stopped[url]}):
-            alone = {"models": None, "model": served_name(name), "base_url": url}
-            idle = to_send is not None and to_send(settings.model_copy(update=alone)) == 0
-        if not idle:
+        why = "was stopped after its turn (a panel's vLLM judges run one at a time)"
+        url, facts = _stopped(j.model, name, settings, i, why)
+        stopped[url] = facts
+        alone = {"models": None, "model": served_name(name), "base_url": url}
+        if not _idle(settings.model_copy(update=alone), url, facts, to_send):
             with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
                 alone = {"models": None, "model": judge.model, "base_url": judge.base_url}
                 score_alone(settings.model_copy(update=alone), j.column_name, judge)
