@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from datasets import Dataset
@@ -290,17 +291,21 @@ def test_vllm_panel_of_two_models_loads_one_at_a_time(tmp_path, monkeypatch):
                 seen.append(up)
             time.sleep(0.2)
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        scored = score_dataset(
-            Dataset.from_list(ROWS[:8]), ["Q_Tiny"], models=[f"vllm:{f}" for f in folders], vllm_args=TEST_ARGS,
-            columns=COLUMNS, cache_dir=tmp_path / "c", prompts_dir=_prompts(tmp_path), max_tokens=96, retries=0,
-            timeout=300, progress=False,
-        )  # fmt: skip
-    finally:
-        done.set()
-        watcher.join()
+    def panel() -> Any:
+        done.clear()
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            return score_dataset(
+                Dataset.from_list(ROWS[:8]), ["Q_Tiny"], models=[f"vllm:{f}" for f in folders], vllm_args=TEST_ARGS,
+                columns=COLUMNS, cache_dir=tmp_path / "c", prompts_dir=_prompts(tmp_path), max_tokens=96, retries=0,
+                timeout=300, progress=False, if_exists="overwrite",
+            )  # fmt: skip
+        finally:
+            done.set()
+            watcher.join()
+
+    scored = panel()
     assert seen == [{str(folders[0])}, {str(folders[1])}]  # one engine at a time, A then B
     errors = {(e["row"], e["judge"]) for e in scored["errors"]}
     train = scored["train"]
@@ -308,6 +313,13 @@ def test_vllm_panel_of_two_models_loads_one_at_a_time(tmp_path, monkeypatch):
         judge = column.removeprefix("Q_Tiny__")
         assert all((v is not None) != ((i, judge) in errors) for i, v in enumerate(train[column])), column
     assert scored.summary.requests == 8 + 8  # the two turns' (the panel itself sends nothing: the store has them)
+    engine = scored.summary.engine  # both engines' seconds, on CPU
+    assert engine["engines"] == 2 and engine["gpus"] == 0 and engine["served_s"] > 0
+    seen.clear()
+    again = panel()  # every reply stored: neither model is loaded again
+    assert seen == [] and again.summary.requests == 0 and again.summary.engine is None
+    judged = [c for c in train.column_names if c.startswith("Q_Tiny")]
+    assert judged and all(again["train"][c] == train[c] for c in judged)
 
 
 def _cli(args: list, env: dict) -> subprocess.Popen:

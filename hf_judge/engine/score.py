@@ -156,7 +156,7 @@ def _served(
             turn = score_job(ds, _with(job, one), progress=progress, if_exists="overwrite").summary
             if turn is not None:  # and the judge's, as a panel counts each of its judges
                 answered = max(0, turn.requests - sum(turn.failed_attempts.values()))
-                figures = {"requests": turn.requests, "answered": answered}
+                figures: dict[str, Any] = {"requests": turn.requests, "answered": answered}
                 figures |= {"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens}
                 turn.engine = engine_record(judge)  # its engine's seconds: the run's and its judge's
                 if turn.engine is not None:
