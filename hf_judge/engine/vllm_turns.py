@@ -7,7 +7,9 @@ judges instead take turns (:func:`judges_in_turn`): each is started, scores the 
 reply store, keyed by the model's identity, not its port), and is stopped before the next one loads; then the
 panel runs with each of them answered from the store. Nothing is sent to a stopped judge: a row whose reply its
 turn did not store (a prompt too long for it, a connection lost) is an errors row that says so, and a rerun with
-the same ``cache_dir`` pays only for those.
+the same ``cache_dir`` pays only for those. A judge (a panel's, a cascade tier's) whose every request has a reply in
+the store is not started at all: its requests are counted first, as the estimate counts them, keyed by the model's
+identity (:func:`~hf_judge.transport.vllm.model_identity`), which needs no server.
 
 Example:
     >>> from hf_judge import Settings
