@@ -25,6 +25,8 @@ collect_ignore.append("packs")
 # counter_probe/: a script and a sitecustomize.py that patches the client (tests/test_counters.py starts them in a
 # process of their own); imported here they would switch progress bars off and add the probe counter session-wide
 collect_ignore.append("counter_probe")
+# fake_vllm/: a stand-in `vllm` package for the processes tests start (tests/test_vllm_turns.py)
+collect_ignore.append("fake_vllm")
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -9,14 +9,17 @@ and the pre-send length check against the loopback judge's vLLM-shaped ``/tokeni
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from datasets import Dataset
@@ -25,8 +28,10 @@ from vllm_fixture import TEST_ARGS, build_tiny_model, require_vllm, vllm_env
 
 from hf_judge import Settings, score_dataset
 from hf_judge.engine.capabilities import check
-from hf_judge.engine.score import vllm_settings
+from hf_judge.engine.vllm_turns import vllm_settings
 from hf_judge.errors import ConfigError
+from hf_judge.judging.catalogue import load_metric
+from hf_judge.judging.logprobs import distributions, row_values
 from hf_judge.transport.local import LocalJudge
 from hf_judge.transport.served import SERVED_ENV, bytes_bound
 from hf_judge.transport.vllm import (
@@ -229,6 +234,38 @@ def test_a_managed_servers_replies_are_keyed_by_the_model_not_the_port(judge, tm
     assert judge.stats()["requests"] == 4
 
 
+# the score token of a reply of vLLM 0.32 (CPU build, tiny model, json_schema 1-5, top_logprobs 20): the grammar
+# allows five digits; the other top-k entries are tokens it masked, which vLLM sends with logprob -9999.0
+_ALLOWED = {"4": -1.4754277467727661, "1": -1.528568983078003, "3": -1.5932999849319458, "2": -1.7340549230575562}
+_ALLOWED["5"] = -1.7449569702148438
+_MASKED = ["hon", "mles", "ox", "par", "ply", "put", "ru", "om", "ix", "hic", "lp", "ger", "gr", "gh", "les"]
+
+
+def _vllm_token(token: str, logprob: float, top: list[tuple[str, float]]) -> dict:
+    def one(t: str, lp: float) -> dict:
+        return {"token": t, "logprob": lp, "bytes": list(t.encode())}
+
+    return {**one(token, logprob), "top_logprobs": [one(t, lp) for t, lp in top]}
+
+
+def test_vllm_masked_top_logprobs_count_for_nothing(tmp_path):
+    """vLLM's top_logprobs under structured output: the tokens the grammar masked come with logprob -9999.0 (its
+    JSON floor for -inf), a masked token's text may be a digit (here a second "5" token, as Gemma has two "{"
+    tokens); the expected score is over the allowed digits alone, renormalised."""
+    content = [_vllm_token(t, 0.0, [(t, 0.0)] + [(m, -9999.0) for m in _MASKED]) for t in ('{"', "score", '":')]
+    top = [*_ALLOWED.items(), ("5", -9999.0), ("6", -9999.0)] + [(m, -9999.0) for m in _MASKED[:13]]
+    content += [_vllm_token("4", _ALLOWED["4"], top), _vllm_token("}", 0.0, [("}", 0.0), ("ox", -9999.0)])]
+    (tmp_path / "Q_Tiny.jinja").write_text(TINY_METRIC)
+    metric = load_metric("Q_Tiny", prompts_dir=tmp_path)
+    table = distributions(metric, {"score": 4}, {"content": content})
+    p = {v: math.exp(lp) for v, lp in _ALLOWED.items()}
+    total = sum(p.values())
+    assert table is not None and table["outputs"]["score"] == pytest.approx(p)  # no 0-probability entries, no "6"
+    got = row_values(metric, {"score": 4}, table)
+    assert got["Q_Tiny_expected"] == pytest.approx(sum(int(v) * q for v, q in p.items()) / total)
+    assert got["Q_Tiny_confidence"] == pytest.approx(p["4"] / total)
+
+
 # ---- with the real vLLM (CPU build in CI)
 
 real = [pytest.mark.real_server, pytest.mark.vllm]
@@ -278,6 +315,109 @@ def test_vllm_cut_off_reply_is_a_truncation_error(vllm_server, tmp_path):
         columns=COLUMNS, cache_dir=tmp_path, max_tokens=2, retries=0, progress=False,
     )  # fmt: skip
     assert [e["kind"] for e in scored["errors"]] == ["truncated"] * 3  # finish_reason length: never patched JSON
+
+
+@pytest.mark.real_server
+@pytest.mark.vllm
+@pytest.mark.timeout(900)  # the first to run starts the session's server
+def test_vllm_logprobs_give_the_expected_score_over_the_tokens_the_grammar_allows(vllm_server, tmp_path):
+    """``logprobs=True`` with a vLLM judge: each row's ``_expected`` is the mean over the digits vLLM's grammar
+    allowed, as computed by hand from the same request's raw reply, whose masked top-k entries are -9999.0."""
+    prompts = _prompts(tmp_path)
+    rows = ROWS[:4]
+    scored = score_dataset(
+        Dataset.from_list(rows), ["Q_Tiny"], model=vllm_server.model, base_url=vllm_server.base_url,
+        columns=COLUMNS, cache_dir=tmp_path, prompts_dir=prompts, logprobs=True, max_tokens=16, retries=0,
+        timeout=300, progress=False,
+    )  # fmt: skip
+    assert list(scored["errors"]) == []
+    train = scored["train"]
+    assert None not in train["Q_Tiny_expected"] and None not in train["Q_Tiny_confidence"]
+    metric = load_metric("Q_Tiny", prompts_dir=prompts)
+    values = {"instruction": rows[0]["question"], "output": rows[0]["answer"]}
+    body = {
+        "model": vllm_server.model, "messages": metric.messages(values), "temperature": 0, "max_tokens": 16,
+        "logprobs": True, "top_logprobs": 20,
+        "response_format": {"type": "json_schema", "json_schema": {"name": metric.schema_name,
+                            "schema": metric.json_schema, "strict": True}},
+    }  # fmt: skip
+    request = urllib.request.Request(
+        vllm_server.base_url + "/chat/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=300) as r:
+        content = json.loads(r.read())["choices"][0]["logprobs"]["content"]
+    at = next(e for e in content if e["token"].strip().isdigit())  # the score's token
+    masked = [a for a in at["top_logprobs"] if a["logprob"] == -9999.0]
+    allowed = {a["token"]: math.exp(a["logprob"]) for a in at["top_logprobs"] if a["logprob"] > -9999.0}
+    assert masked and set(allowed) == {"1", "2", "3", "4", "5"}  # vLLM's shape: the grammar's digits, then masked
+    by_hand = sum(int(t) * p for t, p in allowed.items()) / sum(allowed.values())
+    assert train["Q_Tiny_expected"][0] == pytest.approx(by_hand, abs=0.02)  # another batch: float noise only
+    assert 1 <= min(train["Q_Tiny_expected"]) <= max(train["Q_Tiny_expected"]) <= 5
+
+
+def _servers_of(folders: list[Path]) -> set[str]:
+    """The model folders of the vLLM servers running now (their command lines name them)."""
+    up = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"vllm.entrypoints.openai.api_server" in args:
+            up |= {str(f) for f in folders if str(f).encode() in args}
+    return up
+
+
+@pytest.mark.real_server
+@pytest.mark.vllm
+@pytest.mark.timeout(1800)  # two vLLM starts, one after the other: 50-170 s each on a loaded 2-core CPU
+def test_vllm_panel_of_two_models_loads_one_at_a_time(tmp_path, monkeypatch):
+    """models=[vllm:A, vllm:B] on the real vLLM: A's server runs, scores every row, and is gone before B's starts
+    (its memory freed); every row of each judge is scored or in the errors split."""
+    require_vllm()
+    folders = [build_tiny_model(tmp_path / "judge-a", seed=0), build_tiny_model(tmp_path / "judge-b", seed=1)]
+    for k, v in vllm_env().items():
+        monkeypatch.setenv(k, v)
+    seen: list[set[str]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            up = _servers_of(folders)
+            if up and (not seen or seen[-1] != up):
+                seen.append(up)
+            time.sleep(0.2)
+
+    def panel() -> Any:
+        done.clear()
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            return score_dataset(
+                Dataset.from_list(ROWS[:8]), ["Q_Tiny"], models=[f"vllm:{f}" for f in folders], vllm_args=TEST_ARGS,
+                columns=COLUMNS, cache_dir=tmp_path / "c", prompts_dir=_prompts(tmp_path), max_tokens=96, retries=0,
+                timeout=300, progress=False, if_exists="overwrite",
+            )  # fmt: skip
+        finally:
+            done.set()
+            watcher.join()
+
+    scored = panel()
+    assert seen == [{str(folders[0])}, {str(folders[1])}]  # one engine at a time, A then B
+    errors = {(e["row"], e["judge"]) for e in scored["errors"]}
+    train = scored["train"]
+    for column in [c for c in train.column_names if c.startswith("Q_Tiny__")]:
+        judge = column.removeprefix("Q_Tiny__")
+        assert all((v is not None) != ((i, judge) in errors) for i, v in enumerate(train[column])), column
+    assert scored.summary.requests == 8 + 8  # the two turns' (the panel itself sends nothing: the store has them)
+    engine = scored.summary.engine  # both engines' seconds, on CPU
+    assert engine["engines"] == 2 and engine["gpus"] == 0 and engine["served_s"] > 0
+    seen.clear()
+    again = panel()  # every reply stored: neither model is loaded again
+    assert seen == [] and again.summary.requests == 0 and again.summary.engine is None
+    judged = [c for c in train.column_names if c.startswith("Q_Tiny")]
+    assert judged and all(again["train"][c] == train[c] for c in judged)
 
 
 def _cli(args: list, env: dict) -> subprocess.Popen:
@@ -352,15 +492,6 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
     log, _ = third.communicate(timeout=1800)
     totals = json.loads((tmp_path / "out3" / "summary.json").read_text())
     assert totals["requests"] == rows, log  # nothing of the old model is reused
-
-
-def test_choose_judge_refuses_a_vllm_candidate_it_would_have_to_start(capfd, tmp_path):
-    data = tmp_path / "labelled.jsonl"
-    data.write_text('{"instruction": "q", "output": "a", "human": 1}\n')
-    code, _, err = run_cli(
-        capfd, "choose-judge", data, "--metric", "Binary", "--judges", "vllm:A,gpt-x", "--label", "human"
-    )
-    assert code != 0 and "choose-judge does not start vllm:A" in err and "base_url" in err
 
 
 def test_a_dead_vllm_engine_stops_the_run_with_one_line(judge, capfd, tmp_path):

@@ -256,13 +256,4 @@ def _judges(args: argparse.Namespace) -> list[Any]:
             "give the candidate judges: --judges a,b (model names), --judges-file FILE (a YAML list, each judge on "
             "its own server), or both"
         )
-    for j in judges:
-        model = str(j if isinstance(j, str) else (j.get("model") if isinstance(j, dict) else "") or "")
-        if model.startswith("vllm:") and not (isinstance(j, dict) and j.get("base_url")):
-            # as --model local: choose-judge starts no server; its candidates run at the same time, each at its own
-            raise ConfigError(
-                f"choose-judge does not start {model}: its candidates are judged side by side, each at its own server. "
-                f"Start it (vllm serve {model[5:]}, or hf-judge's hf_judge.transport.vllm.vllm_judge) and list it in "
-                f"--judges-file with its base_url: '- {{model: {model[5:]}, base_url: http://127.0.0.1:8000/v1}}'"
-            )
     return judges

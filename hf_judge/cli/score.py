@@ -618,9 +618,7 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None, port: int | None
 def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
     """``--model vllm:MODEL``: a context manager that runs vLLM's server for the run (checked now: the interpreter
     imports vLLM); with ``--base-url``, the vLLM server already there serves MODEL, and nothing is started."""
-    import functools
-
-    from ..transport.vllm import check_vllm, judge_concurrency, vllm_judge
+    from ..transport.vllm import check_vllm
     from ..vllm_args import parse_vllm_args
 
     if port is not None:
@@ -628,22 +626,9 @@ def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
     if kwargs.get("base_url"):
         kwargs["model"] = name
         return contextlib.nullcontext()
-    python = kwargs.get("vllm_python")
-    version = check_vllm(python)  # before the dataset is loaded
-    vllm_args = parse_vllm_args(kwargs.get("vllm_args"))
+    check_vllm(kwargs.get("vllm_python"))  # before the dataset is loaded
+    parse_vllm_args(kwargs.get("vllm_args"))
     kwargs.setdefault("timeout", 600.0)
-
-    @contextlib.contextmanager
-    def run():
-        say = functools.partial(print, file=sys.stderr, flush=True)
-        say(f"hf-judge: starting a vLLM judge ({name}, {version})")
-        started = time.perf_counter()
-        with vllm_judge(name, vllm_args=vllm_args, python=python) as judge:
-            say(f"hf-judge: vLLM judge {judge.model} ready at {judge.base_url} in "
-                f"{time.perf_counter() - started:.1f} s (pid {judge.pid})")  # fmt: skip
-            # vLLM batches what is in flight: fill its scheduler's max_num_seqs (it queues the rest itself)
-            if "concurrency" not in kwargs and (fill := judge_concurrency(judge, kwargs.get("num_workers"))):
-                kwargs["concurrency"] = fill
-            yield judge
-
-    return run()
+    # the engine starts each vLLM judge for the pass that needs it (a panel's in turn, a cascade's per tier), and
+    # none whose replies are all stored (the same command again starts nothing); it says so on stderr
+    return contextlib.nullcontext()

@@ -115,6 +115,8 @@ RUN_FEATURES = {
     "if_exists": "scores already there (`if_exists`, renames)",
     "runner_format": "a judge whose API is not OpenAI's, in a batch file",
     "vllm_managed": "a vLLM judge hf-judge starts (`vllm:MODEL`)",
+    # asked with vllm_managed, whose refusal (batch, the clusters, a map) comes first: only a stream adds its own
+    "vllm_panel": "vLLM judges hf-judge starts in a panel (each in its turn)",
 }
 FEATURES = {**ROW_FEATURES, **RUN_FEATURES}
 
@@ -257,6 +259,13 @@ CAPABILITIES: dict[str, dict[str, Yes | No]] = {
             "the strong tier's rows are known once the cheap tier has scored the split",
         ),
         "length_control": _LENGTH,
+        "vllm_panel": No(
+            "a panel's vLLM judges that hf-judge starts take turns, one engine loaded at a time, each reading every "
+            "row, and {where} is read once: ",
+            "load the dataset without streaming, or give each vLLM judge the base_url of a server you start "
+            "(models=[{{'model': 'vllm:M', 'base_url': ...}}])",
+            "its vLLM judges take turns, each reading every row, and a stream is read once",
+        ),
     },
     "workers": {**_ONE_PROCESS},
     "batch": {
@@ -462,6 +471,7 @@ def asked(
     # None: a check before the settings are resolved (the CLI's output checks): the facts alone
     s: Any = settings if settings is not None else _NO_SETTINGS
     panel = bool(s.models) and len(s.judges) > 1
+    vllm = _vllm_panelists(s)
     wants = {
         "no_wait": s.no_wait and not s.batch,
         "stream": stream,
@@ -479,9 +489,26 @@ def asked(
         "generator_column": s.generator_column is not None,
         "if_exists": bool(existing),
         "runner_format": provider not in ("", "openai") and (files or s.batch_import is not None),
-        "vllm_managed": str(getattr(s, "model", "") or "").startswith("vllm:") and not getattr(s, "base_url", None),
+        "vllm_managed": bool(vllm) or vllm is None,
+        "vllm_panel": bool(vllm),
     }
     return [f for f in RUN_FEATURES if wants[f]]
+
+
+def _vllm_panelists(s: Any) -> list[str] | None:
+    """The panels' judges hf-judge starts (``vllm:MODEL`` with no server: its own base_url, else its tier's, else
+    the run's); None where one judge (the run's or the cascade's stronger) is such a judge and no panel has any."""
+
+    def started(model: Any, url: Any) -> bool:
+        return str(model or "").startswith("vllm:") and not url
+
+    run_url = getattr(s, "base_url", None)
+    strong_url = getattr(s, "escalate_base_url", None) or run_url
+    panels = [(j, run_url) for j in getattr(s, "models", None) or []]
+    panels += [(j, strong_url) for j in getattr(s, "escalate_models", None) or []]
+    found = [j.model for j, url in panels if started(j.model, j.base_url or url)]
+    one = started(getattr(s, "model", None), run_url) or started(getattr(s, "escalate_model", None), strong_url)
+    return found or (None if one else [])
 
 
 def check(

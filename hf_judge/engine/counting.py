@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..results.summary import RunSummary
+from ..results.summary import RunSummary, added_engine
 from ..transport.client import JudgeClient, Stats
 from .runs import COUNTERS
 
@@ -222,7 +222,8 @@ def add_summary(total: RunSummary, part: RunSummary) -> RunSummary:
     cascade's tiers, each a run of the driver). Every counter of :func:`summary_counters` and the elapsed time
     add; so do failed attempts by kind, each judge's figures (``judge_requests``: their counts and failed
     attempts; :data:`NOT_ADDED` kept), and the batch report's numbers; notes are said once, runs listed once; the
-    output modes are listed once each; one price stands only where both have it. Returns ``total``.
+    output modes are listed once each; one price stands only where both have it; the judges' engines add up
+    (:func:`~hf_judge.results.summary.added_engine`). Returns ``total``.
 
     Example:
         >>> s = add_summary(RunSummary(requests=2, judge_requests={"a": {"requests": 2}}),
@@ -238,6 +239,7 @@ def add_summary(total: RunSummary, part: RunSummary) -> RunSummary:
     for k, v in part.batch.items():
         if isinstance(v, (int, float)) and isinstance(total.batch.get(k, 0), (int, float)):
             total.batch[k] = total.batch.get(k, 0) + v
+    total.engine = added_engine(total.engine, part.engine)  # a panel's turns, a cascade's tiers
     total.notes += [n for n in part.notes if n not in total.notes]
     total.add_runs(part.runs)
     modes = [m.strip() for s in (total, part) for m in s.structured_output.split(",")]

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator
+import sys
 from typing import Any
 
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict
@@ -17,16 +16,21 @@ from ..progress import ProgressCallback
 from ..redact import install_log_filter
 from ..results.scored import ScoredDatasetDict
 from ..results.sink import ResultSink
+from ..results.summary import gpu_seconds
 from ..settings import JobValues, Settings, Unpack, resolved_provider
+from ..transport.vllm import engine_record
 from .batch_mode import BatchMode
 from .capabilities import check
 from .cascade import score_cascade
 from .core import Plan, score_features
+from .counting import add_summary
 from .driver import Named, Run, through
+from .estimate import estimate_job
 from .job import Job, JudgeJob
 from .one_process import OneProcess
 from .prepare import settings_doc, streams_as_one
 from .stream import ScoredIterableDatasetDict, StreamReadings, Streams
+from .vllm_turns import judges_in_turn, managed_judges, vllm_served
 from .workers import Workers
 
 logger = logging.getLogger("hf_judge")
@@ -127,60 +131,78 @@ def score_checked(
     # the driver's refusal (Run.prepare), said before any request
     engine = engine_for(job.settings, ds).name
     check(engine, job.settings, stream=stream, use_cache=job.use_cache, provider=resolved_provider(job.settings))
-    with vllm_served(job.settings) as (settings, judge):
+    return _served(ds, job, progress=progress, if_exists=if_exists)
+
+
+def _served(
+    ds: Dataset | DatasetDict | IterableDataset | IterableDatasetDict,
+    job: JudgeJob,
+    *,
+    progress: bool | ProgressCallback = True,
+    if_exists: str = "keep",
+) -> ScoredDatasetDict:
+    """:func:`score_job` with the vLLM judges it names started one at a time (engine/vllm_turns.py): a cascade's in
+    the pass of their tier (:func:`_cascade` runs each tier through here), a panel's each in its turn, one judge's
+    around the run."""
+    settings = job.settings
+    if settings.escalate_model is not None:
+        return score_job(ds, job, progress=progress, if_exists=if_exists)
+    say = _say if progress is not False else None
+    # whether a judge has nothing to send is worth counting only where replies may be stored: not on a first run
+    # (rendering every prompt of a large dataset first), nor on a stream (read twice)
+    counted = not isinstance(ds, (IterableDataset, IterableDatasetDict)) and (
+        job.remote is not None or (job.store_path is not None and job.store_path.exists())
+    )
+    if managed_judges(settings):
+        turns: list[Any] = []
+
+        def to_send(one: Settings) -> int:  # what a judge's turn would send, its server not yet started
+            return (
+                estimate_job(ds, _with(job, one), if_exists="overwrite", tokenizer="chars").requests if counted else 1
+            )
+
+        # a turn fills the reply store; its counters are the run's
+        def alone(one: Settings, name: str, judge: Any) -> None:
+            turn = score_job(ds, _with(job, one), progress=progress, if_exists="overwrite").summary
+            if turn is not None:  # and the judge's, as a panel counts each of its judges
+                answered = max(0, turn.requests - sum(turn.failed_attempts.values()))
+                figures: dict[str, Any] = {"requests": turn.requests, "answered": answered}
+                figures |= {"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens}
+                turn.engine = engine_record(judge)  # its engine's seconds: the run's and its judge's
+                if turn.engine is not None:
+                    figures |= {"served_s": turn.engine["served_s"], "gpu_s": gpu_seconds(turn.engine)}
+                turn.judge_requests = {name: figures}
+                turns.append(turn)
+
+        with judges_in_turn(settings, alone, to_send, say) as panel:
+            scored = score_job(ds, _with(job, panel), progress=progress, if_exists=if_exists)
+        for turn in turns:
+            if scored.summary is not None:
+                add_summary(scored.summary, turn)
+        return scored
+
+    def to_send_alone(one: Settings) -> int:  # what this judge would send, its server not yet started
+        if not counted:
+            return 1
+        return estimate_job(ds, dataclasses.replace(job, settings=one), if_exists=if_exists, tokenizer="chars").requests
+
+    with vllm_served(settings, to_send_alone, say) as (settings, judge):
         if settings is not job.settings:
             job = dataclasses.replace(job, settings=settings)
         scored = score_job(ds, job, progress=progress, if_exists=if_exists)
         if judge is not None and scored.summary is not None:
-            from ..transport.vllm import engine_record
-
             scored.summary.engine = engine_record(judge)
         return scored
 
 
-@contextlib.contextmanager
-def vllm_served(settings: Settings) -> Iterator[tuple[Settings, Any]]:
-    """``model="vllm:MODEL"``: the settings of the vLLM judge started for the block (its name and base URL), or, with
-    a ``base_url``, of the vLLM server already there (the model's name without ``vllm:``); any other model: the
-    settings as they are; with the judge started, or None.
-
-    Example:
-        >>> with vllm_served(Settings(model="vllm:m", base_url="http://gpu1:8000/v1")) as (s, judge):
-        ...     s.model, judge
-        ('m', None)
-    """
-    from ..transport.vllm import parse_vllm_model, vllm_judge
-
-    name = parse_vllm_model(settings.model)
-    if name is None:
-        yield settings, None
-    elif settings.base_url:
-        yield settings.model_copy(update={"model": name}), None
-    else:
-        with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
-            yield vllm_settings(settings, judge), judge
+def _say(line: str) -> None:
+    """A vLLM judge's start and stop, beside the progress bars (its load takes minutes)."""
+    print(f"hf-judge: {line}", file=sys.stderr, flush=True)
 
 
-def vllm_settings(settings: Settings, judge: Any) -> Settings:
-    """The settings of a run against the vLLM judge started for it: its name and base URL, and, unless the user set
-    ``concurrency``, enough requests in flight to fill the server's ``max_num_seqs`` (shared by the workers):
-    vLLM batches only what it has been sent, and ``LLM.chat``, the offline baseline, hands it every prompt at once.
-
-    Example:
-        >>> from pathlib import Path
-        >>> from hf_judge.transport.local import LocalJudge
-        >>> judge = LocalJudge("http://127.0.0.1:8000/v1", "m", Path("m"), 8000, 1, Path("log"),
-        ...                    engine={"max_num_seqs": 1024})
-        >>> vllm_settings(Settings(model="vllm:m"), judge).concurrency
-        1024
-    """
-    from ..transport.vllm import judge_concurrency
-
-    update: dict[str, Any] = {"model": judge.model, "base_url": judge.base_url}
-    fill = judge_concurrency(judge, settings.num_workers)
-    if fill and "concurrency" not in settings.model_fields_set:
-        update["concurrency"] = fill
-    return settings.model_copy(update=update)
+def _with(job: JudgeJob, settings: Settings) -> JudgeJob:
+    """``job`` with other settings (its layout follows them: one judge, or a panel)."""
+    return dataclasses.replace(job, settings=settings).with_settings()
 
 
 def score_job(
@@ -220,7 +242,7 @@ def _cascade(ds: Any, job: JudgeJob, progress: bool | ProgressCallback, if_exist
     """A cascade's result (engine/cascade.py): :func:`score_job` once per tier. A budget stop keeps no result: one
     tier's is not the cascade's, and its replies are in the store for the rerun."""
     try:
-        return score_cascade(ds, job, score_job, progress=progress, if_exists=if_exists)
+        return score_cascade(ds, job, _served, progress=progress, if_exists=if_exists)
     except BudgetExceededError as e:
         e.result = None
         raise

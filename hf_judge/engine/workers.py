@@ -54,6 +54,7 @@ from ..progress import INTERVAL, Progress, ProgressCallback
 from ..redact import install_log_filter, register
 from ..settings import Settings
 from ..store.segments import Remote
+from ..transport.served import SERVED_ENV
 from .core import Plan
 from .counting import StatsReporter, Tally
 from .driver import SplitResult
@@ -183,8 +184,11 @@ def score_split(
     messages = ctx.Queue()
     # the workers' end of a pipe that nobody writes to: it reads EOF when this process is gone (kill -9)
     parent_alive, alive_w = ctx.Pipe(duplex=False)
+    # a worker is a fork of the forkserver, whose environment is this process's when it first started: the vLLM
+    # judges of this run now (a panel's turn, a judge stopped) go to the workers themselves
+    served = os.environ.get(SERVED_ENV)
     procs = [
-        ctx.Process(target=_work, args=(job, messages, parent_alive), name=f"hf_judge-worker-{job.index}")
+        ctx.Process(target=_work, args=(job, messages, parent_alive, served), name=f"hf_judge-worker-{job.index}")
         for job in jobs
     ]
     crew = _Crew(tally, procs)
@@ -387,10 +391,15 @@ def _quiet_about_the_stop(unraisable: Any) -> None:
         sys.__unraisablehook__(unraisable)
 
 
-def _work(job: ShardJob, messages: Any, parent_alive: Any) -> None:
+def _work(job: ShardJob, messages: Any, parent_alive: Any, served: str | None = None) -> None:
     """A worker's main: score its shard, report ("done", index, result) or ("error", index, (pickled error,
     report)); ("interrupted", index, (None, report)) after a Ctrl-C; nothing once its parent is gone. Each report
-    is its :class:`~.counting.StatsReporter`'s (None before it had clients)."""
+    is its :class:`~.counting.StatsReporter`'s (None before it had clients). ``served``: the parent's
+    :data:`~hf_judge.transport.served.SERVED_ENV` (the vLLM judges of this run)."""
+    if served is None:
+        os.environ.pop(SERVED_ENV, None)
+    else:
+        os.environ[SERVED_ENV] = served
     stopping: list[bool] = []
 
     def on_sigint(_signum: int, _frame: Any) -> None:

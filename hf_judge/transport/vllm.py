@@ -278,11 +278,18 @@ def byte_bound(model: str, args: Mapping[str, Any] | None = None) -> str | None:
 
 
 @contextlib.contextmanager
-def _served(base_url: str, facts: dict[str, Any]) -> Iterator[None]:
-    """``base_url`` listed in :data:`SERVED_ENV` for the block (inherited by the processes the run starts)."""
+def list_servers(servers: Mapping[str, dict[str, Any]]) -> Iterator[None]:
+    """Each base URL of ``servers`` listed in :data:`SERVED_ENV` with its facts for the block (inherited by the
+    processes the run starts); ``stopped`` in its facts: a judge whose turn is over, asked nothing.
+
+    Example:
+        >>> with list_servers({"http://127.0.0.1:9/v1": {"identity": "vllm:x", "max_model_len": None}}):
+        ...     "vllm:x" in os.environ[SERVED_ENV]
+        True
+    """
     before = os.environ.get(SERVED_ENV)
     served = json.loads(before or "{}")
-    served[base_url.rstrip("/")] = facts
+    served.update({url.rstrip("/"): facts for url, facts in servers.items()})
     os.environ[SERVED_ENV] = json.dumps(served)
     try:
         yield
@@ -398,7 +405,13 @@ def _get_json(url: str) -> dict:
         return json.loads(r.read())
 
 
-def _alias(model: str) -> str:
+def served_name(model: str) -> str:
+    """The name the server started for ``model`` serves it under: a folder's name, or the Hub id.
+
+    Example:
+        >>> served_name("Qwen/Qwen3-8B")
+        'Qwen/Qwen3-8B'
+    """
     path = Path(model).expanduser()
     return path.absolute().name if path.is_dir() else model
 
@@ -432,7 +445,7 @@ def vllm_judge(
     target = str(folder.absolute()) if folder.is_dir() else model
     if folder.is_absolute() and not folder.is_dir():
         raise ConfigError(f"--model vllm:{model}: no such folder; give a model folder or a Hub id (org/name)")
-    alias = _alias(model)
+    alias = served_name(model)
     identity = model_identity(model, args)
     own_log = log_path is None
     if log_path is None:
@@ -460,7 +473,7 @@ def vllm_judge(
             listed = _get_json(base_url + "/models")["data"]
             max_len = next((m.get("max_model_len") for m in listed if m.get("id") == alias), None)
             facts = {"identity": identity, "max_model_len": max_len, "byte_bound": byte_bound(target, args)}
-            with _served(base_url, facts):
+            with list_servers({base_url: facts}):
                 yield LocalJudge(
                     base_url=base_url, model=alias, model_path=folder if folder.is_dir() else Path(model), port=port,
                     pid=proc.pid, log_path=log_path, process=proc, what=WHAT,
