@@ -106,7 +106,12 @@ def test_mt_bench_gpt4_shows_gpt4s_recorded_figures_and_each_judges_cycles_witho
     assert list(by) == ["agree", "gpt-4 (recorded)"]
     assert judge.stats()["requests"] == 3 * 2  # the candidate's two orders of 3 pairs; nothing for GPT-4
     gpt4 = by["gpt-4 (recorded)"]
-    assert gpt4["recorded"] is True and gpt4["score"] == pytest.approx(1 / 3) and gpt4["cost_per_1000"] is None
+    assert gpt4["recorded"] is True and gpt4["cost_per_1000"] is None
+    # the set's rule, mt-bench: GPT-4's verdict against each expert's vote, as the candidate's (base: the all-rows
+    # rule, 1 of 3 pairs, beside candidates compared with each vote): it agrees with both experts on gpt-4 vs
+    # llama-13b and with neither single expert on the other two pairs, 2 of 4 votes
+    assert saved["rule"] == "mt-bench" and gpt4["rule"] == "mt-bench" and gpt4["score"] == pytest.approx(2 / 4)
+    assert gpt4["rules"]["judgebench"]["score"] == pytest.approx(1 / 3)  # one verdict per pair: right on 1 of 3
     assert gpt4["transitivity"] == {"violations": 1, "triads": 1, "share": 1.0, "items": 1}
     assert by["agree"]["score"] == 1.0 and by["agree"]["transitivity"]["violations"] == 0
     assert by["agree"]["transitivity"]["triads"] == 1

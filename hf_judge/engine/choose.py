@@ -186,8 +186,8 @@ def choose_judge(
     # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     truth = _head(ds, LABEL, len(ds))
     choice = _rank(result, ds, metrics, candidates, kind, swapped, generator_column, truth, resamples, seed)
-    by_rules(choice, result["train"], swapped, truth, rule, resamples, seed, people_of(ds, vote_columns),
-              subsets_of(ds, subset_column))  # fmt: skip
+    pair_votes, subsets = people_of(ds, vote_columns), subsets_of(ds, subset_column)
+    by_rules(choice, result["train"], swapped, truth, rule, resamples, seed, pair_votes, subsets)
     _longer_wins(choice, result["train"], len(ds), metrics, candidates, columns or {}, truth)
     if by is not None:
         rank = partial(
@@ -206,7 +206,7 @@ def choose_judge(
     if found.left_out:
         choice.notes.append(found.left_out)
     projected_costs(choice, scored_ds, candidates, columns, prompts_dir, params, settings, setting_values)
-    add_recorded(choice, verdicts, truth, resamples, seed)
+    add_recorded(choice, verdicts, truth, resamples, seed, (rule, pair_votes, subsets))
     if named_items is not None:
         add_transitivity(choice, ds, result["train"], named_items, swapped, verdicts)
     choice.recommendation = recommend([e for e in choice.entries if not e.get("recorded")], choice.chance, choice.rows)

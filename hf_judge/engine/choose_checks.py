@@ -11,6 +11,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from ..analysis import rules
 from ..analysis.label_rules import check_labels
 from ..analysis.leaderboard import JudgeChoice, combined_winner, flip
 from ..analysis.stats import over_all_rows
@@ -60,35 +61,49 @@ def check_items(ds: Dataset, items: Items | None) -> tuple[list[str], str, str] 
 
 
 def add_recorded(
-    choice: JudgeChoice, verdicts: Mapping[str, list], truth: Sequence[Any], resamples: int, seed: int
+    choice: JudgeChoice,
+    verdicts: Mapping[str, list],
+    truth: Sequence[Any],
+    resamples: int,
+    seed: int,
+    by: tuple[str | None, Any, Any] = (None, None, None),
 ) -> None:
-    """An entry per recorded judge, its figures on the same rows by the all-rows rule (one verdict per pair: with
-    JudgeBench's rule both orders would be the same vote, the same figure), no cost, no latency."""
+    """An entry per recorded judge, its figures on the same rows by the all-rows rule, no cost, no latency. A
+    pairwise one also gets every published rule's figures, and with ``by``'s rule (``(rule, people's votes,
+    subsets)``, as the candidates') that rule's headline, its one verdict per pair read as both orders' (a
+    recorded verdict is the judge's final one: MT-bench's GPT-4 pair verdicts already count orders that disagree
+    as a tie), so that it is compared as the candidates are (under mt-bench, with each expert's vote)."""
+    rule, people, subsets = by
     for name, pred in verdicts.items():
         found = over_all_rows(truth, pred, choice.kind, resamples=resamples, seed=seed)
         key = "accuracy" if choice.kind == "binary" else "agreement"
-        choice.entries.append(
-            {
-                "name": name,
-                "judge": name,
-                "model": None,
-                "metric": choice.metric,
-                "column": None,
-                "rule": choice.rule,
-                "recorded": True,
-                "score": found["figures"].get(key),
-                "interval": found["intervals"].get(key),
-                "kappa": found["figures"].get("cohen_kappa"),
-                "kappa_interval": found["intervals"].get("cohen_kappa"),
-                "coverage": found["coverage"],
-                "failures": found["failures"],
-                "cost_per_1000": None,
-                "cost_per_1000_batch": None,
-                "cost_basis": "recorded",
-                "latency_p50_s": None,
-                "latency_p95_s": None,
-            }
-        )
+        entry: dict[str, Any] = {
+            "name": name,
+            "judge": name,
+            "model": None,
+            "metric": choice.metric,
+            "column": None,
+            "rule": choice.rule,
+            "recorded": True,
+            "score": found["figures"].get(key),
+            "interval": found["intervals"].get(key),
+            "kappa": found["figures"].get("cohen_kappa"),
+            "kappa_interval": found["intervals"].get("cohen_kappa"),
+            "coverage": found["coverage"],
+            "failures": found["failures"],
+            "cost_per_1000": None,
+            "cost_per_1000_batch": None,
+            "cost_basis": "recorded",
+            "latency_p50_s": None,
+            "latency_p95_s": None,
+        }
+        if choice.kind == "pairwise":
+            entry["rules"] = rules.figures(
+                pred, pred, truth, votes=people, subsets=subsets, resamples=resamples, seed=seed
+            )
+            if rule is not None:
+                entry.update(rules.headline(entry["rules"], rule))
+        choice.entries.append(entry)
     if verdicts:
         choice.notes.append(
             f"{', '.join(verdicts)}: recorded verdicts of the set, shown for comparison (no request, no cost; not "
