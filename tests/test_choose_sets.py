@@ -295,6 +295,9 @@ def test_mt_bench_compares_the_judge_with_each_expert_vote_and_shows_the_human_h
     mt = entry["rules"]["mt-bench"]
     assert saved["rule"] == "mt-bench" and (mt["agree"], mt["total"]) == (4, 7) and entry["score"] == 4 / 7
     assert (mt["without_ties"]["agree"], mt["without_ties"]["total"]) == (4, 5)
+    # chance by the same rule: always the majority label ("2": labels 2, 2 by the tie-break, tie) against each
+    # vote: 2/2 + 1/2 + 0/3 = 3/7 (base: the majority label's share of the labels, 2/3, beside a figure over votes)
+    assert saved["chance"]["rule"] == "mt-bench" and saved["chance"]["score"] == pytest.approx(3 / 7)
     people = saved["humans"]["mt-bench"]
     assert (people["agree"], people["total"], people["score"]) == (2, 5, 0.4)
     assert (people["without_ties"]["agree"], people["without_ties"]["total"]) == (1, 2)

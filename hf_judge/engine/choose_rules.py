@@ -44,6 +44,28 @@ def by_rules(
             e.update(rules.headline(e["rules"], rule))
     if rule is not None:
         choice.rule, choice.headline = rule, rule
+        _chance_by(choice, rule, n, swapped, truth, people, subsets)
+
+
+def _chance_by(
+    choice: JudgeChoice,
+    rule: str,
+    n: int,
+    swapped: bool,
+    truth: list[Any],
+    people: list[list[Any]] | None,
+    subsets: list[str] | None,
+) -> None:
+    """The chance row under ``rule``: the figure of a judge that always names the majority label's response (in
+    both orders alike), by the rule that scores the judges (under mt-bench, against each vote; rewardbench, per
+    section), so that "beyond chance" compares like with like."""
+    label = (choice.chance or {}).get("label")
+    if choice.chance is None or label is None or not n:
+        return
+    const = [label] * n
+    found = rules.figures(const, const if swapped else None, truth, votes=people, subsets=subsets, resamples=0)
+    if rule in found and found[rule].get("score") is not None:
+        choice.chance = {**choice.chance, "score": found[rule]["score"], "rule": rule}
 
 
 def check_votes(
