@@ -401,7 +401,7 @@ def test_vllm_gemma_scores_every_row_or_files_it_and_the_second_run_generates_no
     out = load_from_disk(tmp_path / "out1")
     errors = {e["row"]: e for e in out["errors"]}
     assert errors[len(GEMMA_ROWS)]["kind"] == "context_length", errors  # counted with Gemma's tokenizer, not sent
-    assert "max_model_len is 1024" in errors[len(GEMMA_ROWS)]["message"]
+    assert "max_model_len is 1,024: not sent" in errors[len(GEMMA_ROWS)]["message"]
     kinds = {(e["kind"], e["message"][:200]) for i, e in errors.items() if i != len(GEMMA_ROWS)}
     assert not kinds, kinds  # a real judge with vLLM's structured output: every short row scored
     scores = out["train"]["QA_Correctness"]
@@ -414,6 +414,7 @@ def test_vllm_gemma_scores_every_row_or_files_it_and_the_second_run_generates_no
     assert code == 0, err
     again = json.loads((tmp_path / "out2" / "summary.json").read_text())
     assert again["requests"] == 0, again  # the same model, started again: every reply from the store
+    assert again["completion_tokens"] == 0  # nothing generated
     assert load_from_disk(tmp_path / "out2")["train"]["QA_Correctness"] == scores
 
 
