@@ -241,3 +241,35 @@ def test_cli_the_same_command_twice_starts_one_vllm_judge_once_and_says_so(fake_
     assert _engines(fake_vllm)[2:] == []
     assert "vLLM judge org/a not started: every reply of this run is stored" in err
     assert json.loads((tmp_path / "again" / "summary.json").read_text())["requests"] == 0
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"model": "vllm:./no-such-folder"},
+        {"models": ["vllm:org/a", "vllm:~/no-such-folder"]},
+        {"model": "vllm:org/a", "escalate_model": "vllm:/no/such/folder", "escalate_when": "margin:QA_Clarity=5+-10"},
+    ],
+    ids=["one", "panel", "cascade"],
+)
+def test_a_vllm_model_that_is_no_folder_nor_hub_id_is_refused_before_any_engine_starts(fake_vllm, tmp_path, given):
+    """Base: vLLM was started for ``./no-such-folder`` and died a minute later (transformers: "Repo id must use
+    alphanumeric chars"); a panel's or cascade's second model only after the first had run."""
+    from hf_judge import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--model vllm:\S*no[-/]such.folder: no such folder .*give a model folder"):
+        score_dataset(Dataset.from_list(ROWS), ["QA_Clarity"], columns=COLUMNS, cache_dir=tmp_path, **given)
+    assert _engines(fake_vllm) == []
+
+
+def test_cli_refuses_a_missing_model_folder_and_a_vllm_arg_without_key_before_reading_the_data(
+    fake_vllm, capfd, tmp_path
+):
+    """Base: ``--model vllm:./nope`` started vLLM, which died 30 s later with a traceback of transformers';
+    ``--vllm-arg =3`` was a ``ValueError:`` line with a debug hint, as an internal error is."""
+    argv = ["score", tmp_path / "not-read.jsonl", "--metrics", "QA_Clarity", "--model"]
+    code, _, err = run_cli(capfd, *argv, "vllm:./nope")
+    assert code == 2 and "--model vllm:./nope: no such folder" in err and "give a model folder" in err, err
+    code, _, err = run_cli(capfd, *argv, "vllm:org/a", "--vllm-arg", "=3")
+    assert code == 2 and "hf-judge: error: --vllm-arg: vLLM argument '=3' has no KEY: write KEY=VALUE" in err, err
+    assert "ValueError" not in err and _engines(fake_vllm) == []

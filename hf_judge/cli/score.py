@@ -618,7 +618,7 @@ def _local_judge(kwargs: dict[str, Any], cache_dir: str | None, port: int | None
 def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
     """``--model vllm:MODEL``: a context manager that runs vLLM's server for the run (checked now: the interpreter
     imports vLLM); with ``--base-url``, the vLLM server already there serves MODEL, and nothing is started."""
-    from ..transport.vllm import check_vllm
+    from ..transport.vllm import check_vllm, check_vllm_model
     from ..vllm_args import parse_vllm_args
 
     if port is not None:
@@ -627,7 +627,11 @@ def _vllm_judge(kwargs: dict[str, Any], name: str, port: int | None):
         kwargs["model"] = name
         return contextlib.nullcontext()
     check_vllm(kwargs.get("vllm_python"))  # before the dataset is loaded
-    parse_vllm_args(kwargs.get("vllm_args"))
+    check_vllm_model(name)  # a folder that is not there, before the dataset is loaded (the engine checks a panel's)
+    try:
+        parse_vllm_args(kwargs.get("vllm_args"))
+    except ValueError as e:  # what Settings would say, before the dataset is loaded, as the bad input it is
+        raise ConfigError(f"--vllm-arg: {e}") from None
     kwargs.setdefault("timeout", 600.0)
     # the engine starts each vLLM judge for the pass that needs it (a panel's in turn, a cascade's per tier), and
     # none whose replies are all stored (the same command again starts nothing); it says so on stderr

@@ -18,7 +18,7 @@ from ..results.scored import ScoredDatasetDict
 from ..results.sink import ResultSink
 from ..results.summary import gpu_seconds
 from ..settings import JobValues, Settings, Unpack, resolved_provider
-from ..transport.vllm import engine_record
+from ..transport.vllm import check_vllm_model, engine_record, parse_vllm_model
 from .batch_mode import BatchMode
 from .capabilities import check
 from .cascade import score_cascade
@@ -145,6 +145,8 @@ def _served(
     the pass of their tier (:func:`_cascade` runs each tier through here), a panel's each in its turn, one judge's
     around the run."""
     settings = job.settings
+    for model in _managed_models(settings):  # each refused before any judge starts (a tier's after minutes)
+        check_vllm_model(model)
     if settings.escalate_model is not None:
         return score_job(ds, job, progress=progress, if_exists=if_exists)
     say = _say if progress is not False else None
@@ -193,6 +195,16 @@ def _served(
         if judge is not None and scored.summary is not None:
             scored.summary.engine = engine_record(judge)
         return scored
+
+
+def _managed_models(settings: Settings) -> list[str]:
+    """The MODEL of each ``vllm:MODEL`` judge of the run that hf-judge starts (its own, a panel's, a tier's)."""
+    models = [j.model for j in managed_judges(settings)]
+    if not settings.models and settings.model and not settings.base_url:
+        models.append(settings.model)
+    if settings.escalate_model and not settings.escalate_base_url:
+        models.append(settings.escalate_model)
+    return [name for m in models if (name := parse_vllm_model(m)) is not None]
 
 
 def _say(line: str) -> None:

