@@ -234,7 +234,7 @@ def test_cli_the_same_command_twice_starts_one_vllm_judge_once_and_says_so(fake_
     code, _, err = run_cli(capfd, *argv, "-o", tmp_path / "out")
     assert code == 0, err
     assert _engines(fake_vllm) == ["start org/a", "stop org/a 5"]
-    assert "hf-judge: starting a vLLM judge (org/a)" in err and "ready at http://127.0.0.1:" in err
+    assert "hf-judge: starting a vLLM judge (org/a)" in err and "ready at http://127.0.0.1:" in err and "(pid " in err
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["engine"]["served_s"] >= 0  # its seconds
     code, _, err = run_cli(capfd, *argv, "-o", tmp_path / "again")
     assert code == 0, err

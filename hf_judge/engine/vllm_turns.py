@@ -123,7 +123,8 @@ def _started(name: str, settings: Settings, say: Callable[[str], None] | None) -
         say(f"starting a vLLM judge ({name})")
     with vllm_judge(name, vllm_args=settings.vllm_args, python=settings.vllm_python) as judge:
         if say is not None:
-            say(f"vLLM judge {judge.model} ready at {judge.base_url} in {time.perf_counter() - started:.1f} s")
+            ready = time.perf_counter() - started
+            say(f"vLLM judge {judge.model} ready at {judge.base_url} in {ready:.1f} s (pid {judge.pid})")
         try:
             yield judge
         except RunStopped as e:  # stopped because the server died: how it died and the fix, not "check the URL"
