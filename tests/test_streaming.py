@@ -393,6 +393,11 @@ def test_two_splits_of_a_stream_read_at_once_share_one_run_and_close_its_session
     import aiohttp
     from datasets import IterableDatasetDict
 
+    def open_sessions() -> list:
+        gc.collect()
+        return [s for s in gc.get_objects() if isinstance(s, aiohttp.ClientSession) and not s.closed]
+
+    before = {id(s) for s in open_sessions()}  # other tests' in this process are not this one's
     train, test = qa_dataset(30), qa_dataset(20, prefix="test")
     want = score(train, METRICS, judge, tmp_path / "a")["train"].to_list()
     want += score(test, METRICS, judge, tmp_path / "b")["train"].to_list()
@@ -402,5 +407,4 @@ def test_two_splits_of_a_stream_read_at_once_share_one_run_and_close_its_session
     pairs = list(zip_longest(got["train"], got["test"]))  # test ends first, train goes on alone
     assert [a for a, _ in pairs] + [b for _, b in pairs if b is not None] == want
     assert judge.stats()["requests"] == 2 * 50  # each row and metric sent once
-    gc.collect()
-    assert [s for s in gc.get_objects() if isinstance(s, aiohttp.ClientSession) and not s.closed] == []
+    assert [s for s in open_sessions() if id(s) not in before] == []
