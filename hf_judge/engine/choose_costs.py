@@ -63,12 +63,7 @@ def projected_costs(
         if "cost_basis" in e:  # no price (_costs): projecting its requests (rendering every prompt) would cost 0.1 s
             continue  # per 1,000 rows and find no price either
         judge = by_name[e["judge"]]
-        own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
-        est = estimate_cost(
-            ds, [e["metric"]], columns=columns, prompts_dir=prompts_dir, metric_params=metric_params,
-            use_cache=False, tokenizer="chars", settings=settings,
-            **{**setting_values, **own, "model": judge.model, "models": None},
-        )  # fmt: skip
+        est = _dry_run(ds, e["metric"], judge, (columns, prompts_dir, metric_params, settings), setting_values)
         if est.cost_online is not None and choice.rows:
             e["cost_per_1000"] = est.cost_online / choice.rows * 1000
             e["cost_per_1000_batch"] = (est.cost_batch or 0.0) / choice.rows * 1000
@@ -101,18 +96,7 @@ def projection(
     assert choice.recommendation is not None
     pick = next(e for e in choice.entries if e["name"] == choice.recommendation["name"])
     judge = next(c for c in candidates if c.column_name == pick["judge"])
-    own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
-    est = estimate_cost(
-        target,
-        [pick["metric"]],
-        columns=columns,
-        prompts_dir=prompts_dir,
-        metric_params=metric_params,
-        use_cache=False,
-        tokenizer="chars",
-        settings=settings,
-        **{**setting_values, **own, "model": judge.model, "models": None},
-    )
+    est = _dry_run(target, pick["metric"], judge, (columns, prompts_dir, metric_params, settings), setting_values)
     return {
         "dataset": getattr(target, "info", None) and target.info.dataset_name or "the dataset",
         "judge": pick["name"],
@@ -120,3 +104,16 @@ def projection(
         "cost_online": est.cost_online,
         "cost_batch": est.cost_batch,
     }
+
+
+def _dry_run(
+    ds: Any, metric: str, judge: Panelist, where: tuple[Any, Any, Any, Any], setting_values: Mapping[str, Any]
+) -> Any:
+    """``--dry-run``'s estimate of ``metric`` on ``ds`` with one candidate alone (its model, server and API)."""
+    columns, prompts_dir, metric_params, settings = where
+    own = {k: v for k, v in {"base_url": judge.base_url, "provider": judge.provider}.items() if v is not None}
+    return estimate_cost(
+        ds, [metric], columns=columns, prompts_dir=prompts_dir, metric_params=metric_params,
+        use_cache=False, tokenizer="chars", settings=settings,
+        **{**setting_values, **own, "model": judge.model, "models": None},
+    )  # fmt: skip
