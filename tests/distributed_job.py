@@ -23,6 +23,37 @@ def job_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
 
 
+def stall_and_settle(judge, cache, slots: int) -> int:
+    """Hold every request from now on, and wait until each one in flight is a held one and every reply the judge
+    sent is committed to the store in ``cache``: a kill -9 then lands where nothing answered is in transit, so the
+    rerun's count is exact (a kill at a random instant may also lose the replies of the last group commit, 5 ms:
+    docs/guarantees.md). ``slots``: workers x IN_FLIGHT, the most that can be in flight. Returns the replies
+    answered."""
+    import sqlite3
+
+    from helpers import until
+
+    judge.configure(faults=[{"fault": "delay", "seconds": 60}])
+
+    def only_held() -> bool:  # every request held so far (the last row's, if sent) is still waiting
+        s = judge.stats()
+        return 0 < s["inflight"] == s["by_fault"].get("delay", 0)
+
+    until(only_held, timeout=120)
+    stats = judge.stats()
+    answered = stats["ok"]
+    store = sqlite3.connect(f"file:{Path(cache) / 'replies.sqlite3'}?mode=ro", uri=True)
+    committed = "SELECT count(*) FROM (SELECT key FROM replies UNION SELECT key FROM pending)"
+    try:
+        until(lambda: store.execute(committed).fetchone()[0] == answered, timeout=60)
+    finally:
+        store.close()
+    stats = judge.stats()
+    # nothing answered since; what is in flight is held (a worker between batches may have sent one more)
+    assert stats["ok"] == answered and stats["inflight"] <= slots, (stats, slots)
+    return answered
+
+
 def rerun_after_kill(job: list[str], judge, n: int, answered: int, killed: dict) -> int:
     """The same job run again once the killed one's processes are gone (``answered``: the judge's replies by then):
     its history lists the killed run's last checkpoint, then its own. Returns the requests paid twice (answered
