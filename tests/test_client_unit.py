@@ -361,10 +361,24 @@ def test_a_timeout_is_retried_after_backoff():
     assert server.times == [0.0, 2.5] and clock.sleeps[-1] == 0.5 and out[0].value is not None
 
 
+def _refused() -> aiohttp.ClientConnectorError:
+    """aiohttp's error for a connection refused (its connection key only names the host in the text)."""
+    from types import SimpleNamespace
+
+    key = SimpleNamespace(host="judge.test", port=80, ssl=True)
+    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "Connection refused"))  # type: ignore[arg-type]
+
+
 def test_connection_errors_before_any_reply_stop_the_run():
-    err, server, _, clock, _ = run([aiohttp.ClientConnectionError("refused")], retries=2)
+    err, server, _, clock, _ = run([_refused()], retries=2)
     assert isinstance(err, ServerUnreachableError) and len(server.sent) == 3
-    assert "ClientConnectionError: refused at http://judge.test/v1/chat/completions" in str(err)
+    assert "cannot reach the server: connection refused at http://judge.test/v1/chat/completions" in str(err)
+
+
+def test_connections_reset_before_any_reply_are_errors_rows_not_an_unreachable_server():
+    """A connection made, then reset: the server is there, so the row is filed and the run goes on."""
+    out, server, _, _, _ = run([aiohttp.ServerDisconnectedError()], retries=2)
+    assert out[0].kind == "connection" and out[0].attempts == 3 and len(server.sent) == 3
 
 
 def test_connection_error_after_a_reply_is_an_errors_row_that_keeps_the_last_reply():

@@ -59,6 +59,18 @@ def test_a_run_whose_every_request_failed_exits_3_and_says_so_last(judge, capfd,
     assert code == 0 and "lost" not in err, err
 
 
+def test_connections_reset_after_they_were_made_are_failed_rows_not_an_unreachable_server(judge, capfd, tmp_path):
+    """A server that takes the connection and then resets it is there (its next reply may be a 503): the rows
+    are filed as connection errors and the run ends as one that lost every request, never "cannot reach the
+    server" (which raced with the 503s of the test above: a reset that came first stopped the run, exit 1)."""
+    judge.configure(faults=[{"fault": "reset"}])
+    args = ("score", "--example", "--model", "judge", "--base-url", judge.base_url, "--retries", "0")
+    code, _, err = run_cli(capfd, *args)
+    assert code == 3, err
+    assert "cannot reach" not in err
+    assert Counter(load_from_disk(tmp_path / "example-judged")["errors"]["kind"]) == {"connection": EXAMPLE_ROWS}
+
+
 # -- a panel that lost a judge ---------------------------------------------------------------------------------
 
 

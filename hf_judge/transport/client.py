@@ -157,8 +157,11 @@ class JudgeClient:
     # Whether finished replies are kept (score_dataset sets it from use_cache):
     # a stop message must not promise a resume that the run cannot give.
     caching: bool = True
-    # The last connection failure, for the message when the server was never reached.
+    # The last failure to connect (refused, no such host), for the message when the server was never reached; a
+    # connection reset or closed after it was made is not one: the server is there (its next reply may be a 503).
     _connect_error: str | None = None
+    # The last connection failure of any kind, for the circuit breaker's message.
+    _last_connection_failure: str | None = None
     # Whether the server answers a request for n choices with n (repeated samples; the pipeline finds out)
     n_choices: bool | None = None
 
@@ -375,7 +378,8 @@ class JudgeClient:
             self._recent_failures += 1
             if len(recent) == recent.maxlen and self._recent_failures >= self._circuit_threshold * len(recent):
                 self._unreachable()
-                last = f" The last connection failure: {self._connect_error}." if self._connect_error else ""
+                failure = self._last_connection_failure
+                last = f" The last connection failure: {failure}." if failure else ""
                 raise CircuitOpenError(
                     f"{self._recent_failures} of the last {len(recent)} requests failed "
                     f"({', '.join(f'{k}: {n}' for k, n in self.stats.failures.most_common(4))}).{last} "
@@ -546,7 +550,10 @@ class JudgeClient:
         except asyncio.TimeoutError:
             status, outcome = 0, Outcome(None, None, ErrorKind.TIMEOUT, f"no reply within {self.timeout:g} s")
         except aiohttp.ClientError as e:
-            self._connect_error = message = connection_message(e, self.url)
+            message = connection_message(e, self.url)
+            self._last_connection_failure = message
+            if isinstance(e, aiohttp.ClientConnectorError):  # refused, no such host: never reached
+                self._connect_error = message
             status, outcome = 0, Outcome(None, None, ErrorKind.CONNECTION, message)
         finally:
             deadlines.due.pop(task, None)
