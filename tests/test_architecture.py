@@ -89,7 +89,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 # The layers, lowest first: a module imports only from its own layer or those below it. The package's
 # __init__, __main__ and the public alias hf_judge.ray sit above them all.
 LAYERS = [
-    {"errors", "constants", "redact", "settings", "vllm_args", "progress", "pages"},  # the foundation
+    {"errors", "constants", "redact", "settings", "vllm_args", "progress", "pages", "tables"},  # the foundation
     {"judging", "store"},
     {"transport", "analysis"},
     {"results"},

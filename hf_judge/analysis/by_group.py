@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from datasets import Dataset
 
 from ..errors import ConfigError
+from ..tables import arrow_table
 
 MAX_GROUPS = 20  # groups whose figures are computed and shown (the scores by group's cap); the rest summed up
 TERMINAL_GROUPS = 10  # groups a terminal table shows
@@ -67,7 +68,7 @@ def group_rows(d: Dataset, by: str, where: str, max_groups: int = MAX_GROUPS) ->
     most ``max_groups`` groups, the rest counted in ``more`` / ``more_rows``."""
     check_by(d.column_names, by, where)
     names = _names(d, by)
-    arr = d.select_columns([by]).with_format("arrow")[:][by].combine_chunks()
+    arr = arrow_table(d).column(by).combine_chunks()
     if names is not None and pa.types.is_integer(arr.type):
         arr = pa.array(names, pa.string()).take(arr)
     elif pa.types.is_dictionary(arr.type):

@@ -41,6 +41,7 @@ from ..results.errors_split import ERRORS_SPLIT, errors_dataset
 from ..results.scored import ScoredDatasetDict
 from ..results.summary import RunSummary
 from ..settings import escalation_conditions
+from ..tables import arrow_table
 from .capabilities import check
 from .cascade_report import report
 from .core import COMPLETION_TOKENS, PROMPT_TOKENS, score_types
@@ -81,7 +82,7 @@ def score_cascade(
         fresh = [
             m for m in job.metrics if if_exists == "overwrite" or not set(job.layout.columns(m)) & set(d.column_names)
         ]
-        table = _table(cheap[split])
+        table = arrow_table(cheap[split])
         picks[split] = {m.name: pick(table, m, job, conditions, d) for m in fresh}
     strong: dict[tuple[str, str], tuple[list[int], Dataset]] = {}
     tokens: dict[str, dict[int, list[int | None]]] = {}  # split -> row -> the strong tier's [prompt, completion]
@@ -102,11 +103,6 @@ def score_cascade(
     assert out.summary is not None  # combine's: the tiers' summaries together
     out.update(rows_figures(out.summary, {k: v for k, v in out.items() if k != ERRORS_SPLIT}, checks))
     return out
-
-
-def _table(d: Dataset) -> pa.Table:
-    # `_indices`: datasets has no public test for an indices mapping (a result is built without one)
-    return d.data.table if d._indices is None else d.flatten_indices().data.table
 
 
 def check_strong_samples(strong: JudgeJob) -> None:
@@ -341,7 +337,7 @@ def _split(
 ) -> tuple[Dataset, list[str]]:
     """One split's cascade columns: the usual ones from the deciding tier, ``_judge``, ``__cheap``/``__strong``,
     and the strong tier's own ensemble columns (its samples, its panel's judges) with ``__strong``."""
-    table = base = _table(cheap)
+    table = base = arrow_table(cheap)
     added: list[str] = []
     metrics = {m.name: m for m in job.metrics}
     for name, (why, audited) in picks.items():
@@ -417,7 +413,7 @@ def _with_tokens(d: Dataset, tokens: dict[int, list[int | None]]) -> Dataset:
     """``d`` with the strong tier's tokens added to its token columns, at the rows the strong tier judged."""
     if not tokens or PROMPT_TOKENS not in d.column_names:
         return d
-    table = _table(d)
+    table = arrow_table(d)
     for k, col in enumerate((PROMPT_TOKENS, COMPLETION_TOKENS)):
         values = table.column(col).to_pylist()
         for r, both in tokens.items():

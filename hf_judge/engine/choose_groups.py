@@ -22,6 +22,7 @@ from ..analysis.by_group import check_by, group_rows
 from ..analysis.leaderboard import JudgeChoice, recommend
 from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
+from ..tables import arrow_table
 
 # the figures of an entry that are the group's own; the rest (cost, latency, the run's length bias) the table's
 FIGURES = (
@@ -37,7 +38,7 @@ def by_group(result: ScoredDatasetDict, ds: Dataset, by: str, swapped: bool, tru
     entry names its judge, its candidate (``name``) and its group."""
     found = group_rows(ds, by, "the labelled rows")
     out: dict[str, Any] = {"by": by, "groups": [], "more": found.more, "more_rows": found.more_rows}
-    tables = (result["train"].with_format("arrow")[:], ds.with_format("arrow")[:])  # read once, taken per group
+    tables = (arrow_table(result["train"]), arrow_table(ds))  # read once, taken per group
     for name, rows in found.groups:
         sub = _sub_result(result, tables[0], rows, len(ds), swapped)
         choice = rank(sub, _taken(ds, tables[1], rows), [truth[i] for i in rows])
@@ -81,7 +82,7 @@ def _sub_result(
     picked = rows + [n + i for i in rows] if swapped else rows
     where = np.full(2 * n if swapped else n, -1, dtype=np.int64)
     where[picked] = np.arange(len(picked))
-    errors = result[ERRORS_SPLIT].with_format("arrow")[:]
+    errors = arrow_table(result[ERRORS_SPLIT])
     old = errors.column("row").to_numpy(zero_copy_only=False).astype(np.int64)
     new = np.where((old >= 0) & (old < len(where)), where[np.clip(old, 0, len(where) - 1)], -1)
     mine = errors.filter(pa.array(new >= 0))

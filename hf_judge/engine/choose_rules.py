@@ -14,6 +14,7 @@ from ..analysis import rules
 from ..analysis.label_rules import check_labels
 from ..analysis.leaderboard import JudgeChoice
 from ..errors import ConfigError
+from ..tables import arrow_table
 
 
 def by_rules(
@@ -38,7 +39,7 @@ def by_rules(
     if people is not None:
         choice.humans = {name: rules.humans(people, name, **kw) for name in ("alpacaeval", "mt-bench")}
     for e in choice.entries:
-        winners = scored.select_columns([e["column"]]).with_format("arrow")[:][0].to_pylist()[: 2 * n if swapped else n]
+        winners = arrow_table(scored).column(e["column"]).to_pylist()[: 2 * n if swapped else n]
         e["rules"] = rules.of_winners(winners, truth, swapped, people, subsets=subsets, **kw)
         if rule is not None:
             e.update(rules.headline(e["rules"], rule))

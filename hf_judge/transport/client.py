@@ -101,12 +101,9 @@ class Outcome:
     attempts: int = 0
     cached: bool = False
     usage: tuple[int, int] | None = None  # (prompt, completion) tokens of this reply, where the server reports them
-    # a request for n > 1 choices (repeated samples): the reply's other choices, and how many it held
-    extra: list[Outcome] | None = None
-    choices: int = 0
-    # With logprobs on: the probability of each valid value of the score outputs (logprobs.distributions);
-    # None where the server sent no token log-probabilities.
-    logprobs: dict[str, Any] | None = None
+    extra: list[Outcome] | None = None  # a request for n > 1 choices (repeated samples): the reply's other ones
+    choices: int = 0  # and how many it held
+    logprobs: dict[str, Any] | None = None  # each valid score value's probability; None: the server sent none
 
 
 @dataclass
@@ -154,13 +151,11 @@ class JudgeClient:
     neither is ever shown: :attr:`base_url` is the URL without them.
     """
 
-    # Whether finished replies are kept (score_dataset sets it from use_cache):
-    # a stop message must not promise a resume that the run cannot give.
+    # Whether finished replies are kept (from use_cache): a stop message must not promise a resume it cannot give.
     caching: bool = True
-    # The last failure to connect (refused, no such host), for the message when the server was never reached; a
-    # connection reset or closed after it was made is not one: the server is there (its next reply may be a 503).
+    # The last failure to connect (refused, no such host; not a reset: the server is there), for the message when
+    # the server was never reached; and the last connection failure of any kind, for the circuit breaker's.
     _connect_error: str | None = None
-    # The last connection failure of any kind, for the circuit breaker's message.
     _last_connection_failure: str | None = None
     # Whether the server answers a request for n choices with n (repeated samples; the pipeline finds out)
     n_choices: bool | None = None
@@ -240,9 +235,8 @@ class JudgeClient:
         self._headers.update(extra_headers or {})
         self._mode = "json_schema"
         self._schema_ok = False
-        # Keyed by the metric object itself, weakly: a key of id(metric) outlived its metric where one client
-        # serves many copies of a job (a Ray worker unpickles the Judge once per task), and a later metric at
-        # the freed address was sent the earlier one's schema.
+        # Keyed by the metric object itself, weakly: a key of id(metric) outlived its metric where one client serves
+        # many copies of a job (a Ray worker unpickles the Judge per task): a later one at the address got its schema.
         self._rf_cache: weakref.WeakKeyDictionary[Metric, dict[str, dict]] = weakref.WeakKeyDictionary()
         self._recent: deque[bool] = deque(maxlen=circuit_window)
         self._recent_failures = 0
@@ -550,8 +544,7 @@ class JudgeClient:
         except asyncio.TimeoutError:
             status, outcome = 0, Outcome(None, None, ErrorKind.TIMEOUT, f"no reply within {self.timeout:g} s")
         except aiohttp.ClientError as e:
-            message = connection_message(e, self.url)
-            self._last_connection_failure = message
+            self._last_connection_failure = message = connection_message(e, self.url)
             if isinstance(e, aiohttp.ClientConnectorError):  # refused, no such host: never reached
                 self._connect_error = message
             status, outcome = 0, Outcome(None, None, ErrorKind.CONNECTION, message)
