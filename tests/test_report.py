@@ -1035,7 +1035,7 @@ def test_a_choose_judge_by_folder_shows_each_groups_figures_and_best_judge(brows
     _open(browser, tmp_path / "choice" / "report.html")
     assert _problems(browser) == []
     head = [_text(th) for th in browser.find_elements(By.CSS_SELECTOR, ".choice-groups thead th")]
-    assert head == ["source", "rows", "best", "steady", "coin"]
+    assert head == ["source", "rows", "best", "chance", "steady", "coin"]  # no people's votes: no humans column
     rows = [
         [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
         for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-groups tbody tr")
@@ -1046,9 +1046,59 @@ def test_a_choose_judge_by_folder_shows_each_groups_figures_and_best_judge(brows
     assert [r[:3] for r in rows] == [[g["name"], str(g["rows"]), said[g["name"]]] for g in choice.groups["groups"]]
     assert all(g["best"] == "steady" for g in choice.groups["groups"])
     for r, g in zip(rows, choice.groups["groups"], strict=True):
+        assert r[3] == f"{100 * g['chance']['score']:.1f}%"  # the group's own chance level: its majority label
         e = g["entries"][0]
         lo, hi = e["interval"]
-        assert r[3] == f"{100 * e['score']:.1f}% ({100 * lo:.1f}% to {100 * hi:.1f}%)"
+        assert r[4] == f"{100 * e['score']:.1f}% ({100 * lo:.1f}% to {100 * hi:.1f}%)"
+
+
+def test_a_choose_judge_by_folder_with_votes_shows_each_groups_people_beside_its_judges(
+    browser, judge_server_proc, tmp_path, capfd
+):
+    """choose-judge --by with people's votes under mt-bench: the page's table of groups has the people's own figure
+    (every two votes on a pair, FastChat's human-human) per group beside the judges', as choose_judge.json has it,
+    and each group's chance level under the rule."""
+    from selenium.webdriver.common.by import By
+
+    from hf_judge import choose_judge
+
+    judge = judge_server_proc
+    judge.reset()
+    n = 12
+    ds = Dataset.from_dict(
+        {
+            "question": [f"q{i}" for i in range(n)],
+            "response1": [f"a{i}" for i in range(n)],
+            "response2": [f"b{i}" for i in range(n)],
+            "human": ["1" if i % 3 else "2" for i in range(n)],
+            "e1": ["1" if i % 3 else "2" for i in range(n)],
+            "e2": ["1" if i % 2 else "tie" for i in range(n)],
+            "source": [f"s{i % 2}" for i in range(n)],
+        }
+    )
+    choice = choose_judge(
+        ds, "Comparative", ["agree", "other"], label="human", votes=["e1", "e2"], rule="mt-bench", by="source",
+        base_url=judge.base_url, api_key="k", cache_dir=tmp_path / "c", progress=False, resamples=50,
+        output_dir=tmp_path / "choice",
+    )  # fmt: skip
+    code, _, err = run_cli(capfd, "view", tmp_path / "choice")
+    assert code == 0, err
+    _open(browser, tmp_path / "choice" / "report.html")
+    assert _problems(browser) == []
+    head = [_text(th) for th in browser.find_elements(By.CSS_SELECTOR, ".choice-groups thead th")]
+    assert head == ["source", "rows", "best", "chance", "humans", "agree", "other"]
+    rows = [
+        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-groups tbody tr")
+    ]
+    groups = choice.groups["groups"]
+    assert [r[0] for r in rows] == [g["name"] for g in groups] == ["s0", "s1"]
+    for r, g in zip(rows, groups, strict=True):
+        people = g["humans"]["mt-bench"]
+        assert people["score"] is not None
+        lo, hi = people["interval"]
+        assert r[3] == f"{100 * g['chance']['score']:.1f}%"
+        assert r[4] == f"{100 * people['score']:.1f}% ({100 * lo:.1f}% to {100 * hi:.1f}%)"
 
 
 def test_a_choose_judge_page_shows_intransitive_triads_beside_orders_disagree(

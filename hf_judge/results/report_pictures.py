@@ -131,7 +131,7 @@ def folder_choice(folder: str | Path | None) -> dict[str, Any] | None:
         for e in entries:
             if not isinstance(e["interval"], list) or len(e["interval"]) != 2 or None in e["interval"]:
                 e["interval"] = None
-        return {**out, "entries": entries, "groups": choice_groups(data.get("groups"))}
+        return {**out, "entries": entries, "groups": choice_groups(data.get("groups"), data.get("rule"))}
     return None
 
 
@@ -152,22 +152,34 @@ def _checks(e: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def choice_groups(groups: Any) -> dict[str, Any] | None:
+def _figure(e: dict[str, Any]) -> dict[str, Any]:
+    """A figure with its interval (``name`` kept where it has one); an interval that is not two numbers: none."""
+    out = {k: e.get(k) for k in ("name", "score", "interval") if k != "name" or "name" in e}
+    if not isinstance(out["interval"], list) or len(out["interval"]) != 2 or None in out["interval"]:
+        out["interval"] = None
+    return out
+
+
+def choice_groups(groups: Any, rule: Any = None) -> dict[str, Any] | None:
     """The figures per group of a ``choose-judge --by`` output, as the page's table of groups shows them: each
-    group's rows, best judge and each judge's figure with its interval (a figure that is no number: none)."""
+    group's rows, best judge, chance level, the people's own figure under the table's ``rule`` (where the labels
+    are people's votes) and each judge's figure with its interval (a figure that is no number: none)."""
     if not isinstance(groups, dict) or not isinstance(groups.get("groups"), list):
         return None
     out = []
     for g in groups["groups"]:
         if not isinstance(g, dict):
             continue
-        entries = [{k: e.get(k) for k in ("name", "score", "interval")} for e in g.get("entries") or []]
-        for e in entries:
-            if not isinstance(e["interval"], list) or len(e["interval"]) != 2 or None in e["interval"]:
-                e["interval"] = None
+        entries = [_figure({**e, "name": e.get("name")}) for e in g.get("entries") or [] if isinstance(e, dict)]
         fit = g.get("fit") if isinstance(g.get("fit"), list) else []
+        chance: dict[str, Any] = g["chance"] if isinstance(g.get("chance"), dict) else {}
+        people: dict[str, Any] = g["humans"] if isinstance(g.get("humans"), dict) else {}
+        humans = people.get(rule)
         out.append(
-            {"name": g.get("name"), "rows": g.get("rows"), "best": g.get("best"), "fit": fit, "entries": entries}
-        )
+            {
+                "name": g.get("name"), "rows": g.get("rows"), "best": g.get("best"), "fit": fit, "entries": entries,
+                "chance": chance.get("score"), "humans": _figure(humans) if isinstance(humans, dict) else None,
+            }
+        )  # fmt: skip
     more = {k: groups.get(k) if isinstance(groups.get(k), int) else 0 for k in ("more", "more_rows")}
     return {"by": groups.get("by"), "groups": out, **more}

@@ -338,13 +338,16 @@
   function choiceGroups(c, show) {
     const G = c.groups;
     if (!G || !(G.groups || []).length) return [];
-    const names = (c.entries || []).map((e) => e.name), cell = (e) => !e ? '-' : show(e.score) + (e.interval ? ` (${show(e.interval[0])} to ${show(e.interval[1])})` : '');
+    const names = (c.entries || []).map((e) => e.name), cell = (e) => !e || typeof e.score !== 'number' ? '-' : show(e.score) + (e.interval ? ` (${show(e.interval[0])} to ${show(e.interval[1])})` : '');
+    // the people's own figure per group, where the labels are people's votes and the rule compares with them
+    const humans = G.groups.some((g) => g.humans && typeof g.humans.score === 'number');
     const rows = G.groups.map((g) => [g.name, int(g.rows), g.best ? g.best + ((g.fit || []).includes(g.best) ? '' : ' (not beyond chance)') : '-',
+      typeof g.chance === 'number' ? show(g.chance) : '-', ...(humans ? [cell(g.humans)] : []),
       ...names.map((n) => cell((g.entries || []).find((e) => e.name === n)))]);
-    if (G.more) rows.push([el('em', { class: 'muted' }, `${int(G.more)} more group${G.more === 1 ? '' : 's'} (${int(G.more_rows)} rows)`), '', '', ...names.map(() => '')]);
+    if (G.more) rows.push([el('em', { class: 'muted' }, `${int(G.more)} more group${G.more === 1 ? '' : 's'} (${int(G.more_rows)} rows)`), '', '', '', ...(humans ? [''] : []), ...names.map(() => '')]);
     return [el('h3', {}, `Judges by ${G.by}`),
-      el('p', { class: 'small muted' }, `${c.headline} per value of ${G.by}, each group's figure that of its rows alone, with its 95% interval; the recommendation above is overall.`),
-      table([G.by, 'rows', 'best', ...names], rows, { class: 'choice-groups' })];
+      el('p', { class: 'small muted' }, `${c.headline} per value of ${G.by}, each group's figure that of its rows alone, with its 95% interval, beside the group's chance level` + (humans ? ' and the people\'s own figure' : '') + '; the recommendation above is overall.'),
+      table([G.by, 'rows', 'best', 'chance', ...(humans ? ['humans'] : []), ...names], rows, { class: 'choice-groups' })];
   }
 
   // a panel is judged by every judge's model, not the first one's
