@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
 from datasets import Dataset
 
+from ..tables import arrow_table, rows_renumbered
 from .by_group import TERMINAL_GROUPS, group_rows, more_text
 
 # compare(rows of the group, their error rows, their row indices in the result or None) -> an AgreementReport
@@ -54,16 +53,7 @@ def _errors_of(errors: Dataset | None, split: str | None, idx: Sequence[int], n:
     """The error rows of ``split``'s rows ``idx``, their ``row`` renumbered as the group's own (0, 1, ...)."""
     if errors is None or not len(errors):
         return errors
-    where = np.full(n, -1, dtype=np.int64)
-    where[list(idx)] = np.arange(len(idx))
-    table = errors.with_format("arrow")[:]
-    old = table.column("row").to_numpy(zero_copy_only=False).astype(np.int64)
-    new = np.where((old >= 0) & (old < n), where[np.clip(old, 0, n - 1)], -1)
-    if split is not None and "split" in table.column_names:
-        new = np.where(np.array(table.column("split").to_pylist(), dtype=object) == split, new, -1)
-    mine = table.filter(pa.array(new >= 0))
-    at = mine.schema.get_field_index("row")
-    return Dataset(mine.set_column(at, "row", pa.array(new[new >= 0], mine.column("row").type)), split=errors.split)
+    return Dataset(rows_renumbered(arrow_table(errors), {split: idx}, {split: n}), split=errors.split)
 
 
 def group_lines(groups: Mapping[str, Any] | None, num: Callable[[Any], str]) -> list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from datasets import Dataset
 from datasets.fingerprint import generate_random_fingerprint
@@ -22,7 +21,7 @@ from ..analysis.by_group import check_by, group_rows
 from ..analysis.leaderboard import JudgeChoice, recommend
 from ..results.errors_split import ERRORS_SPLIT
 from ..results.scored import ScoredDatasetDict
-from ..tables import arrow_table
+from ..tables import arrow_table, rows_renumbered
 
 # the figures of an entry that are the group's own; the rest (cost, latency, the run's length bias) the table's
 FIGURES = (
@@ -80,13 +79,7 @@ def _sub_result(
     """The result a run on ``rows`` (of ``n`` labelled rows) alone would have given: the rows (and, for pairs in
     both orders, their second orders at ``n + row``), and the error rows of those, renumbered."""
     picked = rows + [n + i for i in rows] if swapped else rows
-    where = np.full(2 * n if swapped else n, -1, dtype=np.int64)
-    where[picked] = np.arange(len(picked))
-    errors = arrow_table(result[ERRORS_SPLIT])
-    old = errors.column("row").to_numpy(zero_copy_only=False).astype(np.int64)
-    new = np.where((old >= 0) & (old < len(where)), where[np.clip(old, 0, len(where) - 1)], -1)
-    mine = errors.filter(pa.array(new >= 0))
-    mine = mine.set_column(mine.schema.get_field_index("row"), "row", pa.array(new[new >= 0], mine.column("row").type))
+    mine = rows_renumbered(arrow_table(result[ERRORS_SPLIT]), {None: picked}, {None: 2 * n if swapped else n})
     sub = ScoredDatasetDict(
         {
             "train": _taken(result["train"], table, picked),

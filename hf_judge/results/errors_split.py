@@ -16,12 +16,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets import Dataset, Features, Value
 from datasets.fingerprint import generate_random_fingerprint
+
+from ..tables import arrow_table, rows_renumbered
 
 logger = logging.getLogger("hf_judge")
 
@@ -116,18 +117,7 @@ def errors_of_rows(errors: Dataset, kept: Mapping[str, Sequence[int]], rows: Map
         >>> list(errors_of_rows(e, {"train": [0, 3]}, {"train": 4})["row"])
         [1]
     """
-    table = current(errors).with_format("arrow")[:]
-    old = pc.fill_null(table.column("row"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    splits = np.array(table.column("split").to_pylist(), dtype=object)
-    new = np.full(len(old), -1, dtype=np.int64)
-    for split, n in rows.items():
-        where = np.full(n, -1, dtype=np.int64)
-        where[np.asarray(kept.get(split, []), dtype=np.int64)] = np.arange(len(kept.get(split, [])))
-        mine = (splits == split) & (old >= 0) & (old < n)
-        new[mine] = where[old[mine]]
-    out = table.filter(pa.array(new >= 0))
-    at = out.schema.get_field_index("row")
-    out = out.set_column(at, "row", pa.array(new[new >= 0], out.column("row").type))
+    out = rows_renumbered(arrow_table(current(errors)), kept, rows)
     return Dataset(out, split=errors.split, fingerprint=generate_random_fingerprint())
 
 
