@@ -133,6 +133,7 @@ def test_a_missing_by_column_is_refused_before_any_request(server, tmp_path, cap
         "--base-url", server.base_url, "--cache-dir", tmp_path / "c2", "--by", "categry",
     )  # fmt: skip
     assert code != 0 and "did you mean 'category'" in err
+    assert "__label__" not in err  # the columns listed are the data's, not the one choose-judge adds
     assert server.stats()["requests"] == 0
     with pytest.raises(ConfigError, match="did you mean 'category'"):
         agreement(_pairs(), "human", "human", by="Category")

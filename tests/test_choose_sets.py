@@ -317,6 +317,37 @@ def test_mt_bench_compares_the_judge_with_each_expert_vote_and_shows_the_human_h
     assert report["rules"]["humans"]["score"] == people["score"]
 
 
+def test_choose_judge_cli_votes_names_the_people_s_columns_as_the_library_s_votes(judge, tmp_path, capfd):
+    """``--votes A,B`` beside ``--label``: the CLI compares with those people's votes under mt-bench and shows
+    their own figure, as ``choose_judge(votes=[...])`` does on the same rows; a column it lacks is refused before
+    any request."""
+    from helpers import run_cli
+
+    judge.reset()
+    rows = [
+        {"question": f"q{i}", "response1": f"a{i}", "response2": f"b{i}", "final": "1" if i % 3 else "2",
+         "p1": "1" if i % 3 else "2", "p2": "1" if i % 2 else "tie"}
+        for i in range(12)
+    ]  # fmt: skip
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    common = ["--metric", "Comparative", "--judges", "agree", "--label", "final", "--rule", "mt-bench"]
+    common += ["--base-url", judge.base_url, "--cache-dir", str(tmp_path / "c"), "--resamples", "0"]
+    code, _, err = run_cli(capfd, "choose-judge", str(data), *common, "--votes", "p1,p3")
+    assert code == 2 and "votes: no column 'p3' of people's votes" in err, err
+    assert judge.stats()["requests"] == 0
+    code, out, err = run_cli(capfd, "choose-judge", str(data), *common, "--votes", "p1,p2", "-o", tmp_path / "o")
+    assert code == 0, err
+    saved = json.loads((tmp_path / "o" / "choose_judge.json").read_text())
+    choice = choose_judge(
+        Dataset.from_list(rows), "Comparative", ["agree"], label="final", votes=["p1", "p2"], rule="mt-bench",
+        base_url=judge.base_url, api_key="k", cache_dir=tmp_path / "c", progress=False, resamples=0,
+    )  # fmt: skip
+    assert saved["humans"]["mt-bench"]["score"] == choice.humans["mt-bench"]["score"] is not None
+    assert saved["entries"][0]["score"] == choice.entries[0]["score"]
+    assert "humans: every two votes" in out
+
+
 def test_votes_columns_and_values_are_checked_before_any_request(judge, tmp_path):
     judge.reset()
     ds = Dataset.from_dict(

@@ -9,6 +9,7 @@ import warnings
 from typing import Any
 
 from ..errors import ConfigError
+from .agreement import VOTES_HELP
 from .options import TOKEN_HELP, add_client_options, add_column_option, add_input_options
 
 CHOOSE_EXAMPLE = """examples:
@@ -30,6 +31,9 @@ rule (each order +1 right, -1 wrong, 0 tie or unparsed; a pair is right when the
 single-order accuracy and the share of pairs whose orders disagree; coverage and failures count each order.
 --rule NAME takes the headline from another paper's rule (llmbar, alpacaeval, mt-bench, rewardbench):
   hf-judge choose-judge pairs.jsonl --metric Comparative --judges a,b --label preferred --rule llmbar
+mt-bench compares each judge with each person's vote, alpacaeval with their mode (and a row for the people):
+  hf-judge choose-judge pairs.jsonl --metric Comparative --judges a,b --annotators p1,p2,p3 --rule mt-bench
+  hf-judge choose-judge pairs.jsonl --metric Comparative --judges a,b --label final --votes p1,p2 --rule alpacaeval
 A pairwise judge's P(it prefers the longer response) beside the labels' own rate. Cost per 1,000 rows at list
 and batch price (none for a judge that decided no row, or without a price), p50 and p95 latency.
 The last row is chance: always answering the majority label (kappa 0; rho 0 for ratings). Recommended: of the
@@ -83,6 +87,7 @@ def add_choose(sub: Any, settings: bool) -> None:
         "--labels", metavar="FILE", help="a labels file (split, row, label[, reviewer]) as agreement reads it"
     )
     given.add_argument("--annotators", metavar="A,B,C", help="several people's label columns (the human ceiling)")
+    p.add_argument("--votes", metavar="A,B,C", help=VOTES_HELP)
     p.add_argument("--label-threshold", type=float, metavar="T", help="ratings as verdicts: label >= T is positive")
     p.add_argument("--positive", help="the label value counted as positive, for verdicts not true/false, yes/no")
     p.add_argument("--for", dest="for_dataset", metavar="DATASET", help="what scoring it with the pick would cost")
@@ -143,6 +148,8 @@ def cmd_choose(args: argparse.Namespace) -> int:
     labelled: dict[str, Any] = {"label": args.label, "labels": args.labels}
     extra: dict[str, Any] = {"items": _items(args.items), "push_to_hub": args.push_to_hub, "token": args.token}
     extra["subset_column"] = args.subset_column
+    if args.votes:
+        extra["votes"] = [c.strip() for c in args.votes.split(",") if c.strip()]
     if args.annotators:
         labelled["annotators"] = [c.strip() for c in args.annotators.split(",")]
     if args.benchmark:
@@ -209,7 +216,8 @@ def _benchmark(args: argparse.Namespace, job: Any, labelled: dict[str, Any], ext
         labelled.update({"annotators": list(bench.annotators)} if bench.annotators else {"label": bench.label})
     labelled.setdefault("label_threshold", bench.label_threshold)
     extra["recorded"] = bench.recorded or None
-    extra["votes"] = list(bench.votes) or None  # the people's votes its rule compares with (experts only)
+    # the people's votes its rule compares with (experts only), unless --votes names others
+    extra["votes"] = extra.get("votes") or list(bench.votes) or None
     extra["subset_column"] = extra.get("subset_column") or bench.subset_column
     # the set's own rule and groups, as its paper reports it (JudgeBench per category, RewardBench per section)
     args.rule = args.rule or bench.rule or None

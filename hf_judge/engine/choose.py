@@ -171,7 +171,7 @@ def choose_judge(
         data, label, labels, annotators, _Rule(kind, positive, label_threshold, _outputs(metrics), by_votes)
     )
     ds = found.ds
-    check_by_column(ds, by)
+    check_by_column(ds, by, LABEL)
     vote_columns = check_votes(ds, votes, annotators, kind)
     subsets_of(ds, subset_column)
     verdicts, named_items = check_recorded(ds, recorded, kind, LABEL), check_items(ds, items)

@@ -57,10 +57,11 @@ def by_group(result: ScoredDatasetDict, ds: Dataset, by: str, swapped: bool, tru
     return out
 
 
-def check_by_column(ds: Dataset, by: str | None) -> None:
-    """Refuse a ``by`` column the labelled rows lack, before any request (with a did-you-mean)."""
+def check_by_column(ds: Dataset, by: str | None, label: str) -> None:
+    """Refuse a ``by`` column the labelled rows lack, before any request (with a did-you-mean among the data's
+    columns: not ``label``, the column choose-judge added for the labels)."""
     if by is not None:
-        check_by(ds.column_names, by, "the labelled rows")
+        check_by([c for c in ds.column_names if c != label], by, "the labelled rows")
 
 
 def _entry(e: dict[str, Any], group: str) -> dict[str, Any]:
