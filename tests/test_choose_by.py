@@ -121,6 +121,28 @@ def test_agreement_cli_by_writes_the_groups_in_its_json(server, tmp_path, capfd)
     assert "category = 'math': rows 36" in text
 
 
+def test_agreement_cli_rule_by_gives_each_group_choose_judge_s_figure_under_the_rule(server, tmp_path, capfd):
+    """``agreement --rule llmbar --by category`` on a candidate's folder: each group's block, its card row and its
+    JSON carry the group's figure under the rule, with its interval, equal to choose-judge's ``--rule llmbar
+    --by category`` for that group (the groups printed JudgeBench's figure alone)."""
+    judges = _judges(server)
+    choice = _run(_pairs(), judges, tmp_path, "c", output_dir=tmp_path / "out", rule="llmbar", by="category")
+    out = tmp_path / "r.json"
+    code, text, err = run_cli(
+        capfd, "agreement", tmp_path / "out" / "agree", "--score", "Comparative", "--label", "__label__",
+        "--rule", "llmbar", "--by", "category", "--resamples", "200", "--seed", "3", "--out", out,
+    )  # fmt: skip
+    assert code == 0, err
+    saved = json.loads(out.read_text())["groups"]["groups"]
+    mine = {g["name"]: next(e for e in g["entries"] if e["judge"] == "agree") for g in choice.groups["groups"]}
+    assert [g["group"] for g in saved] == list(mine) == ["math", "code", "knowledge"]
+    for g in saved:
+        found, theirs = g["rules"]["llmbar"], mine[g["group"]]
+        assert (found["score"], found["interval"]) == (theirs["score"], theirs["interval"])
+        lo, hi = found["interval"]
+        assert f"  llmbar: {found['score']:.3f} ({lo:.3f} .. {hi:.3f}) over {found['pairs']:,} pairs" in text
+
+
 def test_a_missing_by_column_is_refused_before_any_request(server, tmp_path, capfd):
     judges = _judges(server)
     with pytest.raises(ConfigError, match="no column 'categroy' to group by.*did you mean 'category'"):

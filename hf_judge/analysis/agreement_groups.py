@@ -82,7 +82,23 @@ def _all_rows_lines(g: Mapping[str, Any], num: Callable[[Any], str]) -> list[str
     jb = (g.get("rules") or {}).get("judgebench")
     if jb and jb.get("accuracy") is not None:
         parts.append(f"JudgeBench's rule {num(jb['accuracy'])} over {jb['pairs']:,} pairs")
-    return [f"  over all {a.get('rows', 0):,} labelled rows: " + "; ".join(parts)] if parts else []
+    out = [f"  over all {a.get('rows', 0):,} labelled rows: " + "; ".join(parts)] if parts else []
+    rule = _rule_figure(g)
+    if rule is not None:  # --rule NAME: the group's figure under it, choose-judge --by's for that group
+        name, found = rule
+        ci = found.get("interval")
+        out.append(
+            f"  {name}: {num(found['score'])}" + (f" ({num(ci[0])} .. {num(ci[1])})" if ci else "")
+            + f" over {found.get('pairs', 0):,} pairs (choose-judge --rule {name})"
+        )  # fmt: skip
+    return out
+
+
+def _rule_figure(g: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    """The group's figure under the rule asked for (``agreement --rule``), where it has one."""
+    rule = g.get("rule")
+    found = (g.get("rules") or {}).get(rule) if isinstance(rule, str) else None
+    return (str(rule), found) if found and found.get("score") is not None else None
 
 
 def group_markdown(groups: Mapping[str, Any] | None, num: Callable[[Any], str]) -> list[str]:
@@ -90,12 +106,16 @@ def group_markdown(groups: Mapping[str, Any] | None, num: Callable[[Any], str]) 
     if not groups or not groups["groups"]:
         return []
     names = list(groups["groups"][0]["figures"])
+    rule = next((r[0] for g in groups["groups"] if (r := _rule_figure(g))), None)  # --rule NAME: a column first
     out = [f"By `{groups['by']}` (each group's figures are agreement on its rows alone):", ""]
-    out += ["| group | compared | " + " | ".join(names) + " |", "|" + " --- |" * (len(names) + 2)]
+    head = ([rule] if rule else []) + names
+    out += ["| group | compared | " + " | ".join(head) + " |", "|" + " --- |" * (len(head) + 2)]
     for g in groups["groups"]:
         cells = []
-        for name in names:
-            v, ci = g["figures"].get(name), (g.get("intervals") or {}).get(name)
+        figures = [((g.get("rules") or {}).get(rule) or {})] if rule else []
+        figures += [{"score": g["figures"].get(n), "interval": (g.get("intervals") or {}).get(n)} for n in names]
+        for f in figures:
+            v, ci = f.get("score"), f.get("interval")
             cells.append(num(v) + (f" ({num(ci[0])} .. {num(ci[1])})" if ci else ""))
         out.append(f"| {g['group']} | {g['pairs']:,} | " + " | ".join(cells) + " |")
     more = more_text(groups["more"], groups["more_rows"])
