@@ -119,6 +119,16 @@ def _text(element) -> str:
     return element.get_attribute("textContent")
 
 
+def _cells(root, rows_css: str = "tbody tr") -> list[list[str]]:
+    """The text of every cell of the rows ``rows_css`` finds under ``root`` (the browser or an element)."""
+    from selenium.webdriver.common.by import By
+
+    return [
+        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in root.find_elements(By.CSS_SELECTOR, rows_css)
+    ]
+
+
 def test_page_loads_offline_with_no_console_error_and_no_request(browser, result):
     from selenium.webdriver.common.by import By
 
@@ -706,10 +716,7 @@ def test_the_errors_table_names_the_judge_of_each_failed_request(browser, judge,
     table = browser.find_element(By.ID, "errors")
     heads = [_text(th) for th in table.find_elements(By.CSS_SELECTOR, "thead th")]
     assert heads[:5] == ["split", "row", "metric", "judge", "kind"]
-    cells = [
-        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")][:5]
-        for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")
-    ]
+    cells = [r[:5] for r in _cells(table)]
     assert sorted(cells) == [
         ["train", "1", "QA_Clarity", "b", "out_of_range"],
         ["train", "2", "QA_Clarity", "", "null_input"],
@@ -883,10 +890,7 @@ def test_view_by_a_column_shows_each_score_per_group_lowest_mean_first(browser, 
     _open(browser, folder / "report.html", "overview")
     card = browser.find_element(By.CSS_SELECTOR, ".groups[data-column='QA_Clarity']")
     assert browser.find_element(By.XPATH, "//h3[.='Scores by source']") and not card.find_elements(By.TAG_NAME, "b")
-    cells = [
-        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
-        for tr in card.find_elements(By.CSS_SELECTOR, "tbody tr")
-    ]
+    cells = _cells(card)
     assert [c[:5] for c in cells] == [
         [r.source, str(r.size), "0", f"{r.mean:.2f}", f"{r.median:.2f}"] for r in want.itertuples()
     ]
@@ -999,10 +1003,7 @@ def test_a_choose_judge_json_holding_nan_shows_a_dash_for_the_judge_without_a_fi
     assert [b.get_attribute("data-judge") for b in browser.find_elements(By.CSS_SELECTOR, "#choice .choice-bar")] == [
         "b"
     ]
-    rows = [
-        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
-        for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-table tbody tr")
-    ]
+    rows = _cells(browser, ".choice-table tbody tr")
     assert [r[:4] for r in rows] == [["a", "-", "", "-"], ["b", "70.0%", "60.0% to 80.0%", "100.0%"]]
 
 
@@ -1040,10 +1041,7 @@ def test_a_choose_judge_by_folder_shows_each_groups_figures_and_best_judge(brows
     assert _problems(browser) == []
     head = [_text(th) for th in browser.find_elements(By.CSS_SELECTOR, ".choice-groups thead th")]
     assert head == ["source", "rows", "best", "chance", "steady", "coin"]  # no people's votes: no humans column
-    rows = [
-        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
-        for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-groups tbody tr")
-    ]
+    rows = _cells(browser, ".choice-groups tbody tr")
     said = {
         g["name"]: "steady" + ("" if "steady" in g["fit"] else " (not beyond chance)") for g in choice.groups["groups"]
     }
@@ -1091,10 +1089,7 @@ def test_a_choose_judge_by_folder_with_votes_shows_each_groups_people_beside_its
     assert _problems(browser) == []
     head = [_text(th) for th in browser.find_elements(By.CSS_SELECTOR, ".choice-groups thead th")]
     assert head == ["source", "rows", "best", "chance", "humans", "agree", "other"]
-    rows = [
-        [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
-        for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-groups tbody tr")
-    ]
+    rows = _cells(browser, ".choice-groups tbody tr")
     groups = choice.groups["groups"]
     assert [r[0] for r in rows] == [g["name"] for g in groups] == ["s0", "s1"]
     for r, g in zip(rows, groups, strict=True):
@@ -1144,13 +1139,7 @@ def test_a_choose_judge_page_shows_intransitive_triads_beside_orders_disagree(
     assert _problems(browser) == []
     head = [_text(th) for th in browser.find_elements(By.CSS_SELECTOR, ".choice-table thead th")]
     assert head[3:6] == ["coverage", "orders disagree", "intransitive"]
-    rows = {
-        r[0]: r[4:6]
-        for r in (
-            [_text(td) for td in tr.find_elements(By.TAG_NAME, "td")]
-            for tr in browser.find_elements(By.CSS_SELECTOR, ".choice-table tbody tr")
-        )
-    }
+    rows = {r[0]: r[4:6] for r in _cells(browser, ".choice-table tbody tr")}
     assert rows == {"longer": ["0%", "0 of 1 triads"], "old judge": ["-", "1 of 1 triads"]}
     by = {e["name"]: e for e in choice.entries}
     assert by["longer"]["judgebench"]["orders_disagree"]["share"] == 0
