@@ -14,7 +14,7 @@ The inputs hold no missing values (:mod:`hf_judge.analysis.agreement` drops them
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -476,6 +476,25 @@ def over_all_rows(
         "figures": figures,
         "intervals": intervals,
         "failures": dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
+
+
+def headline_figures(found: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`over_all_rows`'s result as a leaderboard entry's figures: the headline (accuracy or agreement) and
+    Cohen's kappa with their intervals, the coverage and the failures by kind.
+
+    Example:
+        >>> headline_figures(over_all_rows([True, False], [True, None], "binary", resamples=0))["score"]
+        0.5
+    """
+    key = "accuracy" if "accuracy" in found["figures"] else "agreement"
+    return {
+        "score": found["figures"].get(key),
+        "interval": found["intervals"].get(key),
+        "kappa": found["figures"].get("cohen_kappa"),
+        "kappa_interval": found["intervals"].get("cohen_kappa"),
+        "coverage": found["coverage"],
+        "failures": found["failures"],
     }
 
 

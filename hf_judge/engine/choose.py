@@ -29,7 +29,7 @@ from ..analysis.chance import chance_level
 from ..analysis.label_rules import check_labels, verdict
 from ..analysis.label_table import count_labels
 from ..analysis.leaderboard import JudgeChoice, combined_winner, flip, pair_verdicts, recommend, rule_of
-from ..analysis.stats import over_all_rows
+from ..analysis.stats import headline_figures, over_all_rows
 from ..errors import ConfigError
 from ..judging.catalogue import resolve_metrics
 from ..judging.ensemble import JUDGE_SEP
@@ -650,16 +650,7 @@ def _figures(
     labels = truth  # checked before scoring (label_rules): verdicts True/False, winners "1"/"2"/"tie"
     if kind == "binary":
         pred = [None if v is None else verdict(v) for v in pred]
-    found = over_all_rows(labels, pred, kind, failures=failures, resamples=resamples, seed=seed)
-    key = "accuracy" if kind == "binary" else "agreement"
-    return {
-        "score": found["figures"].get(key),
-        "interval": found["intervals"].get(key),
-        "kappa": found["figures"].get("cohen_kappa"),
-        "kappa_interval": found["intervals"].get("cohen_kappa"),
-        "coverage": found["coverage"],
-        "failures": found["failures"],
-    }
+    return headline_figures(over_all_rows(labels, pred, kind, failures=failures, resamples=resamples, seed=seed))
 
 
 def _head(scored: Dataset | pa.Table, column: str, n: int) -> list[Any]:

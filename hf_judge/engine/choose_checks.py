@@ -14,7 +14,7 @@ from datasets import Dataset
 from ..analysis import rules
 from ..analysis.label_rules import check_labels
 from ..analysis.leaderboard import JudgeChoice, combined_winner, flip
-from ..analysis.stats import over_all_rows
+from ..analysis.stats import headline_figures, over_all_rows
 from ..analysis.transitivity import transitivity
 from ..errors import ConfigError
 
@@ -76,7 +76,6 @@ def add_recorded(
     rule, people, subsets = by
     for name, pred in verdicts.items():
         found = over_all_rows(truth, pred, choice.kind, resamples=resamples, seed=seed)
-        key = "accuracy" if choice.kind == "binary" else "agreement"
         entry: dict[str, Any] = {
             "name": name,
             "judge": name,
@@ -85,12 +84,7 @@ def add_recorded(
             "column": None,
             "rule": choice.rule,
             "recorded": True,
-            "score": found["figures"].get(key),
-            "interval": found["intervals"].get(key),
-            "kappa": found["figures"].get("cohen_kappa"),
-            "kappa_interval": found["intervals"].get("cohen_kappa"),
-            "coverage": found["coverage"],
-            "failures": found["failures"],
+            **headline_figures(found),
             "cost_per_1000": None,
             "cost_per_1000_batch": None,
             "cost_basis": "recorded",
